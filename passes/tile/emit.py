@@ -1,0 +1,297 @@
+"""Building blocks the schedule rules share: an op appender, index arithmetic, loops, and
+cloning loop-level bodies into tile-level code (sequentially or across vector lanes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    UnitAttr,
+    f32,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+
+from tinyopt.dialects import loop, tile
+
+Mapping = dict[SSAValue, SSAValue]
+
+
+class Emitter:
+    """Appends ops at the end of a current block, with a few folding index helpers."""
+
+    def __init__(self, block: Block) -> None:
+        self.block = block
+        self._consts: dict[tuple[Block, int], SSAValue] = {}
+
+    def op(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def value(self, op: Operation) -> SSAValue:
+        return self.op(op).results[0]
+
+    @contextmanager
+    def into(self, block: Block):
+        outer, self.block = self.block, block
+        try:
+            yield block
+        finally:
+            self.block = outer
+
+    def index(self, v: int) -> SSAValue:
+        return self.value(arith.ConstantOp(IntegerAttr(v, IndexType())))
+
+    def f32(self, v: float) -> SSAValue:
+        return self.value(arith.ConstantOp(FloatAttr(v, f32)))
+
+    def add(self, a: SSAValue | int, b: SSAValue | int) -> SSAValue:
+        if isinstance(a, int) and isinstance(b, int):
+            return self.index(a + b)
+        if b == 0:
+            return self._v(a)
+        if a == 0:
+            return self._v(b)
+        return self.value(arith.AddiOp(self._v(a), self._v(b)))
+
+    def mul(self, a: SSAValue | int, b: SSAValue | int) -> SSAValue:
+        if isinstance(a, int) and isinstance(b, int):
+            return self.index(a * b)
+        if b == 1:
+            return self._v(a)
+        if a == 1:
+            return self._v(b)
+        return self.value(arith.MuliOp(self._v(a), self._v(b)))
+
+    def div(self, a: SSAValue, b: int) -> SSAValue:
+        return a if b == 1 else self.value(arith.DivUIOp(a, self.index(b)))
+
+    def rem(self, a: SSAValue, b: int) -> SSAValue:
+        return self.value(arith.RemUIOp(a, self.index(b)))
+
+    def less(self, a: SSAValue, b: SSAValue | int) -> SSAValue:
+        return self.value(arith.CmpiOp(a, self._v(b), "ult"))
+
+    def _v(self, a: SSAValue | int) -> SSAValue:
+        return self.index(a) if isinstance(a, int) else a
+
+    def delinearize(self, flat: SSAValue, extents: Sequence[int]) -> list[SSAValue]:
+        """Splits a row-major linear index into one index per extent."""
+        out: list[SSAValue] = []
+        rest = flat
+        for pos in range(len(extents) - 1, -1, -1):
+            if pos == 0:
+                out.append(rest)
+            else:
+                out.append(self.rem(rest, extents[pos]))
+                rest = self.div(rest, extents[pos])
+        return out[::-1]
+
+    @contextmanager
+    def for_loop(
+        self,
+        lb: SSAValue | int,
+        ub: SSAValue | int,
+        step: SSAValue | int,
+        carried: Sequence[SSAValue] = (),
+        unroll: bool = False,
+    ):
+        """Emits an `scf.for`; the body block is current inside; yields (iv, carried args, op).
+
+        The caller must end the body with `scf.yield`.
+        """
+        body = Block(arg_types=[IndexType(), *[v.type for v in carried]])
+        for_op = scf.ForOp(self._v(lb), self._v(ub), self._v(step), list(carried), body)
+        if unroll:
+            for_op.attributes["tile.unroll"] = UnitAttr()
+        self.op(for_op)
+        with self.into(body):
+            yield body.args[0], list(body.args[1:]), for_op
+
+    @contextmanager
+    def if_(self, cond: SSAValue, result_types: Sequence[Attribute] = ()):
+        """Emits an `scf.if`; yields (then block, else block or None, op); caller adds yields."""
+        then_block = Block()
+        else_block = Block() if result_types else None
+        if_op = scf.IfOp(
+            cond, list(result_types), Region(then_block), Region(else_block) if else_block else None
+        )
+        self.op(if_op)
+        yield then_block, else_block, if_op
+        if not result_types:
+            then_block.add_op(scf.YieldOp())
+
+
+def inline_region(em: Emitter, region: Region, args: Sequence[SSAValue], mapping: Mapping) -> list[SSAValue]:
+    """Clones a single-block region's ops with its arguments bound; returns what it yields."""
+    local = dict(mapping)
+    for block_arg, value in zip(region.block.args, args, strict=True):
+        local[block_arg] = value
+    yielded = emit_sequential(em, region.block.ops, local)
+    return yielded
+
+
+def emit_sequential(em: Emitter, ops: Iterable[Operation], mapping: Mapping) -> list[SSAValue]:
+    """Clones loop-level ops in order; parallel/reduce loops become sequential `scf.for`s.
+
+    Returns the operands of a trailing `loop.yield`, mapped (empty if there is none).
+    """
+    for op in ops:
+        if isinstance(op, loop.YieldOp):
+            return [mapping.get(v, v) for v in op.arguments]
+        if isinstance(op, loop.ParallelOp):
+            _sequential_nest(em, op.extents, op.body.block, mapping, [])
+        elif isinstance(op, loop.ReduceOp):
+            state = [mapping.get(v, v) for v in op.init]
+            result = _sequential_nest(em, op.extents, op.body.block, mapping, state, op.combine)
+            for old, new in zip(op.res, result, strict=True):
+                mapping[old] = new
+        else:
+            em.op(op.clone(value_mapper=mapping))
+    return []
+
+
+def _sequential_nest(
+    em: Emitter,
+    extents: Sequence[int],
+    body: Block,
+    mapping: Mapping,
+    state: list[SSAValue],
+    combine: Region | None = None,
+    ivs: Sequence[SSAValue] = (),
+) -> list[SSAValue]:
+    depth = len(ivs)
+    with em.for_loop(0, extents[depth], 1, state) as (iv, carried, for_op):
+        ivs_here = [*ivs, iv]
+        if depth + 1 < len(extents):
+            out = _sequential_nest(em, extents, body, mapping, carried, combine, ivs_here)
+        else:
+            local = dict(mapping) | dict(zip(body.args, ivs_here, strict=True))
+            element = emit_sequential(em, body.ops, local)
+            out = inline_region(em, combine, [*carried, *element], mapping) if combine else []
+        em.op(scf.YieldOp(*out))
+    return list(for_op.results)
+
+
+def depends_on(ops: Iterable[Operation], roots: Iterable[SSAValue]) -> set[SSAValue]:
+    """Returns the roots and every value computed by `ops` (nested ones too) that uses one."""
+    dependent = set(roots)
+    for op in ops:
+        if _uses(op, dependent):
+            dependent.update(r for inner in op.walk() for r in inner.results)
+    return dependent
+
+
+def is_contiguous(indices: Sequence[SSAValue], iv: SSAValue, dependent: set[SSAValue]) -> bool:
+    """True when only the last index varies with `iv`, and it is `iv` itself."""
+    *leading, last = indices
+    return last == iv and not any(i in dependent for i in leading)
+
+
+@dataclass
+class LaneEmitter:
+    """Clones a loop-level body for `width` consecutive values of one index variable.
+
+    Loads and stores whose last index is that variable become one vector access; ops that do
+    not depend on it are emitted once and shared by all lanes; the rest are cloned per lane.
+    `cached_load` may return per-lane values for a load (a register cache) instead.
+    """
+
+    em: Emitter
+    iv: SSAValue
+    start: SSAValue
+    width: int
+    cached_load: Callable[[memref.LoadOp, list[SSAValue]], list[SSAValue] | None] = (
+        lambda op, idx: None
+    )
+    lanes: list[Mapping] = field(default_factory=list)
+
+    def emit(self, ops: Sequence[Operation], mapping: Mapping) -> list[list[SSAValue]]:
+        """Emits the ops; returns the per-lane operands of a trailing `loop.yield`."""
+        dependent = depends_on(ops, [self.iv])
+        em = self.em
+        self.lanes = []
+        for lane in range(self.width):
+            lane_map = dict(mapping)
+            lane_map[self.iv] = em.add(self.start, lane)
+            self.lanes.append(lane_map)
+        for op in ops:
+            if isinstance(op, loop.YieldOp):
+                return [[m.get(v, v) for v in op.arguments] for m in self.lanes]
+            if not _uses(op, dependent):
+                shared = dict(self.lanes[0])
+                em.op(op.clone(value_mapper=shared))
+                for lane_map in self.lanes:
+                    lane_map.update({r: shared[r] for r in op.results})
+            elif isinstance(op, memref.LoadOp) and is_contiguous(op.indices, self.iv, dependent):
+                self._load(op)
+            elif isinstance(op, memref.StoreOp) and is_contiguous(op.indices, self.iv, dependent):
+                values = [m.get(op.value, op.value) for m in self.lanes]
+                indices = [self.lanes[0].get(i, i) for i in op.indices]
+                target = self.lanes[0].get(op.memref, op.memref)
+                if self.width == 1:
+                    em.op(memref.StoreOp.get(values[0], target, indices))
+                else:
+                    em.op(tile.VectorStoreOp(values, target, indices))
+            else:
+                for lane_map in self.lanes:
+                    em.op(op.clone(value_mapper=lane_map))
+        return []
+
+    def _load(self, op: memref.LoadOp) -> None:
+        indices = [self.lanes[0].get(i, i) for i in op.indices]
+        values = self.cached_load(op, indices)
+        if values is None:
+            source = self.lanes[0].get(op.memref, op.memref)
+            if self.width == 1:
+                values = [self.em.value(memref.LoadOp.get(source, indices))]
+            else:
+                values = list(self.em.op(tile.VectorLoadOp(source, indices, self.width)).results)
+        for lane_map, v in zip(self.lanes, values, strict=True):
+            lane_map[op.res] = v
+
+
+def _uses(op: Operation, dependent: set[SSAValue]) -> bool:
+    return any(o in dependent for inner in op.walk() for o in inner.operands)
+
+
+def vector_width(
+    ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: int
+) -> int:
+    """Returns the widest vector width ≤ `wanted` that every contiguous access along `iv` allows.
+
+    A vector access is aligned when its start is a multiple of the width and the buffer's last
+    dimension is too; the extent of `iv` must also divide evenly.
+    """
+    ops = list(ops)
+    dependent = depends_on(ops, [iv])
+    width = wanted
+    for op in (o for top in ops for o in top.walk()):
+        if isinstance(op, memref.LoadOp | memref.StoreOp) and is_contiguous(
+            op.indices, iv, dependent
+        ):
+            t = op.memref.type
+            assert isinstance(t, MemRefType)
+            width = min(width, 16 // element_bytes(t.element_type))
+            while t.get_shape()[-1] % width:
+                width //= 2
+    while extent % width:
+        width //= 2
+    return max(width, 1)
+
+
+def element_bytes(t: Attribute) -> int:
+    """Returns the size in bytes of a float element type."""
+    return t.bitwidth // 8  # type: ignore[attr-defined]
+
+
+def global_element_bytes(kernel: loop.KernelOp) -> int:
+    """Returns the smallest element size among a kernel's buffers (sets the vector width)."""
+    sizes = [element_bytes(a.type.element_type) for a in kernel.body.block.args]  # type: ignore[attr-defined]
+    return min(sizes) if sizes else 4

@@ -1,0 +1,55 @@
+"""The schedule knobs of the `tile` pass: names, domains, and the heuristic defaults."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+AUTO = 0
+"""A knob left at 0 is chosen by the heuristic for each kernel."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """Schedule choices; see docs/knobs.md for each knob's meaning and domain."""
+
+    schedule: str = "auto"
+    threads: int = AUTO
+    vec: int = AUTO
+    rows: int = AUTO
+    cache: int = 1
+    bm: int = AUTO
+    bn: int = AUTO
+    bk: int = AUTO
+    tm: int = AUTO
+    tn: int = AUTO
+    pad: int = 4
+
+    def describe(self) -> str:
+        """Returns the knobs that differ from their defaults, as pass options."""
+        default = Knobs()
+        return " ".join(
+            f"{k}={v}" for k, v in vars(self).items() if getattr(default, k) != v
+        )
+
+
+SCHEDULES = ("auto", "sequential")
+"""`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
+
+
+def check(knobs: Knobs) -> None:
+    """Raises ValueError naming the first knob outside its domain."""
+    if knobs.schedule not in SCHEDULES:
+        raise ValueError(f"tile: schedule must be one of {SCHEDULES}, got '{knobs.schedule}'")
+    powers = {"threads": (32, 1024), "vec": (1, 16), "rows": (1, 32), "bm": (16, 256),
+              "bn": (16, 256), "bk": (4, 64), "tm": (1, 16), "tn": (1, 16)}
+    for name, (low, high) in powers.items():
+        value = getattr(knobs, name)
+        if value != AUTO and (value < low or value > high or value & (value - 1)):
+            raise ValueError(
+                f"tile: {name} must be a power of two in [{low}, {high}] (or 0 for auto), "
+                f"got {value}"
+            )
+    if knobs.cache not in (0, 1):
+        raise ValueError(f"tile: cache must be 0 or 1, got {knobs.cache}")
+    if knobs.pad < 0 or knobs.pad % 4:
+        raise ValueError(f"tile: pad must be a non-negative multiple of 4, got {knobs.pad}")

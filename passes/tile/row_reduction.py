@@ -1,0 +1,253 @@
+"""Schedule rule for row kernels (softmax, RMSNorm, LayerNorm, row sums): a thread group per row.
+
+Each row is handled by `threads` threads (a warp or the whole block) that stride over it in
+vectors of `vec` elements. A `loop.reduce` folds each thread's elements with the reduction's own
+combine region, then across the group with a warp or block reduction carrying that same
+combine, so any monoid works. With `cache=1` a row read by several inner loops is loaded once
+into registers and reused, so the kernel reads its input once and writes its output once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import prod
+
+from xdsl.dialects import memref, scf
+from xdsl.dialects.builtin import MemRefType
+from xdsl.ir import Operation, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.emit import (
+    Emitter,
+    LaneEmitter,
+    Mapping,
+    depends_on,
+    inline_region,
+    is_contiguous,
+    vector_width,
+)
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+
+MAX_CACHED_ELEMENTS = 64
+"""Register budget (elements per thread) for holding rows between inner loops."""
+
+
+def row_nest(op: loop.KernelOp) -> tuple[loop.ParallelOp, int] | None:
+    """Returns the outer row loop and the row length if the kernel has the row shape."""
+    ops = list(op.body.block.ops)
+    if len(ops) != 1 or not isinstance(ops[0], loop.ParallelOp):
+        return None
+    inner = [o for o in ops[0].body.block.ops if isinstance(o, loop.ParallelOp | loop.ReduceOp)]
+    if not inner or any(len(o.extents) != 1 for o in inner):
+        return None
+    if len({o.extents[0] for o in inner}) != 1:
+        return None
+    for o in inner:
+        if any(isinstance(n, loop.ParallelOp | loop.ReduceOp) for n in o.walk() if n is not o):
+            return None
+    return ops[0], inner[0].extents[0]
+
+
+def tile_combine(region: Region) -> Region:
+    """Clones a `loop.reduce` combine region, ending it with `tile.yield` instead."""
+    clone = region.clone()
+    last = clone.block.last_op
+    assert isinstance(last, loop.YieldOp)
+    clone.block.add_op(tile.YieldOp(*last.arguments))
+    clone.block.erase_op(last)
+    return clone
+
+
+class ScheduleRowReduction(RewritePattern):
+    """Maps each row to a group of threads; reductions use the warp or block reduce."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
+        if not isinstance(op, loop.KernelOp) or (nest := row_nest(op)) is None:
+            return
+        outer, length = nest
+        inner_loops = [
+            o for o in outer.body.block.ops if isinstance(o, loop.ParallelOp | loop.ReduceOp)
+        ]
+        width = min(
+            vector_width(o.body.block.ops, o.body.block.args[0], length, self.knobs.vec or 16)
+            for o in inner_loops
+        )
+        chunks = length // width
+        rows = prod(outer.extents)
+        threads, rows_per_block = self._group_shape(chunks, rows)
+        kernel, em, mapping = new_kernel(
+            op, (rows // rows_per_block, 1, 1), (threads, rows_per_block, 1)
+        )
+        row = em.add(
+            em.mul(em.value(tile.BlockIdOp("x")), rows_per_block), em.value(tile.ThreadIdOp("y"))
+        )
+        mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
+        lane = em.value(tile.ThreadIdOp("x"))
+        _RowEmitter(em, lane, threads, width, chunks, self.knobs.cache == 1).emit(
+            list(outer.body.block.ops), inner_loops, mapping
+        )
+        replace_kernel(rewriter, op, kernel)
+
+    def _group_shape(self, chunks: int, rows: int) -> tuple[int, int]:
+        threads = self.knobs.threads
+        if not threads:
+            threads = 32 if chunks <= 128 else min(1024, max(64, -(-chunks // 4 + 31) // 32 * 32))
+            threads = 1 << (threads - 1).bit_length() if threads > 32 else 32
+        rows_per_block = self.knobs.rows
+        if not rows_per_block:
+            rows_per_block = 1
+            if threads <= 32:
+                rows_per_block = next(r for r in (8, 4, 2, 1) if rows % r == 0)
+        if rows % rows_per_block:
+            raise DiagnosticException(
+                f"tile: rows={rows_per_block} does not divide the {rows} rows of the kernel"
+            )
+        if threads > 32 and rows_per_block > 1:
+            raise DiagnosticException(
+                f"tile: rows={rows_per_block} needs threads <= 32 (one warp per row), "
+                f"got threads={threads}"
+            )
+        return threads, rows_per_block
+
+
+class _RowEmitter:
+    """Emits the body of one row for one thread of the row's group."""
+
+    def __init__(
+        self, em: Emitter, lane: SSAValue, threads: int, width: int, chunks: int, cache: bool
+    ) -> None:
+        self.em = em
+        self.lane = lane
+        self.threads = threads
+        self.width = width
+        self.chunks = chunks
+        self.steps = -(-chunks // threads)
+        self.cache_enabled = cache
+        self.cached: dict[tuple[SSAValue, tuple[SSAValue, ...]], SSAValue] = {}
+
+    def emit(self, ops: Sequence[Operation], inner_loops: Sequence[Operation], mapping: Mapping) -> None:
+        em = self.em
+        shared_rows = self._rows_read_twice(inner_loops) if self.cache_enabled else []
+        for op in ops:
+            if isinstance(op, loop.ReduceOp):
+                self._preload(shared_rows, mapping)
+                self._reduce(op, mapping)
+            elif isinstance(op, loop.ParallelOp):
+                self._preload(shared_rows, mapping)
+                self._parallel(op, mapping)
+            elif isinstance(op, memref.StoreOp):
+                with em.if_(em.less(self.lane, 1)) as (then_block, _, _), em.into(then_block):
+                    em.op(op.clone(value_mapper=mapping))
+            else:
+                em.op(op.clone(value_mapper=mapping))
+
+    def _rows_read_twice(self, inner_loops: Sequence[Operation]) -> list[memref.LoadOp]:
+        """Returns one load per row buffer read contiguously by at least two inner loops."""
+        seen: dict[tuple[SSAValue, tuple[SSAValue, ...]], list[memref.LoadOp]] = {}
+        for inner in inner_loops:
+            iv = inner.regions[0].block.args[0]
+            dependent = depends_on(inner.regions[0].block.ops, [iv])
+            keys = set()
+            for o in inner.walk():
+                if isinstance(o, memref.LoadOp) and is_contiguous(o.indices, iv, dependent):
+                    key = (o.memref, tuple(o.indices)[:-1])
+                    if key not in keys:
+                        keys.add(key)
+                        seen.setdefault(key, []).append(o)
+        rows = [loads[0] for loads in seen.values() if len(loads) >= 2]
+        if self.steps * self.width * len(rows) > MAX_CACHED_ELEMENTS:
+            return []
+        return rows
+
+    def _preload(self, loads: list[memref.LoadOp], mapping: Mapping) -> None:
+        em = self.em
+        for load in loads:
+            key = (load.memref, tuple(load.indices)[:-1])
+            if key in self.cached or any(i not in mapping for i in key[1]):
+                continue
+            t = load.memref.type
+            assert isinstance(t, MemRefType)
+            regs = em.value(tile.AllocOp(tile.memref_in([self.steps, self.width], t.element_type, tile.REGISTERS)))
+            self.cached[key] = regs
+            source = mapping.get(load.memref, load.memref)
+            leading = [mapping.get(i, i) for i in key[1]]
+
+            def body(start: SSAValue, step: SSAValue) -> None:
+                if self.width == 1:
+                    values = [em.value(memref.LoadOp.get(source, [*leading, start]))]
+                else:
+                    values = list(em.op(tile.VectorLoadOp(source, [*leading, start], self.width)).results)
+                for k, v in enumerate(values):
+                    em.op(memref.StoreOp.get(v, regs, [step, em.index(k)]))
+
+            self._strided(body)
+
+    def _strided(self, body, state: Sequence[SSAValue] = (), body_with_state=None) -> list[SSAValue]:
+        """Emits the thread's strided walk over the row's vectors, guarded at the tail."""
+        em = self.em
+        with em.for_loop(0, self.steps, 1, list(state), unroll=True) as (step, carried, for_op):
+            chunk = em.add(self.lane, em.mul(step, self.threads))
+            guarded = self.chunks % self.threads != 0
+            types = [v.type for v in carried]
+            if guarded:
+                with em.if_(em.less(chunk, self.chunks), types) as (then_block, else_block, if_op):
+                    with em.into(then_block):
+                        out = self._run(body, body_with_state, em.mul(chunk, self.width), step, carried)
+                        if types:
+                            em.op(scf.YieldOp(*out))
+                    if else_block is not None:
+                        else_block.add_op(scf.YieldOp(*carried))
+                result = list(if_op.results)
+            else:
+                result = self._run(body, body_with_state, em.mul(chunk, self.width), step, carried)
+            em.op(scf.YieldOp(*result))
+        return list(for_op.results)
+
+    @staticmethod
+    def _run(body, body_with_state, start, step, carried) -> list[SSAValue]:
+        if body_with_state is not None:
+            return body_with_state(start, step, carried)
+        body(start, step)
+        return []
+
+    def _lanes(self, inner: Operation, start: SSAValue, step: SSAValue) -> LaneEmitter:
+        em = self.em
+
+        def cached_load(op: memref.LoadOp, indices: list[SSAValue]) -> list[SSAValue] | None:
+            regs = self.cached.get((op.memref, tuple(op.indices)[:-1]))
+            if regs is None:
+                return None
+            return [em.value(memref.LoadOp.get(regs, [step, em.index(k)])) for k in range(self.width)]
+
+        return LaneEmitter(em, inner.regions[0].block.args[0], start, self.width, cached_load)
+
+    def _reduce(self, op: loop.ReduceOp, mapping: Mapping) -> None:
+        em = self.em
+
+        def fold(start: SSAValue, step: SSAValue, carried: list[SSAValue]) -> list[SSAValue]:
+            elements = self._lanes(op, start, step).emit(list(op.body.block.ops), mapping)
+            state = carried
+            for element in elements:
+                state = inline_region(em, op.combine, [*state, *element], mapping)
+            return state
+
+        init = [mapping.get(v, v) for v in op.init]
+        partial = self._strided(None, init, fold)
+        combine = tile_combine(op.combine)
+        if self.threads <= 32:
+            total = em.op(tile.WarpReduceOp(partial, combine, self.threads)).results
+        else:
+            total = em.op(tile.BlockReduceOp(partial, combine)).results
+        mapping.update(zip(op.res, total, strict=True))
+
+    def _parallel(self, op: loop.ParallelOp, mapping: Mapping) -> None:
+        def body(start: SSAValue, step: SSAValue) -> None:
+            self._lanes(op, start, step).emit(list(op.body.block.ops), mapping)
+
+        self._strided(body)
