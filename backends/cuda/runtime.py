@@ -1,0 +1,290 @@
+"""Run modules produced by `to-cuda`: compile their kernels and execute their host functions."""
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from cuda.core import Buffer, Stream
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    MemRefType,
+    ModuleOp,
+    UnregisteredOp,
+)
+from xdsl.ir import Operation, SSAValue
+
+from tinyopt.backends.cuda.cache import cached_compile
+from tinyopt.backends.cuda.errors import CudaArgumentError, CudaModuleError
+from tinyopt.backends.cuda.launch import (
+    Kernel,
+    allocate,
+    current_device,
+    device_pointer,
+    download,
+    poison,
+    synchronize,
+    upload,
+)
+from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
+
+# element type -> (dtype name checked on arrays, numpy storage dtype)
+_ELEMENT_TYPES = {
+    Float32Type: ("float32", np.dtype(np.float32)),
+    Float16Type: ("float16", np.dtype(np.float16)),
+    BFloat16Type: ("bfloat16", np.dtype(np.uint16)),
+}
+
+
+def _op_name(op: Operation) -> str:
+    """Return an op's name, also for ops parsed while their dialect was not loaded."""
+    return op.op_name.data if isinstance(op, UnregisteredOp) else op.name
+
+
+@dataclass(frozen=True)
+class _BufferType:
+    """The static shape and element type of a memref the host function handles."""
+
+    shape: tuple[int, ...]
+    dtype_name: str
+    storage: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        """Return the buffer size in bytes."""
+        return int(np.prod(self.shape, dtype=np.int64)) * self.storage.itemsize
+
+    def accepts(self, array: object) -> bool:
+        """Return whether `array` has this shape and element type."""
+        name = str(array.dtype).removeprefix("torch.")
+        names = {self.dtype_name, "uint16"} if self.dtype_name == "bfloat16" else {self.dtype_name}
+        return tuple(array.shape) == self.shape and name in names
+
+    def __str__(self) -> str:
+        return f"{'x'.join(map(str, self.shape))} {self.dtype_name}"
+
+
+def _buffer_type(value: SSAValue, where: str) -> _BufferType:
+    """Return the buffer type of a memref value, rejecting what the runtime cannot hold."""
+    memref_type = value.type
+    if not (
+        isinstance(memref_type, MemRefType) and type(memref_type.element_type) in _ELEMENT_TYPES
+    ):
+        raise CudaModuleError(f"{where}: expected a memref of f32, f16 or bf16, got {memref_type}")
+    shape = tuple(memref_type.get_shape())
+    if any(d < 0 for d in shape):
+        raise CudaModuleError(f"{where}: memref {memref_type} has a dynamic shape")
+    return _BufferType(shape, *_ELEMENT_TYPES[type(memref_type.element_type)])
+
+
+@dataclass(frozen=True)
+class _Alloc:
+    """Allocate a fresh buffer for `value`."""
+
+    value: SSAValue
+    type: _BufferType
+
+
+@dataclass(frozen=True)
+class _Launch:
+    """Launch `kernel` on the buffers bound to `operands`."""
+
+    kernel: Kernel
+    operands: tuple[SSAValue, ...]
+
+
+class _NumpyFrame:
+    """Buffers of one call whose arrays are numpy: inputs go to the device, results come back."""
+
+    def __init__(self) -> None:
+        self.stream: Stream = current_device().default_stream
+        self.buffers: dict[SSAValue, Buffer] = {}
+
+    def bind(self, value: SSAValue, array: np.ndarray) -> int:
+        """Copy an input array to a fresh device buffer bound to `value`."""
+        buffer = upload(np.ascontiguousarray(array), self.stream)
+        self.buffers[value] = buffer
+        return int(buffer.handle)
+
+    def allocate(self, value: SSAValue, buffer_type: _BufferType) -> int:
+        """Allocate a device buffer bound to `value`."""
+        buffer = allocate(buffer_type.nbytes, self.stream)
+        self.buffers[value] = buffer
+        return int(buffer.handle)
+
+    def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
+        """Queue copies of the returned buffers into new numpy arrays (valid after a sync)."""
+        arrays = [np.empty(t.shape, t.storage) for t in types]
+        for value, array in zip(values, arrays):
+            download(int(self.buffers[value].handle), array, self.stream)
+        return arrays
+
+
+class _DeviceFrame:
+    """Buffers of one call whose arrays are torch or cupy CUDA arrays, used zero-copy."""
+
+    def __init__(self, first: object) -> None:
+        framework = type(first).__module__.split(".")[0]
+        if framework not in ("torch", "cupy"):
+            raise CudaArgumentError(
+                f"host functions take numpy arrays or torch / cupy CUDA arrays, "
+                f"got a {type(first).__name__}"
+            )
+        self.framework = importlib.import_module(framework)
+        if framework == "torch":
+            self.device = first.device
+            handle = self.framework.cuda.current_stream(first.device).cuda_stream
+        else:
+            self.device = None
+            handle = self.framework.cuda.get_current_stream().ptr
+        current_device()  # makes the device's context current before wrapping the stream
+        self.stream = Stream.from_handle(handle)
+        self.arrays: dict[SSAValue, object] = {}
+
+    def bind(self, value: SSAValue, array: object) -> int:
+        """Bind an input device array to `value` and return its address."""
+        self.arrays[value] = array
+        return device_pointer(array, self.stream)
+
+    def allocate(self, value: SSAValue, buffer_type: _BufferType) -> int:
+        """Allocate an array of the caller's framework bound to `value`."""
+        if not hasattr(self.framework, buffer_type.dtype_name):
+            raise CudaArgumentError(
+                f"{self.framework.__name__} has no {buffer_type.dtype_name} arrays"
+            )
+        dtype = getattr(self.framework, buffer_type.dtype_name)
+        if self.device is None:
+            array = self.framework.empty(buffer_type.shape, dtype=dtype)
+        else:
+            array = self.framework.empty(buffer_type.shape, dtype=dtype, device=self.device)
+        return self.bind(value, array)
+
+    def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
+        """Return the arrays bound to the returned values."""
+        return [self.arrays[value] for value in values]
+
+
+class HostFunction:
+    """A host function of a compiled module, callable on numpy, torch or cupy arrays."""
+
+    def __init__(
+        self, op: func.FuncOp, kernels: dict[str, Kernel], poison: bool, sync: bool
+    ) -> None:
+        self.name = op.sym_name.data
+        self.poison = poison
+        self.sync = sync
+        block = op.body.block
+        self.params = tuple(block.args)
+        self.param_types = [
+            _buffer_type(arg, f"@{self.name} argument {i}") for i, arg in enumerate(block.args)
+        ]
+        self.steps: list[_Alloc | _Launch] = []
+        self.returns: tuple[SSAValue, ...] = ()
+        for inner in block.ops:
+            name = _op_name(inner)
+            if isinstance(inner, memref.AllocOp):
+                self.steps.append(_Alloc(inner.memref, _buffer_type(inner.memref, f"@{self.name}")))
+            elif name == "loop.launch":
+                callee = inner.properties["callee"].root_reference.data
+                if callee not in kernels:
+                    raise CudaModuleError(f"@{self.name} launches @{callee}, which is no kernel")
+                self.steps.append(_Launch(kernels[callee], tuple(inner.operands)))
+            elif isinstance(inner, func.ReturnOp):
+                self.returns = tuple(inner.arguments)
+            else:
+                raise CudaModuleError(
+                    f"@{self.name}: host functions may hold only memref.alloc, loop.launch "
+                    f"and func.return, found {name}"
+                )
+        self.return_types = [_buffer_type(v, f"@{self.name} result") for v in self.returns]
+
+    def __call__(self, *arrays: object) -> object:
+        """Run the function: one result is returned as is, several as a tuple.
+
+        numpy arrays are copied to the device and results come back as numpy (bf16 as
+        uint16); torch / cupy CUDA arrays are used in place and results are new arrays of
+        the same framework, written on its current stream.
+        """
+        if len(arrays) != len(self.params):
+            raise CudaArgumentError(
+                f"@{self.name} takes {len(self.params)} arrays, got {len(arrays)}"
+            )
+        for i, (array, expected) in enumerate(zip(arrays, self.param_types)):
+            if not hasattr(array, "shape") or not expected.accepts(array):
+                got = (
+                    f"{tuple(array.shape)} {array.dtype}"
+                    if hasattr(array, "shape")
+                    else type(array).__name__
+                )
+                raise CudaArgumentError(f"@{self.name} argument {i} must be {expected}, got {got}")
+        host = all(isinstance(a, np.ndarray) for a in arrays)
+        if not host and any(isinstance(a, np.ndarray) for a in arrays):
+            raise CudaArgumentError(f"@{self.name} got numpy and device arrays mixed")
+        frame = _NumpyFrame() if host else _DeviceFrame(arrays[0])
+        pointers = {v: frame.bind(v, a) for v, a in zip(self.params, arrays)}
+        for step in self.steps:
+            if isinstance(step, _Alloc):
+                pointers[step.value] = frame.allocate(step.value, step.type)
+                if self.poison:
+                    poison(pointers[step.value], step.type.nbytes, frame.stream)
+            else:
+                step.kernel.launch([pointers[v] for v in step.operands], frame.stream)
+        results = frame.results(self.returns, self.return_types)
+        if host or self.sync:
+            synchronize(frame.stream, f"@{self.name}")
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+class CompiledModule:
+    """The kernels of a `to-cuda` module compiled to cubins, and its runnable host functions."""
+
+    def __init__(self, kernels: dict[str, Kernel], functions: dict[str, HostFunction]) -> None:
+        self.kernels = kernels
+        self.functions = functions
+
+    def function(self, name: str) -> Callable[..., object]:
+        """Return the host function `name` as a Python callable."""
+        if name not in self.functions:
+            raise CudaModuleError(
+                f"no host function @{name}; the module has {sorted(self.functions)}"
+            )
+        return self.functions[name]
+
+    def __getitem__(self, name: str) -> Callable[..., object]:
+        """Return the host function `name` as a Python callable."""
+        return self.function(name)
+
+
+def compile_module(
+    module: ModuleOp, arch: str | None = None, poison: bool = True, sync: bool = True
+) -> CompiledModule:
+    """Compile every `tile.cuda_kernel` of `module` with NVRTC and prepare its host functions.
+
+    `arch` defaults to the current GPU's, or sm_90a where there is none; compiling needs
+    no GPU, running does. With `poison`, every buffer a call allocates is filled with NaN
+    first, so unwritten outputs show. With `sync`, calls on device arrays wait for the
+    device so faults surface at the call that caused them (numpy calls always wait).
+    """
+    if arch is None:
+        arch = arch_of_current_device() if gpu_available() else "sm_90a"
+    kernels: dict[str, Kernel] = {}
+    host_ops: list[func.FuncOp] = []
+    for op in module.ops:
+        name = _op_name(op)
+        if name == "tile.cuda_kernel":
+            props = op.properties
+            symbol = props["sym_name"].data
+            cubin = cached_compile(props["source"].data, symbol, arch)
+            grid, block = props["grid"].get_values(), props["block"].get_values()
+            kernels[symbol] = Kernel(cubin, symbol, grid, block, props["smem"].value.data)
+        elif isinstance(op, func.FuncOp):
+            host_ops.append(op)
+        else:
+            raise CudaModuleError(
+                f"a to-cuda module holds only tile.cuda_kernel and func.func ops, found {name}"
+            )
+    functions = {op.sym_name.data: HostFunction(op, kernels, poison, sync) for op in host_ops}
+    return CompiledModule(kernels, functions)
