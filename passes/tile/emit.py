@@ -212,14 +212,22 @@ class LaneEmitter:
     )
     lanes: list[Mapping] = field(default_factory=list)
 
-    def emit(self, ops: Sequence[Operation], mapping: Mapping) -> list[list[SSAValue]]:
-        """Emits the ops; returns the per-lane operands of a trailing `loop.yield`."""
-        dependent = depends_on(ops, [self.iv])
+    def emit(
+        self, ops: Sequence[Operation], mapping: Mapping, per_lane: Sequence[Mapping] = ()
+    ) -> list[list[SSAValue]]:
+        """Emits the ops; returns the per-lane operands of a trailing `loop.yield`.
+
+        `per_lane` gives values that differ by lane (e.g. one accumulator each); they count
+        as depending on the index variable.
+        """
+        dependent = depends_on(ops, [self.iv, *(v for m in per_lane for v in m)])
         em = self.em
         self.lanes = []
         for lane in range(self.width):
             lane_map = dict(mapping)
             lane_map[self.iv] = em.add(self.start, lane)
+            if per_lane:
+                lane_map.update(per_lane[lane])
             self.lanes.append(lane_map)
         for op in ops:
             if isinstance(op, loop.YieldOp):
@@ -266,21 +274,27 @@ def vector_width(
 ) -> int:
     """Returns the widest vector width ≤ `wanted` that every contiguous access along `iv` allows.
 
+    Returns 1 when no access is contiguous along `iv`: lanes would gain nothing.
+
     A vector access is aligned when its start is a multiple of the width and the buffer's last
     dimension is too; the extent of `iv` must also divide evenly.
     """
     ops = list(ops)
     dependent = depends_on(ops, [iv])
     width = wanted
+    contiguous = False
     for op in (o for top in ops for o in top.walk()):
         if isinstance(op, memref.LoadOp | memref.StoreOp) and is_contiguous(
             op.indices, iv, dependent
         ):
+            contiguous = True
             t = op.memref.type
             assert isinstance(t, MemRefType)
             width = min(width, 16 // element_bytes(t.element_type))
             while t.get_shape()[-1] % width:
                 width //= 2
+    if not contiguous:
+        return 1
     while extent % width:
         width //= 2
     return max(width, 1)
