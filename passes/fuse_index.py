@@ -1,0 +1,177 @@
+"""Symbolic index expressions that `fuse` uses to inline producers by index substitution.
+
+An element of a tensor is addressed by one expression per dimension, built from the
+kernel's loop variables (`Var`), integer constants (`Const`) and `+`, `*`, `floordiv` and
+`mod` by constants (`Bin`). The constructors fold constants and use the variables' extents
+to simplify the `div`/`mod` patterns that reshapes produce, so that `reshape` back and forth
+along matching dimensions costs no index arithmetic at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+BinKind = Literal["add", "mul", "div", "rem"]
+
+
+@dataclass(frozen=True)
+class Var:
+    """A loop variable ranging over `0 ..< extent`; `id` is unique within one kernel."""
+
+    id: int
+    extent: int
+
+
+@dataclass(frozen=True)
+class Const:
+    """An integer constant index."""
+
+    value: int
+
+
+@dataclass(frozen=True)
+class Bin:
+    """`lhs <kind> rhs` on non-negative indices (`div` is floor division)."""
+
+    kind: BinKind
+    lhs: Index
+    rhs: Index
+
+
+Index = Var | Const | Bin
+"""One dimension's index expression."""
+
+Point = tuple[Index, ...]
+"""The index of one tensor element: an expression per dimension."""
+
+
+def bound(e: Index) -> int:
+    """Return an exclusive upper bound of `e`'s values."""
+    match e:
+        case Var(extent=extent):
+            return extent
+        case Const(value=value):
+            return value + 1
+        case Bin("add", lhs, rhs):
+            return bound(lhs) + bound(rhs) - 1
+        case Bin("mul", lhs, rhs):
+            return (bound(lhs) - 1) * (bound(rhs) - 1) + 1
+        case Bin("div", lhs, Const(value=c)):
+            return (bound(lhs) - 1) // c + 1
+        case Bin("rem", lhs, Const(value=c)):
+            return min(c, bound(lhs))
+        case _:
+            raise AssertionError(f"unexpected index expression {e}")
+
+
+def add(a: Index, b: Index) -> Index:
+    """Return `a + b`, folded."""
+    if isinstance(a, Const) and isinstance(b, Const):
+        return Const(a.value + b.value)
+    if a == Const(0):
+        return b
+    if b == Const(0):
+        return a
+    return Bin("add", a, b)
+
+
+def mul(a: Index, c: int) -> Index:
+    """Return `a * c`, folded."""
+    if c == 0:
+        return Const(0)
+    if c == 1:
+        return a
+    if isinstance(a, Const):
+        return Const(a.value * c)
+    return Bin("mul", a, Const(c))
+
+
+def div(a: Index, c: int) -> Index:
+    """Return `a floordiv c`, simplified with the variables' extents."""
+    if c == 1:
+        return a
+    if bound(a) <= c:
+        return Const(0)
+    match a:
+        case Const(value=v):
+            return Const(v // c)
+        case Bin("add", Bin("mul", x, Const(value=m)), y) if m % c == 0 and bound(y) <= c:
+            return mul(x, m // c)
+        case _:
+            return Bin("div", a, Const(c))
+
+
+def rem(a: Index, c: int) -> Index:
+    """Return `a mod c`, simplified with the variables' extents."""
+    if c == 1:
+        return Const(0)
+    if bound(a) <= c:
+        return a
+    match a:
+        case Const(value=v):
+            return Const(v % c)
+        case Bin("add", Bin("mul", _, Const(value=m)), y) if m % c == 0:
+            return rem(y, c)
+        case _:
+            return Bin("rem", a, Const(c))
+
+
+def free_vars(e: Index) -> set[Var]:
+    """Return the loop variables `e` depends on."""
+    match e:
+        case Var():
+            return {e}
+        case Const():
+            return set()
+        case Bin(_, lhs, rhs):
+            return free_vars(lhs) | free_vars(rhs)
+        case _:
+            raise AssertionError(f"unexpected index expression {e}")
+
+
+def point_vars(point: Point) -> set[Var]:
+    """Return the loop variables any dimension of `point` depends on."""
+    return set().union(*(free_vars(e) for e in point))
+
+
+def broadcast_point(point: Point, src_shape: Sequence[int]) -> Point:
+    """Map a point of a broadcast result to its operand (right-aligned, size-1 dims read 0)."""
+    lead = len(point) - len(src_shape)
+    return tuple(Const(0) if s == 1 else point[lead + i] for i, s in enumerate(src_shape))
+
+
+def transpose_point(point: Point, perm: Sequence[int]) -> Point:
+    """Map a point of a transpose result (result dim i is operand dim perm[i]) to its operand."""
+    src: list[Index] = [Const(0)] * len(perm)
+    for i, p in enumerate(perm):
+        src[p] = point[i]
+    return tuple(src)
+
+
+def reshape_point(point: Point, dst_shape: Sequence[int], src_shape: Sequence[int]) -> Point:
+    """Map a point of a row-major reshape result to its operand.
+
+    Leading and trailing dimensions the two shapes share map one to one; only the middle
+    part is linearized over `dst_shape` and delinearized over `src_shape`.
+    """
+    head = 0
+    while head < min(len(dst_shape), len(src_shape)) and dst_shape[head] == src_shape[head]:
+        head += 1
+    tail = 0
+    while (
+        tail < min(len(dst_shape), len(src_shape)) - head
+        and dst_shape[-1 - tail] == src_shape[-1 - tail]
+    ):
+        tail += 1
+    mid_dst = dst_shape[head : len(dst_shape) - tail]
+    mid_src = src_shape[head : len(src_shape) - tail]
+    linear: Index = Const(0)
+    for e, extent in zip(point[head : len(point) - tail], mid_dst):
+        linear = add(mul(linear, extent), e)
+    middle: list[Index] = []
+    for extent in reversed(mid_src):
+        middle.insert(0, rem(linear, extent))
+        linear = div(linear, extent)
+    return (*point[:head], *middle, *point[len(point) - tail :])

@@ -1,0 +1,391 @@
+"""Builds the `loop.kernel` that computes one materialized tensor (a root) of a graph function.
+
+Producers are inlined by index substitution (compute-inline): each element of the root is an
+expression tree whose leaves are loads from the kernel's input buffers (function arguments,
+other roots, non-splat constants). Three kernel shapes come out (docs/ir.md):
+
+- elementwise: `parallel [dims] { loads, scalar ops, store }`;
+- row reduction: reductions over trailing dims that the root reads at a row-only index are
+  hoisted to the row level, `parallel [rows] { reduce [cols]...; parallel [cols] { store } }`;
+  a reduction root is `parallel [kept dims] { reduce [reduced dims]; store }`;
+- contraction: a matmul read at the root's own index, `parallel [b?, m, n] { reduce [k]
+  { a * b } {tinyopt.contraction}; epilogue; store }`, operands inlined into the reduce body.
+
+Anything that does not fit raises `Materialize` naming the tensor that needs its own kernel;
+the pass then adds that root and rebuilds.
+
+Scalar code is placed at the outermost loop level whose index variables it uses, so a value
+that depends only on the row (a mean, an rsqrt) is computed once per row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Sequence
+from math import prod
+from typing import Literal
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    TensorType,
+    UnitAttr,
+    f32,
+)
+from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import graph, loop
+from tinyopt.passes.fuse_index import (
+    Bin,
+    Const,
+    Index,
+    Point,
+    Var,
+    broadcast_point,
+    point_vars,
+    reshape_point,
+    transpose_point,
+)
+from tinyopt.passes.fuse_scalar import (
+    ELEMENTWISE_OPS,
+    element_type,
+    from_f32,
+    lower_elementwise,
+    to_f32,
+)
+
+CONTRACTION_ATTR = "tinyopt.contraction"
+"""Discardable unit attribute marking the `loop.reduce` of a matmul's K loop."""
+
+_IDENTITY = {graph.ReduceSumOp: 0.0, graph.ReduceMeanOp: 0.0, graph.ReduceMaxOp: float("-inf")}
+
+Kind = Literal["elementwise", "rows", "reduce", "contraction"]
+
+
+class Materialize(Exception):
+    """Raised while building a kernel: `value` must be computed by a kernel of its own."""
+
+    def __init__(self, value: SSAValue):
+        super().__init__(f"materialize {value}")
+        self.value = value
+
+
+def shape_of(value: SSAValue) -> tuple[int, ...]:
+    """Return the static shape of a tensor value."""
+    assert isinstance(value.type, TensorType)
+    return value.type.get_shape()
+
+
+def buffer_type(value: SSAValue) -> MemRefType:
+    """Return the memref type holding a tensor value."""
+    return MemRefType(element_type(value.type), shape_of(value))
+
+
+def is_buffer_constant(value: SSAValue) -> bool:
+    """Return whether `value` is a non-splat `graph.constant`, which kernels read from memory."""
+    op = value.owner
+    return isinstance(op, graph.ConstantOp) and not op.value.is_splat()
+
+
+def _is_trailing(op: graph.ReduceOp) -> bool:
+    rank = len(shape_of(op.x))
+    dims = sorted(op.dim_list)
+    return dims == list(range(rank - len(dims), rank))
+
+
+class KernelBuilder:
+    """Builds the kernel of one root; `inputs` and `fused` describe it once `build` returns."""
+
+    def __init__(self, name: str, root: SSAValue, materialized: Container[SSAValue]):
+        self.root = root
+        self.materialized = materialized
+        self.inputs: list[SSAValue] = []
+        """Graph values the kernel loads, in the order of its buffer arguments."""
+        self.fused: list[SSAValue] = []
+        """Reductions and matmuls the kernel computes inline."""
+        self.kernel = loop.KernelOp(name, [buffer_type(root)])
+        self._next_var = 0
+        self._blocks: list[Block] = []
+        self._var_level: dict[Var, int] = {}
+        self._var_arg: dict[Var, SSAValue] = {}
+        self._values: dict[tuple[SSAValue, Point], SSAValue] = {}
+        self._indices: dict[Index, SSAValue] = {}
+        self._consts: dict[float, SSAValue] = {}
+        self._target = 0
+        self._kind: Kind = "elementwise"
+        self._matmul: SSAValue | None = None
+
+    # ------------------------------------------------------------------ kernel structure
+
+    def build(self) -> loop.KernelOp:
+        """Emit the kernel body; raises `Materialize` when the root cannot be built alone."""
+        root_point = self._point(shape_of(self.root))
+        self._kind, split = self._choose_kind(root_point)
+        loop_vars = [e for e in root_point if isinstance(e, Var)]
+        outer = self._open_parallel(loop_vars[:split])
+        self.kernel.body.block.add_op(outer)
+        if self._kind == "rows":
+            inner = self._open_parallel(loop_vars[split:])
+            value = self._value(self.root, root_point)
+            self._store(value, root_point)
+            self._blocks.pop()
+            outer.body.block.add_op(inner)
+        else:
+            if self._matmul is not None:
+                self._value(self._matmul, root_point)
+            self._store(self._value(self.root, root_point), root_point)
+        return self.kernel
+
+    def _choose_kind(self, root_point: Point) -> tuple[Kind, int]:
+        """Pick the kernel shape and how many leading loop variables are the outer level."""
+        n_vars = sum(isinstance(e, Var) for e in root_point)
+        found: list[tuple[SSAValue, Point]] = []
+        self._scan(self.root, root_point, found, set())
+        matmuls = [(v, p) for v, p in found if isinstance(v.owner, graph.MatmulOp)]
+        reductions = [(v, p) for v, p in found if isinstance(v.owner, graph.ReduceOp)]
+        if matmuls:
+            for value, point in matmuls:
+                if point != root_point or value is not matmuls[0][0]:
+                    raise Materialize(value)
+            if reductions:
+                raise Materialize(reductions[0][0])
+            self._check_contraction_operands(matmuls[0][0], root_point)
+            self._matmul = matmuls[0][0]
+            return "contraction", n_vars
+        if isinstance(self.root.owner, graph.ReduceOp):
+            return "reduce", n_vars
+        if not reductions:
+            return "elementwise", n_vars
+        loop_vars = [e for e in root_point if isinstance(e, Var)]
+        split = 0
+        for value, point in reductions:
+            used = [i for i, v in enumerate(loop_vars) if v in point_vars(point)]
+            op = value.owner
+            assert isinstance(op, graph.ReduceOp)
+            if not _is_trailing(op) or not used or used[-1] == len(loop_vars) - 1:
+                raise Materialize(value)
+            split = max(split, used[-1] + 1)
+        return "rows", split
+
+    def _check_contraction_operands(self, value: SSAValue, point: Point) -> None:
+        """Materialize a matmul operand that itself holds a reduction or a matmul."""
+        op = value.owner
+        assert isinstance(op, graph.MatmulOp)
+        k = self._fresh_var(shape_of(op.lhs)[-1])
+        for operand, operand_point in (
+            (op.lhs, (*point[:-1], k)),
+            (op.rhs, (*point[:-2], k, point[-1])),
+        ):
+            found: list[tuple[SSAValue, Point]] = []
+            self._scan(operand, operand_point, found, set())
+            if found:
+                raise Materialize(operand)
+
+    def _scan(
+        self,
+        value: SSAValue,
+        point: Point,
+        found: list[tuple[SSAValue, Point]],
+        seen: set[tuple[SSAValue, Point]],
+    ) -> None:
+        """Collect the reductions and matmuls reached by inlining `value` at `point`."""
+        if (value, point) in seen or self._is_load(value):
+            return
+        seen.add((value, point))
+        op = value.owner
+        if isinstance(op, graph.ReduceOp | graph.MatmulOp):
+            found.append((value, point))
+            return
+        for operand, operand_point in _operand_points(op, point):
+            self._scan(operand, operand_point, found, seen)
+
+    def _open_parallel(self, loop_vars: Sequence[Var]) -> loop.ParallelOp:
+        """Create a `loop.parallel` over `loop_vars` (one unit dim if none) and enter it."""
+        par = loop.ParallelOp([v.extent for v in loop_vars] or [1])
+        self._enter(par.body.block, loop_vars)
+        return par
+
+    def _enter(self, block: Block, indices: Sequence[Index]) -> None:
+        """Push `block` as the innermost level; its arguments are the `Var`s among `indices`."""
+        self._blocks.append(block)
+        for var, arg in zip(indices, block.args):
+            if isinstance(var, Var):
+                self._var_level[var] = len(self._blocks) - 1
+                self._var_arg[var] = arg
+
+    def _fresh_var(self, extent: int) -> Index:
+        """Return a new loop variable, or constant 0 for a unit extent."""
+        if extent == 1:
+            return Const(0)
+        self._next_var += 1
+        return Var(self._next_var, extent)
+
+    def _point(self, shape: Sequence[int]) -> Point:
+        return tuple(self._fresh_var(extent) for extent in shape)
+
+    # ------------------------------------------------------------------ scalar emission
+
+    def const(self, value: float) -> SSAValue:
+        """Return an f32 constant, created once per kernel at the outermost level."""
+        if value not in self._consts:
+            op = arith.ConstantOp(FloatAttr(value, f32))
+            self._blocks[0].add_op(op)
+            self._consts[value] = op.result
+        return self._consts[value]
+
+    def emit(self, op: Operation) -> SSAValue:
+        """Append `op` at the current target level and return its result."""
+        self._blocks[self._target].add_op(op)
+        return op.results[0]
+
+    def _level(self, point: Point) -> int:
+        return max((self._var_level[v] for v in point_vars(point)), default=0)
+
+    def _is_load(self, value: SSAValue) -> bool:
+        if value is self.root:
+            return isinstance(value, BlockArgument) or is_buffer_constant(value)
+        return value in self.materialized or isinstance(value, BlockArgument)
+
+    def _value(self, value: SSAValue, point: Point) -> SSAValue:
+        """Return the f32 scalar of tensor `value` at `point`, emitting its code if needed."""
+        key = (value, point)
+        if key not in self._values:
+            self._values[key] = self._compute(value, point)
+        return self._values[key]
+
+    def _compute(self, value: SSAValue, point: Point) -> SSAValue:
+        if self._is_load(value):
+            return self._load(value, point)
+        op = value.owner
+        assert isinstance(op, Operation)
+        if isinstance(op, graph.ConstantOp):
+            return self.const(op.value.get_values()[0])
+        if isinstance(op, graph.ReduceOp):
+            return self._reduction(op, point)
+        if isinstance(op, graph.MatmulOp):
+            return self._contraction(op, point)
+        args = [self._value(o, p) for o, p in _operand_points(op, point)]
+        if isinstance(op, ELEMENTWISE_OPS):
+            self._target = self._level(point)
+            return lower_elementwise(op, args, self)
+        return args[0]
+
+    def _buffer(self, value: SSAValue) -> SSAValue:
+        """Return the kernel argument holding `value`, adding it before the output if new."""
+        if value not in self.inputs:
+            self.kernel.body.block.insert_arg(buffer_type(value), len(self.inputs))
+            self.inputs.append(value)
+        return self.kernel.body.block.args[self.inputs.index(value)]
+
+    def _load(self, value: SSAValue, point: Point) -> SSAValue:
+        indices = [self._index(e) for e in point]
+        self._target = self._level(point)
+        loaded = self.emit(memref.LoadOp.get(self._buffer(value), indices))
+        return to_f32(self, loaded)
+
+    def _store(self, value: SSAValue, point: Point) -> None:
+        indices = [self._index(e) for e in point]
+        self._target = len(self._blocks) - 1
+        stored = from_f32(self, value, element_type(self.root.type))
+        out = self.kernel.body.block.args[-1]
+        self._blocks[-1].add_op(memref.StoreOp.get(stored, out, indices))
+
+    def _index(self, e: Index) -> SSAValue:
+        """Return the `index` value of expression `e`, emitting arith ops once per kernel."""
+        if e in self._indices:
+            return self._indices[e]
+        match e:
+            case Var():
+                result = self._var_arg[e]
+            case Const(value=c):
+                op = arith.ConstantOp(IntegerAttr(c, IndexType()))
+                self._blocks[0].add_op(op)
+                result = op.result
+            case Bin(kind, lhs, rhs):
+                ops = {"add": arith.AddiOp, "mul": arith.MuliOp}
+                ops |= {"div": arith.DivUIOp, "rem": arith.RemUIOp}
+                a, b = self._index(lhs), self._index(rhs)
+                self._target = self._level((e,))
+                result = self.emit(ops[kind](a, b))
+        self._indices[e] = result
+        return result
+
+    # ------------------------------------------------------------------ reductions
+
+    def _reduction(self, op: graph.ReduceOp, point: Point) -> SSAValue:
+        """Emit a `loop.reduce` at the row level; the reduced input is inlined in its body."""
+        value = op.results[0]
+        if value is not self.root and (
+            self._kind not in ("rows", "reduce")
+            or not _is_trailing(op)
+            or self._level(point) != 0
+            or value in self.fused
+        ):
+            raise Materialize(value)
+        dims = op.dim_list
+        shape = shape_of(op.x)
+        body = Block(arg_types=[IndexType()] * len(dims))
+        red_vars = {d: self._fresh_var(shape[d]) for d in dims}
+        kept = iter(
+            e for i, e in enumerate(point) if not (op.keepdim.value.data and i in dims)
+        )
+        in_point = tuple(red_vars[d] if d in red_vars else next(kept) for d in range(len(shape)))
+        self._enter(body, [red_vars[d] for d in dims])
+        body.add_op(loop.YieldOp(self._value(op.x, in_point)))
+        self._blocks.pop()
+        init = self.const(_IDENTITY[type(op)])
+        combine = Block(arg_types=[f32, f32])
+        combiner = arith.MaximumfOp if isinstance(op, graph.ReduceMaxOp) else arith.AddfOp
+        combined = combiner(*combine.args)
+        combine.add_ops([combined, loop.YieldOp(combined)])
+        reduce = loop.ReduceOp([shape[d] for d in dims], [init], Region(body), Region(combine))
+        self._blocks[0].add_op(reduce)
+        self.fused.append(value)
+        result = reduce.res[0]
+        if isinstance(op, graph.ReduceMeanOp):
+            self._target = 0
+            count = prod(shape[d] for d in dims)
+            result = self.emit(arith.DivfOp(result, self.const(float(count))))
+        return result
+
+    def _contraction(self, op: graph.MatmulOp, point: Point) -> SSAValue:
+        """Emit the K loop of the kernel's matmul: `reduce [k] { a(.., m, k) * b(.., k, n) }`."""
+        value = op.results[0]
+        if value is not self._matmul or value in self.fused:
+            raise Materialize(value)
+        extent = shape_of(op.lhs)[-1]
+        body = Block(arg_types=[IndexType()])
+        k = self._fresh_var(extent)
+        self._enter(body, [k])
+        a = self._value(op.lhs, (*point[:-1], k))
+        b = self._value(op.rhs, (*point[:-2], k, point[-1]))
+        product = arith.MulfOp(a, b)
+        body.add_ops([product, loop.YieldOp(product)])
+        self._blocks.pop()
+        combine = Block(arg_types=[f32, f32])
+        total = arith.AddfOp(*combine.args)
+        combine.add_ops([total, loop.YieldOp(total)])
+        reduce = loop.ReduceOp([extent], [self.const(0.0)], Region(body), Region(combine))
+        reduce.attributes[CONTRACTION_ATTR] = UnitAttr()
+        self._blocks[0].add_op(reduce)
+        self.fused.append(value)
+        return reduce.res[0]
+
+
+def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, Point]]:
+    """Return the operands an elementwise or index-map op reads at `point`, with their points."""
+    if isinstance(op, ELEMENTWISE_OPS):
+        return [(o, point) for o in op.operands]
+    if isinstance(op, graph.BroadcastOp):
+        return [(op.x, broadcast_point(point, shape_of(op.x)))]
+    if isinstance(op, graph.TransposeOp):
+        return [(op.x, transpose_point(point, op.perm_list))]
+    if isinstance(op, graph.ReshapeOp):
+        return [(op.x, reshape_point(point, shape_of(op.result), shape_of(op.x)))]
+    if isinstance(op, graph.ConstantOp):
+        return []
+    raise DiagnosticException(f"fuse: cannot lower '{op.name if op else 'block argument'}'")
+

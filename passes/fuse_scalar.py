@@ -1,0 +1,98 @@
+"""Scalar f32 code for one element of a graph elementwise op, as `arith`/`math` ops.
+
+All kernel math is in f32: f16/bf16 values are extended right after their load and
+truncated right before their store, and `graph.cast` to a narrower type rounds through a
+truncf/extf pair so the value carries the narrower precision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from xdsl.dialects import arith, math
+from xdsl.dialects.builtin import AnyFloat, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from tinyopt.dialects import graph
+
+
+class ScalarBuilder(Protocol):
+    """Where scalar code goes: `emit` inserts an op and returns its result."""
+
+    def const(self, value: float) -> SSAValue:
+        """Return an f32 constant."""
+        ...
+
+    def emit(self, op: Operation) -> SSAValue:
+        """Insert `op` and return its single result."""
+        ...
+
+
+_Lower = Callable[[ScalarBuilder, Sequence[SSAValue]], SSAValue]
+
+
+def _sigmoid(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+    e = b.emit(math.ExpOp(b.emit(arith.NegfOp(x))))
+    return b.emit(arith.DivfOp(b.const(1.0), b.emit(arith.AddfOp(b.const(1.0), e))))
+
+
+def _gelu(b: ScalarBuilder, x: SSAValue) -> SSAValue:
+    erf = b.emit(math.ErfOp(b.emit(arith.MulfOp(x, b.const(0.70710678)))))
+    half_x = b.emit(arith.MulfOp(b.const(0.5), x))
+    return b.emit(arith.MulfOp(half_x, b.emit(arith.AddfOp(b.const(1.0), erf))))
+
+
+_ELEMENTWISE: dict[type[Operation], _Lower] = {
+    graph.NegOp: lambda b, a: b.emit(arith.NegfOp(a[0])),
+    graph.AbsOp: lambda b, a: b.emit(math.AbsFOp(a[0])),
+    graph.ExpOp: lambda b, a: b.emit(math.ExpOp(a[0])),
+    graph.LogOp: lambda b, a: b.emit(math.LogOp(a[0])),
+    graph.SqrtOp: lambda b, a: b.emit(math.SqrtOp(a[0])),
+    graph.RsqrtOp: lambda b, a: b.emit(math.RsqrtOp(a[0])),
+    graph.ReciprocalOp: lambda b, a: b.emit(arith.DivfOp(b.const(1.0), a[0])),
+    graph.TanhOp: lambda b, a: b.emit(math.TanhOp(a[0])),
+    graph.SigmoidOp: lambda b, a: _sigmoid(b, a[0]),
+    graph.ReluOp: lambda b, a: b.emit(arith.MaximumfOp(a[0], b.const(0.0))),
+    graph.GeluOp: lambda b, a: _gelu(b, a[0]),
+    graph.SiluOp: lambda b, a: b.emit(arith.MulfOp(a[0], _sigmoid(b, a[0]))),
+    graph.AddOp: lambda b, a: b.emit(arith.AddfOp(a[0], a[1])),
+    graph.SubOp: lambda b, a: b.emit(arith.SubfOp(a[0], a[1])),
+    graph.MulOp: lambda b, a: b.emit(arith.MulfOp(a[0], a[1])),
+    graph.DivOp: lambda b, a: b.emit(arith.DivfOp(a[0], a[1])),
+    graph.MaxOp: lambda b, a: b.emit(arith.MaximumfOp(a[0], a[1])),
+    graph.MinOp: lambda b, a: b.emit(arith.MinimumfOp(a[0], a[1])),
+    graph.PowOp: lambda b, a: b.emit(math.PowFOp(a[0], a[1])),
+}
+
+ELEMENTWISE_OPS: tuple[type[Operation], ...] = (*_ELEMENTWISE, graph.CastOp)
+"""The graph ops `lower_elementwise` handles."""
+
+
+def lower_elementwise(op: Operation, args: Sequence[SSAValue], b: ScalarBuilder) -> SSAValue:
+    """Emit the f32 scalar code of elementwise `op` applied to f32 scalars `args`."""
+    if isinstance(op, graph.CastOp):
+        return round_to(b, args[0], element_type(op.results[0].type))
+    return _ELEMENTWISE[type(op)](b, args)
+
+
+def element_type(type_: Attribute) -> AnyFloat:
+    """Return the element type of a shaped type."""
+    elem = getattr(type_, "element_type")
+    assert isinstance(elem, AnyFloat)
+    return elem
+
+
+def to_f32(b: ScalarBuilder, value: SSAValue) -> SSAValue:
+    """Extend a loaded f16/bf16 scalar to f32 (f32 passes through)."""
+    return value if value.type == f32 else b.emit(arith.ExtFOp(value, f32))
+
+
+def from_f32(b: ScalarBuilder, value: SSAValue, type_: AnyFloat) -> SSAValue:
+    """Truncate an f32 scalar to the element type of the buffer it is stored to."""
+    return value if type_ == f32 else b.emit(arith.TruncFOp(value, type_))
+
+
+def round_to(b: ScalarBuilder, value: SSAValue, type_: AnyFloat) -> SSAValue:
+    """Round an f32 scalar to the precision of `type_`, keeping it f32."""
+    return value if type_ == f32 else to_f32(b, from_f32(b, value, type_))
