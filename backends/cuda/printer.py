@@ -1,0 +1,659 @@
+"""Print a `tile.kernel` as one readable CUDA C translation unit.
+
+`CudaPrinter` follows the style of xDSL's WGSL printer: one `functools.singledispatchmethod`
+`print_op` with a small overload per op class (or per family of ops sharing a table), no
+string templates of whole kernels. The prelude holds only what the kernel uses, as read from
+its IR: the fp16/bf16 headers, the `tinyopt_vec` type of vector accesses, `INFINITY`.
+"""
+
+import functools
+import math
+import operator
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from io import StringIO
+from typing import IO
+
+import numpy as np
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import math as fmath
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    IntegerType,
+    MemRefType,
+    ModuleOp,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.utils.base_printer import BasePrinter
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import tile
+
+VEC_TYPE = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_vec { T v[N]; };"
+"""The vector type of `tile.vload` / `tile.vstore`: N elements in one aligned access."""
+
+INFINITY_MACRO = ("#ifndef INFINITY", "#define INFINITY __int_as_float(0x7f800000)", "#endif")
+"""NVRTC has no <math.h>, so `INFINITY` is defined from its bit pattern when a kernel needs it."""
+
+FULL_MASK = "0xffffffff"
+WARP = 32
+
+_INFIX: dict[type[Operation], str] = {
+    arith.AddfOp: "+",
+    arith.SubfOp: "-",
+    arith.MulfOp: "*",
+    arith.DivfOp: "/",
+    arith.AddiOp: "+",
+    arith.SubiOp: "-",
+    arith.MuliOp: "*",
+    arith.DivSIOp: "/",
+    arith.RemSIOp: "%",
+    arith.AndIOp: "&",
+    arith.OrIOp: "|",
+    arith.XOrIOp: "^",
+}
+"""Binary ops printed as a C operator between their operands (fp16/bf16 have operators too)."""
+
+_UNSIGNED_INFIX: dict[type[Operation], str] = {arith.DivUIOp: "/", arith.RemUIOp: "%"}
+"""Binary ops printed as a C operator on the operands reinterpreted as unsigned."""
+
+_INT_CALLS: dict[type[Operation], str] = {arith.MaxSIOp: "max", arith.MinSIOp: "min"}
+"""Signed integer ops printed as a call of CUDA's overloaded device `max` / `min`."""
+
+_FLOAT_CALLS: dict[type[Operation], str] = {
+    arith.MaximumfOp: "fmaxf",
+    arith.MinimumfOp: "fminf",
+    arith.MaxnumfOp: "fmaxf",
+    arith.MinnumfOp: "fminf",
+    fmath.ExpOp: "expf",
+    fmath.Exp2Op: "exp2f",
+    fmath.LogOp: "logf",
+    fmath.Log2Op: "log2f",
+    fmath.SqrtOp: "sqrtf",
+    fmath.RsqrtOp: "rsqrtf",
+    fmath.TanhOp: "tanhf",
+    fmath.ErfOp: "erff",
+    fmath.AbsFOp: "fabsf",
+    fmath.PowFOp: "powf",
+    fmath.FmaOp: "fmaf",
+}
+"""Float ops printed as a call of a CUDA f32 math function (fp16/bf16 go through f32)."""
+
+_CMPI = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
+"""C operators of `arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge (in order)."""
+
+_CMPF = (
+    "false",
+    "{a} == {b}",
+    "{a} > {b}",
+    "{a} >= {b}",
+    "{a} < {b}",
+    "{a} <= {b}",
+    "({a} < {b} || {a} > {b})",
+    "({a} == {a} && {b} == {b})",
+    "!({a} < {b} || {a} > {b})",
+    "!({a} <= {b})",
+    "!({a} < {b})",
+    "!({a} >= {b})",
+    "!({a} > {b})",
+    "{a} != {b}",
+    "({a} != {a} || {b} != {b})",
+    "true",
+)
+"""C expressions of `arith.cmpf` predicates false oeq ogt oge olt ole one ord ueq ugt uge ult
+ule une uno true (in order). C's `<` etc. are false on NaN (ordered) and `!=` is true on NaN
+(unordered), so each unordered predicate is the negation of the opposite ordered one."""
+
+_UNSIGNED = {"int": "unsigned", "long long": "unsigned long long", "bool": "bool"}
+
+_RESERVED = frozenset(
+    """auto bool break case char const continue default do double else enum extern false float
+    for goto if inline int long register restrict return short signed sizeof static struct switch
+    template this true typedef union unsigned void volatile while alignas alignof asm catch class
+    constexpr delete explicit friend mutable namespace new nullptr operator private protected
+    public reinterpret_cast static_cast const_cast dynamic_cast throw try typeid typename using
+    virtual threadIdx blockIdx blockDim gridDim warpSize max min INFINITY tinyopt_vec""".split()
+) | frozenset(_FLOAT_CALLS.values())
+"""Names a local must not take: C++ keywords, CUDA built-ins, and the functions we call."""
+
+
+def _any_of(classes: Iterable[type[Operation]]) -> object:
+    """Returns the union of op classes, so one overload serves every op of a table."""
+    return functools.reduce(operator.or_, classes)
+
+
+def float_literal(value: float) -> str:
+    """Returns a C expression for the f32 nearest `value` that reads back exactly.
+
+    Finite values get the shortest decimal that rounds to the same f32 (9 digits always do);
+    infinities are `INFINITY` / `-INFINITY` and NaNs keep their bits via `__int_as_float`.
+    """
+    with np.errstate(over="ignore"):
+        single = np.float32(value)
+    if np.isnan(single):
+        return f"__int_as_float(0x{int(single.view(np.uint32)):08x})"
+    if np.isinf(single):
+        return "INFINITY" if single > 0 else "-INFINITY"
+    text = next(t for d in range(1, 10) if np.float32(t := f"{float(single):.{d}g}") == single)
+    if "." not in text and "e" not in text:
+        text += ".0"
+    return text + "f"
+
+
+def _sanitize(hint: str) -> str:
+    """Turns an SSA name hint into a C identifier (it may still be a reserved word)."""
+    name = re.sub(r"_+", "_", re.sub(r"\W", "_", hint))
+    return name if name[0].isalpha() else "v" + name
+
+
+def _values(kernel: tile.KernelOp) -> Iterator[SSAValue]:
+    """Yields every SSA value of the kernel: block arguments and op results, nested included."""
+    for op in kernel.walk():
+        for region in op.regions:
+            for block in region.blocks:
+                yield from block.args
+        yield from op.results
+
+
+def _unique_hints(kernel: tile.KernelOp) -> dict[SSAValue, str]:
+    """Maps each value whose sanitized name hint no other value shares to that name."""
+    names = {v: _sanitize(v.name_hint) for v in _values(kernel) if v.name_hint}
+    counts = Counter(names.values())
+    taken = _RESERVED | {kernel.sym_name.data}
+    return {v: n for v, n in names.items() if counts[n] == 1 and n not in taken}
+
+
+def _types(kernel: tile.KernelOp) -> set[Attribute]:
+    """Returns the types of the kernel's values, with the element types of its memrefs."""
+    types = {v.type for v in _values(kernel)}
+    return types | {t.element_type for t in types if isinstance(t, MemRefType)}
+
+
+def _elements(t: MemRefType) -> int:
+    return math.prod(t.get_shape())
+
+
+def _uses_infinity(kernel: tile.KernelOp) -> bool:
+    return any(
+        isinstance(op, arith.ConstantOp)
+        and isinstance(op.value, FloatAttr)
+        and math.isinf(op.value.value.data)
+        for op in kernel.walk()
+    )
+
+
+def _is_read_only(buffer: SSAValue) -> bool:
+    """Tells whether every use of a buffer is a load from it (so it may be `const`)."""
+    return all(
+        isinstance(use.operation, memref.LoadOp | tile.VectorLoadOp) for use in buffer.uses
+    )
+
+
+def _is_vector_accessed(buffer: SSAValue) -> bool:
+    return any(
+        isinstance(use.operation, tile.VectorLoadOp | tile.VectorStoreOp) for use in buffer.uses
+    )
+
+
+class CudaPrinter(BasePrinter[str]):
+    """Prints one `tile.kernel` as CUDA C: call `print_op(kernel)`.
+
+    Each SSA value is a C local named after its name hint when that hint is unique in the
+    kernel, else `v<N>`; constants are printed inline as literals. The C index type is `int`
+    unless some buffer has 2^31 elements or more (then `long long`).
+    """
+
+    def __init__(self, stream: IO[str], kernel: tile.KernelOp) -> None:
+        super().__init__(stream, indent_num_spaces=4)
+        self.kernel = kernel
+        self.where = f"tile.kernel @{kernel.sym_name.data}"
+        memrefs = [t for t in _types(kernel) if isinstance(t, MemRefType)]
+        self.index = "long long" if any(_elements(t) >= 2**31 for t in memrefs) else "int"
+        self.hints = _unique_hints(kernel)
+        self.taken = {*_RESERVED, kernel.sym_name.data, *self.hints.values()}
+        self.names: dict[SSAValue, str] = {}
+        self.targets: list[Sequence[str]] = []
+        self.count = 0
+        self.started = False
+
+    # --- lines, names, types ---------------------------------------------------------------
+
+    def line(self, text: str) -> None:
+        """Prints one line of C at the current indentation."""
+        self.print_string(("\n" if self.started else "") + text)
+        self.started = True
+
+    @contextmanager
+    def braced(self, head: str) -> Iterator[None]:
+        """Prints `head {`, the indented lines printed inside the context, then `}`."""
+        self.line(f"{head} {{" if head else "{")
+        with self.indented():
+            yield
+        self.line("}")
+
+    def fail(self, what: str) -> DiagnosticException:
+        """Returns the diagnostic for something of this kernel that has no CUDA C form."""
+        return DiagnosticException(f"to-cuda: cannot print {what} (in {self.where})")
+
+    def fresh(self, base: str) -> str:
+        """Returns a name starting with `base` that no other local of the kernel has."""
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+    def define(self, value: SSAValue) -> str:
+        """Names a value at its definition: its unique hint, else a fresh `v<N>`."""
+        name = self.hints.get(value)
+        if name is None:
+            while f"v{self.count}" in self.taken:
+                self.count += 1
+            name = self.fresh(f"v{self.count}")
+        self.names[value] = name
+        return name
+
+    def expr(self, value: SSAValue) -> str:
+        """Returns the C expression of a value defined earlier in the kernel."""
+        return self.names[value]
+
+    def ctype(self, t: Attribute) -> str:
+        """Returns the C type of a scalar IR type."""
+        if isinstance(t, Float32Type):
+            return "float"
+        if isinstance(t, Float16Type):
+            return "__half"
+        if isinstance(t, BFloat16Type):
+            return "__nv_bfloat16"
+        if isinstance(t, IndexType):
+            return self.index
+        if isinstance(t, IntegerType) and t.width.data in (1, 32, 64):
+            return {1: "bool", 32: "int", 64: "long long"}[t.width.data]
+        raise self.fail(f"type {t}")
+
+    def let(self, value: SSAValue, expression: str) -> None:
+        """Declares the local of `value`, initialized with `expression`."""
+        self.line(f"{self.ctype(value.type)} {self.define(value)} = {expression};")
+
+    def to_float(self, expression: str, t: Attribute) -> str:
+        """Converts an expression of a float type to `float`."""
+        if isinstance(t, Float16Type):
+            return f"__half2float({expression})"
+        if isinstance(t, BFloat16Type):
+            return f"__bfloat162float({expression})"
+        return expression
+
+    def from_float(self, expression: str, t: Attribute) -> str:
+        """Converts a `float` expression to a float type, rounding to nearest even."""
+        if isinstance(t, Float16Type):
+            return f"__float2half_rn({expression})"
+        if isinstance(t, BFloat16Type):
+            return f"__float2bfloat16_rn({expression})"
+        return expression
+
+    def element(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> str:
+        """Returns the C lvalue of one element: linearized for global buffers."""
+        t = buffer.type
+        assert isinstance(t, MemRefType)
+        subscripts = [self.expr(i) for i in indices]
+        if tile.memory_space(t) != tile.GLOBAL:
+            return self.expr(buffer) + "".join(f"[{s}]" for s in subscripts)
+        strides = [math.prod(t.get_shape()[k + 1 :]) for k in range(len(subscripts))]
+        terms = [s if stride == 1 else f"{s} * {stride}" for s, stride in zip(subscripts, strides)]
+        return f"{self.expr(buffer)}[{' + '.join(terms) or '0'}]"
+
+    def assign(self, targets: Sequence[str], values: Sequence[SSAValue]) -> None:
+        """Assigns values to the locals `targets`, as one parallel assignment."""
+        moves = [
+            (t, self.expr(v), v.type)
+            for t, v in zip(targets, values, strict=True)
+            if t != self.expr(v)
+        ]
+        if not any(e in targets for _, e, _ in moves):
+            for t, e, _ in moves:
+                self.line(f"{t} = {e};")
+            return
+        # A target read by a later assignment (e.g. a swap) must be read before it is written.
+        with self.braced(""):
+            temps = [self.fresh("tmp") for _ in moves]
+            for temp, (_, e, t) in zip(temps, moves):
+                self.line(f"{self.ctype(t)} {temp} = {e};")
+            for temp, (t, _, _) in zip(temps, moves):
+                self.line(f"{t} = {temp};")
+
+    @contextmanager
+    def yielding_to(self, targets: Sequence[str]) -> Iterator[None]:
+        """Makes the `yield` ops printed inside the context assign to `targets`."""
+        self.targets.append(targets)
+        try:
+            yield
+        finally:
+            self.targets.pop()
+
+    def print_block(self, ops: Iterable[Operation]) -> None:
+        for op in ops:
+            self.print_op(op)
+
+    # --- the kernel ------------------------------------------------------------------------
+
+    @functools.singledispatchmethod
+    def print_op(self, op: Operation) -> None:
+        """Prints one op as C statements; ops without an overload have no CUDA C form."""
+        raise self.fail(f"'{op.name}'")
+
+    @print_op.register
+    def _(self, op: tile.KernelOp) -> None:
+        name = op.sym_name.data
+        if not re.fullmatch(r"[A-Za-z_]\w*", name):
+            raise self.fail(f"the kernel name '{name}', which is not a C identifier")
+        grid, block = op.grid_size, op.block_size
+        self.line(f"// tinyopt kernel @{name}: grid {tuple(grid)}, block {tuple(block)}")
+        self.print_prelude()
+        params = ", ".join(self.parameter(arg) for arg in op.body.block.args)
+        launch_bounds = f"__launch_bounds__({math.prod(block)})"
+        with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
+            self.print_block(op.body.block.ops)
+
+    def print_prelude(self) -> None:
+        """Prints the headers and helpers the kernel needs, then a blank line."""
+        types = _types(self.kernel)
+        if any(isinstance(t, Float16Type) for t in types):
+            self.line("#include <cuda_fp16.h>")
+        if any(isinstance(t, BFloat16Type) for t in types):
+            self.line("#include <cuda_bf16.h>")
+        if _uses_infinity(self.kernel):
+            for text in INFINITY_MACRO:
+                self.line(text)
+        if any(isinstance(o, tile.VectorLoadOp | tile.VectorStoreOp) for o in self.kernel.walk()):
+            self.line(VEC_TYPE)
+        self.line("")
+
+    def parameter(self, buffer: SSAValue) -> str:
+        """Returns the C parameter of a kernel buffer: a restricted pointer to its elements."""
+        t = buffer.type
+        assert isinstance(t, MemRefType)
+        const = "const " if _is_read_only(buffer) else ""
+        return f"{const}{self.ctype(t.element_type)}* __restrict__ {self.define(buffer)}"
+
+    # --- scalars ---------------------------------------------------------------------------
+
+    @print_op.register
+    def _(self, op: arith.ConstantOp) -> None:
+        value, t = op.value, op.result.type
+        if isinstance(value, FloatAttr):
+            self.names[op.result] = self.from_float(float_literal(value.value.data), t)
+        elif isinstance(value, IntegerAttr) and self.ctype(t) == "bool":
+            self.names[op.result] = "true" if value.value.data else "false"
+        elif isinstance(value, IntegerAttr):
+            n = value.value.data
+            self.names[op.result] = str(n) if -(2**31) <= n < 2**31 else f"{n}LL"
+        else:
+            raise self.fail(f"the constant {value}")
+
+    @print_op.register(_any_of(_INFIX))
+    def _(self, op: Operation) -> None:
+        lhs, rhs = (self.expr(v) for v in op.operands)
+        self.let(op.results[0], f"{lhs} {_INFIX[type(op)]} {rhs}")
+
+    @print_op.register(_any_of(_UNSIGNED_INFIX))
+    def _(self, op: Operation) -> None:
+        t = self.ctype(op.results[0].type)
+        lhs, rhs = (f"({_UNSIGNED[t]}){self.expr(v)}" for v in op.operands)
+        self.let(op.results[0], f"({t})({lhs} {_UNSIGNED_INFIX[type(op)]} {rhs})")
+
+    @print_op.register(_any_of(_INT_CALLS))
+    def _(self, op: Operation) -> None:
+        args = ", ".join(self.expr(v) for v in op.operands)
+        self.let(op.results[0], f"{_INT_CALLS[type(op)]}({args})")
+
+    @print_op.register(_any_of(_FLOAT_CALLS))
+    def _(self, op: Operation) -> None:
+        t = op.results[0].type
+        args = ", ".join(self.to_float(self.expr(v), v.type) for v in op.operands)
+        self.let(op.results[0], self.from_float(f"{_FLOAT_CALLS[type(op)]}({args})", t))
+
+    @print_op.register
+    def _(self, op: arith.NegfOp) -> None:
+        self.let(op.result, f"-({self.expr(op.operand)})")
+
+    @print_op.register
+    def _(self, op: arith.CmpiOp) -> None:
+        a, b = self.expr(op.lhs), self.expr(op.rhs)
+        predicate = op.predicate.value.data
+        if predicate >= 6:  # ult ule ugt uge compare the bits as unsigned numbers
+            unsigned = _UNSIGNED[self.ctype(op.lhs.type)]
+            a, b = f"({unsigned}){a}", f"({unsigned}){b}"
+        self.let(op.result, f"{a} {_CMPI[predicate]} {b}")
+
+    @print_op.register
+    def _(self, op: arith.CmpfOp) -> None:
+        a, b = self.expr(op.lhs), self.expr(op.rhs)
+        self.let(op.result, _CMPF[op.predicate.value.data].format(a=a, b=b))
+
+    @print_op.register
+    def _(self, op: arith.SelectOp) -> None:
+        c, a, b = (self.expr(v) for v in (op.cond, op.lhs, op.rhs))
+        self.let(op.result, f"{c} ? {a} : {b}")
+
+    @print_op.register
+    def _(self, op: arith.IndexCastOp) -> None:
+        self.let(op.result, f"({self.ctype(op.result.type)}){self.expr(op.input)}")
+
+    @print_op.register
+    def _(self, op: arith.ExtFOp | arith.TruncFOp) -> None:
+        wide = self.to_float(self.expr(op.input), op.input.type)
+        self.let(op.result, self.from_float(wide, op.result.type))
+
+    @print_op.register
+    def _(self, op: arith.SIToFPOp | arith.UIToFPOp) -> None:
+        value = self.expr(op.input)
+        if isinstance(op, arith.UIToFPOp):
+            value = f"({_UNSIGNED[self.ctype(op.input.type)]}){value}"
+        self.let(op.result, self.from_float(f"(float){value}", op.result.type))
+
+    @print_op.register
+    def _(self, op: arith.FPToSIOp) -> None:
+        value = self.to_float(self.expr(op.input), op.input.type)
+        self.let(op.result, f"({self.ctype(op.result.type)}){value}")
+
+    # --- memory ----------------------------------------------------------------------------
+
+    @print_op.register
+    def _(self, op: memref.LoadOp) -> None:
+        self.let(op.res, self.element(op.memref, op.indices))
+
+    @print_op.register
+    def _(self, op: memref.StoreOp) -> None:
+        self.line(f"{self.element(op.memref, op.indices)} = {self.expr(op.value)};")
+
+    @print_op.register
+    def _(self, op: tile.AllocOp) -> None:
+        t = op.result.type
+        assert isinstance(t, MemRefType)
+        shared = "__shared__ " if tile.memory_space(t) == tile.SHARED else ""
+        align = "alignas(16) " if _is_vector_accessed(op.result) else ""
+        dims = "".join(f"[{d}]" for d in t.get_shape())
+        self.line(f"{shared}{align}{self.ctype(t.element_type)} {self.define(op.result)}{dims};")
+
+    def vector_type(self, buffer: SSAValue, width: int) -> str:
+        t = buffer.type
+        assert isinstance(t, MemRefType)
+        return f"tinyopt_vec<{self.ctype(t.element_type)}, {width}>"
+
+    @print_op.register
+    def _(self, op: tile.VectorLoadOp) -> None:
+        vec = self.vector_type(op.memref, len(op.lanes))
+        temp = self.fresh("vec")
+        address = f"&{self.element(op.memref, op.indices)}"
+        self.line(f"{vec} {temp} = *reinterpret_cast<const {vec}*>({address});")
+        for k, lane in enumerate(op.lanes):
+            self.let(lane, f"{temp}.v[{k}]")
+
+    @print_op.register
+    def _(self, op: tile.VectorStoreOp) -> None:
+        vec = self.vector_type(op.memref, len(op.lanes))
+        lanes = ", ".join(self.expr(v) for v in op.lanes)
+        address = f"&{self.element(op.memref, op.indices)}"
+        self.line(f"*reinterpret_cast<{vec}*>({address}) = {vec}{{{{{lanes}}}}};")
+
+    # --- hardware --------------------------------------------------------------------------
+
+    @print_op.register
+    def _(self, op: tile.BlockIdOp) -> None:
+        self.let(op.result, f"({self.index})blockIdx.{op.dim.data}")
+
+    @print_op.register
+    def _(self, op: tile.ThreadIdOp) -> None:
+        self.let(op.result, f"({self.index})threadIdx.{op.dim.data}")
+
+    @print_op.register
+    def _(self, op: tile.BarrierOp) -> None:
+        self.line("__syncthreads();")
+
+    # --- control flow ----------------------------------------------------------------------
+
+    @print_op.register
+    def _(self, op: scf.ForOp) -> None:
+        body = op.body.block
+        carried = []
+        for result, arg, init in zip(op.res, body.args[1:], op.iter_args, strict=True):
+            name = self.hints.get(result) or self.hints.get(arg) or self.define(result)
+            self.line(f"{self.ctype(result.type)} {name} = {self.expr(init)};")
+            self.names[result] = self.names[arg] = name
+            carried.append(name)
+        if "tile.unroll" in op.attributes:
+            self.line("#pragma unroll")
+        t, i = self.ctype(body.args[0].type), self.define(body.args[0])
+        lb, ub, step = (self.expr(v) for v in (op.lb, op.ub, op.step))
+        with self.braced(f"for ({t} {i} = {lb}; {i} < {ub}; {i} += {step})"):
+            with self.yielding_to(carried):
+                self.print_block(body.ops)
+
+    @print_op.register
+    def _(self, op: scf.IfOp) -> None:
+        results = [self.define(r) for r in op.output]
+        for result, name in zip(op.output, results):
+            self.line(f"{self.ctype(result.type)} {name};")
+        with self.yielding_to(results):
+            with self.braced(f"if ({self.expr(op.cond)})"):
+                self.print_block(op.true_region.block.ops)
+            if op.false_region.blocks:
+                self.print_string(" else {")
+                with self.indented():
+                    self.print_block(op.false_region.block.ops)
+                self.line("}")
+
+    @print_op.register
+    def _(self, op: scf.YieldOp | tile.YieldOp) -> None:
+        self.assign(self.targets[-1], op.arguments)
+
+    # --- cross-thread reductions -----------------------------------------------------------
+
+    def declare_state(self, op: tile.WarpReduceOp | tile.BlockReduceOp) -> list[str]:
+        """Declares the result locals of a reduction, initialized with this thread's state."""
+        for result, value in zip(op.res, op.state, strict=True):
+            self.let(result, self.expr(value))
+        return [self.names[r] for r in op.res]
+
+    def combine_into(
+        self, op: tile.WarpReduceOp | tile.BlockReduceOp, state: list[str], others: list[str]
+    ) -> None:
+        """Prints the combine region inline: `state = combine(state, others)`."""
+        args = op.combine.block.args
+        for arg, name in zip(args, state + others, strict=True):
+            self.names[arg] = name
+        with self.yielding_to(state):
+            self.print_block(op.combine.block.ops)
+
+    def butterfly(
+        self, op: tile.WarpReduceOp | tile.BlockReduceOp, state: list[str], width: int
+    ) -> None:
+        """Prints the XOR-shuffle tree after which every lane of a `width` group has the result."""
+        if width not in (1, 2, 4, 8, 16, 32):
+            raise self.fail(f"'{op.name}' over {width} lanes (not a power of two up to 32)")
+        offset = self.fresh("offset")
+        with self.braced(f"for (int {offset} = {width // 2}; {offset} > 0; {offset} >>= 1)"):
+            others = []
+            for name, arg in zip(state, op.combine.block.args[len(state) :]):
+                value = f"(int){name}" if self.ctype(arg.type) == "bool" else name
+                shuffle = f"__shfl_xor_sync({FULL_MASK}, {value}, {offset}, {width})"
+                self.line(f"{self.ctype(arg.type)} {self.define(arg)} = {shuffle};")
+                others.append(self.names[arg])
+            self.combine_into(op, state, others)
+
+    @print_op.register
+    def _(self, op: tile.WarpReduceOp) -> None:
+        self.butterfly(op, self.declare_state(op), op.width)
+
+    @print_op.register
+    def _(self, op: tile.BlockReduceOp) -> None:
+        bx, by, bz = self.kernel.block_size
+        threads = bx * by * bz
+        state = self.declare_state(op)
+        if threads <= WARP:
+            self.butterfly(op, state, threads)
+            return
+        if threads % WARP:
+            raise self.fail(f"'{op.name}' over {threads} threads (not a whole number of warps)")
+        warps = threads // WARP
+        self.butterfly(op, state, WARP)
+        # Warps are formed from the linear thread index, x fastest.
+        tid = "threadIdx.x"
+        if by * bz > 1:
+            tid = f"((threadIdx.z * {by} + threadIdx.y) * {bx} + threadIdx.x)"
+        partials = [self.fresh(f"{name}_partials") for name in state]
+        for name, partial, result in zip(state, partials, op.res):
+            self.line(f"__shared__ {self.ctype(result.type)} {partial}[{warps}];")
+        with self.braced(f"if ({tid} % {WARP} == 0)"):
+            for name, partial in zip(state, partials):
+                self.line(f"{partial}[{tid} / {WARP}] = {name};")
+        self.line("__syncthreads();")
+        for name, partial in zip(state, partials):
+            self.line(f"{name} = {partial}[0];")
+        warp = self.fresh("warp")
+        with self.braced(f"for (int {warp} = 1; {warp} < {warps}; ++{warp})"):
+            others = []
+            for partial, arg in zip(partials, op.combine.block.args[len(state) :]):
+                self.line(f"{self.ctype(arg.type)} {self.define(arg)} = {partial}[{warp}];")
+                others.append(self.names[arg])
+            self.combine_into(op, state, others)
+        if any(isinstance(p, scf.ForOp) for p in _ancestors(op, self.kernel)):
+            # The next iteration's partials must not overwrite ones still being read.
+            self.line("__syncthreads();")
+
+
+def _ancestors(op: Operation, stop: Operation) -> Iterator[Operation]:
+    """Yields the ops enclosing `op`, innermost first, up to (not including) `stop`."""
+    parent = op.parent_op()
+    while parent is not None and parent is not stop:
+        yield parent
+        parent = parent.parent_op()
+
+
+def kernel_source(kernel: tile.KernelOp) -> str:
+    """Returns the CUDA C translation unit of one `tile.kernel`."""
+    stream = StringIO()
+    CudaPrinter(stream, kernel).print_op(kernel)
+    return stream.getvalue() + "\n"
+
+
+def module_sources(module: ModuleOp) -> dict[str, str]:
+    """Returns the CUDA C of each top-level kernel of a module, by symbol name.
+
+    A `tile.kernel` is printed; a `tile.cuda_kernel` (after `to-cuda`) gives its stored source.
+    """
+    sources: dict[str, str] = {}
+    for op in module.ops:
+        if isinstance(op, tile.KernelOp):
+            sources[op.sym_name.data] = kernel_source(op)
+        elif isinstance(op, tile.CudaKernelOp):
+            sources[op.sym_name.data] = op.source.data
+    return sources

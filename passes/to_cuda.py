@@ -1,0 +1,45 @@
+"""The `to-cuda` pass: each `tile.kernel` becomes a `tile.cuda_kernel` holding its CUDA C."""
+
+from dataclasses import dataclass
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.passes import ModulePass
+from xdsl.rewriter import Rewriter
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.backends.cuda.printer import kernel_source
+from tinyopt.dialects import loop, tile
+
+
+@dataclass(frozen=True)
+class ToCudaPass(ModulePass):
+    """Prints each top-level `tile.kernel` as CUDA C into a `tile.cuda_kernel` of the same name.
+
+    Host functions keep launching the kernels by name with `loop.launch`. The launch shape is
+    kept; `smem` (dynamic shared memory bytes) is 0 because shared arrays are declared
+    statically in the source. A `loop.kernel` (not tiled) or an op without a CUDA C form raises
+    a `DiagnosticException` naming it, before the module is changed.
+    """
+
+    name = "to-cuda"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        kernels: list[tile.KernelOp] = []
+        for kernel in op.ops:
+            if isinstance(kernel, loop.KernelOp):
+                raise DiagnosticException(
+                    f"to-cuda: cannot print 'loop.kernel' @{kernel.sym_name.data}: "
+                    "it was not tiled (run the tile pass first)"
+                )
+            if isinstance(kernel, tile.KernelOp):
+                kernels.append(kernel)
+        # Every kernel is printed before any is replaced, so a failure leaves the module as is.
+        sources = [kernel_source(kernel) for kernel in kernels]
+        for kernel, source in zip(kernels, sources, strict=True):
+            Rewriter.replace_op(
+                kernel,
+                tile.CudaKernelOp(
+                    kernel.sym_name.data, kernel.grid_size, kernel.block_size, 0, source
+                ),
+            )
