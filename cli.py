@@ -1,0 +1,299 @@
+"""The `tinyopt` command: xdsl-opt with tinyopt's passes, CUDA output and `tinyopt run`.
+
+`tinyopt FILE -p PIPELINE` parses MLIR text, applies the pipeline and prints IR, or CUDA C
+when the pipeline ends with `to-cuda`. `tinyopt run FILE` also compiles the result, runs it
+on random inputs and checks it against the numpy reference. Bad input is answered with a
+diagnostic on stderr and exit status 1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from collections.abc import Callable, Sequence
+from math import prod
+from typing import IO, TYPE_CHECKING
+
+import numpy as np
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.ir import Attribute
+from xdsl.passes import ModulePass
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.xdsl_opt_main import xDSLOptMain
+
+from tinyopt.backends.cuda.errors import CudaError
+from tinyopt.universe import TINYOPT_UNIVERSE
+
+if TYPE_CHECKING:
+    from tinyopt.backends.cuda.launch import Kernel
+
+DEFAULT_RUN_PIPELINE = "fuse,tile,to-cuda"
+"""The pipeline `tinyopt run` applies when none is given."""
+
+TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
+"""Largest relative error ‖out − ref‖ / ‖ref‖ `tinyopt run` accepts, per element type."""
+
+
+class CliError(Exception):
+    """A user error that the command reports in one line, without a traceback."""
+
+
+def _pass_summaries() -> str:
+    """Return the help epilog: each tinyopt pass with the first line of its docstring."""
+    lines = ["tinyopt passes:"]
+    for name, get_pass in TINYOPT_UNIVERSE.all_passes.items():
+        try:
+            summary = (get_pass().__doc__ or "").strip().splitlines()[0]
+        except ImportError as exc:
+            summary = f"(unavailable: {exc})"
+        lines.append(f"  {name:<12} {summary}")
+    return "\n".join(lines)
+
+
+def _option_names(pass_type: type[ModulePass]) -> list[str]:
+    """Return the names of the options a pass accepts."""
+    return [f.name for f in dataclasses.fields(pass_type) if f.init]
+
+
+def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]]]) -> None:
+    """Raise `CliError` naming the first unknown pass or option of a pipeline, if any."""
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as exc:
+        context = str(exc).splitlines()[2:]  # drop the heading and the pass-pipeline:1:N line
+        raise CliError("\n".join([f"invalid pass pipeline '{spec}':", *context])) from None
+    for pass_spec in specs:
+        if pass_spec.name not in available:
+            raise CliError(
+                f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)"
+            )
+        options = _option_names(available[pass_spec.name]())
+        for option in pass_spec.normalize_parameter_names().parameters:
+            if option not in options:
+                raise CliError(
+                    f"unknown option '{option}' for pass '{pass_spec.name}' "
+                    f"(options: {', '.join(options) or 'none'})"
+                )
+
+
+def _target_given(args: Sequence[str]) -> bool:
+    """Return whether the command line names an output target (`-t`/`--target`)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("-t", "--target")
+    known, _ = parser.parse_known_args(args)
+    return known.target is not None
+
+
+class TinyoptMain(xDSLOptMain):
+    """xdsl-opt's driver that prints CUDA C after `to-cuda` and names unknown passes."""
+
+    def __init__(self, args: Sequence[str]) -> None:
+        self.target_given = _target_given(args)
+        super().__init__(
+            description="tinyopt: graph -> loop -> tile -> CUDA C, on xDSL", args=args
+        )
+
+    def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
+        """Register xdsl-opt's arguments and list tinyopt's passes after them in `--help`."""
+        super().register_all_arguments(arg_parser)
+        arg_parser.prog = "tinyopt"
+        arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
+        arg_parser.epilog = _pass_summaries()
+
+    def setup_pipeline(self) -> None:
+        """Build the pipeline, reporting bad passes or options as `CliError`."""
+        check_pipeline(self.args.passes, self.available_passes)
+        try:
+            super().setup_pipeline()
+        except ValueError as exc:
+            raise CliError(f"invalid pass pipeline '{self.args.passes}': {exc}") from None
+        last = self.pipeline.passes[-1].name if self.pipeline.passes else None
+        if last == "to-cuda" and not self.target_given:
+            self.args.target = "cuda"
+
+    def prepare_input(self) -> tuple[list[tuple[IO[bytes], int]], str]:
+        """Open the input, reporting a file extension no frontend handles as `CliError`."""
+        try:
+            return super().prepare_input()
+        except ValueError as exc:
+            raise CliError(f"{exc} (tinyopt reads .mlir files)") from None
+
+    def parse_file(self) -> ModuleOp:
+        """Parse the input file as one module."""
+        chunks, extension = self.prepare_input()
+        ((chunk, _),) = chunks
+        with chunk:
+            module = self.parse_chunk(chunk, extension)
+        assert module is not None
+        return module
+
+
+def _format_parse_error(error: ParseError) -> str:
+    """Format a parse error MLIR-style: `file:line:col: error: message` and the source line."""
+    context = error.span.print_with_context().splitlines()[1:]
+    return "\n".join([f"{error.span.get_location()}: error: {error.msg}", *context])
+
+
+def _format_diagnostic(error: DiagnosticException, where: str) -> str:
+    """Format a verifier or pass error: `file: error: message` and the annotated IR."""
+    notes = getattr(error, "__notes__", [])
+    return "\n".join([f"{where}: error: {error}", *(n.rstrip("\n") for n in notes)])
+
+
+def _storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
+    """Return the array the runtime takes for `element_type` (bf16 as its uint16 bits)."""
+    if element_type == bf16:
+        return (np.ascontiguousarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    return array
+
+
+def _values(array: np.ndarray, element_type: Attribute) -> np.ndarray:
+    """Return runtime output as float64 (bf16 arrives as uint16 bits)."""
+    if element_type == bf16:
+        return (array.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return array.astype(np.float64)
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """Return ‖out − ref‖ / ‖ref‖ (the plain norm of the difference when ref is zero)."""
+    scale = float(np.linalg.norm(ref))
+    return float(np.linalg.norm(out - ref)) / (scale if scale > 0 else 1.0)
+
+
+def _find_function(module: ModuleOp, name: str | None) -> func.FuncOp:
+    """Return the function `name`, or the module's first function with a body."""
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.body.blocks:
+            if name is None or op.sym_name.data == name:
+                return op
+    raise CliError(f"no function @{name}" if name else "the module has no function to run")
+
+
+def _element_type(t: Attribute) -> Attribute:
+    """Return the element type of a tensor or memref type."""
+    assert isinstance(t, TensorType | MemRefType)
+    return t.element_type
+
+
+def _kernel_launcher(
+    host: func.FuncOp, kernels: dict[str, Kernel], inputs: Sequence[np.ndarray]
+) -> Callable[[], None]:
+    """Return a callable launching the host function's kernels on device-resident buffers.
+
+    Inputs are uploaded and intermediate buffers allocated once, so a timed call covers the
+    kernels only, not host-device copies.
+    """
+    from tinyopt.backends.cuda.launch import allocate, current_device, upload
+    from tinyopt.dialects.loop import LaunchOp
+
+    stream = current_device().default_stream
+    buffers = {arg: upload(np.ascontiguousarray(a), stream) for arg, a in zip(host.args, inputs)}
+    launches = []
+    for op in host.body.block.ops:
+        if isinstance(op, memref.AllocOp):
+            t = op.memref.type
+            assert isinstance(t, MemRefType)
+            itemsize = 4 if t.element_type == f32 else 2
+            buffers[op.memref] = allocate(prod(t.get_shape()) * itemsize, stream)
+        elif isinstance(op, LaunchOp):
+            pointers = [int(buffers[v].handle) for v in op.args]
+            launches.append((kernels[op.callee.root_reference.data], pointers))
+
+    def launch_all() -> None:
+        for kernel, pointers in launches:
+            kernel.launch(pointers, stream)
+
+    return launch_all
+
+
+def run_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `tinyopt run`."""
+    parser = argparse.ArgumentParser(
+        prog="tinyopt run",
+        description="Compile FILE, run it on random inputs on the GPU and compare it with "
+        "the float64 numpy reference of its graph function.",
+    )
+    parser.add_argument("file", help="MLIR file holding a graph-level func.func")
+    parser.add_argument("--func", help="function to run (default: the first one)")
+    parser.add_argument("--bench", action="store_true", help="also time the kernels")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument("-p", "--passes", default=DEFAULT_RUN_PIPELINE, help="pass pipeline")
+    return parser
+
+
+def run_command(args: argparse.Namespace) -> None:
+    """Compile a graph function, run it on random inputs on the GPU and check it.
+
+    Prints the largest relative error over the outputs (and with `--bench` the median time
+    and effective bandwidth); raises `CliError` when the error exceeds the dtype's tolerance.
+    """
+
+    from tinyopt.backends.cuda.nvrtc import gpu_available
+
+    if not gpu_available():
+        raise CliError("no CUDA GPU available")
+    from tinyopt.backends.cuda.runtime import compile_module
+    from tinyopt.backends.cuda.timing import time_function
+    from tinyopt.backends.reference import random_inputs, run_reference
+
+    tool = TinyoptMain([args.file, "-p", args.passes])
+    module = tool.parse_file()
+    graph_func = _find_function(module, args.func).clone()
+    name = graph_func.sym_name.data
+    tool.apply_passes(module)
+    compiled = compile_module(module)
+
+    inputs = random_inputs(graph_func, args.seed)
+    in_types = [_element_type(t) for t in graph_func.function_type.inputs]
+    out_types = [_element_type(t) for t in graph_func.function_type.outputs]
+    device_inputs = [_storage(a, t) for a, t in zip(inputs, in_types)]
+    outputs = compiled.function(name)(*device_inputs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    references = run_reference(graph_func, *inputs)
+
+    errors = [
+        relative_error(_values(out, t), ref) for out, ref, t in zip(outputs, references, out_types)
+    ]
+    print(f"max rel error: {max(errors):.3e}")
+    if args.bench:
+        host = _find_function(module, name)
+        ms = time_function(_kernel_launcher(host, compiled.kernels, device_inputs), [])
+        nbytes = sum(a.nbytes for a in device_inputs) + sum(o.nbytes for o in outputs)
+        print(f"median time: {ms:.4f} ms")
+        print(f"effective bandwidth: {nbytes / (ms * 1e-3) / 1e9:.1f} GB/s")
+    failed = [
+        f"output {i}: {e:.3e} > {TOLERANCES.get(t, 0.0):.0e} ({t})"
+        for i, (e, t) in enumerate(zip(errors, out_types))
+        if not e <= TOLERANCES.get(t, 0.0)
+    ]
+    if failed:
+        raise CliError("result differs from the reference: " + "; ".join(failed))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the `tinyopt` command line; return its exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    where = "<stdin>"
+    try:
+        if argv[:1] == ["run"]:
+            args = run_parser().parse_args(argv[1:])
+            where = args.file
+            run_command(args)
+        else:
+            tool = TinyoptMain(argv)
+            where = tool.get_input_name()
+            tool.run()
+    except CliError as exc:
+        print(f"tinyopt: error: {exc}", file=sys.stderr)
+    except ParseError as exc:
+        print(_format_parse_error(exc), file=sys.stderr)
+    except DiagnosticException as exc:
+        print(_format_diagnostic(exc, where), file=sys.stderr)
+    except (CudaError, OSError) as exc:
+        print(f"tinyopt: error: {exc}", file=sys.stderr)
+    else:
+        return 0
+    return 1

@@ -1,0 +1,20 @@
+"""lit configuration: every `.mlir` file under tests/lit is a test (`*.mlir.in` are not).
+
+Run from the repository root with `lit -v tests/lit` (or `pytest`, which runs it too).
+RUN lines call `tinyopt`, `xdsl-opt` and `filecheck` from the bin folder of the Python
+that runs lit, and use lit's builtin `not`.
+"""
+
+import os
+import sys
+
+import lit.formats
+
+config.name = "tinyopt"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir"]
+config.test_source_root = os.path.dirname(__file__)
+config.excludes = ["examples", "benchmarks", "docs", "build", "dist"]
+config.environment["PATH"] = os.pathsep.join(
+    [os.path.dirname(sys.executable), config.environment.get("PATH", "")]
+)

@@ -1,0 +1,10 @@
+// RUN: not tinyopt %s 2>&1 | filecheck %s
+// f64 is not a tinyopt element type: the graph verifier rejects it before any pass runs.
+
+// CHECK-NOT: Traceback
+// CHECK: unsupported_dtype.mlir: error: graph.exp: {{.*}}f32, f16 or bf16, got f64
+// CHECK-NOT: Traceback
+func.func @f(%x: tensor<4xf64>) -> tensor<4xf64> {
+  %y = graph.exp %x : tensor<4xf64>
+  func.return %y : tensor<4xf64>
+}

@@ -1,0 +1,112 @@
+"""What tinyopt adds to xDSL: its dialects, passes and the `cuda` output target.
+
+`TINYOPT_UNIVERSE` is registered as the `xdsl.universe` entry point (pyproject.toml), so
+`xdsl-opt` and every other xDSL tool in the environment see tinyopt's dialects and passes.
+Each getter imports its module only when called, so one module failing to import does not
+hide the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import IO
+
+from xdsl.context import Context
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Dialect
+from xdsl.passes import ModulePass
+from xdsl.universe import Universe
+from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.target import Target
+
+
+def get_graph() -> Dialect:
+    """Return the graph dialect (tensors, value semantics)."""
+    from tinyopt.dialects.graph import Graph
+
+    return Graph
+
+
+def get_loop() -> Dialect:
+    """Return the loop dialect (one kernel per future GPU kernel)."""
+    from tinyopt.dialects.loop import Loop
+
+    return Loop
+
+
+def get_tile() -> Dialect:
+    """Return the tile dialect (GPU mapping)."""
+    from tinyopt.dialects.tile import Tile
+
+    return Tile
+
+
+def get_decompose() -> type[ModulePass]:
+    """Return the pass rewriting composite graph ops into primitives."""
+    from tinyopt.passes.decompose import DecomposePass
+
+    return DecomposePass
+
+
+def get_fuse() -> type[ModulePass]:
+    """Return the pass grouping graph primitives into loop kernels."""
+    from tinyopt.passes.fuse import FusePass
+
+    return FusePass
+
+
+def get_tile_pass() -> type[ModulePass]:
+    """Return the pass mapping loop kernels onto the GPU."""
+    from tinyopt.passes.tile import TilePass
+
+    return TilePass
+
+
+def get_to_cuda() -> type[ModulePass]:
+    """Return the pass printing tile kernels as CUDA C."""
+    from tinyopt.passes.to_cuda import ToCudaPass
+
+    return ToCudaPass
+
+
+@dataclass(frozen=True)
+class CudaTarget(Target):
+    """Prints the CUDA C of every `tile.cuda_kernel`, each after a comment with its launch shape."""
+
+    name = "cuda"
+
+    def emit(self, ctx: Context, module: ModuleOp, output: IO[str]) -> None:
+        """Write each kernel's source to `output`; a module without kernels is an error."""
+        from tinyopt.dialects.tile import CudaKernelOp
+
+        kernels = [op for op in module.walk() if isinstance(op, CudaKernelOp)]
+        if not kernels:
+            raise DiagnosticException(
+                "the cuda target needs tile.cuda_kernel ops; run the to-cuda pass first"
+            )
+        for i, kernel in enumerate(kernels):
+            separator = "\n" if i else ""
+            grid = ", ".join(map(str, kernel.grid.get_values()))
+            block = ", ".join(map(str, kernel.block.get_values()))
+            output.write(
+                f"{separator}// kernel @{kernel.sym_name.data} grid ({grid}) "
+                f"block ({block}) smem {kernel.smem.value.data}\n"
+            )
+            output.write(kernel.source.data.rstrip("\n") + "\n")
+
+
+def get_cuda_target() -> type[Target]:
+    """Return the target printing the CUDA C held by `tile.cuda_kernel` ops."""
+    return CudaTarget
+
+
+TINYOPT_UNIVERSE = Universe(
+    all_dialects={"graph": get_graph, "loop": get_loop, "tile": get_tile},
+    all_passes={
+        "decompose": get_decompose,
+        "fuse": get_fuse,
+        "tile": get_tile_pass,
+        "to-cuda": get_to_cuda,
+    },
+    all_targets={"cuda": get_cuda_target},
+)
