@@ -20,7 +20,14 @@ from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import FunctionType, ModuleOp, StringAttr, TensorType, UnitAttr
+from xdsl.dialects.builtin import (
+    FunctionType,
+    ModuleOp,
+    StringAttr,
+    TensorType,
+    UnitAttr,
+    UnregisteredOp,
+)
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.utils.exceptions import DiagnosticException
@@ -78,10 +85,11 @@ def _with_epilogue(value: SSAValue, roots: dict[SSAValue, None]) -> SSAValue:
 
 def plan_kernels(function: func.FuncOp) -> list[KernelBuilder]:
     """Choose the roots of a graph function and build one kernel per root, in launch order."""
-    name = function.sym_name.data
     for op in function.body.block.ops:
         if not isinstance(op, _PRIMITIVES):
-            raise DiagnosticException(f"fuse: cannot lower '{op.name}'")
+            name = op.op_name.data if isinstance(op, UnregisteredOp) else op.name
+            raise DiagnosticException(f"fuse: cannot lower '{name}'")
+    name = function.sym_name.data
     position = {op.results[0]: i for i, op in enumerate(function.body.block.ops) if op.results}
     returned = function.body.block.last_op
     assert isinstance(returned, func.ReturnOp)

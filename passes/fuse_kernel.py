@@ -150,8 +150,11 @@ class KernelBuilder:
             for value, point in matmuls:
                 if point != root_point or value is not matmuls[0][0]:
                     raise Materialize(value)
-            if reductions:
-                raise Materialize(reductions[0][0])
+            for value, _ in reductions:
+                # A reduction over the matmul reads it off the root's index: keep the reduction.
+                if self._reaches(value, matmuls[0][0]):
+                    raise Materialize(matmuls[0][0])
+                raise Materialize(value)
             self._check_contraction_operands(matmuls[0][0], root_point)
             self._matmul = matmuls[0][0]
             return "contraction", n_vars
@@ -202,6 +205,16 @@ class KernelBuilder:
         for operand, operand_point in _operand_points(op, point):
             self._scan(operand, operand_point, found, seen)
 
+    def _reaches(self, value: SSAValue, target: SSAValue, seen: set[SSAValue] | None = None) -> bool:
+        """Return whether inlining `value` reads `target`."""
+        seen = set() if seen is None else seen
+        if value is target:
+            return True
+        if value in seen or self._is_load(value) or not isinstance(value.owner, Operation):
+            return False
+        seen.add(value)
+        return any(self._reaches(o, target, seen) for o in value.owner.operands)
+
     def _open_parallel(self, loop_vars: Sequence[Var]) -> loop.ParallelOp:
         """Create a `loop.parallel` over `loop_vars` (one unit dim if none) and enter it."""
         par = loop.ParallelOp([v.extent for v in loop_vars] or [1])
@@ -245,9 +258,9 @@ class KernelBuilder:
         return max((self._var_level[v] for v in point_vars(point)), default=0)
 
     def _is_load(self, value: SSAValue) -> bool:
-        if value is self.root:
-            return isinstance(value, BlockArgument) or is_buffer_constant(value)
-        return value in self.materialized or isinstance(value, BlockArgument)
+        if isinstance(value, BlockArgument) or is_buffer_constant(value):
+            return True
+        return value is not self.root and value in self.materialized
 
     def _value(self, value: SSAValue, point: Point) -> SSAValue:
         """Return the f32 scalar of tensor `value` at `point`, emitting its code if needed."""

@@ -1,0 +1,201 @@
+"""Numpy executor for loop-level modules: a host `func.func` over memrefs and its `loop.kernel`s.
+
+The host function runs op by op (`memref.alloc`, `memref.get_global`, `loop.launch`,
+`func.return`); each launched kernel is interpreted scalar by scalar with Python floats
+(`loop.parallel` iterates its index space, `loop.reduce` folds its body's elements with its
+`combine` region from the `init` identity). It is slow and meant for tiny shapes: it checks
+what a pass produced against `run_reference`, not speed. Buffers follow `run_reference`'s
+convention (bf16 buffers are float32 arrays holding bf16 values).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    MemRefType,
+    ModuleOp,
+    bf16,
+    f16,
+)
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from tinyopt.backends.reference import numpy_dtype, round_to_bf16
+from tinyopt.dialects import loop
+
+Env = dict[SSAValue, Any]
+
+
+def _div(a: float, b: float) -> float:
+    if b != 0.0:
+        return a / b
+    if a == 0.0 or math.isnan(a):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
+
+
+def _exp(x: float) -> float:
+    return math.exp(x) if x < 709.0 else math.inf
+
+
+def _log(x: float) -> float:
+    if x > 0.0:
+        return math.log(x)
+    return -math.inf if x == 0.0 else math.nan
+
+
+def _sqrt(x: float) -> float:
+    return math.sqrt(x) if x >= 0.0 else math.nan
+
+
+def _max(a: float, b: float) -> float:
+    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+
+
+def _min(a: float, b: float) -> float:
+    return math.nan if math.isnan(a) or math.isnan(b) else min(a, b)
+
+
+def _pow(a: float, b: float) -> float:
+    try:
+        result = a**b
+    except (OverflowError, ZeroDivisionError):
+        return math.inf
+    return result if isinstance(result, float) else math.nan
+
+
+_SCALAR: dict[str, Callable[..., Any]] = {
+    "arith.addf": lambda a, b: a + b,
+    "arith.subf": lambda a, b: a - b,
+    "arith.mulf": lambda a, b: a * b,
+    "arith.divf": _div,
+    "arith.maximumf": _max,
+    "arith.minimumf": _min,
+    "arith.negf": lambda a: -a,
+    "arith.extf": lambda a: a,
+    "arith.addi": lambda a, b: a + b,
+    "arith.muli": lambda a, b: a * b,
+    "arith.divui": lambda a, b: a // b,
+    "arith.remui": lambda a, b: a % b,
+    "math.absf": abs,
+    "math.exp": _exp,
+    "math.log": _log,
+    "math.sqrt": _sqrt,
+    "math.rsqrt": lambda a: _div(1.0, _sqrt(a)),
+    "math.tanh": math.tanh,
+    "math.erf": math.erf,
+    "math.powf": _pow,
+}
+
+
+def _round(value: float, element_type: Attribute) -> float:
+    """Round a scalar to the precision of a narrower float type."""
+    if element_type == f16:
+        with np.errstate(over="ignore"):
+            return float(np.float16(value))
+    if element_type == bf16:
+        with np.errstate(over="ignore"):
+            return float(round_to_bf16(np.array([value], dtype=np.float32))[0])
+    return value
+
+
+class _Interpreter:
+    """Runs the ops of loop kernels over numpy buffers."""
+
+    def __init__(self, module: ModuleOp):
+        self.symbols: dict[str, Operation] = {}
+        for op in module.ops:
+            name = op.properties.get("sym_name")
+            if name is not None:
+                self.symbols[getattr(name, "data")] = op
+
+    def run_host(self, function: func.FuncOp, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run a host function on copies of `arrays` and return its result buffers."""
+        env: Env = {}
+        for arg, array in zip(function.args, arrays, strict=True):
+            assert isinstance(arg.type, MemRefType)
+            env[arg] = np.array(array, dtype=numpy_dtype(arg.type.element_type))
+        for op in function.body.block.ops:
+            if isinstance(op, memref.AllocOp):
+                type_ = op.memref.type
+                assert isinstance(type_, MemRefType)
+                env[op.memref] = np.zeros(type_.get_shape(), numpy_dtype(type_.element_type))
+            elif isinstance(op, memref.GetGlobalOp):
+                env[op.memref] = self._global(op.name_.root_reference.data)
+            elif isinstance(op, loop.LaunchOp):
+                kernel = self.symbols[op.callee.root_reference.data]
+                assert isinstance(kernel, loop.KernelOp)
+                block = kernel.body.block
+                self.run_block(block, dict(zip(block.args, (env[a] for a in op.args))))
+            elif isinstance(op, func.ReturnOp):
+                return [np.array(env[v]) for v in op.arguments]
+            else:
+                raise NotImplementedError(f"run_loop_module cannot run host op '{op.name}'")
+        raise ValueError(f"@{function.sym_name.data} has no func.return")
+
+    def _global(self, name: str) -> np.ndarray:
+        op = self.symbols[name]
+        assert isinstance(op, memref.GlobalOp)
+        value = op.initial_value
+        assert isinstance(value, DenseIntOrFPElementsAttr)
+        type_ = op.type
+        assert isinstance(type_, MemRefType)
+        values = np.array(value.get_values(), dtype=np.float64)
+        if value.is_splat():
+            values = np.full(type_.get_shape(), values[0])
+        return values.reshape(type_.get_shape()).astype(numpy_dtype(type_.element_type))
+
+    def run_block(self, block: Block, env: Env) -> list[Any]:
+        """Run `block`'s ops in `env`; return the values a `loop.yield` yields (else [])."""
+        for op in block.ops:
+            if isinstance(op, loop.YieldOp):
+                return [env[v] for v in op.arguments]
+            self._run_op(op, env)
+        return []
+
+    def _run_op(self, op: Operation, env: Env) -> None:
+        if op.name in _SCALAR:
+            env[op.results[0]] = _SCALAR[op.name](*(env[o] for o in op.operands))
+        elif op.name == "arith.constant":
+            value = op.properties["value"]
+            assert isinstance(value, FloatAttr | IntegerAttr)
+            env[op.results[0]] = value.value.data
+        elif op.name == "arith.truncf":
+            env[op.results[0]] = _round(env[op.operands[0]], op.results[0].type)
+        elif isinstance(op, memref.LoadOp):
+            env[op.res] = float(env[op.memref][tuple(env[i] for i in op.indices)])
+        elif isinstance(op, memref.StoreOp):
+            env[op.memref][tuple(env[i] for i in op.indices)] = env[op.value]
+        elif isinstance(op, loop.ParallelOp):
+            block = op.body.block
+            for point in itertools.product(*(range(e) for e in op.extents)):
+                self.run_block(block, env | dict(zip(block.args, point)))
+        elif isinstance(op, loop.ReduceOp):
+            self._reduce(op, env)
+        else:
+            raise NotImplementedError(f"run_loop_module cannot run kernel op '{op.name}'")
+
+    def _reduce(self, op: loop.ReduceOp, env: Env) -> None:
+        body, combine = op.body.block, op.combine.block
+        state = [env[v] for v in op.init]
+        for point in itertools.product(*(range(e) for e in op.extents)):
+            element = self.run_block(body, env | dict(zip(body.args, point)))
+            state = self.run_block(combine, env | dict(zip(combine.args, state + element)))
+        env.update(zip(op.res, state))
+
+
+def run_loop_module(module: ModuleOp, func_name: str, *arrays: np.ndarray) -> list[np.ndarray]:
+    """Run host function `func_name` of a loop-level module on `arrays`; return its results."""
+    interpreter = _Interpreter(module)
+    function = interpreter.symbols.get(func_name)
+    if not isinstance(function, func.FuncOp):
+        raise ValueError(f"module has no func.func @{func_name}")
+    return interpreter.run_host(function, arrays)

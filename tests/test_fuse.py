@@ -1,0 +1,287 @@
+"""Tests of the fuse pass: kernel counts and shapes, and numbers against the graph reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from xdsl.context import Context
+from xdsl.dialects import arith, builtin, func, math, memref
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.parser import Parser
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.backends.loop_reference import run_loop_module
+from tinyopt.backends.reference import random_inputs, run_reference
+from tinyopt.dialects import loop
+from tinyopt.dialects.graph import Graph
+from tinyopt.passes.fuse import FusePass
+from tinyopt.passes.fuse_kernel import CONTRACTION_ATTR
+
+
+def _context() -> Context:
+    ctx = Context(allow_unregistered=True)
+    for dialect in (
+        builtin.Builtin,
+        func.Func,
+        arith.Arith,
+        math.Math,
+        memref.MemRef,
+        Graph,
+        loop.Loop,
+    ):
+        ctx.load_dialect(dialect)
+    return ctx
+
+
+def _fuse(source: str) -> tuple[ModuleOp, ModuleOp]:
+    """Parse `source`; return it unchanged and a fused, verified copy."""
+    ctx = _context()
+    module = Parser(ctx, source).parse_module()
+    fused = module.clone()
+    FusePass().apply(ctx, fused)
+    fused.verify()
+    return module, fused
+
+
+def _check(source: str, kernels: int, rtol: float = 1e-5) -> ModuleOp:
+    """Fuse `source`, check the kernel count, and compare the numbers with the reference."""
+    module, fused = _fuse(source)
+    assert len(loop.kernels(fused)) == kernels, str(fused)
+    function = next(op for op in module.ops if isinstance(op, func.FuncOp))
+    inputs = random_inputs(module, seed=0)
+    expected = run_reference(module, *inputs)
+    actual = run_loop_module(fused, function.sym_name.data, *inputs)
+    assert len(actual) == len(expected)
+    for out, ref in zip(actual, expected):
+        np.testing.assert_allclose(out.astype(np.float64), ref, rtol=rtol, atol=rtol)
+    return fused
+
+
+def _ops(kernel: loop.KernelOp, type_: type) -> list:
+    return [op for op in kernel.walk() if isinstance(op, type_)]
+
+
+def test_elementwise_chain_with_broadcast_bias_and_gelu() -> None:
+    fused = _check(
+        """
+        func.func @f(%x: tensor<3x7xf32>, %b: tensor<7xf32>) -> tensor<3x7xf32> {
+          %bb = graph.broadcast %b : tensor<7xf32> -> tensor<3x7xf32>
+          %s = graph.add %x, %bb : tensor<3x7xf32>
+          %g = graph.gelu %s : tensor<3x7xf32>
+          %t = graph.tanh %g : tensor<3x7xf32>
+          func.return %t : tensor<3x7xf32>
+        }""",
+        kernels=1,
+    )
+    (kernel,) = loop.kernels(fused)
+    assert len(_ops(kernel, loop.ParallelOp)) == 1
+    assert not _ops(kernel, loop.ReduceOp)
+
+
+@pytest.mark.parametrize("dtype,rtol", [("f32", 1e-5), ("bf16", 2e-2)])
+def test_softmax_is_one_row_kernel(dtype: str, rtol: float) -> None:
+    fused = _check(
+        f"""
+        func.func @softmax(%x: tensor<5x33x{dtype}>) -> tensor<5x33x{dtype}> {{
+          %y = graph.softmax %x {{dim = 1 : i64}} : tensor<5x33x{dtype}>
+          func.return %y : tensor<5x33x{dtype}>
+        }}""",
+        kernels=1,
+        rtol=rtol,
+    )
+    (kernel,) = loop.kernels(fused)
+    assert kernel.sym_name.data == "softmax_0"
+    (outer,) = [op for op in kernel.body.block.ops if isinstance(op, loop.ParallelOp)]
+    assert outer.extents == (5,)
+    row_ops = list(outer.body.block.ops)
+    assert [op.extents for op in row_ops if isinstance(op, loop.ReduceOp)] == [(33,), (33,)]
+    assert isinstance(row_ops[-1], loop.ParallelOp) and row_ops[-1].extents == (33,)
+
+
+def test_rms_norm_is_one_kernel() -> None:
+    _check(
+        """
+        func.func @rms(%x: tensor<5x33xf32>, %w: tensor<33xf32>) -> tensor<5x33xf32> {
+          %y = graph.rms_norm %x, %w {eps = 1.0e-06 : f32} : (tensor<5x33xf32>, tensor<33xf32>) -> tensor<5x33xf32>
+          func.return %y : tensor<5x33xf32>
+        }""",
+        kernels=1,
+    )
+
+
+def test_layer_norm_is_one_kernel_with_two_reductions() -> None:
+    fused = _check(
+        """
+        func.func @ln(%x: tensor<3x2x7xf32>, %w: tensor<7xf32>, %b: tensor<7xf32>) -> tensor<3x2x7xf32> {
+          %y = graph.layer_norm %x, %w, %b {eps = 1.0e-05 : f32} : (tensor<3x2x7xf32>, tensor<7xf32>, tensor<7xf32>) -> tensor<3x2x7xf32>
+          func.return %y : tensor<3x2x7xf32>
+        }""",
+        kernels=1,
+    )
+    (kernel,) = loop.kernels(fused)
+    (outer,) = [op for op in kernel.body.block.ops if isinstance(op, loop.ParallelOp)]
+    assert outer.extents == (3, 2)
+    reduces = [op for op in outer.body.block.ops if isinstance(op, loop.ReduceOp)]
+    assert len(reduces) == 2
+
+
+def test_standalone_reduce_sum() -> None:
+    fused = _check(
+        """
+        func.func @rsum(%x: tensor<5x33xf32>) -> tensor<5xf32> {
+          %e = graph.exp %x : tensor<5x33xf32>
+          %s = graph.reduce_sum %e {dims = array<i64: 1>, keepdim = false} : tensor<5x33xf32> -> tensor<5xf32>
+          func.return %s : tensor<5xf32>
+        }""",
+        kernels=1,
+    )
+    (kernel,) = loop.kernels(fused)
+    (outer,) = [op for op in kernel.body.block.ops if isinstance(op, loop.ParallelOp)]
+    assert outer.extents == (5,)
+    assert len(_ops(kernel, loop.ReduceOp)) == 1
+    assert len(_ops(kernel, loop.ParallelOp)) == 1
+
+
+def test_non_trailing_reduction_gets_its_own_kernel() -> None:
+    _check(
+        """
+        func.func @colnorm(%x: tensor<5x7xf32>) -> tensor<5x7xf32> {
+          %m = graph.reduce_mean %x {dims = array<i64: 0>, keepdim = true} : tensor<5x7xf32> -> tensor<1x7xf32>
+          %mb = graph.broadcast %m : tensor<1x7xf32> -> tensor<5x7xf32>
+          %y = graph.sub %x, %mb : tensor<5x7xf32>
+          func.return %y : tensor<5x7xf32>
+        }""",
+        kernels=2,
+    )
+
+
+def test_transpose_add() -> None:
+    _check(
+        """
+        func.func @ta(%x: tensor<3x7xf32>, %y: tensor<7x3xf32>) -> tensor<7x3xf32> {
+          %t = graph.transpose %x {perm = array<i64: 1, 0>} : tensor<3x7xf32> -> tensor<7x3xf32>
+          %s = graph.add %t, %y : tensor<7x3xf32>
+          func.return %s : tensor<7x3xf32>
+        }""",
+        kernels=1,
+    )
+
+
+def test_reshape() -> None:
+    _check(
+        """
+        func.func @rs(%x: tensor<3x14xf32>, %y: tensor<6x7xf32>) -> tensor<6x7xf32> {
+          %r = graph.reshape %x : tensor<3x14xf32> -> tensor<6x7xf32>
+          %n = graph.neg %r : tensor<6x7xf32>
+          %s = graph.mul %n, %y : tensor<6x7xf32>
+          func.return %s : tensor<6x7xf32>
+        }""",
+        kernels=1,
+    )
+
+
+def test_matmul_with_prologue_and_epilogue_is_one_kernel() -> None:
+    fused = _check(
+        """
+        func.func @mm(%x: tensor<5x33xf32>, %bias: tensor<33xf32>, %w: tensor<33x7xf32>) -> tensor<5x7xf32> {
+          %bb = graph.broadcast %bias : tensor<33xf32> -> tensor<5x33xf32>
+          %xb = graph.add %x, %bb : tensor<5x33xf32>
+          %m = graph.matmul %xb, %w : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>
+          %r = graph.relu %m : tensor<5x7xf32>
+          func.return %r : tensor<5x7xf32>
+        }""",
+        kernels=1,
+    )
+    (kernel,) = loop.kernels(fused)
+    (reduce,) = _ops(kernel, loop.ReduceOp)
+    assert CONTRACTION_ATTR in reduce.attributes
+    body = [op.name for op in reduce.body.block.ops]
+    assert body == [
+        "memref.load",
+        "memref.load",
+        "arith.addf",
+        "memref.load",
+        "arith.mulf",
+        "loop.yield",
+    ]
+
+
+def test_two_layer_mlp_is_two_kernels() -> None:
+    fused = _check(
+        """
+        func.func @mlp(%x: tensor<5x33xf32>, %w1: tensor<33x9xf32>, %b1: tensor<9xf32>, %w2: tensor<9x7xf32>) -> tensor<5x7xf32> {
+          %h = graph.matmul %x, %w1 : (tensor<5x33xf32>, tensor<33x9xf32>) -> tensor<5x9xf32>
+          %bb = graph.broadcast %b1 : tensor<9xf32> -> tensor<5x9xf32>
+          %hb = graph.add %h, %bb : tensor<5x9xf32>
+          %a = graph.relu %hb : tensor<5x9xf32>
+          %y = graph.matmul %a, %w2 : (tensor<5x9xf32>, tensor<9x7xf32>) -> tensor<5x7xf32>
+          func.return %y : tensor<5x7xf32>
+        }""",
+        kernels=2,
+    )
+    first, second = loop.kernels(fused)
+    assert [op.name for op in _ops(first, loop.ReduceOp)[0].body.block.ops][-2] == "arith.mulf"
+    assert len(second.body.block.args) == 3
+
+
+def test_batched_matmul_and_linear() -> None:
+    _check(
+        """
+        func.func @bmm(%a: tensor<2x3x5xf32>, %b: tensor<2x5x4xf32>) -> tensor<2x3x4xf32> {
+          %m = graph.matmul %a, %b : (tensor<2x3x5xf32>, tensor<2x5x4xf32>) -> tensor<2x3x4xf32>
+          func.return %m : tensor<2x3x4xf32>
+        }""",
+        kernels=1,
+    )
+
+
+def test_softmax_of_matmul_materializes_the_matmul() -> None:
+    _check(
+        """
+        func.func @att(%q: tensor<4x6xf32>, %k: tensor<6x5xf32>) -> tensor<4x5xf32> {
+          %s = graph.matmul %q, %k : (tensor<4x6xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+          %c = graph.constant dense<0.5> : tensor<4x5xf32>
+          %ss = graph.mul %s, %c : tensor<4x5xf32>
+          %p = graph.softmax %ss {dim = 1 : i64} : tensor<4x5xf32>
+          func.return %p : tensor<4x5xf32>
+        }""",
+        kernels=2,
+    )
+
+
+def test_non_splat_constant_becomes_a_global() -> None:
+    fused = _check(
+        """
+        func.func @cst(%x: tensor<2x3xf16>) -> tensor<2x3xf16> {
+          %c = graph.constant dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]> : tensor<2x3xf16>
+          %y = graph.mul %x, %c : tensor<2x3xf16>
+          func.return %y : tensor<2x3xf16>
+        }""",
+        kernels=1,
+        rtol=1e-3,
+    )
+    assert any(isinstance(op, memref.GlobalOp) for op in fused.ops)
+
+
+def test_shared_reduction_is_computed_once() -> None:
+    _check(
+        """
+        func.func @two(%x: tensor<3x7xf32>) -> (tensor<3x1xf32>, tensor<3x7xf32>) {
+          %m = graph.reduce_max %x {dims = array<i64: 1>, keepdim = true} : tensor<3x7xf32> -> tensor<3x1xf32>
+          %mb = graph.broadcast %m : tensor<3x1xf32> -> tensor<3x7xf32>
+          %y = graph.sub %x, %mb : tensor<3x7xf32>
+          func.return %m, %y : tensor<3x1xf32>, tensor<3x7xf32>
+        }""",
+        kernels=2,
+    )
+
+
+def test_unknown_op_is_a_diagnostic() -> None:
+    with pytest.raises(DiagnosticException, match="fuse: cannot lower 'foo.bar'"):
+        _fuse(
+            """
+            func.func @bad(%x: tensor<3x7xf32>) -> tensor<3x7xf32> {
+              %y = "foo.bar"(%x) : (tensor<3x7xf32>) -> tensor<3x7xf32>
+              func.return %y : tensor<3x7xf32>
+            }"""
+        )
