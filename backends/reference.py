@@ -1,0 +1,275 @@
+"""Numpy reference executor for `func.func`s of graph ops (composites included).
+
+Numpy has no bfloat16: arrays for bf16 tensors are float32 arrays holding bf16-representable
+values (see `round_to_bf16`). `random_inputs` follows that convention and `run_reference`
+accepts it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.dialects.func import FuncOp, ReturnOp
+from xdsl.ir import Attribute, Operation, SSAValue
+
+from tinyopt.dialects import graph
+
+Handler = Callable[[Operation, list[np.ndarray]], np.ndarray]
+"""Computes an op's single result from its operand arrays."""
+
+_HANDLERS: dict[type[Operation], Handler] = {}
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def round_to_bf16(a: np.ndarray) -> np.ndarray:
+    """Round to the nearest bf16 value (ties to even); return float32 holding bf16 values."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    # Adding 0x7FFF plus the lowest kept bit and truncating is round-half-to-even.
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000).astype(np.uint32)
+    out = rounded.view(np.float32)
+    # The carry trick would turn a NaN payload into inf; keep NaNs as NaNs.
+    return np.where(np.isnan(a), np.float32(np.nan), out).reshape(np.shape(a))
+
+
+def numpy_dtype(element_type: Attribute) -> np.dtype:
+    """Return the numpy dtype that stores tensors of `element_type` (bf16 -> float32)."""
+    if element_type == f32 or element_type == bf16:
+        return np.dtype(np.float32)
+    if element_type == f16:
+        return np.dtype(np.float16)
+    raise TypeError(f"no numpy dtype for element type {element_type}")
+
+
+def _to_element_type(a: np.ndarray, element_type: Attribute) -> np.ndarray:
+    """Round `a` to the precision of `element_type`, stored in its numpy dtype."""
+    out = a.astype(numpy_dtype(element_type))
+    return round_to_bf16(out) if element_type == bf16 else out
+
+
+def _find_func(module_or_func: ModuleOp | FuncOp) -> FuncOp:
+    if isinstance(module_or_func, FuncOp):
+        return module_or_func
+    for op in module_or_func.ops:
+        if isinstance(op, FuncOp) and op.body.blocks:
+            return op
+    raise ValueError("module contains no func.func with a body")
+
+
+def _tensor_type(value: SSAValue) -> TensorType[AnyFloat]:
+    assert isinstance(value.type, TensorType)
+    return value.type  # pyright: ignore[reportUnknownVariableType]
+
+
+def random_inputs(module_or_func: ModuleOp | FuncOp, seed: int) -> list[np.ndarray]:
+    """Return standard-normal arrays matching the function's arguments.
+
+    Each array has its argument's shape and numpy dtype (`numpy_dtype`); bf16 arguments get
+    float32 arrays rounded to bf16-representable values.
+    """
+    rng = np.random.default_rng(seed)
+    arrays: list[np.ndarray] = []
+    for arg in _find_func(module_or_func).args:
+        type_ = _tensor_type(arg)
+        sample = rng.standard_normal(type_.get_shape())
+        arrays.append(_to_element_type(sample, type_.element_type))
+    return arrays
+
+
+def run_reference(
+    module_or_func: ModuleOp | FuncOp,
+    *arrays: np.ndarray,
+    dtype: type[np.floating] | np.dtype | None = np.float64,
+) -> list[np.ndarray]:
+    """Run a function of graph ops on numpy arrays and return its results.
+
+    Every op computes in `dtype` (float64 by default). With `dtype=None` each result is
+    instead rounded to its op's element type (bf16 as float32 holding bf16 values), which
+    mimics a device computing in the program's own precision. A module runs its first
+    `func.func`. `graph.cast` always rounds to its target element type.
+    """
+    func = _find_func(module_or_func)
+    args = func.args
+    if len(arrays) != len(args):
+        raise ValueError(f"@{func.sym_name.data} takes {len(args)} arguments, got {len(arrays)}")
+    env: dict[SSAValue, np.ndarray] = {}
+    for i, (arg, array) in enumerate(zip(args, arrays, strict=True)):
+        type_ = _tensor_type(arg)
+        if np.shape(array) != type_.get_shape():
+            raise ValueError(
+                f"argument {i} of @{func.sym_name.data} has shape {np.shape(array)}, "
+                f"expected {type_.get_shape()}"
+            )
+        env[arg] = _convert(np.asarray(array), type_.element_type, dtype)
+
+    # Like device code, inf/nan propagate silently (e.g. exp overflow, log of 0).
+    with np.errstate(all="ignore"):
+        for op in func.body.block.ops:
+            operands = [env[o] for o in op.operands]
+            if isinstance(op, ReturnOp):
+                return [np.array(a) for a in operands]
+            handler = _HANDLERS.get(type(op))
+            if handler is None:
+                raise NotImplementedError(f"run_reference cannot run op '{op.name}'")
+            result = op.results[0]
+            env[result] = _convert(handler(op, operands), _tensor_type(result).element_type, dtype)
+    raise ValueError(f"@{func.sym_name.data} has no func.return")
+
+
+def _convert(
+    a: np.ndarray, element_type: Attribute, dtype: type[np.floating] | np.dtype | None
+) -> np.ndarray:
+    if dtype is None:
+        return _to_element_type(a, element_type)
+    return a.astype(dtype, copy=False)
+
+
+def _handles(*op_types: type[Operation]) -> Callable[[Handler], Handler]:
+    def register(handler: Handler) -> Handler:
+        for op_type in op_types:
+            _HANDLERS[op_type] = handler
+        return handler
+
+    return register
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    # The tanh form is exact and never overflows, unlike 1 / (1 + exp(-x)).
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _gelu(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))).astype(x.dtype)
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    return e / np.sum(e, axis=axis, keepdims=True)
+
+
+_UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
+    graph.NegOp: np.negative,
+    graph.AbsOp: np.abs,
+    graph.ExpOp: np.exp,
+    graph.LogOp: np.log,
+    graph.SqrtOp: np.sqrt,
+    graph.RsqrtOp: lambda x: 1.0 / np.sqrt(x),
+    graph.ReciprocalOp: lambda x: 1.0 / x,
+    graph.TanhOp: np.tanh,
+    graph.SigmoidOp: _sigmoid,
+    graph.ReluOp: lambda x: np.maximum(x, 0.0),
+    graph.GeluOp: _gelu,
+    graph.SiluOp: lambda x: x * _sigmoid(x),
+}
+
+_BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    graph.AddOp: np.add,
+    graph.SubOp: np.subtract,
+    graph.MulOp: np.multiply,
+    graph.DivOp: np.divide,
+    graph.MaxOp: np.maximum,
+    graph.MinOp: np.minimum,
+    graph.PowOp: np.power,
+}
+
+_REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
+    graph.ReduceSumOp: np.sum,
+    graph.ReduceMaxOp: np.max,
+    graph.ReduceMeanOp: np.mean,
+}
+
+
+@_handles(*_UNARY)
+def _unary(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    return _UNARY[type(op)](xs[0])
+
+
+@_handles(*_BINARY)
+def _binary(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    return _BINARY[type(op)](xs[0], xs[1])
+
+
+@_handles(*_REDUCE)
+def _reduce(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.ReduceOp)
+    keepdim = bool(op.keepdim.value.data)
+    return np.asarray(_REDUCE[type(op)](xs[0], axis=op.dim_list, keepdims=keepdim))
+
+
+@_handles(graph.CastOp)
+def _cast(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    rounded = _to_element_type(xs[0], _tensor_type(op.results[0]).element_type)
+    return rounded.astype(xs[0].dtype)
+
+
+@_handles(graph.MatmulOp)
+def _matmul(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    return np.matmul(xs[0], xs[1])
+
+
+@_handles(graph.TransposeOp)
+def _transpose(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.TransposeOp)
+    return np.transpose(xs[0], op.perm_list)
+
+
+@_handles(graph.ReshapeOp)
+def _reshape(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    return xs[0].reshape(_tensor_type(op.results[0]).get_shape())
+
+
+@_handles(graph.BroadcastOp)
+def _broadcast(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    return np.broadcast_to(xs[0], _tensor_type(op.results[0]).get_shape())
+
+
+@_handles(graph.ConstantOp)
+def _constant(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.ConstantOp)
+    values = np.array(op.value.get_values(), dtype=np.float64)
+    return values.reshape(op.value.get_shape())
+
+
+@_handles(graph.SoftmaxOp)
+def _softmax_op(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.SoftmaxOp)
+    return _softmax(xs[0], op.dim.value.data)
+
+
+@_handles(graph.RmsNormOp)
+def _rms_norm(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.RmsNormOp)
+    x, w = xs
+    eps = op.eps.value.data
+    return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)) * w
+
+
+@_handles(graph.LayerNormOp)
+def _layer_norm(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.LayerNormOp)
+    x, w, b = xs
+    eps = op.eps.value.data
+    centered = x - np.mean(x, axis=-1, keepdims=True)
+    var = np.mean(centered * centered, axis=-1, keepdims=True)
+    return centered / np.sqrt(var + eps) * w + b
+
+
+@_handles(graph.LinearOp)
+def _linear(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    y = xs[0] @ xs[1].T
+    return y + xs[2] if len(xs) == 3 else y
+
+
+@_handles(graph.AttentionOp)
+def _attention(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.AttentionOp)
+    q, k, v = xs
+    scores = (q @ np.swapaxes(k, -1, -2)) * op.scale.value.data
+    if op.causal.value.data:
+        seq = scores.shape[-1]
+        above_diagonal = np.triu(np.ones((seq, seq), dtype=bool), k=1)
+        scores = np.where(above_diagonal, -np.inf, scores)
+    return _softmax(scores, -1) @ v

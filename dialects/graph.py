@@ -1,0 +1,745 @@
+"""The `graph` dialect: tensor programs with value semantics (see docs/ir.md).
+
+Every op takes and returns static ranked tensors of f32, f16 or bf16. Broadcasting is
+explicit, so elementwise binary ops require identical operand and result types. Composite
+ops (softmax, norms, linear, attention) are kept whole until `decompose` lowers them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from xdsl.dialects.builtin import (
+    I64,
+    AnyFloat,
+    BoolAttr,
+    DenseArrayBase,
+    DenseIntOrFPElementsAttr,
+    Float32Type,
+    FloatAttr,
+    IntegerAttr,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.irdl import (
+    AnyAttr,
+    IRDLOperation,
+    ParamAttrConstraint,
+    ParsePropInAttrDict,
+    VarConstraint,
+    base,
+    irdl_op_definition,
+    operand_def,
+    opt_operand_def,
+    prop_def,
+    result_def,
+    traits_def,
+)
+from xdsl.traits import ConstantLike, Pure
+from xdsl.utils.exceptions import VerifyException
+
+FLOAT_TYPES: tuple[AnyFloat, ...] = (f32, f16, bf16)
+"""Element types graph tensors may carry."""
+
+_FALSE = BoolAttr.from_bool(False)
+
+
+def _fmt_shape(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape) if shape else "scalar"
+
+
+def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> tuple[int, ...]:
+    """Return the shape left after reducing `dims` of `shape` (kept as 1s when `keepdim`)."""
+    if keepdim:
+        return tuple(1 if i in dims else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in dims)
+
+
+def matmul_shape(lhs: Sequence[int], rhs: Sequence[int]) -> tuple[int, ...]:
+    """Return the result shape of `[..B, M, K] x [..B, K, N]` (operands assumed valid)."""
+    return (*lhs[:-1], rhs[-1])
+
+
+class GraphOp(IRDLOperation):
+    """Base of all graph ops: pure, with helpers that raise well-worded verify errors."""
+
+    traits = traits_def(Pure())
+
+    def fail(self, message: str) -> VerifyException:
+        """Build a VerifyException prefixed with the op name (callers `raise` it)."""
+        return VerifyException(f"{self.name}: {message}")
+
+    def tensor(self, what: str, value: SSAValue | Attribute) -> TensorType[AnyFloat]:
+        """Check that `value` (or a type) is a float tensor of an allowed dtype; return its type."""
+        type_ = value.type if isinstance(value, SSAValue) else value
+        if not isinstance(type_, TensorType):
+            raise self.fail(f"{what} must be a ranked tensor, got {type_}")
+        if type_.element_type not in FLOAT_TYPES:
+            raise self.fail(
+                f"{what} element type must be f32, f16 or bf16, got {type_.element_type}"
+            )
+        return type_  # pyright: ignore[reportUnknownVariableType]
+
+    def same_dtype(self, *named: tuple[str, TensorType[AnyFloat]]) -> None:
+        """Check that all the named tensor types share one element type."""
+        first_name, first = named[0]
+        for name, type_ in named[1:]:
+            if type_.element_type != first.element_type:
+                raise self.fail(
+                    f"element types differ: {first_name} is {first.element_type}, "
+                    f"{name} is {type_.element_type}"
+                )
+
+    def expect_shape(self, what: str, type_: TensorType[AnyFloat], shape: Sequence[int]) -> None:
+        """Check that `type_` has exactly `shape`."""
+        if type_.get_shape() != tuple(shape):
+            raise self.fail(
+                f"{what} shape must be {_fmt_shape(shape)}, got {_fmt_shape(type_.get_shape())}"
+            )
+
+    def check_dim(self, what: str, dim: int, rank: int) -> None:
+        """Check that `dim` indexes a tensor of rank `rank` (negative dims are not allowed)."""
+        if not 0 <= dim < rank:
+            raise self.fail(f"{what} {dim} is out of range for rank {rank}")
+
+
+# ----------------------------------------------------------------------------- elementwise
+
+
+class UnaryOp(GraphOp):
+    """Elementwise op `x -> y` where y has exactly x's type."""
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    x = operand_def(T)
+    result = result_def(T)
+
+    assembly_format = "$x attr-dict `:` type($result)"
+
+    def __init__(self, x: SSAValue):
+        super().__init__(operands=[x], result_types=[x.type])
+
+    def verify_(self) -> None:
+        self.tensor("operand", self.x)
+
+
+@irdl_op_definition
+class NegOp(UnaryOp):
+    """Elementwise negation."""
+
+    name = "graph.neg"
+
+
+@irdl_op_definition
+class AbsOp(UnaryOp):
+    """Elementwise absolute value."""
+
+    name = "graph.abs"
+
+
+@irdl_op_definition
+class ExpOp(UnaryOp):
+    """Elementwise e**x."""
+
+    name = "graph.exp"
+
+
+@irdl_op_definition
+class LogOp(UnaryOp):
+    """Elementwise natural logarithm."""
+
+    name = "graph.log"
+
+
+@irdl_op_definition
+class SqrtOp(UnaryOp):
+    """Elementwise square root."""
+
+    name = "graph.sqrt"
+
+
+@irdl_op_definition
+class RsqrtOp(UnaryOp):
+    """Elementwise 1/sqrt(x)."""
+
+    name = "graph.rsqrt"
+
+
+@irdl_op_definition
+class ReciprocalOp(UnaryOp):
+    """Elementwise 1/x."""
+
+    name = "graph.reciprocal"
+
+
+@irdl_op_definition
+class TanhOp(UnaryOp):
+    """Elementwise hyperbolic tangent."""
+
+    name = "graph.tanh"
+
+
+@irdl_op_definition
+class SigmoidOp(UnaryOp):
+    """Elementwise 1/(1+exp(-x))."""
+
+    name = "graph.sigmoid"
+
+
+@irdl_op_definition
+class ReluOp(UnaryOp):
+    """Elementwise max(x, 0)."""
+
+    name = "graph.relu"
+
+
+@irdl_op_definition
+class GeluOp(UnaryOp):
+    """Elementwise exact GELU: x * (1 + erf(x / sqrt(2))) / 2."""
+
+    name = "graph.gelu"
+
+
+@irdl_op_definition
+class SiluOp(UnaryOp):
+    """Elementwise x * sigmoid(x)."""
+
+    name = "graph.silu"
+
+
+@irdl_op_definition
+class CastOp(GraphOp):
+    """Convert a tensor to another float element type, keeping its shape."""
+
+    name = "graph.cast"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, element_type: AnyFloat):
+        assert isinstance(x.type, TensorType)
+        super().__init__(operands=[x], result_types=[TensorType(element_type, x.type.get_shape())])
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.tensor("result", self.result)
+        if src.get_shape() != dst.get_shape():
+            raise self.fail(
+                f"shapes differ: operand is {_fmt_shape(src.get_shape())}, "
+                f"result is {_fmt_shape(dst.get_shape())}"
+            )
+        if src.element_type == dst.element_type:
+            raise self.fail(f"operand and result are both {src.element_type}; cast must convert")
+
+
+class BinaryOp(GraphOp):
+    """Elementwise op `(lhs, rhs) -> y`; all three share one type (broadcast explicitly)."""
+
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(T)
+
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($result)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        super().__init__(operands=[lhs, rhs], result_types=[lhs.type])
+
+    def verify_(self) -> None:
+        self.tensor("operands", self.lhs)
+
+
+@irdl_op_definition
+class AddOp(BinaryOp):
+    """Elementwise lhs + rhs."""
+
+    name = "graph.add"
+
+
+@irdl_op_definition
+class SubOp(BinaryOp):
+    """Elementwise lhs - rhs."""
+
+    name = "graph.sub"
+
+
+@irdl_op_definition
+class MulOp(BinaryOp):
+    """Elementwise lhs * rhs."""
+
+    name = "graph.mul"
+
+
+@irdl_op_definition
+class DivOp(BinaryOp):
+    """Elementwise lhs / rhs."""
+
+    name = "graph.div"
+
+
+@irdl_op_definition
+class MaxOp(BinaryOp):
+    """Elementwise maximum."""
+
+    name = "graph.max"
+
+
+@irdl_op_definition
+class MinOp(BinaryOp):
+    """Elementwise minimum."""
+
+    name = "graph.min"
+
+
+@irdl_op_definition
+class PowOp(BinaryOp):
+    """Elementwise lhs ** rhs."""
+
+    name = "graph.pow"
+
+
+# ------------------------------------------------------------------------------ reductions
+
+
+class ReduceOp(GraphOp):
+    """Reduction of `x` over `dims`; reduced dims are dropped, or kept as 1 with `keepdim`."""
+
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    dims = prop_def(DenseArrayBase.constr(i64))
+    keepdim = prop_def(BoolAttr, default_value=_FALSE)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, dims: Sequence[int], keepdim: bool = False):
+        assert isinstance(x.type, TensorType)
+        shape = reduced_shape(x.type.get_shape(), dims, keepdim)
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, shape)],
+            properties={
+                "dims": DenseArrayBase.from_list(i64, dims),
+                "keepdim": BoolAttr.from_bool(keepdim),
+            },
+        )
+
+    @property
+    def dim_list(self) -> tuple[int, ...]:
+        """The reduced dimensions as Python ints."""
+        return self.dims.get_values()
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("operand", src), ("result", dst))
+        dims = self.dim_list
+        if not dims:
+            raise self.fail("dims must not be empty")
+        for d in dims:
+            self.check_dim("reduced dim", d, src.get_num_dims())
+        if len(set(dims)) != len(dims):
+            raise self.fail(f"dims contain duplicates: {list(dims)}")
+        shape = reduced_shape(src.get_shape(), dims, bool(self.keepdim.value.data))
+        self.expect_shape("result", dst, shape)
+
+
+@irdl_op_definition
+class ReduceSumOp(ReduceOp):
+    """Sum over `dims`."""
+
+    name = "graph.reduce_sum"
+
+
+@irdl_op_definition
+class ReduceMaxOp(ReduceOp):
+    """Maximum over `dims`."""
+
+    name = "graph.reduce_max"
+
+
+@irdl_op_definition
+class ReduceMeanOp(ReduceOp):
+    """Arithmetic mean over `dims`."""
+
+    name = "graph.reduce_mean"
+
+
+# --------------------------------------------------------------------------- shape & data
+
+
+@irdl_op_definition
+class MatmulOp(GraphOp):
+    """Matrix product `[..B, M, K] x [..B, K, N] -> [..B, M, N]` (rank 2, or both rank 3)."""
+
+    name = "graph.matmul"
+    lhs = operand_def(TensorType)
+    rhs = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$lhs `,` $rhs attr-dict `:` `(` type($lhs) `,` type($rhs) `)` `->` type($result)"
+    )
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue):
+        assert isinstance(lhs.type, TensorType) and isinstance(rhs.type, TensorType)
+        shape = matmul_shape(lhs.type.get_shape(), rhs.type.get_shape())
+        super().__init__(
+            operands=[lhs, rhs], result_types=[TensorType(lhs.type.element_type, shape)]
+        )
+
+    def verify_(self) -> None:
+        lhs = self.tensor("lhs", self.lhs)
+        rhs = self.tensor("rhs", self.rhs)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("lhs", lhs), ("rhs", rhs), ("result", dst))
+        lrank, rrank = lhs.get_num_dims(), rhs.get_num_dims()
+        if (lrank, rrank) not in ((2, 2), (3, 3)):
+            raise self.fail(
+                f"operands must both be rank 2 or both rank 3, got lhs rank {lrank}, "
+                f"rhs rank {rrank}"
+            )
+        ls, rs = lhs.get_shape(), rhs.get_shape()
+        if ls[:-2] != rs[:-2]:
+            raise self.fail(f"batch dims differ: lhs has B={ls[0]}, rhs has B={rs[0]}")
+        if ls[-1] != rs[-2]:
+            raise self.fail(f"contraction dims differ: lhs has K={ls[-1]}, rhs has K={rs[-2]}")
+        self.expect_shape("result", dst, matmul_shape(ls, rs))
+
+
+@irdl_op_definition
+class TransposeOp(GraphOp):
+    """Permute dimensions: result dim i is operand dim perm[i]."""
+
+    name = "graph.transpose"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    perm = prop_def(DenseArrayBase.constr(i64))
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, perm: Sequence[int]):
+        assert isinstance(x.type, TensorType)
+        shape = [x.type.get_shape()[p] for p in perm]
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, shape)],
+            properties={"perm": DenseArrayBase.from_list(i64, perm)},
+        )
+
+    @property
+    def perm_list(self) -> tuple[int, ...]:
+        """The permutation as Python ints."""
+        return self.perm.get_values()
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("operand", src), ("result", dst))
+        perm = self.perm_list
+        if sorted(perm) != list(range(src.get_num_dims())):
+            raise self.fail(
+                f"perm {list(perm)} is not a permutation of 0..{src.get_num_dims() - 1}"
+            )
+        self.expect_shape("result", dst, [src.get_shape()[p] for p in perm])
+
+
+@irdl_op_definition
+class ReshapeOp(GraphOp):
+    """Reinterpret a tensor (row-major) with the result type's shape."""
+
+    name = "graph.reshape"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, shape: Sequence[int]):
+        assert isinstance(x.type, TensorType)
+        super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, shape)])
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("operand", src), ("result", dst))
+        if src.element_count() != dst.element_count():
+            raise self.fail(
+                f"element counts differ: operand has {src.element_count()}, "
+                f"result has {dst.element_count()}"
+            )
+
+
+@irdl_op_definition
+class BroadcastOp(GraphOp):
+    """Broadcast with numpy rules (right-aligned; each operand dim equal or 1)."""
+
+    name = "graph.broadcast"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, shape: Sequence[int]):
+        assert isinstance(x.type, TensorType)
+        super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, shape)])
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("operand", src), ("result", dst))
+        ss, ds = src.get_shape(), dst.get_shape()
+        if len(ss) > len(ds):
+            raise self.fail(f"operand rank {len(ss)} exceeds result rank {len(ds)}")
+        for i, s in enumerate(ss):
+            d = ds[len(ds) - len(ss) + i]
+            if s not in (1, d):
+                raise self.fail(
+                    f"operand dim {i} has size {s}, which cannot broadcast to {d} "
+                    f"({_fmt_shape(ss)} -> {_fmt_shape(ds)})"
+                )
+
+
+@irdl_op_definition
+class ConstantOp(GraphOp):
+    """A constant tensor given by a dense (possibly splat) value."""
+
+    name = "graph.constant"
+    T: ClassVar = VarConstraint("T", AnyAttr())
+    value = prop_def(ParamAttrConstraint(DenseIntOrFPElementsAttr, (T, AnyAttr())))
+    result = result_def(T)
+
+    traits = traits_def(Pure(), ConstantLike())
+    assembly_format = "attr-dict $value"
+
+    def __init__(self, value: DenseIntOrFPElementsAttr):
+        super().__init__(result_types=[value.type], properties={"value": value})
+
+    @staticmethod
+    def splat(value: float, type_: TensorType[AnyFloat]) -> ConstantOp:
+        """Build a constant of type `type_` with every element equal to `value`."""
+        return ConstantOp(DenseIntOrFPElementsAttr.from_list(type_, [value]))
+
+    def verify_(self) -> None:
+        self.tensor("value", self.result)
+
+
+# ------------------------------------------------------------------------------ composites
+
+
+@irdl_op_definition
+class SoftmaxOp(GraphOp):
+    """Softmax along `dim`."""
+
+    name = "graph.softmax"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    x = operand_def(T)
+    result = result_def(T)
+    dim = prop_def(IntegerAttr[I64])
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($result)"
+
+    def __init__(self, x: SSAValue, dim: int):
+        super().__init__(
+            operands=[x], result_types=[x.type], properties={"dim": IntegerAttr(dim, i64)}
+        )
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        self.check_dim("dim", self.dim.value.data, src.get_num_dims())
+
+
+class NormOp(GraphOp):
+    """Normalization over the last dim with a per-channel weight (shared verifier)."""
+
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    result = result_def(TensorType)
+    eps = prop_def(FloatAttr[Float32Type])
+
+    irdl_options = (ParsePropInAttrDict(),)
+
+    def verify_(self) -> None:
+        x = self.tensor("x", self.x)
+        dst = self.tensor("result", self.result)
+        named = [("x", x), ("result", dst)]
+        if x.get_num_dims() < 1:
+            raise self.fail("x must have rank at least 1")
+        if dst != x:
+            raise self.fail(f"result type {dst} must equal x type {x}")
+        for name, operand in self.channel_operands():
+            type_ = self.tensor(name, operand)
+            named.append((name, type_))
+            self.expect_shape(name, type_, x.get_shape()[-1:])
+        self.same_dtype(*named)
+
+    def channel_operands(self) -> list[tuple[str, SSAValue]]:
+        """The 1-D per-channel operands with their names."""
+        return [("weight", self.weight)]
+
+
+@irdl_op_definition
+class RmsNormOp(NormOp):
+    """RMS norm over the last dim: x / sqrt(mean(x^2) + eps) * weight."""
+
+    name = "graph.rms_norm"
+
+    assembly_format = (
+        "$x `,` $weight attr-dict `:` `(` type($x) `,` type($weight) `)` `->` type($result)"
+    )
+
+    def __init__(self, x: SSAValue, weight: SSAValue, eps: float):
+        super().__init__(
+            operands=[x, weight],
+            result_types=[x.type],
+            properties={"eps": FloatAttr(eps, f32)},
+        )
+
+
+@irdl_op_definition
+class LayerNormOp(NormOp):
+    """Layer norm over the last dim (biased variance): (x - mean) / sqrt(var + eps) * w + b."""
+
+    name = "graph.layer_norm"
+    # Redeclared so the operand order is (x, weight, bias): IRDL lists a subclass's own
+    # fields before inherited ones.
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = operand_def(TensorType)
+
+    assembly_format = (
+        "$x `,` $weight `,` $bias attr-dict `:` "
+        "`(` type($x) `,` type($weight) `,` type($bias) `)` `->` type($result)"
+    )
+
+    def __init__(self, x: SSAValue, weight: SSAValue, bias: SSAValue, eps: float):
+        super().__init__(
+            operands=[x, weight, bias],
+            result_types=[x.type],
+            properties={"eps": FloatAttr(eps, f32)},
+        )
+
+    def channel_operands(self) -> list[tuple[str, SSAValue]]:
+        """The weight and bias operands with their names."""
+        return [("weight", self.weight), ("bias", self.bias)]
+
+
+@irdl_op_definition
+class LinearOp(GraphOp):
+    """Torch-style linear layer: `x [.., K]`, `weight [N, K]`, optional `bias [N]` -> `[.., N]`."""
+
+    name = "graph.linear"
+    x = operand_def(TensorType)
+    weight = operand_def(TensorType)
+    bias = opt_operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$x `,` $weight (`,` $bias^)? attr-dict `:` "
+        "`(` type($x) `,` type($weight) (`,` type($bias)^)? `)` `->` type($result)"
+    )
+
+    def __init__(self, x: SSAValue, weight: SSAValue, bias: SSAValue | None = None):
+        assert isinstance(x.type, TensorType) and isinstance(weight.type, TensorType)
+        shape = (*x.type.get_shape()[:-1], weight.type.get_shape()[0])
+        super().__init__(
+            operands=[x, weight, [] if bias is None else [bias]],
+            result_types=[TensorType(x.type.element_type, shape)],
+        )
+
+    def verify_(self) -> None:
+        x = self.tensor("x", self.x)
+        w = self.tensor("weight", self.weight)
+        dst = self.tensor("result", self.result)
+        named = [("x", x), ("weight", w), ("result", dst)]
+        if x.get_num_dims() < 1:
+            raise self.fail("x must have rank at least 1")
+        if w.get_num_dims() != 2:
+            raise self.fail(f"weight must be rank 2 [N, K], got rank {w.get_num_dims()}")
+        n, k = w.get_shape()
+        if x.get_shape()[-1] != k:
+            raise self.fail(
+                f"contraction dims differ: x has K={x.get_shape()[-1]}, weight has K={k}"
+            )
+        if self.bias is not None:
+            b = self.tensor("bias", self.bias)
+            named.append(("bias", b))
+            self.expect_shape("bias", b, [n])
+        self.same_dtype(*named)
+        self.expect_shape("result", dst, (*x.get_shape()[:-1], n))
+
+
+@irdl_op_definition
+class AttentionOp(GraphOp):
+    """Scaled dot-product attention on `[B, H, S, D]` q, k, v (optionally causal)."""
+
+    name = "graph.attention"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    q = operand_def(T)
+    k = operand_def(T)
+    v = operand_def(T)
+    result = result_def(T)
+    scale = prop_def(FloatAttr[Float32Type])
+    causal = prop_def(BoolAttr, default_value=_FALSE)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$q `,` $k `,` $v attr-dict `:` type($result)"
+
+    def __init__(self, q: SSAValue, k: SSAValue, v: SSAValue, scale: float, causal: bool = False):
+        super().__init__(
+            operands=[q, k, v],
+            result_types=[q.type],
+            properties={"scale": FloatAttr(scale, f32), "causal": BoolAttr.from_bool(causal)},
+        )
+
+    def verify_(self) -> None:
+        q = self.tensor("q", self.q)
+        if q.get_num_dims() != 4:
+            raise self.fail(f"q, k, v must be rank 4 [B, H, S, D], got rank {q.get_num_dims()}")
+
+
+UNARY_OPS: tuple[type[UnaryOp], ...] = (
+    NegOp,
+    AbsOp,
+    ExpOp,
+    LogOp,
+    SqrtOp,
+    RsqrtOp,
+    ReciprocalOp,
+    TanhOp,
+    SigmoidOp,
+    ReluOp,
+    GeluOp,
+    SiluOp,
+)
+BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
+REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMeanOp)
+SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)
+COMPOSITE_OPS: tuple[type[GraphOp], ...] = (
+    SoftmaxOp,
+    RmsNormOp,
+    LayerNormOp,
+    LinearOp,
+    AttentionOp,
+)
+
+Graph = Dialect(
+    "graph",
+    [
+        *UNARY_OPS,
+        CastOp,
+        *BINARY_OPS,
+        *REDUCE_OPS,
+        MatmulOp,
+        *SHAPE_OPS,
+        ConstantOp,
+        *COMPOSITE_OPS,
+    ],
+    [],
+)

@@ -1,0 +1,192 @@
+"""The `decompose` pass: rewrite graph composites into graph primitives.
+
+softmax, rms_norm, layer_norm, linear and attention become reductions, elementwise ops,
+explicit broadcasts, transposes, reshapes, matmuls and `graph.constant`s, all in the element
+type of the composite's inputs. gelu is a primitive and stays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+
+import numpy as np
+from xdsl.context import Context
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    DenseIntOrFPElementsAttr,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+)
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    PatternRewriteWalker,
+    RewritePattern,
+    op_type_rewrite_pattern,
+)
+
+from tinyopt.dialects import graph
+
+_LOWEST: dict[Attribute, float] = {
+    f32: float(np.finfo(np.float32).min),
+    f16: float(np.finfo(np.float16).min),
+    bf16: -3.3895313892515355e38,
+}
+"""The most negative finite value of each graph element type."""
+
+
+def _type(value: SSAValue) -> TensorType[AnyFloat]:
+    assert isinstance(value.type, TensorType)
+    return value.type  # pyright: ignore[reportUnknownVariableType]
+
+
+def _emit(rewriter: PatternRewriter, op: Operation) -> SSAValue:
+    """Insert `op` before the matched op and return its single result."""
+    return rewriter.insert(op).results[0]
+
+
+def _splat(rewriter: PatternRewriter, value: float, like: SSAValue) -> SSAValue:
+    """Emit a constant with `like`'s type whose elements all equal `value`."""
+    return _emit(rewriter, graph.ConstantOp.splat(value, _type(like)))
+
+
+def _expand(rewriter: PatternRewriter, x: SSAValue, like: SSAValue) -> SSAValue:
+    """Broadcast `x` to `like`'s shape."""
+    return _emit(rewriter, graph.BroadcastOp(x, _type(like).get_shape()))
+
+
+def _reshape(rewriter: PatternRewriter, x: SSAValue, shape: Sequence[int]) -> SSAValue:
+    return _emit(rewriter, graph.ReshapeOp(x, shape))
+
+
+def emit_softmax(rewriter: PatternRewriter, x: SSAValue, dim: int) -> SSAValue:
+    """Emit the numerically stable softmax e / sum(e) with e = exp(x - max(x)) along `dim`."""
+    row_max = _emit(rewriter, graph.ReduceMaxOp(x, [dim], keepdim=True))
+    shifted = _emit(rewriter, graph.SubOp(x, _expand(rewriter, row_max, x)))
+    e = _emit(rewriter, graph.ExpOp(shifted))
+    total = _emit(rewriter, graph.ReduceSumOp(e, [dim], keepdim=True))
+    return _emit(rewriter, graph.DivOp(e, _expand(rewriter, total, e)))
+
+
+def _inv_rms(rewriter: PatternRewriter, sq: SSAValue, eps: float) -> SSAValue:
+    """Emit rsqrt(mean(sq, -1) + eps) broadcast back to `sq`'s shape."""
+    mean = _emit(rewriter, graph.ReduceMeanOp(sq, [_type(sq).get_num_dims() - 1], keepdim=True))
+    with_eps = _emit(rewriter, graph.AddOp(mean, _splat(rewriter, eps, mean)))
+    inv = _emit(rewriter, graph.RsqrtOp(with_eps))
+    return _expand(rewriter, inv, sq)
+
+
+class DecomposeSoftmax(RewritePattern):
+    """softmax(x, dim) -> e / broadcast(sum(e, dim)) with e = exp(x - broadcast(max(x, dim)))."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.SoftmaxOp, rewriter: PatternRewriter) -> None:
+        rewriter.replace(op, [], [emit_softmax(rewriter, op.x, op.dim.value.data)])
+
+
+class DecomposeRmsNorm(RewritePattern):
+    """rms_norm(x, w) -> x * broadcast(rsqrt(mean(x * x, -1) + eps)) * broadcast(w)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.RmsNormOp, rewriter: PatternRewriter) -> None:
+        x = op.x
+        inv = _inv_rms(rewriter, _emit(rewriter, graph.MulOp(x, x)), op.eps.value.data)
+        normed = _emit(rewriter, graph.MulOp(x, inv))
+        out = _emit(rewriter, graph.MulOp(normed, _expand(rewriter, op.weight, x)))
+        rewriter.replace(op, [], [out])
+
+
+class DecomposeLayerNorm(RewritePattern):
+    """layer_norm(x, w, b) -> c * broadcast(rsqrt(mean(c * c) + eps)) * w + b, c = x - mean(x)."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.LayerNormOp, rewriter: PatternRewriter) -> None:
+        x = op.x
+        last = _type(x).get_num_dims() - 1
+        mean = _emit(rewriter, graph.ReduceMeanOp(x, [last], keepdim=True))
+        centered = _emit(rewriter, graph.SubOp(x, _expand(rewriter, mean, x)))
+        sq = _emit(rewriter, graph.MulOp(centered, centered))
+        normed = _emit(rewriter, graph.MulOp(centered, _inv_rms(rewriter, sq, op.eps.value.data)))
+        scaled = _emit(rewriter, graph.MulOp(normed, _expand(rewriter, op.weight, x)))
+        out = _emit(rewriter, graph.AddOp(scaled, _expand(rewriter, op.bias, x)))
+        rewriter.replace(op, [], [out])
+
+
+class DecomposeLinear(RewritePattern):
+    """linear(x, w, b) -> matmul(x, transpose(w)) + broadcast(b), through 2-D for rank != 2."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.LinearOp, rewriter: PatternRewriter) -> None:
+        x_shape = _type(op.x).get_shape()
+        n, k = _type(op.weight).get_shape()
+        x2 = op.x if len(x_shape) == 2 else _reshape(rewriter, op.x, [prod(x_shape[:-1]), k])
+        w_t = _emit(rewriter, graph.TransposeOp(op.weight, [1, 0]))
+        y = _emit(rewriter, graph.MatmulOp(x2, w_t))
+        # Adding the bias on the 2-D product keeps it adjacent to the matmul (an epilogue).
+        if op.bias is not None:
+            y = _emit(rewriter, graph.AddOp(y, _expand(rewriter, op.bias, y)))
+        if len(x_shape) != 2:
+            y = _reshape(rewriter, y, (*x_shape[:-1], n))
+        rewriter.replace(op, [], [y])
+
+
+class DecomposeAttention(RewritePattern):
+    """attention(q, k, v) -> softmax(q k^T * scale + causal mask) v, batched over B*H."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.AttentionOp, rewriter: PatternRewriter) -> None:
+        b, h, s, d = _type(op.q).get_shape()
+        q, k, v = (_reshape(rewriter, t, [b * h, s, d]) for t in (op.q, op.k, op.v))
+        k_t = _emit(rewriter, graph.TransposeOp(k, [0, 2, 1]))
+        scores = _emit(rewriter, graph.MatmulOp(q, k_t))
+        scale = _splat(rewriter, op.scale.value.data, scores)
+        scores = _emit(rewriter, graph.MulOp(scores, scale))
+        if op.causal.value.data:
+            scores = _emit(rewriter, graph.AddOp(scores, self._causal_mask(rewriter, scores)))
+        probs = emit_softmax(rewriter, scores, 2)
+        out = _emit(rewriter, graph.MatmulOp(probs, v))
+        rewriter.replace(op, [], [_reshape(rewriter, out, [b, h, s, d])])
+
+    @staticmethod
+    def _causal_mask(rewriter: PatternRewriter, scores: SSAValue) -> SSAValue:
+        """Emit an [S, S] mask (0 on and below the diagonal, -inf above) broadcast to scores.
+
+        "-inf" is the element type's lowest finite value: xDSL 0.75 prints infinities in
+        dense literals as hex bit patterns that its own parser reads back as large positive
+        integers. Adding it to a score still yields an exp of exactly 0 after the max shift.
+        """
+        scores_type = _type(scores)
+        s = scores_type.get_shape()[-1]
+        mask_type = TensorType(scores_type.element_type, [s, s])
+        lowest = _LOWEST[scores_type.element_type]
+        values = [lowest if j > i else 0.0 for i in range(s) for j in range(s)]
+        mask_value = DenseIntOrFPElementsAttr.from_list(mask_type, values)
+        mask = _emit(rewriter, graph.ConstantOp(mask_value))
+        return _expand(rewriter, mask, scores)
+
+
+@dataclass(frozen=True)
+class DecomposePass(ModulePass):
+    """Rewrite every graph composite op into graph primitives."""
+
+    name = "decompose"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """Decompose all composites in `op` in place."""
+        patterns = GreedyRewritePatternApplier(
+            [
+                DecomposeSoftmax(),
+                DecomposeRmsNorm(),
+                DecomposeLayerNorm(),
+                DecomposeLinear(),
+                DecomposeAttention(),
+            ]
+        )
+        PatternRewriteWalker(patterns).rewrite_module(op)

@@ -1,0 +1,52 @@
+// RUN: tinyopt %s -p decompose | filecheck %s
+
+// attention(q, k, v) = softmax(q k^T * scale + mask) v as batched matmuls over B*H.
+// CHECK-LABEL: func.func @attention(
+// CHECK-NEXT: %[[RESHAPE:.*]] = graph.reshape %q : tensor<1x2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[RESHAPE2:.*]] = graph.reshape %k : tensor<1x2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[RESHAPE3:.*]] = graph.reshape %v : tensor<1x2x4x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[TRANSPOSE:.*]] = graph.transpose %[[RESHAPE2]] {perm = array<i64: 0, 2, 1>} : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
+// CHECK-NEXT: %[[MATMUL:.*]] = graph.matmul %[[RESHAPE]], %[[TRANSPOSE]] : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[CONSTANT]] : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[REDUCE_MAX:.*]] = graph.reduce_max %[[MUL]] {dims = array<i64: 2>, keepdim = true} : tensor<2x4x4xf32> -> tensor<2x4x1xf32>
+// CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[REDUCE_MAX]] : tensor<2x4x1xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[SUB:.*]] = graph.sub %[[MUL]], %[[BROADCAST]] : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[EXP:.*]] = graph.exp %[[SUB]] : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[REDUCE_SUM:.*]] = graph.reduce_sum %[[EXP]] {dims = array<i64: 2>, keepdim = true} : tensor<2x4x4xf32> -> tensor<2x4x1xf32>
+// CHECK-NEXT: %[[BROADCAST2:.*]] = graph.broadcast %[[REDUCE_SUM]] : tensor<2x4x1xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[DIV:.*]] = graph.div %[[EXP]], %[[BROADCAST2]] : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[MATMUL2:.*]] = graph.matmul %[[DIV]], %[[RESHAPE3]] : (tensor<2x4x4xf32>, tensor<2x4x8xf32>) -> tensor<2x4x8xf32>
+// CHECK-NEXT: %o = graph.reshape %[[MATMUL2]] : tensor<2x4x8xf32> -> tensor<1x2x4x8xf32>
+// CHECK-NEXT: func.return %o : tensor<1x2x4x8xf32>
+func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
+  %o = graph.attention %q, %k, %v {scale = 0.125 : f32} : tensor<1x2x4x8xf32>
+  func.return %o : tensor<1x2x4x8xf32>
+}
+
+// The causal mask is the dtype's lowest finite value above the diagonal (see decompose.py).
+// CHECK-LABEL: func.func @causal_attention(
+// CHECK-NEXT: %[[RESHAPE:.*]] = graph.reshape %q : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[RESHAPE2:.*]] = graph.reshape %k : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[RESHAPE3:.*]] = graph.reshape %v : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
+// CHECK-NEXT: %[[TRANSPOSE:.*]] = graph.transpose %[[RESHAPE2]] {perm = array<i64: 0, 2, 1>} : tensor<2x4x8xf16> -> tensor<2x8x4xf16>
+// CHECK-NEXT: %[[MATMUL:.*]] = graph.matmul %[[RESHAPE]], %[[TRANSPOSE]] : (tensor<2x4x8xf16>, tensor<2x8x4xf16>) -> tensor<2x4x4xf16>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[CONSTANT]] : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[CONSTANT2:.*]] = graph.constant dense<{{\[\[}}0.000000e+00, -6.550400e+04, -6.550400e+04, -6.550400e+04], [0.000000e+00, 0.000000e+00, -6.550400e+04, -6.550400e+04], [0.000000e+00, 0.000000e+00, 0.000000e+00, -6.550400e+04], [0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]]> : tensor<4x4xf16>
+// CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[CONSTANT2]] : tensor<4x4xf16> -> tensor<2x4x4xf16>
+// CHECK-NEXT: %[[ADD:.*]] = graph.add %[[MUL]], %[[BROADCAST]] : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[REDUCE_MAX:.*]] = graph.reduce_max %[[ADD]] {dims = array<i64: 2>, keepdim = true} : tensor<2x4x4xf16> -> tensor<2x4x1xf16>
+// CHECK-NEXT: %[[BROADCAST2:.*]] = graph.broadcast %[[REDUCE_MAX]] : tensor<2x4x1xf16> -> tensor<2x4x4xf16>
+// CHECK-NEXT: %[[SUB:.*]] = graph.sub %[[ADD]], %[[BROADCAST2]] : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[EXP:.*]] = graph.exp %[[SUB]] : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[REDUCE_SUM:.*]] = graph.reduce_sum %[[EXP]] {dims = array<i64: 2>, keepdim = true} : tensor<2x4x4xf16> -> tensor<2x4x1xf16>
+// CHECK-NEXT: %[[BROADCAST3:.*]] = graph.broadcast %[[REDUCE_SUM]] : tensor<2x4x1xf16> -> tensor<2x4x4xf16>
+// CHECK-NEXT: %[[DIV:.*]] = graph.div %[[EXP]], %[[BROADCAST3]] : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[MATMUL2:.*]] = graph.matmul %[[DIV]], %[[RESHAPE3]] : (tensor<2x4x4xf16>, tensor<2x4x8xf16>) -> tensor<2x4x8xf16>
+// CHECK-NEXT: %o = graph.reshape %[[MATMUL2]] : tensor<2x4x8xf16> -> tensor<1x2x4x8xf16>
+// CHECK-NEXT: func.return %o : tensor<1x2x4x8xf16>
+func.func @causal_attention(%q: tensor<1x2x4x8xf16>, %k: tensor<1x2x4x8xf16>, %v: tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf16> {
+  %o = graph.attention %q, %k, %v {causal = true, scale = 0.125 : f32} : tensor<1x2x4x8xf16>
+  func.return %o : tensor<1x2x4x8xf16>
+}

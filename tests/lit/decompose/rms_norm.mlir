@@ -1,0 +1,18 @@
+// RUN: tinyopt %s -p decompose | filecheck %s
+
+// rms_norm(x, w) = x * broadcast(rsqrt(mean(x * x, -1) + eps)) * broadcast(w).
+// CHECK-LABEL: func.func @rms_norm(
+// CHECK-NEXT: %[[MUL:.*]] = graph.mul %x, %x : tensor<2x3x8xf16>
+// CHECK-NEXT: %[[REDUCE_MEAN:.*]] = graph.reduce_mean %[[MUL]] {dims = array<i64: 2>, keepdim = true} : tensor<2x3x8xf16> -> tensor<2x3x1xf16>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.013280e-06> : tensor<2x3x1xf16>
+// CHECK-NEXT: %[[ADD:.*]] = graph.add %[[REDUCE_MEAN]], %[[CONSTANT]] : tensor<2x3x1xf16>
+// CHECK-NEXT: %[[RSQRT:.*]] = graph.rsqrt %[[ADD]] : tensor<2x3x1xf16>
+// CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[RSQRT]] : tensor<2x3x1xf16> -> tensor<2x3x8xf16>
+// CHECK-NEXT: %[[MUL2:.*]] = graph.mul %x, %[[BROADCAST]] : tensor<2x3x8xf16>
+// CHECK-NEXT: %[[BROADCAST2:.*]] = graph.broadcast %w : tensor<8xf16> -> tensor<2x3x8xf16>
+// CHECK-NEXT: %y = graph.mul %[[MUL2]], %[[BROADCAST2]] : tensor<2x3x8xf16>
+// CHECK-NEXT: func.return %y : tensor<2x3x8xf16>
+func.func @rms_norm(%x: tensor<2x3x8xf16>, %w: tensor<8xf16>) -> tensor<2x3x8xf16> {
+  %y = graph.rms_norm %x, %w {eps = 1.0e-06 : f32} : (tensor<2x3x8xf16>, tensor<8xf16>) -> tensor<2x3x8xf16>
+  func.return %y : tensor<2x3x8xf16>
+}
