@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     IntegerType,
     MemRefType,
     ModuleOp,
+    UnregisteredOp,
 )
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.utils.base_printer import BasePrinter
@@ -129,19 +130,24 @@ def _any_of(classes: Iterable[type[Operation]]) -> object:
     return functools.reduce(operator.or_, classes)
 
 
+def _to_f32(value: float | str) -> np.float32:
+    """Rounds to the nearest f32; values past the largest f32 round to infinity, silently."""
+    with np.errstate(over="ignore"):
+        return np.float32(value)
+
+
 def float_literal(value: float) -> str:
     """Returns a C expression for the f32 nearest `value` that reads back exactly.
 
     Finite values get the shortest decimal that rounds to the same f32 (9 digits always do);
     infinities are `INFINITY` / `-INFINITY` and NaNs keep their bits via `__int_as_float`.
     """
-    with np.errstate(over="ignore"):
-        single = np.float32(value)
+    single = _to_f32(value)
     if np.isnan(single):
         return f"__int_as_float(0x{int(single.view(np.uint32)):08x})"
     if np.isinf(single):
         return "INFINITY" if single > 0 else "-INFINITY"
-    text = next(t for d in range(1, 10) if np.float32(t := f"{float(single):.{d}g}") == single)
+    text = next(t for d in range(1, 10) if _to_f32(t := f"{float(single):.{d}g}") == single)
     if "." not in text and "e" not in text:
         text += ".0"
     return text + "f"
@@ -149,7 +155,7 @@ def float_literal(value: float) -> str:
 
 def _sanitize(hint: str) -> str:
     """Turns an SSA name hint into a C identifier (it may still be a reserved word)."""
-    name = re.sub(r"_+", "_", re.sub(r"\W", "_", hint))
+    name = re.sub(r"_+", "_", re.sub(r"[^A-Za-z0-9_]", "_", hint))
     return name if name[0].isalpha() else "v" + name
 
 
@@ -307,7 +313,11 @@ class CudaPrinter(BasePrinter[str]):
         if tile.memory_space(t) != tile.GLOBAL:
             return self.expr(buffer) + "".join(f"[{s}]" for s in subscripts)
         strides = [math.prod(t.get_shape()[k + 1 :]) for k in range(len(subscripts))]
-        terms = [s if stride == 1 else f"{s} * {stride}" for s, stride in zip(subscripts, strides)]
+        terms = [
+            s if stride == 1 else f"{s} * {stride}"
+            for s, stride in zip(subscripts, strides)
+            if s != "0"
+        ]
         return f"{self.expr(buffer)}[{' + '.join(terms) or '0'}]"
 
     def assign(self, targets: Sequence[str], values: Sequence[SSAValue]) -> None:
@@ -347,7 +357,8 @@ class CudaPrinter(BasePrinter[str]):
     @functools.singledispatchmethod
     def print_op(self, op: Operation) -> None:
         """Prints one op as C statements; ops without an overload have no CUDA C form."""
-        raise self.fail(f"'{op.name}'")
+        name = op.op_name.data if isinstance(op, UnregisteredOp) else op.name
+        raise self.fail(f"'{name}'")
 
     @print_op.register
     def _(self, op: tile.KernelOp) -> None:
