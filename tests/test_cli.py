@@ -1,0 +1,156 @@
+"""The `tinyopt` command run as a subprocess: help, round trips, CUDA output and bad input."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import requires_gpu
+
+from tinyopt.backends.cuda.nvrtc import gpu_available
+
+ROOT = Path(__file__).resolve().parents[1]
+TINYOPT = str(Path(sys.executable).parent / "tinyopt")
+
+LOOP_MODULE = """\
+builtin.module {
+  loop.kernel @double_0(%x: memref<64x128xf32>, %out: memref<64x128xf32>) {
+    loop.parallel (%i, %j) in [64, 128] {
+      %v = memref.load %x[%i, %j] : memref<64x128xf32>
+      %d = arith.addf %v, %v : f32
+      memref.store %d, %out[%i, %j] : memref<64x128xf32>
+    }
+  }
+  func.func @double(%x: memref<64x128xf32>) -> memref<64x128xf32> {
+    %o = memref.alloc() : memref<64x128xf32>
+    loop.launch @double_0(%x, %o) : memref<64x128xf32>, memref<64x128xf32>
+    func.return %o : memref<64x128xf32>
+  }
+}
+"""
+
+EMPTY = "builtin.module {}\n"
+
+SOFTMAX = """\
+func.func @softmax(%x: tensor<64x256x{t}>) -> tensor<64x256x{t}> {{
+  %y = graph.softmax %x {{dim = 1 : i64}} : tensor<64x256x{t}>
+  func.return %y : tensor<64x256x{t}>
+}}
+"""
+
+
+def tinyopt(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """Run the tinyopt command and capture its output."""
+    return subprocess.run([TINYOPT, *args], cwd=cwd, capture_output=True, text=True)
+
+
+def test_help_lists_tinyopt_passes() -> None:
+    result = tinyopt("--help")
+    assert result.returncode == 0
+    epilog = result.stdout.split("tinyopt passes:")[1]
+    for name in ("decompose", "fuse", "tile", "to-cuda"):
+        assert f"  {name} " in epilog
+    assert "unavailable" not in epilog
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    """Printed IR parses back to the same text, also through the generic form."""
+    source = tmp_path / "double.mlir"
+    source.write_text(LOOP_MODULE)
+    printed = tinyopt(str(source))
+    assert printed.returncode == 0, printed.stderr
+    generic = tinyopt(str(source), "--print-op-generic")
+    (tmp_path / "generic.mlir").write_text(generic.stdout)
+    assert tinyopt(str(tmp_path / "generic.mlir")).stdout == printed.stdout
+
+
+def test_pipeline_ending_in_to_cuda_prints_cuda(tmp_path: Path) -> None:
+    """After to-cuda the default output is CUDA C; `-t mlir` still gives the IR."""
+    source = tmp_path / "double.mlir"
+    source.write_text(LOOP_MODULE)
+    cuda = tinyopt(str(source), "-p", "tile,to-cuda")
+    assert cuda.returncode == 0, cuda.stderr
+    assert cuda.stdout.startswith("// kernel @double_0 grid (")
+    assert '__global__' in cuda.stdout
+    ir = tinyopt(str(source), "-p", "tile,to-cuda", "-t", "mlir")
+    assert "tile.cuda_kernel @double_0" in ir.stdout
+
+
+def test_prefix_of_pipeline_prints_ir() -> None:
+    result = tinyopt("examples/softmax.mlir", "-p", "decompose,fuse,tile")
+    assert result.returncode == 0, result.stderr
+    assert "tile.kernel @softmax_0" in result.stdout
+
+
+BAD_INPUTS = {
+    "malformed": ("builtin.module {\n  %x = arith.constant 1 :\n}\n", [], "bad.mlir:3:1: error: "),
+    "verifier": (
+        "func.func @f() {\n  %a = tile.alloc : memref<4xf32>\n  func.return\n}\n",
+        [],
+        "bad.mlir: error: tile.alloc: memory space must be 3",
+    ),
+    "unknown pass": (EMPTY, ["-p", "fuse,nope"], "tinyopt: error: unknown pass 'nope'"),
+    "unknown option": (EMPTY, ["-p", "fuse{nope=1}"], "unknown option 'nope' for pass 'fuse'"),
+    "bad option value": (EMPTY, ["-p", "tile{bm=wide}"], "tinyopt: error: invalid pass pipeline"),
+    "pipeline syntax": (EMPTY, ["-p", "fuse{"], "tinyopt: error: invalid pass pipeline 'fuse{'"),
+    "not lowerable": (
+        LOOP_MODULE,
+        ["-p", "to-cuda"],
+        "bad.mlir: error: to-cuda: cannot print 'loop.kernel' @double_0",
+    ),
+    "unsupported dtype": (
+        SOFTMAX.format(t="f64"),
+        ["-p", "decompose,fuse"],
+        "element type must be f32, f16 or bf16, got f64",
+    ),
+    "no kernels for cuda target": (EMPTY, ["-t", "cuda"], "run the to-cuda pass first"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_INPUTS)
+def test_bad_input_is_a_diagnostic(tmp_path: Path, case: str) -> None:
+    """Bad input: exit status 1, a diagnostic on stderr, nothing on stdout, no traceback."""
+    text, args, message = BAD_INPUTS[case]
+    (tmp_path / "bad.mlir").write_text(text)
+    result = tinyopt("bad.mlir", *args, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("path", ["missing.mlir", "module.txt"])
+def test_unreadable_input_is_an_error(tmp_path: Path, path: str) -> None:
+    (tmp_path / "module.txt").write_text("builtin.module {}\n")
+    result = tinyopt(path, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("tinyopt: error: ")
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message shown without a GPU")
+def test_run_without_gpu() -> None:
+    result = tinyopt("run", "examples/softmax.mlir")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == "tinyopt: error: no CUDA GPU available\n"
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_run_checks_against_reference(tmp_path: Path, dtype: str) -> None:
+    (tmp_path / "softmax.mlir").write_text(SOFTMAX.format(t=dtype))
+    result = tinyopt("run", "softmax.mlir", "--bench", "--seed", "3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("max rel error: ")
+    assert lines[1].startswith("median time: ") and lines[1].endswith(" ms")
+    assert lines[2].startswith("effective bandwidth: ") and lines[2].endswith(" GB/s")
+
+
+@requires_gpu
+def test_run_unknown_function(tmp_path: Path) -> None:
+    (tmp_path / "softmax.mlir").write_text(SOFTMAX.format(t="f32"))
+    result = tinyopt("run", "softmax.mlir", "--func", "nope", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "tinyopt: error: no function @nope\n"
