@@ -26,4 +26,4 @@ def new_kernel(
 
 def replace_kernel(rewriter: PatternRewriter, old: loop.KernelOp, new: tile.KernelOp) -> None:
     """Replaces a loop kernel by its scheduled tile kernel."""
-    rewriter.replace_op(old, new, new_results=[])
+    rewriter.replace(old, new, new_results=[])

@@ -1,0 +1,76 @@
+"""Checking a lowered program on the GPU against the float64 numpy reference of its graph."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from xdsl.dialects import func
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.ir import Attribute
+
+from tinyopt.backends.reference import random_inputs, run_reference
+
+TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
+"""Largest relative error ‖out − ref‖ / ‖ref‖ accepted per output element type."""
+
+
+def to_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
+    """Returns the array the runtime takes for `element_type` (bf16 as its uint16 bits)."""
+    if element_type == bf16:
+        return (np.ascontiguousarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+    if element_type == f16:
+        return np.ascontiguousarray(array, np.float16)
+    return np.ascontiguousarray(array, np.float32)
+
+
+def from_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
+    """Returns runtime output as float64 (bf16 arrives as uint16 bits)."""
+    if element_type == bf16:
+        return (array.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return array.astype(np.float64)
+
+
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """Returns ‖out − ref‖ / ‖ref‖; NaN anywhere in `out` gives NaN, which fails any bound."""
+    scale = float(np.linalg.norm(ref))
+    return float(np.linalg.norm(out - ref)) / (scale if scale > 0 else 1.0)
+
+
+def element_type(t: Attribute) -> Attribute:
+    """Returns the element type of a tensor or memref type."""
+    assert isinstance(t, TensorType | MemRefType)
+    return t.element_type
+
+
+def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
+    """Returns the function `name`, or the module's first function with a body."""
+    for op in module.ops:
+        if isinstance(op, func.FuncOp) and op.body.blocks:
+            if name is None or op.sym_name.data == name:
+                return op
+    raise KeyError(f"no function @{name}" if name else "the module has no function")
+
+
+def device_inputs(graph: func.FuncOp, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Returns fresh random inputs for a graph function: (reference arrays, runtime arrays)."""
+    inputs = random_inputs(graph, seed)
+    types = [element_type(t) for t in graph.function_type.inputs]
+    return inputs, [to_storage(a, t) for a, t in zip(inputs, types, strict=True)]
+
+
+def errors_against_reference(
+    graph: func.FuncOp, outputs: Sequence[np.ndarray], inputs: Sequence[np.ndarray]
+) -> list[float]:
+    """Returns the relative error of each runtime output against the float64 reference."""
+    references = run_reference(graph, *inputs)
+    types = [element_type(t) for t in graph.function_type.outputs]
+    return [
+        relative_error(from_storage(out, t), ref)
+        for out, ref, t in zip(outputs, references, types, strict=True)
+    ]
+
+
+def tolerance(graph: func.FuncOp) -> float:
+    """Returns the loosest tolerance among the function's output types."""
+    return max(TOLERANCES[element_type(t)] for t in graph.function_type.outputs)

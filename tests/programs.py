@@ -1,0 +1,147 @@
+"""Graph programs the kernel tests compile and run, with shapes that are not tile multiples."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def _t(shape: tuple[int, ...], dtype: str) -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+
+
+def rmsnorm(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    x, w = _t(shape, dtype), _t(shape[-1:], dtype)
+    return f"""func.func @rmsnorm(%x: {x}, %w: {w}) -> {x} {{
+  %y = graph.rms_norm %x, %w {{eps = 1.0e-06 : f32}} : ({x}, {w}) -> {x}
+  func.return %y : {x}
+}}"""
+
+
+def softmax(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    x = _t(shape, dtype)
+    return f"""func.func @softmax(%x: {x}) -> {x} {{
+  %y = graph.softmax %x {{dim = {len(shape) - 1} : i64}} : {x}
+  func.return %y : {x}
+}}"""
+
+
+def layernorm(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    x, w = _t(shape, dtype), _t(shape[-1:], dtype)
+    return f"""func.func @layernorm(%x: {x}, %w: {w}, %b: {w}) -> {x} {{
+  %y = graph.layer_norm %x, %w, %b {{eps = 1.0e-05 : f32}} : ({x}, {w}, {w}) -> {x}
+  func.return %y : {x}
+}}"""
+
+
+def bias_gelu(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    x, b = _t(shape, dtype), _t(shape[-1:], dtype)
+    return f"""func.func @bias_gelu(%x: {x}, %b: {b}) -> {x} {{
+  %bb = graph.broadcast %b : {b} -> {x}
+  %s = graph.add %x, %bb : {x}
+  %y = graph.gelu %s : {x}
+  func.return %y : {x}
+}}"""
+
+
+def transpose_add(rows: int, cols: int) -> str:
+    a, t = _t((rows, cols), "f32"), _t((cols, rows), "f32")
+    return f"""func.func @transpose_add(%a: {a}, %b: {t}) -> {a} {{
+  %bt = graph.transpose %b {{perm = array<i64: 1, 0>}} : {t} -> {a}
+  %y = graph.add %a, %bt : {a}
+  %z = graph.silu %y : {a}
+  func.return %z : {a}
+}}"""
+
+
+def row_sum(rows: int, cols: int) -> str:
+    x, y = _t((rows, cols), "f32"), _t((rows,), "f32")
+    return f"""func.func @row_sum(%x: {x}) -> {y} {{
+  %y = graph.reduce_sum %x {{dims = array<i64: 1>}} : {x} -> {y}
+  func.return %y : {y}
+}}"""
+
+
+def matmul_relu(m: int, n: int, k: int, dtype: str = "f32") -> str:
+    x, b, w, y = _t((m, k), dtype), _t((k,), dtype), _t((k, n), dtype), _t((m, n), dtype)
+    return f"""func.func @matmul_relu(%x: {x}, %bias: {b}, %w: {w}) -> {y} {{
+  %bb = graph.broadcast %bias : {b} -> {x}
+  %a = graph.add %x, %bb : {x}
+  %m = graph.matmul %a, %w : ({x}, {w}) -> {y}
+  %r = graph.relu %m : {y}
+  func.return %r : {y}
+}}"""
+
+
+def batched_matmul(batch: int, m: int, n: int, k: int) -> str:
+    a, b, c = _t((batch, m, k), "f32"), _t((batch, k, n), "f32"), _t((batch, m, n), "f32")
+    return f"""func.func @bmm(%a: {a}, %b: {b}) -> {c} {{
+  %c = graph.matmul %a, %b : ({a}, {b}) -> {c}
+  func.return %c : {c}
+}}"""
+
+
+def mlp(m: int, d: int, h: int) -> str:
+    x, w1, b1 = _t((m, d), "f32"), _t((h, d), "f32"), _t((h,), "f32")
+    w2, b2, hid = _t((d, h), "f32"), _t((d,), "f32"), _t((m, h), "f32")
+    return f"""func.func @mlp(%x: {x}, %w1: {w1}, %b1: {b1}, %w2: {w2}, %b2: {b2}) -> {x} {{
+  %h = graph.linear %x, %w1, %b1 : ({x}, {w1}, {b1}) -> {hid}
+  %g = graph.gelu %h : {hid}
+  %y = graph.linear %g, %w2, %b2 : ({hid}, {w2}, {b2}) -> {x}
+  func.return %y : {x}
+}}"""
+
+
+@dataclass(frozen=True)
+class Case:
+    """A program, the pipeline that lowers it, and a short id for test names."""
+
+    id: str
+    text: str
+    pipeline: str = "fuse,tile,to-cuda"
+
+
+def tile_with(knobs: str) -> str:
+    return f"fuse,tile{{{knobs}}},to-cuda"
+
+
+CASES = [
+    Case("rmsnorm_64x4096", rmsnorm((64, 4096))),
+    Case("rmsnorm_3x4095", rmsnorm((3, 4095))),
+    Case("rmsnorm_bf16_3x5x1000", rmsnorm((3, 5, 1000), "bf16")),
+    Case("rmsnorm_bf16_16x4096", rmsnorm((16, 4096), "bf16")),
+    Case("softmax_2x3x7x2048", softmax((2, 3, 7, 2048))),
+    Case("softmax_1000x1000", softmax((1000, 1000))),
+    Case("softmax_5x4095", softmax((5, 4095))),
+    Case("softmax_bf16_9x2048", softmax((9, 2048), "bf16")),
+    Case("softmax_f16_4x300", softmax((4, 300), "f16")),
+    Case("layernorm_3x100x768", layernorm((3, 100, 768))),
+    Case("layernorm_7x1000", layernorm((7, 1000))),
+    Case("bias_gelu_1000x1000", bias_gelu((1000, 1000))),
+    Case("bias_gelu_3x4095", bias_gelu((3, 4095))),
+    Case("bias_gelu_bf16_64x256", bias_gelu((64, 256), "bf16")),
+    Case("transpose_add_33x65", transpose_add(33, 65)),
+    Case("row_sum_3x1000", row_sum(3, 1000)),
+    Case("matmul_relu_1000", matmul_relu(1000, 1000, 1000)),
+    Case("matmul_relu_129x257x33", matmul_relu(129, 257, 33)),
+    Case("matmul_relu_bf16_128x96x64", matmul_relu(128, 96, 64, "bf16")),
+    Case("bmm_3x65x33x47", batched_matmul(3, 65, 33, 47)),
+    Case("mlp_100x128x256", mlp(100, 128, 256)),
+    # Knob coverage: each knob away from its default at least once.
+    Case("softmax_sequential", softmax((7, 100)), tile_with("schedule=sequential")),
+    Case("matmul_sequential", matmul_relu(33, 17, 9), tile_with("schedule=sequential")),
+    Case("rmsnorm_threads32_rows4", rmsnorm((8, 1000)), tile_with("threads=32 rows=4")),
+    Case("rmsnorm_vec1_nocache", rmsnorm((6, 4096)), tile_with("vec=1 cache=0")),
+    Case("softmax_threads1024", softmax((3, 4096)), tile_with("threads=1024")),
+    Case("bias_gelu_vec2_threads128", bias_gelu((10, 1000)), tile_with("vec=2 threads=128")),
+    Case(
+        "matmul_tiles_64x32x16_4x2",
+        matmul_relu(200, 100, 300),
+        tile_with("bm=64 bn=32 bk=16 tm=4 tn=2 pad=0"),
+    ),
+    Case("matmul_tiles_128_8x8_vec1", matmul_relu(257, 260, 129), tile_with("bm=128 bn=128 tm=8 tn=8 vec=1")),
+]
+
+EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]
