@@ -92,7 +92,8 @@ tile.kernel @online grid [4, 1, 1] block [32, 1, 1] (%x: memref<4x32xf32>, %out:
 """
 
 BLOCK_REDUCE_IN_LOOP = """
-tile.kernel @block_sum grid [2, 1, 1] block [32, 4, 1] (%x: memref<2x3x128xf32>, %out: memref<2x3xf32>) {
+tile.kernel @block_sum grid [2, 1, 1] block [32, 4, 1]
+    (%x: memref<2x3x128xf32>, %out: memref<2x3xf32>) {
   %b = tile.block_id x
   %tx = tile.thread_id x
   %ty = tile.thread_id y
@@ -163,7 +164,8 @@ tile.kernel @branch grid [1, 1, 1] block [64, 1, 1] (%x: memref<64xf32>, %out: m
 """
 
 ALLOCS = """
-tile.kernel @transpose grid [1, 1, 1] block [32, 4, 1] (%x: memref<4x32xf32>, %out: memref<32x4xf32>) {
+tile.kernel @transpose grid [1, 1, 1] block [32, 4, 1]
+    (%x: memref<4x32xf32>, %out: memref<32x4xf32>) {
   %tx = tile.thread_id x
   %ty = tile.thread_id y
   %c0 = arith.constant 0 : index
@@ -214,9 +216,7 @@ tile.kernel @casts grid [1, 1, 1] block [32, 1, 1]
 """
 
 CMPI = ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
-CMPF = (
-    "false oeq ogt oge olt ole one ord ueq ugt uge ult ule une uno true".split()
-)
+CMPF = "false oeq ogt oge olt ole one ord ueq ugt uge ult ule une uno true".split()
 FLOAT_BINARY = "addf subf mulf divf maximumf minimumf maxnumf minnumf".split()
 INT_BINARY = "addi subi muli divui divsi remui remsi andi ori xori maxsi minsi".split()
 MATH_UNARY = "exp exp2 log log2 sqrt rsqrt tanh erf absf".split()
@@ -263,7 +263,7 @@ def scalar_kernel() -> str:
         lines.append(f"%cmpf_{name} = arith.cmpf {name}, %a, %b : f32")
         lines.append(f"%cmpf_{name}_f = arith.select %cmpf_{name}, %a, %b : f32")
         results.append(f"%cmpf_{name}_f")
-    lines.append(f"%wide = arith.muli %big, %big : i64")
+    lines.append("%wide = arith.muli %big, %big : i64")
     total = results[0]
     for k, value in enumerate(results[1:]):
         lines.append(f"%total{k} = arith.addf {total}, {value} : f32")
@@ -368,7 +368,8 @@ def test_if_with_results_and_else() -> None:
     assert "float r;\n    bool flag;\n    if (low) {" in text
     assert "bool low = (unsigned)t < (unsigned)32;" in text
     assert "float n = -(v);" in text
-    assert "r = n;\n        flag = true;\n    } else {\n        r = v;\n        flag = false;\n    }" in text
+    then, otherwise = "r = n;\n        flag = true;", "r = v;\n        flag = false;"
+    assert f"{then}\n    }} else {{\n        {otherwise}\n    }}" in text
     assert "float w = flag ? r : v;" in text
 
 
@@ -476,7 +477,8 @@ tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%x: memref<32xf32>) {
 
 
 def test_unknown_op_is_a_diagnostic_naming_it() -> None:
-    with pytest.raises(DiagnosticException, match=r"to-cuda: cannot print 'foo.bar' \(in tile.kernel @k\)"):
+    message = r"to-cuda: cannot print 'foo.bar' \(in tile.kernel @k\)"
+    with pytest.raises(DiagnosticException, match=message):
         module_sources(parse(UNKNOWN_OP))
 
 
