@@ -102,8 +102,6 @@ def plan_kernels(function: func.FuncOp) -> list[KernelBuilder]:
                 builder.build()
         except Materialize as m:
             value = _with_epilogue(m.value, roots)
-            if value in roots:
-                value = m.value
             assert value not in roots, f"fuse: {value} materialized twice"
             roots[value] = None
             continue
@@ -127,6 +125,7 @@ def _host_function(
     outputs: dict[SSAValue, SSAValue] = {}
 
     def source(value: SSAValue) -> SSAValue:
+        """Return the host buffer a kernel reads for graph value `value`."""
         if isinstance(value, BlockArgument):
             return buffers[value]
         if is_buffer_constant(value):

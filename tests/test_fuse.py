@@ -224,7 +224,7 @@ def test_two_layer_mlp_is_two_kernels() -> None:
     assert len(second.body.block.args) == 3
 
 
-def test_batched_matmul_and_linear() -> None:
+def test_batched_matmul() -> None:
     _check(
         """
         func.func @bmm(%a: tensor<2x3x5xf32>, %b: tensor<2x5x4xf32>) -> tensor<2x3x4xf32> {
@@ -246,6 +246,52 @@ def test_softmax_of_matmul_materializes_the_matmul() -> None:
           func.return %p : tensor<4x5xf32>
         }""",
         kernels=2,
+    )
+
+
+def test_linear_on_rank_3_input() -> None:
+    _check(
+        """
+        func.func @lin(%x: tensor<2x3x6xf16>, %w: tensor<5x6xf16>, %b: tensor<5xf16>) -> tensor<2x3x5xf16> {
+          %y = graph.linear %x, %w, %b : (tensor<2x3x6xf16>, tensor<5x6xf16>, tensor<5xf16>) -> tensor<2x3x5xf16>
+          func.return %y : tensor<2x3x5xf16>
+        }""",
+        kernels=2,
+        rtol=1e-2,
+    )
+
+
+def test_causal_attention() -> None:
+    fused = _check(
+        """
+        func.func @att(%q: tensor<1x2x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x5x4xf32>) -> tensor<1x2x5x4xf32> {
+          %o = graph.attention %q, %k, %v {causal = true, scale = 0.5 : f32} : tensor<1x2x5x4xf32>
+          func.return %o : tensor<1x2x5x4xf32>
+        }""",
+        kernels=4,
+    )
+    scores, softmax, _, _ = loop.kernels(fused)
+    assert CONTRACTION_ATTR in _ops(scores, loop.ReduceOp)[0].attributes
+    assert len(_ops(softmax, loop.ReduceOp)) == 2
+
+
+def test_casts_unary_ops_and_several_results() -> None:
+    _check(
+        """
+        func.func @misc(%x: tensor<3x4xf32>, %y: tensor<3x4xbf16>) -> (tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x1xf32>, tensor<f32>, tensor<3x4xf32>) {
+          %a = graph.abs %x : tensor<3x4xf32>
+          %p = graph.pow %a, %a : tensor<3x4xf32>
+          %s = graph.silu %p : tensor<3x4xf32>
+          %g = graph.sigmoid %s : tensor<3x4xf32>
+          %yc = graph.cast %y : tensor<3x4xbf16> -> tensor<3x4xf32>
+          %h = graph.cast %g : tensor<3x4xf32> -> tensor<3x4xf16>
+          %hc = graph.cast %h : tensor<3x4xf16> -> tensor<3x4xf32>
+          %z = graph.min %hc, %yc : tensor<3x4xf32>
+          %m = graph.reduce_mean %z {dims = array<i64: 1>, keepdim = true} : tensor<3x4xf32> -> tensor<3x1xf32>
+          %t = graph.reduce_sum %z {dims = array<i64: 0, 1>, keepdim = false} : tensor<3x4xf32> -> tensor<f32>
+          func.return %x, %z, %m, %t, %x : tensor<3x4xf32>, tensor<3x4xf32>, tensor<3x1xf32>, tensor<f32>, tensor<3x4xf32>
+        }""",
+        kernels=4,
     )
 
 
