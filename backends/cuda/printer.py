@@ -120,7 +120,9 @@ _RESERVED = frozenset(
     template this true typedef union unsigned void volatile while alignas alignof asm catch class
     constexpr delete explicit friend mutable namespace new nullptr operator private protected
     public reinterpret_cast static_cast const_cast dynamic_cast throw try typeid typename using
-    virtual threadIdx blockIdx blockDim gridDim warpSize max min INFINITY tinyopt_vec""".split()
+    virtual decltype noexcept static_assert thread_local export concept requires and and_eq
+    bitand bitor compl not not_eq or or_eq xor xor_eq threadIdx blockIdx blockDim gridDim
+    warpSize max min INFINITY tinyopt_vec""".split()
 ) | frozenset(_FLOAT_CALLS.values())
 """Names a local must not take: C++ keywords, CUDA built-ins, and the functions we call."""
 
@@ -183,10 +185,12 @@ def _types(kernel: tile.KernelOp) -> set[Attribute]:
 
 
 def _elements(t: MemRefType) -> int:
+    """Returns the number of elements of a static memref type."""
     return math.prod(t.get_shape())
 
 
 def _uses_infinity(kernel: tile.KernelOp) -> bool:
+    """Tells whether a float constant of the kernel is infinite (so it needs `INFINITY`)."""
     return any(
         isinstance(op, arith.ConstantOp)
         and isinstance(op.value, FloatAttr)
@@ -203,6 +207,7 @@ def _is_read_only(buffer: SSAValue) -> bool:
 
 
 def _is_vector_accessed(buffer: SSAValue) -> bool:
+    """Tells whether a buffer is used by a vector access (so it must be 16-byte aligned)."""
     return any(
         isinstance(use.operation, tile.VectorLoadOp | tile.VectorStoreOp) for use in buffer.uses
     )
@@ -349,6 +354,7 @@ class CudaPrinter(BasePrinter[str]):
             self.targets.pop()
 
     def print_block(self, ops: Iterable[Operation]) -> None:
+        """Prints a sequence of ops at the current indentation."""
         for op in ops:
             self.print_op(op)
 
@@ -495,6 +501,7 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"{shared}{align}{self.ctype(t.element_type)} {self.define(op.result)}{dims};")
 
     def vector_type(self, buffer: SSAValue, width: int) -> str:
+        """Returns the `tinyopt_vec` type of `width` elements of a buffer."""
         t = buffer.type
         assert isinstance(t, MemRefType)
         return f"tinyopt_vec<{self.ctype(t.element_type)}, {width}>"
