@@ -17,13 +17,13 @@ from typing import IO, TYPE_CHECKING
 
 import numpy as np
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32
-from xdsl.ir import Attribute
+from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
 from xdsl.xdsl_opt_main import xDSLOptMain
 
+from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
 from tinyopt.universe import TINYOPT_UNIVERSE
 
@@ -32,9 +32,6 @@ if TYPE_CHECKING:
 
 DEFAULT_RUN_PIPELINE = "fuse,tile,to-cuda"
 """The pipeline `tinyopt run` applies when none is given."""
-
-TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
-"""Largest relative error ‖out − ref‖ / ‖ref‖ `tinyopt run` accepts, per element type."""
 
 
 class CliError(Exception):
@@ -67,9 +64,7 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
         raise CliError("\n".join([f"invalid pass pipeline '{spec}':", *context])) from None
     for pass_spec in specs:
         if pass_spec.name not in available:
-            raise CliError(
-                f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)"
-            )
+            raise CliError(f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)")
         options = _option_names(available[pass_spec.name]())
         for option in pass_spec.normalize_parameter_names().parameters:
             if option not in options:
@@ -92,9 +87,7 @@ class TinyoptMain(xDSLOptMain):
 
     def __init__(self, args: Sequence[str]) -> None:
         self.target_given = _target_given(args)
-        super().__init__(
-            description="tinyopt: graph -> loop -> tile -> CUDA C, on xDSL", args=args
-        )
+        super().__init__(description="tinyopt: graph -> loop -> tile -> CUDA C, on xDSL", args=args)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
         """Register xdsl-opt's arguments and list tinyopt's passes after them in `--help`."""
@@ -141,41 +134,6 @@ def _format_diagnostic(error: DiagnosticException, where: str) -> str:
     """Format a verifier or pass error: `file: error: message` and the annotated IR."""
     notes = getattr(error, "__notes__", [])
     return "\n".join([f"{where}: error: {error}", *(n.rstrip("\n") for n in notes)])
-
-
-def _storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
-    """Return the array the runtime takes for `element_type` (bf16 as its uint16 bits)."""
-    if element_type == bf16:
-        return (np.ascontiguousarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)
-    return array
-
-
-def _values(array: np.ndarray, element_type: Attribute) -> np.ndarray:
-    """Return runtime output as float64 (bf16 arrives as uint16 bits)."""
-    if element_type == bf16:
-        return (array.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-    return array.astype(np.float64)
-
-
-def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
-    """Return ‖out − ref‖ / ‖ref‖ (the plain norm of the difference when ref is zero)."""
-    scale = float(np.linalg.norm(ref))
-    return float(np.linalg.norm(out - ref)) / (scale if scale > 0 else 1.0)
-
-
-def _find_function(module: ModuleOp, name: str | None) -> func.FuncOp:
-    """Return the function `name`, or the module's first function with a body."""
-    for op in module.ops:
-        if isinstance(op, func.FuncOp) and op.body.blocks:
-            if name is None or op.sym_name.data == name:
-                return op
-    raise CliError(f"no function @{name}" if name else "the module has no function to run")
-
-
-def _element_type(t: Attribute) -> Attribute:
-    """Return the element type of a tensor or memref type."""
-    assert isinstance(t, TensorType | MemRefType)
-    return t.element_type
 
 
 def _kernel_launcher(
@@ -237,37 +195,33 @@ def run_command(args: argparse.Namespace) -> None:
         raise CliError("no CUDA GPU available")
     from tinyopt.backends.cuda.runtime import compile_module
     from tinyopt.backends.cuda.timing import time_function
-    from tinyopt.backends.reference import random_inputs, run_reference
 
     tool = TinyoptMain([args.file, "-p", args.passes])
     module = tool.parse_file()
-    graph_func = _find_function(module, args.func).clone()
+    try:
+        graph_func = check.graph_function(module, args.func).clone()
+    except KeyError as exc:
+        raise CliError(exc.args[0]) from None
     name = graph_func.sym_name.data
     tool.apply_passes(module)
     compiled = compile_module(module)
 
-    inputs = random_inputs(graph_func, args.seed)
-    in_types = [_element_type(t) for t in graph_func.function_type.inputs]
-    out_types = [_element_type(t) for t in graph_func.function_type.outputs]
-    device_inputs = [_storage(a, t) for a, t in zip(inputs, in_types)]
+    inputs, device_inputs = check.device_inputs(graph_func, args.seed)
     outputs = compiled.function(name)(*device_inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    references = run_reference(graph_func, *inputs)
-
-    errors = [
-        relative_error(_values(out, t), ref) for out, ref, t in zip(outputs, references, out_types)
-    ]
+    errors = check.errors_against_reference(graph_func, outputs, inputs)
     print(f"max rel error: {max(errors):.3e}")
     if args.bench:
-        host = _find_function(module, name)
+        host = check.graph_function(module, name)
         ms = time_function(_kernel_launcher(host, compiled.kernels, device_inputs), [])
         nbytes = sum(a.nbytes for a in device_inputs) + sum(o.nbytes for o in outputs)
         print(f"median time: {ms:.4f} ms")
         print(f"effective bandwidth: {nbytes / (ms * 1e-3) / 1e9:.1f} GB/s")
+    out_types = [check.element_type(t) for t in graph_func.function_type.outputs]
     failed = [
-        f"output {i}: {e:.3e} > {TOLERANCES.get(t, 0.0):.0e} ({t})"
+        f"output {i}: {e:.3e} > {check.TOLERANCES.get(t, 0.0):.0e} ({t})"
         for i, (e, t) in enumerate(zip(errors, out_types))
-        if not e <= TOLERANCES.get(t, 0.0)
+        if not e <= check.TOLERANCES.get(t, 0.0)
     ]
     if failed:
         raise CliError("result differs from the reference: " + "; ".join(failed))

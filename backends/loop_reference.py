@@ -115,7 +115,7 @@ class _Interpreter:
         for op in module.ops:
             name = op.properties.get("sym_name")
             if name is not None:
-                self.symbols[getattr(name, "data")] = op
+                self.symbols[name.data] = op
 
     def run_host(self, function: func.FuncOp, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run a host function on copies of `arrays` and return its result buffers."""

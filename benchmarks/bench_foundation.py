@@ -18,7 +18,9 @@ from triton.testing import do_bench
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import lower
 
-sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "tests"))
+sys.path.insert(
+    0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "tests")
+)
 from programs import batched_matmul, matmul_relu, rmsnorm, softmax  # noqa: E402
 
 
@@ -54,10 +56,11 @@ def main() -> None:
     src = torch.randn(1 << 28, device="cuda")
     copy_ms = bench(lambda: src.clone())
     copy_gbs = 2 * src.numel() * 4 / copy_ms / 1e6
-    del src
 
     def row(name, ms, ref_name, ref_ms, metric, err, unit):
-        rows.append((name, ms, metric(ms), ref_name, ref_ms, metric(ref_ms), ref_ms / ms, err, unit))
+        rows.append(
+            (name, ms, metric(ms), ref_name, ref_ms, metric(ref_ms), ref_ms / ms, err, unit)
+        )
         print(rows[-1], flush=True)
 
     for dtype, tdt in (("f32", torch.float32), ("bf16", torch.bfloat16)):
@@ -72,10 +75,33 @@ def main() -> None:
         ms = bench(lambda: fn(x, w))
         compiled = torch.compile(lambda a, b: rms_ref(a.float(), b.float()).to(a.dtype))
         compiled(x, w)
-        row(f"rmsnorm {dtype} {R}x{C}", ms, "torch.compile", bench(lambda: compiled(x, w)), gbs, err, "GB/s")
-        row(f"rmsnorm {dtype} {R}x{C}", ms, "F.rms_norm", bench(lambda: F.rms_norm(x, (C,), w, 1e-6)), gbs, err, "GB/s")
-        row(f"rmsnorm {dtype} {R}x{C}", ms, "torch eager", bench(lambda: rms_ref(x, w)), gbs, err, "GB/s")
-        del x, out
+        row(
+            f"rmsnorm {dtype} {R}x{C}",
+            ms,
+            "torch.compile",
+            bench(lambda: compiled(x, w)),
+            gbs,
+            err,
+            "GB/s",
+        )
+        row(
+            f"rmsnorm {dtype} {R}x{C}",
+            ms,
+            "F.rms_norm",
+            bench(lambda: F.rms_norm(x, (C,), w, 1e-6)),
+            gbs,
+            err,
+            "GB/s",
+        )
+        row(
+            f"rmsnorm {dtype} {R}x{C}",
+            ms,
+            "torch eager",
+            bench(lambda: rms_ref(x, w)),
+            gbs,
+            err,
+            "GB/s",
+        )
 
     shape = (1, 28, 2048, 2048)
     x = torch.randn(*shape, device="cuda")
@@ -87,9 +113,24 @@ def main() -> None:
     ms = bench(lambda: fn(x))
     compiled = torch.compile(lambda a: torch.softmax(a, -1))
     compiled(x)
-    row("softmax f32 1x28x2048x2048", ms, "torch eager", bench(lambda: torch.softmax(x, -1)), gbs, err, "GB/s")
-    row("softmax f32 1x28x2048x2048", ms, "torch.compile", bench(lambda: compiled(x)), gbs, err, "GB/s")
-    del x, out
+    row(
+        "softmax f32 1x28x2048x2048",
+        ms,
+        "torch eager",
+        bench(lambda: torch.softmax(x, -1)),
+        gbs,
+        err,
+        "GB/s",
+    )
+    row(
+        "softmax f32 1x28x2048x2048",
+        ms,
+        "torch.compile",
+        bench(lambda: compiled(x)),
+        gbs,
+        err,
+        "GB/s",
+    )
 
     torch.backends.cuda.matmul.allow_tf32 = False
     for n in (4096, 1024):
@@ -100,7 +141,15 @@ def main() -> None:
         out = fn(a, bias, b)
         err = rel_error(out, torch.relu(a.double() @ b.double()))
         tflops = lambda ms, n=n: 2 * n**3 / ms / 1e9  # noqa: E731
-        row(f"sgemm+relu f32 {n}^3", bench(lambda: fn(a, bias, b)), "cuBLAS (relu(a@b))", bench(lambda: torch.relu(a @ b)), tflops, err, "TFLOP/s")
+        row(
+            f"sgemm+relu f32 {n}^3",
+            bench(lambda: fn(a, bias, b)),
+            "cuBLAS (relu(a@b))",
+            bench(lambda: torch.relu(a @ b)),
+            tflops,
+            err,
+            "TFLOP/s",
+        )
     B, n = 256, 256
     a = torch.randn(B, n, n, device="cuda")
     b = torch.randn(B, n, n, device="cuda")
@@ -108,18 +157,28 @@ def main() -> None:
     out = fn(a, b)
     err = rel_error(out, a.double() @ b.double())
     tflops = lambda ms: 2 * B * n**3 / ms / 1e9  # noqa: E731
-    row(f"bmm f32 {B}x{n}^3", bench(lambda: fn(a, b)), "cuBLAS", bench(lambda: torch.bmm(a, b)), tflops, err, "TFLOP/s")
+    row(
+        f"bmm f32 {B}x{n}^3",
+        bench(lambda: fn(a, b)),
+        "cuBLAS",
+        bench(lambda: torch.bmm(a, b)),
+        tflops,
+        err,
+        "TFLOP/s",
+    )
 
     lines = [
         f"GPU: {gpu}; date: {time.strftime('%Y-%m-%d')}; torch {torch.__version__}; "
         f"device copy ceiling measured: {copy_gbs:.0f} GB/s",
         "",
-        "| workload | tinyopt ms | tinyopt | reference | ref ms | reference | ref/tinyopt time | rel err |",
+        "| workload | tinyopt ms | tinyopt | reference | ref ms | reference "
+        "| ref/tinyopt time | rel err |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for name, ms, m, ref_name, ref_ms, ref_m, ratio, err, unit in rows:
         lines.append(
-            f"| {name} | {ms:.4f} | {m:.0f} {unit} | {ref_name} | {ref_ms:.4f} | {ref_m:.0f} {unit} "
+            f"| {name} | {ms:.4f} | {m:.0f} {unit} | {ref_name} | {ref_ms:.4f} "
+            f"| {ref_m:.0f} {unit} "
             f"| {ratio:.2f}x | {err:.1e} |"
         )
     text = "\n".join(lines)

@@ -72,9 +72,7 @@ def print_signature_and_body(printer: Printer, op: Operation) -> None:
     printer.print_string("(")
     printer.print_list(region.block.args, printer.print_block_argument)
     printer.print_string(")")
-    printer.print_op_attributes(
-        {k: v for k, v in op.attributes.items()}, print_keyword=True
-    )
+    printer.print_op_attributes({k: v for k, v in op.attributes.items()}, print_keyword=True)
     printer.print_string(" ")
     printer.print_region(region, print_entry_block_args=False)
 
@@ -252,7 +250,8 @@ class ReduceOp(IRDLOperation):
         )
         if len(names) != 2 * len(types):
             parser.raise_error(
-                f"loop.reduce combine takes two states: {2 * len(types)} arguments, got {len(names)}"
+                f"loop.reduce combine takes two states: {2 * len(types)} arguments, "
+                f"got {len(names)}"
             )
         combine = parser.parse_region([n.resolve(t) for n, t in zip(names, types * 2)])
         op = cls(extents, init_values, body, combine)

@@ -86,9 +86,7 @@ class KernelOp(IRDLOperation):
 
     traits = traits_def(SymbolOpInterface(), IsolatedFromAbove(), NoTerminator())
 
-    def __init__(
-        self, name: str, grid: Sequence[int], block: Sequence[int], body: Region
-    ) -> None:
+    def __init__(self, name: str, grid: Sequence[int], block: Sequence[int], body: Region) -> None:
         super().__init__(
             properties={
                 "sym_name": StringAttr(name),
@@ -265,7 +263,9 @@ def _check_vector_access(
     if any(lt != t.element_type for lt in lane_types):
         raise VerifyException(f"{op.name}: lanes must have the element type {t.element_type}")
     if len(indices) != t.get_num_dims():
-        raise VerifyException(f"{op.name}: {len(indices)} indices for a rank-{t.get_num_dims()} buffer")
+        raise VerifyException(
+            f"{op.name}: {len(indices)} indices for a rank-{t.get_num_dims()} buffer"
+        )
     bits = width * _element_bits(t.element_type)
     if bits > 128:
         raise VerifyException(f"{op.name}: {bits}-bit access is wider than 128 bits")

@@ -205,7 +205,9 @@ class KernelBuilder:
         for operand, operand_point in _operand_points(op, point):
             self._scan(operand, operand_point, found, seen)
 
-    def _reaches(self, value: SSAValue, target: SSAValue, seen: set[SSAValue] | None = None) -> bool:
+    def _reaches(
+        self, value: SSAValue, target: SSAValue, seen: set[SSAValue] | None = None
+    ) -> bool:
         """Return whether inlining `value` reads `target`."""
         seen = set() if seen is None else seen
         if value is target:
@@ -342,9 +344,7 @@ class KernelBuilder:
         shape = shape_of(op.x)
         body = Block(arg_types=[IndexType()] * len(dims))
         red_vars = {d: self._fresh_var(shape[d]) for d in dims}
-        kept = iter(
-            e for i, e in enumerate(point) if not (op.keepdim.value.data and i in dims)
-        )
+        kept = iter(e for i, e in enumerate(point) if not (op.keepdim.value.data and i in dims))
         in_point = tuple(red_vars[d] if d in red_vars else next(kept) for d in range(len(shape)))
         self._enter(body, [red_vars[d] for d in dims])
         body.add_op(loop.YieldOp(self._value(op.x, in_point)))
@@ -401,4 +401,3 @@ def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, 
     if isinstance(op, graph.ConstantOp):
         return []
     raise DiagnosticException(f"fuse: cannot lower '{op.name if op else 'block argument'}'")
-

@@ -78,7 +78,7 @@ def lower_elementwise(op: Operation, args: Sequence[SSAValue], b: ScalarBuilder)
 
 def element_type(type_: Attribute) -> AnyFloat:
     """Return the element type of a shaped type."""
-    elem = getattr(type_, "element_type")
+    elem = type_.element_type
     assert isinstance(elem, AnyFloat)
     return elem
 

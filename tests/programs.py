@@ -141,7 +141,11 @@ CASES = [
         matmul_relu(200, 100, 300),
         tile_with("bm=64 bn=32 bk=16 tm=4 tn=2 pad=0"),
     ),
-    Case("matmul_tiles_128_8x8_vec1", matmul_relu(257, 260, 129), tile_with("bm=128 bn=128 tm=8 tn=8 vec=1")),
+    Case(
+        "matmul_tiles_128_8x8_vec1",
+        matmul_relu(257, 260, 129),
+        tile_with("bm=128 bn=128 tm=8 tn=8 vec=1"),
+    ),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]

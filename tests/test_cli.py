@@ -71,7 +71,7 @@ def test_pipeline_ending_in_to_cuda_prints_cuda(tmp_path: Path) -> None:
     cuda = tinyopt(str(source), "-p", "tile,to-cuda")
     assert cuda.returncode == 0, cuda.stderr
     assert cuda.stdout.startswith("// kernel @double_0 grid (")
-    assert '__global__' in cuda.stdout
+    assert "__global__" in cuda.stdout
     ir = tinyopt(str(source), "-p", "tile,to-cuda", "-t", "mlir")
     assert "tile.cuda_kernel @double_0" in ir.stdout
 

@@ -8,7 +8,12 @@ import pytest
 from conftest import requires_gpu
 from programs import CASES, EXAMPLE_CASES, Case
 
-from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function, tolerance
+from tinyopt.backends.check import (
+    device_inputs,
+    errors_against_reference,
+    graph_function,
+    tolerance,
+)
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import lower
 

@@ -201,9 +201,7 @@ def _uses_infinity(kernel: tile.KernelOp) -> bool:
 
 def _is_read_only(buffer: SSAValue) -> bool:
     """Tells whether every use of a buffer is a load from it (so it may be `const`)."""
-    return all(
-        isinstance(use.operation, memref.LoadOp | tile.VectorLoadOp) for use in buffer.uses
-    )
+    return all(isinstance(use.operation, memref.LoadOp | tile.VectorLoadOp) for use in buffer.uses)
 
 
 def _is_vector_accessed(buffer: SSAValue) -> bool:

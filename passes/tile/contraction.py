@@ -104,7 +104,16 @@ def match_contraction(op: loop.KernelOp) -> Contraction | None:
     if depends_on(prologue, nest.body.block.args) & {r for o in prologue for r in o.results}:
         return None
     return Contraction(
-        nest, reduce, a_side, lhs, b_side, rhs, product, m_iv, n_iv, prologue,
+        nest,
+        reduce,
+        a_side,
+        lhs,
+        b_side,
+        rhs,
+        product,
+        m_iv,
+        n_iv,
+        prologue,
         body_ops[position + 1 :],
     )
 
@@ -162,7 +171,9 @@ class ScheduleContraction(RewritePattern):
             return
         batch, m, n, k = c.extents
         t = choose_tiles(self.knobs, batch, m, n)
-        kernel, em, mapping = new_kernel(op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1))
+        kernel, em, mapping = new_kernel(
+            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
+        )
         _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping).emit()
         replace_kernel(rewriter, op, kernel)
 
@@ -190,8 +201,9 @@ class _ContractionEmitter:
         b_smem = em.value(tile.AllocOp(tile.memref_in([t.bk, t.bn + t.pad], f32, tile.SHARED)))
         acc = em.value(tile.AllocOp(tile.memref_in([t.tm, t.tn], f32, tile.REGISTERS)))
         init = mapping.get(c.reduce.init[0], c.reduce.init[0])
-        self._each(t.tm, lambda i: self._each(
-            t.tn, lambda j: em.op(memref.StoreOp.get(init, acc, [i, j]))))
+        self._each(
+            t.tm, lambda i: self._each(t.tn, lambda j: em.op(memref.StoreOp.get(init, acc, [i, j])))
+        )
         with em.for_loop(0, self.k, t.bk) as (k0, _, _):
             self._stage(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm, k0, a_smem)
             self._stage(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn, k0, b_smem)
@@ -263,7 +275,9 @@ class _ContractionEmitter:
                 em.op(tile.VectorStoreOp(values, smem, [kk, oo]))
             em.op(scf.YieldOp())
 
-    def _fragment(self, smem: SSAValue, kk: SSAValue, start: SSAValue, count: int) -> list[SSAValue]:
+    def _fragment(
+        self, smem: SSAValue, kk: SSAValue, start: SSAValue, count: int
+    ) -> list[SSAValue]:
         em = self.em
         width = 4 if count % 4 == 0 else 1
         values: list[SSAValue] = []
@@ -284,7 +298,9 @@ class _ContractionEmitter:
                 for j in range(t.tn):
                     where = [em.index(i), em.index(j)]
                     old = em.value(memref.LoadOp.get(acc, where))
-                    product = em.value(c.product.clone(value_mapper={c.a_value: a[i], c.b_value: b[j]}))
+                    product = em.value(
+                        c.product.clone(value_mapper={c.a_value: a[i], c.b_value: b[j]})
+                    )
                     (new,) = inline_region(em, c.reduce.combine, [old, product], self.mapping)
                     em.op(memref.StoreOp.get(new, acc, where))
             em.op(scf.YieldOp())

@@ -44,7 +44,9 @@ class ScheduleElementwise(RewritePattern):
         chunks = prod(outer) * (inner // width)
         threads = self.knobs.threads or THREADS
         kernel, em, mapping = new_kernel(op, (-(-chunks // threads), 1, 1), (threads, 1, 1))
-        flat = em.add(em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x")))
+        flat = em.add(
+            em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x"))
+        )
         with em.if_(em.less(flat, chunks)) as (then_block, _, _), em.into(then_block):
             *ivs, chunk = em.delinearize(flat, [*outer, inner // width])
             mapping.update(zip(body.args[:-1], ivs, strict=True))

@@ -21,6 +21,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from tinyopt.dialects import loop, tile
 
 Mapping = dict[SSAValue, SSAValue]
+CachedLoad = Callable[[memref.LoadOp, list[SSAValue]], list[SSAValue] | None]
+"""Returns per-lane values for a load served from a register cache, or None to load."""
 
 
 class Emitter:
@@ -128,7 +130,9 @@ class Emitter:
             then_block.add_op(scf.YieldOp())
 
 
-def inline_region(em: Emitter, region: Region, args: Sequence[SSAValue], mapping: Mapping) -> list[SSAValue]:
+def inline_region(
+    em: Emitter, region: Region, args: Sequence[SSAValue], mapping: Mapping
+) -> list[SSAValue]:
     """Clones a single-block region's ops with its arguments bound; returns what it yields."""
     local = dict(mapping)
     for block_arg, value in zip(region.block.args, args, strict=True):
@@ -207,9 +211,7 @@ class LaneEmitter:
     iv: SSAValue
     start: SSAValue
     width: int
-    cached_load: Callable[[memref.LoadOp, list[SSAValue]], list[SSAValue] | None] = (
-        lambda op, idx: None
-    )
+    cached_load: CachedLoad = lambda op, indices: None
     lanes: list[Mapping] = field(default_factory=list)
 
     def emit(
@@ -269,9 +271,7 @@ def _uses(op: Operation, dependent: set[SSAValue]) -> bool:
     return any(o in dependent for inner in op.walk() for o in inner.operands)
 
 
-def vector_width(
-    ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: int
-) -> int:
+def vector_width(ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: int) -> int:
     """Returns the widest vector width ≤ `wanted` that every contiguous access along `iv` allows.
 
     Returns 1 when no access is contiguous along `iv`: lanes would gain nothing.

@@ -27,9 +27,7 @@ class Knobs:
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
         default = Knobs()
-        return " ".join(
-            f"{k}={v}" for k, v in vars(self).items() if getattr(default, k) != v
-        )
+        return " ".join(f"{k}={v}" for k, v in vars(self).items() if getattr(default, k) != v)
 
 
 SCHEDULES = ("auto", "sequential")
@@ -40,8 +38,16 @@ def check(knobs: Knobs) -> None:
     """Raises ValueError naming the first knob outside its domain."""
     if knobs.schedule not in SCHEDULES:
         raise ValueError(f"tile: schedule must be one of {SCHEDULES}, got '{knobs.schedule}'")
-    powers = {"threads": (32, 1024), "vec": (1, 16), "rows": (1, 32), "bm": (16, 256),
-              "bn": (16, 256), "bk": (4, 64), "tm": (1, 16), "tn": (1, 16)}
+    powers = {
+        "threads": (32, 1024),
+        "vec": (1, 16),
+        "rows": (1, 32),
+        "bm": (16, 256),
+        "bn": (16, 256),
+        "bk": (4, 64),
+        "tm": (1, 16),
+        "tn": (1, 16),
+    }
     for name, (low, high) in powers.items():
         value = getattr(knobs, name)
         if value != AUTO and (value < low or value > high or value & (value - 1)):

@@ -131,7 +131,9 @@ class _RowEmitter:
         self.cache_enabled = cache
         self.cached: dict[tuple[SSAValue, tuple[SSAValue, ...]], SSAValue] = {}
 
-    def emit(self, ops: Sequence[Operation], inner_loops: Sequence[Operation], mapping: Mapping) -> None:
+    def emit(
+        self, ops: Sequence[Operation], inner_loops: Sequence[Operation], mapping: Mapping
+    ) -> None:
         em = self.em
         shared_rows = self._rows_read_twice(inner_loops) if self.cache_enabled else []
         for op in ops:
@@ -173,7 +175,11 @@ class _RowEmitter:
                 continue
             t = load.memref.type
             assert isinstance(t, MemRefType)
-            regs = em.value(tile.AllocOp(tile.memref_in([self.steps, self.width], t.element_type, tile.REGISTERS)))
+            regs = em.value(
+                tile.AllocOp(
+                    tile.memref_in([self.steps, self.width], t.element_type, tile.REGISTERS)
+                )
+            )
             self.cached[key] = regs
             source = mapping.get(load.memref, load.memref)
             leading = [mapping.get(i, i) for i in key[1]]
@@ -182,13 +188,17 @@ class _RowEmitter:
                 if self.width == 1:
                     values = [em.value(memref.LoadOp.get(source, [*leading, start]))]
                 else:
-                    values = list(em.op(tile.VectorLoadOp(source, [*leading, start], self.width)).results)
+                    values = list(
+                        em.op(tile.VectorLoadOp(source, [*leading, start], self.width)).results
+                    )
                 for k, v in enumerate(values):
                     em.op(memref.StoreOp.get(v, regs, [step, em.index(k)]))
 
             self._strided(body)
 
-    def _strided(self, body, state: Sequence[SSAValue] = (), body_with_state=None) -> list[SSAValue]:
+    def _strided(
+        self, body, state: Sequence[SSAValue] = (), body_with_state=None
+    ) -> list[SSAValue]:
         """Emits the thread's strided walk over the row's vectors, guarded at the tail."""
         em = self.em
         with em.for_loop(0, self.steps, 1, list(state), unroll=True) as (step, carried, for_op):
@@ -198,7 +208,9 @@ class _RowEmitter:
             if guarded:
                 with em.if_(em.less(chunk, self.chunks), types) as (then_block, else_block, if_op):
                     with em.into(then_block):
-                        out = self._run(body, body_with_state, em.mul(chunk, self.width), step, carried)
+                        out = self._run(
+                            body, body_with_state, em.mul(chunk, self.width), step, carried
+                        )
                         if types:
                             em.op(scf.YieldOp(*out))
                     if else_block is not None:
@@ -223,7 +235,9 @@ class _RowEmitter:
             regs = self.cached.get((op.memref, tuple(op.indices)[:-1]))
             if regs is None:
                 return None
-            return [em.value(memref.LoadOp.get(regs, [step, em.index(k)])) for k in range(self.width)]
+            return [
+                em.value(memref.LoadOp.get(regs, [step, em.index(k)])) for k in range(self.width)
+            ]
 
         return LaneEmitter(em, inner.regions[0].block.args[0], start, self.width, cached_load)
 

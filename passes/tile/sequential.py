@@ -11,7 +11,7 @@ from math import prod
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.emit import Emitter, emit_sequential
+from tinyopt.passes.tile.emit import emit_sequential
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 
@@ -31,8 +31,12 @@ class ScheduleSequentially(RewritePattern):
         outer = ops[0] if len(ops) == 1 and isinstance(ops[0], loop.ParallelOp) else None
         points = prod(outer.extents) if outer else 1
         threads = min(self.knobs.threads or THREADS, max(32, points))
-        kernel, em, mapping = new_kernel(op, grid=(-(-points // threads), 1, 1), block=(threads, 1, 1))
-        flat = em.add(em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x")))
+        kernel, em, mapping = new_kernel(
+            op, grid=(-(-points // threads), 1, 1), block=(threads, 1, 1)
+        )
+        flat = em.add(
+            em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x"))
+        )
         if outer is None:
             with em.if_(em.less(flat, 1)) as (then_block, _, _):
                 with em.into(then_block):
