@@ -369,11 +369,9 @@ class CudaPrinter(BasePrinter[str]):
         name = op.sym_name.data
         if not re.fullmatch(r"[A-Za-z_]\w*", name):
             raise self.fail(f"the kernel name '{name}', which is not a C identifier")
-        grid, block = op.grid_size, op.block_size
-        self.line(f"// tinyopt kernel @{name}: grid {tuple(grid)}, block {tuple(block)}")
         self.print_prelude()
         params = ", ".join(self.parameter(arg) for arg in op.body.block.args)
-        launch_bounds = f"__launch_bounds__({math.prod(block)})"
+        launch_bounds = f"__launch_bounds__({math.prod(op.block_size)})"
         with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
             self.print_block(op.body.block.ops)
 

@@ -2,7 +2,7 @@
 // An online-softmax warp reduction of a (max, sum) pair: one XOR shuffle per state component,
 // then the combine region inline; the loaded buffer is const, the stored one is not.
 
-// CHECK:      // tinyopt kernel @online: grid (4, 1, 1), block (32, 1, 1)
+// CHECK:      // kernel @online grid (4, 1, 1) block (32, 1, 1) smem 0
 // CHECK:      extern "C" __global__ void __launch_bounds__(32) online(const float* __restrict__ x, float* __restrict__ out) {
 // CHECK:        float m = v;
 // CHECK-NEXT:   float l = 1.0f;
