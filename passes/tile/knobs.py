@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 AUTO = 0
 """A knob left at 0 is chosen by the heuristic for each kernel."""
@@ -23,12 +23,23 @@ class Knobs:
     tm: int = AUTO
     tn: int = AUTO
     pad: int = 4
+    stages: int = 1
+    split: int = AUTO
+    group: int = AUTO
+    mma: str = "none"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
         default = Knobs()
-        return " ".join(f"{k}={v}" for k, v in vars(self).items() if getattr(default, k) != v)
+        return " ".join(
+            f"{f.name}={getattr(self, f.name)}"
+            for f in fields(Knobs)
+            if getattr(default, f.name) != getattr(self, f.name)
+        )
 
+
+MMA = ("none", "sync")
+"""`none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16)."""
 
 SCHEDULES = ("auto", "sequential")
 """`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
@@ -55,6 +66,14 @@ def check(knobs: Knobs) -> None:
                 f"tile: {name} must be a power of two in [{low}, {high}] (or 0 for auto), "
                 f"got {value}"
             )
+    if knobs.mma not in MMA:
+        raise ValueError(f"tile: mma must be one of {MMA}, got '{knobs.mma}'")
+    if knobs.stages not in (1, 2):
+        raise ValueError(f"tile: stages must be 1 or 2, got {knobs.stages}")
+    if knobs.split not in (AUTO, 1, 2):
+        raise ValueError(f"tile: split must be 0 (auto), 1 or 2, got {knobs.split}")
+    if knobs.group < 0 or knobs.group & (knobs.group - 1):
+        raise ValueError(f"tile: group must be 0 (off) or a power of two, got {knobs.group}")
     if knobs.cache not in (0, 1):
         raise ValueError(f"tile: cache must be 0 or 1, got {knobs.cache}")
     if knobs.pad < 0 or knobs.pad % 4:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
@@ -20,28 +20,13 @@ from tinyopt.passes.tile.sequential import ScheduleSequentially
 
 
 @dataclass(frozen=True)
-class TilePass(ModulePass):
+class TilePass(Knobs, ModulePass):
     """Maps loop kernels onto grid, blocks and threads; schedule choices are the knobs."""
 
     name = "tile"
 
-    schedule: str = "auto"
-    threads: int = 0
-    vec: int = 0
-    rows: int = 0
-    cache: int = 1
-    bm: int = 0
-    bn: int = 0
-    bk: int = 0
-    tm: int = 0
-    tn: int = 0
-    pad: int = 4
-
-    def knobs(self) -> Knobs:
-        return Knobs(**{f.name: getattr(self, f.name) for f in fields(Knobs)})
-
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        knobs = self.knobs()
+        knobs: Knobs = self
         try:
             check(knobs)
         except ValueError as e:
