@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import f32
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -120,7 +120,14 @@ def match_contraction(op: loop.KernelOp) -> Contraction | None:
 
 @dataclass(frozen=True)
 class Tiles:
-    """The block tile (bm, bn, bk) and the per-thread register tile (tm, tn)."""
+    """The block tile (bm, bn, bk), the per-thread register tile (tm, tn) and the pipeline.
+
+    `split` = 2 splits each thread's register tile into two halves half a block apart in each
+    dimension, so a warp's shared-memory fragment reads cover contiguous 16-byte vectors;
+    `stages` = 2 double-buffers shared memory, loading the next K step into registers while the
+    current one is computed; `group` > 0 launches blocks in groups of that many block rows so
+    that neighbouring blocks share A and B tiles in L2.
+    """
 
     bm: int
     bn: int
@@ -128,6 +135,9 @@ class Tiles:
     tm: int
     tn: int
     pad: int
+    split: int
+    stages: int
+    group: int
 
     @property
     def threads(self) -> int:
@@ -135,7 +145,7 @@ class Tiles:
 
     @property
     def shared_bytes(self) -> int:
-        return 4 * self.bk * (self.bm + self.pad + self.bn + self.pad)
+        return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
 
 
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
@@ -145,17 +155,22 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     bn = knobs.bn or (128 if big else 64)
     tm = knobs.tm or (8 if big else 4)
     tn = knobs.tn or (8 if big else 4)
-    tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad)
+    split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
+    group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
+    tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, knobs.stages or 2, group)
     if bm % tm or bn % tn:
         raise DiagnosticException(f"tile: bm={bm}, bn={bn} must be multiples of tm={tm}, tn={tn}")
+    if tm % split or tn % split:
+        raise DiagnosticException(f"tile: split={split} must divide tm={tm} and tn={tn}")
     if not 32 <= tiles.threads <= 1024:
         raise DiagnosticException(
             f"tile: (bm/tm)*(bn/tn) = {tiles.threads} threads; a block needs 32 to 1024"
         )
     if tiles.shared_bytes > SHARED_LIMIT:
         raise DiagnosticException(
-            f"tile: bm={bm} bn={bn} bk={tiles.bk} needs {tiles.shared_bytes} bytes of shared "
-            f"memory, more than the {SHARED_LIMIT} a block may declare statically"
+            f"tile: bm={bm} bn={bn} bk={tiles.bk} stages={tiles.stages} needs "
+            f"{tiles.shared_bytes} bytes of shared memory, more than the {SHARED_LIMIT} a block "
+            "may declare statically"
         )
     return tiles
 
@@ -171,18 +186,43 @@ class ScheduleContraction(RewritePattern):
             return
         batch, m, n, k = c.extents
         t = choose_tiles(self.knobs, batch, m, n)
-        kernel, em, mapping = new_kernel(
-            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
-        )
-        _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping).emit()
+        grid = (-(-n // t.bn), -(-m // t.bm), batch)
+        kernel, em, mapping = new_kernel(op, grid, (t.threads, 1, 1))
+        _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping, grid).emit()
         replace_kernel(rewriter, op, kernel)
+
+
+@dataclass
+class _Staging:
+    """How one operand side is copied into shared memory [BK][outer]: axis, width, chunks."""
+
+    side: list[Operation]
+    value: SSAValue
+    outer_iv: SSAValue
+    outer0: SSAValue
+    outer_extent: int
+    along_k: bool
+    width: int
+    chunks: int
+    per_thread: int
+    regs: SSAValue
+    smem: SSAValue
 
 
 class _ContractionEmitter:
     """Emits the tiled contraction for one block."""
 
-    def __init__(self, em: Emitter, c: Contraction, t: Tiles, vec: int, mapping: Mapping) -> None:
+    def __init__(
+        self,
+        em: Emitter,
+        c: Contraction,
+        t: Tiles,
+        vec: int,
+        mapping: Mapping,
+        grid: tuple[int, int, int],
+    ) -> None:
         self.em, self.c, self.t, self.vec, self.mapping = em, c, t, vec, mapping
+        self.grid = grid
         self.batch, self.m, self.n, self.k = c.extents
 
     def emit(self) -> None:
@@ -193,25 +233,66 @@ class _ContractionEmitter:
         tid = em.value(tile.ThreadIdOp("x"))
         self.tx, self.ty = em.rem(tid, t.bn // t.tn), em.div(tid, t.bn // t.tn)
         self.tid = tid
-        self.m0 = em.mul(em.value(tile.BlockIdOp("y")), t.bm)
-        self.n0 = em.mul(em.value(tile.BlockIdOp("x")), t.bn)
+        block_m, block_n = self._block_coordinates()
+        self.m0, self.n0 = em.mul(block_m, t.bm), em.mul(block_n, t.bn)
         if len(c.nest.extents) == 3:
             mapping[c.nest.body.block.args[0]] = em.value(tile.BlockIdOp("z"))
-        a_smem = em.value(tile.AllocOp(tile.memref_in([t.bk, t.bm + t.pad], f32, tile.SHARED)))
-        b_smem = em.value(tile.AllocOp(tile.memref_in([t.bk, t.bn + t.pad], f32, tile.SHARED)))
+        a = self._staging(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm)
+        b = self._staging(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn)
         acc = em.value(tile.AllocOp(tile.memref_in([t.tm, t.tn], f32, tile.REGISTERS)))
         init = mapping.get(c.reduce.init[0], c.reduce.init[0])
-        self._each(
-            t.tm, lambda i: self._each(t.tn, lambda j: em.op(memref.StoreOp.get(init, acc, [i, j])))
-        )
-        with em.for_loop(0, self.k, t.bk) as (k0, _, _):
-            self._stage(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm, k0, a_smem)
-            self._stage(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn, k0, b_smem)
+        self._each(t.tm, lambda i: self._each(t.tn, lambda j: self._store(init, acc, [i, j])))
+        steps = -(-self.k // t.bk)
+        if t.stages == 1:
+            with em.for_loop(0, steps, 1) as (step, _, _):
+                for s in (a, b):
+                    self._load(s, step)
+                    self._fill(s, em.index(0))
+                em.op(tile.BarrierOp())
+                self._accumulate(a.smem, b.smem, em.index(0), acc)
+                em.op(tile.BarrierOp())
+                em.op(scf.YieldOp())
+        else:
+            for s in (a, b):
+                self._load(s, em.index(0))
+                self._fill(s, em.index(0))
             em.op(tile.BarrierOp())
-            self._accumulate(a_smem, b_smem, acc)
-            em.op(tile.BarrierOp())
-            em.op(scf.YieldOp())
+            with em.for_loop(0, steps, 1) as (step, _, _):
+                current = em.rem(step, 2)
+                following = em.add(step, 1)
+                more = em.less(following, steps)
+                with em.if_(more) as (then_block, _, _), em.into(then_block):
+                    for s in (a, b):
+                        self._load(s, following)
+                self._accumulate(a.smem, b.smem, current, acc)
+                with em.if_(more) as (then_block, _, _), em.into(then_block):
+                    other = em.value(arith.SubiOp(em.index(1), current))
+                    for s in (a, b):
+                        self._fill(s, other)
+                em.op(tile.BarrierOp())
+                em.op(scf.YieldOp())
         self._epilogue(acc)
+
+    def _block_coordinates(self) -> tuple[SSAValue, SSAValue]:
+        """Returns (block row, block column), grouped by `group` block rows when asked."""
+        em, t = self.em, self.t
+        bx, by = em.value(tile.BlockIdOp("x")), em.value(tile.BlockIdOp("y"))
+        columns, rows = self.grid[0], self.grid[1]
+        if not t.group or t.group >= rows:
+            return by, bx
+        linear = em.add(em.mul(by, columns), bx)
+        per_group = t.group * columns
+        first_row = em.mul(em.div(linear, per_group), t.group)
+        height = em.value(
+            arith.MinSIOp(em.value(arith.SubiOp(em.index(rows), first_row)), em.index(t.group))
+        )
+        within = em.rem(linear, per_group)
+        row = em.add(first_row, em.value(arith.RemUIOp(within, height)))
+        column = em.value(arith.DivUIOp(within, height))
+        return row, column
+
+    def _store(self, value: SSAValue, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+        self.em.op(memref.StoreOp.get(value, buffer, list(indices)))
 
     def _each(self, count: int, body) -> None:
         """Emits a fully unrolled loop `for i in 0..count` (register indices must be constant)."""
@@ -220,7 +301,7 @@ class _ContractionEmitter:
             body(i)
             em.op(scf.YieldOp())
 
-    def _stage(
+    def _staging(
         self,
         side: list[Operation],
         value: SSAValue,
@@ -228,72 +309,125 @@ class _ContractionEmitter:
         outer0: SSAValue,
         outer_extent: int,
         tile_outer: int,
-        k0: SSAValue,
-        smem: SSAValue,
-    ) -> None:
-        """Evaluates one operand side over a tile (outer × BK) into shared memory [BK][outer]."""
+    ) -> _Staging:
+        """Chooses how a side is staged: vectors along whichever axis its loads are contiguous."""
         em, t, c = self.em, self.t, self.c
         k_iv = c.reduce.body.block.args[0]
         along_k = vector_width(side, k_iv, t.bk, self.vec)
         along_k = along_k if self.k % along_k == 0 else 1
         along_outer = vector_width(side, outer_iv, tile_outer, self.vec)
         along_outer = along_outer if outer_extent % along_outer == 0 else 1
-        if along_outer > along_k:
-            fast_iv, width, fast_extent, slow_extent = outer_iv, along_outer, tile_outer, t.bk
-        else:
-            fast_iv, width, fast_extent, slow_extent = k_iv, along_k, t.bk, tile_outer
-        chunks = slow_extent * fast_extent // width
-        with em.for_loop(self.tid, chunks, t.threads) as (e, _, _):
-            fast = em.mul(em.rem(e, fast_extent // width), width)
-            slow = em.div(e, fast_extent // width)
-            if fast_iv is k_iv:
-                kk, oo = fast, slow
-            else:
-                kk, oo = slow, fast
-            k, o = em.add(k0, kk), em.add(outer0, oo)
-            inside = em.value(arith.AndIOp(em.less(k, self.k), em.less(o, outer_extent)))
-            types = [f32] * width
-            with em.if_(inside, types) as (then_block, else_block, if_op):
+        width = max(along_k, along_outer)
+        chunks = tile_outer * t.bk // width
+        per_thread = -(-chunks // t.threads)
+        regs = em.value(tile.AllocOp(tile.memref_in([per_thread, width], f32, tile.REGISTERS)))
+        smem = em.value(
+            tile.AllocOp(tile.memref_in([t.stages, t.bk, tile_outer + t.pad], f32, tile.SHARED))
+        )
+        return _Staging(
+            side,
+            value,
+            outer_iv,
+            outer0,
+            outer_extent,
+            along_outer <= along_k,
+            width,
+            chunks,
+            per_thread,
+            regs,
+            smem,
+        )
+
+    def _chunk(self, s: _Staging, index: int) -> tuple[SSAValue, SSAValue, SSAValue]:
+        """Returns (chunk number, k offset, outer offset) of this thread's `index`-th chunk."""
+        em, t = self.em, self.t
+        e = em.add(self.tid, index * t.threads)
+        fast_extent = (t.bk if s.along_k else s.smem.type.get_shape()[2] - t.pad) // s.width
+        fast = em.mul(em.rem(e, fast_extent), s.width)
+        slow = em.div(e, fast_extent)
+        return (e, fast, slow) if s.along_k else (e, slow, fast)
+
+    def _load(self, s: _Staging, step: SSAValue) -> None:
+        """Evaluates the side (prologue included) on this thread's chunks into registers."""
+        em, t, c = self.em, self.t, self.c
+        k_iv = c.reduce.body.block.args[0]
+        k0 = em.mul(step, t.bk)
+        for index in range(s.per_thread):
+            e, kk, oo = self._chunk(s, index)
+            k, o = em.add(k0, kk), em.add(s.outer0, oo)
+            inside = em.value(arith.AndIOp(em.less(k, self.k), em.less(o, s.outer_extent)))
+            if (index + 1) * t.threads > s.chunks:
+                inside = em.value(arith.AndIOp(inside, em.less(e, s.chunks)))
+            with em.if_(inside, [f32] * s.width) as (then_block, else_block, if_op):
                 with em.into(then_block):
-                    local = dict(self.mapping) | {k_iv: k, outer_iv: o}
-                    start = k if fast_iv is k_iv else o
-                    lanes = LaneEmitter(em, fast_iv, start, width).emit(
-                        [*side, loop.YieldOp(value)], local
+                    local = dict(self.mapping) | {k_iv: k, s.outer_iv: o}
+                    fast_iv, start = (k_iv, k) if s.along_k else (s.outer_iv, o)
+                    lanes = LaneEmitter(em, fast_iv, start, s.width).emit(
+                        [*s.side, loop.YieldOp(s.value)], local
                     )
                     em.op(scf.YieldOp(*[lane[0] for lane in lanes]))
                 assert else_block is not None
                 with em.into(else_block):
-                    zero = em.f32(0.0)
-                    em.op(scf.YieldOp(*[zero] * width))
-            values = list(if_op.results)
-            if fast_iv is k_iv:
-                for lane, v in enumerate(values):
-                    em.op(memref.StoreOp.get(v, smem, [em.add(kk, lane), oo]))
-            elif width == 1:
-                em.op(memref.StoreOp.get(values[0], smem, [kk, oo]))
-            else:
-                em.op(tile.VectorStoreOp(values, smem, [kk, oo]))
-            em.op(scf.YieldOp())
+                    em.op(scf.YieldOp(*[em.f32(0.0)] * s.width))
+            for lane, v in enumerate(if_op.results):
+                self._store(v, s.regs, [em.index(index), em.index(lane)])
+
+    def _fill(self, s: _Staging, buffer: SSAValue) -> None:
+        """Writes this thread's loaded chunks from registers into shared buffer `buffer`."""
+        em, t = self.em, self.t
+        for index in range(s.per_thread):
+            e, kk, oo = self._chunk(s, index)
+            values = [
+                em.value(memref.LoadOp.get(s.regs, [em.index(index), em.index(lane)]))
+                for lane in range(s.width)
+            ]
+            guard = (index + 1) * t.threads > s.chunks
+            block = em.block
+            if guard:
+                if_op = scf.IfOp(em.less(e, s.chunks), [], Region(Block()))
+                em.op(if_op)
+                block = if_op.true_region.block
+            with em.into(block):
+                if s.along_k:
+                    for lane, v in enumerate(values):
+                        self._store(v, s.smem, [buffer, em.add(kk, lane), oo])
+                elif s.width == 1:
+                    self._store(values[0], s.smem, [buffer, kk, oo])
+                else:
+                    em.op(tile.VectorStoreOp(values, s.smem, [buffer, kk, oo]))
+                if guard:
+                    em.op(scf.YieldOp())
 
     def _fragment(
-        self, smem: SSAValue, kk: SSAValue, start: SSAValue, count: int
+        self, smem: SSAValue, buffer: SSAValue, kk: SSAValue, start: SSAValue, count: int, half: int
     ) -> list[SSAValue]:
+        """Reads a thread's `count` operand values at `start` (+ `half` for the split layout)."""
         em = self.em
-        width = 4 if count % 4 == 0 else 1
+        parts = self.t.split
+        per_part = count // parts
+        width = 4 if per_part % 4 == 0 else 1
         values: list[SSAValue] = []
-        for part in range(0, count, width):
-            index = [kk, em.add(start, part)]
-            if width == 1:
-                values.append(em.value(memref.LoadOp.get(smem, index)))
-            else:
-                values.extend(em.op(tile.VectorLoadOp(smem, index, width)).results)
+        for part in range(parts):
+            base = em.add(start, part * half)
+            for offset in range(0, per_part, width):
+                index = [buffer, kk, em.add(base, offset)]
+                if width == 1:
+                    values.append(em.value(memref.LoadOp.get(smem, index)))
+                else:
+                    values.extend(em.op(tile.VectorLoadOp(smem, index, width)).results)
         return values
 
-    def _accumulate(self, a_smem: SSAValue, b_smem: SSAValue, acc: SSAValue) -> None:
+    def _accumulate(
+        self, a_smem: SSAValue, b_smem: SSAValue, buffer: SSAValue, acc: SSAValue
+    ) -> None:
         em, t, c = self.em, self.t, self.c
         with em.for_loop(0, t.bk, 1, unroll=True) as (kk, _, _):
-            a = self._fragment(a_smem, kk, em.mul(self.ty, t.tm), t.tm)
-            b = self._fragment(b_smem, kk, em.mul(self.tx, t.tn), t.tn)
+            a = self._fragment(
+                a_smem, buffer, kk, em.mul(self.ty, t.tm // t.split), t.tm, t.bm // t.split
+            )
+            b = self._fragment(
+                b_smem, buffer, kk, em.mul(self.tx, t.tn // t.split), t.tn, t.bn // t.split
+            )
             for i in range(t.tm):
                 for j in range(t.tn):
                     where = [em.index(i), em.index(j)]
@@ -305,15 +439,26 @@ class _ContractionEmitter:
                     em.op(memref.StoreOp.get(new, acc, where))
             em.op(scf.YieldOp())
 
+    def _row_of(self, i: int) -> SSAValue:
+        """Returns the output row of register row `i` (the split layout puts halves apart)."""
+        em, t = self.em, self.t
+        per_part = t.tm // t.split
+        part, offset = divmod(i, per_part)
+        local = em.add(em.mul(self.ty, per_part), part * (t.bm // t.split) + offset)
+        return em.add(self.m0, local)
+
     def _epilogue(self, acc: SSAValue) -> None:
         em, t, c = self.em, self.t, self.c
-        width = vector_width(c.epilogue, c.n_iv, t.tn, 4)
+        per_part = t.tn // t.split
+        width = vector_width(c.epilogue, c.n_iv, per_part, 4)
         width = width if self.n % width == 0 else 1
         result = c.reduce.res[0]
         for i in range(t.tm):
-            m = em.add(self.m0, em.add(em.mul(self.ty, t.tm), i))
+            m = self._row_of(i)
             for j0 in range(0, t.tn, width):
-                n = em.add(self.n0, em.add(em.mul(self.tx, t.tn), j0))
+                part, offset = divmod(j0, per_part)
+                local_n = em.add(em.mul(self.tx, per_part), part * (t.bn // t.split) + offset)
+                n = em.add(self.n0, local_n)
                 inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
                 with em.if_(inside) as (then_block, _, _), em.into(then_block):
                     values = [

@@ -54,6 +54,7 @@ class Emitter:
         return self.value(arith.ConstantOp(FloatAttr(v, f32)))
 
     def add(self, a: SSAValue | int, b: SSAValue | int) -> SSAValue:
+        a, b = _folded(a), _folded(b)
         if isinstance(a, int) and isinstance(b, int):
             return self.index(a + b)
         if b == 0:
@@ -63,6 +64,7 @@ class Emitter:
         return self.value(arith.AddiOp(self._v(a), self._v(b)))
 
     def mul(self, a: SSAValue | int, b: SSAValue | int) -> SSAValue:
+        a, b = _folded(a), _folded(b)
         if isinstance(a, int) and isinstance(b, int):
             return self.index(a * b)
         if b == 1:
@@ -128,6 +130,15 @@ class Emitter:
         yield then_block, else_block, if_op
         if not result_types:
             then_block.add_op(scf.YieldOp())
+
+
+def _folded(v: SSAValue | int) -> SSAValue | int:
+    """Returns the integer of an index constant, so index arithmetic on it folds."""
+    if isinstance(v, SSAValue) and isinstance(v.owner, arith.ConstantOp):
+        value = v.owner.value
+        if isinstance(value, IntegerAttr) and isinstance(value.type, IndexType):
+            return value.value.data
+    return v
 
 
 def inline_region(

@@ -23,7 +23,7 @@ class Knobs:
     tm: int = AUTO
     tn: int = AUTO
     pad: int = 4
-    stages: int = 1
+    stages: int = AUTO
     split: int = AUTO
     group: int = AUTO
     mma: str = "none"
@@ -68,8 +68,8 @@ def check(knobs: Knobs) -> None:
             )
     if knobs.mma not in MMA:
         raise ValueError(f"tile: mma must be one of {MMA}, got '{knobs.mma}'")
-    if knobs.stages not in (1, 2):
-        raise ValueError(f"tile: stages must be 1 or 2, got {knobs.stages}")
+    if knobs.stages not in (AUTO, 1, 2):
+        raise ValueError(f"tile: stages must be 0 (auto), 1 or 2, got {knobs.stages}")
     if knobs.split not in (AUTO, 1, 2):
         raise ValueError(f"tile: split must be 0 (auto), 1 or 2, got {knobs.split}")
     if knobs.group < 0 or knobs.group & (knobs.group - 1):
