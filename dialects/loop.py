@@ -77,6 +77,11 @@ def print_signature_and_body(printer: Printer, op: Operation) -> None:
     printer.print_region(region, print_entry_block_args=False)
 
 
+def format_types(types: Sequence[Attribute]) -> str:
+    """Formats a list of types as MLIR writes them, e.g. `[f32, index]`."""
+    return "[" + ", ".join(str(t) for t in types) + "]"
+
+
 def _check_bounds(op: Operation, bounds: DenseArrayBase, block: Block) -> None:
     extents = bounds.get_values()
     if not extents:
@@ -285,12 +290,15 @@ class ReduceOp(IRDLOperation):
         _check_bounds(self, self.bounds, self.body.block)
         state = [v.type for v in self.init]
         if [r.type for r in self.res] != state:
-            raise VerifyException("loop.reduce results must have the types of its init values")
+            raise VerifyException(
+                f"loop.reduce results must have the types of its init values "
+                f"{format_types(state)}, got {format_types([r.type for r in self.res])}"
+            )
         comb_args = [a.type for a in self.combine.block.args]
         if comb_args != state * 2:
             raise VerifyException(
                 f"loop.reduce combine region must take two states ({len(state) * 2} arguments "
-                f"of types {state * 2}), got {comb_args}"
+                f"of types {format_types(state * 2)}), got {format_types(comb_args)}"
             )
         for region, what in ((self.body, "body"), (self.combine, "combine")):
             last = region.block.last_op
@@ -298,8 +306,8 @@ class ReduceOp(IRDLOperation):
                 raise VerifyException(f"loop.reduce {what} must end with loop.yield")
             if [v.type for v in last.arguments] != state:
                 raise VerifyException(
-                    f"loop.reduce {what} must yield one state of types {state}, "
-                    f"got {[v.type for v in last.arguments]}"
+                    f"loop.reduce {what} must yield one state of types {format_types(state)}, "
+                    f"got {format_types([v.type for v in last.arguments])}"
                 )
 
 
@@ -325,5 +333,6 @@ __all__ = [
     "ParallelOp",
     "ReduceOp",
     "YieldOp",
+    "format_types",
     "kernels",
 ]

@@ -50,7 +50,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from tinyopt.dialects.loop import print_signature_and_body
+from tinyopt.dialects.loop import format_types, print_signature_and_body
 
 GLOBAL, SHARED, REGISTERS = 0, 3, 5
 """Memory spaces (the NVVM numbering): device memory, shared memory, per-thread registers."""
@@ -333,11 +333,20 @@ class _CrossThreadReduceOp(IRDLOperation):
 
     def verify_(self) -> None:
         state = list(self.state.types)
-        if [a.type for a in self.combine.block.args] != state * 2:
-            raise VerifyException(f"{self.name}: combine must take two states of types {state}")
+        args = [a.type for a in self.combine.block.args]
+        if args != state * 2:
+            raise VerifyException(
+                f"{self.name}: combine must take two states ({len(state) * 2} arguments of "
+                f"types {format_types(state * 2)}), got {format_types(args)}"
+            )
         last = self.combine.block.last_op
-        if not isinstance(last, YieldOp) or list(last.arguments.types) != state:
-            raise VerifyException(f"{self.name}: combine must yield one state of types {state}")
+        if not isinstance(last, YieldOp):
+            raise VerifyException(f"{self.name}: combine must end with tile.yield")
+        if list(last.arguments.types) != state:
+            raise VerifyException(
+                f"{self.name}: combine must yield one state of types {format_types(state)}, "
+                f"got {format_types(list(last.arguments.types))}"
+            )
 
 
 @irdl_op_definition

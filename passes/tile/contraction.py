@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import IntegerAttr, f32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
@@ -188,6 +188,11 @@ class ScheduleContraction(RewritePattern):
         t = choose_tiles(self.knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         kernel, em, mapping = new_kernel(op, grid, (t.threads, 1, 1))
+        # Two blocks per SM keep the FMA pipes fed while one waits at a barrier: cap registers
+        # at 65536 / (2 * threads) (128 for 256 threads) unless the knob says otherwise.
+        min_blocks = self.knobs.minblocks or (2 if t.threads == 256 else 0)
+        if min_blocks:
+            kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
         _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping, grid).emit()
         replace_kernel(rewriter, op, kernel)
 

@@ -27,6 +27,7 @@ class Knobs:
     split: int = AUTO
     group: int = AUTO
     mma: str = "none"
+    minblocks: int = AUTO
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -74,6 +75,8 @@ def check(knobs: Knobs) -> None:
         raise ValueError(f"tile: split must be 0 (auto), 1 or 2, got {knobs.split}")
     if knobs.group < 0 or knobs.group & (knobs.group - 1):
         raise ValueError(f"tile: group must be 0 (off) or a power of two, got {knobs.group}")
+    if not 0 <= knobs.minblocks <= 32:
+        raise ValueError(f"tile: minblocks must be in [0, 32] (0 for auto), got {knobs.minblocks}")
     if knobs.cache not in (0, 1):
         raise ValueError(f"tile: cache must be 0 or 1, got {knobs.cache}")
     if knobs.pad < 0 or knobs.pad % 4:
