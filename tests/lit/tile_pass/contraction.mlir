@@ -8,7 +8,7 @@
 // tiles [8][64+4]; the block then accumulates from them into registers after a barrier, and
 // the relu epilogue runs on the registers and stores 4-wide vectors.
 
-// CHECK:      tile.kernel @mm_0 grid [3, 4, 1] block [256, 1, 1] (%[[X:.*]]: memref<256x64xf32>, %[[BIAS:.*]]: memref<64xf32>, %[[W:.*]]: memref<64x192xf32>, %[[OUT:.*]]: memref<256x192xf32>) {
+// CHECK:      tile.kernel @mm_0 grid [3, 4, 1] block [256, 1, 1] (%[[X:.*]]: memref<256x64xf32>, %[[BIAS:.*]]: memref<64xf32>, %[[W:.*]]: memref<64x192xf32>, %[[OUT:.*]]: memref<256x192xf32>)
 // CHECK-DAG:    %[[AS:.*]] = tile.alloc : memref<{{([0-9]+x)?}}8x68xf32, 3 : i32>
 // CHECK-DAG:    %[[BS:.*]] = tile.alloc : memref<{{([0-9]+x)?}}8x68xf32, 3 : i32>
 // CHECK-DAG:    %[[ACC:.*]] = tile.alloc : memref<4x4xf32, 5 : i32>
