@@ -13,24 +13,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    BFloat16Type,
     DenseArrayBase,
+    Float16Type,
     IndexType,
     IntegerAttr,
     IntegerType,
     MemRefType,
     StringAttr,
     SymbolNameConstraint,
+    UnitAttr,
+    f32,
     i32,
     i64,
 )
 from xdsl.dialects.utils import AbstractYieldOperation
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue, TypeAttribute
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     ParsePropInAttrDict,
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_prop_def,
     prop_def,
     region_def,
     result_def,
@@ -416,6 +421,118 @@ class CudaKernelOp(IRDLOperation):
         )
 
 
+LDMATRIX_REGISTERS = 4
+"""`tile.ldmatrix` loads four 8×8 b16 matrices (`.x4`): one 32-bit register of each per lane."""
+
+MMA_A, MMA_B, MMA_C = 4, 2, 4
+"""Registers per lane of an m16n8k16 `mma.sync`: A (b16 pairs), B (b16 pairs), C/D (f32)."""
+
+
+@irdl_op_definition
+class LdMatrixOp(IRDLOperation):
+    """Loads four 8×8 matrices of 16-bit elements from shared memory across a warp (`ldmatrix`).
+
+    Each lane gives the address of one matrix row (lanes 0-7 the rows of matrix 0, 8-15 of
+    matrix 1, ...): the element at `indices`, which starts 8 consecutive elements (16 bytes).
+    Result r of lane l holds row l/4, columns 2(l%4) and 2(l%4)+1 of matrix r, packed low
+    first; with `trans`, those of the transposed matrix (a column-major load).
+    """
+
+    name = "tile.ldmatrix"
+
+    memref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    trans = opt_prop_def(UnitAttr)
+    res = var_result_def(i32)
+
+    assembly_format = (
+        "$memref `[` $indices `]` (`trans` $trans^)? attr-dict `:` type($memref) `->` type($res)"
+    )
+
+    def __init__(self, memref: SSAValue, indices: Sequence[SSAValue], trans: bool) -> None:
+        super().__init__(
+            operands=[memref, indices],
+            properties={"trans": UnitAttr()} if trans else {},
+            result_types=[[i32] * LDMATRIX_REGISTERS],
+        )
+
+    def verify_(self) -> None:
+        t = self.memref.type
+        assert isinstance(t, MemRefType)
+        if memory_space(t) != SHARED:
+            raise VerifyException(f"tile.ldmatrix: the buffer must be in shared memory, got {t}")
+        if not isinstance(t.element_type, Float16Type | BFloat16Type):
+            raise VerifyException(
+                f"tile.ldmatrix: the buffer must hold f16 or bf16, got {t.element_type}"
+            )
+        if len(self.indices) != t.get_num_dims():
+            raise VerifyException(
+                f"tile.ldmatrix: {len(self.indices)} indices for a rank-{t.get_num_dims()} buffer"
+            )
+        if t.get_shape()[-1] % 8:
+            raise VerifyException(
+                f"tile.ldmatrix: rows must start 16-byte aligned, but the last dimension "
+                f"{t.get_shape()[-1]} is not a multiple of 8"
+            )
+        if len(self.res) != LDMATRIX_REGISTERS:
+            raise VerifyException(
+                f"tile.ldmatrix: must return {LDMATRIX_REGISTERS} i32 registers (.x4), "
+                f"got {len(self.res)}"
+            )
+
+
+@irdl_op_definition
+class MmaSyncOp(IRDLOperation):
+    """One warp-wide m16n8k16 tensor-core product `D = A·B + C` (`mma.sync`, A row, B col).
+
+    Each lane holds 4 i32 of A and 2 i32 of B (pairs of `element`, as `tile.ldmatrix` loads
+    them) and 4 f32 of C; D has C's layout: rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1.
+    """
+
+    name = "tile.mma_sync"
+
+    a = var_operand_def(i32)
+    b = var_operand_def(i32)
+    c = var_operand_def(f32)
+    element = prop_def(TypeAttribute)
+    res = var_result_def(f32)
+
+    traits = traits_def(Pure())
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "`a` `[` $a `]` `b` `[` $b `]` `c` `[` $c `]` attr-dict `:` $element `->` type($res)"
+    )
+
+    def __init__(
+        self,
+        element: Attribute,
+        a: Sequence[SSAValue],
+        b: Sequence[SSAValue],
+        c: Sequence[SSAValue],
+    ) -> None:
+        super().__init__(
+            operands=[a, b, c],
+            properties={"element": element},
+            result_types=[[f32] * MMA_C],
+        )
+
+    def verify_(self) -> None:
+        if not isinstance(self.element, Float16Type | BFloat16Type):
+            raise VerifyException(
+                f"tile.mma_sync: element type must be f16 or bf16, got {self.element}"
+            )
+        for what, values, count in (
+            ("A", self.a, MMA_A),
+            ("B", self.b, MMA_B),
+            ("C", self.c, MMA_C),
+            ("D", self.res, MMA_C),
+        ):
+            if len(values) != count:
+                raise VerifyException(
+                    f"tile.mma_sync: {what} must be {count} registers per lane, got {len(values)}"
+                )
+
+
 def new_block_region(arg_types: Sequence[Attribute]) -> Region:
     """Returns a region with one empty block taking arguments of the given types."""
     return Region(Block(arg_types=arg_types))
@@ -435,6 +552,8 @@ Tile = Dialect(
         BlockReduceOp,
         YieldOp,
         CudaKernelOp,
+        LdMatrixOp,
+        MmaSyncOp,
     ],
     [],
 )

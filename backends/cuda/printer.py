@@ -3,7 +3,8 @@
 `CudaPrinter` follows the style of xDSL's WGSL printer: one `functools.singledispatchmethod`
 `print_op` with a small overload per op class (or per family of ops sharing a table), no
 string templates of whole kernels. The prelude holds only what the kernel uses, as read from
-its IR: the fp16/bf16 headers, the `tinyopt_vec` type of vector accesses, `INFINITY`.
+its IR: the fp16/bf16 headers, the `tinyopt_vec` type of vector accesses, `INFINITY`, and
+the inline-PTX helpers of tensor-core ops (`ldmatrix`, `mma.sync`).
 """
 
 import functools
@@ -42,6 +43,41 @@ VEC_TYPE = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_v
 
 INFINITY_MACRO = ("#ifndef INFINITY", "#define INFINITY __int_as_float(0x7f800000)", "#endif")
 """NVRTC has no <math.h>, so `INFINITY` is defined from its bit pattern when a kernel needs it."""
+
+
+def ldmatrix_helper(trans: bool) -> str:
+    """Returns the device function of `tile.ldmatrix`: one `ldmatrix ... .x4` into 4 ints."""
+    name, suffix = ("tinyopt_ldmatrix_x4_trans", ".trans") if trans else ("tinyopt_ldmatrix_x4", "")
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ void {name}(int& r0, int& r1, int& r2, int& r3, "
+            "const void* row) {",
+            "    unsigned address = (unsigned)__cvta_generic_to_shared(row);",
+            f'    asm volatile("ldmatrix.sync.aligned.m8n8.x4{suffix}.shared.b16 '
+            '{%0, %1, %2, %3}, [%4];"',
+            '                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(address));',
+            "}",
+        )
+    )
+
+
+def mma_helper(element: str) -> str:
+    """Returns the device function of `tile.mma_sync` on `element` (`f16` or `bf16`) inputs."""
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ void tinyopt_mma_{element}(float& d0, float& d1, "
+            "float& d2, float& d3, int a0, int a1, int a2, int a3, int b0, int b1, float c0, "
+            "float c1, float c2, float c3) {",
+            f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{element}.{element}.f32 "',
+            '                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "',
+            '                 "{%10, %11, %12, %13};"',
+            '                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)',
+            '                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1),',
+            '                   "f"(c0), "f"(c1), "f"(c2), "f"(c3));',
+            "}",
+        )
+    )
+
 
 FULL_MASK = "0xffffffff"
 WARP = 32
@@ -122,7 +158,8 @@ _RESERVED = frozenset(
     public reinterpret_cast static_cast const_cast dynamic_cast throw try typeid typename using
     virtual decltype noexcept static_assert thread_local export concept requires and and_eq
     bitand bitor compl not not_eq or or_eq xor xor_eq threadIdx blockIdx blockDim gridDim
-    warpSize max min INFINITY tinyopt_vec""".split()
+    warpSize max min INFINITY tinyopt_vec tinyopt_ldmatrix_x4 tinyopt_ldmatrix_x4_trans
+    tinyopt_mma_f16 tinyopt_mma_bf16""".split()
 ) | frozenset(_FLOAT_CALLS.values())
 """Names a local must not take: C++ keywords, CUDA built-ins, and the functions we call."""
 
@@ -205,10 +242,22 @@ def _is_read_only(buffer: SSAValue) -> bool:
 
 
 def _is_vector_accessed(buffer: SSAValue) -> bool:
-    """Tells whether a buffer is used by a vector access (so it must be 16-byte aligned)."""
+    """Tells whether a buffer is used by a vector access or `ldmatrix` (16-byte aligned rows)."""
     return any(
-        isinstance(use.operation, tile.VectorLoadOp | tile.VectorStoreOp) for use in buffer.uses
+        isinstance(use.operation, tile.VectorLoadOp | tile.VectorStoreOp | tile.LdMatrixOp)
+        for use in buffer.uses
     )
+
+
+def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
+    """Returns the inline-PTX device functions of the kernel's `ldmatrix` / `mma.sync` ops."""
+    helpers: dict[str, None] = {}
+    for op in kernel.walk():
+        if isinstance(op, tile.LdMatrixOp):
+            helpers[ldmatrix_helper(op.trans is not None)] = None
+        elif isinstance(op, tile.MmaSyncOp):
+            helpers[mma_helper(str(op.element))] = None
+    return list(helpers)
 
 
 class CudaPrinter(BasePrinter[str]):
@@ -372,6 +421,12 @@ class CudaPrinter(BasePrinter[str]):
         self.print_prelude()
         params = ", ".join(self.parameter(arg) for arg in op.body.block.args)
         launch_bounds = f"__launch_bounds__({math.prod(op.block_size)})"
+        min_blocks = op.attributes.get("tile.min_blocks")
+        if isinstance(min_blocks, IntegerAttr):
+            # Asks ptxas to fit this many blocks per SM in the register file.
+            launch_bounds = (
+                f"__launch_bounds__({math.prod(op.block_size)}, {min_blocks.value.data})"
+            )
         with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
             self.print_block(op.body.block.ops)
 
@@ -387,6 +442,8 @@ class CudaPrinter(BasePrinter[str]):
                 self.line(text)
         if any(isinstance(o, tile.VectorLoadOp | tile.VectorStoreOp) for o in self.kernel.walk()):
             self.line(VEC_TYPE)
+        for helper in _tensor_core_helpers(self.kernel):
+            self.line(helper)
         self.line("")
 
     def parameter(self, buffer: SSAValue) -> str:
@@ -518,6 +575,13 @@ class CudaPrinter(BasePrinter[str]):
         address = f"&{self.element(op.memref, op.indices)}"
         self.line(f"*reinterpret_cast<{vec}*>({address}) = {vec}{{{{{lanes}}}}};")
 
+    @print_op.register
+    def _(self, op: tile.LdMatrixOp) -> None:
+        registers = [self.define(r) for r in op.res]
+        self.line(f"int {', '.join(registers)};")
+        name = "tinyopt_ldmatrix_x4_trans" if op.trans is not None else "tinyopt_ldmatrix_x4"
+        self.line(f"{name}({', '.join(registers)}, &{self.element(op.memref, op.indices)});")
+
     # --- hardware --------------------------------------------------------------------------
 
     @print_op.register
@@ -531,6 +595,13 @@ class CudaPrinter(BasePrinter[str]):
     @print_op.register
     def _(self, op: tile.BarrierOp) -> None:
         self.line("__syncthreads();")
+
+    @print_op.register
+    def _(self, op: tile.MmaSyncOp) -> None:
+        results = [self.define(r) for r in op.res]
+        self.line(f"float {', '.join(results)};")
+        args = ", ".join(self.expr(v) for v in (*op.a, *op.b, *op.c))
+        self.line(f"tinyopt_mma_{op.element}({', '.join(results)}, {args});")
 
     # --- control flow ----------------------------------------------------------------------
 
