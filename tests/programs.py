@@ -75,17 +75,17 @@ def matmul_relu(m: int, n: int, k: int, dtype: str = "f32") -> str:
 }}"""
 
 
-def batched_matmul(batch: int, m: int, n: int, k: int) -> str:
-    a, b, c = _t((batch, m, k), "f32"), _t((batch, k, n), "f32"), _t((batch, m, n), "f32")
+def batched_matmul(batch: int, m: int, n: int, k: int, dtype: str = "f32") -> str:
+    a, b, c = _t((batch, m, k), dtype), _t((batch, k, n), dtype), _t((batch, m, n), dtype)
     return f"""func.func @bmm(%a: {a}, %b: {b}) -> {c} {{
   %c = graph.matmul %a, %b : ({a}, {b}) -> {c}
   func.return %c : {c}
 }}"""
 
 
-def mlp(m: int, d: int, h: int) -> str:
-    x, w1, b1 = _t((m, d), "f32"), _t((h, d), "f32"), _t((h,), "f32")
-    w2, b2, hid = _t((d, h), "f32"), _t((d,), "f32"), _t((m, h), "f32")
+def mlp(m: int, d: int, h: int, dtype: str = "f32") -> str:
+    x, w1, b1 = _t((m, d), dtype), _t((h, d), dtype), _t((h,), dtype)
+    w2, b2, hid = _t((d, h), dtype), _t((d,), dtype), _t((m, h), dtype)
     return f"""func.func @mlp(%x: {x}, %w1: {w1}, %b1: {b1}, %w2: {w2}, %b2: {b2}) -> {x} {{
   %h = graph.linear %x, %w1, %b1 : ({x}, {w1}, {b1}) -> {hid}
   %g = graph.gelu %h : {hid}
@@ -146,6 +146,23 @@ CASES = [
         matmul_relu(257, 260, 129),
         tile_with("bm=128 bn=128 tm=8 tn=8 vec=1"),
     ),
+    # Tensor cores (mma=sync): odd shapes pad M, N and K with zeros. B is staged [K][N] and
+    # read by ldmatrix.trans where N allows 16-byte vectors (1000, 136), else staged [N][K]
+    # like the MLP's torch-layout weights and read plainly.
+    Case("matmul_relu_bf16_mma_1000", matmul_relu(1000, 1000, 1000, "bf16"), tile_with("mma=sync")),
+    Case("matmul_relu_f16_mma_129x257x33", matmul_relu(129, 257, 33, "f16"), tile_with("mma=sync")),
+    Case(
+        "matmul_relu_bf16_mma_513x257x129",
+        matmul_relu(513, 257, 129, "bf16"),
+        tile_with("mma=sync"),
+    ),
+    Case(
+        "matmul_relu_f16_mma_bm64_bn128_bk64",
+        matmul_relu(200, 136, 48, "f16"),
+        tile_with("mma=sync bm=64 bn=128 bk=64"),
+    ),
+    Case("bmm_bf16_mma_3x65x33x47", batched_matmul(3, 65, 33, 47, "bf16"), tile_with("mma=sync")),
+    Case("mlp_bf16_mma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=sync")),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]

@@ -15,6 +15,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.passes.tile.contraction import ScheduleContraction
 from tinyopt.passes.tile.elementwise import ScheduleElementwise
 from tinyopt.passes.tile.knobs import Knobs, check
+from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
 
@@ -34,6 +35,7 @@ class TilePass(Knobs, ModulePass):
         rules = [ScheduleSequentially(knobs)]
         if knobs.schedule == "auto":
             rules = [
+                ScheduleMmaSync(knobs),
                 ScheduleContraction(knobs),
                 ScheduleRowReduction(knobs),
                 ScheduleElementwise(knobs),

@@ -1,0 +1,332 @@
+"""Schedule rule for f16/bf16 contractions on tensor cores: `mma.sync` m16n8k16 with `ldmatrix`.
+
+Taken when the `mma=sync` knob is set and both operand sides of a contraction read f16 or
+bf16 buffers (of one type); other kernels fall through to the next rule.
+
+A block computes a BM×BN output tile walking K in steps of BK. Each step stages the A side
+(BM×BK) and the B side (BK×BN) in shared memory as the input element type: the side's f32
+value (with any fused prologue) is rounded back to f16/bf16, like autocast; a side that is a
+plain load is staged exactly. Out-of-range rows, columns and K are zero-filled, so M, N and K
+need not be tile multiples. Each side is stored in the orientation its global reads are
+contiguous in — `[outer][BK]` (k-major rows) or `[BK][outer]` — so staging uses 16-byte
+vector accesses; `ldmatrix` reads `[outer][BK]` plainly and `[BK][outer]` with `.trans`.
+
+Every shared row is padded by 8 elements (16 bytes): a row is then an odd number of 16-byte
+units long, so the 8 row addresses of one 8×8 `ldmatrix` matrix fall in 8 distinct 16-byte
+bank groups (conflict-free), and every row start stays 16-byte aligned as `ldmatrix` needs.
+
+The block's warps tile the block's output (warp tile WM×WN: 64×32 for BM, BN ≥ 128);
+each warp accumulates (WM/16)×(WN/8) m16n8 fp32 fragments in registers. The epilogue runs
+from the fragment layout: lane l holds rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1 of
+each m16n8 tile, so two adjacent columns are stored together.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, f32
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.contraction import SHARED_LIMIT, Contraction, match_contraction
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+
+WARP = 32
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+"""The tensor-core instruction shape: m16n8k16."""
+
+PAD = 8
+"""Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
+
+
+@dataclass(frozen=True)
+class MmaTiles:
+    """The block tile (bm, bn, bk) and each warp's output tile (wm, wn)."""
+
+    bm: int
+    bn: int
+    bk: int
+    wm: int
+    wn: int
+
+    @property
+    def warps(self) -> int:
+        return (self.bm // self.wm) * (self.bn // self.wn)
+
+    @property
+    def threads(self) -> int:
+        return self.warps * WARP
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of both staged sides in the larger of their two orientations (the pad goes on
+        the contiguous dimension: BK or the side's outer size)."""
+        return sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
+
+
+def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
+    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle."""
+    big = batch * -(-m // 128) * -(-n // 128) >= 132
+    bm = knobs.bm or (128 if big else 64)
+    bn = knobs.bn or (128 if big else 64)
+    bk = knobs.bk or 32
+    # Wide warp tiles reuse each ldmatrix fragment across more mma; narrow blocks still get
+    # at least two warps per dimension where they can. bm, bn are powers of two ≥ 16, so the
+    # warp tile always divides them.
+    wm = 64 if bm >= 128 else max(MMA_M, bm // 2)
+    wn = 32 if bn >= 64 else 2 * MMA_N
+    tiles = MmaTiles(bm, bn, bk, wm, wn)
+    if bk % MMA_K:
+        raise DiagnosticException(
+            f"tile: mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
+        )
+    if tiles.shared_bytes > SHARED_LIMIT:
+        raise DiagnosticException(
+            f"tile: mma=sync with bm={bm} bn={bn} bk={bk} needs {tiles.shared_bytes} bytes of "
+            f"shared memory, more than the {SHARED_LIMIT} a block may declare statically"
+        )
+    return tiles
+
+
+def tensor_core_type(c: Contraction) -> Attribute | None:
+    """Returns f16 or bf16 when every load of both operand sides reads that type and the
+    contraction sums its products, else None (the contraction is left to other rules)."""
+    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
+    types = {load.memref.type.element_type for load in loads}  # type: ignore[attr-defined]
+    if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
+        return None
+    if not _is_sum(c.reduce.combine.block.ops):
+        return None
+    if {c.product.operands[0], c.product.operands[1]} != {c.a_value, c.b_value}:
+        return None
+    return element
+
+
+def _is_sum(ops) -> bool:
+    """Tells whether a combine region is `yield a + b` of its two arguments."""
+    ops = list(ops)
+    if len(ops) != 2 or not isinstance(add := ops[0], arith.AddfOp):
+        return False
+    args = set(add.parent_block().args)  # type: ignore[union-attr]
+    return {add.lhs, add.rhs} == args and list(ops[1].operands) == [add.result]
+
+
+class ScheduleMmaSync(RewritePattern):
+    """Tiles an f16/bf16 contraction over blocks, warps and tensor-core fragments."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
+        if self.knobs.mma != "sync" or not isinstance(op, loop.KernelOp):
+            return
+        if (c := match_contraction(op)) is None or (element := tensor_core_type(c)) is None:
+            return
+        batch, m, n, _ = c.extents
+        t = choose_mma_tiles(self.knobs, batch, m, n)
+        kernel, em, mapping = new_kernel(
+            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
+        )
+        _MmaEmitter(em, c, t, element, self.knobs.vec or 8, mapping).emit()
+        replace_kernel(rewriter, op, kernel)
+
+
+@dataclass
+class _Side:
+    """One staged operand: its loop-level ops, the index it spans besides K, and its buffer."""
+
+    ops: list[Operation]
+    value: SSAValue
+    iv: SSAValue
+    origin: SSAValue
+    extent: int
+    tile: int
+    width: int
+    k_major: bool
+    """True: shared `[outer][BK]` (k contiguous); False: `[BK][outer]`."""
+    smem: SSAValue | None = None
+
+
+class _MmaEmitter:
+    """Emits the tensor-core contraction for one block."""
+
+    def __init__(
+        self,
+        em: Emitter,
+        c: Contraction,
+        t: MmaTiles,
+        element: Attribute,
+        vec: int,
+        mapping: Mapping,
+    ) -> None:
+        self.em, self.c, self.t, self.element = em, c, t, element
+        self.vec, self.mapping = vec, mapping
+        self.batch, self.m, self.n, self.k = c.extents
+        self.k_iv = c.reduce.body.block.args[0]
+
+    def emit(self) -> None:
+        em, c, t, mapping = self.em, self.c, self.t, self.mapping
+        for op in c.prologue:
+            em.op(op.clone(value_mapper=mapping))
+        self.tid = em.value(tile.ThreadIdOp("x"))
+        m0 = em.mul(em.value(tile.BlockIdOp("y")), t.bm)
+        n0 = em.mul(em.value(tile.BlockIdOp("x")), t.bn)
+        if len(c.nest.extents) == 3:
+            mapping[c.nest.body.block.args[0]] = em.value(tile.BlockIdOp("z"))
+        a = self._side(c.a_side, c.a_value, c.m_iv, m0, self.m, t.bm)
+        b = self._side(c.b_side, c.b_value, c.n_iv, n0, self.n, t.bn)
+        lane, warp = em.rem(self.tid, WARP), em.div(self.tid, WARP)
+        self.row0 = em.mul(em.div(warp, t.bn // t.wn), t.wm)
+        self.col0 = em.mul(em.rem(warp, t.bn // t.wn), t.wn)
+        # ldmatrix.x4: lanes 8q..8q+7 address the 8 rows of matrix q; see _fragments.
+        self.r8 = em.rem(lane, 8)
+        self.lo8 = em.mul(em.rem(em.div(lane, 8), 2), 8)
+        self.hi8 = em.mul(em.div(lane, 16), 8)
+        mi, nj = t.wm // MMA_M, t.wn // MMA_N
+        acc = em.value(tile.AllocOp(tile.memref_in([mi, nj, 4], f32, tile.REGISTERS)))
+        init = mapping.get(c.reduce.init[0], c.reduce.init[0])
+        for i in range(mi):
+            for j in range(nj):
+                for r in range(4):
+                    self._store(init, acc, i, j, r)
+        with em.for_loop(0, self.k, t.bk) as (k0, _, _):
+            self._stage(a, k0)
+            self._stage(b, k0)
+            em.op(tile.BarrierOp())
+            with em.for_loop(0, t.bk, MMA_K, unroll=True) as (kk, _, _):
+                self._multiply(a, b, kk, acc)
+                em.op(scf.YieldOp())
+            em.op(tile.BarrierOp())
+            em.op(scf.YieldOp())
+        self._epilogue(acc, em.add(m0, self.row0), em.add(n0, self.col0), lane)
+
+    def _side(
+        self,
+        ops: list[Operation],
+        value: SSAValue,
+        iv: SSAValue,
+        origin: SSAValue,
+        extent: int,
+        size: int,
+    ) -> _Side:
+        """Picks a side's staging orientation (along its contiguous index) and allocates it."""
+        t = self.t
+        along_k = vector_width(ops, self.k_iv, t.bk, self.vec)
+        along_k = along_k if self.k % along_k == 0 else 1
+        along_outer = vector_width(ops, iv, size, self.vec)
+        along_outer = along_outer if extent % along_outer == 0 else 1
+        k_major = along_k >= along_outer
+        side = _Side(ops, value, iv, origin, extent, size, max(along_k, along_outer), k_major)
+        shape = [size, t.bk + PAD] if k_major else [t.bk, size + PAD]
+        side.smem = self.em.value(tile.AllocOp(tile.memref_in(shape, self.element, tile.SHARED)))
+        return side
+
+    def _stage(self, side: _Side, k0: SSAValue) -> None:
+        """Evaluates a side over its outer × BK tile, rounded to the element type, into smem."""
+        em, t, width = self.em, self.t, side.width
+        fast_extent, slow_extent = (t.bk, side.tile) if side.k_major else (side.tile, t.bk)
+        with em.for_loop(self.tid, slow_extent * fast_extent // width, t.threads) as (e, _, _):
+            fast = em.mul(em.rem(e, fast_extent // width), width)
+            slow = em.div(e, fast_extent // width)
+            kk, oo = (fast, slow) if side.k_major else (slow, fast)
+            k, o = em.add(k0, kk), em.add(side.origin, oo)
+            inside = em.value(arith.AndIOp(em.less(k, self.k), em.less(o, side.extent)))
+            with em.if_(inside, [self.element] * width) as (then_block, else_block, if_op):
+                with em.into(then_block):
+                    local = dict(self.mapping) | {self.k_iv: k, side.iv: o}
+                    fast_iv = self.k_iv if side.k_major else side.iv
+                    lanes = LaneEmitter(em, fast_iv, k if side.k_major else o, width).emit(
+                        [*side.ops, loop.YieldOp(side.value)], local
+                    )
+                    em.op(scf.YieldOp(*[self._narrow(lane[0]) for lane in lanes]))
+                assert else_block is not None
+                with em.into(else_block):
+                    zero = em.value(arith.ConstantOp(FloatAttr(0.0, self.element)))
+                    em.op(scf.YieldOp(*[zero] * width))
+            index = [oo, kk] if side.k_major else [kk, oo]
+            assert side.smem is not None
+            if width == 1:
+                em.op(memref.StoreOp.get(if_op.results[0], side.smem, index))
+            else:
+                em.op(tile.VectorStoreOp(list(if_op.results), side.smem, index))
+            em.op(scf.YieldOp())
+
+    def _narrow(self, value: SSAValue) -> SSAValue:
+        """Returns a side value as the element type: the loaded value itself when it was only
+        widened (exact), else rounded to nearest even."""
+        if isinstance(value.owner, arith.ExtFOp) and value.owner.input.type == self.element:
+            return value.owner.input
+        return self.em.value(arith.TruncFOp(value, self.element))
+
+    def _fragments(self, side: _Side, outer: SSAValue, kk: SSAValue, a: bool) -> list[SSAValue]:
+        """Loads the 16(outer)×16(k) block at (outer, kk) of a side with one `ldmatrix.x4`.
+
+        For A the four matrices are (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15):
+        the mma's a0..a3. For B they are (cols 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7),
+        (8-15, 8-15): b0, b1 of the n8 tile at `outer`, then b0, b1 of the one 8 further.
+        Lane 8q + r addresses row r of matrix q; a `[BK][outer]` side is read transposed.
+        """
+        em = self.em
+        outer_offset, k_offset = (self.lo8, self.hi8) if a else (self.hi8, self.lo8)
+        o, k = em.add(outer, outer_offset), em.add(kk, k_offset)
+        if side.k_major:
+            index = [em.add(o, self.r8), k]
+        else:
+            index = [em.add(k, self.r8), o]
+        assert side.smem is not None
+        return list(em.op(tile.LdMatrixOp(side.smem, index, not side.k_major)).results)
+
+    def _multiply(self, a: _Side, b: _Side, kk: SSAValue, acc: SSAValue) -> None:
+        """Accumulates one K step of 16 into every fragment of the warp tile."""
+        em, t = self.em, self.t
+        a_frags = [
+            self._fragments(a, em.add(self.row0, i * MMA_M), kk, a=True)
+            for i in range(t.wm // MMA_M)
+        ]
+        b_frags: list[list[SSAValue]] = []
+        for jj in range(t.wn // (2 * MMA_N)):
+            regs = self._fragments(b, em.add(self.col0, jj * 2 * MMA_N), kk, a=False)
+            b_frags += [regs[:2], regs[2:]]
+        for i, a_regs in enumerate(a_frags):
+            for j, b_regs in enumerate(b_frags):
+                old = [em.value(memref.LoadOp.get(acc, self._at(i, j, r))) for r in range(4)]
+                mma = em.op(tile.MmaSyncOp(self.element, a_regs, b_regs, old))
+                for r, new in enumerate(mma.results):
+                    self._store(new, acc, i, j, r)
+
+    def _at(self, *indices: int) -> list[SSAValue]:
+        return [self.em.index(i) for i in indices]
+
+    def _store(self, value: SSAValue, acc: SSAValue, i: int, j: int, r: int) -> None:
+        self.em.op(memref.StoreOp.get(value, acc, self._at(i, j, r)))
+
+    def _epilogue(self, acc: SSAValue, row0: SSAValue, col0: SSAValue, lane: SSAValue) -> None:
+        """Applies the epilogue to each accumulator from the m16n8 fragment layout."""
+        em, t, c = self.em, self.t, self.c
+        width = vector_width(c.epilogue, c.n_iv, 2, 2)
+        width = width if self.n % width == 0 else 1
+        group = em.add(row0, em.div(lane, 4))
+        pair = em.add(col0, em.mul(em.rem(lane, 4), 2))
+        result = c.reduce.res[0]
+        for i in range(t.wm // MMA_M):
+            for half in range(2):
+                m = em.add(group, i * MMA_M + 8 * half)
+                for j in range(t.wn // MMA_N):
+                    for j0 in range(0, 2, width):
+                        n = em.add(pair, j * MMA_N + j0)
+                        inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
+                        with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                            values = [
+                                em.value(memref.LoadOp.get(acc, self._at(i, j, 2 * half + r)))
+                                for r in range(j0, j0 + width)
+                            ]
+                            local = dict(self.mapping) | {c.m_iv: m}
+                            LaneEmitter(em, c.n_iv, n, width).emit(
+                                c.epilogue, local, [{result: v} for v in values]
+                            )

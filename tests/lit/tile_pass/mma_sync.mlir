@@ -1,0 +1,53 @@
+// RUN: tinyopt %s -p 'fuse,tile{mma=sync}' | filecheck %s
+// RUN: not tinyopt %s -p 'fuse,tile{mma=sync bk=8}' 2>&1 | filecheck %s --check-prefix=BK
+// RUN: not tinyopt %s -p 'fuse,tile{mma=sync bm=256 bn=256 bk=64}' 2>&1 | filecheck %s --check-prefix=SMEM
+
+// relu(x @ w) in bf16 on tensor cores. 64x48 is a small grid, so the block tile is 64x64x32:
+// 4 warps of 32x32, each 2x4 m16n8 fragments (registers 2x4x4 f32). x is contiguous along K:
+// staged [64][32 + 8 pad] with 8-wide vectors and read by plain ldmatrix; w is contiguous
+// along N: staged [32][64 + 8 pad] and read by ldmatrix.trans. One K step of 32 is two mma
+// steps of 16; each loads 2 A and 2 B fragments and issues 2x4 mma.
+
+// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) {
+// CHECK:        %[[AS:.*]] = tile.alloc : memref<64x40xbf16, 3 : i32>
+// CHECK-NEXT:   %[[BS:.*]] = tile.alloc : memref<32x72xbf16, 3 : i32>
+// CHECK:        %[[ACC:.*]] = tile.alloc : memref<2x4x4xf32, 5 : i32>
+// CHECK:        tile.vload %[[X]][%{{.*}}, %{{.*}}] : memref<64x32xbf16> -> bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16
+// CHECK:        arith.constant 0.000000e+00 : bf16
+// CHECK:        tile.vstore(%{{.*}} : bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16), %[[AS]]
+// CHECK:        tile.vload %[[W]]
+// CHECK:        tile.vstore(%{{.*}}), %[[BS]]
+// CHECK:        tile.barrier
+// CHECK-NEXT:   scf.for
+// CHECK-COUNT-2: tile.ldmatrix %[[AS]][%{{.*}}, %{{.*}}] : memref<64x40xbf16, 3 : i32> -> i32, i32, i32, i32
+// CHECK-COUNT-2: tile.ldmatrix %[[BS]][%{{.*}}, %{{.*}}] trans : memref<32x72xbf16, 3 : i32> -> i32, i32, i32, i32
+// CHECK:        %[[C0:.*]] = memref.load %[[ACC]]
+// CHECK:        %[[D0:.*]], %{{.*}}, %{{.*}}, %{{.*}} = tile.mma_sync a[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] b[%{{.*}}, %{{.*}}] c[%[[C0]], %{{.*}}, %{{.*}}, %{{.*}}] : bf16 -> f32, f32, f32, f32
+// CHECK-NEXT:   memref.store %[[D0]], %[[ACC]]
+// CHECK-COUNT-7: tile.mma_sync
+// CHECK-NOT:    tile.mma_sync
+// CHECK:        } {tile.unroll}
+// CHECK-NEXT:   tile.barrier
+// The epilogue stores column pairs 2*(lane%4), +1 of rows lane/4 and lane/4+8.
+// CHECK:        arith.maximumf
+// CHECK:        tile.vstore(%{{.*}}, %{{.*}} : bf16, bf16), %[[OUT]]
+
+// An f32 contraction is not a tensor-core one: mma=sync leaves it to the FMA schedule.
+// CHECK:      tile.kernel @mmf_0
+// CHECK-NOT:  tile.ldmatrix
+// CHECK-NOT:  tile.mma_sync
+// CHECK:      loop.launch @mmf_0
+
+// BK: tile: mma=sync needs bk to be a multiple of 16 (the mma K step), got bk=8
+// SMEM: tile: mma=sync with bm=256 bn=256 bk=64 needs 73728 bytes of shared memory, more than the 49152 a block may declare statically
+
+func.func @mm(%x: tensor<64x32xbf16>, %w: tensor<32x48xbf16>) -> tensor<64x48xbf16> {
+  %m = graph.matmul %x, %w : (tensor<64x32xbf16>, tensor<32x48xbf16>) -> tensor<64x48xbf16>
+  %r = graph.relu %m : tensor<64x48xbf16>
+  func.return %r : tensor<64x48xbf16>
+}
+
+func.func @mmf(%x: tensor<64x32xf32>, %w: tensor<32x48xf32>) -> tensor<64x48xf32> {
+  %m = graph.matmul %x, %w : (tensor<64x32xf32>, tensor<32x48xf32>) -> tensor<64x48xf32>
+  func.return %m : tensor<64x48xf32>
+}
