@@ -158,8 +158,6 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
     group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
     tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, knobs.stages or 2, group)
-    if bm % tm or bn % tn:
-        raise DiagnosticException(f"tile: bm={bm}, bn={bn} must be multiples of tm={tm}, tn={tn}")
     if tm % split or tn % split:
         raise DiagnosticException(f"tile: split={split} must divide tm={tm} and tn={tn}")
     if not 32 <= tiles.threads <= 1024:

@@ -97,7 +97,7 @@ class ScheduleRowReduction(RewritePattern):
     def _group_shape(self, chunks: int, rows: int) -> tuple[int, int]:
         threads = self.knobs.threads
         if not threads:
-            threads = 32 if chunks <= 128 else min(1024, max(64, -(-chunks // 4 + 31) // 32 * 32))
+            threads = 32 if chunks <= 128 else min(1024, max(64, (-(-chunks // 4) + 31) // 32 * 32))
             threads = 1 << (threads - 1).bit_length() if threads > 32 else 32
         rows_per_block = self.knobs.rows
         if not rows_per_block:
