@@ -1,0 +1,52 @@
+"""Runs every SGEMM ladder step and the odd-shape matmul programs once, for compute-sanitizer.
+
+Usage: compute-sanitizer --tool memcheck --error-exitcode 1 python benchmarks/sanitize_matmul.py
+Each kernel also has its output checked against float64 numpy; small shapes keep it fast.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from bench_ladder import LADDER
+
+from tinyopt.backends.check import (
+    device_inputs,
+    errors_against_reference,
+    graph_function,
+    tolerance,
+)
+from tinyopt.backends.cuda.runtime import compile_module
+from tinyopt.compiler import lower
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from programs import CASES, matmul_relu  # noqa: E402
+
+
+def programs() -> list[tuple[str, str, str]]:
+    """Returns (name, program, pipeline): each ladder step at an odd shape, then test matmuls."""
+    out = [
+        (step, matmul_relu(257, 131, 65), f"fuse,tile{{{knobs}}},to-cuda") for step, knobs in LADDER
+    ]
+    out += [(c.id, c.text, c.pipeline) for c in CASES if "matmul" in c.id or "bmm" in c.id]
+    return out
+
+
+def main() -> None:
+    failures = 0
+    for name, text, pipeline in programs():
+        program, module = lower(text, pipeline)
+        graph = graph_function(program)
+        inputs, arrays = device_inputs(graph, seed=3)
+        outputs = compile_module(module).function(graph.sym_name.data)(*arrays)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        errors = errors_against_reference(graph, outputs, inputs)
+        ok = all(e <= tolerance(graph) for e in errors)
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {max(errors):.1e}", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
