@@ -186,9 +186,9 @@ class ScheduleContraction(RewritePattern):
         t = choose_tiles(self.knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         kernel, em, mapping = new_kernel(op, grid, (t.threads, 1, 1))
-        # Two blocks per SM keep the FMA pipes fed while one waits at a barrier: cap registers
-        # at 65536 / (2 * threads) (128 for 256 threads) unless the knob says otherwise.
-        min_blocks = self.knobs.minblocks or (2 if t.threads == 256 else 0)
+        # Several blocks per SM keep the FMA pipes fed while one waits at a barrier: by default
+        # cap registers at 128 per thread (65536 / (128 * threads) blocks per SM).
+        min_blocks = self.knobs.minblocks or max(1, 512 // t.threads)
         if min_blocks:
             kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
         _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping, grid).emit()

@@ -1,0 +1,72 @@
+"""Times FP32 SGEMM knob variants on the issue-3 target shapes against cuBLAS, in one run.
+
+A hand-run search that informs the contraction heuristic (the autotuner will automate it).
+Usage: python benchmarks/bench_sgemm_variants.py [--out variants.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import torch
+from triton.testing import do_bench
+
+from tinyopt.backends.cuda.runtime import compile_module
+from tinyopt.compiler import lower
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from programs import batched_matmul  # noqa: E402
+
+SHAPES = [(1, 4096), (1, 1024), (256, 256), (64, 512)]
+VARIANTS = [
+    "",
+    "bm=128 bn=128 tm=8 tn=8",
+    "bm=128 bn=128 tm=8 tn=8 bk=16",
+    "bm=128 bn=64 tm=8 tn=8",
+    "bm=64 bn=128 tm=8 tn=8",
+    "bm=64 bn=64 tm=8 tn=8",
+    "bm=64 bn=64 tm=4 tn=4",
+    "bm=64 bn=64 tm=8 tn=4",
+    "bm=32 bn=64 tm=4 tn=4",
+    "bm=128 bn=128 tm=8 tn=8 minblocks=1",
+]
+
+
+def median_ms(fn) -> float:
+    return do_bench(fn, warmup=20, rep=200, return_mode="median")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    lines = ["| batch | n | knobs | TFLOP/s | × cuBLAS | rel err |", "|---|---|---|---|---|---|"]
+    for batch, n in SHAPES:
+        a = torch.randn(batch, n, n, device="cuda")
+        b = torch.randn(batch, n, n, device="cuda")
+        ref = a.double() @ b.double()
+        flops = 2 * batch * n**3
+        cublas = median_ms(lambda a=a, b=b: torch.bmm(a, b))
+        lines.append(f"| {batch} | {n} | cuBLAS | {flops / cublas / 1e9:.1f} | 1.00 | |")
+        for knobs in VARIANTS:
+            pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
+            _, module = lower(batched_matmul(batch, n, n, n), pipeline)
+            fn = compile_module(module, poison=False, sync=False).function("bmm")
+            err = ((fn(a, b).double() - ref).norm() / ref.norm()).item()
+            ms = median_ms(lambda fn=fn, a=a, b=b: fn(a, b))
+            lines.append(
+                f"| {batch} | {n} | `{knobs or '(defaults)'}` | {flops / ms / 1e9:.1f} | "
+                f"{cublas / ms:.2f} | {err:.1e} |"
+            )
+            print(lines[-1], flush=True)
+    print("\n".join(lines))
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
