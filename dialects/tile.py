@@ -10,11 +10,15 @@ After `to-cuda`, each kernel is a `tile.cuda_kernel` holding its CUDA C source.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     BFloat16Type,
     DenseArrayBase,
+    DictionaryAttr,
     Float16Type,
     IndexType,
     IntegerAttr,
@@ -28,7 +32,16 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.dialects.utils import AbstractYieldOperation
-from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue, TypeAttribute
+from xdsl.ir import (
+    Attribute,
+    Block,
+    BlockArgument,
+    Dialect,
+    Operation,
+    Region,
+    SSAValue,
+    TypeAttribute,
+)
 from xdsl.irdl import (
     AttrSizedOperandSegments,
     ParsePropInAttrDict,
@@ -140,6 +153,19 @@ class KernelOp(IRDLOperation):
         for arg in self.body.block.args:
             if not isinstance(arg.type, MemRefType) or memory_space(arg.type) != GLOBAL:
                 raise VerifyException(f"{where}: arguments must be global memrefs, got {arg.type}")
+        args = self.body.block.args
+        for spec in tensor_maps(self):
+            if not 0 <= spec.arg < len(args):
+                raise VerifyException(f"{where}: tensor map of argument {spec.arg}, which is none")
+            t = args[spec.arg].type
+            assert isinstance(t, MemRefType)
+            spec.verify(where, t)
+            for use in args[spec.arg].uses:
+                if not isinstance(use.operation, TmaLoadOp):
+                    raise VerifyException(
+                        f"{where}: argument {spec.arg} is passed as a tensor map, so only "
+                        f"tile.tma_load may use it, not {use.operation.name}"
+                    )
 
 
 class _HardwareIndexOp(IRDLOperation):
@@ -190,10 +216,14 @@ class AllocOp(IRDLOperation):
     name = "tile.alloc"
 
     result = result_def(MemRefType)
-    assembly_format = "attr-dict `:` type($result)"
+    dynamic = opt_prop_def(UnitAttr)
+    """Shared memory carved from the kernel's dynamic shared memory (1024-byte aligned), so a
+    block may use more than the 48 KiB that static declarations allow."""
 
-    def __init__(self, t: MemRefType) -> None:
-        super().__init__(result_types=[t])
+    assembly_format = "(`dynamic` $dynamic^)? attr-dict `:` type($result)"
+
+    def __init__(self, t: MemRefType, dynamic: bool = False) -> None:
+        super().__init__(result_types=[t], properties={"dynamic": UnitAttr()} if dynamic else {})
 
     def verify_(self) -> None:
         t = self.result.type
@@ -202,6 +232,8 @@ class AllocOp(IRDLOperation):
             raise VerifyException(
                 f"tile.alloc: memory space must be 3 (shared) or 5 (registers), got {t}"
             )
+        if self.dynamic is not None and memory_space(t) != SHARED:
+            raise VerifyException(f"tile.alloc: only shared memory can be dynamic, got {t}")
 
 
 @irdl_op_definition
@@ -533,6 +565,403 @@ class MmaSyncOp(IRDLOperation):
                 )
 
 
+TENSOR_MAPS = "tile.tensor_maps"
+"""`tile.kernel` attribute: the arguments the kernel receives as TMA tensor maps (a list of
+`{arg, box, swizzle}` dictionaries); the runtime encodes a map for each of them."""
+
+SWIZZLES = (0, 32, 64, 128)
+"""TMA / wgmma shared-memory swizzle widths in bytes (0: none)."""
+
+
+@dataclass(frozen=True)
+class TensorMapArg:
+    """One kernel argument passed as a tensor map: the box (in the memref's dimension order,
+    outermost first) that one `tile.tma_load` copies, and the shared-memory swizzle width."""
+
+    arg: int
+    box: tuple[int, ...]
+    swizzle: int
+
+    def to_attr(self) -> DictionaryAttr:
+        return DictionaryAttr(
+            {
+                "arg": IntegerAttr(self.arg, i64),
+                "box": DenseArrayBase.from_list(i64, list(self.box)),
+                "swizzle": IntegerAttr(self.swizzle, i64),
+            }
+        )
+
+    @staticmethod
+    def from_attr(attr: Attribute) -> TensorMapArg:
+        if not isinstance(attr, DictionaryAttr):
+            raise VerifyException(f"{TENSOR_MAPS} entries must be dictionaries, got {attr}")
+        arg, box, swizzle = (attr.data.get(k) for k in ("arg", "box", "swizzle"))
+        if not (
+            isinstance(arg, IntegerAttr)
+            and isinstance(box, DenseArrayBase)
+            and isinstance(swizzle, IntegerAttr)
+        ):
+            raise VerifyException(
+                f"{TENSOR_MAPS} entries need arg (integer), box (array<i64>) and swizzle "
+                f"(integer), got {attr}"
+            )
+        return TensorMapArg(arg.value.data, tuple(box.get_values()), swizzle.value.data)
+
+    def verify(self, where: str, t: MemRefType) -> None:
+        """Raises VerifyException when the box or swizzle is not one TMA can copy."""
+        if len(self.box) != t.get_num_dims():
+            raise VerifyException(
+                f"{where}: tensor map box {list(self.box)} of argument {self.arg} must have "
+                f"one size per dimension of {t}"
+            )
+        if any(not 1 <= b <= 256 for b in self.box):
+            raise VerifyException(f"{where}: tensor map box sizes must be in [1, 256]")
+        if self.swizzle not in SWIZZLES:
+            raise VerifyException(f"{where}: swizzle must be one of {SWIZZLES} bytes")
+        inner = self.box[-1] * _element_bits(t.element_type) // 8
+        if self.swizzle and inner > self.swizzle:
+            raise VerifyException(
+                f"{where}: the box's inner extent ({inner} bytes) exceeds the {self.swizzle}-byte "
+                "swizzle span"
+            )
+        if inner % 16:
+            raise VerifyException(
+                f"{where}: the box's inner extent ({inner} bytes) is not a multiple of 16 bytes"
+            )
+
+    @property
+    def box_elements(self) -> int:
+        return math.prod(self.box)
+
+
+def tensor_maps(kernel: Operation) -> list[TensorMapArg]:
+    """Returns the tensor-map arguments a `tile.kernel` (or `tile.cuda_kernel`) declares."""
+    attr = kernel.attributes.get(TENSOR_MAPS)
+    if attr is None:
+        return []
+    if not isinstance(attr, ArrayAttr):
+        raise VerifyException(f"{TENSOR_MAPS} must be an array, got {attr}")
+    return [TensorMapArg.from_attr(a) for a in attr.data]
+
+
+def set_tensor_maps(kernel: Operation, specs: Sequence[TensorMapArg]) -> None:
+    """Records which arguments of a kernel are passed as tensor maps."""
+    kernel.attributes[TENSOR_MAPS] = ArrayAttr([s.to_attr() for s in specs])
+
+
+def _check_shared_index(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    if memory_space(t) != SHARED:
+        raise VerifyException(f"{op.name}: {t} must be in shared memory")
+    if len(indices) != t.get_num_dims():
+        raise VerifyException(
+            f"{op.name}: {len(indices)} indices for a rank-{t.get_num_dims()} buffer"
+        )
+
+
+def _check_barrier(op: Operation, bars: SSAValue, index: SSAValue) -> None:
+    t = bars.type
+    assert isinstance(t, MemRefType)
+    if t.element_type != i64 or t.get_num_dims() != 1:
+        raise VerifyException(f"{op.name}: barriers must be a 1-D shared i64 buffer, got {t}")
+    _check_shared_index(op, bars, [index])
+
+
+class _BarrierOp(IRDLOperation):
+    """Base of ops on one mbarrier: element `index` of a 1-D shared i64 buffer."""
+
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+
+    def verify_(self) -> None:
+        _check_barrier(self, self.bars, self.index)
+
+
+@irdl_op_definition
+class MbarrierInitOp(_BarrierOp):
+    """Initializes an mbarrier to expect `count` arrivals per phase (`mbarrier.init`)."""
+
+    name = "tile.mbarrier_init"
+    count = prop_def(IntegerAttr)
+    assembly_format = "$bars `[` $index `]` `count` $count attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, count: int) -> None:
+        super().__init__(operands=[bars, index], properties={"count": IntegerAttr(count, i64)})
+
+
+@irdl_op_definition
+class MbarrierArriveExpectTxOp(_BarrierOp):
+    """Arrives on an mbarrier and adds `bytes` to the transaction count the phase waits for
+    (`mbarrier.arrive.expect_tx`): the bytes of the TMA copies that complete on it."""
+
+    name = "tile.mbarrier_arrive_expect_tx"
+    bytes = prop_def(IntegerAttr)
+    assembly_format = "$bars `[` $index `]` `bytes` $bytes attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, nbytes: int) -> None:
+        super().__init__(operands=[bars, index], properties={"bytes": IntegerAttr(nbytes, i64)})
+
+
+@irdl_op_definition
+class MbarrierArriveOp(_BarrierOp):
+    """Arrives on an mbarrier (`mbarrier.arrive`)."""
+
+    name = "tile.mbarrier_arrive"
+    assembly_format = "$bars `[` $index `]` attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue) -> None:
+        super().__init__(operands=[bars, index])
+
+
+@irdl_op_definition
+class MbarrierWaitOp(IRDLOperation):
+    """Waits until the mbarrier phase of parity `parity % 2` has completed (a loop on
+    `mbarrier.try_wait.parity`); the phase before a fresh barrier's first counts as complete."""
+
+    name = "tile.mbarrier_wait"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    parity = operand_def(IndexType)
+    assembly_format = "$bars `[` $index `]` `,` $parity attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, parity: SSAValue) -> None:
+        super().__init__(operands=[bars, index, parity])
+
+    def verify_(self) -> None:
+        _check_barrier(self, self.bars, self.index)
+
+
+@irdl_op_definition
+class FenceProxyAsyncOp(IRDLOperation):
+    """Makes this thread's shared-memory writes (mbarrier init included) visible to the async
+    proxy: TMA and wgmma (`fence.proxy.async.shared::cta`)."""
+
+    name = "tile.fence_proxy_async"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class TmaLoadOp(IRDLOperation):
+    """Copies the tensor-map box whose first element is `src[coords]` into shared memory at
+    `dst[indices]` (`cp.async.bulk.tensor`), completing its bytes on mbarrier `bars[bar]`.
+
+    `src` is a kernel argument the kernel passes as a tensor map; elements outside `src` are
+    filled with zeros. The box is written in order (row-major), swizzled as the map says.
+    """
+
+    name = "tile.tma_load"
+
+    src = operand_def(MemRefType)
+    coords = var_operand_def(IndexType)
+    dst = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    bars = operand_def(MemRefType)
+    bar = operand_def(IndexType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$src `[` $coords `]` `->` $dst `[` $indices `]` `,` $bars `[` $bar `]` attr-dict "
+        "`:` type($src) `->` type($dst) `,` type($bars)"
+    )
+
+    def __init__(
+        self,
+        src: SSAValue,
+        coords: Sequence[SSAValue],
+        dst: SSAValue,
+        indices: Sequence[SSAValue],
+        bars: SSAValue,
+        bar: SSAValue,
+    ) -> None:
+        super().__init__(operands=[src, coords, dst, indices, bars, bar])
+
+    def spec(self) -> TensorMapArg:
+        """Returns the tensor map of the source argument (VerifyException when it has none)."""
+        kernel = self.parent_op()
+        while kernel is not None and not isinstance(kernel, KernelOp):
+            kernel = kernel.parent_op()
+        if kernel is None or not isinstance(self.src, BlockArgument):
+            raise VerifyException("tile.tma_load: the source must be an argument of a tile.kernel")
+        for spec in tensor_maps(kernel):
+            if spec.arg == self.src.index:
+                return spec
+        raise VerifyException(
+            f"tile.tma_load: argument {self.src.index} is not passed as a tensor map "
+            f"(list it in {TENSOR_MAPS})"
+        )
+
+    def verify_(self) -> None:
+        src, dst = self.src.type, self.dst.type
+        assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
+        if memory_space(src) != GLOBAL:
+            raise VerifyException(f"tile.tma_load: the source must be global memory, got {src}")
+        if len(self.coords) != src.get_num_dims():
+            raise VerifyException(
+                f"tile.tma_load: {len(self.coords)} coordinates for a rank-{src.get_num_dims()} "
+                "tensor"
+            )
+        if len(self.coords) > 5:
+            raise VerifyException("tile.tma_load: tensor maps have at most 5 dimensions")
+        if src.element_type != dst.element_type:
+            raise VerifyException(
+                f"tile.tma_load: element types differ: {src.element_type} -> {dst.element_type}"
+            )
+        _check_shared_index(self, self.dst, self.indices)
+        _check_barrier(self, self.bars, self.bar)
+        self.spec()
+
+
+WGMMA_M, WGMMA_K = 64, 16
+"""A 16-bit `wgmma.mma_async` is m64nNk16: 64 rows per warpgroup, K steps of 16."""
+
+WGMMA_N = (8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)
+"""The N sizes the rule may use (multiples of 8 up to 256; of 16 from 128 on, as for .f32)."""
+
+
+@irdl_op_definition
+class WgmmaOp(IRDLOperation):
+    """One warpgroup-wide `wgmma.mma_async.m64nNk16` with fp32 accumulators: acc += A·B.
+
+    A (64×16, K-major) starts at `a[a_indices]`, B (16×N) at `b[b_indices]`, both in 128-byte
+    swizzled shared memory described by matrix descriptors: `a_sbo` is the byte distance
+    between A's 8-row groups; B is K-major (`b_mn_major` absent: `b_sbo` between 8-row groups
+    of N) or N-major (`b_mn_major`: `b_lbo` between 64-column chunks of N, `b_sbo` between
+    8-row groups of K). `acc` holds the N/2 fp32 accumulators of each thread in the PTX
+    layout: element r of thread t is row 16(t/32 % 4) + t%32/4 + 8(r/2 % 2), column
+    8(r/4) + 2(t%4) + r%2. The op is asynchronous: see `tile.wgmma_commit` / `wgmma_wait`.
+    """
+
+    name = "tile.wgmma"
+
+    acc = operand_def(MemRefType)
+    a = operand_def(MemRefType)
+    a_indices = var_operand_def(IndexType)
+    b = operand_def(MemRefType)
+    b_indices = var_operand_def(IndexType)
+    n = prop_def(IntegerAttr)
+    a_sbo = prop_def(IntegerAttr)
+    b_lbo = prop_def(IntegerAttr)
+    b_sbo = prop_def(IntegerAttr)
+    b_mn_major = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$acc `,` $a `[` $a_indices `]` `,` $b `[` $b_indices `]` (`mn_major` $b_mn_major^)? "
+        "attr-dict `:` type($acc) `,` type($a) `,` type($b)"
+    )
+
+    def __init__(
+        self,
+        acc: SSAValue,
+        a: SSAValue,
+        a_indices: Sequence[SSAValue],
+        b: SSAValue,
+        b_indices: Sequence[SSAValue],
+        n: int,
+        a_sbo: int,
+        b_lbo: int,
+        b_sbo: int,
+        b_mn_major: bool,
+    ) -> None:
+        props: dict[str, Attribute] = {
+            "n": IntegerAttr(n, i64),
+            "a_sbo": IntegerAttr(a_sbo, i64),
+            "b_lbo": IntegerAttr(b_lbo, i64),
+            "b_sbo": IntegerAttr(b_sbo, i64),
+        }
+        if b_mn_major:
+            props["b_mn_major"] = UnitAttr()
+        super().__init__(operands=[acc, a, a_indices, b, b_indices], properties=props)
+
+    @property
+    def element(self) -> Attribute:
+        t = self.a.type
+        assert isinstance(t, MemRefType)
+        return t.element_type
+
+    def verify_(self) -> None:
+        acc = self.acc.type
+        assert isinstance(acc, MemRefType)
+        n = self.n.value.data
+        if n not in WGMMA_N:
+            raise VerifyException(f"tile.wgmma: N must be one of {WGMMA_N}, got {n}")
+        if memory_space(acc) != REGISTERS or acc.element_type != f32:
+            raise VerifyException(f"tile.wgmma: the accumulator must be f32 registers, got {acc}")
+        if acc.get_shape() != (n // 2,):
+            raise VerifyException(
+                f"tile.wgmma: m64n{n} needs {n // 2} accumulators per thread, got {acc}"
+            )
+        _check_shared_index(self, self.a, self.a_indices)
+        _check_shared_index(self, self.b, self.b_indices)
+        b = self.b.type
+        assert isinstance(b, MemRefType)
+        if not isinstance(self.element, Float16Type | BFloat16Type) or b.element_type != (
+            self.element
+        ):
+            raise VerifyException(
+                f"tile.wgmma: A and B must both hold f16 or both bf16, got {self.element} and "
+                f"{b.element_type}"
+            )
+        for what in ("a_sbo", "b_lbo", "b_sbo"):
+            value = getattr(self, what).value.data
+            if value <= 0 or value % 16 or value >= 1 << 18:
+                raise VerifyException(
+                    f"tile.wgmma: {what} must be a positive multiple of 16 below 2^18, got {value}"
+                )
+
+
+@irdl_op_definition
+class WgmmaFenceOp(IRDLOperation):
+    """Orders register accesses before the warpgroup's next wgmma (`wgmma.fence`)."""
+
+    name = "tile.wgmma_fence"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class WgmmaCommitOp(IRDLOperation):
+    """Commits the warpgroup's issued wgmma ops as one group (`wgmma.commit_group`)."""
+
+    name = "tile.wgmma_commit"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class WgmmaWaitOp(IRDLOperation):
+    """Waits until at most `pending` committed wgmma groups are in flight (`wgmma.wait_group`)."""
+
+    name = "tile.wgmma_wait"
+    pending = prop_def(IntegerAttr)
+    assembly_format = "$pending attr-dict"
+
+    def __init__(self, pending: int) -> None:
+        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
+
+
+@irdl_op_definition
+class SetMaxNRegOp(IRDLOperation):
+    """Raises (`inc`) or lowers the warpgroup's register budget to `count` (`setmaxnreg`)."""
+
+    name = "tile.setmaxnreg"
+    count = prop_def(IntegerAttr)
+    inc = opt_prop_def(UnitAttr)
+    assembly_format = "(`inc` $inc^)? $count attr-dict"
+
+    def __init__(self, count: int, inc: bool) -> None:
+        props: dict[str, Attribute] = {"count": IntegerAttr(count, i64)}
+        if inc:
+            props["inc"] = UnitAttr()
+        super().__init__(properties=props)
+
+    def verify_(self) -> None:
+        count = self.count.value.data
+        if not 24 <= count <= 256 or count % 8:
+            raise VerifyException(
+                f"tile.setmaxnreg: count must be a multiple of 8 in [24, 256], got {count}"
+            )
+
+
 def new_block_region(arg_types: Sequence[Attribute]) -> Region:
     """Returns a region with one empty block taking arguments of the given types."""
     return Region(Block(arg_types=arg_types))
@@ -554,6 +983,17 @@ Tile = Dialect(
         CudaKernelOp,
         LdMatrixOp,
         MmaSyncOp,
+        MbarrierInitOp,
+        MbarrierArriveExpectTxOp,
+        MbarrierArriveOp,
+        MbarrierWaitOp,
+        FenceProxyAsyncOp,
+        TmaLoadOp,
+        WgmmaOp,
+        WgmmaFenceOp,
+        WgmmaCommitOp,
+        WgmmaWaitOp,
+        SetMaxNRegOp,
     ],
     [],
 )

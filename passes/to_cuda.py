@@ -8,6 +8,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
+from tinyopt.backends.cuda.hopper import dynamic_layout
 from tinyopt.backends.cuda.printer import kernel_source
 from tinyopt.dialects import loop, tile
 
@@ -17,9 +18,11 @@ class ToCudaPass(ModulePass):
     """Prints each top-level `tile.kernel` as CUDA C into a `tile.cuda_kernel` of the same name.
 
     Host functions keep launching the kernels by name with `loop.launch`. The launch shape is
-    kept; `smem` (dynamic shared memory bytes) is 0 because shared arrays are declared
-    statically in the source. A `loop.kernel` (not tiled) or an op without a CUDA C form raises
-    a `DiagnosticException` naming it, before the module is changed.
+    kept; `smem` is the bytes of dynamic shared memory the kernel's `tile.alloc dynamic`
+    buffers need (0 when all are static), and the `tile.tensor_maps` attribute (which arguments
+    the runtime passes as TMA tensor maps) is carried over. A `loop.kernel` (not tiled) or an
+    op without a CUDA C form raises a `DiagnosticException` naming it, before the module is
+    changed.
     """
 
     name = "to-cuda"
@@ -37,9 +40,10 @@ class ToCudaPass(ModulePass):
         # Every kernel is printed before any is replaced, so a failure leaves the module as is.
         sources = [kernel_source(kernel) for kernel in kernels]
         for kernel, source in zip(kernels, sources, strict=True):
-            Rewriter.replace_op(
-                kernel,
-                tile.CudaKernelOp(
-                    kernel.sym_name.data, kernel.grid_size, kernel.block_size, 0, source
-                ),
+            _, smem = dynamic_layout(kernel)
+            printed = tile.CudaKernelOp(
+                kernel.sym_name.data, kernel.grid_size, kernel.block_size, smem, source
             )
+            if tile.TENSOR_MAPS in kernel.attributes:
+                printed.attributes[tile.TENSOR_MAPS] = kernel.attributes[tile.TENSOR_MAPS]
+            Rewriter.replace_op(kernel, printed)

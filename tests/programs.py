@@ -94,6 +94,24 @@ def mlp(m: int, d: int, h: int, dtype: str = "f32") -> str:
 }}"""
 
 
+def matmul_plain(m: int, n: int, k: int, dtype: str = "bf16", b_layout: str = "kn") -> str:
+    """`relu(x @ w)` with w `[K, N]` (`kn`), or `linear(x, w, bias)` with torch-layout w
+    `[N, K]` (`nk`): operands are plain loads, as TMA (mma=wgmma) needs."""
+    x, y = _t((m, k), dtype), _t((m, n), dtype)
+    if b_layout == "nk":
+        w, b = _t((n, k), dtype), _t((n,), dtype)
+        return f"""func.func @linear(%x: {x}, %w: {w}, %b: {b}) -> {y} {{
+  %y = graph.linear %x, %w, %b : ({x}, {w}, {b}) -> {y}
+  func.return %y : {y}
+}}"""
+    w = _t((k, n), dtype)
+    return f"""func.func @matmul(%x: {x}, %w: {w}) -> {y} {{
+  %m = graph.matmul %x, %w : ({x}, {w}) -> {y}
+  %r = graph.relu %m : {y}
+  func.return %r : {y}
+}}"""
+
+
 @dataclass(frozen=True)
 class Case:
     """A program, the pipeline that lowers it, and a short id for test names."""
@@ -163,6 +181,30 @@ CASES = [
     ),
     Case("bmm_bf16_mma_3x65x33x47", batched_matmul(3, 65, 33, 47, "bf16"), tile_with("mma=sync")),
     Case("mlp_bf16_mma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=sync")),
+    # Hopper (mma=wgmma): TMA zero-fills the tile edges of M, N and K; B [K, N] is read
+    # N-major, torch-layout [N, K] weights K-major; batches are 3-D tensor maps.
+    Case("matmul_bf16_wgmma_1000", matmul_plain(1000, 1000, 1000), tile_with("mma=wgmma")),
+    Case(
+        "matmul_f16_wgmma_513x264x136",
+        matmul_plain(513, 264, 136, "f16"),
+        tile_with("mma=wgmma bn=128 stages=3"),
+    ),
+    Case(
+        "linear_bf16_wgmma_256x512x64",
+        matmul_plain(256, 512, 64, "bf16", "nk"),
+        tile_with("mma=wgmma"),
+    ),
+    Case(
+        "linear_bf16_wgmma_ws0_200x320x72",
+        matmul_plain(200, 320, 72, "bf16", "nk"),
+        tile_with("mma=wgmma ws=0 bm=64 bn=64 stages=2"),
+    ),
+    Case(
+        "bmm_bf16_wgmma_3x65x64x40",
+        batched_matmul(3, 65, 64, 40, "bf16"),
+        tile_with("mma=wgmma ws=0"),
+    ),
+    Case("mlp_bf16_wgmma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=wgmma")),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]

@@ -4,8 +4,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from cuda.bindings import driver
-from cuda.core import Buffer, Device, LaunchConfig, ObjectCode, Stream, launch
+from cuda.core import Buffer, Device, LaunchConfig, ObjectCode, Stream, TensorMapDescriptor, launch
 from cuda.core import Kernel as CoreKernel
+from cuda.core._tensor_map import TensorMapDataType, TensorMapSwizzle
 from cuda.core.utils import StridedMemoryView
 
 from tinyopt.backends.cuda.errors import (
@@ -94,8 +95,51 @@ def device_pointer(array: object, stream: Stream) -> int:
     return view.ptr
 
 
+_TMA_TYPES = {
+    "float32": TensorMapDataType.FLOAT32,
+    "float16": TensorMapDataType.FLOAT16,
+    "bfloat16": TensorMapDataType.BFLOAT16,
+}
+_TMA_SWIZZLES = {
+    0: TensorMapSwizzle.NONE,
+    32: TensorMapSwizzle.SWIZZLE_32B,
+    64: TensorMapSwizzle.SWIZZLE_64B,
+    128: TensorMapSwizzle.SWIZZLE_128B,
+}
+_STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+
+
+def tensor_map(
+    pointer: int, shape: Sequence[int], dtype_name: str, box: Sequence[int], swizzle: int
+) -> TensorMapDescriptor:
+    """Encode the TMA tensor map of a C-contiguous device buffer for copies of `box`
+    (dimensions in shape order) into shared memory swizzled by `swizzle` bytes (0: none).
+
+    Elements outside the buffer read as zeros. The map refers to `pointer`; it is valid as
+    long as the buffer is.
+    """
+    storage = np.dtype(_STORAGE[dtype_name])
+    nbytes = int(np.prod(shape, dtype=np.int64)) * storage.itemsize
+    view = StridedMemoryView.from_buffer(
+        Buffer.from_handle(pointer, nbytes), tuple(shape), dtype=storage
+    )
+    try:
+        return view.as_tensor_map(
+            tuple(box), data_type=_TMA_TYPES[dtype_name], swizzle=_TMA_SWIZZLES[swizzle]
+        )
+    except Exception as exc:  # cuda.core raises ValueError or its CUDAError
+        raise CudaArgumentError(
+            f"cannot encode a tensor map of a {list(shape)} {dtype_name} buffer with box "
+            f"{list(box)}: {exc}"
+        ) from exc
+
+
 class Kernel:
-    """One kernel of a cubin with a fixed grid, block and dynamic shared memory size."""
+    """One kernel of a cubin with a fixed grid, block and dynamic shared memory size.
+
+    `tensor_maps` maps a parameter position to the (box, swizzle) of the TMA tensor map the
+    kernel takes there instead of a pointer.
+    """
 
     def __init__(
         self,
@@ -104,12 +148,14 @@ class Kernel:
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
         smem_bytes: int = 0,
+        tensor_maps: dict[int, tuple[tuple[int, ...], int]] | None = None,
     ) -> None:
         self.cubin = cubin
         self.name = name
         self.grid = tuple(grid)
         self.block = tuple(block)
         self.smem_bytes = smem_bytes
+        self.tensor_maps = tensor_maps or {}
         self._function: CoreKernel | None = None
 
     def function(self) -> CoreKernel:
@@ -131,17 +177,35 @@ class Kernel:
             self._function = function
         return self._function
 
-    def launch(self, pointers: Sequence[int], stream: Stream) -> None:
-        """Queue one launch on `stream` with raw device pointers as the kernel parameters."""
+    def launch(
+        self,
+        pointers: Sequence[int],
+        stream: Stream,
+        buffers: Sequence[tuple[tuple[int, ...], str]] = (),
+    ) -> None:
+        """Queue one launch on `stream` with raw device pointers as the kernel parameters.
+
+        `buffers` gives each pointer's (shape, dtype name); the kernel's tensor-map
+        parameters need it to encode their maps.
+        """
         function = self.function()
         if function.num_arguments != len(pointers):
             raise CudaArgumentError(
                 f"kernel '{self.name}' takes {function.num_arguments} parameters, "
                 f"got {len(pointers)} buffers"
             )
+        args: list[object] = [np.uint64(p) for p in pointers]
+        for position, (box, swizzle) in self.tensor_maps.items():
+            if position >= len(buffers):
+                raise CudaArgumentError(
+                    f"kernel '{self.name}' takes a tensor map as parameter {position}: "
+                    "launch it with the buffers' shapes"
+                )
+            shape, dtype_name = buffers[position]
+            args[position] = tensor_map(pointers[position], shape, dtype_name, box, swizzle)
         config = LaunchConfig(grid=self.grid, block=self.block, shmem_size=self.smem_bytes)
         try:
-            launch(stream, config, function, *(np.uint64(p) for p in pointers))
+            launch(stream, config, function, *args)
         except Exception as exc:  # cuda.core reports launch failures as its CUDAError
             raise CudaLaunchError(f"launching kernel '{self.name}' failed: {exc}") from exc
 

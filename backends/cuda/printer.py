@@ -32,10 +32,11 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     UnregisteredOp,
 )
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.utils.base_printer import BasePrinter
 from xdsl.utils.exceptions import DiagnosticException
 
+from tinyopt.backends.cuda import hopper
 from tinyopt.dialects import tile
 
 VEC_TYPE = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_vec { T v[N]; };"
@@ -150,8 +151,9 @@ ule une uno true (in order). C's `<` etc. are false on NaN (ordered) and `!=` is
 
 _UNSIGNED = {"int": "unsigned", "long long": "unsigned long long", "bool": "bool"}
 
-_RESERVED = frozenset(
-    """auto bool break case char const continue default do double else enum extern false float
+_RESERVED = (
+    frozenset(
+        """auto bool break case char const continue default do double else enum extern false float
     for goto if inline int long register restrict return short signed sizeof static struct switch
     template this true typedef union unsigned void volatile while alignas alignof asm catch class
     constexpr delete explicit friend mutable namespace new nullptr operator private protected
@@ -160,7 +162,10 @@ _RESERVED = frozenset(
     bitand bitor compl not not_eq or or_eq xor xor_eq threadIdx blockIdx blockDim gridDim
     warpSize max min INFINITY tinyopt_vec tinyopt_ldmatrix_x4 tinyopt_ldmatrix_x4_trans
     tinyopt_mma_f16 tinyopt_mma_bf16""".split()
-) | frozenset(_FLOAT_CALLS.values())
+    )
+    | frozenset(_FLOAT_CALLS.values())
+    | frozenset(hopper.HELPER_NAMES)
+)
 """Names a local must not take: C++ keywords, CUDA built-ins, and the functions we call."""
 
 
@@ -250,13 +255,29 @@ def _is_vector_accessed(buffer: SSAValue) -> bool:
 
 
 def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
-    """Returns the inline-PTX device functions of the kernel's `ldmatrix` / `mma.sync` ops."""
+    """Returns the inline-PTX device functions of the kernel's tensor-core, mbarrier and TMA
+    ops (`ldmatrix`, `mma.sync`, `wgmma`, `cp.async.bulk.tensor`)."""
     helpers: dict[str, None] = {}
+    if tile.tensor_maps(kernel):
+        helpers[hopper.TENSOR_MAP_STRUCT] = None
     for op in kernel.walk():
         if isinstance(op, tile.LdMatrixOp):
             helpers[ldmatrix_helper(op.trans is not None)] = None
         elif isinstance(op, tile.MmaSyncOp):
             helpers[mma_helper(str(op.element))] = None
+        elif isinstance(
+            op,
+            tile.MbarrierInitOp
+            | tile.MbarrierArriveOp
+            | tile.MbarrierArriveExpectTxOp
+            | tile.MbarrierWaitOp,
+        ):
+            helpers |= dict.fromkeys(hopper.mbarrier_helpers())
+        elif isinstance(op, tile.TmaLoadOp):
+            helpers[hopper.tma_load_helper(len(op.coords))] = None
+        elif isinstance(op, tile.WgmmaOp):
+            helpers[hopper.wgmma_desc_helper()] = None
+            helpers[hopper.wgmma_helper(op)] = None
     return list(helpers)
 
 
@@ -280,6 +301,8 @@ class CudaPrinter(BasePrinter[str]):
         self.targets: list[Sequence[str]] = []
         self.count = 0
         self.started = False
+        self.tensor_maps = {spec.arg for spec in tile.tensor_maps(kernel)}
+        self.dynamic, _ = hopper.dynamic_layout(kernel)
 
     # --- lines, names, types ---------------------------------------------------------------
 
@@ -428,6 +451,15 @@ class CudaPrinter(BasePrinter[str]):
                 f"__launch_bounds__({math.prod(op.block_size)}, {min_blocks.value.data})"
             )
         with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
+            if self.dynamic:
+                smem, base = hopper.DYNAMIC_SMEM, hopper.DYNAMIC_BASE
+                align = hopper.DYNAMIC_ALIGN
+                self.line(f"extern __shared__ __align__({align}) unsigned char {smem}[];")
+                self.line(f"// dynamic buffers start {align}-byte aligned in shared memory")
+                self.line(
+                    f"unsigned char* {base} = {smem} + "
+                    f"(({align} - (unsigned)__cvta_generic_to_shared({smem}) % {align}) % {align});"
+                )
             self.print_block(op.body.block.ops)
 
     def print_prelude(self) -> None:
@@ -447,9 +479,12 @@ class CudaPrinter(BasePrinter[str]):
         self.line("")
 
     def parameter(self, buffer: SSAValue) -> str:
-        """Returns the C parameter of a kernel buffer: a restricted pointer to its elements."""
+        """Returns the C parameter of a kernel buffer: a restricted pointer to its elements, or
+        the tensor map (passed by value) of a buffer only TMA reads."""
         t = buffer.type
         assert isinstance(t, MemRefType)
+        if isinstance(buffer, BlockArgument) and buffer.index in self.tensor_maps:
+            return f"const __grid_constant__ CUtensorMap {self.define(buffer)}"
         const = "const " if _is_read_only(buffer) else ""
         return f"{const}{self.ctype(t.element_type)}* __restrict__ {self.define(buffer)}"
 
@@ -548,6 +583,14 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: tile.AllocOp) -> None:
         t = op.result.type
         assert isinstance(t, MemRefType)
+        if op in self.dynamic:
+            element, name = self.ctype(t.element_type), self.define(op.result)
+            inner = "".join(f"[{d}]" for d in t.get_shape()[1:])
+            address = f"{hopper.DYNAMIC_BASE} + {self.dynamic[op]}"
+            self.line(
+                f"{element} (*{name}){inner} = reinterpret_cast<{element} (*){inner}>({address});"
+            )
+            return
         shared = "__shared__ " if tile.memory_space(t) == tile.SHARED else ""
         align = "alignas(16) " if _is_vector_accessed(op.result) else ""
         dims = "".join(f"[{d}]" for d in t.get_shape())
@@ -602,6 +645,68 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"float {', '.join(results)};")
         args = ", ".join(self.expr(v) for v in (*op.a, *op.b, *op.c))
         self.line(f"tinyopt_mma_{op.element}({', '.join(results)}, {args});")
+
+    # --- Hopper: mbarriers, TMA, wgmma -------------------------------------------------------
+
+    def barrier(self, op: tile.MbarrierInitOp | tile.MbarrierArriveOp | tile.MbarrierWaitOp) -> str:
+        """Returns the address of an mbarrier op's barrier."""
+        return f"&{self.element(op.bars, [op.index])}"
+
+    @print_op.register
+    def _(self, op: tile.MbarrierInitOp) -> None:
+        self.line(f"tinyopt_mbarrier_init({self.barrier(op)}, {op.count.value.data});")
+
+    @print_op.register
+    def _(self, op: tile.MbarrierArriveExpectTxOp) -> None:
+        bar = f"&{self.element(op.bars, [op.index])}"
+        self.line(f"tinyopt_mbarrier_arrive_expect_tx({bar}, {op.bytes.value.data});")
+
+    @print_op.register
+    def _(self, op: tile.MbarrierArriveOp) -> None:
+        self.line(f"tinyopt_mbarrier_arrive({self.barrier(op)});")
+
+    @print_op.register
+    def _(self, op: tile.MbarrierWaitOp) -> None:
+        self.line(f"tinyopt_mbarrier_wait({self.barrier(op)}, {self.expr(op.parity)});")
+
+    @print_op.register
+    def _(self, op: tile.FenceProxyAsyncOp) -> None:
+        self.line('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
+
+    @print_op.register
+    def _(self, op: tile.TmaLoadOp) -> None:
+        dst = f"&{self.element(op.dst, op.indices)}"
+        bar = f"&{self.element(op.bars, [op.bar])}"
+        coords = ", ".join(self.expr(c) for c in reversed(op.coords))
+        rank = len(op.coords)
+        self.line(f"tinyopt_tma_load_{rank}d({dst}, &{self.expr(op.src)}, {bar}, {coords});")
+
+    @print_op.register
+    def _(self, op: tile.WgmmaOp) -> None:
+        a = f"&{self.element(op.a, op.a_indices)}"
+        b = f"&{self.element(op.b, op.b_indices)}"
+        a_desc = f"tinyopt_wgmma_desc({a}, 16, {op.a_sbo.value.data})"
+        b_desc = f"tinyopt_wgmma_desc({b}, {op.b_lbo.value.data}, {op.b_sbo.value.data})"
+        self.line(f"{hopper.wgmma_name(op)}({self.expr(op.acc)}, {a_desc}, {b_desc});")
+
+    @print_op.register
+    def _(self, op: tile.WgmmaFenceOp) -> None:
+        self.line('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");')
+
+    @print_op.register
+    def _(self, op: tile.WgmmaCommitOp) -> None:
+        self.line('asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");')
+
+    @print_op.register
+    def _(self, op: tile.WgmmaWaitOp) -> None:
+        pending = op.pending.value.data
+        self.line(f'asm volatile("wgmma.wait_group.sync.aligned {pending};" ::: "memory");')
+
+    @print_op.register
+    def _(self, op: tile.SetMaxNRegOp) -> None:
+        direction = "inc" if op.inc is not None else "dec"
+        count = op.count.value.data
+        self.line(f'asm volatile("setmaxnreg.{direction}.sync.aligned.u32 {count};");')
 
     # --- control flow ----------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from tinyopt.backends.cuda.launch import (
     upload,
 )
 from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
+from tinyopt.dialects import tile
 
 # element type -> (dtype name checked on arrays, numpy storage dtype)
 _ELEMENT_TYPES = {
@@ -90,10 +91,11 @@ class _Alloc:
 
 @dataclass(frozen=True)
 class _Launch:
-    """Launch `kernel` on the buffers bound to `operands`."""
+    """Launch `kernel` on the buffers bound to `operands` (of `types`)."""
 
     kernel: Kernel
     operands: tuple[SSAValue, ...]
+    types: tuple[_BufferType, ...]
 
 
 class _NumpyFrame:
@@ -191,7 +193,8 @@ class HostFunction:
                 callee = inner.properties["callee"].root_reference.data
                 if callee not in kernels:
                     raise CudaModuleError(f"@{self.name} launches @{callee}, which is no kernel")
-                self.steps.append(_Launch(kernels[callee], tuple(inner.operands)))
+                types = tuple(_buffer_type(v, f"@{self.name}") for v in inner.operands)
+                self.steps.append(_Launch(kernels[callee], tuple(inner.operands), types))
             elif isinstance(inner, func.ReturnOp):
                 self.returns = tuple(inner.arguments)
             else:
@@ -231,7 +234,8 @@ class HostFunction:
                 if self.poison:
                     poison(pointers[step.value], step.type.nbytes, frame.stream)
             else:
-                step.kernel.launch([pointers[v] for v in step.operands], frame.stream)
+                buffers = [(t.shape, t.dtype_name) for t in step.types]
+                step.kernel.launch([pointers[v] for v in step.operands], frame.stream, buffers)
         results = frame.results(self.returns, self.return_types)
         if host or self.sync:
             synchronize(frame.stream, f"@{self.name}")
@@ -279,7 +283,8 @@ def compile_module(
             symbol = props["sym_name"].data
             cubin = cached_compile(props["source"].data, symbol, arch)
             grid, block = props["grid"].get_values(), props["block"].get_values()
-            kernels[symbol] = Kernel(cubin, symbol, grid, block, props["smem"].value.data)
+            maps = {spec.arg: (spec.box, spec.swizzle) for spec in tile.tensor_maps(op)}
+            kernels[symbol] = Kernel(cubin, symbol, grid, block, props["smem"].value.data, maps)
         elif isinstance(op, func.FuncOp):
             host_ops.append(op)
         else:

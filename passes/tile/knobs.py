@@ -28,6 +28,7 @@ class Knobs:
     group: int = AUTO
     mma: str = "none"
     minblocks: int = AUTO
+    ws: int = 1
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -39,8 +40,9 @@ class Knobs:
         )
 
 
-MMA = ("none", "sync")
-"""`none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16)."""
+MMA = ("none", "sync", "wgmma")
+"""`none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
+`wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16)."""
 
 SCHEDULES = ("auto", "sequential")
 """`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
@@ -69,8 +71,15 @@ def check(knobs: Knobs) -> None:
             )
     if knobs.mma not in MMA:
         raise ValueError(f"tile: mma must be one of {MMA}, got '{knobs.mma}'")
-    if knobs.stages not in (AUTO, 1, 2):
+    if knobs.mma == "wgmma":
+        if knobs.stages != AUTO and not 2 <= knobs.stages <= 6:
+            raise ValueError(
+                f"tile: stages must be 0 (auto) or in [2, 6] with mma=wgmma, got {knobs.stages}"
+            )
+    elif knobs.stages not in (AUTO, 1, 2):
         raise ValueError(f"tile: stages must be 0 (auto), 1 or 2, got {knobs.stages}")
+    if knobs.ws not in (0, 1):
+        raise ValueError(f"tile: ws must be 0 or 1, got {knobs.ws}")
     if knobs.split not in (AUTO, 1, 2):
         raise ValueError(f"tile: split must be 0 (auto), 1 or 2, got {knobs.split}")
     if knobs.group < 0 or knobs.group & (knobs.group - 1):

@@ -18,6 +18,7 @@ from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
+from tinyopt.passes.tile.wgmma import ScheduleWgmma
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class TilePass(Knobs, ModulePass):
         if knobs.schedule == "auto":
             rules = [
                 ScheduleMmaSync(knobs),
+                ScheduleWgmma(knobs),
                 ScheduleContraction(knobs),
                 ScheduleRowReduction(knobs),
                 ScheduleElementwise(knobs),

@@ -1,0 +1,162 @@
+"""The CUDA C side of Hopper's async ops: inline-PTX helpers for mbarriers, TMA and wgmma,
+the opaque tensor-map parameter type, and the layout of dynamic shared memory.
+
+The printer adds a helper to a kernel's prelude only when the kernel's IR uses its op.
+"""
+
+from __future__ import annotations
+
+import math
+
+from xdsl.dialects.builtin import MemRefType
+
+from tinyopt.dialects import tile
+
+TENSOR_MAP_STRUCT = "struct alignas(64) CUtensorMap { unsigned long long opaque[16]; };"
+"""NVRTC cannot include cuda.h: a tensor map is an opaque 128-byte, 64-byte aligned struct."""
+
+DYNAMIC_SMEM = "tinyopt_smem"
+DYNAMIC_BASE = "tinyopt_smem_base"
+DYNAMIC_ALIGN = 1024
+"""Dynamic buffers start 1024-byte aligned: a 128-byte swizzle pattern repeats every 1024
+bytes of shared address, and TMA and the wgmma descriptors assume it starts at 0."""
+
+HELPER_NAMES = (
+    "CUtensorMap",
+    DYNAMIC_SMEM,
+    DYNAMIC_BASE,
+    "tinyopt_mbarrier_init",
+    "tinyopt_mbarrier_arrive",
+    "tinyopt_mbarrier_arrive_expect_tx",
+    "tinyopt_mbarrier_wait",
+    "tinyopt_wgmma_desc",
+    *(f"tinyopt_tma_load_{rank}d" for rank in range(1, 6)),
+)
+
+
+def _shared(name: str) -> str:
+    return f"(unsigned)__cvta_generic_to_shared({name})"
+
+
+def mbarrier_helpers() -> list[str]:
+    """Returns the device functions of the mbarrier ops (init, arrive, expect_tx, wait)."""
+    return [
+        "\n".join(
+            (
+                "__device__ __forceinline__ void tinyopt_mbarrier_init(void* bar, int count) {",
+                '    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"',
+                f'                 :: "r"({_shared("bar")}), "r"(count) : "memory");',
+                "}",
+            )
+        ),
+        "\n".join(
+            (
+                "__device__ __forceinline__ void tinyopt_mbarrier_arrive(void* bar) {",
+                '    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"',
+                f'                 :: "r"({_shared("bar")}) : "memory");',
+                "}",
+            )
+        ),
+        "\n".join(
+            (
+                "__device__ __forceinline__ void tinyopt_mbarrier_arrive_expect_tx(void* bar, "
+                "int bytes) {",
+                '    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"',
+                f'                 :: "r"({_shared("bar")}), "r"(bytes) : "memory");',
+                "}",
+            )
+        ),
+        "\n".join(
+            (
+                "__device__ __forceinline__ void tinyopt_mbarrier_wait(void* bar, int parity) {",
+                "    unsigned done = 0;",
+                "    while (!done) {",
+                '        asm volatile("{\\n.reg .pred p;\\n"',
+                '                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"',
+                '                     "selp.u32 %0, 1, 0, p;\\n}"',
+                f'                     : "=r"(done) : "r"({_shared("bar")}), "r"(parity & 1)',
+                '                     : "memory");',
+                "    }",
+                "}",
+            )
+        ),
+    ]
+
+
+def tma_load_helper(rank: int) -> str:
+    """Returns the device function of a `rank`-D `tile.tma_load` (coordinates innermost first)."""
+    coords = ", ".join(f"int c{i}" for i in range(rank))
+    operands = ", ".join(f"%{i + 2}" for i in range(rank))
+    inputs = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ void tinyopt_tma_load_{rank}d(void* dst, "
+            f"const CUtensorMap* map, void* bar, {coords}) {{",
+            f'    asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.'
+            f'mbarrier::complete_tx::bytes [%0], [%1, {{{operands}}}], [%{rank + 2}];"',
+            f'                 :: "r"({_shared("dst")}), "l"(map), {inputs}, "r"({_shared("bar")})',
+            '                 : "memory");',
+            "}",
+        )
+    )
+
+
+def wgmma_desc_helper() -> str:
+    """Returns the device function building a 128B-swizzled wgmma matrix descriptor."""
+    return "\n".join(
+        (
+            "__device__ __forceinline__ unsigned long long tinyopt_wgmma_desc(const void* start, "
+            "unsigned lbo, unsigned sbo) {",
+            f"    unsigned long long address = {_shared('start')};",
+            "    return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) "
+            "<< 16) |",
+            "           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);",
+            "}",
+        )
+    )
+
+
+def wgmma_name(op: tile.WgmmaOp) -> str:
+    """Returns the helper name of a `tile.wgmma` variant (shape, type, B orientation)."""
+    major = "n" if op.b_mn_major is not None else "k"
+    return f"tinyopt_wgmma_m64n{op.n.value.data}k16_{op.element}_{major}"
+
+
+def wgmma_helper(op: tile.WgmmaOp) -> str:
+    """Returns the device function of one `tile.wgmma` variant: all N/2 accumulators are
+    read-write operands; scale-d is 1 (accumulate), A is K-major, B as the op says."""
+    half = op.n.value.data // 2
+    element = str(op.element)
+    trans_b = 1 if op.b_mn_major is not None else 0
+    registers = ", ".join(f"%{i}" for i in range(half))
+    accumulators = ", ".join(f'"+f"(d[{i}])' for i in range(half))
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], "
+            "unsigned long long a, unsigned long long b) {",
+            '    asm volatile("{\\n.reg .pred p;\\n"',
+            f'                 "setp.ne.b32 p, %{half + 2}, 0;\\n"',
+            f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
+            f'{element}.{element} "',
+            f'                 "{{{registers}}}, "',
+            f'                 "%{half}, %{half + 1}, p, 1, 1, 0, {trans_b};\\n}}"',
+            f"                 : {accumulators}",
+            '                 : "l"(a), "l"(b), "r"(1));',
+            "}",
+        )
+    )
+
+
+def dynamic_layout(kernel: tile.KernelOp) -> tuple[dict[tile.AllocOp, int], int]:
+    """Returns each dynamic `tile.alloc`'s byte offset in dynamic shared memory and the bytes
+    the launch must request (the buffers, 1024-byte aligned, plus 1024 of alignment slack)."""
+    offsets: dict[tile.AllocOp, int] = {}
+    end = 0
+    for op in kernel.walk():
+        if isinstance(op, tile.AllocOp) and op.dynamic is not None:
+            t = op.result.type
+            assert isinstance(t, MemRefType)
+            end = -(-end // DYNAMIC_ALIGN) * DYNAMIC_ALIGN
+            offsets[op] = end
+            end += math.prod(t.get_shape()) * t.element_type.bitwidth // 8  # type: ignore[attr-defined]
+    return offsets, (end + DYNAMIC_ALIGN if offsets else 0)

@@ -1,0 +1,390 @@
+"""Schedule rule for f16/bf16 GEMMs on Hopper tensor cores: TMA → swizzled smem → `wgmma`.
+
+Taken when the `mma=wgmma` knob is set and a contraction's two operand sides are plain loads of
+one f16/bf16 type (TMA copies raw bytes, so there is no prologue math): A row-major
+`[b?, M, K]`, B `[b?, K, N]` (N-major for wgmma) or torch-layout `[b?, N, K]` (K-major). The
+batch is the grid's z dimension (3-D tensor maps). A contraction the rule cannot take raises a
+diagnostic saying why, since the knob asked for it; other kernels fall through.
+
+A block computes a BM×BN output tile (BM = 64 per consumer warpgroup, 1 or 2 of them) walking
+K in steps of 64 elements: one 128-byte swizzled row of shared memory per row of A (and of a
+K-major B), or per K row of a 64-column chunk of an N-major B. Each K step occupies one of
+`stages` ring slots in dynamic shared memory, guarded by two mbarriers: `full[s]` completes
+when the TMA bytes of the slot landed, `empty[s]` when every consumer thread has finished
+reading it. Out-of-range rows, columns and K are zero-filled by TMA; the epilogue is guarded.
+
+With `ws=1` (warp specialization) warpgroup 0 is the producer: it lowers its register budget
+(`setmaxnreg` 40) and one thread issues the TMA copies, `stages` steps ahead; warpgroups 1..
+raise theirs (232) and issue one m64nBNk16 `wgmma` per 16 of K from the slot. With `ws=0` the
+consumer warpgroups are the whole block and thread 0 issues each copy `stages - 1` steps ahead
+right after its slot is released. Consumers keep one wgmma group in flight
+(`wgmma.wait_group 1`) and release the previous step's slot behind it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IntegerAttr, f32, i64
+from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.contraction import Contraction, match_contraction
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.mma_sync import tensor_core_type
+
+WARPGROUP = 128
+BK = 64
+"""K step: one 128-byte swizzle row of 16-bit elements."""
+
+SWIZZLE = 128
+ATOM = 1024
+"""Bytes of one 128B-swizzle atom (8 rows of 128 bytes): the descriptors' 8-row stride."""
+
+DYNAMIC_SHARED_LIMIT = 227 * 1024
+"""Shared memory a block may use on the H200 (dynamic, opted in)."""
+
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
+"""`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
+
+
+@dataclass(frozen=True)
+class Operands:
+    """The global buffers of A and B (kernel argument positions) and B's orientation."""
+
+    a: int
+    b: int
+    b_mn_major: bool
+
+
+@dataclass(frozen=True)
+class WgmmaTiles:
+    """Block tile (bm × bn, K step 64), ring depth and warp specialization."""
+
+    bm: int
+    bn: int
+    stages: int
+    ws: int
+
+    @property
+    def consumers(self) -> int:
+        return self.bm // tile.WGMMA_M
+
+    @property
+    def threads(self) -> int:
+        return WARPGROUP * (self.consumers + self.ws)
+
+    @property
+    def stage_bytes(self) -> int:
+        return (self.bm + self.bn) * BK * 2
+
+    @property
+    def shared_bytes(self) -> int:
+        """Dynamic ring (with 1024 bytes of alignment slack) and the 2·stages mbarriers."""
+        return self.stages * self.stage_bytes + ATOM + 16 * self.stages
+
+
+def _fail(message: str) -> DiagnosticException:
+    return DiagnosticException(f"tile: mma=wgmma {message}")
+
+
+def plain_operands(c: Contraction, k: int, n: int) -> Operands:
+    """Returns the buffers of a contraction whose sides are plain loads TMA can copy, else
+    raises the diagnostic that says which limit the contraction is outside."""
+    batch = list(c.nest.body.block.args[:-2])
+    k_iv = c.reduce.body.block.args[0]
+    positions = []
+    for side, value, outer in ((c.a_side, c.a_value, c.m_iv), (c.b_side, c.b_value, c.n_iv)):
+        if (
+            len(side) != 2
+            or not isinstance(load := side[0], memref.LoadOp)
+            or not isinstance(ext := side[1], arith.ExtFOp)
+            or ext.input != load.res
+            or ext.result != value
+        ):
+            raise _fail(
+                "needs both operands to be plain loads (TMA copies raw bytes: no prologue math)"
+            )
+        indices = list(load.indices)
+        if indices == [*batch, outer, k_iv]:
+            positions.append((load.memref, False))
+        elif outer is c.n_iv and indices == [*batch, k_iv, outer]:
+            positions.append((load.memref, True))
+        else:
+            raise _fail(
+                "needs A indexed [b?, m, k] and B [b?, k, n] or [b?, n, k] (one batch index "
+                "shared by both)"
+            )
+    (a, _), (b, b_mn_major) = positions
+    if (k * 2) % 16 or (b_mn_major and (n * 2) % 16):
+        raise _fail(
+            f"needs the rows of A and B to be multiples of 16 bytes (TMA), got K={k}, N={n}"
+        )
+    assert isinstance(a, SSAValue) and isinstance(b, SSAValue)
+    args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
+    return Operands(args.index(a), args.index(b), b_mn_major)
+
+
+def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
+    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 4 stages, or 128×128
+    when 128×256 would leave SMs idle."""
+    bm = knobs.bm or 128
+    wide = batch * -(-m // bm) * -(-n // 256) >= 132
+    bn = knobs.bn or (256 if wide else 128)
+    stages = knobs.stages or 4
+    ws = knobs.ws
+    t = WgmmaTiles(bm, bn, stages, ws)
+    if bm not in (64, 128):
+        raise _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
+    if bn not in (64, 128, 256):
+        raise _fail(f"needs bn = 64, 128 or 256, got bn={bn}")
+    if knobs.bk not in (0, BK):
+        raise _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={knobs.bk}")
+    if t.shared_bytes > DYNAMIC_SHARED_LIMIT:
+        raise _fail(
+            f"with bm={bm} bn={bn} stages={stages} needs {t.shared_bytes} bytes of shared "
+            f"memory, more than the {DYNAMIC_SHARED_LIMIT} a block may use"
+        )
+    return t
+
+
+class ScheduleWgmma(RewritePattern):
+    """Schedules an f16/bf16 GEMM as a TMA + mbarrier + wgmma pipeline (Hopper, sm_90a)."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
+        if self.knobs.mma != "wgmma" or not isinstance(op, loop.KernelOp):
+            return
+        if (c := match_contraction(op)) is None or (element := tensor_core_type(c)) is None:
+            return
+        batch, m, n, k = c.extents
+        operands = plain_operands(c, k, n)
+        t = choose_wgmma_tiles(self.knobs, batch, m, n)
+        kernel, em, mapping = new_kernel(
+            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
+        )
+        kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+        rank = len(c.nest.extents)
+        a_box = (*[1] * (rank - 2), t.bm, BK)
+        b_box = (
+            (*[1] * (rank - 2), BK, BK) if operands.b_mn_major else (*[1] * (rank - 2), t.bn, BK)
+        )
+        tile.set_tensor_maps(
+            kernel,
+            [
+                tile.TensorMapArg(operands.a, a_box, SWIZZLE),
+                tile.TensorMapArg(operands.b, b_box, SWIZZLE),
+            ],
+        )
+        _WgmmaEmitter(em, c, t, element, operands, mapping, list(kernel.body.block.args)).emit()
+        replace_kernel(rewriter, op, kernel)
+
+
+class _WgmmaEmitter:
+    """Emits the pipelined wgmma GEMM of one block."""
+
+    def __init__(
+        self,
+        em: Emitter,
+        c: Contraction,
+        t: WgmmaTiles,
+        element: Attribute,
+        operands: Operands,
+        mapping: Mapping,
+        args: list[SSAValue],
+    ) -> None:
+        self.em, self.c, self.t, self.element = em, c, t, element
+        self.mapping = mapping
+        self.a_global, self.b_global = args[operands.a], args[operands.b]
+        self.mn_major = operands.b_mn_major
+        self.batch, self.m, self.n, self.k = c.extents
+        self.steps = -(-self.k // BK)
+
+    def emit(self) -> None:
+        em, c, t = self.em, self.c, self.t
+        for op in c.prologue:
+            em.op(op.clone(value_mapper=self.mapping))
+        self.tid = em.value(tile.ThreadIdOp("x"))
+        self.n0 = em.mul(em.value(tile.BlockIdOp("x")), t.bn)
+        self.m0 = em.mul(em.value(tile.BlockIdOp("y")), t.bm)
+        self.b_index: list[SSAValue] = []
+        if len(c.nest.extents) == 3:
+            z = em.value(tile.BlockIdOp("z"))
+            self.mapping[c.nest.body.block.args[0]] = z
+            self.b_index = [z]
+        shared = tile.SHARED
+        self.a_smem = em.value(
+            tile.AllocOp(tile.memref_in([t.stages, t.bm, BK], self.element, shared), True)
+        )
+        b_shape = [t.stages, t.bn // BK, BK, BK] if self.mn_major else [t.stages, t.bn, BK]
+        self.b_smem = em.value(tile.AllocOp(tile.memref_in(b_shape, self.element, shared), True))
+        self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
+        self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
+        self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
+        with em.if_(self.first) as (then_block, _, _), em.into(then_block):
+            for s in range(t.stages):
+                em.op(tile.MbarrierInitOp(self.full, em.index(s), 1))
+                em.op(tile.MbarrierInitOp(self.empty, em.index(s), WARPGROUP * t.consumers))
+            em.op(tile.FenceProxyAsyncOp())
+        em.op(tile.BarrierOp())
+        warpgroup = em.div(self.tid, WARPGROUP)
+        if not t.ws:
+            self._consume(warpgroup)
+            return
+        producer = em.value(arith.CmpiOp(warpgroup, em.index(0), "eq"))
+        then_block, else_block = Block(), Block()
+        em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
+        with em.into(then_block):
+            em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
+            with em.if_(self.first) as (first_block, _, _), em.into(first_block):
+                with em.for_loop(0, self.steps, 1) as (step, _, _):
+                    self._produce(step)
+                    em.op(scf.YieldOp())
+            em.op(scf.YieldOp())
+        with em.into(else_block):
+            em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
+            self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
+            em.op(scf.YieldOp())
+
+    def _parity(self, step: SSAValue, flip: bool) -> SSAValue:
+        """Parity of the ring round of `step` (flipped: the round before it)."""
+        em = self.em
+        rounds = em.div(step, self.t.stages)
+        return em.rem(em.add(rounds, 1) if flip else rounds, 2)
+
+    def _produce(self, step: SSAValue) -> None:
+        """Waits for slot `step % stages` to be free, then issues the TMA copies of that K step."""
+        em, t = self.em, self.t
+        slot = em.rem(step, t.stages)
+        em.op(tile.MbarrierWaitOp(self.empty, slot, self._parity(step, flip=True)))
+        em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
+        k0 = em.mul(step, BK)
+        zero = em.index(0)
+        em.op(
+            tile.TmaLoadOp(
+                self.a_global,
+                [*self.b_index, self.m0, k0],
+                self.a_smem,
+                [slot, zero, zero],
+                self.full,
+                slot,
+            )
+        )
+        if self.mn_major:
+            for chunk in range(t.bn // BK):
+                em.op(
+                    tile.TmaLoadOp(
+                        self.b_global,
+                        [*self.b_index, k0, em.add(self.n0, chunk * BK)],
+                        self.b_smem,
+                        [slot, em.index(chunk), zero, zero],
+                        self.full,
+                        slot,
+                    )
+                )
+        else:
+            em.op(
+                tile.TmaLoadOp(
+                    self.b_global,
+                    [*self.b_index, self.n0, k0],
+                    self.b_smem,
+                    [slot, zero, zero],
+                    self.full,
+                    slot,
+                )
+            )
+
+    def _consume(self, group: SSAValue) -> None:
+        """The K loop of consumer warpgroup `group` (rows 64·group of the block), then the
+        epilogue."""
+        em, t, c = self.em, self.t, self.c
+        acc = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
+        for r in range(t.bn // 2):
+            em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
+        if not t.ws:
+            with em.if_(self.first) as (first_block, _, _), em.into(first_block):
+                with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
+                    self._produce(step)
+                    em.op(scf.YieldOp())
+        row = em.mul(group, tile.WGMMA_M)
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
+            slot = em.rem(step, t.stages)
+            em.op(tile.MbarrierWaitOp(self.full, slot, self._parity(step, flip=False)))
+            em.op(tile.WgmmaFenceOp())
+            for kk in range(0, BK, tile.WGMMA_K):
+                self._wgmma(acc, slot, row, kk)
+            em.op(tile.WgmmaCommitOp())
+            em.op(tile.WgmmaWaitOp(1))
+            started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
+            previous = em.add(step, t.stages - 1)
+            with em.if_(started) as (then_block, _, _), em.into(then_block):
+                em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
+            if not t.ws:
+                ahead = em.value(arith.AndIOp(self.first, em.less(previous, self.steps)))
+                with em.if_(ahead) as (then_block, _, _), em.into(then_block):
+                    self._produce(previous)
+            em.op(scf.YieldOp())
+        em.op(tile.WgmmaWaitOp(0))
+        self._epilogue(acc, row)
+
+    def _wgmma(self, acc: SSAValue, slot: SSAValue, row: SSAValue, kk: int) -> None:
+        """One m64nBNk16 product of the slot's A rows `row..row+63` and K columns `kk..kk+15`."""
+        em, t = self.em, self.t
+        zero, k = em.index(0), em.index(kk)
+        if self.mn_major:
+            b_index = [slot, zero, k, zero]
+            b_lbo = BK * BK * 2  # next 64-column chunk of N
+        else:
+            b_index = [slot, zero, k]
+            b_lbo = 16  # unused for K-major swizzled layouts ("assumed 1")
+        em.op(
+            tile.WgmmaOp(
+                acc,
+                self.a_smem,
+                [slot, row, k],
+                self.b_smem,
+                b_index,
+                t.bn,
+                a_sbo=ATOM,
+                b_lbo=b_lbo,
+                b_sbo=ATOM,
+                b_mn_major=self.mn_major,
+            )
+        )
+
+    def _epilogue(self, acc: SSAValue, row: SSAValue) -> None:
+        """Applies the epilogue to each accumulator from the wgmma D fragment layout: thread
+        t holds rows 16·warp + lane/4 (+8), columns 8j + 2(lane%4) (+1)."""
+        em, t, c = self.em, self.t, self.c
+        local = em.rem(self.tid, WARPGROUP)
+        lane = em.rem(local, 32)
+        group_row = em.add(
+            em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4))
+        )
+        pair = em.add(self.n0, em.mul(em.rem(lane, 4), 2))
+        width = vector_width(c.epilogue, c.n_iv, 2, 2)
+        width = width if self.n % width == 0 else 1
+        result = c.reduce.res[0]
+        for half in range(2):
+            m = em.add(group_row, 8 * half)
+            for j in range(t.bn // 8):
+                for j0 in range(0, 2, width):
+                    n = em.add(pair, 8 * j + j0)
+                    inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
+                    with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                        values = [
+                            em.value(memref.LoadOp.get(acc, [em.index(4 * j + 2 * half + e)]))
+                            for e in range(j0, j0 + width)
+                        ]
+                        local_map = dict(self.mapping) | {c.m_iv: m}
+                        LaneEmitter(em, c.n_iv, n, width).emit(
+                            c.epilogue, local_map, [{result: v} for v in values]
+                        )
