@@ -148,13 +148,23 @@ class Tiles:
         return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
 
 
+CANDIDATES = ((128, 128, 8, 8), (64, 64, 8, 8), (32, 64, 4, 4))
+"""Block and register tiles the heuristic tries, largest (most reuse) first."""
+
+SMS = 132
+
+
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
-    """Picks the tiles: 128×128×8 with 8×8 per thread, or 64×64 when that leaves SMs idle."""
-    big = batch * -(-m // 128) * -(-n // 128) >= 132
-    bm = knobs.bm or (128 if big else 64)
-    bn = knobs.bn or (128 if big else 64)
-    tm = knobs.tm or (8 if big else 4)
-    tn = knobs.tn or (8 if big else 4)
+    """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
+
+    Measured on the H200 (benchmarks/RESULTS.md): at 1024³ the 32×64 tile (512 blocks) beat
+    128×128 (64 blocks) by 1.8×; at 4096³ and batched shapes 128×128 is best.
+    """
+    for bm, bn, tm, tn in CANDIDATES:
+        if batch * -(-m // bm) * -(-n // bn) >= 2 * SMS:
+            break
+    bm, bn = knobs.bm or bm, knobs.bn or bn
+    tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
     split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
     group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
     tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, knobs.stages or 2, group)
