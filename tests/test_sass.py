@@ -1,4 +1,5 @@
-"""The machine code (SASS) of the GEMM schedules: tensor-core instructions for `mma=sync`,
+"""The machine code (SASS) of the GEMM schedules: tensor-core instructions for `mma=sync` and
+`mma=wgmma` (HGMMA fed by TMA),
 128-bit shared loads and no local memory (spills, register arrays) for the FP32 SGEMM.
 
 Needs `cuobjdump` from the CUDA toolkit (no GPU); skipped where it is not on PATH.
@@ -10,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from programs import matmul_relu, tile_with
+from programs import matmul_plain, matmul_relu, tile_with
 
 from tinyopt.backends.cuda.nvrtc import compile_cuda
 from tinyopt.compiler import lower
@@ -40,6 +41,13 @@ def test_mma_sync_runs_on_tensor_cores(tmp_path: Path) -> None:
     assert "HMMA" in code
     assert "LDSM" in code  # ldmatrix
     assert not LOCAL_MEMORY.search(code)
+
+
+def test_wgmma_runs_on_hopper_tensor_cores(tmp_path: Path) -> None:
+    code = sass(matmul_plain(1000, 1000, 1000), tile_with("mma=wgmma"), tmp_path)
+    assert "HGMMA" in code
+    assert "UTMALDG" in code  # TMA tensor loads
+    assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
 
 
 def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Path) -> None:
