@@ -205,6 +205,8 @@ CASES = [
         tile_with("mma=wgmma ws=0"),
     ),
     Case("mlp_bf16_wgmma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=wgmma")),
+    Case("matmul_splitk4_33x40x1000", matmul_relu(33, 40, 1000), tile_with("splitk=4")),
+    Case("bmm_splitk8_3x65x33x517", batched_matmul(3, 65, 33, 517), tile_with("splitk=8")),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]

@@ -28,6 +28,7 @@ class Knobs:
     group: int = AUTO
     mma: str = "none"
     minblocks: int = AUTO
+    splitk: int = 1
     ws: int = 1
 
     def describe(self) -> str:
@@ -84,6 +85,8 @@ def check(knobs: Knobs) -> None:
         raise ValueError(f"tile: split must be 0 (auto), 1 or 2, got {knobs.split}")
     if knobs.group < 0 or knobs.group & (knobs.group - 1):
         raise ValueError(f"tile: group must be 0 (off) or a power of two, got {knobs.group}")
+    if knobs.splitk < 1 or knobs.splitk > 64 or knobs.splitk & (knobs.splitk - 1):
+        raise ValueError(f"tile: splitk must be a power of two in [1, 64], got {knobs.splitk}")
     if not 0 <= knobs.minblocks <= 32:
         raise ValueError(f"tile: minblocks must be in [0, 32] (0 for auto), got {knobs.minblocks}")
     if knobs.cache not in (0, 1):

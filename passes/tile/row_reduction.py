@@ -30,6 +30,7 @@ from tinyopt.passes.tile.emit import (
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.split_k import SEQUENTIAL
 
 MAX_CACHED_ELEMENTS = 64
 """Register budget (elements per thread) for holding rows between inner loops."""
@@ -38,7 +39,7 @@ MAX_CACHED_ELEMENTS = 64
 def row_nest(op: loop.KernelOp) -> tuple[loop.ParallelOp, int] | None:
     """Returns the outer row loop and the row length if the kernel has the row shape."""
     ops = list(op.body.block.ops)
-    if len(ops) != 1 or not isinstance(ops[0], loop.ParallelOp):
+    if len(ops) != 1 or not isinstance(ops[0], loop.ParallelOp) or SEQUENTIAL in op.attributes:
         return None
     inner = [o for o in ops[0].body.block.ops if isinstance(o, loop.ParallelOp | loop.ReduceOp)]
     if not inner or any(len(o.extents) != 1 for o in inner):

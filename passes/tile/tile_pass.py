@@ -18,6 +18,7 @@ from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
+from tinyopt.passes.tile.split_k import split_k
 from tinyopt.passes.tile.wgmma import ScheduleWgmma
 
 
@@ -33,6 +34,8 @@ class TilePass(Knobs, ModulePass):
             check(knobs)
         except ValueError as e:
             raise DiagnosticException(str(e)) from None
+        if knobs.splitk > 1:
+            split_k(op, knobs.splitk)
         rules = [ScheduleSequentially(knobs)]
         if knobs.schedule == "auto":
             rules = [
