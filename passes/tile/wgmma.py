@@ -131,12 +131,16 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
 
 
 def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
-    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 4 stages, or 128×128
-    when 128×256 would leave SMs idle."""
+    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
+    when 128×256 would leave SMs idle.
+
+    Three stages measured best on the H200 (benchmarks/RESULTS.md): 639 TFLOP/s at 4096³
+    against 474 with four, and the same 631–633 at 8192³.
+    """
     bm = knobs.bm or 128
     wide = batch * -(-m // bm) * -(-n // 256) >= 132
     bn = knobs.bn or (256 if wide else 128)
-    stages = knobs.stages or 4
+    stages = knobs.stages or 3
     ws = knobs.ws
     t = WgmmaTiles(bm, bn, stages, ws)
     if bm not in (64, 128):
