@@ -1,4 +1,4 @@
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma stages=4}' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,tile{mma=wgmma ws=0 stages=2}' | filecheck %s --check-prefix=WS0
 // RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma bk=32}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma bn=256 stages=6}' 2>&1 | filecheck %s --check-prefix=SMEM
