@@ -18,3 +18,7 @@ config.excludes = ["examples", "benchmarks", "docs", "build", "dist"]
 config.environment["PATH"] = os.pathsep.join(
     [os.path.dirname(sys.executable), config.environment.get("PATH", "")]
 )
+# An install made with `pip install --target` is found through PYTHONPATH, which lit does not
+# pass to RUN lines on its own.
+if "PYTHONPATH" in os.environ:
+    config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
