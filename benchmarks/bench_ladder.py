@@ -47,7 +47,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--size", type=int, default=4096)
     parser.add_argument("--out", default=None)
+    parser.add_argument("--steps", default=None, help="comma-separated step numbers (from 0)")
     args = parser.parse_args()
+    wanted = {int(i) for i in args.steps.split(",")} if args.steps else None
     n = args.size
     torch.backends.cuda.matmul.allow_tf32 = False
     a = torch.randn(n, n, device="cuda")
@@ -57,7 +59,9 @@ def main() -> None:
     flops = 2 * n**3
     cublas_ms = do_bench(lambda: torch.relu(a @ b), warmup=50, rep=300, return_mode="median")
     rows = []
-    for step, knobs in LADDER:
+    for number, (step, knobs) in enumerate(LADDER):
+        if wanted is not None and number not in wanted:
+            continue
         pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
         _, module = lower(matmul_relu(n, n, n), pipeline)
         fn = compile_module(module, poison=False, sync=False).function("matmul_relu")

@@ -368,21 +368,36 @@ class _ContractionEmitter:
         for index in range(s.per_thread):
             e, kk, oo = self._chunk(s, index)
             k, o = em.add(k0, kk), em.add(s.outer0, oo)
-            inside = em.value(arith.AndIOp(em.less(k, self.k), em.less(o, s.outer_extent)))
-            if (index + 1) * t.threads > s.chunks:
-                inside = em.value(arith.AndIOp(inside, em.less(e, s.chunks)))
-            with em.if_(inside, [f32] * s.width) as (then_block, else_block, if_op):
-                with em.into(then_block):
-                    local = dict(self.mapping) | {k_iv: k, s.outer_iv: o}
-                    fast_iv, start = (k_iv, k) if s.along_k else (s.outer_iv, o)
-                    lanes = LaneEmitter(em, fast_iv, start, s.width).emit(
-                        [*s.side, loop.YieldOp(s.value)], local
-                    )
-                    em.op(scf.YieldOp(*[lane[0] for lane in lanes]))
-                assert else_block is not None
-                with em.into(else_block):
-                    em.op(scf.YieldOp(*[em.f32(0.0)] * s.width))
-            for lane, v in enumerate(if_op.results):
+            tile_outer = s.smem.type.get_shape()[2] - t.pad
+            # Guards only where a tile can run past the data: none when the shape divides.
+            checks = [
+                *([em.less(k, self.k)] if self.k % t.bk else []),
+                *([em.less(o, s.outer_extent)] if s.outer_extent % tile_outer else []),
+                *([em.less(e, s.chunks)] if (index + 1) * t.threads > s.chunks else []),
+            ]
+            local = dict(self.mapping) | {k_iv: k, s.outer_iv: o}
+            fast_iv, start = (k_iv, k) if s.along_k else (s.outer_iv, o)
+
+            def side_lanes(local=local, fast_iv=fast_iv, start=start) -> list[SSAValue]:
+                lanes = LaneEmitter(em, fast_iv, start, s.width).emit(
+                    [*s.side, loop.YieldOp(s.value)], local
+                )
+                return [lane[0] for lane in lanes]
+
+            if not checks:
+                values = side_lanes()
+            else:
+                inside = checks[0]
+                for check in checks[1:]:
+                    inside = em.value(arith.AndIOp(inside, check))
+                with em.if_(inside, [f32] * s.width) as (then_block, else_block, if_op):
+                    with em.into(then_block):
+                        em.op(scf.YieldOp(*side_lanes()))
+                    assert else_block is not None
+                    with em.into(else_block):
+                        em.op(scf.YieldOp(*[em.f32(0.0)] * s.width))
+                values = list(if_op.results)
+            for lane, v in enumerate(values):
                 self._store(v, s.regs, [em.index(index), em.index(lane)])
 
     def _fill(self, s: _Staging, buffer: SSAValue) -> None:
@@ -472,8 +487,14 @@ class _ContractionEmitter:
                 part, offset = divmod(j0, per_part)
                 local_n = em.add(em.mul(self.tx, per_part), part * (t.bn // t.split) + offset)
                 n = em.add(self.n0, local_n)
-                inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
-                with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                block = em.block
+                guarded = bool(self.m % t.bm or self.n % t.bn)
+                if guarded:
+                    inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
+                    if_op = scf.IfOp(inside, [], Region(Block()))
+                    em.op(if_op)
+                    block = if_op.true_region.block
+                with em.into(block):
                     values = [
                         em.value(memref.LoadOp.get(acc, [em.index(i), em.index(j0 + lane)]))
                         for lane in range(width)
@@ -482,3 +503,5 @@ class _ContractionEmitter:
                     LaneEmitter(em, c.n_iv, n, width).emit(
                         c.epilogue, local, [{result: v} for v in values]
                     )
+                    if guarded:
+                        em.op(scf.YieldOp())
