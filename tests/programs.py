@@ -121,6 +121,18 @@ class Case:
     pipeline: str = "fuse,tile,to-cuda"
 
 
+def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
+    """Returns `transpose(xt) @ transpose(wt)`: both operands stored the other way round."""
+    xt, wt = _t((k, m), dtype), _t((n, k), dtype)
+    x, w, y = _t((m, k), dtype), _t((k, n), dtype), _t((m, n), dtype)
+    return f"""func.func @matmul_t(%xt: {xt}, %wt: {wt}) -> {y} {{
+  %x = graph.transpose %xt {{perm = array<i64: 1, 0>}} : {xt} -> {x}
+  %w = graph.transpose %wt {{perm = array<i64: 1, 0>}} : {wt} -> {w}
+  %y = graph.matmul %x, %w : ({x}, {w}) -> {y}
+  func.return %y : {y}
+}}"""
+
+
 def tile_with(knobs: str) -> str:
     return f"fuse,tile{{{knobs}}},to-cuda"
 
@@ -207,6 +219,24 @@ CASES = [
     Case("mlp_bf16_wgmma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=wgmma")),
     Case("matmul_splitk4_33x40x1000", matmul_relu(33, 40, 1000), tile_with("splitk=4")),
     Case("bmm_splitk8_3x65x33x517", batched_matmul(3, 65, 33, 517), tile_with("splitk=8")),
+    Case("matmul_4095x4097x513", matmul_relu(4095, 4097, 513)),
+    Case("matmul_transposed_257x129x65", matmul_transposed(257, 129, 65)),
+    Case(
+        "matmul_transposed_bf16_mma_130x66x48",
+        matmul_transposed(130, 66, 48, "bf16"),
+        tile_with("mma=sync"),
+    ),
+    Case("matmul_f16_200x136x1000", matmul_relu(200, 136, 1000, "f16")),
+    Case(
+        "matmul_knobs_stages1_split1_pad0_group2_minblocks1",
+        matmul_relu(300, 260, 70),
+        tile_with("bm=64 bn=64 tm=8 tn=8 stages=1 split=1 pad=0 group=2 minblocks=1"),
+    ),
+    Case(
+        "matmul_knobs_bk32_vec2",
+        matmul_relu(100, 90, 130),
+        tile_with("bk=32 vec=2 bm=32 bn=32 tm=2 tn=2"),
+    ),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]
