@@ -55,6 +55,20 @@ def get_fuse() -> type[ModulePass]:
     return FusePass
 
 
+def get_online_softmax() -> type[ModulePass]:
+    """Return the pass merging softmax's max and sum reductions into one online reduction."""
+    from tinyopt.passes.online_softmax import OnlineSoftmaxPass
+
+    return OnlineSoftmaxPass
+
+
+def get_welford() -> type[ModulePass]:
+    """Return the pass merging the mean and variance reductions into one Welford reduction."""
+    from tinyopt.passes.welford import WelfordPass
+
+    return WelfordPass
+
+
 def get_tile_pass() -> type[ModulePass]:
     """Return the pass mapping loop kernels onto the GPU."""
     from tinyopt.passes.tile import TilePass
@@ -107,6 +121,8 @@ TINYOPT_UNIVERSE = Universe(
         "fuse": get_fuse,
         "tile": get_tile_pass,
         "to-cuda": get_to_cuda,
+        "online-softmax": get_online_softmax,
+        "welford": get_welford,
     },
     all_targets={"cuda": get_cuda_target},
 )
