@@ -153,17 +153,17 @@ def merge_reduces(
     """
     constants = {v: f32_constant(v) for v in dict.fromkeys(init)}
     for constant in constants.values():
-        rewriter.insert_op(constant, InsertPoint.before(first))
+        rewriter.insert(constant, InsertPoint.before(first))
     merged = loop.ReduceOp(first.extents, [constants[v] for v in init], body, Region(combine))
-    rewriter.insert_op(merged, InsertPoint.before(first))
+    rewriter.insert(merged, InsertPoint.before(first))
     return merged
 
 
 def erase_reduce(rewriter: PatternRewriter, op: loop.ReduceOp) -> None:
     """Erase a reduce whose results are no longer used, and its `init` constants if now dead."""
     init = list(op.init)
-    rewriter.erase_op(op)
+    rewriter.erase(op)
     for value in dict.fromkeys(init):
         owner = value.owner
         if isinstance(owner, arith.ConstantOp) and owner.result.first_use is None:
-            rewriter.erase_op(owner)
+            rewriter.erase(owner)

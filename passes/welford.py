@@ -107,14 +107,18 @@ class Welford(RewritePattern):
         if means is None or not same_element(first, x, op):
             return
         merged = merge_reduces(
-            rewriter, first, [0.0, 0.0, 0.0], tuple_body(first, [1.0, None, -0.0]), welford_combine()
+            rewriter,
+            first,
+            [0.0, 0.0, 0.0],
+            tuple_body(first, [1.0, None, -0.0]),
+            welford_combine(),
         )
         for divided in means:
             rewriter.replace_all_uses_with(divided.results[0], merged.res[1])
         rewriter.replace_all_uses_with(op.res[0], merged.res[2])
         erase_reduce(rewriter, op)
         for divided in means:
-            rewriter.erase_op(divided)
+            rewriter.erase(divided)
         erase_reduce(rewriter, first)
 
 

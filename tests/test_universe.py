@@ -24,9 +24,16 @@ def test_entry_point_is_discovered() -> None:
 
 
 def test_exported_names() -> None:
-    """The universe exports tinyopt's three dialects, four passes and the cuda target."""
+    """The universe exports tinyopt's three dialects, its passes and the cuda target."""
     assert set(TINYOPT_UNIVERSE.all_dialects) == {"graph", "loop", "tile"}
-    assert set(TINYOPT_UNIVERSE.all_passes) == {"decompose", "fuse", "tile", "to-cuda"}
+    assert set(TINYOPT_UNIVERSE.all_passes) == {
+        "decompose",
+        "fuse",
+        "online-softmax",
+        "welford",
+        "tile",
+        "to-cuda",
+    }
     assert set(TINYOPT_UNIVERSE.all_targets) == {"cuda"}
 
 
