@@ -2,7 +2,8 @@
 
 `tinyopt FILE -p PIPELINE` parses MLIR text, applies the pipeline and prints IR, or CUDA C
 when the pipeline ends with `to-cuda`. `tinyopt run FILE` also compiles the result, runs it
-on random inputs and checks it against the numpy reference. Bad input is answered with a
+on random inputs and checks it against the numpy reference. `tinyopt check-assoc FILE` decides
+whether the folds of the file's step functions have a merge. Bad input is answered with a
 diagnostic on stderr and exit status 1, never a traceback.
 """
 
@@ -227,6 +228,40 @@ def run_command(args: argparse.Namespace) -> None:
         raise CliError("result differs from the reference: " + "; ".join(failed))
 
 
+def check_assoc_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `tinyopt check-assoc`."""
+    parser = argparse.ArgumentParser(
+        prog="tinyopt check-assoc",
+        description="Decide for each step function of FILE (a func.func with a tinyopt.init "
+        "attribute) whether its sequential fold has a merge; print the merge or a "
+        "counterexample (docs/associativity.md).",
+    )
+    parser.add_argument("file", help="MLIR file holding step functions")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random chunks")
+    return parser
+
+
+def check_assoc_command(args: argparse.Namespace) -> bool:
+    """Print the associativity verdict of each step function; return whether all have a merge."""
+    from tinyopt.passes.associativity import StepError, check_associative, step_functions
+
+    module = TinyoptMain([args.file]).parse_file()
+    module.verify()
+    steps = step_functions(module)
+    if not steps:
+        raise CliError(
+            f"{args.file} has no step function (a func.func with a tinyopt.init attribute)"
+        )
+    verdicts = []
+    for step in steps:
+        try:
+            verdicts.append(check_associative(step, args.seed))
+        except StepError as exc:
+            raise CliError(str(exc)) from None
+        print(verdicts[-1].report())
+    return all(v.associative for v in verdicts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `tinyopt` command line; return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -236,6 +271,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = run_parser().parse_args(argv[1:])
             where = args.file
             run_command(args)
+        elif argv[:1] == ["check-assoc"]:
+            args = check_assoc_parser().parse_args(argv[1:])
+            where = args.file
+            if not check_assoc_command(args):
+                return 1
         else:
             tool = TinyoptMain(argv)
             where = tool.get_input_name()
