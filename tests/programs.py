@@ -237,6 +237,46 @@ CASES = [
         matmul_relu(100, 90, 130),
         tile_with("bk=32 vec=2 bm=32 bn=32 tm=2 tn=2"),
     ),
+    Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
+    Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
+    Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),
+    Case("softmax_online_3x131072", softmax((3, 131072)), "fuse,online-softmax,tile,to-cuda"),
+    Case(
+        "softmax_online_bf16_9x2048",
+        softmax((9, 2048), "bf16"),
+        "fuse,online-softmax,tile,to-cuda",
+    ),
+    Case("softmax_online_f16_4x300", softmax((4, 300), "f16"), "fuse,online-softmax,tile,to-cuda"),
+    Case(
+        "softmax_online_warp_16x96",
+        softmax((16, 96)),
+        "fuse,online-softmax,tile{threads=32 rows=4},to-cuda",
+    ),
+    Case(
+        "softmax_online_cache0_3x4096",
+        softmax((3, 4096)),
+        "fuse,online-softmax,tile{threads=1024 cache=0},to-cuda",
+    ),
+    Case(
+        "softmax_online_sequential_7x100",
+        softmax((7, 100)),
+        "fuse,online-softmax,tile{schedule=sequential},to-cuda",
+    ),
+    Case("layernorm_welford_3x100x768", layernorm((3, 100, 768)), "fuse,welford,tile,to-cuda"),
+    Case("layernorm_welford_7x1000", layernorm((7, 1000)), "fuse,welford,tile,to-cuda"),
+    Case(
+        "layernorm_welford_bf16_5x4096", layernorm((5, 4096), "bf16"), "fuse,welford,tile,to-cuda"
+    ),
+    Case(
+        "layernorm_welford_warp_64x64",
+        layernorm((64, 64)),
+        "fuse,welford,tile{threads=32},to-cuda",
+    ),
+    Case(
+        "layernorm_welford_sequential_5x300",
+        layernorm((5, 300)),
+        "fuse,welford,tile{schedule=sequential},to-cuda",
+    ),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]
