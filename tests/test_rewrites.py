@@ -153,10 +153,11 @@ def test_online_softmax_numbers_bf16() -> None:
 
 
 def test_online_softmax_all_minus_infinity_row_matches_before() -> None:
-    """A row that is all -inf has no finite output before the rewrite (exp(-inf + inf)) nor
-    after it (the merged reduction gives (-inf, 0)); the other rows are unaffected.
+    """A row that is all -inf has no finite output, before the rewrite as after it.
 
-    (The GPU prints NaN for that row either way; the loop executor's exp maps NaN to inf.)
+    Before, the output loop computes exp(-inf + inf); after, the merged reduction gives
+    (-inf, 0) and the output loop the same. The other rows are unaffected. (On the GPU that
+    row is NaN either way; the loop executor's exp maps NaN to inf.)
     """
     x = _softmax_rows(64, 1.0)
     x[0] = -np.inf
@@ -268,8 +269,10 @@ def test_welford_combine_identity() -> None:
 
 
 def test_welford_in_f32_keeps_the_variance_at_a_large_offset() -> None:
-    """1e4 + N(0, 1) in float32: Welford's variance stays within 1e-4 of float64 while
-    E[x²] − E[x]² in float32 loses every digit."""
+    """Welford's variance of 1e4 + N(0, 1) in float32 stays within 1e-4 of float64.
+
+    E[x²] − E[x]² in float32 loses every digit on the same data.
+    """
     combine = _combine_f32(_tuple_reduce(layernorm((2, 8)), "welford").combine.block)
     x = (1e4 + np.random.default_rng(3).standard_normal(4096)).astype(np.float32)
     n, mean, m2 = _fold([_f32(1.0, v, -0.0) for v in x], combine, _f32(0.0, 0.0, 0.0))
@@ -284,14 +287,14 @@ def test_welford_in_f32_keeps_the_variance_at_a_large_offset() -> None:
 # ------------------------------------------------------------------------------ CUDA
 
 _COMPILED = [
-    (softmax((3, 1000)), "online-softmax", ""),
-    (softmax((5, 4096)), "online-softmax", "threads=1024"),
-    (softmax((9, 2048), "bf16"), "online-softmax", "cache=0"),
-    (softmax((16, 96)), "online-softmax", "threads=32 rows=4"),
-    (softmax((7, 100)), "online-softmax", "schedule=sequential"),
-    (layernorm((3, 100, 768)), "welford", ""),
-    (layernorm((7, 1000), "bf16"), "welford", "threads=256"),
-    (layernorm((64, 64)), "welford", "threads=32"),
+    pytest.param(softmax((3, 1000)), "online-softmax", "", id="softmax"),
+    pytest.param(softmax((5, 4096)), "online-softmax", "threads=1024", id="softmax_block"),
+    pytest.param(softmax((9, 2048), "bf16"), "online-softmax", "cache=0", id="softmax_bf16"),
+    pytest.param(softmax((16, 96)), "online-softmax", "threads=32 rows=4", id="softmax_warp"),
+    pytest.param(softmax((7, 100)), "online-softmax", "schedule=sequential", id="softmax_seq"),
+    pytest.param(layernorm((3, 100, 768)), "welford", "", id="layernorm"),
+    pytest.param(layernorm((7, 1000), "bf16"), "welford", "threads=256", id="layernorm_bf16"),
+    pytest.param(layernorm((64, 64)), "welford", "threads=32", id="layernorm_warp"),
 ]
 
 
