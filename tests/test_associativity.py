@@ -246,7 +246,7 @@ def test_counterexample_is_real(case: str) -> None:
 
 @pytest.mark.parametrize("case", ["welford", "attention", "online_softmax", "argmax"])
 def test_emitted_state_merge_matches_the_fold(case: str) -> None:
-    """The emitted `@f_merge` IR, run on two chunks' folds, gives the fold of their concatenation."""
+    """The emitted `@f_merge` IR on two chunks' folds gives the fold of their concatenation."""
     (step_func,) = step_functions(parse(CASES[case]))
     step = StepFunction.from_func(step_func)
     (merge,) = check_associative(step_func).merge_ir
