@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 
-from bench_ladder import LADDER
+from ladder import LADDER
 
 from tinyopt.backends.check import (
     device_inputs,

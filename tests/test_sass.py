@@ -2,38 +2,70 @@
 `mma=wgmma` (HGMMA fed by TMA),
 128-bit shared loads and no local memory (spills, register arrays) for the FP32 SGEMM.
 
-Needs `cuobjdump` from the CUDA toolkit (no GPU); skipped where it is not on PATH.
+Needs `cuobjdump` and `nvdisasm` (no GPU): from the CUDA toolkit on PATH, or from the pip
+packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm of the test extra, so CI runs these.
+Skipped where neither is found.
 """
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from programs import matmul_plain, matmul_relu, tile_with
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from ladder import LADDER, TALL_K  # noqa: E402
+
 from tinyopt.backends.cuda.nvrtc import compile_cuda
 from tinyopt.compiler import lower
 from tinyopt.dialects import tile
 
-CUOBJDUMP = shutil.which("cuobjdump")
+
+def _tool_folder() -> str:
+    """Returns PATH with the pip-packaged CUDA binaries (nvidia/cu13/bin) appended, if any."""
+    import nvidia
+
+    folders = [os.path.join(p, "cu13", "bin") for p in nvidia.__path__]
+    return os.pathsep.join([os.environ.get("PATH", ""), *folders])
+
+
+TOOL_PATH = _tool_folder()
+CUOBJDUMP = shutil.which("cuobjdump", path=TOOL_PATH)
+HAS_NVDISASM = shutil.which("nvdisasm", path=TOOL_PATH) is not None
 LOCAL_MEMORY = re.compile(r"\b(STL|LDL)\b")
 
-pytestmark = pytest.mark.skipif(CUOBJDUMP is None, reason="cuobjdump is not on PATH")
+pytestmark = pytest.mark.skipif(
+    CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found"
+)
+
+
+def sass_of_each(text: str, pipeline: str, tmp_path: Path) -> dict[str, str]:
+    """Returns the disassembly of every kernel a program lowers to, by kernel name."""
+    _, module = lower(text, pipeline)
+    out = {}
+    for kernel in [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]:
+        cubin = tmp_path / f"{kernel.sym_name.data}.cubin"
+        cubin.write_bytes(compile_cuda(kernel.source.data, kernel.sym_name.data))
+        assert CUOBJDUMP is not None
+        dump = subprocess.run(
+            [CUOBJDUMP, "--dump-sass", str(cubin)],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=os.environ | {"PATH": TOOL_PATH},
+        )
+        out[kernel.sym_name.data] = dump.stdout
+    return out
 
 
 def sass(text: str, pipeline: str, tmp_path: Path) -> str:
     """Returns the disassembly of the one kernel a single-kernel program lowers to."""
-    _, module = lower(text, pipeline)
-    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
-    cubin = tmp_path / f"{kernel.sym_name.data}.cubin"
-    cubin.write_bytes(compile_cuda(kernel.source.data, kernel.sym_name.data))
-    assert CUOBJDUMP is not None
-    dump = subprocess.run(
-        [CUOBJDUMP, "--dump-sass", str(cubin)], check=True, capture_output=True, text=True
-    )
-    return dump.stdout
+    (code,) = sass_of_each(text, pipeline, tmp_path).values()
+    return code
 
 
 def test_mma_sync_runs_on_tensor_cores(tmp_path: Path) -> None:
@@ -54,3 +86,31 @@ def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Pat
     code = sass(matmul_relu(1024, 1024, 1024), "fuse,tile,to-cuda", tmp_path)
     assert "LDS.128" in code
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+
+
+VECTOR_STEPS = [
+    (step, knobs)
+    for step, knobs in LADDER + TALL_K
+    if "vec=1" not in knobs and "schedule=sequential" not in knobs
+]
+"""Ladder steps from "16-byte vector loads" on (the earlier ones are scalar on purpose)."""
+
+
+def ladder_program(knobs: str) -> str:
+    """Returns the program a ladder step is measured on (tall K for the split-K steps)."""
+    return matmul_relu(512, 512, 32768) if "splitk" in knobs else matmul_relu(4096, 4096, 4096)
+
+
+@pytest.mark.parametrize("step,knobs", LADDER + TALL_K, ids=[s for s, _ in LADDER + TALL_K])
+def test_ladder_kernels_keep_registers(step: str, knobs: str, tmp_path: Path) -> None:
+    pipeline = f"fuse,tile{{{knobs}}},to-cuda"
+    for name, code in sass_of_each(ladder_program(knobs), pipeline, tmp_path).items():
+        assert not LOCAL_MEMORY.search(code), f"{name} uses local memory"
+
+
+@pytest.mark.parametrize("step,knobs", VECTOR_STEPS, ids=[s for s, _ in VECTOR_STEPS])
+def test_vectorized_ladder_kernels_use_128_bit_loads(step: str, knobs: str, tmp_path: Path) -> None:
+    codes = sass_of_each(ladder_program(knobs), f"fuse,tile{{{knobs}}},to-cuda", tmp_path)
+    contraction = next(code for name, code in codes.items() if not name.endswith("_reduce"))
+    assert "LDS.128" in contraction
+    assert re.search(r"LDG\.E[.A-Z0-9]*\.128", contraction)

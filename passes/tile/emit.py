@@ -209,6 +209,42 @@ def is_contiguous(indices: Sequence[SSAValue], iv: SSAValue, dependent: set[SSAV
     return last == iv and not any(i in dependent for i in leading)
 
 
+MAX_ALIGNMENT = 16
+"""Widest vector (in elements) an alignment proof is ever asked for."""
+
+
+def contiguous_alignment(
+    indices: Sequence[SSAValue], iv: SSAValue, dependent: set[SSAValue]
+) -> int:
+    """Returns how aligned a vector along `iv` may be (in elements), or 0 if not contiguous.
+
+    Contiguous means only the last index varies with `iv`, and it is `iv` or `iv + offset` with
+    `offset` independent of `iv`; the offset's known power-of-two factor bounds the alignment
+    (a split-K chunk `s·chunk + k` is aligned to the largest power of two dividing `chunk`).
+    """
+    *leading, last = indices
+    if any(i in dependent for i in leading):
+        return 0
+    if last == iv:
+        return MAX_ALIGNMENT
+    owner = last.owner
+    if isinstance(owner, arith.AddiOp) and iv in (owner.lhs, owner.rhs):
+        offset = owner.rhs if owner.lhs == iv else owner.lhs
+        return 0 if offset in dependent else _power_of_two_factor(offset)
+    return 0
+
+
+def _power_of_two_factor(v: SSAValue) -> int:
+    """Returns the largest power of two (≤ MAX_ALIGNMENT) known to divide an index value."""
+    folded = _folded(v)
+    if isinstance(folded, int):
+        return MAX_ALIGNMENT if folded == 0 else min(MAX_ALIGNMENT, folded & -folded)
+    if isinstance(v.owner, arith.MuliOp):
+        product = _power_of_two_factor(v.owner.lhs) * _power_of_two_factor(v.owner.rhs)
+        return min(MAX_ALIGNMENT, product)
+    return 1
+
+
 @dataclass
 class LaneEmitter:
     """Clones a loop-level body for `width` consecutive values of one index variable.
@@ -250,9 +286,9 @@ class LaneEmitter:
                 em.op(op.clone(value_mapper=shared))
                 for lane_map in self.lanes:
                     lane_map.update({r: shared[r] for r in op.results})
-            elif isinstance(op, memref.LoadOp) and is_contiguous(op.indices, self.iv, dependent):
+            elif isinstance(op, memref.LoadOp) and self._vector(op.indices, dependent):
                 self._load(op)
-            elif isinstance(op, memref.StoreOp) and is_contiguous(op.indices, self.iv, dependent):
+            elif isinstance(op, memref.StoreOp) and self._vector(op.indices, dependent):
                 values = [m.get(op.value, op.value) for m in self.lanes]
                 indices = [self.lanes[0].get(i, i) for i in op.indices]
                 target = self.lanes[0].get(op.memref, op.memref)
@@ -264,6 +300,10 @@ class LaneEmitter:
                 for lane_map in self.lanes:
                     em.op(op.clone(value_mapper=lane_map))
         return []
+
+    def _vector(self, indices: Sequence[SSAValue], dependent: set[SSAValue]) -> bool:
+        """True when the access is contiguous along the lanes and aligned to their width."""
+        return contiguous_alignment(indices, self.iv, dependent) >= self.width
 
     def _load(self, op: memref.LoadOp) -> None:
         indices = [self.lanes[0].get(i, i) for i in op.indices]
@@ -295,13 +335,14 @@ def vector_width(ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: in
     width = wanted
     contiguous = False
     for op in (o for top in ops for o in top.walk()):
-        if isinstance(op, memref.LoadOp | memref.StoreOp) and is_contiguous(
-            op.indices, iv, dependent
-        ):
+        if not isinstance(op, memref.LoadOp | memref.StoreOp):
+            continue
+        alignment = contiguous_alignment(op.indices, iv, dependent)
+        if alignment:
             contiguous = True
             t = op.memref.type
             assert isinstance(t, MemRefType)
-            width = min(width, 16 // element_bytes(t.element_type))
+            width = min(width, alignment, 16 // element_bytes(t.element_type))
             while t.get_shape()[-1] % width:
                 width //= 2
     if not contiguous:

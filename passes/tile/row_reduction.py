@@ -234,7 +234,7 @@ class _RowEmitter:
 
         def cached_load(op: memref.LoadOp, indices: list[SSAValue]) -> list[SSAValue] | None:
             regs = self.cached.get((op.memref, tuple(op.indices)[:-1]))
-            if regs is None:
+            if regs is None or op.indices[-1] != inner.regions[0].block.args[0]:
                 return None
             return [
                 em.value(memref.LoadOp.get(regs, [step, em.index(k)])) for k in range(self.width)

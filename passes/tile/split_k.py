@@ -90,14 +90,18 @@ def _partial_kernel(kernel: loop.KernelOp, c: Contraction, splits: int) -> loop.
             # partial kernel keeps the contraction shape (nothing before the reduce but constants).
             if len(c.nest.extents) == 3:
                 mapping[c.nest.body.block.args[0]] = em.div(bs, splits)
-            k = em.add(em.mul(em.rem(bs, splits), chunk), kk)
-            inside = em.less(k, k_extent)
-            # Reads stay in bounds by clamping k; the out-of-range products become zero below.
-            clamped = em.value(arith.MinSIOp(k, em.index(k_extent - 1)))
-            side_map = dict(mapping) | {c.reduce.body.block.args[0]: clamped}
+            start = em.add(em.mul(em.rem(bs, splits), chunk), kk)
+            exact = chunk * splits == k_extent
+            k = start
+            if not exact:
+                # Reads stay in bounds by clamping k; out-of-range products become zero below.
+                k = em.value(arith.MinSIOp(start, em.index(k_extent - 1)))
+            side_map = dict(mapping) | {c.reduce.body.block.args[0]: k}
             for op in c.a_side:
                 em.op(op.clone(value_mapper=side_map))
-            a = em.value(arith.SelectOp(inside, side_map[c.a_value], em.f32(0.0)))
+            a = side_map[c.a_value]
+            if not exact:
+                a = em.value(arith.SelectOp(em.less(start, k_extent), a, em.f32(0.0)))
             for op in c.b_side:
                 if not op.results or op.results[0] not in side_map:
                     em.op(op.clone(value_mapper=side_map))
