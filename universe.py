@@ -69,6 +69,13 @@ def get_welford() -> type[ModulePass]:
     return WelfordPass
 
 
+def get_check_assoc() -> type[ModulePass]:
+    """Return the analysis annotating fold step functions with their associativity verdict."""
+    from tinyopt.passes.associativity import CheckAssocPass
+
+    return CheckAssocPass
+
+
 def get_tile_pass() -> type[ModulePass]:
     """Return the pass mapping loop kernels onto the GPU."""
     from tinyopt.passes.tile import TilePass
@@ -123,6 +130,7 @@ TINYOPT_UNIVERSE = Universe(
         "to-cuda": get_to_cuda,
         "online-softmax": get_online_softmax,
         "welford": get_welford,
+        "check-assoc": get_check_assoc,
     },
     all_targets={"cuda": get_cuda_target},
 )

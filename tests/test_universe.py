@@ -31,6 +31,7 @@ def test_exported_names() -> None:
         "fuse",
         "online-softmax",
         "welford",
+        "check-assoc",
         "tile",
         "to-cuda",
     }
