@@ -19,6 +19,7 @@ from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import tile_with  # noqa: E402
+from report import publish  # noqa: E402
 
 VARIANTS = [
     ("mma=sync", "mma=sync"),
@@ -72,11 +73,7 @@ def main() -> None:
                 f"{err:.1e} |"
             )
             print(lines[-1], flush=True)
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ sys.path.insert(
     0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "tests")
 )
 from programs import batched_matmul, matmul_relu, rmsnorm, softmax  # noqa: E402
+from report import publish  # noqa: E402
 
 
 def bench(fn) -> float:
@@ -181,11 +182,7 @@ def main() -> None:
             f"| {ref_m:.0f} {unit} "
             f"| {ratio:.2f}x | {err:.1e} |"
         )
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import matmul_relu  # noqa: E402
 
 from ladder import LADDER, TALL_K  # noqa: E402
+from report import publish  # noqa: E402
 
 
 def main() -> None:
@@ -76,10 +77,7 @@ def main() -> None:
         "|---|---|---|---|---|",
         *(f"| {s} | `{k}` | {t:.1f} | {r:.2f} | {e:.1e} |" for s, k, t, r, e in rows),
     ]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

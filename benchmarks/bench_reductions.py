@@ -29,6 +29,7 @@ from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import layernorm, softmax  # noqa: E402
+from report import publish  # noqa: E402
 
 VARIANTS = {
     "two reductions": "fuse,tile,to-cuda",
@@ -137,11 +138,7 @@ def main() -> None:
         lines.append(
             f"| {name} | {label} | {ms:.4f} | {bandwidth:.0f} | {ratio:.2f}x | {err:.1e} |"
         )
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write(text + "\n")
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

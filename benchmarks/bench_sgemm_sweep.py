@@ -20,6 +20,7 @@ from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import batched_matmul  # noqa: E402
+from report import publish  # noqa: E402
 
 FP32_PEAK = 66.9e12
 SIZES = [(1, n) for n in (256, 512, 1024, 2048, 4096, 8192)] + [
@@ -62,10 +63,7 @@ def main() -> None:
             for bt, n, t, c, r, e in rows
         ),
     ]
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    publish(lines, args.out)
     if args.png:
         import matplotlib
 

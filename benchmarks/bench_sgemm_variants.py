@@ -18,6 +18,7 @@ from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import batched_matmul  # noqa: E402
+from report import publish  # noqa: E402
 
 SHAPES = [(1, 4096), (1, 1024), (256, 256), (64, 512)]
 VARIANTS = [
@@ -62,10 +63,7 @@ def main() -> None:
                 f"{cublas / ms:.2f} | {err:.1e} |"
             )
             print(lines[-1], flush=True)
-    print("\n".join(lines))
-    if args.out:
-        with open(args.out, "w") as f:
-            f.write("\n".join(lines) + "\n")
+    publish(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -450,11 +450,9 @@ class TransposeOp(GraphOp):
         self.expect_shape("result", dst, [src.get_shape()[p] for p in perm])
 
 
-@irdl_op_definition
-class ReshapeOp(GraphOp):
-    """Reinterpret a tensor (row-major) with the result type's shape."""
+class ShapeChangeOp(GraphOp):
+    """Base of ops giving one tensor a new shape (the result type's), keeping its dtype."""
 
-    name = "graph.reshape"
     x = operand_def(TensorType)
     result = result_def(TensorType)
 
@@ -464,10 +462,22 @@ class ReshapeOp(GraphOp):
         assert isinstance(x.type, TensorType)
         super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, shape)])
 
-    def verify_(self) -> None:
+    def operand_and_result(self) -> tuple[TensorType, TensorType]:
+        """Returns the two tensor types after checking they share a dtype."""
         src = self.tensor("operand", self.x)
         dst = self.tensor("result", self.result)
         self.same_dtype(("operand", src), ("result", dst))
+        return src, dst
+
+
+@irdl_op_definition
+class ReshapeOp(ShapeChangeOp):
+    """Reinterpret a tensor (row-major) with the result type's shape."""
+
+    name = "graph.reshape"
+
+    def verify_(self) -> None:
+        src, dst = self.operand_and_result()
         if src.element_count() != dst.element_count():
             raise self.fail(
                 f"element counts differ: operand has {src.element_count()}, "
@@ -476,23 +486,13 @@ class ReshapeOp(GraphOp):
 
 
 @irdl_op_definition
-class BroadcastOp(GraphOp):
+class BroadcastOp(ShapeChangeOp):
     """Broadcast with numpy rules (right-aligned; each operand dim equal or 1)."""
 
     name = "graph.broadcast"
-    x = operand_def(TensorType)
-    result = result_def(TensorType)
-
-    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
-
-    def __init__(self, x: SSAValue, shape: Sequence[int]):
-        assert isinstance(x.type, TensorType)
-        super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, shape)])
 
     def verify_(self) -> None:
-        src = self.tensor("operand", self.x)
-        dst = self.tensor("result", self.result)
-        self.same_dtype(("operand", src), ("result", dst))
+        src, dst = self.operand_and_result()
         ss, ds = src.get_shape(), dst.get_shape()
         if len(ss) > len(ds):
             raise self.fail(f"operand rank {len(ss)} exceeds result rank {len(ds)}")
