@@ -273,3 +273,19 @@ def _attention(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
         above_diagonal = np.triu(np.ones((seq, seq), dtype=bool), k=1)
         scores = np.where(above_diagonal, -np.inf, scores)
     return _softmax(scores, -1) @ v
+
+
+@_handles(graph.SliceOp)
+def _slice(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.SliceOp)
+    dim, start, step = (a.value.data for a in (op.dim, op.start, op.step))
+    size = _tensor_type(op.results[0]).get_shape()[dim]
+    index = [slice(None)] * xs[0].ndim
+    index[dim] = slice(start, start + (size - 1) * step + 1, step)
+    return xs[0][tuple(index)]
+
+
+@_handles(graph.ConcatOp)
+def _concat(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.ConcatOp)
+    return np.concatenate(xs, axis=op.dim.value.data)

@@ -39,6 +39,7 @@ from xdsl.irdl import (
     prop_def,
     result_def,
     traits_def,
+    var_operand_def,
 )
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
@@ -506,6 +507,105 @@ class BroadcastOp(ShapeChangeOp):
 
 
 @irdl_op_definition
+class SliceOp(GraphOp):
+    """Take every `step`-th index of dim `dim` from `start` on; the result type gives how many."""
+
+    name = "graph.slice"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    start = prop_def(IntegerAttr[I64])
+    step = prop_def(IntegerAttr[I64])
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, dim: int, start: int, size: int, step: int = 1):
+        assert isinstance(x.type, TensorType)
+        shape = list(x.type.get_shape())
+        shape[dim] = size
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(x.type.element_type, shape)],
+            properties={
+                "dim": IntegerAttr(dim, i64),
+                "start": IntegerAttr(start, i64),
+                "step": IntegerAttr(step, i64),
+            },
+        )
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("operand", src), ("result", dst))
+        dim, start, step = (a.value.data for a in (self.dim, self.start, self.step))
+        self.check_dim("dim", dim, src.get_num_dims())
+        if step < 1:
+            raise self.fail(f"step must be at least 1, got {step}")
+        size = dst.get_shape()[dim] if dst.get_num_dims() == src.get_num_dims() else 0
+        shape = list(src.get_shape())
+        shape[dim] = size
+        self.expect_shape("result", dst, shape)
+        if size < 1 or start < 0 or start + (size - 1) * step >= src.get_shape()[dim]:
+            raise self.fail(
+                f"{size} indices from {start} by {step} do not fit in dim {dim} of size "
+                f"{src.get_shape()[dim]}"
+            )
+
+
+@irdl_op_definition
+class ConcatOp(GraphOp):
+    """Concatenate tensors along `dim`; all other dims and the dtype must agree."""
+
+    name = "graph.concat"
+    inputs = var_operand_def(TensorType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$inputs attr-dict `:` `(` type($inputs) `)` `->` type($result)"
+
+    def __init__(self, inputs: Sequence[SSAValue], dim: int):
+        types = [x.type for x in inputs]
+        assert all(isinstance(t, TensorType) for t in types)
+        shape = list(types[0].get_shape())  # pyright: ignore[reportAttributeAccessIssue]
+        shape[dim] = sum(t.get_shape()[dim] for t in types)  # pyright: ignore
+        element_type = types[0].element_type  # pyright: ignore[reportAttributeAccessIssue]
+        super().__init__(
+            operands=[list(inputs)],
+            result_types=[TensorType(element_type, shape)],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+
+    def verify_(self) -> None:
+        if not self.inputs:
+            raise self.fail("needs at least one operand")
+        named = [
+            (f"operand {i}", self.tensor(f"operand {i}", x)) for i, x in enumerate(self.inputs)
+        ]
+        dst = self.tensor("result", self.result)
+        self.same_dtype(*named, ("result", dst))
+        dim = self.dim.value.data
+        first = named[0][1]
+        self.check_dim("dim", dim, first.get_num_dims())
+        outside = [d for i, d in enumerate(first.get_shape()) if i != dim]
+        for name, type_ in named[1:]:
+            if type_.get_num_dims() != first.get_num_dims():
+                raise self.fail(
+                    f"{name} has rank {type_.get_num_dims()}, operand 0 has rank "
+                    f"{first.get_num_dims()}"
+                )
+            if [d for i, d in enumerate(type_.get_shape()) if i != dim] != outside:
+                raise self.fail(
+                    f"{name} shape {_fmt_shape(type_.get_shape())} differs from operand 0 "
+                    f"({_fmt_shape(first.get_shape())}) outside dim {dim}"
+                )
+        shape = list(first.get_shape())
+        shape[dim] = sum(type_.get_shape()[dim] for _, type_ in named)
+        self.expect_shape("result", dst, shape)
+
+
+@irdl_op_definition
 class ConstantOp(GraphOp):
     """A constant tensor given by a dense (possibly splat) value."""
 
@@ -721,6 +821,8 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
 BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMeanOp)
 SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)
+DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp)
+"""Ops that `fuse` cannot lower yet (the torch frontend emits them for RoPE)."""
 COMPOSITE_OPS: tuple[type[GraphOp], ...] = (
     SoftmaxOp,
     RmsNormOp,
@@ -738,6 +840,7 @@ Graph = Dialect(
         *REDUCE_OPS,
         MatmulOp,
         *SHAPE_OPS,
+        *DATA_MOVEMENT_OPS,
         ConstantOp,
         *COMPOSITE_OPS,
     ],

@@ -47,6 +47,8 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %mm = graph.matmul %x, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   %r = graph.reshape %x : tensor<4x8xf32> -> tensor<2x16xf32>
   %bc = graph.broadcast %v : tensor<8xf32> -> tensor<4x8xf32>
+  %sl = graph.slice %x {dim = 1 : i64, start = 1 : i64, step = 2 : i64} : tensor<4x8xf32> -> tensor<4x4xf32>
+  %cat = graph.concat %x, %y {dim = 0 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
   %c = graph.constant dense<5.000000e-01> : tensor<4x8xf32>
   %sm = graph.softmax %x {dim = 1 : i64} : tensor<4x8xf32>
   %rn = graph.rms_norm %x, %v {eps = 1.000000e-06 : f32} : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
@@ -82,7 +84,7 @@ def test_every_documented_op_is_registered() -> None:
     documented = (
         "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu silu cast "
         "add sub mul div max min pow reduce_sum reduce_max reduce_mean matmul transpose "
-        "reshape broadcast constant softmax rms_norm layer_norm linear attention"
+        "reshape broadcast slice concat constant softmax rms_norm layer_norm linear attention"
     ).split()
     assert names == {f"graph.{n}" for n in documented}
 
