@@ -1,0 +1,1 @@
+"""Frontends: capture programs written elsewhere (PyTorch) into the graph dialect."""
