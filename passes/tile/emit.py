@@ -205,6 +205,8 @@ def depends_on(ops: Iterable[Operation], roots: Iterable[SSAValue]) -> set[SSAVa
 
 def is_contiguous(indices: Sequence[SSAValue], iv: SSAValue, dependent: set[SSAValue]) -> bool:
     """True when only the last index varies with `iv`, and it is `iv` itself."""
+    if not indices:  # a rank-0 buffer: one scalar, the same for every `iv`
+        return False
     *leading, last = indices
     return last == iv and not any(i in dependent for i in leading)
 
@@ -222,6 +224,8 @@ def contiguous_alignment(
     `offset` independent of `iv`; the offset's known power-of-two factor bounds the alignment
     (a split-K chunk `s·chunk + k` is aligned to the largest power of two dividing `chunk`).
     """
+    if not indices:  # a rank-0 buffer: one scalar, the same for every `iv`
+        return 0
     *leading, last = indices
     if any(i in dependent for i in leading):
         return 0

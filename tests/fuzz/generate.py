@@ -1,0 +1,320 @@
+"""Hypothesis strategies for random graph programs and tile knobs, and the checks run on them.
+
+A program is a chain of graph ops over small random shapes (odd sizes, size-1 dims) in one
+element type: elementwise unary and binary ops, explicit broadcasts, reductions over random
+axes, transposes, reshapes, (batched) matmuls, linear, softmax, rms_norm and layer_norm.
+Ops with a restricted domain (log, sqrt, rsqrt, reciprocal, exp, div, pow) get operands
+through `exp(tanh(x))`, in [1/e, e], so values stay finite in every element type.
+
+`check_loop_level` fuses a program and runs the loop IR with the numpy loop executor against
+the graph reference; `check_compiles` lowers it with random knobs and compiles every kernel
+with NVRTC. Both return an `Outcome`; a `DiagnosticException` of a pass is a refusal (fine),
+any other exception propagates (a bug).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+import numpy as np
+from hypothesis import strategies as st
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.backends import check
+from tinyopt.backends.loop_reference import run_loop_module
+from tinyopt.backends.reference import random_inputs, run_reference
+from tinyopt.compiler import apply_pipeline, parse
+
+DTYPES = ("f32", "f16", "bf16")
+DIMS = (1, 2, 3, 5, 7, 8, 16, 17, 33)
+MAX_ELEMENTS = 1024
+"""Largest tensor the generator builds, so the scalar loop executor stays fast."""
+
+SAFE_UNARY = ("neg", "abs", "tanh", "sigmoid", "relu", "gelu", "silu")
+POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal")
+SAFE_BINARY = ("add", "sub", "mul", "max", "min")
+REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_mean")
+
+Shape = tuple[int, ...]
+
+
+def _t(shape: Shape, dtype: str) -> str:
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{dtype}>"
+
+
+@dataclass
+class _Builder:
+    """Accumulates a function's arguments and op lines; values are (name, shape) pairs."""
+
+    dtype: str
+    args: list[tuple[str, Shape]] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    count: int = 0
+
+    def arg(self, shape: Shape) -> tuple[str, Shape]:
+        name = f"%a{len(self.args)}"
+        self.args.append((name, shape))
+        return name, shape
+
+    def fresh(self) -> str:
+        self.count += 1
+        return f"%v{self.count}"
+
+    def op(self, text: str, shape: Shape) -> tuple[str, Shape]:
+        """Appends `%vN = <text>` and returns the new value."""
+        name = self.fresh()
+        self.lines.append(f"  {name} = graph.{text}")
+        return name, shape
+
+    def unary(self, op: str, x: tuple[str, Shape]) -> tuple[str, Shape]:
+        return self.op(f"{op} {x[0]} : {_t(x[1], self.dtype)}", x[1])
+
+    def binary(self, op: str, x: tuple[str, Shape], y: tuple[str, Shape]) -> tuple[str, Shape]:
+        return self.op(f"{op} {x[0]}, {y[0]} : {_t(x[1], self.dtype)}", x[1])
+
+    def positive(self, x: tuple[str, Shape]) -> tuple[str, Shape]:
+        """Returns exp(tanh(x)), a value in [1/e, e]."""
+        return self.unary("exp", self.unary("tanh", x))
+
+    def text(self, outputs: list[tuple[str, Shape]]) -> str:
+        args = ", ".join(f"{n}: {_t(s, self.dtype)}" for n, s in self.args)
+        results = ", ".join(_t(s, self.dtype) for _, s in outputs)
+        names = ", ".join(n for n, _ in outputs)
+        body = "\n".join(self.lines)
+        return (
+            f"func.func @fuzz({args}) -> ({results}) {{\n{body}\n"
+            f"  func.return {names} : {results}\n}}\n"
+        )
+
+
+Value = tuple[str, Shape]
+
+
+def _shape(draw: st.DrawFn, max_rank: int = 3) -> Shape:
+    rank = draw(st.integers(1, max_rank))
+    dims = tuple(draw(st.sampled_from(DIMS)) for _ in range(rank))
+    while prod(dims) > MAX_ELEMENTS:
+        dims = dims[1:]
+    return dims
+
+
+def _unary(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    op = draw(st.sampled_from(SAFE_UNARY + POSITIVE_UNARY))
+    return b.unary(op, b.positive(x) if op in POSITIVE_UNARY else x)
+
+
+def _broadcast_operand(draw: st.DrawFn, b: _Builder, shape: Shape) -> Value:
+    """Returns a new argument of `shape`, or a smaller one explicitly broadcast to it."""
+    if not draw(st.booleans()):
+        return b.arg(shape)
+    keep = draw(st.integers(0, len(shape)))
+    small = tuple(1 if draw(st.booleans()) else d for d in shape[len(shape) - keep :])
+    if small == shape:
+        return b.arg(shape)
+    source = b.arg(small)
+    return b.op(f"broadcast {source[0]} : {_t(small, b.dtype)} -> {_t(shape, b.dtype)}", shape)
+
+
+def _binary(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    op = draw(st.sampled_from((*SAFE_BINARY, "div", "pow")))
+    y = x if draw(st.integers(0, 4)) == 0 else _broadcast_operand(draw, b, x[1])
+    if draw(st.booleans()):
+        x, y = y, x
+    if op == "div":
+        return b.binary(op, x, b.positive(y))
+    if op == "pow":
+        return b.binary(op, b.positive(x), b.unary("tanh", y))
+    return b.binary(op, x, y)
+
+
+def _reduce(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    rank = len(x[1])
+    dims = sorted(draw(st.sets(st.integers(0, rank - 1), min_size=1, max_size=rank)))
+    keepdim = draw(st.booleans())
+    if not keepdim and len(dims) == rank:
+        keepdim = True  # a rank-0 result has no loop to fuse into; keep a 1-element tensor
+    shape = tuple(1 if i in dims else d for i, d in enumerate(x[1]) if keepdim or i not in dims)
+    op = draw(st.sampled_from(REDUCTIONS))
+    attrs = f"dims = array<i64: {', '.join(map(str, dims))}>, keepdim = {str(keepdim).lower()}"
+    r = b.op(f"{op} {x[0]} {{{attrs}}} : {_t(x[1], b.dtype)} -> {_t(shape, b.dtype)}", shape)
+    if keepdim and draw(st.booleans()):
+        back = b.op(f"broadcast {r[0]} : {_t(shape, b.dtype)} -> {_t(x[1], b.dtype)}", x[1])
+        return b.binary("sub", x, back)
+    return r
+
+
+def _transpose(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    perm = draw(st.permutations(range(len(x[1]))))
+    shape = tuple(x[1][p] for p in perm)
+    attrs = f"perm = array<i64: {', '.join(map(str, perm))}>"
+    return b.op(
+        f"transpose {x[0]} {{{attrs}}} : {_t(x[1], b.dtype)} -> {_t(shape, b.dtype)}", shape
+    )
+
+
+def _reshape(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    dims = list(x[1])
+    move = draw(st.sampled_from(("merge", "split", "insert1", "flatten")))
+    if move == "merge" and len(dims) >= 2:
+        i = draw(st.integers(0, len(dims) - 2))
+        dims[i : i + 2] = [dims[i] * dims[i + 1]]
+    elif move == "split":
+        i = draw(st.integers(0, len(dims) - 1))
+        factors = [f for f in range(1, dims[i] + 1) if dims[i] % f == 0]
+        f = draw(st.sampled_from(factors))
+        dims[i : i + 1] = [f, dims[i] // f]
+    elif move == "insert1" and len(dims) < 4:
+        dims.insert(draw(st.integers(0, len(dims))), 1)
+    else:
+        dims = [prod(dims)]
+    shape = tuple(dims)
+    return b.op(f"reshape {x[0]} : {_t(x[1], b.dtype)} -> {_t(shape, b.dtype)}", shape)
+
+
+def _matmul(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    shape = x[1]
+    if len(shape) not in (2, 3):
+        shape = (1, prod(shape)) if len(shape) == 1 else (prod(shape[:-1]), shape[-1])
+        x = b.op(f"reshape {x[0]} : {_t(x[1], b.dtype)} -> {_t(shape, b.dtype)}", shape)
+    n = draw(st.sampled_from(DIMS))
+    while prod(shape[:-1]) * n > MAX_ELEMENTS:
+        n = 1
+    if len(shape) == 2 and draw(st.booleans()):
+        w = b.arg((n, shape[-1]))
+        bias = b.arg((n,))
+        out = (*shape[:-1], n)
+        types = f"{_t(shape, b.dtype)}, {_t(w[1], b.dtype)}, {_t(bias[1], b.dtype)}"
+        text = f"linear {x[0]}, {w[0]}, {bias[0]} : ({types}) -> {_t(out, b.dtype)}"
+        return b.op(text, out)
+    w = b.arg((*shape[:-2], shape[-1], n))
+    out = (*shape[:-1], n)
+    types = f"{_t(shape, b.dtype)}, {_t(w[1], b.dtype)}"
+    return b.op(f"matmul {x[0]}, {w[0]} : ({types}) -> {_t(out, b.dtype)}", out)
+
+
+def _composite(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    t = _t(x[1], b.dtype)
+    op = draw(st.sampled_from(("softmax", "rms_norm", "layer_norm")))
+    if op == "softmax":
+        return b.op(f"softmax {x[0]} {{dim = {len(x[1]) - 1} : i64}} : {t}", x[1])
+    w = b.arg(x[1][-1:])
+    wt = _t(w[1], b.dtype)
+    if op == "rms_norm":
+        return b.op(f"rms_norm {x[0]}, {w[0]} {{eps = 1.0e-06 : f32}} : ({t}, {wt}) -> {t}", x[1])
+    bias = b.arg(x[1][-1:])
+    text = f"layer_norm {x[0]}, {w[0]}, {bias[0]} {{eps = 1.0e-05 : f32}} : ({t}, {wt}, {wt})"
+    return b.op(f"{text} -> {t}", x[1])
+
+
+STEPS = {
+    "unary": _unary,
+    "binary": _binary,
+    "reduce": _reduce,
+    "transpose": _transpose,
+    "reshape": _reshape,
+    "matmul": _matmul,
+    "composite": _composite,
+}
+
+
+@st.composite
+def programs(draw: st.DrawFn, max_steps: int = 5) -> str:
+    """Draws the MLIR text of a random graph function `@fuzz`."""
+    b = _Builder(draw(st.sampled_from(DTYPES)))
+    x = b.arg(_shape(draw))
+    outputs = []
+    for _ in range(draw(st.integers(1, max_steps))):
+        x = STEPS[draw(st.sampled_from(sorted(STEPS)))](draw, b, x)
+        if draw(st.integers(0, 5)) == 0:
+            outputs.append(x)
+    if not outputs or outputs[-1] is not x:
+        outputs.append(x)
+    return b.text(outputs)
+
+
+KNOB_VALUES: dict[str, tuple[object, ...]] = {
+    "schedule": ("auto", "sequential"),
+    "threads": (32, 64, 128, 256, 512, 1024),
+    "vec": (1, 2, 4, 8, 16),
+    "rows": (1, 2, 4, 8, 32),
+    "cache": (0, 1),
+    "bm": (16, 32, 64, 128, 256),
+    "bn": (16, 32, 64, 128, 256),
+    "bk": (4, 8, 16, 32, 64),
+    "tm": (1, 2, 4, 8, 16),
+    "tn": (1, 2, 4, 8, 16),
+    "pad": (0, 4, 8),
+    "stages": (1, 2, 3, 4),
+    "split": (1, 2),
+    "group": (0, 2, 8),
+    "minblocks": (1, 2),
+    "splitk": (1, 2, 4, 8),
+    "mma": ("none", "sync", "wgmma"),
+    "ws": (0, 1),
+}
+"""Values the fuzzer tries for each tile knob (within the domains of docs/knobs.md)."""
+
+
+@st.composite
+def pipelines(draw: st.DrawFn) -> str:
+    """Draws a pipeline `[decompose,]fuse[,rewrites],tile{random knobs},to-cuda`."""
+    names = sorted(draw(st.sets(st.sampled_from(sorted(KNOB_VALUES)), max_size=5)))
+    knobs = " ".join(f"{n}={draw(st.sampled_from(KNOB_VALUES[n]))}" for n in names)
+    passes = ["decompose"] if draw(st.booleans()) else []
+    passes.append("fuse")
+    passes += [p for p in ("online-softmax", "welford") if draw(st.booleans())]
+    passes.append(f"tile{{{knobs}}}" if knobs else "tile")
+    return ",".join([*passes, "to-cuda"])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one check: `refused` holds a pass's diagnostic, else the check passed."""
+
+    refused: str | None = None
+
+
+def loop_level_error(text: str, seed: int = 0) -> float:
+    """Fuses `text` and returns the loop executor's largest error against the graph reference.
+
+    The error of an output is the smaller of its relative error against the float64 reference
+    and against the reference rounded to each op's element type.
+    """
+    program = parse(text)
+    graph = check.graph_function(program)
+    fused = apply_pipeline(program.clone(), "fuse")
+    inputs = random_inputs(program, seed)
+    actual = run_loop_module(fused, graph.sym_name.data, *inputs)
+    exact = run_reference(program, *inputs)
+    rounded = run_reference(program, *inputs, dtype=None)
+    return max(
+        min(
+            check.relative_error(np.asarray(out, np.float64), ref),
+            check.relative_error(np.asarray(out, np.float64), np.asarray(low, np.float64)),
+        )
+        for out, ref, low in zip(actual, exact, rounded, strict=True)
+    )
+
+
+def check_loop_level(text: str) -> Outcome:
+    """Raises AssertionError when the fused loop IR disagrees with the graph reference."""
+    try:
+        error = loop_level_error(text)
+    except DiagnosticException as exc:
+        return Outcome(str(exc))
+    tolerance = check.tolerance(check.graph_function(parse(text)))
+    assert error <= tolerance, f"loop-level error {error:.3e} > {tolerance:.0e}"
+    return Outcome()
+
+
+def check_compiles(text: str, pipeline: str) -> Outcome:
+    """Lowers `text` through `pipeline` and compiles every kernel with NVRTC for sm_90a."""
+    from tinyopt.backends.cuda.runtime import compile_module
+
+    try:
+        module = apply_pipeline(parse(text), pipeline)
+    except DiagnosticException as exc:
+        return Outcome(str(exc))
+    compile_module(module, arch="sm_90a")
+    return Outcome()

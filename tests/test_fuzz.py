@@ -1,0 +1,54 @@
+"""Differential fuzzing in CI: random graph programs, fixed seed, bounded case count.
+
+Each program is fused and its loop IR run by the numpy loop executor against the graph
+reference; then it is lowered with random tile knobs and every kernel compiled by NVRTC for
+sm_90a. A pass refusing a knob combination with a diagnostic is counted, not a failure.
+Programs that once failed and were fixed live in tests/fuzz/regressions/ and are replayed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from fuzz.generate import check_compiles, check_loop_level, pipelines, programs
+from hypothesis import HealthCheck, given, settings
+
+REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*.mlir"))
+STATS: Counter[str] = Counter()
+FUZZ = settings(
+    derandomize=True,
+    database=None,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@settings(FUZZ, max_examples=60)
+@given(programs())
+def test_fused_loop_ir_matches_reference(text: str) -> None:
+    STATS["loop cases"] += 1
+    STATS["loop refused"] += check_loop_level(text).refused is not None
+
+
+@settings(FUZZ, max_examples=40)
+@given(programs(), pipelines())
+def test_random_knobs_compile_with_nvrtc(text: str, pipeline: str) -> None:
+    STATS["nvrtc cases"] += 1
+    STATS["nvrtc refused"] += check_compiles(text, pipeline).refused is not None
+
+
+@pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.stem)
+def test_regression(path: Path) -> None:
+    """A shrunk program that once failed: its first line is `// PIPELINE: <pipeline>`."""
+    text = path.read_text()
+    pipeline = text.splitlines()[0].removeprefix("// PIPELINE: ")
+    check_loop_level(text)
+    check_compiles(text, pipeline)
+
+
+def test_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    """Prints how many cases ran and how many were refused (failures fail the tests above)."""
+    with capsys.disabled():
+        print(f"\nfuzz: {dict(STATS)}")
