@@ -9,9 +9,10 @@ to make torch's implicit broadcasting and type promotion explicit). Shapes are t
 example inputs.
 
 The function's arguments are the module's inputs, in order, followed by its weights: the
-parameters, then the buffers, then tensor constants created in `forward`, each group in the
-order of `torch.export`'s signature (module registration order). `Capture.weights` holds them
-by name and `Capture.arguments(*inputs)` returns every argument as a numpy array.
+parameters in `module.named_parameters()` order, then the buffers in `named_buffers()` order,
+then tensor constants created in `forward` (the order of `torch.export`'s signature).
+`Capture.weights` holds them by name; `Capture.arguments(*inputs)` returns every argument as
+a numpy array.
 
 Torch is imported lazily, so tinyopt itself works without it.
 """
@@ -178,6 +179,11 @@ class _Translator:
         from torch.export.graph_signature import InputKind, OutputKind
 
         signature = self.program.graph_signature
+        for node in self.program.graph.nodes:  # name unsupported ops before dtype problems
+            name = _op_name(node.target)
+            if node.op == "call_function" and name not in _HANDLERS and name not in _SKIPPED:
+                reason = f": {_UNSUPPORTED[name]}" if name in _UNSUPPORTED else ""
+                raise self.fail(node, f"cannot capture {name}{reason}")
         placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         inputs: list[Node] = []
         weights: dict[str, torch.Tensor] = {}
@@ -223,12 +229,9 @@ class _Translator:
     def translate(self, node: Node) -> None:
         """Translate one call node, recording its result value."""
         name = _op_name(node.target)
-        if name == "aten._assert_tensor_metadata":
+        if name in _SKIPPED:
             return
-        handler = _HANDLERS.get(name)
-        if handler is None:
-            raise self.fail(node, f"cannot capture {name}")
-        value = handler(self, node)
+        value = _HANDLERS[name](self, node)
         if isinstance(value.owner, Operation) and value.name_hint is None:
             value.name_hint = node.name
         self.values[node] = value
@@ -241,6 +244,10 @@ def _type(x: SSAValue) -> TensorType[AnyFloat]:
 
 Handler = Callable[[_Translator, "Node"], SSAValue]
 _HANDLERS: dict[str, Handler] = {}
+_SKIPPED = ("aten._assert_tensor_metadata",)
+"""Ops without a value (export's checks), left out of the capture."""
+_UNSUPPORTED: dict[str, str] = {"aten.embedding": "the graph dialect has no gather op yet"}
+"""Ops with a known reason they cannot be captured yet."""
 
 
 def _handles(*names: str) -> Callable[[Handler], Handler]:
@@ -450,11 +457,6 @@ def _layer_norm(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.LayerNormOp(x, t.value(weight, node), t.value(bias, node), eps))
 
 
-@_handles("embedding")
-def _embedding(t: _Translator, node: Node) -> SSAValue:
-    raise t.fail(node, "cannot capture aten.embedding: the graph dialect has no gather op yet")
-
-
 # ------------------------------------------------------------------------ shape and data
 
 
@@ -471,7 +473,7 @@ def _reshape_or_expand(t: _Translator, node: Node) -> SSAValue:
     return t.reshape(x, out.get_shape())
 
 
-@_handles("transpose", "permute", "t", "numpy_T", "swapaxes")
+@_handles("transpose", "permute", "t", "numpy_T", "swapaxes", "mT")
 def _transpose(t: _Translator, node: Node) -> SSAValue:
     x = t.value(node.args[0], node)
     rank = _type(x).get_num_dims()
@@ -480,6 +482,8 @@ def _transpose(t: _Translator, node: Node) -> SSAValue:
         perm = _dims(node.args[1], rank)
     elif name in ("t", "numpy_T"):
         perm = list(reversed(range(rank)))
+    elif name == "mT":
+        perm = [*range(rank - 2), rank - 1, rank - 2]
     else:
         a, b = _dims([node.args[1], node.args[2]], rank)
         perm = list(range(rank))
