@@ -2,8 +2,10 @@
 
 `tinyopt FILE -p PIPELINE` parses MLIR text, applies the pipeline and prints IR, or CUDA C
 when the pipeline ends with `to-cuda`. `tinyopt run FILE` also compiles the result, runs it
-on random inputs and checks it against the numpy reference. `tinyopt check-assoc FILE` decides
-whether the folds of the file's step functions have a merge. Bad input is answered with a
+on random inputs and checks it against the numpy reference. `tinyopt capture FILE.py:NAME`
+prints the graph-dialect MLIR of a PyTorch module (needs the `torch` extra).
+`tinyopt check-assoc FILE` decides whether the folds of the file's step functions have a
+merge. Bad input is answered with a
 diagnostic on stderr and exit status 1, never a traceback.
 """
 
@@ -11,9 +13,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
+import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from math import prod
+from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 import numpy as np
@@ -114,6 +119,24 @@ class TinyoptMain(xDSLOptMain):
             return super().prepare_input()
         except ValueError as exc:
             raise CliError(f"{exc} (tinyopt reads .mlir files)") from None
+
+    def run(self) -> None:
+        """Run xdsl-opt's steps; with `-o FILE`, FILE is written only when all of them succeed.
+
+        The output goes to `FILE.partial`, renamed to FILE at the end and removed on an error,
+        so a failing pipeline leaves no partial output behind.
+        """
+        target = self.args.output_file
+        if target is None:
+            return super().run()
+        self.args.output_file = partial = f"{target}.partial"
+        try:
+            super().run()
+            os.replace(partial, target)
+        finally:
+            self.args.output_file = target
+            if os.path.exists(partial):
+                os.remove(partial)
 
     def parse_file(self) -> ModuleOp:
         """Parse the input file as one module."""
@@ -262,6 +285,90 @@ def check_assoc_command(args: argparse.Namespace) -> bool:
     return all(v.associative for v in verdicts)
 
 
+CAPTURE_DTYPES = ("f32", "f16", "bf16")
+"""Element types `tinyopt capture --inputs` accepts."""
+
+
+def capture_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `tinyopt capture`."""
+    parser = argparse.ArgumentParser(
+        prog="tinyopt capture",
+        description="Capture a PyTorch module into the graph dialect and print the MLIR "
+        "(needs PyTorch: pip install -e '.[torch]'). Its arguments are the module's inputs, "
+        "then its parameters and buffers.",
+    )
+    parser.add_argument(
+        "target",
+        help="FILE.py:NAME where NAME is a torch.nn.Module, or a callable without arguments "
+        "(a class, a factory) returning one",
+    )
+    parser.add_argument(
+        "--inputs",
+        help="example input shapes and dtypes, e.g. '2x16x64xf32,64xbf16' (random normal "
+        "values); by default FILE's example_inputs() gives them",
+    )
+    parser.add_argument("--name", default="forward", help="name of the captured func.func")
+    return parser
+
+
+def _example_inputs(spec: str) -> list[object]:
+    """Return random tensors for a `--inputs` spec such as `2x16xf32,8xbf16`."""
+    import torch
+
+    tensors: list[object] = []
+    for item in spec.split(","):
+        *dims, dtype = item.strip().split("x")
+        if dtype not in CAPTURE_DTYPES or not all(d.isdigit() for d in dims):
+            raise CliError(
+                f"bad input spec '{item}' (expected e.g. 2x16xf32; dtypes: "
+                f"{', '.join(CAPTURE_DTYPES)})"
+            )
+        torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+        tensors.append(torch.randn(*map(int, dims), dtype=torch_dtype[dtype]))
+    return tensors
+
+
+def capture_command(args: argparse.Namespace) -> None:
+    """Load the module named by `FILE.py:NAME`, capture it and print its MLIR."""
+    try:
+        import torch
+    except ImportError:
+        raise CliError("tinyopt capture needs PyTorch: pip install -e '.[torch]'") from None
+    from tinyopt.frontends.torch_fx import FrontendError, capture
+
+    path, _, name = args.target.rpartition(":")
+    if not path or not name:
+        raise CliError(f"expected FILE.py:NAME, got '{args.target}'")
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    if spec is None or spec.loader is None or not Path(path).is_file():
+        raise CliError(f"cannot load {path} (a Python file is expected)")
+    source = importlib.util.module_from_spec(spec)
+    torch.manual_seed(0)
+    try:  # the user's code may raise anything
+        spec.loader.exec_module(source)
+        obj = getattr(source, name, None)
+        if obj is None:
+            raise CliError(f"{path} defines no '{name}'")
+        module = obj if isinstance(obj, torch.nn.Module) else obj() if callable(obj) else None
+        if not isinstance(module, torch.nn.Module):
+            raise CliError(f"{path}:{name} is not a torch.nn.Module nor returns one")
+        if args.inputs is not None:
+            inputs = _example_inputs(args.inputs)
+        elif callable(getattr(source, "example_inputs", None)):
+            inputs = list(source.example_inputs())
+        else:
+            raise CliError(f"give --inputs (e.g. 2x16xf32) or define example_inputs() in {path}")
+    except CliError:
+        raise
+    except Exception as exc:
+        raise CliError(f"{path}: {type(exc).__name__}: {exc}") from None
+    try:
+        captured = capture(module.eval(), *inputs, name=args.name)
+    except FrontendError as exc:
+        raise CliError(str(exc)) from None
+    print(captured.module)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `tinyopt` command line; return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -271,6 +378,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = run_parser().parse_args(argv[1:])
             where = args.file
             run_command(args)
+        elif argv[:1] == ["capture"]:
+            args = capture_parser().parse_args(argv[1:])
+            where = args.target
+            capture_command(args)
         elif argv[:1] == ["check-assoc"]:
             args = check_assoc_parser().parse_args(argv[1:])
             where = args.file

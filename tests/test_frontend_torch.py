@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
 from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import pytest
@@ -14,6 +17,7 @@ import torch.nn.functional as F  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 from tinyopt.backends.reference import run_reference  # noqa: E402
+from tinyopt.cli import main  # noqa: E402
 from tinyopt.compiler import parse  # noqa: E402
 from tinyopt.frontends.torch_fx import Capture, FrontendError, capture  # noqa: E402
 
@@ -29,6 +33,18 @@ class Fn(nn.Module):
 
     def forward(self, *xs: Tensor) -> Tensor:
         return self.fn(self, *xs)
+
+
+def _load_example(name: str) -> ModuleType:
+    path = Path(__file__).parent.parent / "examples" / name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+llama = _load_example("llama_block.py")
 
 
 def randn(*shape: int, positive: bool = False) -> Tensor:
@@ -184,60 +200,8 @@ def test_weights_follow_inputs_in_signature_order() -> None:
     assert names == ["x", "p_scale", "p_proj_weight", "p_proj_bias", "b_table"]
 
 
-class RMSNorm(nn.Module):
-    """Llama's RMSNorm, written out (pow, mean, rsqrt, casts)."""
-
-    def __init__(self, dim: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.rand(dim) + 0.5)
-
-    def forward(self, x: Tensor) -> Tensor:
-        normed = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
-        return normed.type_as(x) * self.weight
-
-
-def rotate_half(x: Tensor) -> Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-class LlamaBlock(nn.Module):
-    """A Llama/Qwen-style decoder block: RMSNorm, RoPE, causal GQA attention, SwiGLU MLP."""
-
-    def __init__(self, dim: int, heads: int, kv_heads: int, hidden: int, seq: int):
-        super().__init__()
-        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
-        self.attn_norm, self.mlp_norm = RMSNorm(dim), RMSNorm(dim)
-        self.q_proj = nn.Linear(dim, heads * self.head_dim, bias=True)  # Qwen has q/k/v biases
-        self.k_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=True)
-        self.v_proj = nn.Linear(dim, kv_heads * self.head_dim, bias=True)
-        self.o_proj = nn.Linear(heads * self.head_dim, dim, bias=False)
-        self.gate_proj = nn.Linear(dim, hidden, bias=False)
-        self.up_proj = nn.Linear(dim, hidden, bias=False)
-        self.down_proj = nn.Linear(hidden, dim, bias=False)
-        inv_freq = 1.0 / 10000 ** (torch.arange(0, self.head_dim, 2).float() / self.head_dim)
-        angles = torch.outer(torch.arange(seq).float(), inv_freq)
-        angles = torch.cat((angles, angles), dim=-1)
-        self.register_buffer("cos", angles.cos())
-        self.register_buffer("sin", angles.sin())
-
-    def forward(self, x: Tensor) -> Tensor:
-        batch, seq, dim = x.shape
-        h = self.attn_norm(x)
-        q = self.q_proj(h).view(batch, seq, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k_proj(h).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v_proj(h).view(batch, seq, self.kv_heads, self.head_dim).transpose(1, 2)
-        q = q * self.cos + rotate_half(q) * self.sin
-        k = k * self.cos + rotate_half(k) * self.sin
-        attn = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + self.o_proj(attn.transpose(1, 2).contiguous().view(batch, seq, dim))
-        h = self.mlp_norm(x)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-
-
 def test_llama_block_matches_torch_in_float64() -> None:
-    block = LlamaBlock(dim=32, heads=4, kv_heads=2, hidden=48, seq=6)
+    block = llama.LlamaBlock(dim=32, heads=4, kv_heads=2, hidden=48, seq=6)
     cap = assert_matches_float64(block, randn(2, 6, 32))
     text = str(cap.module)
     for op in ("graph.attention", "graph.concat", "graph.slice", "graph.rsqrt", "graph.silu"):
@@ -246,7 +210,7 @@ def test_llama_block_matches_torch_in_float64() -> None:
 
 
 def test_llama_block_in_bf16_matches_torch_within_bf16_tolerance() -> None:
-    block = LlamaBlock(dim=32, heads=4, kv_heads=2, hidden=48, seq=6).to(torch.bfloat16)
+    block = llama.LlamaBlock(dim=32, heads=4, kv_heads=2, hidden=48, seq=6).to(torch.bfloat16)
     x = randn(1, 6, 32).bfloat16()
     cap = capture(block, x)
     (got,) = run_reference(cap.module, *cap.arguments(x), dtype=None)
@@ -276,3 +240,44 @@ def test_untraceable_module_is_a_frontend_error() -> None:
 
     with pytest.raises(FrontendError, match="torch.export cannot trace Fn"):
         capture(Fn(data_dependent), randn(4, 8))
+
+
+EXAMPLE = str(Path(__file__).parent.parent / "examples" / "llama_block.py")
+
+
+def test_cli_captures_the_example_block(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["capture", f"{EXAMPLE}:block"]) == 0
+    module = parse(capsys.readouterr().out)
+    block = llama.block()
+    (x,) = llama.example_inputs()
+    cap = capture(block, x)
+    assert str(module) == str(cap.module)
+
+
+def test_cli_capture_with_input_shapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "mlp.py"
+    source.write_text(
+        "import torch\nmlp = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.SiLU())\n"
+    )
+    assert main(["capture", f"{source}:mlp", "--inputs", "3x8xf32", "--name", "mlp"]) == 0
+    text = capsys.readouterr().out
+    assert "func.func @mlp(%input: tensor<3x8xf32>" in text
+    assert "graph.silu" in text and "graph.linear" in text
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["nofile.py:m"], "cannot load nofile.py"),
+        ([f"{EXAMPLE}:missing"], "defines no 'missing'"),
+        ([f"{EXAMPLE}:rotate_half"], "TypeError"),
+        ([f"{EXAMPLE}:block", "--inputs", "2x3xf64"], "bad input spec '2x3xf64'"),
+        ([f"{EXAMPLE}:block", "--inputs", "1x16x32xf32"], "torch.export cannot trace"),
+    ],
+)
+def test_cli_capture_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["capture", *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("tinyopt: error: ") and message in err
