@@ -516,7 +516,10 @@ class CudaPrinter(BasePrinter[str]):
 
     @print_op.register(_any_of(_INT_CALLS))
     def _(self, op: Operation) -> None:
-        args = ", ".join(self.expr(v) for v in op.operands)
+        # With `long long` indices an int literal operand would make min/max ambiguous.
+        ctype = self.ctype(op.results[0].type)
+        cast = "" if ctype == "int" else f"({ctype})"
+        args = ", ".join(cast + self.expr(v) for v in op.operands)
         self.let(op.results[0], f"{_INT_CALLS[type(op)]}({args})")
 
     @print_op.register(_any_of(_FLOAT_CALLS))

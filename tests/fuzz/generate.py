@@ -196,6 +196,10 @@ def _matmul(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
 def _composite(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     t = _t(x[1], b.dtype)
     op = draw(st.sampled_from(("softmax", "rms_norm", "layer_norm")))
+    if op == "layer_norm" and x[1][-1] == 1:
+        # x − mean(x) is 0 over one element, and rounding the mean to bf16/f16 in one kernel
+        # but not the x it is subtracted from is amplified by 1/√eps: not a compiler error.
+        op = "rms_norm"
     if op == "softmax":
         return b.op(f"softmax {x[0]} {{dim = {len(x[1]) - 1} : i64}} : {t}", x[1])
     w = b.arg(x[1][-1:])
@@ -275,11 +279,22 @@ class Outcome:
     refused: str | None = None
 
 
+def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
+    """Returns ‖out − ref‖ / max(‖ref‖, √size): relative, but absolute for outputs near zero.
+
+    Inputs are standard normal, so √size is the norm of an output of unit magnitude; the floor
+    keeps cancellations such as `sum(x − mean(x))`, exactly 0 in float64 and ~1e-8 in f32,
+    from counting as errors.
+    """
+    scale = max(float(np.linalg.norm(ref)), float(np.sqrt(ref.size)))
+    return float(np.linalg.norm(np.asarray(out, np.float64) - ref)) / scale
+
+
 def loop_level_error(text: str, seed: int = 0) -> float:
     """Fuses `text` and returns the loop executor's largest error against the graph reference.
 
-    The error of an output is the smaller of its relative error against the float64 reference
-    and against the reference rounded to each op's element type.
+    The error of an output (`relative_error`) is the smaller of its error against the float64
+    reference and against the reference rounded to each op's element type.
     """
     program = parse(text)
     graph = check.graph_function(program)
@@ -289,10 +304,7 @@ def loop_level_error(text: str, seed: int = 0) -> float:
     exact = run_reference(program, *inputs)
     rounded = run_reference(program, *inputs, dtype=None)
     return max(
-        min(
-            check.relative_error(np.asarray(out, np.float64), ref),
-            check.relative_error(np.asarray(out, np.float64), np.asarray(low, np.float64)),
-        )
+        min(relative_error(out, ref), relative_error(out, np.asarray(low, np.float64)))
         for out, ref, low in zip(actual, exact, rounded, strict=True)
     )
 
