@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import importlib.util
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -281,3 +282,11 @@ def test_cli_capture_errors(
     assert main(["capture", *argv]) == 1
     err = capsys.readouterr().err
     assert err.startswith("tinyopt: error: ") and message in err
+
+
+def test_cli_capture_without_torch_says_how_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
+    assert main(["capture", f"{EXAMPLE}:block"]) == 1
+    assert "needs PyTorch: pip install -e '.[torch]'" in capsys.readouterr().err
