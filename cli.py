@@ -17,13 +17,10 @@ import os
 import importlib.util
 import sys
 from collections.abc import Callable, Sequence
-from math import prod
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO
 
-import numpy as np
-from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
@@ -32,9 +29,6 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
 from tinyopt.universe import TINYOPT_UNIVERSE
-
-if TYPE_CHECKING:
-    from tinyopt.backends.cuda.launch import Kernel
 
 DEFAULT_RUN_PIPELINE = "fuse,tile,to-cuda"
 """The pipeline `tinyopt run` applies when none is given."""
@@ -160,37 +154,6 @@ def _format_diagnostic(error: DiagnosticException, where: str) -> str:
     return "\n".join([f"{where}: error: {error}", *(n.rstrip("\n") for n in notes)])
 
 
-def _kernel_launcher(
-    host: func.FuncOp, kernels: dict[str, Kernel], inputs: Sequence[np.ndarray]
-) -> Callable[[], None]:
-    """Return a callable launching the host function's kernels on device-resident buffers.
-
-    Inputs are uploaded and intermediate buffers allocated once, so a timed call covers the
-    kernels only, not host-device copies.
-    """
-    from tinyopt.backends.cuda.launch import allocate, current_device, upload
-    from tinyopt.dialects.loop import LaunchOp
-
-    stream = current_device().default_stream
-    buffers = {arg: upload(np.ascontiguousarray(a), stream) for arg, a in zip(host.args, inputs)}
-    launches = []
-    for op in host.body.block.ops:
-        if isinstance(op, memref.AllocOp):
-            t = op.memref.type
-            assert isinstance(t, MemRefType)
-            itemsize = 4 if t.element_type == f32 else 2
-            buffers[op.memref] = allocate(prod(t.get_shape()) * itemsize, stream)
-        elif isinstance(op, LaunchOp):
-            pointers = [int(buffers[v].handle) for v in op.args]
-            launches.append((kernels[op.callee.root_reference.data], pointers))
-
-    def launch_all() -> None:
-        for kernel, pointers in launches:
-            kernel.launch(pointers, stream)
-
-    return launch_all
-
-
 def run_parser() -> argparse.ArgumentParser:
     """Return the argument parser of `tinyopt run`."""
     parser = argparse.ArgumentParser(
@@ -231,13 +194,13 @@ def run_command(args: argparse.Namespace) -> None:
     compiled = compile_module(module)
 
     inputs, device_inputs = check.device_inputs(graph_func, args.seed)
-    outputs = compiled.function(name)(*device_inputs)
+    run = compiled.function(name)
+    outputs = run(*device_inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
     errors = check.errors_against_reference(graph_func, outputs, inputs)
     print(f"max rel error: {max(errors):.3e}")
     if args.bench:
-        host = check.graph_function(module, name)
-        ms = time_function(_kernel_launcher(host, compiled.kernels, device_inputs), [])
+        ms = time_function(run.launcher(*device_inputs), [])
         nbytes = sum(a.nbytes for a in device_inputs) + sum(o.nbytes for o in outputs)
         print(f"median time: {ms:.4f} ms")
         print(f"effective bandwidth: {nbytes / (ms * 1e-3) / 1e9:.1f} GB/s")
