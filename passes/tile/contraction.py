@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IntegerAttr, f32, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -391,10 +391,7 @@ class _ContractionEmitter:
             if not checks:
                 values = side_lanes()
             else:
-                inside = checks[0]
-                for check in checks[1:]:
-                    inside = em.value(arith.AndIOp(inside, check))
-                with em.if_(inside, [f32] * s.width) as (then_block, else_block, if_op):
+                with em.if_(em.all_of(checks), [f32] * s.width) as (then_block, else_block, if_op):
                     with em.into(then_block):
                         em.op(scf.YieldOp(*side_lanes()))
                     assert else_block is not None
@@ -413,13 +410,8 @@ class _ContractionEmitter:
                 em.value(memref.LoadOp.get(s.regs, [em.index(index), em.index(lane)]))
                 for lane in range(s.width)
             ]
-            guard = (index + 1) * t.threads > s.chunks
-            block = em.block
-            if guard:
-                if_op = scf.IfOp(em.less(e, s.chunks), [], Region(Block()))
-                em.op(if_op)
-                block = if_op.true_region.block
-            with em.into(block):
+            partial = (index + 1) * t.threads > s.chunks
+            with em.when([em.less(e, s.chunks)] if partial else []):
                 if s.along_k:
                     for lane, v in enumerate(values):
                         self._store(v, s.smem, [buffer, em.add(kk, lane), oo])
@@ -427,8 +419,6 @@ class _ContractionEmitter:
                     self._store(values[0], s.smem, [buffer, kk, oo])
                 else:
                     em.op(tile.VectorStoreOp(values, s.smem, [buffer, kk, oo]))
-                if guard:
-                    em.op(scf.YieldOp())
 
     def _fragment(
         self, smem: SSAValue, buffer: SSAValue, kk: SSAValue, start: SSAValue, count: int, half: int
@@ -491,14 +481,8 @@ class _ContractionEmitter:
                 part, offset = divmod(j0, per_part)
                 local_n = em.add(em.mul(self.tx, per_part), part * (t.bn // t.split) + offset)
                 n = em.add(self.n0, local_n)
-                block = em.block
-                guarded = bool(self.m % t.bm or self.n % t.bn)
-                if guarded:
-                    inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
-                    if_op = scf.IfOp(inside, [], Region(Block()))
-                    em.op(if_op)
-                    block = if_op.true_region.block
-                with em.into(block):
+                ragged = self.m % t.bm or self.n % t.bn
+                with em.when([em.less(m, self.m), em.less(n, self.n)] if ragged else []):
                     values = [
                         em.value(memref.LoadOp.get(acc, [em.index(i), em.index(j0 + lane)]))
                         for lane in range(width)
@@ -507,5 +491,3 @@ class _ContractionEmitter:
                     LaneEmitter(em, c.n_iv, n, width).emit(
                         c.epilogue, local, [{result: v} for v in values]
                     )
-                    if guarded:
-                        em.op(scf.YieldOp())

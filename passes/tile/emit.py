@@ -131,6 +131,22 @@ class Emitter:
         if not result_types:
             then_block.add_op(scf.YieldOp())
 
+    def all_of(self, conditions: Sequence[SSAValue]) -> SSAValue:
+        """Returns the conjunction of one or more i1 conditions."""
+        result = conditions[0]
+        for condition in conditions[1:]:
+            result = self.value(arith.AndIOp(result, condition))
+        return result
+
+    @contextmanager
+    def when(self, conditions: Sequence[SSAValue]):
+        """Emits the body under an `scf.if` on all `conditions`, unguarded when there are none."""
+        if not conditions:
+            yield
+            return
+        with self.if_(self.all_of(conditions)) as (then_block, _, _), self.into(then_block):
+            yield
+
 
 def _folded(v: SSAValue | int) -> SSAValue | int:
     """Returns the integer of an index constant, so index arithmetic on it folds."""
