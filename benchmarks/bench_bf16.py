@@ -12,14 +12,11 @@ import os
 import sys
 
 import torch
-from triton.testing import do_bench
 
-from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import tile_with  # noqa: E402
-from report import publish  # noqa: E402
+from harness import compile_program, median_ms, publish  # noqa: E402
 
 VARIANTS = [
     ("mma=sync", "mma=sync"),
@@ -56,18 +53,17 @@ def main() -> None:
         w = torch.randn(n, n, device="cuda").bfloat16()
         ref = x[:ROWS].double() @ w.double()
         flops = 2 * n**3
-        cublas = do_bench(lambda: x @ w, warmup=50, rep=300, return_mode="median")
+        cublas = median_ms(lambda: x @ w)
         err = ((x[:ROWS] @ w).double() - ref).norm() / ref.norm()
         lines.append(
             f"| {n} | cuBLAS | {cublas:.3f} | {flops / cublas / 1e9:.0f} | 1.00 | {err:.1e} |"
         )
         for name, knobs in VARIANTS:
-            _, module = lower(matmul(n), tile_with(knobs))
-            fn = compile_module(module, poison=False, sync=False).function("mm")
+            fn = compile_program(matmul(n), tile_with(knobs))
             out = fn(x, w)
             torch.cuda.synchronize()
             err = ((out[:ROWS].double() - ref).norm() / ref.norm()).item()
-            ms = do_bench(lambda: fn(x, w), warmup=50, rep=300, return_mode="median")
+            ms = median_ms(lambda: fn(x, w))
             lines.append(
                 f"| {n} | {name} | {ms:.3f} | {flops / ms / 1e9:.0f} | {cublas / ms:.2f} | "
                 f"{err:.1e} |"

@@ -13,33 +13,13 @@ import time
 
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
 
-from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
 
 sys.path.insert(
     0, __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "tests")
 )
 from programs import batched_matmul, matmul_relu, rmsnorm, softmax  # noqa: E402
-from report import publish  # noqa: E402
-
-
-def bench(fn) -> float:
-    return do_bench(fn, warmup=50, rep=300, return_mode="median")
-
-
-def compile_program(text: str, pipeline: str = "fuse,tile,to-cuda"):
-    program, module = lower(text, pipeline)
-    name = next(op.sym_name.data for op in program.ops)
-    return compile_module(module, poison=False, sync=False).function(name)
-
-
-def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    out64 = out.double()
-    if not torch.isfinite(out64).all():
-        return float("nan")
-    return ((out64 - ref).norm() / ref.norm()).item()
+from harness import compile_program, median_ms, publish, rel_error  # noqa: E402
 
 
 def rms_ref(x, w, eps=1e-6):
@@ -55,7 +35,7 @@ def main() -> None:
     gpu = torch.cuda.get_device_name()
 
     src = torch.randn(1 << 28, device="cuda")
-    copy_ms = bench(lambda: src.clone())
+    copy_ms = median_ms(lambda: src.clone())
     copy_gbs = 2 * src.numel() * 4 / copy_ms / 1e6
 
     def row(name, ms, ref_name, ref_ms, metric, err, unit):
@@ -73,14 +53,14 @@ def main() -> None:
         err = rel_error(out, rms_ref(x.double(), w.double()))
         nbytes = (2 * R * C + C) * x.element_size()
         gbs = lambda ms, n=nbytes: n / ms / 1e6  # noqa: E731
-        ms = bench(lambda: fn(x, w))
+        ms = median_ms(lambda: fn(x, w))
         compiled = torch.compile(lambda a, b: rms_ref(a.float(), b.float()).to(a.dtype))
         compiled(x, w)
         row(
             f"rmsnorm {dtype} {R}x{C}",
             ms,
             "torch.compile",
-            bench(lambda: compiled(x, w)),
+            median_ms(lambda: compiled(x, w)),
             gbs,
             err,
             "GB/s",
@@ -89,7 +69,7 @@ def main() -> None:
             f"rmsnorm {dtype} {R}x{C}",
             ms,
             "F.rms_norm",
-            bench(lambda: F.rms_norm(x, (C,), w, 1e-6)),
+            median_ms(lambda: F.rms_norm(x, (C,), w, 1e-6)),
             gbs,
             err,
             "GB/s",
@@ -98,7 +78,7 @@ def main() -> None:
             f"rmsnorm {dtype} {R}x{C}",
             ms,
             "torch eager",
-            bench(lambda: rms_ref(x, w)),
+            median_ms(lambda: rms_ref(x, w)),
             gbs,
             err,
             "GB/s",
@@ -111,14 +91,14 @@ def main() -> None:
     err = rel_error(out, torch.softmax(x.double(), -1))
     nbytes = 2 * x.numel() * 4
     gbs = lambda ms, n=nbytes: n / ms / 1e6  # noqa: E731
-    ms = bench(lambda: fn(x))
+    ms = median_ms(lambda: fn(x))
     compiled = torch.compile(lambda a: torch.softmax(a, -1))
     compiled(x)
     row(
         "softmax f32 1x28x2048x2048",
         ms,
         "torch eager",
-        bench(lambda: torch.softmax(x, -1)),
+        median_ms(lambda: torch.softmax(x, -1)),
         gbs,
         err,
         "GB/s",
@@ -127,7 +107,7 @@ def main() -> None:
         "softmax f32 1x28x2048x2048",
         ms,
         "torch.compile",
-        bench(lambda: compiled(x)),
+        median_ms(lambda: compiled(x)),
         gbs,
         err,
         "GB/s",
@@ -144,9 +124,9 @@ def main() -> None:
         tflops = lambda ms, n=n: 2 * n**3 / ms / 1e9  # noqa: E731
         row(
             f"sgemm+relu f32 {n}^3",
-            bench(lambda: fn(a, bias, b)),
+            median_ms(lambda: fn(a, bias, b)),
             "cuBLAS (relu(a@b))",
-            bench(lambda: torch.relu(a @ b)),
+            median_ms(lambda: torch.relu(a @ b)),
             tflops,
             err,
             "TFLOP/s",
@@ -160,9 +140,9 @@ def main() -> None:
     tflops = lambda ms: 2 * B * n**3 / ms / 1e9  # noqa: E731
     row(
         f"bmm f32 {B}x{n}^3",
-        bench(lambda: fn(a, b)),
+        median_ms(lambda: fn(a, b)),
         "cuBLAS",
-        bench(lambda: torch.bmm(a, b)),
+        median_ms(lambda: torch.bmm(a, b)),
         tflops,
         err,
         "TFLOP/s",

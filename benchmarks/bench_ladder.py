@@ -13,16 +13,13 @@ import sys
 import time
 
 import torch
-from triton.testing import do_bench
 
-from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import matmul_relu  # noqa: E402
 
 from ladder import LADDER, TALL_K  # noqa: E402
-from report import publish  # noqa: E402
+from harness import compile_program, median_ms, publish  # noqa: E402
 
 
 def main() -> None:
@@ -39,18 +36,17 @@ def main() -> None:
     bias = torch.zeros(n, device="cuda")
     ref = torch.relu(a.double() @ b.double())
     flops = 2 * n**3
-    cublas_ms = do_bench(lambda: torch.relu(a @ b), warmup=50, rep=300, return_mode="median")
+    cublas_ms = median_ms(lambda: torch.relu(a @ b))
     rows = []
     for number, (step, knobs) in enumerate(LADDER):
         if wanted is not None and number not in wanted:
             continue
         pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
-        _, module = lower(matmul_relu(n, n, n), pipeline)
-        fn = compile_module(module, poison=False, sync=False).function("matmul_relu")
+        fn = compile_program(matmul_relu(n, n, n), pipeline)
         out = fn(a, bias, b)
         err = ((out.double() - ref).norm() / ref.norm()).item()
         rep = 100 if "sequential" in knobs else 300
-        ms = do_bench(lambda fn=fn: fn(a, bias, b), warmup=20, rep=rep, return_mode="median")
+        ms = median_ms(lambda fn=fn: fn(a, bias, b), warmup=20, rep=rep)
         rows.append((step, knobs or "(none)", flops / ms / 1e9, cublas_ms / ms, err))
         print(rows[-1], flush=True)
     m = k = 512
@@ -59,13 +55,12 @@ def main() -> None:
     b = torch.randn(tall, k, device="cuda")
     bias = torch.zeros(tall, device="cuda")
     ref = torch.relu(a.double() @ b.double())
-    cublas_tall = do_bench(lambda: torch.relu(a @ b), warmup=20, rep=200, return_mode="median")
+    cublas_tall = median_ms(lambda: torch.relu(a @ b), warmup=20, rep=200)
     flops_tall = 2 * m * k * tall
     for step, knobs in TALL_K:
-        _, module = lower(matmul_relu(m, k, tall), f"fuse,tile{{{knobs}}},to-cuda")
-        fn = compile_module(module, poison=False, sync=False).function("matmul_relu")
+        fn = compile_program(matmul_relu(m, k, tall), f"fuse,tile{{{knobs}}},to-cuda")
         err = ((fn(a, bias, b).double() - ref).norm() / ref.norm()).item()
-        ms = do_bench(lambda fn=fn: fn(a, bias, b), warmup=20, rep=200, return_mode="median")
+        ms = median_ms(lambda fn=fn: fn(a, bias, b), warmup=20, rep=200)
         rows.append((step, knobs, flops_tall / ms / 1e9, cublas_tall / ms, err))
         print(rows[-1], flush=True)
     lines = [

@@ -22,14 +22,11 @@ from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
-from triton.testing import do_bench
 
-from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import layernorm, softmax  # noqa: E402
-from report import publish  # noqa: E402
+from harness import compile_program, median_ms, publish, rel_error  # noqa: E402
 
 VARIANTS = {
     "two reductions": "fuse,tile,to-cuda",
@@ -38,26 +35,6 @@ VARIANTS = {
     "rewritten, cache=0": "fuse,{rewrite},tile{{cache=0}},to-cuda",
 }
 """Pipelines of the tinyopt variants; `{rewrite}` is the workload's rewrite pass."""
-
-
-def bench(fn: Callable[[], object]) -> float:
-    """Return the median time of `fn` in milliseconds."""
-    return do_bench(fn, warmup=50, rep=300, return_mode="median")
-
-
-def compile_program(text: str, pipeline: str) -> Callable[..., torch.Tensor]:
-    """Lower a graph program with `pipeline` and return its compiled host function."""
-    program, module = lower(text, pipeline)
-    name = next(op.sym_name.data for op in program.ops)
-    return compile_module(module, poison=False, sync=False).function(name)
-
-
-def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    """Return ‖out − ref‖ / ‖ref‖ in float64 (NaN if out is not finite)."""
-    out64 = out.double()
-    if not torch.isfinite(out64).all():
-        return float("nan")
-    return ((out64 - ref).norm() / ref.norm()).item()
 
 
 def run_workload(
@@ -74,8 +51,8 @@ def run_workload(
     compiled = torch.compile(torch_fn)
     compiled(*args)
     torch_ms = {
-        "torch eager": bench(lambda: torch_fn(*args)),
-        "torch.compile": bench(lambda: compiled(*args)),
+        "torch eager": median_ms(lambda: torch_fn(*args)),
+        "torch.compile": median_ms(lambda: compiled(*args)),
     }
     best = min(torch_ms.values())
     rows = []
@@ -86,7 +63,7 @@ def run_workload(
     for label, pipeline in VARIANTS.items():
         fn = compile_program(text, pipeline.format(rewrite=rewrite))
         err = rel_error(fn(*args), reference)
-        ms = bench(lambda: fn(*args))
+        ms = median_ms(lambda: fn(*args))
         rows.append((name, f"tinyopt {label}", ms, gbs(ms), best / ms, err))
         print(rows[-1], flush=True)
     return rows

@@ -13,14 +13,11 @@ import sys
 import time
 
 import torch
-from triton.testing import do_bench
 
-from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import batched_matmul  # noqa: E402
-from report import publish  # noqa: E402
+from harness import compile_program, median_ms, publish  # noqa: E402
 
 FP32_PEAK = 66.9e12
 SIZES = [(1, n) for n in (256, 512, 1024, 2048, 4096, 8192)] + [
@@ -38,15 +35,12 @@ def main() -> None:
     for batch, n in SIZES:
         a = torch.randn(batch, n, n, device="cuda")
         b = torch.randn(batch, n, n, device="cuda")
-        _, module = lower(batched_matmul(batch, n, n, n))
-        fn = compile_module(module, poison=False, sync=False).function("bmm")
+        fn = compile_program(batched_matmul(batch, n, n, n))
         out = fn(a, b)
         ref = a.double() @ b.double()
         err = ((out.double() - ref).norm() / ref.norm()).item()
-        ours = do_bench(lambda fn=fn, a=a, b=b: fn(a, b), warmup=20, rep=200, return_mode="median")
-        theirs = do_bench(
-            lambda a=a, b=b: torch.bmm(a, b), warmup=20, rep=200, return_mode="median"
-        )
+        ours = median_ms(lambda fn=fn, a=a, b=b: fn(a, b), warmup=20, rep=200)
+        theirs = median_ms(lambda a=a, b=b: torch.bmm(a, b), warmup=20, rep=200)
         flops = 2 * batch * n**3
         rows.append((batch, n, flops / ours / 1e9, flops / theirs / 1e9, theirs / ours, err))
         print(rows[-1], flush=True)

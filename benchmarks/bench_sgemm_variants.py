@@ -11,14 +11,11 @@ import os
 import sys
 
 import torch
-from triton.testing import do_bench
 
-from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from programs import batched_matmul  # noqa: E402
-from report import publish  # noqa: E402
+from harness import compile_program, median_ms, publish  # noqa: E402
 
 SHAPES = [(1, 4096), (1, 1024), (256, 256), (64, 512)]
 VARIANTS = [
@@ -35,10 +32,6 @@ VARIANTS = [
 ]
 
 
-def median_ms(fn) -> float:
-    return do_bench(fn, warmup=20, rep=200, return_mode="median")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
@@ -50,14 +43,13 @@ def main() -> None:
         b = torch.randn(batch, n, n, device="cuda")
         ref = a.double() @ b.double()
         flops = 2 * batch * n**3
-        cublas = median_ms(lambda a=a, b=b: torch.bmm(a, b))
+        cublas = median_ms(lambda a=a, b=b: torch.bmm(a, b), warmup=20, rep=200)
         lines.append(f"| {batch} | {n} | cuBLAS | {flops / cublas / 1e9:.1f} | 1.00 | |")
         for knobs in VARIANTS:
             pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
-            _, module = lower(batched_matmul(batch, n, n, n), pipeline)
-            fn = compile_module(module, poison=False, sync=False).function("bmm")
+            fn = compile_program(batched_matmul(batch, n, n, n), pipeline)
             err = ((fn(a, b).double() - ref).norm() / ref.norm()).item()
-            ms = median_ms(lambda fn=fn, a=a, b=b: fn(a, b))
+            ms = median_ms(lambda fn=fn, a=a, b=b: fn(a, b), warmup=20, rep=200)
             lines.append(
                 f"| {batch} | {n} | `{knobs or '(defaults)'}` | {flops / ms / 1e9:.1f} | "
                 f"{cublas / ms:.2f} | {err:.1e} |"
