@@ -200,7 +200,7 @@ def run_command(args: argparse.Namespace) -> None:
     errors = check.errors_against_reference(graph_func, outputs, inputs)
     print(f"max rel error: {max(errors):.3e}")
     if args.bench:
-        ms = time_function(run.launcher(*device_inputs), [])
+        ms = time_function(run.bind(*device_inputs), [])
         nbytes = sum(a.nbytes for a in device_inputs) + sum(o.nbytes for o in outputs)
         print(f"median time: {ms:.4f} ms")
         print(f"effective bandwidth: {nbytes / (ms * 1e-3) / 1e9:.1f} GB/s")

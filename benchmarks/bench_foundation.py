@@ -53,7 +53,7 @@ def main() -> None:
         err = rel_error(out, rms_ref(x.double(), w.double()))
         nbytes = (2 * R * C + C) * x.element_size()
         gbs = lambda ms, n=nbytes: n / ms / 1e6  # noqa: E731
-        ms = median_ms(lambda: fn(x, w))
+        ms = median_ms(fn.bind(x, w))
         compiled = torch.compile(lambda a, b: rms_ref(a.float(), b.float()).to(a.dtype))
         compiled(x, w)
         row(
@@ -91,7 +91,7 @@ def main() -> None:
     err = rel_error(out, torch.softmax(x.double(), -1))
     nbytes = 2 * x.numel() * 4
     gbs = lambda ms, n=nbytes: n / ms / 1e6  # noqa: E731
-    ms = median_ms(lambda: fn(x))
+    ms = median_ms(fn.bind(x))
     compiled = torch.compile(lambda a: torch.softmax(a, -1))
     compiled(x)
     row(
@@ -124,7 +124,7 @@ def main() -> None:
         tflops = lambda ms, n=n: 2 * n**3 / ms / 1e9  # noqa: E731
         row(
             f"sgemm+relu f32 {n}^3",
-            median_ms(lambda: fn(a, bias, b)),
+            median_ms(fn.bind(a, bias, b)),
             "cuBLAS (relu(a@b))",
             median_ms(lambda: torch.relu(a @ b)),
             tflops,
@@ -140,7 +140,7 @@ def main() -> None:
     tflops = lambda ms: 2 * B * n**3 / ms / 1e9  # noqa: E731
     row(
         f"bmm f32 {B}x{n}^3",
-        median_ms(lambda: fn(a, b)),
+        median_ms(fn.bind(a, b)),
         "cuBLAS",
         median_ms(lambda: torch.bmm(a, b)),
         tflops,

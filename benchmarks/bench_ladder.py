@@ -46,7 +46,7 @@ def main() -> None:
         out = fn(a, bias, b)
         err = ((out.double() - ref).norm() / ref.norm()).item()
         rep = 100 if "sequential" in knobs else 300
-        ms = median_ms(lambda fn=fn: fn(a, bias, b), warmup=20, rep=rep)
+        ms = median_ms(fn.bind(a, bias, b), warmup=20, rep=rep)
         rows.append((step, knobs or "(none)", flops / ms / 1e9, cublas_ms / ms, err))
         print(rows[-1], flush=True)
     m = k = 512
@@ -60,7 +60,7 @@ def main() -> None:
     for step, knobs in TALL_K:
         fn = compile_program(matmul_relu(m, k, tall), f"fuse,tile{{{knobs}}},to-cuda")
         err = ((fn(a, bias, b).double() - ref).norm() / ref.norm()).item()
-        ms = median_ms(lambda fn=fn: fn(a, bias, b), warmup=20, rep=200)
+        ms = median_ms(fn.bind(a, bias, b), warmup=20, rep=200)
         rows.append((step, knobs, flops_tall / ms / 1e9, cublas_tall / ms, err))
         print(rows[-1], flush=True)
     lines = [

@@ -63,7 +63,7 @@ def run_workload(
     for label, pipeline in VARIANTS.items():
         fn = compile_program(text, pipeline.format(rewrite=rewrite))
         err = rel_error(fn(*args), reference)
-        ms = median_ms(lambda: fn(*args))
+        ms = median_ms(fn.bind(*args))
         rows.append((name, f"tinyopt {label}", ms, gbs(ms), best / ms, err))
         print(rows[-1], flush=True)
     return rows

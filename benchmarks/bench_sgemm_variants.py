@@ -49,7 +49,7 @@ def main() -> None:
             pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
             fn = compile_program(batched_matmul(batch, n, n, n), pipeline)
             err = ((fn(a, b).double() - ref).norm() / ref.norm()).item()
-            ms = median_ms(lambda fn=fn, a=a, b=b: fn(a, b), warmup=20, rep=200)
+            ms = median_ms(fn.bind(a, b), warmup=20, rep=200)
             lines.append(
                 f"| {batch} | {n} | `{knobs or '(defaults)'}` | {flops / ms / 1e9:.1f} | "
                 f"{cublas / ms:.2f} | {err:.1e} |"

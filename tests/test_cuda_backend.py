@@ -257,3 +257,58 @@ def test_time_function_returns_milliseconds():
     compiled = compile_module(_module(SAXPY_MODULE))
     x = np.ones(1024, dtype=np.float32)
     assert time_function(compiled["saxpy_twice"], (x, x), warmup=2, reps=5) > 0
+
+
+# Four saxpys through three intermediates: t0 and t2 are never used by one launch, so they
+# share bytes; `out` is returned and gets an array of its own.
+CHAIN_MODULE = f"""
+builtin.module {{
+  {_kernel_op("saxpy", SAXPY, 4, 256)}
+  func.func @chain(%x: {V}, %y: {V}) -> {V} {{
+    %t0 = memref.alloc() : {V}
+    "loop.launch"(%x, %y, %t0) <{{callee = @saxpy}}> : ({V}, {V}, {V}) -> ()
+    %t1 = memref.alloc() : {V}
+    "loop.launch"(%t0, %y, %t1) <{{callee = @saxpy}}> : ({V}, {V}, {V}) -> ()
+    %t2 = memref.alloc() : {V}
+    "loop.launch"(%t1, %y, %t2) <{{callee = @saxpy}}> : ({V}, {V}, {V}) -> ()
+    %out = memref.alloc() : {V}
+    "loop.launch"(%t2, %y, %out) <{{callee = @saxpy}}> : ({V}, {V}, {V}) -> ()
+    func.return %out : {V}
+  }}
+}}
+"""
+
+
+def _chain_reference(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    for _ in range(4):
+        x = 2 * x + y
+    return x
+
+
+def test_intermediates_share_an_arena_unless_poisoned():
+    shared = compile_module(_module(CHAIN_MODULE), arch="sm_90a", poison=False)["chain"]
+    assert shared.arena_size == 2 * 4096  # t0 and t2 share; t1 has its own bytes
+    apart = compile_module(_module(CHAIN_MODULE), arch="sm_90a", poison=True)["chain"]
+    assert apart.arena_size == 3 * 4096
+
+
+@requires_gpu
+def test_shared_intermediates_bound_calls_and_graph_replay_agree():
+    torch = pytest.importorskip("torch")
+    chain = compile_module(_module(CHAIN_MODULE), poison=False)["chain"]
+    x = torch.randn(1024, device="cuda")
+    y = torch.randn(1024, device="cuda")
+    expected = _chain_reference(x.cpu().numpy(), y.cpu().numpy())
+    np.testing.assert_allclose(chain(x, y).cpu().numpy(), expected, rtol=1e-5)
+    call = chain.bind(x, y)
+    call()
+    np.testing.assert_allclose(call.results().cpu().numpy(), expected, rtol=1e-5)
+    replay = call.graph()
+    x.copy_(torch.randn(1024, device="cuda"))  # bound inputs: new values, same address
+    call.results().fill_(float("nan"))
+    replay()
+    expected = _chain_reference(x.cpu().numpy(), y.cpu().numpy())
+    np.testing.assert_allclose(call.results().cpu().numpy(), expected, rtol=1e-5)
+    numpy_call = chain.bind(x.cpu().numpy(), y.cpu().numpy())
+    numpy_call.graph()()
+    np.testing.assert_allclose(numpy_call.results(), expected, rtol=1e-5)

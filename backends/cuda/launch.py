@@ -7,6 +7,7 @@ from cuda.bindings import driver
 from cuda.core import Buffer, Device, LaunchConfig, ObjectCode, Stream, TensorMapDescriptor, launch
 from cuda.core import Kernel as CoreKernel
 from cuda.core._tensor_map import TensorMapDataType, TensorMapSwizzle
+from cuda.core.graph import GraphBuilder
 from cuda.core.utils import StridedMemoryView
 
 from tinyopt.backends.cuda.errors import (
@@ -134,6 +135,25 @@ def tensor_map(
         ) from exc
 
 
+class BoundLaunch:
+    """A kernel with its parameters fixed: each call only queues the launch."""
+
+    def __init__(
+        self, name: str, function: CoreKernel, config: LaunchConfig, args: tuple[object, ...]
+    ) -> None:
+        self.name = name
+        self.function = function
+        self.config = config
+        self.args = args
+
+    def __call__(self, stream: Stream | GraphBuilder) -> None:
+        """Queue the launch on `stream` (or record it into a graph being built)."""
+        try:
+            launch(stream, self.config, self.function, *self.args)
+        except Exception as exc:  # cuda.core reports launch failures as its CUDAError
+            raise CudaLaunchError(f"launching kernel '{self.name}' failed: {exc}") from exc
+
+
 class Kernel:
     """One kernel of a cubin with a fixed grid, block and dynamic shared memory size.
 
@@ -177,16 +197,13 @@ class Kernel:
             self._function = function
         return self._function
 
-    def launch(
-        self,
-        pointers: Sequence[int],
-        stream: Stream,
-        buffers: Sequence[tuple[tuple[int, ...], str]] = (),
-    ) -> None:
-        """Queue one launch on `stream` with raw device pointers as the kernel parameters.
+    def bind(
+        self, pointers: Sequence[int], buffers: Sequence[tuple[tuple[int, ...], str]] = ()
+    ) -> BoundLaunch:
+        """Fix the kernel's parameters to raw device pointers, once, for repeated launches.
 
         `buffers` gives each pointer's (shape, dtype name); the kernel's tensor-map
-        parameters need it to encode their maps.
+        parameters need it to encode their maps (encoded here, not at each launch).
         """
         function = self.function()
         if function.num_arguments != len(pointers):
@@ -204,10 +221,16 @@ class Kernel:
             shape, dtype_name = buffers[position]
             args[position] = tensor_map(pointers[position], shape, dtype_name, box, swizzle)
         config = LaunchConfig(grid=self.grid, block=self.block, shmem_size=self.smem_bytes)
-        try:
-            launch(stream, config, function, *args)
-        except Exception as exc:  # cuda.core reports launch failures as its CUDAError
-            raise CudaLaunchError(f"launching kernel '{self.name}' failed: {exc}") from exc
+        return BoundLaunch(self.name, function, config, tuple(args))
+
+    def launch(
+        self,
+        pointers: Sequence[int],
+        stream: Stream,
+        buffers: Sequence[tuple[tuple[int, ...], str]] = (),
+    ) -> None:
+        """Queue one launch on `stream` with raw device pointers as the kernel parameters."""
+        self.bind(pointers, buffers)(stream)
 
     def __call__(self, *arrays: object, stream: Stream | None = None) -> None:
         """Launch on `arrays` and wait for the kernel, raising `CudaLaunchError` on a fault.

@@ -1,5 +1,7 @@
 """Run modules produced by `to-cuda`: compile their kernels and execute their host functions."""
 
+from __future__ import annotations
+
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,9 +19,11 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Operation, SSAValue
 
+from tinyopt.backends.cuda.buffer_plan import Lifetime, plan
 from tinyopt.backends.cuda.cache import cached_compile
 from tinyopt.backends.cuda.errors import CudaArgumentError, CudaModuleError
 from tinyopt.backends.cuda.launch import (
+    BoundLaunch,
     Kernel,
     allocate,
     current_device,
@@ -117,6 +121,11 @@ class _NumpyFrame:
         self.buffers[value] = buffer
         return int(buffer.handle)
 
+    def arena(self, nbytes: int) -> int:
+        """Allocate the bytes the intermediates share and return their address."""
+        self.intermediates = allocate(nbytes, self.stream)
+        return int(self.intermediates.handle)
+
     def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
         """Queue copies of the returned buffers into new numpy arrays (valid after a sync)."""
         arrays = [np.empty(t.shape, t.storage) for t in types]
@@ -164,13 +173,72 @@ class _DeviceFrame:
             array = self.framework.empty(buffer_type.shape, dtype=dtype, device=self.device)
         return self.bind(value, array)
 
+    def arena(self, nbytes: int) -> int:
+        """Allocate the bytes the intermediates share (a uint8 array) and return their address."""
+        if self.device is None:
+            self.intermediates = self.framework.empty(nbytes, dtype=self.framework.uint8)
+        else:
+            self.intermediates = self.framework.empty(
+                nbytes, dtype=self.framework.uint8, device=self.device
+            )
+        return device_pointer(self.intermediates, self.stream)
+
     def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
         """Return the arrays bound to the returned values."""
         return [self.arrays[value] for value in values]
 
 
+class BoundCall:
+    """A host function with its arrays bound: buffers allocated and every kernel's parameters
+    fixed once, so each call only queues the launches.
+
+    Timing a bound call measures the kernels alone, without argument checks, host-device copies
+    or allocations (numpy inputs are uploaded once, when binding).
+    """
+
+    def __init__(
+        self,
+        function: HostFunction,
+        frame: _NumpyFrame | _DeviceFrame,
+        launches: list[BoundLaunch],
+    ) -> None:
+        self.function = function
+        self.frame = frame
+        self.launches = launches
+
+    def __call__(self) -> None:
+        """Queue the function's kernels, in order, on the stream the arrays were bound on."""
+        for launch in self.launches:
+            launch(self.frame.stream)
+
+    def results(self) -> object:
+        """Return the results of the last call (numpy: copied back, after waiting)."""
+        function = self.function
+        results = self.frame.results(function.returns, function.return_types)
+        synchronize(self.frame.stream, f"@{function.name}")
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def graph(self) -> Callable[[], None]:
+        """Capture the launches into a CUDA graph; return a call that replays it on the stream.
+
+        One graph launch replaces the host work of every kernel launch, which is what small,
+        fast kernel sequences are bound by.
+        """
+        builder = current_device().create_graph_builder().begin_building()
+        for launch in self.launches:
+            launch(builder)
+        graph = builder.end_building().complete()
+        stream = self.frame.stream
+        return lambda: graph.launch(stream)
+
+
 class HostFunction:
-    """A host function of a compiled module, callable on numpy, torch or cupy arrays."""
+    """A host function of a compiled module, callable on numpy, torch or cupy arrays.
+
+    Intermediate buffers (allocated, not returned) share one arena: two of them take the same
+    bytes when no launch uses both (see buffer_plan.py). With `poison` nothing is shared, so a
+    kernel that reads what no kernel wrote reads NaN, not an earlier buffer's data.
+    """
 
     def __init__(
         self, op: func.FuncOp, kernels: dict[str, Kernel], poison: bool, sync: bool
@@ -203,6 +271,28 @@ class HostFunction:
                     f"and func.return, found {name}"
                 )
         self.return_types = [_buffer_type(v, f"@{self.name} result") for v in self.returns]
+        self.outputs = [s for s in self.steps if isinstance(s, _Alloc) and s.value in self.returns]
+        self.offsets, self.arena_size = plan(self._lifetimes(), share=not poison)
+
+    def _lifetimes(self) -> list[Lifetime]:
+        """Return the steps from first to last use of each intermediate buffer."""
+        lifetimes = []
+        for index, step in enumerate(self.steps):
+            if isinstance(step, _Alloc) and step.value not in self.returns:
+                uses = [
+                    i
+                    for i, other in enumerate(self.steps)
+                    if isinstance(other, _Launch) and step.value in other.operands
+                ]
+                lifetimes.append(
+                    Lifetime(
+                        step.value,
+                        step.type.nbytes,
+                        min(uses, default=index),
+                        max(uses, default=index),
+                    )
+                )
+        return lifetimes
 
     def __call__(self, *arrays: object) -> object:
         """Run the function: one result is returned as is, several as a tuple.
@@ -211,21 +301,25 @@ class HostFunction:
         uint16); torch / cupy CUDA arrays are used in place and results are new arrays of
         the same framework, written on its current stream.
         """
-        frame, pointers = self._prepare(arrays)
-        self._launch(frame, pointers)
-        results = frame.results(self.returns, self.return_types)
-        if isinstance(frame, _NumpyFrame) or self.sync:
-            synchronize(frame.stream, f"@{self.name}")
+        call = self.bind(*arrays)
+        call()
+        results = call.frame.results(self.returns, self.return_types)
+        if isinstance(call.frame, _NumpyFrame) or self.sync:
+            synchronize(call.frame.stream, f"@{self.name}")
         return results[0] if len(results) == 1 else tuple(results)
 
-    def launcher(self, *arrays: object) -> Callable[[], None]:
-        """Binds the arrays and allocates every buffer once; returns a call that only launches.
-
-        Timing that call measures the kernels alone, without host-device copies or
-        allocations (numpy inputs are uploaded here, once).
-        """
+    def bind(self, *arrays: object) -> BoundCall:
+        """Check and bind the arrays, allocate (and poison) the buffers, fix every launch."""
         frame, pointers = self._prepare(arrays)
-        return lambda: self._launch(frame, pointers)
+        launches = [
+            step.kernel.bind(
+                [pointers[v] for v in step.operands],
+                [(t.shape, t.dtype_name) for t in step.types],
+            )
+            for step in self.steps
+            if isinstance(step, _Launch)
+        ]
+        return BoundCall(self, frame, launches)
 
     def _prepare(
         self, arrays: tuple[object, ...]
@@ -248,19 +342,16 @@ class HostFunction:
             raise CudaArgumentError(f"@{self.name} got numpy and device arrays mixed")
         frame = _NumpyFrame() if host else _DeviceFrame(arrays[0])
         pointers = {v: frame.bind(v, a) for v, a in zip(self.params, arrays)}
-        for step in self.steps:
-            if isinstance(step, _Alloc):
-                pointers[step.value] = frame.allocate(step.value, step.type)
-                if self.poison:
-                    poison(pointers[step.value], step.type.nbytes, frame.stream)
+        fresh = [(frame.allocate(s.value, s.type), s.type.nbytes) for s in self.outputs]
+        pointers.update((s.value, p) for s, (p, _) in zip(self.outputs, fresh))
+        if self.arena_size:
+            base = frame.arena(self.arena_size)
+            pointers.update((value, base + offset) for value, offset in self.offsets.items())
+            fresh.append((base, self.arena_size))
+        if self.poison:
+            for pointer, nbytes in fresh:
+                poison(pointer, nbytes, frame.stream)
         return frame, pointers
-
-    def _launch(self, frame: _NumpyFrame | _DeviceFrame, pointers: dict[SSAValue, int]) -> None:
-        """Queues the function's kernel launches, in order, on the frame's stream."""
-        for step in self.steps:
-            if isinstance(step, _Launch):
-                buffers = [(t.shape, t.dtype_name) for t in step.types]
-                step.kernel.launch([pointers[v] for v in step.operands], frame.stream, buffers)
 
 
 class CompiledModule:
