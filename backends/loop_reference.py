@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from xdsl.dialects import func, memref
+from xdsl.dialects import arith, func, memref
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     FloatAttr,
@@ -82,7 +83,11 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "arith.negf": lambda a: -a,
     "arith.extf": lambda a: a,
     "arith.addi": lambda a, b: a + b,
+    "arith.subi": lambda a, b: a - b,
     "arith.muli": lambda a, b: a * b,
+    "arith.maxsi": max,
+    "arith.minsi": min,
+    "arith.select": lambda c, a, b: a if c else b,
     "arith.divui": lambda a, b: a // b,
     "arith.remui": lambda a, b: a % b,
     "math.absf": abs,
@@ -94,6 +99,13 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.erf": math.erf,
     "math.powf": _pow,
 }
+
+
+_CMPI: tuple[Callable[[int, int], bool], ...] = (
+    operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge,
+    operator.lt, operator.le, operator.gt, operator.ge,
+)  # fmt: skip
+"""`arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge on (non-negative) indices."""
 
 
 def _round(value: float, element_type: Attribute) -> float:
@@ -168,6 +180,9 @@ class _Interpreter:
             value = op.properties["value"]
             assert isinstance(value, FloatAttr | IntegerAttr)
             env[op.results[0]] = value.value.data
+        elif isinstance(op, arith.CmpiOp):
+            compare = _CMPI[op.predicate.value.data]
+            env[op.result] = compare(env[op.lhs], env[op.rhs])
         elif op.name == "arith.truncf":
             env[op.results[0]] = _round(env[op.operands[0]], op.results[0].type)
         elif isinstance(op, memref.LoadOp):

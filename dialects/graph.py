@@ -822,7 +822,7 @@ BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, Min
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMeanOp)
 SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)
 DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp)
-"""Ops that `fuse` cannot lower yet (the torch frontend emits them for RoPE)."""
+"""Ops that select elements (the torch frontend emits them for RoPE); `fuse` inlines them."""
 COMPOSITE_OPS: tuple[type[GraphOp], ...] = (
     SoftmaxOp,
     RmsNormOp,

@@ -5,8 +5,8 @@ function results, plus whatever a kernel cannot inline: a matmul not read at its
 index (with the elementwise epilogue chain above it), a reduction that cannot be hoisted to
 its consumer's row level, a matmul operand that itself holds a reduction or matmul, and any
 reduction or matmul that two kernels would both compute. Everything else (elementwise ops,
-broadcasts, transposes, reshapes, splat constants) is recomputed inside each kernel that
-reads it. See `fuse_kernel` for the kernel shapes.
+broadcasts, transposes, reshapes, slices, concats, splat constants) is recomputed inside each
+kernel that reads it. See `fuse_kernel` for the kernel shapes.
 
 The function is rewritten over memrefs: each kernel's output is a `memref.alloc`, kernels run
 in order through `loop.launch @<func>_<n>(inputs..., output)`, and non-splat constants become
@@ -46,6 +46,7 @@ _PRIMITIVES: tuple[type[Operation], ...] = (
     *ELEMENTWISE_OPS,
     *graph.REDUCE_OPS,
     *graph.SHAPE_OPS,
+    *graph.DATA_MOVEMENT_OPS,
     graph.MatmulOp,
     graph.ConstantOp,
     func.ReturnOp,

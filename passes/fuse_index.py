@@ -1,10 +1,10 @@
 """Symbolic index expressions that `fuse` uses to inline producers by index substitution.
 
 An element of a tensor is addressed by one expression per dimension, built from the
-kernel's loop variables (`Var`), integer constants (`Const`) and `+`, `*`, `floordiv` and
-`mod` by constants (`Bin`). The constructors fold constants and use the variables' extents
-to simplify the `div`/`mod` patterns that reshapes produce, so that `reshape` back and forth
-along matching dimensions costs no index arithmetic at all.
+kernel's loop variables (`Var`), integer constants (`Const`) and `+`, `*`, `floordiv`, `mod`,
+`max`, `min` and `-` by constants (`Bin`). The constructors fold constants and use the
+variables' extents to simplify the `div`/`mod` patterns that reshapes produce, so that
+`reshape` back and forth along matching dimensions costs no index arithmetic at all.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-BinKind = Literal["add", "mul", "div", "rem"]
+BinKind = Literal["add", "mul", "div", "rem", "max", "min", "sub"]
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,8 @@ class Const:
 
 @dataclass(frozen=True)
 class Bin:
-    """`lhs <kind> rhs` on non-negative indices (`div` is floor division)."""
+    """`lhs <kind> rhs` on non-negative indices (`div` is floor division; `sub` only ever
+    subtracts a constant its `lhs` is known to be at least)."""
 
     kind: BinKind
     lhs: Index
@@ -62,6 +63,12 @@ def bound(e: Index) -> int:
             return (bound(lhs) - 1) // c + 1
         case Bin("rem", lhs, Const(value=c)):
             return min(c, bound(lhs))
+        case Bin("max", lhs, Const(value=c)):
+            return max(c + 1, bound(lhs))
+        case Bin("min", lhs, Const(value=c)):
+            return min(c + 1, bound(lhs))
+        case Bin("sub", lhs, Const(value=c)):
+            return bound(lhs) - c
         case _:
             raise AssertionError(f"unexpected index expression {e}")
 
@@ -118,6 +125,19 @@ def rem(a: Index, c: int) -> Index:
             return Bin("rem", a, Const(c))
 
 
+def shift_into(e: Index, offset: int, size: int) -> Index:
+    """Return `e - offset` clamped to `0 ..< size`, folded.
+
+    A concat reads each operand at the clamped index, so that the operands it does not
+    select at a point are still read in bounds.
+    """
+    if isinstance(e, Const):
+        return Const(min(max(e.value - offset, 0), size - 1))
+    if offset > 0:
+        e = Bin("sub", Bin("max", e, Const(offset)), Const(offset))
+    return e if bound(e) <= size else Bin("min", e, Const(size - 1))
+
+
 def free_vars(e: Index) -> set[Var]:
     """Return the loop variables `e` depends on."""
     match e:
@@ -148,6 +168,11 @@ def transpose_point(point: Point, perm: Sequence[int]) -> Point:
     for i, p in enumerate(perm):
         src[p] = point[i]
     return tuple(src)
+
+
+def slice_point(point: Point, dim: int, start: int, step: int) -> Point:
+    """Map a point of a slice result (dim `dim` from `start` by `step`) to its operand."""
+    return (*point[:dim], add(mul(point[dim], step), Const(start)), *point[dim + 1 :])
 
 
 def reshape_point(point: Point, dst_shape: Sequence[int], src_shape: Sequence[int]) -> Point:

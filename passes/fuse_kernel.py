@@ -4,7 +4,8 @@ Producers are inlined by index substitution (compute-inline): each element of th
 expression tree whose leaves are loads from the kernel's input buffers (function arguments,
 other roots, non-splat constants). Three kernel shapes come out (docs/ir.md):
 
-- elementwise: `parallel [dims] { loads, scalar ops, store }`;
+- elementwise: `parallel [dims] { loads, scalar ops, store }` (a slice is an index map, a
+  concat a `select` among its operands, each read at its own clamped index);
 - row reduction: reductions over trailing dims that the root reads at a row-only index are
   hoisted to the row level, `parallel [rows] { reduce [cols]...; parallel [cols] { store } }`;
   a reduction root is `parallel [kept dims] { reduce [reduced dims]; store }`;
@@ -21,6 +22,7 @@ that depends only on the row (a mean, an rsqrt) is computed once per row.
 from __future__ import annotations
 
 from collections.abc import Container, Sequence
+from itertools import accumulate
 from math import prod
 from typing import Literal
 
@@ -47,6 +49,8 @@ from tinyopt.passes.fuse_index import (
     broadcast_point,
     point_vars,
     reshape_point,
+    shift_into,
+    slice_point,
     transpose_point,
 )
 from tinyopt.passes.fuse_scalar import (
@@ -286,7 +290,24 @@ class KernelBuilder:
         if isinstance(op, ELEMENTWISE_OPS):
             self._target = self._level(point)
             return lower_elementwise(op, args, self)
+        if isinstance(op, graph.ConcatOp):
+            return self._select_operand(op, point, args)
         return args[0]
+
+    def _select_operand(
+        self, op: graph.ConcatOp, point: Point, args: Sequence[SSAValue]
+    ) -> SSAValue:
+        """Emit the choice among a concat's operand values by the index along its dim."""
+        dim = op.dim.value.data
+        index = self._index(point[dim])
+        ends = list(accumulate(shape_of(x)[dim] for x in op.inputs))
+        result = args[-1]
+        for end, arg in zip(reversed(ends[:-1]), reversed(args[:-1])):
+            bound = self._index(Const(end))
+            self._target = self._level(point)
+            before = self.emit(arith.CmpiOp(index, bound, "ult"))
+            result = self.emit(arith.SelectOp(before, arg, result))
+        return result
 
     def _buffer(self, value: SSAValue) -> SSAValue:
         """Return the kernel argument holding `value`, adding it before the output if new."""
@@ -320,8 +341,9 @@ class KernelBuilder:
                 self._blocks[0].add_op(op)
                 result = op.result
             case Bin(kind, lhs, rhs):
-                ops = {"add": arith.AddiOp, "mul": arith.MuliOp}
+                ops = {"add": arith.AddiOp, "mul": arith.MuliOp, "sub": arith.SubiOp}
                 ops |= {"div": arith.DivUIOp, "rem": arith.RemUIOp}
+                ops |= {"max": arith.MaxSIOp, "min": arith.MinSIOp}
                 a, b = self._index(lhs), self._index(rhs)
                 self._target = self._level((e,))
                 result = self.emit(ops[kind](a, b))
@@ -398,6 +420,17 @@ def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, 
         return [(op.x, transpose_point(point, op.perm_list))]
     if isinstance(op, graph.ReshapeOp):
         return [(op.x, reshape_point(point, shape_of(op.result), shape_of(op.x)))]
+    if isinstance(op, graph.SliceOp):
+        dim, start, step = (a.value.data for a in (op.dim, op.start, op.step))
+        return [(op.x, slice_point(point, dim, start, step))]
+    if isinstance(op, graph.ConcatOp):
+        dim, offset, points = op.dim.value.data, 0, []
+        for x in op.inputs:
+            size = shape_of(x)[dim]
+            shifted = (*point[:dim], shift_into(point[dim], offset, size), *point[dim + 1 :])
+            points.append((x, shifted))
+            offset += size
+        return points
     if isinstance(op, graph.ConstantOp):
         return []
     raise DiagnosticException(f"fuse: cannot lower '{op.name if op else 'block argument'}'")

@@ -331,3 +331,61 @@ def test_unknown_op_is_a_diagnostic() -> None:
               func.return %y : tensor<3x7xf32>
             }"""
         )
+
+
+ROPE = """
+func.func @rope(%x: tensor<2x3x8xbf16>, %c: tensor<3x8xbf16>, %s: tensor<3x8xbf16>) -> tensor<2x3x8xbf16> {
+  %hi = graph.slice %x {dim = 2 : i64, start = 4 : i64, step = 1 : i64} : tensor<2x3x8xbf16> -> tensor<2x3x4xbf16>
+  %lo = graph.slice %x {dim = 2 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x3x8xbf16> -> tensor<2x3x4xbf16>
+  %n = graph.neg %hi : tensor<2x3x4xbf16>
+  %r = graph.concat %n, %lo {dim = 2 : i64} : (tensor<2x3x4xbf16>, tensor<2x3x4xbf16>) -> tensor<2x3x8xbf16>
+  %cb = graph.broadcast %c : tensor<3x8xbf16> -> tensor<2x3x8xbf16>
+  %sb = graph.broadcast %s : tensor<3x8xbf16> -> tensor<2x3x8xbf16>
+  %a = graph.mul %x, %cb : tensor<2x3x8xbf16>
+  %b = graph.mul %r, %sb : tensor<2x3x8xbf16>
+  %y = graph.add %a, %b : tensor<2x3x8xbf16>
+  func.return %y : tensor<2x3x8xbf16>
+}"""
+
+
+def test_rope_slices_and_concat_are_index_maps_in_one_kernel() -> None:
+    fused = _check(ROPE, kernels=1, rtol=2e-2)
+    (kernel,) = loop.kernels(fused)
+    # Each half is read at a clamped index and the concat picks one by the column.
+    assert len(_ops(kernel, arith.SelectOp)) == 1
+    assert len(_ops(kernel, arith.MinSIOp)) == 1 and len(_ops(kernel, arith.MaxSIOp)) == 1
+
+
+def test_strided_slice_and_concat_of_three_along_a_middle_dim() -> None:
+    fused = _check(
+        """
+        func.func @cat(%x: tensor<2x9x3xf32>, %y: tensor<2x1x3xf32>, %z: tensor<2x2x3xf32>) -> tensor<2x6x3xf32> {
+          %s = graph.slice %x {dim = 1 : i64, start = 1 : i64, step = 3 : i64} : tensor<2x9x3xf32> -> tensor<2x3x3xf32>
+          %e = graph.exp %z : tensor<2x2x3xf32>
+          %c = graph.concat %s, %y, %e {dim = 1 : i64} : (tensor<2x3x3xf32>, tensor<2x1x3xf32>, tensor<2x2x3xf32>) -> tensor<2x6x3xf32>
+          func.return %c : tensor<2x6x3xf32>
+        }""",
+        kernels=1,
+    )
+    (kernel,) = loop.kernels(fused)
+    assert len(_ops(kernel, arith.SelectOp)) == 2
+
+
+def test_concat_feeding_a_row_reduction() -> None:
+    _check(
+        """
+        func.func @cat_softmax(%x: tensor<3x5xf32>, %y: tensor<3x2xf32>) -> tensor<3x7xf32> {
+          %c = graph.concat %x, %y {dim = 1 : i64} : (tensor<3x5xf32>, tensor<3x2xf32>) -> tensor<3x7xf32>
+          %s = graph.softmax %c {dim = 1 : i64} : tensor<3x7xf32>
+          func.return %s : tensor<3x7xf32>
+        }""",
+        kernels=1,
+    )
+
+
+def test_slice_and_concat_kernels_compile_with_nvrtc() -> None:
+    from tinyopt.backends.cuda.runtime import compile_module
+    from tinyopt.compiler import lower
+
+    _, module = lower(ROPE, "fuse,tile,to-cuda")
+    assert compile_module(module, arch="sm_90a").kernels
