@@ -118,6 +118,16 @@ def match_contraction(op: loop.KernelOp) -> Contraction | None:
     )
 
 
+def operand_types(c: Contraction) -> list[str]:
+    """Returns the element types the contraction's operand sides load, sorted."""
+    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
+    return sorted({str(load.memref.type.element_type) for load in loads})  # type: ignore[attr-defined]
+
+
+TENSOR_CORE_ONLY = ("sync", "wgmma")
+"""`mma` values whose rules take only f16/bf16 contractions (explicitly set: never defaults)."""
+
+
 @dataclass(frozen=True)
 class Tiles:
     """The block tile (bm, bn, bk), the per-thread register tile (tm, tn) and the pipeline.
@@ -192,6 +202,14 @@ class ScheduleContraction(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
         if not isinstance(op, loop.KernelOp) or (c := match_contraction(op)) is None:
             return
+        if self.knobs.mma in TENSOR_CORE_ONLY:
+            # The tensor-core rules come first and took every contraction they can; one that
+            # reaches this rule would silently run on CUDA cores although the user asked.
+            raise DiagnosticException(
+                f"tile: mma={self.knobs.mma} applies to sums of products of f16 or bf16 "
+                f"operands (one type); kernel @{op.sym_name.data} reads "
+                f"{' and '.join(operand_types(c))} (leave mma=none for CUDA cores)"
+            )
         batch, m, n, k = c.extents
         t = choose_tiles(self.knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)

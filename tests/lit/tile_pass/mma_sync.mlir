@@ -32,11 +32,7 @@
 // CHECK:        arith.maximumf
 // CHECK:        tile.vstore(%{{.*}}, %{{.*}} : bf16, bf16), %[[OUT]]
 
-// An f32 contraction is not a tensor-core one: mma=sync leaves it to the FMA schedule.
-// CHECK:      tile.kernel @mmf_0
-// CHECK-NOT:  tile.ldmatrix
-// CHECK-NOT:  tile.mma_sync
-// CHECK:      loop.launch @mmf_0
+// An f32 contraction with mma=sync is an error: contraction_mma_f32.mlir.
 
 // BK: tile: mma=sync needs bk to be a multiple of 16 (the mma K step), got bk=8
 // SMEM: tile: mma=sync with bm=256 bn=256 bk=64 needs 73728 bytes of shared memory, more than the 49152 a block may declare statically
@@ -45,9 +41,4 @@ func.func @mm(%x: tensor<64x32xbf16>, %w: tensor<32x48xbf16>) -> tensor<64x48xbf
   %m = graph.matmul %x, %w : (tensor<64x32xbf16>, tensor<32x48xbf16>) -> tensor<64x48xbf16>
   %r = graph.relu %m : tensor<64x48xbf16>
   func.return %r : tensor<64x48xbf16>
-}
-
-func.func @mmf(%x: tensor<64x32xf32>, %w: tensor<32x48xf32>) -> tensor<64x48xf32> {
-  %m = graph.matmul %x, %w : (tensor<64x32xf32>, tensor<32x48xf32>) -> tensor<64x48xf32>
-  func.return %m : tensor<64x48xf32>
 }
