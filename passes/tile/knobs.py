@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 AUTO = 0
@@ -49,47 +50,150 @@ SCHEDULES = ("auto", "sequential")
 """`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
 
 
+@dataclass(frozen=True)
+class Domain:
+    """The values a knob accepts, in words for diagnostics, and the finite set the tuner tries.
+
+    `values` is every value the tuner may try; `accepts` (default: membership in `values`)
+    may admit more, e.g. any multiple of 4 for `pad`.
+    """
+
+    words: str
+    values: tuple[int | str, ...]
+    accepts: Callable[[int | str], bool] | None = None
+
+    def admits(self, value: int | str) -> bool:
+        """Returns whether a pass option may set the knob to `value`."""
+        return self.accepts(value) if self.accepts else value in self.values
+
+
+def _is_power_of_two(value: int | str) -> bool:
+    return isinstance(value, int) and value > 0 and not value & (value - 1)
+
+
+def powers(low: int, high: int, auto: bool = True) -> Domain:
+    """Powers of two in [low, high], and 0 (auto) unless `auto` is false."""
+    values = tuple(1 << e for e in range(low.bit_length() - 1, high.bit_length()))
+    words = f"a power of two in [{low}, {high}]" + (" (or 0 for auto)" if auto else "")
+    return Domain(words, (AUTO, *values) if auto else values)
+
+
+def one_of(*values: int | str, words: str | None = None) -> Domain:
+    """Exactly `values`; `words` defaults to "one of (...)"."""
+    return Domain(words or f"one of {values}", values)
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One row of the knob table: a name, its domain, and its default (the `Knobs` field)."""
+
+    name: str
+    domain: Domain
+    when: tuple[tuple[str, int | str, Domain], ...] = ()
+    """(other knob, value, domain): the domain that applies while the other knob has that value."""
+
+    @property
+    def default(self) -> int | str:
+        """The value the knob has when no pass option sets it."""
+        return getattr(Knobs(), self.name)
+
+    def domain_in(self, knobs: Knobs) -> Domain:
+        """Returns the knob's domain given the other knobs' values."""
+        for other, value, domain in self.when:
+            if getattr(knobs, other) == value:
+                return domain
+        return self.domain
+
+
+KNOBS: tuple[Knob, ...] = (
+    Knob("schedule", one_of(*SCHEDULES)),
+    Knob("threads", powers(32, 1024)),
+    Knob("vec", powers(1, 16)),
+    Knob("rows", powers(1, 32)),
+    Knob("bm", powers(16, 256)),
+    Knob("bn", powers(16, 256)),
+    Knob("bk", powers(4, 64)),
+    Knob("tm", powers(1, 16)),
+    Knob("tn", powers(1, 16)),
+    Knob("mma", one_of(*MMA)),
+    Knob(
+        "stages",
+        one_of(AUTO, 1, 2, words="0 (auto), 1 or 2"),
+        when=(
+            (
+                "mma",
+                "wgmma",
+                one_of(AUTO, 2, 3, 4, 5, 6, words="0 (auto) or in [2, 6] with mma=wgmma"),
+            ),
+        ),
+    ),
+    Knob("ws", one_of(0, 1, words="0 or 1")),
+    Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
+    Knob(
+        "group",
+        Domain(
+            "0 (off) or a power of two", (AUTO, 4, 8, 16), lambda v: v == 0 or _is_power_of_two(v)
+        ),
+    ),
+    Knob("splitk", powers(1, 64, auto=False)),
+    Knob(
+        "minblocks",
+        Domain(
+            "in [0, 32] (0 for auto)",
+            (AUTO, 1, 2, 4),
+            lambda v: isinstance(v, int) and 0 <= v <= 32,
+        ),
+    ),
+    Knob("cache", one_of(0, 1, words="0 or 1")),
+    Knob(
+        "pad",
+        Domain(
+            "a non-negative multiple of 4",
+            (0, 4, 8),
+            lambda v: isinstance(v, int) and v >= 0 and v % 4 == 0,
+        ),
+    ),
+)
+"""Every knob of the `tile` pass, checked in this order. Adding a knob: a `Knobs` field and a row
+here (and a line in docs/knobs.md); `RULE_KNOBS` says which rules read it."""
+
+KNOB = {k.name: k for k in KNOBS}
+
+RULE_KNOBS: dict[str, str] = {
+    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk",
+    "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
+    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
+    "row_reduction": "threads vec rows cache",
+    "elementwise": "threads vec",
+    "sequential": "threads",
+}
+"""The knobs each schedule rule reads, as the tuner searches them: `name` tries the knob's
+domain, `name=v1,v2` only those values (a subset the rule can use). Which contraction rule runs
+is the `mma` knob's choice (`MMA_RULES`)."""
+
+MMA_RULES = {"none": "contraction", "sync": "mma_sync", "wgmma": "wgmma"}
+"""The rule that schedules a contraction for each value of `mma`."""
+
+
+def rule_knobs(rule: str) -> tuple[tuple[str, tuple[int | str, ...]], ...]:
+    """Returns (knob, values to try) for each knob `rule` reads, from `RULE_KNOBS`."""
+    read = []
+    for word in RULE_KNOBS[rule].split():
+        name, _, listed = word.partition("=")
+        values = KNOB[name].domain.values
+        if listed:
+            values = tuple(int(v) if v.lstrip("-").isdigit() else v for v in listed.split(","))
+        read.append((name, values))
+    return tuple(read)
+
+
 def check(knobs: Knobs) -> None:
     """Raises ValueError naming the first knob outside its domain."""
-    if knobs.schedule not in SCHEDULES:
-        raise ValueError(f"tile: schedule must be one of {SCHEDULES}, got '{knobs.schedule}'")
-    powers = {
-        "threads": (32, 1024),
-        "vec": (1, 16),
-        "rows": (1, 32),
-        "bm": (16, 256),
-        "bn": (16, 256),
-        "bk": (4, 64),
-        "tm": (1, 16),
-        "tn": (1, 16),
-    }
-    for name, (low, high) in powers.items():
-        value = getattr(knobs, name)
-        if value != AUTO and (value < low or value > high or value & (value - 1)):
-            raise ValueError(
-                f"tile: {name} must be a power of two in [{low}, {high}] (or 0 for auto), "
-                f"got {value}"
-            )
-    if knobs.mma not in MMA:
-        raise ValueError(f"tile: mma must be one of {MMA}, got '{knobs.mma}'")
-    if knobs.mma == "wgmma":
-        if knobs.stages != AUTO and not 2 <= knobs.stages <= 6:
-            raise ValueError(
-                f"tile: stages must be 0 (auto) or in [2, 6] with mma=wgmma, got {knobs.stages}"
-            )
-    elif knobs.stages not in (AUTO, 1, 2):
-        raise ValueError(f"tile: stages must be 0 (auto), 1 or 2, got {knobs.stages}")
-    if knobs.ws not in (0, 1):
-        raise ValueError(f"tile: ws must be 0 or 1, got {knobs.ws}")
-    if knobs.split not in (AUTO, 1, 2):
-        raise ValueError(f"tile: split must be 0 (auto), 1 or 2, got {knobs.split}")
-    if knobs.group < 0 or knobs.group & (knobs.group - 1):
-        raise ValueError(f"tile: group must be 0 (off) or a power of two, got {knobs.group}")
-    if knobs.splitk < 1 or knobs.splitk > 64 or knobs.splitk & (knobs.splitk - 1):
-        raise ValueError(f"tile: splitk must be a power of two in [1, 64], got {knobs.splitk}")
-    if not 0 <= knobs.minblocks <= 32:
-        raise ValueError(f"tile: minblocks must be in [0, 32] (0 for auto), got {knobs.minblocks}")
-    if knobs.cache not in (0, 1):
-        raise ValueError(f"tile: cache must be 0 or 1, got {knobs.cache}")
-    if knobs.pad < 0 or knobs.pad % 4:
-        raise ValueError(f"tile: pad must be a non-negative multiple of 4, got {knobs.pad}")
+    for knob in KNOBS:
+        value = getattr(knobs, knob.name)
+        domain = knob.domain_in(knobs)
+        if not domain.admits(value):
+            raise ValueError(f"tile: {knob.name} must be {domain.words}, got {value!r}")
+
+
+assert {k.name for k in KNOBS} == {f.name for f in fields(Knobs)}, "every Knobs field needs a row"
