@@ -15,7 +15,6 @@ import numpy as np
 from xdsl.context import Context
 from xdsl.dialects.builtin import (
     AnyFloat,
-    DenseIntOrFPElementsAttr,
     ModuleOp,
     TensorType,
     bf16,
@@ -158,17 +157,26 @@ class DecomposeAttention(RewritePattern):
     def _causal_mask(rewriter: PatternRewriter, scores: SSAValue) -> SSAValue:
         """Emit an [S, S] mask (0 on and below the diagonal, -inf above) broadcast to scores.
 
+        The mask is built from two splat constants by index maps alone, so `fuse` inlines it
+        into the score kernel (no constant buffer): row `a` of the mask is the window
+        `q[S-1-a : 2S-1-a]` of `q = [0] * S ++ [-inf] * S`. Broadcasting `q` to [S, 2S] and
+        reading the flat result with a row length of 2S - 1 shifts each row one step left,
+        which is that window.
+
         "-inf" is the element type's lowest finite value: xDSL 0.75 prints infinities in
         dense literals as hex bit patterns that its own parser reads back as large positive
         integers. Adding it to a score still yields an exp of exactly 0 after the max shift.
         """
         scores_type = _type(scores)
         s = scores_type.get_shape()[-1]
-        mask_type = TensorType(scores_type.element_type, [s, s])
-        lowest = _LOWEST[scores_type.element_type]
-        values = [lowest if j > i else 0.0 for i in range(s) for j in range(s)]
-        mask_value = DenseIntOrFPElementsAttr.from_list(mask_type, values)
-        mask = _emit(rewriter, graph.ConstantOp(mask_value))
+        half = TensorType(scores_type.element_type, [s])
+        zeros = _emit(rewriter, graph.ConstantOp.splat(0.0, half))
+        lowest = _emit(rewriter, graph.ConstantOp.splat(_LOWEST[half.element_type], half))
+        q = _emit(rewriter, graph.ConcatOp([zeros, lowest], 0))
+        rows = _reshape(rewriter, _emit(rewriter, graph.BroadcastOp(q, [s, 2 * s])), [2 * s * s])
+        shifted = _emit(rewriter, graph.SliceOp(rows, 0, 0, s * (2 * s - 1)))
+        windows = _reshape(rewriter, shifted, [s, 2 * s - 1])
+        mask = _emit(rewriter, graph.SliceOp(windows, 1, s - 1, s))
         return _expand(rewriter, mask, scores)
 
 

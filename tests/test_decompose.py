@@ -125,7 +125,7 @@ def test_decomposed_module_survives_print_and_parse() -> None:
     inputs = random_inputs(module, seed=7)
     (before,) = run_reference(module, *inputs)
     DecomposePass().apply(ctx, module)
-    # Printing then reparsing must not alter the causal mask constant.
+    # Printing then reparsing must not alter the causal mask's constants.
     reparsed = Parser(ctx, str(module)).parse_module()
     (after,) = run_reference(reparsed, *inputs)
     np.testing.assert_allclose(after, before, rtol=1e-10)

@@ -24,7 +24,8 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
   func.return %o : tensor<1x2x4x8xf32>
 }
 
-// The causal mask is the dtype's lowest finite value above the diagonal (see decompose.py).
+// The causal mask is the dtype's lowest finite value above the diagonal, built from two
+// splats by index maps (row a is the window q[3-a : 7-a] of q = [0]*4 ++ [lowest]*4).
 // CHECK-LABEL: func.func @causal_attention(
 // CHECK-NEXT: %[[RESHAPE:.*]] = graph.reshape %q : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
 // CHECK-NEXT: %[[RESHAPE2:.*]] = graph.reshape %k : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
@@ -33,8 +34,15 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
 // CHECK-NEXT: %[[MATMUL:.*]] = graph.matmul %[[RESHAPE]], %[[TRANSPOSE]] : (tensor<2x4x8xf16>, tensor<2x8x4xf16>) -> tensor<2x4x4xf16>
 // CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<2x4x4xf16>
 // CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[CONSTANT]] : tensor<2x4x4xf16>
-// CHECK-NEXT: %[[CONSTANT2:.*]] = graph.constant dense<{{\[\[}}0.000000e+00, -6.550400e+04, -6.550400e+04, -6.550400e+04], [0.000000e+00, 0.000000e+00, -6.550400e+04, -6.550400e+04], [0.000000e+00, 0.000000e+00, 0.000000e+00, -6.550400e+04], [0.000000e+00, 0.000000e+00, 0.000000e+00, 0.000000e+00]]> : tensor<4x4xf16>
-// CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[CONSTANT2]] : tensor<4x4xf16> -> tensor<2x4x4xf16>
+// CHECK-NEXT: %[[ZEROS:.*]] = graph.constant dense<0.000000e+00> : tensor<4xf16>
+// CHECK-NEXT: %[[LOWEST:.*]] = graph.constant dense<-6.550400e+04> : tensor<4xf16>
+// CHECK-NEXT: %[[Q:.*]] = graph.concat %[[ZEROS]], %[[LOWEST]] {dim = 0 : i64} : (tensor<4xf16>, tensor<4xf16>) -> tensor<8xf16>
+// CHECK-NEXT: %[[ROWS:.*]] = graph.broadcast %[[Q]] : tensor<8xf16> -> tensor<4x8xf16>
+// CHECK-NEXT: %[[FLAT:.*]] = graph.reshape %[[ROWS]] : tensor<4x8xf16> -> tensor<32xf16>
+// CHECK-NEXT: %[[SHIFTED:.*]] = graph.slice %[[FLAT]] {dim = 0 : i64, start = 0 : i64, step = 1 : i64} : tensor<32xf16> -> tensor<28xf16>
+// CHECK-NEXT: %[[WINDOWS:.*]] = graph.reshape %[[SHIFTED]] : tensor<28xf16> -> tensor<4x7xf16>
+// CHECK-NEXT: %[[MASK:.*]] = graph.slice %[[WINDOWS]] {dim = 1 : i64, start = 3 : i64, step = 1 : i64} : tensor<4x7xf16> -> tensor<4x4xf16>
+// CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[MASK]] : tensor<4x4xf16> -> tensor<2x4x4xf16>
 // CHECK-NEXT: %[[ADD:.*]] = graph.add %[[MUL]], %[[BROADCAST]] : tensor<2x4x4xf16>
 // CHECK-NEXT: %[[REDUCE_MAX:.*]] = graph.reduce_max %[[ADD]] {dims = array<i64: 2>, keepdim = true} : tensor<2x4x4xf16> -> tensor<2x4x1xf16>
 // CHECK-NEXT: %[[BROADCAST2:.*]] = graph.broadcast %[[REDUCE_MAX]] : tensor<2x4x1xf16> -> tensor<2x4x4xf16>
