@@ -62,6 +62,13 @@ def get_online_softmax() -> type[ModulePass]:
     return OnlineSoftmaxPass
 
 
+def get_flash_attention() -> type[ModulePass]:
+    """Return the pass fusing attention's score, softmax and PV kernels into one kernel."""
+    from tinyopt.passes.flash_attention import FlashAttentionPass
+
+    return FlashAttentionPass
+
+
 def get_welford() -> type[ModulePass]:
     """Return the pass merging the mean and variance reductions into one Welford reduction."""
     from tinyopt.passes.welford import WelfordPass
@@ -130,6 +137,7 @@ TINYOPT_UNIVERSE = Universe(
         "to-cuda": get_to_cuda,
         "online-softmax": get_online_softmax,
         "welford": get_welford,
+        "flash-attention": get_flash_attention,
         "check-assoc": get_check_assoc,
     },
     all_targets={"cuda": get_cuda_target},

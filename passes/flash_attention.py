@@ -1,0 +1,530 @@
+"""The `flash-attention` pass: softmax(Q Kᵀ·scale + mask)·V becomes one kernel without scores.
+
+`fuse` lowers attention (the graph `attention` op, or the same spelled out as matmul, softmax
+and matmul) to three kernels joined by two S×S buffers:
+
+    scores[p, i, j] = f(Σ_e q[p, i, e]·k[p, j, e], i, j)          (scale, mask, …)
+    probs[p, i, j]  = exp(scores[p, i, j] − max_j) / Σ_j exp(…)     (safe softmax)
+    out[p, i, d]    = g(Σ_j probs[p, i, j]·v[p, j, d])              (cast, store)
+
+Softmax followed by a weighted sum is one monoid over the key index j (Dao et al.,
+"FlashAttention", 2022): the state is (m, l, acc), the identity (−inf, 0, 0), key j maps to
+(s_ij, 1, v_jd), and
+
+    (m1, l1, a1) ⊕ (m2, l2, a2) = (M, l1·e^(m1−M') + l2·e^(m2−M'), a1·e^(m1−M') + a2·e^(m2−M'))
+
+with M = max(m1, m2) and M' = max(M, lowest finite f32) (so that combining two identities
+gives the identity, not NaN). The pass replaces the three kernels by one kernel parallel over
+(p, i, d) holding that reduction; the score s_ij is the first kernel's expression (its
+dot-product reduction nested in the body), v_jd the third kernel's other operand, and the
+output acc / max(l, 1) goes through the third kernel's epilogue. l is 0 only when every score
+of the row is −inf (then acc is 0 and the row's output is 0, where the three kernels give
+NaN); otherwise its largest term is e^0 = 1, so max(l, 1) = l.
+
+Scores are kept in f32 where the three kernels rounded them to the element type between the
+kernels (the fused kernel is the more accurate one). A mask that is a constant causal matrix
+(0 on and below the diagonal, one very negative value above it) becomes the comparison `j > i`
+instead of a load, so that a schedule can skip the masked key tiles. The reduction is tagged
+`tinyopt.flash_attention` for the tile rule that schedules it on tensor cores
+(`passes/tile/attention.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from xdsl.builder import ImplicitBuilder
+from xdsl.context import Context
+from xdsl.dialects import arith, func, math, memref
+from xdsl.dialects.builtin import (
+    DenseIntOrFPElementsAttr,
+    FloatAttr,
+    IntegerAttr,
+    ModuleOp,
+    UnitAttr,
+)
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.passes import ModulePass
+from xdsl.transforms.common_subexpression_elimination import cse
+
+from tinyopt.dialects import loop
+from tinyopt.passes.online_softmax import LOWEST_F32
+from tinyopt.passes.reduce_match import (
+    combine_block,
+    element,
+    f32_constant,
+    scalar_monoid,
+)
+
+FLASH_ATTR = "tinyopt.flash_attention"
+"""The attribute of the (m, l, acc) reduction this pass builds."""
+
+CAUSAL_FLOOR = -1e30
+"""A causal mask's masked entries must be at most this (e.g. the lowest finite value)."""
+
+
+def flash_combine() -> Block:
+    """Return the combine of the (m, l, acc) state: rescale both to the larger maximum."""
+    block = combine_block(3)
+    m1, l1, a1, m2, l2, a2 = block.args
+    with ImplicitBuilder(block):
+        m = arith.MaximumfOp(m1, m2).result
+        floor = arith.MaximumfOp(m, f32_constant(LOWEST_F32).result).result
+        w1 = math.ExpOp(arith.SubfOp(m1, floor)).result
+        w2 = math.ExpOp(arith.SubfOp(m2, floor)).result
+        total = arith.AddfOp(arith.MulfOp(l1, w1), arith.MulfOp(l2, w2)).result
+        acc = arith.AddfOp(arith.MulfOp(a1, w1), arith.MulfOp(a2, w2)).result
+        loop.YieldOp(m, total, acc)
+    return block
+
+
+@dataclass
+class _Launch:
+    """A launch of a one-nest kernel: the launch, its kernel and its `loop.parallel`."""
+
+    launch: loop.LaunchOp
+    kernel: loop.KernelOp
+    nest: loop.ParallelOp
+
+    def host(self, arg: SSAValue) -> SSAValue:
+        """Return the host value passed for one of the kernel's buffer arguments."""
+        return self.launch.args[self.kernel.body.block.args.index(arg)]
+
+    def buffer(self, host_value: SSAValue) -> SSAValue | None:
+        """Return the kernel argument a host value is passed as (the first one), or None."""
+        for arg, value in zip(self.kernel.body.block.args, self.launch.args, strict=True):
+            if value is host_value:
+                return arg
+        return None
+
+
+def _launch(op: loop.LaunchOp, symbols: dict[str, Operation]) -> _Launch | None:
+    kernel = symbols.get(op.callee.root_reference.data)
+    if not isinstance(kernel, loop.KernelOp):
+        return None
+    ops = list(kernel.body.block.ops)
+    if len(ops) != 1 or not isinstance(ops[0], loop.ParallelOp):
+        return None
+    return _Launch(op, kernel, ops[0])
+
+
+def _load_of(value: SSAValue) -> memref.LoadOp | None:
+    """Return the load a value is, possibly widened by `arith.extf`."""
+    if isinstance(value.owner, arith.ExtFOp):
+        value = value.owner.input
+    return value.owner if isinstance(value.owner, memref.LoadOp) else None
+
+
+def _at(access: memref.LoadOp | memref.StoreOp, ivs: Sequence[SSAValue]) -> bool:
+    """Tell whether an access indexes its buffer by exactly `ivs`, after dropping the constant
+    0 indices of the buffer's size-1 dimensions (`fuse` leaves those out of its nests)."""
+    shape = access.memref.type.get_shape()  # type: ignore[attr-defined]
+    kept = [
+        index
+        for index, size in zip(access.indices, shape, strict=True)
+        if not (size == 1 and _is_zero(index))
+    ]
+    return kept == list(ivs)
+
+
+def _is_zero(index: SSAValue) -> bool:
+    owner = index.owner
+    return (
+        isinstance(owner, arith.ConstantOp)
+        and isinstance(owner.value, IntegerAttr)
+        and owner.value.value.data == 0
+    )
+
+
+def _stores(block: Block) -> list[memref.StoreOp]:
+    return [o for op in block.ops for o in op.walk() if isinstance(o, memref.StoreOp)]
+
+
+def _only_store(nest: loop.ParallelOp) -> memref.StoreOp | None:
+    """Return the store ending a nest's body at the nest's own index, if it is its only one."""
+    stores = _stores(nest.body.block)
+    last = nest.body.block.last_op
+    if stores != [last] or not isinstance(last, memref.StoreOp):
+        return None
+    return last if _at(last, nest.body.block.args) else None
+
+
+def _contraction(nest: loop.ParallelOp) -> loop.ReduceOp | None:
+    """Return the one top-level sum reduction of a nest's body."""
+    reduces = [op for op in nest.body.block.ops if isinstance(op, loop.ReduceOp)]
+    if len(reduces) != 1 or scalar_monoid(reduces[0]) != ("arith.addf", 0.0):
+        return None
+    return reduces[0] if len(reduces[0].extents) == 1 else None
+
+
+@dataclass
+class _Attention:
+    """The three launches of one attention and what the fused kernel takes from them."""
+
+    scores: _Launch
+    softmax: _Launch
+    pv: _Launch
+    scores_host: SSAValue
+    probs_host: SSAValue
+    score_value: SSAValue
+    """The value the score kernel stores (before rounding to the buffer's type)."""
+    pv_reduce: loop.ReduceOp
+    value: SSAValue
+    """The operand of the PV product that is not the probability: v_jd."""
+
+
+def _score_kernel(launch: _Launch) -> SSAValue | None:
+    """Return the stored score of a kernel `scores[p.., i, j] = f(Σ_e q·k, i, j)`."""
+    store = _only_store(launch.nest)
+    if store is None or _contraction(launch.nest) is None or len(launch.nest.extents) < 2:
+        return None
+    value = store.value
+    if isinstance(value.owner, arith.TruncFOp):
+        value = value.owner.input
+    return value
+
+
+def _softmax_kernel(launch: _Launch, scores: SSAValue, probs: SSAValue) -> bool:
+    """Tell whether a kernel writes `probs = softmax(scores)` along the last index.
+
+    Its nest over (p.., i) holds `m = max_j x_j`, `l = Σ_j exp(x_j − m)` and a nest over j
+    storing `exp(x_j − m) / l`, where x_j loads scores[p.., i, j] (possibly widened).
+    """
+    body = launch.nest.body.block
+    ops = [op for op in body.ops if not isinstance(op, arith.ConstantOp)]
+    if len(ops) != 3:
+        return False
+    first, second, out = ops
+    if not isinstance(first, loop.ReduceOp) or not isinstance(second, loop.ReduceOp):
+        return False
+    if not isinstance(out, loop.ParallelOp) or first.extents != second.extents:
+        return False
+    if scalar_monoid(first) != ("arith.maximumf", float("-inf")):
+        return False
+    if scalar_monoid(second) != ("arith.addf", 0.0):
+        return False
+    if out.extents != first.extents or len(first.extents) != 1:
+        return False
+
+    def row_load(value: SSAValue, iv: SSAValue) -> bool:
+        load = _load_of(value)
+        return load is not None and load.memref is scores and _at(load, [*body.args, iv])
+
+    def shifted_exp(value: SSAValue, iv: SSAValue) -> bool:
+        exp = value.owner
+        if not isinstance(exp, math.ExpOp) or not isinstance(exp.operand.owner, arith.SubfOp):
+            return False
+        x, m = exp.operand.owner.operands
+        return m is first.res[0] and row_load(x, iv)
+
+    if not row_load(element(first), first.body.block.args[0]):
+        return False
+    if not shifted_exp(element(second), second.body.block.args[0]):
+        return False
+    store = out.body.block.last_op
+    if _stores(out.body.block) != [store] or not isinstance(store, memref.StoreOp):
+        return False
+    if store.memref is not probs or not _at(store, [*body.args, *out.body.block.args]):
+        return False
+    value = store.value
+    if isinstance(value.owner, arith.TruncFOp):
+        value = value.owner.input
+    div = value.owner
+    return (
+        isinstance(div, arith.DivfOp)
+        and div.rhs is second.res[0]
+        and shifted_exp(div.lhs, out.body.block.args[0])
+    )
+
+
+def _pv_kernel(launch: _Launch, probs: SSAValue) -> tuple[loop.ReduceOp, SSAValue] | None:
+    """Return (the reduction, v_jd) of a kernel `out[p.., i, d] = g(Σ_j probs[p.., i, j]·v)`."""
+    nest = launch.nest
+    reduce = _contraction(nest)
+    if reduce is None or _only_store(nest) is None:
+        return None
+    product = element(reduce).owner
+    if not isinstance(product, arith.MulfOp):
+        return None
+    j = reduce.body.block.args[0]
+    for p, v in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
+        load = _load_of(p)
+        if load is None or load.memref is not probs:
+            continue
+        if not _at(load, [*nest.body.block.args[:-1], j]):
+            return None
+        if any(
+            isinstance(o, memref.LoadOp) and o.memref is probs
+            for o in _slice([v], reduce.body.block.ops)
+        ):
+            return None
+        return reduce, v
+    return None
+
+
+def _slice(values: Iterable[SSAValue], ops: Iterable[Operation]) -> list[Operation]:
+    """Return the ops of `ops` (in order) that the values depend on, nested ones included."""
+    ops = list(ops)
+    needed = {v.owner for v in values if isinstance(v.owner, Operation)}
+    for op in reversed(ops):
+        if op in needed:
+            for inner in op.walk():
+                needed.update(o.owner for o in inner.operands if isinstance(o.owner, Operation))
+    return [op for op in ops if op in needed]
+
+
+def _single_use_alloc(value: SSAValue, users: Sequence[loop.LaunchOp]) -> bool:
+    """Tell whether a host buffer is a `memref.alloc` used by exactly the given launches."""
+    if not isinstance(value.owner, memref.AllocOp):
+        return False
+    return sorted(id(u.operation) for u in value.uses) == sorted(
+        id(launch) for launch in users for a in launch.args if a is value
+    )
+
+
+def _match(pv_launch: _Launch, launches: dict[SSAValue, list[_Launch]]) -> _Attention | None:
+    """Match the attention whose PV product is `pv_launch`, by following its buffers back."""
+    for probs_host in pv_launch.launch.args:
+        writers = [w for w in launches.get(probs_host, []) if w is not pv_launch]
+        if len(writers) != 1:
+            continue
+        softmax = writers[0]
+        probs = pv_launch.buffer(probs_host)
+        assert probs is not None
+        found = _pv_kernel(pv_launch, probs)
+        if found is None:
+            continue
+        for scores_host in softmax.launch.args:
+            if scores_host is probs_host:
+                continue
+            score_writers = [w for w in launches.get(scores_host, []) if w is not softmax]
+            if len(score_writers) != 1:
+                continue
+            scores = score_writers[0]
+            kernel_scores = softmax.buffer(scores_host)
+            kernel_probs = softmax.buffer(probs_host)
+            assert kernel_scores is not None and kernel_probs is not None
+            if not _softmax_kernel(softmax, kernel_scores, kernel_probs):
+                continue
+            score_value = _score_kernel(scores)
+            store = _only_store(scores.nest)
+            if score_value is None or store is None or scores.host(store.memref) is not scores_host:
+                continue
+            if not _single_use_alloc(scores_host, [scores.launch, softmax.launch]):
+                continue
+            if not _single_use_alloc(probs_host, [softmax.launch, pv_launch.launch]):
+                continue
+            *batch, s_q, s_k = scores.nest.extents
+            rows = (*batch, s_q)
+            if softmax.nest.extents != rows or pv_launch.nest.extents[:-1] != rows:
+                continue
+            if found[0].extents != (s_k,):
+                continue
+            return _Attention(
+                scores, softmax, pv_launch, scores_host, probs_host, score_value, *found
+            )
+    return None
+
+
+def _causal_mask(value: SSAValue, symbols: dict[str, Operation]) -> float | None:
+    """Return the masked value of a host buffer holding a constant causal mask, else None."""
+    get = value.owner
+    if not isinstance(get, memref.GetGlobalOp):
+        return None
+    glob = symbols.get(get.name_.root_reference.data)
+    if not isinstance(glob, memref.GlobalOp):
+        return None
+    init = glob.initial_value
+    shape = glob.type.get_shape()  # type: ignore[union-attr]
+    if not isinstance(init, DenseIntOrFPElementsAttr) or len(shape) != 2 or init.is_splat():
+        return None
+    values = np.array(init.get_values(), dtype=np.float64).reshape(shape)
+    above = np.triu(np.ones(shape, dtype=bool), 1)
+    if not above.any() or np.any(values[~above] != 0.0):
+        return None
+    masked = values[above]
+    if np.any(masked != masked[0]) or masked[0] > CAUSAL_FLOOR:
+        return None
+    return float(masked[0])
+
+
+class _FusedBuilder:
+    """Builds the fused kernel and its launch arguments from the three matched kernels."""
+
+    def __init__(self, match: _Attention, symbols: dict[str, Operation]) -> None:
+        self.match = match
+        self.host_args: list[SSAValue] = []
+        self.arg_types: list[Attribute] = []
+        self.causal: dict[SSAValue, float] = {}
+        """Host mask buffers replaced by a comparison, with their masked value."""
+        internal = (match.scores_host, match.probs_host)
+        for part in (match.scores, match.pv):
+            for arg, host in zip(part.kernel.body.block.args, part.launch.args, strict=True):
+                if host in self.host_args or host in self.causal or host in internal:
+                    continue
+                if part is match.scores and (masked := self._causal(arg, host, symbols)):
+                    self.causal[host] = masked
+                    continue
+                self.host_args.append(host)
+                self.arg_types.append(arg.type)
+
+    def _causal(self, arg: SSAValue, host: SSAValue, symbols: dict[str, Operation]) -> float:
+        """The masked value when every use of `arg` loads a causal mask at the score's (i, j),
+        else 0."""
+        masked = _causal_mask(host, symbols)
+        i, j = self.match.scores.nest.body.block.args[-2:]
+        for use in arg.uses:
+            load = use.operation
+            if not isinstance(load, memref.LoadOp) or list(load.indices) != [i, j]:
+                return 0.0
+        return masked or 0.0
+
+    def build(self, name: str) -> loop.KernelOp:
+        """Return the fused kernel: a nest over (p.., i, d) holding the (m, l, acc) reduce."""
+        m = self.match
+        kernel = loop.KernelOp(name, self.arg_types)
+        hosts = dict(zip(self.host_args, kernel.body.block.args, strict=True))
+        nest = loop.ParallelOp(m.pv.nest.extents)
+        kernel.body.block.add_op(nest)
+        outer = nest.body.block
+        *batch, i, _ = outer.args
+        pv_map = dict(zip(m.pv.nest.body.block.args, outer.args)) | self._buffers(m.pv, hosts)
+        pv_ops = list(m.pv.nest.body.block.ops)
+        split = pv_ops.index(m.pv_reduce)
+        for op in pv_ops[:split]:
+            if op is not m.pv_reduce.init[0].owner:
+                outer.add_op(op.clone(value_mapper=pv_map))
+        minus_inf, zero, one = (f32_constant(v) for v in (float("-inf"), 0.0, 1.0))
+        for op in (minus_inf, zero, one):
+            outer.add_op(op)
+        reduce = loop.ReduceOp(
+            m.pv_reduce.extents, [minus_inf, zero, zero], combine=Region(flash_combine())
+        )
+        reduce.attributes[FLASH_ATTR] = UnitAttr()
+        body = reduce.body.block
+        j = body.args[0]
+        score_map = dict(zip(m.scores.nest.body.block.args, [*batch, i, j]))
+        score_map |= self._buffers(m.scores, hosts)
+        for op in m.scores.nest.body.block.ops:
+            if isinstance(op, memref.StoreOp):
+                continue
+            if isinstance(op, memref.LoadOp) and m.scores.host(op.memref) in self.causal:
+                score_map[op.res] = self._mask(body, op, score_map)
+            else:
+                body.add_op(op.clone(value_mapper=score_map))
+        value_map = pv_map | {m.pv_reduce.body.block.args[0]: j}
+        for op in _slice([m.value], m.pv_reduce.body.block.ops):
+            body.add_op(op.clone(value_mapper=value_map))
+        unit = f32_constant(1.0)
+        body.add_op(unit)
+        body.add_op(loop.YieldOp(score_map[m.score_value], unit, value_map[m.value]))
+        outer.add_op(reduce)
+        # l is 0 (and acc 0) for a fully masked row, else at least 1: max(l, 1) defines 0/0 as 0.
+        denominator = arith.MaximumfOp(reduce.res[1], one)
+        out = arith.DivfOp(reduce.res[2], denominator)
+        outer.add_op(denominator)
+        outer.add_op(out)
+        pv_map[m.pv_reduce.res[0]] = out.result
+        for op in pv_ops[split + 1 :]:
+            outer.add_op(op.clone(value_mapper=pv_map))
+        return kernel
+
+    @staticmethod
+    def _buffers(part: _Launch, hosts: dict[SSAValue, SSAValue]) -> dict[SSAValue, SSAValue]:
+        return {
+            arg: hosts[host]
+            for arg, host in zip(part.kernel.body.block.args, part.launch.args, strict=True)
+            if host in hosts
+        }
+
+    def _mask(
+        self, body: Block, load: memref.LoadOp, mapping: dict[SSAValue, SSAValue]
+    ) -> SSAValue:
+        """Append `j > i ? masked : 0` in the mask's element type in place of its load."""
+        i, j = (mapping[v] for v in load.indices)
+        masked = self.causal[self.match.scores.host(load.memref)]
+        above = arith.CmpiOp(j, i, "ugt")
+        values = [arith.ConstantOp(FloatAttr(v, load.res.type)) for v in (masked, 0.0)]  # type: ignore[arg-type]
+        select = arith.SelectOp(above, values[0], values[1])
+        for op in (above, *values, select):
+            body.add_op(op)
+        return select.result
+
+
+def fuse_attention(module: ModuleOp) -> int:
+    """Replace every matched attention in the module's host functions; return how many."""
+    fused = 0
+    while _fuse_one(module):
+        fused += 1
+    return fused
+
+
+def _fuse_one(module: ModuleOp) -> bool:
+    symbols = {
+        op.properties["sym_name"].data: op  # type: ignore[union-attr]
+        for op in module.ops
+        if "sym_name" in op.properties
+    }
+    for function in (op for op in module.ops if isinstance(op, func.FuncOp)):
+        launches: dict[SSAValue, list[_Launch]] = {}
+        ordered: list[_Launch] = []
+        for op in function.body.walk():
+            if isinstance(op, loop.LaunchOp) and (found := _launch(op, symbols)) is not None:
+                ordered.append(found)
+                for arg in dict.fromkeys(op.args):
+                    launches.setdefault(arg, []).append(found)
+        for candidate in ordered:
+            match = _match(candidate, launches)
+            if match is not None:
+                _replace(module, match, symbols)
+                return True
+    return False
+
+
+def _replace(module: ModuleOp, match: _Attention, symbols: dict[str, Operation]) -> None:
+    """Swap the three launches for one launch of the fused kernel; drop what became unused."""
+    builder = _FusedBuilder(match, symbols)
+    name = match.pv.kernel.sym_name.data
+    kernel = builder.build(name)
+    # The cloned index arithmetic of the score and PV kernels repeats itself.
+    cse(kernel)
+    module.body.block.insert_op_before(kernel, match.pv.kernel)
+    block = match.pv.launch.parent_block()
+    assert block is not None
+    launch = loop.LaunchOp(name, builder.host_args)
+    block.insert_op_before(launch, match.pv.launch)
+    hosts = [*match.scores.launch.args, *match.softmax.launch.args]
+    for part in (match.pv, match.softmax, match.scores):
+        part.launch.detach()
+        part.launch.erase()
+    launched = {
+        o.callee.root_reference.data
+        for o in module.walk()
+        if isinstance(o, loop.LaunchOp) and o is not launch
+    }
+    for part in (match.pv, match.softmax, match.scores):
+        if part.kernel.sym_name.data not in launched:
+            part.kernel.detach()
+            part.kernel.erase()
+    for host in dict.fromkeys(hosts):
+        if isinstance(host.owner, memref.AllocOp | memref.GetGlobalOp) and not host.uses:
+            host.owner.detach()
+            host.owner.erase()
+    used = {o.name_.root_reference.data for o in module.walk() if isinstance(o, memref.GetGlobalOp)}
+    for op in list(module.ops):
+        if isinstance(op, memref.GlobalOp) and op.sym_name.data not in used:
+            op.detach()
+            op.erase()
+
+
+@dataclass(frozen=True)
+class FlashAttentionPass(ModulePass):
+    """Fuse attention's score, softmax and PV kernels into one (m, l, acc) reduction kernel."""
+
+    name = "flash-attention"
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        """Rewrite every matching attention of the module."""
+        fuse_attention(op)

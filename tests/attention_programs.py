@@ -1,0 +1,60 @@
+"""Attention programs in the graph dialect, shared by the flash-attention tests and benchmarks."""
+
+from __future__ import annotations
+
+
+def attention(
+    b: int,
+    h: int,
+    s: int,
+    d: int,
+    dtype: str = "f32",
+    causal: bool = False,
+    kv_heads: int | None = None,
+    scale: float | None = None,
+) -> str:
+    """Returns `graph.attention` on `[b, h, s, d]` q; with `kv_heads`, k and v have that many
+    heads, each shared by h / kv_heads query heads (GQA, repeated as the torch frontend does)."""
+    kv = kv_heads or h
+    scale = d**-0.5 if scale is None else scale
+    t = f"tensor<{b}x{h}x{s}x{d}x{dtype}>"
+    kv_t = f"tensor<{b}x{kv}x{s}x{d}x{dtype}>"
+    lines = [f"func.func @attention(%q: {t}, %k: {kv_t}, %v: {kv_t}) -> {t} {{"]
+    k, v = "%k", "%v"
+    if kv != h:
+        five = f"tensor<{b}x{kv}x1x{s}x{d}x{dtype}>"
+        spread = f"tensor<{b}x{kv}x{h // kv}x{s}x{d}x{dtype}>"
+        for x in ("k", "v"):
+            lines += [
+                f"  %{x}5 = graph.reshape %{x} : {kv_t} -> {five}",
+                f"  %{x}b = graph.broadcast %{x}5 : {five} -> {spread}",
+                f"  %{x}r = graph.reshape %{x}b : {spread} -> {t}",
+            ]
+        k, v = "%kr", "%vr"
+    flag = ", causal = true" if causal else ""
+    lines += [
+        f"  %y = graph.attention %q, {k}, {v} {{scale = {scale!r} : f32{flag}}} : {t}",
+        f"  func.return %y : {t}",
+        "}",
+    ]
+    return "\n".join(lines)
+
+
+def attention_spelled_out(bh: int, s: int, d: int, dtype: str = "f32", scale: float = 0.5) -> str:
+    """Returns softmax(q kᵀ · scale + mask) v written with graph matmul, softmax and matmul on
+    `[bh, s, d]` operands and an `[s, s]` mask input (which may hold −inf)."""
+    x = f"tensor<{bh}x{s}x{d}x{dtype}>"
+    kt = f"tensor<{bh}x{d}x{s}x{dtype}>"
+    sc = f"tensor<{bh}x{s}x{s}x{dtype}>"
+    mask = f"tensor<{s}x{s}x{dtype}>"
+    return f"""func.func @attention(%q: {x}, %k: {x}, %v: {x}, %mask: {mask}) -> {x} {{
+  %kt = graph.transpose %k {{perm = array<i64: 0, 2, 1>}} : {x} -> {kt}
+  %s = graph.matmul %q, %kt : ({x}, {kt}) -> {sc}
+  %c = graph.constant dense<{scale!r}> : {sc}
+  %scaled = graph.mul %s, %c : {sc}
+  %m = graph.broadcast %mask : {mask} -> {sc}
+  %masked = graph.add %scaled, %m : {sc}
+  %p = graph.softmax %masked {{dim = 2 : i64}} : {sc}
+  %y = graph.matmul %p, %v : ({sc}, {x}) -> {x}
+  func.return %y : {x}
+}}"""

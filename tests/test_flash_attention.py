@@ -1,0 +1,185 @@
+"""Tests of the `flash-attention` rewrite: IR shape, numbers at loop level, and its algebra.
+
+The loop-level executor runs the fused kernel against the float64 graph reference (and the
+unfused kernels) on tiny shapes: plain, causal, GQA, odd sequence lengths, bf16, and a mask
+input with a fully masked row, whose output the rewrite defines as 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from attention_programs import attention, attention_spelled_out
+from programs import softmax
+from test_rewrites import _combine_f32
+from xdsl.dialects import arith, func, memref
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, ModuleOp, f32
+from xdsl.ir import Block, Region
+
+from tinyopt.backends.loop_reference import run_loop_module
+from tinyopt.backends.reference import random_inputs, run_reference
+from tinyopt.compiler import lower
+from tinyopt.dialects import loop
+from tinyopt.passes.associativity import INIT_ATTR, check_associative
+from tinyopt.passes.flash_attention import FLASH_ATTR
+
+FLASH = "decompose,fuse,flash-attention"
+
+
+def _flash_reduce(module: ModuleOp) -> loop.ReduceOp:
+    (reduce,) = [op for op in module.walk() if FLASH_ATTR in op.attributes]
+    assert isinstance(reduce, loop.ReduceOp)
+    return reduce
+
+
+def _buffer_shapes(module: ModuleOp) -> list[tuple[int, ...]]:
+    return [
+        tuple(op.memref.type.get_shape())  # type: ignore[attr-defined]
+        for op in module.walk()
+        if isinstance(op, memref.AllocOp)
+    ]
+
+
+def _run(text: str, pipeline: str, arrays: list[np.ndarray]) -> np.ndarray:
+    _, module = lower(text, pipeline)
+    (out,) = run_loop_module(module, "attention", *arrays)
+    return out.astype(np.float64)
+
+
+def _rel(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+# ------------------------------------------------------------------------------ IR shape
+
+
+def test_three_kernels_become_one_without_scores() -> None:
+    text = attention(1, 2, 5, 4)
+    _, before = lower(text, "decompose,fuse")
+    _, after = lower(text, FLASH)
+    assert (2, 5, 5) in _buffer_shapes(before)
+    assert all(s[-1] != 5 or len(s) != 3 for s in _buffer_shapes(after) if s != (2, 5, 4))
+    kernels = loop.kernels(after)
+    assert len(loop.kernels(before)) - len(kernels) == 2
+    reduce = _flash_reduce(after)
+    assert reduce.extents == (5,)
+    assert [v.owner.value.value.data for v in reduce.init] == [float("-inf"), 0.0, 0.0]
+    nested = [op for op in reduce.body.walk() if isinstance(op, loop.ReduceOp)]
+    assert [r.extents for r in nested] == [(4,)]
+    assert not any(isinstance(op, memref.StoreOp) for op in reduce.walk())
+
+
+def test_causal_mask_is_not_a_buffer() -> None:
+    """The fused kernel reads no S×S buffer: a constant causal mask becomes `j > i`."""
+    _, module = lower(attention(1, 2, 6, 4, causal=True), FLASH)
+    assert not any(isinstance(op, memref.GlobalOp | memref.GetGlobalOp) for op in module.walk())
+    reduce = _flash_reduce(module)
+    loads = [op for op in reduce.walk() if isinstance(op, memref.LoadOp)]
+    assert {len(op.indices) for op in loads} == {4}  # q, k, v only
+    assert any(isinstance(op, arith.CmpiOp) for op in reduce.walk())
+
+
+def test_other_programs_are_left_alone() -> None:
+    for text in (softmax((4, 16)),):
+        _, before = lower(text, "fuse")
+        _, after = lower(text, "fuse,flash-attention")
+        assert str(before) == str(after)
+
+
+# ------------------------------------------------------------------------------ numbers
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(b=1, h=2, s=5, d=4),
+        dict(b=2, h=1, s=7, d=4, causal=True),
+        dict(b=1, h=4, s=5, d=4, kv_heads=2, causal=True),
+        dict(b=1, h=2, s=3, d=8, scale=3.0),
+    ],
+    ids=["plain", "causal-odd-s", "gqa-causal", "large-scale"],
+)
+def test_fused_kernel_matches_the_reference(case: dict) -> None:
+    text = attention(**case)
+    program, _ = lower(text, "decompose")
+    arrays = random_inputs(program, seed=1)
+    (ref,) = run_reference(program, *arrays)
+    fused = _run(text, FLASH, arrays)
+    unfused = _run(text, "decompose,fuse", arrays)
+    assert _rel(fused, ref) < 1e-6
+    assert _rel(unfused, ref) < 1e-6
+
+
+def test_spelled_out_attention_with_a_fully_masked_row() -> None:
+    """Row 2 masks every key: the unfused kernels give NaN (0/0), the fused kernel 0."""
+    text = attention_spelled_out(2, 5, 4)
+    program, _ = lower(text, "fuse")
+    q, k, v, _ = random_inputs(program, seed=2)
+    mask = np.where(np.arange(5)[None, :] > np.arange(5)[:, None] + 1, -np.inf, 0.0)
+    mask[2, :] = -np.inf
+    (ref,) = run_reference(program, q, k, v, mask)
+    _, fused_module = lower(text, "fuse,flash-attention")
+    assert _flash_reduce(fused_module) is not None
+    (fused,) = run_loop_module(fused_module, "attention", q, k, v, mask)
+    assert np.isnan(ref[:, 2]).all() and not np.isnan(fused).any()
+    assert (fused[:, 2] == 0).all()
+    keep = [0, 1, 3, 4]
+    assert _rel(fused[:, keep], ref[:, keep]) < 1e-6
+
+
+def test_logits_of_magnitude_1e4() -> None:
+    text = attention_spelled_out(1, 6, 4, scale=1e4)
+    program, _ = lower(text, "fuse")
+    q, k, v, mask = random_inputs(program, seed=3)
+    mask[:] = 0.0
+    (ref,) = run_reference(program, q, k, v, mask)
+    out = _run(text, "fuse,flash-attention", [q, k, v, mask])
+    assert np.isfinite(out).all() and _rel(out, ref) < 1e-6
+
+
+def test_bf16_within_rounding_of_the_reference() -> None:
+    text = attention(1, 2, 9, 8, dtype="bf16", causal=True)
+    program, _ = lower(text, "decompose")
+    arrays = random_inputs(program, seed=4)
+    (ref,) = run_reference(program, *arrays)
+    assert _rel(_run(text, FLASH, arrays), ref) < 1e-2
+
+
+# ------------------------------------------------------------------------------ algebra
+
+
+def _step_function(reduce: loop.ReduceOp) -> func.FuncOp:
+    """Return the fold `s' = combine(s, (score, 1, v))` of the flash reduction as a step
+    function for the associativity checker."""
+    block = Block(arg_types=[f32] * 5)
+    m, total, acc, score, v = block.args
+    one = arith.ConstantOp(FloatAttr(1.0, f32))
+    block.add_op(one)
+    mapping = dict(zip(reduce.combine.block.args, [m, total, acc, score, one.result, v]))
+    for op in reduce.combine.block.ops:
+        if isinstance(op, loop.YieldOp):
+            block.add_op(func.ReturnOp(*(mapping[a] for a in op.arguments)))
+        else:
+            block.add_op(op.clone(value_mapper=mapping))
+    step = func.FuncOp("flash", ([f32] * 5, [f32] * 3), Region(block))
+    step.attributes[INIT_ATTR] = ArrayAttr([FloatAttr(x, f32) for x in (float("-inf"), 0.0, 0.0)])
+    return step
+
+
+def test_associativity_checker_accepts_the_combine() -> None:
+    _, module = lower(attention(1, 1, 4, 4), FLASH)
+    verdict = check_associative(_step_function(_flash_reduce(module)))
+    assert verdict.associative, verdict.summary()
+
+
+def test_combine_of_identities_and_edges_in_f32() -> None:
+    """(−inf, 0, 0) ⊕ (−inf, 0, 0) must not give NaN (exp(−inf + inf)); the identity is
+    neutral; logits 1e4 apart rescale to 0 instead of overflowing."""
+    _, module = lower(attention(1, 1, 4, 4), FLASH)
+    combine = _combine_f32(_flash_reduce(module).combine.block)
+    identity = tuple(np.float32(v) for v in (-np.inf, 0.0, 0.0))
+    assert combine(identity, identity) == identity
+    element = tuple(np.float32(v) for v in (3.0, 1.0, -2.0))
+    assert combine(identity, element) == element == combine(element, identity)
+    low, high = (tuple(np.float32(v) for v in (m, 1.0, x)) for m, x in ((-1e4, 5.0), (1e4, 7.0)))
+    assert combine(low, high) == combine(high, low) == high
