@@ -1,0 +1,1 @@
+"""Autotuning: search the `tile` knobs of each kernel, measure candidates, cache the best."""

@@ -1,0 +1,310 @@
+"""Search over knob decisions: SP-MCTS, random search and exhaustive enumeration.
+
+A space is a tree of decisions: `Space.next(partial)` names the next knob to decide and the
+values to try, the heuristic's choice first, or None when the configuration is complete. The
+searches only see configurations and their measured times (None: the candidate failed), so
+they are tested on synthetic reward functions and driven by the GPU measurer alike.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+Value = int | str
+Config = dict[str, Value]
+Measure = Callable[[list[Config]], list[float | None]]
+"""Measures a batch of complete configurations: a time in ms each, or None when one failed."""
+
+
+class Space(Protocol):
+    """A tree of knob decisions."""
+
+    def next(self, partial: Config) -> tuple[str, Sequence[Value]] | None:
+        """Returns the next knob to decide and its values (prior order), or None when done."""
+        ...
+
+
+def key(config: Config) -> tuple[tuple[str, Value], ...]:
+    """Returns a hashable, order-independent form of a configuration."""
+    return tuple(sorted(config.items()))
+
+
+def default_config(space: Space) -> Config:
+    """Returns the configuration that takes the first (prior) value of every decision."""
+    config: Config = {}
+    while (decision := space.next(config)) is not None:
+        config[decision[0]] = decision[1][0]
+    return config
+
+
+def space_size(space: Space, partial: Config | None = None, limit: int = 10**6) -> int:
+    """Returns the number of complete configurations, counting no further than `limit`."""
+    partial = partial or {}
+    decision = space.next(partial)
+    if decision is None:
+        return 1
+    name, values = decision
+    total = 0
+    for value in values:
+        total += space_size(space, {**partial, name: value}, limit - total)
+        if total >= limit:
+            return limit
+    return total
+
+
+@dataclass(frozen=True)
+class Budget:
+    """When a search stops: after `trials` measurements, `seconds`, or `patience` trials
+    without a better time (each limit off when None), or when the space is exhausted."""
+
+    trials: int = 64
+    seconds: float | None = None
+    patience: int | None = None
+
+
+@dataclass
+class SearchResult:
+    """Every configuration measured, in order, with its time (None: failed)."""
+
+    history: list[tuple[Config, float | None]] = field(default_factory=list)
+
+    @property
+    def best(self) -> tuple[Config, float] | None:
+        """The fastest configuration that did not fail, with its time."""
+        timed = [(c, ms) for c, ms in self.history if ms is not None]
+        return min(timed, key=lambda t: t[1]) if timed else None
+
+    def best_after(self, trials: int) -> float | None:
+        """The best time among the first `trials` measurements."""
+        times = [ms for _, ms in self.history[:trials] if ms is not None]
+        return min(times) if times else None
+
+
+class _Run:
+    """The bookkeeping every search shares: the budget, the measured set, batching."""
+
+    def __init__(self, measure: Measure, budget: Budget, batch: int) -> None:
+        self.measure, self.budget, self.batch = measure, budget, max(1, batch)
+        self.result = SearchResult()
+        self.known: dict[tuple, float | None] = {}
+        self.start = time.monotonic()
+        self.since_best = 0
+
+    def left(self) -> int:
+        """Returns how many more trials the budget allows now (0: stop)."""
+        b = self.budget
+        if b.seconds is not None and time.monotonic() - self.start >= b.seconds:
+            return 0
+        if b.patience is not None and self.since_best >= b.patience:
+            return 0
+        return max(0, min(self.batch, b.trials - len(self.result.history)))
+
+    def run(self, configs: list[Config]) -> list[float | None]:
+        """Measures the configurations not measured before; returns every one's time."""
+        fresh = list({key(c): c for c in configs if key(c) not in self.known}.values())
+        if fresh:
+            for config, ms in zip(fresh, self.measure(fresh), strict=True):
+                best = self.result.best
+                self.known[key(config)] = ms
+                self.result.history.append((config, ms))
+                improved = ms is not None and (best is None or ms < best[1])
+                self.since_best = 0 if improved else self.since_best + 1
+        return [self.known[key(c)] for c in configs]
+
+
+def leaves(space: Space, partial: Config | None = None) -> Iterator[Config]:
+    """Yields every complete configuration below `partial`, in prior order (depth first)."""
+    partial = partial or {}
+    decision = space.next(partial)
+    if decision is None:
+        yield partial
+        return
+    for value in decision[1]:
+        yield from leaves(space, {**partial, decision[0]: value})
+
+
+def exhaustive(space: Space, measure: Measure, budget: Budget, batch: int = 1) -> SearchResult:
+    """Measures every configuration in prior order (depth first) until the budget ends."""
+    state = _Run(measure, budget, batch)
+    pending = leaves(space)
+    while (n := state.left()) and (configs := [c for _, c in zip(range(n), pending)]):
+        state.run(configs)
+    return state.result
+
+
+ENUMERABLE = 100_000
+"""Spaces up to this size are shuffled whole by random search; larger ones are sampled."""
+
+
+def random_search(
+    space: Space, measure: Measure, budget: Budget, batch: int = 1, seed: int = 0
+) -> SearchResult:
+    """Measures the default configuration, then uniformly random distinct ones."""
+    state, rng = _Run(measure, budget, batch), random.Random(seed)
+    state.run([default_config(space)])
+    if space_size(space, limit=ENUMERABLE + 1) <= ENUMERABLE:
+        order = list(leaves(space))
+        rng.shuffle(order)
+        draws: Iterator[Config] = iter(order)
+    else:
+        draws = (_complete(space, {}, rng, 0.0) for _ in range(100 * budget.trials))
+    while n := state.left():
+        configs: dict[tuple, Config] = {}
+        for config in draws:
+            if key(config) not in state.known:
+                configs[key(config)] = config
+                if len(configs) == n:
+                    break
+        if not configs:
+            break
+        state.run(list(configs.values()))
+    return state.result
+
+
+def _complete(
+    space: Space, partial: Config, rng: random.Random | None, greed: float = 0.0
+) -> Config:
+    """Completes a configuration: by the prior when `rng` is None, else each decision takes
+    the prior's value with probability `greed` and a uniformly random one otherwise."""
+    config = dict(partial)
+    while (decision := space.next(config)) is not None:
+        name, values = decision
+        prior = rng is None or rng.random() < greed
+        config[name] = values[0] if prior else rng.choice(list(values))
+    return config
+
+
+class _Node:
+    """A node of the search tree: a partial configuration."""
+
+    def __init__(self, config: Config, space: Space) -> None:
+        self.config = config
+        decision = space.next(config)
+        self.knob = decision[0] if decision else None
+        self.untried = list(decision[1]) if decision else []
+        self.children: list[_Node] = []
+        self.visits = 0
+        self.best_ms = math.inf
+        self.closed = False
+
+    def update_closed(self) -> None:
+        """A node is closed when nothing below it is left to measure."""
+        self.closed = self.knob is None or (
+            not self.untried and all(c.closed for c in self.children)
+        )
+
+
+def mcts(
+    space: Space,
+    measure: Measure,
+    budget: Budget,
+    batch: int = 1,
+    seed: int = 0,
+    exploration: float = 0.2,
+    greed: float = 0.5,
+) -> SearchResult:
+    """Single-player Monte-Carlo tree search over the knob decisions.
+
+    Selection follows the child with the highest upper confidence bound on its reward, the
+    best time seen anywhere divided by the best time below the child (so rewards lie in
+    (0, 1] and the best subtree scores 1); unvisited children are expanded in prior order
+    (the heuristic's value first); a rollout completes the configuration taking each
+    remaining decision's prior value with probability `greed`, else a random one;
+    backpropagation keeps the best (max) reward, not the mean, since only the best
+    configuration matters. Failed candidates get
+    reward 0 and their leaves are closed. A batch of leaves is selected before measuring,
+    each visit counted at once, so a batch spreads over the tree.
+    """
+    state, rng = _Run(measure, budget, batch), random.Random(seed)
+    root = _Node({}, space)
+    while (n := state.left()) and not root.closed:
+        picks: list[tuple[list[_Node], Config]] = []
+        for _ in range(n):
+            if (pick := _select(root, space, state, rng, exploration, greed, picks)) is None:
+                break
+            picks.append(pick)
+        if not picks:
+            break
+        times = state.run([config for _, config in picks])
+        for (path, _), ms in zip(picks, times, strict=True):
+            for node in path:
+                node.best_ms = min(node.best_ms, math.inf if ms is None else ms)
+            for node in reversed(path):
+                node.update_closed()
+    return state.result
+
+
+def _select(
+    root: _Node,
+    space: Space,
+    state: _Run,
+    rng: random.Random,
+    exploration: float,
+    greed: float,
+    picks: list[tuple[list[_Node], Config]],
+) -> tuple[list[_Node], Config] | None:
+    """Descends to a new leaf and returns its path and a fresh configuration below it."""
+    taken = {key(config) for _, config in picks} | set(state.known)
+    best = state.result.best
+    best_ms = best[1] if best else math.inf
+    for _ in range(1000):
+        if root.closed:
+            return None
+        path, node = [root], root
+        while not node.untried and node.knob is not None:
+            open_children = [c for c in node.children if not c.closed]
+            if not open_children:
+                node.update_closed()
+                break
+            node = max(open_children, key=lambda c: _ucb(c, node.visits, best_ms, exploration))
+            path.append(node)
+        else:
+            if node.untried:
+                child = _Node({**node.config, node.knob: node.untried.pop(0)}, space)
+                node.children.append(child)
+                node, path = child, [*path, child]
+            config = _rollout(node, space, taken, rng, greed)
+            if config is not None:
+                for visited in path:
+                    visited.visits += 1
+                return path, config
+            if node.knob is None:  # a measured leaf: credit its time and close it
+                ms = state.known.get(key(node.config))
+                for visited in path:
+                    visited.best_ms = min(visited.best_ms, ms if ms is not None else math.inf)
+                node.closed = True
+            elif not node.untried and all(c.closed for c in node.children):
+                node.closed = True
+            for visited in reversed(path):
+                visited.update_closed()
+    return None
+
+
+def _rollout(
+    node: _Node, space: Space, taken: set, rng: random.Random, greed: float
+) -> Config | None:
+    """Completes `node` leaning on the prior; None when no untaken completion was found."""
+    for _ in range(20 if node.knob is not None else 1):
+        config = _complete(space, node.config, rng, greed)
+        if key(config) not in taken:
+            return config
+    return None
+
+
+def _ucb(child: _Node, parent_visits: int, best_ms: float, exploration: float) -> float:
+    """The child's best reward (best time seen / best time below it) plus exploration."""
+    reward = best_ms / child.best_ms if math.isfinite(child.best_ms) else 0.0
+    return reward + exploration * math.sqrt(math.log(max(parent_visits, 1)) / max(child.visits, 1))
+
+
+SEARCHES: dict[str, Callable[..., SearchResult]] = {
+    "mcts": mcts,
+    "random": random_search,
+    "exhaustive": exhaustive,
+}
+"""The search methods by the names `tinyopt tune --method` takes."""
