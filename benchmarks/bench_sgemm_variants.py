@@ -1,7 +1,9 @@
 """Times FP32 SGEMM knob variants on the issue-3 target shapes against cuBLAS, in one run.
 
 A hand-run search that informs the contraction heuristic (the autotuner will automate it).
-Usage: python benchmarks/bench_sgemm_variants.py [--out variants.md]
+Usage: python benchmarks/bench_sgemm_variants.py [--shape BATCHxN ...] [--variant KNOBS ...]
+       [--out variants.md]
+(defaults: the shapes and variants below; `--variant ""` is the heuristic's choice)
 """
 
 from __future__ import annotations
@@ -35,17 +37,21 @@ VARIANTS = [
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=None)
+    parser.add_argument("--shape", action="append", help="BATCHxN, e.g. 64x512")
+    parser.add_argument("--variant", action="append", help="tile knobs, e.g. 'bm=64 bn=128'")
     args = parser.parse_args()
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shape] if args.shape else SHAPES
+    variants = args.variant if args.variant is not None else VARIANTS
     torch.backends.cuda.matmul.allow_tf32 = False
     lines = ["| batch | n | knobs | TFLOP/s | × cuBLAS | rel err |", "|---|---|---|---|---|---|"]
-    for batch, n in SHAPES:
+    for batch, n in shapes:
         a = torch.randn(batch, n, n, device="cuda")
         b = torch.randn(batch, n, n, device="cuda")
         ref = a.double() @ b.double()
         flops = 2 * batch * n**3
         cublas = median_ms(lambda a=a, b=b: torch.bmm(a, b), warmup=20, rep=200)
         lines.append(f"| {batch} | {n} | cuBLAS | {flops / cublas / 1e9:.1f} | 1.00 | |")
-        for knobs in VARIANTS:
+        for knobs in variants:
             pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
             fn = compile_program(batched_matmul(batch, n, n, n), pipeline)
             err = ((fn(a, b).double() - ref).norm() / ref.norm()).item()
