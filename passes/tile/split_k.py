@@ -22,33 +22,34 @@ SEQUENTIAL = "tinyopt.sequential"
 """Kernel attribute asking the tile pass for one thread per point (the partial-sum fold)."""
 
 
-def split_k(module: ModuleOp, splits: int) -> None:
-    """Splits every contraction kernel of the module whose K spans more than one chunk."""
-    for kernel in list(loop.kernels(module)):
-        c = match_contraction(kernel)
-        if c is None or c.extents[3] < 2 * splits:
-            continue
-        partial, fold = _partial_kernel(kernel, c, splits), _fold_kernel(kernel, c, splits)
-        workspace_type = partial.body.block.args[-1].type
-        parent = kernel.parent_block()
-        assert parent is not None
-        parent.insert_ops_before([partial, fold], kernel)
-        for launch in [o for o in module.walk() if isinstance(o, loop.LaunchOp)]:
-            if launch.callee.root_reference.data == kernel.sym_name.data:
-                block = launch.parent_block()
-                assert block is not None
-                workspace = memref.AllocOp([], [], workspace_type)
-                args = [*launch.args, workspace.memref]
-                block.insert_ops_before(
-                    [
-                        workspace,
-                        loop.LaunchOp(partial.sym_name.data, args),
-                        loop.LaunchOp(fold.sym_name.data, args),
-                    ],
-                    launch,
-                )
-                block.erase_op(launch)
-        parent.erase_op(kernel)
+def split_kernel(module: ModuleOp, kernel: loop.KernelOp, splits: int) -> tuple[loop.KernelOp, ...]:
+    """Splits one contraction kernel of the module if its K spans more than one chunk;
+    returns the kernels that replace it (the partial-sum and fold kernels), or the kernel."""
+    c = match_contraction(kernel)
+    if c is None or c.extents[3] < 2 * splits:
+        return (kernel,)
+    partial, fold = _partial_kernel(kernel, c, splits), _fold_kernel(kernel, c, splits)
+    workspace_type = partial.body.block.args[-1].type
+    parent = kernel.parent_block()
+    assert parent is not None
+    parent.insert_ops_before([partial, fold], kernel)
+    for launch in [o for o in module.walk() if isinstance(o, loop.LaunchOp)]:
+        if launch.callee.root_reference.data == kernel.sym_name.data:
+            block = launch.parent_block()
+            assert block is not None
+            workspace = memref.AllocOp([], [], workspace_type)
+            args = [*launch.args, workspace.memref]
+            block.insert_ops_before(
+                [
+                    workspace,
+                    loop.LaunchOp(partial.sym_name.data, args),
+                    loop.LaunchOp(fold.sym_name.data, args),
+                ],
+                launch,
+            )
+            block.erase_op(launch)
+    parent.erase_op(kernel)
+    return partial, fold
 
 
 def _new_kernel(

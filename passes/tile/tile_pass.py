@@ -2,54 +2,96 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import GreedyRewritePatternApplier, PatternRewriteWalker
+from xdsl.pattern_rewriter import (
+    GreedyRewritePatternApplier,
+    PatternRewriter,
+    RewritePattern,
+)
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import dce
 from xdsl.utils.exceptions import DiagnosticException
 
+from tinyopt.dialects import loop
+from tinyopt.passes.autotune.cache import forget, tuned_knobs
+from tinyopt.passes.tile.attention import ScheduleAttention
 from tinyopt.passes.tile.contraction import ScheduleContraction
 from tinyopt.passes.tile.elementwise import ScheduleElementwise
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
-from tinyopt.passes.tile.split_k import split_k
+from tinyopt.passes.tile.split_k import split_kernel
 from tinyopt.passes.tile.wgmma import ScheduleWgmma
 
 
 @dataclass(frozen=True)
 class TilePass(Knobs, ModulePass):
-    """Maps loop kernels onto grid, blocks and threads; schedule choices are the knobs."""
+    """Maps loop kernels onto grid, blocks and threads; schedule choices are the knobs.
+
+    A kernel with an entry in the tuning cache for this GPU (docs/tuning.md) takes the tuned
+    knobs, except those the pass options set.
+    """
 
     name = "tile"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        knobs: Knobs = self
-        try:
-            check(knobs)
-        except ValueError as e:
-            raise DiagnosticException(str(e)) from None
-        if knobs.splitk > 1:
-            split_k(op, knobs.splitk)
-        rules = [ScheduleSequentially(knobs)]
-        if knobs.schedule == "auto":
-            rules = [
-                ScheduleMmaSync(knobs),
-                ScheduleWgmma(knobs),
-                ScheduleContraction(knobs),
-                ScheduleRowReduction(knobs),
-                ScheduleElementwise(knobs),
-                *rules,
-            ]
-        PatternRewriteWalker(
-            GreedyRewritePatternApplier(rules), apply_recursively=False
-        ).rewrite_module(op)
-        # The rules emit index arithmetic per lane and per use; clean it up so the printed
-        # CUDA stays readable (the CUDA compiler would fold it anyway).
-        CommonSubexpressionElimination().apply(ctx, op)
-        dce(op)
+        _check(self)
+        tile_kernels(ctx, op, lambda kernel: self._knobs_for(ctx, kernel))
+
+    def _knobs_for(self, ctx: Context, kernel: loop.KernelOp) -> Knobs:
+        knobs, tuned = tuned_knobs(kernel, self)
+        if tuned and not _lowers(ctx, kernel, knobs):
+            forget(kernel)  # stale: the rules changed since it was tuned
+            return self
+        return knobs
+
+
+def _check(knobs: Knobs) -> None:
+    try:
+        check(knobs)
+    except ValueError as e:
+        raise DiagnosticException(str(e)) from None
+
+
+def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
+    rules: list[RewritePattern] = [ScheduleSequentially(knobs)]
+    if knobs.schedule == "auto":
+        rules = [
+            ScheduleAttention(knobs),
+            ScheduleMmaSync(knobs),
+            ScheduleWgmma(knobs),
+            ScheduleContraction(knobs),
+            ScheduleRowReduction(knobs),
+            ScheduleElementwise(knobs),
+            *rules,
+        ]
+    return GreedyRewritePatternApplier(rules)
+
+
+def _lowers(ctx: Context, kernel: loop.KernelOp, knobs: Knobs) -> bool:
+    """Returns whether the rules schedule a copy of `kernel` with `knobs` without a diagnostic."""
+    try:
+        tile_kernels(ctx, ModuleOp([kernel.clone()]), lambda _: knobs)
+    except DiagnosticException:
+        return False
+    return True
+
+
+def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp], Knobs]) -> None:
+    """Schedules every loop kernel of the module with the knobs `knobs_for` gives it."""
+    for kernel in list(loop.kernels(op)):
+        knobs = knobs_for(kernel)
+        _check(knobs)
+        parts = split_kernel(op, kernel, knobs.splitk) if knobs.splitk > 1 else (kernel,)
+        for part in parts:
+            _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
+    # The rules emit index arithmetic per lane and per use; clean it up so the printed
+    # CUDA stays readable (the CUDA compiler would fold it anyway).
+    CommonSubexpressionElimination().apply(ctx, op)
+    dce(op)

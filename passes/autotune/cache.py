@@ -1,0 +1,222 @@
+"""The tuning cache: the best measured knobs per loop kernel, GPU model and tinyopt version.
+
+An sqlite file, `$TINYOPT_TUNING_DB` (`off` disables it), else
+`$XDG_CACHE_HOME/tinyopt/tuning.sqlite` (`~/.cache/tinyopt/tuning.sqlite`). Rows are keyed by a
+structural hash of the loop-level kernel (`kernel_key`), so the same kernel in another program,
+or under another name, finds its entry. Writers use WAL mode and one transaction per write, and
+keep the faster of two results, so concurrent tuners neither corrupt the file nor lose a better
+entry. An entry that does not load (bad JSON, unknown knob, value outside its domain) is
+deleted when read and the kernel counts as untuned; a file that is no database is moved aside.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from xdsl.dialects.builtin import StringAttr
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.knobs import KNOB, Knobs, check
+
+Config = dict[str, int | str]
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS tuned (
+    kernel TEXT NOT NULL,
+    gpu TEXT NOT NULL,
+    version TEXT NOT NULL,
+    config TEXT NOT NULL,
+    ms REAL NOT NULL,
+    default_ms REAL,
+    trials INTEGER,
+    method TEXT,
+    created REAL,
+    PRIMARY KEY (kernel, gpu, version)
+)
+"""
+
+
+def db_path() -> Path | None:
+    """Returns where the cache lives, or None when `TINYOPT_TUNING_DB=off` disables it."""
+    configured = os.environ.get("TINYOPT_TUNING_DB")
+    if configured == "off":
+        return None
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "tinyopt" / "tuning.sqlite"
+
+
+def tinyopt_version() -> str:
+    """Returns the installed tinyopt version, part of every key (a new version re-tunes)."""
+    return importlib.metadata.version("tinyopt")
+
+
+@functools.cache
+def _device_name() -> str | None:
+    from tinyopt.backends.cuda.nvrtc import gpu_available
+
+    if not gpu_available():
+        return None
+    from cuda.core import Device
+
+    return Device().name
+
+
+def gpu_model() -> str | None:
+    """Returns the GPU model tuned results are looked up for: `$TINYOPT_GPU` when set (to use
+    a GPU's tuned configurations on a machine without it), else the current GPU's name, else
+    None, and then the `tile` pass uses its heuristics alone."""
+    return os.environ.get("TINYOPT_GPU") or _device_name()
+
+
+def kernel_key(kernel: loop.KernelOp) -> str:
+    """Returns the sha256 of the kernel's printed IR with its symbol and value names erased."""
+    clone = kernel.clone()
+    clone.sym_name = StringAttr("kernel")
+    for op in clone.walk():
+        for value in op.results:
+            value.name_hint = None
+        for region in op.regions:
+            for block in region.blocks:
+                for arg in block.args:
+                    arg.name_hint = None
+    return hashlib.sha256(str(clone).encode()).hexdigest()
+
+
+def load_config(text: str) -> Config:
+    """Parses a stored configuration; raises ValueError if it is no valid set of knobs."""
+    config = json.loads(text)
+    if not isinstance(config, dict) or not set(config) <= set(KNOB):
+        raise ValueError(f"not a knob configuration: {text[:80]!r}")
+    for name, value in config.items():
+        if not isinstance(value, type(KNOB[name].default)):
+            raise ValueError(f"knob {name} has a {type(value).__name__} value")
+    check(Knobs(**config))
+    return config
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A tuned result: the knobs, their time, the default's time, and how it was found."""
+
+    config: Config
+    ms: float
+    default_ms: float | None
+    trials: int
+    method: str
+
+
+class TuningCache:
+    """The sqlite store of tuned configurations."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = self._open()
+        except sqlite3.DatabaseError:
+            path.replace(path.with_name(f"{path.name}.corrupt-{int(time.time())}"))
+            self._db = self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(SCHEMA)
+        except sqlite3.DatabaseError:
+            db.close()
+            raise
+        return db
+
+    def close(self) -> None:
+        """Closes the connection."""
+        self._db.close()
+
+    def __enter__(self) -> TuningCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def lookup(self, kernel: str, gpu: str, version: str | None = None) -> Entry | None:
+        """Returns the entry for a kernel key on a GPU model, discarding one that is corrupt."""
+        version = version or tinyopt_version()
+        where = (kernel, gpu, version)
+        row = self._db.execute(
+            "SELECT config, ms, default_ms, trials, method FROM tuned "
+            "WHERE kernel = ? AND gpu = ? AND version = ?",
+            where,
+        ).fetchone()
+        if row is None:
+            return None
+        try:
+            return Entry(load_config(row[0]), float(row[1]), row[2], int(row[3] or 0), row[4])
+        except (ValueError, TypeError):
+            self.discard(kernel, gpu, version)
+            return None
+
+    def store(self, kernel: str, gpu: str, entry: Entry, version: str | None = None) -> bool:
+        """Records an entry unless a faster one is stored; returns whether it was written."""
+        row = (kernel, gpu, version or tinyopt_version(), json.dumps(entry.config, sort_keys=True))
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = self._db.execute(
+                "INSERT INTO tuned VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (kernel, gpu, version) DO UPDATE SET config = excluded.config, "
+                "ms = excluded.ms, default_ms = excluded.default_ms, trials = excluded.trials, "
+                "method = excluded.method, created = excluded.created "
+                "WHERE excluded.ms < tuned.ms",
+                (*row, entry.ms, entry.default_ms, entry.trials, entry.method, time.time()),
+            )
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        return cursor.rowcount > 0
+
+    def discard(self, kernel: str, gpu: str, version: str | None = None) -> None:
+        """Deletes a kernel's entry (it failed to load or to lower)."""
+        self._db.execute(
+            "DELETE FROM tuned WHERE kernel = ? AND gpu = ? AND version = ?",
+            (kernel, gpu, version or tinyopt_version()),
+        )
+
+
+def tuned_knobs(kernel: loop.KernelOp, explicit: Knobs) -> tuple[Knobs, bool]:
+    """Returns the knobs for `kernel`: the cached ones where the cache has an entry for this
+    GPU model, with every knob `explicit` sets (differs from its default) taking precedence;
+    and whether a cache entry was used."""
+    path, gpu = db_path(), gpu_model()
+    if path is None or gpu is None or not path.exists():
+        return explicit, False
+    try:
+        with TuningCache(path) as cache:
+            entry = cache.lookup(kernel_key(kernel), gpu)
+    except sqlite3.Error:
+        return explicit, False
+    if entry is None:
+        return explicit, False
+    merged = {
+        f.name: getattr(explicit, f.name)
+        if getattr(explicit, f.name) != f.default
+        else entry.config.get(f.name, f.default)
+        for f in fields(Knobs)
+    }
+    return Knobs(**merged), True
+
+
+def forget(kernel: loop.KernelOp) -> None:
+    """Discards the cached entry of a kernel whose tuned knobs no longer lower."""
+    path, gpu = db_path(), gpu_model()
+    if path is not None and gpu is not None:
+        with TuningCache(path) as cache:
+            cache.discard(kernel_key(kernel), gpu)
