@@ -22,3 +22,5 @@ config.environment["PATH"] = os.pathsep.join(
 # pass to RUN lines on its own.
 if "PYTHONPATH" in os.environ:
     config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
+# RUN lines must not see a user's tuning cache (docs/tuning.md).
+config.environment["TINYOPT_TUNING_DB"] = "off"
