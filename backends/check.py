@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32, i32, i64
 from xdsl.ir import Attribute
 
-from tinyopt.backends.reference import random_inputs, run_reference
+from tinyopt.backends.reference import numpy_dtype, random_inputs, run_reference
 
 TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
 """Largest relative error ‖out − ref‖ / ‖ref‖ accepted per output element type."""
@@ -21,6 +21,8 @@ def to_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
         return (np.ascontiguousarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)
     if element_type == f16:
         return np.ascontiguousarray(array, np.float16)
+    if element_type in (i32, i64):  # gather ids
+        return np.ascontiguousarray(array, numpy_dtype(element_type))
     return np.ascontiguousarray(array, np.float32)
 
 

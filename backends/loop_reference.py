@@ -88,6 +88,7 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "arith.maxsi": max,
     "arith.minsi": min,
     "arith.select": lambda c, a, b: a if c else b,
+    "arith.index_cast": int,
     "arith.divui": lambda a, b: a // b,
     "arith.remui": lambda a, b: a % b,
     "math.absf": abs,

@@ -2,7 +2,7 @@
 
 Numpy has no bfloat16: arrays for bf16 tensors are float32 arrays holding bf16-representable
 values (see `round_to_bf16`). `random_inputs` follows that convention and `run_reference`
-accepts it.
+accepts it. Integer tensors (the ids of `graph.gather`) are int32/int64 arrays.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32, i32, i64
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -41,6 +41,10 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
         return np.dtype(np.float32)
     if element_type == f16:
         return np.dtype(np.float16)
+    if element_type == i64:
+        return np.dtype(np.int64)
+    if element_type == i32:
+        return np.dtype(np.int32)
     raise TypeError(f"no numpy dtype for element type {element_type}")
 
 
@@ -68,12 +72,22 @@ def random_inputs(module_or_func: ModuleOp | FuncOp, seed: int) -> list[np.ndarr
     """Return standard-normal arrays matching the function's arguments.
 
     Each array has its argument's shape and numpy dtype (`numpy_dtype`); bf16 arguments get
-    float32 arrays rounded to bf16-representable values.
+    float32 arrays rounded to bf16-representable values. Integer arguments (gather ids) are
+    uniform over the rows of the smallest table they index.
     """
     rng = np.random.default_rng(seed)
     arrays: list[np.ndarray] = []
     for arg in _find_func(module_or_func).args:
         type_ = _tensor_type(arg)
+        if type_.element_type in graph.ID_TYPES:
+            rows = [
+                _tensor_type(use.operation.operands[0]).get_shape()[0]
+                for use in arg.uses
+                if isinstance(use.operation, graph.GatherOp) and use.index == 1
+            ]
+            ids = rng.integers(0, min(rows, default=1), type_.get_shape())
+            arrays.append(ids.astype(numpy_dtype(type_.element_type)))
+            continue
         sample = rng.standard_normal(type_.get_shape())
         arrays.append(_to_element_type(sample, type_.element_type))
     return arrays
@@ -122,6 +136,8 @@ def run_reference(
 def _convert(
     a: np.ndarray, element_type: Attribute, dtype: type[np.floating] | np.dtype | None
 ) -> np.ndarray:
+    if element_type in graph.ID_TYPES:
+        return a.astype(numpy_dtype(element_type), copy=False)
     if dtype is None:
         return _to_element_type(a, element_type)
     return a.astype(dtype, copy=False)
@@ -289,3 +305,9 @@ def _slice(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
 def _concat(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.ConcatOp)
     return np.concatenate(xs, axis=op.dim.value.data)
+
+
+@_handles(graph.GatherOp)
+def _gather(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    table, ids = xs
+    return np.take(table, np.clip(ids, 0, table.shape[0] - 1), axis=0)

@@ -1,8 +1,9 @@
 """The `graph` dialect: tensor programs with value semantics (see docs/ir.md).
 
-Every op takes and returns static ranked tensors of f32, f16 or bf16. Broadcasting is
-explicit, so elementwise binary ops require identical operand and result types. Composite
-ops (softmax, norms, linear, attention) are kept whole until `decompose` lowers them.
+Every op takes and returns static ranked tensors of f32, f16 or bf16, except the integer
+ids `graph.gather` reads (i32 or i64). Broadcasting is explicit, so elementwise binary ops
+require identical operand and result types. Composite ops (softmax, norms, linear,
+attention) are kept whole until `decompose` lowers them.
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from xdsl.dialects.builtin import (
     Float32Type,
     FloatAttr,
     IntegerAttr,
+    IntegerType,
     TensorType,
     bf16,
     f16,
     f32,
+    i32,
     i64,
 )
 from xdsl.ir import Attribute, Dialect, SSAValue
@@ -46,6 +49,8 @@ from xdsl.utils.exceptions import VerifyException
 
 FLOAT_TYPES: tuple[AnyFloat, ...] = (f32, f16, bf16)
 """Element types graph tensors may carry."""
+ID_TYPES: tuple[IntegerType, ...] = (i32, i64)
+"""Element types of the ids `graph.gather` reads."""
 
 _FALSE = BoolAttr.from_bool(False)
 
@@ -606,6 +611,44 @@ class ConcatOp(GraphOp):
 
 
 @irdl_op_definition
+class GatherOp(GraphOp):
+    """Rows of `table` picked by integer `ids` (an embedding lookup; numpy's `take` on axis 0).
+
+    `result[i..., j...] = table[ids[i...], j...]`, so the result shape is the ids' shape
+    followed by the table's trailing dims. An id outside `0 ..< rows` is clamped into it, so
+    no id reads outside the table (kernels with 32-bit indices truncate ids of 2^31 and
+    more before clamping).
+    """
+
+    name = "graph.gather"
+    table = operand_def(TensorType)
+    ids = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    assembly_format = (
+        "$table `,` $ids attr-dict `:` `(` type($table) `,` type($ids) `)` `->` type($result)"
+    )
+
+    def __init__(self, table: SSAValue, ids: SSAValue):
+        assert isinstance(table.type, TensorType) and isinstance(ids.type, TensorType)
+        shape = (*ids.type.get_shape(), *table.type.get_shape()[1:])
+        super().__init__(
+            operands=[table, ids], result_types=[TensorType(table.type.element_type, shape)]
+        )
+
+    def verify_(self) -> None:
+        table = self.tensor("table", self.table)
+        dst = self.tensor("result", self.result)
+        self.same_dtype(("table", table), ("result", dst))
+        ids = self.ids.type
+        if not isinstance(ids, TensorType) or ids.element_type not in ID_TYPES:
+            raise self.fail(f"ids must be a ranked tensor of i32 or i64, got {ids}")
+        if table.get_num_dims() < 1:
+            raise self.fail("table must have rank at least 1")
+        self.expect_shape("result", dst, (*ids.get_shape(), *table.get_shape()[1:]))
+
+
+@irdl_op_definition
 class ConstantOp(GraphOp):
     """A constant tensor given by a dense (possibly splat) value."""
 
@@ -821,8 +864,8 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
 BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMeanOp)
 SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)
-DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp)
-"""Ops that select elements (the torch frontend emits them for RoPE); `fuse` inlines them."""
+DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp, GatherOp)
+"""Ops that select elements (RoPE's halves, embedding rows); `fuse` inlines them."""
 COMPOSITE_OPS: tuple[type[GraphOp], ...] = (
     SoftmaxOp,
     RmsNormOp,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -88,6 +88,8 @@ def capture(
 
 
 _DTYPES: dict[str, AnyFloat] = {"float32": f32, "float16": f16, "bfloat16": bf16}
+_ID_DTYPES = {"int64": i64, "int32": i32}
+"""Integer dtypes, allowed for the indices of an embedding."""
 
 
 def _source(node: Node) -> str:
@@ -121,18 +123,26 @@ class _Translator:
         return FrontendError(f"{message} (node {node.name}{_source(node)})")
 
     def tensor_type(self, node: Node) -> TensorType[AnyFloat]:
-        """Return the graph tensor type of a node's (single tensor) result."""
+        """Return the graph tensor type of a node's (single tensor) result.
+
+        Integer tensors are allowed only as inputs that are nothing but embedding indices.
+        """
         import torch
 
         val = node.meta.get("val")
         if not isinstance(val, torch.Tensor):
             raise self.fail(node, f"{_op_name(node.target)} does not produce one tensor")
         dtype = str(val.dtype).removeprefix("torch.")
+        shape = [int(d) for d in val.shape]
+        if dtype in _ID_DTYPES and node.op == "placeholder" and _only_ids(node):
+            return TensorType(_ID_DTYPES[dtype], shape)
         if dtype not in _DTYPES:
             raise self.fail(
-                node, f"dtype {val.dtype} is not supported (graph tensors are f32, f16 or bf16)"
+                node,
+                f"dtype {val.dtype} is not supported (graph tensors are f32, f16 or bf16; "
+                "integer tensors only as embedding indices)",
             )
-        return TensorType(_DTYPES[dtype], [int(d) for d in val.shape])
+        return TensorType(_DTYPES[dtype], shape)
 
     def emit(self, op: Operation) -> SSAValue:
         """Append `op` and return its result."""
@@ -242,11 +252,21 @@ def _type(x: SSAValue) -> TensorType[AnyFloat]:
     return x.type  # pyright: ignore[reportUnknownVariableType]
 
 
+def _only_ids(node: Node) -> bool:
+    """Return whether every use of `node` is as the indices of an `aten.embedding`."""
+    return bool(node.users) and all(
+        _op_name(user.target) == "aten.embedding"
+        and user.args[1] is node
+        and user.args[0] is not node
+        for user in node.users
+    )
+
+
 Handler = Callable[[_Translator, "Node"], SSAValue]
 _HANDLERS: dict[str, Handler] = {}
 _SKIPPED = ("aten._assert_tensor_metadata",)
 """Ops without a value (export's checks), left out of the capture."""
-_UNSUPPORTED: dict[str, str] = {"aten.embedding": "the graph dialect has no gather op yet"}
+_UNSUPPORTED: dict[str, str] = {}
 """Ops with a known reason they cannot be captured yet."""
 
 
@@ -528,6 +548,14 @@ def _slice(t: _Translator, node: Node) -> SSAValue:
         return x
     sliced = t.emit(graph.SliceOp(x, dim, start, size, step))
     return t.reshape(sliced, out.get_shape())
+
+
+@_handles("embedding")
+def _embedding(t: _Translator, node: Node) -> SSAValue:
+    table, ids = t.value(node.args[0], node), t.value(node.args[1], node)
+    if _type(ids).element_type not in graph.ID_TYPES:
+        raise t.fail(node, "aten.embedding indices must be a module input of int32 or int64")
+    return t.emit(graph.GatherOp(table, ids))
 
 
 @_handles("cat", "concat")

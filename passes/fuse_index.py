@@ -1,7 +1,8 @@
 """Symbolic index expressions that `fuse` uses to inline producers by index substitution.
 
 An element of a tensor is addressed by one expression per dimension, built from the
-kernel's loop variables (`Var`), integer constants (`Const`) and `+`, `*`, `floordiv`, `mod`,
+kernel's loop variables (`Var`), integer constants (`Const`), ids read from an integer
+tensor (`Loaded`, a gather's) and `+`, `*`, `floordiv`, `mod`,
 `max`, `min` and `-` by constants (`Bin`). The constructors fold constants and use the
 variables' extents to simplify the `div`/`mod` patterns that reshapes produce, so that
 `reshape` back and forth along matching dimensions costs no index arithmetic at all.
@@ -12,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+from xdsl.ir import SSAValue
 
 BinKind = Literal["add", "mul", "div", "rem", "max", "min", "sub"]
 
@@ -32,6 +35,14 @@ class Const:
 
 
 @dataclass(frozen=True)
+class Loaded:
+    """The integer held by tensor `ids` (a function argument) at `point`; any value at all."""
+
+    ids: SSAValue
+    point: Point
+
+
+@dataclass(frozen=True)
 class Bin:
     """`lhs <kind> rhs` on non-negative indices (`div` is floor division; `sub` only ever
     subtracts a constant its `lhs` is known to be at least)."""
@@ -41,11 +52,15 @@ class Bin:
     rhs: Index
 
 
-Index = Var | Const | Bin
+Index = Var | Const | Loaded | Bin
 """One dimension's index expression."""
 
 Point = tuple[Index, ...]
 """The index of one tensor element: an expression per dimension."""
+
+
+UNBOUNDED = 2**63
+"""The bound of an index read from memory."""
 
 
 def bound(e: Index) -> int:
@@ -55,6 +70,8 @@ def bound(e: Index) -> int:
             return extent
         case Const(value=value):
             return value + 1
+        case Loaded():
+            return UNBOUNDED
         case Bin("add", lhs, rhs):
             return bound(lhs) + bound(rhs) - 1
         case Bin("mul", lhs, rhs):
@@ -145,6 +162,8 @@ def free_vars(e: Index) -> set[Var]:
             return {e}
         case Const():
             return set()
+        case Loaded(point=point):
+            return point_vars(point)
         case Bin(_, lhs, rhs):
             return free_vars(lhs) | free_vars(rhs)
         case _:
@@ -173,6 +192,12 @@ def transpose_point(point: Point, perm: Sequence[int]) -> Point:
 def slice_point(point: Point, dim: int, start: int, step: int) -> Point:
     """Map a point of a slice result (dim `dim` from `start` by `step`) to its operand."""
     return (*point[:dim], add(mul(point[dim], step), Const(start)), *point[dim + 1 :])
+
+
+def gather_point(point: Point, ids: SSAValue, id_rank: int, rows: int) -> Point:
+    """Map a point of a gather result to its table: the id at the leading dims, clamped."""
+    row = Bin("min", Bin("max", Loaded(ids, point[:id_rank]), Const(0)), Const(rows - 1))
+    return (row, *point[id_rank:])
 
 
 def reshape_point(point: Point, dst_shape: Sequence[int], src_shape: Sequence[int]) -> Point:

@@ -5,7 +5,8 @@ expression tree whose leaves are loads from the kernel's input buffers (function
 other roots, non-splat constants). Three kernel shapes come out (docs/ir.md):
 
 - elementwise: `parallel [dims] { loads, scalar ops, store }` (a slice is an index map, a
-  concat a `select` among its operands, each read at its own clamped index);
+  concat a `select` among its operands, each read at its own clamped index, a gather a
+  load of the id, clamped to the table's rows, as the table's row index);
 - row reduction: reductions over trailing dims that the root reads at a row-only index are
   hoisted to the row level, `parallel [rows] { reduce [cols]...; parallel [cols] { store } }`;
   a reduction root is `parallel [kept dims] { reduce [reduced dims]; store }`;
@@ -44,9 +45,11 @@ from tinyopt.passes.fuse_index import (
     Bin,
     Const,
     Index,
+    Loaded,
     Point,
     Var,
     broadcast_point,
+    gather_point,
     point_vars,
     reshape_point,
     shift_into,
@@ -85,7 +88,8 @@ def shape_of(value: SSAValue) -> tuple[int, ...]:
 
 def buffer_type(value: SSAValue) -> MemRefType:
     """Return the memref type holding a tensor value."""
-    return MemRefType(element_type(value.type), shape_of(value))
+    assert isinstance(value.type, TensorType)
+    return MemRefType(value.type.element_type, shape_of(value))
 
 
 def is_buffer_constant(value: SSAValue) -> bool:
@@ -340,6 +344,11 @@ class KernelBuilder:
                 op = arith.ConstantOp(IntegerAttr(c, IndexType()))
                 self._blocks[0].add_op(op)
                 result = op.result
+            case Loaded(ids, point):
+                indices = [self._index(i) for i in point]
+                self._target = self._level(point)
+                loaded = self.emit(memref.LoadOp.get(self._buffer(ids), indices))
+                result = self.emit(arith.IndexCastOp(loaded, IndexType()))
             case Bin(kind, lhs, rhs):
                 ops = {"add": arith.AddiOp, "mul": arith.MuliOp, "sub": arith.SubiOp}
                 ops |= {"div": arith.DivUIOp, "rem": arith.RemUIOp}
@@ -423,6 +432,9 @@ def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, 
     if isinstance(op, graph.SliceOp):
         dim, start, step = (a.value.data for a in (op.dim, op.start, op.step))
         return [(op.x, slice_point(point, dim, start, step))]
+    if isinstance(op, graph.GatherOp):
+        id_rank, rows = len(shape_of(op.ids)), shape_of(op.table)[0]
+        return [(op.table, gather_point(point, op.ids, id_rank, rows))]
     if isinstance(op, graph.ConcatOp):
         dim, offset, points = op.dim.value.data, 0, []
         for x in op.inputs:

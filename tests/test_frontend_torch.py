@@ -66,7 +66,8 @@ def assert_matches_float64(module: nn.Module, *inputs: Tensor) -> Capture:
     """Check the float64 reference on the captured f32 program against torch in float64."""
     cap, got = captured(module, *inputs)
     with torch.no_grad():
-        want = copy.deepcopy(module).double()(*(x.double() for x in inputs))
+        doubled = (x.double() if x.is_floating_point() else x for x in inputs)
+        want = copy.deepcopy(module).double()(*doubled)
     want = want if isinstance(want, tuple) else (want,)
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
@@ -145,6 +146,11 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         (randn(3, 5),),
     ),
     "rms_norm_module": (nn.RMSNorm(8, eps=1e-5), (randn(2, 4, 8),)),
+    "embedding": (nn.Embedding(10, 8), (torch.tensor([[1, 2, 9], [0, 0, 5]]),)),
+    "embedding_int32_table_buffer": (
+        Fn(lambda m, ids: F.embedding(ids, m.table) * 2, table=torch.randn(7, 3)),
+        (torch.tensor([[6, 0], [3, 3]], dtype=torch.int32),),
+    ),
     "layer_norm_module": (nn.LayerNorm(8), (randn(2, 4, 8),)),
 }
 
@@ -225,9 +231,14 @@ def test_unsupported_op_is_named_with_its_node() -> None:
         capture(Fn(lambda m, a: torch.topk(a, 2).values), randn(4, 8))
 
 
-def test_embedding_needs_a_gather_op() -> None:
-    with pytest.raises(FrontendError, match="aten.embedding: the graph dialect has no gather op"):
-        capture(nn.Embedding(10, 4), torch.tensor([[1, 2, 3]]))
+def test_embedding_becomes_gather_on_integer_ids() -> None:
+    cap = capture(nn.Embedding(10, 4), torch.tensor([[1, 2, 3]]))
+    assert "graph.gather %p_weight, %input : (tensor<10x4xf32>, tensor<1x3xi64>)" in str(cap.module)
+
+
+def test_integer_input_used_as_data_is_refused() -> None:
+    with pytest.raises(FrontendError, match="integer tensors only as embedding indices"):
+        capture(Fn(lambda m, a: a * 2), torch.tensor([1, 2, 3]))
 
 
 def test_float64_is_rejected() -> None:

@@ -383,9 +383,44 @@ def test_concat_feeding_a_row_reduction() -> None:
     )
 
 
-def test_slice_and_concat_kernels_compile_with_nvrtc() -> None:
-    from tinyopt.backends.cuda.runtime import compile_module
+EMBED_NORM = """
+func.func @embed(%t: tensor<10x8xbf16>, %i: tensor<2x3xi64>, %w: tensor<8xbf16>) -> tensor<2x3x8xbf16> {
+  %y = graph.gather %t, %i : (tensor<10x8xbf16>, tensor<2x3xi64>) -> tensor<2x3x8xbf16>
+  %n = graph.rms_norm %y, %w {eps = 1.0e-06 : f32} : (tensor<2x3x8xbf16>, tensor<8xbf16>) -> tensor<2x3x8xbf16>
+  func.return %n : tensor<2x3x8xbf16>
+}"""
+
+
+def test_gather_reads_the_table_at_the_loaded_id_inside_the_norm_kernel() -> None:
+    fused = _check(EMBED_NORM, kernels=1, rtol=2e-2)
+    (kernel,) = loop.kernels(fused)
+    id_loads = [op for op in _ops(kernel, memref.LoadOp) if "i64" in str(op.memref.type)]
+    assert len(id_loads) == 1  # once per row, shared by the reduction and the output loop
+    assert len(_ops(kernel, arith.IndexCastOp)) == 1
+
+
+def test_out_of_range_ids_are_clamped_like_the_reference() -> None:
+    module, fused = _fuse(EMBED_NORM)
+    table, _, weight = random_inputs(module, seed=1)
+    ids = np.array([[-3, 0, 9], [10, 4, 1 << 40]], dtype=np.int64)
+    (expected,) = run_reference(module, table, ids, weight)
+    (actual,) = run_loop_module(fused, "embed", table, ids, weight)
+    np.testing.assert_allclose(actual, expected, rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(actual[0, 0], actual[0, 1])  # -3 reads row 0
+
+
+def _compile_kernels(source: str) -> int:
+    """Lower `source` to CUDA and compile every kernel with NVRTC; return how many."""
+    from tinyopt.backends.cuda.nvrtc import compile_cuda
     from tinyopt.compiler import lower
 
-    _, module = lower(ROPE, "fuse,tile,to-cuda")
-    assert compile_module(module, arch="sm_90a").kernels
+    _, module = lower(source, "fuse,tile,to-cuda")
+    kernels = [op for op in module.ops if op.name == "tile.cuda_kernel"]
+    for op in kernels:
+        assert compile_cuda(op.properties["source"].data, op.properties["sym_name"].data)
+    return len(kernels)
+
+
+@pytest.mark.parametrize("source", [ROPE, EMBED_NORM], ids=["rope", "embedding"])
+def test_slice_concat_and_gather_kernels_compile_with_nvrtc(source: str) -> None:
+    assert _compile_kernels(source) == 1
