@@ -48,6 +48,7 @@ from xdsl.irdl import (
     IRDLOperation,
     irdl_op_definition,
     operand_def,
+    opt_operand_def,
     opt_prop_def,
     prop_def,
     region_def,
@@ -812,6 +813,112 @@ class TmaLoadOp(IRDLOperation):
         self.spec()
 
 
+CP_ASYNC_BYTES = (4, 8, 16)
+"""The sizes one `cp.async` copies (16 bytes bypass L1: `.cg`; 4 and 8 go through it: `.ca`)."""
+
+
+@irdl_op_definition
+class CpAsyncOp(IRDLOperation):
+    """Copies `width` consecutive elements along the last dimension from global `src[src_indices]`
+    to shared `dst[dst_indices]` without going through registers (`cp.async`); with `valid`
+    false nothing is read and the destination is filled with zeros (source size 0).
+
+    The copy is asynchronous: it belongs to the next `tile.cp_async_commit` group of this
+    thread, and its data may be read after a `tile.cp_async_wait` that retires that group
+    and a barrier (other threads' copies).
+    """
+
+    name = "tile.cp_async"
+
+    src = operand_def(MemRefType)
+    src_indices = var_operand_def(IndexType)
+    dst = operand_def(MemRefType)
+    dst_indices = var_operand_def(IndexType)
+    valid = opt_operand_def(IntegerType(1))
+    width = prop_def(IntegerAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$src `[` $src_indices `]` `->` $dst `[` $dst_indices `]` (`if` $valid^)? attr-dict "
+        "`:` type($src) `->` type($dst)"
+    )
+
+    def __init__(
+        self,
+        src: SSAValue,
+        src_indices: Sequence[SSAValue],
+        dst: SSAValue,
+        dst_indices: Sequence[SSAValue],
+        width: int,
+        valid: SSAValue | None = None,
+    ) -> None:
+        super().__init__(
+            operands=[src, src_indices, dst, dst_indices, [valid] if valid else []],
+            properties={"width": IntegerAttr(width, i64)},
+        )
+
+    @property
+    def bytes(self) -> int:
+        t = self.src.type
+        assert isinstance(t, MemRefType)
+        return self.width.value.data * _element_bits(t.element_type) // 8
+
+    def verify_(self) -> None:
+        src, dst = self.src.type, self.dst.type
+        assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
+        if memory_space(src) != GLOBAL:
+            raise VerifyException(f"tile.cp_async: the source must be global memory, got {src}")
+        if len(self.src_indices) != src.get_num_dims():
+            raise VerifyException(
+                f"tile.cp_async: {len(self.src_indices)} indices for a rank-{src.get_num_dims()} "
+                "source"
+            )
+        _check_shared_index(self, self.dst, self.dst_indices)
+        if src.element_type != dst.element_type:
+            raise VerifyException(
+                f"tile.cp_async: element types differ: {src.element_type} -> {dst.element_type}"
+            )
+        if self.bytes not in CP_ASYNC_BYTES:
+            raise VerifyException(
+                f"tile.cp_async: copies 4, 8 or 16 bytes, got {self.width.value.data} "
+                f"x {src.element_type}"
+            )
+        width = self.width.value.data
+        for what, t in (("source", src), ("destination", dst)):
+            if t.get_shape()[-1] % width:
+                raise VerifyException(
+                    f"tile.cp_async: the {what}'s last dimension {t.get_shape()[-1]} is not a "
+                    f"multiple of the width {width} (copies must be aligned)"
+                )
+
+
+@irdl_op_definition
+class CpAsyncCommitOp(IRDLOperation):
+    """Closes this thread's pending `tile.cp_async` copies into one group (`commit_group`)."""
+
+    name = "tile.cp_async_commit"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class CpAsyncWaitOp(IRDLOperation):
+    """Waits until at most `pending` of this thread's committed groups are still in flight
+    (`cp.async.wait_group`)."""
+
+    name = "tile.cp_async_wait"
+    pending = prop_def(IntegerAttr)
+    assembly_format = "$pending attr-dict"
+
+    def __init__(self, pending: int) -> None:
+        super().__init__(properties={"pending": IntegerAttr(pending, i64)})
+
+    def verify_(self) -> None:
+        if not 0 <= self.pending.value.data <= 7:
+            raise VerifyException(
+                f"tile.cp_async_wait: pending must be in [0, 7], got {self.pending.value.data}"
+            )
+
+
 WGMMA_M, WGMMA_K = 64, 16
 """A 16-bit `wgmma.mma_async` is m64nNk16: 64 rows per warpgroup, K steps of 16."""
 
@@ -989,6 +1096,9 @@ Tile = Dialect(
         MbarrierWaitOp,
         FenceProxyAsyncOp,
         TmaLoadOp,
+        CpAsyncOp,
+        CpAsyncCommitOp,
+        CpAsyncWaitOp,
         WgmmaOp,
         WgmmaFenceOp,
         WgmmaCommitOp,

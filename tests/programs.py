@@ -237,6 +237,39 @@ CASES = [
         matmul_relu(100, 90, 130),
         tile_with("bk=32 vec=2 bm=32 bn=32 tm=2 tn=2"),
     ),
+    # copy=cp_async: operands copied global -> shared by cp.async into a `stages` ring. A [M, K]
+    # and B [N, K] are copied K-major, A [K, M] and B [K, N] as they lie; rows that are not
+    # 16-byte multiples (K=513, N=4097, 65, 47) take 4-byte copies; edges are zero-filled.
+    Case(
+        "matmul_f32_cp_async_1000",
+        matmul_plain(1000, 1000, 1000, "f32"),
+        tile_with("copy=cp_async"),
+    ),
+    Case(
+        "matmul_f32_cp_async_stages4_4095x4097x513",
+        matmul_plain(4095, 4097, 513, "f32"),
+        tile_with("copy=cp_async stages=4"),
+    ),
+    Case(
+        "matmul_transposed_cp_async_stages2_257x129x65",
+        matmul_transposed(257, 129, 65),
+        tile_with("copy=cp_async stages=2"),
+    ),
+    Case(
+        "linear_f32_cp_async_129x257x68",
+        matmul_plain(129, 257, 68, "f32", "nk"),
+        tile_with("copy=cp_async bk=16"),
+    ),
+    Case(
+        "bmm_cp_async_3x65x33x47",
+        batched_matmul(3, 65, 33, 47),
+        tile_with("copy=cp_async bm=32 bn=32 tm=2 tn=2 bk=16"),
+    ),
+    Case(
+        "matmul_f32_cp_async_vec1_split1_pad0_300x260x72",
+        matmul_plain(300, 260, 72, "f32"),
+        tile_with("copy=cp_async vec=1 split=1 pad=0 bk=32 bm=64 bn=64 tm=8 tn=8"),
+    ),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),

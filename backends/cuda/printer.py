@@ -80,6 +80,22 @@ def mma_helper(element: str) -> str:
     )
 
 
+def cp_async_helper(nbytes: int) -> str:
+    """Returns the device function of an `nbytes` `tile.cp_async`: global → shared without
+    registers; `valid` false copies nothing and zero-fills (source size 0)."""
+    cache = "cg" if nbytes == 16 else "ca"  # .cg (L2 only) exists for 16-byte copies alone
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ void tinyopt_cp_async_{nbytes}(void* dst, "
+            "const void* src, bool valid) {",
+            f'    asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nbytes}, %2;"',
+            '                 :: "r"((unsigned)__cvta_generic_to_shared(dst)), "l"(src),',
+            f'                    "r"(valid ? {nbytes} : 0) : "memory");',
+            "}",
+        )
+    )
+
+
 FULL_MASK = "0xffffffff"
 WARP = 32
 
@@ -161,7 +177,8 @@ _RESERVED = (
     virtual decltype noexcept static_assert thread_local export concept requires and and_eq
     bitand bitor compl not not_eq or or_eq xor xor_eq threadIdx blockIdx blockDim gridDim
     warpSize max min INFINITY tinyopt_vec tinyopt_ldmatrix_x4 tinyopt_ldmatrix_x4_trans
-    tinyopt_mma_f16 tinyopt_mma_bf16""".split()
+    tinyopt_mma_f16 tinyopt_mma_bf16 tinyopt_cp_async_4 tinyopt_cp_async_8
+    tinyopt_cp_async_16""".split()
     )
     | frozenset(_FLOAT_CALLS.values())
     | frozenset(hopper.HELPER_NAMES)
@@ -242,14 +259,23 @@ def _uses_infinity(kernel: tile.KernelOp) -> bool:
 
 
 def _is_read_only(buffer: SSAValue) -> bool:
-    """Tells whether every use of a buffer is a load from it (so it may be `const`)."""
-    return all(isinstance(use.operation, memref.LoadOp | tile.VectorLoadOp) for use in buffer.uses)
+    """Tells whether every use of a buffer reads it (so it may be `const`): loads, and
+    `tile.cp_async`s that copy from it."""
+    return all(
+        isinstance(use.operation, memref.LoadOp | tile.VectorLoadOp)
+        or (isinstance(use.operation, tile.CpAsyncOp) and use.operation.src is buffer)
+        for use in buffer.uses
+    )
 
 
 def _is_vector_accessed(buffer: SSAValue) -> bool:
-    """Tells whether a buffer is used by a vector access or `ldmatrix` (16-byte aligned rows)."""
+    """Tells whether a buffer is used by a vector access, `ldmatrix` or `cp.async` (16-byte
+    aligned rows)."""
     return any(
-        isinstance(use.operation, tile.VectorLoadOp | tile.VectorStoreOp | tile.LdMatrixOp)
+        isinstance(
+            use.operation,
+            tile.VectorLoadOp | tile.VectorStoreOp | tile.LdMatrixOp | tile.CpAsyncOp,
+        )
         for use in buffer.uses
     )
 
@@ -275,6 +301,8 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers |= dict.fromkeys(hopper.mbarrier_helpers())
         elif isinstance(op, tile.TmaLoadOp):
             helpers[hopper.tma_load_helper(len(op.coords))] = None
+        elif isinstance(op, tile.CpAsyncOp):
+            helpers[cp_async_helper(op.bytes)] = None
         elif isinstance(op, tile.WgmmaOp):
             helpers[hopper.wgmma_desc_helper()] = None
             helpers[hopper.wgmma_helper(op)] = None
@@ -683,6 +711,22 @@ class CudaPrinter(BasePrinter[str]):
         coords = ", ".join(self.expr(c) for c in reversed(op.coords))
         rank = len(op.coords)
         self.line(f"tinyopt_tma_load_{rank}d({dst}, &{self.expr(op.src)}, {bar}, {coords});")
+
+    @print_op.register
+    def _(self, op: tile.CpAsyncOp) -> None:
+        dst = f"&{self.element(op.dst, op.dst_indices)}"
+        src = f"&{self.element(op.src, op.src_indices)}"
+        valid = self.expr(op.valid) if op.valid is not None else "true"
+        self.line(f"tinyopt_cp_async_{op.bytes}({dst}, {src}, {valid});")
+
+    @print_op.register
+    def _(self, op: tile.CpAsyncCommitOp) -> None:
+        self.line('asm volatile("cp.async.commit_group;" ::: "memory");')
+
+    @print_op.register
+    def _(self, op: tile.CpAsyncWaitOp) -> None:
+        pending = op.pending.value.data
+        self.line(f'asm volatile("cp.async.wait_group {pending};" ::: "memory");')
 
     @print_op.register
     def _(self, op: tile.WgmmaOp) -> None:

@@ -10,6 +10,7 @@ and stores with vector stores. Out-of-range rows, columns and K are padded with 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -28,11 +29,15 @@ from tinyopt.passes.tile.emit import (
     inline_region,
     vector_width,
 )
+from tinyopt.passes.tile.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 
 SHARED_LIMIT = 48 * 1024
 """Static shared memory a block may declare."""
+
+DYNAMIC_SHARED_LIMIT = 227 * 1024
+"""Shared memory a block may use on the H200 (dynamic, opted in)."""
 
 
 @dataclass
@@ -136,7 +141,8 @@ class Tiles:
     dimension, so a warp's shared-memory fragment reads cover contiguous 16-byte vectors;
     `stages` = 2 double-buffers shared memory, loading the next K step into registers while the
     current one is computed; `group` > 0 launches blocks in groups of that many block rows so
-    that neighbouring blocks share A and B tiles in L2.
+    that neighbouring blocks share A and B tiles in L2; `copy` is the copy engine
+    (`ld`: through registers; `cp_async`: a `stages`-deep ring filled by cp.async).
     """
 
     bm: int
@@ -148,6 +154,7 @@ class Tiles:
     split: int
     stages: int
     group: int
+    copy: str = "ld"
 
     @property
     def threads(self) -> int:
@@ -155,8 +162,27 @@ class Tiles:
 
     @property
     def shared_bytes(self) -> int:
-        return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
+        """Bytes of the staged sides; a copied side is `[BK][outer + pad]` or `[outer][BK +
+        pad]`, so count the larger."""
+        if self.copy == "ld":
+            return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
+        return (
+            4
+            * self.stages
+            * sum(
+                max(self.bk * (outer + self.pad), outer * (self.bk + self.pad))
+                for outer in (self.bm, self.bn)
+            )
+        )
 
+    @property
+    def shared_limit(self) -> int:
+        """Static shared memory for `ld`; the async engines go dynamic past 48 KiB."""
+        return SHARED_LIMIT if self.copy == "ld" else DYNAMIC_SHARED_LIMIT
+
+
+K_VECTOR = 4
+"""K values one 16-byte fragment read of a K-major tile gives (f32)."""
 
 CANDIDATES = ((128, 128, 8, 8), (64, 64, 8, 8), (32, 64, 4, 4))
 """Block and register tiles the heuristic tries, largest (most reuse) first."""
@@ -177,18 +203,20 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
     split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
     group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
-    tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, knobs.stages or 2, group)
+    stages = knobs.stages or (2 if knobs.copy == "ld" else 3)
+    tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, stages, group, knobs.copy)
     if tm % split or tn % split:
         raise DiagnosticException(f"tile: split={split} must divide tm={tm} and tn={tn}")
     if not 32 <= tiles.threads <= 1024:
         raise DiagnosticException(
             f"tile: (bm/tm)*(bn/tn) = {tiles.threads} threads; a block needs 32 to 1024"
         )
-    if tiles.shared_bytes > SHARED_LIMIT:
+    if tiles.shared_bytes > tiles.shared_limit:
+        how = "declare statically" if tiles.copy == "ld" else "use"
         raise DiagnosticException(
             f"tile: bm={bm} bn={bn} bk={tiles.bk} stages={tiles.stages} needs "
-            f"{tiles.shared_bytes} bytes of shared memory, more than the {SHARED_LIMIT} a block "
-            "may declare statically"
+            f"{tiles.shared_bytes} bytes of shared memory, more than the {tiles.shared_limit} "
+            f"a block may {how}"
         )
     return tiles
 
@@ -223,7 +251,7 @@ class ScheduleContraction(RewritePattern):
         min_blocks = self.knobs.minblocks or (2 if two_per_sm else 1)
         if min_blocks:
             kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
-        _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping, grid).emit()
+        _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping, grid, op.sym_name.data).emit()
         replace_kernel(rewriter, op, kernel)
 
 
@@ -255,9 +283,10 @@ class _ContractionEmitter:
         vec: int,
         mapping: Mapping,
         grid: tuple[int, int, int],
+        name: str,
     ) -> None:
         self.em, self.c, self.t, self.vec, self.mapping = em, c, t, vec, mapping
-        self.grid = grid
+        self.grid, self.name = grid, name
         self.batch, self.m, self.n, self.k = c.extents
 
     def emit(self) -> None:
@@ -272,11 +301,12 @@ class _ContractionEmitter:
         self.m0, self.n0 = em.mul(block_m, t.bm), em.mul(block_n, t.bn)
         if len(c.nest.extents) == 3:
             mapping[c.nest.body.block.args[0]] = em.value(tile.BlockIdOp("z"))
+        if t.copy == "cp_async":
+            self._copied_pipeline()
+            return
         a = self._staging(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm)
         b = self._staging(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn)
-        acc = em.value(tile.AllocOp(tile.memref_in([t.tm, t.tn], f32, tile.REGISTERS)))
-        init = mapping.get(c.reduce.init[0], c.reduce.init[0])
-        self._each(t.tm, lambda i: self._each(t.tn, lambda j: self._store(init, acc, [i, j])))
+        acc = self._accumulators()
         steps = -(-self.k // t.bk)
         if t.stages == 1:
             with em.for_loop(0, steps, 1) as (step, _, _):
@@ -306,6 +336,44 @@ class _ContractionEmitter:
                         self._fill(s, other)
                 em.op(tile.BarrierOp())
                 em.op(scf.YieldOp())
+        self._epilogue(acc)
+
+    def _accumulators(self) -> SSAValue:
+        """Allocates the tm×tn register tile, set to the reduction's identity."""
+        em, t, c = self.em, self.t, self.c
+        acc = em.value(tile.AllocOp(tile.memref_in([t.tm, t.tn], f32, tile.REGISTERS)))
+        init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
+        self._each(t.tm, lambda i: self._each(t.tn, lambda j: self._store(init, acc, [i, j])))
+        return acc
+
+    def _copied_pipeline(self) -> None:
+        """The K loop with both sides copied global → shared by cp.async into a ring."""
+        em, t, c = self.em, self.t, self.c
+        k_iv = c.reduce.body.block.args[0]
+        sides = []
+        for which, side, value, iv, origin, extent, size in (
+            ("A", c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm),
+            ("B", c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn),
+        ):
+            load = plain_load(side, value, self.name, t.copy, which)
+            sides.append(
+                copied_side(
+                    load, k_iv, self.k, iv, origin, extent, size, t.bk, self.vec, self.name, t.copy
+                )
+            )
+        shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
+        dynamic = sum(4 * math.prod(shape) for shape in shapes) > SHARED_LIMIT
+        for s, shape in zip(sides, shapes, strict=True):
+            s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), dynamic))
+        acc = self._accumulators()
+        a, b = sides
+        pipeline = CpAsyncPipeline(
+            em, self.mapping, self.tid, t.threads, k_iv, self.k, t.bk, t.stages
+        )
+        pipeline.emit(
+            sides,
+            lambda slot: self._accumulate(a.smem, b.smem, slot, acc, a.k_major, b.k_major),
+        )
         self._epilogue(acc)
 
     def _block_coordinates(self) -> tuple[SSAValue, SSAValue]:
@@ -457,26 +525,67 @@ class _ContractionEmitter:
                     values.extend(em.op(tile.VectorLoadOp(smem, index, width)).results)
         return values
 
+    def _rows(
+        self, smem: SSAValue, buffer: SSAValue, k0: SSAValue, start: SSAValue, count: int, half: int
+    ) -> list[list[SSAValue]]:
+        """Reads a thread's `count` operand rows of a K-major tile `[outer][BK]` at K
+        `k0..k0+3`, one 16-byte vector per row; returns the values by K, then by row."""
+        em = self.em
+        per_part = count // self.t.split
+        rows = []
+        for part in range(self.t.split):
+            for offset in range(per_part):
+                row = em.add(em.add(start, part * half), offset)
+                rows.append(em.op(tile.VectorLoadOp(smem, [buffer, row, k0], K_VECTOR)).results)
+        return [[row[sub] for row in rows] for sub in range(K_VECTOR)]
+
     def _accumulate(
-        self, a_smem: SSAValue, b_smem: SSAValue, buffer: SSAValue, acc: SSAValue
+        self,
+        a_smem: SSAValue,
+        b_smem: SSAValue,
+        buffer: SSAValue,
+        acc: SSAValue,
+        a_k_major: bool = False,
+        b_k_major: bool = False,
     ) -> None:
+        """Accumulates one staged K step. A `[BK][outer]` side gives 16-byte vectors along its
+        outer dimension per K; a K-major `[outer][BK]` side (copied as it lies in memory) gives
+        them along K, so the loop then walks K in groups of 4 and reads those rows once."""
         em, t, c = self.em, self.t, self.c
-        with em.for_loop(0, t.bk, 1, unroll=True) as (kk, _, _):
-            a = self._fragment(
-                a_smem, buffer, kk, em.mul(self.ty, t.tm // t.split), t.tm, t.bm // t.split
+        group = K_VECTOR if a_k_major or b_k_major else 1
+        a_start, b_start = em.mul(self.ty, t.tm // t.split), em.mul(self.tx, t.tn // t.split)
+        with em.for_loop(0, t.bk, group, unroll=True) as (k0, _, _):
+            a_rows = (
+                self._rows(a_smem, buffer, k0, a_start, t.tm, t.bm // t.split)
+                if a_k_major
+                else None
             )
-            b = self._fragment(
-                b_smem, buffer, kk, em.mul(self.tx, t.tn // t.split), t.tn, t.bn // t.split
+            b_rows = (
+                self._rows(b_smem, buffer, k0, b_start, t.tn, t.bn // t.split)
+                if b_k_major
+                else None
             )
-            for i in range(t.tm):
-                for j in range(t.tn):
-                    where = [em.index(i), em.index(j)]
-                    old = em.value(memref.LoadOp.get(acc, where))
-                    product = em.value(
-                        c.product.clone(value_mapper={c.a_value: a[i], c.b_value: b[j]})
-                    )
-                    (new,) = inline_region(em, c.reduce.combine, [old, product], self.mapping)
-                    em.op(memref.StoreOp.get(new, acc, where))
+            for sub in range(group):
+                kk = em.add(k0, sub)
+                a = (
+                    a_rows[sub]
+                    if a_rows
+                    else self._fragment(a_smem, buffer, kk, a_start, t.tm, t.bm // t.split)
+                )
+                b = (
+                    b_rows[sub]
+                    if b_rows
+                    else self._fragment(b_smem, buffer, kk, b_start, t.tn, t.bn // t.split)
+                )
+                for i in range(t.tm):
+                    for j in range(t.tn):
+                        where = [em.index(i), em.index(j)]
+                        old = em.value(memref.LoadOp.get(acc, where))
+                        product = em.value(
+                            c.product.clone(value_mapper={c.a_value: a[i], c.b_value: b[j]})
+                        )
+                        (new,) = inline_region(em, c.reduce.combine, [old, product], self.mapping)
+                        em.op(memref.StoreOp.get(new, acc, where))
             em.op(scf.YieldOp())
 
     def _row_of(self, i: int) -> SSAValue:

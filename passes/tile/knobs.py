@@ -31,6 +31,7 @@ class Knobs:
     minblocks: int = AUTO
     splitk: int = 1
     ws: int = 1
+    copy: str = "ld"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -45,6 +46,10 @@ class Knobs:
 MMA = ("none", "sync", "wgmma")
 """`none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
 `wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16)."""
+
+COPIES = ("ld", "cp_async")
+"""How the FP32 (SIMT) contraction fills shared memory: `ld` loads into registers (evaluating a
+fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring)."""
 
 SCHEDULES = ("auto", "sequential")
 """`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
@@ -116,6 +121,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("tm", powers(1, 16)),
     Knob("tn", powers(1, 16)),
     Knob("mma", one_of(*MMA)),
+    Knob("copy", one_of(*COPIES)),
     Knob(
         "stages",
         one_of(AUTO, 1, 2, words="0 (auto), 1 or 2"),
@@ -124,6 +130,11 @@ KNOBS: tuple[Knob, ...] = (
                 "mma",
                 "wgmma",
                 one_of(AUTO, 2, 3, 4, 5, 6, words="0 (auto) or in [2, 6] with mma=wgmma"),
+            ),
+            (
+                "copy",
+                "cp_async",
+                one_of(AUTO, 2, 3, 4, words="0 (auto) or in [2, 4] with copy=cp_async"),
             ),
         ),
     ),
@@ -160,7 +171,7 @@ here (and a line in docs/knobs.md); `RULE_KNOBS` says which rules read it."""
 KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
-    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk",
+    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk copy",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
     "row_reduction": "threads vec rows cache",

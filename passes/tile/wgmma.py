@@ -32,7 +32,11 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.contraction import Contraction, match_contraction
+from tinyopt.passes.tile.contraction import (
+    DYNAMIC_SHARED_LIMIT,
+    Contraction,
+    match_contraction,
+)
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -45,9 +49,6 @@ BK = 64
 SWIZZLE = 128
 ATOM = 1024
 """Bytes of one 128B-swizzle atom (8 rows of 128 bytes): the descriptors' 8-row stride."""
-
-DYNAMIC_SHARED_LIMIT = 227 * 1024
-"""Shared memory a block may use on the H200 (dynamic, opted in)."""
 
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
