@@ -566,6 +566,30 @@ class MmaSyncOp(IRDLOperation):
                 )
 
 
+@irdl_op_definition
+class PackOp(IRDLOperation):
+    """Rounds two f32 to `element` (f16 or bf16, to nearest even) and packs them into one i32,
+    `lo` in the low half: a register pair of an `mma.sync` A or B operand built in registers
+    (flash attention's probabilities reused as the A operand of P·V)."""
+
+    name = "tile.pack"
+
+    lo = operand_def(f32)
+    hi = operand_def(f32)
+    element = prop_def(TypeAttribute)
+    result = result_def(i32)
+
+    traits = traits_def(Pure())
+    assembly_format = "$lo `,` $hi attr-dict `:` $element"
+
+    def __init__(self, lo: SSAValue, hi: SSAValue, element: Attribute) -> None:
+        super().__init__(operands=[lo, hi], properties={"element": element}, result_types=[i32])
+
+    def verify_(self) -> None:
+        if not isinstance(self.element, Float16Type | BFloat16Type):
+            raise VerifyException(f"tile.pack: element type must be f16 or bf16, got {self.element}")
+
+
 TENSOR_MAPS = "tile.tensor_maps"
 """`tile.kernel` attribute: the arguments the kernel receives as TMA tensor maps (a list of
 `{arg, box, swizzle}` dictionaries); the runtime encodes a map for each of them."""
@@ -1090,6 +1114,7 @@ Tile = Dialect(
         CudaKernelOp,
         LdMatrixOp,
         MmaSyncOp,
+        PackOp,
         MbarrierInitOp,
         MbarrierArriveExpectTxOp,
         MbarrierArriveOp,

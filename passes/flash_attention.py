@@ -257,21 +257,29 @@ def _pv_kernel(launch: _Launch, probs: SSAValue) -> tuple[loop.ReduceOp, SSAValu
             return None
         if any(
             isinstance(o, memref.LoadOp) and o.memref is probs
-            for o in _slice([v], reduce.body.block.ops)
+            for o in backward_slice([v], reduce.body.block.ops)
         ):
             return None
         return reduce, v
     return None
 
 
-def _slice(values: Iterable[SSAValue], ops: Iterable[Operation]) -> list[Operation]:
-    """Return the ops of `ops` (in order) that the values depend on, nested ones included."""
+def backward_slice(
+    values: Iterable[SSAValue], ops: Iterable[Operation], given: Iterable[SSAValue] = ()
+) -> list[Operation]:
+    """Return the ops of `ops` (in order) that the values depend on, nested ones included,
+    not looking past the `given` values."""
     ops = list(ops)
-    needed = {v.owner for v in values if isinstance(v.owner, Operation)}
+    stop = set(given)
+    needed = {v.owner for v in values if isinstance(v.owner, Operation) and v not in stop}
     for op in reversed(ops):
         if op in needed:
             for inner in op.walk():
-                needed.update(o.owner for o in inner.operands if isinstance(o.owner, Operation))
+                needed.update(
+                    o.owner
+                    for o in inner.operands
+                    if isinstance(o.owner, Operation) and o not in stop
+                )
     return [op for op in ops if op in needed]
 
 
@@ -415,7 +423,7 @@ class _FusedBuilder:
             else:
                 body.add_op(op.clone(value_mapper=score_map))
         value_map = pv_map | {m.pv_reduce.body.block.args[0]: j}
-        for op in _slice([m.value], m.pv_reduce.body.block.ops):
+        for op in backward_slice([m.value], m.pv_reduce.body.block.ops):
             body.add_op(op.clone(value_mapper=value_map))
         unit = f32_constant(1.0)
         body.add_op(unit)

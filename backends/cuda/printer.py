@@ -96,6 +96,23 @@ def cp_async_helper(nbytes: int) -> str:
     )
 
 
+def pack_helper(element: str) -> str:
+    """Returns the device function of `tile.pack` on `element` (`f16` or `bf16`): two floats
+    rounded to nearest even and packed into one 32-bit register, the first in the low half."""
+    pair, convert = {
+        "f16": ("__half2", "__floats2half2_rn"),
+        "bf16": ("__nv_bfloat162", "__floats2bfloat162_rn"),
+    }[element]
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ int tinyopt_pack_{element}(float lo, float hi) {{",
+            f"    {pair} pair = {convert}(lo, hi);",
+            "    return *reinterpret_cast<int*>(&pair);",
+            "}",
+        )
+    )
+
+
 FULL_MASK = "0xffffffff"
 WARP = 32
 
@@ -291,6 +308,8 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers[ldmatrix_helper(op.trans is not None)] = None
         elif isinstance(op, tile.MmaSyncOp):
             helpers[mma_helper(str(op.element))] = None
+        elif isinstance(op, tile.PackOp):
+            helpers[pack_helper(str(op.element))] = None
         elif isinstance(
             op,
             tile.MbarrierInitOp
@@ -676,6 +695,10 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"float {', '.join(results)};")
         args = ", ".join(self.expr(v) for v in (*op.a, *op.b, *op.c))
         self.line(f"tinyopt_mma_{op.element}({', '.join(results)}, {args});")
+
+    @print_op.register
+    def _(self, op: tile.PackOp) -> None:
+        self.let(op.result, f"tinyopt_pack_{op.element}({self.expr(op.lo)}, {self.expr(op.hi)})")
 
     # --- Hopper: mbarriers, TMA, wgmma -------------------------------------------------------
 

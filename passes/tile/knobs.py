@@ -31,6 +31,7 @@ class Knobs:
     minblocks: int = AUTO
     splitk: int = 1
     ws: int = 1
+    attn: str = "sync"
     copy: str = "ld"
 
     def describe(self) -> str:
@@ -50,6 +51,10 @@ MMA = ("none", "sync", "wgmma")
 COPIES = ("ld", "cp_async")
 """How the FP32 (SIMT) contraction fills shared memory: `ld` loads into registers (evaluating a
 fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring)."""
+
+ATTN = ("sync", "none")
+"""How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
+`sync`: the tensor-core schedule of `passes/tile/attention.py`; `none`: the generic rules."""
 
 SCHEDULES = ("auto", "sequential")
 """`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
@@ -139,6 +144,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("ws", one_of(0, 1, words="0 or 1")),
+    Knob("attn", one_of(*ATTN)),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob(
         "group",
@@ -177,6 +183,7 @@ RULE_KNOBS: dict[str, str] = {
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",
     "sequential": "threads",
+    "attention": "attn",
 }
 """The knobs each schedule rule reads, as the tuner searches them: `name` tries the knob's
 domain, `name=v1,v2` only those values (a subset the rule can use). Which contraction rule runs

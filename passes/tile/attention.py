@@ -1,0 +1,510 @@
+"""Schedule rule for flash-attention kernels on tensor cores: `mma.sync` m16n8k16, FA2 style.
+
+Taken for the kernels the `flash-attention` rewrite builds (a `loop.reduce` tagged
+`tinyopt.flash_attention` over the keys j, state (m, l, acc), whose body holds the dot product
+of q and k as a nested sum) when q, k and v are read as f16 or bf16 and the `attn` knob is
+`sync`. Head dims (of q·k and of v) must be multiples of 16 up to 256.
+
+A block owns BM = 64 query rows of one batch index (blockIdx.y, delinearized over the batch
+dimensions, e.g. b and h) and walks the keys in tiles of BN = 64:
+
+- The block's q rows are staged once in shared memory and each warp (4 warps, 16 rows each)
+  loads its A fragments with `ldmatrix` into registers for the whole loop.
+- Each key tile stages K and V (`[BN][D]`, rows padded by 16 bytes so `ldmatrix` is
+  conflict-free) evaluating the loop-level load expressions, so GQA's shared heads, reshapes and
+  transposes fused into the loads come for free; keys past the end are zero-filled.
+- S = Q·Kᵀ for the warp's 16 rows × BN keys with `mma.sync` (K read with plain `ldmatrix`),
+  then the score expression of the loop body (scale, mask) per element; keys past the end
+  score −inf.
+- Online softmax in registers: each lane holds two rows (l/4 and l/4 + 8); the row maximum is
+  combined across the four lanes of a quad with `tile.warp_reduce` (width 4), the sums stay
+  per lane until the end. p = exp2((x − M')·log2 e) with M' = max(M, lowest finite f32), as in
+  the loop-level combine, so fully masked rows give 0 and no NaN.
+- P is rounded to f16/bf16 and packed in registers (`tile.pack`): the m16n8 accumulator layout
+  of S is the A-fragment layout of the next `mma.sync`, so P·V needs no shared memory; V is
+  read with `ldmatrix.trans`. O is rescaled by exp2((m_old − M')·log2 e) per row.
+- At the end l is summed over the quad and the loop kernel's epilogue (acc / max(l, 1), the
+  cast and store) runs from the accumulator layout.
+
+With a causal mask (`j > i ? c : 0` with c ≤ −1e30, as the rewrite writes it) the key loop
+stops after the block's last row, skipping the key tiles that are masked for every row.
+Shared memory is dynamic: (BM + 2·BN)·(D + 8)·2 bytes (52 KiB at D = 128).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import math as fmath
+from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, f32
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.flash_attention import CAUSAL_FLOOR, FLASH_ATTR, backward_slice
+from tinyopt.passes.online_softmax import LOWEST_F32
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, depends_on, vector_width
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+
+WARP = 32
+MMA_M, MMA_N, MMA_K = 16, 8, 16
+BM = 64
+"""Query rows per block: 4 warps of 16 rows."""
+BN = 64
+"""Keys per staged K/V tile."""
+THREADS = BM // MMA_M * WARP
+PAD = 8
+"""Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
+LOG2E = 1.4426950408889634
+"""log2(e): exp(x) = exp2(x·log2 e)."""
+MAX_HEAD_DIM = 256
+
+
+@dataclass
+class Attention:
+    """The parts of a flash-attention loop kernel the schedule needs."""
+
+    nest: loop.ParallelOp
+    reduce: loop.ReduceOp
+    qk: loop.ReduceOp
+    program: list[Operation]
+    """The nest's ops before the reduce, the reduce body's ops and the dot product's body ops,
+    in an order where every op follows what it uses (the slices below are taken from it)."""
+    q_value: SSAValue
+    k_value: SSAValue
+    element: Attribute
+    causal: bool
+
+    @property
+    def batch(self) -> Sequence[SSAValue]:
+        return self.nest.body.block.args[:-2]
+
+    @property
+    def i(self) -> SSAValue:
+        return self.nest.body.block.args[-2]
+
+    @property
+    def d(self) -> SSAValue:
+        return self.nest.body.block.args[-1]
+
+    @property
+    def j(self) -> SSAValue:
+        return self.reduce.body.block.args[0]
+
+    @property
+    def e(self) -> SSAValue:
+        return self.qk.body.block.args[0]
+
+    @property
+    def yielded(self) -> Sequence[SSAValue]:
+        end = self.reduce.body.block.last_op
+        assert isinstance(end, loop.YieldOp)
+        return end.arguments
+
+    def ops_of(self, value: SSAValue, given: Sequence[SSAValue] = ()) -> list[Operation]:
+        """The ops of `program` that compute `value`, stopping at `given` values."""
+        return backward_slice([value], self.program, given)
+
+
+def _loaded_types(ops: Sequence[Operation]) -> set[Attribute]:
+    return {
+        o.memref.type.element_type  # type: ignore[attr-defined]
+        for op in ops
+        for o in op.walk()
+        if isinstance(o, memref.LoadOp)
+    }
+
+
+def match_attention(kernel: loop.KernelOp) -> Attention | None:
+    """Returns the parts of a flash-attention kernel with f16/bf16 q, k, v, else None."""
+    ops = list(kernel.body.block.ops)
+    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
+        return None
+    reduces = [op for op in nest.body.block.ops if FLASH_ATTR in op.attributes]
+    if len(reduces) != 1 or not isinstance(reduce := reduces[0], loop.ReduceOp):
+        return None
+    inner = [op for op in reduce.body.block.ops if isinstance(op, loop.ReduceOp)]
+    if len(inner) != 1 or len(inner[0].extents) != 1:
+        return None
+    qk = inner[0]
+    product = qk.body.block.last_op.operands[0].owner  # type: ignore[union-attr]
+    if not isinstance(product, arith.MulfOp):
+        return None
+    nest_ops = list(nest.body.block.ops)
+    body_ops = [op for op in reduce.body.block.ops if not isinstance(op, loop.YieldOp)]
+    split = body_ops.index(qk)
+    qk_ops = [op for op in qk.body.block.ops if not isinstance(op, loop.YieldOp)]
+    program = [
+        *nest_ops[: nest_ops.index(reduce)],
+        *body_ops[:split],
+        *qk_ops,
+        qk,
+        *body_ops[split + 1 :],
+    ]
+    i, d = nest.body.block.args[-2:]
+    j, e = reduce.body.block.args[0], qk.body.block.args[0]
+    for q_value, k_value in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
+        q_ops = backward_slice([q_value], program)
+        k_ops = backward_slice([k_value], program)
+        if not depends_on(q_ops, [j, d]).isdisjoint({q_value}):
+            continue
+        if not depends_on(k_ops, [i, d]).isdisjoint({k_value}):
+            continue
+        break
+    else:
+        return None
+    end = reduce.body.block.last_op
+    assert isinstance(end, loop.YieldOp)
+    score, _, value = end.arguments
+    score_ops = backward_slice([score], program, [qk.res[0]])
+    value_ops = backward_slice([value], program)
+    if score in depends_on(score_ops, [d]) or value in depends_on(value_ops, [i, e]):
+        return None
+    if any(
+        isinstance(o, loop.ReduceOp | loop.ParallelOp | memref.StoreOp)
+        for op in score_ops
+        for o in op.walk()
+    ):
+        return None
+    types = _loaded_types([*q_ops, *k_ops, *value_ops])
+    if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
+        return None
+    return Attention(nest, reduce, qk, program, q_value, k_value, element, _causal(score_ops, i, j))
+
+
+def _causal(score_ops: Sequence[Operation], i: SSAValue, j: SSAValue) -> bool:
+    """Tells whether the score adds `j > i ? c : 0` with c ≤ −1e30 (a causal mask)."""
+    for op in score_ops:
+        if not isinstance(op, arith.SelectOp) or not isinstance(op.cond.owner, arith.CmpiOp):
+            continue
+        compare = op.cond.owner
+        masked, kept = op.lhs.owner, op.rhs.owner
+        if not isinstance(masked, arith.ConstantOp) or not isinstance(kept, arith.ConstantOp):
+            continue
+        above = (compare.predicate.value.data, compare.lhs, compare.rhs) in (
+            (8, j, i),  # ugt
+            (6, i, j),  # ult
+        )
+        values = (masked.value, kept.value)
+        if above and all(isinstance(v, FloatAttr) for v in values):
+            if values[0].value.data <= CAUSAL_FLOOR and values[1].value.data == 0.0:  # type: ignore[union-attr]
+                return any(isinstance(u.operation, arith.AddfOp) for u in op.result.uses)
+    return False
+
+
+def _check_dims(a: Attention, extents: Sequence[int]) -> bool:
+    head_qk, head_v = a.qk.extents[0], extents[-1]
+    return all(h % MMA_K == 0 and h <= MAX_HEAD_DIM for h in (head_qk, head_v))
+
+
+class ScheduleAttention(RewritePattern):
+    """Schedules a flash-attention kernel with f16/bf16 operands on tensor cores (FA2 style)."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
+        if self.knobs.attn != "sync" or not isinstance(op, loop.KernelOp):
+            return
+        if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
+            return
+        *batch, s_q, _ = a.nest.extents
+        kernel, em, mapping = new_kernel(op, (-(-s_q // BM), prod(batch), 1), (THREADS, 1, 1))
+        _AttentionEmitter(em, a, mapping).emit()
+        replace_kernel(rewriter, op, kernel)
+
+
+@dataclass
+class _Side:
+    """A staged operand: its loop-level ops and value, the index of its rows and columns."""
+
+    ops: list[Operation]
+    value: SSAValue
+    row_iv: SSAValue
+    col_iv: SSAValue
+    cols: int
+    smem: SSAValue
+
+
+class _AttentionEmitter:
+    """Emits the flash-attention block schedule."""
+
+    def __init__(self, em: Emitter, a: Attention, mapping: Mapping) -> None:
+        self.em, self.a, self.mapping = em, a, mapping
+        *self.batch_extents, self.s_q, self.head_v = a.nest.extents
+        self.s_k = a.reduce.extents[0]
+        self.head_qk = a.qk.extents[0]
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def alloc(self, shape: Sequence[int], element: Attribute, space: int) -> SSAValue:
+        return self.em.value(
+            tile.AllocOp(tile.memref_in(shape, element, space), space == tile.SHARED)
+        )
+
+    def load(self, buffer: SSAValue, *indices: int) -> SSAValue:
+        return self.em.value(memref.LoadOp.get(buffer, [self.em.index(i) for i in indices]))
+
+    def store(self, value: SSAValue, buffer: SSAValue, *indices: int) -> None:
+        self.em.op(memref.StoreOp.get(value, buffer, [self.em.index(i) for i in indices]))
+
+    def f(self, op: Operation) -> SSAValue:
+        return self.em.value(op)
+
+    def combine(self, kind: type[Operation], values: Sequence[SSAValue]) -> SSAValue:
+        """Returns values folded pairwise as a balanced tree of a binary float op."""
+        values = list(values)
+        while len(values) > 1:
+            values = [
+                self.f(kind(values[k], values[k + 1])) if k + 1 < len(values) else values[k]
+                for k in range(0, len(values), 2)
+            ]
+        return values[0]
+
+    def quad(self, values: Sequence[SSAValue], kind: type[Operation]) -> list[SSAValue]:
+        """Combines each value across the 4 lanes of a quad (the lanes holding one row)."""
+        block = Block(arg_types=[f32] * (2 * len(values)))
+        n = len(values)
+        results = [kind(block.args[k], block.args[n + k]) for k in range(n)]
+        for op in results:
+            block.add_op(op)
+        block.add_op(tile.YieldOp(*[op.results[0] for op in results]))
+        return list(self.em.op(tile.WarpReduceOp(list(values), Region(block), 4)).results)
+
+    # --- schedule --------------------------------------------------------------------------
+
+    def emit(self) -> None:
+        em, a = self.em, self.a
+        self.tid = em.value(tile.ThreadIdOp("x"))
+        lane, warp = em.rem(self.tid, WARP), em.div(self.tid, WARP)
+        self.g, self.t = em.div(lane, 4), em.rem(lane, 4)
+        self.r8 = em.rem(lane, 8)
+        self.lo8 = em.mul(em.rem(em.div(lane, 8), 2), 8)
+        self.hi8 = em.mul(em.div(lane, 16), 8)
+        self.q0 = em.mul(em.value(tile.BlockIdOp("x")), BM)
+        self.row_w = em.mul(warp, MMA_M)
+        flat = em.value(tile.BlockIdOp("y"))
+        for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
+            self.mapping[iv] = index
+        element = a.element
+        q_smem = self.alloc([BM, self.head_qk + PAD], element, tile.SHARED)
+        k_smem = self.alloc([BN, self.head_qk + PAD], element, tile.SHARED)
+        v_smem = self.alloc([BN, self.head_v + PAD], element, tile.SHARED)
+        q = _Side(a.ops_of(a.q_value), a.q_value, a.i, a.e, self.head_qk, q_smem)
+        k = _Side(a.ops_of(a.k_value), a.k_value, a.j, a.e, self.head_qk, k_smem)
+        value = a.yielded[2]
+        v = _Side(a.ops_of(value), value, a.j, a.d, self.head_v, v_smem)
+        self.stage(q, self.q0, self.s_q, BM)
+        em.op(tile.BarrierOp())
+        q_frags = [
+            list(
+                em.op(
+                    tile.LdMatrixOp(
+                        q_smem,
+                        [em.add(em.add(self.row_w, self.lo8), self.r8), em.add(kk, self.hi8)],
+                        False,
+                    )
+                ).results
+            )
+            for kk in range(0, self.head_qk, MMA_K)
+        ]
+        self.m = self.alloc([2], f32, tile.REGISTERS)
+        self.l = self.alloc([2], f32, tile.REGISTERS)
+        self.o = self.alloc([self.head_v // MMA_N, 4], f32, tile.REGISTERS)
+        minus_inf, zero = em.f32(float("-inf")), em.f32(0.0)
+        for h in range(2):
+            self.store(minus_inf, self.m, h)
+            self.store(zero, self.l, h)
+        for dt in range(self.head_v // MMA_N):
+            for r in range(4):
+                self.store(zero, self.o, dt, r)
+        end: SSAValue | int = self.s_k
+        if a.causal:
+            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
+        with em.for_loop(0, end, BN) as (j0, _, _):
+            self.stage(k, j0, self.s_k, BN)
+            self.stage(v, j0, self.s_k, BN)
+            em.op(tile.BarrierOp())
+            scores = self.scores(q_frags, k_smem)
+            probs = self.softmax(self.masked(scores, j0))
+            self.multiply_v(probs, v_smem)
+            em.op(tile.BarrierOp())
+            em.op(scf.YieldOp())
+        self.epilogue()
+
+    def stage(self, side: _Side, origin: SSAValue, extent: int, rows: int) -> None:
+        """Evaluates a side over `rows` rows from `origin` into shared memory, rounded to the
+        element type, with 16-byte vectors along its columns; rows past `extent` are 0."""
+        em, element = self.em, self.a.element
+        width = vector_width(side.ops, side.col_iv, side.cols, 8)
+        per_row = side.cols // width
+        with em.for_loop(self.tid, rows * per_row, THREADS) as (flat, _, _):
+            col = em.mul(em.rem(flat, per_row), width)
+            row = em.div(flat, per_row)
+            index = em.add(origin, row)
+            with em.if_(em.less(index, extent), [element] * width) as (then, other, if_op):
+                with em.into(then):
+                    local = dict(self.mapping) | {side.row_iv: index}
+                    lanes = LaneEmitter(em, side.col_iv, col, width).emit(
+                        [*side.ops, loop.YieldOp(side.value)], local
+                    )
+                    em.op(scf.YieldOp(*[self.narrow(lane[0]) for lane in lanes]))
+                assert other is not None
+                with em.into(other):
+                    zero = em.value(arith.ConstantOp(FloatAttr(0.0, element)))  # type: ignore[arg-type]
+                    em.op(scf.YieldOp(*[zero] * width))
+            if width == 1:
+                em.op(memref.StoreOp.get(if_op.results[0], side.smem, [row, col]))
+            else:
+                em.op(tile.VectorStoreOp(list(if_op.results), side.smem, [row, col]))
+            em.op(scf.YieldOp())
+
+    def narrow(self, value: SSAValue) -> SSAValue:
+        """Returns a side value as the element type: the loaded value when it was only widened."""
+        if isinstance(value.owner, arith.ExtFOp) and value.owner.input.type == self.a.element:
+            return value.owner.input
+        return self.em.value(arith.TruncFOp(value, self.a.element))
+
+    def scores(self, q_frags: list[list[SSAValue]], k_smem: SSAValue) -> list[list[SSAValue]]:
+        """Returns the warp's 16×BN dot products as BN/8 m16n8 accumulators (4 per lane)."""
+        em = self.em
+        zero = em.f32(0.0)
+        acc = [[zero] * 4 for _ in range(BN // MMA_N)]
+        for step, a_regs in enumerate(q_frags):
+            kk = step * MMA_K
+            for jj in range(BN // (2 * MMA_N)):
+                row = em.add(em.add(jj * 2 * MMA_N, self.hi8), self.r8)
+                regs = em.op(tile.LdMatrixOp(k_smem, [row, em.add(kk, self.lo8)], False)).results
+                for half in range(2):
+                    n = 2 * jj + half
+                    mma = tile.MmaSyncOp(
+                        self.a.element, a_regs, regs[2 * half : 2 * half + 2], acc[n]
+                    )
+                    acc[n] = list(em.op(mma).results)
+        return acc
+
+    def masked(self, acc: list[list[SSAValue]], j0: SSAValue) -> list[list[SSAValue]]:
+        """Applies the loop body's score expression (scale, mask) to each dot product; keys
+        past the end score −inf."""
+        em, a = self.em, self.a
+        score = a.yielded[0]
+        ops = a.ops_of(score, [a.qk.res[0]])
+        loads = any(isinstance(o, memref.LoadOp) for op in ops for o in op.walk())
+        minus_inf = em.f32(float("-inf"))
+        out = []
+        for n, regs in enumerate(acc):
+            row = []
+            for r, dot in enumerate(regs):
+                i = em.add(em.add(self.q0, self.row_w), em.add(self.g, 8 * (r // 2)))
+                j = em.add(j0, em.add(em.mul(self.t, 2), n * MMA_N + r % 2))
+                local = dict(self.mapping) | {a.qk.res[0]: dot, a.i: i, a.j: j}
+                if loads:
+                    # A mask read from memory must not be read past the ends.
+                    inside = em.all_of([em.less(i, self.s_q), em.less(j, self.s_k)])
+                    with em.if_(inside, [f32]) as (then, other, if_op):
+                        with em.into(then):
+                            for op in ops:
+                                em.op(op.clone(value_mapper=local))
+                            em.op(scf.YieldOp(local.get(score, score)))
+                        assert other is not None
+                        with em.into(other):
+                            em.op(scf.YieldOp(minus_inf))
+                    x = if_op.results[0]
+                else:
+                    for op in ops:
+                        em.op(op.clone(value_mapper=local))
+                    x = local.get(score, score)
+                    if self.s_k % BN:
+                        x = em.value(arith.SelectOp(em.less(j, self.s_k), x, minus_inf))
+                row.append(x)
+            out.append(row)
+        return out
+
+    def softmax(self, x: list[list[SSAValue]]) -> list[list[SSAValue]]:
+        """Updates the running max and sum of the lane's two rows, rescales O, returns P."""
+        em = self.em
+        log2e, lowest = em.f32(LOG2E), em.f32(LOWEST_F32)
+        probs = [[x[n][r] for r in range(4)] for n in range(len(x))]
+        tile_max = [
+            self.combine(
+                arith.MaximumfOp, [x[n][2 * h + c] for n in range(len(x)) for c in range(2)]
+            )
+            for h in range(2)
+        ]
+        tile_max = self.quad(tile_max, arith.MaximumfOp)
+        for h in range(2):
+            old = self.load(self.m, h)
+            new = self.f(arith.MaximumfOp(old, tile_max[h]))
+            floor = self.f(arith.MaximumfOp(new, lowest))
+            alpha = self.exp2(old, floor, log2e)
+            for n in range(len(x)):
+                for c in range(2):
+                    probs[n][2 * h + c] = self.exp2(x[n][2 * h + c], floor, log2e)
+            row_sum = self.combine(
+                arith.AddfOp, [probs[n][2 * h + c] for n in range(len(x)) for c in range(2)]
+            )
+            total = self.f(arith.AddfOp(self.f(arith.MulfOp(self.load(self.l, h), alpha)), row_sum))
+            self.store(total, self.l, h)
+            self.store(new, self.m, h)
+            for dt in range(self.head_v // MMA_N):
+                for c in range(2):
+                    scaled = self.f(arith.MulfOp(self.load(self.o, dt, 2 * h + c), alpha))
+                    self.store(scaled, self.o, dt, 2 * h + c)
+        return probs
+
+    def exp2(self, x: SSAValue, floor: SSAValue, log2e: SSAValue) -> SSAValue:
+        """Returns e^(x − floor) as exp2((x − floor)·log2 e)."""
+        shifted = self.f(arith.MulfOp(self.f(arith.SubfOp(x, floor)), log2e))
+        return self.f(fmath.Exp2Op(shifted))
+
+    def multiply_v(self, probs: list[list[SSAValue]], v_smem: SSAValue) -> None:
+        """Accumulates P·V into O; P's accumulator layout is the A-fragment layout."""
+        em, element = self.em, self.a.element
+        for kk in range(BN // MMA_K):
+            lo, hi = probs[2 * kk], probs[2 * kk + 1]
+            a_regs = [
+                self.f(tile.PackOp(lo[0], lo[1], element)),
+                self.f(tile.PackOp(lo[2], lo[3], element)),
+                self.f(tile.PackOp(hi[0], hi[1], element)),
+                self.f(tile.PackOp(hi[2], hi[3], element)),
+            ]
+            for dd in range(self.head_v // (2 * MMA_N)):
+                index = [
+                    em.add(kk * MMA_K + 0, em.add(self.lo8, self.r8)),
+                    em.add(dd * 2 * MMA_N, self.hi8),
+                ]
+                regs = em.op(tile.LdMatrixOp(v_smem, index, True)).results
+                for half in range(2):
+                    dt = 2 * dd + half
+                    old = [self.load(self.o, dt, r) for r in range(4)]
+                    mma = tile.MmaSyncOp(element, a_regs, regs[2 * half : 2 * half + 2], old)
+                    for r, new in enumerate(em.op(mma).results):
+                        self.store(new, self.o, dt, r)
+
+    def epilogue(self) -> None:
+        """Runs the loop kernel's epilogue (acc / max(l, 1), cast, store) per accumulator."""
+        em, a = self.em, self.a
+        nest_ops = list(a.nest.body.block.ops)
+        after = nest_ops[nest_ops.index(a.reduce) + 1 :]
+        program = [*nest_ops[: nest_ops.index(a.reduce)], *after]
+        totals = self.quad([self.load(self.l, h) for h in range(2)], arith.AddfOp)
+        width = vector_width(after, a.d, 2, 2)
+        width = width if self.head_v % width == 0 else 1
+        m, total, acc = a.reduce.res
+        for h in range(2):
+            i = em.add(em.add(self.q0, self.row_w), em.add(self.g, 8 * h))
+            maximum = self.load(self.m, h)
+            with em.if_(em.less(i, self.s_q)) as (then, _, _), em.into(then):
+                for dt in range(self.head_v // MMA_N):
+                    for c0 in range(0, 2, width):
+                        d = em.add(em.mul(self.t, 2), dt * MMA_N + c0)
+                        lanes = [
+                            {acc: self.load(self.o, dt, 2 * h + c), total: totals[h], m: maximum}
+                            for c in range(c0, c0 + width)
+                        ]
+                        local = dict(self.mapping) | {a.i: i}
+                        LaneEmitter(em, a.d, d, width).emit(program, local, lanes)
