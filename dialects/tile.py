@@ -587,7 +587,9 @@ class PackOp(IRDLOperation):
 
     def verify_(self) -> None:
         if not isinstance(self.element, Float16Type | BFloat16Type):
-            raise VerifyException(f"tile.pack: element type must be f16 or bf16, got {self.element}")
+            raise VerifyException(
+                f"tile.pack: element type must be f16 or bf16, got {self.element}"
+            )
 
 
 TENSOR_MAPS = "tile.tensor_maps"
