@@ -268,7 +268,7 @@ def capture_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--inputs",
         help="example input shapes and dtypes, e.g. '2x16x64xf32,64xbf16' (random normal "
-        "values); by default FILE's example_inputs() gives them",
+        "values); by default FILE's NAME_inputs() or example_inputs() gives them",
     )
     parser.add_argument("--name", default="forward", help="name of the captured func.func")
     return parser
@@ -315,12 +315,17 @@ def capture_command(args: argparse.Namespace) -> None:
         module = obj if isinstance(obj, torch.nn.Module) else obj() if callable(obj) else None
         if not isinstance(module, torch.nn.Module):
             raise CliError(f"{path}:{name} is not a torch.nn.Module nor returns one")
+        given = (getattr(source, f, None) for f in (f"{name}_inputs", "example_inputs"))
+        example = next((f for f in given if callable(f)), None)
         if args.inputs is not None:
             inputs = _example_inputs(args.inputs)
-        elif callable(getattr(source, "example_inputs", None)):
-            inputs = list(source.example_inputs())
+        elif example is not None:
+            inputs = list(example())
         else:
-            raise CliError(f"give --inputs (e.g. 2x16xf32) or define example_inputs() in {path}")
+            raise CliError(
+                f"give --inputs (e.g. 2x16xf32) or define {name}_inputs() or example_inputs() "
+                f"in {path}"
+            )
     except CliError:
         raise
     except Exception as exc:

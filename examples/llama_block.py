@@ -1,10 +1,12 @@
-"""A Llama/Qwen-style decoder block in plain PyTorch, for `tinyopt capture`.
+"""A Llama/Qwen-style decoder block and a small model stacking it, in plain PyTorch.
 
     tinyopt capture examples/llama_block.py:block                 # graph-dialect MLIR
     tinyopt capture examples/llama_block.py:block | tinyopt -p decompose
+    tinyopt capture examples/llama_block.py:model                 # embedding, 2 blocks, head
 
-`block()` builds it with random weights at a small size; `example_inputs()` gives the hidden
-states it is captured on.
+`block()` builds a block with random weights at a small size and `example_inputs()` gives the
+hidden states it is captured on; `model()` and `model_inputs()` (token ids) do the same for
+the stack.
 """
 
 from __future__ import annotations
@@ -67,6 +69,27 @@ class LlamaBlock(nn.Module):
         return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
 
 
+class LlamaModel(nn.Module):
+    """A small Llama-style language model: embedding, decoder blocks, RMSNorm, LM head."""
+
+    def __init__(
+        self, vocab: int, dim: int, heads: int, kv_heads: int, hidden: int, seq: int, layers: int
+    ):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, dim)
+        self.layers = nn.ModuleList(
+            LlamaBlock(dim, heads, kv_heads, hidden, seq) for _ in range(layers)
+        )
+        self.norm = RMSNorm(dim)
+        self.lm_head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, ids: Tensor) -> Tensor:
+        x = self.embed(ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.lm_head(self.norm(x))
+
+
 def block() -> LlamaBlock:
     """Return a small block: hidden 64, 4 query heads, 2 key/value heads, MLP 128, seq 16."""
     torch.manual_seed(0)
@@ -76,3 +99,14 @@ def block() -> LlamaBlock:
 def example_inputs() -> tuple[Tensor]:
     """Return the hidden states `block()` is captured on: batch 1, seq 16, hidden 64."""
     return (torch.randn(1, 16, 64),)
+
+
+def model() -> LlamaModel:
+    """Return a small model: vocab 256, two blocks of `block()`'s size."""
+    torch.manual_seed(0)
+    return LlamaModel(vocab=256, dim=64, heads=4, kv_heads=2, hidden=128, seq=16, layers=2)
+
+
+def model_inputs() -> tuple[Tensor]:
+    """Return the token ids `model()` is captured on: batch 1, seq 16."""
+    return (torch.randint(0, 256, (1, 16), generator=torch.Generator().manual_seed(0)),)
