@@ -1,0 +1,55 @@
+"""Runs every flash-attention kernel variant once on small shapes, for compute-sanitizer.
+
+Usage: compute-sanitizer --tool memcheck --error-exitcode 1 python benchmarks/sanitize_attention.py
+       compute-sanitizer --tool racecheck --error-exitcode 1 python benchmarks/sanitize_attention.py
+Each output is also checked against the float64 numpy reference.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.cuda.runtime import compile_module
+from tinyopt.compiler import lower
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from attention_programs import attention, attention_spelled_out  # noqa: E402
+
+PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+TOLERANCE = 1e-2
+
+
+def programs() -> list[tuple[str, str, str]]:
+    """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16."""
+    return [
+        ("d64 bf16 s130", attention(1, 2, 130, 64, "bf16"), PIPELINE),
+        ("d128 bf16 causal s97", attention(1, 2, 97, 128, "bf16", causal=True), PIPELINE),
+        ("d64 f16 gqa causal s77", attention(1, 4, 77, 64, "f16", True, kv_heads=2), PIPELINE),
+        ("d128 f16 s64", attention(2, 1, 64, 128, "f16"), PIPELINE),
+        (
+            "mask input bf16 s70",
+            attention_spelled_out(2, 70, 64, "bf16", scale=0.125),
+            "fuse,flash-attention,tile,to-cuda",
+        ),
+    ]
+
+
+def main() -> None:
+    failures = 0
+    for name, text, pipeline in programs():
+        program, module = lower(text, pipeline)
+        graph = graph_function(program)
+        inputs, arrays = device_inputs(graph, seed=3)
+        outputs = compile_module(module).function(graph.sym_name.data)(*arrays)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        errors = errors_against_reference(graph, outputs, inputs)
+        ok = all(e <= TOLERANCE for e in errors)
+        failures += not ok
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {max(errors):.1e}", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
