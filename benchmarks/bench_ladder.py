@@ -1,8 +1,9 @@
-"""The SGEMM ladder: one row per optimization step, each a knob setting of the `tile` pass.
+"""The matmul ladder: one row per optimization step, each a knob setting of the `tile` pass.
 
-Every step compiles the same graph program, `relu(matmul(x + bias, w))` at 4096³ fp32 (bias
-zero), checks it against a float64 torch result, and times it against cuBLAS in the same run.
-Usage: python benchmarks/bench_ladder.py [--size N] [--out ladder.md]
+Every step compiles `relu(x @ w)` (fp32 at size³, the split-K steps at 512×512×32768, the
+tensor-core steps in bf16), checks it against a float64 torch result, and times it against
+cuBLAS on the same shape and type in the same run (TF32 off).
+Usage: python benchmarks/bench_ladder.py [--size N] [--steps 0,3,9] [--out ladder.md]
 """
 
 from __future__ import annotations
@@ -14,12 +15,13 @@ import time
 
 import torch
 
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from programs import matmul_relu  # noqa: E402
+from programs import matmul_plain  # noqa: E402
 
-from ladder import LADDER, TALL_K  # noqa: E402
-from harness import compile_program, median_ms, publish  # noqa: E402
+from harness import compile_program, median_ms, publish, rel_error  # noqa: E402
+from ladder import LADDER  # noqa: E402
+
+TORCH_TYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 
 def main() -> None:
@@ -29,48 +31,39 @@ def main() -> None:
     parser.add_argument("--steps", default=None, help="comma-separated step numbers (from 0)")
     args = parser.parse_args()
     wanted = {int(i) for i in args.steps.split(",")} if args.steps else None
-    n = args.size
     torch.backends.cuda.matmul.allow_tf32 = False
-    a = torch.randn(n, n, device="cuda")
-    b = torch.randn(n, n, device="cuda")
-    bias = torch.zeros(n, device="cuda")
-    ref = torch.relu(a.double() @ b.double())
-    flops = 2 * n**3
-    cublas_ms = median_ms(lambda: torch.relu(a @ b))
+    cases: dict[tuple[str, tuple[int, int, int]], tuple] = {}
     rows = []
-    for number, (step, knobs) in enumerate(LADDER):
+    for number, step in enumerate(LADDER):
         if wanted is not None and number not in wanted:
             continue
-        pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
-        fn = compile_program(matmul_relu(n, n, n), pipeline)
-        out = fn(a, bias, b)
-        err = ((out.double() - ref).norm() / ref.norm()).item()
-        rep = 100 if "sequential" in knobs else 300
-        ms = median_ms(fn.bind(a, bias, b), warmup=20, rep=rep)
-        rows.append((step, knobs or "(none)", flops / ms / 1e9, cublas_ms / ms, err))
-        print(rows[-1], flush=True)
-    m = k = 512
-    tall = 32768
-    a = torch.randn(m, tall, device="cuda")
-    b = torch.randn(tall, k, device="cuda")
-    bias = torch.zeros(tall, device="cuda")
-    ref = torch.relu(a.double() @ b.double())
-    cublas_tall = median_ms(lambda: torch.relu(a @ b), warmup=20, rep=200)
-    flops_tall = 2 * m * k * tall
-    for step, knobs in TALL_K:
-        fn = compile_program(matmul_relu(m, k, tall), f"fuse,tile{{{knobs}}},to-cuda")
-        err = ((fn(a, bias, b).double() - ref).norm() / ref.norm()).item()
-        ms = median_ms(fn.bind(a, bias, b), warmup=20, rep=200)
-        rows.append((step, knobs, flops_tall / ms / 1e9, cublas_tall / ms, err))
-        print(rows[-1], flush=True)
+        m, n, k = shape = step.shape(args.size)
+        key = (step.dtype, shape)
+        if key not in cases:
+            x = torch.randn(m, k, device="cuda").to(TORCH_TYPES[step.dtype])
+            w = torch.randn(k, n, device="cuda").to(TORCH_TYPES[step.dtype])
+            cublas = median_ms(lambda x=x, w=w: torch.relu(x @ w), warmup=20, rep=200)
+            cases[key] = (x, w, torch.relu(x.double() @ w.double()), cublas)
+        x, w, ref, cublas = cases[key]
+        fn = compile_program(matmul_plain(m, n, k, step.dtype), step.pipeline)
+        err = rel_error(fn(x, w), ref)
+        rep = 100 if "sequential" in step.knobs else 300
+        ms = median_ms(fn.bind(x, w), warmup=20, rep=rep)
+        tflops = 2 * m * n * k / ms / 1e9
+        rows.append((number, step, shape, tflops, 2 * m * n * k / cublas / 1e9, cublas / ms, err))
+        print(rows[-1][0], step.name, f"{tflops:.1f} TFLOP/s {cublas / ms:.2f}x", flush=True)
     lines = [
-        f"SGEMM ladder, fp32 {n}³, {torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d')}; "
-        f"cuBLAS (TF32 off) {flops / cublas_ms / 1e9:.1f} TFLOP/s in the same run; tall-K rows: "
-        f"cuBLAS {flops_tall / cublas_tall / 1e9:.1f} TFLOP/s, ratios against that",
+        f"Matmul ladder, `relu(x @ w)`, {torch.cuda.get_device_name()}, "
+        f"{time.strftime('%Y-%m-%d')}; cuBLAS (TF32 off) on the same shape and type, same run",
         "",
-        "| step | knobs (`tile{...}`) | TFLOP/s | × cuBLAS | rel err |",
-        "|---|---|---|---|---|",
-        *(f"| {s} | `{k}` | {t:.1f} | {r:.2f} | {e:.1e} |" for s, k, t, r, e in rows),
+        "| # | step | type | M×N×K | knobs (`tile{...}`) | TFLOP/s | cuBLAS TFLOP/s | × cuBLAS "
+        "| rel err |",
+        "|---|---|---|---|---|---|---|---|---|",
+        *(
+            f"| {i} | {s.name} | {s.dtype} | {'×'.join(map(str, shape))} | `{s.knobs or '(none)'}` "
+            f"| {t:.1f} | {c:.1f} | {r:.2f} | {e:.1e} |"
+            for i, s, shape, t, c, r, e in rows
+        ),
     ]
     publish(lines, args.out)
 

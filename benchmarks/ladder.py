@@ -1,25 +1,65 @@
-"""The SGEMM ladder: each optimization step as a knob setting of the `tile` pass.
+"""The matmul ladder: each optimization step as a knob setting of the `tile` pass.
 
 Shared by the benchmark (bench_ladder.py), the sanitizer script (sanitize_matmul.py) and the
-SASS test (tests/test_sass.py), so the kernels measured are the kernels checked.
+SASS test (tests/test_sass.py), so the kernels measured are the kernels checked. Every step
+runs the same graph program, `relu(x @ w)` (`tests/programs.py: matmul_plain`), whose operands
+are plain loads, so the copy engines that move raw bytes (cp.async, TMA) apply to it too.
 """
 
-BLOCK = "bm=128 bn=128 bk=8 tm=8 tn=8"
-LADDER = [
-    ("naive: one thread per output", "schedule=sequential"),
-    ("shared-memory tiling 32x32x32", "bm=32 bn=32 bk=32 tm=1 tn=1 vec=1 stages=1 split=1 group=0"),
-    ("register tiling 8x8 per thread", "bm=64 bn=64 bk=8 tm=8 tn=8 vec=1 stages=1 split=1 group=0"),
-    ("128x128 block tile", f"{BLOCK} vec=1 stages=1 split=1 group=0"),
-    ("16-byte vector loads", f"{BLOCK} vec=4 stages=1 split=1 group=0"),
-    ("split fragments (LDS.128)", f"{BLOCK} vec=4 stages=1 split=2 group=0"),
-    ("double-buffered smem, 255 regs", f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=1"),
-    ("+ 2 blocks/SM (128 regs)", f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=2"),
-    ("+ grouped CTA raster (L2)", f"{BLOCK} vec=4 stages=2 split=2 group=8 minblocks=2"),
-    ("defaults (heuristic)", ""),
-]
+from __future__ import annotations
 
-TALL_K = [
-    ("tall K 512x512x32768, no split", "splitk=1"),
-    ("tall K 512x512x32768, split-K 8 (two-pass)", "splitk=8"),
-    ("tall K 512x512x32768, split-K 16 (two-pass)", "splitk=16"),
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    """One row of the ladder: what it shows, its knobs, the operand type, and its shape."""
+
+    name: str
+    knobs: str
+    dtype: str = "f32"
+    tall_k: bool = False
+    """Measured on 512×512×32768 (where split-K pays), not on size³."""
+
+    def shape(self, size: int) -> tuple[int, int, int]:
+        """Returns (M, N, K) of the step at ladder size `size`."""
+        return TALL_K_SHAPE if self.tall_k else (size, size, size)
+
+    @property
+    def pipeline(self) -> str:
+        return f"fuse,tile{{{self.knobs}}},to-cuda" if self.knobs else "fuse,tile,to-cuda"
+
+
+TALL_K_SHAPE = (512, 512, 32768)
+BLOCK = "bm=128 bn=128 bk=8 tm=8 tn=8"
+FP32 = f"{BLOCK} split=2 group=8 minblocks=2"
+"""The best register-staged SGEMM knobs: the base the copy-engine steps change one thing of."""
+
+LADDER = [
+    Step("naive: one thread per output", "schedule=sequential"),
+    Step(
+        "shared-memory tiling 32x32x32",
+        "bm=32 bn=32 bk=32 tm=1 tn=1 vec=1 stages=1 split=1 group=0",
+    ),
+    Step(
+        "register tiling 8x8 per thread",
+        "bm=64 bn=64 bk=8 tm=8 tn=8 vec=1 stages=1 split=1 group=0",
+    ),
+    Step("128x128 block tile", f"{BLOCK} vec=1 stages=1 split=1 group=0"),
+    Step("16-byte vector loads", f"{BLOCK} vec=4 stages=1 split=1 group=0"),
+    Step("split fragments (LDS.128)", f"{BLOCK} vec=4 stages=1 split=2 group=0"),
+    Step("double-buffered smem, 255 regs", f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=1"),
+    Step("+ 2 blocks/SM (128 regs)", f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=2"),
+    Step("+ grouped CTA raster (L2)", f"{FP32} vec=4 stages=2"),
+    Step("cp.async ring, 3 stages", f"{FP32} copy=cp_async stages=3"),
+    Step(
+        "cp.async, bk=16, 4 stages",
+        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 copy=cp_async stages=4",
+    ),
+    Step("defaults (heuristic)", ""),
+    Step("tall K, no split", "splitk=1", tall_k=True),
+    Step("tall K, split-K 8 (two-pass)", "splitk=8", tall_k=True),
+    Step("tall K, split-K 16 (two-pass)", "splitk=16", tall_k=True),
+    Step("tensor cores: mma.sync m16n8k16 + ldmatrix (bf16)", "mma=sync", dtype="bf16"),
+    Step("Hopper: wgmma + TMA + warp specialization (bf16)", "mma=wgmma", dtype="bf16"),
 ]

@@ -1,7 +1,10 @@
-"""Runs every SGEMM ladder step and the odd-shape matmul programs once, for compute-sanitizer.
+"""Runs every matmul ladder step and the odd-shape matmul programs once, for compute-sanitizer.
 
 Usage: compute-sanitizer --tool memcheck --error-exitcode 1 python benchmarks/sanitize_matmul.py
-Each kernel also has its output checked against float64 numpy; small shapes keep it fast.
+Each kernel also has its output checked against float64 numpy; small shapes keep it fast. Each
+ladder step runs at shapes that are not tile multiples (`ODD_SHAPES`): rows of 65 floats
+(scalar copies), of 68 (16-byte copies whose last tile runs past the data), and a K long
+enough for split-K.
 """
 
 from __future__ import annotations
@@ -21,15 +24,25 @@ from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from programs import CASES, matmul_relu  # noqa: E402
+from programs import CASES, matmul_plain  # noqa: E402
+
+
+ODD_SHAPES = ((257, 131, 65), (257, 132, 68), (65, 136, 2056))
+"""(M, N, K) each ladder step runs at; bf16 steps only where K is a multiple of 8 (the 16-byte
+rows TMA needs for mma=wgmma)."""
 
 
 def programs() -> list[tuple[str, str, str]]:
-    """Returns (name, program, pipeline): each ladder step at an odd shape, then test matmuls."""
-    out = [
-        (step, matmul_relu(257, 131, 65), f"fuse,tile{{{knobs}}},to-cuda") for step, knobs in LADDER
-    ]
+    """Returns (name, program, pipeline): each ladder step at odd shapes, then test matmuls."""
+    out = []
+    for step in LADDER:
+        for m, n, k in ODD_SHAPES:
+            if step.dtype == "bf16" and k % 8:
+                continue  # TMA (mma=wgmma) needs 16-byte rows; the test programs cover the rest
+            name = f"{step.name} {m}x{n}x{k}"
+            out.append((name, matmul_plain(m, n, k, step.dtype), step.pipeline))
     out += [(c.id, c.text, c.pipeline) for c in CASES if "matmul" in c.id or "bmm" in c.id]
+    out += [(c.id, c.text, c.pipeline) for c in CASES if "linear" in c.id]
     return out
 
 

@@ -1,6 +1,6 @@
 """The machine code (SASS) of the GEMM schedules: tensor-core instructions for `mma=sync` and
-`mma=wgmma` (HGMMA fed by TMA),
-128-bit shared loads and no local memory (spills, register arrays) for the FP32 SGEMM.
+`mma=wgmma` (HGMMA fed by TMA), 128-bit shared and global loads (LDG, or LDGSTS for cp.async)
+and no local memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked.
 
 Needs `cuobjdump` and `nvdisasm` (no GPU): from the CUDA toolkit on PATH, or from the pip
 packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm of the test extra, so CI runs these.
@@ -18,7 +18,7 @@ import pytest
 from programs import matmul_plain, matmul_relu, tile_with
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from ladder import LADDER, TALL_K  # noqa: E402
+from ladder import LADDER, Step  # noqa: E402
 
 from tinyopt.backends.cuda.nvrtc import compile_cuda
 from tinyopt.compiler import lower
@@ -88,29 +88,39 @@ def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Pat
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
 
 
-VECTOR_STEPS = [
-    (step, knobs)
-    for step, knobs in LADDER + TALL_K
-    if "vec=1" not in knobs and "schedule=sequential" not in knobs
+FP32_VECTOR_STEPS = [
+    s
+    for s in LADDER
+    if s.dtype == "f32" and "vec=1" not in s.knobs and "schedule=sequential" not in s.knobs
 ]
-"""Ladder steps from "16-byte vector loads" on (the earlier ones are scalar on purpose)."""
+"""FP32 ladder steps from "16-byte vector loads" on (the earlier ones are scalar on purpose)."""
+
+TENSOR_CORE_INSTRUCTIONS = {"mma=sync": "HMMA", "mma=wgmma": "HGMMA"}
+
+GLOBAL_128 = re.compile(r"\b(LDG\.E[.A-Z0-9]*\.128|LDGSTS\.E[.A-Z0-9]*\.128)\b")
+"""A 16-byte global load: into registers (LDG) or straight into shared memory (LDGSTS,
+cp.async)."""
 
 
-def ladder_program(knobs: str) -> str:
-    """Returns the program a ladder step is measured on (tall K for the split-K steps)."""
-    return matmul_relu(512, 512, 32768) if "splitk" in knobs else matmul_relu(4096, 4096, 4096)
+def ladder_program(step: Step) -> str:
+    """Returns the program a ladder step is measured on."""
+    return matmul_plain(*step.shape(4096), step.dtype)
 
 
-@pytest.mark.parametrize("step,knobs", LADDER + TALL_K, ids=[s for s, _ in LADDER + TALL_K])
-def test_ladder_kernels_keep_registers(step: str, knobs: str, tmp_path: Path) -> None:
-    pipeline = f"fuse,tile{{{knobs}}},to-cuda"
-    for name, code in sass_of_each(ladder_program(knobs), pipeline, tmp_path).items():
+@pytest.mark.parametrize("step", LADDER, ids=[s.name for s in LADDER])
+def test_ladder_kernels_keep_registers(step: Step, tmp_path: Path) -> None:
+    for name, code in sass_of_each(ladder_program(step), step.pipeline, tmp_path).items():
         assert not LOCAL_MEMORY.search(code), f"{name} uses local memory"
+        for knob, instruction in TENSOR_CORE_INSTRUCTIONS.items():
+            if knob in step.knobs:
+                assert instruction in code, f"{name} has no {instruction}"
 
 
-@pytest.mark.parametrize("step,knobs", VECTOR_STEPS, ids=[s for s, _ in VECTOR_STEPS])
-def test_vectorized_ladder_kernels_use_128_bit_loads(step: str, knobs: str, tmp_path: Path) -> None:
-    codes = sass_of_each(ladder_program(knobs), f"fuse,tile{{{knobs}}},to-cuda", tmp_path)
+@pytest.mark.parametrize("step", FP32_VECTOR_STEPS, ids=[s.name for s in FP32_VECTOR_STEPS])
+def test_vectorized_ladder_kernels_use_128_bit_loads(step: Step, tmp_path: Path) -> None:
+    codes = sass_of_each(ladder_program(step), step.pipeline, tmp_path)
     contraction = next(code for name, code in codes.items() if not name.endswith("_reduce"))
     assert "LDS.128" in contraction
-    assert re.search(r"LDG\.E[.A-Z0-9]*\.128", contraction)
+    assert GLOBAL_128.search(contraction)
+    if "copy=cp_async" in step.knobs:
+        assert "LDGSTS" in contraction and not re.search(r"\bLDG\.", contraction)
