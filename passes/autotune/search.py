@@ -216,12 +216,13 @@ def mcts(
     (the heuristic's value first); a rollout completes the configuration taking each
     remaining decision's prior value with probability `greed`, else a random one;
     backpropagation keeps the best (max) reward, not the mean, since only the best
-    configuration matters. Failed candidates get
-    reward 0 and their leaves are closed. A batch of leaves is selected before measuring,
+    configuration matters. Failed candidates get reward 0 and their leaves are closed. The
+    default configuration is measured first. A batch of leaves is selected before measuring,
     each visit counted at once, so a batch spreads over the tree.
     """
     state, rng = _Run(measure, budget, batch), random.Random(seed)
     root = _Node({}, space)
+    state.run([default_config(space)])
     while (n := state.left()) and not root.closed:
         picks: list[tuple[list[_Node], Config]] = []
         for _ in range(n):

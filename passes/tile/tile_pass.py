@@ -18,7 +18,7 @@ from xdsl.transforms.dead_code_elimination import dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
-from tinyopt.passes.autotune.cache import forget, tuned_knobs
+from tinyopt.passes.autotune import cache as tuning
 from tinyopt.passes.tile.attention import ScheduleAttention
 from tinyopt.passes.tile.contraction import ScheduleContraction
 from tinyopt.passes.tile.elementwise import ScheduleElementwise
@@ -45,9 +45,9 @@ class TilePass(Knobs, ModulePass):
         tile_kernels(ctx, op, lambda kernel: self._knobs_for(ctx, kernel))
 
     def _knobs_for(self, ctx: Context, kernel: loop.KernelOp) -> Knobs:
-        knobs, tuned = tuned_knobs(kernel, self)
-        if tuned and not _lowers(ctx, kernel, knobs):
-            forget(kernel)  # stale: the rules changed since it was tuned
+        knobs, tuned = tuning.tuned_knobs(kernel, self)
+        if tuned and lowering_error(ctx, kernel, knobs) is not None:
+            tuning.forget(kernel)  # stale: the rules changed since it was tuned
             return self
         return knobs
 
@@ -74,13 +74,14 @@ def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
     return GreedyRewritePatternApplier(rules)
 
 
-def _lowers(ctx: Context, kernel: loop.KernelOp, knobs: Knobs) -> bool:
-    """Returns whether the rules schedule a copy of `kernel` with `knobs` without a diagnostic."""
+def lowering_error(ctx: Context, kernel: loop.KernelOp, knobs: Knobs) -> str | None:
+    """Returns the diagnostic the rules give when scheduling a copy of `kernel` with `knobs`,
+    or None when they schedule it."""
     try:
         tile_kernels(ctx, ModuleOp([kernel.clone()]), lambda _: knobs)
-    except DiagnosticException:
-        return False
-    return True
+    except DiagnosticException as e:
+        return str(e)
+    return None
 
 
 def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp], Knobs]) -> None:

@@ -1,0 +1,73 @@
+"""`tinyopt explain`: the CUDA diff, and the measured latency, of one knob change on one kernel."""
+
+from __future__ import annotations
+
+import difflib
+import io
+
+from tinyopt.compiler import apply_pipeline, context
+from tinyopt.dialects import loop
+from tinyopt.passes.autotune.cache import kernel_key
+from tinyopt.passes.autotune.measure import Candidate, Program
+from tinyopt.passes.autotune.search import Config
+from tinyopt.passes.tile.knobs import KNOB, Knobs, check
+from tinyopt.passes.tile.tile_pass import tile_kernels
+from tinyopt.universe import CudaTarget
+
+
+def parse_config(text: str) -> Config:
+    """Parses `name=value ...` (as in `tile{...}`) into knobs; raises ValueError naming a
+    knob that does not exist or a value outside its domain."""
+    config: Config = {}
+    for word in text.replace(",", " ").split():
+        name, sep, value = word.partition("=")
+        if not sep or name not in KNOB:
+            raise ValueError(f"expected knob=value with a knob of {sorted(KNOB)}, got '{word}'")
+        default = KNOB[name].default
+        if isinstance(default, int):
+            if not value.lstrip("-").isdigit():
+                raise ValueError(f"tile: {name} takes an integer, got '{value}'")
+            config[name] = int(value)
+        else:
+            config[name] = value
+    check(Knobs(**config))
+    return config
+
+
+def pick_kernel(program: Program, name: str | None) -> loop.KernelOp:
+    """Returns the loop kernel `name` of the program, or its first; raises KeyError."""
+    kernels = loop.kernels(program.loop_module())
+    for kernel in kernels:
+        if name is None or kernel.sym_name.data == name:
+            return kernel
+    names = ", ".join(k.sym_name.data for k in kernels) or "none"
+    raise KeyError(f"no loop kernel @{name} after '{program.prefix}' (kernels: {names})")
+
+
+def cuda_text(program: Program, candidate: Candidate) -> str:
+    """Returns the program's CUDA C (as `-t cuda` prints it) under the candidate's knobs."""
+    module = program.loop_module()
+    tile_kernels(context(), module, candidate.knobs)
+    apply_pipeline(module, "to-cuda")
+    out = io.StringIO()
+    CudaTarget().emit(context(), module, out)
+    return out.getvalue()
+
+
+def sides(kernel: loop.KernelOp, base: Config, change: Config) -> tuple[Candidate, Candidate]:
+    """Returns the candidates before and after the change (other kernels at their defaults)."""
+    key = kernel_key(kernel)
+    return Candidate.of({key: base}), Candidate.of({key: {**base, **change}})
+
+
+def unified_diff(before: str, after: str, left: str, right: str) -> str:
+    """Returns the unified diff of two CUDA texts, labelled by their knobs."""
+    lines = difflib.unified_diff(
+        before.splitlines(keepends=True), after.splitlines(keepends=True), left, right
+    )
+    return "".join(lines)
+
+
+def label(config: Config) -> str:
+    """Returns `tile{...}` for a configuration (only knobs off their defaults)."""
+    return f"tile{{{Knobs(**config).describe()}}}"

@@ -1,0 +1,197 @@
+"""Measuring one candidate: lower and compile it, run it, check it, then time it.
+
+`build` lowers the program with a candidate's knobs and compiles its kernels with NVRTC (no
+GPU; the tuner runs it in a process pool). A `Runner` executes the compiled module and hands
+back its outputs and a way to time it; `measure_built` compares the outputs with the float64
+reference (`Gate`) before the time counts, so a fast wrong kernel never wins. The runner is
+the injectable part: `CudaRunner` on a GPU, a fake one in tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.backends import check
+from tinyopt.backends.cuda.errors import CudaCompileError, CudaError
+from tinyopt.backends.reference import run_reference
+from tinyopt.compiler import apply_pipeline, context, parse
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.autotune.cache import kernel_key
+from tinyopt.passes.autotune.search import Config
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.tile_pass import tile_kernels
+
+
+@dataclass(frozen=True)
+class Program:
+    """What is tuned: a graph function of an MLIR file, lowered by `prefix` before `tile`."""
+
+    text: str
+    func: str
+    prefix: str = "fuse"
+    arch: str = "sm_90a"
+    seed: int = 0
+
+    def loop_module(self) -> ModuleOp:
+        """Returns the program lowered to loop kernels (by `prefix`)."""
+        return apply_pipeline(parse(self.text), self.prefix)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The knobs of each kernel, by kernel key; kernels not named take the defaults."""
+
+    configs: tuple[tuple[str, tuple[tuple[str, int | str], ...]], ...]
+
+    @staticmethod
+    def of(configs: dict[str, Config]) -> Candidate:
+        """Builds a candidate from {kernel key: config}."""
+        return Candidate(tuple(sorted((k, tuple(sorted(c.items()))) for k, c in configs.items())))
+
+    def knobs(self, kernel: loop.KernelOp) -> Knobs:
+        """Returns the knobs this candidate gives `kernel`."""
+        return Knobs(**dict(dict(self.configs).get(kernel_key(kernel), ())))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A measured time in ms, or why the candidate failed (then it can never win)."""
+
+    ms: float | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Built:
+    """A candidate lowered to a `to-cuda` module whose kernels are compiled (in the cubin cache)."""
+
+    text: str
+    digest: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "digest", hashlib.sha256(self.text.encode()).hexdigest())
+
+
+def build(program: Program, candidate: Candidate) -> Built | Outcome:
+    """Lowers the program with the candidate's knobs and compiles every kernel with NVRTC."""
+    from tinyopt.backends.cuda.cache import cached_compile
+
+    module = program.loop_module()
+    try:
+        tile_kernels(context(), module, candidate.knobs)
+        apply_pipeline(module, "to-cuda")
+    except DiagnosticException as e:
+        return Outcome(None, f"does not lower: {e}")
+    for op in module.ops:
+        if isinstance(op, tile.CudaKernelOp):
+            try:
+                cached_compile(op.source.data, op.sym_name.data, program.arch)
+            except CudaCompileError as e:
+                first = next((line for line in e.log.splitlines() if "error" in line), e.log)
+                return Outcome(None, f"compile error: {first.strip()[:200]}")
+    return Built(str(module))
+
+
+class Gate:
+    """The program's random inputs and float64 reference outputs, and the tolerance."""
+
+    def __init__(self, program: Program) -> None:
+        graph = check.graph_function(parse(program.text), program.func)
+        self.name = program.func
+        self.inputs, self.device_inputs = check.device_inputs(graph, program.seed)
+        self.references = run_reference(graph, *self.inputs)
+        self.types = [check.element_type(t) for t in graph.function_type.outputs]
+
+    def wrong(self, outputs: Sequence[np.ndarray]) -> str | None:
+        """Returns why the outputs are wrong, or None when each is within its tolerance."""
+        for i, (out, ref, t) in enumerate(zip(outputs, self.references, self.types, strict=True)):
+            error = check.relative_error(check.from_storage(np.asarray(out), t), ref)
+            if not error <= check.TOLERANCES[t]:
+                return f"wrong result: output {i} rel error {error:.2e} > {check.TOLERANCES[t]:.0e}"
+        return None
+
+
+class Runner(Protocol):
+    """Runs a compiled candidate: its outputs, and a call that returns its time in ms."""
+
+    def run(
+        self, built: Built, name: str, inputs: Sequence[np.ndarray]
+    ) -> tuple[Sequence[np.ndarray], Callable[[], float]]: ...
+
+
+def time_host_function(function: Callable[..., object], inputs: Sequence[np.ndarray]) -> float:
+    """Returns the median time in ms of a host function's kernels (inputs uploaded once).
+
+    The one place the tuner times a kernel: a short probe sizes a window of about 20 ms
+    (10 to 100 repetitions) after warm-up.
+    """
+    from tinyopt.backends.cuda.timing import time_function
+
+    launch = function.launcher(*inputs)
+    probe = time_function(launch, [], warmup=2, reps=3)
+    reps = int(min(100, max(10, 20.0 / max(probe, 1e-3))))
+    return time_function(launch, [], warmup=3, reps=reps)
+
+
+class CudaRunner:
+    """Runs candidates on the current GPU."""
+
+    def run(
+        self, built: Built, name: str, inputs: Sequence[np.ndarray]
+    ) -> tuple[Sequence[np.ndarray], Callable[[], float]]:
+        from tinyopt.backends.cuda.runtime import compile_module
+
+        function = compile_module(parse(built.text)).function(name)
+        outputs = function(*inputs)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        return outputs, lambda: time_host_function(function, inputs)
+
+
+def measure_built(runner: Runner, gate: Gate, built: Built) -> Outcome:
+    """Runs a compiled candidate, rejects wrong outputs, and only then times it."""
+    try:
+        outputs, timer = runner.run(built, gate.name, gate.device_inputs)
+        if (wrong := gate.wrong(outputs)) is not None:
+            return Outcome(None, wrong)
+        return Outcome(timer())
+    except CudaError as e:
+        return Outcome(None, f"launch error: {str(e).splitlines()[0][:200]}")
+
+
+class Measurer(Protocol):
+    """Measures candidates of a program (in parallel where it can)."""
+
+    parallelism: int
+
+    def measure(self, program: Program, candidates: Sequence[Candidate]) -> list[Outcome]: ...
+
+
+class InProcessMeasurer:
+    """Builds and runs candidates one after another in this process (tests, small jobs)."""
+
+    parallelism = 1
+
+    def __init__(self, runner: Runner) -> None:
+        self.runner = runner
+        self.gates: dict[Program, Gate] = {}
+        self.seen: dict[str, Outcome] = {}
+
+    def measure(self, program: Program, candidates: Sequence[Candidate]) -> list[Outcome]:
+        """Measures each candidate; identical generated code is measured once."""
+        gate = self.gates.get(program) or self.gates.setdefault(program, Gate(program))
+        outcomes = []
+        for candidate in candidates:
+            built = build(program, candidate)
+            if isinstance(built, Built):
+                if built.digest not in self.seen:
+                    self.seen[built.digest] = measure_built(self.runner, gate, built)
+                built = self.seen[built.digest]
+            outcomes.append(built)
+        return outcomes

@@ -1,0 +1,70 @@
+"""The search space of one loop kernel: the knobs of the rule that schedules it.
+
+The tree branches only on knobs the kernel's rule reads (`RULE_KNOBS` in passes/tile/knobs.py),
+with the values the knob table gives; for a contraction the first decision is `mma`, which
+picks the rule. Values come in prior order, the knob's default first, so the first leaf of the
+tree is the heuristic's own schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from tinyopt.dialects import loop
+from tinyopt.passes.autotune.search import Config, Value
+from tinyopt.passes.tile.contraction import match_contraction
+from tinyopt.passes.tile.elementwise import elementwise_nest
+from tinyopt.passes.tile.knobs import KNOB, KNOBS, MMA_RULES, Knobs, rule_knobs
+from tinyopt.passes.tile.row_reduction import row_nest
+from tinyopt.passes.tile.split_k import SEQUENTIAL
+
+RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (
+    ("contraction", lambda k: SEQUENTIAL not in k.attributes and match_contraction(k)),
+    ("row_reduction", row_nest),
+    ("elementwise", elementwise_nest),
+)
+"""Which rule schedules a kernel: the first whose matcher accepts it (else `sequential`), in
+the tile pass's order; a contraction's rule is then chosen by `mma`."""
+
+_DEPENDED_ON = {other for knob in KNOBS for other, _, _ in knob.when}
+"""Knobs whose value changes another knob's domain: they are decided first."""
+
+
+def rule_of(kernel: loop.KernelOp) -> str:
+    """Returns the name of the rule family that schedules `kernel`."""
+    return next((name for name, matches in RULES if matches(kernel)), "sequential")
+
+
+class KernelSpace:
+    """The tree of knob decisions for one kernel."""
+
+    def __init__(self, kernel: loop.KernelOp) -> None:
+        self.rule = rule_of(kernel)
+        self.mmas: tuple[Value, ...] = KNOB["mma"].domain.values
+        """The `mma` values tried on a contraction (the tuner drops those that cannot apply)."""
+
+    def rule_for(self, config: Config) -> str:
+        """Returns the rule that schedules the kernel under (partial) `config`."""
+        return MMA_RULES[str(config["mma"])] if self.rule == "contraction" else self.rule
+
+    def next(self, partial: Config) -> tuple[str, Sequence[Value]] | None:
+        """Returns the next knob to decide and its values, the default first."""
+        if self.rule == "contraction" and "mma" not in partial:
+            return "mma", _prior(KNOB["mma"].default, self.mmas)
+        read = rule_knobs(self.rule_for(partial))
+        read = sorted(read, key=lambda r: r[0] not in _DEPENDED_ON)
+        for name, listed in read:
+            if name not in partial:
+                domain = KNOB[name].domain_in(Knobs(**partial)).values
+                values = (
+                    [v for v in listed if v in domain]
+                    if listed != KNOB[name].domain.values
+                    else domain
+                )
+                return name, _prior(KNOB[name].default, values or domain)
+        return None
+
+
+def _prior(default: Value, values: Sequence[Value]) -> tuple[Value, ...]:
+    """Orders values with the default first."""
+    return tuple(sorted(values, key=lambda v: v != default))
