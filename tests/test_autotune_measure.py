@@ -1,0 +1,123 @@
+"""The correctness gate of the tuner: a fast wrong candidate never wins (fake runner, no GPU),
+and the same on the GPU with a kernel edited to skip its work."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+
+from tinyopt.dialects import loop
+from tinyopt.passes.autotune.cache import kernel_key
+from tinyopt.passes.autotune.measure import (
+    Built,
+    Candidate,
+    CudaRunner,
+    Gate,
+    InProcessMeasurer,
+    Outcome,
+    Program,
+    build,
+    measure_built,
+)
+from tinyopt.passes.autotune.search import Budget
+from tinyopt.passes.autotune.tuner import tune
+
+SOFTMAX = """
+func.func @softmax(%x: tensor<16x256xf32>) -> tensor<16x256xf32> {
+  %y = graph.softmax %x {dim = 1 : i64} : tensor<16x256xf32>
+  func.return %y : tensor<16x256xf32>
+}
+"""
+PROGRAM = Program(SOFTMAX, "softmax")
+
+
+def default_text() -> str:
+    built = build(PROGRAM, Candidate.of({}))
+    assert isinstance(built, Built)
+    return built.text
+
+
+class WrongButFast:
+    """Correct outputs and 1 ms for the default schedule; every other candidate returns
+    garbage in 0.001 ms, so a tuner without a gate would pick one of them."""
+
+    def __init__(self) -> None:
+        self.default = default_text()
+        self.runs = 0
+
+    def run(self, built: Built, name: str, inputs: Sequence[np.ndarray]):
+        self.runs += 1
+        gate = Gate(PROGRAM)
+        right = [r.astype(np.float32) for r in gate.references]
+        if built.text == self.default:
+            return right, lambda: 1.0
+        return [r + 1.0 for r in right], lambda: 0.001
+
+
+def test_gate_rejects_the_faster_wrong_candidates() -> None:
+    runner = WrongButFast()
+    (result,) = tune(PROGRAM, InProcessMeasurer(runner), "mcts", Budget(trials=8))
+    assert result.best == (result.search.history[0][0], 1.0)  # the default, the only right one
+    failures = result.failures
+    assert len(failures) == 7 and runner.runs > 1
+    wrong = [reason for _, reason in failures if reason.startswith("wrong result")]
+    assert wrong, failures
+    assert all(r.startswith(("wrong result", "does not lower")) for _, r in failures)
+
+
+def test_gate_catches_nan_and_passes_the_reference() -> None:
+    gate = Gate(PROGRAM)
+    right = [r.astype(np.float32) for r in gate.references]
+    assert gate.wrong(right) is None
+    poisoned = [np.full_like(right[0], np.nan)]
+    assert gate.wrong(poisoned).startswith("wrong result: output 0 rel error nan")
+
+
+def test_build_reports_why_a_candidate_does_not_lower() -> None:
+    kernel = loop.kernels(PROGRAM.loop_module())[0]
+    outcome = build(PROGRAM, Candidate.of({kernel_key(kernel): {"threads": 64, "rows": 2}}))
+    assert outcome == Outcome(
+        None, "does not lower: tile: rows=2 needs threads <= 32 (one warp per row), got threads=64"
+    )
+
+
+def test_identical_code_is_measured_once() -> None:
+    runner = WrongButFast()
+    measurer = InProcessMeasurer(runner)
+    kernel = loop.kernels(PROGRAM.loop_module())[0]
+    same = [Candidate.of({}), Candidate.of({kernel_key(kernel): {"cache": 1}})]
+    assert measurer.measure(PROGRAM, same) == [Outcome(1.0), Outcome(1.0)]
+    assert runner.runs == 1
+
+
+class SkipWork(CudaRunner):
+    """Runs the real kernels, except that the marked candidate's kernel returns at once."""
+
+    def run(self, built: Built, name: str, inputs: Sequence[np.ndarray]):
+        body = built.text.index(") {\\0A", built.text.index("__global__")) + len(") {\\0A")
+        text = built.text[:body] + "    return;\\0A" + built.text[body:]
+        return super().run(Built(text), name, inputs)
+
+
+@requires_gpu
+def test_gate_on_the_gpu() -> None:
+    gate = Gate(PROGRAM)
+    built = build(PROGRAM, Candidate.of({}))
+    assert isinstance(built, Built)
+    right = measure_built(CudaRunner(), gate, built)
+    assert right.ms is not None and right.ms > 0, right
+    wrong = measure_built(SkipWork(), gate, built)
+    assert wrong.ms is None and wrong.reason.startswith("wrong result"), wrong
+
+
+@pytest.mark.parametrize("method", ["mcts", "random"])
+@requires_gpu
+def test_tune_on_the_gpu(method: str) -> None:
+    from tinyopt.passes.autotune.workers import GpuMeasurer
+
+    with GpuMeasurer(jobs=2) as measurer:
+        (result,) = tune(PROGRAM, measurer, method, Budget(trials=6))
+    assert result.default_ms is not None and result.best[1] <= result.default_ms
