@@ -5,8 +5,9 @@ when the pipeline ends with `to-cuda`. `tinyopt run FILE` also compiles the resu
 on random inputs and checks it against the numpy reference. `tinyopt capture FILE.py:NAME`
 prints the graph-dialect MLIR of a PyTorch module (needs the `torch` extra).
 `tinyopt check-assoc FILE` decides whether the folds of the file's step functions have a
-merge. Bad input is answered with a
-diagnostic on stderr and exit status 1, never a traceback.
+merge. `tinyopt tune FILE` searches each kernel's tile knobs on the GPU and caches the best;
+`tinyopt explain FILE --knob K=V` shows the CUDA diff (and latency) of one knob change.
+Bad input is answered with a diagnostic on stderr and exit status 1, never a traceback.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import importlib.util
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
@@ -29,6 +30,9 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
 from tinyopt.universe import TINYOPT_UNIVERSE
+
+if TYPE_CHECKING:
+    from tinyopt.passes.autotune.measure import Program
 
 DEFAULT_RUN_PIPELINE = "fuse,tile,to-cuda"
 """The pipeline `tinyopt run` applies when none is given."""
@@ -248,6 +252,141 @@ def check_assoc_command(args: argparse.Namespace) -> bool:
     return all(v.associative for v in verdicts)
 
 
+def _tuning_program(args: argparse.Namespace, arch: str) -> Program:
+    """Returns the graph function `tinyopt tune` / `explain` work on, parsed and checked."""
+    from tinyopt.passes.autotune.measure import Program
+
+    module = TinyoptMain([args.file]).parse_file()
+    module.verify()
+    try:
+        name = check.graph_function(module, args.func).sym_name.data
+    except KeyError as exc:
+        raise CliError(exc.args[0]) from None
+    check_pipeline(args.passes, TINYOPT_UNIVERSE.all_passes)
+    if {"tile", "to-cuda"} & {p.name for p in parse_pipeline(args.passes)}:
+        raise CliError(f"-p gives the passes before tile (e.g. 'fuse'), got '{args.passes}'")
+    return Program(Path(args.file).read_text(), name, args.passes, arch, args.seed)
+
+
+def _add_program_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="MLIR file holding a graph-level func.func")
+    parser.add_argument("--func", help="function to tune (default: the first one)")
+    parser.add_argument("-p", "--passes", default="fuse", help="passes before tile (default: fuse)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+
+
+def tune_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `tinyopt tune`."""
+    from tinyopt.passes.autotune.search import SEARCHES
+
+    parser = argparse.ArgumentParser(
+        prog="tinyopt tune",
+        description="Search the tile knobs of each kernel of FILE on the GPU (each candidate "
+        "checked against the float64 reference before its time counts) and store the best "
+        "in the tuning cache, which `tinyopt FILE -p fuse,tile,to-cuda` then uses "
+        "(docs/tuning.md).",
+    )
+    _add_program_arguments(parser)
+    parser.add_argument("--method", choices=sorted(SEARCHES), default="mcts")
+    parser.add_argument("--budget", type=int, default=64, help="trials per kernel (64)")
+    parser.add_argument("--time", type=float, help="seconds per kernel")
+    parser.add_argument("--patience", type=int, help="stop after N trials without improvement")
+    parser.add_argument("--jobs", type=int, help="build processes (default: one per CPU)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
+    return parser
+
+
+def tune_command(args: argparse.Namespace) -> None:
+    """Tune every kernel of a graph function, print a summary and store the results."""
+    from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
+
+    if not gpu_available():
+        raise CliError(
+            "tinyopt tune measures candidates on a CUDA GPU and none is available "
+            "(`tinyopt explain` shows a knob's CUDA diff without one)"
+        )
+    from tinyopt.passes.autotune.cache import TuningCache, db_path, gpu_model
+    from tinyopt.passes.autotune.report import failure_summary, progress_line, summary_table
+    from tinyopt.passes.autotune.search import Budget
+    from tinyopt.passes.autotune.tuner import tune
+    from tinyopt.passes.autotune.workers import GpuMeasurer
+
+    program = _tuning_program(args, arch_of_current_device())
+    budget = Budget(args.budget, args.time, args.patience)
+    path, gpu = db_path(), gpu_model()
+    end = "\r" if sys.stderr.isatty() else "\n"
+    cache = TuningCache(path) if path else None
+    try:
+        with GpuMeasurer(args.jobs, args.timeout) as measurer:
+            results = tune(
+                program,
+                measurer,
+                args.method,
+                budget,
+                cache,
+                gpu,
+                lambda p: print(progress_line(p), end=end, file=sys.stderr, flush=True),
+            )
+    finally:
+        if cache is not None:
+            cache.close()
+    print(file=sys.stderr)
+    print(summary_table(results))
+    if failures := failure_summary(results):
+        print("\nmost common failures:\n" + failures)
+    where = f"stored in {path} for {gpu}" if path else "not stored (TINYOPT_TUNING_DB=off)"
+    print(f"\ntuned configurations {where}")
+
+
+def explain_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of `tinyopt explain`."""
+    parser = argparse.ArgumentParser(
+        prog="tinyopt explain",
+        description="Show what one knob change does to a kernel: the unified diff of the "
+        "generated CUDA and, on a GPU, the measured latency of both sides.",
+    )
+    _add_program_arguments(parser)
+    parser.add_argument("--kernel", help="loop kernel to change (default: the first one)")
+    parser.add_argument(
+        "--knob", required=True, help="the change, as tile options: 'stages=1' or 'bm=64 bn=64'"
+    )
+    parser.add_argument(
+        "--base", default="", help="the configuration it applies to (default: the defaults)"
+    )
+    return parser
+
+
+def explain_command(args: argparse.Namespace) -> None:
+    """Print the CUDA diff of a knob change and, with a GPU, both sides' latency."""
+    from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
+    from tinyopt.passes.autotune import explain
+
+    gpu = gpu_available()
+    program = _tuning_program(args, arch_of_current_device() if gpu else "sm_90a")
+    try:
+        base, change = explain.parse_config(args.base), explain.parse_config(args.knob)
+        explain.parse_config(f"{args.base} {args.knob}")
+        kernel = explain.pick_kernel(program, args.kernel)
+    except (ValueError, KeyError) as exc:
+        raise CliError(exc.args[0]) from None
+    after_config = {**base, **change}
+    left, right = explain.sides(kernel, base, change)
+    labels = explain.label(base), explain.label(after_config)
+    before, after = explain.cuda_text(program, left), explain.cuda_text(program, right)
+    diff = explain.unified_diff(before, after, *labels)
+    print(diff or f"(the generated CUDA is the same with {labels[1]})")
+    if not gpu:
+        print("note: no CUDA GPU, so the latency of each side was not measured")
+        return
+    from tinyopt.passes.autotune.measure import CudaRunner, InProcessMeasurer
+
+    outcomes = InProcessMeasurer(CudaRunner()).measure(program, [left, right])
+    for text, outcome in zip(labels, outcomes, strict=True):
+        print(f"{text}: {f'{outcome.ms:.4f} ms' if outcome.ms is not None else outcome.reason}")
+    if outcomes[0].ms and outcomes[1].ms:
+        print(f"speedup: {outcomes[0].ms / outcomes[1].ms:.2f}x")
+
+
 CAPTURE_DTYPES = ("f32", "f16", "bf16")
 """Element types `tinyopt capture --inputs` accepts."""
 
@@ -350,6 +489,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = capture_parser().parse_args(argv[1:])
             where = args.target
             capture_command(args)
+        elif argv[:1] == ["tune"]:
+            args = tune_parser().parse_args(argv[1:])
+            where = args.file
+            tune_command(args)
+        elif argv[:1] == ["explain"]:
+            args = explain_parser().parse_args(argv[1:])
+            where = args.file
+            explain_command(args)
         elif argv[:1] == ["check-assoc"]:
             args = check_assoc_parser().parse_args(argv[1:])
             where = args.file
