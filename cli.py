@@ -146,10 +146,59 @@ class TinyoptMain(xDSLOptMain):
         return module
 
 
+_CLOSERS = {"{": "}", "(": ")", "[": "]"}
+
+
+def _unclosed_bracket(text: str) -> str | None:
+    """Return where the innermost bracket left open at the end of `text` is, as a phrase.
+
+    String literals and `//` comments are skipped; `<` is not tracked (`->` is not one).
+    """
+    stack: list[tuple[str, int, int]] = []
+    line, column, i = 1, 1, 0
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            end = text.find('"', i + 1)
+            while end > 0 and text[end - 1] == "\\":
+                end = text.find('"', end + 1)
+            end = len(text) if end < 0 else end
+            line, column = line + text.count("\n", i, end), column + (end - i)
+            i = end
+        elif text.startswith("//", i):
+            i = text.find("\n", i) - 1 if "\n" in text[i:] else len(text)
+        elif char in _CLOSERS:
+            stack.append((char, line, column))
+        elif char in _CLOSERS.values() and stack and _CLOSERS[stack[-1][0]] == char:
+            stack.pop()
+        if i < len(text) and text[i] == "\n":
+            line, column = line + 1, 0
+        i += 1
+        column += 1
+    if not stack:
+        return None
+    opener, line, column = stack[-1]
+    return f"expected '{_CLOSERS[opener]}' to close the '{opener}' at line {line}, column {column}"
+
+
 def _format_parse_error(error: ParseError) -> str:
-    """Format a parse error MLIR-style: `file:line:col: error: message` and the source line."""
+    """Format a parse error MLIR-style: `file:line:col: error: message` and the source line.
+
+    When the parser ran out of input, the message says so and names the bracket left open
+    (xDSL reports a truncated region as an empty "in block definition").
+    """
+    message = error.msg.strip()
+    content = error.span.input.content
+    text = content.decode(errors="replace") if isinstance(content, bytes) else content
+    if not text[error.span.start :].strip():
+        if not text.strip():
+            message = "empty input: expected an operation"
+        else:
+            if message in ("", "in block definition"):
+                message = _unclosed_bracket(text) or ""
+            message = f"unexpected end of input: {message[:1].lower()}{message[1:]}".rstrip(": ")
     context = error.span.print_with_context().splitlines()[1:]
-    return "\n".join([f"{error.span.get_location()}: error: {error.msg}", *context])
+    return "\n".join([f"{error.span.get_location()}: error: {message}", *context])
 
 
 def _format_diagnostic(error: DiagnosticException, where: str) -> str:

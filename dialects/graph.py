@@ -81,13 +81,21 @@ class GraphOp(IRDLOperation):
         return VerifyException(f"{self.name}: {message}")
 
     def tensor(self, what: str, value: SSAValue | Attribute) -> TensorType[AnyFloat]:
-        """Check that `value` (or a type) is a float tensor of an allowed dtype; return its type."""
+        """Check that `value` (or a type) is a non-empty float tensor of an allowed dtype.
+
+        Returns its type.
+        """
         type_ = value.type if isinstance(value, SSAValue) else value
         if not isinstance(type_, TensorType):
             raise self.fail(f"{what} must be a ranked tensor, got {type_}")
         if type_.element_type not in FLOAT_TYPES:
             raise self.fail(
                 f"{what} element type must be f32, f16 or bf16, got {type_.element_type}"
+            )
+        if 0 in type_.get_shape():
+            raise self.fail(
+                f"{what} shape {_fmt_shape(type_.get_shape())} has a dimension of size 0 "
+                "(empty tensors are not supported)"
             )
         return type_  # pyright: ignore[reportUnknownVariableType]
 

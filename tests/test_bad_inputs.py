@@ -23,7 +23,23 @@ FULL = "fuse,tile,to-cuda"
 
 CASES: dict[str, tuple[str, str, str]] = {
     # id: (corpus file, pipeline, expected message)
-    "truncated": ("truncated.mlir", FULL, "truncated.mlir:3:1: error: "),
+    "truncated": (
+        "truncated.mlir",
+        FULL,
+        "truncated.mlir:3:1: error: unexpected end of input: expected '}' to close the '{' at "
+        "line 1, column 54",
+    ),
+    "truncated type": (
+        "truncated_type.mlir",
+        FULL,
+        "truncated_type.mlir:2:32: error: unexpected end of input: expected shape type",
+    ),
+    "truncated attributes": (
+        "truncated_attributes.mlir",
+        FULL,
+        "truncated_attributes.mlir:2:39: error: unexpected end of input: '}' expected",
+    ),
+    "empty file": ("empty.mlir", FULL, "empty.mlir:1:1: error: empty input: expected an operation"),
     "missing brace": ("missing_brace.mlir", FULL, "missing_brace.mlir:4:1: error: "),
     "unknown op": ("unknown_op.mlir", FULL, "Operation graph.frobnicate is not registered"),
     "unknown attribute": (
@@ -49,7 +65,21 @@ CASES: dict[str, tuple[str, str, str]] = {
         "graph.softmax: dim 5 is out of range for rank 2",
     ),
     "i32 relu": ("i32_relu.mlir", FULL, "graph.relu: operand element type must be f32"),
-    "zero dim": ("zero_dim.mlir", FULL, "loop.parallel extents must be positive, got [0, 8]"),
+    "zero dim": (
+        "zero_dim.mlir",
+        FULL,
+        "graph.relu: operand shape 0x8 has a dimension of size 0 (empty tensors are not supported)",
+    ),
+    "zero dim reduced": (
+        "empty_reduce.mlir",
+        FULL,
+        "graph.reduce_sum: operand shape 4x0 has a dimension of size 0",
+    ),
+    "gather float ids": (
+        "gather_float_ids.mlir",
+        FULL,
+        "graph.gather: ids must be a ranked tensor of i32 or i64, got tensor<3xf32>",
+    ),
     "unknown pass": ("matmul_f32.mlir", "fuse,frobnicate", "unknown pass 'frobnicate'"),
     "unknown option": ("matmul_f32.mlir", "fuse,tile{nope=1}", "unknown option 'nope'"),
     "bad pipeline": ("matmul_f32.mlir", "fuse,tile{", "invalid pass pipeline 'fuse,tile{'"),
