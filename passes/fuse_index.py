@@ -170,6 +170,17 @@ def free_vars(e: Index) -> set[Var]:
             raise AssertionError(f"unexpected index expression {e}")
 
 
+def has_load(e: Index) -> bool:
+    """Return whether `e` depends on an id read from memory."""
+    match e:
+        case Loaded():
+            return True
+        case Bin(_, lhs, rhs):
+            return has_load(lhs) or has_load(rhs)
+        case _:
+            return False
+
+
 def point_vars(point: Point) -> set[Var]:
     """Return the loop variables any dimension of `point` depends on."""
     return set().union(*(free_vars(e) for e in point))

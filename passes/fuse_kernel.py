@@ -48,8 +48,10 @@ from tinyopt.passes.fuse_index import (
     Loaded,
     Point,
     Var,
+    bound,
     broadcast_point,
     gather_point,
+    has_load,
     point_vars,
     reshape_point,
     shift_into,
@@ -63,6 +65,9 @@ from tinyopt.passes.fuse_scalar import (
     lower_elementwise,
     to_f32,
 )
+
+INDEX_LIMIT = 2**31
+"""Kernels whose buffers all have fewer elements index with 32-bit `int`s (to-cuda)."""
 
 CONTRACTION_ATTR = "tinyopt.contraction"
 """Discardable unit attribute marking the `loop.reduce` of a matmul's K loop."""
@@ -145,7 +150,26 @@ class KernelBuilder:
             if self._matmul is not None:
                 self._value(self._matmul, root_point)
             self._store(self._value(self.root, root_point), root_point)
+        self._check_index_range()
         return self.kernel
+
+    def _check_index_range(self) -> None:
+        """Refuse a kernel whose index arithmetic would overflow the 32-bit indices it gets.
+
+        Kernels index with 32 bits unless a buffer has 2^31 elements or more (to-cuda's
+        rule), but an index into an inlined intermediate (a broadcast read through a
+        reshape) can exceed every buffer. Ids read by a gather are excluded: they are
+        clamped into their table.
+        """
+        largest = max((bound(e) - 1 for e in self._indices if not has_load(e)), default=0)
+        buffers = [self.root, *self.inputs]
+        if largest < INDEX_LIMIT or any(prod(shape_of(v)) >= INDEX_LIMIT for v in buffers):
+            return
+        raise DiagnosticException(
+            f"fuse: kernel @{self.kernel.sym_name.data} computes an index up to {largest}, "
+            "past the 32-bit indices of a kernel whose buffers have fewer than 2^31 elements "
+            "(an intermediate read through a reshape is larger than every buffer)"
+        )
 
     def _choose_kind(self, root_point: Point) -> tuple[Kind, int]:
         """Pick the kernel shape and how many leading loop variables are the outer level."""

@@ -3,7 +3,9 @@
 Every case runs `tinyopt` as a subprocess and must exit non-zero with a message naming the op
 or option and the problem, print no traceback, and leave no output file behind with `-o`.
 Tensors of 2^31 elements or more are not refused: kernels over them index with `long long`
-(backends/cuda/printer.py), which is checked here by compiling them with NVRTC.
+(backends/cuda/printer.py), which is checked here by compiling them with NVRTC. A kernel whose
+buffers are all smaller but whose index arithmetic is not (an intermediate larger than every
+buffer) is refused by `fuse`.
 """
 
 from __future__ import annotations
@@ -80,6 +82,11 @@ CASES: dict[str, tuple[str, str, str]] = {
         FULL,
         "graph.gather: ids must be a ranked tensor of i32 or i64, got tensor<3xf32>",
     ),
+    "wide intermediate": (
+        "wide_intermediate.mlir",
+        FULL,
+        "fuse: kernel @wide_0 computes an index up to 2147549183, past the 32-bit indices",
+    ),
     "unknown pass": ("matmul_f32.mlir", "fuse,frobnicate", "unknown pass 'frobnicate'"),
     "unknown option": ("matmul_f32.mlir", "fuse,tile{nope=1}", "unknown option 'nope'"),
     "bad pipeline": ("matmul_f32.mlir", "fuse,tile{", "invalid pass pipeline 'fuse,tile{'"),
@@ -139,3 +146,12 @@ def test_large_tensors_index_with_64_bits(name: str) -> None:
     sources = [op.properties["source"].data for op in module.ops if op.name == "tile.cuda_kernel"]
     assert sources and all("long long" in s and "int v" not in s for s in sources)
     compile_module(module, arch="sm_90a")
+
+
+def test_index_range_just_below_2_31_is_accepted_with_32_bit_indices() -> None:
+    """The largest index of the wide-intermediate case, one row short, stays in `int`."""
+    text = (CORPUS / "wide_intermediate.mlir").read_text()
+    narrow = text.replace("32769", "32768").replace("2147549184", "2147483648")
+    _, module = lower(narrow, FULL)
+    sources = [op.properties["source"].data for op in module.ops if op.name == "tile.cuda_kernel"]
+    assert sources and all("long long" not in s for s in sources)
