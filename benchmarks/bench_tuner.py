@@ -1,0 +1,176 @@
+"""Tuner evaluation: the best latency found versus trials for SP-MCTS, random search and
+(where the space allows) exhaustive search, on RMSNorm, softmax, fp32 GEMM 1024³ and 4096³ and
+bf16 GEMM 4096³.
+
+Usage: python benchmarks/bench_tuner.py --out DIR [--trials 64] [--cases rmsnorm,sgemm1024]
+
+Every method starts from the default schedule (trial 1). All methods share one measurer, so a
+candidate (or identical generated code) is built and timed once per run. Exhaustive search
+runs where the kernel's space has at most --exhaustive-limit configurations; elsewhere the
+reference is the best time any method found ("best known"). Writes DIR/tuner.md (the tables)
+and DIR/tuner.png (best latency / best known versus trials), and prints the summary last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from tinyopt.backends.cuda.nvrtc import arch_of_current_device
+from tinyopt.dialects import loop
+from tinyopt.passes.autotune.measure import Program
+from tinyopt.passes.autotune.search import Budget, space_size
+from tinyopt.passes.autotune.space import KernelSpace
+from tinyopt.passes.autotune.tuner import KernelResult, contraction_mmas, tune
+from tinyopt.passes.autotune.workers import GpuMeasurer
+from tinyopt.passes.tile.knobs import Knobs
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def matmul(n: int, dtype: str) -> str:
+    t = f"tensor<{n}x{n}x{dtype}>"
+    return (
+        f"func.func @matmul(%x: {t}, %w: {t}) -> {t} {{\n"
+        f"  %y = graph.matmul %x, %w : ({t}, {t}) -> {t}\n"
+        f"  func.return %y : {t}\n}}\n"
+    )
+
+
+CASES = {
+    "rmsnorm": ("RMSNorm f32 1024×4096", (EXAMPLES / "rmsnorm.mlir").read_text()),
+    "softmax": ("softmax f32 1×28×2048×2048", (EXAMPLES / "softmax.mlir").read_text()),
+    "sgemm1024": ("fp32 GEMM 1024³", matmul(1024, "f32")),
+    "sgemm4096": ("fp32 GEMM 4096³", matmul(4096, "f32")),
+    "bf16gemm4096": ("bf16 GEMM 4096³", matmul(4096, "bf16")),
+}
+METHODS = ("mcts", "random", "exhaustive")
+CHECKPOINTS = (1, 8, 16, 32, 64)
+
+
+def function_name(text: str) -> str:
+    return text.split("func.func @", 1)[1].split("(", 1)[0]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="folder for tuner.md and tuner.png")
+    parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
+    parser.add_argument("--trials", type=int, default=64, help="trials per method (64)")
+    parser.add_argument("--exhaustive-limit", type=int, default=600)
+    parser.add_argument("--batch", type=int, default=8, help="MCTS leaves measured per round")
+    parser.add_argument("--jobs", type=int, help="build processes (default: one per CPU)")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    arch = arch_of_current_device()
+    runs: dict[str, tuple[int, dict[str, KernelResult]]] = {}
+    start = time.monotonic()
+    with GpuMeasurer(args.jobs, timeout=30.0) as measurer:
+        for case in args.cases.split(","):
+            text = CASES[case][1]
+            program = Program(text, function_name(text), "fuse", arch)
+            (kernel,) = loop.kernels(program.loop_module())
+            space = KernelSpace(kernel)
+            if space.rule == "contraction":
+                space.mmas = tuple(contraction_mmas(kernel))
+            size = space_size(space, limit=args.exhaustive_limit + 1)
+            results = {}
+            for method in METHODS:
+                if method == "exhaustive" and size > args.exhaustive_limit:
+                    continue
+                trials = size if method == "exhaustive" else args.trials
+                batch = args.batch if method == "mcts" else measurer.parallelism
+                (results[method],) = tune(program, measurer, method, Budget(trials), batch=batch)
+                best = results[method].best
+                print(
+                    f"[{time.monotonic() - start:6.1f}s] {case} {method}: "
+                    f"{len(results[method].search.history)} trials, best "
+                    f"{best[1] if best else float('nan'):.4f} ms",
+                    flush=True,
+                )
+            runs[case] = (size, results)
+    tables = write_tables(runs, args.trials, args.exhaustive_limit)
+    (out / "tuner.md").write_text(tables + "\n")
+    print(f"\ntotal {time.monotonic() - start:.0f} s; wrote {out / 'tuner.md'}")
+    plot(runs, args.trials, out / "tuner.png")
+    print(tables.split("\n\n")[-1])
+
+
+def best_known(results: dict[str, KernelResult]) -> float:
+    return min(r.best[1] for r in results.values() if r.best)
+
+
+def write_tables(
+    runs: dict[str, tuple[int, dict[str, KernelResult]]], trials: int, limit: int
+) -> str:
+    curve = [
+        "| case | space | method | "
+        + " | ".join(f"best @{t}" for t in CHECKPOINTS if t <= trials)
+        + " | trials | failed |",
+        "|---|---|---|" + "---|" * len([t for t in CHECKPOINTS if t <= trials]) + "---|---|",
+    ]
+    summary = [
+        "| case | default ms | SP-MCTS ms | random ms | exhaustive / best known ms | "
+        "SP-MCTS vs default | SP-MCTS % of best | best knobs |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for case, (size, results) in runs.items():
+        reference = best_known(results)
+        space = f"{size}" if size <= limit else f"> {limit}"
+        for method, r in results.items():
+            points = " | ".join(
+                f"{r.search.best_after(t):.4f}" if r.search.best_after(t) else "-"
+                for t in CHECKPOINTS
+                if t <= trials
+            )
+            curve.append(
+                f"| {CASES[case][0]} | {space} | {method} | {points} | "
+                f"{len(r.search.history)} | {len(r.failures)} |"
+            )
+        tree, rand = results["mcts"], results["random"]
+        default = tree.default_ms
+        best_config = min((r.best for r in results.values() if r.best), key=lambda b: b[1])[0]
+        label = "exhaustive" if "exhaustive" in results else "best known"
+
+        def ms(r: KernelResult) -> str:
+            return f"{r.best[1]:.4f}" if r.best else "failed"
+
+        summary.append(
+            f"| {CASES[case][0]} | {default:.4f} | {ms(tree)} | {ms(rand)} | "
+            f"{reference:.4f} ({label}) | {default / tree.best[1]:.2f}× | "
+            f"{100 * reference / tree.best[1]:.0f}% | {Knobs(**best_config).describe()} |"
+        )
+    return "\n".join(curve) + "\n\n" + "\n".join(summary)
+
+
+def plot(runs: dict[str, tuple[int, dict[str, KernelResult]]], trials: int, path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"matplotlib is not installed: no {path} (pip install matplotlib)")
+        return
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 3.6), squeeze=False)
+    for ax, (case, (_, results)) in zip(axes[0], runs.items(), strict=True):
+        reference = best_known(results)
+        for method, r in results.items():
+            xs = range(1, min(trials, len(r.search.history)) + 1)
+            ys = [(r.search.best_after(t) or float("nan")) / reference for t in xs]
+            ax.plot(list(xs), ys, label=method)
+        ax.set_title(CASES[case][0], fontsize=9)
+        ax.set_xlabel("trials")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("best latency / best known")
+    axes[0][0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
