@@ -4,7 +4,7 @@ Builds (lowering and NVRTC, no GPU) run on every CPU. Each GPU gets its own proc
 with CUDA_VISIBLE_DEVICES, that computes the program's reference once and then runs, checks
 and times one compiled candidate at a time. A candidate that does not answer within
 `timeout` seconds is recorded as a timeout and its process replaced; so is one whose process
-died, and after a CUDA error the process is replaced too (its context may be unusable).
+died; after a CUDA error the process is replaced too (its context may be unusable).
 Identical generated code is measured once per measurer, across searches.
 """
 
@@ -24,6 +24,7 @@ from tinyopt.passes.autotune.measure import (
     Gate,
     Outcome,
     Program,
+    Runner,
     build,
     measure_built,
 )
@@ -43,10 +44,10 @@ def gpu_count() -> int:
     return int(count)
 
 
-def _gpu_main(conn: Connection, device: int) -> None:
+def _gpu_main(conn: Connection, device: int, runner_type: type[Runner]) -> None:
     """A GPU process: ("program", Program) sets up the gate; ("measure", Built) answers."""
     os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
-    runner, gate = CudaRunner(), None
+    runner, gate = runner_type(), None
     while True:
         try:
             request, payload = conn.recv()
@@ -57,23 +58,22 @@ def _gpu_main(conn: Connection, device: int) -> None:
             conn.send(Outcome(None))
         else:
             assert gate is not None
-            outcome = measure_built(runner, gate, payload)
-            conn.send(outcome)
-            if outcome.reason and outcome.reason.startswith("launch error"):
-                return
+            conn.send(measure_built(runner, gate, payload))
 
 
 class _GpuProcess:
     """One GPU's timing process, restarted when it hangs or dies."""
 
-    def __init__(self, device: int, timeout: float) -> None:
-        self.device, self.timeout = device, timeout
+    def __init__(self, device: int, timeout: float, runner_type: type[Runner]) -> None:
+        self.device, self.timeout, self.runner_type = device, timeout, runner_type
         self.program: Program | None = None
         self._start()
 
     def _start(self) -> None:
         self.conn, child = _SPAWN.Pipe()
-        self.process = _SPAWN.Process(target=_gpu_main, args=(child, self.device), daemon=True)
+        self.process = _SPAWN.Process(
+            target=_gpu_main, args=(child, self.device, self.runner_type), daemon=True
+        )
         self.process.start()
         child.close()
 
@@ -84,30 +84,34 @@ class _GpuProcess:
         self.program = None
         self._start()
 
-    def _ask(self, message: tuple, timeout: float) -> Outcome | None:
+    def _ask(self, message: tuple, timeout: float) -> Outcome | str:
+        """Returns the process's answer, or "crashed" or "timeout"."""
         try:
             self.conn.send(message)
-            if self.conn.poll(timeout):
-                return self.conn.recv()
+            if not self.conn.poll(timeout):
+                return "timeout"
+            return self.conn.recv()
         except (EOFError, OSError):
-            pass
-        return None
+            return "crashed"
 
     def measure(self, program: Program, built: Built) -> Outcome:
         """Runs, checks and times one candidate of `program`."""
         if not self.process.is_alive():
             self._restart()
         if self.program != program:
-            if self._ask(("program", program), 1800.0) is None:
+            if not isinstance(answer := self._ask(("program", program), 1800.0), Outcome):
                 self._restart()
-                return Outcome(None, "the GPU process failed to compute the reference")
+                return Outcome(None, f"the GPU process {answer} computing the reference")
             self.program = program
-        outcome = self._ask(("measure", built), self.timeout)
-        if outcome is None:
-            alive = self.process.is_alive()
+        answer = self._ask(("measure", built), self.timeout)
+        if not isinstance(answer, Outcome):
             self._restart()
-            return Outcome(None, f"timeout after {self.timeout:g} s" if alive else "crashed")
-        return outcome
+            return Outcome(
+                None, f"timeout after {self.timeout:g} s" if answer == "timeout" else "crashed"
+            )
+        if answer.reason is not None and answer.reason.startswith("launch error"):
+            self._restart()  # the CUDA context may be unusable after a fault
+        return answer
 
     def close(self) -> None:
         """Stops the process."""
@@ -118,12 +122,15 @@ class _GpuProcess:
 
 
 class GpuMeasurer:
-    """Measures candidates with `jobs` build processes and one process per visible GPU."""
+    """Measures candidates with `jobs` build processes and one process per visible GPU, each
+    running a `runner_type` (the GPU's `CudaRunner`; tests pass fakes)."""
 
-    def __init__(self, jobs: int | None = None, timeout: float = 60.0) -> None:
+    def __init__(
+        self, jobs: int | None = None, timeout: float = 60.0, runner_type: type[Runner] = CudaRunner
+    ) -> None:
         self.parallelism = jobs or os.cpu_count() or 1
         self.builders = ProcessPoolExecutor(self.parallelism, mp_context=_SPAWN)
-        self.gpus = [_GpuProcess(d, timeout) for d in range(max(1, gpu_count()))]
+        self.gpus = [_GpuProcess(d, timeout, runner_type) for d in range(max(1, gpu_count()))]
         self.idle: queue.Queue[_GpuProcess] = queue.Queue()
         for gpu in self.gpus:
             self.idle.put(gpu)
