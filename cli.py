@@ -341,6 +341,7 @@ def tune_parser() -> argparse.ArgumentParser:
     parser.add_argument("--time", type=float, help="seconds per kernel")
     parser.add_argument("--patience", type=int, help="stop after N trials without improvement")
     parser.add_argument("--jobs", type=int, help="build processes (default: one per CPU)")
+    parser.add_argument("--batch", type=int, default=8, help="candidates per search step (8)")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per candidate")
     return parser
 
@@ -375,6 +376,7 @@ def tune_command(args: argparse.Namespace) -> None:
                 cache,
                 gpu,
                 lambda p: print(progress_line(p), end=end, file=sys.stderr, flush=True),
+                args.batch,
             )
     finally:
         if cache is not None:
