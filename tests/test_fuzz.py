@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from fuzz.generate import check_compiles, check_loop_level, pipelines, programs
+from fuzz.reduce import op_count, reduce_program
 from hypothesis import HealthCheck, given, settings
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*.mlir"))
@@ -46,6 +47,24 @@ def test_regression(path: Path) -> None:
     pipeline = text.splitlines()[0].removeprefix("// PIPELINE: ")
     check_loop_level(text)
     check_compiles(text, pipeline)
+
+
+def test_reducer_keeps_only_what_the_failure_needs() -> None:
+    text = """
+    func.func @fuzz(%a0: tensor<3x5xf32>, %a1: tensor<5xf32>, %a2: tensor<3x2xf32>)
+        -> (tensor<3x5xf32>, tensor<3x7xf32>) {
+      %v1 = graph.tanh %a0 : tensor<3x5xf32>
+      %v2 = graph.broadcast %a1 : tensor<5xf32> -> tensor<3x5xf32>
+      %v3 = graph.add %v1, %v2 : tensor<3x5xf32>
+      %v4 = graph.softmax %v3 {dim = 1 : i64} : tensor<3x5xf32>
+      %v5 = graph.concat %v4, %a2 {dim = 1 : i64}
+          : (tensor<3x5xf32>, tensor<3x2xf32>) -> tensor<3x7xf32>
+      %v6 = graph.relu %v5 : tensor<3x7xf32>
+      func.return %v3, %v6 : tensor<3x5xf32>, tensor<3x7xf32>
+    }"""
+    small = reduce_program(text, lambda t: "graph.softmax" in t)
+    assert op_count(small) == 1 and "graph.softmax %a0" in small
+    assert "%a1" not in small and "%a2" not in small
 
 
 def test_summary(capsys: pytest.CaptureFixture[str]) -> None:

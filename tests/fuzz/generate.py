@@ -2,7 +2,8 @@
 
 A program is a chain of graph ops over small random shapes (odd sizes, size-1 dims) in one
 element type: elementwise unary and binary ops, explicit broadcasts, reductions over random
-axes, transposes, reshapes, (batched) matmuls, linear, softmax, rms_norm and layer_norm.
+axes, transposes, reshapes, slices, concats, gathers (on i64 ids), (batched) matmuls, linear,
+softmax, rms_norm and layer_norm.
 Ops with a restricted domain (log, sqrt, rsqrt, reciprocal, exp, div, pow) get operands
 through `exp(tanh(x))`, in [1/e, e], so values stay finite in every element type.
 
@@ -51,10 +52,14 @@ class _Builder:
     args: list[tuple[str, Shape]] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     count: int = 0
+    ids: set[str] = field(default_factory=set)
+    """Arguments holding i64 gather ids."""
 
-    def arg(self, shape: Shape) -> tuple[str, Shape]:
+    def arg(self, shape: Shape, ids: bool = False) -> tuple[str, Shape]:
         name = f"%a{len(self.args)}"
         self.args.append((name, shape))
+        if ids:
+            self.ids.add(name)
         return name, shape
 
     def fresh(self) -> str:
@@ -78,7 +83,9 @@ class _Builder:
         return self.unary("exp", self.unary("tanh", x))
 
     def text(self, outputs: list[tuple[str, Shape]]) -> str:
-        args = ", ".join(f"{n}: {_t(s, self.dtype)}" for n, s in self.args)
+        args = ", ".join(
+            f"{n}: {_t(s, 'i64' if n in self.ids else self.dtype)}" for n, s in self.args
+        )
         results = ", ".join(_t(s, self.dtype) for _, s in outputs)
         names = ", ".join(n for n, _ in outputs)
         body = "\n".join(self.lines)
@@ -193,6 +200,41 @@ def _matmul(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     return b.op(f"matmul {x[0]}, {w[0]} : ({types}) -> {_t(out, b.dtype)}", out)
 
 
+def _slice(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    dim = draw(st.integers(0, len(x[1]) - 1))
+    if x[1][dim] == 1:
+        return x
+    start = draw(st.integers(0, x[1][dim] - 1))
+    step = draw(st.sampled_from((1, 1, 2, 3)))
+    size = draw(st.integers(1, len(range(start, x[1][dim], step))))
+    shape = (*x[1][:dim], size, *x[1][dim + 1 :])
+    attrs = f"dim = {dim} : i64, start = {start} : i64, step = {step} : i64"
+    return b.op(f"slice {x[0]} {{{attrs}}} : {_t(x[1], b.dtype)} -> {_t(shape, b.dtype)}", shape)
+
+
+def _concat(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    dim = draw(st.integers(0, len(x[1]) - 1))
+    other = b.arg((*x[1][:dim], draw(st.sampled_from((1, 2, 3, 5))), *x[1][dim + 1 :]))
+    parts = draw(st.sampled_from(([x, other], [other, x], [x, other, x])))
+    shape = (*x[1][:dim], sum(p[1][dim] for p in parts), *x[1][dim + 1 :])
+    if prod(shape) > MAX_ELEMENTS:
+        return x
+    types = ", ".join(_t(p[1], b.dtype) for p in parts)
+    names = ", ".join(p[0] for p in parts)
+    text = f"concat {names} {{dim = {dim} : i64}} : ({types}) -> {_t(shape, b.dtype)}"
+    return b.op(text, shape)
+
+
+def _gather(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    """Reads rows of `x` (the table) at a new argument of i64 ids."""
+    ids = b.arg(_shape(draw, max_rank=2), ids=True)
+    shape = (*ids[1], *x[1][1:])
+    if prod(shape) > MAX_ELEMENTS:
+        return x
+    types = f"{_t(x[1], b.dtype)}, {_t(ids[1], 'i64')}"
+    return b.op(f"gather {x[0]}, {ids[0]} : ({types}) -> {_t(shape, b.dtype)}", shape)
+
+
 def _composite(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     t = _t(x[1], b.dtype)
     op = draw(st.sampled_from(("softmax", "rms_norm", "layer_norm")))
@@ -217,19 +259,23 @@ STEPS = {
     "reduce": _reduce,
     "transpose": _transpose,
     "reshape": _reshape,
+    "slice": _slice,
+    "concat": _concat,
+    "gather": _gather,
     "matmul": _matmul,
     "composite": _composite,
 }
 
 
 @st.composite
-def programs(draw: st.DrawFn, max_steps: int = 5) -> str:
-    """Draws the MLIR text of a random graph function `@fuzz`."""
+def programs(draw: st.DrawFn, max_steps: int = 5, gather: bool = True) -> str:
+    """Draws the MLIR text of a random graph function `@fuzz` (with gathers if `gather`)."""
     b = _Builder(draw(st.sampled_from(DTYPES)))
     x = b.arg(_shape(draw))
     outputs = []
+    steps = sorted(name for name in STEPS if gather or name != "gather")
     for _ in range(draw(st.integers(1, max_steps))):
-        x = STEPS[draw(st.sampled_from(sorted(STEPS)))](draw, b, x)
+        x = STEPS[draw(st.sampled_from(steps))](draw, b, x)
         if draw(st.integers(0, 5)) == 0:
             outputs.append(x)
     if not outputs or outputs[-1] is not x:
@@ -322,11 +368,13 @@ def check_loop_level(text: str) -> Outcome:
 
 def check_compiles(text: str, pipeline: str) -> Outcome:
     """Lowers `text` through `pipeline` and compiles every kernel with NVRTC for sm_90a."""
-    from tinyopt.backends.cuda.runtime import compile_module
+    from tinyopt.backends.cuda.cache import cached_compile
 
     try:
         module = apply_pipeline(parse(text), pipeline)
     except DiagnosticException as exc:
         return Outcome(str(exc))
-    compile_module(module, arch="sm_90a")
+    for op in module.ops:
+        if op.name == "tile.cuda_kernel":
+            cached_compile(op.properties["source"].data, op.properties["sym_name"].data)
     return Outcome()
