@@ -1,0 +1,201 @@
+"""Runs the example and test-program kernels under compute-sanitizer memcheck, racecheck, synccheck.
+
+    python benchmarks/sanitize_examples.py [--tools memcheck,racecheck,synccheck] [--jobs 16]
+
+The programs are examples/*.mlir, the cases of tests/programs.py whose work is small enough
+for the sanitizers (`MAX_WORK`; the larger ones are listed as skipped), and, where PyTorch is
+installed, the Llama block of examples/llama_block.py at a small size in f32 and bf16. A
+process pool lowers them all once (NVRTC compiles into the on-disk cubin cache); then one
+sanitizer process per tool runs this script with `--run`, which launches every program once
+on random inputs and checks the outputs against the float64 reference. Prints per tool the
+kernels run and the errors the sanitizer reports (racecheck's warnings too); exits 1 on any
+sanitizer error, wrong result or failed run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import pickle
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from math import prod
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))
+
+MAX_WORK = 2**27
+"""Largest work (result elements, times K for a matmul) of a test program run under the
+sanitizers; the examples always run."""
+
+TOOLS = ("memcheck", "racecheck", "synccheck")
+
+Program = tuple[str, str, str]
+"""(name, graph-level MLIR text, pipeline)."""
+
+
+def work(text: str) -> int:
+    """Return the work of a graph program: its ops' result elements, times K for matmuls."""
+    from xdsl.dialects.builtin import TensorType
+
+    from tinyopt.backends.check import graph_function
+    from tinyopt.compiler import parse
+    from tinyopt.dialects import graph
+
+    total = 0
+    for op in graph_function(parse(text)).body.block.ops:
+        for result in op.results:
+            if isinstance(result.type, TensorType):
+                elements = prod(result.type.get_shape())
+                if isinstance(op, graph.MatmulOp | graph.LinearOp):
+                    elements *= op.operands[0].type.get_shape()[-1]
+                total += elements
+    return total
+
+
+def llama_programs() -> list[Program]:
+    """Return the Llama example block at a small size in f32 and bf16 (none without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return []
+    import importlib.util
+
+    from tinyopt.compiler import DEFAULT_PIPELINE
+    from tinyopt.frontends.torch_fx import capture
+
+    spec = importlib.util.spec_from_file_location(
+        "llama_block", REPO / "examples" / "llama_block.py"
+    )
+    assert spec is not None and spec.loader is not None
+    llama = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(llama)
+    out = []
+    for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        block = llama.block().to(dtype).eval()
+        (x,) = llama.example_inputs()
+        text = str(capture(block, x.to(dtype)).module)
+        out.append((f"example_llama_block_{name}", text, DEFAULT_PIPELINE))
+    return out
+
+
+def programs() -> tuple[list[Program], list[str]]:
+    """Return the programs to sanitize and the names of those skipped as too large."""
+    from programs import CASES, EXAMPLE_CASES
+
+    chosen: list[Program] = [(case.id, case.text, case.pipeline) for case in EXAMPLE_CASES]
+    skipped: list[str] = []
+    for case in CASES:
+        if work(case.text) <= MAX_WORK:
+            chosen.append((case.id, case.text, case.pipeline))
+        else:
+            skipped.append(case.id)
+    return chosen + llama_programs(), skipped
+
+
+def lower(program: Program) -> tuple[str, str, str]:
+    """Lower one program and compile its kernels for sm_90a; return (name, graph, lowered)."""
+    from tinyopt.backends.cuda.cache import cached_compile
+    from tinyopt.compiler import lower as lower_text
+
+    name, text, pipeline = program
+    _, module = lower_text(text, pipeline)
+    for op in module.ops:
+        if op.name == "tile.cuda_kernel":
+            cached_compile(op.properties["source"].data, op.properties["sym_name"].data, "sm_90a")
+    return name, text, str(module)
+
+
+def run_all(path: Path) -> int:
+    """Run every lowered program of `path` once (the sanitized process); return the status."""
+    from tinyopt.backends.check import (
+        device_inputs,
+        errors_against_reference,
+        graph_function,
+        tolerance,
+    )
+    from tinyopt.backends.cuda.runtime import compile_module
+    from tinyopt.compiler import parse
+
+    lowered: list[tuple[str, str, str]] = pickle.loads(path.read_bytes())
+    kernels = failures = 0
+    for name, text, module_text in lowered:
+        graph = graph_function(parse(text))
+        module = parse(module_text)
+        inputs, arrays = device_inputs(graph, seed=5)
+        try:
+            outputs = compile_module(module).function(graph.sym_name.data)(*arrays)
+        except Exception as exc:  # report it and keep sanitizing the other programs
+            print(f"FAIL {name}: {type(exc).__name__}: {exc}", flush=True)
+            failures += 1
+            continue
+        kernels += sum(op.name == "tile.cuda_kernel" for op in module.ops)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        errors = errors_against_reference(graph, outputs, inputs)
+        if not all(e <= tolerance(graph) for e in errors):
+            print(f"FAIL {name}: error {max(errors):.1e}", flush=True)
+            failures += 1
+    print(f"ran {kernels} kernels of {len(lowered)} programs, {failures} failed", flush=True)
+    return 1 if failures else 0
+
+
+def sanitize(tool: str, sanitizer: str, path: Path) -> tuple[int, int, int, bool, str]:
+    """Run `--run` under one sanitizer tool.
+
+    Returns (kernels run, errors, racecheck warnings, whether the run itself passed, output);
+    errors is -1 when the sanitizer printed no summary.
+    """
+    command = [sanitizer, "--tool", tool, "--print-limit", "50"]
+    command += [sys.executable, __file__, "--run", str(path)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    output = result.stdout + result.stderr
+    ran = re.search(r"ran (\d+) kernels of \d+ programs, (\d+) failed", output)
+    summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
+    hazards = re.search(r"RACECHECK SUMMARY: .*?\((\d+) errors?, (\d+) warnings?\)", output)
+    errors = int(summary.group(1)) if summary else -1
+    warnings = int(hazards.group(2)) if hazards else 0
+    passed = ran is not None and ran.group(2) == "0" and result.returncode == 0
+    return (int(ran.group(1)) if ran else 0), errors, warnings, passed, output
+
+
+def main() -> int:
+    """Lower everything once, run it under each sanitizer tool, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated tools")
+    parser.add_argument("--jobs", type=int, default=16, help="processes lowering programs")
+    parser.add_argument(
+        "--sanitizer",
+        default=shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer",
+    )
+    parser.add_argument("--run", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.run is not None:
+        return run_all(args.run)
+    chosen, skipped = programs()
+    print(f"{len(chosen)} programs ({len(skipped)} skipped as too large: {', '.join(skipped)})")
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
+        lowered = list(pool.map(lower, chosen))
+    status = 0
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "programs.pickle"
+        path.write_bytes(pickle.dumps(lowered))
+        print(f"{'tool':<10} {'kernels':>8} {'errors':>7} {'warnings':>9}  result")
+        for tool in args.tools.split(","):
+            kernels, errors, warnings, passed, output = sanitize(tool, args.sanitizer, path)
+            ok = passed and errors == 0
+            status |= not ok
+            verdict = "ok" if ok else "FAILED"
+            print(f"{tool:<10} {kernels:>8} {errors:>7} {warnings:>9}  {verdict}", flush=True)
+            if not ok:
+                print("\n".join(output.splitlines()[-60:]))
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
