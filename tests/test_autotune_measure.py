@@ -121,3 +121,17 @@ def test_tune_on_the_gpu(method: str) -> None:
     with GpuMeasurer(jobs=2) as measurer:
         (result,) = tune(PROGRAM, measurer, method, Budget(trials=6))
     assert result.default_ms is not None and result.best[1] <= result.default_ms
+
+
+def test_progress_and_summary() -> None:
+    from tinyopt.passes.autotune.report import progress_line, summary_table
+
+    seen = []
+    (result,) = tune(
+        PROGRAM, InProcessMeasurer(WrongButFast()), "random", Budget(trials=5), progress=seen.append
+    )
+    assert [p.trials for p in seen] == [1, 2, 3, 4, 5]
+    assert all(p.default_ms == 1.0 and p.best_ms == 1.0 for p in seen)
+    assert progress_line(seen[2]).startswith("softmax_0: 3/5 trials  best 1.0000 ms  1.00x default")
+    table = summary_table([result])
+    assert "| softmax_0 | row_reduction | 5 | 4 | 1.0000 | 1.0000 | 1.00x | (defaults) |" in table

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.search import Config, Value
+from tinyopt.passes.tile.attention import match_attention
 from tinyopt.passes.tile.contraction import match_contraction
 from tinyopt.passes.tile.elementwise import elementwise_nest
 from tinyopt.passes.tile.knobs import KNOB, KNOBS, MMA_RULES, Knobs, rule_knobs
@@ -19,6 +20,7 @@ from tinyopt.passes.tile.row_reduction import row_nest
 from tinyopt.passes.tile.split_k import SEQUENTIAL
 
 RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (
+    ("attention", match_attention),
     ("contraction", lambda k: SEQUENTIAL not in k.attributes and match_contraction(k)),
     ("row_reduction", row_nest),
     ("elementwise", elementwise_nest),

@@ -89,28 +89,20 @@ def tune(
         if space.rule == "contraction":
             space.mmas = tuple(contraction_mmas(kernel))
         result = KernelResult(kernel.sym_name.data, kkey, space.rule, SearchResult())
-        start = time.monotonic()
+        start, times = time.monotonic(), []
 
-        def measure(configs: list[Config], result=result, kkey=kkey, start=start) -> list:
+        def measure(configs: list[Config], result=result, kkey=kkey, start=start, times=times):
             candidates = [Candidate.of({**chosen, kkey: c}) for c in configs]
             outcomes: list[Outcome] = measurer.measure(program, candidates)
             for config, outcome in zip(configs, outcomes, strict=True):
                 if outcome.reason is not None:
                     result.reasons[key(config)] = outcome.reason
+            times.extend(o.ms for o in outcomes)
             if progress is not None:
-                done = len(result.search.history) + len(configs)
-                times = [ms for _, ms in result.search.history] + [o.ms for o in outcomes]
                 timed = [t for t in times if t is not None]
-                progress(
-                    Progress(
-                        result.name,
-                        done,
-                        budget,
-                        min(timed) if timed else None,
-                        times[0] if times else None,
-                        time.monotonic() - start,
-                    )
-                )
+                best = min(timed) if timed else None
+                elapsed = time.monotonic() - start
+                progress(Progress(result.name, len(times), budget, best, times[0], elapsed))
             return [o.ms for o in outcomes]
 
         result.search = search(space, measure, budget, batch=batch or measurer.parallelism)
