@@ -1,11 +1,11 @@
 """Numpy executor for loop-level modules: a host `func.func` over memrefs and its `loop.kernel`s.
 
 The host function runs op by op (`memref.alloc`, `memref.get_global`, `loop.launch`,
-`func.return`); each launched kernel is interpreted scalar by scalar with Python floats
-(`loop.parallel` iterates its index space, `loop.reduce` folds its body's elements with its
-`combine` region from the `init` identity). It is slow and meant for tiny shapes: it checks
-what a pass produced against `run_reference`, not speed. Buffers follow `run_reference`'s
-convention (bf16 buffers are float32 arrays holding bf16 values).
+`func.return`); each launched kernel is compiled once into Python closures and run scalar by
+scalar with Python floats (`loop.parallel` iterates its index space, `loop.reduce` folds its
+body's elements with its `combine` region from the `init` identity). It is slow and meant
+for tiny shapes: it checks what a pass produced against `run_reference`, not speed. Buffers
+follow `run_reference`'s convention (bf16 buffers are float32 arrays holding bf16 values).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import itertools
 import math
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -124,6 +125,7 @@ class _Interpreter:
     """Runs the ops of loop kernels over numpy buffers."""
 
     def __init__(self, module: ModuleOp):
+        self.kernels: dict[str, tuple[_Block, int]] = {}
         self.symbols: dict[str, Operation] = {}
         for op in module.ops:
             name = op.properties.get("sym_name")
@@ -144,15 +146,25 @@ class _Interpreter:
             elif isinstance(op, memref.GetGlobalOp):
                 env[op.memref] = self._global(op.name_.root_reference.data)
             elif isinstance(op, loop.LaunchOp):
-                kernel = self.symbols[op.callee.root_reference.data]
-                assert isinstance(kernel, loop.KernelOp)
-                block = kernel.body.block
-                self.run_block(block, dict(zip(block.args, (env[a] for a in op.args))))
+                self._launch(op.callee.root_reference.data, [env[a] for a in op.args])
             elif isinstance(op, func.ReturnOp):
                 return [np.array(env[v]) for v in op.arguments]
             else:
                 raise NotImplementedError(f"run_loop_module cannot run host op '{op.name}'")
         raise ValueError(f"@{function.sym_name.data} has no func.return")
+
+    def _launch(self, name: str, buffers: list[np.ndarray]) -> None:
+        """Run kernel `name` on `buffers`, compiling it on its first launch."""
+        if name not in self.kernels:
+            kernel = self.symbols[name]
+            assert isinstance(kernel, loop.KernelOp)
+            compiler = _Compiler()
+            self.kernels[name] = (compiler.block(kernel.body.block), len(compiler.slots))
+        body, size = self.kernels[name]
+        env: list[Any] = [None] * size
+        for arg, buffer in zip(body.args, buffers, strict=True):
+            env[arg] = buffer
+        body.run(env)
 
     def _global(self, name: str) -> np.ndarray:
         op = self.symbols[name]
@@ -166,46 +178,119 @@ class _Interpreter:
             values = np.full(type_.get_shape(), values[0])
         return values.reshape(type_.get_shape()).astype(numpy_dtype(type_.element_type))
 
-    def run_block(self, block: Block, env: Env) -> list[Any]:
-        """Run `block`'s ops in `env`; return the values a `loop.yield` yields (else [])."""
+
+Step = Callable[[list[Any]], None]
+"""One op compiled to a closure over the value slots of its kernel."""
+
+
+@dataclass
+class _Block:
+    """A block compiled to steps: its argument slots, its steps, the slots it yields."""
+
+    args: list[int]
+    steps: list[Step]
+    yields: list[int]
+
+    def run(self, env: list[Any]) -> None:
+        for step in self.steps:
+            step(env)
+
+
+class _Compiler:
+    """Compiles a kernel's ops to closures once; values live in slots of one list.
+
+    Interpreting the IR op by op spent most of its time in xDSL's property accessors and
+    SSA-value hashing; a kernel body runs once per point of its index space.
+    """
+
+    def __init__(self) -> None:
+        self.slots: dict[SSAValue, int] = {}
+
+    def slot(self, value: SSAValue) -> int:
+        return self.slots.setdefault(value, len(self.slots))
+
+    def block(self, block: Block) -> _Block:
+        args = [self.slot(a) for a in block.args]
+        steps: list[Step] = []
         for op in block.ops:
             if isinstance(op, loop.YieldOp):
-                return [env[v] for v in op.arguments]
-            self._run_op(op, env)
-        return []
+                return _Block(args, steps, [self.slot(v) for v in op.arguments])
+            steps.append(self.step(op))
+        return _Block(args, steps, [])
 
-    def _run_op(self, op: Operation, env: Env) -> None:
+    def step(self, op: Operation) -> Step:
+        ins = [self.slot(o) for o in op.operands]
+        out = self.slot(op.results[0]) if op.results else -1
         if op.name in _SCALAR:
-            env[op.results[0]] = _SCALAR[op.name](*(env[o] for o in op.operands))
-        elif op.name == "arith.constant":
+            return _scalar_step(_SCALAR[op.name], ins, out)
+        if op.name == "arith.constant":
             value = op.properties["value"]
             assert isinstance(value, FloatAttr | IntegerAttr)
-            env[op.results[0]] = value.value.data
-        elif isinstance(op, arith.CmpiOp):
-            compare = _CMPI[op.predicate.value.data]
-            env[op.result] = compare(env[op.lhs], env[op.rhs])
-        elif op.name == "arith.truncf":
-            env[op.results[0]] = _round(env[op.operands[0]], op.results[0].type)
-        elif isinstance(op, memref.LoadOp):
-            env[op.res] = float(env[op.memref][tuple(env[i] for i in op.indices)])
-        elif isinstance(op, memref.StoreOp):
-            env[op.memref][tuple(env[i] for i in op.indices)] = env[op.value]
-        elif isinstance(op, loop.ParallelOp):
-            block = op.body.block
-            for point in itertools.product(*(range(e) for e in op.extents)):
-                self.run_block(block, env | dict(zip(block.args, point)))
-        elif isinstance(op, loop.ReduceOp):
-            self._reduce(op, env)
-        else:
-            raise NotImplementedError(f"run_loop_module cannot run kernel op '{op.name}'")
+            return _scalar_step(lambda v=value.value.data: v, [], out)
+        if isinstance(op, arith.CmpiOp):
+            return _scalar_step(_CMPI[op.predicate.value.data], ins, out)
+        if op.name == "arith.truncf":
+            type_ = op.results[0].type
+            return _scalar_step(lambda a: _round(a, type_), ins, out)
+        if isinstance(op, memref.LoadOp):
+            buffer, indices = ins[0], ins[1:]
 
-    def _reduce(self, op: loop.ReduceOp, env: Env) -> None:
-        body, combine = op.body.block, op.combine.block
-        state = [env[v] for v in op.init]
-        for point in itertools.product(*(range(e) for e in op.extents)):
-            element = self.run_block(body, env | dict(zip(body.args, point)))
-            state = self.run_block(combine, env | dict(zip(combine.args, state + element)))
-        env.update(zip(op.res, state))
+            def load(env: list[Any]) -> None:
+                env[out] = float(env[buffer][tuple([env[i] for i in indices])])
+
+            return load
+        if isinstance(op, memref.StoreOp):
+            value, buffer, indices = ins[0], ins[1], ins[2:]
+
+            def store(env: list[Any]) -> None:
+                env[buffer][tuple([env[i] for i in indices])] = env[value]
+
+            return store
+        if isinstance(op, loop.ParallelOp):
+            return _parallel_step(self.block(op.body.block), op.extents)
+        if isinstance(op, loop.ReduceOp):
+            body, combine = self.block(op.body.block), self.block(op.combine.block)
+            return _reduce_step(body, combine, op.extents, ins, [self.slot(r) for r in op.res])
+        raise NotImplementedError(f"run_loop_module cannot run kernel op '{op.name}'")
+
+
+def _scalar_step(fn: Callable[..., Any], ins: list[int], out: int) -> Step:
+    if len(ins) == 1:
+        (a,) = ins
+        return lambda env: env.__setitem__(out, fn(env[a]))
+    if len(ins) == 2:
+        a, b = ins
+        return lambda env: env.__setitem__(out, fn(env[a], env[b]))
+    return lambda env: env.__setitem__(out, fn(*[env[i] for i in ins]))
+
+
+def _parallel_step(body: _Block, extents: Sequence[int]) -> Step:
+    def parallel(env: list[Any]) -> None:
+        for point in itertools.product(*(range(e) for e in extents)):
+            for arg, index in zip(body.args, point):
+                env[arg] = index
+            body.run(env)
+
+    return parallel
+
+
+def _reduce_step(
+    body: _Block, combine: _Block, extents: Sequence[int], init: list[int], res: list[int]
+) -> Step:
+    def reduce(env: list[Any]) -> None:
+        state = [env[i] for i in init]
+        for point in itertools.product(*(range(e) for e in extents)):
+            for arg, index in zip(body.args, point):
+                env[arg] = index
+            body.run(env)
+            for arg, value in zip(combine.args, state + [env[i] for i in body.yields]):
+                env[arg] = value
+            combine.run(env)
+            state = [env[i] for i in combine.yields]
+        for slot, value in zip(res, state):
+            env[slot] = value
+
+    return reduce
 
 
 def run_loop_module(module: ModuleOp, func_name: str, *arrays: np.ndarray) -> list[np.ndarray]:
