@@ -137,7 +137,7 @@ def time_host_function(function: HostFunction, inputs: Sequence[np.ndarray]) -> 
     """Returns the median time in ms of a host function's kernels (inputs uploaded once).
 
     The one place the tuner times a kernel: the launches are bound once, a short probe sizes a
-    window of about 20 ms (10 to 100 repetitions) after warm-up, and short kernels are replayed
+    window of about 20 ms (5 to 100 repetitions) after warm-up, and short kernels are replayed
     from a CUDA graph.
     """
     from tinyopt.backends.cuda.timing import time_function
@@ -145,8 +145,8 @@ def time_host_function(function: HostFunction, inputs: Sequence[np.ndarray]) -> 
     bound = function.bind(*inputs)
     probe = time_function(bound, [], warmup=2, reps=3)
     launch = bound.graph() if probe < SHORT_MS else bound
-    reps = int(min(100, max(10, 20.0 / max(probe, 1e-3))))
-    return time_function(launch, [], warmup=3, reps=reps)
+    reps = int(min(100, max(5, 20.0 / max(probe, 1e-3))))
+    return time_function(launch, [], warmup=2, reps=reps)
 
 
 class CudaRunner:

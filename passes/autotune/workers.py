@@ -10,11 +10,12 @@ Identical generated code is measured once per measurer, across searches.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 import queue
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor, as_completed
 from multiprocessing.connection import Connection
 
 from tinyopt.passes.autotune.measure import (
@@ -59,6 +60,7 @@ def _gpu_main(conn: Connection, device: int, runner_type: type[Runner]) -> None:
         else:
             assert gate is not None
             conn.send(measure_built(runner, gate, payload))
+            gc.collect()  # free the candidate's device buffers now, not when cycles are found
 
 
 class _GpuProcess:
@@ -146,19 +148,17 @@ class GpuMeasurer:
             self.idle.put(gpu)
 
     def measure(self, program: Program, candidates: Sequence[Candidate]) -> list[Outcome]:
-        """Builds the candidates in parallel, then times each distinct one on a free GPU."""
+        """Builds the candidates in parallel; each distinct build goes to a free GPU as soon
+        as it is ready, so building and timing overlap."""
         todo = [c for c in dict.fromkeys(candidates) if (program, c) not in self.built]
-        for candidate, result in zip(
-            todo, self.builders.map(build, [program] * len(todo), todo), strict=True
-        ):
-            self.built[program, candidate] = result
-        fresh = {
-            b.digest: b
-            for c in candidates
-            if isinstance(b := self.built[program, c], Built) and b.digest not in self.seen
-        }
-        timed = self.dispatch.map(lambda b: self._on_gpu(program, b), fresh.values())
-        self.seen.update(zip(fresh, timed, strict=True))
+        builds = {self.builders.submit(build, program, c): c for c in todo}
+        timing: dict[str, Future[Outcome]] = {}
+        for done in as_completed(builds):
+            result = self.built[program, builds[done]] = done.result()
+            fresh = isinstance(result, Built) and result.digest not in self.seen
+            if fresh and result.digest not in timing:
+                timing[result.digest] = self.dispatch.submit(self._on_gpu, program, result)
+        self.seen.update((digest, future.result()) for digest, future in timing.items())
         results = [self.built[program, c] for c in candidates]
         return [self.seen[r.digest] if isinstance(r, Built) else r for r in results]
 
