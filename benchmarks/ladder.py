@@ -21,6 +21,14 @@ class Step:
     tall_k: bool = False
     """Measured on 512×512×32768 (where split-K pays), not on size³."""
 
+    def runs_at(self, m: int, n: int, k: int) -> bool:
+        """Whether the step's kernels take (M, N, K): TMA (`copy=tma`, `mma=wgmma`) needs rows
+        of A [M, K] and B [K, N] that are multiples of 16 bytes."""
+        if "copy=tma" not in self.knobs and "mma=wgmma" not in self.knobs:
+            return True
+        per_16_bytes = 4 if self.dtype == "f32" else 8
+        return k % per_16_bytes == 0 and n % per_16_bytes == 0
+
     def shape(self, size: int) -> tuple[int, int, int]:
         """Returns (M, N, K) of the step at ladder size `size`."""
         return TALL_K_SHAPE if self.tall_k else (size, size, size)
@@ -55,6 +63,14 @@ LADDER = [
     Step(
         "cp.async, bk=16, 4 stages",
         "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 copy=cp_async stages=4",
+    ),
+    Step(
+        "TMA ring (thread 0 issues), bk=16, 4 stages",
+        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 copy=tma ws=0 stages=4",
+    ),
+    Step(
+        "warp specialization: TMA producer warp",
+        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 copy=tma ws=1 stages=4",
     ),
     Step("defaults (heuristic)", ""),
     Step("tall K, no split", "splitk=1", tall_k=True),

@@ -28,8 +28,8 @@ from programs import CASES, matmul_plain  # noqa: E402
 
 
 ODD_SHAPES = ((257, 131, 65), (257, 132, 68), (65, 136, 2056))
-"""(M, N, K) each ladder step runs at; bf16 steps only where K is a multiple of 8 (the 16-byte
-rows TMA needs for mma=wgmma)."""
+"""(M, N, K) each ladder step runs at; the TMA steps (copy=tma, mma=wgmma) only where the rows
+are multiples of 16 bytes (`Step.runs_at`)."""
 
 
 def programs() -> list[tuple[str, str, str]]:
@@ -37,8 +37,8 @@ def programs() -> list[tuple[str, str, str]]:
     out = []
     for step in LADDER:
         for m, n, k in ODD_SHAPES:
-            if step.dtype == "bf16" and k % 8:
-                continue  # TMA (mma=wgmma) needs 16-byte rows; the test programs cover the rest
+            if not step.runs_at(m, n, k):
+                continue  # the test programs cover TMA at other odd shapes
             name = f"{step.name} {m}x{n}x{k}"
             out.append((name, matmul_plain(m, n, k, step.dtype), step.pipeline))
     out += [(c.id, c.text, c.pipeline) for c in CASES if "matmul" in c.id or "bmm" in c.id]

@@ -270,6 +270,35 @@ CASES = [
         matmul_plain(300, 260, 72, "f32"),
         tile_with("copy=cp_async vec=1 split=1 pad=0 bk=32 bm=64 bn=64 tm=8 tn=8"),
     ),
+    # copy=tma: TMA boxes into an mbarrier ring, zero-filled past M, N and K; rows must be
+    # multiples of 16 bytes (K, N, and M for a transposed A, multiples of 4). ws=1 (default):
+    # a producer warp issues the copies; ws=0: thread 0 does.
+    Case("matmul_f32_tma_1000", matmul_plain(1000, 1000, 1000, "f32"), tile_with("copy=tma")),
+    Case(
+        "matmul_f32_tma_ws0_stages4_bk16_4095x4100x516",
+        matmul_plain(4095, 4100, 516, "f32"),
+        tile_with("copy=tma ws=0 stages=4 bk=16"),
+    ),
+    Case(
+        "matmul_transposed_tma_stages2_260x129x68",
+        matmul_transposed(260, 129, 68),
+        tile_with("copy=tma stages=2"),
+    ),
+    Case(
+        "linear_f32_tma_ws0_129x257x68",
+        matmul_plain(129, 257, 68, "f32", "nk"),
+        tile_with("copy=tma ws=0 bk=4"),
+    ),
+    Case(
+        "bmm_tma_3x65x36x44",
+        batched_matmul(3, 65, 36, 44),
+        tile_with("copy=tma bm=32 bn=32 tm=2 tn=2 bk=16 stages=6"),
+    ),
+    Case(
+        "bmm_tma_ws0_3x65x36x44",
+        batched_matmul(3, 65, 36, 44),
+        tile_with("copy=tma ws=0 bm=64 bn=32 tm=4 tn=2 split=1"),
+    ),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),

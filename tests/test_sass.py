@@ -1,6 +1,6 @@
 """The machine code (SASS) of the GEMM schedules: tensor-core instructions for `mma=sync` and
-`mma=wgmma` (HGMMA fed by TMA), 128-bit shared and global loads (LDG, or LDGSTS for cp.async)
-and no local memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked.
+`mma=wgmma` (HGMMA fed by TMA), 128-bit shared and global loads (LDG, or LDGSTS for cp.async,
+or TMA's UTMALDG with mbarrier waits for copy=tma) and no local memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked.
 
 Needs `cuobjdump` and `nvdisasm` (no GPU): from the CUDA toolkit on PATH, or from the pip
 packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm of the test extra, so CI runs these.
@@ -121,6 +121,11 @@ def test_vectorized_ladder_kernels_use_128_bit_loads(step: Step, tmp_path: Path)
     codes = sass_of_each(ladder_program(step), step.pipeline, tmp_path)
     contraction = next(code for name, code in codes.items() if not name.endswith("_reduce"))
     assert "LDS.128" in contraction
+    if "copy=tma" in step.knobs:
+        # Tiles come by TMA (UTMALDG) and are waited for on mbarriers (SYNCS); no thread loads.
+        assert "UTMALDG" in contraction and "SYNCS" in contraction
+        assert not re.search(r"\bLDG", contraction)
+        return
     assert GLOBAL_128.search(contraction)
     if "copy=cp_async" in step.knobs:
         assert "LDGSTS" in contraction and not re.search(r"\bLDG\.", contraction)

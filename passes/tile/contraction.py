@@ -30,6 +30,13 @@ from tinyopt.passes.tile.emit import (
     vector_width,
 )
 from tinyopt.passes.tile.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
+from tinyopt.passes.tile.contraction_tma import (
+    PRODUCER_WARP,
+    TmaPipeline,
+    ring_bytes,
+    tensor_map_args,
+    tma_side,
+)
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 
@@ -142,7 +149,8 @@ class Tiles:
     `stages` = 2 double-buffers shared memory, loading the next K step into registers while the
     current one is computed; `group` > 0 launches blocks in groups of that many block rows so
     that neighbouring blocks share A and B tiles in L2; `copy` is the copy engine
-    (`ld`: through registers; `cp_async`: a `stages`-deep ring filled by cp.async).
+    (`ld`: through registers; `cp_async`: a `stages`-deep ring filled by cp.async; `tma`: a
+    ring filled by TMA, issued by a producer warp when `ws` = 1).
     """
 
     bm: int
@@ -155,10 +163,17 @@ class Tiles:
     stages: int
     group: int
     copy: str = "ld"
+    ws: int = 0
 
     @property
     def threads(self) -> int:
+        """Threads that compute (the register tiles)."""
         return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def block_threads(self) -> int:
+        """Threads of the block: the computing threads, and a producer warp with TMA, ws=1."""
+        return self.threads + (PRODUCER_WARP if self.copy == "tma" and self.ws else 0)
 
     @property
     def shared_bytes(self) -> int:
@@ -166,6 +181,8 @@ class Tiles:
         pad]`, so count the larger."""
         if self.copy == "ld":
             return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
+        if self.copy == "tma":
+            return ring_bytes(self.stages, self.bk, self.bm, self.bn)
         return (
             4
             * self.stages
@@ -204,12 +221,19 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
     group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
     stages = knobs.stages or (2 if knobs.copy == "ld" else 3)
-    tiles = Tiles(bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, stages, group, knobs.copy)
+    tiles = Tiles(
+        bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, stages, group, knobs.copy, knobs.ws
+    )
     if tm % split or tn % split:
         raise DiagnosticException(f"tile: split={split} must divide tm={tm} and tn={tn}")
     if not 32 <= tiles.threads <= 1024:
         raise DiagnosticException(
             f"tile: (bm/tm)*(bn/tn) = {tiles.threads} threads; a block needs 32 to 1024"
+        )
+    if tiles.block_threads > 1024:
+        raise DiagnosticException(
+            f"tile: copy=tma ws=1 adds a producer warp to (bm/tm)*(bn/tn) = {tiles.threads} "
+            "threads, more than the 1024 a block may have (use ws=0 or a smaller block tile)"
         )
     if tiles.shared_bytes > tiles.shared_limit:
         how = "declare statically" if tiles.copy == "ld" else "use"
@@ -241,13 +265,13 @@ class ScheduleContraction(RewritePattern):
         batch, m, n, k = c.extents
         t = choose_tiles(self.knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
-        kernel, em, mapping = new_kernel(op, grid, (t.threads, 1, 1))
+        kernel, em, mapping = new_kernel(op, grid, (t.block_threads, 1, 1))
         # Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
         # (measured: +65% at 4096³), so cap registers at 128 there — unless the grid is too small
         # to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
         # their extra index arithmetic spills.
         blocks = grid[0] * grid[1] * grid[2]
-        two_per_sm = t.threads == 256 and blocks >= 2 * SMS
+        two_per_sm = t.block_threads == 256 and blocks >= 2 * SMS
         min_blocks = self.knobs.minblocks or (2 if two_per_sm else 1)
         if min_blocks:
             kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
@@ -303,6 +327,9 @@ class _ContractionEmitter:
             mapping[c.nest.body.block.args[0]] = em.value(tile.BlockIdOp("z"))
         if t.copy == "cp_async":
             self._copied_pipeline()
+            return
+        if t.copy == "tma":
+            self._tma_pipeline()
             return
         a = self._staging(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm)
         b = self._staging(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn)
@@ -375,6 +402,44 @@ class _ContractionEmitter:
             lambda slot: self._accumulate(a.smem, b.smem, slot, acc, a.k_major, b.k_major),
         )
         self._epilogue(acc)
+
+    def _tma_pipeline(self) -> None:
+        """The K loop with both sides copied by TMA into an mbarrier ring (contraction_tma.py)."""
+        em, t, c = self.em, self.t, self.c
+        k_iv = c.reduce.body.block.args[0]
+        batch_ivs = list(c.nest.body.block.args[:-2])
+        sides = [
+            tma_side(
+                plain_load(side, value, self.name, t.copy, which),
+                k_iv,
+                iv,
+                batch_ivs,
+                origin,
+                size,
+                self.name,
+                which,
+            )
+            for which, side, value, iv, origin, size in (
+                ("A", c.a_side, c.a_value, c.m_iv, self.m0, t.bm),
+                ("B", c.b_side, c.b_value, c.n_iv, self.n0, t.bn),
+            )
+        ]
+        kernel = em.block.parent_op()
+        assert kernel is not None
+        tile.set_tensor_maps(kernel, tensor_map_args(sides, t.bk, self.name))
+        for s in sides:
+            shape = s.shape(t.stages, t.bk)
+            s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), True))
+        acc = self._accumulators()
+        a, b = sides
+        pipeline = TmaPipeline(
+            em, self.mapping, list(em.block.args), self.tid, t.threads, self.k, t.bk, t.stages, t.ws
+        )
+        pipeline.emit(
+            sides,
+            lambda slot: self._accumulate(a.smem, b.smem, slot, acc, a.k_major, b.k_major),
+            lambda: self._epilogue(acc),
+        )
 
     def _block_coordinates(self) -> tuple[SSAValue, SSAValue]:
         """Returns (block row, block column), grouped by `group` block rows when asked."""

@@ -48,9 +48,10 @@ MMA = ("none", "sync", "wgmma")
 """`none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
 `wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16)."""
 
-COPIES = ("ld", "cp_async")
+COPIES = ("ld", "cp_async", "tma")
 """How the FP32 (SIMT) contraction fills shared memory: `ld` loads into registers (evaluating a
-fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring)."""
+fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring);
+`tma` copies whole tiles with TMA into an mbarrier ring (a producer warp with `ws=1`)."""
 
 ATTN = ("sync", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
@@ -141,6 +142,11 @@ KNOBS: tuple[Knob, ...] = (
                 "cp_async",
                 one_of(AUTO, 2, 3, 4, words="0 (auto) or in [2, 4] with copy=cp_async"),
             ),
+            (
+                "copy",
+                "tma",
+                one_of(AUTO, 2, 3, 4, 5, 6, words="0 (auto) or in [2, 6] with copy=tma"),
+            ),
         ),
     ),
     Knob("ws", one_of(0, 1, words="0 or 1")),
@@ -177,7 +183,7 @@ here (and a line in docs/knobs.md); `RULE_KNOBS` says which rules read it."""
 KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
-    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk copy",
+    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk copy ws",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
     "row_reduction": "threads vec rows cache",
