@@ -411,13 +411,13 @@ def test_out_of_range_ids_are_clamped_like_the_reference() -> None:
 
 def _compile_kernels(source: str) -> int:
     """Lower `source` to CUDA and compile every kernel with NVRTC; return how many."""
-    from tinyopt.backends.cuda.nvrtc import compile_cuda
+    from tinyopt.backends.cuda.cache import cached_compile
     from tinyopt.compiler import lower
 
     _, module = lower(source, "fuse,tile,to-cuda")
     kernels = [op for op in module.ops if op.name == "tile.cuda_kernel"]
     for op in kernels:
-        assert compile_cuda(op.properties["source"].data, op.properties["sym_name"].data)
+        assert cached_compile(op.properties["source"].data, op.properties["sym_name"].data)
     return len(kernels)
 
 
