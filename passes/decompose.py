@@ -145,8 +145,11 @@ class DecomposeAttention(RewritePattern):
         q, k, v = (_reshape(rewriter, t, [b * h, s, d]) for t in (op.q, op.k, op.v))
         k_t = _emit(rewriter, graph.TransposeOp(k, [0, 2, 1]))
         scores = _emit(rewriter, graph.MatmulOp(q, k_t))
-        scale = _splat(rewriter, op.scale.value.data, scores)
-        scores = _emit(rewriter, graph.MulOp(scores, scale))
+        # A [1, 1, 1] splat broadcast to the scores: a splat of their own shape would hold
+        # B·H·S² elements (xDSL stores every element of a dense attribute).
+        one = TensorType(_type(scores).element_type, [1, 1, 1])
+        scale = _emit(rewriter, graph.ConstantOp.splat(op.scale.value.data, one))
+        scores = _emit(rewriter, graph.MulOp(scores, _expand(rewriter, scale, scores)))
         if op.causal.value.data:
             scores = _emit(rewriter, graph.AddOp(scores, self._causal_mask(rewriter, scores)))
         probs = emit_softmax(rewriter, scores, 2)

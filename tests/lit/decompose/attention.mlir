@@ -7,8 +7,9 @@
 // CHECK-NEXT: %[[RESHAPE3:.*]] = graph.reshape %v : tensor<1x2x4x8xf32> -> tensor<2x4x8xf32>
 // CHECK-NEXT: %[[TRANSPOSE:.*]] = graph.transpose %[[RESHAPE2]] {perm = array<i64: 0, 2, 1>} : tensor<2x4x8xf32> -> tensor<2x8x4xf32>
 // CHECK-NEXT: %[[MATMUL:.*]] = graph.matmul %[[RESHAPE]], %[[TRANSPOSE]] : (tensor<2x4x8xf32>, tensor<2x8x4xf32>) -> tensor<2x4x4xf32>
-// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<2x4x4xf32>
-// CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[CONSTANT]] : tensor<2x4x4xf32>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<1x1x1xf32>
+// CHECK-NEXT: %[[SCALE:.*]] = graph.broadcast %[[CONSTANT]] : tensor<1x1x1xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[SCALE]] : tensor<2x4x4xf32>
 // CHECK-NEXT: %[[REDUCE_MAX:.*]] = graph.reduce_max %[[MUL]] {dims = array<i64: 2>, keepdim = true} : tensor<2x4x4xf32> -> tensor<2x4x1xf32>
 // CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[REDUCE_MAX]] : tensor<2x4x1xf32> -> tensor<2x4x4xf32>
 // CHECK-NEXT: %[[SUB:.*]] = graph.sub %[[MUL]], %[[BROADCAST]] : tensor<2x4x4xf32>
@@ -32,8 +33,9 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
 // CHECK-NEXT: %[[RESHAPE3:.*]] = graph.reshape %v : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
 // CHECK-NEXT: %[[TRANSPOSE:.*]] = graph.transpose %[[RESHAPE2]] {perm = array<i64: 0, 2, 1>} : tensor<2x4x8xf16> -> tensor<2x8x4xf16>
 // CHECK-NEXT: %[[MATMUL:.*]] = graph.matmul %[[RESHAPE]], %[[TRANSPOSE]] : (tensor<2x4x8xf16>, tensor<2x8x4xf16>) -> tensor<2x4x4xf16>
-// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<2x4x4xf16>
-// CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[CONSTANT]] : tensor<2x4x4xf16>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<1x1x1xf16>
+// CHECK-NEXT: %[[SCALE:.*]] = graph.broadcast %[[CONSTANT]] : tensor<1x1x1xf16> -> tensor<2x4x4xf16>
+// CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[SCALE]] : tensor<2x4x4xf16>
 // CHECK-NEXT: %[[ZEROS:.*]] = graph.constant dense<0.000000e+00> : tensor<4xf16>
 // CHECK-NEXT: %[[LOWEST:.*]] = graph.constant dense<-6.550400e+04> : tensor<4xf16>
 // CHECK-NEXT: %[[Q:.*]] = graph.concat %[[ZEROS]], %[[LOWEST]] {dim = 0 : i64} : (tensor<4xf16>, tensor<4xf16>) -> tensor<8xf16>
