@@ -358,6 +358,84 @@ def _causal_mask(value: SSAValue, symbols: dict[str, Operation]) -> float | None
     return float(masked[0])
 
 
+_INDEX_OPS = {
+    "arith.addi": np.add,
+    "arith.subi": np.subtract,
+    "arith.muli": np.multiply,
+    "arith.divui": np.floor_divide,
+    "arith.remui": np.remainder,
+    "arith.maxsi": np.maximum,
+    "arith.minsi": np.minimum,
+    "arith.andi": np.logical_and,
+    "arith.ori": np.logical_or,
+}
+_CMPI = (
+    *(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal),
+    *(np.less, np.less_equal, np.greater, np.greater_equal),
+)
+"""`arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge on (non-negative) indices."""
+
+GRID_ROWS = 256
+"""Rows of the (i, j) grid evaluated at once when testing a mask for causality."""
+
+
+def _on_grid(value: SSAValue, env: dict[SSAValue, np.ndarray]) -> np.ndarray | None:
+    """Evaluate index arithmetic and comparisons over the grid `env` binds; None for any
+    value that is not built from the bound indices and constants by such ops."""
+    if value in env:
+        return env[value]
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        result = np.int64(op.value.value.data)
+    elif isinstance(op, arith.CmpiOp) or (isinstance(op, Operation) and op.name in _INDEX_OPS):
+        operands = [_on_grid(v, env) for v in op.operands]
+        if any(o is None for o in operands):
+            return None
+        if isinstance(op, arith.CmpiOp):
+            result = _CMPI[op.predicate.value.data](*operands)
+        else:
+            result = _INDEX_OPS[op.name](*operands)
+    else:
+        return None
+    env[value] = result
+    return result
+
+
+def _is_causal(
+    condition: SSAValue, masked_when: bool, i: SSAValue, j: SSAValue, rows: int, cols: int
+) -> bool:
+    """Tell whether an i1 index expression of (i, j) equals `masked_when` exactly where j > i,
+    on the whole [rows, cols] grid (evaluated a few rows at a time)."""
+    keys = np.arange(cols, dtype=np.int64)[None, :]
+    for start in range(0, rows, GRID_ROWS):
+        queries = np.arange(start, min(start + GRID_ROWS, rows), dtype=np.int64)[:, None]
+        grid = _on_grid(condition, {i: queries, j: keys})
+        if grid is None:
+            return False
+        masked = np.broadcast_to(grid, (len(queries), cols)) == masked_when
+        if not np.array_equal(masked, keys > queries):
+            return False
+    return True
+
+
+def causal_select(op: Operation, i: SSAValue, j: SSAValue, rows: int, cols: int) -> float | None:
+    """Return c when `op` selects a constant c ≤ CAUSAL_FLOOR exactly where j > i and 0
+    elsewhere, by a condition computed from i and j alone, else None."""
+    if not isinstance(op, arith.SelectOp):
+        return None
+    owners = [v.owner for v in (op.lhs, op.rhs)]
+    if not all(isinstance(o, arith.ConstantOp) and isinstance(o.value, FloatAttr) for o in owners):
+        return None
+    when_true, when_false = (o.value.value.data for o in owners)  # type: ignore[union-attr]
+    for masked, kept, masked_when in (
+        (when_true, when_false, True),
+        (when_false, when_true, False),
+    ):
+        if masked <= CAUSAL_FLOOR and kept == 0.0:
+            return masked if _is_causal(op.cond, masked_when, i, j, rows, cols) else None
+    return None
+
+
 class _FusedBuilder:
     """Builds the fused kernel and its launch arguments from the three matched kernels."""
 
@@ -422,6 +500,7 @@ class _FusedBuilder:
                 score_map[op.res] = self._mask(body, op, score_map)
             else:
                 body.add_op(op.clone(value_mapper=score_map))
+        self._canonical_causal(body, i, j, score_map)
         value_map = pv_map | {m.pv_reduce.body.block.args[0]: j}
         for op in backward_slice([m.value], m.pv_reduce.body.block.ops):
             body.add_op(op.clone(value_mapper=value_map))
@@ -438,6 +517,26 @@ class _FusedBuilder:
         for op in pv_ops[split + 1 :]:
             outer.add_op(op.clone(value_mapper=pv_map))
         return kernel
+
+    def _canonical_causal(
+        self, body: Block, i: SSAValue, j: SSAValue, mapping: dict[SSAValue, SSAValue]
+    ) -> None:
+        """Replace a causal mask computed from (i, j) in any form by `j > i ? c : 0`."""
+        *_, rows, cols = self.match.scores.nest.extents
+        for op in list(body.ops):
+            if (masked := causal_select(op, i, j, rows, cols)) is None:
+                continue
+            above = arith.CmpiOp(j, i, "ugt")
+            element_type = op.results[0].type
+            values = [arith.ConstantOp(FloatAttr(v, element_type)) for v in (masked, 0.0)]  # type: ignore[arg-type]
+            select = arith.SelectOp(above, values[0], values[1])
+            for new in (above, *values, select):
+                body.insert_op_before(new, op)
+            op.results[0].replace_all_uses_with(select.result)
+            for key, value in mapping.items():
+                if value is op.results[0]:
+                    mapping[key] = select.result
+            _erase_dead(op)
 
     @staticmethod
     def _buffers(part: _Launch, hosts: dict[SSAValue, SSAValue]) -> dict[SSAValue, SSAValue]:
@@ -459,6 +558,18 @@ class _FusedBuilder:
         for op in (above, *values, select):
             body.add_op(op)
         return select.result
+
+
+def _erase_dead(op: Operation) -> None:
+    """Erase an unused pure op and then whatever only it used."""
+    if any(r.uses for r in op.results) or op.regions:
+        return
+    operands = list(op.operands)
+    op.detach()
+    op.erase()
+    for value in operands:
+        if isinstance(value.owner, Operation) and value.owner.parent is not None:
+            _erase_dead(value.owner)
 
 
 def fuse_attention(module: ModuleOp) -> int:

@@ -70,13 +70,16 @@ def test_three_kernels_become_one_without_scores() -> None:
 
 
 def test_causal_mask_is_not_a_buffer() -> None:
-    """The fused kernel reads no S×S buffer: a constant causal mask becomes `j > i`."""
+    """The fused kernel reads no S×S buffer; decompose's causal mask becomes `j > i`."""
     _, module = lower(attention(1, 2, 6, 4, causal=True), FLASH)
     assert not any(isinstance(op, memref.GlobalOp | memref.GetGlobalOp) for op in module.walk())
     reduce = _flash_reduce(module)
     loads = [op for op in reduce.walk() if isinstance(op, memref.LoadOp)]
     assert {len(op.indices) for op in loads} == {4}  # q, k, v only
-    assert any(isinstance(op, arith.CmpiOp) for op in reduce.walk())
+    compares = [op for op in reduce.walk() if isinstance(op, arith.CmpiOp)]
+    assert [(op.predicate.value.data, op.lhs, op.rhs) for op in compares] == [
+        (8, reduce.body.block.args[0], reduce.parent_block().args[-2])  # ugt: j > i
+    ]
 
 
 def test_other_programs_are_left_alone() -> None:
