@@ -118,8 +118,8 @@ def write_tables(
     curve = [
         "| case | space | method | "
         + " | ".join(f"best @{t}" for t in CHECKPOINTS if t <= trials)
-        + " | trials | failed |",
-        "|---|---|---|" + "---|" * len([t for t in CHECKPOINTS if t <= trials]) + "---|---|",
+        + " | trials | failed | refused |",
+        "|---|---|---|" + "---|" * len([t for t in CHECKPOINTS if t <= trials]) + "---|---|---|",
     ]
     summary = [
         "| case | default ms | SP-MCTS ms | random ms | exhaustive / best known ms | "
@@ -137,7 +137,7 @@ def write_tables(
             )
             curve.append(
                 f"| {CASES[case][0]} | {space} | {method} | {points} | "
-                f"{len(r.search.history)} | {len(r.failures)} |"
+                f"{len(r.search.history)} | {len(r.failures)} | {len(r.refusals)} |"
             )
         tree, rand = results["mcts"], results["random"]
         default = tree.default_ms

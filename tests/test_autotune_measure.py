@@ -60,12 +60,13 @@ class WrongButFast:
 def test_gate_rejects_the_faster_wrong_candidates() -> None:
     runner = WrongButFast()
     (result,) = tune(PROGRAM, InProcessMeasurer(runner), "mcts", Budget(trials=8))
-    assert result.best == (result.search.history[0][0], 1.0)  # the default, the only right one
-    failures = result.failures
-    assert len(failures) == 7 and runner.runs > 1
-    wrong = [reason for _, reason in failures if reason.startswith("wrong result")]
-    assert wrong, failures
-    assert all(r.startswith(("wrong result", "does not lower")) for _, r in failures)
+    assert result.best[1] == 1.0 and result.default_ms == 1.0
+    assert len(result.search.history) == 8
+    wrong = [reason for _, reason in result.failures]
+    assert len(wrong) >= 5 and all(r.startswith("wrong result") for r in wrong), wrong
+    # every other trial generated the default's code (e.g. rows=1 where auto picks 1)
+    assert all(ms == 1.0 for _, ms in result.search.history if ms is not None)
+    assert all(r.startswith("does not lower") for _, r in result.refusals)
 
 
 def test_gate_catches_nan_and_passes_the_reference() -> None:
@@ -130,8 +131,14 @@ def test_progress_and_summary() -> None:
     (result,) = tune(
         PROGRAM, InProcessMeasurer(WrongButFast()), "random", Budget(trials=5), progress=seen.append
     )
-    assert [p.trials for p in seen] == [1, 2, 3, 4, 5]
+    counts = [p.trials for p in seen]  # refused configurations are no trials
+    assert counts == sorted(counts) and set(counts) == {1, 2, 3, 4, 5}
     assert all(p.default_ms == 1.0 and p.best_ms == 1.0 for p in seen)
-    assert progress_line(seen[2]).startswith("softmax_0: 3/5 trials  best 1.0000 ms  1.00x default")
+    third = next(p for p in seen if p.trials == 3)
+    assert progress_line(third).startswith("softmax_0: 3/5 trials  best 1.0000 ms  1.00x default")
     table = summary_table([result])
-    assert "| softmax_0 | row_reduction | 5 | 4 | 1.0000 | 1.0000 | 1.00x | (defaults) |" in table
+    refused = len(result.refusals)
+    assert (
+        f"| softmax_0 | row_reduction | 5 | 4 | {refused} | 1.0000 | 1.0000 | 1.00x | (defaults) |"
+        in table
+    )

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from tinyopt.passes.autotune.search import (
+    REFUSED,
     SEARCHES,
     Budget,
     Config,
@@ -136,3 +137,20 @@ def test_grid_enumerates_like_itertools() -> None:
     assert configs == {
         key(dict(zip(["k0", "k1", "k2"], p))) for p in itertools.product((0, 1), repeat=3)
     }
+
+
+@pytest.mark.parametrize("method", sorted(SEARCHES))
+def test_refused_configurations_are_not_trials(method: str) -> None:
+    """Configurations the rules refuse are recorded apart and do not use up the budget."""
+
+    def measure(c: Config):
+        return REFUSED if c["k1"] % 2 else bowl(c)
+
+    result = SEARCHES[method](Grid(3, (0, 1, 2, 3, 4, 5)), batched(measure), Budget(trials=20))
+    assert len(result.history) == 20 and all(c["k1"] % 2 == 0 for c, _ in result.history)
+    assert result.refused and all(c["k1"] % 2 for c in result.refused)
+
+
+def test_a_space_that_is_all_refused_ends() -> None:
+    result = mcts(Grid(6, tuple(range(8))), batched(lambda c: REFUSED), Budget(trials=5))
+    assert result.history == [] and len(result.refused) == 50

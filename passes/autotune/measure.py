@@ -82,6 +82,10 @@ class Built:
         object.__setattr__(self, "digest", hashlib.sha256(self.text.encode()).hexdigest())
 
 
+REFUSAL = "does not lower: "
+"""How the reason of a candidate the schedule rules refuse starts."""
+
+
 def build(program: Program, candidate: Candidate) -> Built | Outcome:
     """Lowers the program with the candidate's knobs and compiles every kernel with NVRTC."""
     from tinyopt.backends.cuda.cache import cached_compile
@@ -91,7 +95,7 @@ def build(program: Program, candidate: Candidate) -> Built | Outcome:
         tile_kernels(context(), module, candidate.knobs)
         apply_pipeline(module, "to-cuda")
     except DiagnosticException as e:
-        return Outcome(None, f"does not lower: {e}")
+        return Outcome(None, f"{REFUSAL}{e}")
     for op in module.ops:
         if isinstance(op, tile.CudaKernelOp):
             try:

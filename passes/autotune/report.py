@@ -29,8 +29,8 @@ def progress_line(p: Progress) -> str:
 def summary_table(results: Sequence[KernelResult]) -> str:
     """Returns a markdown table: one row per kernel with its default and best schedule."""
     rows = [
-        "| kernel | rule | trials | failed | default ms | best ms | speedup | knobs |",
-        "|---|---|---|---|---|---|---|---|",
+        "| kernel | rule | trials | failed | refused | default ms | best ms | speedup | knobs |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         best = r.best
@@ -38,6 +38,7 @@ def summary_table(results: Sequence[KernelResult]) -> str:
         knobs = Knobs(**best[0]).describe() or "(defaults)" if best else "-"
         rows.append(
             f"| {r.name} | {r.rule} | {len(r.search.history)} | {len(r.failures)} | "
+            f"{len(r.refusals)} | "
             f"{_ms(r.default_ms)} | {_ms(best[1] if best else None)} | {speedup} | {knobs} |"
         )
     return "\n".join(rows)
@@ -48,7 +49,7 @@ def failure_summary(results: Sequence[KernelResult], limit: int = 3) -> str:
     lines = []
     for r in results:
         counts: dict[str, int] = {}
-        for _, reason in r.failures:
+        for _, reason in r.failures + r.refusals:
             counts[reason] = counts.get(reason, 0) + 1
         for reason, count in sorted(counts.items(), key=lambda kv: -kv[1])[:limit]:
             lines.append(f"{r.name}: {count} x {reason}")

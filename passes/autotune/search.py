@@ -17,8 +17,24 @@ from typing import Protocol
 
 Value = int | str
 Config = dict[str, Value]
-Measure = Callable[[list[Config]], list[float | None]]
-"""Measures a batch of complete configurations: a time in ms each, or None when one failed."""
+
+
+class Refused:
+    """The answer for a configuration the schedule rules refuse: it never reaches the GPU,
+    so it is recorded but does not count as a trial."""
+
+    def __repr__(self) -> str:
+        return "REFUSED"
+
+
+REFUSED = Refused()
+
+Measure = Callable[[list[Config]], list[float | None | Refused]]
+"""Measures a batch of complete configurations: a time in ms each, None when one failed, or
+REFUSED when the rules refuse it."""
+
+REFUSALS_PER_TRIAL = 10
+"""A search stops after this many refused configurations per trial of its budget."""
 
 
 class Space(Protocol):
@@ -69,9 +85,11 @@ class Budget:
 
 @dataclass
 class SearchResult:
-    """Every configuration measured, in order, with its time (None: failed)."""
+    """Every configuration measured (a trial), in order, with its time (None: failed), and
+    the configurations the rules refused."""
 
     history: list[tuple[Config, float | None]] = field(default_factory=list)
+    refused: list[Config] = field(default_factory=list)
 
     @property
     def best(self) -> tuple[Config, float] | None:
@@ -102,6 +120,8 @@ class _Run:
             return 0
         if b.patience is not None and self.since_best >= b.patience:
             return 0
+        if len(self.result.refused) >= REFUSALS_PER_TRIAL * b.trials:
+            return 0
         return max(0, min(self.batch, b.trials - len(self.result.history)))
 
     def run(self, configs: list[Config]) -> list[float | None]:
@@ -109,6 +129,10 @@ class _Run:
         fresh = list({key(c): c for c in configs if key(c) not in self.known}.values())
         if fresh:
             for config, ms in zip(fresh, self.measure(fresh), strict=True):
+                if isinstance(ms, Refused):
+                    self.known[key(config)] = None
+                    self.result.refused.append(config)
+                    continue
                 best = self.result.best
                 self.known[key(config)] = ms
                 self.result.history.append((config, ms))

@@ -15,8 +15,16 @@ from dataclasses import dataclass, field
 from tinyopt.compiler import context
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.cache import Entry, TuningCache, kernel_key
-from tinyopt.passes.autotune.measure import Candidate, Measurer, Outcome, Program
-from tinyopt.passes.autotune.search import SEARCHES, Budget, Config, SearchResult, key
+from tinyopt.passes.autotune.measure import REFUSAL, Candidate, Measurer, Outcome, Program
+from tinyopt.passes.autotune.search import (
+    REFUSED,
+    SEARCHES,
+    Budget,
+    Config,
+    Refused,
+    SearchResult,
+    key,
+)
 from tinyopt.passes.autotune.space import KernelSpace
 from tinyopt.passes.tile.knobs import KNOB, Knobs
 from tinyopt.passes.tile.tile_pass import lowering_error
@@ -44,8 +52,13 @@ class KernelResult:
 
     @property
     def failures(self) -> list[tuple[Config, str]]:
-        """Every failed configuration with the reason."""
+        """Every measured configuration that failed, with the reason."""
         return [(c, self.reasons[key(c)]) for c, ms in self.search.history if ms is None]
+
+    @property
+    def refusals(self) -> list[tuple[Config, str]]:
+        """Every configuration the rules refused, with their diagnostic."""
+        return [(c, self.reasons[key(c)]) for c in self.search.refused]
 
 
 @dataclass(frozen=True)
@@ -97,13 +110,15 @@ def tune(
             for config, outcome in zip(configs, outcomes, strict=True):
                 if outcome.reason is not None:
                     result.reasons[key(config)] = outcome.reason
-            times.extend(o.ms for o in outcomes)
+            answers = [REFUSED if _refused(o) else o.ms for o in outcomes]
+            times.extend(ms for ms in answers if not isinstance(ms, Refused))
             if progress is not None:
                 timed = [t for t in times if t is not None]
                 best = min(timed) if timed else None
                 elapsed = time.monotonic() - start
-                progress(Progress(result.name, len(times), budget, best, times[0], elapsed))
-            return [o.ms for o in outcomes]
+                default = times[0] if times else None
+                progress(Progress(result.name, len(times), budget, best, default, elapsed))
+            return answers
 
         result.search = search(space, measure, budget, batch=batch or measurer.parallelism)
         results.append(result)
@@ -115,3 +130,8 @@ def tune(
                 )
                 cache.store(kkey, gpu, entry)
     return results
+
+
+def _refused(outcome: Outcome) -> bool:
+    """Whether the rules refused the candidate (it never reached NVRTC or the GPU)."""
+    return outcome.reason is not None and outcome.reason.startswith(REFUSAL)
