@@ -21,6 +21,7 @@ from pathlib import Path
 
 from tinyopt.backends.cuda.nvrtc import arch_of_current_device
 from tinyopt.dialects import loop
+from tinyopt.passes.autotune.cache import Entry, TuningCache, db_path, gpu_model
 from tinyopt.passes.autotune.measure import Program
 from tinyopt.passes.autotune.search import Budget, space_size
 from tinyopt.passes.autotune.space import KernelSpace
@@ -66,6 +67,12 @@ def main() -> None:
     parser.add_argument(
         "--deadline", type=float, default=400.0, help="seconds for all searches (400)"
     )
+    parser.add_argument(
+        "--store",
+        action="store_true",
+        help="store each case's best in the tuning cache (docs/tuning.md), so later "
+        "compiles and benchmarks use it",
+    )
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -101,11 +108,26 @@ def main() -> None:
                     flush=True,
                 )
             runs[case] = (size, results)
+            if args.store:
+                store_best(program, results)
     tables = write_tables(runs, args.trials, args.exhaustive_limit)
     (out / "tuner.md").write_text(tables + "\n")
     print(f"\ntotal {time.monotonic() - start:.0f} s; wrote {out / 'tuner.md'}")
     plot(runs, args.trials, out / "tuner.png")
     print(tables.split("\n\n")[-1])
+
+
+def store_best(program: Program, results: dict[str, KernelResult]) -> None:
+    """Stores the best configuration any method found in the tuning cache."""
+    path, gpu = db_path(), gpu_model()
+    found = [(r.best, r) for r in results.values() if r.best]
+    if path is None or gpu is None or not found:
+        return
+    (config, ms), result = min(found, key=lambda f: f[0][1])
+    trials = sum(len(r.search.history) for r in results.values())
+    with TuningCache(path) as cache:
+        cache.store(result.key, gpu, Entry(config, ms, result.default_ms, trials, "bench_tuner"))
+    print(f"stored {Knobs(**config).describe() or '(defaults)'} in {path}")
 
 
 def best_known(results: dict[str, KernelResult]) -> float:
