@@ -47,7 +47,8 @@ def gpu_count() -> int:
 
 def _gpu_main(conn: Connection, device: int, runner_type: type[Runner]) -> None:
     """A GPU process: ("program", Program) sets up the gate; ("measure", Built) answers."""
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(device)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    os.environ["CUDA_VISIBLE_DEVICES"] = visible.split(",")[device] if visible else str(device)
     runner, gate = runner_type(), None
     while True:
         try:
