@@ -1,8 +1,8 @@
 """The matmul ladder: one row per optimization step, each a knob setting of the `tile` pass.
 
-Every step compiles `relu(x @ w)` (fp32 at size³, the split-K steps at 512×512×32768, the
-tensor-core steps in bf16), checks it against a float64 torch result, and times it against
-cuBLAS on the same shape and type in the same run (TF32 off).
+Every step compiles `relu(x @ w)` (`x @ w` for atomic split-K; fp32 at size³, the split-K
+steps at 512×512×32768, the tensor-core steps in bf16), checks it against a float64 torch
+result, and times it against cuBLAS on the same shape and type in the same run (TF32 off).
 Usage: python benchmarks/bench_ladder.py [--size N] [--steps 0,3,9] [--out ladder.md]
 """
 
@@ -38,14 +38,16 @@ def main() -> None:
         if wanted is not None and number not in wanted:
             continue
         m, n, k = shape = step.shape(args.size)
-        key = (step.dtype, shape)
+        key = (step.dtype, shape, step.relu)
         if key not in cases:
             x = torch.randn(m, k, device="cuda").to(TORCH_TYPES[step.dtype])
             w = torch.randn(k, n, device="cuda").to(TORCH_TYPES[step.dtype])
-            cublas = median_ms(lambda x=x, w=w: torch.relu(x @ w), warmup=20, rep=200)
-            cases[key] = (x, w, torch.relu(x.double() @ w.double()), cublas)
+            act = torch.relu if step.relu else (lambda y: y)
+            cublas = median_ms(lambda x=x, w=w, act=act: act(x @ w), warmup=20, rep=200)
+            cases[key] = (x, w, act(x.double() @ w.double()), cublas)
         x, w, ref, cublas = cases[key]
-        fn = compile_program(matmul_plain(m, n, k, step.dtype), step.pipeline)
+        program = matmul_plain(m, n, k, step.dtype, relu=step.relu)
+        fn = compile_program(program, step.pipeline)
         err = rel_error(fn(x, w), ref)
         rep = 100 if "sequential" in step.knobs else 300
         ms = median_ms(fn.bind(x, w), warmup=20, rep=rep)

@@ -3,7 +3,8 @@
 Shared by the benchmark (bench_ladder.py), the sanitizer script (sanitize_matmul.py) and the
 SASS test (tests/test_sass.py), so the kernels measured are the kernels checked. Every step
 runs the same graph program, `relu(x @ w)` (`tests/programs.py: matmul_plain`), whose operands
-are plain loads, so the copy engines that move raw bytes (cp.async, TMA) apply to it too.
+are plain loads, so the copy engines that move raw bytes (cp.async, TMA) apply to it too; the
+atomic split-K step runs `x @ w` (an activation cannot be applied to partial sums).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ class Step:
     dtype: str = "f32"
     tall_k: bool = False
     """Measured on 512×512×32768 (where split-K pays), not on size³."""
+    relu: bool = True
+    """The program is `relu(x @ w)`; False: `x @ w`."""
 
     def runs_at(self, m: int, n: int, k: int) -> bool:
         """Whether the step's kernels take (M, N, K): TMA (`copy=tma`, `mma=wgmma`) needs rows
@@ -74,8 +77,21 @@ LADDER = [
     ),
     Step("defaults (heuristic)", ""),
     Step("tall K, no split", "splitk=1", tall_k=True),
-    Step("tall K, split-K 8 (two-pass)", "splitk=8", tall_k=True),
-    Step("tall K, split-K 16 (two-pass)", "splitk=16", tall_k=True),
+    Step("tall K, split-K 8 (two-pass)", "splitk=8 splitk_mode=twopass", tall_k=True),
+    Step("tall K, split-K 16 (two-pass)", "splitk=16 splitk_mode=twopass", tall_k=True),
+    Step("tall K, no split, no relu", "splitk=1", tall_k=True, relu=False),
+    Step(
+        "tall K, split-K 8 (atomic red.add, no relu)",
+        "splitk=8 splitk_mode=atomic",
+        tall_k=True,
+        relu=False,
+    ),
+    Step(
+        "tall K, split-K 16 (atomic red.add, no relu)",
+        "splitk=16 splitk_mode=atomic",
+        tall_k=True,
+        relu=False,
+    ),
     Step("tensor cores: mma.sync m16n8k16 + ldmatrix (bf16)", "mma=sync", dtype="bf16"),
     Step("Hopper: wgmma + TMA + warp specialization (bf16)", "mma=wgmma", dtype="bf16"),
 ]

@@ -40,7 +40,7 @@ def programs() -> list[tuple[str, str, str]]:
             if not step.runs_at(m, n, k):
                 continue  # the test programs cover TMA at other odd shapes
             name = f"{step.name} {m}x{n}x{k}"
-            out.append((name, matmul_plain(m, n, k, step.dtype), step.pipeline))
+            out.append((name, matmul_plain(m, n, k, step.dtype, relu=step.relu), step.pipeline))
     out += [(c.id, c.text, c.pipeline) for c in CASES if "matmul" in c.id or "bmm" in c.id]
     out += [(c.id, c.text, c.pipeline) for c in CASES if "linear" in c.id]
     return out

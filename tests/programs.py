@@ -94,9 +94,11 @@ def mlp(m: int, d: int, h: int, dtype: str = "f32") -> str:
 }}"""
 
 
-def matmul_plain(m: int, n: int, k: int, dtype: str = "bf16", b_layout: str = "kn") -> str:
-    """`relu(x @ w)` with w `[K, N]` (`kn`), or `linear(x, w, bias)` with torch-layout w
-    `[N, K]` (`nk`): operands are plain loads, as TMA (mma=wgmma) needs."""
+def matmul_plain(
+    m: int, n: int, k: int, dtype: str = "bf16", b_layout: str = "kn", relu: bool = True
+) -> str:
+    """`relu(x @ w)` (`x @ w` without `relu`) with w `[K, N]` (`kn`), or `linear(x, w, bias)`
+    with torch-layout w `[N, K]` (`nk`): operands are plain loads, as TMA (mma=wgmma) needs."""
     x, y = _t((m, k), dtype), _t((m, n), dtype)
     if b_layout == "nk":
         w, b = _t((n, k), dtype), _t((n,), dtype)
@@ -105,6 +107,11 @@ def matmul_plain(m: int, n: int, k: int, dtype: str = "bf16", b_layout: str = "k
   func.return %y : {y}
 }}"""
     w = _t((k, n), dtype)
+    if not relu:
+        return f"""func.func @matmul(%x: {x}, %w: {w}) -> {y} {{
+  %m = graph.matmul %x, %w : ({x}, {w}) -> {y}
+  func.return %m : {y}
+}}"""
     return f"""func.func @matmul(%x: {x}, %w: {w}) -> {y} {{
   %m = graph.matmul %x, %w : ({x}, {w}) -> {y}
   %r = graph.relu %m : {y}
@@ -218,7 +225,24 @@ CASES = [
     ),
     Case("mlp_bf16_wgmma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=wgmma")),
     Case("matmul_splitk4_33x40x1000", matmul_relu(33, 40, 1000), tile_with("splitk=4")),
-    Case("bmm_splitk8_3x65x33x517", batched_matmul(3, 65, 33, 517), tile_with("splitk=8")),
+    Case(
+        "bmm_splitk8_twopass_3x65x33x517",
+        batched_matmul(3, 65, 33, 517),
+        tile_with("splitk=8 splitk_mode=twopass"),
+    ),
+    # Atomic split-K: a zeroing kernel, then each chunk's partial sums red.add into the output
+    # (`auto` takes it for these epilogue-free products; relu above falls back to two passes).
+    Case("bmm_splitk4_auto_3x65x33x517", batched_matmul(3, 65, 33, 517), tile_with("splitk=4")),
+    Case(
+        "matmul_splitk8_atomic_1000",
+        matmul_plain(1000, 1000, 1000, "f32", relu=False),
+        tile_with("splitk=8 splitk_mode=atomic"),
+    ),
+    Case(
+        "matmul_transposed_splitk4_atomic_4095x4097x513",
+        matmul_transposed(4095, 4097, 513),
+        tile_with("splitk=4 splitk_mode=atomic"),
+    ),
     Case("matmul_4095x4097x513", matmul_relu(4095, 4097, 513)),
     Case("matmul_transposed_257x129x65", matmul_transposed(257, 129, 65)),
     Case(

@@ -1,6 +1,7 @@
 """The machine code (SASS) of the GEMM schedules: tensor-core instructions for `mma=sync` and
 `mma=wgmma` (HGMMA fed by TMA), 128-bit shared and global loads (LDG, or LDGSTS for cp.async,
-or TMA's UTMALDG with mbarrier waits for copy=tma) and no local memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked.
+or TMA's UTMALDG with mbarrier waits for copy=tma), RED.ADD for atomic split-K, and no local
+memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked.
 
 Needs `cuobjdump` and `nvdisasm` (no GPU): from the CUDA toolkit on PATH, or from the pip
 packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm of the test extra, so CI runs these.
@@ -104,12 +105,17 @@ cp.async)."""
 
 def ladder_program(step: Step) -> str:
     """Returns the program a ladder step is measured on."""
-    return matmul_plain(*step.shape(4096), step.dtype)
+    return matmul_plain(*step.shape(4096), step.dtype, relu=step.relu)
 
 
 @pytest.mark.parametrize("step", LADDER, ids=[s.name for s in LADDER])
 def test_ladder_kernels_keep_registers(step: Step, tmp_path: Path) -> None:
-    for name, code in sass_of_each(ladder_program(step), step.pipeline, tmp_path).items():
+    codes = sass_of_each(ladder_program(step), step.pipeline, tmp_path)
+    if "splitk_mode=atomic" in step.knobs:
+        # A zeroing kernel, then partial sums added into the output without a workspace.
+        assert [name.rsplit("_", 1)[-1] for name in codes] == ["zero", "splitk"]
+        assert re.search(r"\bREDG?\.E\.ADD\.F32", codes[next(iter(reversed(codes)))])
+    for name, code in codes.items():
         assert not LOCAL_MEMORY.search(code), f"{name} uses local memory"
         for knob, instruction in TENSOR_CORE_INSTRUCTIONS.items():
             if knob in step.knobs:
@@ -119,7 +125,9 @@ def test_ladder_kernels_keep_registers(step: Step, tmp_path: Path) -> None:
 @pytest.mark.parametrize("step", FP32_VECTOR_STEPS, ids=[s.name for s in FP32_VECTOR_STEPS])
 def test_vectorized_ladder_kernels_use_128_bit_loads(step: Step, tmp_path: Path) -> None:
     codes = sass_of_each(ladder_program(step), step.pipeline, tmp_path)
-    contraction = next(code for name, code in codes.items() if not name.endswith("_reduce"))
+    contraction = next(
+        code for name, code in codes.items() if not name.endswith(("_reduce", "_zero"))
+    )
     assert "LDS.128" in contraction
     if "copy=tma" in step.knobs:
         # Tiles come by TMA (UTMALDG) and are waited for on mbarriers (SYNCS); no thread loads.

@@ -630,6 +630,17 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"{self.element(op.memref, op.indices)} = {self.expr(op.value)};")
 
     @print_op.register
+    def _(self, op: memref.AtomicRMWOp) -> None:
+        # Only the float add of atomic split-K; with its result unused nvcc emits RED.ADD.F32.
+        if op.kind.value.data != 0 or not isinstance(op.value.type, Float32Type):
+            raise self.fail(f"'memref.atomic_rmw' of kind {op.kind.value.data} on {op.value.type}")
+        call = f"atomicAdd(&{self.element(op.memref, op.indices)}, {self.expr(op.value)})"
+        if op.result.uses:
+            self.let(op.result, call)
+        else:
+            self.line(f"{call};")
+
+    @print_op.register
     def _(self, op: tile.AllocOp) -> None:
         t = op.result.type
         assert isinstance(t, MemRefType)

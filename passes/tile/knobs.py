@@ -30,6 +30,7 @@ class Knobs:
     mma: str = "none"
     minblocks: int = AUTO
     splitk: int = 1
+    splitk_mode: str = "auto"
     ws: int = 1
     attn: str = "sync"
     copy: str = "ld"
@@ -56,6 +57,10 @@ fused prologue) and stores; `cp_async` copies global → shared asynchronously (
 ATTN = ("sync", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
 `sync`: the tensor-core schedule of `passes/tile/attention.py`; `none`: the generic rules."""
+
+SPLITK_MODES = ("auto", "atomic", "twopass")
+"""How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
+`twopass` writes a workspace that a fold kernel sums; `auto`: atomic where the epilogue allows."""
 
 SCHEDULES = ("auto", "sequential")
 """`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
@@ -159,6 +164,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("splitk", powers(1, 64, auto=False)),
+    Knob("splitk_mode", one_of(*SPLITK_MODES)),
     Knob(
         "minblocks",
         Domain(
@@ -183,7 +189,7 @@ here (and a line in docs/knobs.md); `RULE_KNOBS` says which rules read it."""
 KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
-    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk copy ws",
+    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
     "row_reduction": "threads vec rows cache",

@@ -1,61 +1,96 @@
-"""Split-K, two-pass, as a loop-level rewrite: one contraction kernel becomes two loop kernels.
+"""Split-K as a loop-level rewrite: one contraction kernel becomes two loop kernels.
 
-`K` is cut into `splits` chunks. The first kernel is again a contraction — its batch dimension
-is (batch × splits), each batch entry reducing one chunk — and writes raw partial sums to a
-workspace `[batch·splits, M, N]`. The second folds the partials with the contraction's own
-combine region and runs the original epilogue. The host function allocates the workspace and
-launches both. Both kernels are then scheduled by the ordinary rules (the partial kernel by the
-contraction rule), which is the point: more blocks for shapes whose output alone cannot fill
-the GPU, with no new schedule code.
+`K` is cut into `splits` chunks. The partial kernel is again a contraction — its batch
+dimension is (batch × splits), each batch entry reducing one chunk. Two-pass
+(`splitk_mode=twopass`): it writes raw partial sums to a workspace `[batch·splits, M, N]`, and
+a fold kernel sums the partials with the contraction's own combine region and runs the
+original epilogue; the host function allocates the workspace and launches both. Atomic
+(`splitk_mode=atomic`, `split_k_atomic.py`): a zeroing kernel clears the output and the
+partial kernel adds its sums into it with atomic adds. Both kernels are then scheduled by the
+ordinary rules (the partial kernel by the contraction rule), which is the point: more blocks
+for shapes whose output alone cannot fill the GPU, with no new schedule code.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
 from tinyopt.passes.tile.contraction import Contraction, match_contraction
 from tinyopt.passes.tile.emit import Emitter, Mapping
+from tinyopt.passes.tile.split_k_atomic import atomic_refusal, atomic_store, zero_kernel
 
 SEQUENTIAL = "tinyopt.sequential"
 """Kernel attribute asking the tile pass for one thread per point (the partial-sum fold)."""
 
 
-def split_kernel(module: ModuleOp, kernel: loop.KernelOp, splits: int) -> tuple[loop.KernelOp, ...]:
+def split_kernel(
+    module: ModuleOp, kernel: loop.KernelOp, splits: int, mode: str = "auto"
+) -> tuple[loop.KernelOp, ...]:
     """Splits one contraction kernel of the module if its K spans more than one chunk;
-    returns the kernels that replace it (the partial-sum and fold kernels), or the kernel."""
+    returns the kernels that replace it (partial-sum and fold, or zeroing and partial-sum
+    kernels), or the kernel. `mode` `auto` takes atomic adds where the epilogue allows them
+    (`atomic_refusal`), else two passes; `atomic` raises the diagnostic saying why not."""
     c = match_contraction(kernel)
     if c is None or c.extents[3] < 2 * splits:
         return (kernel,)
-    partial, fold = _partial_kernel(kernel, c, splits), _fold_kernel(kernel, c, splits)
-    workspace_type = partial.body.block.args[-1].type
+    refusal = atomic_refusal(c)
+    if mode == "atomic" and refusal is not None:
+        raise DiagnosticException(
+            f"tile: splitk_mode=atomic adds partial sums into the output, so kernel "
+            f"@{kernel.sym_name.data} must store its sum unchanged to an f32 output; "
+            f"{refusal} (use splitk_mode=twopass)"
+        )
+    if mode != "twopass" and refusal is None:
+        zero, output = zero_kernel(kernel, c)
+        partial = _partial_kernel(kernel, c, splits, [], atomic_store(c, splits))
+        _replace(module, kernel, [zero, partial], lambda args: ([], [[args[output]], args]))
+        return zero, partial
+    workspace_type = _workspace_type(c, splits)
+    partial = _partial_kernel(kernel, c, splits, [workspace_type], _workspace_store)
+    fold = _fold_kernel(kernel, c, splits)
+
+    def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
+        workspace = memref.AllocOp([], [], workspace_type)
+        return [workspace], [[*args, workspace.memref]] * 2
+
+    _replace(module, kernel, [partial, fold], with_workspace)
+    return partial, fold
+
+
+LaunchArgs = Callable[[list[SSAValue]], tuple[list[Operation], list[list[SSAValue]]]]
+"""From a launch's arguments: host ops to insert before it, and each new kernel's arguments."""
+
+
+def _replace(
+    module: ModuleOp, kernel: loop.KernelOp, kernels: list[loop.KernelOp], launch_args: LaunchArgs
+) -> None:
+    """Puts `kernels` in place of `kernel`, and their launches in place of each of its."""
     parent = kernel.parent_block()
     assert parent is not None
-    parent.insert_ops_before([partial, fold], kernel)
+    parent.insert_ops_before(kernels, kernel)
     for launch in [o for o in module.walk() if isinstance(o, loop.LaunchOp)]:
         if launch.callee.root_reference.data == kernel.sym_name.data:
             block = launch.parent_block()
             assert block is not None
-            workspace = memref.AllocOp([], [], workspace_type)
-            args = [*launch.args, workspace.memref]
-            block.insert_ops_before(
-                [
-                    workspace,
-                    loop.LaunchOp(partial.sym_name.data, args),
-                    loop.LaunchOp(fold.sym_name.data, args),
-                ],
-                launch,
-            )
+            host_ops, args = launch_args(list(launch.args))
+            launches = [
+                loop.LaunchOp(k.sym_name.data, a) for k, a in zip(kernels, args, strict=True)
+            ]
+            block.insert_ops_before([*host_ops, *launches], launch)
             block.erase_op(launch)
     parent.erase_op(kernel)
-    return partial, fold
 
 
 def _new_kernel(
-    kernel: loop.KernelOp, name: str, workspace: MemRefType
+    kernel: loop.KernelOp, name: str, extra: list[MemRefType]
 ) -> tuple[loop.KernelOp, Emitter, Mapping]:
-    types = [a.type for a in kernel.body.block.args] + [workspace]
+    types = [a.type for a in kernel.body.block.args] + extra
     new = loop.KernelOp(name, types)
     mapping = dict(zip(kernel.body.block.args, new.body.block.args, strict=False))
     return new, Emitter(new.body.block), mapping
@@ -66,14 +101,28 @@ def _workspace_type(c: Contraction, splits: int) -> MemRefType:
     return MemRefType(f32, [batch * splits, m, n])
 
 
-def _partial_kernel(kernel: loop.KernelOp, c: Contraction, splits: int) -> loop.KernelOp:
-    """Builds `parallel(b·S + s, m, n) { reduce(kk < chunk) { A(k) * B(k) }; store ws }`."""
+PartialStore = Callable[[Emitter, Mapping, loop.KernelOp, SSAValue, list[SSAValue]], None]
+"""Emits where a partial sum goes: (emitter, old → new values, the partial kernel, the sum,
+its point (b·S + s, m, n))."""
+
+
+def _workspace_store(
+    em: Emitter, mapping: Mapping, new: loop.KernelOp, value: SSAValue, point: list[SSAValue]
+) -> None:
+    em.op(memref.StoreOp.get(value, new.body.block.args[-1], point))
+
+
+def _partial_kernel(
+    kernel: loop.KernelOp,
+    c: Contraction,
+    splits: int,
+    extra: list[MemRefType],
+    store: PartialStore,
+) -> loop.KernelOp:
+    """Builds `parallel(b·S + s, m, n) { reduce(kk < chunk) { A(k) * B(k) }; store }`."""
     batch, m, n, k_extent = c.extents
     chunk = -(-k_extent // splits)
-    new, em, mapping = _new_kernel(
-        kernel, f"{kernel.sym_name.data}_splitk", _workspace_type(c, splits)
-    )
-    workspace = new.body.block.args[-1]
+    new, em, mapping = _new_kernel(kernel, f"{kernel.sym_name.data}_splitk", extra)
     nest = loop.ParallelOp([batch * splits, m, n])
     em.op(nest)
     with em.into(nest.body.block):
@@ -109,14 +158,14 @@ def _partial_kernel(kernel: loop.KernelOp, c: Contraction, splits: int) -> loop.
             product = c.product.clone(value_mapper={c.a_value: a, c.b_value: side_map[c.b_value]})
             em.op(product)
             em.op(loop.YieldOp(product.results[0]))
-        em.op(memref.StoreOp.get(reduce.res[0], workspace, [bs, i, j]))
+        store(em, mapping, new, reduce.res[0], [bs, i, j])
     return new
 
 
 def _fold_kernel(kernel: loop.KernelOp, c: Contraction, splits: int) -> loop.KernelOp:
     """Builds `parallel(b, m, n) { acc = reduce(s) { ws[b·S + s, m, n] }; epilogue(acc) }`."""
     new, em, mapping = _new_kernel(
-        kernel, f"{kernel.sym_name.data}_reduce", _workspace_type(c, splits)
+        kernel, f"{kernel.sym_name.data}_reduce", [_workspace_type(c, splits)]
     )
     new.attributes[SEQUENTIAL] = c.reduce.attributes["tinyopt.contraction"]
     workspace = new.body.block.args[-1]

@@ -89,7 +89,11 @@ def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp]
     for kernel in list(loop.kernels(op)):
         knobs = knobs_for(kernel)
         _check(knobs)
-        parts = split_kernel(op, kernel, knobs.splitk) if knobs.splitk > 1 else (kernel,)
+        parts = (
+            split_kernel(op, kernel, knobs.splitk, knobs.splitk_mode)
+            if knobs.splitk > 1
+            else (kernel,)
+        )
         for part in parts:
             _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
     # The rules emit index arithmetic per lane and per use; clean it up so the printed
