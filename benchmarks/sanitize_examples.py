@@ -4,7 +4,9 @@
 
 The programs are examples/*.mlir, the cases of tests/programs.py whose work is small enough
 for the sanitizers (`MAX_WORK`; the larger ones are listed as skipped), and, where PyTorch is
-installed, the Llama block of examples/llama_block.py at a small size in f32 and bf16. A
+installed, the Llama block of examples/llama_block.py at a small size in f32 and bf16; then
+`--variants` more per test program with random knob settings from the tuner's domain
+(`tests/fuzz/generate.py`'s pipelines; the ones a pass refuses are dropped). A
 process pool lowers them all once (NVRTC compiles into the on-disk cubin cache); then one
 sanitizer process per tool runs this script with `--run`, which launches every program once
 on random inputs and checks the outputs against the float64 reference. Prints per tool the
@@ -84,27 +86,60 @@ def llama_programs() -> list[Program]:
     return out
 
 
-def programs() -> tuple[list[Program], list[str]]:
+def knob_pipelines(count: int, seed: int) -> list[str]:
+    """Draw `count` pipelines with random tile knobs and rewrites (the fuzzer's strategy)."""
+    from fuzz.generate import pipelines
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as seeded
+
+    drawn: list[str] = []
+
+    @seeded(seed)
+    @settings(
+        max_examples=count,
+        database=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(pipelines())
+    def collect(pipeline: str) -> None:
+        drawn.append(pipeline)
+
+    if count:
+        collect()
+    return drawn[:count]
+
+
+def programs(variants: int) -> tuple[list[Program], list[str]]:
     """Return the programs to sanitize and the names of those skipped as too large."""
     from programs import CASES, EXAMPLE_CASES
 
     chosen: list[Program] = [(case.id, case.text, case.pipeline) for case in EXAMPLE_CASES]
-    skipped: list[str] = []
-    for case in CASES:
-        if work(case.text) <= MAX_WORK:
-            chosen.append((case.id, case.text, case.pipeline))
-        else:
-            skipped.append(case.id)
+    small = [case for case in CASES if work(case.text) <= MAX_WORK]
+    skipped = [case.id for case in CASES if case not in small]
+    chosen += [(case.id, case.text, case.pipeline) for case in small]
+    knobs = iter(knob_pipelines(variants * len(small), seed=0))
+    for case in small:
+        for n in range(variants):
+            chosen.append((f"{case.id}_variant{n}", case.text, next(knobs)))
     return chosen + llama_programs(), skipped
 
 
-def lower(program: Program) -> tuple[str, str, str]:
-    """Lower one program and compile its kernels for sm_90a; return (name, graph, lowered)."""
+def lower(program: Program) -> tuple[str, str, str] | None:
+    """Lower one program and compile its kernels for sm_90a; return (name, graph, lowered).
+
+    Returns None when a pass refuses the program's knobs.
+    """
+    from xdsl.utils.exceptions import DiagnosticException
+
     from tinyopt.backends.cuda.cache import cached_compile
     from tinyopt.compiler import lower as lower_text
 
     name, text, pipeline = program
-    _, module = lower_text(text, pipeline)
+    try:
+        _, module = lower_text(text, pipeline)
+    except DiagnosticException:
+        return None
     for op in module.ops:
         if op.name == "tile.cuda_kernel":
             cached_compile(op.properties["source"].data, op.properties["sym_name"].data, "sm_90a")
@@ -169,6 +204,9 @@ def main() -> int:
     parser.add_argument("--tools", default=",".join(TOOLS), help="comma-separated tools")
     parser.add_argument("--jobs", type=int, default=16, help="processes lowering programs")
     parser.add_argument(
+        "--variants", type=int, default=1, help="random knob settings per test program"
+    )
+    parser.add_argument(
         "--sanitizer",
         default=shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer",
     )
@@ -176,11 +214,15 @@ def main() -> int:
     args = parser.parse_args()
     if args.run is not None:
         return run_all(args.run)
-    chosen, skipped = programs()
-    print(f"{len(chosen)} programs ({len(skipped)} skipped as too large: {', '.join(skipped)})")
+    chosen, skipped = programs(args.variants)
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(args.jobs, mp_context=context) as pool:
-        lowered = list(pool.map(lower, chosen))
+        results = list(pool.map(lower, chosen))
+    lowered = [r for r in results if r is not None]
+    print(
+        f"{len(lowered)} programs ({len(results) - len(lowered)} knob variants refused by a "
+        f"pass; {len(skipped)} test programs too large: {', '.join(skipped)})"
+    )
     status = 0
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "programs.pickle"

@@ -27,7 +27,7 @@ class Knobs:
     stages: int = AUTO
     split: int = AUTO
     group: int = AUTO
-    mma: str = "none"
+    mma: str = "auto"
     minblocks: int = AUTO
     splitk: int = 1
     splitk_mode: str = "auto"
