@@ -192,8 +192,7 @@ class _Translator:
         for node in self.program.graph.nodes:  # name unsupported ops before dtype problems
             name = _op_name(node.target)
             if node.op == "call_function" and name not in _HANDLERS and name not in _SKIPPED:
-                reason = f": {_UNSUPPORTED[name]}" if name in _UNSUPPORTED else ""
-                raise self.fail(node, f"cannot capture {name}{reason}")
+                raise self.fail(node, f"cannot capture {name}")
         placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         inputs: list[Node] = []
         weights: dict[str, torch.Tensor] = {}
@@ -266,8 +265,6 @@ Handler = Callable[[_Translator, "Node"], SSAValue]
 _HANDLERS: dict[str, Handler] = {}
 _SKIPPED = ("aten._assert_tensor_metadata",)
 """Ops without a value (export's checks), left out of the capture."""
-_UNSUPPORTED: dict[str, str] = {}
-"""Ops with a known reason they cannot be captured yet."""
 
 
 def _handles(*names: str) -> Callable[[Handler], Handler]:

@@ -42,7 +42,7 @@ class KernelSpace:
 
     def __init__(self, kernel: loop.KernelOp) -> None:
         self.rule = rule_of(kernel)
-        self.mmas: tuple[Value, ...] = KNOB["mma"].domain.values
+        self.mmas: tuple[Value, ...] = tuple(v for v in KNOB["mma"].domain.values if v != "auto")
         """The `mma` values tried on a contraction (the tuner drops those that cannot apply)."""
 
     def rule_for(self, config: Config) -> str:

@@ -45,8 +45,9 @@ class Knobs:
         )
 
 
-MMA = ("none", "sync", "wgmma")
-"""`none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
+MMA = ("auto", "none", "sync", "wgmma")
+"""`auto`: the first of `wgmma`, `sync` whose limits the kernel (and the other knobs) meet, else
+`none`; `none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
 `wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16)."""
 
 COPIES = ("ld", "cp_async", "tma")

@@ -124,12 +124,17 @@ class ScheduleMmaSync(RewritePattern):
         self.knobs = knobs
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.mma != "sync" or not isinstance(op, loop.KernelOp):
+        if self.knobs.mma not in ("sync", "auto") or not isinstance(op, loop.KernelOp):
             return
         if (c := match_contraction(op)) is None or (element := tensor_core_type(c)) is None:
             return
         batch, m, n, _ = c.extents
-        t = choose_mma_tiles(self.knobs, batch, m, n)
+        try:
+            t = choose_mma_tiles(self.knobs, batch, m, n)
+        except DiagnosticException:
+            if self.knobs.mma == "auto":
+                return  # mma=auto: knobs set for CUDA cores (e.g. bk=8) keep the kernel there
+            raise
         kernel, em, mapping = new_kernel(
             op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )

@@ -64,8 +64,8 @@ def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
     if knobs.schedule == "auto":
         rules = [
             ScheduleAttention(knobs),
-            ScheduleMmaSync(knobs),
             ScheduleWgmma(knobs),
+            ScheduleMmaSync(knobs),
             ScheduleContraction(knobs),
             ScheduleRowReduction(knobs),
             ScheduleElementwise(knobs),

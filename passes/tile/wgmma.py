@@ -165,13 +165,18 @@ class ScheduleWgmma(RewritePattern):
         self.knobs = knobs
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.mma != "wgmma" or not isinstance(op, loop.KernelOp):
+        if self.knobs.mma not in ("wgmma", "auto") or not isinstance(op, loop.KernelOp):
             return
         if (c := match_contraction(op)) is None or (element := tensor_core_type(c)) is None:
             return
         batch, m, n, k = c.extents
-        operands = plain_operands(c, k, n)
-        t = choose_wgmma_tiles(self.knobs, batch, m, n)
+        try:
+            operands = plain_operands(c, k, n)
+            t = choose_wgmma_tiles(self.knobs, batch, m, n)
+        except DiagnosticException:
+            if self.knobs.mma == "auto":
+                return  # mma=auto: the next rule (mma.sync, then CUDA cores) takes it
+            raise
         kernel, em, mapping = new_kernel(
             op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )
