@@ -161,33 +161,38 @@ def exhaustive(space: Space, measure: Measure, budget: Budget, batch: int = 1) -
     return state.result
 
 
-ENUMERABLE = 100_000
-"""Spaces up to this size are shuffled whole by random search; larger ones are sampled."""
-
-
 def random_search(
     space: Space, measure: Measure, budget: Budget, batch: int = 1, seed: int = 0
 ) -> SearchResult:
-    """Measures the default configuration, then uniformly random distinct ones."""
+    """Measures the default configuration, then random distinct ones (each decision uniform)."""
     state, rng = _Run(measure, budget, batch), random.Random(seed)
     state.run([default_config(space)])
-    if space_size(space, limit=ENUMERABLE + 1) <= ENUMERABLE:
-        order = list(leaves(space))
-        rng.shuffle(order)
-        draws: Iterator[Config] = iter(order)
-    else:
-        draws = (_complete(space, {}, rng, 0.0) for _ in range(100 * budget.trials))
+    draws = _draws(space, rng, state.known)
     while n := state.left():
-        configs: dict[tuple, Config] = {}
-        for config in draws:
-            if key(config) not in state.known:
-                configs[key(config)] = config
-                if len(configs) == n:
-                    break
+        configs = [c for _, c in zip(range(n), draws)]
         if not configs:
             break
-        state.run(list(configs.values()))
+        state.run(configs)
     return state.result
+
+
+def _draws(space: Space, rng: random.Random, known: dict) -> Iterator[Config]:
+    """Yields random configurations not in `known` (nor yielded before): sampled
+    while that finds new ones quickly, then from a shuffled enumeration of the rest (a
+    small space)."""
+    taken = set(known)
+    misses = 0
+    while misses < 200:
+        config = _complete(space, {}, rng, 0.0)
+        if key(config) in taken:
+            misses += 1
+            continue
+        misses = 0
+        taken.add(key(config))
+        yield config
+    rest = [c for c in leaves(space) if key(c) not in taken and key(c) not in known]
+    rng.shuffle(rest)
+    yield from rest
 
 
 def _complete(
