@@ -385,6 +385,8 @@ def tune_command(args: argparse.Namespace) -> None:
     print(summary_table(results))
     if failures := failure_summary(results):
         print("\nmost common failures:\n" + failures)
+    if untuned := [r.name for r in results if r.best is None]:
+        raise CliError(f"no candidate of {', '.join(untuned)} ran correctly (failures above)")
     where = f"stored in {path} for {gpu}" if path else "not stored (TINYOPT_TUNING_DB=off)"
     print(f"\ntuned configurations {where}")
 

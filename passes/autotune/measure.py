@@ -176,6 +176,8 @@ def measure_built(runner: Runner, gate: Gate, built: Built) -> Outcome:
         return Outcome(timer())
     except CudaError as e:
         return Outcome(None, f"launch error: {str(e).splitlines()[0][:200]}")
+    except Exception as e:  # a failing candidate must not end the search; its reason is kept
+        return Outcome(None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
 
 
 class Measurer(Protocol):

@@ -21,9 +21,8 @@ def progress_line(p: Progress) -> str:
     if p.budget.seconds is not None:
         estimates.append(max(0.0, p.budget.seconds - p.elapsed))
     eta = f"ETA {min(estimates):.0f}s" if estimates else ""
-    return (
-        f"{p.kernel}: {p.trials}/{p.budget.trials} trials  best {_ms(p.best_ms)} ms  {ratio}  {eta}"
-    )
+    best = f"{p.best_ms:.4f} ms" if p.best_ms is not None else "-"
+    return f"{p.kernel}: {p.trials}/{p.budget.trials} trials  best {best}  {ratio}  {eta}"
 
 
 def summary_table(results: Sequence[KernelResult]) -> str:
