@@ -294,6 +294,28 @@ CASES = [
         matmul_plain(300, 260, 72, "f32"),
         tile_with("copy=cp_async vec=1 split=1 pad=0 bk=32 bm=64 bn=64 tm=8 tn=8"),
     ),
+    # swizzle=1: the cp.async ring is XOR-swizzled instead of padded (16-byte chunks permuted
+    # inside 128-byte lines); 4-byte copies (K=513, N=4097, 47) keep their place in a chunk.
+    Case(
+        "linear_f32_cp_async_swizzle_bk16_129x257x68",
+        matmul_plain(129, 257, 68, "f32", "nk"),
+        tile_with("copy=cp_async swizzle=1 bk=16"),
+    ),
+    Case(
+        "matmul_transposed_cp_async_swizzle_4095x4097x513",
+        matmul_transposed(4095, 4097, 513),
+        tile_with("copy=cp_async swizzle=1 stages=4"),
+    ),
+    Case(
+        "matmul_f32_cp_async_swizzle_bk4_1000",
+        matmul_plain(1000, 1000, 1000, "f32"),
+        tile_with("copy=cp_async swizzle=1 bk=4"),
+    ),
+    Case(
+        "bmm_cp_async_swizzle_3x65x33x47",
+        batched_matmul(3, 65, 33, 47),
+        tile_with("copy=cp_async swizzle=1 bm=32 bn=32 tm=2 tn=2 bk=16"),
+    ),
     # copy=tma: TMA boxes into an mbarrier ring, zero-filled past M, N and K; rows must be
     # multiples of 16 bytes (K, N, and M for a transposed A, multiples of 4). ws=1 (default):
     # a producer warp issues the copies; ws=0: thread 0 does.

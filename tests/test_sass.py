@@ -89,6 +89,20 @@ def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Pat
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
 
 
+def test_swizzled_cp_async_ring_keeps_128_bit_accesses(tmp_path: Path) -> None:
+    # Torch-layout weights: both sides K-major, the layout swizzle=1 is for.
+    pipeline = tile_with(
+        "copy=cp_async swizzle=1 stages=4 bm=128 bn=128 bk=16 tm=8 tn=8 split=2 minblocks=1"
+    )
+    code = sass(matmul_plain(4096, 4096, 4096, "f32", "nk"), pipeline, tmp_path)
+    assert "LDS.128" in code and "LDGSTS.E.BYPASS.128" in code
+    # Every fragment read is 16 bytes (`@!PT LDS RZ, [RZ]` is ptxas's never-executed filler
+    # next to LDGSTS).
+    shared_loads = set(re.findall(r"(?<!@!PT )\bLDS[.A-Z0-9]*", code))
+    assert shared_loads == {"LDS.128"}, shared_loads
+    assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+
+
 FP32_VECTOR_STEPS = [
     s
     for s in LADDER

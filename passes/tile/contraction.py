@@ -30,6 +30,7 @@ from tinyopt.passes.tile.emit import (
     vector_width,
 )
 from tinyopt.passes.tile.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
+from tinyopt.passes.tile.contraction_swizzle import swizzled, swizzled_shape
 from tinyopt.passes.tile.contraction_tma import (
     PRODUCER_WARP,
     TmaPipeline,
@@ -164,6 +165,8 @@ class Tiles:
     group: int
     copy: str = "ld"
     ws: int = 0
+    swizzle: int = 0
+    """1: the cp.async ring is XOR-swizzled (contraction_swizzle.py) instead of padded."""
 
     @property
     def threads(self) -> int:
@@ -221,9 +224,26 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
     group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
     stages = knobs.stages or (2 if knobs.copy == "ld" else 3)
+    pad = 0 if knobs.swizzle else knobs.pad
     tiles = Tiles(
-        bm, bn, knobs.bk or 8, tm, tn, knobs.pad, split, stages, group, knobs.copy, knobs.ws
+        bm,
+        bn,
+        knobs.bk or 8,
+        tm,
+        tn,
+        pad,
+        split,
+        stages,
+        group,
+        knobs.copy,
+        knobs.ws,
+        knobs.swizzle,
     )
+    if knobs.swizzle and knobs.copy != "cp_async":
+        raise DiagnosticException(
+            f"tile: swizzle=1 applies to the shared ring of copy=cp_async, got copy={knobs.copy} "
+            "(the registers-staged `ld` layout is conflict-free with pad; TMA's boxes land dense)"
+        )
     if tm % split or tn % split:
         raise DiagnosticException(f"tile: split={split} must divide tm={tm} and tn={tn}")
     if not 32 <= tiles.threads <= 1024:
@@ -389,13 +409,15 @@ class _ContractionEmitter:
                 )
             )
         shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
+        if t.swizzle:
+            shapes = [swizzled_shape(shape) for shape in shapes]
         dynamic = sum(4 * math.prod(shape) for shape in shapes) > SHARED_LIMIT
         for s, shape in zip(sides, shapes, strict=True):
             s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), dynamic))
         acc = self._accumulators()
         a, b = sides
         pipeline = CpAsyncPipeline(
-            em, self.mapping, self.tid, t.threads, k_iv, self.k, t.bk, t.stages
+            em, self.mapping, self.tid, t.threads, k_iv, self.k, t.bk, t.stages, t.swizzle
         )
         pipeline.emit(
             sides,
@@ -571,6 +593,10 @@ class _ContractionEmitter:
                 else:
                     em.op(tile.VectorStoreOp(values, s.smem, [buffer, kk, oo]))
 
+    def _shared(self, index: list[SSAValue], row_length: int) -> list[SSAValue]:
+        """Returns where element `index` of a staged tile is (swizzled with `swizzle=1`)."""
+        return swizzled(self.em, index, row_length) if self.t.swizzle else index
+
     def _fragment(
         self, smem: SSAValue, buffer: SSAValue, kk: SSAValue, start: SSAValue, count: int, half: int
     ) -> list[SSAValue]:
@@ -583,7 +609,7 @@ class _ContractionEmitter:
         for part in range(parts):
             base = em.add(start, part * half)
             for offset in range(0, per_part, width):
-                index = [buffer, kk, em.add(base, offset)]
+                index = self._shared([buffer, kk, em.add(base, offset)], half * parts)
                 if width == 1:
                     values.append(em.value(memref.LoadOp.get(smem, index)))
                 else:
@@ -601,7 +627,8 @@ class _ContractionEmitter:
         for part in range(self.t.split):
             for offset in range(per_part):
                 row = em.add(em.add(start, part * half), offset)
-                rows.append(em.op(tile.VectorLoadOp(smem, [buffer, row, k0], K_VECTOR)).results)
+                index = self._shared([buffer, row, k0], self.t.bk)
+                rows.append(em.op(tile.VectorLoadOp(smem, index, K_VECTOR)).results)
         return [[row[sub] for row in rows] for sub in range(K_VECTOR)]
 
     def _accumulate(

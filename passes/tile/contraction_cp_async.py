@@ -27,6 +27,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
+from tinyopt.passes.tile.contraction_swizzle import swizzled
 from tinyopt.passes.tile.emit import Emitter, Mapping, vector_width
 
 
@@ -109,6 +110,8 @@ class CpAsyncPipeline:
     k: int
     bk: int
     stages: int
+    swizzle: int = 0
+    """1: the ring's tiles are XOR-swizzled (contraction_swizzle.py)."""
 
     def issue(self, side: CopiedSide, step: SSAValue | int, slot: SSAValue) -> None:
         """Issues this thread's copies of K step `step` of a side into ring slot `slot`."""
@@ -136,6 +139,8 @@ class CpAsyncPipeline:
             local = dict(self.mapping) | {self.k_iv: k, side.outer_iv: o}
             src = [local.get(i, i) for i in side.load.indices]
             dst = [slot, oo, kk] if side.k_major else [slot, kk, oo]
+            if self.swizzle:
+                dst = swizzled(em, dst, along)
             partial = (index + 1) * self.threads > chunks
             with em.when([em.less(e, chunks)] if partial else []):
                 em.op(

@@ -34,6 +34,7 @@ class Knobs:
     ws: int = 1
     attn: str = "sync"
     copy: str = "ld"
+    swizzle: int = 0
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -175,6 +176,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("cache", one_of(0, 1, words="0 or 1")),
+    Knob("swizzle", one_of(0, 1, words="0 or 1")),
     Knob(
         "pad",
         Domain(
@@ -190,7 +192,8 @@ here (and a line in docs/knobs.md); `RULE_KNOBS` says which rules read it."""
 KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
-    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws",
+    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
+    "swizzle",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
     "row_reduction": "threads vec rows cache",
