@@ -62,7 +62,9 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(CASES), help="comma-separated case names")
     parser.add_argument("--trials", type=int, default=64, help="trials per method (64)")
     parser.add_argument("--exhaustive-limit", type=int, default=600)
-    parser.add_argument("--batch", type=int, default=8, help="MCTS leaves measured per round")
+    parser.add_argument(
+        "--batch", type=int, help="candidates per search step (default: one per build process)"
+    )
     parser.add_argument("--jobs", type=int, help="build processes (default: one per CPU)")
     parser.add_argument(
         "--deadline", type=float, default=400.0, help="seconds for all searches (400)"
@@ -98,7 +100,7 @@ def main() -> None:
                 seconds = max(10.0, (args.deadline - (time.monotonic() - start)) / left)
                 left -= 1
                 budget = Budget(size if method == "exhaustive" else args.trials, seconds)
-                batch = args.batch if method == "mcts" else measurer.parallelism
+                batch = args.batch or measurer.parallelism
                 (results[method],) = tune(program, measurer, method, budget, batch=batch)
                 best = results[method].best
                 print(
