@@ -195,8 +195,8 @@ def tuned_knobs(kernel: loop.KernelOp, explicit: Knobs) -> tuple[Knobs, bool]:
     """Returns the knobs for `kernel`: the cached ones where the cache has an entry for this
     GPU model, with every knob `explicit` sets (differs from its default) taking precedence;
     and whether a cache entry was used."""
-    path, gpu = db_path(), gpu_model()
-    if path is None or gpu is None or not path.exists():
+    path = db_path()
+    if path is None or not path.exists() or (gpu := gpu_model()) is None:
         return explicit, False
     try:
         with TuningCache(path) as cache:
