@@ -65,7 +65,9 @@ def test_attention_kernel_compiles_for_sm90a(variant: Variant) -> None:
     _, module = lower(variant.text, variant.pipeline)
     kernel = _attention_kernel(module)
     source = kernel.source.data
-    for piece in ("tinyopt_ldmatrix_x4_trans", "tinyopt_pack_", "__shfl_xor_sync", "exp2f"):
+    pieces = ["tinyopt_ldmatrix_x4_trans", "tinyopt_pack_", "__shfl_xor_sync"]
+    pieces += ["tinyopt_exp2_approx", "tinyopt_cp_async_16", "cp.async.wait_group 1"]
+    for piece in pieces:
         assert piece in source, piece
     compiled = compile_module(module, arch="sm_90a")
     assert kernel.sym_name.data in compiled.kernels

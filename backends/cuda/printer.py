@@ -62,14 +62,21 @@ def ldmatrix_helper(trans: bool) -> str:
     )
 
 
+def mma_name(element: str) -> str:
+    """Returns the helper name of `tile.mma_sync` on `element` (f32 elements are TF32)."""
+    return "tinyopt_mma_tf32" if element == "f32" else f"tinyopt_mma_{element}"
+
+
 def mma_helper(element: str) -> str:
-    """Returns the device function of `tile.mma_sync` on `element` (`f16` or `bf16`) inputs."""
+    """Returns the device function of `tile.mma_sync` on `element` (`f16` or `bf16`) inputs:
+    m16n8k16; or, for `f32`, the m16n8k8 on TF32 inputs."""
+    shape, inputs = ("m16n8k8", "tf32") if element == "f32" else ("m16n8k16", element)
     return "\n".join(
         (
-            f"__device__ __forceinline__ void tinyopt_mma_{element}(float& d0, float& d1, "
+            f"__device__ __forceinline__ void {mma_name(element)}(float& d0, float& d1, "
             "float& d2, float& d3, int a0, int a1, int a2, int a3, int b0, int b1, float c0, "
             "float c1, float c2, float c3) {",
-            f'    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{element}.{element}.f32 "',
+            f'    asm volatile("mma.sync.aligned.{shape}.row.col.f32.{inputs}.{inputs}.f32 "',
             '                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "',
             '                 "{%10, %11, %12, %13};"',
             '                 : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)',
@@ -78,6 +85,23 @@ def mma_helper(element: str) -> str:
             "}",
         )
     )
+
+
+EXP2_APPROX = "\n".join(
+    (
+        "__device__ __forceinline__ float tinyopt_exp2_approx(float x) {",
+        "    float y;",
+        '    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));',
+        "    return y;",
+        "}",
+    )
+)
+"""`math.exp2` with `fastmath<afn>`: one MUFU.EX2, subnormal results flushed to 0 (`exp2f`
+adds a range fix-up of four more instructions around it)."""
+
+
+def _approximate_exp2(op: Operation) -> bool:
+    return isinstance(op, fmath.Exp2Op) and arith.FastMathFlag.APPROX_FUNC in op.fastmath.data
 
 
 def cp_async_helper(nbytes: int) -> str:
@@ -194,7 +218,7 @@ _RESERVED = (
     virtual decltype noexcept static_assert thread_local export concept requires and and_eq
     bitand bitor compl not not_eq or or_eq xor xor_eq threadIdx blockIdx blockDim gridDim
     warpSize max min INFINITY tinyopt_vec tinyopt_ldmatrix_x4 tinyopt_ldmatrix_x4_trans
-    tinyopt_mma_f16 tinyopt_mma_bf16 tinyopt_cp_async_4 tinyopt_cp_async_8
+    tinyopt_mma_f16 tinyopt_mma_bf16 tinyopt_mma_tf32 tinyopt_cp_async_4 tinyopt_cp_async_8
     tinyopt_cp_async_16""".split()
     )
     | frozenset(_FLOAT_CALLS.values())
@@ -322,6 +346,8 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers[hopper.tma_load_helper(len(op.coords))] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
+        elif _approximate_exp2(op):
+            helpers[EXP2_APPROX] = None
         elif isinstance(op, tile.WgmmaOp):
             helpers[hopper.wgmma_desc_helper()] = None
             helpers[hopper.wgmma_helper(op)] = None
@@ -573,7 +599,8 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: Operation) -> None:
         t = op.results[0].type
         args = ", ".join(self.to_float(self.expr(v), v.type) for v in op.operands)
-        self.let(op.results[0], self.from_float(f"{_FLOAT_CALLS[type(op)]}({args})", t))
+        name = "tinyopt_exp2_approx" if _approximate_exp2(op) else _FLOAT_CALLS[type(op)]
+        self.let(op.results[0], self.from_float(f"{name}({args})", t))
 
     @print_op.register
     def _(self, op: arith.NegfOp) -> None:
@@ -705,7 +732,14 @@ class CudaPrinter(BasePrinter[str]):
         results = [self.define(r) for r in op.res]
         self.line(f"float {', '.join(results)};")
         args = ", ".join(self.expr(v) for v in (*op.a, *op.b, *op.c))
-        self.line(f"tinyopt_mma_{op.element}({', '.join(results)}, {args});")
+        self.line(f"{mma_name(str(op.element))}({', '.join(results)}, {args});")
+
+    @print_op.register
+    def _(self, op: tile.ToTf32Op) -> None:
+        tf32 = self.define(op.result)
+        self.line(f"int {tf32};")
+        value = self.expr(op.input)
+        self.line(f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({tf32}) : "f"({value}));')
 
     @print_op.register
     def _(self, op: tile.PackOp) -> None:

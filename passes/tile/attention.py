@@ -39,26 +39,45 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, f32
+from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, IndexType, f32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.flash_attention import CAUSAL_FLOOR, FLASH_ATTR, backward_slice
 from tinyopt.passes.online_softmax import LOWEST_F32
-from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, depends_on, vector_width
+from tinyopt.passes.tile.emit import (
+    Emitter,
+    LaneEmitter,
+    Mapping,
+    depends_on,
+    is_contiguous,
+    vector_width,
+)
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
-BM = 64
-"""Query rows per block: 4 warps of 16 rows."""
+WARPS = 4
+M_TILES = 2
+"""m16 tiles of query rows per warp: each K or V fragment read from shared memory feeds
+M_TILES products, which keeps `ldmatrix` traffic under the shared-memory bandwidth."""
+BM = WARPS * M_TILES * MMA_M
+"""Query rows per block: 4 warps of 32 rows."""
 BN = 64
 """Keys per staged K/V tile."""
-THREADS = BM // MMA_M * WARP
+THREADS = WARPS * WARP
+SLOTS = 2
+"""K and V tiles are double-buffered: the next tile's copies fly while this one is used."""
 PAD = 8
 """Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
+Q_REGISTER_DIM = 64
+"""Largest q·k head dim whose Q fragments stay in registers for the whole key loop (32 registers
+per thread); wider ones are read again from shared memory at each key tile, since O (64 f32 per
+m16 tile at D = 128) and S already take most of the 255 registers."""
+APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
+"""`math.exp2` may be approximate (printed as `ex2.approx.ftz`)."""
 LOG2E = 1.4426950408889634
 """log2(e): exp(x) = exp2(x·log2 e)."""
 MAX_HEAD_DIM = 256
@@ -228,6 +247,27 @@ class _Side:
     col_iv: SSAValue
     cols: int
     smem: SSAValue
+    copied: memref.LoadOp | None = None
+    """The load `cp.async` copies when the side is that load unchanged (else it is evaluated
+    through registers)."""
+
+
+def copied_load(side: _Side, element: Attribute) -> memref.LoadOp | None:
+    """Returns the one load a side is, when `cp.async` can copy it: the element type unchanged
+    (only widened by `extf`), rows contiguous along the side's columns; else None."""
+    loads = [op for op in side.ops if isinstance(op, memref.LoadOp)]
+    if len(loads) != 1 or (load := loads[0]).res.type != element:
+        return None
+    for op in side.ops:
+        widened = isinstance(op, arith.ExtFOp) and op.input == load.res
+        index_math = all(isinstance(r.type, IndexType) for r in op.results) and op.results
+        if op is not load and not widened and not index_math:
+            return None
+    if side.value != load.res and not isinstance(side.value.owner, arith.ExtFOp):
+        return None
+    if not is_contiguous(load.indices, side.col_iv, depends_on(side.ops, [side.col_iv])):
+        return None
+    return load if vector_width([load], side.col_iv, side.cols, 8) == 8 else None
 
 
 class _AttentionEmitter:
@@ -275,6 +315,18 @@ class _AttentionEmitter:
         block.add_op(tile.YieldOp(*[op.results[0] for op in results]))
         return list(self.em.op(tile.WarpReduceOp(list(values), Region(block), 4)).results)
 
+    def row(self, mt: int, half: int) -> SSAValue:
+        """Returns the query row this lane holds in m-tile `mt` (half 0: row g, 1: g + 8)."""
+        em = self.em
+        return em.add(em.add(self.q0, self.row_w), em.add(self.g, mt * MMA_M + 8 * half))
+
+    def a_fragment(self, smem: SSAValue, mt: int, kk: int) -> list[SSAValue]:
+        """Loads the A fragment of m-tile `mt`, columns kk..kk+15, of the block's q rows."""
+        em = self.em
+        row = em.add(em.add(self.row_w, mt * MMA_M), em.add(self.lo8, self.r8))
+        index = [row, em.add(kk, self.hi8)]
+        return list(em.op(tile.LdMatrixOp(smem, index, False)).results)
+
     # --- schedule --------------------------------------------------------------------------
 
     def emit(self) -> None:
@@ -286,59 +338,116 @@ class _AttentionEmitter:
         self.lo8 = em.mul(em.rem(em.div(lane, 8), 2), 8)
         self.hi8 = em.mul(em.div(lane, 16), 8)
         self.q0 = em.mul(em.value(tile.BlockIdOp("x")), BM)
-        self.row_w = em.mul(warp, MMA_M)
+        self.row_w = em.mul(warp, M_TILES * MMA_M)
         flat = em.value(tile.BlockIdOp("y"))
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
         element = a.element
-        q_smem = self.alloc([BM, self.head_qk + PAD], element, tile.SHARED)
-        k_smem = self.alloc([BN, self.head_qk + PAD], element, tile.SHARED)
-        v_smem = self.alloc([BN, self.head_v + PAD], element, tile.SHARED)
-        q = _Side(a.ops_of(a.q_value), a.q_value, a.i, a.e, self.head_qk, q_smem)
+        self.q_smem = self.alloc([BM, self.head_qk + PAD], element, tile.SHARED)
+        k_smem = self.alloc([SLOTS, BN, self.head_qk + PAD], element, tile.SHARED)
+        v_smem = self.alloc([SLOTS, BN, self.head_v + PAD], element, tile.SHARED)
+        q = _Side(a.ops_of(a.q_value), a.q_value, a.i, a.e, self.head_qk, self.q_smem)
         k = _Side(a.ops_of(a.k_value), a.k_value, a.j, a.e, self.head_qk, k_smem)
         value = a.yielded[2]
         v = _Side(a.ops_of(value), value, a.j, a.d, self.head_v, v_smem)
-        self.stage(q, self.q0, self.s_q, BM)
-        em.op(tile.BarrierOp())
-        q_frags = [
-            list(
-                em.op(
-                    tile.LdMatrixOp(
-                        q_smem,
-                        [em.add(em.add(self.row_w, self.lo8), self.r8), em.add(kk, self.hi8)],
-                        False,
-                    )
-                ).results
-            )
-            for kk in range(0, self.head_qk, MMA_K)
-        ]
-        self.m = self.alloc([2], f32, tile.REGISTERS)
-        self.l = self.alloc([2], f32, tile.REGISTERS)
-        self.o = self.alloc([self.head_v // MMA_N, 4], f32, tile.REGISTERS)
-        minus_inf, zero = em.f32(float("-inf")), em.f32(0.0)
-        for h in range(2):
-            self.store(minus_inf, self.m, h)
-            self.store(zero, self.l, h)
-        for dt in range(self.head_v // MMA_N):
-            for r in range(4):
-                self.store(zero, self.o, dt, r)
+        for side in (k, v):
+            side.copied = copied_load(side, element)
         end: SSAValue | int = self.s_k
         if a.causal:
             end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
+        self.stage(q, self.q0, self.s_q, BM)
+        zero = em.index(0)
+        # Groups are committed in the order K0, V0, K1, V1, ...: waiting until one group is
+        # pending retires the older of the two in flight.
+        self.issue(k, zero, zero)
+        self.commit(k, v)
+        self.issue(v, zero, zero)
+        self.commit(k, v)
+        em.op(tile.BarrierOp())
+        q_frags = None
+        if self.head_qk <= Q_REGISTER_DIM:
+            q_frags = [
+                [self.a_fragment(self.q_smem, mt, kk) for kk in range(0, self.head_qk, MMA_K)]
+                for mt in range(M_TILES)
+            ]
+        self.m = self.alloc([M_TILES, 2], f32, tile.REGISTERS)
+        self.l = self.alloc([M_TILES, 2], f32, tile.REGISTERS)
+        self.o = self.alloc([M_TILES, self.head_v // MMA_N, 4], f32, tile.REGISTERS)
+        minus_inf, fzero = em.f32(float("-inf")), em.f32(0.0)
+        for mt in range(M_TILES):
+            for h in range(2):
+                self.store(minus_inf, self.m, mt, h)
+                self.store(fzero, self.l, mt, h)
+            for dt in range(self.head_v // MMA_N):
+                for r in range(4):
+                    self.store(fzero, self.o, mt, dt, r)
         with em.for_loop(0, end, BN) as (j0, _, _):
-            self.stage(k, j0, self.s_k, BN)
-            self.stage(v, j0, self.s_k, BN)
-            em.op(tile.BarrierOp())
-            scores = self.scores(q_frags, k_smem)
+            slot = em.rem(em.div(j0, BN), SLOTS)
+            ahead = em.add(j0, BN)
+            next_slot = em.rem(em.div(ahead, BN), SLOTS)
+            # K(t) has landed; every warp is past tile t-1, so slot t+1 is free for K(t+1).
+            self.wait(k, v)
+            with em.when([em.less(ahead, end)]):
+                self.issue(k, ahead, next_slot)
+            self.commit(k, v)
+            scores = self.scores(q_frags, k_smem, slot)
             probs = self.softmax(self.masked(scores, j0))
-            self.multiply_v(probs, v_smem)
-            em.op(tile.BarrierOp())
+            # V(t) has landed; every warp is past P·V(t-1), so V(t+1) may overwrite it.
+            self.wait(k, v)
+            with em.when([em.less(ahead, end)]):
+                self.issue(v, ahead, next_slot)
+            self.commit(k, v)
+            self.multiply_v(probs, v_smem, slot)
             em.op(scf.YieldOp())
         self.epilogue()
 
-    def stage(self, side: _Side, origin: SSAValue, extent: int, rows: int) -> None:
-        """Evaluates a side over `rows` rows from `origin` into shared memory, rounded to the
-        element type, with 16-byte vectors along its columns; rows past `extent` are 0."""
+    def wait(self, *sides: _Side) -> None:
+        """Waits for the older of the two copy groups in flight, then for every thread."""
+        if any(side.copied for side in sides):
+            self.em.op(tile.CpAsyncWaitOp(1))
+        self.em.op(tile.BarrierOp())
+
+    def commit(self, *sides: _Side) -> None:
+        """Closes a copy group, empty or not, so that the wait count stays one."""
+        if any(side.copied for side in sides):
+            self.em.op(tile.CpAsyncCommitOp())
+
+    def issue(self, side: _Side, origin: SSAValue, slot: SSAValue) -> None:
+        """Fills ring slot `slot` of a key side with rows origin..origin+BN: by `cp.async`
+        when the side is a plain load, else evaluated and stored (visible after a barrier)."""
+        if side.copied is None:
+            self.stage(side, origin, self.s_k, BN, [slot])
+            return
+        em, load = self.em, side.copied
+        per_row = side.cols // 8
+        with em.for_loop(self.tid, BN * per_row, THREADS) as (flat, _, _):
+            col = em.mul(em.rem(flat, per_row), 8)
+            row = em.div(flat, per_row)
+            index = em.add(origin, row)
+            valid = em.less(index, self.s_k)
+            local = dict(self.mapping) | {
+                side.row_iv: em.value(arith.SelectOp(valid, index, em.index(0))),
+                side.col_iv: col,
+            }
+            for op in side.ops:
+                if op is load:
+                    break
+                em.op(op.clone(value_mapper=local))
+            src = [local.get(i, i) for i in load.indices]
+            em.op(tile.CpAsyncOp(local[load.memref], src, side.smem, [slot, row, col], 8, valid))
+            em.op(scf.YieldOp())
+
+    def stage(
+        self,
+        side: _Side,
+        origin: SSAValue,
+        extent: int,
+        rows: int,
+        slot: Sequence[SSAValue] = (),
+    ) -> None:
+        """Evaluates a side over `rows` rows from `origin` into shared memory (at `slot` of a
+        ring), rounded to the element type, with 16-byte vectors along its columns; rows past
+        `extent` are 0."""
         em, element = self.em, self.a.element
         width = vector_width(side.ops, side.col_iv, side.cols, 8)
         per_row = side.cols // width
@@ -357,10 +466,11 @@ class _AttentionEmitter:
                 with em.into(other):
                     zero = em.value(arith.ConstantOp(FloatAttr(0.0, element)))  # type: ignore[arg-type]
                     em.op(scf.YieldOp(*[zero] * width))
+            at = [*slot, row, col]
             if width == 1:
-                em.op(memref.StoreOp.get(if_op.results[0], side.smem, [row, col]))
+                em.op(memref.StoreOp.get(if_op.results[0], side.smem, at))
             else:
-                em.op(tile.VectorStoreOp(list(if_op.results), side.smem, [row, col]))
+                em.op(tile.VectorStoreOp(list(if_op.results), side.smem, at))
             em.op(scf.YieldOp())
 
     def narrow(self, value: SSAValue) -> SSAValue:
@@ -369,25 +479,33 @@ class _AttentionEmitter:
             return value.owner.input
         return self.em.value(arith.TruncFOp(value, self.a.element))
 
-    def scores(self, q_frags: list[list[SSAValue]], k_smem: SSAValue) -> list[list[SSAValue]]:
-        """Returns the warp's 16×BN dot products as BN/8 m16n8 accumulators (4 per lane)."""
+    def scores(
+        self, q_frags: list[list[list[SSAValue]]] | None, k_smem: SSAValue, slot: SSAValue
+    ) -> list[list[list[SSAValue]]]:
+        """Returns the warp's 32×BN dot products as [m-tile][BN/8] m16n8 accumulators (4 per
+        lane); each K fragment feeds both m-tiles."""
         em = self.em
         zero = em.f32(0.0)
-        acc = [[zero] * 4 for _ in range(BN // MMA_N)]
-        for step, a_regs in enumerate(q_frags):
+        acc = [[[zero] * 4 for _ in range(BN // MMA_N)] for _ in range(M_TILES)]
+        for step in range(self.head_qk // MMA_K):
             kk = step * MMA_K
+            a_regs = [
+                q_frags[mt][step] if q_frags else self.a_fragment(self.q_smem, mt, kk)
+                for mt in range(M_TILES)
+            ]
             for jj in range(BN // (2 * MMA_N)):
                 row = em.add(em.add(jj * 2 * MMA_N, self.hi8), self.r8)
-                regs = em.op(tile.LdMatrixOp(k_smem, [row, em.add(kk, self.lo8)], False)).results
-                for half in range(2):
-                    n = 2 * jj + half
-                    mma = tile.MmaSyncOp(
-                        self.a.element, a_regs, regs[2 * half : 2 * half + 2], acc[n]
-                    )
-                    acc[n] = list(em.op(mma).results)
+                index = [slot, row, em.add(kk, self.lo8)]
+                regs = em.op(tile.LdMatrixOp(k_smem, index, False)).results
+                for mt in range(M_TILES):
+                    for half in range(2):
+                        n = 2 * jj + half
+                        b_regs = regs[2 * half : 2 * half + 2]
+                        mma = tile.MmaSyncOp(self.a.element, a_regs[mt], b_regs, acc[mt][n])
+                        acc[mt][n] = list(em.op(mma).results)
         return acc
 
-    def masked(self, acc: list[list[SSAValue]], j0: SSAValue) -> list[list[SSAValue]]:
+    def masked(self, acc: list[list[list[SSAValue]]], j0: SSAValue) -> list[list[list[SSAValue]]]:
         """Applies the loop body's score expression (scale, mask) to each dot product; keys
         past the end score −inf."""
         em, a = self.em, self.a
@@ -396,94 +514,119 @@ class _AttentionEmitter:
         loads = any(isinstance(o, memref.LoadOp) for op in ops for o in op.walk())
         minus_inf = em.f32(float("-inf"))
         out = []
-        for n, regs in enumerate(acc):
-            row = []
-            for r, dot in enumerate(regs):
-                i = em.add(em.add(self.q0, self.row_w), em.add(self.g, 8 * (r // 2)))
-                j = em.add(j0, em.add(em.mul(self.t, 2), n * MMA_N + r % 2))
-                local = dict(self.mapping) | {a.qk.res[0]: dot, a.i: i, a.j: j}
-                if loads:
-                    # A mask read from memory must not be read past the ends.
-                    inside = em.all_of([em.less(i, self.s_q), em.less(j, self.s_k)])
-                    with em.if_(inside, [f32]) as (then, other, if_op):
-                        with em.into(then):
-                            for op in ops:
-                                em.op(op.clone(value_mapper=local))
-                            em.op(scf.YieldOp(local.get(score, score)))
-                        assert other is not None
-                        with em.into(other):
-                            em.op(scf.YieldOp(minus_inf))
-                    x = if_op.results[0]
-                else:
-                    for op in ops:
-                        em.op(op.clone(value_mapper=local))
-                    x = local.get(score, score)
-                    if self.s_k % BN:
-                        x = em.value(arith.SelectOp(em.less(j, self.s_k), x, minus_inf))
-                row.append(x)
-            out.append(row)
+        for mt, tile_acc in enumerate(acc):
+            rows = [self.row(mt, h) for h in range(2)]
+            tile_out = []
+            for n, regs in enumerate(tile_acc):
+                cols = []
+                for r, dot in enumerate(regs):
+                    i = rows[r // 2]
+                    j = em.add(j0, em.add(em.mul(self.t, 2), n * MMA_N + r % 2))
+                    local = dict(self.mapping) | {a.qk.res[0]: dot, a.i: i, a.j: j}
+                    if loads:
+                        # A mask read from memory must not be read past the ends.
+                        inside = em.all_of([em.less(i, self.s_q), em.less(j, self.s_k)])
+                        with em.if_(inside, [f32]) as (then, other, if_op):
+                            with em.into(then):
+                                for op in ops:
+                                    em.op(op.clone(value_mapper=local))
+                                em.op(scf.YieldOp(local.get(score, score)))
+                            assert other is not None
+                            with em.into(other):
+                                em.op(scf.YieldOp(minus_inf))
+                        x = if_op.results[0]
+                    else:
+                        for op in ops:
+                            em.op(op.clone(value_mapper=local))
+                        x = local.get(score, score)
+                        if self.s_k % BN:
+                            x = em.value(arith.SelectOp(em.less(j, self.s_k), x, minus_inf))
+                    cols.append(x)
+                tile_out.append(cols)
+            out.append(tile_out)
         return out
 
-    def softmax(self, x: list[list[SSAValue]]) -> list[list[SSAValue]]:
-        """Updates the running max and sum of the lane's two rows, rescales O, returns P."""
+    def softmax(self, x: list[list[list[SSAValue]]]) -> list[list[list[SSAValue]]]:
+        """Updates the running max and sum of the lane's rows, rescales O, returns P.
+
+        p = exp2(x·log2 e − M'), one FFMA and one MUFU.EX2 per score, with the running max
+        taken in base 2 and floored: M' = max(M·log2 e, lowest finite f32). A row whose keys so
+        far are all −inf gets p = 0 and alpha = 0 (no inf − inf); scores below −2.3e38 (where
+        x·log2 e overflows to −inf) count as masked."""
         em = self.em
         log2e, lowest = em.f32(LOG2E), em.f32(LOWEST_F32)
-        probs = [[x[n][r] for r in range(4)] for n in range(len(x))]
+        probs = [[list(regs) for regs in tile_x] for tile_x in x]
+        n_tiles = BN // MMA_N
         tile_max = [
             self.combine(
-                arith.MaximumfOp, [x[n][2 * h + c] for n in range(len(x)) for c in range(2)]
+                arith.MaximumfOp, [x[mt][n][2 * h + c] for n in range(n_tiles) for c in range(2)]
             )
+            for mt in range(M_TILES)
             for h in range(2)
         ]
         tile_max = self.quad(tile_max, arith.MaximumfOp)
-        for h in range(2):
-            old = self.load(self.m, h)
-            new = self.f(arith.MaximumfOp(old, tile_max[h]))
-            floor = self.f(arith.MaximumfOp(new, lowest))
-            alpha = self.exp2(old, floor, log2e)
-            for n in range(len(x)):
-                for c in range(2):
-                    probs[n][2 * h + c] = self.exp2(x[n][2 * h + c], floor, log2e)
-            row_sum = self.combine(
-                arith.AddfOp, [probs[n][2 * h + c] for n in range(len(x)) for c in range(2)]
-            )
-            total = self.f(arith.AddfOp(self.f(arith.MulfOp(self.load(self.l, h), alpha)), row_sum))
-            self.store(total, self.l, h)
-            self.store(new, self.m, h)
-            for dt in range(self.head_v // MMA_N):
-                for c in range(2):
-                    scaled = self.f(arith.MulfOp(self.load(self.o, dt, 2 * h + c), alpha))
-                    self.store(scaled, self.o, dt, 2 * h + c)
+        for mt in range(M_TILES):
+            for h in range(2):
+                old = self.load(self.m, mt, h)
+                new = self.f(arith.MaximumfOp(old, tile_max[2 * mt + h]))
+                floor = self.f(arith.MaximumfOp(self.f(arith.MulfOp(new, log2e)), lowest))
+                alpha = self.exp2(old, log2e, floor)
+                for n in range(n_tiles):
+                    for c in range(2):
+                        probs[mt][n][2 * h + c] = self.exp2(x[mt][n][2 * h + c], log2e, floor)
+                row_sum = self.combine(
+                    arith.AddfOp,
+                    [probs[mt][n][2 * h + c] for n in range(n_tiles) for c in range(2)],
+                )
+                scaled = self.f(arith.MulfOp(self.load(self.l, mt, h), alpha))
+                self.store(self.f(arith.AddfOp(scaled, row_sum)), self.l, mt, h)
+                self.store(new, self.m, mt, h)
+                for dt in range(self.head_v // MMA_N):
+                    for c in range(2):
+                        o = self.load(self.o, mt, dt, 2 * h + c)
+                        self.store(self.f(arith.MulfOp(o, alpha)), self.o, mt, dt, 2 * h + c)
         return probs
 
-    def exp2(self, x: SSAValue, floor: SSAValue, log2e: SSAValue) -> SSAValue:
-        """Returns e^(x − floor) as exp2((x − floor)·log2 e)."""
-        shifted = self.f(arith.MulfOp(self.f(arith.SubfOp(x, floor)), log2e))
-        return self.f(fmath.Exp2Op(shifted))
+    def exp2(self, x: SSAValue, log2e: SSAValue, floor: SSAValue) -> SSAValue:
+        """Returns exp2(x·log2 e − floor): NVRTC contracts the argument into one FFMA, and the
+        approximate exp2 is one MUFU.EX2 (p and alpha lie in [0, 1]: flushing subnormals to 0
+        is harmless)."""
+        shifted = self.f(arith.SubfOp(self.f(arith.MulfOp(x, log2e)), floor))
+        return self.f(fmath.Exp2Op(shifted, APPROXIMATE))
 
-    def multiply_v(self, probs: list[list[SSAValue]], v_smem: SSAValue) -> None:
-        """Accumulates P·V into O; P's accumulator layout is the A-fragment layout."""
+    def multiply_v(
+        self, probs: list[list[list[SSAValue]]], v_smem: SSAValue, slot: SSAValue
+    ) -> None:
+        """Accumulates P·V into O; P's accumulator layout is the A-fragment layout, and each V
+        fragment feeds both m-tiles."""
         em, element = self.em, self.a.element
         for kk in range(BN // MMA_K):
-            lo, hi = probs[2 * kk], probs[2 * kk + 1]
-            a_regs = [
-                self.f(tile.PackOp(lo[0], lo[1], element)),
-                self.f(tile.PackOp(lo[2], lo[3], element)),
-                self.f(tile.PackOp(hi[0], hi[1], element)),
-                self.f(tile.PackOp(hi[2], hi[3], element)),
-            ]
+            a_regs = []
+            for mt in range(M_TILES):
+                lo, hi = probs[mt][2 * kk], probs[mt][2 * kk + 1]
+                a_regs.append(
+                    [
+                        self.f(tile.PackOp(lo[0], lo[1], element)),
+                        self.f(tile.PackOp(lo[2], lo[3], element)),
+                        self.f(tile.PackOp(hi[0], hi[1], element)),
+                        self.f(tile.PackOp(hi[2], hi[3], element)),
+                    ]
+                )
             for dd in range(self.head_v // (2 * MMA_N)):
                 index = [
-                    em.add(kk * MMA_K + 0, em.add(self.lo8, self.r8)),
+                    slot,
+                    em.add(kk * MMA_K, em.add(self.lo8, self.r8)),
                     em.add(dd * 2 * MMA_N, self.hi8),
                 ]
                 regs = em.op(tile.LdMatrixOp(v_smem, index, True)).results
-                for half in range(2):
-                    dt = 2 * dd + half
-                    old = [self.load(self.o, dt, r) for r in range(4)]
-                    mma = tile.MmaSyncOp(element, a_regs, regs[2 * half : 2 * half + 2], old)
-                    for r, new in enumerate(em.op(mma).results):
-                        self.store(new, self.o, dt, r)
+                for mt in range(M_TILES):
+                    for half in range(2):
+                        dt = 2 * dd + half
+                        old = [self.load(self.o, mt, dt, r) for r in range(4)]
+                        b_regs = regs[2 * half : 2 * half + 2]
+                        mma = tile.MmaSyncOp(element, a_regs[mt], b_regs, old)
+                        for r, new in enumerate(em.op(mma).results):
+                            self.store(new, self.o, mt, dt, r)
 
     def epilogue(self) -> None:
         """Runs the loop kernel's epilogue (acc / max(l, 1), cast, store) per accumulator."""
@@ -491,20 +634,25 @@ class _AttentionEmitter:
         nest_ops = list(a.nest.body.block.ops)
         after = nest_ops[nest_ops.index(a.reduce) + 1 :]
         program = [*nest_ops[: nest_ops.index(a.reduce)], *after]
-        totals = self.quad([self.load(self.l, h) for h in range(2)], arith.AddfOp)
         width = vector_width(after, a.d, 2, 2)
         width = width if self.head_v % width == 0 else 1
         m, total, acc = a.reduce.res
-        for h in range(2):
-            i = em.add(em.add(self.q0, self.row_w), em.add(self.g, 8 * h))
-            maximum = self.load(self.m, h)
-            with em.if_(em.less(i, self.s_q)) as (then, _, _), em.into(then):
-                for dt in range(self.head_v // MMA_N):
-                    for c0 in range(0, 2, width):
-                        d = em.add(em.mul(self.t, 2), dt * MMA_N + c0)
-                        lanes = [
-                            {acc: self.load(self.o, dt, 2 * h + c), total: totals[h], m: maximum}
-                            for c in range(c0, c0 + width)
-                        ]
-                        local = dict(self.mapping) | {a.i: i}
-                        LaneEmitter(em, a.d, d, width).emit(program, local, lanes)
+        for mt in range(M_TILES):
+            totals = self.quad([self.load(self.l, mt, h) for h in range(2)], arith.AddfOp)
+            for h in range(2):
+                i = self.row(mt, h)
+                maximum = self.load(self.m, mt, h)
+                with em.if_(em.less(i, self.s_q)) as (then, _, _), em.into(then):
+                    for dt in range(self.head_v // MMA_N):
+                        for c0 in range(0, 2, width):
+                            d = em.add(em.mul(self.t, 2), dt * MMA_N + c0)
+                            lanes = [
+                                {
+                                    acc: self.load(self.o, mt, dt, 2 * h + c),
+                                    total: totals[h],
+                                    m: maximum,
+                                }
+                                for c in range(c0, c0 + width)
+                            ]
+                            local = dict(self.mapping) | {a.i: i}
+                            LaneEmitter(em, a.d, d, width).emit(program, local, lanes)
