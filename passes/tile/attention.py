@@ -5,30 +5,40 @@ Taken for the kernels the `flash-attention` rewrite builds (a `loop.reduce` tagg
 of q and k as a nested sum) when q, k and v are read as f16 or bf16 and the `attn` knob is
 `sync`. Head dims (of q·k and of v) must be multiples of 16 up to 256.
 
-A block owns BM = 64 query rows of one batch index (blockIdx.y, delinearized over the batch
-dimensions, e.g. b and h) and walks the keys in tiles of BN = 64:
+A block owns BM = 128 query rows of one batch index (blockIdx.y, delinearized over the batch
+dimensions, e.g. b and h): 4 warps of 32 rows, two m16 tiles each, so that every K or V fragment
+read from shared memory feeds two `mma.sync` (at 16 rows per warp, `ldmatrix` traffic would
+exceed the shared-memory bandwidth before the tensor cores are busy). It walks the keys in
+tiles of BN = 64:
 
-- The block's q rows are staged once in shared memory and each warp (4 warps, 16 rows each)
-  loads its A fragments with `ldmatrix` into registers for the whole loop.
-- Each key tile stages K and V (`[BN][D]`, rows padded by 16 bytes so `ldmatrix` is
-  conflict-free) evaluating the loop-level load expressions, so GQA's shared heads, reshapes and
-  transposes fused into the loads come for free; keys past the end are zero-filled.
-- S = Q·Kᵀ for the warp's 16 rows × BN keys with `mma.sync` (K read with plain `ldmatrix`),
+- The block's q rows are staged once in shared memory. For head dims up to 64 each warp keeps
+  its A fragments in registers for the whole loop; wider ones are read again with `ldmatrix` at
+  each key tile (O alone takes 128 f32 registers per thread at D = 128).
+- K and V tiles (`[2][BN][D]`, double-buffered, rows padded by 16 bytes so `ldmatrix` is
+  conflict-free) are copied by `cp.async` when a side is a plain load of the element type with
+  contiguous rows (GQA's shared heads and transposes are index maps, so they qualify); rows past
+  the end are zero-filled. Otherwise the loop-level load expressions are evaluated through
+  registers into the same slots. Per key tile t: wait for K(t) and barrier, issue K(t+1), S;
+  wait for V(t) and barrier, issue V(t+1), P·V: one barrier per stage, each copy in flight
+  during a whole stage of math.
+- S = Q·Kᵀ for the warp's 32 rows × BN keys with `mma.sync` (K read with plain `ldmatrix`),
   then the score expression of the loop body (scale, mask) per element; keys past the end
   score −inf.
-- Online softmax in registers: each lane holds two rows (l/4 and l/4 + 8); the row maximum is
-  combined across the four lanes of a quad with `tile.warp_reduce` (width 4), the sums stay
-  per lane until the end. p = exp2((x − M')·log2 e) with M' = max(M, lowest finite f32), as in
-  the loop-level combine, so fully masked rows give 0 and no NaN.
+- Online softmax in registers, in base 2: each lane holds two rows per m-tile (g and g + 8);
+  the row maximum is combined across the four lanes of a quad with `tile.warp_reduce`
+  (width 4), the sums stay per lane until the end. p = exp2(x·log2 e − M') with
+  M' = max(M·log2 e, lowest finite f32): one FFMA and one `ex2.approx` per score, and a row
+  whose keys are all −inf gets p = 0 and no NaN.
 - P is rounded to f16/bf16 and packed in registers (`tile.pack`): the m16n8 accumulator layout
   of S is the A-fragment layout of the next `mma.sync`, so P·V needs no shared memory; V is
-  read with `ldmatrix.trans`. O is rescaled by exp2((m_old − M')·log2 e) per row.
+  read with `ldmatrix.trans`. O is rescaled by exp2(m_old·log2 e − M') per row.
 - At the end l is summed over the quad and the loop kernel's epilogue (acc / max(l, 1), the
   cast and store) runs from the accumulator layout.
 
 With a causal mask (`j > i ? c : 0` with c ≤ −1e30, as the rewrite writes it) the key loop
 stops after the block's last row, skipping the key tiles that are masked for every row.
-Shared memory is dynamic: (BM + 2·BN)·(D + 8)·2 bytes (52 KiB at D = 128).
+Shared memory is dynamic: (BM + 4·BN)·(D + 8)·2 bytes (102 KiB at D = 128, two blocks per SM);
+ptxas fits D = 128 in 255 registers without spilling (tests/test_attention_sass.py).
 """
 
 from __future__ import annotations
