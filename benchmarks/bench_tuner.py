@@ -132,8 +132,15 @@ def store_best(program: Program, results: dict[str, KernelResult]) -> None:
     print(f"stored {Knobs(**config).describe() or '(defaults)'} in {path}")
 
 
-def best_known(results: dict[str, KernelResult]) -> float:
-    return min(r.best[1] for r in results.values() if r.best)
+def best_known(results: dict[str, KernelResult]) -> float | None:
+    """The best time any method found, None when every candidate failed."""
+    return min((r.best[1] for r in results.values() if r.best), default=None)
+
+
+def _ms(value: KernelResult | float | None) -> str:
+    if isinstance(value, KernelResult):
+        value = value.best[1] if value.best else None
+    return "failed" if value is None else f"{value:.4f}"
 
 
 def write_tables(
@@ -164,17 +171,18 @@ def write_tables(
                 f"{len(r.search.history)} | {len(r.failures)} | {len(r.refusals)} |"
             )
         tree, rand = results["mcts"], results["random"]
-        default = tree.default_ms
+        if reference is None or tree.best is None or tree.default_ms is None:
+            summary.append(
+                f"| {CASES[case][0]} | {_ms(tree.default_ms)} | {_ms(tree)} | "
+                f"{_ms(rand)} | {_ms(reference)} | - | - | - |"
+            )
+            continue
         best_config = min((r.best for r in results.values() if r.best), key=lambda b: b[1])[0]
         complete = "exhaustive" in results and len(results["exhaustive"].search.history) == size
         label = "exhaustive" if complete else "best known"
-
-        def ms(r: KernelResult) -> str:
-            return f"{r.best[1]:.4f}" if r.best else "failed"
-
         summary.append(
-            f"| {CASES[case][0]} | {default:.4f} | {ms(tree)} | {ms(rand)} | "
-            f"{reference:.4f} ({label}) | {default / tree.best[1]:.2f}× | "
+            f"| {CASES[case][0]} | {tree.default_ms:.4f} | {_ms(tree)} | {_ms(rand)} | "
+            f"{reference:.4f} ({label}) | {tree.default_ms / tree.best[1]:.2f}× | "
             f"{100 * reference / tree.best[1]:.0f}% | {Knobs(**best_config).describe()} |"
         )
     return "\n".join(curve) + "\n\n" + "\n".join(summary)
@@ -191,7 +199,7 @@ def plot(runs: dict[str, tuple[int, dict[str, KernelResult]]], trials: int, path
 
     fig, axes = plt.subplots(1, len(runs), figsize=(4 * len(runs), 3.6), squeeze=False)
     for ax, (case, (_, results)) in zip(axes[0], runs.items(), strict=True):
-        reference = best_known(results)
+        reference = best_known(results) or float("nan")
         for method, r in results.items():
             xs = range(1, min(trials, len(r.search.history)) + 1)
             ys = [(r.search.best_after(t) or float("nan")) / reference for t in xs]

@@ -28,6 +28,10 @@ RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (
 """Which rule schedules a kernel: the first whose matcher accepts it (else `sequential`), in
 the tile pass's order; a contraction's rule is then chosen by `mma`."""
 
+PRECISION_OPT_IN = ("tf32",)
+"""`mma` values that round the operands (TF32): the tuner leaves them to the user, who alone can
+accept the precision (the f32 correctness gate would reject them anyway)."""
+
 _DEPENDED_ON = {other for knob in KNOBS for other, _, _ in knob.when}
 """Knobs whose value changes another knob's domain: they are decided first."""
 
@@ -42,28 +46,30 @@ class KernelSpace:
 
     def __init__(self, kernel: loop.KernelOp) -> None:
         self.rule = rule_of(kernel)
-        self.mmas: tuple[Value, ...] = tuple(v for v in KNOB["mma"].domain.values if v != "auto")
-        """The `mma` values tried on a contraction (the tuner drops those that cannot apply)."""
+        self.mmas: tuple[Value, ...] = tuple(
+            v for v in KNOB["mma"].domain.values if v not in PRECISION_OPT_IN
+        )
+        """The `mma` values tried on a contraction (the tuner drops those that cannot apply);
+        `auto` is the heuristic's own choice, a leaf."""
 
-    def rule_for(self, config: Config) -> str:
-        """Returns the rule that schedules the kernel under (partial) `config`."""
-        return MMA_RULES[str(config["mma"])] if self.rule == "contraction" else self.rule
+    def rule_for(self, config: Config) -> str | None:
+        """Returns the rule that schedules the kernel under (partial) `config`; None for a
+        contraction left at `mma=auto`, which is the heuristic's whole schedule (a leaf)."""
+        return MMA_RULES.get(str(config["mma"])) if self.rule == "contraction" else self.rule
 
     def next(self, partial: Config) -> tuple[str, Sequence[Value]] | None:
         """Returns the next knob to decide and its values, the default first."""
         if self.rule == "contraction" and "mma" not in partial:
             return "mma", _prior(KNOB["mma"].default, self.mmas)
-        read = rule_knobs(self.rule_for(partial))
-        read = sorted(read, key=lambda r: r[0] not in _DEPENDED_ON)
+        if (rule := self.rule_for(partial)) is None:
+            return None
+        read = sorted(rule_knobs(rule), key=lambda r: r[0] not in _DEPENDED_ON)
         for name, listed in read:
             if name not in partial:
-                domain = KNOB[name].domain_in(Knobs(**partial)).values
-                values = (
-                    [v for v in listed if v in domain]
-                    if listed != KNOB[name].domain.values
-                    else domain
-                )
-                return name, _prior(KNOB[name].default, values or domain)
+                values = KNOB[name].domain_in(Knobs(**partial)).values
+                if listed != KNOB[name].domain.values:  # the rule reads a subset
+                    values = tuple(v for v in listed if v in values) or values
+                return name, _prior(KNOB[name].default, values)
         return None
 
 

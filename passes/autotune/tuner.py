@@ -26,7 +26,7 @@ from tinyopt.passes.autotune.search import (
     key,
 )
 from tinyopt.passes.autotune.space import KernelSpace
-from tinyopt.passes.tile.knobs import KNOB, Knobs
+from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.tile_pass import lowering_error
 
 
@@ -53,12 +53,14 @@ class KernelResult:
     @property
     def failures(self) -> list[tuple[Config, str]]:
         """Every measured configuration that failed, with the reason."""
-        return [(c, self.reasons[key(c)]) for c, ms in self.search.history if ms is None]
+        return [
+            (c, self.reasons.get(key(c), "failed")) for c, ms in self.search.history if ms is None
+        ]
 
     @property
     def refusals(self) -> list[tuple[Config, str]]:
         """Every configuration the rules refused, with their diagnostic."""
-        return [(c, self.reasons[key(c)]) for c in self.search.refused]
+        return [(c, self.reasons.get(key(c), "refused")) for c in self.search.refused]
 
 
 @dataclass(frozen=True)
@@ -74,8 +76,9 @@ class Progress:
 
 
 def contraction_mmas(kernel: loop.KernelOp) -> list[str]:
-    """Returns the `mma` values whose rule schedules the kernel (default knobs otherwise)."""
-    values = KNOB["mma"].domain.values
+    """Returns the `mma` values the tuner tries whose rule schedules the kernel (with the
+    other knobs at their defaults)."""
+    values = KernelSpace(kernel).mmas
     return [str(m) for m in values if lowering_error(context(), kernel, Knobs(mma=str(m))) is None]
 
 
