@@ -24,6 +24,11 @@ class Step:
     relu: bool = True
     """The program is `relu(x @ w)`; False: `x @ w`."""
 
+    @property
+    def tf32(self) -> bool:
+        """f32 inputs rounded to TF32 (compared with cuBLAS in TF32, to a looser tolerance)."""
+        return "mma=tf32" in self.knobs
+
     def runs_at(self, m: int, n: int, k: int) -> bool:
         """Whether the step's kernels take (M, N, K): TMA (`copy=tma`, `mma=wgmma`) needs rows
         of A [M, K] and B [K, N] that are multiples of 16 bytes."""
@@ -92,6 +97,7 @@ LADDER = [
         tall_k=True,
         relu=False,
     ),
+    Step("tensor cores TF32: mma.sync m16n8k8 (f32 in, TF32-rounded)", "mma=tf32"),
     Step("tensor cores: mma.sync m16n8k16 + ldmatrix (bf16)", "mma=sync", dtype="bf16"),
     Step("Hopper: wgmma + TMA + warp specialization (bf16)", "mma=wgmma", dtype="bf16"),
 ]

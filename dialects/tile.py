@@ -458,7 +458,8 @@ LDMATRIX_REGISTERS = 4
 """`tile.ldmatrix` loads four 8×8 b16 matrices (`.x4`): one 32-bit register of each per lane."""
 
 MMA_A, MMA_B, MMA_C = 4, 2, 4
-"""Registers per lane of an m16n8k16 `mma.sync`: A (b16 pairs), B (b16 pairs), C/D (f32)."""
+"""Registers per lane of an m16n8k16 `mma.sync`: A (b16 pairs), B (b16 pairs), C/D (f32); the
+same counts for the tf32 m16n8k8 (one tf32 per register)."""
 
 
 @irdl_op_definition
@@ -520,6 +521,9 @@ class MmaSyncOp(IRDLOperation):
 
     Each lane holds 4 i32 of A and 2 i32 of B (pairs of `element`, as `tile.ldmatrix` loads
     them) and 4 f32 of C; D has C's layout: rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1.
+    With `element` f32 the product is the m16n8k8 on TF32 inputs: each i32 holds one TF32
+    (`tile.to_tf32`); A lane l holds (row l/4, k l%4), (row + 8, k), (row, k + 4),
+    (row + 8, k + 4); B (k l%4, column l/4), (k + 4, column).
     """
 
     name = "tile.mma_sync"
@@ -550,9 +554,9 @@ class MmaSyncOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        if not isinstance(self.element, Float16Type | BFloat16Type):
+        if not isinstance(self.element, Float16Type | BFloat16Type) and self.element != f32:
             raise VerifyException(
-                f"tile.mma_sync: element type must be f16 or bf16, got {self.element}"
+                f"tile.mma_sync: element type must be f16, bf16 or f32 (TF32), got {self.element}"
             )
         for what, values, count in (
             ("A", self.a, MMA_A),
@@ -564,6 +568,21 @@ class MmaSyncOp(IRDLOperation):
                 raise VerifyException(
                     f"tile.mma_sync: {what} must be {count} registers per lane, got {len(values)}"
                 )
+
+
+@irdl_op_definition
+class ToTf32Op(IRDLOperation):
+    """Rounds an f32 to TF32 (10 mantissa bits, to nearest, ties away from zero:
+    `cvt.rna.tf32.f32`), as the 32-bit register a TF32 `tile.mma_sync` operand is."""
+
+    name = "tile.to_tf32"
+    input = operand_def(f32)
+    result = result_def(i32)
+    traits = traits_def(Pure())
+    assembly_format = "$input attr-dict"
+
+    def __init__(self, value: SSAValue) -> None:
+        super().__init__(operands=[value], result_types=[i32])
 
 
 @irdl_op_definition
@@ -1117,6 +1136,7 @@ Tile = Dialect(
         LdMatrixOp,
         MmaSyncOp,
         PackOp,
+        ToTf32Op,
         MbarrierInitOp,
         MbarrierArriveExpectTxOp,
         MbarrierArriveOp,

@@ -126,6 +126,9 @@ class Case:
     id: str
     text: str
     pipeline: str = "fuse,tile,to-cuda"
+    tolerance: float | None = None
+    """The largest relative error accepted, where the output type's (check.TOLERANCES) is not
+    the right one: TF32 inputs (mma=tf32) are rounded to 10 mantissa bits."""
 
 
 def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
@@ -138,6 +141,9 @@ def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
   %y = graph.matmul %x, %w : ({x}, {w}) -> {y}
   func.return %y : {y}
 }}"""
+
+
+TF32_TOLERANCE = 1e-3
 
 
 def tile_with(knobs: str) -> str:
@@ -293,6 +299,38 @@ CASES = [
         "matmul_f32_cp_async_vec1_split1_pad0_300x260x72",
         matmul_plain(300, 260, 72, "f32"),
         tile_with("copy=cp_async vec=1 split=1 pad=0 bk=32 bm=64 bn=64 tm=8 tn=8"),
+    ),
+    # mma=tf32: f32 inputs rounded to TF32 on tensor cores (m16n8k8), f32 accumulators; about
+    # 3e-4 relative error (tests/test_tf32.py), so these check against 1e-3.
+    Case(
+        "matmul_relu_tf32_1000",
+        matmul_relu(1000, 1000, 1000),
+        tile_with("mma=tf32"),
+        TF32_TOLERANCE,
+    ),
+    Case(
+        "matmul_tf32_bk16_4095x4097x513",
+        matmul_plain(4095, 4097, 513, "f32"),
+        tile_with("mma=tf32 bk=16"),
+        TF32_TOLERANCE,
+    ),
+    Case(
+        "matmul_transposed_tf32_257x129x65",
+        matmul_transposed(257, 129, 65),
+        tile_with("mma=tf32 bk=8"),
+        TF32_TOLERANCE,
+    ),
+    Case(
+        "linear_f32_tf32_129x257x68",
+        matmul_plain(129, 257, 68, "f32", "nk"),
+        tile_with("mma=tf32 bm=128 bn=128"),
+        TF32_TOLERANCE,
+    ),
+    Case(
+        "bmm_tf32_3x65x33x47",
+        batched_matmul(3, 65, 33, 47),
+        tile_with("mma=tf32 bm=64 bn=64 bk=16"),
+        TF32_TOLERANCE,
     ),
     # swizzle=1: the cp.async ring is XOR-swizzled instead of padded (16-byte chunks permuted
     # inside 128-byte lines); 4-byte copies (K=513, N=4097, 47) keep their place in a chunk.

@@ -106,11 +106,19 @@ def test_swizzled_cp_async_ring_keeps_128_bit_accesses(tmp_path: Path) -> None:
 FP32_VECTOR_STEPS = [
     s
     for s in LADDER
-    if s.dtype == "f32" and "vec=1" not in s.knobs and "schedule=sequential" not in s.knobs
+    if s.dtype == "f32"
+    and "vec=1" not in s.knobs
+    and "schedule=sequential" not in s.knobs
+    and not s.tf32
 ]
-"""FP32 ladder steps from "16-byte vector loads" on (the earlier ones are scalar on purpose)."""
+"""FP32 ladder steps from "16-byte vector loads" on (the earlier ones are scalar on purpose;
+TF32 fragments are single registers, read one by one)."""
 
-TENSOR_CORE_INSTRUCTIONS = {"mma=sync": "HMMA", "mma=wgmma": "HGMMA"}
+TENSOR_CORE_INSTRUCTIONS = {
+    "mma=sync": "HMMA",
+    "mma=wgmma": "HGMMA",
+    "mma=tf32": "HMMA.1688.F32.TF32",
+}
 
 GLOBAL_128 = re.compile(r"\b(LDG\.E[.A-Z0-9]*\.128|LDGSTS\.E[.A-Z0-9]*\.128)\b")
 """A 16-byte global load: into registers (LDG) or straight into shared memory (LDGSTS,

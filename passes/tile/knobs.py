@@ -46,10 +46,12 @@ class Knobs:
         )
 
 
-MMA = ("auto", "none", "sync", "wgmma")
+MMA = ("auto", "none", "sync", "wgmma", "tf32")
 """`auto`: the first of `wgmma`, `sync` whose limits the kernel (and the other knobs) meet, else
 `none`; `none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
-`wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16)."""
+`wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16);
+`tf32`: f32 operands rounded to TF32 on tensor cores (mma.sync m16n8k8): opt-in only, `auto`
+never takes it."""
 
 COPIES = ("ld", "cp_async", "tma")
 """How the FP32 (SIMT) contraction fills shared memory: `ld` loads into registers (evaluating a
@@ -196,6 +198,7 @@ RULE_KNOBS: dict[str, str] = {
     "swizzle",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
+    "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",
     "sequential": "threads",
@@ -205,7 +208,7 @@ RULE_KNOBS: dict[str, str] = {
 domain, `name=v1,v2` only those values (a subset the rule can use). Which contraction rule runs
 is the `mma` knob's choice (`MMA_RULES`)."""
 
-MMA_RULES = {"none": "contraction", "sync": "mma_sync", "wgmma": "wgmma"}
+MMA_RULES = {"none": "contraction", "sync": "mma_sync", "wgmma": "wgmma", "tf32": "tf32"}
 """The rule that schedules a contraction for each value of `mma`."""
 
 

@@ -138,7 +138,7 @@ class ScheduleMmaSync(RewritePattern):
         kernel, em, mapping = new_kernel(
             op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )
-        _MmaEmitter(em, c, t, element, self.knobs.vec or 8, mapping).emit()
+        MmaEmitter(em, c, t, element, self.knobs.vec or 8, mapping).emit()
         replace_kernel(rewriter, op, kernel)
 
 
@@ -158,8 +158,11 @@ class _Side:
     smem: SSAValue | None = None
 
 
-class _MmaEmitter:
-    """Emits the tensor-core contraction for one block."""
+class MmaEmitter:
+    """Emits the tensor-core contraction for one block (`tf32.py` derives the TF32 one)."""
+
+    k_step = MMA_K
+    """K per `mma.sync`."""
 
     def __init__(
         self,
@@ -204,7 +207,7 @@ class _MmaEmitter:
             self._stage(a, k0)
             self._stage(b, k0)
             em.op(tile.BarrierOp())
-            with em.for_loop(0, t.bk, MMA_K, unroll=True) as (kk, _, _):
+            with em.for_loop(0, t.bk, self.k_step, unroll=True) as (kk, _, _):
                 self._multiply(a, b, kk, acc)
                 em.op(scf.YieldOp())
             em.op(tile.BarrierOp())
@@ -228,9 +231,13 @@ class _MmaEmitter:
         along_outer = along_outer if extent % along_outer == 0 else 1
         k_major = along_k >= along_outer
         side = _Side(ops, value, iv, origin, extent, size, max(along_k, along_outer), k_major)
-        shape = [size, t.bk + PAD] if k_major else [t.bk, size + PAD]
+        shape = self._shape(size, k_major)
         side.smem = self.em.value(tile.AllocOp(tile.memref_in(shape, self.element, tile.SHARED)))
         return side
+
+    def _shape(self, size: int, k_major: bool) -> list[int]:
+        """The shared tile of a side: `[outer][BK + pad]` or `[BK][outer + pad]`."""
+        return [size, self.t.bk + PAD] if k_major else [self.t.bk, size + PAD]
 
     def _stage(self, side: _Side, k0: SSAValue) -> None:
         """Evaluates a side over its outer × BK tile, rounded to the element type, into smem."""

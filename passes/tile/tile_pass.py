@@ -27,6 +27,7 @@ from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
 from tinyopt.passes.tile.split_k import split_kernel
+from tinyopt.passes.tile.tf32 import ScheduleTf32
 from tinyopt.passes.tile.wgmma import ScheduleWgmma
 
 
@@ -66,6 +67,7 @@ def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
             ScheduleAttention(knobs),
             ScheduleWgmma(knobs),
             ScheduleMmaSync(knobs),
+            ScheduleTf32(knobs),
             ScheduleContraction(knobs),
             ScheduleRowReduction(knobs),
             ScheduleElementwise(knobs),

@@ -1,0 +1,129 @@
+"""Schedule rule for f32 contractions on tensor cores in TF32 (`mma=tf32`, opt-in only).
+
+Taken when the `mma=tf32` knob is set and both operand sides of a contraction read f32: the
+schedule of `mma_sync.py` (block tile BM×BN×BK staged in shared memory, warp tiles of m16n8
+fp32 accumulators, the same epilogue) with the m16n8k8 TF32 `mma.sync`. The sides are staged
+in f32, any fused prologue evaluated in f32; each fragment element is read from shared memory
+on its own and rounded to TF32 (`cvt.rna.tf32.f32`: 10 mantissa bits, to nearest) just before
+the product, which accumulates in f32. TF32 keeps f32's range but rounds each input to about
+3 decimal digits: a K-long dot product of random data comes out about 3e-4 off relative to
+float64, where f32 FMA is about 1e-7 (tests/test_tf32.py), so it is never a default.
+
+Shared rows are padded so that a warp's fragment reads are conflict-free: lane l reads
+(row l/4, k l%4) of a K-major tile (row stride BK + 4, an odd multiple of 4 words: the 8 rows
+fall 4 banks apart) and (k l%4, column l/4) of a `[BK][outer]` one (stride outer + 8, an odd
+multiple of 8 words: the 4 k rows fall 8 banks apart).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import f32
+from xdsl.ir import SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.contraction import SHARED_LIMIT, match_contraction, operand_types
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.mma_sync import (
+    MMA_M,
+    MMA_N,
+    WARP,
+    MmaEmitter,
+    MmaTiles,
+    _is_sum,
+    _Side,
+)
+
+TF32_K = 8
+"""K per TF32 `mma.sync` (m16n8k8)."""
+
+K_MAJOR_PAD, OUTER_MAJOR_PAD = 4, 8
+"""Shared-row padding in f32 elements for `[outer][BK]` and `[BK][outer]` tiles."""
+
+
+def _fail(message: str) -> DiagnosticException:
+    return DiagnosticException(f"tile: mma=tf32 {message}")
+
+
+def choose_tf32_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
+    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle."""
+    big = batch * -(-m // 128) * -(-n // 128) >= 132
+    bm = knobs.bm or (128 if big else 64)
+    bn = knobs.bn or (128 if big else 64)
+    bk = knobs.bk or 32
+    wm = 64 if bm >= 128 else max(MMA_M, bm // 2)
+    wn = 32 if bn >= 64 else 2 * MMA_N
+    if bk % TF32_K:
+        raise _fail(f"needs bk to be a multiple of {TF32_K} (the mma K step), got bk={bk}")
+    shared = sum(
+        4 * max(size * (bk + K_MAJOR_PAD), bk * (size + OUTER_MAJOR_PAD)) for size in (bm, bn)
+    )
+    if shared > SHARED_LIMIT:
+        raise _fail(
+            f"with bm={bm} bn={bn} bk={bk} needs {shared} bytes of shared memory, more than the "
+            f"{SHARED_LIMIT} a block may declare statically"
+        )
+    return MmaTiles(bm, bn, bk, wm, wn)
+
+
+class ScheduleTf32(RewritePattern):
+    """Tiles an f32 contraction over blocks, warps and TF32 tensor-core fragments."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
+        if self.knobs.mma != "tf32" or not isinstance(op, loop.KernelOp):
+            return
+        if (c := match_contraction(op)) is None:
+            return
+        types = operand_types(c)
+        products = {c.product.operands[0], c.product.operands[1]} == {c.a_value, c.b_value}
+        if types != ["f32"] or not _is_sum(c.reduce.combine.block.ops) or not products:
+            raise _fail(
+                f"applies to sums of products of f32 operands; kernel @{op.sym_name.data} "
+                f"reads {' and '.join(types)} (f16/bf16 take mma=sync or mma=wgmma)"
+            )
+        batch, m, n, _ = c.extents
+        t = choose_tf32_tiles(self.knobs, batch, m, n)
+        kernel, em, mapping = new_kernel(
+            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
+        )
+        _Tf32Emitter(em, c, t, f32, self.knobs.vec or 4, mapping).emit()
+        replace_kernel(rewriter, op, kernel)
+
+
+class _Tf32Emitter(MmaEmitter):
+    """The `mma_sync.py` schedule with f32 tiles and m16n8k8 TF32 fragments."""
+
+    k_step = TF32_K
+
+    def _shape(self, size: int, k_major: bool) -> list[int]:
+        bk = self.t.bk
+        return [size, bk + K_MAJOR_PAD] if k_major else [bk, size + OUTER_MAJOR_PAD]
+
+    def _narrow(self, value: SSAValue) -> SSAValue:
+        return value  # staged in f32; rounded to TF32 per fragment
+
+    def _fragments(self, side: _Side, outer: SSAValue, kk: SSAValue, a: bool) -> list[SSAValue]:
+        """Reads a 16(outer)×8(k) block at (outer, kk), rounded to TF32: for A the mma's
+        a0..a3 of that m16 tile; for B b0, b1 of the n8 tile at `outer` and of the next one."""
+        em = self.em
+        lane = em.rem(self.tid, WARP)
+        group, in_group = em.div(lane, 4), em.rem(lane, 4)
+        if a:
+            places = [(0, 0), (8, 0), (0, 4), (8, 4)]
+        else:
+            places = [(0, 0), (0, 4), (8, 0), (8, 4)]
+        values = []
+        for outer_offset, k_offset in places:
+            o = em.add(em.add(outer, outer_offset), group)
+            k = em.add(em.add(kk, k_offset), in_group)
+            assert side.smem is not None
+            index = [o, k] if side.k_major else [k, o]
+            value = em.value(memref.LoadOp.get(side.smem, index))
+            values.append(em.value(tile.ToTf32Op(value)))
+        return values
