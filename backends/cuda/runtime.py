@@ -212,10 +212,14 @@ class BoundCall:
             launch(self.frame.stream)
 
     def results(self) -> object:
-        """Return the results of the last call (numpy: copied back, after waiting)."""
+        """Return the result arrays the calls write (numpy: copied back, after waiting).
+
+        Device arrays are returned without waiting: they are ordered on the bound stream.
+        """
         function = self.function
         results = self.frame.results(function.returns, function.return_types)
-        synchronize(self.frame.stream, f"@{function.name}")
+        if isinstance(self.frame, _NumpyFrame):
+            synchronize(self.frame.stream, f"@{function.name}")
         return results[0] if len(results) == 1 else tuple(results)
 
     def graph(self) -> Callable[[], None]:

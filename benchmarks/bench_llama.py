@@ -1,0 +1,87 @@
+"""The Llama-style decoder block (examples/llama_block.py) in bf16: tinyopt vs eager and
+torch.compile in one run, and where tinyopt's time goes, kernel by kernel.
+
+Defaults are issue 6's shape: batch 1, seq 2048, hidden 4096, 32 heads, 8 KV heads, MLP 14336.
+tinyopt runs as a `CompiledModel` (weights bound once, intermediates in one arena, one CUDA
+graph replay per call, inputs copied in and outputs copied out); torch.compile in its default
+mode. The error of each is against the same block in float64.
+Usage: python benchmarks/bench_llama.py [--seq 2048 --dim 4096 --heads 32 --kv-heads 8
+       --hidden 14336] [--pipeline P] [--out llama.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import os
+import time
+
+import torch
+
+from harness import median_ms, publish, rel_error
+from tinyopt.frontends.compiled_model import PIPELINE, CompiledModel
+
+_PATH = os.path.join(os.path.dirname(__file__), "..", "examples", "llama_block.py")
+_SPEC = importlib.util.spec_from_file_location("llama_block", _PATH)
+assert _SPEC is not None and _SPEC.loader is not None
+llama = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(llama)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--seq", type=int, default=2048)
+    parser.add_argument("--dim", type=int, default=4096)
+    parser.add_argument("--heads", type=int, default=32)
+    parser.add_argument("--kv-heads", type=int, default=8)
+    parser.add_argument("--hidden", type=int, default=14336)
+    parser.add_argument("--pipeline", default=PIPELINE)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    block = llama.LlamaBlock(args.dim, args.heads, args.kv_heads, args.hidden, args.seq)
+    block = block.to("cuda", torch.bfloat16).eval()
+    x = torch.randn(1, args.seq, args.dim, device="cuda").bfloat16()
+    with torch.no_grad():
+        exact = copy.deepcopy(block).double()(x.double())
+        eager_out = block(x)
+        compiled = torch.compile(block)
+        compiled_out = compiled(x)
+        start = time.perf_counter()
+        model = CompiledModel(block, x, pipeline=args.pipeline)
+        build_s = time.perf_counter() - start
+        ours = model(x)
+        rows = [
+            ("torch eager", median_ms(lambda: block(x)), rel_error(eager_out, exact)),
+            ("torch.compile", median_ms(lambda: compiled(x)), rel_error(compiled_out, exact)),
+            ("tinyopt", median_ms(lambda: model(x)), rel_error(ours, exact)),
+        ]
+    shape = f"seq {args.seq}, hidden {args.dim}, {args.heads} heads, {args.kv_heads} KV heads"
+    lines = [
+        f"Llama block bf16 ({shape}, MLP {args.hidden}) on {torch.cuda.get_device_name()}; "
+        f"tinyopt pipeline `{args.pipeline}`, built in {build_s:.1f} s",
+        "",
+        "| implementation | ms | vs torch.compile | rel err vs float64 |",
+        "|---|---|---|---|",
+    ]
+    compile_ms = rows[1][1]
+    for name, ms, err in rows:
+        lines.append(f"| {name} | {ms:.3f} | {compile_ms / ms:.2f}x | {err:.1e} |")
+    lines += ["", "| # | kernel | grid | block | ms | share |", "|---|---|---|---|---|---|"]
+    stream = model.call.frame.stream
+    timed = [
+        (launch, median_ms(lambda lc=launch: lc(stream), 10, 50)) for launch in model.call.launches
+    ]
+    total = sum(ms for _, ms in timed)
+    for i, (launch, ms) in enumerate(timed):
+        lines.append(
+            f"| {i} | {launch.name} | {tuple(launch.config.grid)} | {tuple(launch.config.block)} "
+            f"| {ms:.3f} | {ms / total:.0%} |"
+        )
+    lines.append(f"| | sum of kernels | | | {total:.3f} | |")
+    publish(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

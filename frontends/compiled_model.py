@@ -1,0 +1,66 @@
+"""A torch module compiled by tinyopt into a callable on CUDA tensors (needs the `torch` extra).
+
+    model = CompiledModel(block, x)          # capture, lower, compile with NVRTC, bind
+    y = model(x2)                            # same shapes and dtypes as the example inputs
+
+The module is captured on its example inputs (frontends/torch_fx.py) and lowered through a
+pipeline; its weights are copied to the GPU and bound once, with every intermediate buffer
+planned into one arena (backends/cuda/buffer_plan.py). A call copies the inputs into the bound
+input tensors and launches the kernel sequence — as one CUDA graph replay by default — on the
+current torch stream, and returns copies of the outputs (the bound outputs are overwritten by
+the next call). Nothing goes through the host.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tinyopt.backends.cuda.runtime import BoundCall, compile_module
+from tinyopt.compiler import apply_pipeline
+from tinyopt.frontends.torch_fx import capture
+
+if TYPE_CHECKING:
+    import torch
+
+PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+"""Attention fused into one kernel, GEMMs on tensor cores where the tile rules can (mma=auto)."""
+
+
+class CompiledModel:
+    """A captured module bound to static CUDA buffers, run by replaying its kernels."""
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        *example_inputs: torch.Tensor,
+        pipeline: str = PIPELINE,
+        graph: bool = True,
+    ) -> None:
+        import torch
+
+        captured = capture(module, *example_inputs)
+        lowered = apply_pipeline(captured.module.clone(), pipeline)
+        function = compile_module(lowered, poison=False, sync=False).function(
+            captured.function.sym_name.data
+        )
+        self.inputs = [torch.empty_like(x, device="cuda") for x in example_inputs]
+        self.weights = [w.detach().to("cuda").contiguous() for w in captured.weights.values()]
+        self.call: BoundCall = function.bind(*self.inputs, *self.weights)
+        self.launch = self.call.graph() if graph else self.call
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
+        """Run the model on `inputs` (shapes and dtypes of the example inputs)."""
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"the model takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for bound, given in zip(self.inputs, inputs):
+            if given.shape != bound.shape or given.dtype != bound.dtype:
+                raise TypeError(
+                    f"the model was compiled for {tuple(bound.shape)} {bound.dtype} inputs, "
+                    f"got {tuple(given.shape)} {given.dtype}"
+                )
+            bound.copy_(given)
+        self.launch()
+        results = self.call.results()
+        if isinstance(results, tuple):
+            return tuple(r.clone() for r in results)
+        return results.clone()
