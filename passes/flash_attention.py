@@ -50,6 +50,8 @@ from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
 from tinyopt.dialects import loop
+from tinyopt.passes.flash_attention_layout import fold_output_copy
+from tinyopt.passes.index_eval import on_grid
 from tinyopt.passes.online_softmax import LOWEST_F32
 from tinyopt.passes.reduce_match import (
     combine_block,
@@ -358,47 +360,8 @@ def _causal_mask(value: SSAValue, symbols: dict[str, Operation]) -> float | None
     return float(masked[0])
 
 
-_INDEX_OPS = {
-    "arith.addi": np.add,
-    "arith.subi": np.subtract,
-    "arith.muli": np.multiply,
-    "arith.divui": np.floor_divide,
-    "arith.remui": np.remainder,
-    "arith.maxsi": np.maximum,
-    "arith.minsi": np.minimum,
-    "arith.andi": np.logical_and,
-    "arith.ori": np.logical_or,
-}
-_CMPI = (
-    *(np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal),
-    *(np.less, np.less_equal, np.greater, np.greater_equal),
-)
-"""`arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge on (non-negative) indices."""
-
 GRID_ROWS = 256
 """Rows of the (i, j) grid evaluated at once when testing a mask for causality."""
-
-
-def _on_grid(value: SSAValue, env: dict[SSAValue, np.ndarray]) -> np.ndarray | None:
-    """Evaluate index arithmetic and comparisons over the grid `env` binds; None for any
-    value that is not built from the bound indices and constants by such ops."""
-    if value in env:
-        return env[value]
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        result = np.int64(op.value.value.data)
-    elif isinstance(op, arith.CmpiOp) or (isinstance(op, Operation) and op.name in _INDEX_OPS):
-        operands = [_on_grid(v, env) for v in op.operands]
-        if any(o is None for o in operands):
-            return None
-        if isinstance(op, arith.CmpiOp):
-            result = _CMPI[op.predicate.value.data](*operands)
-        else:
-            result = _INDEX_OPS[op.name](*operands)
-    else:
-        return None
-    env[value] = result
-    return result
 
 
 def _is_causal(
@@ -409,7 +372,7 @@ def _is_causal(
     keys = np.arange(cols, dtype=np.int64)[None, :]
     for start in range(0, rows, GRID_ROWS):
         queries = np.arange(start, min(start + GRID_ROWS, rows), dtype=np.int64)[:, None]
-        grid = _on_grid(condition, {i: queries, j: keys})
+        grid = on_grid(condition, {i: queries, j: keys})
         if grid is None:
             return False
         masked = np.broadcast_to(grid, (len(queries), cols)) == masked_when
@@ -636,6 +599,7 @@ def _replace(module: ModuleOp, match: _Attention, symbols: dict[str, Operation])
         if isinstance(op, memref.GlobalOp) and op.sym_name.data not in used:
             op.detach()
             op.erase()
+    fold_output_copy(module, launch)
 
 
 @dataclass(frozen=True)
