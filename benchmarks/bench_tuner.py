@@ -25,7 +25,7 @@ from tinyopt.passes.autotune.cache import Entry, TuningCache, db_path, gpu_model
 from tinyopt.passes.autotune.measure import Program
 from tinyopt.passes.autotune.search import Budget, space_size
 from tinyopt.passes.autotune.space import KernelSpace
-from tinyopt.passes.autotune.tuner import KernelResult, contraction_mmas, tune
+from tinyopt.passes.autotune.tuner import KernelResult, tune
 from tinyopt.passes.autotune.workers import GpuMeasurer
 from tinyopt.passes.tile.knobs import Knobs
 
@@ -86,8 +86,6 @@ def main() -> None:
         program = Program(text, function_name(text), "fuse", arch)
         (kernel,) = loop.kernels(program.loop_module())
         space = KernelSpace(kernel)
-        if space.rule == "contraction":
-            space.mmas = tuple(contraction_mmas(kernel))
         size = space_size(space, limit=args.exhaustive_limit + 1)
         methods = [m for m in METHODS if m != "exhaustive" or size <= args.exhaustive_limit]
         plan.append((case, program, size, methods))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from tinyopt.compiler import context
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.search import Config, Value
 from tinyopt.passes.tile.attention import match_attention
@@ -18,6 +19,7 @@ from tinyopt.passes.tile.elementwise import elementwise_nest
 from tinyopt.passes.tile.knobs import KNOB, KNOBS, MMA_RULES, Knobs, rule_knobs
 from tinyopt.passes.tile.row_reduction import row_nest
 from tinyopt.passes.tile.split_k import SEQUENTIAL
+from tinyopt.passes.tile.tile_pass import lowering_error
 
 RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (
     ("attention", match_attention),
@@ -46,11 +48,17 @@ class KernelSpace:
 
     def __init__(self, kernel: loop.KernelOp) -> None:
         self.rule = rule_of(kernel)
-        self.mmas: tuple[Value, ...] = tuple(
-            v for v in KNOB["mma"].domain.values if v not in PRECISION_OPT_IN
-        )
-        """The `mma` values tried on a contraction (the tuner drops those that cannot apply);
-        `auto` is the heuristic's own choice, a leaf."""
+        self.mmas: tuple[Value, ...] = ()
+        """The `mma` values tried on a contraction: those whose rule schedules the kernel (with
+        the other knobs at their defaults), less `PRECISION_OPT_IN`; `auto`, the heuristic's
+        own choice, is a leaf."""
+        if self.rule == "contraction":
+            self.mmas = tuple(
+                m
+                for m in KNOB["mma"].domain.values
+                if m not in PRECISION_OPT_IN
+                and lowering_error(context(), kernel, Knobs(mma=str(m))) is None
+            )
 
     def rule_for(self, config: Config) -> str | None:
         """Returns the rule that schedules the kernel under (partial) `config`; None for a

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tinyopt.compiler import context
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.cache import Entry, TuningCache, kernel_key
 from tinyopt.passes.autotune.measure import REFUSAL, Candidate, Measurer, Outcome, Program
@@ -26,8 +25,6 @@ from tinyopt.passes.autotune.search import (
     key,
 )
 from tinyopt.passes.autotune.space import KernelSpace
-from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.tile_pass import lowering_error
 
 
 @dataclass
@@ -75,13 +72,6 @@ class Progress:
     elapsed: float
 
 
-def contraction_mmas(kernel: loop.KernelOp) -> list[str]:
-    """Returns the `mma` values the tuner tries whose rule schedules the kernel (with the
-    other knobs at their defaults)."""
-    values = KernelSpace(kernel).mmas
-    return [str(m) for m in values if lowering_error(context(), kernel, Knobs(mma=str(m))) is None]
-
-
 def tune(
     program: Program,
     measurer: Measurer,
@@ -102,8 +92,6 @@ def tune(
         if kkey in chosen:
             continue
         space = KernelSpace(kernel)
-        if space.rule == "contraction":
-            space.mmas = tuple(contraction_mmas(kernel))
         result = KernelResult(kernel.sym_name.data, kkey, space.rule, SearchResult())
         start, times = time.monotonic(), []
 
