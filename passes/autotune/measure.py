@@ -96,6 +96,8 @@ def build(program: Program, candidate: Candidate) -> Built | Outcome:
         apply_pipeline(module, "to-cuda")
     except DiagnosticException as e:
         return Outcome(None, f"{REFUSAL}{e}")
+    except Exception as e:  # a bug in a rule: a failure on record, not the end of the search
+        return Outcome(None, f"lowering crashed: {type(e).__name__}: {_first_line(e)}")
     for op in module.ops:
         if isinstance(op, tile.CudaKernelOp):
             try:
@@ -103,7 +105,13 @@ def build(program: Program, candidate: Candidate) -> Built | Outcome:
             except CudaCompileError as e:
                 first = next((line for line in e.log.splitlines() if "error" in line), e.log)
                 return Outcome(None, f"compile error: {first.strip()[:200]}")
+            except CudaError as e:
+                return Outcome(None, f"compile error: {_first_line(e)}")
     return Built(str(module))
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).splitlines() or [""])[0][:200]
 
 
 class Gate:
@@ -175,9 +183,9 @@ def measure_built(runner: Runner, gate: Gate, built: Built) -> Outcome:
             return Outcome(None, wrong)
         return Outcome(timer())
     except CudaError as e:
-        return Outcome(None, f"launch error: {str(e).splitlines()[0][:200]}")
+        return Outcome(None, f"launch error: {_first_line(e)}")
     except Exception as e:  # a failing candidate must not end the search; its reason is kept
-        return Outcome(None, f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+        return Outcome(None, f"error: {type(e).__name__}: {_first_line(e)}")
 
 
 class Measurer(Protocol):
