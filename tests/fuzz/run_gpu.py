@@ -7,8 +7,8 @@ are drawn first. A pool of `--jobs` processes lowers each one, compiles its kern
 into the on-disk cubin cache and computes the float64 reference on random inputs; the main
 process loads the cubins, runs the program on the GPU and compares each output at its dtype's
 tolerance (`tinyopt.backends.check.TOLERANCES`). Knob combinations a pass refuses are counted,
-not failed. Each failing program is then reduced (`reduce.py`) to a minimal one that still
-fails, written to DIR with its pipeline on the first line (the format of
+not failed. Each of the first `--reduce` failing programs is then reduced (`reduce.py`, 30 s
+at most) to a minimal one that still fails, written to DIR with its pipeline on the first line (the format of
 tests/fuzz/regressions/) and printed. Exits 1 when any program failed.
 
 `--gather` adds `graph.gather` (i64 ids) to the programs; it needs a runtime that takes
@@ -172,7 +172,7 @@ def main() -> int:
         f"({time.monotonic() - start:.0f} s)"
     )
     for index, text, pipeline, problem in failures[: args.reduce]:
-        small = reduce_program(text, lambda t, p=pipeline: fails(t, p, args.seed))
+        small = reduce_program(text, lambda t, p=pipeline: fails(t, p, args.seed), seconds=30)
         args.failures.mkdir(exist_ok=True)
         path = args.failures / f"case{index:04d}.mlir"
         comment = "\n".join(f"// {line}" for line in problem.strip().splitlines())
