@@ -8,8 +8,8 @@ into the on-disk cubin cache and computes the float64 reference on random inputs
 process loads the cubins, runs the program on the GPU and compares each output at its dtype's
 tolerance (`tinyopt.backends.check.TOLERANCES`). Knob combinations a pass refuses are counted,
 not failed. Each of the first `--reduce` failing programs is then reduced (`reduce.py`, 30 s
-at most) to a minimal one that still fails, written to DIR with its pipeline on the first line (the format of
-tests/fuzz/regressions/) and printed. Exits 1 when any program failed.
+at most) to a minimal one that still fails, written to DIR with its pipeline on the first
+line (the format of tests/fuzz/regressions/) and printed. Exits 1 when any program failed.
 
 `--gather` adds `graph.gather` (i64 ids) to the programs; it needs a runtime that takes
 integer buffers.
