@@ -106,7 +106,13 @@ class Attention:
     q_value: SSAValue
     k_value: SSAValue
     element: Attribute
-    causal: bool
+    causal_mask: tuple[arith.AddfOp, SSAValue] | None
+    """The add of a causal mask `j > i ? c : 0` (c ≤ −1e30) to the score and its other
+    operand (the unmasked score), if there is one."""
+
+    @property
+    def causal(self) -> bool:
+        return self.causal_mask is not None
 
     @property
     def batch(self) -> Sequence[SSAValue]:
@@ -205,8 +211,11 @@ def match_attention(kernel: loop.KernelOp) -> Attention | None:
     return Attention(nest, reduce, qk, program, q_value, k_value, element, _causal(score_ops, i, j))
 
 
-def _causal(score_ops: Sequence[Operation], i: SSAValue, j: SSAValue) -> bool:
-    """Tells whether the score adds `j > i ? c : 0` with c ≤ −1e30 (a causal mask)."""
+def _causal(
+    score_ops: Sequence[Operation], i: SSAValue, j: SSAValue
+) -> tuple[arith.AddfOp, SSAValue] | None:
+    """Returns the op adding `j > i ? c : 0` with c ≤ −1e30 (a causal mask) to the score, and
+    the add's other operand."""
     for op in score_ops:
         if not isinstance(op, arith.SelectOp) or not isinstance(op.cond.owner, arith.CmpiOp):
             continue
@@ -221,8 +230,14 @@ def _causal(score_ops: Sequence[Operation], i: SSAValue, j: SSAValue) -> bool:
         values = (masked.value, kept.value)
         if above and all(isinstance(v, FloatAttr) for v in values):
             if values[0].value.data <= CAUSAL_FLOOR and values[1].value.data == 0.0:  # type: ignore[union-attr]
-                return any(isinstance(u.operation, arith.AddfOp) for u in op.result.uses)
-    return False
+                adds = [u.operation for u in op.result.uses]
+                if len(adds) == 1 and isinstance(add := adds[0], arith.AddfOp):
+                    return add, add.rhs if add.lhs is op.result else add.lhs
+    return None
+
+
+def _flat(values: list[list[list[SSAValue]]]) -> list[SSAValue]:
+    return [v for tile_values in values for regs in tile_values for v in regs]
 
 
 def _check_dims(a: Attention, extents: Sequence[int]) -> bool:
@@ -517,11 +532,48 @@ class _AttentionEmitter:
 
     def masked(self, acc: list[list[list[SSAValue]]], j0: SSAValue) -> list[list[list[SSAValue]]]:
         """Applies the loop body's score expression (scale, mask) to each dot product; keys
-        past the end score −inf."""
+        past the end score −inf.
+
+        A causal mask and the end of the keys are applied only on the tiles that need them (the
+        diagonal tiles of the warp's rows, the last tile): the others take a copy of the
+        expression without the mask's compare, select and add."""
+        em, a = self.em, self.a
+        loads = any(
+            isinstance(o, memref.LoadOp)
+            for op in a.ops_of(a.yielded[0], [a.qk.res[0]])
+            for o in op.walk()
+        )
+        if loads:
+            return self.scores_of(acc, j0, masked=True, loads=True)
+        edges = []
+        if a.causal:
+            first_row = em.add(self.q0, self.row_w)
+            edges.append(em.less(first_row, em.add(j0, BN - 1)))
+        if self.s_k % BN:
+            edges.append(em.less(self.s_k, em.add(j0, BN)))
+        if not edges:
+            return self.scores_of(acc, j0, masked=False)
+        edge = edges[0]
+        for other in edges[1:]:
+            edge = em.value(arith.OrIOp(edge, other))
+        count = M_TILES * (BN // MMA_N) * 4
+        with em.if_(edge, [f32] * count) as (then, other_block, if_op):
+            with em.into(then):
+                em.op(scf.YieldOp(*_flat(self.scores_of(acc, j0, masked=True))))
+            assert other_block is not None
+            with em.into(other_block):
+                em.op(scf.YieldOp(*_flat(self.scores_of(acc, j0, masked=False))))
+        values = iter(if_op.results)
+        return [[[next(values) for _ in range(4)] for _ in tile_acc] for tile_acc in acc]
+
+    def scores_of(
+        self, acc: list[list[list[SSAValue]]], j0: SSAValue, masked: bool, loads: bool = False
+    ) -> list[list[list[SSAValue]]]:
+        """Emits the score expression for each dot product; unmasked, the causal mask's add
+        is skipped and no key counts as past the end."""
         em, a = self.em, self.a
         score = a.yielded[0]
         ops = a.ops_of(score, [a.qk.res[0]])
-        loads = any(isinstance(o, memref.LoadOp) for op in ops for o in op.walk())
         minus_inf = em.f32(float("-inf"))
         out = []
         for mt, tile_acc in enumerate(acc):
@@ -538,23 +590,31 @@ class _AttentionEmitter:
                         inside = em.all_of([em.less(i, self.s_q), em.less(j, self.s_k)])
                         with em.if_(inside, [f32]) as (then, other, if_op):
                             with em.into(then):
-                                for op in ops:
-                                    em.op(op.clone(value_mapper=local))
+                                self.clone_score(ops, local, masked)
                                 em.op(scf.YieldOp(local.get(score, score)))
                             assert other is not None
                             with em.into(other):
                                 em.op(scf.YieldOp(minus_inf))
                         x = if_op.results[0]
                     else:
-                        for op in ops:
-                            em.op(op.clone(value_mapper=local))
+                        self.clone_score(ops, local, masked)
                         x = local.get(score, score)
-                        if self.s_k % BN:
+                        if masked and self.s_k % BN:
                             x = em.value(arith.SelectOp(em.less(j, self.s_k), x, minus_inf))
                     cols.append(x)
                 tile_out.append(cols)
             out.append(tile_out)
         return out
+
+    def clone_score(self, ops: Sequence[Operation], local: Mapping, masked: bool) -> None:
+        """Clones the score ops into `local`; unmasked, the causal add yields its other operand
+        (its compare and select are left unused, and NVRTC drops them)."""
+        add, kept = self.a.causal_mask or (None, None)
+        for op in ops:
+            if not masked and op is add:
+                local[add.result] = local.get(kept, kept)
+            else:
+                self.em.op(op.clone(value_mapper=local))
 
     def softmax(self, x: list[list[list[SSAValue]]]) -> list[list[list[SSAValue]]]:
         """Updates the running max and sum of the lane's rows, rescales O, returns P.
