@@ -550,7 +550,7 @@ class _AttentionEmitter:
             first_row = em.add(self.q0, self.row_w)
             edges.append(em.less(first_row, em.add(j0, BN - 1)))
         if self.s_k % BN:
-            edges.append(em.less(self.s_k, em.add(j0, BN)))
+            edges.append(em.less(em.index(self.s_k), em.add(j0, BN)))
         if not edges:
             return self.scores_of(acc, j0, masked=False)
         edge = edges[0]
