@@ -10,9 +10,6 @@ import numpy as np
 from cuda.core import Buffer, Stream
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import (
-    BFloat16Type,
-    Float16Type,
-    Float32Type,
     MemRefType,
     ModuleOp,
     UnregisteredOp,
@@ -36,11 +33,14 @@ from tinyopt.backends.cuda.launch import (
 from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
 from tinyopt.dialects import tile
 
-# element type -> (dtype name checked on arrays, numpy storage dtype)
+# element type -> (dtype name checked on arrays, numpy storage dtype); integers are the
+# indices an embedding (graph.gather) reads
 _ELEMENT_TYPES = {
-    Float32Type: ("float32", np.dtype(np.float32)),
-    Float16Type: ("float16", np.dtype(np.float16)),
-    BFloat16Type: ("bfloat16", np.dtype(np.uint16)),
+    "f32": ("float32", np.dtype(np.float32)),
+    "f16": ("float16", np.dtype(np.float16)),
+    "bf16": ("bfloat16", np.dtype(np.uint16)),
+    "i64": ("int64", np.dtype(np.int64)),
+    "i32": ("int32", np.dtype(np.int32)),
 }
 
 
@@ -76,13 +76,15 @@ def _buffer_type(value: SSAValue, where: str) -> _BufferType:
     """Return the buffer type of a memref value, rejecting what the runtime cannot hold."""
     memref_type = value.type
     if not (
-        isinstance(memref_type, MemRefType) and type(memref_type.element_type) in _ELEMENT_TYPES
+        isinstance(memref_type, MemRefType) and str(memref_type.element_type) in _ELEMENT_TYPES
     ):
-        raise CudaModuleError(f"{where}: expected a memref of f32, f16 or bf16, got {memref_type}")
+        raise CudaModuleError(
+            f"{where}: expected a memref of f32, f16, bf16, i64 or i32, got {memref_type}"
+        )
     shape = tuple(memref_type.get_shape())
     if any(d < 0 for d in shape):
         raise CudaModuleError(f"{where}: memref {memref_type} has a dynamic shape")
-    return _BufferType(shape, *_ELEMENT_TYPES[type(memref_type.element_type)])
+    return _BufferType(shape, *_ELEMENT_TYPES[str(memref_type.element_type)])
 
 
 @dataclass(frozen=True)
