@@ -2,10 +2,10 @@
 
 An element of a tensor is addressed by one expression per dimension, built from the
 kernel's loop variables (`Var`), integer constants (`Const`), ids read from an integer
-tensor (`Loaded`, a gather's) and `+`, `*`, `floordiv`, `mod`,
-`max`, `min` and `-` by constants (`Bin`). The constructors fold constants and use the
-variables' extents to simplify the `div`/`mod` patterns that reshapes produce, so that
-`reshape` back and forth along matching dimensions costs no index arithmetic at all.
+tensor (`Loaded`, a gather's) and `+`, `*`, `floordiv`, `mod`, `max`, `min` and `-` by
+constants (`Bin`). The constructors fold constants and use the variables' extents to simplify
+the `div`/`mod` patterns that reshapes produce, so that `reshape` back and forth along
+matching dimensions costs no index arithmetic at all.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ Point = tuple[Index, ...]
 
 
 UNBOUNDED = 2**63
-"""The bound of an index read from memory."""
+"""The bound of an id read from memory (any value of an i64)."""
 
 
 def bound(e: Index) -> int:
@@ -168,17 +168,6 @@ def free_vars(e: Index) -> set[Var]:
             return free_vars(lhs) | free_vars(rhs)
         case _:
             raise AssertionError(f"unexpected index expression {e}")
-
-
-def has_load(e: Index) -> bool:
-    """Return whether `e` depends on an id read from memory."""
-    match e:
-        case Loaded():
-            return True
-        case Bin(_, lhs, rhs):
-            return has_load(lhs) or has_load(rhs)
-        case _:
-            return False
 
 
 def point_vars(point: Point) -> set[Var]:

@@ -47,11 +47,11 @@ from tinyopt.passes.fuse_index import (
     Index,
     Loaded,
     Point,
+    UNBOUNDED,
     Var,
     bound,
     broadcast_point,
     gather_point,
-    has_load,
     point_vars,
     reshape_point,
     shift_into,
@@ -158,10 +158,11 @@ class KernelBuilder:
 
         Kernels index with 32 bits unless a buffer has 2^31 elements or more (to-cuda's
         rule), but an index into an inlined intermediate (a broadcast read through a
-        reshape) can exceed every buffer. Ids read by a gather are excluded: they are
-        clamped into their table.
+        reshape) can exceed every buffer. A gather's id itself is left out (it is any
+        integer until it is clamped into its table).
         """
-        largest = max((bound(e) - 1 for e in self._indices if not has_load(e)), default=0)
+        bounds = (bound(e) for e in self._indices)
+        largest = max((b - 1 for b in bounds if b < UNBOUNDED), default=0)
         buffers = [self.root, *self.inputs]
         if largest < INDEX_LIMIT or any(prod(shape_of(v)) >= INDEX_LIMIT for v in buffers):
             return
