@@ -266,6 +266,16 @@ def test_cli_captures_the_example_block(capsys: pytest.CaptureFixture[str]) -> N
     assert str(module) == str(cap.module)
 
 
+def test_cli_captures_the_example_model_on_its_token_ids(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`model_inputs()` gives the ids: NAME_inputs() is preferred over example_inputs()."""
+    assert main(["capture", f"{EXAMPLE}:model"]) == 0
+    text = capsys.readouterr().out
+    assert "func.func @forward(%ids: tensor<1x16xi64>" in text
+    assert text.count("graph.attention") == 2 and "graph.gather" in text
+
+
 def test_cli_capture_with_input_shapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     source = tmp_path / "mlp.py"
     source.write_text(
