@@ -440,8 +440,8 @@ def explain_command(args: argparse.Namespace) -> None:
         print(f"speedup: {outcomes[0].ms / outcomes[1].ms:.2f}x")
 
 
-CAPTURE_DTYPES = ("f32", "f16", "bf16")
-"""Element types `tinyopt capture --inputs` accepts."""
+CAPTURE_DTYPES = ("f32", "f16", "bf16", "i32", "i64")
+"""Element types `tinyopt capture --inputs` accepts (integers: embedding ids, all 0)."""
 
 
 def capture_parser() -> argparse.ArgumentParser:
@@ -460,7 +460,8 @@ def capture_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--inputs",
         help="example input shapes and dtypes, e.g. '2x16x64xf32,64xbf16' (random normal "
-        "values); by default FILE's NAME_inputs() or example_inputs() gives them",
+        "values; i32/i64 ids are 0); by default FILE's NAME_inputs() or example_inputs() "
+        "gives them",
     )
     parser.add_argument("--name", default="forward", help="name of the captured func.func")
     return parser
@@ -478,8 +479,12 @@ def _example_inputs(spec: str) -> list[object]:
                 f"bad input spec '{item}' (expected e.g. 2x16xf32; dtypes: "
                 f"{', '.join(CAPTURE_DTYPES)})"
             )
+        shape = [int(d) for d in dims]
+        if dtype in ("i32", "i64"):  # only the shape matters to the capture
+            tensors.append(torch.zeros(shape, dtype=getattr(torch, f"int{dtype[1:]}")))
+            continue
         torch_dtype = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
-        tensors.append(torch.randn(*map(int, dims), dtype=torch_dtype[dtype]))
+        tensors.append(torch.randn(shape, dtype=torch_dtype[dtype]))
     return tensors
 
 

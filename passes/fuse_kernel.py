@@ -207,7 +207,13 @@ class KernelBuilder:
         return "rows", split
 
     def _check_contraction_operands(self, value: SSAValue, point: Point) -> None:
-        """Materialize a matmul operand that itself holds a reduction or a matmul."""
+        """Materialize a matmul operand that itself holds a reduction or a matmul.
+
+        What gets a buffer is the operand below its transposes, reshapes and broadcasts: the
+        contraction reads it through their index maps, so the buffer keeps the producer's
+        own layout and size (a key projection is stored once per KV head, row-major, not
+        repeated per query head and transposed with strided reads).
+        """
         op = value.owner
         assert isinstance(op, graph.MatmulOp)
         k = self._fresh_var(shape_of(op.lhs)[-1])
@@ -218,6 +224,8 @@ class KernelBuilder:
             found: list[tuple[SSAValue, Point]] = []
             self._scan(operand, operand_point, found, set())
             if found:
+                while isinstance(operand.owner, graph.SHAPE_OPS):
+                    operand = operand.owner.operands[0]
                 raise Materialize(operand)
 
     def _scan(

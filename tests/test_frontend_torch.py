@@ -274,6 +274,8 @@ def test_cli_captures_the_example_model_on_its_token_ids(
     text = capsys.readouterr().out
     assert "func.func @forward(%ids: tensor<1x16xi64>" in text
     assert text.count("graph.attention") == 2 and "graph.gather" in text
+    assert main(["capture", f"{EXAMPLE}:model", "--inputs", "1x16xi32"]) == 0
+    assert "func.func @forward(%ids: tensor<1x16xi32>" in capsys.readouterr().out
 
 
 def test_cli_capture_with_input_shapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
