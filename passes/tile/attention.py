@@ -36,7 +36,9 @@ tiles of BN = 64:
   cast and store) runs from the accumulator layout.
 
 With a causal mask (`j > i ? c : 0` with c ≤ −1e30, as the rewrite writes it) the key loop
-stops after the block's last row, skipping the key tiles that are masked for every row.
+stops after the block's last row, skipping the key tiles that are masked for every row, and
+the query tiles are taken last first (the longest first). The mask itself is applied only on
+the tiles that cross a warp's diagonal (and the end of the keys only on the last tile).
 Shared memory is dynamic: (BM + 4·BN)·(D + 8)·2 bytes (102 KiB at D = 128, two blocks per SM);
 ptxas fits D = 128 in 255 registers without spilling (tests/test_attention_sass.py).
 """
@@ -362,7 +364,13 @@ class _AttentionEmitter:
         self.r8 = em.rem(lane, 8)
         self.lo8 = em.mul(em.rem(em.div(lane, 8), 2), 8)
         self.hi8 = em.mul(em.div(lane, 16), 8)
-        self.q0 = em.mul(em.value(tile.BlockIdOp("x")), BM)
+        query_tile = em.value(tile.BlockIdOp("x"))
+        if a.causal:
+            # Blocks start in blockIdx order; with a causal mask the last query tiles have the
+            # most keys, so they go first and the short ones fill the tail of the grid.
+            last = em.index(-(-self.s_q // BM) - 1)
+            query_tile = em.value(arith.SubiOp(last, query_tile))
+        self.q0 = em.mul(query_tile, BM)
         self.row_w = em.mul(warp, M_TILES * MMA_M)
         flat = em.value(tile.BlockIdOp("y"))
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
