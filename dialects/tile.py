@@ -521,9 +521,10 @@ class MmaSyncOp(IRDLOperation):
 
     Each lane holds 4 i32 of A and 2 i32 of B (pairs of `element`, as `tile.ldmatrix` loads
     them) and 4 f32 of C; D has C's layout: rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1.
-    With `element` f32 the product is the m16n8k8 on TF32 inputs: each i32 holds one TF32
-    (`tile.to_tf32`); A lane l holds (row l/4, k l%4), (row + 8, k), (row, k + 4),
-    (row + 8, k + 4); B (k l%4, column l/4), (k + 4, column).
+    With `element` f32 the product is the m16n8k8 on TF32 inputs: A and B registers hold the
+    bits of TF32 values (`tile.to_tf32`, then `arith.bitcast`); A lane l holds (row l/4,
+    k l%4), (row + 8, k), (row, k + 4), (row + 8, k + 4); B (k l%4, column l/4), (k + 4,
+    column).
     """
 
     name = "tile.mma_sync"
@@ -573,16 +574,17 @@ class MmaSyncOp(IRDLOperation):
 @irdl_op_definition
 class ToTf32Op(IRDLOperation):
     """Rounds an f32 to TF32 (10 mantissa bits, to nearest, ties away from zero:
-    `cvt.rna.tf32.f32`), as the 32-bit register a TF32 `tile.mma_sync` operand is."""
+    `cvt.rna.tf32.f32`), kept in an f32 whose low 13 mantissa bits are zero: what a TF32
+    `tile.mma_sync` operand register holds."""
 
     name = "tile.to_tf32"
     input = operand_def(f32)
-    result = result_def(i32)
+    result = result_def(f32)
     traits = traits_def(Pure())
     assembly_format = "$input attr-dict"
 
     def __init__(self, value: SSAValue) -> None:
-        super().__init__(operands=[value], result_types=[i32])
+        super().__init__(operands=[value], result_types=[f32])
 
 
 @irdl_op_definition

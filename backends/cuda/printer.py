@@ -735,11 +735,19 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"{mma_name(str(op.element))}({', '.join(results)}, {args});")
 
     @print_op.register
+    def _(self, op: arith.BitcastOp) -> None:
+        source, target = self.ctype(op.input.type), self.ctype(op.result.type)
+        calls = {("float", "int"): "__float_as_int", ("int", "float"): "__int_as_float"}
+        if (source, target) not in calls:
+            raise self.fail(f"'arith.bitcast' from {op.input.type} to {op.result.type}")
+        self.let(op.result, f"{calls[source, target]}({self.expr(op.input)})")
+
+    @print_op.register
     def _(self, op: tile.ToTf32Op) -> None:
-        tf32 = self.define(op.result)
-        self.line(f"int {tf32};")
-        value = self.expr(op.input)
-        self.line(f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({tf32}) : "f"({value}));')
+        bits = self.fresh("tf32")
+        self.line(f"unsigned {bits};")
+        self.line(f'asm("cvt.rna.tf32.f32 %0, %1;" : "=r"({bits}) : "f"({self.expr(op.input)}));')
+        self.let(op.result, f"__uint_as_float({bits})")
 
     @print_op.register
     def _(self, op: tile.PackOp) -> None:

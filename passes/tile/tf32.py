@@ -2,12 +2,14 @@
 
 Taken when the `mma=tf32` knob is set and both operand sides of a contraction read f32: the
 schedule of `mma_sync.py` (block tile BM×BN×BK staged in shared memory, warp tiles of m16n8
-fp32 accumulators, the same epilogue) with the m16n8k8 TF32 `mma.sync`. The sides are staged
-in f32, any fused prologue evaluated in f32; each fragment element is read from shared memory
-on its own and rounded to TF32 (`cvt.rna.tf32.f32`: 10 mantissa bits, to nearest) just before
-the product, which accumulates in f32. TF32 keeps f32's range but rounds each input to about
-3 decimal digits: a K-long dot product of random data comes out about 3e-4 off relative to
-float64, where f32 FMA is about 1e-7 (tests/test_tf32.py), so it is never a default.
+fp32 accumulators, the same epilogue) with the m16n8k8 TF32 `mma.sync`. The sides are
+evaluated in f32 (any fused prologue too) and rounded to TF32 as they are staged
+(`cvt.rna.tf32.f32`: 10 mantissa bits, to nearest; once per element, where rounding at each
+fragment read would repeat it for every warp that reads it); each fragment element is then one
+32-bit shared-memory read, and the products accumulate in f32. TF32 keeps f32's range but
+rounds each input to about 3 decimal digits: a K-long dot product of random data comes out
+about 3e-4 off relative to float64, where f32 FMA is about 1e-7 (tests/test_tf32.py), so it
+is never a default.
 
 Shared rows are padded so that a warp's fragment reads are conflict-free: lane l reads
 (row l/4, k l%4) of a K-major tile (row stride BK + 4, an odd multiple of 4 words: the 8 rows
@@ -17,8 +19,8 @@ multiple of 8 words: the 4 k rows fall 8 banks apart).
 
 from __future__ import annotations
 
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import f32
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
@@ -106,10 +108,11 @@ class _Tf32Emitter(MmaEmitter):
         return [size, bk + K_MAJOR_PAD] if k_major else [bk, size + OUTER_MAJOR_PAD]
 
     def _narrow(self, value: SSAValue) -> SSAValue:
-        return value  # staged in f32; rounded to TF32 per fragment
+        """Rounds a staged value to TF32 once, not at each of its fragment reads."""
+        return self.em.value(tile.ToTf32Op(value))
 
     def _fragments(self, side: _Side, outer: SSAValue, kk: SSAValue, a: bool) -> list[SSAValue]:
-        """Reads a 16(outer)×8(k) block at (outer, kk), rounded to TF32: for A the mma's
+        """Reads a 16(outer)×8(k) block at (outer, kk) (staged as TF32): for A the mma's
         a0..a3 of that m16 tile; for B b0, b1 of the n8 tile at `outer` and of the next one."""
         em = self.em
         lane = em.rem(self.tid, WARP)
@@ -125,5 +128,5 @@ class _Tf32Emitter(MmaEmitter):
             assert side.smem is not None
             index = [o, k] if side.k_major else [k, o]
             value = em.value(memref.LoadOp.get(side.smem, index))
-            values.append(em.value(tile.ToTf32Op(value)))
+            values.append(em.value(arith.BitcastOp(value, i32)))
         return values

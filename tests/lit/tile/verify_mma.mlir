@@ -91,11 +91,11 @@ builtin.module {
     %r = tile.alloc : memref<16x20xf16, 3 : i32>
     %f = tile.alloc : memref<16x24xf32, 3 : i32>
     %a0, %a1, %a2, %a3 = tile.ldmatrix %s[%c0, %c0] : memref<16x24xf16, 3 : i32> -> i32, i32, i32, i32
-    // expected-error @+1 {{tile.mma_sync: element type must be f16 or bf16, got f32}}
-    %d0, %d1, %d2, %d3 = tile.mma_sync a[%a0, %a1, %a2, %a3] b[%a0, %a1] c[%z, %z, %z, %z] : f32 -> f32, f32, f32, f32
+    // expected-error @+1 {{tile.mma_sync: element type must be f16, bf16 or f32 (TF32), got f64}}
+    %d0, %d1, %d2, %d3 = tile.mma_sync a[%a0, %a1, %a2, %a3] b[%a0, %a1] c[%z, %z, %z, %z] : f64 -> f32, f32, f32, f32
   }
 }
-// CHECK: tile.mma_sync: element type must be f16 or bf16, got f32
+// CHECK: tile.mma_sync: element type must be f16, bf16 or f32 (TF32), got f64
 
 // -----
 
