@@ -77,6 +77,21 @@ _IDENTITY = {graph.ReduceSumOp: 0.0, graph.ReduceMeanOp: 0.0, graph.ReduceMaxOp:
 Kind = Literal["elementwise", "rows", "reduce", "contraction"]
 
 
+def _layout_source(value: SSAValue) -> SSAValue:
+    """Return the value below `value`'s chain of shape ops if the chain transposes or
+    broadcasts an elementwise producer, else `value`.
+
+    A reshape alone keeps the layout; a matmul or reduction below the chain is stored as the
+    contraction reads it (a copy kernel), since tensor-core schedules need plain operands.
+    """
+    source, moves = value, False
+    while isinstance(source.owner, graph.SHAPE_OPS):
+        moves |= isinstance(source.owner, graph.TransposeOp | graph.BroadcastOp)
+        source = source.owner.operands[0]
+    heavy = isinstance(source.owner, graph.MatmulOp | graph.ReduceOp)
+    return source if moves and not heavy else value
+
+
 class Materialize(Exception):
     """Raised while building a kernel: `value` must be computed by a kernel of its own."""
 
@@ -209,10 +224,11 @@ class KernelBuilder:
     def _check_contraction_operands(self, value: SSAValue, point: Point) -> None:
         """Materialize a matmul operand that itself holds a reduction or a matmul.
 
-        What gets a buffer is the operand below its transposes, reshapes and broadcasts: the
-        contraction reads it through their index maps, so the buffer keeps the producer's
-        own layout and size (a key projection is stored once per KV head, row-major, not
-        repeated per query head and transposed with strided reads).
+        When the operand reaches its producer through a transpose or a broadcast, what gets
+        a buffer is the producer below those shape ops: the contraction reads it through
+        their index maps, so the buffer keeps the producer's own layout and size (attention's
+        keys are stored once per KV head, row-major, not repeated per query head and
+        transposed with strided reads).
         """
         op = value.owner
         assert isinstance(op, graph.MatmulOp)
@@ -224,9 +240,7 @@ class KernelBuilder:
             found: list[tuple[SSAValue, Point]] = []
             self._scan(operand, operand_point, found, set())
             if found:
-                while isinstance(operand.owner, graph.SHAPE_OPS):
-                    operand = operand.owner.operands[0]
-                raise Materialize(operand)
+                raise Materialize(_layout_source(operand))
 
     def _scan(
         self,
