@@ -31,6 +31,7 @@ def test_exported_names() -> None:
         "fuse",
         "online-softmax",
         "welford",
+        "flash-attention",
         "check-assoc",
         "tile",
         "to-cuda",
