@@ -1,6 +1,8 @@
 """Runs every matmul ladder step and the odd-shape matmul programs once, for compute-sanitizer.
 
 Usage: compute-sanitizer --tool memcheck --error-exitcode 1 python benchmarks/sanitize_matmul.py
+[--match WORD,WORD] (only the programs whose name or pipeline contains one of the words, e.g.
+`copy=tma`).
 Each kernel also has its output checked against float64 numpy; small shapes keep it fast. Each
 ladder step runs at shapes that are not tile multiples (`ODD_SHAPES`): rows of 65 floats
 (scalar copies), of 68 (16-byte copies whose last tile runs past the data), and a K long
@@ -9,6 +11,7 @@ enough for split-K.
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -49,8 +52,13 @@ def programs() -> list[tuple[str, str, str, float | None]]:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--match", default="", help="comma-separated words a name must contain")
+    words = [w for w in parser.parse_args().match.split(",") if w]
     failures = 0
     for name, text, pipeline, limit in programs():
+        if words and not any(w in f"{name} {pipeline}" for w in words):
+            continue
         program, module = lower(text, pipeline)
         graph = graph_function(program)
         inputs, arrays = device_inputs(graph, seed=3)
