@@ -238,6 +238,26 @@ def _causal(
     return None
 
 
+def _scale(a: Attention) -> float | None:
+    """Returns c when the score is the dot product times a constant c > 0, plus at most the
+    causal mask; the softmax then folds c into its exponent and takes the maximum of the dot
+    products (c > 0 keeps the order)."""
+    score = a.yielded[0]
+    if a.causal_mask is not None:
+        add, score = a.causal_mask
+        if add.result != a.yielded[0]:
+            return None
+    product, dot = score.owner, a.qk.res[0]
+    if not isinstance(product, arith.MulfOp) or dot not in product.operands:
+        return None
+    factor = product.rhs if product.lhs == dot else product.lhs
+    constant = factor.owner
+    if not isinstance(constant, arith.ConstantOp) or not isinstance(constant.value, FloatAttr):
+        return None
+    c = constant.value.value.data
+    return c if 0 < c < float("inf") else None
+
+
 def _flat(values: list[list[list[SSAValue]]]) -> list[SSAValue]:
     return [v for tile_values in values for regs in tile_values for v in regs]
 
@@ -305,6 +325,7 @@ class _AttentionEmitter:
         *self.batch_extents, self.s_q, self.head_v = a.nest.extents
         self.s_k = a.reduce.extents[0]
         self.head_qk = a.qk.extents[0]
+        self.scale = _scale(a)
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -593,6 +614,9 @@ class _AttentionEmitter:
                     i = rows[r // 2]
                     j = em.add(j0, em.add(em.mul(self.t, 2), n * MMA_N + r % 2))
                     local = dict(self.mapping) | {a.qk.res[0]: dot, a.i: i, a.j: j}
+                    if self.scale is not None and not loads:
+                        cols.append(self.masked_dot(dot, i, j) if masked else dot)
+                        continue
                     if loads:
                         # A mask read from memory must not be read past the ends.
                         inside = em.all_of([em.less(i, self.s_q), em.less(j, self.s_k)])
@@ -613,6 +637,17 @@ class _AttentionEmitter:
                 tile_out.append(cols)
             out.append(tile_out)
         return out
+
+    def masked_dot(self, dot: SSAValue, i: SSAValue, j: SSAValue) -> SSAValue:
+        """Returns a dot product, or −inf above the diagonal of a causal mask or past the end
+        of the keys (the score is dot·scale, folded into the softmax's exponent)."""
+        em = self.em
+        minus_inf = em.f32(float("-inf"))
+        if self.a.causal:
+            dot = em.value(arith.SelectOp(em.less(i, j), minus_inf, dot))
+        if self.s_k % BN:
+            dot = em.value(arith.SelectOp(em.less(j, self.s_k), dot, minus_inf))
+        return dot
 
     def clone_score(self, ops: Sequence[Operation], local: Mapping, masked: bool) -> None:
         """Clones the score ops into `local`; unmasked, the causal add yields its other operand
@@ -643,6 +678,13 @@ class _AttentionEmitter:
             for h in range(2)
         ]
         tile_max = self.quad(tile_max, arith.MaximumfOp)
+        exponent = log2e
+        if self.scale is not None:
+            # x = dot·scale: the maximum of x is scale times that of the dot products, and
+            # x·log2 e − M' is one FFMA of the dot product with scale·log2 e.
+            scale = em.f32(self.scale)
+            tile_max = [self.f(arith.MulfOp(t, scale)) for t in tile_max]
+            exponent = em.f32(self.scale * LOG2E)
         for mt in range(M_TILES):
             for h in range(2):
                 old = self.load(self.m, mt, h)
@@ -651,7 +693,7 @@ class _AttentionEmitter:
                 alpha = self.exp2(old, log2e, floor)
                 for n in range(n_tiles):
                     for c in range(2):
-                        probs[mt][n][2 * h + c] = self.exp2(x[mt][n][2 * h + c], log2e, floor)
+                        probs[mt][n][2 * h + c] = self.exp2(x[mt][n][2 * h + c], exponent, floor)
                 row_sum = self.combine(
                     arith.AddfOp,
                     [probs[mt][n][2 * h + c] for n in range(n_tiles) for c in range(2)],
