@@ -28,7 +28,8 @@ tiles of BN = 64:
   the row maximum is combined across the four lanes of a quad with `tile.warp_reduce`
   (width 4), the sums stay per lane until the end. p = exp2(x·log2 e − M') with
   M' = max(M·log2 e, lowest finite f32): one FFMA and one `ex2.approx` per score, and a row
-  whose keys are all −inf gets p = 0 and no NaN.
+  whose keys are all −inf gets p = 0 and no NaN. A score dot·scale (+ causal mask) folds the
+  scale into that FFMA.
 - P is rounded to f16/bf16 and packed in registers (`tile.pack`): the m16n8 accumulator layout
   of S is the A-fragment layout of the next `mma.sync`, so P·V needs no shared memory; V is
   read with `ldmatrix.trans`. O is rescaled by exp2(m_old·log2 e − M') per row.
