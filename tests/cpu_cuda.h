@@ -1,0 +1,135 @@
+// The CUDA subset of tinyopt's mma.sync kernels, emulated on the CPU (tests/cpu_cuda.py):
+// one std::thread per CUDA thread, a std::barrier per block (__syncthreads) and per warp (the
+// warp-wide ldmatrix, mma.sync and shuffles exchange their lanes' operands through it).
+// cp.async copies synchronously: a kernel that overwrote a tile other warps still read would
+// give wrong numbers here too.
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __restrict__
+#define __align__(n) alignas(n)
+
+struct Dim { unsigned x, y, z; };
+thread_local Dim threadIdx;
+Dim blockIdx;
+alignas(1024) unsigned char cpu_cuda_smem[256 * 1024];
+std::barrier<>* cpu_cuda_block;
+std::barrier<>* cpu_cuda_warp[32];
+
+static inline unsigned __cvta_generic_to_shared(const void* p) {
+    return (unsigned)((const unsigned char*)p - cpu_cuda_smem);
+}
+static inline void __syncthreads() { cpu_cuda_block->arrive_and_wait(); }
+static inline void warp_sync() { cpu_cuda_warp[threadIdx.x / 32]->arrive_and_wait(); }
+static inline int lane() { return threadIdx.x % 32; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+
+template <typename T, int N> struct tinyopt_vec { T v[N]; };
+
+struct __nv_bfloat16 { uint16_t bits; };
+struct __half { uint16_t bits; };
+static inline float to_float(__nv_bfloat16 h) {
+    uint32_t b = (uint32_t)h.bits << 16; float f; memcpy(&f, &b, 4); return f;
+}
+static inline float to_float(__half h) { _Float16 x; memcpy(&x, &h.bits, 2); return (float)x; }
+static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
+    if (std::isnan(f)) return {0x7fc0};
+    uint32_t b; memcpy(&b, &f, 4);
+    b += 0x7fff + ((b >> 16) & 1);  // round to nearest even
+    return {(uint16_t)(b >> 16)};
+}
+static inline __half __float2half_rn(float f) { _Float16 x = (_Float16)f; __half h; memcpy(&h.bits, &x, 2); return h; }
+static inline float __bfloat162float(__nv_bfloat16 h) { return to_float(h); }
+static inline float __half2float(__half h) { return to_float(h); }
+
+struct WarpExchange { float f[32]; int i[32][6]; const void* p[32]; };
+WarpExchange cpu_cuda_exchange[32];
+static inline WarpExchange& exchange() { return cpu_cuda_exchange[threadIdx.x / 32]; }
+
+static inline float __shfl_xor_sync(unsigned, float v, int offset, int) {
+    WarpExchange& x = exchange();
+    x.f[lane()] = v;
+    warp_sync();
+    float r = x.f[lane() ^ offset];
+    warp_sync();
+    return r;
+}
+
+static inline uint16_t element(const void* row, int k) { return ((const uint16_t*)row)[k]; }
+static inline int pack(uint16_t lo, uint16_t hi) { return (int)((uint32_t)lo | ((uint32_t)hi << 16)); }
+
+// ldmatrix .x4: lanes 8m..8m+7 give the rows of matrix m; lane l receives row l/4, columns
+// 2(l%4) and 2(l%4)+1 of each matrix (of its transpose with .trans).
+static inline void ldmatrix(int (&out)[4], const void* row, bool trans) {
+    WarpExchange& x = exchange();
+    x.p[lane()] = row;
+    warp_sync();
+    int l = lane();
+    for (int m = 0; m < 4; ++m) {
+        if (trans) {
+            out[m] = pack(element(x.p[8 * m + 2 * (l % 4)], l / 4),
+                          element(x.p[8 * m + 2 * (l % 4) + 1], l / 4));
+        } else {
+            const void* r = x.p[8 * m + l / 4];
+            out[m] = pack(element(r, 2 * (l % 4)), element(r, 2 * (l % 4) + 1));
+        }
+    }
+    warp_sync();
+}
+static inline void tinyopt_ldmatrix_x4(int& r0, int& r1, int& r2, int& r3, const void* row) {
+    int out[4]; ldmatrix(out, row, false); r0 = out[0]; r1 = out[1]; r2 = out[2]; r3 = out[3];
+}
+static inline void tinyopt_ldmatrix_x4_trans(int& r0, int& r1, int& r2, int& r3, const void* row) {
+    int out[4]; ldmatrix(out, row, true); r0 = out[0]; r1 = out[1]; r2 = out[2]; r3 = out[3];
+}
+
+// mma.sync m16n8k16, A row-major, B column-major, fp32 accumulators (PTX ISA fragment layouts).
+template <typename T>
+static inline void mma(float& d0, float& d1, float& d2, float& d3, int a0, int a1, int a2, int a3,
+                       int b0, int b1, float c0, float c1, float c2, float c3) {
+    WarpExchange& x = exchange();
+    int l = lane();
+    int regs[6] = {a0, a1, a2, a3, b0, b1};
+    memcpy(x.i[l], regs, sizeof regs);
+    warp_sync();
+    float a[16][16], b[16][8];
+    auto lo = [](int v) { return to_float(T{(uint16_t)(v & 0xffff)}); };
+    auto hi = [](int v) { return to_float(T{(uint16_t)((uint32_t)v >> 16)}); };
+    for (int from = 0; from < 32; ++from) {
+        int g = from / 4, t = from % 4;
+        const int* r = x.i[from];
+        for (int h = 0; h < 2; ++h) {
+            a[g][2 * t + 8 * h] = lo(r[2 * h]);
+            a[g][2 * t + 8 * h + 1] = hi(r[2 * h]);
+            a[g + 8][2 * t + 8 * h] = lo(r[2 * h + 1]);
+            a[g + 8][2 * t + 8 * h + 1] = hi(r[2 * h + 1]);
+            b[2 * t + 8 * h][g] = lo(r[4 + h]);
+            b[2 * t + 8 * h + 1][g] = hi(r[4 + h]);
+        }
+    }
+    warp_sync();
+    int g = l / 4, t = l % 4;
+    auto dot = [&](int i, int j) {
+        double s = 0;
+        for (int k = 0; k < 16; ++k) s += (double)a[i][k] * b[k][j];
+        return (float)s;
+    };
+    d0 = c0 + dot(g, 2 * t); d1 = c1 + dot(g, 2 * t + 1);
+    d2 = c2 + dot(g + 8, 2 * t); d3 = c3 + dot(g + 8, 2 * t + 1);
+}
+#define MMA_ARGS float& d0, float& d1, float& d2, float& d3, int a0, int a1, int a2, int a3, \
+    int b0, int b1, float c0, float c1, float c2, float c3
+static inline void tinyopt_mma_bf16(MMA_ARGS) { mma<__nv_bfloat16>(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3); }
+static inline void tinyopt_mma_f16(MMA_ARGS) { mma<__half>(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3); }
+static inline int tinyopt_pack_bf16(float lo, float hi) { return pack(__float2bfloat16_rn(lo).bits, __float2bfloat16_rn(hi).bits); }
+static inline int tinyopt_pack_f16(float lo, float hi) { return pack(__float2half_rn(lo).bits, __float2half_rn(hi).bits); }
+static inline void tinyopt_cp_async_16(void* dst, const void* src, bool valid) {
+    if (valid) memcpy(dst, src, 16); else memset(dst, 0, 16);
+}
+static inline float tinyopt_exp2_approx(float x) { return exp2f(x); }

@@ -1,0 +1,106 @@
+"""Runs a generated tensor-core kernel on the CPU (g++ and tests/cpu_cuda.h), for numeric tests
+of kernel schedules on machines without a GPU.
+
+The kernel's CUDA source is compiled as C++ against an emulation of the CUDA subset those
+kernels use (threads, barriers, shared memory, `ldmatrix`, `mma.sync`, `cp.async`, warp
+shuffles, bf16/f16 conversions); its prelude of inline-PTX helpers is replaced by the
+emulation's. Each CUDA thread is a std::thread, so a block of 128 threads over a few key tiles
+takes seconds: keep shapes small.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from tinyopt.dialects import tile
+
+COMPILER = shutil.which("g++")
+HEADER = Path(__file__).resolve().parent / "cpu_cuda.h"
+_PARAM = re.compile(r"(?:const )?(\w+)\* __restrict__ (\w+)")
+_STORAGE = {"__nv_bfloat16": np.uint16, "__half": np.uint16, "float": np.float32, "int": np.int32}
+"""How each C element type is held in numpy (16-bit floats as their bits)."""
+
+
+def run_on_cpu(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> list[np.ndarray]:
+    """Runs `kernel` on its whole grid over `buffers` (its parameters in order, as numpy arrays
+    of the storage types above) and returns the buffers afterwards."""
+    source = kernel.source.data
+    name = kernel.sym_name.data
+    start = source.index('extern "C" __global__')
+    signature = source[start : source.index("{", start)]
+    params = _PARAM.findall(signature)
+    assert len(params) == len(buffers), (signature, len(buffers))
+    for (ctype, _), array in zip(params, buffers, strict=True):
+        assert array.dtype == _STORAGE[ctype], (ctype, array.dtype)
+    body = source[start:].replace(
+        "extern __shared__ __align__(1024) unsigned char tinyopt_smem[];",
+        "unsigned char* tinyopt_smem = cpu_cuda_smem;",
+    )
+    # cp.async groups complete at once here: commits and waits have nothing to do.
+    body = re.sub(r'asm volatile\("cp\.async\.(commit|wait)_group[^;]*;"[^;]*;', ";", body)
+    grid = list(kernel.grid.get_values())
+    threads = kernel.block.get_values()[0]
+    assert list(kernel.block.get_values())[1:] == [1, 1]
+    args = ", ".join(f"({ctype}*)buffers[{k}].data()" for k, (ctype, _) in enumerate(params))
+    main = f"""
+#include <fstream>
+#include <thread>
+#include <vector>
+int main(int argc, char** argv) {{
+    std::vector<std::vector<char>> buffers;
+    for (int k = 1; k < argc; ++k) {{
+        std::ifstream in(argv[k], std::ios::binary);
+        buffers.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }}
+    for (unsigned z = 0; z < {grid[2]}; ++z)
+    for (unsigned y = 0; y < {grid[1]}; ++y)
+    for (unsigned x = 0; x < {grid[0]}; ++x) {{
+        blockIdx = {{x, y, z}};
+        std::barrier<> block({threads});
+        cpu_cuda_block = &block;
+        std::vector<std::barrier<>*> warps;
+        for (int w = 0; w < {-(-threads // 32)}; ++w) cpu_cuda_warp[w] = new std::barrier<>(32);
+        std::vector<std::thread> running;
+        for (unsigned t = 0; t < {threads}; ++t)
+            running.emplace_back([&, t] {{ threadIdx = {{t, 0, 0}}; {name}({args}); }});
+        for (auto& thread : running) thread.join();
+        for (int w = 0; w < {-(-threads // 32)}; ++w) delete cpu_cuda_warp[w];
+    }}
+    for (int k = 1; k < argc; ++k) {{
+        std::ofstream out(argv[k], std::ios::binary);
+        out.write(buffers[k - 1].data(), buffers[k - 1].size());
+    }}
+}}
+"""
+    assert COMPILER is not None
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        (work / "kernel.cpp").write_text(f'#include "{HEADER}"\n{body}\n{main}')
+        subprocess.run(
+            [
+                COMPILER,
+                "-O1",
+                "-std=c++20",
+                "-pthread",
+                "-w",
+                "-o",
+                str(work / "kernel"),
+                str(work / "kernel.cpp"),
+            ],
+            check=True,
+        )
+        files = []
+        for k, array in enumerate(buffers):
+            files.append(work / f"buffer{k}.bin")
+            np.ascontiguousarray(array).tofile(files[-1])
+        subprocess.run([str(work / "kernel"), *map(str, files)], check=True)
+        return [
+            np.fromfile(path, dtype=array.dtype).reshape(array.shape)
+            for path, array in zip(files, buffers, strict=True)
+        ]
