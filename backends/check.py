@@ -16,14 +16,17 @@ TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
 
 
 def to_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
-    """Returns the array the runtime takes for `element_type` (bf16 as its uint16 bits)."""
+    """Returns the array the runtime takes for `element_type` (bf16 as its uint16 bits).
+
+    C order without `np.ascontiguousarray`, which turns a rank-0 array into shape (1,).
+    """
     if element_type == bf16:
-        return (np.ascontiguousarray(array, np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        return (np.asarray(array, np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
     if element_type == f16:
-        return np.ascontiguousarray(array, np.float16)
+        return np.asarray(array, np.float16, order="C")
     if element_type in (i32, i64):  # gather ids
-        return np.ascontiguousarray(array, numpy_dtype(element_type))
-    return np.ascontiguousarray(array, np.float32)
+        return np.asarray(array, numpy_dtype(element_type), order="C")
+    return np.asarray(array, np.float32, order="C")
 
 
 def from_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:

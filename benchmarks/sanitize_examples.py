@@ -37,8 +37,13 @@ sanitizers; the examples always run."""
 
 TOOLS = ("memcheck", "racecheck", "synccheck")
 
-Program = tuple[str, str, str]
-"""(name, graph-level MLIR text, pipeline)."""
+Program = tuple[str, str, str, float | None]
+"""(name, graph-level MLIR text, pipeline, tolerance — None: the output type's)."""
+
+LLAMA_TOLERANCE = 5e-2
+"""The block runs on N(0, 1) random weights here, not its own initialisation: attention scores
+reach ~1e2 and bf16 rounding gives relative errors near 3e-2 (tests/test_llama.py checks the
+block with its own weights against 2e-2)."""
 
 
 def work(text: str) -> int:
@@ -82,7 +87,8 @@ def llama_programs() -> list[Program]:
         block = llama.block().to(dtype).eval()
         (x,) = llama.example_inputs()
         text = str(capture(block, x.to(dtype)).module)
-        out.append((f"example_llama_block_{name}", text, DEFAULT_PIPELINE))
+        tolerance = LLAMA_TOLERANCE if dtype == torch.bfloat16 else None
+        out.append((f"example_llama_block_{name}", text, DEFAULT_PIPELINE, tolerance))
     return out
 
 
@@ -114,19 +120,22 @@ def programs(variants: int) -> tuple[list[Program], list[str]]:
     """Return the programs to sanitize and the names of those skipped as too large."""
     from programs import CASES, EXAMPLE_CASES
 
-    chosen: list[Program] = [(case.id, case.text, case.pipeline) for case in EXAMPLE_CASES]
+    chosen: list[Program] = [
+        (case.id, case.text, case.pipeline, case.tolerance) for case in EXAMPLE_CASES
+    ]
     small = [case for case in CASES if work(case.text) <= MAX_WORK]
     skipped = [case.id for case in CASES if case not in small]
-    chosen += [(case.id, case.text, case.pipeline) for case in small]
+    chosen += [(case.id, case.text, case.pipeline, case.tolerance) for case in small]
     knobs = iter(knob_pipelines(variants * len(small), seed=0))
     for case in small:
         for n in range(variants):
-            chosen.append((f"{case.id}_variant{n}", case.text, next(knobs)))
+            chosen.append((f"{case.id}_variant{n}", case.text, next(knobs), case.tolerance))
     return chosen + llama_programs(), skipped
 
 
-def lower(program: Program) -> tuple[str, str, str] | None:
-    """Lower one program and compile its kernels for sm_90a; return (name, graph, lowered).
+def lower(program: Program) -> tuple[str, str, str, float | None] | None:
+    """Lower one program and compile its kernels for sm_90a; return (name, graph, lowered,
+    tolerance).
 
     Returns None when a pass refuses the program's knobs.
     """
@@ -135,7 +144,7 @@ def lower(program: Program) -> tuple[str, str, str] | None:
     from tinyopt.backends.cuda.cache import cached_compile
     from tinyopt.compiler import lower as lower_text
 
-    name, text, pipeline = program
+    name, text, pipeline, tolerance = program
     try:
         _, module = lower_text(text, pipeline)
     except DiagnosticException:
@@ -143,7 +152,7 @@ def lower(program: Program) -> tuple[str, str, str] | None:
     for op in module.ops:
         if op.name == "tile.cuda_kernel":
             cached_compile(op.properties["source"].data, op.properties["sym_name"].data, "sm_90a")
-    return name, text, str(module)
+    return name, text, str(module), tolerance
 
 
 def run_all(path: Path) -> int:
@@ -157,9 +166,9 @@ def run_all(path: Path) -> int:
     from tinyopt.backends.cuda.runtime import compile_module
     from tinyopt.compiler import parse
 
-    lowered: list[tuple[str, str, str]] = pickle.loads(path.read_bytes())
+    lowered: list[tuple[str, str, str, float | None]] = pickle.loads(path.read_bytes())
     kernels = failures = 0
-    for name, text, module_text in lowered:
+    for name, text, module_text, accepted in lowered:
         graph = graph_function(parse(text))
         module = parse(module_text)
         inputs, arrays = device_inputs(graph, seed=5)
@@ -172,7 +181,7 @@ def run_all(path: Path) -> int:
         kernels += sum(op.name == "tile.cuda_kernel" for op in module.ops)
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         errors = errors_against_reference(graph, outputs, inputs)
-        if not all(e <= tolerance(graph) for e in errors):
+        if not all(e <= (accepted or tolerance(graph)) for e in errors):
             print(f"FAIL {name}: error {max(errors):.1e}", flush=True)
             failures += 1
     print(f"ran {kernels} kernels of {len(lowered)} programs, {failures} failed", flush=True)

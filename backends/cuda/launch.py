@@ -87,7 +87,7 @@ def device_pointer(array: object, stream: Stream) -> int:
         ) from exc
     if not view.is_device_accessible:
         raise CudaArgumentError(f"a {type(array).__name__} on the host is not a device array")
-    contiguous = np.cumprod((1,) + view.shape[:0:-1])[::-1]
+    contiguous = np.cumprod((1,) + view.shape[:0:-1])[::-1] if view.shape else ()
     if view.strides is not None and tuple(view.strides) != tuple(contiguous):
         raise CudaArgumentError(
             f"a {type(array).__name__} of shape {view.shape} has strides {view.strides}; "
