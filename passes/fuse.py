@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
+from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import graph, loop
@@ -171,9 +172,12 @@ class FusePass(ModulePass):
     name = "fuse"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        """Decompose composites if any are left, then fuse each graph function."""
+        """Decompose composites if any are left, merge identical graph ops (a captured model
+        spells `reshape(x)` once per linear layer reading x, which would otherwise give each
+        its own copy of x), then fuse each graph function."""
         if any(isinstance(o, graph.COMPOSITE_OPS) for o in op.walk()):
             DecomposePass().apply(ctx, op)
+        CommonSubexpressionElimination().apply(ctx, op)
         module_block = op.body.block
         for function in [f for f in module_block.ops if _is_graph_function(f)]:
             assert isinstance(function, func.FuncOp)
