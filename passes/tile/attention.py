@@ -18,9 +18,12 @@ tiles of BN = 64:
   conflict-free) are copied by `cp.async` when a side is a plain load of the element type with
   contiguous rows (GQA's shared heads and transposes are index maps, so they qualify); rows past
   the end are zero-filled. Otherwise the loop-level load expressions are evaluated through
-  registers into the same slots. Per key tile t: wait for K(t) and barrier, issue K(t+1), S;
-  wait for V(t) and barrier, issue V(t+1), P·V: one barrier per stage, each copy in flight
-  during a whole stage of math.
+  registers into the same slots. Per key tile t: wait for this thread's copies of K(t) and
+  V(t), barrier (everyone's landed, and every warp is done with tile t-1, whose slots the next
+  copies reuse), issue K(t+1), S and softmax, issue V(t+1), P·V: one barrier per key tile.
+  Each copy is issued in one piece unrolled (the addresses are constant offsets of the first),
+  and V(t+1) after the softmax so that its addresses are not live with S (255 registers at
+  D = 128).
 - S = Q·Kᵀ for the warp's 32 rows × BN keys with `mma.sync` (K read with plain `ldmatrix`),
   then the score expression of the loop body (scale, mask) per element; keys past the end
   score −inf.
@@ -412,10 +415,7 @@ class _AttentionEmitter:
             end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
         self.stage(q, self.q0, self.s_q, BM)
         zero = em.index(0)
-        # Groups are committed in the order K0, V0, K1, V1, ...: waiting until one group is
-        # pending retires the older of the two in flight.
         self.issue(k, zero, zero)
-        self.commit(k, v)
         self.issue(v, zero, zero)
         self.commit(k, v)
         em.op(tile.BarrierOp())
@@ -440,15 +440,14 @@ class _AttentionEmitter:
             slot = em.rem(em.div(j0, BN), SLOTS)
             ahead = em.add(j0, BN)
             next_slot = em.rem(em.div(ahead, BN), SLOTS)
-            # K(t) has landed; every warp is past tile t-1, so slot t+1 is free for K(t+1).
+            # K(t) and V(t) have landed, and every warp is past tile t-1: its slots are free
+            # for K(t+1) and V(t+1), which fly during the whole of tile t.
             self.wait(k, v)
             with em.when([em.less(ahead, end)]):
                 self.issue(k, ahead, next_slot)
             self.commit(k, v)
             scores = self.scores(q_frags, k_smem, slot)
             probs = self.softmax(self.masked(scores, j0))
-            # V(t) has landed; every warp is past P·V(t-1), so V(t+1) may overwrite it.
-            self.wait(k, v)
             with em.when([em.less(ahead, end)]):
                 self.issue(v, ahead, next_slot)
             self.commit(k, v)
@@ -457,13 +456,13 @@ class _AttentionEmitter:
         self.epilogue()
 
     def wait(self, *sides: _Side) -> None:
-        """Waits for the older of the two copy groups in flight, then for every thread."""
+        """Waits for this thread's copies (one group in flight), then for every thread."""
         if any(side.copied for side in sides):
-            self.em.op(tile.CpAsyncWaitOp(1))
+            self.em.op(tile.CpAsyncWaitOp(0))
         self.em.op(tile.BarrierOp())
 
     def commit(self, *sides: _Side) -> None:
-        """Closes a copy group, empty or not, so that the wait count stays one."""
+        """Closes this thread's copies of one key tile (K and V) into a group."""
         if any(side.copied for side in sides):
             self.em.op(tile.CpAsyncCommitOp())
 
@@ -475,22 +474,29 @@ class _AttentionEmitter:
             return
         em, load = self.em, side.copied
         per_row = side.cols // 8
-        with em.for_loop(self.tid, BN * per_row, THREADS) as (flat, _, _):
-            col = em.mul(em.rem(flat, per_row), 8)
-            row = em.div(flat, per_row)
+        chunks = BN * per_row
+        assert chunks % THREADS == 0  # head dims are multiples of 16
+        # Unrolled, each thread's chunks in one column a fixed number of rows apart, so that
+        # the addresses are the first one plus constants (no index arithmetic per copy).
+        if THREADS % per_row == 0:
+            col = em.mul(em.rem(self.tid, per_row), 8)
+            first = em.div(self.tid, per_row)
+            spots = [(em.add(first, k * THREADS // per_row), col) for k in range(chunks // THREADS)]
+        else:
+            flats = [em.add(self.tid, k * THREADS) for k in range(chunks // THREADS)]
+            spots = [(em.div(f, per_row), em.mul(em.rem(f, per_row), 8)) for f in flats]
+        for row, col in spots:
             index = em.add(origin, row)
-            valid = em.less(index, self.s_k)
-            local = dict(self.mapping) | {
-                side.row_iv: em.value(arith.SelectOp(valid, index, em.index(0))),
-                side.col_iv: col,
-            }
+            valid = em.less(index, self.s_k) if self.s_k % BN else None
+            if valid is not None:
+                index = em.value(arith.SelectOp(valid, index, em.index(0)))
+            local = dict(self.mapping) | {side.row_iv: index, side.col_iv: col}
             for op in side.ops:
                 if op is load:
                     break
                 em.op(op.clone(value_mapper=local))
             src = [local.get(i, i) for i in load.indices]
             em.op(tile.CpAsyncOp(local[load.memref], src, side.smem, [slot, row, col], 8, valid))
-            em.op(scf.YieldOp())
 
     def stage(
         self,
