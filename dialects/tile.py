@@ -290,6 +290,36 @@ class VectorStoreOp(IRDLOperation):
         _check_vector_access(self, self.memref, self.indices, [v.type for v in self.lanes])
 
 
+@irdl_op_definition
+class VectorAtomicAddOp(IRDLOperation):
+    """Adds `n` f32 values to consecutive elements of global memory along the last dimension
+    in one atomic access (`red.global.add.v{n}.f32`, sm_90): the vector form of a
+    `memref.atomic_rmw addf` whose result is unused."""
+
+    name = "tile.vatomic_add"
+
+    lanes = var_operand_def(f32)
+    memref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = "`(` $lanes `)` `,` $memref `[` $indices `]` attr-dict `:` type($memref)"
+
+    def __init__(
+        self, lanes: Sequence[SSAValue], memref: SSAValue, indices: Sequence[SSAValue]
+    ) -> None:
+        super().__init__(operands=[lanes, memref, indices])
+
+    def verify_(self) -> None:
+        t = self.memref.type
+        assert isinstance(t, MemRefType)
+        if memory_space(t) != GLOBAL:
+            raise VerifyException(f"tile.vatomic_add: the buffer must be global memory, got {t}")
+        if len(self.lanes) not in (2, 4):
+            raise VerifyException(f"tile.vatomic_add: width must be 2 or 4, got {len(self.lanes)}")
+        _check_vector_access(self, self.memref, self.indices, [v.type for v in self.lanes])
+
+
 def _check_vector_access(
     op: Operation, memref: SSAValue, indices: Sequence[SSAValue], lane_types: list[Attribute]
 ) -> None:
@@ -1139,6 +1169,7 @@ Tile = Dialect(
         MmaSyncOp,
         PackOp,
         ToTf32Op,
+        VectorAtomicAddOp,
         MbarrierInitOp,
         MbarrierArriveExpectTxOp,
         MbarrierArriveOp,

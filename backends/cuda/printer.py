@@ -707,6 +707,17 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"*reinterpret_cast<{vec}*>({address}) = {vec}{{{{{lanes}}}}};")
 
     @print_op.register
+    def _(self, op: tile.VectorAtomicAddOp) -> None:
+        width = len(op.lanes)
+        values = ", ".join(f"%{i + 1}" for i in range(width))
+        operands = ", ".join(f'"f"({self.expr(v)})' for v in op.lanes)
+        address = f"&{self.element(op.memref, op.indices)}"
+        self.line(
+            f'asm volatile("red.global.add.v{width}.f32 [%0], {{{values}}};" :: "l"({address}), '
+            f'{operands} : "memory");'
+        )
+
+    @print_op.register
     def _(self, op: tile.LdMatrixOp) -> None:
         registers = [self.define(r) for r in op.res]
         self.line(f"int {', '.join(registers)};")

@@ -308,6 +308,16 @@ class LaneEmitter:
                     lane_map.update({r: shared[r] for r in op.results})
             elif isinstance(op, memref.LoadOp) and self._vector(op.indices, dependent):
                 self._load(op)
+            elif (
+                isinstance(op, memref.AtomicRMWOp)
+                and not op.result.uses
+                and self.width > 1
+                and self._vector(op.indices, dependent)
+            ):
+                values = [m.get(op.value, op.value) for m in self.lanes]
+                indices = [self.lanes[0].get(i, i) for i in op.indices]
+                target = self.lanes[0].get(op.memref, op.memref)
+                em.op(tile.VectorAtomicAddOp(values, target, indices))
             elif isinstance(op, memref.StoreOp) and self._vector(op.indices, dependent):
                 values = [m.get(op.value, op.value) for m in self.lanes]
                 indices = [self.lanes[0].get(i, i) for i in op.indices]
@@ -355,7 +365,7 @@ def vector_width(ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: in
     width = wanted
     contiguous = False
     for op in (o for top in ops for o in top.walk()):
-        if not isinstance(op, memref.LoadOp | memref.StoreOp):
+        if not isinstance(op, memref.LoadOp | memref.StoreOp | memref.AtomicRMWOp):
             continue
         alignment = contiguous_alignment(op.indices, iv, dependent)
         if alignment:
