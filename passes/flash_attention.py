@@ -40,6 +40,7 @@ from xdsl.context import Context
 from xdsl.dialects import arith, func, math, memref
 from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
+    Float16Type,
     FloatAttr,
     IntegerAttr,
     ModuleOp,
@@ -65,6 +66,17 @@ FLASH_ATTR = "tinyopt.flash_attention"
 
 CAUSAL_FLOOR = -1e30
 """A causal mask's masked entries must be at most this (e.g. the lowest finite value)."""
+
+F16_LOWEST = -65504.0
+"""f16's lowest finite value: what decompose masks f16 scores with."""
+
+
+def causal_floor(scores: Attribute) -> float:
+    """Returns the largest value a causal mask's masked entries may have for scores of this
+    element type: CAUSAL_FLOOR, or f16's lowest for f16 scores (e^(s − 65504 − M) is 0 in f32
+    for any score s that f16 holds with half its range to spare, |s| < 32752, where M ≥ the
+    row's diagonal score)."""
+    return F16_LOWEST if isinstance(scores, Float16Type) else CAUSAL_FLOOR
 
 
 def flash_combine() -> Block:
@@ -338,7 +350,7 @@ def _match(pv_launch: _Launch, launches: dict[SSAValue, list[_Launch]]) -> _Atte
     return None
 
 
-def _causal_mask(value: SSAValue, symbols: dict[str, Operation]) -> float | None:
+def _causal_mask(value: SSAValue, symbols: dict[str, Operation], floor: float) -> float | None:
     """Return the masked value of a host buffer holding a constant causal mask, else None."""
     get = value.owner
     if not isinstance(get, memref.GetGlobalOp):
@@ -355,7 +367,7 @@ def _causal_mask(value: SSAValue, symbols: dict[str, Operation]) -> float | None
     if not above.any() or np.any(values[~above] != 0.0):
         return None
     masked = values[above]
-    if np.any(masked != masked[0]) or masked[0] > CAUSAL_FLOOR:
+    if np.any(masked != masked[0]) or masked[0] > floor:
         return None
     return float(masked[0])
 
@@ -381,9 +393,11 @@ def _is_causal(
     return True
 
 
-def causal_select(op: Operation, i: SSAValue, j: SSAValue, rows: int, cols: int) -> float | None:
-    """Return c when `op` selects a constant c ≤ CAUSAL_FLOOR exactly where j > i and 0
-    elsewhere, by a condition computed from i and j alone, else None."""
+def causal_select(
+    op: Operation, i: SSAValue, j: SSAValue, rows: int, cols: int, floor: float
+) -> float | None:
+    """Return c when `op` selects a constant c ≤ floor exactly where j > i and 0 elsewhere,
+    by a condition computed from i and j alone, else None."""
     if not isinstance(op, arith.SelectOp):
         return None
     owners = [v.owner for v in (op.lhs, op.rhs)]
@@ -394,7 +408,7 @@ def causal_select(op: Operation, i: SSAValue, j: SSAValue, rows: int, cols: int)
         (when_true, when_false, True),
         (when_false, when_true, False),
     ):
-        if masked <= CAUSAL_FLOOR and kept == 0.0:
+        if masked <= floor and kept == 0.0:
             return masked if _is_causal(op.cond, masked_when, i, j, rows, cols) else None
     return None
 
@@ -404,6 +418,7 @@ class _FusedBuilder:
 
     def __init__(self, match: _Attention, symbols: dict[str, Operation]) -> None:
         self.match = match
+        self.floor = causal_floor(match.scores_host.type.element_type)  # type: ignore[attr-defined]
         self.host_args: list[SSAValue] = []
         self.arg_types: list[Attribute] = []
         self.causal: dict[SSAValue, float] = {}
@@ -422,7 +437,7 @@ class _FusedBuilder:
     def _causal(self, arg: SSAValue, host: SSAValue, symbols: dict[str, Operation]) -> float:
         """The masked value when every use of `arg` loads a causal mask at the score's (i, j),
         else 0."""
-        masked = _causal_mask(host, symbols)
+        masked = _causal_mask(host, symbols, self.floor)
         i, j = self.match.scores.nest.body.block.args[-2:]
         for use in arg.uses:
             load = use.operation
@@ -487,7 +502,7 @@ class _FusedBuilder:
         """Replace a causal mask computed from (i, j) in any form by `j > i ? c : 0`."""
         *_, rows, cols = self.match.scores.nest.extents
         for op in list(body.ops):
-            if (masked := causal_select(op, i, j, rows, cols)) is None:
+            if (masked := causal_select(op, i, j, rows, cols, self.floor)) is None:
                 continue
             above = arith.CmpiOp(j, i, "ugt")
             element_type = op.results[0].type

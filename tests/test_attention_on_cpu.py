@@ -25,9 +25,9 @@ PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
     "text",
     [
         attention(2, 1, 200, 128, "bf16", causal=True),
-        attention(1, 2, 130, 64, "f16", kv_heads=1),
+        attention(1, 2, 130, 64, "f16", causal=True, kv_heads=1),
     ],
-    ids=["d128-bf16-causal-s200-b2", "d64-f16-gqa-s130"],
+    ids=["d128-bf16-causal-s200-b2", "d64-f16-gqa-causal-s130"],
 )
 def test_attention_kernel_matches_float64_on_cpu(text: str) -> None:
     program, module = lower(text, PIPELINE)

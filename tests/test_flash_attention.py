@@ -169,8 +169,17 @@ def test_logits_of_magnitude_1e4() -> None:
     assert np.isfinite(out).all() and _rel(out, ref) < 1e-6
 
 
-def test_bf16_within_rounding_of_the_reference() -> None:
-    text = attention(1, 2, 9, 8, dtype="bf16", causal=True)
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_16_bit_causal_within_rounding_of_the_reference(dtype: str) -> None:
+    """decompose masks 16-bit scores with the type's lowest value (−65504 for f16, far above
+    −1e30): both become `j > i ? c : 0`, so the tile rule can skip the masked key tiles."""
+    text = attention(1, 2, 9, 8, dtype=dtype, causal=True)
+    _, module = lower(text, FLASH)
+    reduce = _flash_reduce(module)
+    compares = [op for op in reduce.walk() if isinstance(op, arith.CmpiOp)]
+    assert [(op.predicate.value.data, op.lhs) for op in compares] == [
+        (8, reduce.body.block.args[0])  # ugt: j > i
+    ]
     program, _ = lower(text, "decompose")
     arrays = random_inputs(program, seed=4)
     (ref,) = run_reference(program, *arrays)

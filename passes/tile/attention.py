@@ -60,7 +60,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.flash_attention import CAUSAL_FLOOR, FLASH_ATTR, backward_slice
+from tinyopt.passes.flash_attention import FLASH_ATTR, backward_slice, causal_floor
 from tinyopt.passes.online_softmax import LOWEST_F32
 from tinyopt.passes.tile.emit import (
     Emitter,
@@ -214,14 +214,15 @@ def match_attention(kernel: loop.KernelOp) -> Attention | None:
     types = _loaded_types([*q_ops, *k_ops, *value_ops])
     if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
         return None
-    return Attention(nest, reduce, qk, program, q_value, k_value, element, _causal(score_ops, i, j))
+    causal = _causal(score_ops, i, j, causal_floor(element))
+    return Attention(nest, reduce, qk, program, q_value, k_value, element, causal)
 
 
 def _causal(
-    score_ops: Sequence[Operation], i: SSAValue, j: SSAValue
+    score_ops: Sequence[Operation], i: SSAValue, j: SSAValue, floor: float
 ) -> tuple[arith.AddfOp, SSAValue] | None:
-    """Returns the op adding `j > i ? c : 0` with c ≤ −1e30 (a causal mask) to the score, and
-    the add's other operand."""
+    """Returns the op adding `j > i ? c : 0` with c ≤ floor (a causal mask, see
+    `causal_floor`) to the score, and the add's other operand."""
     for op in score_ops:
         if not isinstance(op, arith.SelectOp) or not isinstance(op.cond.owner, arith.CmpiOp):
             continue
@@ -235,7 +236,7 @@ def _causal(
         )
         values = (masked.value, kept.value)
         if above and all(isinstance(v, FloatAttr) for v in values):
-            if values[0].value.data <= CAUSAL_FLOOR and values[1].value.data == 0.0:  # type: ignore[union-attr]
+            if values[0].value.data <= floor and values[1].value.data == 0.0:  # type: ignore[union-attr]
                 adds = [u.operation for u in op.result.uses]
                 if len(adds) == 1 and isinstance(add := adds[0], arith.AddfOp):
                     return add, add.rhs if add.lhs is op.result else add.lhs
