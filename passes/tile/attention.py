@@ -757,30 +757,49 @@ class _AttentionEmitter:
                             self.store(new, self.o, mt, dt, r)
 
     def epilogue(self) -> None:
-        """Runs the loop kernel's epilogue (acc / max(l, 1), cast, store) per accumulator."""
+        """Runs the loop kernel's epilogue (acc / max(l, 1), cast, store) per accumulator; the
+        division by a per-row value becomes one reciprocal per row and a multiply per element
+        (at most 1.5 ulp of f32 apart, before the cast)."""
         em, a = self.em, self.a
         nest_ops = list(a.nest.body.block.ops)
         after = nest_ops[nest_ops.index(a.reduce) + 1 :]
-        program = [*nest_ops[: nest_ops.index(a.reduce)], *after]
+        m, total, acc = a.reduce.res
+        per_element = depends_on(after, [acc, a.d])
+        divisions = [
+            op
+            for op in after
+            if isinstance(op, arith.DivfOp) and op.lhs == acc and op.rhs not in per_element
+        ]
+        division = divisions[0] if len(divisions) == 1 else None
+        program = [
+            op for op in (*nest_ops[: nest_ops.index(a.reduce)], *after) if op is not division
+        ]
         width = vector_width(after, a.d, 2, 2)
         width = width if self.head_v % width == 0 else 1
-        m, total, acc = a.reduce.res
+        one = em.f32(1.0)
         for mt in range(M_TILES):
             totals = self.quad([self.load(self.l, mt, h) for h in range(2)], arith.AddfOp)
             for h in range(2):
                 i = self.row(mt, h)
                 maximum = self.load(self.m, mt, h)
                 with em.if_(em.less(i, self.s_q)) as (then, _, _), em.into(then):
+                    local = dict(self.mapping) | {a.i: i, total: totals[h], m: maximum}
+                    inverse = None
+                    if division is not None:
+                        for op in backward_slice([division.rhs], program, [acc, total, m]):
+                            em.op(op.clone(value_mapper=local))
+                        divisor = local.get(division.rhs, division.rhs)
+                        inverse = self.f(arith.DivfOp(one, divisor))
                     for dt in range(self.head_v // MMA_N):
                         for c0 in range(0, 2, width):
                             d = em.add(em.mul(self.t, 2), dt * MMA_N + c0)
-                            lanes = [
-                                {
-                                    acc: self.load(self.o, mt, dt, 2 * h + c),
-                                    total: totals[h],
-                                    m: maximum,
-                                }
-                                for c in range(c0, c0 + width)
-                            ]
-                            local = dict(self.mapping) | {a.i: i}
-                            LaneEmitter(em, a.d, d, width).emit(program, local, lanes)
+                            lanes = []
+                            for c in range(c0, c0 + width):
+                                o = self.load(self.o, mt, dt, 2 * h + c)
+                                lane = {acc: o, total: totals[h], m: maximum}
+                                if inverse is not None:
+                                    assert division is not None
+                                    lane[division.result] = self.f(arith.MulfOp(o, inverse))
+                                lanes.append(lane)
+                            row_local = dict(self.mapping) | {a.i: i}
+                            LaneEmitter(em, a.d, d, width).emit(program, row_local, lanes)
