@@ -37,9 +37,10 @@ tiles of BN = 64:
   of S is the A-fragment layout of the next `mma.sync`, so P·V needs no shared memory; V is
   read with `ldmatrix.trans`. O is rescaled by exp2(m_old·log2 e − M') per row.
 - At the end l is summed over the quad and the loop kernel's epilogue (acc / max(l, 1), the
-  cast and store) runs from the accumulator layout.
+  cast and store) runs from the accumulator layout, the division as one reciprocal per row.
 
-With a causal mask (`j > i ? c : 0` with c ≤ −1e30, as the rewrite writes it) the key loop
+With a causal mask (`j > i ? c : 0` with c ≤ −1e30, or f16's lowest for f16; see
+`causal_floor`, as the rewrite writes it) the key loop
 stops after the block's last row, skipping the key tiles that are masked for every row, and
 the query tiles are taken last first (the longest first). The mask itself is applied only on
 the tiles that cross a warp's diagonal (and the end of the keys only on the last tile).
