@@ -30,20 +30,21 @@ from tinyopt.dialects import loop, tile
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
-PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+PIPELINE = "decompose,fuse,flash-attention,tile{knobs},to-cuda"
 MASKED = "fuse,flash-attention,tile,to-cuda"
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "knobs"),
     [
-        attention(2, 1, 200, 128, "bf16", causal=True),
-        attention(1, 2, 130, 64, "f16", causal=True, kv_heads=1),
+        (attention(2, 1, 200, 128, "bf16", causal=True), ""),
+        (attention(1, 2, 130, 64, "f16", causal=True, kv_heads=1), ""),
+        (attention(1, 1, 200, 64, "bf16", causal=True), "{arows=16 awarps=8}"),
     ],
-    ids=["d128-bf16-causal-s200-b2", "d64-f16-gqa-causal-s130"],
+    ids=["d128-bf16-causal-s200-b2", "d64-f16-gqa-causal-s130", "d64-16-rows-8-warps"],
 )
-def test_attention_kernel_matches_float64_on_cpu(text: str) -> None:
-    program, module = lower(text, PIPELINE)
+def test_attention_kernel_matches_float64_on_cpu(text: str, knobs: str) -> None:
+    program, module = lower(text, PIPELINE.format(knobs=knobs))
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=4)
     result = _run(module, arrays)

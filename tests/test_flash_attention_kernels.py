@@ -76,6 +76,20 @@ def test_attention_kernel_compiles_for_sm90a(variant: Variant) -> None:
     assert kernel.sym_name.data in compiled.kernels
 
 
+@pytest.mark.parametrize("knobs", ["arows=16", "arows=16 awarps=8", "awarps=8"])
+def test_attention_kernel_shapes_compile_for_sm90a(knobs: str) -> None:
+    """Rows per warp and warps per block: 64, 128 and 256 query rows per block."""
+    text = attention(1, 2, 300, 64, "bf16", causal=True)
+    _, module = lower(text, f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda")
+    kernel = _attention_kernel(module)
+    warps = 8 if "awarps=8" in knobs else 4
+    rows = (16 if "arows=16" in knobs else 32) * warps
+    assert list(kernel.block.get_values()) == [32 * warps, 1, 1]
+    assert list(kernel.grid.get_values()) == [-(-300 // rows), 2, 1]
+    compiled = compile_module(module, arch="sm_90a")
+    assert kernel.sym_name.data in compiled.kernels
+
+
 def test_attn_none_leaves_the_kernel_to_the_generic_rules() -> None:
     _, module = lower(
         attention(1, 2, 64, 64, "bf16"), "decompose,fuse,flash-attention,tile{attn=none},to-cuda"

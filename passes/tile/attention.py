@@ -56,7 +56,15 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, IndexType, f32
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    FloatAttr,
+    Float16Type,
+    IndexType,
+    IntegerAttr,
+    f32,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
@@ -77,14 +85,12 @@ from tinyopt.passes.tile.knobs import Knobs
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 WARPS = 4
-M_TILES = 2
-"""m16 tiles of query rows per warp: each K or V fragment read from shared memory feeds
-M_TILES products, which keeps `ldmatrix` traffic under the shared-memory bandwidth."""
-BM = WARPS * M_TILES * MMA_M
-"""Query rows per block: 4 warps of 32 rows."""
+"""Warps per block unless the knob `awarps` says otherwise."""
+ROWS_PER_WARP = 32
+"""Query rows per warp unless the knob `arows` says otherwise: two m16 tiles, so that each K or
+V fragment read from shared memory feeds two products (half the `ldmatrix` traffic of 16)."""
 BN = 64
 """Keys per staged K/V tile."""
-THREADS = WARPS * WARP
 SLOTS = 2
 """K and V tiles are double-buffered: the next tile's copies fly while this one is used."""
 PAD = 8
@@ -285,8 +291,14 @@ class ScheduleAttention(RewritePattern):
         if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
             return
         *batch, s_q, _ = a.nest.extents
-        kernel, em, mapping = new_kernel(op, (-(-s_q // BM), prod(batch), 1), (THREADS, 1, 1))
-        _AttentionEmitter(em, a, mapping).emit()
+        warps = self.knobs.awarps or WARPS
+        rows = (self.knobs.arows or ROWS_PER_WARP) * warps
+        grid = (-(-s_q // rows), prod(batch), 1)
+        kernel, em, mapping = new_kernel(op, grid, (warps * WARP, 1, 1))
+        if warps * WARP > 128 and rows // warps == MMA_M:
+            # Two blocks per SM: 128 registers per thread, which 16 rows per warp about take.
+            kernel.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
+        _AttentionEmitter(em, a, mapping, warps, rows // warps // MMA_M).emit()
         replace_kernel(rewriter, op, kernel)
 
 
@@ -326,8 +338,12 @@ def copied_load(side: _Side, element: Attribute) -> memref.LoadOp | None:
 class _AttentionEmitter:
     """Emits the flash-attention block schedule."""
 
-    def __init__(self, em: Emitter, a: Attention, mapping: Mapping) -> None:
+    def __init__(
+        self, em: Emitter, a: Attention, mapping: Mapping, warps: int, m_tiles: int
+    ) -> None:
         self.em, self.a, self.mapping = em, a, mapping
+        self.m_tiles, self.threads = m_tiles, warps * WARP
+        self.bm = warps * m_tiles * MMA_M
         *self.batch_extents, self.s_q, self.head_v = a.nest.extents
         self.s_k = a.reduce.extents[0]
         self.head_qk = a.qk.extents[0]
@@ -395,15 +411,15 @@ class _AttentionEmitter:
         if a.causal:
             # Blocks start in blockIdx order; with a causal mask the last query tiles have the
             # most keys, so they go first and the short ones fill the tail of the grid.
-            last = em.index(-(-self.s_q // BM) - 1)
+            last = em.index(-(-self.s_q // self.bm) - 1)
             query_tile = em.value(arith.SubiOp(last, query_tile))
-        self.q0 = em.mul(query_tile, BM)
-        self.row_w = em.mul(warp, M_TILES * MMA_M)
+        self.q0 = em.mul(query_tile, self.bm)
+        self.row_w = em.mul(warp, self.m_tiles * MMA_M)
         flat = em.value(tile.BlockIdOp("y"))
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
         element = a.element
-        self.q_smem = self.alloc([BM, self.head_qk + PAD], element, tile.SHARED)
+        self.q_smem = self.alloc([self.bm, self.head_qk + PAD], element, tile.SHARED)
         k_smem = self.alloc([SLOTS, BN, self.head_qk + PAD], element, tile.SHARED)
         v_smem = self.alloc([SLOTS, BN, self.head_v + PAD], element, tile.SHARED)
         q = _Side(a.ops_of(a.q_value), a.q_value, a.i, a.e, self.head_qk, self.q_smem)
@@ -414,8 +430,8 @@ class _AttentionEmitter:
             side.copied = copied_load(side, element)
         end: SSAValue | int = self.s_k
         if a.causal:
-            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
-        self.stage(q, self.q0, self.s_q, BM)
+            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, self.bm)))
+        self.stage(q, self.q0, self.s_q, self.bm)
         zero = em.index(0)
         self.issue(k, zero, zero)
         self.issue(v, zero, zero)
@@ -425,13 +441,13 @@ class _AttentionEmitter:
         if self.head_qk <= Q_REGISTER_DIM:
             q_frags = [
                 [self.a_fragment(self.q_smem, mt, kk) for kk in range(0, self.head_qk, MMA_K)]
-                for mt in range(M_TILES)
+                for mt in range(self.m_tiles)
             ]
-        self.m = self.alloc([M_TILES, 2], f32, tile.REGISTERS)
-        self.l = self.alloc([M_TILES, 2], f32, tile.REGISTERS)
-        self.o = self.alloc([M_TILES, self.head_v // MMA_N, 4], f32, tile.REGISTERS)
+        self.m = self.alloc([self.m_tiles, 2], f32, tile.REGISTERS)
+        self.l = self.alloc([self.m_tiles, 2], f32, tile.REGISTERS)
+        self.o = self.alloc([self.m_tiles, self.head_v // MMA_N, 4], f32, tile.REGISTERS)
         minus_inf, fzero = em.f32(float("-inf")), em.f32(0.0)
-        for mt in range(M_TILES):
+        for mt in range(self.m_tiles):
             for h in range(2):
                 self.store(minus_inf, self.m, mt, h)
                 self.store(fzero, self.l, mt, h)
@@ -477,28 +493,31 @@ class _AttentionEmitter:
         em, load = self.em, side.copied
         per_row = side.cols // 8
         chunks = BN * per_row
-        assert chunks % THREADS == 0  # head dims are multiples of 16
-        # Unrolled, each thread's chunks in one column a fixed number of rows apart, so that
-        # the addresses are the first one plus constants (no index arithmetic per copy).
-        if THREADS % per_row == 0:
+        # Unrolled, each thread's chunks in one column a fixed number of rows apart where the
+        # block's threads cover whole rows, so the addresses are the first plus constants.
+        steps = -(-chunks // self.threads)
+        if self.threads % per_row == 0:
             col = em.mul(em.rem(self.tid, per_row), 8)
             first = em.div(self.tid, per_row)
-            spots = [(em.add(first, k * THREADS // per_row), col) for k in range(chunks // THREADS)]
+            spots = [(em.add(first, k * self.threads // per_row), col) for k in range(steps)]
         else:
-            flats = [em.add(self.tid, k * THREADS) for k in range(chunks // THREADS)]
+            flats = [em.add(self.tid, k * self.threads) for k in range(steps)]
             spots = [(em.div(f, per_row), em.mul(em.rem(f, per_row), 8)) for f in flats]
-        for row, col in spots:
-            index = em.add(origin, row)
-            valid = em.less(index, self.s_k) if self.s_k % BN else None
-            if valid is not None:
-                index = em.value(arith.SelectOp(valid, index, em.index(0)))
-            local = dict(self.mapping) | {side.row_iv: index, side.col_iv: col}
-            for op in side.ops:
-                if op is load:
-                    break
-                em.op(op.clone(value_mapper=local))
-            src = [local.get(i, i) for i in load.indices]
-            em.op(tile.CpAsyncOp(local[load.memref], src, side.smem, [slot, row, col], 8, valid))
+        for step, (row, col) in enumerate(spots):
+            partial = (step + 1) * self.threads > chunks
+            with em.when([em.less(row, BN)] if partial else []):
+                index = em.add(origin, row)
+                valid = em.less(index, self.s_k) if self.s_k % BN else None
+                if valid is not None:
+                    index = em.value(arith.SelectOp(valid, index, em.index(0)))
+                local = dict(self.mapping) | {side.row_iv: index, side.col_iv: col}
+                for op in side.ops:
+                    if op is load:
+                        break
+                    em.op(op.clone(value_mapper=local))
+                src = [local.get(i, i) for i in load.indices]
+                dst = [slot, row, col]
+                em.op(tile.CpAsyncOp(local[load.memref], src, side.smem, dst, 8, valid))
 
     def stage(
         self,
@@ -514,7 +533,7 @@ class _AttentionEmitter:
         em, element = self.em, self.a.element
         width = vector_width(side.ops, side.col_iv, side.cols, 8)
         per_row = side.cols // width
-        with em.for_loop(self.tid, rows * per_row, THREADS) as (flat, _, _):
+        with em.for_loop(self.tid, rows * per_row, self.threads) as (flat, _, _):
             col = em.mul(em.rem(flat, per_row), width)
             row = em.div(flat, per_row)
             index = em.add(origin, row)
@@ -549,18 +568,18 @@ class _AttentionEmitter:
         lane); each K fragment feeds both m-tiles."""
         em = self.em
         zero = em.f32(0.0)
-        acc = [[[zero] * 4 for _ in range(BN // MMA_N)] for _ in range(M_TILES)]
+        acc = [[[zero] * 4 for _ in range(BN // MMA_N)] for _ in range(self.m_tiles)]
         for step in range(self.head_qk // MMA_K):
             kk = step * MMA_K
             a_regs = [
                 q_frags[mt][step] if q_frags else self.a_fragment(self.q_smem, mt, kk)
-                for mt in range(M_TILES)
+                for mt in range(self.m_tiles)
             ]
             for jj in range(BN // (2 * MMA_N)):
                 row = em.add(em.add(jj * 2 * MMA_N, self.hi8), self.r8)
                 index = [slot, row, em.add(kk, self.lo8)]
                 regs = em.op(tile.LdMatrixOp(k_smem, index, False)).results
-                for mt in range(M_TILES):
+                for mt in range(self.m_tiles):
                     for half in range(2):
                         n = 2 * jj + half
                         b_regs = regs[2 * half : 2 * half + 2]
@@ -594,7 +613,7 @@ class _AttentionEmitter:
         edge = edges[0]
         for other in edges[1:]:
             edge = em.value(arith.OrIOp(edge, other))
-        count = M_TILES * (BN // MMA_N) * 4
+        count = self.m_tiles * (BN // MMA_N) * 4
         with em.if_(edge, [f32] * count) as (then, other_block, if_op):
             with em.into(then):
                 em.op(scf.YieldOp(*_flat(self.scores_of(acc, j0, masked=True))))
@@ -683,7 +702,7 @@ class _AttentionEmitter:
             self.combine(
                 arith.MaximumfOp, [x[mt][n][2 * h + c] for n in range(n_tiles) for c in range(2)]
             )
-            for mt in range(M_TILES)
+            for mt in range(self.m_tiles)
             for h in range(2)
         ]
         tile_max = self.quad(tile_max, arith.MaximumfOp)
@@ -694,7 +713,7 @@ class _AttentionEmitter:
             scale = em.f32(self.scale)
             tile_max = [self.f(arith.MulfOp(t, scale)) for t in tile_max]
             exponent = em.f32(self.scale * LOG2E)
-        for mt in range(M_TILES):
+        for mt in range(self.m_tiles):
             for h in range(2):
                 old = self.load(self.m, mt, h)
                 new = self.f(arith.MaximumfOp(old, tile_max[2 * mt + h]))
@@ -731,7 +750,7 @@ class _AttentionEmitter:
         em, element = self.em, self.a.element
         for kk in range(BN // MMA_K):
             a_regs = []
-            for mt in range(M_TILES):
+            for mt in range(self.m_tiles):
                 lo, hi = probs[mt][2 * kk], probs[mt][2 * kk + 1]
                 a_regs.append(
                     [
@@ -748,7 +767,7 @@ class _AttentionEmitter:
                     em.add(dd * 2 * MMA_N, self.hi8),
                 ]
                 regs = em.op(tile.LdMatrixOp(v_smem, index, True)).results
-                for mt in range(M_TILES):
+                for mt in range(self.m_tiles):
                     for half in range(2):
                         dt = 2 * dd + half
                         old = [self.load(self.o, mt, dt, r) for r in range(4)]
@@ -778,7 +797,7 @@ class _AttentionEmitter:
         width = vector_width(after, a.d, 2, 2)
         width = width if self.head_v % width == 0 else 1
         one = em.f32(1.0)
-        for mt in range(M_TILES):
+        for mt in range(self.m_tiles):
             totals = self.quad([self.load(self.l, mt, h) for h in range(2)], arith.AddfOp)
             for h in range(2):
                 i = self.row(mt, h)

@@ -33,6 +33,8 @@ class Knobs:
     splitk_mode: str = "auto"
     ws: int = 1
     attn: str = "sync"
+    arows: int = AUTO
+    awarps: int = AUTO
     copy: str = "ld"
     swizzle: int = 0
 
@@ -160,6 +162,8 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob("ws", one_of(0, 1, words="0 or 1")),
     Knob("attn", one_of(*ATTN)),
+    Knob("arows", one_of(AUTO, 16, 32, words="0 (auto: 32), 16 or 32")),
+    Knob("awarps", one_of(AUTO, 4, 8, words="0 (auto: 4), 4 or 8")),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob(
         "group",
@@ -202,7 +206,7 @@ RULE_KNOBS: dict[str, str] = {
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",
     "sequential": "threads",
-    "attention": "attn",
+    "attention": "attn arows awarps",
 }
 """The knobs each schedule rule reads, as the tuner searches them: `name` tries the knob's
 domain, `name=v1,v2` only those values (a subset the rule can use). Which contraction rule runs
