@@ -246,6 +246,30 @@ class BarrierOp(IRDLOperation):
 
 
 @irdl_op_definition
+class NamedBarrierOp(IRDLOperation):
+    """Waits until `threads` threads (whole warps) arrive at hardware barrier `barrier` (1..15;
+    0 is the block's `__syncthreads`): `bar.sync barrier, threads`, a barrier for part of the
+    block, e.g. one warpgroup, that orders its shared-memory accesses."""
+
+    name = "tile.named_barrier"
+
+    barrier = operand_def(IndexType)
+    threads = prop_def(IntegerAttr)
+
+    assembly_format = "$barrier `,` $threads attr-dict"
+
+    def __init__(self, barrier: SSAValue, threads: int) -> None:
+        super().__init__(operands=[barrier], properties={"threads": IntegerAttr(threads, i64)})
+
+    def verify_(self) -> None:
+        threads = self.threads.value.data
+        if threads <= 0 or threads % 32:
+            raise VerifyException(
+                f"tile.named_barrier: threads must be a positive multiple of 32, got {threads}"
+            )
+
+
+@irdl_op_definition
 class VectorLoadOp(IRDLOperation):
     """Loads `n` consecutive elements along the last dimension in one aligned access."""
 
@@ -1159,6 +1183,7 @@ Tile = Dialect(
         ThreadIdOp,
         AllocOp,
         BarrierOp,
+        NamedBarrierOp,
         VectorLoadOp,
         VectorStoreOp,
         WarpReduceOp,

@@ -739,6 +739,12 @@ class CudaPrinter(BasePrinter[str]):
         self.line("__syncthreads();")
 
     @print_op.register
+    def _(self, op: tile.NamedBarrierOp) -> None:
+        barrier, threads = self.expr(op.barrier), op.threads.value.data
+        operand = f'"r"((unsigned){barrier})'
+        self.line(f'asm volatile("bar.sync %0, {threads};" :: {operand} : "memory");')
+
+    @print_op.register
     def _(self, op: tile.MmaSyncOp) -> None:
         results = [self.define(r) for r in op.res]
         self.line(f"float {', '.join(results)};")

@@ -37,6 +37,7 @@ class Knobs:
     awarps: int = AUTO
     copy: str = "ld"
     swizzle: int = 0
+    store: str = "direct"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -63,6 +64,11 @@ fused prologue) and stores; `cp_async` copies global → shared asynchronously (
 ATTN = ("sync", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
 `sync`: the tensor-core schedule of `passes/tile/attention.py`; `none`: the generic rules."""
+
+STORES = ("direct", "smem")
+"""How the wgmma GEMM's epilogue reaches its accumulators: `direct` runs it on the wgmma
+fragments (4-byte accesses per lane); `smem` stages them through shared memory first, so each
+thread runs it on 8 consecutive columns (16-byte loads and stores of bf16/f16)."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
@@ -183,6 +189,7 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob("cache", one_of(0, 1, words="0 or 1")),
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
+    Knob("store", one_of(*STORES)),
     Knob(
         "pad",
         Domain(

@@ -50,6 +50,10 @@ SWIZZLE = 128
 ATOM = 1024
 """Bytes of one 128B-swizzle atom (8 rows of 128 bytes): the descriptors' 8-row stride."""
 
+STAGE_COLUMNS = 64
+"""Accumulator columns a consumer warpgroup stages at a time with `store=smem`: 64 rows × 64
+f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring (144 KiB)."""
+
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
 
@@ -71,6 +75,7 @@ class WgmmaTiles:
     bn: int
     stages: int
     ws: int
+    store: str = "direct"
 
     @property
     def consumers(self) -> int:
@@ -85,9 +90,15 @@ class WgmmaTiles:
         return (self.bm + self.bn) * BK * 2
 
     @property
+    def staging_bytes(self) -> int:
+        """The f32 tiles (64 × STAGE_COLUMNS per consumer) that `store=smem` stages through."""
+        return self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4 if self.store == "smem" else 0
+
+    @property
     def shared_bytes(self) -> int:
-        """Dynamic ring (with 1024 bytes of alignment slack) and the 2·stages mbarriers."""
-        return self.stages * self.stage_bytes + ATOM + 16 * self.stages
+        """Dynamic ring and staging tiles (with 1024 bytes of alignment slack) and the
+        2·stages mbarriers."""
+        return self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages
 
 
 def _fail(message: str) -> DiagnosticException:
@@ -142,8 +153,7 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     wide = batch * -(-m // bm) * -(-n // 256) >= 132
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or 3
-    ws = knobs.ws
-    t = WgmmaTiles(bm, bn, stages, ws)
+    t = WgmmaTiles(bm, bn, stages, knobs.ws, knobs.store)
     if bm not in (64, 128):
         raise _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
     if bn not in (64, 128, 256):
@@ -151,9 +161,10 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     if knobs.bk not in (0, BK):
         raise _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={knobs.bk}")
     if t.shared_bytes > DYNAMIC_SHARED_LIMIT:
+        store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
         raise _fail(
-            f"with bm={bm} bn={bn} stages={stages} needs {t.shared_bytes} bytes of shared "
-            f"memory, more than the {DYNAMIC_SHARED_LIMIT} a block may use"
+            f"with bm={bm} bn={bn} stages={stages}{store} needs {t.shared_bytes} bytes of "
+            f"shared memory, more than the {DYNAMIC_SHARED_LIMIT} a block may use"
         )
     return t
 
@@ -237,6 +248,9 @@ class _WgmmaEmitter:
         self.b_smem = em.value(tile.AllocOp(tile.memref_in(b_shape, self.element, shared), True))
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
+        if t.store == "smem":
+            staging = [t.consumers, tile.WGMMA_M, STAGE_COLUMNS]
+            self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
         self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(self.first) as (then_block, _, _), em.into(then_block):
             for s in range(t.stages):
@@ -343,7 +357,10 @@ class _WgmmaEmitter:
                     self._produce(previous)
             em.op(scf.YieldOp())
         em.op(tile.WgmmaWaitOp(0))
-        self._epilogue(acc, row)
+        if t.store == "smem":
+            self._staged_epilogue(acc, group)
+        else:
+            self._epilogue(acc, row)
 
     def _wgmma(self, acc: SSAValue, slot: SSAValue, row: SSAValue, kk: int) -> None:
         """One m64nBNk16 product of the slot's A rows `row..row+63` and K columns `kk..kk+15`."""
@@ -398,3 +415,76 @@ class _WgmmaEmitter:
                         LaneEmitter(em, c.n_iv, n, width).emit(
                             c.epilogue, local_map, [{result: v} for v in values]
                         )
+
+    def _staged_epilogue(self, acc: SSAValue, group: SSAValue) -> None:
+        """Applies the epilogue after staging the accumulators in shared memory, STAGE_COLUMNS
+        columns at a time, so each thread handles 8 consecutive columns of one row: 16-byte
+        loads and stores of 16-bit operands.
+
+        The staged tile is f32: the epilogue sees the accumulators exactly as `direct` does
+        (rounding them to the output type first would round twice). Only the warpgroup meets
+        at its barrier (`bar.sync 1 + group, 128`); its tile is its own. A quarter-warp writes
+        the fragment's 8-byte pairs of 4 rows and reads 16-byte chunks of 2 rows × 4 column
+        groups; `_staged_column` swizzles the chunks so that neither meets a bank conflict.
+        """
+        em, t, c = self.em, self.t, self.c
+        local = em.rem(self.tid, WARPGROUP)
+        warp, lane = em.div(local, 32), em.rem(local, 32)
+        barrier = em.add(group, 1)  # 0 is __syncthreads
+        row0 = em.add(self.m0, em.mul(group, tile.WGMMA_M))
+        # The wgmma D fragment: rows 16·warp + lane/4 (+8), columns 8j + 2(lane%4) (+1).
+        fragment_row = em.add(em.mul(warp, 16), em.div(lane, 4))
+        fragment_column = em.mul(em.rem(lane, 4), 2)
+        # The epilogue's threads: a warp covers 4 rows × 8 groups of 8 columns.
+        read_row = em.add(
+            em.mul(warp, 4), em.add(em.mul(em.div(lane, 16), 2), em.rem(em.div(lane, 4), 2))
+        )
+        read_column = em.mul(em.add(em.mul(em.rem(em.div(lane, 8), 2), 4), em.rem(lane, 4)), 8)
+        width = vector_width(c.epilogue, c.n_iv, self.n, 8)
+        result = c.reduce.res[0]
+        for chunk in range(t.bn // STAGE_COLUMNS):
+            if chunk:  # every thread has read the previous chunk
+                em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
+            for half in range(2):
+                row = em.add(fragment_row, 8 * half)
+                for j in range(STAGE_COLUMNS // 8):
+                    first = 4 * (chunk * STAGE_COLUMNS // 8 + j) + 2 * half
+                    pair = [
+                        em.value(memref.LoadOp.get(acc, [em.index(first + e)])) for e in range(2)
+                    ]
+                    column = self._staged_column(row, em.add(fragment_column, 8 * j))
+                    em.op(tile.VectorStoreOp(pair, self.staging, [group, row, column]))
+            em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
+            for rows in range(0, tile.WGMMA_M, 16):
+                row = em.add(read_row, rows)
+                values = [
+                    v
+                    for h in range(2)
+                    for v in em.op(
+                        tile.VectorLoadOp(
+                            self.staging,
+                            [group, row, self._staged_column(row, em.add(read_column, 4 * h))],
+                            4,
+                        )
+                    ).results
+                ]
+                m = em.add(row0, row)
+                n = em.add(self.n0, em.add(read_column, chunk * STAGE_COLUMNS))
+                for j0 in range(0, 8, width):
+                    n_j = em.add(n, j0)
+                    inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n_j, self.n)))
+                    with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                        local_map = dict(self.mapping) | {c.m_iv: m}
+                        LaneEmitter(em, c.n_iv, n_j, width).emit(
+                            c.epilogue, local_map, [{result: v} for v in values[j0 : j0 + width]]
+                        )
+
+    def _staged_column(self, row: SSAValue, column: SSAValue) -> SSAValue:
+        """Returns where column `column` of staged row `row` lies: its 16-byte chunk is XORed
+        with 2·(row % 4) + row % 2, which spreads a quarter-warp's fragment writes (4 rows)
+        and epilogue reads (2 rows) over all 32 banks."""
+        em = self.em
+        quad = em.rem(row, 4)
+        swizzle = em.add(em.mul(quad, 2), em.rem(quad, 2))
+        chunk = em.value(arith.XOrIOp(em.div(column, 4), swizzle))
+        return em.add(em.mul(chunk, 4), em.rem(column, 4))
