@@ -119,6 +119,19 @@ def matmul_plain(
 }}"""
 
 
+def swiglu(m: int, d: int, h: int, dtype: str = "bf16") -> str:
+    """`silu(x @ wg^T) * (x @ wu^T)`, the Llama MLP's gate: two torch-layout GEMMs, the
+    second with an epilogue that reads the first's output."""
+    x, w, y = _t((m, d), dtype), _t((h, d), dtype), _t((m, h), dtype)
+    return f"""func.func @swiglu(%x: {x}, %wg: {w}, %wu: {w}) -> {y} {{
+  %g = graph.linear %x, %wg : ({x}, {w}) -> {y}
+  %u = graph.linear %x, %wu : ({x}, {w}) -> {y}
+  %s = graph.silu %g : {y}
+  %p = graph.mul %s, %u : {y}
+  func.return %p : {y}
+}}"""
+
+
 @dataclass(frozen=True)
 class Case:
     """A program, the pipeline that lowers it, and a short id for test names."""
@@ -230,6 +243,49 @@ CASES = [
         tile_with("mma=wgmma ws=0"),
     ),
     Case("mlp_bf16_wgmma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=wgmma")),
+    # store=smem: accumulators staged through shared memory, then the epilogue on 8 columns
+    # per thread (16-byte accesses); N=330 falls back to 2-column vectors, the swiglu gate
+    # reads `up` in its epilogue, bn=256 stages four 64-column chunks.
+    Case(
+        "matmul_bf16_wgmma_smem_1000",
+        matmul_plain(1000, 1000, 1000),
+        tile_with("mma=wgmma store=smem"),
+    ),
+    Case(
+        "matmul_f16_wgmma_smem_513x264x136",
+        matmul_plain(513, 264, 136, "f16"),
+        tile_with("mma=wgmma bn=128 stages=3 store=smem"),
+    ),
+    Case(
+        "linear_bf16_wgmma_smem_256x512x64",
+        matmul_plain(256, 512, 64, "bf16", "nk"),
+        tile_with("mma=wgmma store=smem"),
+    ),
+    Case(
+        "linear_bf16_wgmma_smem_ws0_200x330x72",
+        matmul_plain(200, 330, 72, "bf16", "nk"),
+        tile_with("mma=wgmma ws=0 bm=64 bn=64 stages=2 store=smem"),
+    ),
+    Case(
+        "bmm_bf16_wgmma_smem_3x65x64x40",
+        batched_matmul(3, 65, 64, 40, "bf16"),
+        tile_with("mma=wgmma ws=0 store=smem"),
+    ),
+    Case(
+        "mlp_bf16_wgmma_smem_100x128x256",
+        mlp(100, 128, 256, "bf16"),
+        tile_with("mma=wgmma store=smem"),
+    ),
+    Case(
+        "swiglu_bf16_wgmma_smem_100x136x264",
+        swiglu(100, 136, 264),
+        tile_with("mma=wgmma store=smem"),
+    ),
+    Case(
+        "swiglu_bf16_wgmma_smem_bn256_130x136x520",
+        swiglu(130, 136, 520),
+        tile_with("mma=wgmma bn=256 store=smem"),
+    ),
     Case("matmul_splitk4_33x40x1000", matmul_relu(33, 40, 1000), tile_with("splitk=4")),
     Case(
         "bmm_splitk8_twopass_3x65x33x517",
