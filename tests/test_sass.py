@@ -1,7 +1,8 @@
 """The machine code (SASS) of the GEMM schedules: tensor-core instructions for `mma=sync` and
 `mma=wgmma` (HGMMA fed by TMA), 128-bit shared and global loads (LDG, or LDGSTS for cp.async,
 or TMA's UTMALDG with mbarrier waits for copy=tma), RED.ADD for atomic split-K, and no local
-memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked.
+memory (spills, register arrays) for the FP32 SGEMM; every ladder step is checked; the wgmma
+epilogue staged through shared memory (`store=smem`) moves 16 bytes per global access.
 
 Needs `cuobjdump` and `nvdisasm` (no GPU): from the CUDA toolkit on PATH, or from the pip
 packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm of the test extra, so CI runs these.
@@ -16,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from programs import matmul_plain, matmul_relu, tile_with
+from programs import matmul_plain, matmul_relu, swiglu, tile_with
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from ladder import LADDER, Step  # noqa: E402
@@ -81,6 +82,24 @@ def test_wgmma_runs_on_hopper_tensor_cores(tmp_path: Path) -> None:
     assert "HGMMA" in code
     assert "UTMALDG" in code  # TMA tensor loads
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+
+
+def test_wgmma_smem_epilogue_moves_16_bytes_per_global_access(tmp_path: Path) -> None:
+    # The swiglu gate GEMM reads `up` in its epilogue. With store=smem the accumulators go to
+    # shared memory (STS.64 pairs, a warpgroup barrier), and every global access of the
+    # epilogue, the load of `up` and the store of the output, is 16 bytes.
+    codes = sass_of_each(swiglu(100, 136, 264), tile_with("mma=wgmma store=smem"), tmp_path)
+    for name, code in codes.items():
+        assert "HGMMA" in code, name
+        assert not LOCAL_MEMORY.search(code), f"{name} uses local memory"
+        assert re.search(r"\bBAR\.SYNC", code), name
+        stores = re.findall(r"\bSTG\.E[.A-Z0-9]*", code)
+        assert stores and set(stores) == {"STG.E.128"}, (name, stores)
+        assert code.index("STS.64") < code.index("STG.E.128"), name
+        assert set(re.findall(r"\bLDS[.A-Z0-9]*", code)) == {"LDS.128"}, name
+    gate = codes["swiglu_1"]
+    loads = re.findall(r"\bLDG\.E[.A-Z0-9]*", gate)
+    assert loads and all(".128" in load for load in loads), loads
 
 
 def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Path) -> None:
