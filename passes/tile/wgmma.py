@@ -425,7 +425,7 @@ class _WgmmaEmitter:
         (rounding them to the output type first would round twice). Only the warpgroup meets
         at its barrier (`bar.sync 1 + group, 128`); its tile is its own. A quarter-warp writes
         the fragment's 8-byte pairs of 4 rows and reads 16-byte chunks of 2 rows × 4 column
-        groups; `_staged_column` swizzles the chunks so that neither meets a bank conflict.
+        groups; the chunks are swizzled (`_swizzle`) so that neither meets a bank conflict.
         """
         em, t, c = self.em, self.t, self.c
         local = em.rem(self.tid, WARPGROUP)
@@ -440,6 +440,8 @@ class _WgmmaEmitter:
             em.mul(warp, 4), em.add(em.mul(em.div(lane, 16), 2), em.rem(em.div(lane, 4), 2))
         )
         read_column = em.mul(em.add(em.mul(em.rem(em.div(lane, 8), 2), 4), em.rem(lane, 4)), 8)
+        # Rows 8 and 16 apart share their swizzle.
+        fragment_swizzle, read_swizzle = self._swizzle(fragment_row), self._swizzle(read_row)
         width = vector_width(c.epilogue, c.n_iv, self.n, 8)
         result = c.reduce.res[0]
         for chunk in range(t.bn // STAGE_COLUMNS):
@@ -452,22 +454,16 @@ class _WgmmaEmitter:
                     pair = [
                         em.value(memref.LoadOp.get(acc, [em.index(first + e)])) for e in range(2)
                     ]
-                    column = self._staged_column(row, em.add(fragment_column, 8 * j))
+                    column = self._staged_column(fragment_swizzle, em.add(fragment_column, 8 * j))
                     em.op(tile.VectorStoreOp(pair, self.staging, [group, row, column]))
             em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for rows in range(0, tile.WGMMA_M, 16):
                 row = em.add(read_row, rows)
-                values = [
-                    v
-                    for h in range(2)
-                    for v in em.op(
-                        tile.VectorLoadOp(
-                            self.staging,
-                            [group, row, self._staged_column(row, em.add(read_column, 4 * h))],
-                            4,
-                        )
-                    ).results
-                ]
+                values: list[SSAValue] = []
+                for h in range(2):
+                    column = self._staged_column(read_swizzle, em.add(read_column, 4 * h))
+                    load = tile.VectorLoadOp(self.staging, [group, row, column], 4)
+                    values += em.op(load).results
                 m = em.add(row0, row)
                 n = em.add(self.n0, em.add(read_column, chunk * STAGE_COLUMNS))
                 for j0 in range(0, 8, width):
@@ -479,12 +475,15 @@ class _WgmmaEmitter:
                             c.epilogue, local_map, [{result: v} for v in values[j0 : j0 + width]]
                         )
 
-    def _staged_column(self, row: SSAValue, column: SSAValue) -> SSAValue:
-        """Returns where column `column` of staged row `row` lies: its 16-byte chunk is XORed
-        with 2·(row % 4) + row % 2, which spreads a quarter-warp's fragment writes (4 rows)
-        and epilogue reads (2 rows) over all 32 banks."""
+    def _swizzle(self, row: SSAValue) -> SSAValue:
+        """Returns 2·(row % 4) + row % 2, what the 16-byte chunks of a staged row are XORed
+        with: it spreads a quarter-warp's fragment writes (4 rows) and epilogue reads (2 rows)
+        over all 32 banks."""
+        quad = self.em.rem(row, 4)
+        return self.em.add(self.em.mul(quad, 2), self.em.rem(quad, 2))
+
+    def _staged_column(self, swizzle: SSAValue, column: SSAValue) -> SSAValue:
+        """Returns where column `column` of a staged row with that swizzle lies."""
         em = self.em
-        quad = em.rem(row, 4)
-        swizzle = em.add(em.mul(quad, 2), em.rem(quad, 2))
         chunk = em.value(arith.XOrIOp(em.div(column, 4), swizzle))
         return em.add(em.mul(chunk, 4), em.rem(column, 4))
