@@ -19,6 +19,11 @@ raise theirs (232) and issue one m64nBNk16 `wgmma` per 16 of K from the slot. Wi
 consumer warpgroups are the whole block and thread 0 issues each copy `stages - 1` steps ahead
 right after its slot is released. Consumers keep one wgmma group in flight
 (`wgmma.wait_group 1`) and release the previous step's slot behind it.
+
+The epilogue runs on the accumulators where wgmma leaves them (`store=direct`: 2 consecutive
+columns per thread), or, with `store=smem` (opt-in, not yet measured or GPU-verified), after
+each consumer warpgroup has staged them in its own f32 tile of shared memory, 64 columns at a
+time, so that each thread handles 8 consecutive columns (16-byte global accesses).
 """
 
 from __future__ import annotations
