@@ -21,6 +21,10 @@ from harness import compile_program, median_ms, publish  # noqa: E402
 VARIANTS = [
     ("mma=sync", "mma=sync"),
     ("wgmma 128x256 stages=3 ws=1", "mma=wgmma bm=128 bn=256 stages=3 ws=1"),
+    (
+        "wgmma 128x256 stages=3 ws=1 store=smem",
+        "mma=wgmma bm=128 bn=256 stages=3 ws=1 store=smem",
+    ),
     ("wgmma 128x256 stages=4 ws=1", "mma=wgmma bm=128 bn=256 stages=4 ws=1"),
     ("wgmma 128x256 stages=4 ws=0", "mma=wgmma bm=128 bn=256 stages=4 ws=0"),
     ("wgmma 128x128 stages=6 ws=1", "mma=wgmma bm=128 bn=128 stages=6 ws=1"),
