@@ -57,7 +57,9 @@ ATOM = 1024
 
 STAGE_COLUMNS = 64
 """Accumulator columns a consumer warpgroup stages at a time with `store=smem`: 64 rows × 64
-f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring (144 KiB)."""
+f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring (144 KiB). The
+staging tiles do not reuse the ring: the B slots are shared by both consumer warpgroups, and the
+other one's wgmmas may still read them when this one is done."""
 
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
@@ -428,9 +430,10 @@ class _WgmmaEmitter:
 
         The staged tile is f32: the epilogue sees the accumulators exactly as `direct` does
         (rounding them to the output type first would round twice). Only the warpgroup meets
-        at its barrier (`bar.sync 1 + group, 128`); its tile is its own. A quarter-warp writes
-        the fragment's 8-byte pairs of 4 rows and reads 16-byte chunks of 2 rows × 4 column
-        groups; the chunks are swizzled (`_swizzle`) so that neither meets a bank conflict.
+        at its barrier (`bar.sync 1 + group, 128`); its tile is its own. A half-warp writes the
+        fragment's 8-byte pairs of 4 rows, a quarter-warp reads 16-byte chunks of 2 rows × 4
+        column groups; the chunks are swizzled (`_swizzle`) so that neither meets a bank
+        conflict.
         """
         em, t, c = self.em, self.t, self.c
         local = em.rem(self.tid, WARPGROUP)
@@ -482,8 +485,8 @@ class _WgmmaEmitter:
 
     def _swizzle(self, row: SSAValue) -> SSAValue:
         """Returns 2·(row % 4) + row % 2, what the 16-byte chunks of a staged row are XORed
-        with: it spreads a quarter-warp's fragment writes (4 rows) and epilogue reads (2 rows)
-        over all 32 banks."""
+        with: it spreads a half-warp's fragment writes (4 rows) and a quarter-warp's epilogue
+        reads (2 rows) over all 32 banks."""
         quad = self.em.rem(row, 4)
         return self.em.add(self.em.mul(quad, 2), self.em.rem(quad, 2))
 
