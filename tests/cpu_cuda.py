@@ -27,9 +27,12 @@ _STORAGE = {"__nv_bfloat16": np.uint16, "__half": np.uint16, "float": np.float32
 """How each C element type is held in numpy (16-bit floats as their bits)."""
 
 
-def run_on_cpu(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> list[np.ndarray]:
+def run_on_cpu(
+    kernel: tile.CudaKernelOp, buffers: list[np.ndarray], prelude: str = ""
+) -> list[np.ndarray]:
     """Runs `kernel` on its whole grid over `buffers` (its parameters in order, as numpy arrays
-    of the storage types above) and returns the buffers afterwards."""
+    of the storage types above) and returns the buffers afterwards. `prelude` is C++ placed
+    after the emulation header (stand-ins for ops the header does not emulate)."""
     source = kernel.source.data
     name = kernel.sym_name.data
     start = source.index('extern "C" __global__')
@@ -81,7 +84,7 @@ int main(int argc, char** argv) {{
     assert COMPILER is not None
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        (work / "kernel.cpp").write_text(f'#include "{HEADER}"\n{body}\n{main}')
+        (work / "kernel.cpp").write_text(f'#include "{HEADER}"\n{prelude}\n{body}\n{main}')
         subprocess.run(
             [
                 COMPILER,

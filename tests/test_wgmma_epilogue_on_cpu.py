@@ -1,0 +1,130 @@
+"""The wgmma GEMM's epilogue, `store=direct` and `store=smem`, run on the CPU (tests/cpu_cuda.py).
+
+The K loop is not emulated: its TMA copies and mbarrier ops do nothing, and each `wgmma` adds
+to every accumulator a value that says where the wgmma D fragment puts it (thread t of a
+warpgroup holds rows 16·(t/32) + (t%32)/4 (+8), columns 8j + 2(t%4) (+1)). What the kernels
+store then shows where each accumulator went: both stores must write every output element, the
+same bits, and a plain product must be the fragment's pattern. This checks the staging through
+shared memory (its swizzle, its warpgroup barriers, the 8-column threads, the edge guards and
+narrower vectors) without a GPU; the products themselves are checked on the GPU
+(tests/test_gpu_programs.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from cpu_cuda import COMPILER, run_on_cpu
+from programs import matmul_plain, swiglu, tile_with
+from xdsl.dialects.builtin import StringAttr, bf16
+
+from tinyopt.backends.check import from_storage, to_storage
+from tinyopt.compiler import lower
+from tinyopt.dialects import tile
+
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+
+PRELUDE = r"""
+#include <mutex>
+#define __shared__ static
+template <typename... T> static inline void cpu_cuda_ignore(T...) {}
+#define tinyopt_mbarrier_init cpu_cuda_ignore
+#define tinyopt_mbarrier_arrive cpu_cuda_ignore
+#define tinyopt_mbarrier_arrive_expect_tx cpu_cuda_ignore
+#define tinyopt_mbarrier_wait cpu_cuda_ignore
+#define tinyopt_tma_load_2d cpu_cuda_ignore
+#define tinyopt_tma_load_3d cpu_cuda_ignore
+static inline unsigned long long tinyopt_wgmma_desc(const void*, unsigned, unsigned) { return 0; }
+static inline float cpu_cuda_fragment_value(int row, int column) {
+    return (float)((row * 7 + column * 3) % 17 - 8) / 8;
+}
+template <int H>
+static inline void cpu_cuda_wgmma(float (&d)[H], unsigned long long, unsigned long long) {
+    int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    for (int i = 0; i < H; ++i)
+        d[i] += cpu_cuda_fragment_value(16 * warp + lane / 4 + 8 * (i / 2 % 2),
+                                        8 * (i / 4) + 2 * (lane % 4) + i % 2);
+}
+static std::barrier<> cpu_cuda_named[3] = {std::barrier<>(128), std::barrier<>(128),
+                                           std::barrier<>(128)};
+static inline void cpu_cuda_bar_sync(unsigned id) { cpu_cuda_named[id].arrive_and_wait(); }
+"""
+"""Stand-ins for the K loop's ops and `bar.sync id, 128` (a 128-thread barrier per id)."""
+
+TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+), ")
+BAR_SYNC = re.compile(
+    r'asm volatile\("bar\.sync %0, 128;" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
+)
+OTHER_ASM = re.compile(r"^\s*asm volatile\(.*\);$", re.MULTILINE)
+
+
+def _fake_k_loop(kernel: tile.CudaKernelOp) -> tuple[tile.CudaKernelOp, str]:
+    """Returns the kernel with its tensor-map parameters turned into globals, wgmma into the
+    pattern, bar.sync into the emulated barrier and the other inline PTX dropped."""
+    source = kernel.source.data
+    maps = TENSOR_MAP.findall(source)
+    source = TENSOR_MAP.sub("", source)
+    source = re.sub(r"tinyopt_wgmma_m64n\d+k16_\w+\(", "cpu_cuda_wgmma(", source)
+    source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\1);", source)
+    source = OTHER_ASM.sub("", source)
+    fake = kernel.clone()
+    fake.properties["source"] = StringAttr(source)
+    return fake, PRELUDE + "".join(f"static int {name};\n" for name in maps)
+
+
+def _run(text: str, knobs: str, store: str, inputs: list[np.ndarray]) -> np.ndarray:
+    """Runs the last kernel of `text` with the fake K loop; `inputs` are its pointer
+    parameters but the output (bf16 values); returns the output as float."""
+    _, module = lower(text, tile_with(f"{knobs} store={store}"))
+    kernel = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)][-1]
+    fake, prelude = _fake_k_loop(kernel)
+    shape = inputs[-1].shape
+    poisoned = np.full(shape, 0x7FC0, np.uint16)  # NaN: an element never written stays NaN
+    buffers = [to_storage(a, bf16) for a in inputs[:-1]] + [poisoned]
+    return from_storage(run_on_cpu(fake, buffers, prelude)[-1], bf16)
+
+
+def _fragment_pattern(m: int, n: int, k: int, bn: int) -> np.ndarray:
+    """The accumulators the fake wgmma leaves: one pattern value per K step's 4 wgmmas."""
+    rows, columns = np.arange(m)[:, None] % 64, np.arange(n)[None, :] % bn
+    return 4 * -(-k // 64) * (((rows * 7 + columns * 3) % 17 - 8) / 8)
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "knobs", "bn"),
+    [
+        (100, 136, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
+        (100, 136, 72, "mma=wgmma bn=128", 128),
+        (70, 330, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
+    ],
+    ids=["ws0_bn64", "ws1_two_warpgroups_bn128", "n330_two_column_vectors"],
+)
+def test_staged_epilogue_puts_each_accumulator_where_direct_does(
+    m: int, n: int, k: int, knobs: str, bn: int
+) -> None:
+    # A torch-layout linear (K-major weights) has any N; its bias is zero here.
+    text = matmul_plain(m, n, k, "bf16", "nk")
+    expected = _fragment_pattern(m, n, k, bn)
+    inputs = [np.zeros(n), np.zeros((m, n))]
+    direct = _run(text, knobs, "direct", inputs)
+    staged = _run(text, knobs, "smem", inputs)
+    assert not np.isnan(staged).any()
+    np.testing.assert_array_equal(direct, expected)
+    np.testing.assert_array_equal(staged, expected)
+
+
+def test_staged_swiglu_gate_reads_up_like_direct() -> None:
+    # bn=256 over N=136: four staged chunks, the last two entirely past N.
+    text = swiglu(70, 72, 136)
+    rng = np.random.default_rng(0)
+    up = rng.standard_normal((70, 136))
+    inputs = [up, np.zeros((70, 136))]
+    direct = _run(text, "mma=wgmma bn=256", "direct", inputs)
+    staged = _run(text, "mma=wgmma bn=256", "smem", inputs)
+    assert not np.isnan(staged).any()
+    np.testing.assert_array_equal(staged, direct)
+    gate = _fragment_pattern(70, 136, 72, 256)
+    reference = gate / (1 + np.exp(-gate)) * from_storage(to_storage(up, bf16), bf16)
+    np.testing.assert_allclose(staged, reference, rtol=1e-2, atol=1e-2)
