@@ -17,7 +17,7 @@ import re
 import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
-from programs import matmul_plain, swiglu, tile_with
+from programs import batched_matmul, matmul_plain, swiglu, tile_with
 from xdsl.dialects.builtin import StringAttr, bf16
 
 from tinyopt.backends.check import from_storage, to_storage
@@ -112,6 +112,14 @@ def test_staged_epilogue_puts_each_accumulator_where_direct_does(
     staged = _run(text, knobs, "smem", inputs)
     assert not np.isnan(staged).any()
     np.testing.assert_array_equal(direct, expected)
+    np.testing.assert_array_equal(staged, expected)
+
+
+def test_staged_epilogue_of_a_batch() -> None:
+    # Batch 3 is the grid's z; each batch's tile gets the same pattern.
+    text = batched_matmul(3, 65, 64, 40, "bf16")
+    expected = np.broadcast_to(_fragment_pattern(65, 64, 40, 64), (3, 65, 64))
+    staged = _run(text, "mma=wgmma ws=0 bm=64 bn=64 stages=2", "smem", [np.zeros((3, 65, 64))])
     np.testing.assert_array_equal(staged, expected)
 
 
