@@ -3,10 +3,12 @@
 Fusion is compute-inline (Halide-style). The tensors that get a buffer (the roots) are the
 function results, plus whatever a kernel cannot inline: a matmul not read at its consumer's own
 index (with the elementwise epilogue chain above it), a reduction that cannot be hoisted to
-its consumer's row level, a matmul operand that itself holds a reduction or matmul, and any
-reduction or matmul that two kernels would both compute. Everything else (elementwise ops,
-broadcasts, transposes, reshapes, slices, concats, splat constants) is recomputed inside each
-kernel that reads it. See `fuse_kernel` for the kernel shapes.
+its consumer's row level, a matmul operand that itself holds a reduction or matmul (stored
+below its transposes and broadcasts when those sit on an elementwise producer, so the
+contraction reads the producer's own layout through index maps), and any reduction or matmul
+that two kernels would both compute. Identical graph ops are merged (CSE) first. Everything
+else (elementwise ops, broadcasts, transposes, reshapes, slices, concats, splat constants) is
+recomputed inside each kernel that reads it. See `fuse_kernel` for the kernel shapes.
 
 The function is rewritten over memrefs: each kernel's output is a `memref.alloc`, kernels run
 in order through `loop.launch @<func>_<n>(inputs..., output)`, and non-splat constants become
