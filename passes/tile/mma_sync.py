@@ -70,8 +70,9 @@ class MmaTiles:
         return sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
 
 
-def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
-    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle."""
+def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
+    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle
+    (the knobs override the block tile); the `mma.sync` schedules check what they need."""
     big = batch * -(-m // 128) * -(-n // 128) >= 132
     bm = knobs.bm or (128 if big else 64)
     bn = knobs.bn or (128 if big else 64)
@@ -81,7 +82,13 @@ def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
     # warp tile always divides them.
     wm = 64 if bm >= 128 else max(MMA_M, bm // 2)
     wn = 32 if bn >= 64 else 2 * MMA_N
-    tiles = MmaTiles(bm, bn, bk, wm, wn)
+    return MmaTiles(bm, bn, bk, wm, wn)
+
+
+def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
+    """The block and warp tiles of `mma=sync`, checked against the K step and shared memory."""
+    tiles = block_and_warp_tiles(knobs, batch, m, n)
+    bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
     if bk % MMA_K:
         raise DiagnosticException(
             f"tile: mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
@@ -101,11 +108,14 @@ def tensor_core_type(c: Contraction) -> Attribute | None:
     types = {load.memref.type.element_type for load in loads}  # type: ignore[attr-defined]
     if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
         return None
-    if not _is_sum(c.reduce.combine.block.ops):
-        return None
-    if {c.product.operands[0], c.product.operands[1]} != {c.a_value, c.b_value}:
-        return None
-    return element
+    return element if sums_products(c) else None
+
+
+def sums_products(c: Contraction) -> bool:
+    """Tells whether a contraction sums the products of its two operand sides (what a
+    tensor-core `mma` computes), rather than combining them some other way."""
+    products = {c.product.operands[0], c.product.operands[1]} == {c.a_value, c.b_value}
+    return products and _is_sum(c.reduce.combine.block.ops)
 
 
 def _is_sum(ops) -> bool:

@@ -30,13 +30,12 @@ from tinyopt.passes.tile.contraction import SHARED_LIMIT, match_contraction, ope
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.mma_sync import (
-    MMA_M,
-    MMA_N,
     WARP,
     MmaEmitter,
     MmaTiles,
-    _is_sum,
     _Side,
+    block_and_warp_tiles,
+    sums_products,
 )
 
 TF32_K = 8
@@ -51,13 +50,10 @@ def _fail(message: str) -> DiagnosticException:
 
 
 def choose_tf32_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
-    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle."""
-    big = batch * -(-m // 128) * -(-n // 128) >= 132
-    bm = knobs.bm or (128 if big else 64)
-    bn = knobs.bn or (128 if big else 64)
-    bk = knobs.bk or 32
-    wm = 64 if bm >= 128 else max(MMA_M, bm // 2)
-    wn = 32 if bn >= 64 else 2 * MMA_N
+    """The block and warp tiles of `mma=sync`, checked against TF32's K step and the f32
+    tiles' shared memory."""
+    tiles = block_and_warp_tiles(knobs, batch, m, n)
+    bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
     if bk % TF32_K:
         raise _fail(f"needs bk to be a multiple of {TF32_K} (the mma K step), got bk={bk}")
     shared = sum(
@@ -68,7 +64,7 @@ def choose_tf32_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
             f"with bm={bm} bn={bn} bk={bk} needs {shared} bytes of shared memory, more than the "
             f"{SHARED_LIMIT} a block may declare statically"
         )
-    return MmaTiles(bm, bn, bk, wm, wn)
+    return tiles
 
 
 class ScheduleTf32(RewritePattern):
@@ -83,8 +79,7 @@ class ScheduleTf32(RewritePattern):
         if (c := match_contraction(op)) is None:
             return
         types = operand_types(c)
-        products = {c.product.operands[0], c.product.operands[1]} == {c.a_value, c.b_value}
-        if types != ["f32"] or not _is_sum(c.reduce.combine.block.ops) or not products:
+        if types != ["f32"] or not sums_products(c):
             raise _fail(
                 f"applies to sums of products of f32 operands; kernel @{op.sym_name.data} "
                 f"reads {' and '.join(types)} (f16/bf16 take mma=sync or mma=wgmma)"
