@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import copy
-import importlib.util
 import os
+import sys
 import time
 
 import torch
@@ -22,11 +22,10 @@ import torch
 from harness import median_ms, publish, rel_error
 from tinyopt.frontends.compiled_model import PIPELINE, CompiledModel
 
-_PATH = os.path.join(os.path.dirname(__file__), "..", "examples", "llama_block.py")
-_SPEC = importlib.util.spec_from_file_location("llama_block", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-llama = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(llama)
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from programs import load_example  # noqa: E402
+
+llama = load_example("llama_block.py")
 
 
 def main() -> None:

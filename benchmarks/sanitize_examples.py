@@ -71,17 +71,13 @@ def llama_programs() -> list[Program]:
         import torch
     except ImportError:
         return []
-    import importlib.util
 
     from tinyopt.compiler import DEFAULT_PIPELINE
     from tinyopt.frontends.torch_fx import capture
 
-    spec = importlib.util.spec_from_file_location(
-        "llama_block", REPO / "examples" / "llama_block.py"
-    )
-    assert spec is not None and spec.loader is not None
-    llama = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(llama)
+    from programs import load_example
+
+    llama = load_example("llama_block.py")
     out = []
     for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
         block = llama.block().to(dtype).eval()

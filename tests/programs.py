@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """Import the Python example examples/`name` (e.g. `llama_block.py`) as a module."""
+    path = EXAMPLES / name
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _t(shape: tuple[int, ...], dtype: str) -> str:

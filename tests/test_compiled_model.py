@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 
 import pytest
 from conftest import requires_gpu
+from programs import load_example
 
 torch = pytest.importorskip("torch")
 
 from tinyopt.frontends.compiled_model import CompiledModel  # noqa: E402
 
-_PATH = Path(__file__).parent.parent / "examples" / "llama_block.py"
-_SPEC = importlib.util.spec_from_file_location("llama_block", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-llama = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(llama)
+llama = load_example("llama_block.py")
 
 
 @requires_gpu

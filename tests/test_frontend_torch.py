@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 
 import numpy as np
 import pytest
+from programs import load_example
 
 torch = pytest.importorskip("torch")
 
@@ -36,16 +35,7 @@ class Fn(nn.Module):
         return self.fn(self, *xs)
 
 
-def _load_example(name: str) -> ModuleType:
-    path = Path(__file__).parent.parent / "examples" / name
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-llama = _load_example("llama_block.py")
+llama = load_example("llama_block.py")
 
 
 def randn(*shape: int, positive: bool = False) -> Tensor:

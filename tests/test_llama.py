@@ -9,12 +9,11 @@ the compiled block and model match the float64 reference within the bf16 toleran
 from __future__ import annotations
 
 import copy
-import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
 from conftest import requires_gpu
+from programs import load_example
 
 torch = pytest.importorskip("torch")
 
@@ -28,11 +27,7 @@ from tinyopt.compiler import DEFAULT_PIPELINE, apply_pipeline  # noqa: E402
 from tinyopt.dialects import loop  # noqa: E402
 from tinyopt.frontends.torch_fx import Capture, capture  # noqa: E402
 
-_PATH = Path(__file__).parent.parent / "examples" / "llama_block.py"
-_SPEC = importlib.util.spec_from_file_location("llama_block", _PATH)
-assert _SPEC is not None and _SPEC.loader is not None
-llama = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(llama)
+llama = load_example("llama_block.py")
 
 TINY = {"dim": 32, "heads": 4, "kv_heads": 2, "hidden": 64, "seq": 8}
 """A configuration small enough for the scalar loop executor to run a two-layer model."""
