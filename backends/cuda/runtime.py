@@ -169,21 +169,18 @@ class _DeviceFrame:
                 f"{self.framework.__name__} has no {buffer_type.dtype_name} arrays"
             )
         dtype = getattr(self.framework, buffer_type.dtype_name)
-        if self.device is None:
-            array = self.framework.empty(buffer_type.shape, dtype=dtype)
-        else:
-            array = self.framework.empty(buffer_type.shape, dtype=dtype, device=self.device)
-        return self.bind(value, array)
+        return self.bind(value, self._empty(buffer_type.shape, dtype))
 
     def arena(self, nbytes: int) -> int:
         """Allocate the bytes the intermediates share (a uint8 array) and return their address."""
-        if self.device is None:
-            self.intermediates = self.framework.empty(nbytes, dtype=self.framework.uint8)
-        else:
-            self.intermediates = self.framework.empty(
-                nbytes, dtype=self.framework.uint8, device=self.device
-            )
+        self.intermediates = self._empty((nbytes,), self.framework.uint8)
         return device_pointer(self.intermediates, self.stream)
+
+    def _empty(self, shape: tuple[int, ...], dtype: object) -> object:
+        """Return an uninitialised array of the framework on the caller's device."""
+        if self.device is None:  # cupy: the current device
+            return self.framework.empty(shape, dtype=dtype)
+        return self.framework.empty(shape, dtype=dtype, device=self.device)
 
     def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
         """Return the arrays bound to the returned values."""
@@ -309,10 +306,10 @@ class HostFunction:
         """
         call = self.bind(*arrays)
         call()
-        results = call.frame.results(self.returns, self.return_types)
-        if isinstance(call.frame, _NumpyFrame) or self.sync:
+        results = call.results()  # numpy results have waited for the device already
+        if self.sync and isinstance(call.frame, _DeviceFrame):
             synchronize(call.frame.stream, f"@{self.name}")
-        return results[0] if len(results) == 1 else tuple(results)
+        return results
 
     def bind(self, *arrays: object) -> BoundCall:
         """Check and bind the arrays, allocate (and poison) the buffers, fix every launch."""
