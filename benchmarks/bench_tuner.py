@@ -1,6 +1,6 @@
 """Tuner evaluation: the best latency found versus trials for SP-MCTS, random search and
 (where the space allows) exhaustive search, on RMSNorm, softmax, fp32 GEMM 1024³ and 4096³ and
-bf16 GEMM 4096³.
+bf16 GEMM 4096³ and causal bf16 attention (examples/attention.mlir).
 
 Usage: python benchmarks/bench_tuner.py --out DIR [--trials 64] [--cases rmsnorm,sgemm1024]
 
@@ -41,12 +41,17 @@ def matmul(n: int, dtype: str) -> str:
     )
 
 
-CASES = {
-    "rmsnorm": ("RMSNorm f32 1024×4096", (EXAMPLES / "rmsnorm.mlir").read_text()),
-    "softmax": ("softmax f32 1×28×2048×2048", (EXAMPLES / "softmax.mlir").read_text()),
-    "sgemm1024": ("fp32 GEMM 1024³", matmul(1024, "f32")),
-    "sgemm4096": ("fp32 GEMM 4096³", matmul(4096, "f32")),
-    "bf16gemm4096": ("bf16 GEMM 4096³", matmul(4096, "bf16")),
+CASES = {  # name: (label, MLIR text, the passes before `tile`)
+    "rmsnorm": ("RMSNorm f32 1024×4096", (EXAMPLES / "rmsnorm.mlir").read_text(), "fuse"),
+    "softmax": ("softmax f32 1×28×2048×2048", (EXAMPLES / "softmax.mlir").read_text(), "fuse"),
+    "sgemm1024": ("fp32 GEMM 1024³", matmul(1024, "f32"), "fuse"),
+    "sgemm4096": ("fp32 GEMM 4096³", matmul(4096, "f32"), "fuse"),
+    "bf16gemm4096": ("bf16 GEMM 4096³", matmul(4096, "bf16"), "fuse"),
+    "attention": (
+        "causal attention bf16 2×8×1024×64",
+        (EXAMPLES / "attention.mlir").read_text(),
+        "decompose,fuse,flash-attention",
+    ),
 }
 METHODS = ("mcts", "random", "exhaustive")
 CHECKPOINTS = (1, 8, 16, 32, 64)
@@ -82,8 +87,8 @@ def main() -> None:
     start = time.monotonic()
     plan = []  # (case, program, space size, methods)
     for case in args.cases.split(","):
-        text = CASES[case][1]
-        program = Program(text, function_name(text), "fuse", arch)
+        _, text, prefix = CASES[case]
+        program = Program(text, function_name(text), prefix, arch)
         (kernel,) = loop.kernels(program.loop_module())
         space = KernelSpace(kernel)
         size = space_size(space, limit=args.exhaustive_limit + 1)
