@@ -7,16 +7,21 @@ Usage: python benchmarks/bench_tuner.py --out DIR [--trials 64] [--cases rmsnorm
 Every method starts from the default schedule (trial 1). All methods share one measurer, so a
 candidate (or identical generated code) is built and timed once per run. Exhaustive search
 runs where the kernel's space has at most --exhaustive-limit configurations; elsewhere the
-reference is the best time any method found ("best known"). Each search also gets an equal
-share of the time left before --deadline, so the whole run stays within a few minutes; the
-tables say how many trials each search reached. Writes DIR/tuner.md (the tables)
-and DIR/tuner.png (best latency / best known versus trials), and prints the summary last.
+tables compare with the best time any method found ("best known"). Each search also gets an
+equal share of the time left before --deadline, so the whole run stays within a few minutes;
+the tables say how many trials each search reached. Right after a case's searches, its PyTorch
+equivalent (REFERENCES: cuBLAS for the GEMMs, eager F.rms_norm and softmax, SDPA's flash
+backend for attention) is timed on the GPU with harness.median_ms, and the summary puts the
+best tuned time next to it ("-" where torch with CUDA is not importable). Writes DIR/tuner.md
+(the tables) and DIR/tuner.png (best latency / best known versus trials), and prints the
+summary last.
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tinyopt.backends.cuda.nvrtc import arch_of_current_device
@@ -53,12 +58,63 @@ CASES = {  # name: (label, MLIR text, the passes before `tile`)
         "decompose,fuse,flash-attention",
     ),
 }
+REFERENCES = {  # case: the PyTorch equivalent timed next to it (reference_call)
+    "rmsnorm": "torch eager F.rms_norm",
+    "softmax": "torch eager softmax",
+    "sgemm1024": "cuBLAS",
+    "sgemm4096": "cuBLAS",
+    "bf16gemm4096": "cuBLAS",
+    "attention": "torch SDPA flash",
+}
 METHODS = ("mcts", "random", "exhaustive")
 CHECKPOINTS = (1, 8, 16, 32, 64)
 
 
 def function_name(text: str) -> str:
     return text.split("func.func @", 1)[1].split("(", 1)[0]
+
+
+def reference_call(case: str) -> Callable[[], object]:
+    """Allocates the inputs of `case` on the GPU and returns its PyTorch equivalent as a call
+    (the shapes, eps, scale and dtypes of CASES and the example files)."""
+    import torch
+    import torch.nn.functional as F
+
+    def randn(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return torch.randn(*shape, device="cuda", dtype=dtype)
+
+    if case == "rmsnorm":
+        x, weight = randn(1024, 4096), randn(4096)
+        return lambda: F.rms_norm(x, (4096,), weight, eps=1e-6)
+    if case == "softmax":
+        scores = randn(1, 28, 2048, 2048)
+        return lambda: torch.softmax(scores, dim=3)
+    if case == "attention":
+        q, k, v = (randn(2, 8, 1024, 64, dtype=torch.bfloat16) for _ in range(3))
+        return lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=0.125)
+    n, dtype = {
+        "sgemm1024": (1024, torch.float32),
+        "sgemm4096": (4096, torch.float32),
+        "bf16gemm4096": (4096, torch.bfloat16),
+    }[case]
+    a, b = randn(n, n, dtype=dtype), randn(n, n, dtype=dtype)
+    return lambda: torch.mm(a, b)
+
+
+def reference_ms(case: str) -> float | None:
+    """The median time of `case`'s PyTorch equivalent (fp32 GEMMs without TF32, attention on
+    SDPA's flash backend); None where torch with CUDA is not importable."""
+    try:
+        import torch
+        from harness import median_ms
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        return median_ms(reference_call(case))
 
 
 def main() -> None:
@@ -96,6 +152,7 @@ def main() -> None:
         plan.append((case, program, size, methods))
     left = sum(len(methods) for *_, methods in plan)
     runs: dict[str, tuple[int, dict[str, KernelResult]]] = {}
+    references: dict[str, float | None] = {}
     with GpuMeasurer(args.jobs, timeout=30.0) as measurer:
         for case, program, size, methods in plan:
             results = {}
@@ -113,9 +170,15 @@ def main() -> None:
                     flush=True,
                 )
             runs[case] = (size, results)
+            references[case] = reference_ms(case)
+            print(
+                f"[{time.monotonic() - start:6.1f}s] {case} reference {REFERENCES[case]}: "
+                f"{_ms(references[case], missing='-')} ms",
+                flush=True,
+            )
             if args.store:
                 store_best(program, results)
-    tables = write_tables(runs, args.trials, args.exhaustive_limit)
+    tables = write_tables(runs, references, args.trials, args.exhaustive_limit)
     (out / "tuner.md").write_text(tables + "\n")
     print(f"\ntotal {time.monotonic() - start:.0f} s; wrote {out / 'tuner.md'}")
     plot(runs, args.trials, out / "tuner.png")
@@ -140,15 +203,20 @@ def best_known(results: dict[str, KernelResult]) -> float | None:
     return min((r.best[1] for r in results.values() if r.best), default=None)
 
 
-def _ms(value: KernelResult | float | None) -> str:
+def _ms(value: KernelResult | float | None, missing: str = "failed") -> str:
     if isinstance(value, KernelResult):
         value = value.best[1] if value.best else None
-    return "failed" if value is None else f"{value:.4f}"
+    return missing if value is None else f"{value:.4f}"
 
 
 def write_tables(
-    runs: dict[str, tuple[int, dict[str, KernelResult]]], trials: int, limit: int
+    runs: dict[str, tuple[int, dict[str, KernelResult]]],
+    references: dict[str, float | None],
+    trials: int,
+    limit: int,
 ) -> str:
+    """The trial-curve table and the summary; `references` maps each case to its PyTorch
+    equivalent's time (None: not measured)."""
     curve = [
         "| case | space | method | "
         + " | ".join(f"best @{t}" for t in CHECKPOINTS if t <= trials)
@@ -157,11 +225,14 @@ def write_tables(
     ]
     summary = [
         "| case | default ms | SP-MCTS ms | random ms | exhaustive / best known ms | "
-        "SP-MCTS vs default | SP-MCTS % of best | best knobs |",
-        "|---|---|---|---|---|---|---|---|",
+        "SP-MCTS vs default | SP-MCTS % of best | reference | reference ms | "
+        "best tuned vs reference | best knobs |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for case, (size, results) in runs.items():
-        reference = best_known(results)
+        known, reference = best_known(results), references[case]
+        versus = "-" if known is None or reference is None else f"{reference / known:.2f}×"
+        against = f"{REFERENCES[case]} | {_ms(reference, missing='-')} | {versus}"
         space = f"{size}" if size <= limit else f"> {limit}"
         for method, r in results.items():
             points = " | ".join(
@@ -174,10 +245,10 @@ def write_tables(
                 f"{len(r.search.history)} | {len(r.failures)} | {len(r.refusals)} |"
             )
         tree, rand = results["mcts"], results["random"]
-        if reference is None or tree.best is None or tree.default_ms is None:
+        if known is None or tree.best is None or tree.default_ms is None:
             summary.append(
                 f"| {CASES[case][0]} | {_ms(tree.default_ms)} | {_ms(tree)} | "
-                f"{_ms(rand)} | {_ms(reference)} | - | - | - |"
+                f"{_ms(rand)} | {_ms(known)} | - | - | {against} | - |"
             )
             continue
         best_config = min((r.best for r in results.values() if r.best), key=lambda b: b[1])[0]
@@ -185,8 +256,9 @@ def write_tables(
         label = "exhaustive" if complete else "best known"
         summary.append(
             f"| {CASES[case][0]} | {tree.default_ms:.4f} | {_ms(tree)} | {_ms(rand)} | "
-            f"{reference:.4f} ({label}) | {tree.default_ms / tree.best[1]:.2f}× | "
-            f"{100 * reference / tree.best[1]:.0f}% | {Knobs(**best_config).describe()} |"
+            f"{known:.4f} ({label}) | {tree.default_ms / tree.best[1]:.2f}× | "
+            f"{100 * known / tree.best[1]:.0f}% | {against} | "
+            f"{Knobs(**best_config).describe()} |"
         )
     return "\n".join(curve) + "\n\n" + "\n".join(summary)
 
