@@ -27,7 +27,17 @@ TOLERANCE = 1e-2
 
 
 def programs() -> list[tuple[str, str, str]]:
-    """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16."""
+    """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16, on
+    the mma.sync schedule and again on the TMA + wgmma one (`attn=wgmma`)."""
+    sync = _sync_programs()
+    wgmma = [
+        (f"{name} attn=wgmma", text, pipeline.replace("tile,", "tile{attn=wgmma},"))
+        for name, text, pipeline in sync
+    ]
+    return sync + wgmma
+
+
+def _sync_programs() -> list[tuple[str, str, str]]:
     return [
         ("d64 bf16 s130", attention(1, 2, 130, 64, "bf16"), PIPELINE),
         ("d128 bf16 causal s97", attention(1, 2, 97, 128, "bf16", causal=True), PIPELINE),

@@ -1120,6 +1120,91 @@ class WgmmaOp(IRDLOperation):
 
 
 @irdl_op_definition
+class WgmmaRegisterAOp(IRDLOperation):
+    """`wgmma.mma_async.m64nNk16` with A in registers: acc += A·B.
+
+    Each thread gives A as four i32 registers of two packed f16/bf16 values (`tile.pack`) in
+    the `mma.sync` m16n8k16 A-fragment layout of its warp's 16 rows (warp w of the warpgroup
+    holds rows 16w..16w+15): register 0 row lane/4, columns 2(lane%4) (+1); register 1 eight
+    rows down; registers 2 and 3 the same eight columns on. So an m64nN accumulator of
+    `tile.wgmma`, rounded and packed pairwise, is the A operand of the next product (flash
+    attention's P·V). B and `acc` are as in `tile.wgmma`.
+    """
+
+    name = "tile.wgmma_reg_a"
+
+    acc = operand_def(MemRefType)
+    a = var_operand_def(i32)
+    b = operand_def(MemRefType)
+    b_indices = var_operand_def(IndexType)
+    n = prop_def(IntegerAttr)
+    b_lbo = prop_def(IntegerAttr)
+    b_sbo = prop_def(IntegerAttr)
+    b_mn_major = opt_prop_def(UnitAttr)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
+    assembly_format = (
+        "$acc `,` `{` $a `}` `,` $b `[` $b_indices `]` (`mn_major` $b_mn_major^)? "
+        "attr-dict `:` type($acc) `,` type($b)"
+    )
+
+    def __init__(
+        self,
+        acc: SSAValue,
+        a: Sequence[SSAValue],
+        b: SSAValue,
+        b_indices: Sequence[SSAValue],
+        n: int,
+        b_lbo: int,
+        b_sbo: int,
+        b_mn_major: bool,
+    ) -> None:
+        props: dict[str, Attribute] = {
+            "n": IntegerAttr(n, i64),
+            "b_lbo": IntegerAttr(b_lbo, i64),
+            "b_sbo": IntegerAttr(b_sbo, i64),
+        }
+        if b_mn_major:
+            props["b_mn_major"] = UnitAttr()
+        super().__init__(operands=[acc, a, b, b_indices], properties=props)
+
+    @property
+    def element(self) -> Attribute:
+        t = self.b.type
+        assert isinstance(t, MemRefType)
+        return t.element_type
+
+    def verify_(self) -> None:
+        acc = self.acc.type
+        assert isinstance(acc, MemRefType)
+        n = self.n.value.data
+        if n not in WGMMA_N:
+            raise VerifyException(f"tile.wgmma_reg_a: N must be one of {WGMMA_N}, got {n}")
+        if memory_space(acc) != REGISTERS or acc.element_type != f32:
+            raise VerifyException(
+                f"tile.wgmma_reg_a: the accumulator must be f32 registers, got {acc}"
+            )
+        if acc.get_shape() != (n // 2,):
+            raise VerifyException(
+                f"tile.wgmma_reg_a: m64n{n} needs {n // 2} accumulators per thread, got {acc}"
+            )
+        if len(self.a) != 4:
+            raise VerifyException(
+                f"tile.wgmma_reg_a: A is 4 packed registers per thread, got {len(self.a)}"
+            )
+        _check_shared_index(self, self.b, self.b_indices)
+        if not isinstance(self.element, Float16Type | BFloat16Type):
+            raise VerifyException(f"tile.wgmma_reg_a: B must hold f16 or bf16, got {self.element}")
+        for what in ("b_lbo", "b_sbo"):
+            value = getattr(self, what).value.data
+            if value <= 0 or value % 16 or value >= 1 << 18:
+                raise VerifyException(
+                    f"tile.wgmma_reg_a: {what} must be a positive multiple of 16 below 2^18, "
+                    f"got {value}"
+                )
+
+
+@irdl_op_definition
 class WgmmaFenceOp(IRDLOperation):
     """Orders register accesses before the warpgroup's next wgmma (`wgmma.fence`)."""
 
@@ -1205,6 +1290,7 @@ Tile = Dialect(
         CpAsyncCommitOp,
         CpAsyncWaitOp,
         WgmmaOp,
+        WgmmaRegisterAOp,
         WgmmaFenceOp,
         WgmmaCommitOp,
         WgmmaWaitOp,

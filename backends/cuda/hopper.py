@@ -116,10 +116,12 @@ def wgmma_desc_helper() -> str:
     )
 
 
-def wgmma_name(op: tile.WgmmaOp) -> str:
-    """Returns the helper name of a `tile.wgmma` variant (shape, type, B orientation)."""
+def wgmma_name(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
+    """Returns the helper name of a `tile.wgmma` or `tile.wgmma_reg_a` variant (shape, type,
+    where A is, B orientation)."""
     major = "n" if op.b_mn_major is not None else "k"
-    return f"tinyopt_wgmma_m64n{op.n.value.data}k16_{op.element}_{major}"
+    a = "_ra" if isinstance(op, tile.WgmmaRegisterAOp) else ""
+    return f"tinyopt_wgmma{a}_m64n{op.n.value.data}k16_{op.element}_{major}"
 
 
 def wgmma_helper(op: tile.WgmmaOp) -> str:
@@ -142,6 +144,32 @@ def wgmma_helper(op: tile.WgmmaOp) -> str:
             f'                 "%{half}, %{half + 1}, p, 1, 1, 0, {trans_b};\\n}}"',
             f"                 : {accumulators}",
             '                 : "l"(a), "l"(b), "r"(1));',
+            "}",
+        )
+    )
+
+
+def wgmma_register_a_helper(op: tile.WgmmaRegisterAOp) -> str:
+    """Returns the device function of one `tile.wgmma_reg_a` variant: A is four packed
+    registers, the accumulators read-write, scale-d 1, B as the op says."""
+    half = op.n.value.data // 2
+    element = str(op.element)
+    trans_b = 1 if op.b_mn_major is not None else 0
+    registers = ", ".join(f"%{i}" for i in range(half))
+    a_registers = ", ".join(f"%{half + i}" for i in range(4))
+    accumulators = ", ".join(f'"+f"(d[{i}])' for i in range(half))
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], "
+            "unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b) {",
+            '    asm volatile("{\\n.reg .pred p;\\n"',
+            f'                 "setp.ne.b32 p, %{half + 5}, 0;\\n"',
+            f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
+            f'{element}.{element} "',
+            f'                 "{{{registers}}}, {{{a_registers}}}, "',
+            f'                 "%{half + 4}, p, 1, 1, {trans_b};\\n}}"',
+            f"                 : {accumulators}",
+            '                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(1));',
             "}",
         )
     )

@@ -351,6 +351,9 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
         elif isinstance(op, tile.WgmmaOp):
             helpers[hopper.wgmma_desc_helper()] = None
             helpers[hopper.wgmma_helper(op)] = None
+        elif isinstance(op, tile.WgmmaRegisterAOp):
+            helpers[hopper.wgmma_desc_helper()] = None
+            helpers[hopper.wgmma_register_a_helper(op)] = None
     return list(helpers)
 
 
@@ -828,6 +831,13 @@ class CudaPrinter(BasePrinter[str]):
         a_desc = f"tinyopt_wgmma_desc({a}, 16, {op.a_sbo.value.data})"
         b_desc = f"tinyopt_wgmma_desc({b}, {op.b_lbo.value.data}, {op.b_sbo.value.data})"
         self.line(f"{hopper.wgmma_name(op)}({self.expr(op.acc)}, {a_desc}, {b_desc});")
+
+    @print_op.register
+    def _(self, op: tile.WgmmaRegisterAOp) -> None:
+        b = f"&{self.element(op.b, op.b_indices)}"
+        b_desc = f"tinyopt_wgmma_desc({b}, {op.b_lbo.value.data}, {op.b_sbo.value.data})"
+        a = ", ".join(self.expr(r) for r in op.a)
+        self.line(f"{hopper.wgmma_name(op)}({self.expr(op.acc)}, {a}, {b_desc});")
 
     @print_op.register
     def _(self, op: tile.WgmmaFenceOp) -> None:

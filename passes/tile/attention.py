@@ -348,6 +348,7 @@ class _AttentionEmitter:
         self.s_k = a.reduce.extents[0]
         self.head_qk = a.qk.extents[0]
         self.scale = _scale(a)
+        self.bn = BN
 
     # --- helpers ---------------------------------------------------------------------------
 
@@ -384,6 +385,10 @@ class _AttentionEmitter:
             block.add_op(op)
         block.add_op(tile.YieldOp(*[op.results[0] for op in results]))
         return list(self.em.op(tile.WarpReduceOp(list(values), Region(block), 4)).results)
+
+    def o_index(self, mt: int, dt: int, r: int) -> tuple[int, ...]:
+        """Where accumulator r of O's m16n8 tile (mt, dt) lies in `self.o`."""
+        return (mt, dt, r)
 
     def row(self, mt: int, half: int) -> SSAValue:
         """Returns the query row this lane holds in m-tile `mt` (half 0: row g, 1: g + 8)."""
@@ -605,15 +610,15 @@ class _AttentionEmitter:
         edges = []
         if a.causal:
             first_row = em.add(self.q0, self.row_w)
-            edges.append(em.less(first_row, em.add(j0, BN - 1)))
-        if self.s_k % BN:
-            edges.append(em.less(em.index(self.s_k), em.add(j0, BN)))
+            edges.append(em.less(first_row, em.add(j0, self.bn - 1)))
+        if self.s_k % self.bn:
+            edges.append(em.less(em.index(self.s_k), em.add(j0, self.bn)))
         if not edges:
             return self.scores_of(acc, j0, masked=False)
         edge = edges[0]
         for other in edges[1:]:
             edge = em.value(arith.OrIOp(edge, other))
-        count = self.m_tiles * (BN // MMA_N) * 4
+        count = self.m_tiles * (self.bn // MMA_N) * 4
         with em.if_(edge, [f32] * count) as (then, other_block, if_op):
             with em.into(then):
                 em.op(scf.YieldOp(*_flat(self.scores_of(acc, j0, masked=True))))
@@ -659,7 +664,7 @@ class _AttentionEmitter:
                     else:
                         self.clone_score(ops, local, masked)
                         x = local.get(score, score)
-                        if masked and self.s_k % BN:
+                        if masked and self.s_k % self.bn:
                             x = em.value(arith.SelectOp(em.less(j, self.s_k), x, minus_inf))
                     cols.append(x)
                 tile_out.append(cols)
@@ -673,7 +678,7 @@ class _AttentionEmitter:
         minus_inf = em.f32(float("-inf"))
         if self.a.causal:
             dot = em.value(arith.SelectOp(em.less(i, j), minus_inf, dot))
-        if self.s_k % BN:
+        if self.s_k % self.bn:
             dot = em.value(arith.SelectOp(em.less(j, self.s_k), dot, minus_inf))
         return dot
 
@@ -697,7 +702,7 @@ class _AttentionEmitter:
         em = self.em
         log2e, lowest = em.f32(LOG2E), em.f32(LOWEST_F32)
         probs = [[list(regs) for regs in tile_x] for tile_x in x]
-        n_tiles = BN // MMA_N
+        n_tiles = self.bn // MMA_N
         tile_max = [
             self.combine(
                 arith.MaximumfOp, [x[mt][n][2 * h + c] for n in range(n_tiles) for c in range(2)]
@@ -731,8 +736,9 @@ class _AttentionEmitter:
                 self.store(new, self.m, mt, h)
                 for dt in range(self.head_v // MMA_N):
                     for c in range(2):
-                        o = self.load(self.o, mt, dt, 2 * h + c)
-                        self.store(self.f(arith.MulfOp(o, alpha)), self.o, mt, dt, 2 * h + c)
+                        at = self.o_index(mt, dt, 2 * h + c)
+                        o = self.load(self.o, *at)
+                        self.store(self.f(arith.MulfOp(o, alpha)), self.o, *at)
         return probs
 
     def exp2(self, x: SSAValue, log2e: SSAValue, floor: SSAValue) -> SSAValue:
@@ -815,7 +821,7 @@ class _AttentionEmitter:
                             d = em.add(em.mul(self.t, 2), dt * MMA_N + c0)
                             lanes = []
                             for c in range(c0, c0 + width):
-                                o = self.load(self.o, mt, dt, 2 * h + c)
+                                o = self.load(self.o, *self.o_index(mt, dt, 2 * h + c))
                                 lane = {acc: o, total: totals[h], m: maximum}
                                 if inverse is not None:
                                     assert division is not None

@@ -61,9 +61,10 @@ COPIES = ("ld", "cp_async", "tma")
 fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring);
 `tma` copies whole tiles with TMA into an mbarrier ring (a producer warp with `ws=1`)."""
 
-ATTN = ("sync", "none")
+ATTN = ("sync", "wgmma", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
-`sync`: the tensor-core schedule of `passes/tile/attention.py`; `none`: the generic rules."""
+`sync`: the `mma.sync` schedule of `passes/tile/attention.py`; `wgmma`: the TMA + wgmma
+schedule of `passes/tile/attention_wgmma.py` (Hopper); `none`: the generic rules."""
 
 STORES = ("direct", "smem")
 """How the wgmma GEMM's epilogue reaches its accumulators: `direct` runs it on the wgmma

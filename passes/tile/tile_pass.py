@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune import cache as tuning
 from tinyopt.passes.tile.attention import ScheduleAttention
+from tinyopt.passes.tile.attention_wgmma import ScheduleAttentionWgmma
 from tinyopt.passes.tile.contraction import ScheduleContraction
 from tinyopt.passes.tile.elementwise import ScheduleElementwise
 from tinyopt.passes.tile.knobs import Knobs, check
@@ -64,6 +65,7 @@ def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
     rules: list[RewritePattern] = [ScheduleSequentially(knobs)]
     if knobs.schedule == "auto":
         rules = [
+            ScheduleAttentionWgmma(knobs),
             ScheduleAttention(knobs),
             ScheduleWgmma(knobs),
             ScheduleMmaSync(knobs),

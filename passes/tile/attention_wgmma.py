@@ -1,0 +1,361 @@
+"""Schedule rule for flash attention on Hopper: TMA → swizzled shared memory → `wgmma`, FA3 style.
+
+Taken for the kernels `passes/tile/attention.py` matches when the `attn` knob is `wgmma` and q, k
+and v are each a plain load of the element type (f16/bf16) whose last index is the head dim and
+whose key (or query) index appears as one whole index, so that TMA can copy their tiles (GQA's
+shared heads and [b, s, h, d] layouts are index maps of the other dimensions and qualify). Head
+dims of q·k and of v must be 64 or 128. A kernel outside these limits gets a diagnostic that
+says which one, since the knob asked for this schedule.
+
+A block owns BM = 128 query rows of one batch index (blockIdx.y, delinearized over the batch
+dimensions) and has three warpgroups:
+- warpgroup 0 is the producer: it lowers its register budget (`setmaxnreg` 40) and one thread
+  copies Q once, then K(t) and V(t) for each key tile of BN = 128 keys into a two-slot ring,
+  each 64-column chunk of a row as one 128-byte swizzled shared row (TMA zero-fills rows past
+  the end of the sequence). `full` mbarriers complete when a tile's bytes have landed, `empty`
+  ones when both consumer warpgroups are done reading it.
+- warpgroups 1 and 2 are consumers of 64 query rows each (`setmaxnreg` 232). Per key tile:
+  S = Q·Kᵀ as D/16 `wgmma` m64n128k16 from shared memory (64 accumulators per thread), release
+  K(t); the score expression, the online softmax and the rescale of O are those of the
+  `mma.sync` schedule (the wgmma accumulator layout is its m16n8 layout, one m16 tile per
+  warp); P, rounded and packed in registers, is the A operand of P·V: BN/16 `wgmma` m64nDk16
+  with A in registers and V read N-major from shared memory; release V(t).
+- The epilogue (acc / max(l, 1), cast, store) is that of the `mma.sync` schedule.
+
+Causal masks, the causal key-loop end and the longest-first order of query tiles are as in the
+`mma.sync` schedule. Shared memory: (BM + 4·BN)·D·2 bytes (160 KiB at D = 128, one block per SM).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import IndexType, IntegerAttr, f32, i64
+from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.attention import Attention, _AttentionEmitter, _check_dims, match_attention
+from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.wgmma import (
+    ATOM,
+    BK,
+    CONSUMER_REGISTERS,
+    PRODUCER_REGISTERS,
+    SWIZZLE,
+    WARPGROUP,
+)
+
+CONSUMERS = 2
+"""Consumer warpgroups per block, 64 query rows each."""
+BM = CONSUMERS * tile.WGMMA_M
+BN = 128
+"""Keys per K/V tile: S is m64n128 per consumer warpgroup (64 f32 registers per thread)."""
+SLOTS = 2
+"""K and V tiles are double-buffered: the producer copies tile t+1 while tile t is used."""
+HEAD_DIMS = (64, 128)
+"""Head dims of the schedule: whole 128-byte swizzle rows, and O (D/2 registers per thread) with
+S within the consumers' 232 registers."""
+
+
+def _fail(message: str) -> DiagnosticException:
+    return DiagnosticException(f"tile: attn=wgmma {message}")
+
+
+@dataclass
+class _TmaSide:
+    """An operand TMA copies: the loop-level ops computing its load's indices, the load, the
+    position of its row index (i or j) and its kernel argument."""
+
+    ops: list[Operation]
+    load: memref.LoadOp
+    row_iv: SSAValue
+    col_iv: SSAValue
+    row_position: int
+    arg: int
+    cols: int
+
+    def box(self, rows: int) -> tuple[int, ...]:
+        """The TMA box: `rows` rows, one 64-column chunk, 1 along every other dimension."""
+        rank = len(self.load.indices)
+        return tuple(
+            rows if p == self.row_position else BK if p == rank - 1 else 1 for p in range(rank)
+        )
+
+
+def _tma_side(
+    a: Attention, value: SSAValue, row_iv: SSAValue, col_iv: SSAValue, cols: int, what: str
+) -> _TmaSide:
+    """Returns how TMA copies operand `what`, else raises the diagnostic that says why not."""
+    ops = a.ops_of(value)
+    loads = [op for op in ops if isinstance(op, memref.LoadOp)]
+    if len(loads) != 1 or (load := loads[0]).res.type != a.element:
+        raise _fail(f"needs {what} to be one load of {a.element} (TMA copies raw bytes)")
+    widened = value == load.res or (
+        isinstance(value.owner, arith.ExtFOp) and value.owner.input == load.res
+    )
+    index_math = all(
+        op is load or op is value.owner or all(isinstance(r.type, IndexType) for r in op.results)
+        for op in ops
+    )
+    if not widened or not index_math:
+        raise _fail(f"needs {what} to be a plain load, with no math on the loaded value")
+    indices = list(load.indices)
+    moving = depends_on(ops, [row_iv, col_iv])
+    if indices[-1] is not col_iv or indices.count(row_iv) != 1:
+        raise _fail(
+            f"needs {what}'s last index to be its head-dim index and its sequence index to be "
+            "one whole index"
+        )
+    row_position = indices.index(row_iv)
+    if any(v in moving for p, v in enumerate(indices) if p not in (row_position, len(indices) - 1)):
+        raise _fail(f"needs {what}'s other indices to be independent of the sequence and head dim")
+    args = list(a.nest.parent_block().args)  # type: ignore[union-attr]
+    if load.memref not in args:
+        raise _fail(f"needs {what} to be read from a kernel argument")
+    return _TmaSide(ops, load, row_iv, col_iv, row_position, args.index(load.memref), cols)
+
+
+class ScheduleAttentionWgmma(RewritePattern):
+    """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
+
+    def __init__(self, knobs: Knobs) -> None:
+        self.knobs = knobs
+
+    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
+        if self.knobs.attn != "wgmma" or not isinstance(op, loop.KernelOp):
+            return
+        if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
+            return
+        *batch, s_q, head_v = a.nest.extents
+        head_qk = a.qk.extents[0]
+        if head_qk not in HEAD_DIMS or head_v not in HEAD_DIMS:
+            raise _fail(f"needs head dims in {HEAD_DIMS}, got {head_qk} (q·k) and {head_v} (v)")
+        q = _tma_side(a, a.q_value, a.i, a.e, head_qk, "q")
+        k = _tma_side(a, a.k_value, a.j, a.e, head_qk, "k")
+        v = _tma_side(a, a.yielded[2], a.j, a.d, head_v, "v")
+        if len({q.arg, k.arg, v.arg}) != 3:
+            raise _fail("needs q, k and v in three different buffers (one tensor map each)")
+        grid = (-(-s_q // BM), prod(batch), 1)
+        kernel, em, mapping = new_kernel(op, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
+        kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+        tile.set_tensor_maps(
+            kernel,
+            [
+                tile.TensorMapArg(q.arg, q.box(BM), SWIZZLE),
+                tile.TensorMapArg(k.arg, k.box(BN), SWIZZLE),
+                tile.TensorMapArg(v.arg, v.box(BN), SWIZZLE),
+            ],
+        )
+        _WgmmaAttentionEmitter(em, a, mapping, q, k, v).emit()
+        replace_kernel(rewriter, op, kernel)
+
+
+class _WgmmaAttentionEmitter(_AttentionEmitter):
+    """Emits the producer and consumer warpgroups of one block."""
+
+    def __init__(
+        self, em: Emitter, a: Attention, mapping: Mapping, q: _TmaSide, k: _TmaSide, v: _TmaSide
+    ) -> None:
+        super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
+        self.bn = BN
+        self.q_side, self.k_side, self.v_side = q, k, v
+
+    def o_index(self, mt: int, dt: int, r: int) -> tuple[int, ...]:
+        return (4 * dt + r,)
+
+    def emit(self) -> None:
+        em, a = self.em, self.a
+        self.tid = em.value(tile.ThreadIdOp("x"))
+        query_tile = em.value(tile.BlockIdOp("x"))
+        if a.causal:
+            last = em.index(-(-self.s_q // BM) - 1)
+            query_tile = em.value(arith.SubiOp(last, query_tile))
+        self.q0 = em.mul(query_tile, BM)
+        flat = em.value(tile.BlockIdOp("y"))
+        for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
+            self.mapping[iv] = index
+        element, shared = a.element, tile.SHARED
+        self.q_smem = self.alloc([self.head_qk // BK, BM, BK], element, shared)
+        self.k_smem = self.alloc([SLOTS, self.head_qk // BK, BN, BK], element, shared)
+        self.v_smem = self.alloc([SLOTS, self.head_v // BK, BN, BK], element, shared)
+        bars = {
+            name: em.value(tile.AllocOp(tile.memref_in([count], i64, shared)))
+            for name, count in (
+                ("q_full", 1),
+                ("k_full", SLOTS),
+                ("v_full", SLOTS),
+                ("k_empty", SLOTS),
+                ("v_empty", SLOTS),
+            )
+        }
+        self.bars = bars
+        first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
+        with em.if_(first) as (then_block, _, _), em.into(then_block):
+            em.op(tile.MbarrierInitOp(bars["q_full"], em.index(0), 1))
+            for s in range(SLOTS):
+                for side in ("k", "v"):
+                    em.op(tile.MbarrierInitOp(bars[f"{side}_full"], em.index(s), 1))
+                    consumers = CONSUMERS * WARPGROUP
+                    em.op(tile.MbarrierInitOp(bars[f"{side}_empty"], em.index(s), consumers))
+            em.op(tile.FenceProxyAsyncOp())
+        em.op(tile.BarrierOp())
+        end: SSAValue | int = self.s_k
+        if a.causal:
+            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
+        self.tiles = em.div(em.add(end, BN - 1), BN)
+        warpgroup = em.div(self.tid, WARPGROUP)
+        producer = em.value(arith.CmpiOp(warpgroup, em.index(0), "eq"))
+        then_block, else_block = Block(), Block()
+        em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
+        with em.into(then_block):
+            em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
+            with em.if_(first) as (first_block, _, _), em.into(first_block):
+                self.produce()
+            em.op(scf.YieldOp())
+        with em.into(else_block):
+            em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
+            self.consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
+            em.op(scf.YieldOp())
+
+    # --- producer ----------------------------------------------------------------------------
+
+    def copy(self, side: _TmaSide, row: SSAValue, smem: SSAValue, slot: list, bar: str) -> None:
+        """Issues the TMA copies of `side`'s rows from `row`, one per 64-column chunk, into
+        `smem[*slot, chunk]`, completing on barrier `bar[slot or 0]`."""
+        em = self.em
+        zero = em.index(0)
+        for chunk in range(side.cols // BK):
+            local = dict(self.mapping) | {side.row_iv: row, side.col_iv: em.index(chunk * BK)}
+            for op in side.ops:
+                if op is side.load:
+                    break
+                em.op(op.clone(value_mapper=local))
+            coords = [local.get(i, i) for i in side.load.indices]
+            src = local[side.load.memref]
+            at = [*slot, em.index(chunk), zero, zero]
+            bar_index = slot[0] if slot else zero
+            em.op(tile.TmaLoadOp(src, coords, smem, at, self.bars[bar], bar_index))
+
+    def produce(self) -> None:
+        em = self.em
+        elements = 2  # bytes of f16/bf16
+        em.op(
+            tile.MbarrierArriveExpectTxOp(
+                self.bars["q_full"], em.index(0), BM * self.head_qk * elements
+            )
+        )
+        self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
+        with em.for_loop(0, self.tiles, 1) as (t, _, _):
+            slot = em.rem(t, SLOTS)
+            free = em.rem(em.add(em.div(t, SLOTS), 1), 2)  # the round before t's: free at first
+            j0 = em.mul(t, BN)
+            for side, smem, name in (
+                (self.k_side, self.k_smem, "k"),
+                (self.v_side, self.v_smem, "v"),
+            ):
+                em.op(tile.MbarrierWaitOp(self.bars[f"{name}_empty"], slot, free))
+                em.op(
+                    tile.MbarrierArriveExpectTxOp(
+                        self.bars[f"{name}_full"], slot, BN * side.cols * elements
+                    )
+                )
+                self.copy(side, j0, smem, [slot], f"{name}_full")
+            em.op(scf.YieldOp())
+
+    # --- consumers ---------------------------------------------------------------------------
+
+    def consume(self, group: SSAValue) -> None:
+        """The key loop of consumer warpgroup `group` (query rows 64·group of the block), then
+        the epilogue."""
+        em = self.em
+        local = em.value(arith.SubiOp(self.tid, em.index(WARPGROUP)))
+        lane, warp = em.rem(local, 32), em.div(local, 32)
+        self.g, self.t = em.div(lane, 4), em.rem(lane, 4)
+        self.row_w = em.mul(warp, 16)
+        wg_row = em.mul(group, tile.WGMMA_M)
+        self.m = self.alloc([1, 2], f32, tile.REGISTERS)
+        self.l = self.alloc([1, 2], f32, tile.REGISTERS)
+        self.o = self.alloc([self.head_v // 2], f32, tile.REGISTERS)
+        s_acc = self.alloc([BN // 2], f32, tile.REGISTERS)
+        minus_inf, zero = em.f32(float("-inf")), em.f32(0.0)
+        for h in range(2):
+            self.store(minus_inf, self.m, 0, h)
+            self.store(zero, self.l, 0, h)
+        for r in range(self.head_v // 2):
+            self.store(zero, self.o, r)
+        em.op(tile.MbarrierWaitOp(self.bars["q_full"], em.index(0), em.index(0)))
+        with em.for_loop(0, self.tiles, 1) as (t, _, _):
+            slot = em.rem(t, SLOTS)
+            parity = em.rem(em.div(t, SLOTS), 2)
+            j0 = em.mul(t, BN)
+            em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
+            for r in range(BN // 2):
+                self.store(zero, s_acc, r)
+            em.op(tile.WgmmaFenceOp())
+            for kk in range(0, self.head_qk, tile.WGMMA_K):
+                chunk, column = em.index(kk // BK), em.index(kk % BK)
+                em.op(
+                    tile.WgmmaOp(
+                        s_acc,
+                        self.q_smem,
+                        [chunk, wg_row, column],
+                        self.k_smem,
+                        [slot, chunk, em.index(0), column],
+                        BN,
+                        a_sbo=ATOM,
+                        b_lbo=16,  # unused for K-major swizzled layouts
+                        b_sbo=ATOM,
+                        b_mn_major=False,
+                    )
+                )
+            em.op(tile.WgmmaCommitOp())
+            em.op(tile.WgmmaWaitOp(0))
+            em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+            scores = [[[self.load(s_acc, 4 * n + r) for r in range(4)] for n in range(BN // 8)]]
+            probs = self.softmax(self.masked(scores, j0))
+            em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
+            self.multiply_v(probs, self.v_smem, slot)
+            em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
+            em.op(scf.YieldOp())
+        self.epilogue()
+
+    def multiply_v(
+        self, probs: list[list[list[SSAValue]]], v_smem: SSAValue, slot: SSAValue
+    ) -> None:
+        """O += P·V: BN/16 wgmma with P's packed registers as A and V N-major from `v_smem`."""
+        em, element = self.em, self.a.element
+        (p,) = probs
+        frags = []
+        for kk in range(BN // tile.WGMMA_K):
+            lo, hi = p[2 * kk], p[2 * kk + 1]
+            frags.append(
+                [
+                    self.f(tile.PackOp(lo[0], lo[1], element)),
+                    self.f(tile.PackOp(lo[2], lo[3], element)),
+                    self.f(tile.PackOp(hi[0], hi[1], element)),
+                    self.f(tile.PackOp(hi[2], hi[3], element)),
+                ]
+            )
+        em.op(tile.WgmmaFenceOp())
+        zero = em.index(0)
+        for kk, frag in enumerate(frags):
+            em.op(
+                tile.WgmmaRegisterAOp(
+                    self.o,
+                    frag,
+                    v_smem,
+                    [slot, zero, em.index(kk * tile.WGMMA_K), zero],
+                    self.head_v,
+                    b_lbo=BN * BK * 2,  # the next 64-column chunk of the head dim
+                    b_sbo=ATOM,
+                    b_mn_major=True,
+                )
+            )
+        em.op(tile.WgmmaCommitOp())
+        em.op(tile.WgmmaWaitOp(0))

@@ -1,0 +1,134 @@
+"""The TMA + wgmma flash-attention schedule (`tile{attn=wgmma}`): NVRTC compiles every variant
+and ptxas keeps it out of local memory (CI, no GPU needed); the kernels it cannot take get a
+diagnostic; on a GPU each variant matches the float64 reference.
+
+The variants are those of tests/test_flash_attention_kernels.py (head dims 64 and 128, causal,
+GQA, sequence lengths that are not multiples of the 128-row and 128-key tiles, bf16 and fp16,
+a mask read from memory).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+from attention_programs import attention, attention_spelled_out
+from conftest import requires_gpu
+from test_flash_attention_kernels import VARIANTS, Variant
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.backends.check import (
+    device_inputs,
+    errors_against_reference,
+    from_storage,
+    graph_function,
+    relative_error,
+    to_storage,
+)
+from tinyopt.backends.cuda.runtime import compile_module
+from tinyopt.backends.reference import run_reference
+from tinyopt.compiler import lower
+from tinyopt.dialects import tile
+
+
+def wgmma(variant: Variant) -> Variant:
+    pipeline = variant.pipeline.replace("tile,", "tile{attn=wgmma},")
+    return Variant(variant.id, variant.text, pipeline)
+
+
+WGMMA_VARIANTS = [wgmma(v) for v in VARIANTS]
+
+
+def _attention_kernel(module) -> tile.CudaKernelOp:
+    (kernel,) = [
+        op
+        for op in module.ops
+        if isinstance(op, tile.CudaKernelOp) and "tinyopt_wgmma_ra_" in op.source.data
+    ]
+    return kernel
+
+
+@pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
+def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
+    _, module = lower(variant.text, variant.pipeline)
+    kernel = _attention_kernel(module)
+    source = kernel.source.data
+    for piece in ["tinyopt_tma_load_", "setmaxnreg", "tinyopt_pack_", "tinyopt_exp2_approx"]:
+        assert piece in source, piece
+    assert list(kernel.block.get_values()) == [384, 1, 1]
+    compiled = compile_module(module, arch="sm_90a")
+    assert kernel.sym_name.data in compiled.kernels
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+@pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, False)])
+def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
+    d: int, causal: bool, tmp_path: Path
+) -> None:
+    text = attention(1, 2, 4096, d, "bf16", causal=causal)
+    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda"
+    (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
+    # Per key tile and consumer warpgroup: D/16 m64n128k16 for S, 128/16 m64nDk16 for P·V.
+    assert len(re.findall(r"\bHGMMA\.64x\d+x16\.F32\.BF16\b", code)) == d // 16 + 8
+    assert "UTMALDG" in code
+    assert "MUFU.EX2" in code
+    assert not LOCAL_MEMORY.search(code)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (attention(1, 2, 128, 96, "bf16"), "needs head dims in (64, 128), got 96"),
+        (
+            attention(1, 2, 128, 64, "bf16").replace("%k", "%q").replace(", %q: ", ", %unused: "),
+            "needs q, k and v in three different buffers",
+        ),
+    ],
+    ids=["head-dim-96", "q-is-k"],
+)
+def test_wgmma_attention_refuses_what_it_cannot_take(text: str, message: str) -> None:
+    with pytest.raises(DiagnosticException, match=re.escape(message)):
+        lower(text, "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda")
+
+
+# ------------------------------------------------------------------------------ GPU
+
+
+@requires_gpu
+@pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
+def test_wgmma_attention_matches_float64(variant: Variant) -> None:
+    program, module = lower(variant.text, variant.pipeline)
+    _attention_kernel(module)
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=7)
+    if len(inputs) == 4:  # the mask input: causal, with -inf (no fully masked row here)
+        s = inputs[3].shape[0]
+        inputs[3] = np.where(np.arange(s)[None, :] > np.arange(s)[:, None], -np.inf, 0.0)
+        arrays[3] = to_storage(inputs[3], graph.function_type.inputs.data[3].element_type)
+    out = compile_module(module).function(graph.sym_name.data)(*arrays)
+    (error,) = errors_against_reference(graph, [out], inputs)
+    assert error < 1e-2, error
+
+
+@requires_gpu
+def test_wgmma_attention_fully_masked_rows_give_zero() -> None:
+    """Rows 3 and 99 mask every key (−inf): their output is 0, not NaN; logits reach ~1e4."""
+    text = attention_spelled_out(2, 100, 64, "bf16", scale=4e2)
+    program, module = lower(text, "fuse,flash-attention,tile{attn=wgmma},to-cuda")
+    _attention_kernel(module)
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=8)
+    q, k, v, _ = inputs
+    mask = np.zeros((100, 100))
+    mask[[3, 99], :] = -np.inf
+    element = graph.function_type.inputs.data[0].element_type
+    arrays[3] = to_storage(mask, element)
+    out = from_storage(compile_module(module).function("attention")(*arrays), element)
+    (ref,) = run_reference(graph, q, k, v, mask)
+    assert np.isfinite(out).all()
+    assert (out[:, [3, 99]] == 0).all()
+    keep = [r for r in range(100) if r not in (3, 99)]
+    assert relative_error(out[:, keep], ref[:, keep]) < 2e-2
