@@ -22,16 +22,16 @@ from tinyopt.compiler import lower
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from attention_programs import attention, attention_spelled_out  # noqa: E402
 
-PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+PIPELINE = "decompose,fuse,flash-attention,tile{attn=sync},to-cuda"
 TOLERANCE = 1e-2
 
 
 def programs() -> list[tuple[str, str, str]]:
     """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16, on
-    the mma.sync schedule and again on the TMA + wgmma one (`attn=wgmma`)."""
+    the mma.sync schedule (`attn=sync`) and again on the TMA + wgmma one (`attn=wgmma`)."""
     sync = _sync_programs()
     wgmma = [
-        (f"{name} attn=wgmma", text, pipeline.replace("tile,", "tile{attn=wgmma},"))
+        (f"{name} attn=wgmma", text, pipeline.replace("tile{attn=sync},", "tile{attn=wgmma},"))
         for name, text, pipeline in sync
     ]
     return sync + wgmma
@@ -47,7 +47,7 @@ def _sync_programs() -> list[tuple[str, str, str]]:
         (
             "mask input bf16 s70",
             attention_spelled_out(2, 70, 64, "bf16", scale=0.125),
-            "fuse,flash-attention,tile,to-cuda",
+            "fuse,flash-attention,tile{attn=sync},to-cuda",
         ),
     ]
 

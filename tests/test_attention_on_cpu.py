@@ -30,8 +30,8 @@ from tinyopt.dialects import loop, tile
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
-PIPELINE = "decompose,fuse,flash-attention,tile{knobs},to-cuda"
-MASKED = "fuse,flash-attention,tile,to-cuda"
+PIPELINE = "decompose,fuse,flash-attention,tile{{attn=sync{knobs}}},to-cuda"
+MASKED = "fuse,flash-attention,tile{attn=sync},to-cuda"
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ MASKED = "fuse,flash-attention,tile,to-cuda"
     [
         (attention(2, 1, 200, 128, "bf16", causal=True), ""),
         (attention(1, 2, 130, 64, "f16", causal=True, kv_heads=1), ""),
-        (attention(1, 1, 200, 64, "bf16", causal=True), "{arows=16 awarps=8}"),
+        (attention(1, 1, 200, 64, "bf16", causal=True), " arows=16 awarps=8"),
     ],
     ids=["d128-bf16-causal-s200-b2", "d64-f16-gqa-causal-s130", "d64-16-rows-8-warps"],
 )

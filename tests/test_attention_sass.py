@@ -12,7 +12,7 @@ import pytest
 from attention_programs import attention
 from test_sass import LOCAL_MEMORY, pytestmark, sass_of_each  # noqa: F401
 
-PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+PIPELINE = "decompose,fuse,flash-attention,tile{attn=sync},to-cuda"
 
 
 @pytest.mark.parametrize(

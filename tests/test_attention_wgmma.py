@@ -35,7 +35,7 @@ from tinyopt.dialects import tile
 
 
 def wgmma(variant: Variant) -> Variant:
-    pipeline = variant.pipeline.replace("tile,", "tile{attn=wgmma},")
+    pipeline = variant.pipeline.replace("tile{attn=sync},", "tile{attn=wgmma},")
     return Variant(variant.id, variant.text, pipeline)
 
 

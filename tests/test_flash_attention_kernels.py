@@ -29,7 +29,7 @@ from tinyopt.backends.reference import run_reference
 from tinyopt.compiler import lower
 from tinyopt.dialects import tile
 
-PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+PIPELINE = "decompose,fuse,flash-attention,tile{attn=sync},to-cuda"
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ VARIANTS = [
     Variant(
         "mask-input-bf16-s100",
         attention_spelled_out(2, 100, 64, "bf16", scale=0.125),
-        "fuse,flash-attention,tile,to-cuda",
+        "fuse,flash-attention,tile{attn=sync},to-cuda",
     ),
 ]
 
@@ -80,7 +80,7 @@ def test_attention_kernel_compiles_for_sm90a(variant: Variant) -> None:
 def test_attention_kernel_shapes_compile_for_sm90a(knobs: str) -> None:
     """Rows per warp and warps per block: 64, 128 and 256 query rows per block."""
     text = attention(1, 2, 300, 64, "bf16", causal=True)
-    _, module = lower(text, f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda")
+    _, module = lower(text, f"decompose,fuse,flash-attention,tile{{attn=sync {knobs}}},to-cuda")
     kernel = _attention_kernel(module)
     warps = 8 if "awarps=8" in knobs else 4
     rows = (16 if "arows=16" in knobs else 32) * warps
@@ -122,7 +122,7 @@ def test_attention_matches_float64(variant: Variant) -> None:
 def test_fully_masked_rows_give_zero_and_large_logits_stay_finite(dtype: str) -> None:
     """Rows 3 and 99 mask every key (−inf): their output is 0, not NaN; logits reach ~1e4."""
     text = attention_spelled_out(2, 100, 64, dtype, scale=4e2)
-    program, module = lower(text, "fuse,flash-attention,tile,to-cuda")
+    program, module = lower(text, "fuse,flash-attention,tile{attn=sync},to-cuda")
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=6)
     q, k, v, _ = inputs

@@ -286,7 +286,7 @@ class ScheduleAttention(RewritePattern):
         self.knobs = knobs
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.attn != "sync" or not isinstance(op, loop.KernelOp):
+        if self.knobs.attn not in ("sync", "auto") or not isinstance(op, loop.KernelOp):
             return
         if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
             return

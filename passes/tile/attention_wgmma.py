@@ -1,11 +1,12 @@
 """Schedule rule for flash attention on Hopper: TMA → swizzled shared memory → `wgmma`, FA3 style.
 
-Taken for the kernels `passes/tile/attention.py` matches when the `attn` knob is `wgmma` and q, k
-and v are each a plain load of the element type (f16/bf16) whose last index is the head dim and
-whose key (or query) index appears as one whole index, so that TMA can copy their tiles (GQA's
-shared heads and [b, s, h, d] layouts are index maps of the other dimensions and qualify). Head
-dims of q·k and of v must be 64 or 128. A kernel outside these limits gets a diagnostic that
-says which one, since the knob asked for this schedule.
+Taken for the kernels `passes/tile/attention.py` matches when the `attn` knob is `wgmma` or
+`auto` (the default) and q, k and v are each a plain load of the element type (f16/bf16) whose
+last index is the head dim (plus an offset: heads side by side in a row) and whose key (or
+query) index appears as one whole index, so that TMA can copy their tiles (GQA's shared heads and
+[b, s, h, d] or [s, h·d] layouts are index maps of the other dimensions and qualify). Head dims
+of q·k and of v must be 64 or 128. With `attn=wgmma` a kernel outside these limits gets a
+diagnostic that says which one; with `attn=auto` it takes the `mma.sync` schedule.
 
 A block owns BM = 128 query rows of one batch index (blockIdx.y, delinearized over the batch
 dimensions) and has three warpgroups:
@@ -107,10 +108,10 @@ def _tma_side(
         raise _fail(f"needs {what} to be a plain load, with no math on the loaded value")
     indices = list(load.indices)
     moving = depends_on(ops, [row_iv, col_iv])
-    if indices[-1] is not col_iv or indices.count(row_iv) != 1:
+    if not _column(indices[-1], col_iv, moving) or indices.count(row_iv) != 1:
         raise _fail(
-            f"needs {what}'s last index to be its head-dim index and its sequence index to be "
-            "one whole index"
+            f"needs {what}'s last index to be its head-dim index (plus an offset) and its "
+            "sequence index to be one whole index"
         )
     row_position = indices.index(row_iv)
     if any(v in moving for p, v in enumerate(indices) if p not in (row_position, len(indices) - 1)):
@@ -121,6 +122,31 @@ def _tma_side(
     return _TmaSide(ops, load, row_iv, col_iv, row_position, args.index(load.memref), cols)
 
 
+def _tma_sides(a: Attention) -> tuple[_TmaSide, _TmaSide, _TmaSide]:
+    """Returns how TMA copies q, k and v, else raises the diagnostic that says why it cannot."""
+    head_qk, head_v = a.qk.extents[0], a.nest.extents[-1]
+    if head_qk not in HEAD_DIMS or head_v not in HEAD_DIMS:
+        raise _fail(f"needs head dims in {HEAD_DIMS}, got {head_qk} (q·k) and {head_v} (v)")
+    q = _tma_side(a, a.q_value, a.i, a.e, head_qk, "q")
+    k = _tma_side(a, a.k_value, a.j, a.e, head_qk, "k")
+    v = _tma_side(a, a.yielded[2], a.j, a.d, head_v, "v")
+    if len({q.arg, k.arg, v.arg}) != 3:
+        raise _fail("needs q, k and v in three different buffers (one tensor map each)")
+    return q, k, v
+
+
+def _column(index: SSAValue, col_iv: SSAValue, moving: set[SSAValue]) -> bool:
+    """Whether `index` is the head-dim index, or it plus an offset independent of the sequence
+    and head-dim indices (heads side by side in a row, as a projection writes them)."""
+    if index is col_iv:
+        return True
+    add = index.owner
+    if not isinstance(add, arith.AddiOp) or col_iv not in (add.lhs, add.rhs):
+        return False
+    offset = add.rhs if add.lhs is col_iv else add.lhs
+    return offset not in moving
+
+
 class ScheduleAttentionWgmma(RewritePattern):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
@@ -128,19 +154,17 @@ class ScheduleAttentionWgmma(RewritePattern):
         self.knobs = knobs
 
     def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.attn != "wgmma" or not isinstance(op, loop.KernelOp):
+        if self.knobs.attn not in ("wgmma", "auto") or not isinstance(op, loop.KernelOp):
             return
         if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
             return
-        *batch, s_q, head_v = a.nest.extents
-        head_qk = a.qk.extents[0]
-        if head_qk not in HEAD_DIMS or head_v not in HEAD_DIMS:
-            raise _fail(f"needs head dims in {HEAD_DIMS}, got {head_qk} (q·k) and {head_v} (v)")
-        q = _tma_side(a, a.q_value, a.i, a.e, head_qk, "q")
-        k = _tma_side(a, a.k_value, a.j, a.e, head_qk, "k")
-        v = _tma_side(a, a.yielded[2], a.j, a.d, head_v, "v")
-        if len({q.arg, k.arg, v.arg}) != 3:
-            raise _fail("needs q, k and v in three different buffers (one tensor map each)")
+        try:
+            q, k, v = _tma_sides(a)
+        except DiagnosticException:
+            if self.knobs.attn == "auto":
+                return  # attn=auto: the mma.sync schedule takes it
+            raise
+        *batch, s_q, _ = a.nest.extents
         grid = (-(-s_q // BM), prod(batch), 1)
         kernel, em, mapping = new_kernel(op, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)

@@ -32,7 +32,7 @@ class Knobs:
     splitk: int = 1
     splitk_mode: str = "auto"
     ws: int = 1
-    attn: str = "sync"
+    attn: str = "auto"
     arows: int = AUTO
     awarps: int = AUTO
     copy: str = "ld"
@@ -61,10 +61,11 @@ COPIES = ("ld", "cp_async", "tma")
 fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring);
 `tma` copies whole tiles with TMA into an mbarrier ring (a producer warp with `ws=1`)."""
 
-ATTN = ("sync", "wgmma", "none")
+ATTN = ("auto", "sync", "wgmma", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
-`sync`: the `mma.sync` schedule of `passes/tile/attention.py`; `wgmma`: the TMA + wgmma
-schedule of `passes/tile/attention_wgmma.py` (Hopper); `none`: the generic rules."""
+`wgmma`: the TMA + wgmma schedule of `passes/tile/attention_wgmma.py` (Hopper); `sync`: the
+`mma.sync` schedule of `passes/tile/attention.py`; `auto`: wgmma where its limits allow, else
+sync; `none`: the generic rules."""
 
 STORES = ("direct", "smem")
 """How the wgmma GEMM's epilogue reaches its accumulators: `direct` runs it on the wgmma
