@@ -53,13 +53,13 @@ def main() -> None:
         lines.append(f"| {batch} | {n} | cuBLAS | {flops / cublas / 1e9:.1f} | 1.00 | |")
         # Batch 1 is the 2-D program `x @ w` (whose operands TMA can copy as 2-D boxes).
         text = matmul_plain(n, n, n, "f32", relu=False) if batch == 1 else None
-        args = (a[0], b[0]) if batch == 1 else (a, b)
+        operands = (a[0], b[0]) if batch == 1 else (a, b)
         expected = ref[0] if batch == 1 else ref
         for knobs in variants:
             pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
             fn = compile_program(text or batched_matmul(batch, n, n, n), pipeline)
-            err = ((fn(*args).double() - expected).norm() / expected.norm()).item()
-            ms = median_ms(fn.bind(*args), warmup=20, rep=200)
+            err = ((fn(*operands).double() - expected).norm() / expected.norm()).item()
+            ms = median_ms(fn.bind(*operands), warmup=20, rep=200)
             lines.append(
                 f"| {batch} | {n} | `{knobs or '(defaults)'}` | {flops / ms / 1e9:.1f} | "
                 f"{cublas / ms:.2f} | {err:.1e} |"
