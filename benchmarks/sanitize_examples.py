@@ -197,12 +197,20 @@ def sanitize(tool: str, sanitizer: str, path: Path) -> tuple[int, int, int, bool
     result = subprocess.run(command, capture_output=True, text=True)
     output = result.stdout + result.stderr
     ran = re.search(r"ran (\d+) kernels of \d+ programs, (\d+) failed", output)
-    summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
-    hazards = re.search(r"RACECHECK SUMMARY: .*?\((\d+) errors?, (\d+) warnings?\)", output)
-    errors = int(summary.group(1)) if summary else -1
-    warnings = int(hazards.group(2)) if hazards else 0
+    errors, warnings = summary_counts(output)
     passed = ran is not None and ran.group(2) == "0" and result.returncode == 0
     return (int(ran.group(1)) if ran else 0), errors, warnings, passed, output
+
+
+def summary_counts(output: str) -> tuple[int, int]:
+    """Returns (errors, warnings) of a compute-sanitizer run from its summary line: memcheck
+    and synccheck print `ERROR SUMMARY: n errors`, racecheck `RACECHECK SUMMARY: n hazards
+    displayed (e errors, w warnings)`; errors is -1 when there is neither."""
+    summary = re.search(r"ERROR SUMMARY: (\d+) error", output)
+    hazards = re.search(r"RACECHECK SUMMARY: .*?\((\d+) errors?, (\d+) warnings?\)", output)
+    if hazards:
+        return int(hazards.group(1)), int(hazards.group(2))
+    return (int(summary.group(1)) if summary else -1), 0
 
 
 def main() -> int:
