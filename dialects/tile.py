@@ -1089,19 +1089,8 @@ class WgmmaOp(IRDLOperation):
         return t.element_type
 
     def verify_(self) -> None:
-        acc = self.acc.type
-        assert isinstance(acc, MemRefType)
-        n = self.n.value.data
-        if n not in WGMMA_N:
-            raise VerifyException(f"tile.wgmma: N must be one of {WGMMA_N}, got {n}")
-        if memory_space(acc) != REGISTERS or acc.element_type != f32:
-            raise VerifyException(f"tile.wgmma: the accumulator must be f32 registers, got {acc}")
-        if acc.get_shape() != (n // 2,):
-            raise VerifyException(
-                f"tile.wgmma: m64n{n} needs {n // 2} accumulators per thread, got {acc}"
-            )
+        _check_wgmma(self, ("a_sbo", "b_lbo", "b_sbo"))
         _check_shared_index(self, self.a, self.a_indices)
-        _check_shared_index(self, self.b, self.b_indices)
         b = self.b.type
         assert isinstance(b, MemRefType)
         if not isinstance(self.element, Float16Type | BFloat16Type) or b.element_type != (
@@ -1111,12 +1100,29 @@ class WgmmaOp(IRDLOperation):
                 f"tile.wgmma: A and B must both hold f16 or both bf16, got {self.element} and "
                 f"{b.element_type}"
             )
-        for what in ("a_sbo", "b_lbo", "b_sbo"):
-            value = getattr(self, what).value.data
-            if value <= 0 or value % 16 or value >= 1 << 18:
-                raise VerifyException(
-                    f"tile.wgmma: {what} must be a positive multiple of 16 below 2^18, got {value}"
-                )
+
+
+def _check_wgmma(op: WgmmaOp | WgmmaRegisterAOp, offsets: Sequence[str]) -> None:
+    """Checks what `tile.wgmma` and `tile.wgmma_reg_a` share: N, the accumulators, B's index
+    and the descriptors' byte offsets."""
+    acc = op.acc.type
+    assert isinstance(acc, MemRefType)
+    n = op.n.value.data
+    if n not in WGMMA_N:
+        raise VerifyException(f"{op.name}: N must be one of {WGMMA_N}, got {n}")
+    if memory_space(acc) != REGISTERS or acc.element_type != f32:
+        raise VerifyException(f"{op.name}: the accumulator must be f32 registers, got {acc}")
+    if acc.get_shape() != (n // 2,):
+        raise VerifyException(
+            f"{op.name}: m64n{n} needs {n // 2} accumulators per thread, got {acc}"
+        )
+    _check_shared_index(op, op.b, op.b_indices)
+    for what in offsets:
+        value = getattr(op, what).value.data
+        if value <= 0 or value % 16 or value >= 1 << 18:
+            raise VerifyException(
+                f"{op.name}: {what} must be a positive multiple of 16 below 2^18, got {value}"
+            )
 
 
 @irdl_op_definition
@@ -1175,33 +1181,13 @@ class WgmmaRegisterAOp(IRDLOperation):
         return t.element_type
 
     def verify_(self) -> None:
-        acc = self.acc.type
-        assert isinstance(acc, MemRefType)
-        n = self.n.value.data
-        if n not in WGMMA_N:
-            raise VerifyException(f"tile.wgmma_reg_a: N must be one of {WGMMA_N}, got {n}")
-        if memory_space(acc) != REGISTERS or acc.element_type != f32:
-            raise VerifyException(
-                f"tile.wgmma_reg_a: the accumulator must be f32 registers, got {acc}"
-            )
-        if acc.get_shape() != (n // 2,):
-            raise VerifyException(
-                f"tile.wgmma_reg_a: m64n{n} needs {n // 2} accumulators per thread, got {acc}"
-            )
+        _check_wgmma(self, ("b_lbo", "b_sbo"))
         if len(self.a) != 4:
             raise VerifyException(
                 f"tile.wgmma_reg_a: A is 4 packed registers per thread, got {len(self.a)}"
             )
-        _check_shared_index(self, self.b, self.b_indices)
         if not isinstance(self.element, Float16Type | BFloat16Type):
             raise VerifyException(f"tile.wgmma_reg_a: B must hold f16 or bf16, got {self.element}")
-        for what in ("b_lbo", "b_sbo"):
-            value = getattr(self, what).value.data
-            if value <= 0 or value % 16 or value >= 1 << 18:
-                raise VerifyException(
-                    f"tile.wgmma_reg_a: {what} must be a positive multiple of 16 below 2^18, "
-                    f"got {value}"
-                )
 
 
 @irdl_op_definition

@@ -1,6 +1,7 @@
 """The TMA + wgmma flash-attention schedule (`tile{attn=wgmma}`): NVRTC compiles every variant
 and ptxas keeps it out of local memory (CI, no GPU needed); the kernels it cannot take get a
-diagnostic; on a GPU each variant matches the float64 reference.
+diagnostic; on a GPU each variant matches the float64 reference and fully masked rows give 0
+(the checks of tests/test_flash_attention_kernels.py).
 
 The variants are those of tests/test_flash_attention_kernels.py (head dims 64 and 128, causal,
 GQA, sequence lengths that are not multiples of the 128-row and 128-key tiles, bf16 and fp16,
@@ -12,24 +13,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import numpy as np
 import pytest
-from attention_programs import attention, attention_spelled_out
+from attention_programs import attention
 from conftest import requires_gpu
-from test_flash_attention_kernels import VARIANTS, Variant
+from test_flash_attention_kernels import (
+    VARIANTS,
+    Variant,
+    check_fully_masked_rows,
+    check_matches_float64,
+)
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
-from tinyopt.backends.check import (
-    device_inputs,
-    errors_against_reference,
-    from_storage,
-    graph_function,
-    relative_error,
-    to_storage,
-)
 from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.backends.reference import run_reference
 from tinyopt.compiler import lower
 from tinyopt.dialects import tile
 
@@ -100,35 +96,10 @@ def test_wgmma_attention_refuses_what_it_cannot_take(text: str, message: str) ->
 @requires_gpu
 @pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
 def test_wgmma_attention_matches_float64(variant: Variant) -> None:
-    program, module = lower(variant.text, variant.pipeline)
-    _attention_kernel(module)
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=7)
-    if len(inputs) == 4:  # the mask input: causal, with -inf (no fully masked row here)
-        s = inputs[3].shape[0]
-        inputs[3] = np.where(np.arange(s)[None, :] > np.arange(s)[:, None], -np.inf, 0.0)
-        arrays[3] = to_storage(inputs[3], graph.function_type.inputs.data[3].element_type)
-    out = compile_module(module).function(graph.sym_name.data)(*arrays)
-    (error,) = errors_against_reference(graph, [out], inputs)
-    assert error < 1e-2, error
+    check_matches_float64(variant, "tinyopt_wgmma_ra_")
 
 
 @requires_gpu
-def test_wgmma_attention_fully_masked_rows_give_zero() -> None:
-    """Rows 3 and 99 mask every key (−inf): their output is 0, not NaN; logits reach ~1e4."""
-    text = attention_spelled_out(2, 100, 64, "bf16", scale=4e2)
-    program, module = lower(text, "fuse,flash-attention,tile{attn=wgmma},to-cuda")
-    _attention_kernel(module)
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=8)
-    q, k, v, _ = inputs
-    mask = np.zeros((100, 100))
-    mask[[3, 99], :] = -np.inf
-    element = graph.function_type.inputs.data[0].element_type
-    arrays[3] = to_storage(mask, element)
-    out = from_storage(compile_module(module).function("attention")(*arrays), element)
-    (ref,) = run_reference(graph, q, k, v, mask)
-    assert np.isfinite(out).all()
-    assert (out[:, [3, 99]] == 0).all()
-    keep = [r for r in range(100) if r not in (3, 99)]
-    assert relative_error(out[:, keep], ref[:, keep]) < 2e-2
+@pytest.mark.parametrize("dtype", ["bf16", "f16"])
+def test_wgmma_attention_fully_masked_rows_give_zero(dtype: str) -> None:
+    check_fully_masked_rows(dtype, "wgmma")

@@ -105,7 +105,14 @@ def test_attn_none_leaves_the_kernel_to_the_generic_rules() -> None:
 @requires_gpu
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
 def test_attention_matches_float64(variant: Variant) -> None:
+    check_matches_float64(variant, "tinyopt_mma_")
+
+
+def check_matches_float64(variant: Variant, helper: str) -> None:
+    """Runs a variant (whose attention kernel calls `helper`) on random inputs against the
+    float64 reference."""
     program, module = lower(variant.text, variant.pipeline)
+    assert any(helper in op.source.data for op in module.ops if isinstance(op, tile.CudaKernelOp))
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=5)
     if len(inputs) == 4:  # the mask input: causal, with -inf (no fully masked row here)
@@ -120,9 +127,13 @@ def test_attention_matches_float64(variant: Variant) -> None:
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_fully_masked_rows_give_zero_and_large_logits_stay_finite(dtype: str) -> None:
+    check_fully_masked_rows(dtype, "sync")
+
+
+def check_fully_masked_rows(dtype: str, attn: str) -> None:
     """Rows 3 and 99 mask every key (−inf): their output is 0, not NaN; logits reach ~1e4."""
     text = attention_spelled_out(2, 100, 64, dtype, scale=4e2)
-    program, module = lower(text, "fuse,flash-attention,tile{attn=sync},to-cuda")
+    program, module = lower(text, f"fuse,flash-attention,tile{{attn={attn}}},to-cuda")
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=6)
     q, k, v, _ = inputs

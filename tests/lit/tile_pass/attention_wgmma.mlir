@@ -1,0 +1,62 @@
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile' | filecheck %s
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=sync}' | filecheck %s --check-prefix=SYNC
+
+// Causal bf16 attention, S = 200 (not a multiple of the 128-row or 128-key tiles), D = 64.
+// The default (attn=auto) takes the Hopper schedule: 384 threads, q, k and v passed as tensor
+// maps copying 128 rows x 64 columns (128-byte swizzle). A producer warpgroup (40 registers)
+// copies Q once and K(t), V(t) into two-slot rings guarded by full/empty mbarriers; two
+// consumer warpgroups (232 registers) run S = Q.K^T as D/16 = 4 wgmma m64n128k16 from shared
+// memory, release K, then P.V as 128/16 = 8 wgmma with P packed in registers (wgmma_reg_a,
+// V N-major), and release V.
+
+// CHECK:      tile.kernel @attention_2 grid [2, 2, 1] block [384, 1, 1]
+// CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}]
+// CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<1x128x64xbf16, 3 : i32>
+// CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
+// CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
+// CHECK-NEXT:   %[[QFULL:.*]] = tile.alloc : memref<1xi64, 3 : i32>
+// CHECK-NEXT:   %[[KFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
+// CHECK-NEXT:   %[[VFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
+// CHECK-NEXT:   %[[KEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
+// CHECK-NEXT:   %[[VEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
+// CHECK:        tile.mbarrier_init %[[KEMPTY]][%{{.*}}] count 256
+// CHECK:        tile.setmaxnreg 40
+// CHECK:        tile.mbarrier_arrive_expect_tx %[[QFULL]][%{{.*}}] bytes 16384
+// CHECK-NEXT:   tile.tma_load %{{.*}} -> %[[Q]]
+// CHECK:        tile.mbarrier_wait %[[KEMPTY]]
+// CHECK-NEXT:   tile.mbarrier_arrive_expect_tx %[[KFULL]]
+// CHECK-NEXT:   tile.tma_load %{{.*}} -> %[[K]]
+// CHECK:        tile.mbarrier_wait %[[VEMPTY]]
+// CHECK-NEXT:   tile.mbarrier_arrive_expect_tx %[[VFULL]]
+// CHECK-NEXT:   tile.tma_load %{{.*}} -> %[[V]]
+// CHECK:        tile.setmaxnreg inc 232
+// CHECK:        %[[O:.*]] = tile.alloc : memref<32xf32, 5 : i32>
+// CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
+// CHECK:        tile.mbarrier_wait %[[QFULL]]
+// CHECK:        tile.mbarrier_wait %[[KFULL]]
+// CHECK:        tile.wgmma_fence
+// CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] {n = 128 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
+// CHECK-COUNT-3: tile.wgmma %[[S]]
+// CHECK-NEXT:   tile.wgmma_commit
+// CHECK-NEXT:   tile.wgmma_wait 0
+// CHECK-NEXT:   tile.mbarrier_arrive %[[KEMPTY]]
+// CHECK:        tile.mbarrier_wait %[[VFULL]]
+// CHECK:        tile.pack
+// CHECK:        tile.wgmma_fence
+// CHECK-NEXT:   tile.wgmma_reg_a %[[O]], {{{.*}}}, %[[V]][{{.*}}] mn_major {n = 64 : i64, b_lbo = 16384 : i64, b_sbo = 1024 : i64}
+// CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
+// CHECK-NEXT:   tile.wgmma_commit
+// CHECK-NEXT:   tile.wgmma_wait 0
+// CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
+
+// attn=sync: the mma.sync schedule (4 warps, cp.async, ldmatrix).
+// SYNC:       tile.kernel @attention_2 grid [2, 2, 1] block [128, 1, 1]
+// SYNC:       tile.cp_async
+// SYNC:       tile.ldmatrix
+// SYNC:       tile.mma_sync
+// SYNC-NOT:   tile.wgmma
+
+func.func @attention(%q: tensor<1x2x200x64xbf16>, %k: tensor<1x2x200x64xbf16>, %v: tensor<1x2x200x64xbf16>) -> tensor<1x2x200x64xbf16> {
+  %y = graph.attention %q, %k, %v {scale = 0.125 : f32, causal = true} : tensor<1x2x200x64xbf16>
+  func.return %y : tensor<1x2x200x64xbf16>
+}
