@@ -103,3 +103,24 @@ def test_wgmma_attention_matches_float64(variant: Variant) -> None:
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_wgmma_attention_fully_masked_rows_give_zero(dtype: str) -> None:
     check_fully_masked_rows(dtype, "wgmma")
+
+
+def test_auto_falls_back_to_mma_sync_where_tma_cannot_copy() -> None:
+    """K given as [bh, d, s] (its rows are not the keys): attn=wgmma names the limit, attn=auto
+    (the default) schedules the kernel with mma.sync."""
+    x, kt = "tensor<2x128x64xbf16>", "tensor<2x64x128xbf16>"
+    sc = "tensor<2x128x128xbf16>"
+    text = f"""func.func @attention(%q: {x}, %kt: {kt}, %v: {x}) -> {x} {{
+  %s = graph.matmul %q, %kt : ({x}, {kt}) -> {sc}
+  %c = graph.constant dense<0.125> : {sc}
+  %scaled = graph.mul %s, %c : {sc}
+  %p = graph.softmax %scaled {{dim = 2 : i64}} : {sc}
+  %y = graph.matmul %p, %v : ({sc}, {x}) -> {x}
+  func.return %y : {x}
+}}"""
+    with pytest.raises(DiagnosticException, match="needs k's last index to be its head-dim"):
+        lower(text, "fuse,flash-attention,tile{attn=wgmma},to-cuda")
+    _, module = lower(text, "fuse,flash-attention,tile,to-cuda")
+    sources = [op.source.data for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    assert any("tinyopt_mma_" in s for s in sources)
+    assert not any("tinyopt_wgmma" in s for s in sources)
