@@ -124,52 +124,36 @@ def wgmma_name(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     return f"tinyopt_wgmma{a}_m64n{op.n.value.data}k16_{op.element}_{major}"
 
 
-def wgmma_helper(op: tile.WgmmaOp) -> str:
-    """Returns the device function of one `tile.wgmma` variant: all N/2 accumulators are
-    read-write operands; scale-d is 1 (accumulate), A is K-major, B as the op says."""
+def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
+    """Returns the device function of one `tile.wgmma` or `tile.wgmma_reg_a` variant: all N/2
+    accumulators are read-write operands, scale-d is 1 (accumulate); A is a K-major descriptor
+    or four packed registers, B a descriptor as the op says."""
     half = op.n.value.data // 2
     element = str(op.element)
     trans_b = 1 if op.b_mn_major is not None else 0
     registers = ", ".join(f"%{i}" for i in range(half))
     accumulators = ", ".join(f'"+f"(d[{i}])' for i in range(half))
+    if isinstance(op, tile.WgmmaRegisterAOp):
+        params = "unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b"
+        a_operand = "{" + ", ".join(f"%{half + i}" for i in range(4)) + "}"
+        inputs = '"r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b)'
+        b_operand, trans = f"%{half + 4}", f"{trans_b}"  # no trans-a with A in registers
+    else:
+        params = "unsigned long long a, unsigned long long b"
+        a_operand, inputs = f"%{half}", '"l"(a), "l"(b)'
+        b_operand, trans = f"%{half + 1}", f"0, {trans_b}"
+    scale_d = half + inputs.count("(")
     return "\n".join(
         (
-            f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], "
-            "unsigned long long a, unsigned long long b) {",
+            f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], {params}) {{",
             '    asm volatile("{\\n.reg .pred p;\\n"',
-            f'                 "setp.ne.b32 p, %{half + 2}, 0;\\n"',
+            f'                 "setp.ne.b32 p, %{scale_d}, 0;\\n"',
             f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
             f'{element}.{element} "',
             f'                 "{{{registers}}}, "',
-            f'                 "%{half}, %{half + 1}, p, 1, 1, 0, {trans_b};\\n}}"',
+            f'                 "{a_operand}, {b_operand}, p, 1, 1, {trans};\\n}}"',
             f"                 : {accumulators}",
-            '                 : "l"(a), "l"(b), "r"(1));',
-            "}",
-        )
-    )
-
-
-def wgmma_register_a_helper(op: tile.WgmmaRegisterAOp) -> str:
-    """Returns the device function of one `tile.wgmma_reg_a` variant: A is four packed
-    registers, the accumulators read-write, scale-d 1, B as the op says."""
-    half = op.n.value.data // 2
-    element = str(op.element)
-    trans_b = 1 if op.b_mn_major is not None else 0
-    registers = ", ".join(f"%{i}" for i in range(half))
-    a_registers = ", ".join(f"%{half + i}" for i in range(4))
-    accumulators = ", ".join(f'"+f"(d[{i}])' for i in range(half))
-    return "\n".join(
-        (
-            f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], "
-            "unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned long long b) {",
-            '    asm volatile("{\\n.reg .pred p;\\n"',
-            f'                 "setp.ne.b32 p, %{half + 5}, 0;\\n"',
-            f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
-            f'{element}.{element} "',
-            f'                 "{{{registers}}}, {{{a_registers}}}, "',
-            f'                 "%{half + 4}, p, 1, 1, {trans_b};\\n}}"',
-            f"                 : {accumulators}",
-            '                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "l"(b), "r"(1));',
+            f'                 : {inputs}, "r"(1));',
             "}",
         )
     )

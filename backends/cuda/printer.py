@@ -353,7 +353,7 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers[hopper.wgmma_helper(op)] = None
         elif isinstance(op, tile.WgmmaRegisterAOp):
             helpers[hopper.wgmma_desc_helper()] = None
-            helpers[hopper.wgmma_register_a_helper(op)] = None
+            helpers[hopper.wgmma_helper(op)] = None
     return list(helpers)
 
 
