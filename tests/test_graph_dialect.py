@@ -84,7 +84,8 @@ def test_every_documented_op_is_registered() -> None:
     documented = (
         "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu silu cast "
         "add sub mul div max min pow reduce_sum reduce_max reduce_mean matmul transpose "
-        "reshape broadcast slice concat gather constant softmax rms_norm layer_norm linear attention"
+        "reshape broadcast slice concat gather constant softmax rms_norm layer_norm linear "
+        "attention"
     ).split()
     assert names == {f"graph.{n}" for n in documented}
 
