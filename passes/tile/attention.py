@@ -390,6 +390,14 @@ class _AttentionEmitter:
         """Where accumulator r of O's m16n8 tile (mt, dt) lies in `self.o`."""
         return (mt, dt, r)
 
+    def p_fragment(self, p: list[list[SSAValue]], kk: int) -> list[SSAValue]:
+        """Returns the A fragment of keys 16kk..16kk+15 of one m16 tile of probabilities: its
+        two m16n8 accumulator tiles, rounded and packed pairwise (the accumulator layout of two
+        n8 tiles is the A-fragment layout of one k16 step)."""
+        lo, hi = p[2 * kk], p[2 * kk + 1]
+        pairs = ((lo[0], lo[1]), (lo[2], lo[3]), (hi[0], hi[1]), (hi[2], hi[3]))
+        return [self.f(tile.PackOp(x, y, self.a.element)) for x, y in pairs]
+
     def row(self, mt: int, half: int) -> SSAValue:
         """Returns the query row this lane holds in m-tile `mt` (half 0: row g, 1: g + 8)."""
         em = self.em
@@ -755,17 +763,7 @@ class _AttentionEmitter:
         fragment feeds both m-tiles."""
         em, element = self.em, self.a.element
         for kk in range(BN // MMA_K):
-            a_regs = []
-            for mt in range(self.m_tiles):
-                lo, hi = probs[mt][2 * kk], probs[mt][2 * kk + 1]
-                a_regs.append(
-                    [
-                        self.f(tile.PackOp(lo[0], lo[1], element)),
-                        self.f(tile.PackOp(lo[2], lo[3], element)),
-                        self.f(tile.PackOp(hi[0], hi[1], element)),
-                        self.f(tile.PackOp(hi[2], hi[3], element)),
-                    ]
-                )
+            a_regs = [self.p_fragment(probs[mt], kk) for mt in range(self.m_tiles)]
             for dd in range(self.head_v // (2 * MMA_N)):
                 index = [
                     slot,

@@ -277,7 +277,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
             slot = em.rem(t, SLOTS)
-            free = em.rem(em.add(em.div(t, SLOTS), 1), 2)  # the round before t's: free at first
+            free = em.ring_parity(t, SLOTS, flip=True)
             j0 = em.mul(t, BN)
             for side, smem, name in (
                 (self.k_side, self.k_smem, "k"),
@@ -316,7 +316,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         em.op(tile.MbarrierWaitOp(self.bars["q_full"], em.index(0), em.index(0)))
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
             slot = em.rem(t, SLOTS)
-            parity = em.rem(em.div(t, SLOTS), 2)
+            parity = em.ring_parity(t, SLOTS, flip=False)
             j0 = em.mul(t, BN)
             em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
             for r in range(BN // 2):
@@ -353,19 +353,9 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self, probs: list[list[list[SSAValue]]], v_smem: SSAValue, slot: SSAValue
     ) -> None:
         """O += P·V: BN/16 wgmma with P's packed registers as A and V N-major from `v_smem`."""
-        em, element = self.em, self.a.element
+        em = self.em
         (p,) = probs
-        frags = []
-        for kk in range(BN // tile.WGMMA_K):
-            lo, hi = p[2 * kk], p[2 * kk + 1]
-            frags.append(
-                [
-                    self.f(tile.PackOp(lo[0], lo[1], element)),
-                    self.f(tile.PackOp(lo[2], lo[3], element)),
-                    self.f(tile.PackOp(hi[0], hi[1], element)),
-                    self.f(tile.PackOp(hi[2], hi[3], element)),
-                ]
-            )
+        frags = [self.p_fragment(p, kk) for kk in range(BN // tile.WGMMA_K)]
         em.op(tile.WgmmaFenceOp())
         zero = em.index(0)
         for kk, frag in enumerate(frags):

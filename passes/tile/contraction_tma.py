@@ -133,12 +133,6 @@ class TmaPipeline:
     stages: int
     ws: int
 
-    def _parity(self, step: SSAValue, flip: bool) -> SSAValue:
-        """Parity of the ring round of `step` (flipped: the round before it)."""
-        em = self.em
-        rounds = em.div(step, self.stages)
-        return em.rem(em.add(rounds, 1) if flip else rounds, 2)
-
     def _produce(self, sides: list[TmaSide], step: SSAValue | int) -> None:
         """Arms slot `step % stages` for the bytes of K step `step` and issues its copies
         (with ws=1, once the consumers released the slot's previous round)."""
@@ -147,7 +141,9 @@ class TmaPipeline:
         slot = em.index(step % stages) if isinstance(step, int) else em.rem(step, stages)
         if self.empty is not None:
             assert not isinstance(step, int)
-            em.op(tile.MbarrierWaitOp(self.empty, slot, self._parity(step, flip=True)))
+            em.op(
+                tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(step, self.stages, flip=True))
+            )
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, sum(s.bytes(self.bk) for s in sides)))
         k0 = em.mul(step, self.bk)
         zero = em.index(0)
@@ -200,7 +196,9 @@ class TmaPipeline:
             with em.when([first, em.less(ahead, steps)]):
                 self._produce(sides, ahead)
             slot = em.rem(step, stages)
-            em.op(tile.MbarrierWaitOp(self.full, slot, self._parity(step, flip=False)))
+            em.op(
+                tile.MbarrierWaitOp(self.full, slot, em.ring_parity(step, self.stages, flip=False))
+            )
             accumulate(slot)
             em.op(scf.YieldOp())
         epilogue()
@@ -228,7 +226,11 @@ class TmaPipeline:
         with em.into(else_block):
             with em.for_loop(0, steps, 1) as (step, _, _):
                 slot = em.rem(step, self.stages)
-                em.op(tile.MbarrierWaitOp(self.full, slot, self._parity(step, flip=False)))
+                em.op(
+                    tile.MbarrierWaitOp(
+                        self.full, slot, em.ring_parity(step, self.stages, flip=False)
+                    )
+                )
                 accumulate(slot)
                 em.op(tile.MbarrierArriveOp(self.empty, slot))
                 em.op(scf.YieldOp())

@@ -97,6 +97,12 @@ class Emitter:
                 rest = self.div(rest, extents[pos])
         return out[::-1]
 
+    def ring_parity(self, step: SSAValue, stages: int, flip: bool) -> SSAValue:
+        """Returns the mbarrier phase parity of the round of a `stages`-slot ring that `step`
+        falls in (flipped: of the round before it, which a fresh barrier counts as complete)."""
+        rounds = self.div(step, stages)
+        return self.rem(self.add(rounds, 1) if flip else rounds, 2)
+
     @contextmanager
     def for_loop(
         self,

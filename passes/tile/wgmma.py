@@ -284,17 +284,11 @@ class _WgmmaEmitter:
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 
-    def _parity(self, step: SSAValue, flip: bool) -> SSAValue:
-        """Parity of the ring round of `step` (flipped: the round before it)."""
-        em = self.em
-        rounds = em.div(step, self.t.stages)
-        return em.rem(em.add(rounds, 1) if flip else rounds, 2)
-
     def _produce(self, step: SSAValue) -> None:
         """Waits for slot `step % stages` to be free, then issues the TMA copies of that K step."""
         em, t = self.em, self.t
         slot = em.rem(step, t.stages)
-        em.op(tile.MbarrierWaitOp(self.empty, slot, self._parity(step, flip=True)))
+        em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(step, self.t.stages, flip=True)))
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
         k0 = em.mul(step, BK)
         zero = em.index(0)
@@ -348,7 +342,11 @@ class _WgmmaEmitter:
         row = em.mul(group, tile.WGMMA_M)
         with em.for_loop(0, self.steps, 1) as (step, _, _):
             slot = em.rem(step, t.stages)
-            em.op(tile.MbarrierWaitOp(self.full, slot, self._parity(step, flip=False)))
+            em.op(
+                tile.MbarrierWaitOp(
+                    self.full, slot, em.ring_parity(step, self.t.stages, flip=False)
+                )
+            )
             em.op(tile.WgmmaFenceOp())
             for kk in range(0, BK, tile.WGMMA_K):
                 self._wgmma(acc, slot, row, kk)
