@@ -19,6 +19,7 @@ from conftest import requires_gpu
 from test_flash_attention_kernels import (
     VARIANTS,
     Variant,
+    attention_kernel,
     check_fully_masked_rows,
     check_matches_float64,
 )
@@ -38,19 +39,14 @@ def wgmma(variant: Variant) -> Variant:
 WGMMA_VARIANTS = [wgmma(v) for v in VARIANTS]
 
 
-def _attention_kernel(module) -> tile.CudaKernelOp:
-    (kernel,) = [
-        op
-        for op in module.ops
-        if isinstance(op, tile.CudaKernelOp) and "tinyopt_wgmma_ra_" in op.source.data
-    ]
-    return kernel
+WGMMA_HELPER = "tinyopt_wgmma_ra_"
+"""What the wgmma schedule's CUDA calls (P·V with A in registers)."""
 
 
 @pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
 def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
     _, module = lower(variant.text, variant.pipeline)
-    kernel = _attention_kernel(module)
+    kernel = attention_kernel(module, WGMMA_HELPER)
     source = kernel.source.data
     for piece in ["tinyopt_tma_load_", "setmaxnreg", "tinyopt_pack_", "tinyopt_exp2_approx"]:
         assert piece in source, piece
@@ -96,13 +92,13 @@ def test_wgmma_attention_refuses_what_it_cannot_take(text: str, message: str) ->
 @requires_gpu
 @pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
 def test_wgmma_attention_matches_float64(variant: Variant) -> None:
-    check_matches_float64(variant, "tinyopt_wgmma_ra_")
+    check_matches_float64(variant, WGMMA_HELPER)
 
 
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_wgmma_attention_fully_masked_rows_give_zero(dtype: str) -> None:
-    check_fully_masked_rows(dtype, "wgmma")
+    check_fully_masked_rows(dtype, "wgmma", WGMMA_HELPER)
 
 
 def test_auto_falls_back_to_mma_sync_where_tma_cannot_copy() -> None:

@@ -54,11 +54,11 @@ VARIANTS = [
 ]
 
 
-def _attention_kernel(module) -> tile.CudaKernelOp:
+def attention_kernel(module, helper: str = "tinyopt_mma_") -> tile.CudaKernelOp:
+    """Returns the one kernel of a lowered module whose CUDA calls `helper` (by default the
+    mma.sync schedule's)."""
     (kernel,) = [
-        op
-        for op in module.ops
-        if isinstance(op, tile.CudaKernelOp) and "tinyopt_mma_" in op.source.data
+        op for op in module.ops if isinstance(op, tile.CudaKernelOp) and helper in op.source.data
     ]
     return kernel
 
@@ -66,7 +66,7 @@ def _attention_kernel(module) -> tile.CudaKernelOp:
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.id)
 def test_attention_kernel_compiles_for_sm90a(variant: Variant) -> None:
     _, module = lower(variant.text, variant.pipeline)
-    kernel = _attention_kernel(module)
+    kernel = attention_kernel(module)
     source = kernel.source.data
     pieces = ["tinyopt_ldmatrix_x4_trans", "tinyopt_pack_", "__shfl_xor_sync"]
     pieces += ["tinyopt_exp2_approx", "tinyopt_cp_async_16", "cp.async.wait_group 0"]
@@ -81,7 +81,7 @@ def test_attention_kernel_shapes_compile_for_sm90a(knobs: str) -> None:
     """Rows per warp and warps per block: 64, 128 and 256 query rows per block."""
     text = attention(1, 2, 300, 64, "bf16", causal=True)
     _, module = lower(text, f"decompose,fuse,flash-attention,tile{{attn=sync {knobs}}},to-cuda")
-    kernel = _attention_kernel(module)
+    kernel = attention_kernel(module)
     warps = 8 if "awarps=8" in knobs else 4
     rows = (16 if "arows=16" in knobs else 32) * warps
     assert list(kernel.block.get_values()) == [32 * warps, 1, 1]
@@ -112,7 +112,7 @@ def check_matches_float64(variant: Variant, helper: str) -> None:
     """Runs a variant (whose attention kernel calls `helper`) on random inputs against the
     float64 reference."""
     program, module = lower(variant.text, variant.pipeline)
-    assert any(helper in op.source.data for op in module.ops if isinstance(op, tile.CudaKernelOp))
+    attention_kernel(module, helper)
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=5)
     if len(inputs) == 4:  # the mask input: causal, with -inf (no fully masked row here)
@@ -127,13 +127,15 @@ def check_matches_float64(variant: Variant, helper: str) -> None:
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_fully_masked_rows_give_zero_and_large_logits_stay_finite(dtype: str) -> None:
-    check_fully_masked_rows(dtype, "sync")
+    check_fully_masked_rows(dtype, "sync", "tinyopt_mma_")
 
 
-def check_fully_masked_rows(dtype: str, attn: str) -> None:
-    """Rows 3 and 99 mask every key (−inf): their output is 0, not NaN; logits reach ~1e4."""
+def check_fully_masked_rows(dtype: str, attn: str, helper: str) -> None:
+    """Rows 3 and 99 mask every key (−inf): their output is 0, not NaN; logits reach ~1e4. The
+    attention kernel (schedule `attn`) calls `helper`."""
     text = attention_spelled_out(2, 100, 64, dtype, scale=4e2)
     program, module = lower(text, f"fuse,flash-attention,tile{{attn={attn}}},to-cuda")
+    attention_kernel(module, helper)
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=6)
     q, k, v, _ = inputs
