@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, f32
+from xdsl.dialects.builtin import AnyFloat, FloatAttr, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import graph
@@ -43,6 +43,17 @@ def _gelu(b: ScalarBuilder, x: SSAValue) -> SSAValue:
     return b.emit(arith.MulfOp(half_x, b.emit(arith.AddfOp(b.const(1.0), erf))))
 
 
+def _pow(b: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    """`x ** y`; `x ** 2` (RMSNorm's square) is one multiply, exact where `powf` is not."""
+    if (
+        isinstance(constant := y.owner, arith.ConstantOp)
+        and isinstance(constant.value, FloatAttr)
+        and constant.value.value.data == 2.0
+    ):
+        return b.emit(arith.MulfOp(x, x))
+    return b.emit(math.PowFOp(x, y))
+
+
 _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.NegOp: lambda b, a: b.emit(arith.NegfOp(a[0])),
     graph.AbsOp: lambda b, a: b.emit(math.AbsFOp(a[0])),
@@ -62,7 +73,7 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.DivOp: lambda b, a: b.emit(arith.DivfOp(a[0], a[1])),
     graph.MaxOp: lambda b, a: b.emit(arith.MaximumfOp(a[0], a[1])),
     graph.MinOp: lambda b, a: b.emit(arith.MinimumfOp(a[0], a[1])),
-    graph.PowOp: lambda b, a: b.emit(math.PowFOp(a[0], a[1])),
+    graph.PowOp: lambda b, a: _pow(b, a[0], a[1]),
 }
 
 ELEMENTWISE_OPS: tuple[type[Operation], ...] = (*_ELEMENTWISE, graph.CastOp)
