@@ -37,7 +37,7 @@ class Knobs:
     awarps: int = AUTO
     copy: str = "ld"
     swizzle: int = 0
-    store: str = "direct"
+    store: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -67,10 +67,11 @@ ATTN = ("auto", "sync", "wgmma", "none")
 `mma.sync` schedule of `passes/tile/attention.py`; `auto`: wgmma where its limits allow, else
 sync; `none`: the generic rules."""
 
-STORES = ("direct", "smem")
+STORES = ("auto", "direct", "smem")
 """How the wgmma GEMM's epilogue reaches its accumulators: `direct` runs it on the wgmma
 fragments (4-byte accesses per lane); `smem` stages them through shared memory first, so each
-thread runs it on 8 consecutive columns (16-byte loads and stores of bf16/f16)."""
+thread runs it on 8 consecutive columns (16-byte loads and stores of bf16/f16); `auto`: `smem`
+where the staging tiles fit in shared memory beside the ring, else `direct`."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
@@ -210,7 +211,7 @@ RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
     "swizzle",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
-    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws",
+    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct",
     "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",

@@ -21,9 +21,11 @@ right after its slot is released. Consumers keep one wgmma group in flight
 (`wgmma.wait_group 1`) and release the previous step's slot behind it.
 
 The epilogue runs on the accumulators where wgmma leaves them (`store=direct`: 2 consecutive
-columns per thread), or, with `store=smem` (opt-in, not yet measured or GPU-verified), after
+columns per thread), or, with `store=smem` (the default where it fits: `store=auto`), after
 each consumer warpgroup has staged them in its own f32 tile of shared memory, 64 columns at a
-time, so that each thread handles 8 consecutive columns (16-byte global accesses).
+time, so that each thread handles 8 consecutive columns (16-byte global accesses). The staged
+epilogue issues its loads of other buffers (`up` in `silu(gate) * up`, a bias) one chunk ahead
+into registers (`epilogue_prefetch.py`), so their latencies overlap instead of adding up.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from tinyopt.passes.tile.contraction import (
     match_contraction,
 )
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
+from tinyopt.passes.tile.epilogue_prefetch import EpiloguePrefetch
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.mma_sync import tensor_core_type
@@ -160,7 +163,9 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     wide = batch * -(-m // bm) * -(-n // 256) >= 132
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or 3
-    t = WgmmaTiles(bm, bn, stages, knobs.ws, knobs.store)
+    t = WgmmaTiles(bm, bn, stages, knobs.ws, "smem" if knobs.store == "auto" else knobs.store)
+    if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
+        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct")
     if bm not in (64, 128):
         raise _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
     if bn not in (64, 128, 256):
@@ -450,7 +455,34 @@ class _WgmmaEmitter:
         fragment_swizzle, read_swizzle = self._swizzle(fragment_row), self._swizzle(read_row)
         width = vector_width(c.epilogue, c.n_iv, self.n, 8)
         result = c.reduce.res[0]
-        for chunk in range(t.bn // STAGE_COLUMNS):
+        chunks = t.bn // STAGE_COLUMNS
+        groups = tile.WGMMA_M // 16 * (8 // width)
+        prefetch = EpiloguePrefetch(em, c.epilogue, result, c.n_iv, chunks * groups, width)
+        where: dict[tuple[int, int, int], tuple[SSAValue, SSAValue, SSAValue]] = {}
+
+        def place(chunk: int, rows: int, j0: int) -> tuple[SSAValue, SSAValue, SSAValue]:
+            """Row, column and bounds check of the group of columns `j0..` of staged row
+            `read_row + rows` in `chunk`."""
+            if (chunk, rows, j0) not in where:
+                m = em.add(row0, em.add(read_row, rows))
+                n = em.add(self.n0, em.add(read_column, chunk * STAGE_COLUMNS + j0))
+                inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
+                where[chunk, rows, j0] = m, n, inside
+            return where[chunk, rows, j0]
+
+        def issue(chunk: int) -> None:
+            """Issues the epilogue loads of `chunk` into registers (none without such loads)."""
+            if chunk == chunks or not prefetch:
+                return
+            for rows in range(0, tile.WGMMA_M, 16):
+                for j0 in range(0, 8, width):
+                    m, n, inside = place(chunk, rows, j0)
+                    with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                        local_map = dict(self.mapping) | {c.m_iv: m}
+                        prefetch.issue((chunk, rows, j0), n, local_map)
+
+        issue(0)
+        for chunk in range(chunks):
             if chunk:  # every thread has read the previous chunk
                 em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for half in range(2):
@@ -462,6 +494,9 @@ class _WgmmaEmitter:
                     ]
                     column = self._staged_column(fragment_swizzle, em.add(fragment_column, 8 * j))
                     em.op(tile.VectorStoreOp(pair, self.staging, [group, row, column]))
+            # The next chunk's loads fly while this one is read back and computed; its
+            # accumulators are in shared memory now, which frees their registers for them.
+            issue(chunk + 1)
             em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for rows in range(0, tile.WGMMA_M, 16):
                 row = em.add(read_row, rows)
@@ -470,16 +505,17 @@ class _WgmmaEmitter:
                     column = self._staged_column(read_swizzle, em.add(read_column, 4 * h))
                     load = tile.VectorLoadOp(self.staging, [group, row, column], 4)
                     values += em.op(load).results
-                m = em.add(row0, row)
-                n = em.add(self.n0, em.add(read_column, chunk * STAGE_COLUMNS))
                 for j0 in range(0, 8, width):
-                    n_j = em.add(n, j0)
-                    inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n_j, self.n)))
+                    m, n_j, inside = place(chunk, rows, j0)
                     with em.if_(inside) as (then_block, _, _), em.into(then_block):
                         local_map = dict(self.mapping) | {c.m_iv: m}
-                        LaneEmitter(em, c.n_iv, n_j, width).emit(
-                            c.epilogue, local_map, [{result: v} for v in values[j0 : j0 + width]]
-                        )
+                        lanes = [{result: v} for v in values[j0 : j0 + width]]
+                        if prefetch:
+                            for lane, loaded in zip(
+                                lanes, prefetch.lanes((chunk, rows, j0)), strict=True
+                            ):
+                                lane.update(loaded)
+                        LaneEmitter(em, c.n_iv, n_j, width).emit(prefetch.rest, local_map, lanes)
 
     def _swizzle(self, row: SSAValue) -> SSAValue:
         """Returns 2·(row % 4) + row % 2, what the 16-byte chunks of a staged row are XORed

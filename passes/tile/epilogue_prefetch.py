@@ -1,0 +1,87 @@
+"""Issuing a GEMM epilogue's global loads ahead of its math, so their latencies overlap.
+
+An epilogue such as the MLP's `silu(gate) * up` or a bias add reads other buffers. Emitted as
+it stands, each guarded group of columns loads, waits for the load, computes and stores before
+the next group's load is issued: one full memory latency per group, which for a 128×256 tile
+costs more than the loads' bytes. `EpiloguePrefetch` splits the epilogue in two phases. The
+first issues, for every group of a stretch of the tile, the loads that do not depend on the
+accumulator (and the index math they need), each into a register array. The second runs the
+epilogue with those loads answered from the registers. Both phases are guarded by the same
+bounds check, so no load or read happens outside the tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects import memref
+from xdsl.ir import Operation, SSAValue
+
+from tinyopt.dialects import tile
+from tinyopt.passes.flash_attention import backward_slice
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping
+
+
+class EpiloguePrefetch:
+    """The accumulator-independent loads of one epilogue, and the registers they land in.
+
+    Each call of `issue` names a group (a key) of `width` lanes; `lanes` later returns the
+    per-lane values those loads got, as a mapping from each load's result.
+    """
+
+    def __init__(
+        self,
+        em: Emitter,
+        epilogue: Sequence[Operation],
+        accumulator: SSAValue,
+        iv: SSAValue,
+        groups: int,
+        width: int,
+    ) -> None:
+        self.em, self.iv, self.width = em, iv, width
+        stored = {op.memref for op in epilogue if isinstance(op, memref.StoreOp)}
+        self.loads = [
+            op
+            for op in epilogue
+            if isinstance(op, memref.LoadOp)
+            and op.memref not in stored
+            and accumulator not in _operands(backward_slice([op.res], epilogue))
+        ]
+        self.slice = backward_slice([op.res for op in self.loads], epilogue)
+        self.rest = [op for op in epilogue if op not in self.loads]
+        """The epilogue without the prefetched loads: what the second phase emits."""
+        self.registers = [
+            em.value(tile.AllocOp(tile.memref_in([groups * width], op.res.type, tile.REGISTERS)))
+            for op in self.loads
+        ]
+        self._slots: dict[object, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.loads)
+
+    def issue(self, key: object, start: SSAValue, mapping: Mapping) -> None:
+        """Emits the loads of the group at `start` of the lane index (inside its guard) into
+        the next free registers."""
+        em = self.em
+        slot = self._slots[key] = len(self._slots) * self.width
+        lanes = LaneEmitter(em, self.iv, start, self.width)
+        lanes.emit(self.slice, mapping)
+        for load, registers in zip(self.loads, self.registers, strict=True):
+            for lane, lane_map in enumerate(lanes.lanes):
+                em.op(memref.StoreOp.get(lane_map[load.res], registers, [em.index(slot + lane)]))
+
+    def lanes(self, key: object) -> list[Mapping]:
+        """Returns, per lane of group `key`, each prefetched load's value read back from its
+        register (emitted where it is called: inside the group's guard)."""
+        em, slot = self.em, self._slots[key]
+        return [
+            {
+                load.res: em.value(memref.LoadOp.get(registers, [em.index(slot + lane)]))
+                for load, registers in zip(self.loads, self.registers, strict=True)
+            }
+            for lane in range(self.width)
+        ]
+
+
+def _operands(ops: Sequence[Operation]) -> set[SSAValue]:
+    return {o for op in ops for inner in op.walk() for o in inner.operands}
