@@ -20,14 +20,13 @@ from harness import compile_program, median_ms, publish  # noqa: E402
 
 VARIANTS = [
     ("mma=sync", "mma=sync"),
-    ("wgmma 128x256 stages=3 ws=1", "mma=wgmma bm=128 bn=256 stages=3 ws=1"),
-    (
-        "wgmma 128x256 stages=3 ws=1 store=smem",
-        "mma=wgmma bm=128 bn=256 stages=3 ws=1 store=smem",
-    ),
-    ("wgmma 128x256 stages=4 ws=1", "mma=wgmma bm=128 bn=256 stages=4 ws=1"),
-    ("wgmma 128x256 stages=4 ws=0", "mma=wgmma bm=128 bn=256 stages=4 ws=0"),
-    ("wgmma 128x128 stages=6 ws=1", "mma=wgmma bm=128 bn=128 stages=6 ws=1"),
+    ("wgmma 128x256 stages=3 (default)", "mma=wgmma"),
+    ("wgmma 128x256 stages=3 store=direct", "mma=wgmma store=direct"),
+    ("wgmma 128x256 stages=4", "mma=wgmma stages=4"),
+    ("wgmma 128x256 stages=4 ws=0", "mma=wgmma stages=4 ws=0"),
+    ("wgmma 128x256 stages=3 persistent=1", "mma=wgmma persistent=1"),
+    ("wgmma 128x256 stages=4 persistent=1", "mma=wgmma stages=4 persistent=1"),
+    ("wgmma 128x128 stages=6", "mma=wgmma bn=128 stages=6"),
 ]
 ROWS = 256
 """Rows of the output checked against the float64 product."""

@@ -298,6 +298,23 @@ CASES = [
         swiglu(130, 136, 520),
         tile_with("mma=wgmma bn=256 store=smem"),
     ),
+    # persistent=1: 132 blocks walk the tiles (272, 405 and 153 here, so blocks take 1 to 4),
+    # the ring's slots and phases carrying on from one tile to the next.
+    Case(
+        "matmul_bf16_wgmma_persistent_2000x2104x136",
+        matmul_plain(2000, 2104, 136),
+        tile_with("mma=wgmma bn=128 persistent=1"),
+    ),
+    Case(
+        "bmm_bf16_wgmma_persistent_direct_9x520x264x72",
+        batched_matmul(9, 520, 264, 72, "bf16"),
+        tile_with("mma=wgmma bm=64 bn=64 persistent=1 store=direct"),
+    ),
+    Case(
+        "swiglu_bf16_wgmma_persistent_1100x136x2104",
+        swiglu(1100, 136, 2104),
+        tile_with("mma=wgmma bn=128 persistent=1"),
+    ),
     Case("matmul_splitk4_33x40x1000", matmul_relu(33, 40, 1000), tile_with("splitk=4")),
     Case(
         "bmm_splitk8_twopass_3x65x33x517",

@@ -38,6 +38,7 @@ class Knobs:
     copy: str = "ld"
     swizzle: int = 0
     store: str = "auto"
+    persistent: int = 0
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -193,6 +194,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cache", one_of(0, 1, words="0 or 1")),
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
     Knob("store", one_of(*STORES)),
+    Knob("persistent", one_of(0, 1, words="0 or 1")),
     Knob(
         "pad",
         Domain(
@@ -211,7 +213,7 @@ RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
     "swizzle",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
-    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct",
+    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent",
     "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",

@@ -30,7 +30,10 @@ into registers (`epilogue_prefetch.py`), so their latencies overlap instead of a
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IntegerAttr, f32, i64
@@ -41,6 +44,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.contraction import (
     DYNAMIC_SHARED_LIMIT,
+    SMS,
     Contraction,
     match_contraction,
 )
@@ -86,6 +90,7 @@ class WgmmaTiles:
     stages: int
     ws: int
     store: str = "direct"
+    persistent: int = 0
 
     @property
     def consumers(self) -> int:
@@ -163,9 +168,14 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     wide = batch * -(-m // bm) * -(-n // 256) >= 132
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or 3
-    t = WgmmaTiles(bm, bn, stages, knobs.ws, "smem" if knobs.store == "auto" else knobs.store)
+    store = "smem" if knobs.store == "auto" else knobs.store
+    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent)
     if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
-        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct")
+        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent)
+    if t.persistent and not t.ws:
+        raise _fail(
+            "persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)"
+        )
     if bm not in (64, 128):
         raise _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
     if bn not in (64, 128, 256):
@@ -200,9 +210,9 @@ class ScheduleWgmma(RewritePattern):
             if self.knobs.mma == "auto":
                 return  # mma=auto: the next rule (mma.sync, then CUDA cores) takes it
             raise
-        kernel, em, mapping = new_kernel(
-            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
-        )
+        tiles = (-(-n // t.bn), -(-m // t.bm), batch)
+        grid = (min(SMS, prod(tiles)), 1, 1) if t.persistent else tiles
+        kernel, em, mapping = new_kernel(op, grid, (t.threads, 1, 1))
         kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         rank = len(c.nest.extents)
         a_box = (*[1] * (rank - 2), t.bm, BK)
@@ -245,13 +255,8 @@ class _WgmmaEmitter:
         for op in c.prologue:
             em.op(op.clone(value_mapper=self.mapping))
         self.tid = em.value(tile.ThreadIdOp("x"))
-        self.n0 = em.mul(em.value(tile.BlockIdOp("x")), t.bn)
-        self.m0 = em.mul(em.value(tile.BlockIdOp("y")), t.bm)
-        self.b_index: list[SSAValue] = []
-        if len(c.nest.extents) == 3:
-            z = em.value(tile.BlockIdOp("z"))
-            self.mapping[c.nest.body.block.args[0]] = z
-            self.b_index = [z]
+        if not t.persistent:
+            self._origin([em.value(tile.BlockIdOp(d)) for d in "xyz"])
         shared = tile.SHARED
         self.a_smem = em.value(
             tile.AllocOp(tile.memref_in([t.stages, t.bm, BK], self.element, shared), True)
@@ -280,20 +285,57 @@ class _WgmmaEmitter:
         with em.into(then_block):
             em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
             with em.if_(self.first) as (first_block, _, _), em.into(first_block):
-                with em.for_loop(0, self.steps, 1) as (step, _, _):
-                    self._produce(step)
-                    em.op(scf.YieldOp())
+                with self._tiles() as first_step:
+                    with em.for_loop(0, self.steps, 1) as (step, _, _):
+                        self._produce(step, em.add(first_step, step))
+                        em.op(scf.YieldOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
             em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 
-    def _produce(self, step: SSAValue) -> None:
-        """Waits for slot `step % stages` to be free, then issues the TMA copies of that K step."""
+    def _origin(self, coordinates: list[SSAValue]) -> None:
+        """Sets the block tile's first column, row and batch index from its (n, m, batch)
+        tile coordinates."""
+        em, c, t = self.em, self.c, self.t
+        self.n0 = em.mul(coordinates[0], t.bn)
+        self.m0 = em.mul(coordinates[1], t.bm)
+        self.b_index = []
+        if len(c.nest.extents) == 3:
+            self.mapping[c.nest.body.block.args[0]] = coordinates[2]
+            self.b_index = [coordinates[2]]
+
+    @contextmanager
+    def _tiles(self) -> Iterator[SSAValue | int]:
+        """Runs the body once per tile of this block and yields the ring step of the tile's
+        first K step: once, from step 0, without `persistent`; with it, over tiles
+        blockIdx.x, + gridDim.x, ... in (n, m, batch) order, the steps counting on across
+        them (`steps` per tile) so the ring's slots and phases carry over."""
         em, t = self.em, self.t
-        slot = em.rem(step, t.stages)
-        em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(step, self.t.stages, flip=True)))
+        if not t.persistent:
+            yield 0
+            return
+        n_tiles, m_tiles = -(-self.n // t.bn), -(-self.m // t.bm)
+        tiles = n_tiles * m_tiles * self.batch
+        blocks = min(SMS, tiles)
+        block = em.value(tile.BlockIdOp("x"))
+        mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
+        with em.for_loop(0, mine, 1) as (turn, _, _):
+            index = em.add(block, em.mul(turn, blocks))
+            rest = em.div(index, n_tiles)
+            self._origin([em.rem(index, n_tiles), em.rem(rest, m_tiles), em.div(rest, m_tiles)])
+            yield em.mul(turn, self.steps)
+            em.op(scf.YieldOp())
+
+    def _produce(self, step: SSAValue, ring_step: SSAValue) -> None:
+        """Waits for slot `ring_step % stages` to be free, then issues the TMA copies of K step
+        `step` into it."""
+        em, t = self.em, self.t
+        slot = em.rem(ring_step, t.stages)
+        em.op(
+            tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(ring_step, t.stages, flip=True))
+        )
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
         k0 = em.mul(step, BK)
         zero = em.index(0)
@@ -333,44 +375,49 @@ class _WgmmaEmitter:
 
     def _consume(self, group: SSAValue) -> None:
         """The K loop of consumer warpgroup `group` (rows 64·group of the block), then the
-        epilogue."""
+        epilogue; once per tile of the block."""
         em, t, c = self.em, self.t, self.c
         acc = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
-        for r in range(t.bn // 2):
-            em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
-        if not t.ws:
-            with em.if_(self.first) as (first_block, _, _), em.into(first_block):
-                with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
-                    self._produce(step)
-                    em.op(scf.YieldOp())
-        row = em.mul(group, tile.WGMMA_M)
-        with em.for_loop(0, self.steps, 1) as (step, _, _):
-            slot = em.rem(step, t.stages)
-            em.op(
-                tile.MbarrierWaitOp(
-                    self.full, slot, em.ring_parity(step, self.t.stages, flip=False)
-                )
-            )
-            em.op(tile.WgmmaFenceOp())
-            for kk in range(0, BK, tile.WGMMA_K):
-                self._wgmma(acc, slot, row, kk)
-            em.op(tile.WgmmaCommitOp())
-            em.op(tile.WgmmaWaitOp(1))
-            started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
-            previous = em.add(step, t.stages - 1)
-            with em.if_(started) as (then_block, _, _), em.into(then_block):
-                em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
+        with self._tiles() as first_step:
+            for r in range(t.bn // 2):
+                em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
             if not t.ws:
-                ahead = em.value(arith.AndIOp(self.first, em.less(previous, self.steps)))
-                with em.if_(ahead) as (then_block, _, _), em.into(then_block):
-                    self._produce(previous)
-            em.op(scf.YieldOp())
-        em.op(tile.WgmmaWaitOp(0))
-        if t.store == "smem":
-            self._staged_epilogue(acc, group)
-        else:
-            self._epilogue(acc, row)
+                with em.if_(self.first) as (first_block, _, _), em.into(first_block):
+                    with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
+                        self._produce(step, step)
+                        em.op(scf.YieldOp())
+            row = em.mul(group, tile.WGMMA_M)
+            with em.for_loop(0, self.steps, 1) as (step, _, _):
+                ring_step = em.add(first_step, step)
+                slot = em.rem(ring_step, t.stages)
+                em.op(
+                    tile.MbarrierWaitOp(
+                        self.full, slot, em.ring_parity(ring_step, self.t.stages, flip=False)
+                    )
+                )
+                em.op(tile.WgmmaFenceOp())
+                for kk in range(0, BK, tile.WGMMA_K):
+                    self._wgmma(acc, slot, row, kk)
+                em.op(tile.WgmmaCommitOp())
+                em.op(tile.WgmmaWaitOp(1))
+                started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
+                previous = em.add(ring_step, t.stages - 1)  # ≡ ring_step - 1 (mod stages)
+                with em.if_(started) as (then_block, _, _), em.into(then_block):
+                    em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
+                if not t.ws:
+                    ahead = em.value(arith.AndIOp(self.first, em.less(previous, self.steps)))
+                    with em.if_(ahead) as (then_block, _, _), em.into(then_block):
+                        self._produce(previous, previous)
+                em.op(scf.YieldOp())
+            em.op(tile.WgmmaWaitOp(0))
+            if t.persistent:  # the tile's last slot, which the next tile's K loop needs
+                last = em.add(first_step, self.steps - 1)
+                em.op(tile.MbarrierArriveOp(self.empty, em.rem(last, t.stages)))
+            if t.store == "smem":
+                self._staged_epilogue(acc, group)
+            else:
+                self._epilogue(acc, row)
 
     def _wgmma(self, acc: SSAValue, slot: SSAValue, row: SSAValue, kk: int) -> None:
         """One m64nBNk16 product of the slot's A rows `row..row+63` and K columns `kk..kk+15`."""
@@ -483,7 +530,7 @@ class _WgmmaEmitter:
 
         issue(0)
         for chunk in range(chunks):
-            if chunk:  # every thread has read the previous chunk
+            if chunk or t.persistent:  # every thread has read the previous chunk (or tile)
                 em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for half in range(2):
                 row = em.add(fragment_row, 8 * half)
