@@ -333,9 +333,7 @@ class _WgmmaEmitter:
         `step` into it."""
         em, t = self.em, self.t
         slot = em.rem(ring_step, t.stages)
-        em.op(
-            tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(ring_step, t.stages, flip=True))
-        )
+        em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(ring_step, t.stages, flip=True)))
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
         k0 = em.mul(step, BK)
         zero = em.index(0)
