@@ -26,6 +26,9 @@ VARIANTS = [
     ("wgmma 128x256 stages=4 ws=0", "mma=wgmma stages=4 ws=0"),
     ("wgmma 128x256 stages=3 persistent=1", "mma=wgmma persistent=1"),
     ("wgmma 128x256 stages=4 persistent=1", "mma=wgmma stages=4 persistent=1"),
+    ("wgmma 128x256 stages=3 group=8", "mma=wgmma group=8"),
+    ("wgmma 128x256 stages=3 group=16", "mma=wgmma group=16"),
+    ("wgmma 128x256 stages=4 persistent=1 group=8", "mma=wgmma stages=4 persistent=1 group=8"),
     ("wgmma 128x128 stages=6", "mma=wgmma bn=128 stages=6"),
 ]
 ROWS = 256

@@ -315,6 +315,18 @@ CASES = [
         swiglu(1100, 136, 2104),
         tile_with("mma=wgmma bn=128 persistent=1"),
     ),
+    # group: tiles launched in groups of block rows, down a group's rows first (14 rows of
+    # tiles in groups of 8 and 6; with persistent=1, per batch).
+    Case(
+        "matmul_bf16_wgmma_group8_1700x520x64",
+        matmul_plain(1700, 520, 64),
+        tile_with("mma=wgmma bn=128 group=8"),
+    ),
+    Case(
+        "bmm_bf16_wgmma_persistent_group4_9x520x264x72",
+        batched_matmul(9, 520, 264, 72, "bf16"),
+        tile_with("mma=wgmma bm=64 bn=64 persistent=1 group=4"),
+    ),
     Case("matmul_splitk4_33x40x1000", matmul_relu(33, 40, 1000), tile_with("splitk=4")),
     Case(
         "bmm_splitk8_twopass_3x65x33x517",

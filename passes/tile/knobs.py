@@ -213,7 +213,8 @@ RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
     "swizzle",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
-    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent",
+    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
+    "group=0,1,8,16",
     "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",

@@ -91,6 +91,7 @@ class WgmmaTiles:
     ws: int
     store: str = "direct"
     persistent: int = 0
+    group: int = 1
 
     @property
     def consumers(self) -> int:
@@ -169,9 +170,10 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or 3
     store = "smem" if knobs.store == "auto" else knobs.store
-    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent)
+    group = knobs.group or 1
+    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent, group)
     if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
-        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent)
+        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent, group)
     if t.persistent and not t.ws:
         raise _fail(
             "persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)"
@@ -256,7 +258,11 @@ class _WgmmaEmitter:
             em.op(op.clone(value_mapper=self.mapping))
         self.tid = em.value(tile.ThreadIdOp("x"))
         if not t.persistent:
-            self._origin([em.value(tile.BlockIdOp(d)) for d in "xyz"])
+            x, y, z = (em.value(tile.BlockIdOp(d)) for d in "xyz")
+            if t.group == 1:
+                self._origin([x, y, z])
+            else:
+                self._origin([*self._grouped(em.add(em.mul(y, -(-self.n // t.bn)), x)), z])
         shared = tile.SHARED
         self.a_smem = em.value(
             tile.AllocOp(tile.memref_in([t.stages, t.bm, BK], self.element, shared), True)
@@ -306,6 +312,25 @@ class _WgmmaEmitter:
             self.mapping[c.nest.body.block.args[0]] = coordinates[2]
             self.b_index = [coordinates[2]]
 
+    def _grouped(self, linear: SSAValue) -> list[SSAValue]:
+        """Returns the (n, m) tile coordinates of the `linear`-th tile of a batch in launch
+        order: in groups of `group` rows of tiles, down the rows of a group first, so that the
+        blocks running together share their B tiles (and A's rows) in L2; `group` 1 is
+        row-major (n fastest)."""
+        em, t = self.em, self.t
+        n_tiles, m_tiles = -(-self.n // t.bn), -(-self.m // t.bm)
+        group = min(t.group, m_tiles)
+        per_group = group * n_tiles
+        first = em.mul(em.div(linear, per_group), group)
+        height = em.value(
+            arith.MinSIOp(em.value(arith.SubiOp(em.index(m_tiles), first)), em.index(group))
+        )
+        within = em.rem(linear, per_group)
+        return [
+            em.value(arith.DivUIOp(within, height)),
+            em.add(first, em.value(arith.RemUIOp(within, height))),
+        ]
+
     @contextmanager
     def _tiles(self) -> Iterator[SSAValue | int]:
         """Runs the body once per tile of this block and yields the ring step of the tile's
@@ -323,8 +348,8 @@ class _WgmmaEmitter:
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
         with em.for_loop(0, mine, 1) as (turn, _, _):
             index = em.add(block, em.mul(turn, blocks))
-            rest = em.div(index, n_tiles)
-            self._origin([em.rem(index, n_tiles), em.rem(rest, m_tiles), em.div(rest, m_tiles)])
+            per_batch = n_tiles * m_tiles
+            self._origin([*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch)])
             yield em.mul(turn, self.steps)
             em.op(scf.YieldOp())
 
