@@ -68,6 +68,12 @@ f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring 
 staging tiles do not reuse the ring: the B slots are shared by both consumer warpgroups, and the
 other one's wgmmas may still read them when this one is done."""
 
+GROUP = 16
+"""Default `group`: tiles launched 16 block rows at a time, down the rows first. On the H200
+this took the Llama MLP's GEMMs (2048 × 14336 × 4096) from 0.380 to 0.340 ms and bf16 8192³
+from 0.93× to 1.00× cuBLAS (benchmarks/RESULTS.md): the 132 blocks in flight then share each B
+tile, where row-major order streams all of B once per block row."""
+
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
 
@@ -170,7 +176,7 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or 3
     store = "smem" if knobs.store == "auto" else knobs.store
-    group = knobs.group or 1
+    group = knobs.group or GROUP
     t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent, group)
     if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
         t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent, group)
