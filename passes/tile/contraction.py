@@ -209,6 +209,11 @@ CANDIDATES = ((128, 128, 8, 8), (64, 64, 8, 8), (32, 64, 4, 4))
 
 SMS = 132
 
+UNROLL_FMAS = 2048
+"""The most FMAs (bk·tm·tn per K step) a register-staged double-buffered K loop unrolls by two
+to: unrolled, each step's shared-memory addresses are constant offsets (no buffer index math),
+and the body stays no larger than the single-step bodies of bk=16 tm=16 or bk=32 8×8 tiles."""
+
 
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
@@ -369,20 +374,33 @@ class _ContractionEmitter:
                 self._load(s, em.index(0))
                 self._fill(s, em.index(0))
             em.op(tile.BarrierOp())
-            with em.for_loop(0, steps, 1) as (step, _, _):
-                current = em.rem(step, 2)
-                following = em.add(step, 1)
-                more = em.less(following, steps)
-                with em.if_(more) as (then_block, _, _), em.into(then_block):
-                    for s in (a, b):
-                        self._load(s, following)
+            last = em.index(max(steps - 1, 0))
+
+            def one_step(step: SSAValue, current: SSAValue, other: SSAValue) -> None:
+                # The last step loads its own K slice again (clamped: in range) and fills the
+                # buffer nobody reads any more, so the step has no branch around the copy.
+                following = em.value(arith.MinSIOp(em.add(step, 1), last))
+                for s in (a, b):
+                    self._load(s, following)
                 self._accumulate(a.smem, b.smem, current, acc)
-                with em.if_(more) as (then_block, _, _), em.into(then_block):
-                    other = em.value(arith.SubiOp(em.index(1), current))
-                    for s in (a, b):
-                        self._fill(s, other)
+                for s in (a, b):
+                    self._fill(s, other)
                 em.op(tile.BarrierOp())
-                em.op(scf.YieldOp())
+
+            if 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS:
+                # Two steps per iteration, so each reads and fills its buffers at constant
+                # offsets; with an odd count the last iteration's second step is skipped.
+                with em.for_loop(0, steps, 2) as (step, _, _):
+                    one_step(step, em.index(0), em.index(1))
+                    second = em.add(step, 1)
+                    with em.when([em.less(second, steps)] if steps % 2 else []):
+                        one_step(second, em.index(1), em.index(0))
+                    em.op(scf.YieldOp())
+            else:
+                with em.for_loop(0, steps, 1) as (step, _, _):
+                    current = em.rem(step, 2)
+                    one_step(step, current, em.value(arith.SubiOp(em.index(1), current)))
+                    em.op(scf.YieldOp())
         self._epilogue(acc)
 
     def _accumulators(self) -> SSAValue:
@@ -531,10 +549,16 @@ class _ContractionEmitter:
     def _chunk(self, s: _Staging, index: int) -> tuple[SSAValue, SSAValue, SSAValue]:
         """Returns (chunk number, k offset, outer offset) of this thread's `index`-th chunk."""
         em, t = self.em, self.t
-        e = em.add(self.tid, index * t.threads)
         fast_extent = (t.bk if s.along_k else s.smem.type.get_shape()[2] - t.pad) // s.width
-        fast = em.mul(em.rem(e, fast_extent), s.width)
-        slow = em.div(e, fast_extent)
+        e = em.add(self.tid, index * t.threads)
+        if t.threads % fast_extent == 0:
+            # Every chunk of this thread sits in the same column, `threads / fast_extent` rows
+            # apart: the offsets are constants, so all chunks share one address register.
+            fast = em.mul(em.rem(self.tid, fast_extent), s.width)
+            slow = em.add(em.div(self.tid, fast_extent), index * (t.threads // fast_extent))
+        else:
+            fast = em.mul(em.rem(e, fast_extent), s.width)
+            slow = em.div(e, fast_extent)
         return (e, fast, slow) if s.along_k else (e, slow, fast)
 
     def _load(self, s: _Staging, step: SSAValue) -> None:

@@ -123,7 +123,13 @@ class CpAsyncPipeline:
         k0 = em.mul(step, bk)
         for index in range(-(-chunks // self.threads)):
             e = em.add(self.tid, index * self.threads)
-            fast, slow = em.mul(em.rem(e, per_row), side.width), em.div(e, per_row)
+            if self.threads % per_row == 0:
+                # Each of this thread's copies is in the same column, a constant number of rows
+                # further: the addresses differ by constants (one address register).
+                fast = em.mul(em.rem(self.tid, per_row), side.width)
+                slow = em.add(em.div(self.tid, per_row), index * (self.threads // per_row))
+            else:
+                fast, slow = em.mul(em.rem(e, per_row), side.width), em.div(e, per_row)
             kk, oo = (fast, slow) if side.k_major else (slow, fast)
             k, o = em.add(k0, kk), em.add(side.outer0, oo)
             # Only where a tile can run past the data: none when the shape divides.
