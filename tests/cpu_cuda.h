@@ -133,3 +133,6 @@ static inline void tinyopt_cp_async_16(void* dst, const void* src, bool valid) {
     if (valid) memcpy(dst, src, 16); else memset(dst, 0, 16);
 }
 static inline float tinyopt_exp2_approx(float x) { return exp2f(x); }
+// CUDA's approximate intrinsics (math.h declares its own __expf): the exact operations here.
+#define __expf(x) expf(x)
+#define __fdividef(a, b) ((a) / (b))

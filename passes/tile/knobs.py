@@ -39,6 +39,7 @@ class Knobs:
     swizzle: int = 0
     store: str = "auto"
     persistent: int = 0
+    fastmath: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -73,6 +74,11 @@ STORES = ("auto", "direct", "smem")
 fragments (4-byte accesses per lane); `smem` stages them through shared memory first, so each
 thread runs it on 8 consecutive columns (16-byte loads and stores of bf16/f16); `auto`: `smem`
 where the staging tiles fit in shared memory beside the ring, else `direct`."""
+
+FASTMATH = ("auto", "off", "on")
+"""Whether a wgmma GEMM's epilogue computes `exp` and `/` with CUDA's approximate `__expf` and
+`__fdividef` (`fastmath<afn>`): `on`, `off`, or `auto`: where every value the epilogue stores
+is f16/bf16, whose rounding (2^-9 or 2^-12) is far coarser than their few-ulp error."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
@@ -195,6 +201,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
     Knob("store", one_of(*STORES)),
     Knob("persistent", one_of(0, 1, words="0 or 1")),
+    Knob("fastmath", one_of(*FASTMATH)),
     Knob(
         "pad",
         Domain(
@@ -214,7 +221,7 @@ RULE_KNOBS: dict[str, str] = {
     "swizzle",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
-    "group=0,1,8,16",
+    "group=0,1,8,16 fastmath=auto,off",
     "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",

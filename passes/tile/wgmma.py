@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from math import prod
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, f32, i64
+from xdsl.dialects import math as fmath
+from xdsl.dialects.builtin import IntegerAttr, bf16, f16, f32, i64
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
@@ -235,7 +236,23 @@ class ScheduleWgmma(RewritePattern):
             ],
         )
         _WgmmaEmitter(em, c, t, element, operands, mapping, list(kernel.body.block.args)).emit()
+        if approximate_math(self.knobs.fastmath, c):
+            for inner in kernel.walk():
+                if isinstance(inner, fmath.ExpOp | arith.DivfOp):
+                    inner.properties["fastmath"] = APPROXIMATE
         replace_kernel(rewriter, op, kernel)
+
+
+APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
+
+
+def approximate_math(fastmath: str, c: Contraction) -> bool:
+    """Whether the epilogue's `exp` and `/` may be approximate (the `fastmath` knob): `auto`
+    when every value it stores is f16/bf16. The K loop has neither op."""
+    if fastmath != "auto":
+        return fastmath == "on"
+    stores = [o for op in c.epilogue for o in op.walk() if isinstance(o, memref.StoreOp)]
+    return all(o.value.type in (f16, bf16) for o in stores)
 
 
 class _WgmmaEmitter:
