@@ -23,8 +23,10 @@ dimensions) and has three warpgroups:
   with A in registers and V read N-major from shared memory; release V(t).
 - The epilogue (acc / max(l, 1), cast, store) is that of the `mma.sync` schedule.
 
-Causal masks, the causal key-loop end and the longest-first order of query tiles are as in the
-`mma.sync` schedule. Shared memory: (BM + 4·BN)·D·2 bytes (160 KiB at D = 128, one block per SM).
+Causal masks and the causal key-loop end are as in the `mma.sync` schedule; a causal grid is
+(heads, query tiles), walked in reverse, so all heads' longest query tiles launch first and the
+short ones fill the last wave. Shared memory: (BM + 4·BN)·D·2 bytes (160 KiB at D = 128, one
+block per SM).
 """
 
 from __future__ import annotations
@@ -166,6 +168,8 @@ class ScheduleAttentionWgmma(RewritePattern):
             raise
         *batch, s_q, _ = a.nest.extents
         grid = (-(-s_q // BM), prod(batch), 1)
+        if a.causal:  # heads fastest: every head's longest query tiles launch first
+            grid = (prod(batch), -(-s_q // BM), 1)
         kernel, em, mapping = new_kernel(op, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         tile.set_tensor_maps(
@@ -196,12 +200,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
     def emit(self) -> None:
         em, a = self.em, self.a
         self.tid = em.value(tile.ThreadIdOp("x"))
-        query_tile = em.value(tile.BlockIdOp("x"))
-        if a.causal:
+        query_tile = em.value(tile.BlockIdOp("y" if a.causal else "x"))
+        if a.causal:  # in launch order, the longest (last) query tiles first, all heads
             last = em.index(-(-self.s_q // BM) - 1)
             query_tile = em.value(arith.SubiOp(last, query_tile))
         self.q0 = em.mul(query_tile, BM)
-        flat = em.value(tile.BlockIdOp("y"))
+        flat = em.value(tile.BlockIdOp("x" if a.causal else "y"))
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
         element, shared = a.element, tile.SHARED

@@ -7,10 +7,15 @@
 // copies Q once and K(t), V(t) into two-slot rings guarded by full/empty mbarriers; two
 // consumer warpgroups (232 registers) run S = Q.K^T as D/16 = 4 wgmma m64n128k16 from shared
 // memory, release K, then P.V as 128/16 = 8 wgmma with P packed in registers (wgmma_reg_a,
-// V N-major), and release V.
+// V N-major), and release V. The causal grid is (heads, query tiles): blockIdx.y counts the
+// query tiles from the last (longest) one, so every head's longest tiles launch first.
 
 // CHECK:      tile.kernel @attention_2 grid [2, 2, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}]
+// CHECK:        %[[Y:.*]] = tile.block_id y
+// CHECK-NEXT:   %[[LAST:.*]] = arith.constant 1 : index
+// CHECK-NEXT:   %[[TILE:.*]] = arith.subi %[[LAST]], %[[Y]] : index
+// CHECK:        tile.block_id x
 // CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<1x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
