@@ -69,6 +69,10 @@ f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring 
 staging tiles do not reuse the ring: the B slots are shared by both consumer warpgroups, and the
 other one's wgmmas may still read them when this one is done."""
 
+MAX_STAGES = 6
+"""The deepest ring `stages` allows; 6 slots of 128×128 (32 KiB each) fit beside the staging
+tiles."""
+
 GROUP = 16
 """Default `group`: tiles launched 16 block rows at a time, down the rows first. On the H200
 this took the Llama MLP's GEMMs (2048 × 14336 × 4096) from 0.380 to 0.340 ms and bf16 8192³
@@ -167,15 +171,17 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
 
 def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
-    when 128×256 would leave SMs idle.
+    blocks and 6 stages when 128×256 would leave SMs idle.
 
-    Three stages measured best on the H200 (benchmarks/RESULTS.md): 639 TFLOP/s at 4096³
-    against 474 with four, and the same 631–633 at 8192³.
+    On the H200 (benchmarks/RESULTS.md): 3 and 4 stages time the same at 128×256 (4096³,
+    8192³, the Llama shapes). A 128×128 grid is about one wave of blocks that each walk all of
+    K, so it is bound by how far the ring runs ahead: the Llama k projection (2048 × 1024 ×
+    4096) takes 0.041 ms with 3 stages, 0.033 with 4, 0.028 with 6 (0.95× cuBLAS).
     """
     bm = knobs.bm or 128
     wide = batch * -(-m // bm) * -(-n // 256) >= 132
     bn = knobs.bn or (256 if wide else 128)
-    stages = knobs.stages or 3
+    stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
     t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent, group)

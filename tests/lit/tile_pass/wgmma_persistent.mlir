@@ -4,7 +4,7 @@
 // persistent=1: one block per SM (132) walks the 16 x 17 = 272 tiles of 128 x 128, block b
 // taking tiles b, b + 132, ... (ceil((272 - b) / 132) of them), n fastest. The producer's
 // and the consumers' K loops count ring steps on across tiles (turn x 3 K steps + step), so
-// the slots and mbarrier phases carry over: the producer fills the next tile's slots while
+// the slots and mbarrier phases of the 6-slot ring (128 x 128 tiles) carry over: the producer fills the next tile's slots while
 // the consumers run the epilogue. After a tile's last wgmma the consumers release its last
 // slot themselves (no next K step does), and the staged epilogue meets at its barrier before
 // it overwrites the staging tile the previous tile's epilogue read.
@@ -21,7 +21,7 @@
 // CHECK:            %[[FIRST:.*]] = arith.muli %[[TURN]], %{{.*}} : index
 // CHECK-NEXT:       scf.for %[[STEP:.*]] = {{.*}} {
 // CHECK-NEXT:         %[[RING:.*]] = arith.addi %[[FIRST]], %[[STEP]] : index
-// CHECK-NEXT:         %[[SLOT:.*]] = arith.remui %[[RING]], %{{.*}} : index
+// CHECK:              %[[SLOT:.*]] = arith.remui %[[RING]], %{{.*}} : index
 // CHECK:              tile.mbarrier_wait %{{.*}}[%[[SLOT]]]
 // CHECK:              tile.tma_load
 // CHECK:        tile.setmaxnreg inc 232
