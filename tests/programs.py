@@ -168,17 +168,6 @@ def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
 }}"""
 
 
-def heads_to_rows(b: int, h: int, s: int, d: int, dtype: str = "bf16") -> str:
-    """`[b, h, s, d]` → `[b, s, h·d]` (attention's output before the o projection): read back
-    as `x[c / d, s, c % d]` along the row c."""
-    x, t, y = _t((b, h, s, d), dtype), _t((b, s, h, d), dtype), _t((b, s, h * d), dtype)
-    return f"""func.func @heads(%x: {x}) -> {y} {{
-  %t = graph.transpose %x {{perm = array<i64: 0, 2, 1, 3>}} : {x} -> {t}
-  %y = graph.reshape %t : {t} -> {y}
-  func.return %y : {y}
-}}"""
-
-
 TF32_TOLERANCE = 1e-3
 
 
@@ -202,11 +191,6 @@ CASES = [
     Case("bias_gelu_3x4095", bias_gelu((3, 4095))),
     Case("bias_gelu_bf16_64x256", bias_gelu((64, 256), "bf16")),
     Case("transpose_add_33x65", transpose_add(33, 65)),
-    # The row index c split as [c / d, c % d]: 16-byte vectors for d = 128, 8-byte for d = 12
-    # (4 | 12), 4-byte for d = 6.
-    Case("heads_to_rows_bf16_2x4x33x128", heads_to_rows(2, 4, 33, 128)),
-    Case("heads_to_rows_bf16_3x5x7x12", heads_to_rows(3, 5, 7, 12)),
-    Case("heads_to_rows_f32_1x3x9x6", heads_to_rows(1, 3, 9, 6, "f32")),
     Case("row_sum_3x1000", row_sum(3, 1000)),
     Case("matmul_relu_1000", matmul_relu(1000, 1000, 1000)),
     Case("matmul_relu_129x257x33", matmul_relu(129, 257, 33)),

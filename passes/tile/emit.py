@@ -245,34 +245,15 @@ def contiguous_alignment(
     Contiguous means only the last index varies with `iv`, and it is `iv` or `iv + offset` with
     `offset` independent of `iv`; the offset's known power-of-two factor bounds the alignment
     (a split-K chunk `s·chunk + k` is aligned to the largest power of two dividing `chunk`).
-    A flat index x (`iv` or `iv + offset`) split as `[x / C, ..., x % C]` also counts, aligned
-    to at most C's power-of-two factor, since no aligned vector then crosses a multiple of C.
     """
     if not indices:  # a rank-0 buffer: one scalar, the same for every `iv`
         return 0
     *leading, last = indices
-    if not any(i in dependent for i in leading):
-        return _along(last, iv, dependent)
-    # A flat index split over two dims, `[x / C, ..., x % C]` (a head-major reshape read
-    # back in another order): contiguous within any C-aligned run of x.
-    split = last.owner
-    if not isinstance(split, arith.RemUIOp) or not isinstance(c := _folded(split.rhs), int):
+    if any(i in dependent for i in leading):
         return 0
-    for i in leading:
-        if i in dependent and not (
-            isinstance(i.owner, arith.DivUIOp)
-            and i.owner.lhs == split.lhs
-            and _folded(i.owner.rhs) == c
-        ):
-            return 0
-    return min(_along(split.lhs, iv, dependent), c & -c)
-
-
-def _along(index: SSAValue, iv: SSAValue, dependent: set[SSAValue]) -> int:
-    """The alignment of `index` as `iv` or `iv + offset` (`offset` independent of `iv`), or 0."""
-    if index == iv:
+    if last == iv:
         return MAX_ALIGNMENT
-    owner = index.owner
+    owner = last.owner
     if isinstance(owner, arith.AddiOp) and iv in (owner.lhs, owner.rhs):
         offset = owner.rhs if owner.lhs == iv else owner.lhs
         return 0 if offset in dependent else _power_of_two_factor(offset)
