@@ -99,20 +99,22 @@ EXP2_APPROX = "\n".join(
 """`math.exp2` with `fastmath<afn>`: one MUFU.EX2, subnormal results flushed to 0 (`exp2f`
 adds a range fix-up of four more instructions around it)."""
 
-
-def _approximate_exp2(op: Operation) -> bool:
-    return isinstance(op, fmath.Exp2Op) and arith.FastMathFlag.APPROX_FUNC in op.fastmath.data
+_APPROXIMATE_CALLS: dict[type[Operation], str] = {
+    fmath.Exp2Op: "tinyopt_exp2_approx",
+    fmath.ExpOp: "__expf",
+    arith.DivfOp: "__fdividef",
+}
+"""What an f32 op with `fastmath<afn>` prints as: `exp2` as EXP2_APPROX; `exp` as CUDA's
+`__expf` (`ex2.approx` of x·log2 e, 2 + 1.2·|x| ulp) and `/` as `__fdividef` (`rcp.approx`
+then a multiply, 2 ulp; 0 for divisors past 2^126) instead of the accurate `expf` and IEEE
+division, about 25 instructions per element less for a sigmoid."""
 
 
 def _approximate(op: Operation) -> bool:
-    """Whether an f32 `math.exp` or `arith.divf` carries `fastmath<afn>`: printed as CUDA's
-    `__expf` (`ex2.approx` of x·log2 e, 2 + 1.2·|x| ulp) and `__fdividef` (`rcp.approx`
-    then a multiply, 2 ulp; 0 for divisors past 2^126) instead of the accurate `expf` and
-    IEEE division, about 25 instructions per element less for a sigmoid."""
     return (
-        isinstance(op, fmath.ExpOp | arith.DivfOp)
+        type(op) in _APPROXIMATE_CALLS
         and isinstance(op.results[0].type, Float32Type)
-        and arith.FastMathFlag.APPROX_FUNC in op.fastmath.data
+        and arith.FastMathFlag.APPROX_FUNC in op.fastmath.data  # type: ignore[attr-defined]
     )
 
 
@@ -358,7 +360,7 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers[hopper.tma_load_helper(len(op.coords))] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
-        elif _approximate_exp2(op):
+        elif isinstance(op, fmath.Exp2Op) and _approximate(op):
             helpers[EXP2_APPROX] = None
         elif isinstance(op, tile.WgmmaOp):
             helpers[hopper.wgmma_desc_helper()] = None
@@ -595,7 +597,7 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: Operation) -> None:
         lhs, rhs = (self.expr(v) for v in op.operands)
         if _approximate(op):
-            self.let(op.results[0], f"__fdividef({lhs}, {rhs})")
+            self.let(op.results[0], f"{_APPROXIMATE_CALLS[type(op)]}({lhs}, {rhs})")
         else:
             self.let(op.results[0], f"{lhs} {_INFIX[type(op)]} {rhs}")
 
@@ -617,11 +619,7 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: Operation) -> None:
         t = op.results[0].type
         args = ", ".join(self.to_float(self.expr(v), v.type) for v in op.operands)
-        name = _FLOAT_CALLS[type(op)]
-        if _approximate_exp2(op):
-            name = "tinyopt_exp2_approx"
-        elif _approximate(op):
-            name = "__expf"
+        name = (_APPROXIMATE_CALLS if _approximate(op) else _FLOAT_CALLS)[type(op)]
         self.let(op.results[0], self.from_float(f"{name}({args})", t))
 
     @print_op.register

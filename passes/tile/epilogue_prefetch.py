@@ -19,7 +19,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import tile
 from tinyopt.passes.flash_attention import backward_slice
-from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, depends_on
 
 
 class EpiloguePrefetch:
@@ -40,12 +40,13 @@ class EpiloguePrefetch:
     ) -> None:
         self.em, self.iv, self.width = em, iv, width
         stored = {op.memref for op in epilogue if isinstance(op, memref.StoreOp)}
+        needs_accumulator = depends_on(epilogue, [accumulator])
         self.loads = [
             op
             for op in epilogue
             if isinstance(op, memref.LoadOp)
             and op.memref not in stored
-            and accumulator not in _operands(backward_slice([op.res], epilogue))
+            and op.res not in needs_accumulator
         ]
         self.slice = backward_slice([op.res for op in self.loads], epilogue)
         self.rest = [op for op in epilogue if op not in self.loads]
@@ -81,7 +82,3 @@ class EpiloguePrefetch:
             }
             for lane in range(self.width)
         ]
-
-
-def _operands(ops: Sequence[Operation]) -> set[SSAValue]:
-    return {o for op in ops for inner in op.walk() for o in inner.operands}

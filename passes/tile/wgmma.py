@@ -225,9 +225,7 @@ class ScheduleWgmma(RewritePattern):
             if self.knobs.mma == "auto":
                 return  # mma=auto: the next rule (mma.sync, then CUDA cores) takes it
             raise
-        tiles = (-(-n // t.bn), -(-m // t.bm), batch)
-        grid = (min(SMS, prod(tiles)), 1, 1) if t.persistent else tiles
-        kernel, em, mapping = new_kernel(op, grid, (t.threads, 1, 1))
+        kernel, em, mapping = new_kernel(op, launch_grid(t, batch, m, n), (t.threads, 1, 1))
         kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         rank = len(c.nest.extents)
         a_box = (*[1] * (rank - 2), t.bm, BK)
@@ -247,6 +245,13 @@ class ScheduleWgmma(RewritePattern):
                 if isinstance(inner, fmath.ExpOp | arith.DivfOp):
                     inner.properties["fastmath"] = APPROXIMATE
         replace_kernel(rewriter, op, kernel)
+
+
+def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int) -> tuple[int, int, int]:
+    """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
+    are fewer tiles), each walking tiles blockIdx.x, + gridDim.x, ..."""
+    tiles = (-(-n // t.bn), -(-m // t.bm), batch)
+    return (min(SMS, prod(tiles)), 1, 1) if t.persistent else tiles
 
 
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
@@ -280,6 +285,7 @@ class _WgmmaEmitter:
         self.mn_major = operands.b_mn_major
         self.batch, self.m, self.n, self.k = c.extents
         self.steps = -(-self.k // BK)
+        self.n_tiles, self.m_tiles = -(-self.n // t.bn), -(-self.m // t.bm)
 
     def emit(self) -> None:
         em, c, t = self.em, self.c, self.t
@@ -291,7 +297,7 @@ class _WgmmaEmitter:
             if t.group == 1:
                 self._origin([x, y, z])
             else:
-                self._origin([*self._grouped(em.add(em.mul(y, -(-self.n // t.bn)), x)), z])
+                self._origin([*self._grouped(em.add(em.mul(y, self.n_tiles), x)), z])
         shared = tile.SHARED
         self.a_smem = em.value(
             tile.AllocOp(tile.memref_in([t.stages, t.bm, BK], self.element, shared), True)
@@ -347,7 +353,7 @@ class _WgmmaEmitter:
         blocks running together share their B tiles (and A's rows) in L2; `group` 1 is
         row-major (n fastest)."""
         em, t = self.em, self.t
-        n_tiles, m_tiles = -(-self.n // t.bn), -(-self.m // t.bm)
+        n_tiles, m_tiles = self.n_tiles, self.m_tiles
         group = min(t.group, m_tiles)
         per_group = group * n_tiles
         first = em.mul(em.div(linear, per_group), group)
@@ -370,14 +376,13 @@ class _WgmmaEmitter:
         if not t.persistent:
             yield 0
             return
-        n_tiles, m_tiles = -(-self.n // t.bn), -(-self.m // t.bm)
-        tiles = n_tiles * m_tiles * self.batch
-        blocks = min(SMS, tiles)
+        per_batch = self.n_tiles * self.m_tiles
+        tiles = per_batch * self.batch
+        blocks = launch_grid(t, self.batch, self.m, self.n)[0]
         block = em.value(tile.BlockIdOp("x"))
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
         with em.for_loop(0, mine, 1) as (turn, _, _):
             index = em.add(block, em.mul(turn, blocks))
-            per_batch = n_tiles * m_tiles
             self._origin([*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch)])
             yield em.mul(turn, self.steps)
             em.op(scf.YieldOp())
