@@ -50,6 +50,8 @@ TALL_K_SHAPE = (512, 512, 32768)
 BLOCK = "bm=128 bn=128 bk=8 tm=8 tn=8"
 FP32 = f"{BLOCK} split=2 group=8 minblocks=2"
 """The best register-staged SGEMM knobs: the base the copy-engine steps change one thing of."""
+UNSWAPPED = "pairswap=0"
+"""The steps before the register-bank step stage B as it is (`pairswap` is on by default)."""
 
 LADDER = [
     Step("naive: one thread per output", "schedule=sequential"),
@@ -59,14 +61,27 @@ LADDER = [
     ),
     Step(
         "register tiling 8x8 per thread",
-        "bm=64 bn=64 bk=8 tm=8 tn=8 vec=1 stages=1 split=1 group=0",
+        f"bm=64 bn=64 bk=8 tm=8 tn=8 vec=1 stages=1 split=1 group=0 {UNSWAPPED}",
     ),
-    Step("128x128 block tile", f"{BLOCK} vec=1 stages=1 split=1 group=0"),
-    Step("16-byte vector loads", f"{BLOCK} vec=4 stages=1 split=1 group=0"),
-    Step("split fragments (LDS.128)", f"{BLOCK} vec=4 stages=1 split=2 group=0"),
-    Step("double-buffered smem, 255 regs", f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=1"),
-    Step("+ 2 blocks/SM (128 regs)", f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=2"),
-    Step("+ grouped CTA raster (L2)", f"{FP32} vec=4 stages=2"),
+    Step("128x128 block tile", f"{BLOCK} vec=1 stages=1 split=1 group=0 {UNSWAPPED}"),
+    Step("16-byte vector loads", f"{BLOCK} vec=4 stages=1 split=1 group=0 {UNSWAPPED}"),
+    Step("split fragments (LDS.128)", f"{BLOCK} vec=4 stages=1 split=2 group=0 {UNSWAPPED}"),
+    Step(
+        "double-buffered smem, 255 regs",
+        f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=1 {UNSWAPPED}",
+    ),
+    Step(
+        "+ 2 blocks/SM (128 regs)",
+        f"{BLOCK} vec=4 stages=2 split=2 group=0 minblocks=2 {UNSWAPPED}",
+    ),
+    Step("+ grouped CTA raster (L2)", f"{FP32} vec=4 stages=2 {UNSWAPPED}"),
+    Step(
+        "+ B pairs swapped, serpentine FMAs (register banks)", f"{FP32} vec=4 stages=2 pairswap=1"
+    ),
+    Step(
+        "+ bk=16 (half the barriers)",
+        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 pairswap=1",
+    ),
     Step("cp.async ring, 3 stages", f"{FP32} copy=cp_async stages=3"),
     Step(
         "cp.async, bk=16, 4 stages",

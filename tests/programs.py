@@ -364,6 +364,11 @@ CASES = [
         matmul_relu(100, 90, 130),
         tile_with("bk=32 vec=2 bm=32 bn=32 tm=2 tn=2"),
     ),
+    # pairswap (B's columns staged pairwise swapped, on by default) off, and on with B staged
+    # along K (torch-layout `linear`, one column per store) and with a 2-wide B staging.
+    Case("matmul_pairswap0_257x129x65", matmul_relu(257, 129, 65), tile_with("pairswap=0")),
+    Case("linear_f32_pairswap_130x260x70", matmul_plain(130, 260, 70, "f32", "nk")),
+    Case("matmul_pairswap_vec2_70x90x66", matmul_relu(70, 90, 66), tile_with("vec=2")),
     # copy=cp_async: operands copied global -> shared by cp.async into a `stages` ring. A [M, K]
     # and B [N, K] are copied K-major, A [K, M] and B [K, N] as they lie; rows that are not
     # 16-byte multiples (K=513, N=4097, 65, 47) take 4-byte copies; edges are zero-filled.

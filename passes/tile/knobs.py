@@ -40,6 +40,7 @@ class Knobs:
     store: str = "auto"
     persistent: int = 0
     fastmath: str = "auto"
+    pairswap: int = 1
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -181,6 +182,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("arows", one_of(AUTO, 16, 32, words="0 (auto: 32), 16 or 32")),
     Knob("awarps", one_of(AUTO, 4, 8, words="0 (auto: 4), 4 or 8")),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
+    Knob("pairswap", one_of(0, 1, words="0 or 1")),
     Knob(
         "group",
         Domain(
@@ -218,7 +220,7 @@ KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
-    "swizzle",
+    "swizzle pairswap",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     "group=0,1,8,16 fastmath=auto,off",

@@ -1,7 +1,7 @@
-// RUN: tinyopt %s -p 'fuse,tile{bm=64 bn=64 tm=4 tn=4}' | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{bm=64 bn=64 tm=4 tn=4 stages=1}' | filecheck %s --check-prefix=STAGE
+// RUN: tinyopt %s -p 'fuse,tile{bm=64 bn=64 bk=8 tm=4 tn=4}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{bm=64 bn=64 bk=8 tm=4 tn=4 stages=1}' | filecheck %s --check-prefix=STAGE
 
-// relu(matmul(x + bias, w)), 256x64 @ 64x192, with the block tile pinned by the knobs to
+// relu(matmul(x + bias, w)), 256x64 @ 64x192, with the block tile and K step pinned by the knobs to
 // 64x64 and a 4x4 register tile per thread: (64/4)*(64/4) = 256 threads, grid
 // [192/64, 256/64, 1] = [3, 4, 1]. Each K step of 8 stages x + bias (the prologue add runs as
 // the A side is loaded, vectorized along K) and w (vectorized along N) into two padded shared
