@@ -43,9 +43,13 @@ ALIGNED_SHARED = re.compile(r"__shared__ (alignas\(\d+\)) ")
 CASES = [
     # 32×64 tiles, bk=8: two steps per iteration; 11 steps (the last iteration's second step
     # is skipped), a bias prologue on A and relu.
-    ("ld_unrolled_odd_70x90x83", matmul_relu(70, 90, 83), "mma=none"),
-    ("ld_unrolled_even_70x90x80", matmul_relu(70, 90, 80), "mma=none"),
-    ("ld_one_step_70x90x5", matmul_relu(70, 90, 5), "mma=none"),
+    ("ld_unrolled_odd_70x90x83", matmul_relu(70, 90, 83), "mma=none bk=8"),
+    ("ld_unrolled_even_70x90x80", matmul_relu(70, 90, 80), "mma=none bk=8"),
+    ("ld_one_step_70x90x5", matmul_relu(70, 90, 5), "mma=none bk=8"),
+    # The default K step (16): 5 steps, a ragged last one; and B staged as it is (pairswap=0,
+    # the default swaps its column pairs).
+    ("ld_default_bk16_70x90x70", matmul_relu(70, 90, 70), "mma=none"),
+    ("ld_pairswap0_70x90x70", matmul_relu(70, 90, 70), "mma=none pairswap=0"),
     # bk·tm·tn = 2048: one step per iteration (the buffer index computed), 3 steps.
     (
         "ld_single_130x140x47",
