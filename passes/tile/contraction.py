@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IntegerAttr, f32, i64
@@ -238,13 +238,6 @@ def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(tm) for j in range(tn)]
 
 
-def _default_bk(copy: str, bm: int, bn: int, stages: int, pad: int) -> int:
-    """K step: 16 for register staging where its buffers fit in static shared memory (half the
-    barriers of 8; measured at 4096³: 0.98× → 0.99× cuBLAS, 64 × 512³ 0.98× → 1.00×), else 8."""
-    fits = 4 * stages * 16 * (bm + pad + bn + pad) <= SHARED_LIMIT
-    return 16 if copy == "ld" and fits else 8
-
-
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
 
@@ -263,7 +256,7 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     tiles = Tiles(
         bm,
         bn,
-        knobs.bk or _default_bk(knobs.copy, bm, bn, stages, pad),
+        knobs.bk or (16 if knobs.copy == "ld" else 8),
         tm,
         tn,
         pad,
@@ -277,6 +270,10 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
         # 16-byte vectors for the swap to separate register banks (see `serpentine`).
         knobs.pairswap if knobs.copy == "ld" and (tn // split) % 4 == 0 else 0,
     )
+    if not knobs.bk and tiles.shared_bytes > tiles.shared_limit:
+        # The default K step for register staging is 16 (half the barriers of 8; measured at
+        # 4096³: 0.98× → 0.99× cuBLAS, 64 × 512³ 0.98× → 1.00×); 8 where 16 does not fit.
+        tiles = replace(tiles, bk=8)
     if knobs.swizzle and knobs.copy != "cp_async":
         raise DiagnosticException(
             f"tile: swizzle=1 applies to the shared ring of copy=cp_async, got copy={knobs.copy} "
