@@ -13,7 +13,8 @@ cp.async engine (`contraction.py`).
 (everyone finished reading step s - 1, whose slot it refills); every thread then waits on the
 slot's `full` mbarrier. `ws=1` (warp specialization): one producer warp after the consumer
 threads issues every copy, waiting on an `empty` mbarrier per slot that the consumer threads
-arrive on when they finished reading it; consumers never meet at a block barrier. The producer
+arrive on one step after they read it (once past the next slot's wait, see `_specialized`);
+consumers never meet at a block barrier. The producer
 is one warp, not a warpgroup, so it cannot give registers back (`setmaxnreg` applies to whole
 warpgroups); the consumers do not need more: a block of 256 + 32 threads may already use up to
 224 registers per thread, and the 8×8 register tile takes about 128.
@@ -231,8 +232,15 @@ class TmaPipeline:
                         self.full, slot, em.ring_parity(step, self.stages, flip=False)
                     )
                 )
+                # Release the previous step's slot only now, past this step's wait loop: the
+                # FMAs that read it sit in an earlier basic block, so their shared loads have
+                # returned before the producer may refill it. Released right after
+                # `accumulate`, the arrive may be scheduled just behind the slot's last shared
+                # loads, ahead of the FMAs that consume them.
+                with em.when([em.less(em.index(0), step)]):
+                    previous = em.rem(em.add(step, self.stages - 1), self.stages)
+                    em.op(tile.MbarrierArriveOp(self.empty, previous))
                 accumulate(slot)
-                em.op(tile.MbarrierArriveOp(self.empty, slot))
                 em.op(scf.YieldOp())
             epilogue()
             em.op(scf.YieldOp())

@@ -33,8 +33,9 @@
 // CHECK:        tile.vstore
 
 // ws=1: a producer warp (threads 256..287) of which one thread waits for each slot to be
-// empty and fills it; the 256 consumer threads wait for it to be full and arrive on `empty`
-// when they have read it. No block barrier in the loop.
+// empty and fills it; the 256 consumer threads wait for a slot to be full, then release the
+// slot of the step before (from step 1 on: the FMAs that read it are behind them), then read
+// it. No block barrier in the loop.
 // WS:      tile.kernel @mm_0 grid [3, 4, 1] block [288, 1, 1]
 // WS:        %[[FULL:.*]] = tile.alloc : memref<3xi64, 3 : i32>
 // WS-NEXT:   %[[EMPTY:.*]] = tile.alloc : memref<3xi64, 3 : i32>
@@ -50,8 +51,15 @@
 // WS:        } else {
 // WS:          scf.for
 // WS:            tile.mbarrier_wait %[[FULL]]
+// WS-NEXT:       %[[LATER:.*]] = arith.cmpi ult, %{{.*}}, %[[STEP:.*]] : index
+// WS-NEXT:       scf.if %[[LATER]] {
+// WS-NEXT:         %[[AHEAD:.*]] = arith.addi %[[STEP]], %{{.*}} : index
+// WS-NEXT:         %[[PREVIOUS:.*]] = arith.remui %[[AHEAD]], %{{.*}} : index
+// WS-NEXT:         tile.mbarrier_arrive %[[EMPTY]][%[[PREVIOUS]]]
+// WS-NEXT:       }
 // WS-NOT:        tile.barrier
-// WS:            tile.mbarrier_arrive %[[EMPTY]]
+// WS:            tile.vload
+// WS-NOT:        tile.mbarrier_arrive
 // WS:          tile.vstore
 
 // CUDA:      // kernel @mm_0 grid (3, 4, 1) block (288, 1, 1) smem 13312
