@@ -485,6 +485,12 @@ CASES = [
         batched_matmul(3, 65, 36, 44),
         tile_with("copy=tma ws=0 bm=64 bn=32 tm=4 tn=2 split=1"),
     ),
+    # copy=auto (the default) takes TMA with a 64x64x32 tile on grids this small; the last
+    # falls back to register staging (rows of 1001 floats are not 16-byte multiples).
+    Case("matmul_f32_auto_tma_1000", matmul_plain(1000, 1000, 1000, "f32", relu=False)),
+    Case("linear_f32_auto_tma_1000x1004x1000", matmul_plain(1000, 1004, 1000, "f32", "nk")),
+    Case("bmm_auto_tma_3x520x268x72", batched_matmul(3, 520, 268, 72)),
+    Case("matmul_f32_auto_fallback_1000x1000x1001", matmul_plain(1000, 1000, 1001, "f32")),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),

@@ -238,6 +238,36 @@ def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
     return [(i, j) for i in range(tm) for j in range(tn)]
 
 
+SMALL_GRID_TMA = {"bm": 64, "bn": 64, "tm": 8, "tn": 4, "bk": 32, "stages": 2}
+"""The tile `copy=auto` takes with TMA (and a producer warp) on small grids. Measured on the
+H200 against cuBLAS in the same run (benchmarks/RESULTS.md, sixth session): 1024³ 1.19×, where
+the register-staged schedule's 32×64 tiles gave 0.85×; 2048³ 0.90× against 0.78×."""
+
+TILE_KNOBS = ("bm", "bn", "bk", "tm", "tn", "stages", "split")
+"""Knobs that pin the tile: when one is set, `copy=auto` keeps register staging."""
+
+
+def resolve_copy(knobs: Knobs, batch: int, m: int, n: int) -> Knobs:
+    """Returns the knobs with `copy=auto` decided.
+
+    TMA with the `SMALL_GRID_TMA` tile where 128×128 tiles would give fewer than two blocks
+    per SM (register staging then takes smaller tiles, 64×64 or 32×64), its own 64×64 tiles
+    still give every SM one, and every tile knob is the heuristic's; `ld` elsewhere. Where
+    TMA cannot copy the operands, `ScheduleContraction` falls back to `ld`.
+    """
+    if knobs.copy != "auto":
+        return knobs
+
+    def blocks(bm: int, bn: int) -> int:
+        return batch * -(-m // bm) * -(-n // bn)
+
+    tma = SMALL_GRID_TMA
+    small = blocks(128, 128) < 2 * SMS and blocks(tma["bm"], tma["bn"]) >= SMS
+    if not small or any(getattr(knobs, name) for name in TILE_KNOBS):
+        return replace(knobs, copy="ld")
+    return replace(knobs, copy="tma", **tma)
+
+
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
 
@@ -317,8 +347,24 @@ class ScheduleContraction(RewritePattern):
                 f"operands (one type); kernel @{op.sym_name.data} reads "
                 f"{' and '.join(operand_types(c))} (leave mma=none for CUDA cores)"
             )
-        batch, m, n, k = c.extents
-        t = choose_tiles(self.knobs, batch, m, n)
+        batch, m, n, _ = c.extents
+        knobs = resolve_copy(self.knobs, batch, m, n)
+        if knobs.copy == "tma" and self.knobs.copy == "auto":
+            try:
+                self._schedule(op, c, knobs, rewriter)
+                return
+            except DiagnosticException:
+                # TMA cannot copy an operand (a fused prologue, rows that are not 16-byte
+                # multiples): the defaulted copy engine falls back to register staging.
+                knobs = replace(self.knobs, copy="ld")
+        self._schedule(op, c, knobs, rewriter)
+
+    def _schedule(
+        self, op: loop.KernelOp, c: Contraction, knobs: Knobs, rewriter: PatternRewriter
+    ) -> None:
+        """Emits the tiled kernel for `knobs` (copy engine decided) and swaps it in."""
+        batch, m, n, _ = c.extents
+        t = choose_tiles(knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         kernel, em, mapping = new_kernel(op, grid, (t.block_threads, 1, 1))
         # Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
@@ -327,10 +373,10 @@ class ScheduleContraction(RewritePattern):
         # their extra index arithmetic spills.
         blocks = grid[0] * grid[1] * grid[2]
         two_per_sm = t.block_threads == 256 and blocks >= 2 * SMS
-        min_blocks = self.knobs.minblocks or (2 if two_per_sm else 1)
+        min_blocks = knobs.minblocks or (2 if two_per_sm else 1)
         if min_blocks:
             kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
-        _ContractionEmitter(em, c, t, self.knobs.vec or 4, mapping, grid, op.sym_name.data).emit()
+        _ContractionEmitter(em, c, t, knobs.vec or 4, mapping, grid, op.sym_name.data).emit()
         replace_kernel(rewriter, op, kernel)
 
 

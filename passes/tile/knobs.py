@@ -35,7 +35,7 @@ class Knobs:
     attn: str = "auto"
     arows: int = AUTO
     awarps: int = AUTO
-    copy: str = "ld"
+    copy: str = "auto"
     swizzle: int = 0
     store: str = "auto"
     persistent: int = 0
@@ -59,10 +59,12 @@ MMA = ("auto", "none", "sync", "wgmma", "tf32")
 `tf32`: f32 operands rounded to TF32 on tensor cores (mma.sync m16n8k8): opt-in only, `auto`
 never takes it."""
 
-COPIES = ("ld", "cp_async", "tma")
+COPIES = ("auto", "ld", "cp_async", "tma")
 """How the FP32 (SIMT) contraction fills shared memory: `ld` loads into registers (evaluating a
 fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring);
-`tma` copies whole tiles with TMA into an mbarrier ring (a producer warp with `ws=1`)."""
+`tma` copies whole tiles with TMA into an mbarrier ring (a producer warp with `ws=1`); `auto`:
+`tma` with its own tile where the grid is small and the tile knobs are left to the heuristic
+(`contraction.resolve_copy`), else `ld`."""
 
 ATTN = ("auto", "sync", "wgmma", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
