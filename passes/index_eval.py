@@ -1,7 +1,7 @@
 """Evaluating loop-level index arithmetic with numpy over a grid of index values.
 
 Used by rewrites that must prove a property of an index expression for every point of a
-(small) index space: a causal mask's condition, a reshape's index map.
+(small) index space (a causal mask's condition), and by tests that check index maps on a grid.
 """
 
 from __future__ import annotations

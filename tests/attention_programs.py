@@ -12,14 +12,18 @@ def attention(
     causal: bool = False,
     kv_heads: int | None = None,
     scale: float | None = None,
+    heads_last: bool = False,
 ) -> str:
     """Returns `graph.attention` on `[b, h, s, d]` q; with `kv_heads`, k and v have that many
-    heads, each shared by h / kv_heads query heads (GQA, repeated as the torch frontend does)."""
+    heads, each shared by h / kv_heads query heads (GQA, repeated as the torch frontend does);
+    with `heads_last`, the result is transposed and reshaped to `[b, s, h·d]`, the layout an
+    output projection reads (Llama's `attn.transpose(1, 2).view(b, s, h·d)`)."""
     kv = kv_heads or h
     scale = d**-0.5 if scale is None else scale
     t = f"tensor<{b}x{h}x{s}x{d}x{dtype}>"
     kv_t = f"tensor<{b}x{kv}x{s}x{d}x{dtype}>"
-    lines = [f"func.func @attention(%q: {t}, %k: {kv_t}, %v: {kv_t}) -> {t} {{"]
+    out = f"tensor<{b}x{s}x{h * d}x{dtype}>" if heads_last else t
+    lines = [f"func.func @attention(%q: {t}, %k: {kv_t}, %v: {kv_t}) -> {out} {{"]
     k, v = "%k", "%v"
     if kv != h:
         five = f"tensor<{b}x{kv}x1x{s}x{d}x{dtype}>"
@@ -34,9 +38,14 @@ def attention(
     flag = ", causal = true" if causal else ""
     lines += [
         f"  %y = graph.attention %q, {k}, {v} {{scale = {scale!r} : f32{flag}}} : {t}",
-        f"  func.return %y : {t}",
-        "}",
     ]
+    if heads_last:
+        moved = f"tensor<{b}x{s}x{h}x{d}x{dtype}>"
+        lines += [
+            f"  %t = graph.transpose %y {{perm = array<i64: 0, 2, 1, 3>}} : {t} -> {moved}",
+            f"  %y2 = graph.reshape %t : {moved} -> {out}",
+        ]
+    lines += [f"  func.return {'%y2' if heads_last else '%y'} : {out}", "}"]
     return "\n".join(lines)
 
 

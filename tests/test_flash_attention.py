@@ -82,23 +82,6 @@ def test_causal_mask_is_not_a_buffer() -> None:
     ]
 
 
-def test_the_fused_kernel_stores_the_output_layout() -> None:
-    """decompose's [B·H, S, D] → [B, H, S, D] copy is folded into the fused kernel's store;
-    a copy that moves elements (a transpose of the heads and rows) is not."""
-    _, module = lower(attention(2, 3, 5, 4), FLASH)
-    (kernel,) = loop.kernels(module)
-    (store,) = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)]
-    assert store.memref.type.get_shape() == (2, 3, 5, 4)  # type: ignore[attr-defined]
-    assert (2 * 3, 5, 4) not in _buffer_shapes(module)
-    text = _transposed_output(attention(2, 3, 5, 4))
-    _, module = lower(text, FLASH)
-    assert len(loop.kernels(module)) == 2
-    program, _ = lower(text, "decompose")
-    arrays = random_inputs(program, seed=2)
-    (ref,) = run_reference(program, *arrays)
-    assert _rel(_run(text, FLASH, arrays), ref) < 1e-6
-
-
 def _transposed_output(text: str) -> str:
     """Returns an attention program whose result is transposed to [B, S, H, D]."""
     t = "tensor<2x3x5x4xf32>"
@@ -109,6 +92,58 @@ def _transposed_output(text: str) -> str:
         f"  %z = graph.transpose %y {{perm = array<i64: 0, 2, 1, 3>}} : {t} -> {moved}\n"
         f"  func.return %z : {moved}",
     )
+
+
+def test_the_fused_kernel_stores_the_output_layout() -> None:
+    """decompose's [B·H, S, D] → [B, H, S, D] copy is folded into the fused kernel's store."""
+    _, module = lower(attention(2, 3, 5, 4), FLASH)
+    (kernel,) = loop.kernels(module)
+    (store,) = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)]
+    assert store.memref.type.get_shape() == (2, 3, 5, 4)  # type: ignore[attr-defined]
+    assert (2 * 3, 5, 4) not in _buffer_shapes(module)
+
+
+@pytest.mark.parametrize(
+    ("text", "shape"),
+    [
+        (_transposed_output(attention(2, 3, 5, 4)), (2, 5, 3, 4)),
+        (attention(2, 3, 5, 4, heads_last=True), (2, 5, 12)),
+        (attention(1, 4, 6, 4, causal=True, kv_heads=2, heads_last=True), (1, 6, 16)),
+    ],
+    ids=["b-s-h-d", "b-s-hd", "gqa-causal-s-hd"],
+)
+def test_the_fused_kernel_stores_a_transposed_output(text: str, shape: tuple[int, ...]) -> None:
+    """A copy that puts the heads side by side in a row ([B, S, H, D] or [B, S, H·D], as an
+    output projection reads them) is folded too: one kernel, storing the result's layout with
+    d the last index's own term (h·D + d, contiguous along d), matching the reference."""
+    _, module = lower(text, FLASH)
+    (kernel,) = loop.kernels(module)
+    (store,) = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)]
+    assert store.memref.type.get_shape() == shape  # type: ignore[attr-defined]
+    assert _buffer_shapes(module) == [shape]
+    nest = kernel.body.block.first_op
+    assert isinstance(nest, loop.ParallelOp)
+    d, column = nest.body.block.args[-1], store.indices[-1]
+    assert column is d or (isinstance(column.owner, arith.AddiOp) and column.owner.rhs is d)
+    program, _ = lower(text, "decompose")
+    arrays = random_inputs(program, seed=2)
+    (ref,) = run_reference(program, *arrays)
+    assert _rel(_run(text, FLASH, arrays), ref) < 1e-6
+
+
+def test_a_copy_that_computes_is_not_folded() -> None:
+    """Doubling the transposed output makes its kernel more than a copy: it stays."""
+    moved = "tensor<2x5x3x4xf32>"
+    text = _transposed_output(attention(2, 3, 5, 4)).replace(
+        f"  func.return %z : {moved}",
+        f"  %w = graph.add %z, %z : {moved}\n  func.return %w : {moved}",
+    )
+    _, module = lower(text, FLASH)
+    assert len(loop.kernels(module)) == 2
+    program, _ = lower(text, "decompose")
+    arrays = random_inputs(program, seed=2)
+    (ref,) = run_reference(program, *arrays)
+    assert _rel(_run(text, FLASH, arrays), ref) < 1e-6
 
 
 def test_other_programs_are_left_alone() -> None:

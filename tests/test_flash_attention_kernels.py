@@ -3,8 +3,9 @@ on a GPU each one matches the float64 reference.
 
 Variants: head dims 64 and 128, causal or not, GQA, sequence lengths that are not multiples of
 the 128-row and 64-key tiles (77, 200, 1000) and long ones (4096: many pipelined key tiles),
-bf16 and fp16, batch and heads in the grid (the output stored as [B, H, S, D] directly), and a
-mask read from memory (with a fully masked row).
+bf16 and fp16, batch and heads in the grid (the output stored as [B, H, S, D] directly, or as
+[B, S, H·D] with the transposing copy folded into the store), and a mask read from memory (with
+a fully masked row).
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ VARIANTS = [
     Variant("d128-f16-s200", attention(1, 3, 200, 128, "f16")),
     Variant("d64-bf16-gqa-s4096", attention(1, 4, 4096, 64, "bf16", kv_heads=1)),
     Variant("d128-f16-causal-s4096", attention(2, 1, 4096, 128, "f16", causal=True)),
+    Variant(
+        "d128-bf16-gqa-causal-s200-heads-last",
+        attention(1, 4, 200, 128, "bf16", causal=True, kv_heads=2, heads_last=True),
+    ),
+    Variant("d64-f16-s77-b2-heads-last", attention(2, 3, 77, 64, "f16", heads_last=True)),
     Variant(
         "mask-input-bf16-s100",
         attention_spelled_out(2, 100, 64, "bf16", scale=0.125),

@@ -9,6 +9,7 @@ the compiled block and model match the float64 reference within the bf16 toleran
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from programs import load_example
 
 torch = pytest.importorskip("torch")
 
+from xdsl.dialects import memref  # noqa: E402
 from xdsl.dialects.builtin import ModuleOp, bf16  # noqa: E402
 
 from tinyopt.backends.check import TOLERANCES  # noqa: E402
@@ -24,8 +26,10 @@ from tinyopt.backends.cuda.cache import cached_compile  # noqa: E402
 from tinyopt.backends.loop_reference import run_loop_module  # noqa: E402
 from tinyopt.backends.reference import run_reference  # noqa: E402
 from tinyopt.compiler import DEFAULT_PIPELINE, apply_pipeline  # noqa: E402
-from tinyopt.dialects import loop  # noqa: E402
+from tinyopt.dialects import loop, tile  # noqa: E402
+from tinyopt.frontends.compiled_model import PIPELINE  # noqa: E402
 from tinyopt.frontends.torch_fx import Capture, capture  # noqa: E402
+from tinyopt.passes.flash_attention import FLASH_ATTR  # noqa: E402
 
 llama = load_example("llama_block.py")
 
@@ -62,10 +66,13 @@ def test_every_kernel_compiles_with_nvrtc(name: str, dtype: torch.dtype) -> None
         assert cached_compile(op.properties["source"].data, op.properties["sym_name"].data)
 
 
-def _check_loop_level(module: torch.nn.Module, *inputs: torch.Tensor) -> ModuleOp:
-    """Fuse the captured module; check the loop executor against torch and the reference."""
+def _check_loop_level(
+    module: torch.nn.Module, *inputs: torch.Tensor, pipeline: str = "fuse"
+) -> ModuleOp:
+    """Lower the captured module by `pipeline`; check the loop executor against torch and the
+    reference."""
     cap = capture(module.eval(), *inputs)
-    fused = _lower(cap, "fuse")
+    fused = _lower(cap, pipeline)
     args = cap.arguments(*inputs)
     (got,) = run_loop_module(fused, "forward", *args)
     (ref,) = run_reference(cap.module, *args)
@@ -82,6 +89,52 @@ def test_example_block_at_loop_level_matches_torch() -> None:
     text = str(fused)
     assert "arith.select" in text  # RoPE's concat, inside a kernel
     assert "memref.global" not in text  # the causal mask is index arithmetic
+
+
+def _launch_and_next(module: ModuleOp, name: str) -> tuple[loop.LaunchOp, loop.LaunchOp]:
+    """Returns the one launch of kernel `name` and the launch after it."""
+    launches = [op for op in module.walk() if isinstance(op, loop.LaunchOp)]
+    (at,) = [n for n, op in enumerate(launches) if op.callee.root_reference.data == name]
+    return launches[at], launches[at + 1]
+
+
+def test_example_block_stores_attention_where_the_o_projection_reads_it() -> None:
+    """`flash-attention` folds the copy of the attention output ([heads, s, d]) into the
+    [s, heads·d] buffer the o projection reads into the attention kernel's store: scores,
+    softmax, P·V and the copy become one kernel, and the block still matches torch."""
+    block, inputs = llama.block(), llama.example_inputs()
+    fused = _lower(capture(block.eval(), *inputs), "decompose,fuse")
+    flash = _check_loop_level(block, *inputs, pipeline="decompose,fuse,flash-attention")
+    assert len(loop.kernels(flash)) == len(loop.kernels(fused)) - 3
+    (kernel,) = [
+        k for k in loop.kernels(flash) if any(FLASH_ATTR in o.attributes for o in k.walk())
+    ]
+    attention, projection = _launch_and_next(flash, kernel.sym_name.data)
+    (store,) = [op for op in kernel.walk() if isinstance(op, memref.StoreOp)]
+    out = attention.args[kernel.body.block.args.index(store.memref)]  # type: ignore[arg-type]
+    assert out.type.get_shape() == (16, 64)  # type: ignore[attr-defined]
+    assert out in projection.args
+
+
+def test_block_at_llama_shapes_takes_the_wgmma_attention_schedule() -> None:
+    """32 heads of 128, 8 KV heads, bf16 (seq 256 and a small MLP, to lower quickly): the
+    attention kernel is the wgmma schedule and stores the [s, 4096] buffer the o projection
+    reads, with a row stride of 4096."""
+    torch.manual_seed(0)
+    block = llama.LlamaBlock(dim=4096, heads=32, kv_heads=8, hidden=256, seq=256)
+    x = torch.randn(1, 256, 4096)
+    lowered = _lower(capture(block.to(torch.bfloat16).eval(), x.bfloat16()), PIPELINE)
+    (kernel,) = [
+        op
+        for op in lowered.ops
+        if isinstance(op, tile.CudaKernelOp) and "tinyopt_wgmma_ra_" in op.source.data
+    ]
+    assert list(kernel.block.get_values()) == [384, 1, 1]
+    attention, projection = _launch_and_next(lowered, kernel.sym_name.data)
+    out = attention.args[-1]
+    assert str(out.type) == "memref<256x4096xbf16>"
+    assert out in projection.args
+    assert re.search(r"v\d+\[v\d+ \* 4096 \+ v\d+\]", kernel.source.data)
 
 
 def test_tiny_two_layer_model_at_loop_level_matches_torch() -> None:
