@@ -99,7 +99,8 @@ def get_to_cuda() -> type[ModulePass]:
 
 @dataclass(frozen=True)
 class CudaTarget(Target):
-    """Prints the CUDA C of every `tile.cuda_kernel`, each after a comment with its launch shape."""
+    """Prints the CUDA C of every `tile.cuda_kernel`, each after a comment with its launch shape
+    (and `pdl` when it is launched with programmatic stream serialization)."""
 
     name = "cuda"
 
@@ -116,9 +117,10 @@ class CudaTarget(Target):
             separator = "\n" if i else ""
             grid = ", ".join(map(str, kernel.grid.get_values()))
             block = ", ".join(map(str, kernel.block.get_values()))
+            pdl = " pdl" if kernel.pdl is not None else ""
             output.write(
                 f"{separator}// kernel @{kernel.sym_name.data} grid ({grid}) "
-                f"block ({block}) smem {kernel.smem.value.data}\n"
+                f"block ({block}) smem {kernel.smem.value.data}{pdl}\n"
             )
             output.write(kernel.source.data.rstrip("\n") + "\n")
 

@@ -480,7 +480,12 @@ class YieldOp(AbstractYieldOperation[Attribute]):
 
 @irdl_op_definition
 class CudaKernelOp(IRDLOperation):
-    """One kernel printed as CUDA C: its translation unit and its launch shape."""
+    """One kernel printed as CUDA C: its translation unit and its launch shape.
+
+    `pdl` (a unit property) says the runtime launches it with programmatic stream
+    serialization: its source waits for the previous kernel (`griddepcontrol.wait`) before it
+    touches global memory, so it may be launched while that kernel still runs.
+    """
 
     name = "tile.cuda_kernel"
 
@@ -489,13 +494,20 @@ class CudaKernelOp(IRDLOperation):
     block = prop_def(DenseArrayBase)
     smem = prop_def(IntegerAttr)
     source = prop_def(StringAttr)
+    pdl = opt_prop_def(UnitAttr)
 
     traits = traits_def(SymbolOpInterface())
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$sym_name attr-dict"
 
     def __init__(
-        self, name: str, grid: Sequence[int], block: Sequence[int], smem: int, source: str
+        self,
+        name: str,
+        grid: Sequence[int],
+        block: Sequence[int],
+        smem: int,
+        source: str,
+        pdl: bool = False,
     ) -> None:
         super().__init__(
             properties={
@@ -504,6 +516,7 @@ class CudaKernelOp(IRDLOperation):
                 "block": _triple(block),
                 "smem": IntegerAttr(smem, i64),
                 "source": StringAttr(source),
+                "pdl": UnitAttr() if pdl else None,
             }
         )
 

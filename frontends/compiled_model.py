@@ -4,11 +4,13 @@
     y = model(x2)                            # same shapes and dtypes as the example inputs
 
 The module is captured on its example inputs (frontends/torch_fx.py) and lowered through a
-pipeline; its weights are copied to the GPU and bound once, with every intermediate buffer
-planned into one arena (backends/cuda/buffer_plan.py). A call copies the inputs into the bound
-input tensors and launches the kernel sequence — as one CUDA graph replay by default — on the
-current torch stream, and returns copies of the outputs (the bound outputs are overwritten by
-the next call). Nothing goes through the host.
+pipeline (`pipeline=`, default `PIPELINE`; `"decompose,fuse,flash-attention,tile,to-cuda{pdl=1}"`
+adds programmatic dependent launch between the kernels, docs/knobs.md); its weights are copied
+to the GPU and bound once, with every intermediate buffer planned into one arena
+(backends/cuda/buffer_plan.py). A call copies the inputs into the bound input tensors and
+launches the kernel sequence — as one CUDA graph replay by default — on the current torch
+stream, and returns copies of the outputs (the bound outputs are overwritten by the next call).
+Nothing goes through the host.
 """
 
 from __future__ import annotations

@@ -23,11 +23,20 @@ class ToCudaPass(ModulePass):
     the runtime passes as TMA tensor maps) is carried over. A `loop.kernel` (not tiled) or an
     op without a CUDA C form raises a `DiagnosticException` naming it, before the module is
     changed.
+
+    `pdl=1` (default 0) opens every kernel with `griddepcontrol.wait` and
+    `griddepcontrol.launch_dependents` and marks it `pdl`, so the runtime launches it with
+    programmatic stream serialization: a kernel is made resident while the one before it
+    finishes (Hopper, sm_90; docs/knobs.md).
     """
 
     name = "to-cuda"
 
+    pdl: int = 0
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        if self.pdl not in (0, 1):
+            raise DiagnosticException(f"to-cuda: pdl must be 0 or 1, got {self.pdl}")
         kernels: list[tile.KernelOp] = []
         for kernel in op.ops:
             if isinstance(kernel, loop.KernelOp):
@@ -38,11 +47,16 @@ class ToCudaPass(ModulePass):
             if isinstance(kernel, tile.KernelOp):
                 kernels.append(kernel)
         # Every kernel is printed before any is replaced, so a failure leaves the module as is.
-        sources = [kernel_source(kernel) for kernel in kernels]
+        sources = [kernel_source(kernel, bool(self.pdl)) for kernel in kernels]
         for kernel, source in zip(kernels, sources, strict=True):
             _, smem = dynamic_layout(kernel)
             printed = tile.CudaKernelOp(
-                kernel.sym_name.data, kernel.grid_size, kernel.block_size, smem, source
+                kernel.sym_name.data,
+                kernel.grid_size,
+                kernel.block_size,
+                smem,
+                source,
+                bool(self.pdl),
             )
             if tile.TENSOR_MAPS in kernel.attributes:
                 printed.attributes[tile.TENSOR_MAPS] = kernel.attributes[tile.TENSOR_MAPS]

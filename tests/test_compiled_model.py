@@ -9,17 +9,36 @@ from programs import load_example
 
 torch = pytest.importorskip("torch")
 
-from tinyopt.frontends.compiled_model import CompiledModel  # noqa: E402
+from tinyopt.backends.cuda.runtime import compile_module  # noqa: E402
+from tinyopt.compiler import apply_pipeline  # noqa: E402
+from tinyopt.dialects import tile  # noqa: E402
+from tinyopt.frontends.compiled_model import PIPELINE, CompiledModel  # noqa: E402
+from tinyopt.frontends.torch_fx import capture  # noqa: E402
 
 llama = load_example("llama_block.py")
 
+PDL_PIPELINE = PIPELINE.replace("to-cuda", "to-cuda{pdl=1}")
+"""The default pipeline with programmatic dependent launch between the block's kernels."""
+
+
+def test_pdl_pipeline_marks_and_compiles_every_kernel_of_the_block() -> None:
+    block = llama.block().to(torch.bfloat16).eval()
+    (x,) = (t.to(torch.bfloat16) for t in llama.example_inputs())
+    lowered = apply_pipeline(capture(block, x).module.clone(), PDL_PIPELINE)
+    kernels = [op for op in lowered.ops if isinstance(op, tile.CudaKernelOp)]
+    assert len(kernels) >= 11
+    assert all(k.pdl is not None for k in kernels)
+    compiled = compile_module(lowered, arch="sm_90a")
+    assert all(k.pdl for k in compiled.kernels.values())
+
 
 @requires_gpu
+@pytest.mark.parametrize("pipeline", [PIPELINE, PDL_PIPELINE], ids=["default", "pdl"])
 @pytest.mark.parametrize("graph", [True, False], ids=["graph", "launches"])
-def test_compiled_block_matches_eager_on_fresh_inputs(graph: bool) -> None:
+def test_compiled_block_matches_eager_on_fresh_inputs(graph: bool, pipeline: str) -> None:
     block = llama.block().to("cuda", torch.bfloat16).eval()
     (x,) = (t.to("cuda", torch.bfloat16) for t in llama.example_inputs())
-    model = CompiledModel(block, x, graph=graph)
+    model = CompiledModel(block, x, pipeline=pipeline, graph=graph)
     with torch.no_grad():
         for _ in range(2):  # fresh values through the same bound buffers
             x = torch.randn_like(x)

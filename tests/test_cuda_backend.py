@@ -12,6 +12,7 @@ from tinyopt.backends.cuda.cache import cached_compile
 from tinyopt.backends.cuda.errors import CudaArgumentError, CudaCompileError, CudaModuleError
 from tinyopt.backends.cuda.launch import Kernel
 from tinyopt.backends.cuda.nvrtc import compile_cuda
+from tinyopt.backends.cuda.printer import PDL_STATEMENTS
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.backends.cuda.timing import time_function
 
@@ -49,13 +50,15 @@ extern "C" __global__ void reverse(const float* x, float* out) {
 """
 
 
-def _kernel_op(name: str, source: str, grid: int, block: int, smem: int = 0) -> str:
+def _kernel_op(
+    name: str, source: str, grid: int, block: int, smem: int = 0, pdl: bool = False
+) -> str:
     """Return a generic-form tile.cuda_kernel op."""
     escaped = source.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
     return (
         f'"tile.cuda_kernel"() <{{sym_name = "{name}", source = "{escaped}", '
         f"grid = array<i64: {grid}, 1, 1>, block = array<i64: {block}, 1, 1>, "
-        f"smem = {smem} : i64}}> : () -> ()"
+        f"smem = {smem} : i64{', pdl' if pdl else ''}}}> : () -> ()"
     )
 
 
@@ -312,3 +315,39 @@ def test_shared_intermediates_bound_calls_and_graph_replay_agree():
     numpy_call = chain.bind(x.cpu().numpy(), y.cpu().numpy())
     numpy_call.graph()()
     np.testing.assert_allclose(numpy_call.results(), expected, rtol=1e-5)
+
+
+# The chain with programmatic dependent launch: each saxpy waits for the one before it at its
+# start, so t2 may reuse t0's bytes although the third launch starts while the second runs.
+PDL_SAXPY = SAXPY.replace("{\n", "{\n" + "\n".join(PDL_STATEMENTS) + "\n", 1)
+PDL_CHAIN_MODULE = CHAIN_MODULE.replace(
+    _kernel_op("saxpy", SAXPY, 4, 256), _kernel_op("saxpy", PDL_SAXPY, 4, 256, pdl=True)
+)
+
+
+def test_pdl_kernels_carry_the_flag_and_need_sm90():
+    compiled = compile_module(_module(PDL_CHAIN_MODULE), arch="sm_90a", poison=False)
+    assert compiled.kernels["saxpy"].pdl
+    assert not compile_module(_module(CHAIN_MODULE), arch="sm_90a").kernels["saxpy"].pdl
+    with pytest.raises(CudaModuleError, match="@saxpy uses programmatic dependent launch.*sm_80"):
+        compile_module(_module(PDL_CHAIN_MODULE), arch="sm_80")
+
+
+@requires_gpu
+def test_pdl_chain_direct_launches_and_graph_replay_agree():
+    torch = pytest.importorskip("torch")
+    chain = compile_module(_module(PDL_CHAIN_MODULE), poison=False)["chain"]
+    assert chain.arena_size == 2 * 4096  # t0 and t2 share bytes
+    x = torch.randn(1024, device="cuda")
+    y = torch.randn(1024, device="cuda")
+    expected = _chain_reference(x.cpu().numpy(), y.cpu().numpy())
+    np.testing.assert_allclose(chain(x, y).cpu().numpy(), expected, rtol=1e-5)
+    call = chain.bind(x, y)
+    replay = call.graph()
+    for _ in range(3):  # fresh values through the same bound buffers, launches and replays
+        x.copy_(torch.randn(1024, device="cuda"))
+        expected = _chain_reference(x.cpu().numpy(), y.cpu().numpy())
+        for run in (call, replay):
+            call.results().fill_(float("nan"))
+            run()
+            np.testing.assert_allclose(call.results().cpu().numpy(), expected, rtol=1e-5)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from programs import matmul_plain, matmul_relu, swiglu, tile_with
+from programs import EXAMPLES, matmul_plain, matmul_relu, rmsnorm, swiglu, tile_with
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from ladder import LADDER, Step  # noqa: E402
@@ -245,3 +245,31 @@ def test_sgemm_ffma_register_banks(knobs: str, least: float, most: float, tmp_pa
     # unswapped).
     code = sass(matmul_plain(4096, 4096, 4096, "f32", relu=False), tile_with(knobs), tmp_path)
     assert least <= bank_conflicted_share(code) <= most
+
+
+GLOBAL_ACCESS = re.compile(
+    r"\b(LDG|STG|LD|ST|RED|ATOM|ATOMG|LDGSTS|UTMALDG|UTMASTG|UTMAREDG|UBLKCP|UBLKRED)\b"
+)
+"""SASS instructions that read or write global memory (generic LD / ST included)."""
+
+
+@pytest.mark.parametrize(
+    ("text", "pipeline"),
+    [
+        (rmsnorm((64, 4096)), "fuse,tile,to-cuda{pdl=1}"),
+        (swiglu(256, 128, 256), "fuse,tile{mma=wgmma},to-cuda{pdl=1}"),
+        (
+            (EXAMPLES / "attention.mlir").read_text(),
+            "decompose,fuse,flash-attention,tile,to-cuda{pdl=1}",
+        ),
+    ],
+    ids=["rmsnorm", "swiglu-wgmma-tma", "attention"],
+)
+def test_pdl_waits_before_the_first_global_access(text: str, pipeline: str, tmp_path: Path) -> None:
+    # griddepcontrol.wait is ACQBULK, griddepcontrol.launch_dependents PREEXIT: ptxas keeps the
+    # wait ahead of every load, store and TMA copy, as the buffer plan's reuse needs.
+    for name, code in sass_of_each(text, pipeline, tmp_path).items():
+        wait = code.find("ACQBULK")
+        first = GLOBAL_ACCESS.search(code)
+        assert 0 <= wait and first is not None and wait < first.start(), name
+        assert code.count("ACQBULK") == 1 and "PREEXIT" in code, name

@@ -6,6 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import requires_gpu
+from programs import EXAMPLES, rmsnorm, swiglu
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func, memref, scf
 from xdsl.dialects import math as fmath
@@ -16,6 +17,8 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.backends.cuda.launch import Kernel
 from tinyopt.backends.cuda.nvrtc import compile_cuda
 from tinyopt.backends.cuda.printer import float_literal, kernel_source, module_sources
+from tinyopt.backends.cuda.runtime import compile_module
+from tinyopt.compiler import lower
 from tinyopt.dialects import tile
 from tinyopt.dialects.loop import Loop
 from tinyopt.passes.to_cuda import ToCudaPass
@@ -531,6 +534,55 @@ def test_pass_rejects_loop_kernels() -> None:
     )
     with pytest.raises(DiagnosticException, match="cannot print 'loop.kernel' @copy"):
         ToCudaPass().apply(Context(), module)
+
+
+PDL_PROGRAMS = {
+    "rmsnorm": (rmsnorm((64, 4096)), "fuse,tile,to-cuda"),
+    "swiglu_wgmma": (swiglu(256, 128, 256), "fuse,tile{mma=wgmma},to-cuda"),
+    "attention": (
+        (EXAMPLES / "attention.mlir").read_text(),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+}
+"""Programs whose kernels cover the schedules: row reduction, TMA + wgmma GEMMs with dynamic
+shared memory and tensor maps, flash attention."""
+
+
+def body_statements(cuda: str) -> list[str]:
+    """Returns the lines of a kernel's body after its `__global__` line, without comments."""
+    lines = cuda.splitlines()
+    start = next(i for i, line in enumerate(lines) if "__global__" in line)
+    return [s for line in lines[start + 1 :] if not (s := line.strip()).startswith("//")]
+
+
+@pytest.mark.parametrize("pdl", [0, 1])
+@pytest.mark.parametrize("program", list(PDL_PROGRAMS))
+def test_pdl_opens_every_kernel_with_griddepcontrol_wait(program: str, pdl: int) -> None:
+    text, pipeline = PDL_PROGRAMS[program]
+    _, module = lower(text, pipeline.replace("to-cuda", f"to-cuda{{pdl={pdl}}}"))
+    kernels = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    assert kernels
+    for kernel in kernels:
+        cuda = kernel.source.data
+        assert (kernel.pdl is not None) == bool(pdl)
+        if pdl:
+            assert body_statements(cuda)[:2] == [
+                'asm volatile("griddepcontrol.wait;" ::: "memory");',
+                'asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',
+            ]
+            assert cuda.count("griddepcontrol") == 2
+        else:
+            assert "griddepcontrol" not in cuda
+    compiled = compile_module(module, arch="sm_90a")
+    assert {name: k.pdl for name, k in compiled.kernels.items()} == {
+        k.sym_name.data: bool(pdl) for k in kernels
+    }
+
+
+def test_pdl_must_be_0_or_1() -> None:
+    module = parse("builtin.module {" + VECTORS + "}")
+    with pytest.raises(DiagnosticException, match="pdl must be 0 or 1, got 2"):
+        ToCudaPass(pdl=2).apply(Context(), module)
 
 
 def run(text: str, *arrays: np.ndarray) -> None:

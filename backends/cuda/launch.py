@@ -158,7 +158,10 @@ class Kernel:
     """One kernel of a cubin with a fixed grid, block and dynamic shared memory size.
 
     `tensor_maps` maps a parameter position to the (box, swizzle) of the TMA tensor map the
-    kernel takes there instead of a pointer.
+    kernel takes there instead of a pointer. With `pdl` it is launched with programmatic stream
+    serialization (programmatic dependent launch, sm_90): it may start while the kernel before
+    it on the stream still runs, so its code must wait (`griddepcontrol.wait`) before it touches
+    global memory; captured into a CUDA graph, the dependency becomes a programmatic edge.
     """
 
     def __init__(
@@ -169,6 +172,7 @@ class Kernel:
         block: tuple[int, int, int],
         smem_bytes: int = 0,
         tensor_maps: dict[int, tuple[tuple[int, ...], int]] | None = None,
+        pdl: bool = False,
     ) -> None:
         self.cubin = cubin
         self.name = name
@@ -176,6 +180,7 @@ class Kernel:
         self.block = tuple(block)
         self.smem_bytes = smem_bytes
         self.tensor_maps = tensor_maps or {}
+        self.pdl = pdl
         self._function: CoreKernel | None = None
 
     def function(self) -> CoreKernel:
@@ -220,7 +225,12 @@ class Kernel:
                 )
             shape, dtype_name = buffers[position]
             args[position] = tensor_map(pointers[position], shape, dtype_name, box, swizzle)
-        config = LaunchConfig(grid=self.grid, block=self.block, shmem_size=self.smem_bytes)
+        config = LaunchConfig(
+            grid=self.grid,
+            block=self.block,
+            shmem_size=self.smem_bytes,
+            programmatic_stream_serialization=self.pdl,
+        )
         return BoundLaunch(self.name, function, config, tuple(args))
 
     def launch(

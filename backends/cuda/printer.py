@@ -151,6 +151,18 @@ def pack_helper(element: str) -> str:
     )
 
 
+PDL_STATEMENTS = (
+    "// programmatic dependent launch: wait for the previous kernel to finish and its writes",
+    "// to be visible (before any global access: its buffers may be reused here), then let the",
+    "// next kernel launch; both are no-ops when launched without the attribute",
+    'asm volatile("griddepcontrol.wait;" ::: "memory");',
+    'asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',
+)
+"""The first statements of a kernel printed with `pdl` (PTX `griddepcontrol`, sm_90). Every
+block waits at its start, so nothing of the kernel touches global memory before the previous
+grid has completed; every block triggers right after, so the next kernel is launched once all
+of this one's blocks have started, and its blocks take only the SMs this grid leaves free."""
+
 FULL_MASK = "0xffffffff"
 WARP = 32
 
@@ -376,12 +388,14 @@ class CudaPrinter(BasePrinter[str]):
 
     Each SSA value is a C local named after its name hint when that hint is unique in the
     kernel, else `v<N>`; constants are printed inline as literals. The C index type is `int`
-    unless some buffer has 2^31 elements or more (then `long long`).
+    unless some buffer has 2^31 elements or more (then `long long`). With `pdl` the body opens
+    with the statements of programmatic dependent launch (`PDL_STATEMENTS`).
     """
 
-    def __init__(self, stream: IO[str], kernel: tile.KernelOp) -> None:
+    def __init__(self, stream: IO[str], kernel: tile.KernelOp, pdl: bool = False) -> None:
         super().__init__(stream, indent_num_spaces=4)
         self.kernel = kernel
+        self.pdl = pdl
         self.where = f"tile.kernel @{kernel.sym_name.data}"
         memrefs = [t for t in _types(kernel) if isinstance(t, MemRefType)]
         self.index = "long long" if any(_elements(t) >= 2**31 for t in memrefs) else "int"
@@ -541,6 +555,9 @@ class CudaPrinter(BasePrinter[str]):
                 f"__launch_bounds__({math.prod(op.block_size)}, {min_blocks.value.data})"
             )
         with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
+            if self.pdl:
+                for text in PDL_STATEMENTS:
+                    self.line(text)
             if self.dynamic:
                 smem, base = hopper.DYNAMIC_SMEM, hopper.DYNAMIC_BASE
                 align = hopper.DYNAMIC_ALIGN
@@ -995,10 +1012,11 @@ def _ancestors(op: Operation, stop: Operation) -> Iterator[Operation]:
         parent = parent.parent_op()
 
 
-def kernel_source(kernel: tile.KernelOp) -> str:
-    """Returns the CUDA C translation unit of one `tile.kernel`."""
+def kernel_source(kernel: tile.KernelOp, pdl: bool = False) -> str:
+    """Returns the CUDA C translation unit of one `tile.kernel`, opening with `PDL_STATEMENTS`
+    when `pdl`."""
     stream = StringIO()
-    CudaPrinter(stream, kernel).print_op(kernel)
+    CudaPrinter(stream, kernel, pdl).print_op(kernel)
     return stream.getvalue() + "\n"
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -377,6 +378,18 @@ class CompiledModule:
         return self.function(name)
 
 
+PDL_SM = 90
+"""`griddepcontrol` (programmatic dependent launch) exists from sm_90 (Hopper) on."""
+
+
+def _sm_version(arch: str) -> int:
+    """Return the number of an NVRTC architecture: 90 for "sm_90a", 80 for "compute_80"."""
+    digits = re.search(r"\d+", arch)
+    if digits is None:
+        raise CudaModuleError(f"cannot read the architecture {arch!r} (expected e.g. sm_90a)")
+    return int(digits.group())
+
+
 def compile_module(
     module: ModuleOp, arch: str | None = None, poison: bool = True, sync: bool = True
 ) -> CompiledModule:
@@ -385,7 +398,8 @@ def compile_module(
     `arch` defaults to the current GPU's, or sm_90a where there is none; compiling needs
     no GPU, running does. With `poison`, every buffer a call allocates is filled with NaN
     first, so unwritten outputs show. With `sync`, calls on device arrays wait for the
-    device so faults surface at the call that caused them (numpy calls always wait).
+    device so faults surface at the call that caused them (numpy calls always wait). A kernel
+    marked `pdl` (`to-cuda{pdl=1}`) needs sm_90 or newer.
     """
     if arch is None:
         arch = arch_of_current_device() if gpu_available() else "sm_90a"
@@ -396,10 +410,17 @@ def compile_module(
         if name == "tile.cuda_kernel":
             props = op.properties
             symbol = props["sym_name"].data
+            pdl = "pdl" in props
+            if pdl and _sm_version(arch) < PDL_SM:
+                raise CudaModuleError(
+                    f"kernel @{symbol} uses programmatic dependent launch (to-cuda{{pdl=1}}), "
+                    f"which needs sm_{PDL_SM} or newer; the target is {arch}"
+                )
             cubin = cached_compile(props["source"].data, symbol, arch)
             grid, block = props["grid"].get_values(), props["block"].get_values()
             maps = {spec.arg: (spec.box, spec.swizzle) for spec in tile.tensor_maps(op)}
-            kernels[symbol] = Kernel(cubin, symbol, grid, block, props["smem"].value.data, maps)
+            smem = props["smem"].value.data
+            kernels[symbol] = Kernel(cubin, symbol, grid, block, smem, maps, pdl)
         elif isinstance(op, func.FuncOp):
             host_ops.append(op)
         else:
