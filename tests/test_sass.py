@@ -108,6 +108,15 @@ def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Pat
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
 
 
+def test_small_grid_sgemm_default_copies_by_tma(tmp_path: Path) -> None:
+    """copy=auto at 1024³: TMA copies the tiles, every shared load is 16 bytes, no spills."""
+    code = sass(matmul_plain(1024, 1024, 1024, "f32", relu=False), "fuse,tile,to-cuda", tmp_path)
+    assert "UTMALDG" in code and "SYNCS" in code and not re.search(r"\bLDG", code)
+    shared_loads = re.findall(r"\bLDS(?:\.\w+)*", code)
+    assert shared_loads and set(shared_loads) == {"LDS.128"}, set(shared_loads)
+    assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+
+
 def test_swizzled_cp_async_ring_keeps_128_bit_accesses(tmp_path: Path) -> None:
     # Torch-layout weights: both sides K-major, the layout swizzle=1 is for.
     pipeline = tile_with(
@@ -170,7 +179,8 @@ def test_vectorized_ladder_kernels_use_128_bit_loads(step: Step, tmp_path: Path)
         code for name, code in codes.items() if not name.endswith(("_reduce", "_zero"))
     )
     assert "LDS.128" in contraction
-    if "copy=tma" in step.knobs:
+    # copy=tma, or copy=auto on a small grid (the tall-K steps' 512x512 output).
+    if "copy=tma" in step.knobs or "UTMALDG" in contraction:
         # Tiles come by TMA (UTMALDG) and are waited for on mbarriers (SYNCS); no thread loads.
         assert "UTMALDG" in contraction and "SYNCS" in contraction
         assert not re.search(r"\bLDG", contraction)

@@ -240,8 +240,12 @@ def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
 
 SMALL_GRID_TMA = {"bm": 64, "bn": 64, "tm": 8, "tn": 4, "bk": 32, "stages": 2}
 """The tile `copy=auto` takes with TMA (and a producer warp) on small grids. Measured on the
-H200 against cuBLAS in the same run (benchmarks/RESULTS.md, sixth session): 1024³ 1.19×, where
-the register-staged schedule's 32×64 tiles gave 0.85×; 2048³ 0.90× against 0.78×."""
+H200 against cuBLAS in the same run (benchmarks/RESULTS.md, sixth session): 1024³ 1.18×, where
+register staging's 32×64 tiles gave 0.85×; 2048³ 0.90× against 0.78×; 3 × 1000³ 1.05× against
+1.02×; at 512³ (64 blocks) its neighbours 0.86–0.96× against 0.75×."""
+
+SMALL_GRID_BLOCKS = 64
+"""The fewest 64×64 blocks `copy=auto` gives TMA (512², the smallest grid measured)."""
 
 TILE_KNOBS = ("bm", "bn", "bk", "tm", "tn", "stages", "split")
 """Knobs that pin the tile: when one is set, `copy=auto` keeps register staging."""
@@ -252,8 +256,8 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int) -> Knobs:
 
     TMA with the `SMALL_GRID_TMA` tile where 128×128 tiles would give fewer than two blocks
     per SM (register staging then takes smaller tiles, 64×64 or 32×64), its own 64×64 tiles
-    still give every SM one, and every tile knob is the heuristic's; `ld` elsewhere. Where
-    TMA cannot copy the operands, `ScheduleContraction` falls back to `ld`.
+    number at least `SMALL_GRID_BLOCKS`, and every tile knob is the heuristic's; `ld`
+    elsewhere. Where TMA cannot copy the operands, `ScheduleContraction` falls back to `ld`.
     """
     if knobs.copy != "auto":
         return knobs
@@ -262,7 +266,7 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int) -> Knobs:
         return batch * -(-m // bm) * -(-n // bn)
 
     tma = SMALL_GRID_TMA
-    small = blocks(128, 128) < 2 * SMS and blocks(tma["bm"], tma["bn"]) >= SMS
+    small = blocks(128, 128) < 2 * SMS and blocks(tma["bm"], tma["bn"]) >= SMALL_GRID_BLOCKS
     if not small or any(getattr(knobs, name) for name in TILE_KNOBS):
         return replace(knobs, copy="ld")
     return replace(knobs, copy="tma", **tma)

@@ -3,8 +3,8 @@
 
 // copy=auto (the default) on FP32 contractions: TMA with a producer warp and a 64x64x32 tile,
 // 8x4 per thread, 2 stages, where 128x128 tiles would give fewer than two blocks per SM (of
-// 132), 64x64 tiles at least one, and TMA can copy both operands; register staging (`ld`)
-// elsewhere.
+// 132), 64x64 tiles at least 64 blocks, and TMA can copy both operands; register staging
+// (`ld`) elsewhere.
 
 // 1024x1024: 64 blocks of 128x128, 256 of 64x64 with 128 + 32 threads.
 // CHECK:      tile.kernel @small_0 grid [16, 16, 1] block [160, 1, 1]
@@ -24,7 +24,7 @@
 // CHECK-NOT:    tile.tensor_maps
 // CHECK:        arith.maximumf
 
-// Too small for one wave of 64x64 tiles (12 blocks): register staging's smaller tiles.
+// Too small for 64 blocks of 64x64 (12): register staging's smaller tiles.
 // CHECK:      tile.kernel @tiny_0 grid
 // CHECK-NOT:    tile.tensor_maps
 // CHECK:        tile.barrier
