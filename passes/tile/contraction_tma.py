@@ -235,8 +235,10 @@ class TmaPipeline:
                 # Release the previous step's slot only now, past this step's wait loop: the
                 # FMAs that read it sit in an earlier basic block, so their shared loads have
                 # returned before the producer may refill it. Released right after
-                # `accumulate`, the arrive may be scheduled just behind the slot's last shared
-                # loads, ahead of the FMAs that consume them.
+                # `accumulate`, ptxas scheduled the arrive just behind the slot's last shared
+                # loads, ahead of the FMAs that consume them, and TMA overwrote loads still in
+                # flight (H200, 260x129x68 with the FMAs in serpentine order: wrong in 12 of 12
+                # runs; released here: 0 of 12, benchmarks/RESULTS.md).
                 with em.when([em.less(em.index(0), step)]):
                     previous = em.rem(em.add(step, self.stages - 1), self.stages)
                     em.op(tile.MbarrierArriveOp(self.empty, previous))
