@@ -42,6 +42,7 @@ from tinyopt.passes.fuse_kernel import (
     Materialize,
     buffer_type,
     is_buffer_constant,
+    shape_of,
 )
 from tinyopt.passes.fuse_scalar import ELEMENTWISE_OPS
 
@@ -73,17 +74,33 @@ def _reaches_heavy(value: SSAValue, roots: dict[SSAValue, None]) -> bool:
     return any(_reaches_heavy(o, roots) for o in op.operands)
 
 
+def _adds_or_drops_unit_dims(op: Operation) -> bool:
+    """Return whether `op` is a reshape that only adds or drops size-1 dims."""
+    if not isinstance(op, graph.ReshapeOp):
+        return False
+    return len({tuple(d for d in shape_of(v) if d != 1) for v in (op.x, op.result)}) == 1
+
+
 def _with_epilogue(value: SSAValue, roots: dict[SSAValue, None]) -> SSAValue:
-    """Extend a matmul to be materialized by the elementwise chain that only it feeds."""
+    """Extend a matmul to be materialized by the elementwise chain that only it feeds.
+
+    The chain may pass through reshapes that only add or drop unit dims (a linear layer on
+    `[1, s, d]` is a 2-D matmul reshaped back): the kernel still indexes the matmul by its own
+    loop variables, so the residual add after it becomes its epilogue.
+    """
     if not isinstance(value.owner, graph.MatmulOp):
         return value
-    while value.uses.get_length() == 1:
-        user = next(iter(value.uses)).operation
+    end = value
+    while end.uses.get_length() == 1:
+        user = next(iter(end.uses)).operation
+        if _adds_or_drops_unit_dims(user) and user.results[0] not in roots:
+            end = user.results[0]
+            continue
         if not isinstance(user, ELEMENTWISE_OPS) or user.results[0] in roots:
             break
-        if any(_reaches_heavy(o, roots) for o in user.operands if o is not value):
+        if any(_reaches_heavy(o, roots) for o in user.operands if o is not end):
             break
-        value = user.results[0]
+        value = end = user.results[0]
     return value
 
 

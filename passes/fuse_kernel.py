@@ -10,8 +10,9 @@ other roots, non-splat constants). Three kernel shapes come out (docs/ir.md):
 - row reduction: reductions over trailing dims that the root reads at a row-only index are
   hoisted to the row level, `parallel [rows] { reduce [cols]...; parallel [cols] { store } }`;
   a reduction root is `parallel [kept dims] { reduce [reduced dims]; store }`;
-- contraction: a matmul read at the root's own index, `parallel [b?, m, n] { reduce [k]
-  { a * b } {tinyopt.contraction}; epilogue; store }`, operands inlined into the reduce body.
+- contraction: a matmul read at the root's own index (up to unit dims a reshape adds or
+  drops), `parallel [b?, m, n] { reduce [k] { a * b } {tinyopt.contraction}; epilogue;
+  store }`, operands inlined into the reduce body.
 
 Anything that does not fit raises `Materialize` naming the tensor that needs its own kernel;
 the pass then adds that root and rebuilds.
@@ -145,6 +146,7 @@ class KernelBuilder:
         self._target = 0
         self._kind: Kind = "elementwise"
         self._matmul: SSAValue | None = None
+        self._matmul_point: Point = ()
 
     # ------------------------------------------------------------------ kernel structure
 
@@ -163,7 +165,7 @@ class KernelBuilder:
             outer.body.block.add_op(inner)
         else:
             if self._matmul is not None:
-                self._value(self._matmul, root_point)
+                self._value(self._matmul, self._matmul_point)
             self._store(self._value(self.root, root_point), root_point)
         self._check_index_range()
         return self.kernel
@@ -195,16 +197,21 @@ class KernelBuilder:
         matmuls = [(v, p) for v, p in found if isinstance(v.owner, graph.MatmulOp)]
         reductions = [(v, p) for v, p in found if isinstance(v.owner, graph.ReduceOp)]
         if matmuls:
+            kept = self._kept_matmul([v for v, _ in matmuls])
+            kept_point = next(p for v, p in matmuls if v is kept)
+            loops = [e for e in root_point if isinstance(e, Var)]
             for value, point in matmuls:
-                if point != root_point or value is not matmuls[0][0]:
+                # The root may add or drop unit dims (a reshape), not move the loop variables.
+                moved = [e for e in point if e != Const(0)] != loops
+                if value is not kept or point != kept_point or moved:
                     raise Materialize(value)
             for value, _ in reductions:
                 # A reduction over the matmul reads it off the root's index: keep the reduction.
-                if self._reaches(value, matmuls[0][0]):
-                    raise Materialize(matmuls[0][0])
+                if self._reaches(value, kept):
+                    raise Materialize(kept)
                 raise Materialize(value)
-            self._check_contraction_operands(matmuls[0][0], root_point)
-            self._matmul = matmuls[0][0]
+            self._check_contraction_operands(kept, kept_point)
+            self._matmul, self._matmul_point = kept, kept_point
             return "contraction", n_vars
         if isinstance(self.root.owner, graph.ReduceOp):
             return "reduce", n_vars
@@ -220,6 +227,22 @@ class KernelBuilder:
                 raise Materialize(value)
             split = max(split, used[-1] + 1)
         return "rows", split
+
+    def _kept_matmul(self, matmuls: Sequence[SSAValue]) -> SSAValue:
+        """Return the matmul the kernel computes among those it reaches: the first that no
+        other one reads.
+
+        A matmul that another one reads (a residual `x + o` feeding both the next layer and
+        its output) is computed by that one's operand kernel too, so it gets a buffer.
+        """
+        distinct = list(dict.fromkeys(matmuls))
+        read = {
+            v
+            for v in distinct
+            for w in distinct
+            if w is not v and any(self._reaches(o, v) for o in w.owner.operands)
+        }
+        return next(v for v in distinct if v not in read)
 
     def _check_contraction_operands(self, value: SSAValue, point: Point) -> None:
         """Materialize a matmul operand that itself holds a reduction or a matmul.

@@ -261,6 +261,73 @@ def test_linear_on_rank_3_input() -> None:
     )
 
 
+def _epilogue(kernel: loop.KernelOp) -> list[str]:
+    """Return the names of the ops after a contraction kernel's K loop (constants left out)."""
+    (nest,) = kernel.body.block.ops
+    ops = list(nest.body.block.ops)
+    (reduce,) = (op for op in ops if isinstance(op, loop.ReduceOp))
+    assert CONTRACTION_ATTR in reduce.attributes
+    return [op.name for op in ops[ops.index(reduce) + 1 :] if op.name != "arith.constant"]
+
+
+def test_residual_adds_through_unit_dim_reshapes_are_gemm_epilogues() -> None:
+    """Llama's `x1 = x + o(..)` and `x1 + down(f(x1))` on [1, s, d], the matmuls on [s, d]."""
+    fused = _check(
+        """
+        func.func @res(%x: tensor<1x8x16xf32>, %wo: tensor<16x16xf32>, %wd: tensor<16x16xf32>) -> tensor<1x8x16xf32> {
+          %h = graph.reshape %x : tensor<1x8x16xf32> -> tensor<8x16xf32>
+          %o = graph.matmul %h, %wo : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+          %o3 = graph.reshape %o : tensor<8x16xf32> -> tensor<1x8x16xf32>
+          %x1 = graph.add %x, %o3 : tensor<1x8x16xf32>
+          %r = graph.relu %x1 : tensor<1x8x16xf32>
+          %r2 = graph.reshape %r : tensor<1x8x16xf32> -> tensor<8x16xf32>
+          %d = graph.matmul %r2, %wd : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+          %d3 = graph.reshape %d : tensor<8x16xf32> -> tensor<1x8x16xf32>
+          %y = graph.add %x1, %d3 : tensor<1x8x16xf32>
+          func.return %y : tensor<1x8x16xf32>
+        }""",
+        kernels=2,
+    )
+    residual = builtin.MemRefType(builtin.f32, [1, 8, 16])
+    for kernel in loop.kernels(fused):
+        assert _epilogue(kernel) == ["memref.load", "arith.addf", "memref.store"]
+        assert kernel.body.block.args[-1].type == residual
+
+
+def test_reshape_that_moves_the_index_is_not_an_epilogue() -> None:
+    """[8, 16] -> [1, 8, 2, 8] splits a loop dim: the matmul is stored, the add is a kernel."""
+    fused = _check(
+        """
+        func.func @split(%x: tensor<1x8x2x8xf32>, %h: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<1x8x2x8xf32> {
+          %o = graph.matmul %h, %w : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+          %o4 = graph.reshape %o : tensor<8x16xf32> -> tensor<1x8x2x8xf32>
+          %y = graph.add %x, %o4 : tensor<1x8x2x8xf32>
+          func.return %y : tensor<1x8x2x8xf32>
+        }""",
+        kernels=2,
+    )
+    matmul, add = loop.kernels(fused)
+    assert _epilogue(matmul) == ["memref.store"]
+    assert not _ops(add, loop.ReduceOp)
+
+
+def test_matmul_read_by_two_results_through_a_reshape_is_stored_once() -> None:
+    fused = _check(
+        """
+        func.func @two(%x: tensor<1x8x16xf32>, %h: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> (tensor<1x8x16xf32>, tensor<1x8x16xf32>) {
+          %o = graph.matmul %h, %w : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+          %o3 = graph.reshape %o : tensor<8x16xf32> -> tensor<1x8x16xf32>
+          %a = graph.add %x, %o3 : tensor<1x8x16xf32>
+          %b = graph.mul %o3, %x : tensor<1x8x16xf32>
+          func.return %a, %b : tensor<1x8x16xf32>, tensor<1x8x16xf32>
+        }""",
+        kernels=3,
+    )
+    matmul, *elementwise = loop.kernels(fused)
+    assert _epilogue(matmul) == ["memref.store"]
+    assert all(not _ops(k, loop.ReduceOp) for k in elementwise)
+
+
 def test_causal_attention() -> None:
     fused = _check(
         """
@@ -268,9 +335,11 @@ def test_causal_attention() -> None:
           %o = graph.attention %q, %k, %v {causal = true, scale = 0.5 : f32} : tensor<1x2x5x4xf32>
           func.return %o : tensor<1x2x5x4xf32>
         }""",
-        kernels=4,
+        kernels=3,
     )
-    scores, softmax, _, _ = loop.kernels(fused)
+    # P·V stores the [B=1, H, S, D] result itself: the reshape from [B·H, S, D] only adds a unit dim.
+    scores, softmax, pv = loop.kernels(fused)
+    assert pv.body.block.args[-1].type == builtin.MemRefType(builtin.f32, [1, 2, 5, 4])
     assert CONTRACTION_ATTR in _ops(scores, loop.ReduceOp)[0].attributes
     assert len(_ops(softmax, loop.ReduceOp)) == 2
 

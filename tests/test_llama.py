@@ -20,6 +20,7 @@ torch = pytest.importorskip("torch")
 
 from xdsl.dialects import memref  # noqa: E402
 from xdsl.dialects.builtin import ModuleOp, bf16  # noqa: E402
+from xdsl.ir import SSAValue  # noqa: E402
 
 from tinyopt.backends.check import TOLERANCES  # noqa: E402
 from tinyopt.backends.cuda.cache import cached_compile  # noqa: E402
@@ -30,6 +31,7 @@ from tinyopt.dialects import loop, tile  # noqa: E402
 from tinyopt.frontends.compiled_model import PIPELINE  # noqa: E402
 from tinyopt.frontends.torch_fx import Capture, capture  # noqa: E402
 from tinyopt.passes.flash_attention import FLASH_ATTR  # noqa: E402
+from tinyopt.passes.fuse_kernel import CONTRACTION_ATTR  # noqa: E402
 
 llama = load_example("llama_block.py")
 
@@ -143,6 +145,54 @@ def test_tiny_two_layer_model_at_loop_level_matches_torch() -> None:
     ids = torch.randint(0, 40, (1, TINY["seq"]))
     fused = _check_loop_level(model, ids)
     assert len(loop.kernels(fused)) >= 2 * 11 + 2
+
+
+def _residual(kernel: loop.KernelOp, launch: loop.LaunchOp) -> SSAValue:
+    """Return the host buffer a contraction kernel adds to its accumulator after the K loop."""
+    (nest,) = kernel.body.block.ops
+    ops = list(nest.body.block.ops)
+    (reduce,) = (op for op in ops if isinstance(op, loop.ReduceOp))
+    assert CONTRACTION_ATTR in reduce.attributes
+    epilogue = [op for op in ops[ops.index(reduce) + 1 :] if op.name != "arith.constant"]
+    assert [op.name for op in epilogue] == ["memref.load", "arith.addf", "memref.store"]
+    load, add, store = epilogue
+    assert set(add.operands) == {load.results[0], reduce.res[0]}
+    assert store.operands[0] is add.results[0]
+    return launch.args[kernel.body.block.args.index(load.operands[0])]
+
+
+def test_residual_adds_are_the_o_and_down_projection_epilogues() -> None:
+    """The o projection's kernel stores `x1 = x + o`, the MLP's norm reads x1, and the down
+    projection's kernel stores the result `x1 + down`: no kernel of its own for either add
+    (fuse gave 16 kernels before, with x + o recomputed in the norm and the final add)."""
+    module, inputs = _example("block", torch.float32)
+    cap = capture(module, *inputs)
+    assert len(loop.kernels(_lower(cap, "decompose,fuse"))) == 15
+    lowered = _lower(cap, "decompose,fuse,flash-attention")
+    kernels = {k.sym_name.data: k for k in loop.kernels(lowered)}
+    host = next(op for op in lowered.ops if op.name == "func.func")
+    launches = [op for op in host.walk() if isinstance(op, loop.LaunchOp)]
+    x, *weights = host.regions[0].block.args
+    weight = dict(zip(cap.weights, weights))
+
+    def launch_reading(buffer: SSAValue) -> loop.LaunchOp:
+        (launch,) = (op for op in launches if buffer in op.args)
+        return launch
+
+    o_proj = launch_reading(weight["o_proj.weight"])
+    down_proj = launch_reading(weight["down_proj.weight"])
+    x1 = o_proj.args[-1]
+    assert _residual(kernels[o_proj.callee.string_value()], o_proj) is x
+    assert _residual(kernels[down_proj.callee.string_value()], down_proj) is x1
+    assert down_proj is launches[-1]
+    # x is read by the first norm and the o projection only; the MLP's norm reads x1.
+    assert [op for op in launches if x in op.args] == [launches[0], o_proj]
+    mlp_norm = launches[launches.index(o_proj) + 1]
+    assert x1 in mlp_norm.args and weight["mlp_norm.weight"] in mlp_norm.args
+    (got,) = run_loop_module(lowered, "forward", *cap.arguments(*inputs))
+    with torch.no_grad():
+        want = module(*inputs).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
 def _relative(out: np.ndarray, ref: np.ndarray) -> float:
