@@ -490,6 +490,7 @@ CASES = [
     Case("matmul_f32_auto_tma_1000", matmul_plain(1000, 1000, 1000, "f32", relu=False)),
     Case("linear_f32_auto_tma_1000x1004x1000", matmul_plain(1000, 1004, 1000, "f32", "nk")),
     Case("bmm_auto_tma_3x520x268x72", batched_matmul(3, 520, 268, 72)),
+    Case("bmm_auto_tma_1x1000x1004x72", batched_matmul(1, 1000, 1004, 72)),
     Case("matmul_f32_auto_fallback_1000x1000x1001", matmul_plain(1000, 1000, 1001, "f32")),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),

@@ -3,10 +3,11 @@ by TMA (`cp.async.bulk.tensor`) into a `stages`-deep ring of dynamic shared memo
 guarded by an mbarrier that completes when the slot's bytes landed.
 
 TMA copies a box of a tensor map, so each side must be a plain f32 load indexed `[b?, outer,
-k]` (K-major: A `[M, K]`, torch-layout B `[N, K]`) or `[b?, k, outer]` (A `[K, M]`, B `[K, N]`),
-whose rows are a multiple of 16 bytes (a tensor map's strides must be). The box lands dense
-(`pad` does not apply), as `[outer][BK]` or `[BK][outer]`; elements past M, N or K are filled
-with zeros by TMA, so the FMA loop needs no guards. The fragment reads are those of the
+k]` (K-major: A `[M, K]`, torch-layout B `[N, K]`) or `[b?, k, outer]` (A `[K, M]`, B `[K,
+N]`), b batch loop variables or constants, whose rows are a multiple of 16 bytes (a tensor
+map's strides must be). The box lands dense (`pad` does not apply), as `[outer][BK]` or
+`[BK][outer]`; elements past M, N or K are filled with zeros by TMA, so the FMA loop needs no
+guards. The fragment reads are those of the
 cp.async engine (`contraction.py`).
 
 `ws=0`: thread 0 issues the copies of step s + stages - 1 after the barrier that opens step s
@@ -26,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import i64
+from xdsl.dialects.builtin import IntegerAttr, i64
 from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -47,8 +48,9 @@ class TmaSide:
     tile_outer: int
     k_major: bool
     """True: shared `[stages][outer][BK]`; False: `[stages][BK][outer]`."""
-    batch: list[SSAValue]
-    """The load's leading (batch) indices."""
+    batch: list[SSAValue | int]
+    """The load's leading indices: batch loop variables, or constants (a unit batch dimension
+    indexed at 0)."""
     smem: SSAValue | None = None
 
     def shape(self, stages: int, bk: int, pad: int = 0) -> list[int]:
@@ -78,10 +80,11 @@ def tma_side(
     indices = list(load.indices)
     t = load.memref.type
     shape = t.get_shape()  # type: ignore[attr-defined]
+    batch = [i if i in batch_ivs else _constant_index(i) for i in indices[:-2]]
     if (
         len(indices) < 2
         or set(indices[-2:]) != {k_iv, outer_iv}
-        or any(i not in batch_ivs for i in indices[:-2])
+        or None in batch
         or not isinstance(load.memref, BlockArgument)
     ):
         raise DiagnosticException(
@@ -95,7 +98,15 @@ def tma_side(
             f"the {which} side of kernel @{kernel} is {t}, rows of {shape[-1] * 4} bytes "
             "(use copy=cp_async or copy=ld)"
         )
-    return TmaSide(load, load.memref.index, outer0, tile_outer, indices[-1] is k_iv, indices[:-2])
+    return TmaSide(load, load.memref.index, outer0, tile_outer, indices[-1] is k_iv, batch)
+
+
+def _constant_index(value: SSAValue) -> int | None:
+    """Returns the value of an `arith.constant` index, else None."""
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
 
 
 def tensor_map_args(sides: list[TmaSide], bk: int, kernel: str) -> list[tile.TensorMapArg]:
@@ -150,7 +161,7 @@ class TmaPipeline:
         zero = em.index(0)
         for side in sides:
             assert side.smem is not None
-            batch = [self.mapping.get(b, b) for b in side.batch]
+            batch = [em.index(b) if isinstance(b, int) else self.mapping[b] for b in side.batch]
             inner = [side.outer0, k0] if side.k_major else [k0, side.outer0]
             em.op(
                 tile.TmaLoadOp(

@@ -12,6 +12,10 @@
 // CHECK:        tile.alloc dynamic : memref<2x64x32xf32, 3 : i32>
 // CHECK:        tile.mbarrier_wait
 
+// A unit batch dimension (loads at [0, m, k]) is a box of the 3-D tensor map.
+// CHECK:      tile.kernel @unit_batch_0 grid [16, 16, 1] block [160, 1, 1]
+// CHECK-SAME:   tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 64, 32>, swizzle = 0 : i64}, {arg = 1 : i64, box = array<i64: 1, 32, 64>, swizzle = 0 : i64}]
+
 // Rows of 66 floats are not 16-byte multiples (a tensor map's strides must be): falls back to
 // register staging, no tensor maps.
 // CHECK:      tile.kernel @odd_rows_0 grid
@@ -42,6 +46,11 @@
 func.func @small(%x: tensor<1024x64xf32>, %w: tensor<64x1024xf32>) -> tensor<1024x1024xf32> {
   %m = graph.matmul %x, %w : (tensor<1024x64xf32>, tensor<64x1024xf32>) -> tensor<1024x1024xf32>
   func.return %m : tensor<1024x1024xf32>
+}
+
+func.func @unit_batch(%x: tensor<1x1024x64xf32>, %w: tensor<1x64x1024xf32>) -> tensor<1x1024x1024xf32> {
+  %m = graph.matmul %x, %w : (tensor<1x1024x64xf32>, tensor<1x64x1024xf32>) -> tensor<1x1024x1024xf32>
+  func.return %m : tensor<1x1024x1024xf32>
 }
 
 func.func @odd_rows(%x: tensor<1024x66xf32>, %w: tensor<66x1024xf32>) -> tensor<1024x1024xf32> {
