@@ -7,10 +7,12 @@ The module is captured on its example inputs (frontends/torch_fx.py) and lowered
 pipeline (`pipeline=`, default `PIPELINE`; `"decompose,fuse,flash-attention,tile,to-cuda{pdl=1}"`
 adds programmatic dependent launch between the kernels, docs/knobs.md); its weights are copied
 to the GPU and bound once, with every intermediate buffer planned into one arena
-(backends/cuda/buffer_plan.py). A call copies the inputs into the bound input tensors and
-launches the kernel sequence — as one CUDA graph replay by default — on the current torch
+(backends/cuda/buffer_plan.py). With `graph=True` (the default) a call copies the inputs into
+the bound input tensors, replays the kernel sequence as one CUDA graph on the current torch
 stream, and returns copies of the outputs (the bound outputs are overwritten by the next call).
-Nothing goes through the host.
+With `graph=False` a call binds the caller's tensors themselves (through DLPack, no copies),
+launches each kernel on the current stream and returns fresh output tensors; it pays the
+host's binding per call instead of the two copies. Nothing goes through the host.
 """
 
 from __future__ import annotations
@@ -42,12 +44,13 @@ class CompiledModel:
 
         captured = capture(module, *example_inputs)
         lowered = apply_pipeline(captured.module.clone(), pipeline)
-        function = compile_module(lowered, poison=False, sync=False).function(
+        self.function = compile_module(lowered, poison=False, sync=False).function(
             captured.function.sym_name.data
         )
         self.inputs = [torch.empty_like(x, device="cuda") for x in example_inputs]
         self.weights = [w.detach().to("cuda").contiguous() for w in captured.weights.values()]
-        self.call: BoundCall = function.bind(*self.inputs, *self.weights)
+        self.graph = graph
+        self.call: BoundCall = self.function.bind(*self.inputs, *self.weights)
         self.launch = self.call.graph() if graph else self.call
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
@@ -60,6 +63,9 @@ class CompiledModel:
                     f"the model was compiled for {tuple(bound.shape)} {bound.dtype} inputs, "
                     f"got {tuple(given.shape)} {given.dtype}"
                 )
+        if not self.graph:
+            return self.function(*inputs, *self.weights)
+        for bound, given in zip(self.inputs, inputs):
             bound.copy_(given)
         self.launch()
         results = self.call.results()
