@@ -19,6 +19,8 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
+from tinyopt.passes.index_eval import constant_index
+
 
 @dataclass(frozen=True)
 class Digit:
@@ -72,29 +74,23 @@ def digits_of(value: SSAValue, ivs: Mapping[SSAValue, int]) -> Digits | None:
     if value in ivs:
         return of_index(value, ivs[value])
     op = value.owner
-    if _constant(value) == 0:
+    if constant_index(value) == 0:
         return ()
     if isinstance(op, arith.AddiOp):
         lhs, rhs = digits_of(op.lhs, ivs), digits_of(op.rhs, ivs)
         return None if lhs is None or rhs is None else lhs + rhs
     if isinstance(op, arith.MuliOp):
         for x, c in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
-            if (factor := _constant(c)) is not None and (digits := digits_of(x, ivs)) is not None:
+            factor = constant_index(c)
+            if factor is not None and (digits := digits_of(x, ivs)) is not None:
                 return scaled(digits, factor)
         return None
     if isinstance(op, arith.DivUIOp | arith.RemUIOp):
-        divisor, digits = _constant(op.rhs), digits_of(op.lhs, ivs)
+        divisor, digits = constant_index(op.rhs), digits_of(op.lhs, ivs)
         if divisor is None or divisor < 1 or digits is None:
             return None
         parts = split(digits, divisor)
         return None if parts is None else parts[isinstance(op, arith.RemUIOp)]
-    return None
-
-
-def _constant(value: SSAValue) -> int | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
     return None
 
 

@@ -29,14 +29,22 @@ CMPI = (
 """`arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge on (non-negative) indices."""
 
 
+def constant_index(value: SSAValue) -> int | None:
+    """Returns the value of an integer `arith.constant`, else None."""
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
+
+
 def on_grid(value: SSAValue, env: dict[SSAValue, np.ndarray]) -> np.ndarray | None:
     """Evaluate index arithmetic and comparisons over the grid `env` binds; None for any
     value that is not built from the bound indices and constants by such ops."""
     if value in env:
         return env[value]
     op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        result = np.int64(op.value.value.data)
+    if (constant := constant_index(value)) is not None:
+        result = np.int64(constant)
     elif isinstance(op, arith.CmpiOp) or (isinstance(op, Operation) and op.name in INDEX_OPS):
         operands = [on_grid(v, env) for v in op.operands]
         if any(o is None for o in operands):

@@ -7,18 +7,17 @@ k]` (K-major: A `[M, K]`, torch-layout B `[N, K]`) or `[b?, k, outer]` (A `[K, M
 N]`), b batch loop variables or constants, whose rows are a multiple of 16 bytes (a tensor
 map's strides must be). The box lands dense (`pad` does not apply), as `[outer][BK]` or
 `[BK][outer]`; elements past M, N or K are filled with zeros by TMA, so the FMA loop needs no
-guards. The fragment reads are those of the
-cp.async engine (`contraction.py`).
+guards. The fragment reads are those of the cp.async engine (`contraction.py`).
 
 `ws=0`: thread 0 issues the copies of step s + stages - 1 after the barrier that opens step s
 (everyone finished reading step s - 1, whose slot it refills); every thread then waits on the
 slot's `full` mbarrier. `ws=1` (warp specialization): one producer warp after the consumer
 threads issues every copy, waiting on an `empty` mbarrier per slot that the consumer threads
 arrive on one step after they read it (once past the next slot's wait, see `_specialized`);
-consumers never meet at a block barrier. The producer
-is one warp, not a warpgroup, so it cannot give registers back (`setmaxnreg` applies to whole
-warpgroups); the consumers do not need more: a block of 256 + 32 threads may already use up to
-224 registers per thread, and the 8×8 register tile takes about 128.
+consumers never meet at a block barrier. The producer is one warp, not a warpgroup, so it
+cannot give registers back (`setmaxnreg` applies to whole warpgroups); the consumers do not
+need more: a block of 256 + 32 threads may already use up to 224 registers per thread, and the
+8×8 register tile takes about 128.
 """
 
 from __future__ import annotations
@@ -27,11 +26,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, i64
+from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
+from tinyopt.passes.index_eval import constant_index
 from tinyopt.passes.tile.emit import Emitter, Mapping
 
 PRODUCER_WARP = 32
@@ -80,7 +80,7 @@ def tma_side(
     indices = list(load.indices)
     t = load.memref.type
     shape = t.get_shape()  # type: ignore[attr-defined]
-    batch = [i if i in batch_ivs else _constant_index(i) for i in indices[:-2]]
+    batch = [i if i in batch_ivs else constant_index(i) for i in indices[:-2]]
     if (
         len(indices) < 2
         or set(indices[-2:]) != {k_iv, outer_iv}
@@ -99,14 +99,6 @@ def tma_side(
             "(use copy=cp_async or copy=ld)"
         )
     return TmaSide(load, load.memref.index, outer0, tile_outer, indices[-1] is k_iv, batch)
-
-
-def _constant_index(value: SSAValue) -> int | None:
-    """Returns the value of an `arith.constant` index, else None."""
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
 
 
 def tensor_map_args(sides: list[TmaSide], bk: int, kernel: str) -> list[tile.TensorMapArg]:
