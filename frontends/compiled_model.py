@@ -50,8 +50,9 @@ class CompiledModel:
         self.inputs = [torch.empty_like(x, device="cuda") for x in example_inputs]
         self.weights = [w.detach().to("cuda").contiguous() for w in captured.weights.values()]
         self.graph = graph
-        self.call: BoundCall = self.function.bind(*self.inputs, *self.weights)
-        self.launch = self.call.graph() if graph else self.call
+        if graph:  # static buffers and their graph; graph=False binds each call's tensors
+            self.call: BoundCall = self.function.bind(*self.inputs, *self.weights)
+            self.launch = self.call.graph()
 
     def __call__(self, *inputs: torch.Tensor) -> torch.Tensor | tuple[torch.Tensor, ...]:
         """Run the model on `inputs` (shapes and dtypes of the example inputs)."""
