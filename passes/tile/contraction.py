@@ -251,6 +251,11 @@ TILE_KNOBS = ("bm", "bn", "bk", "tm", "tn", "stages", "split")
 """Knobs that pin the tile: when one is set, `copy=auto` keeps register staging."""
 
 
+def _blocks(batch: int, m: int, n: int, bm: int, bn: int) -> int:
+    """Returns the blocks of bm×bn tiles a batch×m×n output takes."""
+    return batch * -(-m // bm) * -(-n // bn)
+
+
 def resolve_copy(knobs: Knobs, batch: int, m: int, n: int) -> Knobs:
     """Returns the knobs with `copy=auto` decided.
 
@@ -261,12 +266,11 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int) -> Knobs:
     """
     if knobs.copy != "auto":
         return knobs
-
-    def blocks(bm: int, bn: int) -> int:
-        return batch * -(-m // bm) * -(-n // bn)
-
     tma = SMALL_GRID_TMA
-    small = blocks(128, 128) < 2 * SMS and blocks(tma["bm"], tma["bn"]) >= SMALL_GRID_BLOCKS
+    small = (
+        _blocks(batch, m, n, 128, 128) < 2 * SMS
+        and _blocks(batch, m, n, tma["bm"], tma["bn"]) >= SMALL_GRID_BLOCKS
+    )
     if not small or any(getattr(knobs, name) for name in TILE_KNOBS):
         return replace(knobs, copy="ld")
     return replace(knobs, copy="tma", **tma)
@@ -279,7 +283,7 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
     128×128 (64 blocks) by 1.8×; at 4096³ and batched shapes 128×128 is best.
     """
     for bm, bn, tm, tn in CANDIDATES:
-        if batch * -(-m // bm) * -(-n // bn) >= 2 * SMS:
+        if _blocks(batch, m, n, bm, bn) >= 2 * SMS:
             break
     bm, bn = knobs.bm or bm, knobs.bn or bn
     tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
