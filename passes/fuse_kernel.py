@@ -145,7 +145,8 @@ class KernelBuilder:
         self._consts: dict[float, SSAValue] = {}
         self._target = 0
         self._kind: Kind = "elementwise"
-        self._matmul: SSAValue | None = None
+        self._matmuls: tuple[SSAValue, ...] = ()
+        """The kernel's matmuls: none, one, or a pair sharing A (`_partner`)."""
         self._matmul_point: Point = ()
 
     # ------------------------------------------------------------------ kernel structure
@@ -164,8 +165,8 @@ class KernelBuilder:
             self._blocks.pop()
             outer.body.block.add_op(inner)
         else:
-            if self._matmul is not None:
-                self._value(self._matmul, self._matmul_point)
+            for matmul in self._matmuls:
+                self._value(matmul, self._matmul_point)
             self._store(self._value(self.root, root_point), root_point)
         self._check_index_range()
         return self.kernel
@@ -199,19 +200,21 @@ class KernelBuilder:
         if matmuls:
             kept = self._kept_matmul([v for v, _ in matmuls])
             kept_point = next(p for v, p in matmuls if v is kept)
+            pair = (kept, *self._partner(kept, kept_point, matmuls))
             loops = [e for e in root_point if isinstance(e, Var)]
             for value, point in matmuls:
                 # The root may add or drop unit dims (a reshape), not move the loop variables.
                 moved = [e for e in point if e != Const(0)] != loops
-                if value is not kept or point != kept_point or moved:
+                if value not in pair or point != kept_point or moved:
                     raise Materialize(value)
             for value, _ in reductions:
                 # A reduction over the matmul reads it off the root's index: keep the reduction.
                 if self._reaches(value, kept):
                     raise Materialize(kept)
                 raise Materialize(value)
-            self._check_contraction_operands(kept, kept_point)
-            self._matmul, self._matmul_point = kept, kept_point
+            for value in pair:
+                self._check_contraction_operands(value, kept_point)
+            self._matmuls, self._matmul_point = pair, kept_point
             return "contraction", n_vars
         if isinstance(self.root.owner, graph.ReduceOp):
             return "reduce", n_vars
@@ -243,6 +246,26 @@ class KernelBuilder:
             if w is not v and any(self._reaches(o, v) for o in w.owner.operands)
         }
         return next(v for v in distinct if v not in read)
+
+    def _partner(
+        self, kept: SSAValue, point: Point, matmuls: Sequence[tuple[SSAValue, Point]]
+    ) -> tuple[SSAValue, ...]:
+        """Return the matmul computed beside `kept` (none or one): the first other one read at
+        the same point with the same A operand, neither reading the other — the gate and up
+        projections of `silu(x @ wg) * (x @ wu)`. The kernel then holds two K loops over one
+        A (a paired contraction, docs/ir.md), which the tile pass runs as one dual GEMM or
+        splits back into two kernels (`passes/tile/paired.py`)."""
+        lhs = kept.owner.lhs  # type: ignore[union-attr]
+        for value, at in matmuls:
+            if (
+                value is not kept
+                and at == point
+                and value.owner.lhs is lhs  # type: ignore[union-attr]
+                and not self._reaches(value, kept)
+                and not any(self._reaches(o, value) for o in kept.owner.operands)  # type: ignore[union-attr]
+            ):
+                return (value,)
+        return ()
 
     def _check_contraction_operands(self, value: SSAValue, point: Point) -> None:
         """Materialize a matmul operand that itself holds a reduction or a matmul.
@@ -468,7 +491,7 @@ class KernelBuilder:
     def _contraction(self, op: graph.MatmulOp, point: Point) -> SSAValue:
         """Emit the K loop of the kernel's matmul: `reduce [k] { a(.., m, k) * b(.., k, n) }`."""
         value = op.results[0]
-        if value is not self._matmul or value in self.fused:
+        if value not in self._matmuls or value in self.fused:
             raise Materialize(value)
         extent = shape_of(op.lhs)[-1]
         body = Block(arg_types=[IndexType()])

@@ -132,8 +132,8 @@ def matmul_plain(
 
 
 def swiglu(m: int, d: int, h: int, dtype: str = "bf16") -> str:
-    """`silu(x @ wg^T) * (x @ wu^T)`, the Llama MLP's gate: two torch-layout GEMMs, the
-    second with an epilogue that reads the first's output."""
+    """`silu(x @ wg^T) * (x @ wu^T)`, the Llama MLP's gate: two torch-layout GEMMs sharing x,
+    one kernel (a dual GEMM) where the wgmma rule takes it, else two (`dual`)."""
     x, w, y = _t((m, d), dtype), _t((h, d), dtype), _t((m, h), dtype)
     return f"""func.func @swiglu(%x: {x}, %wg: {w}, %wu: {w}) -> {y} {{
   %g = graph.linear %x, %wg : ({x}, {w}) -> {y}
@@ -141,6 +141,29 @@ def swiglu(m: int, d: int, h: int, dtype: str = "bf16") -> str:
   %s = graph.silu %g : {y}
   %p = graph.mul %s, %u : {y}
   func.return %p : {y}
+}}"""
+
+
+def gated(m: int, d: int, h: int, dtype: str = "bf16") -> str:
+    """`silu(x @ wg^T) * u` with `u` an input: a GEMM whose epilogue reads another buffer."""
+    x, w, y = _t((m, d), dtype), _t((h, d), dtype), _t((m, h), dtype)
+    return f"""func.func @gated(%x: {x}, %wg: {w}, %u: {y}) -> {y} {{
+  %g = graph.linear %x, %wg : ({x}, {w}) -> {y}
+  %s = graph.silu %g : {y}
+  %p = graph.mul %s, %u : {y}
+  func.return %p : {y}
+}}"""
+
+
+def swiglu_batched(batch: int, m: int, k: int, n: int, dtype: str = "bf16") -> str:
+    """`silu(a @ bg) * (a @ bu)` over a batch, with `[b, K, N]` (N-major) weights."""
+    a, b, c = _t((batch, m, k), dtype), _t((batch, k, n), dtype), _t((batch, m, n), dtype)
+    return f"""func.func @swiglu(%a: {a}, %bg: {b}, %bu: {b}) -> {c} {{
+  %g = graph.matmul %a, %bg : ({a}, {b}) -> {c}
+  %u = graph.matmul %a, %bu : ({a}, {b}) -> {c}
+  %s = graph.silu %g : {c}
+  %p = graph.mul %s, %u : {c}
+  func.return %p : {c}
 }}"""
 
 
@@ -256,8 +279,8 @@ CASES = [
     ),
     Case("mlp_bf16_wgmma_100x128x256", mlp(100, 128, 256, "bf16"), tile_with("mma=wgmma")),
     # store=smem: accumulators staged through shared memory, then the epilogue on 8 columns
-    # per thread (16-byte accesses); N=330 falls back to 2-column vectors, the swiglu gate
-    # reads `up` in its epilogue, bn=256 stages four 64-column chunks.
+    # per thread (16-byte accesses); N=330 falls back to 2-column vectors, the gated GEMM
+    # reads `u` in its epilogue, bn=256 stages four 64-column chunks.
     Case(
         "matmul_bf16_wgmma_smem_1000",
         matmul_plain(1000, 1000, 1000),
@@ -288,14 +311,45 @@ CASES = [
         mlp(100, 128, 256, "bf16"),
         tile_with("mma=wgmma store=smem"),
     ),
+    # dual GEMM (gate and up in one kernel, the gate's accumulators beside the up's): the
+    # default 128×256 tile (128 output columns), bn=128 without a producer warpgroup, the
+    # fragment epilogue, N-major weights of a batch, persistent blocks; dual=off and f32 split
+    # it into two kernels through an f32 workspace.
+    Case("swiglu_bf16_dual_1000x264x1000", swiglu(1000, 264, 1000)),
     Case(
-        "swiglu_bf16_wgmma_smem_100x136x264",
-        swiglu(100, 136, 264),
+        "swiglu_bf16_dual_bn128_ws0_130x136x520",
+        swiglu(130, 136, 520),
+        tile_with("dual=on bn=128 ws=0 stages=2"),
+    ),
+    Case(
+        "swiglu_bf16_dual_direct_200x72x330",
+        swiglu(200, 72, 330),
+        tile_with("dual=on store=direct"),
+    ),
+    Case(
+        "swiglu_bf16_dual_batched_kn_3x260x136x264",
+        swiglu_batched(3, 260, 136, 264),
+        tile_with("dual=on"),
+    ),
+    Case(
+        "swiglu_bf16_dual_persistent_1100x136x2104",
+        swiglu(1100, 136, 2104),
+        tile_with("dual=on persistent=1"),
+    ),
+    Case(
+        "swiglu_bf16_dual_off_130x136x520",
+        swiglu(130, 136, 520),
+        tile_with("mma=wgmma dual=off"),
+    ),
+    Case("swiglu_f32_unpaired_100x72x264", swiglu(100, 72, 264, "f32")),
+    Case(
+        "gated_bf16_wgmma_smem_100x136x264",
+        gated(100, 136, 264),
         tile_with("mma=wgmma store=smem"),
     ),
     Case(
-        "swiglu_bf16_wgmma_smem_bn256_130x136x520",
-        swiglu(130, 136, 520),
+        "gated_bf16_wgmma_smem_bn256_130x136x520",
+        gated(130, 136, 520),
         tile_with("mma=wgmma bn=256 store=smem"),
     ),
     # persistent=1: 132 blocks walk the tiles (272, 405 and 153 here, so blocks take 1 to 4),
@@ -311,8 +365,8 @@ CASES = [
         tile_with("mma=wgmma bm=64 bn=64 persistent=1 store=direct"),
     ),
     Case(
-        "swiglu_bf16_wgmma_persistent_1100x136x2104",
-        swiglu(1100, 136, 2104),
+        "gated_bf16_wgmma_persistent_1100x136x2104",
+        gated(1100, 136, 2104),
         tile_with("mma=wgmma bn=128 persistent=1"),
     ),
     # group: tiles launched in groups of block rows, down a group's rows first (14 rows of

@@ -32,6 +32,7 @@ from tinyopt.frontends.compiled_model import PIPELINE  # noqa: E402
 from tinyopt.frontends.torch_fx import Capture, capture  # noqa: E402
 from tinyopt.passes.flash_attention import FLASH_ATTR  # noqa: E402
 from tinyopt.passes.fuse_kernel import CONTRACTION_ATTR  # noqa: E402
+from tinyopt.passes.tile.paired import match_paired_contraction  # noqa: E402
 
 llama = load_example("llama_block.py")
 
@@ -164,10 +165,11 @@ def _residual(kernel: loop.KernelOp, launch: loop.LaunchOp) -> SSAValue:
 def test_residual_adds_are_the_o_and_down_projection_epilogues() -> None:
     """The o projection's kernel stores `x1 = x + o`, the MLP's norm reads x1, and the down
     projection's kernel stores the result `x1 + down`: no kernel of its own for either add
-    (fuse gave 16 kernels before, with x + o recomputed in the norm and the final add)."""
+    (fuse gave 16 kernels before, with x + o recomputed in the norm and the final add; 14 now
+    that the gate and up projections are one kernel)."""
     module, inputs = _example("block", torch.float32)
     cap = capture(module, *inputs)
-    assert len(loop.kernels(_lower(cap, "decompose,fuse"))) == 15
+    assert len(loop.kernels(_lower(cap, "decompose,fuse"))) == 14
     lowered = _lower(cap, "decompose,fuse,flash-attention")
     kernels = {k.sym_name.data: k for k in loop.kernels(lowered)}
     host = next(op for op in lowered.ops if op.name == "func.func")
@@ -193,6 +195,32 @@ def test_residual_adds_are_the_o_and_down_projection_epilogues() -> None:
     with torch.no_grad():
         want = module(*inputs).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_gate_and_up_projections_are_one_dual_gemm() -> None:
+    """fuse pairs the MLP's gate and up projections (one A, two K loops) and, in bf16, the
+    tile pass keeps them one wgmma kernel with a tensor map per operand; in f32 it splits them
+    back into two kernels, the up projection's through a workspace."""
+    for dtype, launches_reading_both in ((torch.bfloat16, 1), (torch.float32, 0)):
+        module, inputs = _example("block", dtype)
+        cap = capture(module, *inputs)
+        fused = _lower(cap, "decompose,fuse")
+        assert [k.sym_name.data for k in loop.kernels(fused) if match_paired_contraction(k)]
+        lowered = _lower(cap, PIPELINE)
+        host = next(op for op in lowered.ops if op.name == "func.func")
+        weight = dict(zip(cap.weights, host.regions[0].block.args[1:]))
+        gate, up = weight["gate_proj.weight"], weight["up_proj.weight"]
+        launches = [op for op in host.walk() if isinstance(op, loop.LaunchOp)]
+        both = [op for op in launches if gate in op.args and up in op.args]
+        assert len(both) == launches_reading_both
+        if both:
+            (kernel,) = (
+                k
+                for k in lowered.ops
+                if isinstance(k, tile.CudaKernelOp)
+                and k.sym_name.data == both[0].callee.string_value()
+            )
+            assert len(kernel.attributes["tile.tensor_maps"]) == 3
 
 
 def _relative(out: np.ndarray, ref: np.ndarray) -> float:

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from programs import EXAMPLES, matmul_plain, matmul_relu, rmsnorm, swiglu, tile_with
+from programs import EXAMPLES, gated, matmul_plain, matmul_relu, rmsnorm, swiglu, tile_with
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from ladder import LADDER, Step  # noqa: E402
@@ -85,10 +85,10 @@ def test_wgmma_runs_on_hopper_tensor_cores(tmp_path: Path) -> None:
 
 
 def test_wgmma_smem_epilogue_moves_16_bytes_per_global_access(tmp_path: Path) -> None:
-    # The swiglu gate GEMM reads `up` in its epilogue. With store=smem the accumulators go to
-    # shared memory (STS.64 pairs, a warpgroup barrier), and every global access of the
-    # epilogue, the load of `up` and the store of the output, is 16 bytes.
-    codes = sass_of_each(swiglu(100, 136, 264), tile_with("mma=wgmma store=smem"), tmp_path)
+    # The gated GEMM reads `u` in its epilogue. With store=smem the accumulators go to shared
+    # memory (STS.64 pairs, a warpgroup barrier), and every global access of the epilogue, the
+    # load of `u` and the store of the output, is 16 bytes.
+    codes = sass_of_each(gated(100, 136, 264), tile_with("mma=wgmma store=smem"), tmp_path)
     for name, code in codes.items():
         assert "HGMMA" in code, name
         assert not LOCAL_MEMORY.search(code), f"{name} uses local memory"
@@ -97,9 +97,24 @@ def test_wgmma_smem_epilogue_moves_16_bytes_per_global_access(tmp_path: Path) ->
         assert stores and set(stores) == {"STG.E.128"}, (name, stores)
         assert code.index("STS.64") < code.index("STG.E.128"), name
         assert set(re.findall(r"\bLDS[.A-Z0-9]*", code)) == {"LDS.128"}, name
-    gate = codes["swiglu_1"]
+    gate = codes["gated_0"]
     loads = re.findall(r"\bLDG\.E[.A-Z0-9]*", gate)
     assert loads and all(".128" in load for load in loads), loads
+
+
+def test_dual_gemm_reads_no_global_memory_but_by_tma(tmp_path: Path) -> None:
+    # Gate and up in one kernel: A and both B tiles come by TMA, the epilogue combines the two
+    # accumulators staged in shared memory and stores 16 bytes at a time; `up` is never
+    # loaded back.
+    # 2048 × 2048 outputs: the default 128×256 tile, 128 columns of each product.
+    codes = sass_of_each(swiglu(2048, 128, 2048), "fuse,tile,to-cuda", tmp_path)
+    assert list(codes) == ["swiglu_0"]
+    code = codes["swiglu_0"]
+    assert "HGMMA.64x256x16" in code and "UTMALDG" in code
+    assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+    assert not re.search(r"\bLDG", code)
+    stores = re.findall(r"\bSTG\.E[.A-Z0-9]*", code)
+    assert stores and set(stores) == {"STG.E.128"}, stores
 
 
 def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Path) -> None:

@@ -17,8 +17,9 @@ import re
 import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
-from programs import batched_matmul, matmul_plain, swiglu, tile_with
-from xdsl.dialects.builtin import StringAttr, bf16
+from programs import batched_matmul, gated, matmul_plain, swiglu, tile_with
+from xdsl.dialects.builtin import StringAttr, bf16, f32
+from xdsl.ir import Attribute
 
 from tinyopt.backends.check import from_storage, to_storage
 from tinyopt.compiler import lower
@@ -74,16 +75,28 @@ def _fake_k_loop(kernel: tile.CudaKernelOp) -> tuple[tile.CudaKernelOp, str]:
     return fake, PRELUDE + "".join(f"static int {name};\n" for name in maps)
 
 
-def _run(text: str, knobs: str, store: str, inputs: list[np.ndarray]) -> np.ndarray:
+def _run(
+    text: str,
+    knobs: str,
+    store: str,
+    inputs: list[np.ndarray],
+    storage: Attribute = bf16,
+    output: int = -1,
+) -> np.ndarray:
     """Runs the last kernel of `text` with the fake K loop; `inputs` are its pointer
-    parameters but the output (bf16 values); returns the output as float."""
+    parameters, values of the `storage` type but the output's (bf16, at position `output`),
+    which is poisoned; returns the output as float."""
     _, module = lower(text, tile_with(f"{knobs} store={store}"))
     kernel = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)][-1]
     fake, prelude = _fake_k_loop(kernel)
-    shape = inputs[-1].shape
-    poisoned = np.full(shape, 0x7FC0, np.uint16)  # NaN: an element never written stays NaN
-    buffers = [to_storage(a, bf16) for a in inputs[:-1]] + [poisoned]
-    return from_storage(run_on_cpu(fake, buffers, prelude)[-1], bf16)
+    output %= len(inputs)
+    buffers = [
+        np.full(a.shape, 0x7FC0, np.uint16)  # NaN: an element never written stays NaN
+        if i == output
+        else to_storage(a, storage)
+        for i, a in enumerate(inputs)
+    ]
+    return from_storage(run_on_cpu(fake, buffers, prelude)[output], bf16)
 
 
 def _fragment_pattern(m: int, n: int, k: int, bn: int) -> np.ndarray:
@@ -123,16 +136,46 @@ def test_staged_epilogue_of_a_batch() -> None:
     np.testing.assert_array_equal(staged, expected)
 
 
-def test_staged_swiglu_gate_reads_up_like_direct() -> None:
+@pytest.mark.parametrize(
+    ("text", "storage", "output"),
+    [(gated(70, 72, 136), bf16, -1), (swiglu(70, 72, 136), f32, 0)],
+    ids=["gated_reads_bf16_u", "swiglu_dual_off_reads_f32_workspace"],
+)
+def test_staged_gate_reads_up_like_direct(text: str, storage: Attribute, output: int) -> None:
+    # The gate kernel reads `up` in its epilogue: an input of the gated program, or, with
+    # dual=off, the f32 workspace swiglu's second product goes through (the last parameter).
     # bn=256 over N=136: four staged chunks, the last two entirely past N.
-    text = swiglu(70, 72, 136)
     rng = np.random.default_rng(0)
     up = rng.standard_normal((70, 136))
-    inputs = [up, np.zeros((70, 136))]
-    direct = _run(text, "mma=wgmma bn=256", "direct", inputs)
-    staged = _run(text, "mma=wgmma bn=256", "smem", inputs)
+    inputs = [up, np.zeros((70, 136))] if output == -1 else [np.zeros((70, 136)), up]
+    knobs = "mma=wgmma bn=256 dual=off"
+    direct = _run(text, knobs, "direct", inputs, storage, output)
+    staged = _run(text, knobs, "smem", inputs, storage, output)
     assert not np.isnan(staged).any()
     np.testing.assert_array_equal(staged, direct)
     gate = _fragment_pattern(70, 136, 72, 256)
-    reference = gate / (1 + np.exp(-gate)) * from_storage(to_storage(up, bf16), bf16)
+    reference = gate / (1 + np.exp(-gate)) * from_storage(to_storage(up, storage), storage)
+    np.testing.assert_allclose(staged, reference, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "bn"),
+    [("mma=wgmma bn=256", 256), ("mma=wgmma ws=0 bn=128 stages=2", 128)],
+    ids=["bn256_two_warpgroups", "bn128_ws0"],
+)
+def test_dual_gemm_epilogue_pairs_each_gate_column_with_its_up_column(knobs: str, bn: int) -> None:
+    # One kernel computes gate and up: accumulator columns 0..bn/2 are the gate's for the
+    # block's bn/2 output columns, bn/2..bn the up's for the same columns. N=200 leaves the
+    # last block's tile partly past N.
+    text = swiglu(70, 72, 200)
+    half = bn // 2
+    columns = np.arange(200) % half
+    pattern = _fragment_pattern(70, bn, 72, bn)
+    gate, up = pattern[:, columns], pattern[:, columns + half]
+    inputs = [np.zeros((70, 200))]
+    direct = _run(text, f"{knobs} dual=on", "direct", inputs)
+    staged = _run(text, f"{knobs} dual=on", "smem", inputs)
+    assert not np.isnan(staged).any()
+    np.testing.assert_array_equal(staged, direct)
+    reference = gate / (1 + np.exp(-gate)) * up
     np.testing.assert_allclose(staged, reference, rtol=1e-2, atol=1e-2)

@@ -33,14 +33,14 @@ class EpiloguePrefetch:
         self,
         em: Emitter,
         epilogue: Sequence[Operation],
-        accumulator: SSAValue,
+        accumulators: Sequence[SSAValue],
         iv: SSAValue,
         groups: int,
         width: int,
     ) -> None:
         self.em, self.iv, self.width = em, iv, width
         stored = {op.memref for op in epilogue if isinstance(op, memref.StoreOp)}
-        needs_accumulator = depends_on(epilogue, [accumulator])
+        needs_accumulator = depends_on(epilogue, accumulators)
         self.loads = [
             op
             for op in epilogue

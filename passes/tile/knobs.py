@@ -41,6 +41,7 @@ class Knobs:
     persistent: int = 0
     fastmath: str = "auto"
     pairswap: int = 1
+    dual: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -82,6 +83,13 @@ FASTMATH = ("auto", "off", "on")
 """Whether a wgmma GEMM's epilogue computes `exp` and `/` with CUDA's approximate `__expf` and
 `__fdividef` (`fastmath<afn>`): `on`, `off`, or `auto`: where every value the epilogue stores
 is f16/bf16, whose rounding (2^-9 or 2^-12) is far coarser than their few-ulp error."""
+
+DUALS = ("auto", "on", "off")
+"""How a paired contraction (two K loops over one A operand, `passes/tile/paired.py`) runs:
+`on`: one dual GEMM (the wgmma rule: both products from each A tile, the epilogue combining
+the two accumulators in registers), else a diagnostic saying why not; `off`: split into two
+kernels, the second product going through an f32 workspace; `auto`: `on` where the wgmma rule
+takes the kernel, else `off`."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
@@ -206,6 +214,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("store", one_of(*STORES)),
     Knob("persistent", one_of(0, 1, words="0 or 1")),
     Knob("fastmath", one_of(*FASTMATH)),
+    Knob("dual", one_of(*DUALS)),
     Knob(
         "pad",
         Domain(
@@ -225,7 +234,7 @@ RULE_KNOBS: dict[str, str] = {
     "swizzle pairswap",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
-    "group=0,1,8,16 fastmath=auto,off",
+    "group=0,1,8,16 fastmath=auto,off dual=auto,off",
     "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
     "row_reduction": "threads vec rows cache",
     "elementwise": "threads vec",

@@ -49,7 +49,7 @@ def split_kernel(
     if mode != "twopass" and refusal is None:
         zero, output = zero_kernel(kernel, c)
         partial = _partial_kernel(kernel, c, splits, [], atomic_store(c, splits))
-        _replace(module, kernel, [zero, partial], lambda args: ([], [[args[output]], args]))
+        replace_kernels(module, kernel, [zero, partial], lambda args: ([], [[args[output]], args]))
         return zero, partial
     workspace_type = _workspace_type(c, splits)
     partial = _partial_kernel(kernel, c, splits, [workspace_type], _workspace_store)
@@ -59,7 +59,7 @@ def split_kernel(
         workspace = memref.AllocOp([], [], workspace_type)
         return [workspace], [[*args, workspace.memref]] * 2
 
-    _replace(module, kernel, [partial, fold], with_workspace)
+    replace_kernels(module, kernel, [partial, fold], with_workspace)
     return partial, fold
 
 
@@ -67,7 +67,7 @@ LaunchArgs = Callable[[list[SSAValue]], tuple[list[Operation], list[list[SSAValu
 """From a launch's arguments: host ops to insert before it, and each new kernel's arguments."""
 
 
-def _replace(
+def replace_kernels(
     module: ModuleOp, kernel: loop.KernelOp, kernels: list[loop.KernelOp], launch_args: LaunchArgs
 ) -> None:
     """Puts `kernels` in place of `kernel`, and their launches in place of each of its."""
@@ -87,7 +87,7 @@ def _replace(
     parent.erase_op(kernel)
 
 
-def _new_kernel(
+def derived_kernel(
     kernel: loop.KernelOp, name: str, extra: list[MemRefType]
 ) -> tuple[loop.KernelOp, Emitter, Mapping]:
     types = [a.type for a in kernel.body.block.args] + extra
@@ -122,7 +122,7 @@ def _partial_kernel(
     """Builds `parallel(b·S + s, m, n) { reduce(kk < chunk) { A(k) * B(k) }; store }`."""
     batch, m, n, k_extent = c.extents
     chunk = -(-k_extent // splits)
-    new, em, mapping = _new_kernel(kernel, f"{kernel.sym_name.data}_splitk", extra)
+    new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_splitk", extra)
     nest = loop.ParallelOp([batch * splits, m, n])
     em.op(nest)
     with em.into(nest.body.block):
@@ -164,7 +164,7 @@ def _partial_kernel(
 
 def _fold_kernel(kernel: loop.KernelOp, c: Contraction, splits: int) -> loop.KernelOp:
     """Builds `parallel(b, m, n) { acc = reduce(s) { ws[b·S + s, m, n] }; epilogue(acc) }`."""
-    new, em, mapping = _new_kernel(
+    new, em, mapping = derived_kernel(
         kernel, f"{kernel.sym_name.data}_reduce", [_workspace_type(c, splits)]
     )
     new.attributes[SEQUENTIAL] = c.reduce.attributes["tinyopt.contraction"]

@@ -25,11 +25,12 @@ from tinyopt.passes.tile.contraction import ScheduleContraction
 from tinyopt.passes.tile.elementwise import ScheduleElementwise
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
+from tinyopt.passes.tile.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
 from tinyopt.passes.tile.split_k import split_kernel
 from tinyopt.passes.tile.tf32 import ScheduleTf32
-from tinyopt.passes.tile.wgmma import ScheduleWgmma
+from tinyopt.passes.tile.wgmma import ScheduleWgmma, dual_refusal
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,23 @@ def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
     return GreedyRewritePatternApplier(rules)
 
 
+def _dual_or_unpaired(
+    module: ModuleOp, kernel: loop.KernelOp, knobs: Knobs
+) -> tuple[loop.KernelOp, ...]:
+    """Keeps a paired contraction whole where the wgmma rule runs it as a dual GEMM (the `dual`
+    knob), else splits it in two (`paired.unpair`); other kernels pass through."""
+    if (c := match_paired_contraction(kernel)) is None:
+        return (kernel,)
+    refusal = "dual=off" if knobs.dual == "off" else dual_refusal(knobs, c)
+    if refusal is None:
+        return (kernel,)
+    if knobs.dual == "on":
+        raise DiagnosticException(
+            f"tile: dual=on cannot run kernel @{kernel.sym_name.data} as one dual GEMM: {refusal}"
+        )
+    return unpair(module, kernel, c)
+
+
 def lowering_error(ctx: Context, kernel: loop.KernelOp, knobs: Knobs) -> str | None:
     """Returns the diagnostic the rules give when scheduling a copy of `kernel` with `knobs`,
     or None when they schedule it."""
@@ -93,13 +111,14 @@ def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp]
     for kernel in list(loop.kernels(op)):
         knobs = knobs_for(kernel)
         _check(knobs)
-        parts = (
-            split_kernel(op, kernel, knobs.splitk, knobs.splitk_mode)
-            if knobs.splitk > 1
-            else (kernel,)
-        )
-        for part in parts:
-            _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
+        for whole in _dual_or_unpaired(op, kernel, knobs):
+            parts = (
+                split_kernel(op, whole, knobs.splitk, knobs.splitk_mode)
+                if knobs.splitk > 1
+                else (whole,)
+            )
+            for part in parts:
+                _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
     # The rules emit index arithmetic per lane and per use; clean it up so the printed
     # CUDA stays readable (the CUDA compiler would fold it anyway).
     CommonSubexpressionElimination().apply(ctx, op)

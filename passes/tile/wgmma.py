@@ -54,6 +54,7 @@ from tinyopt.passes.tile.epilogue_prefetch import EpiloguePrefetch
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.mma_sync import tensor_core_type
+from tinyopt.passes.tile.paired import PairedContraction, match_paired_contraction
 
 WARPGROUP = 128
 BK = 64
@@ -85,11 +86,13 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 
 @dataclass(frozen=True)
 class Operands:
-    """The global buffers of A and B (kernel argument positions) and B's orientation."""
+    """The global buffers of A and B (kernel argument positions) and B's orientation; a dual
+    GEMM's second B has B's orientation."""
 
     a: int
     b: int
     b_mn_major: bool
+    second_b: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,14 @@ class WgmmaTiles:
     store: str = "direct"
     persistent: int = 0
     group: int = 1
+    dual: bool = False
+    """A dual GEMM: accumulator columns 0..bn/2 are the first product's, bn/2..bn the
+    second's, both for the block's bn/2 output columns."""
+
+    @property
+    def tile_n(self) -> int:
+        """Output columns per block."""
+        return self.bn // 2 if self.dual else self.bn
 
     @property
     def consumers(self) -> int:
@@ -118,8 +129,15 @@ class WgmmaTiles:
 
     @property
     def staging_bytes(self) -> int:
-        """The f32 tiles (64 × STAGE_COLUMNS per consumer) that `store=smem` stages through."""
-        return self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4 if self.store == "smem" else 0
+        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) that `store=smem`
+        stages through."""
+        if self.store != "smem":
+            return 0
+        return self.products * self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4
+
+    @property
+    def products(self) -> int:
+        return 2 if self.dual else 1
 
     @property
     def shared_bytes(self) -> int:
@@ -137,8 +155,12 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
     raises the diagnostic that says which limit the contraction is outside."""
     batch = list(c.nest.body.block.args[:-2])
     k_iv = c.reduce.body.block.args[0]
+    sides = [(c.a_side, c.a_value, c.m_iv, k_iv), (c.b_side, c.b_value, c.n_iv, k_iv)]
+    if isinstance(c, PairedContraction):
+        second = c.second
+        sides.append((second.b_side, second.b_value, c.n_iv, second.reduce.body.block.args[0]))
     positions = []
-    for side, value, outer in ((c.a_side, c.a_value, c.m_iv), (c.b_side, c.b_value, c.n_iv)):
+    for side, value, outer, k_iv in sides:
         if (
             len(side) != 2
             or not isinstance(load := side[0], memref.LoadOp)
@@ -159,19 +181,24 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
                 "needs A indexed [b?, m, k] and B [b?, k, n] or [b?, n, k] (one batch index "
                 "shared by both)"
             )
-    (a, _), (b, b_mn_major) = positions
+    (a, _), (b, b_mn_major), *second = positions
     if (k * 2) % 16 or (b_mn_major and (n * 2) % 16):
         raise _fail(
             f"needs the rows of A and B to be multiples of 16 bytes (TMA), got K={k}, N={n}"
         )
-    assert isinstance(a, SSAValue) and isinstance(b, SSAValue)
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
-    return Operands(args.index(a), args.index(b), b_mn_major)
+    if not second:
+        return Operands(args.index(a), args.index(b), b_mn_major)
+    ((second_b, second_mn_major),) = second
+    if second_mn_major != b_mn_major:
+        raise _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
+    return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
 
 
-def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
+def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int, dual: bool = False) -> WgmmaTiles:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
-    blocks and 6 stages when 128×256 would leave SMs idle.
+    blocks and 6 stages when 128×256 would leave SMs idle. A dual GEMM's block computes both
+    products for half as many output columns (128 of them at bn=256).
 
     On the H200 (benchmarks/RESULTS.md): 3 and 4 stages time the same at 128×256 (4096³,
     8192³, the Llama shapes). A 128×128 grid is about one wave of blocks that each walk all of
@@ -179,14 +206,14 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
     4096) takes 0.041 ms with 3 stages, 0.033 with 4, 0.028 with 6 (0.95× cuBLAS).
     """
     bm = knobs.bm or 128
-    wide = batch * -(-m // bm) * -(-n // 256) >= 132
+    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= 132
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
-    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent, group)
+    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent, group, dual)
     if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
-        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent, group)
+        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent, group, dual)
     if t.persistent and not t.ws:
         raise _fail(
             "persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)"
@@ -195,6 +222,8 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> WgmmaTiles:
         raise _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
     if bn not in (64, 128, 256):
         raise _fail(f"needs bn = 64, 128 or 256, got bn={bn}")
+    if dual and bn == 64:
+        raise _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
     if knobs.bk not in (0, BK):
         raise _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={knobs.bk}")
     if t.shared_bytes > DYNAMIC_SHARED_LIMIT:
@@ -215,12 +244,13 @@ class ScheduleWgmma(RewritePattern):
     def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
         if self.knobs.mma not in ("wgmma", "auto") or not isinstance(op, loop.KernelOp):
             return
-        if (c := match_contraction(op)) is None or (element := tensor_core_type(c)) is None:
+        c = match_contraction(op) or match_paired_contraction(op)
+        if c is None or (element := tensor_core_type(c)) is None:
             return
         batch, m, n, k = c.extents
         try:
             operands = plain_operands(c, k, n)
-            t = choose_wgmma_tiles(self.knobs, batch, m, n)
+            t = choose_wgmma_tiles(self.knobs, batch, m, n, isinstance(c, PairedContraction))
         except DiagnosticException:
             if self.knobs.mma == "auto":
                 return  # mma=auto: the next rule (mma.sync, then CUDA cores) takes it
@@ -229,14 +259,13 @@ class ScheduleWgmma(RewritePattern):
         kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         rank = len(c.nest.extents)
         a_box = (*[1] * (rank - 2), t.bm, BK)
-        b_box = (
-            (*[1] * (rank - 2), BK, BK) if operands.b_mn_major else (*[1] * (rank - 2), t.bn, BK)
-        )
+        b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, BK)))
+        b_operands = [operands.b] if operands.second_b is None else [operands.b, operands.second_b]
         tile.set_tensor_maps(
             kernel,
             [
                 tile.TensorMapArg(operands.a, a_box, SWIZZLE),
-                tile.TensorMapArg(operands.b, b_box, SWIZZLE),
+                *(tile.TensorMapArg(b, b_box, SWIZZLE) for b in b_operands),
             ],
         )
         _WgmmaEmitter(em, c, t, element, operands, mapping, list(kernel.body.block.args)).emit()
@@ -247,10 +276,28 @@ class ScheduleWgmma(RewritePattern):
         replace_kernel(rewriter, op, kernel)
 
 
+def dual_refusal(knobs: Knobs, c: PairedContraction) -> str | None:
+    """Why the rule would not run a paired contraction as one dual GEMM with these knobs, or
+    None when it would."""
+    batch, m, n, k = c.extents
+    if knobs.schedule != "auto" or knobs.mma not in ("auto", "wgmma"):
+        return f"only the wgmma rule runs a dual GEMM (schedule={knobs.schedule}, mma={knobs.mma})"
+    if knobs.splitk > 1:
+        return f"a dual GEMM does not split K (splitk={knobs.splitk})"
+    if tensor_core_type(c) is None or tensor_core_type(c.second) != tensor_core_type(c):
+        return "a dual GEMM needs f16 or bf16 operands, one type for both products"
+    try:
+        plain_operands(c, k, n)
+        choose_wgmma_tiles(knobs, batch, m, n, dual=True)
+    except DiagnosticException as e:
+        return str(e).removeprefix("tile: ")
+    return None
+
+
 def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int) -> tuple[int, int, int]:
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles), each walking tiles blockIdx.x, + gridDim.x, ..."""
-    tiles = (-(-n // t.bn), -(-m // t.bm), batch)
+    tiles = (-(-n // t.tile_n), -(-m // t.bm), batch)
     return (min(SMS, prod(tiles)), 1, 1) if t.persistent else tiles
 
 
@@ -281,11 +328,21 @@ class _WgmmaEmitter:
     ) -> None:
         self.em, self.c, self.t, self.element = em, c, t, element
         self.mapping = mapping
-        self.a_global, self.b_global = args[operands.a], args[operands.b]
+        self.a_global = args[operands.a]
+        self.b_globals = [args[operands.b]]
+        self.results = [c.reduce.res[0]]
+        """The K loops' sums, as the epilogue reads them; a dual GEMM's second product takes
+        accumulator columns bn/2.. (`WgmmaTiles.dual`)."""
+        self.inits = [c.reduce.init[0]]
+        if isinstance(c, PairedContraction):
+            assert operands.second_b is not None
+            self.b_globals.append(args[operands.second_b])
+            self.results.append(c.second.reduce.res[0])
+            self.inits.append(c.second.reduce.init[0])
         self.mn_major = operands.b_mn_major
         self.batch, self.m, self.n, self.k = c.extents
         self.steps = -(-self.k // BK)
-        self.n_tiles, self.m_tiles = -(-self.n // t.bn), -(-self.m // t.bm)
+        self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
 
     def emit(self) -> None:
         em, c, t = self.em, self.c, self.t
@@ -307,7 +364,8 @@ class _WgmmaEmitter:
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         if t.store == "smem":
-            staging = [t.consumers, tile.WGMMA_M, STAGE_COLUMNS]
+            products = [t.products] if t.dual else []
+            staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
         self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(self.first) as (then_block, _, _), em.into(then_block):
@@ -340,7 +398,7 @@ class _WgmmaEmitter:
         """Sets the block tile's first column, row and batch index from its (n, m, batch)
         tile coordinates."""
         em, c, t = self.em, self.c, self.t
-        self.n0 = em.mul(coordinates[0], t.bn)
+        self.n0 = em.mul(coordinates[0], t.tile_n)
         self.m0 = em.mul(coordinates[1], t.bm)
         self.b_index = []
         if len(c.nest.extents) == 3:
@@ -406,38 +464,42 @@ class _WgmmaEmitter:
                 slot,
             )
         )
-        if self.mn_major:
-            for chunk in range(t.bn // BK):
+        # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or
+        # 64-column chunks (N-major), so one m64nBNk16 wgmma multiplies A by both.
+        for product, b_global in enumerate(self.b_globals):
+            if self.mn_major:
+                for chunk in range(t.tile_n // BK):
+                    em.op(
+                        tile.TmaLoadOp(
+                            b_global,
+                            [*self.b_index, k0, em.add(self.n0, chunk * BK)],
+                            self.b_smem,
+                            [slot, em.index(product * t.tile_n // BK + chunk), zero, zero],
+                            self.full,
+                            slot,
+                        )
+                    )
+            else:
                 em.op(
                     tile.TmaLoadOp(
-                        self.b_global,
-                        [*self.b_index, k0, em.add(self.n0, chunk * BK)],
+                        b_global,
+                        [*self.b_index, self.n0, k0],
                         self.b_smem,
-                        [slot, em.index(chunk), zero, zero],
+                        [slot, em.index(product * t.tile_n), zero],
                         self.full,
                         slot,
                     )
                 )
-        else:
-            em.op(
-                tile.TmaLoadOp(
-                    self.b_global,
-                    [*self.b_index, self.n0, k0],
-                    self.b_smem,
-                    [slot, zero, zero],
-                    self.full,
-                    slot,
-                )
-            )
 
     def _consume(self, group: SSAValue) -> None:
         """The K loop of consumer warpgroup `group` (rows 64·group of the block), then the
         epilogue; once per tile of the block."""
-        em, t, c = self.em, self.t, self.c
+        em, t = self.em, self.t
         acc = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
-        init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
+        inits = [self.mapping.get(i, i) for i in self.inits]
         with self._tiles() as first_step:
             for r in range(t.bn // 2):
+                init = inits[r // (t.tile_n // 2)]  # a thread holds tile_n/2 of each product
                 em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
             if not t.ws:
                 with em.if_(self.first) as (first_block, _, _), em.into(first_block):
@@ -513,22 +575,27 @@ class _WgmmaEmitter:
         pair = em.add(self.n0, em.mul(em.rem(lane, 4), 2))
         width = vector_width(c.epilogue, c.n_iv, 2, 2)
         width = width if self.n % width == 0 else 1
-        result = c.reduce.res[0]
+        groups = t.tile_n // 8  # of 8 columns, per product
         for half in range(2):
             m = em.add(group_row, 8 * half)
-            for j in range(t.bn // 8):
+            for j in range(groups):
                 for j0 in range(0, 2, width):
                     n = em.add(pair, 8 * j + j0)
                     inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
                     with em.if_(inside) as (then_block, _, _), em.into(then_block):
-                        values = [
-                            em.value(memref.LoadOp.get(acc, [em.index(4 * j + 2 * half + e)]))
+                        lanes = [
+                            {
+                                result: em.value(
+                                    memref.LoadOp.get(
+                                        acc, [em.index(4 * (p * groups + j) + 2 * half + e)]
+                                    )
+                                )
+                                for p, result in enumerate(self.results)
+                            }
                             for e in range(j0, j0 + width)
                         ]
                         local_map = dict(self.mapping) | {c.m_iv: m}
-                        LaneEmitter(em, c.n_iv, n, width).emit(
-                            c.epilogue, local_map, [{result: v} for v in values]
-                        )
+                        LaneEmitter(em, c.n_iv, n, width).emit(c.epilogue, local_map, lanes)
 
     def _staged_epilogue(self, acc: SSAValue, group: SSAValue) -> None:
         """Applies the epilogue after staging the accumulators in shared memory, STAGE_COLUMNS
@@ -558,10 +625,9 @@ class _WgmmaEmitter:
         # Rows 8 and 16 apart share their swizzle.
         fragment_swizzle, read_swizzle = self._swizzle(fragment_row), self._swizzle(read_row)
         width = vector_width(c.epilogue, c.n_iv, self.n, 8)
-        result = c.reduce.res[0]
-        chunks = t.bn // STAGE_COLUMNS
+        chunks = t.tile_n // STAGE_COLUMNS  # per product
         groups = tile.WGMMA_M // 16 * (8 // width)
-        prefetch = EpiloguePrefetch(em, c.epilogue, result, c.n_iv, chunks * groups, width)
+        prefetch = EpiloguePrefetch(em, c.epilogue, self.results, c.n_iv, chunks * groups, width)
         where: dict[tuple[int, int, int], tuple[SSAValue, SSAValue, SSAValue]] = {}
 
         def place(chunk: int, rows: int, j0: int) -> tuple[SSAValue, SSAValue, SSAValue]:
@@ -589,31 +655,40 @@ class _WgmmaEmitter:
         for chunk in range(chunks):
             if chunk or t.persistent:  # every thread has read the previous chunk (or tile)
                 em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
-            for half in range(2):
-                row = em.add(fragment_row, 8 * half)
-                for j in range(STAGE_COLUMNS // 8):
-                    first = 4 * (chunk * STAGE_COLUMNS // 8 + j) + 2 * half
-                    pair = [
-                        em.value(memref.LoadOp.get(acc, [em.index(first + e)])) for e in range(2)
-                    ]
-                    column = self._staged_column(fragment_swizzle, em.add(fragment_column, 8 * j))
-                    em.op(tile.VectorStoreOp(pair, self.staging, [group, row, column]))
+            for product in range(t.products):
+                staged = [group, em.index(product)] if t.dual else [group]
+                for half in range(2):
+                    row = em.add(fragment_row, 8 * half)
+                    for j in range(STAGE_COLUMNS // 8):
+                        first = 4 * ((product * chunks + chunk) * STAGE_COLUMNS // 8 + j)
+                        pair = [
+                            em.value(memref.LoadOp.get(acc, [em.index(first + 2 * half + e)]))
+                            for e in range(2)
+                        ]
+                        column = em.add(fragment_column, 8 * j)
+                        column = self._staged_column(fragment_swizzle, column)
+                        em.op(tile.VectorStoreOp(pair, self.staging, [*staged, row, column]))
             # The next chunk's loads fly while this one is read back and computed; its
             # accumulators are in shared memory now, which frees their registers for them.
             issue(chunk + 1)
             em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for rows in range(0, tile.WGMMA_M, 16):
                 row = em.add(read_row, rows)
-                values: list[SSAValue] = []
-                for h in range(2):
-                    column = self._staged_column(read_swizzle, em.add(read_column, 4 * h))
-                    load = tile.VectorLoadOp(self.staging, [group, row, column], 4)
-                    values += em.op(load).results
+                values: list[list[SSAValue]] = []  # per product, the row's 8 columns
+                for product in range(t.products):
+                    values.append([])
+                    for h in range(2):
+                        column = self._staged_column(read_swizzle, em.add(read_column, 4 * h))
+                        index = [group, *([em.index(product)] if t.dual else []), row, column]
+                        values[-1] += em.op(tile.VectorLoadOp(self.staging, index, 4)).results
                 for j0 in range(0, 8, width):
                     m, n_j, inside = place(chunk, rows, j0)
                     with em.if_(inside) as (then_block, _, _), em.into(then_block):
                         local_map = dict(self.mapping) | {c.m_iv: m}
-                        lanes = [{result: v} for v in values[j0 : j0 + width]]
+                        lanes = [
+                            dict(zip(self.results, column, strict=True))
+                            for column in zip(*(v[j0 : j0 + width] for v in values), strict=True)
+                        ]
                         if prefetch:
                             for lane, loaded in zip(
                                 lanes, prefetch.lanes((chunk, rows, j0)), strict=True

@@ -1,8 +1,8 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=wgmma store=smem}' | filecheck %s
 // RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma bn=256 stages=5 store=smem}' 2>&1 | filecheck %s --check-prefix=SMEM
 
-// store=smem on the Llama MLP's gate, silu(x @ wg^T) * up: after the K loop each consumer
-// warpgroup first issues the 16-byte loads of `up` for its first 64 columns into a register
+// store=smem on a gated GEMM, silu(x @ wg^T) * up with `up` an input: after the K loop each
+// consumer warpgroup first issues the 16-byte loads of `up` for its first 64 columns into a register
 // array (the epilogue's loads that do not need the accumulators, so they fly while the tile is
 // staged), then writes its f32 accumulators, 64 columns at a time, as 8-byte pairs into its own
 // 64x64 tile of dynamic shared memory (its 16-byte chunks swizzled by the row), issues the next
@@ -11,7 +11,7 @@
 // read back from the registers: one 16-byte store. The next chunk waits at the barrier again
 // before it overwrites the tile.
 
-// CHECK-LABEL: tile.kernel @swiglu_1 grid [3, 1, 1] block [384, 1, 1]
+// CHECK-LABEL: tile.kernel @gated_0 grid [3, 1, 1] block [384, 1, 1]
 // CHECK:        %[[STAGE:.*]] = tile.alloc dynamic : memref<2x64x64xf32, 3 : i32>
 // CHECK:        tile.setmaxnreg inc 232
 // CHECK:        %[[GROUP:.*]] = arith.subi
@@ -43,9 +43,8 @@
 // The shared-memory check counts the staging tiles (2 x 16 KiB) with the ring (5 x 48 KiB).
 // SMEM: tile: mma=wgmma with bm=128 bn=256 stages=5 store=smem (32768 of them staging) needs 279632 bytes of shared memory, more than the 232448 a block may use
 
-func.func @swiglu(%x: tensor<100x136xbf16>, %wg: tensor<264x136xbf16>, %wu: tensor<264x136xbf16>) -> tensor<100x264xbf16> {
+func.func @gated(%x: tensor<100x136xbf16>, %wg: tensor<264x136xbf16>, %u: tensor<100x264xbf16>) -> tensor<100x264xbf16> {
   %g = graph.linear %x, %wg : (tensor<100x136xbf16>, tensor<264x136xbf16>) -> tensor<100x264xbf16>
-  %u = graph.linear %x, %wu : (tensor<100x136xbf16>, tensor<264x136xbf16>) -> tensor<100x264xbf16>
   %s = graph.silu %g : tensor<100x264xbf16>
   %y = graph.mul %s, %u : tensor<100x264xbf16>
   func.return %y : tensor<100x264xbf16>

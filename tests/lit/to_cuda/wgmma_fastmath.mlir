@@ -2,17 +2,17 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=wgmma fastmath=off},to-cuda' | filecheck %s --check-prefix=OFF
 // RUN: tinyopt %s -p 'fuse,tile{mma=wgmma},to-cuda' | filecheck %s --check-prefix=F32
 
-// fastmath=auto: the gate's epilogue silu(g) * up stores bf16, so its sigmoid uses CUDA's
+// fastmath=auto: the dual GEMM's epilogue silu(g) * up stores bf16, so its sigmoid uses CUDA's
 // approximate __expf and __fdividef (fastmath<afn> on math.exp and arith.divf); off keeps
 // the accurate expf and IEEE division, as does auto for an epilogue that stores f32.
-// CHECK-LABEL: kernel @swiglu_1
+// CHECK-LABEL: kernel @swiglu_0
 // CHECK:       __expf(
 // CHECK:       __fdividef(1.0f,
-// OFF-LABEL:   kernel @swiglu_1
+// OFF-LABEL:   kernel @swiglu_0
 // OFF-NOT:     __expf
 // OFF:         expf(
 // OFF:         1.0f /
-// F32-LABEL:   kernel @swiglu_f32_out_1
+// F32-LABEL:   kernel @swiglu_f32_out_0
 // F32-NOT:     __expf
 // F32:         expf(
 
