@@ -3,6 +3,7 @@
     tinyopt capture examples/llama_block.py:block                 # graph-dialect MLIR
     tinyopt capture examples/llama_block.py:block | tinyopt -p decompose
     tinyopt capture examples/llama_block.py:model                 # embedding, 2 blocks, head
+    tinyopt capture examples/llama_block.py:block_bf16            # the block in bf16
 
 `block()` builds a block with random weights at a small size and `example_inputs()` gives the
 hidden states it is captured on; `model()` and `model_inputs()` (token ids) do the same for
@@ -99,6 +100,16 @@ def block() -> LlamaBlock:
 def example_inputs() -> tuple[Tensor]:
     """Return the hidden states `block()` is captured on: batch 1, seq 16, hidden 64."""
     return (torch.randn(1, 16, 64),)
+
+
+def block_bf16() -> LlamaBlock:
+    """Return `block()` in bf16 (its GEMMs go to the tensor cores)."""
+    return block().to(torch.bfloat16)
+
+
+def block_bf16_inputs() -> tuple[Tensor]:
+    """Return `example_inputs()` in bf16."""
+    return tuple(x.to(torch.bfloat16) for x in example_inputs())
 
 
 def model() -> LlamaModel:

@@ -12,7 +12,8 @@ other roots, non-splat constants). Three kernel shapes come out (docs/ir.md):
   a reduction root is `parallel [kept dims] { reduce [reduced dims]; store }`;
 - contraction: a matmul read at the root's own index (up to unit dims a reshape adds or
   drops), `parallel [b?, m, n] { reduce [k] { a * b } {tinyopt.contraction}; epilogue;
-  store }`, operands inlined into the reduce body.
+  store }`, operands inlined into the reduce body; two matmuls sharing their A tensor, read
+  at that index, give two K loops in one nest (a paired contraction, `_partner`).
 
 Anything that does not fit raises `Materialize` naming the tensor that needs its own kernel;
 the pass then adds that root and rebuilds.
