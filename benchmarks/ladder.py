@@ -82,6 +82,11 @@ LADDER = [
         "+ bk=16 (half the barriers)",
         "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 pairswap=1",
     ),
+    Step(
+        "+ stream-K (one wave of blocks shares the K steps)",
+        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 pairswap=1 "
+        "streamk=on",
+    ),
     Step("cp.async ring, 3 stages", f"{FP32} copy=cp_async stages=3"),
     Step(
         "cp.async, bk=16, 4 stages",

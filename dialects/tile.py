@@ -848,6 +848,48 @@ class MbarrierWaitOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ThreadFenceOp(IRDLOperation):
+    """Orders this thread's earlier memory accesses before its later ones for every thread of
+    the GPU (`__threadfence()`, `fence.acq_rel.gpu`)."""
+
+    name = "tile.threadfence"
+    assembly_format = "attr-dict"
+
+
+class _FlagOp(IRDLOperation):
+    """A 32-bit flag in global memory, `flags[index]`, one thread's handshake with other blocks."""
+
+    flags = operand_def(MemRefType)
+    index = operand_def(IndexType)
+    assembly_format = "$flags `[` $index `]` attr-dict `:` type($flags)"
+
+    def __init__(self, flags: SSAValue, index: SSAValue) -> None:
+        super().__init__(operands=[flags, index])
+
+    def verify_(self) -> None:
+        t = self.flags.type
+        assert isinstance(t, MemRefType)
+        if t.element_type != i32 or memory_space(t) != GLOBAL or len(t.get_shape()) != 1:
+            raise VerifyException(f"{self.name} takes a 1-D global memref of i32 flags, got {t}")
+
+
+@irdl_op_definition
+class FlagSetOp(_FlagOp):
+    """Sets the flag to 1 with release semantics at GPU scope (`st.release.gpu`): whoever
+    acquires it sees this thread's earlier writes."""
+
+    name = "tile.flag_set"
+
+
+@irdl_op_definition
+class FlagWaitOp(_FlagOp):
+    """Spins until the flag is non-zero, reading it with acquire semantics at GPU scope
+    (`ld.acquire.gpu`): later reads see what the setter wrote before setting it."""
+
+    name = "tile.flag_wait"
+
+
+@irdl_op_definition
 class FenceProxyAsyncOp(IRDLOperation):
     """Makes this thread's shared-memory writes (mbarrier init included) visible to the async
     proxy: TMA and wgmma (`fence.proxy.async.shared::cta`)."""
@@ -1284,6 +1326,9 @@ Tile = Dialect(
         MbarrierArriveOp,
         MbarrierWaitOp,
         FenceProxyAsyncOp,
+        ThreadFenceOp,
+        FlagSetOp,
+        FlagWaitOp,
         TmaLoadOp,
         CpAsyncOp,
         CpAsyncCommitOp,

@@ -546,6 +546,30 @@ CASES = [
     Case("bmm_auto_tma_3x520x268x72", batched_matmul(3, 520, 268, 72)),
     Case("bmm_auto_tma_1x1000x1004x72", batched_matmul(1, 1000, 1004, 72)),
     Case("matmul_f32_auto_fallback_1000x1000x1001", matmul_plain(1000, 1000, 1001, "f32")),
+    # streamk=on: one wave of blocks shares the K steps; pieces of a tile meet through the
+    # workspace and flags. 32×64 tiles with 132 blocks (K ragged), 128×128 tiles with 264
+    # (an odd M and N, relu after the sum), a batch, and K spread over up to 6 blocks per tile
+    # (helpers holding a tile's middle).
+    Case(
+        "matmul_f32_streamk_1000x1000x1032",
+        matmul_plain(1000, 1000, 1032, "f32", relu=False),
+        tile_with("copy=ld streamk=on"),
+    ),
+    Case(
+        "matmul_f32_streamk_relu_4095x4097x513",
+        matmul_relu(4095, 4097, 513),
+        tile_with("streamk=on"),
+    ),
+    Case(
+        "bmm_f32_streamk_3x520x268x1000",
+        batched_matmul(3, 520, 268, 1000),
+        tile_with("copy=ld streamk=on"),
+    ),
+    Case(
+        "matmul_f32_streamk_spread_256x256x8192",
+        matmul_plain(256, 256, 8192, "f32", relu=False),
+        tile_with("copy=ld streamk=on"),
+    ),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),

@@ -835,6 +835,25 @@ class CudaPrinter(BasePrinter[str]):
         self.line('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
 
     @print_op.register
+    def _(self, op: tile.ThreadFenceOp) -> None:
+        self.line("__threadfence();")
+
+    @print_op.register
+    def _(self, op: tile.FlagSetOp) -> None:
+        flag = f"&{self.element(op.flags, [op.index])}"
+        self.line(f'asm volatile("st.release.gpu.global.b32 [%0], 1;" :: "l"({flag}) : "memory");')
+
+    @print_op.register
+    def _(self, op: tile.FlagWaitOp) -> None:
+        flag = f"&{self.element(op.flags, [op.index])}"
+        self.line("for (unsigned flag = 0; !flag;) {")
+        self.line(
+            f'    asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(flag) : "l"({flag}) '
+            ': "memory");'
+        )
+        self.line("}")
+
+    @print_op.register
     def _(self, op: tile.TmaLoadOp) -> None:
         dst = f"&{self.element(op.dst, op.indices)}"
         bar = f"&{self.element(op.bars, [op.bar])}"

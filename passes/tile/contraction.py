@@ -402,18 +402,41 @@ class ScheduleContraction(RewritePattern):
         batch, m, n, _ = c.extents
         t = choose_tiles(knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
-        kernel, em, mapping = new_kernel(op, grid, (t.block_threads, 1, 1))
-        # Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
-        # (measured: +65% at 4096³), so cap registers at 128 there — unless the grid is too small
-        # to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
-        # their extra index arithmetic spills.
-        blocks = grid[0] * grid[1] * grid[2]
-        two_per_sm = t.block_threads == 256 and blocks >= 2 * SMS
-        min_blocks = knobs.minblocks or (2 if two_per_sm else 1)
-        if min_blocks:
-            kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
-        _ContractionEmitter(em, c, t, knobs.vec or 4, mapping, grid, op.sym_name.data).emit()
+        min_blocks = blocks_per_sm(knobs, t, grid)
+        stream_blocks = stream_k_blocks(op) if knobs.copy == "ld" else 0
+        launch = (stream_blocks, 1, 1) if stream_blocks else grid
+        kernel, em, mapping = new_kernel(op, launch, (t.block_threads, 1, 1))
+        kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
+        emitter = _ContractionEmitter(em, c, t, knobs.vec or 4, mapping, grid, op.sym_name.data)
+        emitter.stream_blocks = stream_blocks
+        if stream_blocks:
+            *_, workspace, flags = op.body.block.args
+            emitter.stream_buffers = (mapping[workspace], mapping[flags])
+        emitter.emit()
         replace_kernel(rewriter, op, kernel)
+
+
+STREAM_K_ATTR = "tinyopt.stream_k"
+"""Loop-kernel attribute set by `stream_k.stream_k_kernels`: the number of blocks (one wave)
+sharing the K steps; the kernel's last two buffers are then the partial-sum workspace
+`[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
+
+
+def stream_k_blocks(op: loop.KernelOp) -> int:
+    """Returns the stream-K block count of a loop kernel, 0 when it is not stream-K."""
+    attr = op.attributes.get(STREAM_K_ATTR)
+    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+
+
+def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int]) -> int:
+    """Returns the blocks per SM the registers are allocated for (`minblocks`).
+
+    Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
+    (measured: +65% at 4096³), so registers are capped at 128 there — unless the grid is too
+    small to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
+    their extra index arithmetic spills."""
+    two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * SMS
+    return knobs.minblocks or (2 if two_per_sm else 1)
 
 
 @dataclass
@@ -472,6 +495,9 @@ class _ContractionEmitter:
         b = self.b = self._staging(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn)
         acc = self._accumulators()
         steps = -(-self.k // t.bk)
+        if self.stream_blocks:
+            self._stream_k(a, b, acc)
+            return
         if t.stages == 1:
             with em.for_loop(0, steps, 1) as (step, _, _):
                 for s in (a, b):
@@ -482,38 +508,132 @@ class _ContractionEmitter:
                 em.op(tile.BarrierOp())
                 em.op(scf.YieldOp())
         else:
-            for s in (a, b):
-                self._load(s, em.index(0))
-                self._fill(s, em.index(0))
-            em.op(tile.BarrierOp())
-            last = em.index(max(steps - 1, 0))
-
-            def one_step(step: SSAValue, current: SSAValue, other: SSAValue) -> None:
-                # The last step loads its own K slice again (clamped: in range) and fills the
-                # buffer nobody reads any more, so the step has no branch around the copy.
-                following = em.value(arith.MinSIOp(em.add(step, 1), last))
-                for s in (a, b):
-                    self._load(s, following)
-                self._accumulate(a.smem, b.smem, current, acc)
-                for s in (a, b):
-                    self._fill(s, other)
-                em.op(tile.BarrierOp())
-
-            if 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS:
-                # Two steps per iteration, so each reads and fills its buffers at constant
-                # offsets; with an odd count the last iteration's second step is skipped.
-                with em.for_loop(0, steps, 2) as (step, _, _):
-                    one_step(step, em.index(0), em.index(1))
-                    second = em.add(step, 1)
-                    with em.when([em.less(second, steps)] if steps % 2 else []):
-                        one_step(second, em.index(1), em.index(0))
-                    em.op(scf.YieldOp())
-            else:
-                with em.for_loop(0, steps, 1) as (step, _, _):
-                    current = em.rem(step, 2)
-                    one_step(step, current, em.value(arith.SubiOp(em.index(1), current)))
-                    em.op(scf.YieldOp())
+            self._double_buffered(a, b, acc, 0, steps)
         self._epilogue(acc)
+
+    stream_blocks = 0
+    """Blocks sharing the K steps (stream-K, `passes/tile/stream_k.py`), or 0."""
+    stream_buffers: tuple[SSAValue, SSAValue]
+    """Stream-K's partial-sum workspace and flags."""
+
+    def _double_buffered(
+        self, a: _Staging, b: _Staging, acc: SSAValue, first: SSAValue | int, stop: SSAValue | int
+    ) -> None:
+        """The K loop over steps first..stop with double-buffered shared memory: each step
+        loads the next step's slices into registers while it computes from one buffer, then
+        fills the other; one barrier per step."""
+        em, t = self.em, self.t
+        start = em.index(first) if isinstance(first, int) else first
+        for s in (a, b):
+            self._load(s, start)
+            self._fill(s, em.index(0))
+        em.op(tile.BarrierOp())
+        if isinstance(stop, int):
+            last = em.index(max(stop - 1, 0))
+        else:
+            last = em.value(arith.SubiOp(stop, em.index(1)))
+
+        def one_step(step: SSAValue, current: SSAValue, other: SSAValue) -> None:
+            # The last step loads its own K slice again (clamped: in range) and fills the
+            # buffer nobody reads any more, so the step has no branch around the copy.
+            following = em.value(arith.MinSIOp(em.add(step, 1), last))
+            for s in (a, b):
+                self._load(s, following)
+            self._accumulate(a.smem, b.smem, current, acc)
+            for s in (a, b):
+                self._fill(s, other)
+            em.op(tile.BarrierOp())
+
+        if 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS:
+            # Two steps per iteration, so each reads and fills its buffers at constant
+            # offsets; with an odd count the last iteration's second step is skipped.
+            with em.for_loop(first, stop, 2) as (step, _, _):
+                one_step(step, em.index(0), em.index(1))
+                second = em.add(step, 1)
+                odd = not isinstance(stop, int) or (stop - first) % 2  # type: ignore[operator]
+                with em.when([em.less(second, stop)] if odd else []):
+                    one_step(second, em.index(1), em.index(0))
+                em.op(scf.YieldOp())
+        else:
+            with em.for_loop(first, stop, 1) as (step, _, _):
+                counted = (
+                    step
+                    if isinstance(first, int) and first == 0
+                    else em.value(arith.SubiOp(step, start))
+                )
+                current = em.rem(counted, 2)
+                one_step(step, current, em.value(arith.SubiOp(em.index(1), current)))
+                em.op(scf.YieldOp())
+
+    def _stream_k(self, a: _Staging, b: _Staging, acc: SSAValue) -> None:
+        """Runs this block's share of the tiles' K steps (`passes/tile/stream_k.py`): steps
+        begin..end of the sequence tile 0's steps, tile 1's, …, `segments` tile pieces at most.
+        A piece that starts a tile runs the epilogue, after adding the partial sums of the
+        blocks holding the rest of the tile; one that does not writes its own partial sums to
+        the workspace and sets this block's flag."""
+        em, t, c = self.em, self.t, self.c
+        blocks = self.stream_blocks
+        steps = -(-self.k // t.bk)
+        per_batch = self.grid[0] * self.grid[1]
+        total = self.batch * per_batch * steps
+        workspace, flags = self.stream_buffers
+        block = em.value(tile.BlockIdOp("x"))
+        first_step = em.div(em.mul(block, total), blocks)
+        end = em.div(em.mul(em.add(block, 1), total), blocks)
+        first_tile = em.div(first_step, steps)
+        segments = -(-(-(-total // blocks)) // steps) + 1
+        # Blocks that may hold a piece of one tile after its first: each holds ≥ total // blocks.
+        helpers = -(-(steps - 1) // (total // blocks))
+        first_thread = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
+        cells = [(i, j) for i in range(t.tm) for j in range(t.tn)]
+        with em.for_loop(0, segments, 1) as (segment, _, _):
+            tile_index = em.add(first_tile, segment)
+            base = em.mul(tile_index, steps)
+            start = em.value(arith.MaxSIOp(first_step, base))
+            stop = em.value(arith.MinSIOp(end, em.add(base, steps)))
+            with em.when([em.less(start, stop)]):
+                within = em.rem(tile_index, per_batch)
+                if len(c.nest.extents) == 3:
+                    self.mapping[c.nest.body.block.args[0]] = em.div(tile_index, per_batch)
+                row, column = self._tile_coordinates(within)
+                self.m0, self.n0 = em.mul(row, t.bm), em.mul(column, t.bn)
+                here_a, here_b = replace(a, outer0=self.m0), replace(b, outer0=self.n0)
+                self.b = here_b
+                init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
+                for i, j in cells:
+                    self._store(init, acc, [em.index(i), em.index(j)])
+                k_first = em.value(arith.SubiOp(start, base))
+                k_stop = em.value(arith.SubiOp(stop, base))
+                self._double_buffered(here_a, here_b, acc, k_first, k_stop)
+                starts_tile = em.value(arith.CmpiOp(k_first, em.index(0), "eq"))
+                with em.when([starts_tile]):
+                    with em.when([em.less(k_stop, steps)]):
+                        for h in range(helpers):
+                            helper = em.add(block, h + 1)
+                            helper_start = em.div(em.mul(helper, total), blocks)
+                            with em.when([em.less(helper_start, em.add(base, steps))]):
+                                with em.when([first_thread]):
+                                    em.op(tile.FlagWaitOp(flags, helper))
+                                em.op(tile.BarrierOp())
+                                for e, (i, j) in enumerate(cells):
+                                    index = [em.index(i), em.index(j)]
+                                    part = em.value(
+                                        memref.LoadOp.get(
+                                            workspace, [helper, em.index(e), self.tid]
+                                        )
+                                    )
+                                    mine = em.value(memref.LoadOp.get(acc, index))
+                                    self._store(em.value(arith.AddfOp(mine, part)), acc, index)
+                    self._epilogue(acc)
+                with em.when([em.value(arith.CmpiOp(k_first, em.index(0), "ne"))]):
+                    for e, (i, j) in enumerate(cells):
+                        value = em.value(memref.LoadOp.get(acc, [em.index(i), em.index(j)]))
+                        self._store(value, workspace, [block, em.index(e), self.tid])
+                    em.op(tile.ThreadFenceOp())
+                    em.op(tile.BarrierOp())
+                    with em.when([first_thread]):
+                        em.op(tile.FlagSetOp(flags, block))
+            em.op(scf.YieldOp())
 
     def _accumulators(self) -> SSAValue:
         """Allocates the tm×tn register tile, set to the reduction's identity."""
@@ -596,11 +716,21 @@ class _ContractionEmitter:
     def _block_coordinates(self) -> tuple[SSAValue, SSAValue]:
         """Returns (block row, block column), grouped by `group` block rows when asked."""
         em, t = self.em, self.t
+        if self.stream_blocks:  # set per tile (`_stream_k`)
+            return em.index(0), em.index(0)
         bx, by = em.value(tile.BlockIdOp("x")), em.value(tile.BlockIdOp("y"))
         columns, rows = self.grid[0], self.grid[1]
         if not t.group or t.group >= rows:
             return by, bx
-        linear = em.add(em.mul(by, columns), bx)
+        return self._tile_coordinates(em.add(em.mul(by, columns), bx))
+
+    def _tile_coordinates(self, linear: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """Returns (row, column) of the `linear`-th tile of a batch in launch order: row-major,
+        or with `group` down the rows of each group of `group` block rows first."""
+        em, t = self.em, self.t
+        columns, rows = self.grid[0], self.grid[1]
+        if not t.group or t.group >= rows:
+            return em.div(linear, columns), em.rem(linear, columns)
         per_group = t.group * columns
         first_row = em.mul(em.div(linear, per_group), t.group)
         height = em.value(

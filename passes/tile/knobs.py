@@ -42,6 +42,7 @@ class Knobs:
     fastmath: str = "auto"
     pairswap: int = 1
     dual: str = "auto"
+    streamk: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -90,6 +91,12 @@ DUALS = ("auto", "on", "off")
 the two accumulators in registers), else a diagnostic saying why not; `off`: split into two
 kernels, the second product going through an f32 workspace; `auto`: `on` where the wgmma rule
 takes the kernel, else `off`."""
+
+STREAMK = ("auto", "on", "off")
+"""Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
+wave of blocks (`passes/tile/stream_k.py`): `on`, `off`, or `auto`: where the tiles would leave
+the last wave of blocks partly idle (`stream_k.AUTO_LOSS`) and each tile has enough K steps to
+pay for the partial-sum handoffs (`stream_k.AUTO_STEPS`)."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
@@ -215,6 +222,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("persistent", one_of(0, 1, words="0 or 1")),
     Knob("fastmath", one_of(*FASTMATH)),
     Knob("dual", one_of(*DUALS)),
+    Knob("streamk", one_of(*STREAMK)),
     Knob(
         "pad",
         Domain(
@@ -231,7 +239,7 @@ KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
-    "swizzle pairswap",
+    "swizzle pairswap streamk",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     "group=0,1,8,16 fastmath=auto,off dual=auto,off",

@@ -29,6 +29,7 @@ from tinyopt.passes.tile.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
 from tinyopt.passes.tile.split_k import split_kernel
+from tinyopt.passes.tile.stream_k import stream_k_kernels
 from tinyopt.passes.tile.tf32 import ScheduleTf32
 from tinyopt.passes.tile.wgmma import ScheduleWgmma, dual_refusal
 
@@ -112,12 +113,12 @@ def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp]
         knobs = knobs_for(kernel)
         _check(knobs)
         for whole in _dual_or_unpaired(op, kernel, knobs):
-            parts = (
+            split = (
                 split_kernel(op, whole, knobs.splitk, knobs.splitk_mode)
                 if knobs.splitk > 1
                 else (whole,)
             )
-            for part in parts:
+            for part in [p for kernel in split for p in stream_k_kernels(op, kernel, knobs)]:
                 _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
     # The rules emit index arithmetic per lane and per use; clean it up so the printed
     # CUDA stays readable (the CUDA compiler would fold it anyway).

@@ -1,0 +1,133 @@
+"""Stream-K: a contraction's K steps shared evenly by one wave of blocks.
+
+A grid of output tiles rarely divides into whole waves of blocks. At 4096³ the FP32 rule's
+1024 tiles of 128×128 run on 264 block slots (two per SM) in 3.88 waves: the fourth wave
+leaves 12% of the slots idle while it lasts. The H200 measured the same kernel at 51.0
+TFLOP/s there and at 52.8 for 4096×4224 (1056 tiles, 4 whole waves).
+
+With stream-K (Osama, Merrill, Cecka, Garland, Owens, PPoPP 2023) the kernel launches one
+block per slot and gives each the same number of K steps of the sequence "tile 0's steps, tile
+1's, …" (consecutive, crossing tile boundaries). A block's share covers whole tiles, for which
+it runs the epilogue, plus at most two pieces:
+
+- the tail of a tile, at its start: it writes its partial sums to a workspace and sets its
+  flag (a release store);
+- the head of a tile, at its end: it waits for the flags of the later blocks holding the rest
+  of that tile (acquire loads), adds their partial sums and runs the epilogue. It reaches that
+  tile last, after its whole tiles, while the helpers did their tails first, so it rarely
+  waits.
+
+A block waits only on later blocks, and all of them are resident at once (the grid is the
+slots: SMs × blocks per SM), so the handoffs cannot deadlock. A zeroing kernel clears the flags
+before each launch. This file decides where stream-K applies and rewrites the loop kernel
+(two more buffers, the zeroing kernel); the K loop itself is the contraction rule's
+(`_ContractionEmitter._stream_k` in `passes/tile/contraction.py`).
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
+from xdsl.ir import Operation, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.contraction import (
+    SMS,
+    STREAM_K_ATTR,
+    TILE_KNOBS,
+    Contraction,
+    blocks_per_sm,
+    choose_tiles,
+    match_contraction,
+    resolve_copy,
+)
+from tinyopt.passes.tile.emit import Emitter
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.mma_sync import tensor_core_type
+from tinyopt.passes.tile.split_k import derived_kernel, replace_kernels
+
+AUTO_LOSS = 0.02
+"""`streamk=auto` takes stream-K where whole-tile waves would leave more than this share of the
+block slots idle (4096³: 1024 tiles on 264 slots, 3.1%)."""
+
+AUTO_STEPS = 64
+"""… and where each tile has at least this many K steps (K ≥ 1024 at bk=16): a handoff costs
+a tile of partial sums written and read back, small against 64 steps of FMAs. `auto` also
+leaves alone a kernel whose tile knobs or `minblocks` a pass option set."""
+
+INDEX_LIMIT = 2**31
+"""The block's first step is block × steps / blocks in 32-bit index arithmetic."""
+
+
+def stream_k_plan(knobs: Knobs, c: Contraction) -> int:
+    """Returns how many blocks share the contraction's K steps, or 0 when it runs one block
+    per tile; raises the diagnostic saying why where `streamk=on` cannot apply."""
+    if knobs.streamk == "off":
+        return 0
+    batch, m, n, k = c.extents
+    reason = None
+    on_cuda_cores = knobs.mma == "none" or (knobs.mma == "auto" and tensor_core_type(c) is None)
+    knobs = resolve_copy(knobs, batch, m, n)
+    if not on_cuda_cores or knobs.schedule != "auto":
+        reason = "it runs on the CUDA cores' contraction rule only (mma=none, or auto for f32)"
+    elif knobs.splitk > 1:
+        reason = f"it shares K steps itself (splitk={knobs.splitk})"
+    elif knobs.copy != "ld":
+        reason = f"it stages K steps through registers only (copy=ld; here copy={knobs.copy})"
+    if reason is None:
+        t = choose_tiles(knobs, batch, m, n)
+        grid = (-(-n // t.bn), -(-m // t.bm), batch)
+        tiles = grid[0] * grid[1] * grid[2]
+        steps = -(-k // t.bk)
+        # One wave of blocks, fewer where there are fewer K steps in all.
+        blocks = min(SMS * blocks_per_sm(knobs, t, grid), tiles * steps)
+        if t.stages != 2:
+            reason = f"it needs the double-buffered K loop (stages=2; here stages={t.stages})"
+        elif (blocks + 1) * tiles * steps >= INDEX_LIMIT:
+            reason = "the step numbers would overflow 32-bit indices"
+        elif knobs.streamk == "auto":
+            if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
+                return 0  # a tile the user chose runs as chosen
+            waves = tiles / blocks
+            idle = 1 - waves / -(-tiles // blocks)
+            return blocks if idle > AUTO_LOSS and steps >= AUTO_STEPS else 0
+        else:
+            return blocks
+    if knobs.streamk == "on":
+        raise DiagnosticException(f"tile: streamk=on does not apply: {reason}")
+    return 0
+
+
+def stream_k_kernels(
+    module: ModuleOp, kernel: loop.KernelOp, knobs: Knobs
+) -> tuple[loop.KernelOp, ...]:
+    """Returns the kernel, or where stream-K applies the flag-zeroing kernel and the kernel
+    with the workspace and flags as its last two buffers (`STREAM_K_ATTR` set), launched in
+    that order after the host allocates both."""
+    c = match_contraction(kernel)
+    if c is None or (blocks := stream_k_plan(knobs, c)) == 0:
+        return (kernel,)
+    batch, m, n, _ = c.extents
+    t = choose_tiles(resolve_copy(knobs, batch, m, n), batch, m, n)
+    workspace_type = MemRefType(f32, [blocks, t.tm * t.tn, t.threads])
+    flags_type = MemRefType(i32, [blocks])
+    name = kernel.sym_name.data
+    streamed, em, mapping = derived_kernel(kernel, name, [workspace_type, flags_type])
+    streamed.attributes[STREAM_K_ATTR] = IntegerAttr(blocks, i64)
+    em.op(c.nest.clone(value_mapper=mapping))
+    zero = loop.KernelOp(f"{name}_flags", [flags_type])
+    nest = loop.ParallelOp([blocks])
+    Emitter(zero.body.block).op(nest)
+    nothing = arith.ConstantOp.from_int_and_width(0, 32)
+    nest.body.block.add_ops(
+        [nothing, memref.StoreOp.get(nothing, zero.body.block.args[0], nest.body.block.args)]
+    )
+
+    def with_buffers(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
+        workspace = memref.AllocOp([], [], workspace_type)
+        flags = memref.AllocOp([], [], flags_type)
+        return [workspace, flags], [[flags.memref], [*args, workspace.memref, flags.memref]]
+
+    replace_kernels(module, kernel, [zero, streamed], with_buffers)
+    return zero, streamed

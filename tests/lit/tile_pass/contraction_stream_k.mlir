@@ -1,0 +1,41 @@
+// RUN: tinyopt %s -p 'fuse,tile' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{streamk=off}' | filecheck %s --check-prefix=OFF
+// RUN: not tinyopt %s -p 'fuse,tile{streamk=on copy=cp_async}' 2>&1 | filecheck %s --check-prefix=REFUSED
+
+// streamk=auto at 4096x4096x4096: 1024 tiles of 128x128 on 264 block slots (3.88 waves, 3%
+// of the slots idle in the last) with 256 K steps each, so one wave of 264 blocks shares the
+// 262144 steps, 992 or 993 each. The host allocates the partial-sum workspace
+// [264, 8*8, 256 threads] and 264 flags, which a zeroing kernel clears before each launch.
+// CHECK:      tile.kernel @mm_0_flags grid
+// CHECK:      tile.kernel @mm_0 grid [264, 1, 1] block [256, 1, 1]
+// CHECK-SAME:   memref<264x64x256xf32>, %{{.*}}: memref<264xi32>)
+// CHECK-SAME:   tile.min_blocks = 2
+// The block's first step (block * 262144 / 264) and its pieces of up to 5 tiles.
+// CHECK:        arith.muli %{{.*}}, %{{.*}} : index
+// CHECK:        scf.for %{{.*}} = %{{.*}} to %{{.*}} step
+// A piece that starts a tile but ends before it waits for the next block's flag and adds
+// that block's partial sums before the epilogue stores the tile.
+// CHECK:        tile.flag_wait %{{.*}}[%{{.*}}] : memref<264xi32>
+// CHECK:        tile.barrier
+// CHECK:        memref.load %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<264x64x256xf32>
+// CHECK:        tile.vstore
+// A piece that starts inside a tile writes its sums, fences, meets, and sets its flag.
+// CHECK:        memref.store %{{.*}}, %{{.*}}[%{{.*}}, %{{.*}}, %{{.*}}] : memref<264x64x256xf32>
+// CHECK:        tile.threadfence
+// CHECK-NEXT:   tile.barrier
+// CHECK:        tile.flag_set %{{.*}}[%{{.*}}] : memref<264xi32>
+// CHECK:      func.func @mm
+// CHECK:        memref.alloc() : memref<264x64x256xf32>
+// CHECK-NEXT:   memref.alloc() : memref<264xi32>
+// CHECK-NEXT:   loop.launch @mm_0_flags
+// CHECK-NEXT:   loop.launch @mm_0
+
+// OFF:        tile.kernel @mm_0 grid [32, 32, 1] block [256, 1, 1]
+// OFF-NOT:    tile.flag
+
+// REFUSED: tile: streamk=on does not apply: it stages K steps through registers only (copy=ld; here copy=cp_async)
+
+func.func @mm(%x: tensor<4096x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {
+  %y = graph.matmul %x, %w : (tensor<4096x4096xf32>, tensor<4096x4096xf32>) -> tensor<4096x4096xf32>
+  func.return %y : tensor<4096x4096xf32>
+}
