@@ -422,6 +422,14 @@ sharing the K steps; the kernel's last two buffers are then the partial-sum work
 `[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
 
 
+def stream_k_unit(t: Tiles, k: int) -> int:
+    """Returns the K steps stream-K hands out at a time: 2 where the K loop runs two steps per
+    iteration and every tile has an even count, so no piece ends half-way through an
+    iteration (whose second step would then need a branch), else 1."""
+    steps = -(-k // t.bk)
+    return 2 if steps % 2 == 0 and 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS else 1
+
+
 def stream_k_blocks(op: loop.KernelOp) -> int:
     """Returns the stream-K block count of a loop kernel, 0 when it is not stream-K."""
     attr = op.attributes.get(STREAM_K_ATTR)
@@ -517,11 +525,17 @@ class _ContractionEmitter:
     """Stream-K's partial-sum workspace and flags."""
 
     def _double_buffered(
-        self, a: _Staging, b: _Staging, acc: SSAValue, first: SSAValue | int, stop: SSAValue | int
+        self,
+        a: _Staging,
+        b: _Staging,
+        acc: SSAValue,
+        first: SSAValue | int,
+        stop: SSAValue | int,
+        even: bool = False,
     ) -> None:
         """The K loop over steps first..stop with double-buffered shared memory: each step
         loads the next step's slices into registers while it computes from one buffer, then
-        fills the other; one barrier per step."""
+        fills the other; one barrier per step. `even`: stop - first is known to be even."""
         em, t = self.em, self.t
         start = em.index(first) if isinstance(first, int) else first
         for s in (a, b):
@@ -550,7 +564,10 @@ class _ContractionEmitter:
             with em.for_loop(first, stop, 2) as (step, _, _):
                 one_step(step, em.index(0), em.index(1))
                 second = em.add(step, 1)
-                odd = not isinstance(stop, int) or (stop - first) % 2  # type: ignore[operator]
+                if isinstance(stop, int) and isinstance(first, int):
+                    odd = bool((stop - first) % 2)
+                else:
+                    odd = not even
                 with em.when([em.less(second, stop)] if odd else []):
                     one_step(second, em.index(1), em.index(0))
                 em.op(scf.YieldOp())
@@ -574,16 +591,18 @@ class _ContractionEmitter:
         em, t, c = self.em, self.t, self.c
         blocks = self.stream_blocks
         steps = -(-self.k // t.bk)
+        unit = stream_k_unit(t, self.k)
         per_batch = self.grid[0] * self.grid[1]
-        total = self.batch * per_batch * steps
+        units = self.batch * per_batch * steps // unit
         workspace, flags = self.stream_buffers
         block = em.value(tile.BlockIdOp("x"))
-        first_step = em.div(em.mul(block, total), blocks)
-        end = em.div(em.mul(em.add(block, 1), total), blocks)
+        first_step = em.mul(em.div(em.mul(block, units), blocks), unit)
+        end = em.mul(em.div(em.mul(em.add(block, 1), units), blocks), unit)
         first_tile = em.div(first_step, steps)
-        segments = -(-(-(-total // blocks)) // steps) + 1
-        # Blocks that may hold a piece of one tile after its first: each holds ≥ total // blocks.
-        helpers = -(-(steps - 1) // (total // blocks))
+        most, least = -(-units // blocks) * unit, units // blocks * unit
+        segments = -(-most // steps) + 1
+        # Blocks that may hold a piece of one tile after its first: each holds ≥ `least` steps.
+        helpers = -(-(steps - 1) // least)
         first_thread = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         cells = [(i, j) for i in range(t.tm) for j in range(t.tn)]
         with em.for_loop(0, segments, 1) as (segment, _, _):
@@ -604,13 +623,13 @@ class _ContractionEmitter:
                     self._store(init, acc, [em.index(i), em.index(j)])
                 k_first = em.value(arith.SubiOp(start, base))
                 k_stop = em.value(arith.SubiOp(stop, base))
-                self._double_buffered(here_a, here_b, acc, k_first, k_stop)
+                self._double_buffered(here_a, here_b, acc, k_first, k_stop, even=unit == 2)
                 starts_tile = em.value(arith.CmpiOp(k_first, em.index(0), "eq"))
                 with em.when([starts_tile]):
                     with em.when([em.less(k_stop, steps)]):
                         for h in range(helpers):
                             helper = em.add(block, h + 1)
-                            helper_start = em.div(em.mul(helper, total), blocks)
+                            helper_start = em.mul(em.div(em.mul(helper, units), blocks), unit)
                             with em.when([em.less(helper_start, em.add(base, steps))]):
                                 with em.when([first_thread]):
                                     em.op(tile.FlagWaitOp(flags, helper))

@@ -41,6 +41,7 @@ from tinyopt.passes.tile.contraction import (
     choose_tiles,
     match_contraction,
     resolve_copy,
+    stream_k_unit,
 )
 from tinyopt.passes.tile.emit import Emitter
 from tinyopt.passes.tile.knobs import Knobs
@@ -80,8 +81,8 @@ def stream_k_plan(knobs: Knobs, c: Contraction) -> int:
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         tiles = grid[0] * grid[1] * grid[2]
         steps = -(-k // t.bk)
-        # One wave of blocks, fewer where there are fewer K steps in all.
-        blocks = min(SMS * blocks_per_sm(knobs, t, grid), tiles * steps)
+        # One wave of blocks, fewer where there are fewer units of K steps in all.
+        blocks = min(SMS * blocks_per_sm(knobs, t, grid), tiles * steps // stream_k_unit(t, k))
         if t.stages != 2:
             reason = f"it needs the double-buffered K loop (stages=2; here stages={t.stages})"
         elif (blocks + 1) * tiles * steps >= INDEX_LIMIT:
