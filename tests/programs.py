@@ -548,8 +548,9 @@ CASES = [
     Case("matmul_f32_auto_fallback_1000x1000x1001", matmul_plain(1000, 1000, 1001, "f32")),
     # streamk=on: one wave of blocks shares the K steps; pieces of a tile meet through the
     # workspace and flags. 32×64 tiles with 132 blocks (K ragged), 128×128 tiles with 264
-    # (an odd M and N, relu after the sum), a batch, and K spread over up to 6 blocks per tile
-    # (helpers holding a tile's middle).
+    # (an odd M and N, relu after the sum), a batch, streamk=auto's own choice (400 tiles,
+    # 1.52 waves; an odd step count, so steps go one at a time), and K spread over up to 6
+    # blocks per tile (helpers holding a tile's middle).
     Case(
         "matmul_f32_streamk_1000x1000x1032",
         matmul_plain(1000, 1000, 1032, "f32", relu=False),
@@ -564,6 +565,10 @@ CASES = [
         "bmm_f32_streamk_3x520x268x1000",
         batched_matmul(3, 520, 268, 1000),
         tile_with("copy=ld streamk=on"),
+    ),
+    Case(
+        "matmul_f32_streamk_auto_2560x2560x1032",
+        matmul_plain(2560, 2560, 1032, "f32", relu=False),
     ),
     Case(
         "matmul_f32_streamk_spread_256x256x8192",

@@ -94,9 +94,9 @@ takes the kernel, else `off`."""
 
 STREAMK = ("auto", "on", "off")
 """Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
-wave of blocks (`passes/tile/stream_k.py`): `on`, `off`, or `auto`: where the tiles would leave
-the last wave of blocks partly idle (`stream_k.AUTO_LOSS`) and each tile has enough K steps to
-pay for the partial-sum handoffs (`stream_k.AUTO_STEPS`)."""
+wave of blocks (`passes/tile/stream_k.py`): `on`, `off`, or `auto`: where the tiles make only a
+few waves of blocks, the last of them partly idle, and each tile has enough K steps to pay for
+the partial-sum handoffs (`stream_k.AUTO_WAVES`, `AUTO_LOSS`, `AUTO_STEPS`)."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);

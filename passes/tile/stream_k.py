@@ -1,9 +1,9 @@
 """Stream-K: a contraction's K steps shared evenly by one wave of blocks.
 
-A grid of output tiles rarely divides into whole waves of blocks. At 4096³ the FP32 rule's
-1024 tiles of 128×128 run on 264 block slots (two per SM) in 3.88 waves: the fourth wave
-leaves 12% of the slots idle while it lasts. The H200 measured the same kernel at 51.0
-TFLOP/s there and at 52.8 for 4096×4224 (1056 tiles, 4 whole waves).
+A grid of output tiles rarely divides into whole waves of blocks. At 2560×2560×8192 the FP32
+rule's 400 tiles of 128×128 run on 264 block slots (two per SM) in 1.52 waves: the second wave
+leaves half the slots idle while it lasts (39.4 TFLOP/s on the H200, 0.82× cuBLAS; at 4096³,
+3.88 waves, the same kernel measured 51.0 TFLOP/s, and 52.8 at 4096×4224, 4 whole waves).
 
 With stream-K (Osama, Merrill, Cecka, Garland, Owens, PPoPP 2023) the kernel launches one
 block per slot and gives each the same number of K steps of the sequence "tile 0's steps, tile
@@ -48,14 +48,18 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.mma_sync import tensor_core_type
 from tinyopt.passes.tile.split_k import derived_kernel, replace_kernels
 
-AUTO_LOSS = 0.02
-"""`streamk=auto` takes stream-K where whole-tile waves would leave more than this share of the
-block slots idle (4096³: 1024 tiles on 264 slots, 3.1%)."""
-
+AUTO_WAVES = 3
+AUTO_LOSS = 0.10
 AUTO_STEPS = 64
-"""… and where each tile has at least this many K steps (K ≥ 1024 at bk=16): a handoff costs
-a tile of partial sums written and read back, small against 64 steps of FMAs. `auto` also
-leaves alone a kernel whose tile knobs or `minblocks` a pass option set."""
+"""`streamk=auto` takes stream-K where the tiles make fewer than `AUTO_WAVES` waves of blocks,
+whole-tile waves would leave more than `AUTO_LOSS` of the block slots idle, and each tile has
+at least `AUTO_STEPS` K steps (a handoff costs a tile of partial sums written and read back).
+Measured on the H200 (2026-12-01, `streamk=off` → `on`, TFLOP/s): 2560×2560×8192 (1.52
+waves) 39.4 → 47.1, 3072×3072×4096 (2.18) 45.3 → 47.6; but 4096³ (3.88) 50.9 → 51.1,
+8192³ (15.5) 51.7 → 51.0, 4096×4608×4096 (4.36) 51.2 → 47.6, 64 × 512³ (32 steps) 48.4 →
+46.2: past a few waves the blocks' steps spread over the whole output and the handoffs cost
+more than the idle slots. `auto` also leaves alone a kernel whose tile knobs or `minblocks` a
+pass option set."""
 
 INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
@@ -92,7 +96,8 @@ def stream_k_plan(knobs: Knobs, c: Contraction) -> int:
                 return 0  # a tile the user chose runs as chosen
             waves = tiles / blocks
             idle = 1 - waves / -(-tiles // blocks)
-            return blocks if idle > AUTO_LOSS and steps >= AUTO_STEPS else 0
+            few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
+            return blocks if few else 0
         else:
             return blocks
     if knobs.streamk == "on":

@@ -1,11 +1,11 @@
-// RUN: tinyopt %s -p 'fuse,tile' | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{streamk=off}' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'fuse,tile{streamk=on}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile' | filecheck %s --check-prefix=AUTO
 // RUN: not tinyopt %s -p 'fuse,tile{streamk=on copy=cp_async}' 2>&1 | filecheck %s --check-prefix=REFUSED
 
-// streamk=auto at 4096x4096x4096: 1024 tiles of 128x128 on 264 block slots (3.88 waves, 3%
-// of the slots idle in the last) with 256 K steps each, so one wave of 264 blocks shares the
-// 262144 steps, 992 or 993 each. The host allocates the partial-sum workspace
-// [264, 8*8, 256 threads] and 264 flags, which a zeroing kernel clears before each launch.
+// streamk=on at 4096x4096x4096: 1024 tiles of 128x128 on 264 block slots (3.88 waves) with
+// 256 K steps each, so one wave of 264 blocks shares the 262144 steps, two at a time (992 or
+// 994 each). The host allocates the partial-sum workspace [264, 8*8, 256 threads] and 264
+// flags, which a zeroing kernel clears before each launch.
 // CHECK:      tile.kernel @mm_0_flags grid
 // CHECK:      tile.kernel @mm_0 grid [264, 1, 1] block [256, 1, 1]
 // CHECK-SAME:   memref<264x64x256xf32>, %{{.*}}: memref<264xi32>)
@@ -30,12 +30,21 @@
 // CHECK-NEXT:   loop.launch @mm_0_flags
 // CHECK-NEXT:   loop.launch @mm_0
 
-// OFF:        tile.kernel @mm_0 grid [32, 32, 1] block [256, 1, 1]
-// OFF-NOT:    tile.flag
+// streamk=auto leaves 4096^3 one block per tile (3.88 waves: too many for the handoffs to
+// pay) and shares 2560x2560x8192 (400 tiles, 1.52 waves, half the slots idle in the second).
+// AUTO:       tile.kernel @mm_0 grid [32, 32, 1] block [256, 1, 1]
+// AUTO-NOT:   tile.flag
+// AUTO:       tile.kernel @few_waves_0 grid [264, 1, 1]
+// AUTO:         tile.flag_wait
 
 // REFUSED: tile: streamk=on does not apply: it stages K steps through registers only (copy=ld; here copy=cp_async)
 
 func.func @mm(%x: tensor<4096x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {
   %y = graph.matmul %x, %w : (tensor<4096x4096xf32>, tensor<4096x4096xf32>) -> tensor<4096x4096xf32>
   func.return %y : tensor<4096x4096xf32>
+}
+
+func.func @few_waves(%x: tensor<2560x8192xf32>, %w: tensor<8192x2560xf32>) -> tensor<2560x2560xf32> {
+  %y = graph.matmul %x, %w : (tensor<2560x8192xf32>, tensor<8192x2560xf32>) -> tensor<2560x2560xf32>
+  func.return %y : tensor<2560x2560xf32>
 }
