@@ -2,7 +2,7 @@
 
 A grid of output tiles rarely divides into whole waves of blocks. At 2560×2560×8192 the FP32
 rule's 400 tiles of 128×128 run on 264 block slots (two per SM) in 1.52 waves: the second wave
-leaves half the slots idle while it lasts (39.4 TFLOP/s on the H200, 0.82× cuBLAS; at 4096³,
+leaves half the slots idle while it lasts (39.4 TFLOP/s on the H200, 0.81× cuBLAS; at 4096³,
 3.88 waves, the same kernel measured 51.0 TFLOP/s, and 52.8 at 4096×4224, 4 whole waves).
 
 With stream-K (Osama, Merrill, Cecka, Garland, Owens, PPoPP 2023) the kernel launches one
@@ -14,11 +14,14 @@ it runs the epilogue, plus at most two pieces:
   flag (a release store);
 - the head of a tile, at its end: it waits for the flags of the later blocks holding the rest
   of that tile (acquire loads), adds their partial sums and runs the epilogue. It reaches that
-  tile last, after its whole tiles, while the helpers did their tails first, so it rarely
-  waits.
+  tile last, after its whole tiles, and the helpers did their tails first, so they are done by
+  then unless one of them runs late.
 
 A block waits only on later blocks, and all of them are resident at once (the grid is the
-slots: SMs × blocks per SM), so the handoffs cannot deadlock. A zeroing kernel clears the flags
+slots: SMs × blocks per SM), so the handoffs cannot deadlock — as long as the kernel gets its
+two blocks per SM: with other kernels holding SMs, or under a tool that lowers occupancy, a
+waiting block can hold the slot a later block needs (`streamk=off` has no handoffs; the
+launch is not cooperative, so nothing checks residency). A zeroing kernel clears the flags
 before each launch. This file decides where stream-K applies and rewrites the loop kernel
 (two more buffers, the zeroing kernel); the K loop itself is the contraction rule's
 (`_ContractionEmitter._stream_k` in `passes/tile/contraction.py`).
@@ -56,10 +59,10 @@ whole-tile waves would leave more than `AUTO_LOSS` of the block slots idle, and 
 at least `AUTO_STEPS` K steps (a handoff costs a tile of partial sums written and read back).
 Measured on the H200 (2026-12-01, `streamk=off` → `on`, TFLOP/s): 2560×2560×8192 (1.52
 waves) 39.4 → 47.1, 3072×3072×4096 (2.18) 45.3 → 47.6; but 4096³ (3.88) 50.9 → 51.1,
-8192³ (15.5) 51.7 → 51.0, 4096×4608×4096 (4.36) 51.2 → 47.6, 64 × 512³ (32 steps) 48.4 →
-46.2: past a few waves the blocks' steps spread over the whole output and the handoffs cost
-more than the idle slots. `auto` also leaves alone a kernel whose tile knobs or `minblocks` a
-pass option set."""
+8192³ (15.5) 51.7 → 51.0, 4096×4608×4096 (4.36) 51.2 → 47.6 (and, with an earlier version,
+64 × 512³ at 32 steps per tile 48.4 → 46.2): past a few waves the stream-K blocks lose more
+than the idle slots cost (not profiled). `auto` also leaves alone a kernel whose tile knobs
+or `minblocks` a pass option set."""
 
 INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
