@@ -20,6 +20,13 @@ consumer warpgroups are the whole block and thread 0 issues each copy `stages - 
 right after its slot is released. Consumers keep one wgmma group in flight
 (`wgmma.wait_group 1`) and release the previous step's slot behind it.
 
+A paired contraction (two K loops over one A, `passes/tile/paired.py`) runs as a dual GEMM:
+the block's bn accumulator columns hold both products for bn/2 output columns (the first
+product's in 0..bn/2, the second's in bn/2..bn), the producer copies each B tile into its half
+of the slot by that B's own tensor map, and one m64nBNk16 wgmma per 16 of K multiplies A by
+both; the thread that holds column c of one product holds column c of the other, so the
+epilogue combines them in registers (or, staged, from one tile per product).
+
 The epilogue runs on the accumulators where wgmma leaves them (`store=direct`: 2 consecutive
 columns per thread), or, with `store=smem` (the default where it fits: `store=auto`), after
 each consumer warpgroup has staged them in its own f32 tile of shared memory, 64 columns at a
