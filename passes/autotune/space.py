@@ -17,18 +17,25 @@ from tinyopt.passes.tile.attention import match_attention
 from tinyopt.passes.tile.contraction import match_contraction
 from tinyopt.passes.tile.elementwise import elementwise_nest
 from tinyopt.passes.tile.knobs import KNOB, KNOBS, MMA_RULES, Knobs, rule_knobs
+from tinyopt.passes.tile.paired import match_paired_contraction
 from tinyopt.passes.tile.row_reduction import row_nest
 from tinyopt.passes.tile.split_k import SEQUENTIAL
 from tinyopt.passes.tile.tile_pass import lowering_error
 
 RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (
     ("attention", match_attention),
-    ("contraction", lambda k: SEQUENTIAL not in k.attributes and match_contraction(k)),
+    (
+        "contraction",
+        lambda k: (
+            SEQUENTIAL not in k.attributes and (match_contraction(k) or match_paired_contraction(k))
+        ),
+    ),
     ("row_reduction", row_nest),
     ("elementwise", elementwise_nest),
 )
 """Which rule schedules a kernel: the first whose matcher accepts it (else `sequential`), in
-the tile pass's order; a contraction's rule is then chosen by `mma`."""
+the tile pass's order; a contraction's rule (a paired one's too: `dual` splits it for the rules
+that do not take it whole) is then chosen by `mma`."""
 
 PRECISION_OPT_IN = ("tf32",)
 """`mma` values that round the operands (TF32): the tuner leaves them to the user, who alone can
