@@ -596,8 +596,12 @@ class _ContractionEmitter:
         units = self.batch * per_batch * steps // unit
         workspace, flags = self.stream_buffers
         block = em.value(tile.BlockIdOp("x"))
-        first_step = em.mul(em.div(em.mul(block, units), blocks), unit)
-        end = em.mul(em.div(em.mul(em.add(block, 1), units), blocks), unit)
+
+        def first_step_of(block: SSAValue) -> SSAValue:
+            return em.mul(em.div(em.mul(block, units), blocks), unit)
+
+        first_step = first_step_of(block)
+        end = first_step_of(em.add(block, 1))
         first_tile = em.div(first_step, steps)
         most, least = -(-units // blocks) * unit, units // blocks * unit
         segments = -(-most // steps) + 1
@@ -618,9 +622,7 @@ class _ContractionEmitter:
                 self.m0, self.n0 = em.mul(row, t.bm), em.mul(column, t.bn)
                 here_a, here_b = replace(a, outer0=self.m0), replace(b, outer0=self.n0)
                 self.b = here_b
-                init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
-                for i, j in cells:
-                    self._store(init, acc, [em.index(i), em.index(j)])
+                self._reset(acc)
                 k_first = em.value(arith.SubiOp(start, base))
                 k_stop = em.value(arith.SubiOp(stop, base))
                 self._double_buffered(here_a, here_b, acc, k_first, k_stop, even=unit == 2)
@@ -629,8 +631,7 @@ class _ContractionEmitter:
                     with em.when([em.less(k_stop, steps)]):
                         for h in range(helpers):
                             helper = em.add(block, h + 1)
-                            helper_start = em.mul(em.div(em.mul(helper, units), blocks), unit)
-                            with em.when([em.less(helper_start, em.add(base, steps))]):
+                            with em.when([em.less(first_step_of(helper), em.add(base, steps))]):
                                 with em.when([first_thread]):
                                     em.op(tile.FlagWaitOp(flags, helper))
                                 em.op(tile.BarrierOp())
@@ -656,11 +657,16 @@ class _ContractionEmitter:
 
     def _accumulators(self) -> SSAValue:
         """Allocates the tm×tn register tile, set to the reduction's identity."""
-        em, t, c = self.em, self.t, self.c
-        acc = em.value(tile.AllocOp(tile.memref_in([t.tm, t.tn], f32, tile.REGISTERS)))
+        t = self.t
+        acc = self.em.value(tile.AllocOp(tile.memref_in([t.tm, t.tn], f32, tile.REGISTERS)))
+        self._reset(acc)
+        return acc
+
+    def _reset(self, acc: SSAValue) -> None:
+        """Sets the register tile to the reduction's identity."""
+        t, c = self.t, self.c
         init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
         self._each(t.tm, lambda i: self._each(t.tn, lambda j: self._store(init, acc, [i, j])))
-        return acc
 
     def _copied_pipeline(self) -> None:
         """The K loop with both sides copied global → shared by cp.async into a ring."""

@@ -40,6 +40,7 @@ from tinyopt.passes.tile.contraction import (
     STREAM_K_ATTR,
     TILE_KNOBS,
     Contraction,
+    Tiles,
     blocks_per_sm,
     choose_tiles,
     match_contraction,
@@ -68,11 +69,12 @@ INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
 
 
-def stream_k_plan(knobs: Knobs, c: Contraction) -> int:
-    """Returns how many blocks share the contraction's K steps, or 0 when it runs one block
-    per tile; raises the diagnostic saying why where `streamk=on` cannot apply."""
+def stream_k_plan(knobs: Knobs, c: Contraction) -> tuple[int, Tiles] | None:
+    """Returns how many blocks share the contraction's K steps and the tiles they compute, or
+    None when it runs one block per tile; raises the diagnostic saying why where `streamk=on`
+    cannot apply."""
     if knobs.streamk == "off":
-        return 0
+        return None
     batch, m, n, k = c.extents
     reason = None
     on_cuda_cores = knobs.mma == "none" or (knobs.mma == "auto" and tensor_core_type(c) is None)
@@ -96,16 +98,16 @@ def stream_k_plan(knobs: Knobs, c: Contraction) -> int:
             reason = "the step numbers would overflow 32-bit indices"
         elif knobs.streamk == "auto":
             if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
-                return 0  # a tile the user chose runs as chosen
+                return None  # a tile the user chose runs as chosen
             waves = tiles / blocks
             idle = 1 - waves / -(-tiles // blocks)
             few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
-            return blocks if few else 0
+            return (blocks, t) if few else None
         else:
-            return blocks
+            return blocks, t
     if knobs.streamk == "on":
         raise DiagnosticException(f"tile: streamk=on does not apply: {reason}")
-    return 0
+    return None
 
 
 def stream_k_kernels(
@@ -115,10 +117,9 @@ def stream_k_kernels(
     with the workspace and flags as its last two buffers (`STREAM_K_ATTR` set), launched in
     that order after the host allocates both."""
     c = match_contraction(kernel)
-    if c is None or (blocks := stream_k_plan(knobs, c)) == 0:
+    if c is None or (plan := stream_k_plan(knobs, c)) is None:
         return (kernel,)
-    batch, m, n, _ = c.extents
-    t = choose_tiles(resolve_copy(knobs, batch, m, n), batch, m, n)
+    blocks, t = plan
     workspace_type = MemRefType(f32, [blocks, t.tm * t.tn, t.threads])
     flags_type = MemRefType(i32, [blocks])
     name = kernel.sym_name.data

@@ -118,7 +118,7 @@ def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp]
                 if knobs.splitk > 1
                 else (whole,)
             )
-            for part in [p for kernel in split for p in stream_k_kernels(op, kernel, knobs)]:
+            for part in [p for piece in split for p in stream_k_kernels(op, piece, knobs)]:
                 _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
     # The rules emit index arithmetic per lane and per use; clean it up so the printed
     # CUDA stays readable (the CUDA compiler would fold it anyway).

@@ -101,6 +101,11 @@ class Operands:
     b_mn_major: bool
     second_b: int | None = None
 
+    @property
+    def bs(self) -> list[int]:
+        """The B operands: one, or a dual GEMM's two (the first product's first)."""
+        return [self.b] if self.second_b is None else [self.b, self.second_b]
+
 
 @dataclass(frozen=True)
 class WgmmaTiles:
@@ -267,12 +272,11 @@ class ScheduleWgmma(RewritePattern):
         rank = len(c.nest.extents)
         a_box = (*[1] * (rank - 2), t.bm, BK)
         b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, BK)))
-        b_operands = [operands.b] if operands.second_b is None else [operands.b, operands.second_b]
         tile.set_tensor_maps(
             kernel,
             [
                 tile.TensorMapArg(operands.a, a_box, SWIZZLE),
-                *(tile.TensorMapArg(b, b_box, SWIZZLE) for b in b_operands),
+                *(tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs),
             ],
         )
         _WgmmaEmitter(em, c, t, element, operands, mapping, list(kernel.body.block.args)).emit()
@@ -336,14 +340,12 @@ class _WgmmaEmitter:
         self.em, self.c, self.t, self.element = em, c, t, element
         self.mapping = mapping
         self.a_global = args[operands.a]
-        self.b_globals = [args[operands.b]]
+        self.b_globals = [args[b] for b in operands.bs]
         self.results = [c.reduce.res[0]]
         """The K loops' sums, as the epilogue reads them; a dual GEMM's second product takes
         accumulator columns bn/2.. (`WgmmaTiles.dual`)."""
         self.inits = [c.reduce.init[0]]
         if isinstance(c, PairedContraction):
-            assert operands.second_b is not None
-            self.b_globals.append(args[operands.second_b])
             self.results.append(c.second.reduce.res[0])
             self.inits.append(c.second.reduce.init[0])
         self.mn_major = operands.b_mn_major
