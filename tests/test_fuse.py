@@ -224,47 +224,32 @@ def test_two_layer_mlp_is_two_kernels() -> None:
     assert len(second.body.block.args) == 3
 
 
-def test_two_matmuls_sharing_a_are_one_paired_kernel() -> None:
-    # silu(x @ wg) * (x @ wu): both K loops in one kernel, the loop executor matches.
-    fused = _check(
-        """
-        func.func @gate(%x: tensor<5x33xf32>, %wg: tensor<33x7xf32>, %wu: tensor<33x7xf32>) -> tensor<5x7xf32> {
-          %g = graph.matmul %x, %wg : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>
-          %u = graph.matmul %x, %wu : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>
-          %s = graph.silu %g : tensor<5x7xf32>
-          %p = graph.mul %s, %u : tensor<5x7xf32>
-          func.return %p : tensor<5x7xf32>
-        }""",
-        kernels=1,
-    )
-    (kernel,) = loop.kernels(fused)
-    reduces = _ops(kernel, loop.ReduceOp)
-    assert len(reduces) == 2 and all(CONTRACTION_ATTR in r.attributes for r in reduces)
-
-
 @pytest.mark.parametrize(
-    "second",
-    [
-        "%u = graph.matmul %y, %wu : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>",
-        "%u = graph.matmul %g33, %wu : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>",
-    ],
-    ids=["other_a", "reads_the_first"],
+    ("a", "kernels"),
+    [("%x", 1), ("%y", 2), ("%g33", 3)],
+    ids=["shared_a_paired", "other_a", "reads_the_first"],
 )
-def test_matmuls_not_sharing_a_or_chained_are_not_paired(second: str) -> None:
-    # Another A tensor, or an A computed from the first matmul: the second gets its own kernel.
+def test_two_matmuls_are_paired_only_when_they_share_a(a: str, kernels: int) -> None:
+    # silu(x @ wg) * (a @ wu): with a = x both K loops share one kernel (a paired contraction);
+    # another A tensor, or an A computed from the first matmul, gets the second its own kernel.
     fused = _check(
         f"""
         func.func @gate(%x: tensor<5x33xf32>, %y: tensor<5x33xf32>, %wg: tensor<33x7xf32>, %wu: tensor<33x7xf32>, %w33: tensor<7x33xf32>) -> tensor<5x7xf32> {{
           %g = graph.matmul %x, %wg : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>
           %g33 = graph.matmul %g, %w33 : (tensor<5x7xf32>, tensor<7x33xf32>) -> tensor<5x33xf32>
-          {second}
+          %u = graph.matmul {a}, %wu : (tensor<5x33xf32>, tensor<33x7xf32>) -> tensor<5x7xf32>
           %s = graph.silu %g : tensor<5x7xf32>
           %p = graph.mul %s, %u : tensor<5x7xf32>
           func.return %p : tensor<5x7xf32>
         }}""",
-        kernels=3 if "g33" in second else 2,
+        kernels=kernels,
     )
-    assert all(len(_ops(k, loop.ReduceOp)) <= 1 for k in loop.kernels(fused))
+    if kernels == 1:
+        (kernel,) = loop.kernels(fused)
+        reduces = _ops(kernel, loop.ReduceOp)
+        assert len(reduces) == 2 and all(CONTRACTION_ATTR in r.attributes for r in reduces)
+    else:
+        assert all(len(_ops(k, loop.ReduceOp)) <= 1 for k in loop.kernels(fused))
 
 
 def test_batched_matmul() -> None:
