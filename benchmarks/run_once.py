@@ -1,7 +1,8 @@
 """Compiles one test program and runs it a few times on torch CUDA tensors (for ncu, sanitizers).
 
 Usage: python benchmarks/run_once.py PROGRAM ARGS... [--pipeline P] [--runs N]
-PROGRAM is a generator of tests/programs.py (e.g. `matmul_relu 4096 4096 4096`).
+PROGRAM is a generator of tests/programs.py (e.g. `matmul_relu 4096 4096 4096`); True and False
+are booleans (`matmul_plain 4096 4096 4096 f32 kn False`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ def main() -> None:
     parser.add_argument("--pipeline", default="fuse,tile,to-cuda")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    values = [int(a) if a.isdigit() else a for a in args.args]
+    words = {"True": True, "False": False}
+    values = [int(a) if a.isdigit() else words.get(a, a) for a in args.args]
     program, module = lower(getattr(programs, args.program)(*values), args.pipeline)
     graph = graph_function(program)
     inputs = []
