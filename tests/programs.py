@@ -575,6 +575,31 @@ CASES = [
         matmul_plain(256, 256, 8192, "f32", relu=False),
         tile_with("copy=ld streamk=on"),
     ),
+    # interleave=on: A's next K slice copied during the first half of the step's FMAs, B's
+    # during the second; where `auto` leaves it off (ragged tiles, a batch).
+    Case(
+        "matmul_f32_interleave_relu_4095x4097x513",
+        matmul_relu(4095, 4097, 513),
+        tile_with("interleave=on"),
+    ),
+    Case(
+        "bmm_f32_interleave_3x520x268x1000",
+        batched_matmul(3, 520, 268, 1000),
+        tile_with("copy=ld interleave=on"),
+    ),
+    # streamk=tail: the tiles past the last whole wave shared, the others one block each:
+    # 272 tiles on 264 slots (8 shared, one K step per block, up to 32 blocks per tile; relu
+    # after the sum), and a batch of 5 with 180 tiles on 132 slots (48 shared, across batches).
+    Case(
+        "matmul_f32_streamk_tail_relu_2100x2000x520",
+        matmul_relu(2100, 2000, 520),
+        tile_with("streamk=tail"),
+    ),
+    Case(
+        "bmm_f32_streamk_tail_5x700x700x300",
+        batched_matmul(5, 700, 700, 300),
+        tile_with("copy=ld streamk=tail"),
+    ),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, f32, i64
+from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, f32, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
@@ -403,12 +403,14 @@ class ScheduleContraction(RewritePattern):
         t = choose_tiles(knobs, batch, m, n)
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         min_blocks = blocks_per_sm(knobs, t, grid)
-        stream_blocks = stream_k_blocks(op) if knobs.copy == "ld" else 0
-        launch = (stream_blocks, 1, 1) if stream_blocks else grid
+        stream_blocks, stream_tiles = stream_k_blocks(op) if knobs.copy == "ld" else (0, 0)
+        whole_tiles = grid[0] * grid[1] * grid[2] - stream_tiles
+        launch = (stream_blocks + whole_tiles, 1, 1) if stream_blocks else grid
         kernel, em, mapping = new_kernel(op, launch, (t.block_threads, 1, 1))
         kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
         emitter = _ContractionEmitter(em, c, t, knobs.vec or 4, mapping, grid, op.sym_name.data)
-        emitter.stream_blocks = stream_blocks
+        emitter.stream_blocks, emitter.stream_tiles = stream_blocks, stream_tiles
+        emitter.interleave = interleaves(knobs, t, c, stream_blocks)
         if stream_blocks:
             *_, workspace, flags = op.body.block.args
             emitter.stream_buffers = (mapping[workspace], mapping[flags])
@@ -417,8 +419,9 @@ class ScheduleContraction(RewritePattern):
 
 
 STREAM_K_ATTR = "tinyopt.stream_k"
-"""Loop-kernel attribute set by `stream_k.stream_k_kernels`: the number of blocks (one wave)
-sharing the K steps; the kernel's last two buffers are then the partial-sum workspace
+"""Loop-kernel attribute set by `stream_k.stream_k_kernels`: [blocks, tiles], the number of
+blocks (one wave at most) sharing the K steps of the first `tiles` tiles (the others run one
+block each); the kernel's last two buffers are then the partial-sum workspace
 `[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
 
 
@@ -430,10 +433,14 @@ def stream_k_unit(t: Tiles, k: int) -> int:
     return 2 if steps % 2 == 0 and 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS else 1
 
 
-def stream_k_blocks(op: loop.KernelOp) -> int:
-    """Returns the stream-K block count of a loop kernel, 0 when it is not stream-K."""
+def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
+    """Returns a loop kernel's stream-K blocks and the tiles they share, (0, 0) when it is not
+    stream-K."""
     attr = op.attributes.get(STREAM_K_ATTR)
-    return attr.value.data if isinstance(attr, IntegerAttr) else 0
+    if not isinstance(attr, DenseArrayBase):
+        return 0, 0
+    blocks, tiles = attr.get_values()
+    return int(blocks), int(tiles)
 
 
 def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int]) -> int:
@@ -445,6 +452,30 @@ def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int]) -> int:
     their extra index arithmetic spills."""
     two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * SMS
     return knobs.minblocks or (2 if two_per_sm else 1)
+
+
+def interleaves(knobs: Knobs, t: Tiles, c: Contraction, stream_blocks: int) -> bool:
+    """Returns whether the register-staged K loop copies A's and B's next slices in turn
+    (`interleave`); raises the diagnostic saying why where `interleave=on` cannot apply.
+
+    Either way ptxas caps the kernel at 128 registers (two blocks per SM) and, short of them,
+    moves accumulators between registers, so which FMAs read two registers of one bank (the
+    dispatch stalls of `serpentine`) changes from kernel to kernel. `auto` takes `on` where it
+    measured faster on the H200 (2026-12-01, TFLOP/s, off → on; × cuBLAS): 4096³ 50.9 → 51.7
+    (0.995 → 1.010), 4096×4224×4096 52.7 → 53.1, 8192³ 51.7 → 52.4; and `off` where it lost:
+    the batched 64 × 512³ 48.3 → 46.1 and 256 × 256³ 45.4 → 43.3 (FFMAs reading one bank
+    twice: 20% → 51%), stream-K 4096³ 50.3 → 47.4."""
+    batch, m, n, k = c.extents
+    loop = t.copy == "ld" and t.stages == 2
+    if knobs.interleave == "on" and not loop:
+        raise DiagnosticException(
+            "tile: interleave=on applies to the register-staged double-buffered K loop "
+            f"(copy=ld, stages=2; here copy={t.copy}, stages={t.stages})"
+        )
+    if knobs.interleave != "auto":
+        return knobs.interleave == "on"
+    whole = m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
+    return loop and batch == 1 and not stream_blocks and whole
 
 
 @dataclass
@@ -519,8 +550,12 @@ class _ContractionEmitter:
             self._double_buffered(a, b, acc, 0, steps)
         self._epilogue(acc)
 
+    interleave = False
+    """Whether the double-buffered K loop copies A's and B's next slices in turn (`interleaves`)."""
     stream_blocks = 0
     """Blocks sharing the K steps (stream-K, `passes/tile/stream_k.py`), or 0."""
+    stream_tiles = 0
+    """The tiles those blocks share, the first in launch order; one block runs each other."""
     stream_buffers: tuple[SSAValue, SSAValue]
     """Stream-K's partial-sum workspace and flags."""
 
@@ -558,6 +593,14 @@ class _ContractionEmitter:
             # The last step loads its own K slice again (clamped: in range) and fills the
             # buffer nobody reads any more, so the step has no branch around the copy.
             following = k_step(em.value(arith.MinSIOp(em.add(step, 1), last)))
+            if self.interleave:
+                # `interleave`: each side's next slice is in registers for half a step only.
+                for s, k_range in ((a, (0, t.bk // 2)), (b, (t.bk // 2, t.bk))):
+                    self._load(s, following)
+                    self._accumulate(a.smem, b.smem, current, acc, k_range=k_range)
+                    self._fill(s, other)
+                em.op(tile.BarrierOp())
+                return
             for s in (a, b):
                 self._load(s, following)
             self._accumulate(a.smem, b.smem, current, acc)
@@ -590,20 +633,34 @@ class _ContractionEmitter:
                 em.op(scf.YieldOp())
 
     def _stream_k(self, a: _Staging, b: _Staging, acc: SSAValue) -> None:
-        """Runs this block's share of the tiles' K steps (`passes/tile/stream_k.py`): steps
-        begin..end of the sequence tile 0's steps, tile 1's, …, `segments` tile pieces at most;
-        a tile's K steps are rotated so that blocks running at once copy the same K slices.
-        A piece that starts a tile runs the epilogue, after adding the partial sums of the
-        blocks holding the rest of the tile; one that does not writes its own partial sums to
-        the workspace and sets this block's flag."""
-        em, t, c = self.em, self.t, self.c
+        """Runs this block's work (`passes/tile/stream_k.py`). Blocks below `stream_blocks`
+        share the first `stream_tiles` tiles' K steps: steps begin..end of the sequence tile
+        0's steps, tile 1's, …, `segments` tile pieces at most; a tile's K steps are rotated
+        so that blocks running at once copy the same K slices. A piece that starts a tile runs
+        the epilogue, after adding the partial sums of the blocks holding the rest of the
+        tile; one that does not writes its own partial sums to the workspace and sets this
+        block's flag. Each later block runs one of the remaining tiles whole."""
+        em, t = self.em, self.t
+        blocks = self.stream_blocks
+        block = em.value(tile.BlockIdOp("x"))
+        whole_tiles = self.batch * self.grid[0] * self.grid[1] - self.stream_tiles
+        if whole_tiles:
+            with em.when([em.value(arith.CmpiOp(block, em.index(blocks), "sge"))]):
+                later = em.value(arith.SubiOp(block, em.index(blocks)))
+                here_a, here_b = self._at_tile(a, b, em.add(later, self.stream_tiles))
+                self._double_buffered(here_a, here_b, acc, 0, -(-self.k // t.bk))
+                self._epilogue(acc)
+        with em.when([em.less(block, blocks)] if whole_tiles else []):
+            self._shared_steps(a, b, acc, block)
+
+    def _shared_steps(self, a: _Staging, b: _Staging, acc: SSAValue, block: SSAValue) -> None:
+        """Runs stream-K block `block`'s share of the shared tiles' K steps (`_stream_k`)."""
+        em, t = self.em, self.t
         blocks = self.stream_blocks
         steps = -(-self.k // t.bk)
         unit = stream_k_unit(t, self.k)
-        per_batch = self.grid[0] * self.grid[1]
-        units = self.batch * per_batch * steps // unit
+        units = self.stream_tiles * steps // unit
         workspace, flags = self.stream_buffers
-        block = em.value(tile.BlockIdOp("x"))
 
         def first_step_of(block: SSAValue) -> SSAValue:
             return em.mul(em.div(em.mul(block, units), blocks), unit)
@@ -634,13 +691,7 @@ class _ContractionEmitter:
                 )
                 behind = em.rem(first_step_of(holder), steps)
                 rotation = em.rem(em.value(arith.SubiOp(em.index(steps), behind)), steps)
-                within = em.rem(tile_index, per_batch)
-                if len(c.nest.extents) == 3:
-                    self.mapping[c.nest.body.block.args[0]] = em.div(tile_index, per_batch)
-                row, column = self._tile_coordinates(within)
-                self.m0, self.n0 = em.mul(row, t.bm), em.mul(column, t.bn)
-                here_a, here_b = replace(a, outer0=self.m0), replace(b, outer0=self.n0)
-                self.b = here_b
+                here_a, here_b = self._at_tile(a, b, tile_index)
                 self._reset(acc)
                 k_first = em.value(arith.SubiOp(start, base))
                 k_stop = em.value(arith.SubiOp(stop, base))
@@ -675,6 +726,19 @@ class _ContractionEmitter:
                     with em.when([first_thread]):
                         em.op(tile.FlagSetOp(flags, block))
             em.op(scf.YieldOp())
+
+    def _at_tile(self, a: _Staging, b: _Staging, tile_index: SSAValue) -> tuple[_Staging, _Staging]:
+        """Points the block at the `tile_index`-th tile in launch order (batches outermost):
+        its batch, origin (m0, n0) and the two sides' staging there."""
+        em, t, c = self.em, self.t, self.c
+        per_batch = self.grid[0] * self.grid[1]
+        if len(c.nest.extents) == 3:
+            self.mapping[c.nest.body.block.args[0]] = em.div(tile_index, per_batch)
+        row, column = self._tile_coordinates(em.rem(tile_index, per_batch))
+        self.m0, self.n0 = em.mul(row, t.bm), em.mul(column, t.bn)
+        here_a, here_b = replace(a, outer0=self.m0), replace(b, outer0=self.n0)
+        self.b = here_b
+        return here_a, here_b
 
     def _accumulators(self) -> SSAValue:
         """Allocates the tm×tn register tile, set to the reduction's identity."""
@@ -956,6 +1020,7 @@ class _ContractionEmitter:
         acc: SSAValue,
         a_k_major: bool = False,
         b_k_major: bool = False,
+        k_range: tuple[int, int] | None = None,
     ) -> None:
         """Accumulates one staged K step. A `[BK][outer]` side gives 16-byte vectors along its
         outer dimension per K; a K-major `[outer][BK]` side (copied as it lies in memory) gives
@@ -963,7 +1028,8 @@ class _ContractionEmitter:
         em, t, c = self.em, self.t, self.c
         group = K_VECTOR if a_k_major or b_k_major else 1
         a_start, b_start = em.mul(self.ty, t.tm // t.split), em.mul(self.tx, t.tn // t.split)
-        with em.for_loop(0, t.bk, group, unroll=True) as (k0, _, _):
+        k_first, k_stop = k_range or (0, t.bk)
+        with em.for_loop(k_first, k_stop, group, unroll=True) as (k0, _, _):
             a_rows = (
                 self._rows(a_smem, buffer, k0, a_start, t.tm, t.bm // t.split)
                 if a_k_major

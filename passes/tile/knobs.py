@@ -43,6 +43,7 @@ class Knobs:
     pairswap: int = 1
     dual: str = "auto"
     streamk: str = "auto"
+    interleave: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -92,7 +93,15 @@ the two accumulators in registers), else a diagnostic saying why not; `off`: spl
 kernels, the second product going through an f32 workspace; `auto`: `on` where the wgmma rule
 takes the kernel, else `off`."""
 
-STREAMK = ("auto", "on", "off")
+INTERLEAVE = ("auto", "on", "off")
+"""How the register-staged double-buffered K loop (`copy=ld`, `stages=2`) copies the next K
+step: `off`: both sides' global loads at the step's start, stored to shared memory after the
+step's FMAs; `on`: A's at the start, stored after the first half of the step's FMAs, then B's,
+stored after the second half (half the registers in flight); `auto`: `on` for an unbatched
+kernel with one block per tile whose tiles divide M, N and K, `off` elsewhere
+(`contraction.interleaves`)."""
+
+STREAMK = ("auto", "on", "tail", "off")
 """Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
 wave of blocks (`passes/tile/stream_k.py`): `on`, `off`, or `auto`: where the tiles make only a
 few waves of blocks, the last of them partly idle, and each tile has enough K steps to pay for
@@ -223,6 +232,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("fastmath", one_of(*FASTMATH)),
     Knob("dual", one_of(*DUALS)),
     Knob("streamk", one_of(*STREAMK)),
+    Knob("interleave", one_of(*INTERLEAVE)),
     Knob(
         "pad",
         Domain(
@@ -239,7 +249,7 @@ KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
-    "swizzle pairswap streamk",
+    "swizzle pairswap streamk interleave",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     "group=0,1,8,16 fastmath=auto,off dual=auto,off",

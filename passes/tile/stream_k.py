@@ -36,8 +36,10 @@ before each launch. This file decides where stream-K applies and rewrites the lo
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
+from xdsl.dialects.builtin import DenseArrayBase, MemRefType, ModuleOp, f32, i32, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -78,10 +80,18 @@ INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
 
 
-def stream_k_plan(knobs: Knobs, c: Contraction) -> tuple[int, Tiles] | None:
-    """Returns how many blocks share the contraction's K steps and the tiles they compute, or
-    None when it runs one block per tile; raises the diagnostic saying why where `streamk=on`
-    cannot apply."""
+class StreamK(NamedTuple):
+    """Where stream-K applies: `blocks` share the K steps of the first `tiles` tiles (in launch
+    order) of the tiling `t`; one more block runs each other tile."""
+
+    blocks: int
+    tiles: int
+    t: Tiles
+
+
+def stream_k_plan(knobs: Knobs, c: Contraction) -> StreamK | None:
+    """Returns how the contraction's K steps are shared, or None when it runs one block per
+    tile; raises the diagnostic saying why where `streamk=on` or `tail` cannot apply."""
     if knobs.streamk == "off":
         return None
     batch, m, n, k = c.extents
@@ -99,8 +109,10 @@ def stream_k_plan(knobs: Knobs, c: Contraction) -> tuple[int, Tiles] | None:
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         tiles = grid[0] * grid[1] * grid[2]
         steps = -(-k // t.bk)
+        slots = SMS * blocks_per_sm(knobs, t, grid)
+        shared = tiles % slots if knobs.streamk == "tail" else tiles
         # One wave of blocks, fewer where there are fewer units of K steps in all.
-        blocks = min(SMS * blocks_per_sm(knobs, t, grid), tiles * steps // stream_k_unit(t, k))
+        blocks = min(slots, shared * steps // stream_k_unit(t, k))
         if t.stages != 2:
             reason = f"it needs the double-buffered K loop (stages=2; here stages={t.stages})"
         elif (blocks + 1) * tiles * steps >= INDEX_LIMIT:
@@ -111,11 +123,13 @@ def stream_k_plan(knobs: Knobs, c: Contraction) -> tuple[int, Tiles] | None:
             waves = tiles / blocks
             idle = 1 - waves / -(-tiles // blocks)
             few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
-            return (blocks, t) if few else None
+            return StreamK(blocks, tiles, t) if few else None
+        elif blocks == 0:
+            return None  # whole waves: nothing left for `tail` to share
         else:
-            return blocks, t
-    if knobs.streamk == "on":
-        raise DiagnosticException(f"tile: streamk=on does not apply: {reason}")
+            return StreamK(blocks, shared, t)
+    if knobs.streamk in ("on", "tail"):
+        raise DiagnosticException(f"tile: streamk={knobs.streamk} does not apply: {reason}")
     return None
 
 
@@ -128,12 +142,12 @@ def stream_k_kernels(
     c = match_contraction(kernel)
     if c is None or (plan := stream_k_plan(knobs, c)) is None:
         return (kernel,)
-    blocks, t = plan
+    blocks, tiles, t = plan
     workspace_type = MemRefType(f32, [blocks, t.tm * t.tn, t.threads])
     flags_type = MemRefType(i32, [blocks])
     name = kernel.sym_name.data
     streamed, em, mapping = derived_kernel(kernel, name, [workspace_type, flags_type])
-    streamed.attributes[STREAM_K_ATTR] = IntegerAttr(blocks, i64)
+    streamed.attributes[STREAM_K_ATTR] = DenseArrayBase.from_list(i64, [blocks, tiles])
     em.op(c.nest.clone(value_mapper=mapping))
     zero = loop.KernelOp(f"{name}_flags", [flags_type])
     nest = loop.ParallelOp([blocks])

@@ -1,5 +1,6 @@
 // RUN: tinyopt %s -p 'fuse,tile{streamk=on}' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,tile' | filecheck %s --check-prefix=AUTO
+// RUN: tinyopt %s -p 'fuse,tile{streamk=tail}' | filecheck %s --check-prefix=TAIL
 // RUN: not tinyopt %s -p 'fuse,tile{streamk=on copy=cp_async}' 2>&1 | filecheck %s --check-prefix=REFUSED
 
 // streamk=on at 4096x4096x4096: 1024 tiles of 128x128 on 264 block slots (3.88 waves) with
@@ -36,6 +37,22 @@
 // AUTO-NOT:   tile.flag
 // AUTO:       tile.kernel @few_waves_0 grid [264, 1, 1]
 // AUTO:         tile.flag_wait
+
+// streamk=tail at 4096^3: the 232 tiles past the 3 whole waves (1024 - 3 * 264) are shared by
+// 264 blocks launched first; the 792 blocks after them run one whole tile each (tiles 232..),
+// with no handoff.
+// TAIL:       tile.kernel @mm_0 grid [1056, 1, 1] block [256, 1, 1]
+// TAIL-SAME:    memref<264x64x256xf32>, %{{.*}}: memref<264xi32>)
+// TAIL:         %[[BLOCK:.*]] = tile.block_id x
+// TAIL:         %[[WHOLE:.*]] = arith.cmpi sge, %[[BLOCK]], %{{.*}} : index
+// TAIL-NEXT:    scf.if %[[WHOLE]] {
+// TAIL-NEXT:      %[[LATER:.*]] = arith.subi %[[BLOCK]], %{{.*}} : index
+// TAIL:           %[[TILE:.*]] = arith.addi %[[LATER]], %{{.*}} : index
+// TAIL-NOT:       tile.flag
+// TAIL:         arith.cmpi ult, %[[BLOCK]], %{{.*}} : index
+// TAIL:           tile.flag_wait
+// TAIL:           tile.flag_set
+// TAIL:       tile.kernel @few_waves_0 grid [528, 1, 1]
 
 // REFUSED: tile: streamk=on does not apply: it stages K steps through registers only (copy=ld; here copy=cp_async)
 
