@@ -50,8 +50,10 @@ TALL_K_SHAPE = (512, 512, 32768)
 BLOCK = "bm=128 bn=128 bk=8 tm=8 tn=8"
 FP32 = f"{BLOCK} split=2 group=8 minblocks=2"
 """The best register-staged SGEMM knobs: the base the copy-engine steps change one thing of."""
-UNSWAPPED = "pairswap=0"
-"""The steps before the register-bank step stage B as it is (`pairswap` is on by default)."""
+UNSWAPPED = "pairswap=0 interleave=off"
+"""The steps before the register-bank step stage B as it is (`pairswap` is on by default) and
+copy both sides' next K slices at once (`interleave` is on by default at 4096³)."""
+BK16 = "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 pairswap=1"
 
 LADDER = [
     Step("naive: one thread per output", "schedule=sequential"),
@@ -76,17 +78,12 @@ LADDER = [
     ),
     Step("+ grouped CTA raster (L2)", f"{FP32} vec=4 stages=2 {UNSWAPPED}"),
     Step(
-        "+ B pairs swapped, serpentine FMAs (register banks)", f"{FP32} vec=4 stages=2 pairswap=1"
+        "+ B pairs swapped, serpentine FMAs (register banks)",
+        f"{FP32} vec=4 stages=2 pairswap=1 interleave=off",
     ),
-    Step(
-        "+ bk=16 (half the barriers)",
-        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 pairswap=1",
-    ),
-    Step(
-        "+ stream-K (one wave of blocks shares the K steps)",
-        "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 pairswap=1 "
-        "streamk=on",
-    ),
+    Step("+ bk=16 (half the barriers)", f"{BK16} interleave=off"),
+    Step("+ A's then B's next K slice (interleave)", f"{BK16} interleave=on"),
+    Step("+ stream-K (one wave of blocks shares the K steps)", f"{BK16} streamk=on"),
     Step("cp.async ring, 3 stages", f"{FP32} copy=cp_async stages=3"),
     Step(
         "cp.async, bk=16, 4 stages",
