@@ -24,8 +24,13 @@ each tile's steps run rotated: the block holding the tile's middle step copies K
 steps at its τ-th step, as it does in its whole tiles, and blocks running at once copy the
 same slices (70%, 0.81 GB; 2560×2560×8192 went from 47.1 to 50.4 TFLOP/s).
 
-A block waits only on later blocks, and all of them are resident at once (the grid is the
-slots: SMs × blocks per SM), so the handoffs cannot deadlock — as long as the kernel gets its
+`streamk=tail` shares only the tiles past the last whole wave (the stream-K paper's hybrid):
+the sharing blocks are launched first, and one block runs each other tile after them, with no
+handoff (measured on the H200: 3072×3072×4096 50.8 against `on`'s 50.3 TFLOP/s, but 4096³
+50.0 and 2560×2560×8192 48.7, below both `on` and `off`; `auto` does not take it).
+
+A block waits only on later sharing blocks, and all of them are resident at once (they are
+the first blocks of the grid and at most one per slot: SMs × blocks per SM), so the handoffs cannot deadlock — as long as the kernel gets its
 two blocks per SM: with other kernels holding SMs, or under a tool that lowers occupancy, a
 waiting block can hold the slot a later block needs (`streamk=off` has no handoffs; the
 launch is not cooperative, so nothing checks residency). A zeroing kernel clears the flags
