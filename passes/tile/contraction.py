@@ -653,14 +653,18 @@ class _ContractionEmitter:
         with em.when([em.less(block, blocks)] if whole_tiles else []):
             self._shared_steps(a, b, acc, block)
 
-    def _shared_steps(self, a: _Staging, b: _Staging, acc: SSAValue, block: SSAValue) -> None:
-        """Runs stream-K block `block`'s share of the shared tiles' K steps (`_stream_k`)."""
+    def _shared_steps(self, a: _Staging, b: _Staging, acc: SSAValue, block_id: SSAValue) -> None:
+        """Runs stream-K block `block_id`'s share of the shared tiles' K steps (`_stream_k`)."""
         em, t = self.em, self.t
         blocks = self.stream_blocks
         steps = -(-self.k // t.bk)
         unit = stream_k_unit(t, self.k)
         units = self.stream_tiles * steps // unit
         workspace, flags = self.stream_buffers
+        # Shares are numbered against the launch order, so a block that waits (for the shares
+        # after its own) waits only on blocks launched before it: the handoffs cannot deadlock
+        # even where a later block is not resident yet.
+        block = em.value(arith.SubiOp(em.index(blocks - 1), block_id))
 
         def first_step_of(block: SSAValue) -> SSAValue:
             return em.mul(em.div(em.mul(block, units), blocks), unit)

@@ -12,7 +12,7 @@ it runs the epilogue, plus at most two pieces:
 
 - the tail of a tile, at its start: it writes its partial sums to a workspace and sets its
   flag (a release store);
-- the head of a tile, at its end: it waits for the flags of the later blocks holding the rest
+- the head of a tile, at its end: it waits for the flags of the blocks holding the rest
   of that tile (acquire loads), adds their partial sums and runs the epilogue. It reaches that
   tile last, after its whole tiles, and the helpers did their tails first, so they are done by
   then unless one of them runs late.
@@ -29,14 +29,17 @@ the sharing blocks are launched first, and one block runs each other tile after 
 handoff (measured on the H200: 3072×3072×4096 50.8 against `on`'s 50.3 TFLOP/s, but 4096³
 50.0 and 2560×2560×8192 48.7, below both `on` and `off`; `auto` does not take it).
 
-A block waits only on later sharing blocks, and all of them are resident at once (they are
-the first blocks of the grid and at most one per slot: SMs × blocks per SM), so the handoffs cannot deadlock — as long as the kernel gets its
-two blocks per SM: with other kernels holding SMs, or under a tool that lowers occupancy, a
-waiting block can hold the slot a later block needs (`streamk=off` has no handoffs; the
-launch is not cooperative, so nothing checks residency). A zeroing kernel clears the flags
-before each launch. This file decides where stream-K applies and rewrites the loop kernel
-(two more buffers, the zeroing kernel); the K loop itself is the contraction rule's
-(`_ContractionEmitter._stream_k` in `passes/tile/contraction.py`).
+Shares are numbered against the launch order: the first block launched holds the last share.
+A block waits only for the shares after its own, so only for blocks launched before it, and
+a block reaches the piece others wait for (its first) without waiting itself: the handoffs
+cannot deadlock even where not every sharing block is resident at once (other kernels holding
+SMs, a tool lowering occupancy; numbered the other way, the 65×136×2056 ladder program, 132
+blocks on 2 tiles, did not finish in 120 s under compute-sanitizer, twice). This relies on
+blocks starting in the order of their index, as the hardware schedules them; the launch is
+not cooperative. A zeroing kernel clears the flags before each launch. This file decides where
+stream-K applies and rewrites the loop kernel (two more buffers, the zeroing kernel); the K loop
+itself is the contraction rule's (`_ContractionEmitter._stream_k` in
+`passes/tile/contraction.py`).
 """
 
 from __future__ import annotations
