@@ -587,6 +587,16 @@ CASES = [
         batched_matmul(3, 520, 268, 1000),
         tile_with("copy=ld interleave=on"),
     ),
+    # The ladder's stream-K step at 65×136×2056: 2 tiles of 129 K steps, 132 shares of one or
+    # two steps, a tile's first share adding 65 partial sums in a loop.
+    Case(
+        "matmul_f32_streamk_many_shares_65x136x2056",
+        matmul_relu(65, 136, 2056),
+        tile_with(
+            "bm=128 bn=128 bk=16 tm=8 tn=8 split=2 group=8 minblocks=2 vec=4 stages=2 "
+            "pairswap=1 streamk=on"
+        ),
+    ),
     # streamk=tail: the tiles past the last whole wave shared, the others one block each:
     # 272 tiles on 264 slots (8 shared, one K step per block, up to 32 blocks per tile; relu
     # after the sum), and a batch of 5 with 180 tiles on 132 slots (48 shared, across batches).

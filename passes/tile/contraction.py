@@ -425,6 +425,14 @@ block each); the kernel's last two buffers are then the partial-sum workspace
 `[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
 
 
+UNROLLED_HELPERS = 8
+"""The most shares after a tile's first whose partial sums stream-K adds in unrolled code, each
+behind its own guard; past it a loop over the shares holding the rest of the tile adds them
+(unrolled, the 65×136×2056 ladder kernel, 128 shares, was 35803 lines of CUDA that NVRTC took
+320 s to compile; the loop changes the register assignment of the K loop, which measured well
+unrolled: FFMAs reading one bank twice at 2560×2560×8192, 20% unrolled, 55% with the loop)."""
+
+
 def stream_k_unit(t: Tiles, k: int) -> int:
     """Returns the K steps stream-K hands out at a time: 2 where the K loop runs two steps per
     iteration and every tile has an even count, so no piece ends half-way through an
@@ -669,12 +677,17 @@ class _ContractionEmitter:
         def first_step_of(block: SSAValue) -> SSAValue:
             return em.mul(em.div(em.mul(block, units), blocks), unit)
 
+        def share_holding(step: SSAValue) -> SSAValue:
+            """The share whose steps include `step`: the last whose first step is ≤ it."""
+            after = em.mul(em.add(em.div(step, unit), 1), blocks)
+            return em.div(em.value(arith.SubiOp(after, em.index(1))), units)
+
         first_step = first_step_of(block)
         end = first_step_of(em.add(block, 1))
         first_tile = em.div(first_step, steps)
         most, least = -(-units // blocks) * unit, units // blocks * unit
         segments = -(-most // steps) + 1
-        # Blocks that may hold a piece of one tile after its first: each holds ≥ `least` steps.
+        # Shares that may hold a piece of one tile after its first: each holds ≥ `least` steps.
         helpers = -(-(steps - 1) // least)
         first_thread = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         cells = [(i, j) for i in range(t.tm) for j in range(t.tn)]
@@ -688,12 +701,7 @@ class _ContractionEmitter:
                 # τ-th step, as every block does in its whole tiles: blocks running at once
                 # read the same K slices of A and B, which stay in L2 (unrotated, each block
                 # was at its own K offset and the L2 hit rate at 4096³ fell from 82% to 39%).
-                middle_unit = em.div(em.add(base, steps // 2), unit)
-                holder = em.div(
-                    em.value(arith.SubiOp(em.mul(em.add(middle_unit, 1), blocks), em.index(1))),
-                    units,
-                )
-                behind = em.rem(first_step_of(holder), steps)
+                behind = em.rem(first_step_of(share_holding(em.add(base, steps // 2))), steps)
                 rotation = em.rem(em.value(arith.SubiOp(em.index(steps), behind)), steps)
                 here_a, here_b = self._at_tile(a, b, tile_index)
                 self._reset(acc)
@@ -703,23 +711,33 @@ class _ContractionEmitter:
                     here_a, here_b, acc, k_first, k_stop, even=unit == 2, rotation=rotation
                 )
                 starts_tile = em.value(arith.CmpiOp(k_first, em.index(0), "eq"))
+
+                def add_partial_sums(helper: SSAValue) -> None:
+                    with em.when([first_thread]):
+                        em.op(tile.FlagWaitOp(flags, helper))
+                    em.op(tile.BarrierOp())
+                    for e, (i, j) in enumerate(cells):
+                        index = [em.index(i), em.index(j)]
+                        part = em.value(
+                            memref.LoadOp.get(workspace, [helper, em.index(e), self.tid])
+                        )
+                        mine = em.value(memref.LoadOp.get(acc, index))
+                        self._store(em.value(arith.AddfOp(mine, part)), acc, index)
+
                 with em.when([starts_tile]):
-                    with em.when([em.less(k_stop, steps)]):
-                        for h in range(helpers):
-                            helper = em.add(block, h + 1)
-                            with em.when([em.less(first_step_of(helper), em.add(base, steps))]):
-                                with em.when([first_thread]):
-                                    em.op(tile.FlagWaitOp(flags, helper))
-                                em.op(tile.BarrierOp())
-                                for e, (i, j) in enumerate(cells):
-                                    index = [em.index(i), em.index(j)]
-                                    part = em.value(
-                                        memref.LoadOp.get(
-                                            workspace, [helper, em.index(e), self.tid]
-                                        )
-                                    )
-                                    mine = em.value(memref.LoadOp.get(acc, index))
-                                    self._store(em.value(arith.AddfOp(mine, part)), acc, index)
+                    if helpers > UNROLLED_HELPERS:
+                        # The shares after this one up to the one holding the tile's last step.
+                        last = share_holding(em.add(base, steps - 1))
+                        with em.for_loop(em.add(block, 1), em.add(last, 1), 1) as (helper, _, _):
+                            add_partial_sums(helper)
+                            em.op(scf.YieldOp())
+                    else:
+                        with em.when([em.less(k_stop, steps)]):
+                            for h in range(helpers):
+                                helper = em.add(block, h + 1)
+                                later = em.less(first_step_of(helper), em.add(base, steps))
+                                with em.when([later]):
+                                    add_partial_sums(helper)
                     self._epilogue(acc)
                 with em.when([em.value(arith.CmpiOp(k_first, em.index(0), "ne"))]):
                     for e, (i, j) in enumerate(cells):

@@ -29,16 +29,16 @@ the sharing blocks are launched first, and one block runs each other tile after 
 handoff (measured on the H200: 3072×3072×4096 50.8 against `on`'s 50.3 TFLOP/s, but 4096³
 50.0 and 2560×2560×8192 48.7, below both `on` and `off`; `auto` does not take it).
 
-Shares are numbered against the launch order: the first block launched holds the last share.
-A block waits only for the shares after its own, so only for blocks launched before it, and
-a block reaches the piece others wait for (its first) without waiting itself: the handoffs
-cannot deadlock even where not every sharing block is resident at once (other kernels holding
-SMs, a tool lowering occupancy; numbered the other way, the 65×136×2056 ladder program, 132
-blocks on 2 tiles, did not finish in 120 s under compute-sanitizer, twice). This relies on
-blocks starting in the order of their index, as the hardware schedules them; the launch is
-not cooperative. A zeroing kernel clears the flags before each launch. This file decides where
-stream-K applies and rewrites the loop kernel (two more buffers, the zeroing kernel); the K loop
-itself is the contraction rule's (`_ContractionEmitter._stream_k` in
+Shares are numbered against the launch order: the first block launched holds the last share. A
+block waits only for the shares after its own, so only for blocks launched before it, and a
+block reaches the piece others wait for (its first) without waiting itself: the handoffs cannot
+deadlock even where not every sharing block is resident at once (other kernels holding SMs, a
+tool lowering occupancy), as long as blocks start in the order of their index, as the hardware
+schedules them (the launch is not cooperative). tests/test_stream_k_on_cpu.py runs the kernels
+on a CPU emulation that runs blocks one after another: they pass, and numbered the other way
+they stop at their first wait. A zeroing kernel clears the flags before each launch. This file
+decides where stream-K applies and rewrites the loop kernel (two more buffers, the zeroing
+kernel); the K loop itself is the contraction rule's (`_ContractionEmitter._stream_k` in
 `passes/tile/contraction.py`).
 """
 

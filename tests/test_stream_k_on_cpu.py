@@ -1,0 +1,106 @@
+"""Stream-K kernels (`streamk=on`, `tail`) run on the CPU emulation of CUDA (tests/cpu_cuda.py)
+and match the float64 reference: tiles whose K steps are split among shares, summed through the
+workspace and flags, with the partial sums of a few shares added in unrolled code and of many
+in a loop, and `tail`'s tiles run whole after the shared ones.
+
+The emulation runs blocks one after another in launch order, so a block that waited on a flag
+not yet set would wait for ever; here a flag wait aborts instead. These kernels passing shows
+each handoff goes from a block to one launched later (`passes/tile/stream_k.py`). Needs g++.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from cpu_cuda import COMPILER, run_on_cpu
+from programs import matmul_plain, matmul_relu, tile_with
+from test_sgemm_on_cpu import ALIGNED_SHARED, PRELUDE
+from xdsl.dialects import func
+from xdsl.dialects.builtin import IntegerType, StringAttr
+from xdsl.ir import BlockArgument
+
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.compiler import lower
+from tinyopt.dialects import loop, tile
+
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+
+FLAGS = (
+    PRELUDE
+    + r"""
+#include <atomic>
+#include <cstdlib>
+#define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
+"""
+)
+
+FLAG_SET = re.compile(
+    r'asm volatile\("st\.release\.gpu\.global\.b32 \[%0\], 1;" :: "l"\((.*?)\) : "memory"\);'
+)
+FLAG_LOAD = re.compile(
+    r'asm volatile\("ld\.acquire\.gpu\.global\.b32 %0, \[%1\];" : '
+    r'"=r"\(flag\) : "l"\((.*?)\) : "memory"\);'
+)
+
+
+def on_cpu(source: str) -> str:
+    """The kernel with its flag stores and loads as plain C++; a load of an unset flag aborts."""
+    source = ALIGNED_SHARED.sub(r"\1 static ", source)
+    source = FLAG_SET.sub(r"*(volatile unsigned*)(\1) = 1;", source)
+    return FLAG_LOAD.sub(r"flag = *(volatile unsigned*)(\1); if (!flag) abort();", source)
+
+
+CASES = [
+    # One 32×64 tile, 40 K steps handed out two at a time: 20 shares, the first adding the
+    # partial sums of 19 in a loop.
+    (
+        "one_tile_20_shares_32x64x640",
+        matmul_plain(32, 64, 640, "f32", relu=False),
+        "bm=32 bn=64 tm=4 tn=4",
+    ),
+    # Two tiles, a ragged last K step, relu after the sum: 10 shares, at most 5 per tile, the
+    # partial sums added in unrolled code.
+    ("two_tiles_ragged_k_relu_64x64x150", matmul_relu(64, 64, 150), "bm=32 bn=64 tm=4 tn=4"),
+    # tail: 144 tiles of 32×16 on 132 slots: 12 shared by 36 shares (one K step each) launched
+    # first, then 132 blocks of one whole tile each.
+    (
+        "tail_384x192x40",
+        matmul_plain(384, 192, 40, "f32", relu=False),
+        "bm=32 bn=16 tm=4 tn=4 streamk=tail",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "knobs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_stream_k_matches_float64_on_cpu(text: str, knobs: str) -> None:
+    knobs = knobs if "streamk" in knobs else f"{knobs} streamk=on"
+    program, module = lower(text, tile_with(f"mma=none copy=ld {knobs}"))
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=5)
+    kernel = next(
+        op
+        for op in module.ops
+        if isinstance(op, tile.CudaKernelOp) and "flags" not in op.sym_name.data
+    )
+    kernel = kernel.clone()
+    kernel.properties["source"] = StringAttr(on_cpu(kernel.source.data))
+    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    (launch,) = [
+        op
+        for op in function.walk()
+        if isinstance(op, loop.LaunchOp) and op.callee.string_value() == kernel.sym_name.data
+    ]
+    output = function.body.block.last_op.operands[0]
+    buffers = []
+    for a in launch.args:
+        if isinstance(a, BlockArgument):
+            buffers.append(arrays[a.index])
+        elif isinstance(a.type.element_type, IntegerType):
+            buffers.append(np.zeros(a.type.get_shape(), np.int32))  # the flags, as zeroed
+        else:
+            buffers.append(np.full(a.type.get_shape(), np.nan, np.float32))
+    result = run_on_cpu(kernel, buffers, FLAGS)[list(launch.args).index(output)]
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < 1e-5, error
