@@ -2,6 +2,7 @@
 // RUN: tinyopt %s -p 'fuse,tile' | filecheck %s --check-prefix=AUTO
 // RUN: tinyopt %s -p 'fuse,tile{streamk=tail}' | filecheck %s --check-prefix=TAIL
 // RUN: not tinyopt %s -p 'fuse,tile{streamk=on copy=cp_async}' 2>&1 | filecheck %s --check-prefix=REFUSED
+// RUN: not tinyopt %s -p 'fuse,tile{streamk=tail copy=tma}' 2>&1 | filecheck %s --check-prefix=TAIL-REFUSED
 
 // streamk=on at 4096x4096x4096: 1024 tiles of 128x128 on 264 block slots (3.88 waves) with
 // 256 K steps each, so one wave of 264 blocks shares the 262144 steps, two at a time (992 or
@@ -55,6 +56,7 @@
 // TAIL:       tile.kernel @few_waves_0 grid [528, 1, 1]
 
 // REFUSED: tile: streamk=on does not apply: it stages K steps through registers only (copy=ld; here copy=cp_async)
+// TAIL-REFUSED: tile: streamk=tail does not apply: it stages K steps through registers only (copy=ld; here copy=tma)
 
 func.func @mm(%x: tensor<4096x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {
   %y = graph.matmul %x, %w : (tensor<4096x4096xf32>, tensor<4096x4096xf32>) -> tensor<4096x4096xf32>
