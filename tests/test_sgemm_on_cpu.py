@@ -1,10 +1,11 @@
 """The FP32 SGEMM kernels (`mma=none`, CUDA cores) run on a CPU emulation of CUDA
-(tests/cpu_cuda.py) and match the float64 reference: the registers-staged K loop (`copy=ld`)
-two K steps per iteration (an even and an odd number of steps, one step) and one per iteration
-(a large register tile), single-buffered (`stages=1`), a fused prologue and epilogue, M, N and K
-that are not multiples of the tile, batch 3, operands stored transposed, chunk layouts whose
-rows do not divide among the threads; and the cp.async ring (16- and 4-byte copies, several
-copies per thread, swizzled). Needs g++ (C++20); no GPU.
+(tests/cpu_cuda.py) and match the float64 reference: the registers-staged K loop (`copy=ld`) two
+K steps per iteration (an even and an odd number of steps, one step) and one per iteration (a
+large register tile), each side's next slice copied in turn (`interleave`), single-buffered
+(`stages=1`), a fused prologue and epilogue, M, N and K that are not multiples of the tile,
+batch 3, operands stored transposed, chunk layouts whose rows do not divide among the threads;
+and the cp.async ring (16- and 4-byte copies, several copies per thread, swizzled). Needs g++
+(C++20); no GPU.
 """
 
 from __future__ import annotations
@@ -59,6 +60,15 @@ CASES = [
     (
         "ld_8x8_tiles_130x260x40",
         matmul_plain(130, 260, 40, "f32"),
+        "mma=none bm=128 bn=128 tm=8 tn=8",
+    ),
+    # interleave: A's next slice copied during the first half of a step's FMAs, B's during
+    # the second; asked for at a ragged shape (bk=8, odd step count), and auto's own choice
+    # where 128×128×16 tiles divide the shape.
+    ("ld_interleave_70x90x83", matmul_relu(70, 90, 83), "mma=none bk=8 interleave=on"),
+    (
+        "ld_interleave_auto_128x256x64",
+        matmul_plain(128, 256, 64, "f32"),
         "mma=none bm=128 bn=128 tm=8 tn=8",
     ),
     ("ld_stages1_65x70x47", matmul_relu(65, 70, 47), "mma=none stages=1 bk=16"),
