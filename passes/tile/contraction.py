@@ -433,12 +433,17 @@ behind its own guard; past it a loop over the shares holding the rest of the til
 unrolled: FFMAs reading one bank twice at 2560×2560×8192, 20% unrolled, 55% with the loop)."""
 
 
+def two_steps_per_iteration(t: Tiles) -> bool:
+    """Whether the double-buffered K loop runs two K steps per iteration (`UNROLL_FMAS`)."""
+    return 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS
+
+
 def stream_k_unit(t: Tiles, k: int) -> int:
     """Returns the K steps stream-K hands out at a time: 2 where the K loop runs two steps per
     iteration and every tile has an even count, so no piece ends half-way through an
     iteration (whose second step would then need a branch), else 1."""
     steps = -(-k // t.bk)
-    return 2 if steps % 2 == 0 and 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS else 1
+    return 2 if steps % 2 == 0 and two_steps_per_iteration(t) else 1
 
 
 def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
@@ -519,6 +524,8 @@ class _ContractionEmitter:
         self.em, self.c, self.t, self.vec, self.mapping = em, c, t, vec, mapping
         self.grid, self.name = grid, name
         self.batch, self.m, self.n, self.k = c.extents
+        self.steps = -(-self.k // t.bk)
+        """K steps per tile."""
 
     def emit(self) -> None:
         em, c, t = self.em, self.c, self.t
@@ -541,12 +548,11 @@ class _ContractionEmitter:
         a = self._staging(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm)
         b = self.b = self._staging(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn)
         acc = self._accumulators()
-        steps = -(-self.k // t.bk)
         if self.stream_blocks:
             self._stream_k(a, b, acc)
             return
         if t.stages == 1:
-            with em.for_loop(0, steps, 1) as (step, _, _):
+            with em.for_loop(0, self.steps, 1) as (step, _, _):
                 for s in (a, b):
                     self._load(s, step)
                     self._fill(s, em.index(0))
@@ -555,7 +561,7 @@ class _ContractionEmitter:
                 em.op(tile.BarrierOp())
                 em.op(scf.YieldOp())
         else:
-            self._double_buffered(a, b, acc, 0, steps)
+            self._double_buffered(a, b, acc, 0, self.steps)
         self._epilogue(acc)
 
     interleave = False
@@ -582,10 +588,9 @@ class _ContractionEmitter:
         fills the other; one barrier per step. `even`: stop - first is known to be even.
         `rotation`: step s copies K step (s + rotation) mod steps (stream-K's order)."""
         em, t = self.em, self.t
-        steps = -(-self.k // t.bk)
 
         def k_step(step: SSAValue) -> SSAValue:
-            return step if rotation is None else em.rem(em.add(step, rotation), steps)
+            return step if rotation is None else em.rem(em.add(step, rotation), self.steps)
 
         start = em.index(first) if isinstance(first, int) else first
         for s in (a, b):
@@ -601,22 +606,20 @@ class _ContractionEmitter:
             # The last step loads its own K slice again (clamped: in range) and fills the
             # buffer nobody reads any more, so the step has no branch around the copy.
             following = k_step(em.value(arith.MinSIOp(em.add(step, 1), last)))
-            if self.interleave:
-                # `interleave`: each side's next slice is in registers for half a step only.
-                for s, k_range in ((a, (0, t.bk // 2)), (b, (t.bk // 2, t.bk))):
+            # Which sides' next slices are copied around which of the step's K values: both
+            # around all, or (`interleave`) each around half, in registers half a step only.
+            half = t.bk // 2
+            together = [((a, b), (0, t.bk))]
+            copies = [((a,), (0, half)), ((b,), (half, t.bk))] if self.interleave else together
+            for sides, k_range in copies:
+                for s in sides:
                     self._load(s, following)
-                    self._accumulate(a.smem, b.smem, current, acc, k_range=k_range)
+                self._accumulate(a.smem, b.smem, current, acc, k_range=k_range)
+                for s in sides:
                     self._fill(s, other)
-                em.op(tile.BarrierOp())
-                return
-            for s in (a, b):
-                self._load(s, following)
-            self._accumulate(a.smem, b.smem, current, acc)
-            for s in (a, b):
-                self._fill(s, other)
             em.op(tile.BarrierOp())
 
-        if 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS:
+        if two_steps_per_iteration(t):
             # Two steps per iteration, so each reads and fills its buffers at constant
             # offsets; with an odd count the last iteration's second step is skipped.
             with em.for_loop(first, stop, 2) as (step, _, _):
@@ -648,7 +651,7 @@ class _ContractionEmitter:
         the epilogue, after adding the partial sums of the blocks holding the rest of the
         tile; one that does not writes its own partial sums to the workspace and sets this
         block's flag. Each later block runs one of the remaining tiles whole."""
-        em, t = self.em, self.t
+        em = self.em
         blocks = self.stream_blocks
         block = em.value(tile.BlockIdOp("x"))
         whole_tiles = self.batch * self.grid[0] * self.grid[1] - self.stream_tiles
@@ -656,7 +659,7 @@ class _ContractionEmitter:
             with em.when([em.value(arith.CmpiOp(block, em.index(blocks), "sge"))]):
                 later = em.value(arith.SubiOp(block, em.index(blocks)))
                 here_a, here_b = self._at_tile(a, b, em.add(later, self.stream_tiles))
-                self._double_buffered(here_a, here_b, acc, 0, -(-self.k // t.bk))
+                self._double_buffered(here_a, here_b, acc, 0, self.steps)
                 self._epilogue(acc)
         with em.when([em.less(block, blocks)] if whole_tiles else []):
             self._shared_steps(a, b, acc, block)
@@ -665,7 +668,7 @@ class _ContractionEmitter:
         """Runs stream-K block `block_id`'s share of the shared tiles' K steps (`_stream_k`)."""
         em, t = self.em, self.t
         blocks = self.stream_blocks
-        steps = -(-self.k // t.bk)
+        steps = self.steps
         unit = stream_k_unit(t, self.k)
         units = self.stream_tiles * steps // unit
         workspace, flags = self.stream_buffers

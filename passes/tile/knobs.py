@@ -103,9 +103,11 @@ kernel with one block per tile whose tiles divide M, N and K, `off` elsewhere
 
 STREAMK = ("auto", "on", "tail", "off")
 """Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
-wave of blocks (`passes/tile/stream_k.py`): `on`, `off`, or `auto`: where the tiles make only a
-few waves of blocks, the last of them partly idle, and each tile has enough K steps to pay for
-the partial-sum handoffs (`stream_k.AUTO_WAVES`, `AUTO_LOSS`, `AUTO_STEPS`)."""
+wave of blocks (`passes/tile/stream_k.py`): `on`, every tile's; `tail`, only those of the
+tiles past the last whole wave, the others one block each; `off`; or `auto`: `on` where the
+tiles make only a few waves of blocks, the last of them partly idle, and each tile has enough
+K steps to pay for the partial-sum handoffs (`stream_k.AUTO_WAVES`, `AUTO_LOSS`,
+`AUTO_STEPS`)."""
 
 SPLITK_MODES = ("auto", "atomic", "twopass")
 """How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
