@@ -1049,6 +1049,34 @@ class CpAsyncOp(IRDLOperation):
 
 
 @irdl_op_definition
+class PrefetchL2Op(IRDLOperation):
+    """Asks L2 to fetch the line holding global `src[indices]` (`prefetch.global.L2`): no data
+    comes back to the thread and no register is written, so it costs one issue slot."""
+
+    name = "tile.prefetch_l2"
+
+    src = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$src `[` $indices `]` attr-dict `:` type($src)"
+
+    def __init__(self, src: SSAValue, indices: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[src, indices])
+
+    def verify_(self) -> None:
+        t = self.src.type
+        assert isinstance(t, MemRefType)
+        if memory_space(t) != GLOBAL:
+            raise VerifyException(f"tile.prefetch_l2: the buffer must be global memory, got {t}")
+        if len(self.indices) != t.get_num_dims():
+            raise VerifyException(
+                f"tile.prefetch_l2: {len(self.indices)} indices for a rank-{t.get_num_dims()} "
+                "buffer"
+            )
+
+
+@irdl_op_definition
 class CpAsyncCommitOp(IRDLOperation):
     """Closes this thread's pending `tile.cp_async` copies into one group (`commit_group`)."""
 
@@ -1331,6 +1359,7 @@ Tile = Dialect(
         FlagWaitOp,
         TmaLoadOp,
         CpAsyncOp,
+        PrefetchL2Op,
         CpAsyncCommitOp,
         CpAsyncWaitOp,
         WgmmaOp,

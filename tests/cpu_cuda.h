@@ -6,7 +6,11 @@
 #include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <vector>
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -20,6 +24,27 @@ Dim blockIdx;
 alignas(1024) unsigned char cpu_cuda_smem[256 * 1024];
 std::barrier<>* cpu_cuda_block;
 std::barrier<>* cpu_cuda_warp[32];
+std::vector<std::vector<char>>* cpu_cuda_buffers;
+FILE* cpu_cuda_prefetch_log;
+std::mutex cpu_cuda_prefetch_lock;
+
+// prefetch.global.L2: aborts unless the address lies in a kernel buffer; with a log open,
+// writes "block buffer byte-offset" (block: x + y·gx + z·gx·gy, the caller's grid).
+static inline void cpu_cuda_prefetch(const void* p, unsigned gx, unsigned gy) {
+    for (size_t k = 0; k < cpu_cuda_buffers->size(); ++k) {
+        const char* base = (*cpu_cuda_buffers)[k].data();
+        if (p >= base && p < base + (*cpu_cuda_buffers)[k].size()) {
+            if (cpu_cuda_prefetch_log) {
+                std::lock_guard<std::mutex> hold(cpu_cuda_prefetch_lock);
+                unsigned block = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z);
+                fprintf(cpu_cuda_prefetch_log, "%u %zu %td\n", block, k, (const char*)p - base);
+            }
+            return;
+        }
+    }
+    fprintf(stderr, "prefetch of an address outside every buffer\n");
+    abort();
+}
 
 static inline unsigned __cvta_generic_to_shared(const void* p) {
     return (unsigned)((const unsigned char*)p - cpu_cuda_smem);

@@ -10,6 +10,7 @@ takes seconds: keep shapes small.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -23,16 +24,23 @@ from tinyopt.dialects import tile
 COMPILER = shutil.which("g++")
 HEADER = Path(__file__).resolve().parent / "cpu_cuda.h"
 _PARAM = re.compile(r"(?:const )?(\w+)\* __restrict__ (\w+)")
+_PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
+"""An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
 _STORAGE = {"__nv_bfloat16": np.uint16, "__half": np.uint16, "float": np.float32, "int": np.int32}
 """How each C element type is held in numpy (16-bit floats as their bits)."""
 
 
 def run_on_cpu(
-    kernel: tile.CudaKernelOp, buffers: list[np.ndarray], prelude: str = ""
+    kernel: tile.CudaKernelOp,
+    buffers: list[np.ndarray],
+    prelude: str = "",
+    prefetch_log: Path | None = None,
 ) -> list[np.ndarray]:
     """Runs `kernel` on its whole grid over `buffers` (its parameters in order, as numpy arrays
     of the storage types above) and returns the buffers afterwards. `prelude` is C++ placed
-    after the emulation header (stand-ins for ops the header does not emulate)."""
+    after the emulation header (stand-ins for ops the header does not emulate). An L2 prefetch
+    outside every buffer aborts the run; with `prefetch_log` each prefetch is written there as
+    "block buffer byte-offset" (block: the linear block index, x fastest)."""
     source = kernel.source.data
     name = kernel.sym_name.data
     start = source.index('extern "C" __global__')
@@ -48,6 +56,7 @@ def run_on_cpu(
     # cp.async groups complete at once here: commits and waits have nothing to do.
     body = re.sub(r'asm volatile\("cp\.async\.(commit|wait)_group[^;]*;"[^;]*;', ";", body)
     grid = list(kernel.grid.get_values())
+    body = _PREFETCH.sub(rf"cpu_cuda_prefetch(\1, {grid[0]}, {grid[1]});", body)
     threads = kernel.block.get_values()[0]
     assert list(kernel.block.get_values())[1:] == [1, 1]
     args = ", ".join(f"({ctype}*)buffers[{k}].data()" for k, (ctype, _) in enumerate(params))
@@ -61,6 +70,8 @@ int main(int argc, char** argv) {{
         std::ifstream in(argv[k], std::ios::binary);
         buffers.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }}
+    cpu_cuda_buffers = &buffers;
+    if (const char* log = getenv("CPU_CUDA_PREFETCH_LOG")) cpu_cuda_prefetch_log = fopen(log, "w");
     for (unsigned z = 0; z < {grid[2]}; ++z)
     for (unsigned y = 0; y < {grid[1]}; ++y)
     for (unsigned x = 0; x < {grid[0]}; ++x) {{
@@ -79,6 +90,7 @@ int main(int argc, char** argv) {{
         std::ofstream out(argv[k], std::ios::binary);
         out.write(buffers[k - 1].data(), buffers[k - 1].size());
     }}
+    if (cpu_cuda_prefetch_log) fclose(cpu_cuda_prefetch_log);
 }}
 """
     assert COMPILER is not None
@@ -102,7 +114,8 @@ int main(int argc, char** argv) {{
         for k, array in enumerate(buffers):
             files.append(work / f"buffer{k}.bin")
             np.ascontiguousarray(array).tofile(files[-1])
-        subprocess.run([str(work / "kernel"), *map(str, files)], check=True)
+        log = {"CPU_CUDA_PREFETCH_LOG": str(prefetch_log)} if prefetch_log else {}
+        subprocess.run([str(work / "kernel"), *map(str, files)], check=True, env=os.environ | log)
         return [
             np.fromfile(path, dtype=array.dtype).reshape(array.shape)
             for path, array in zip(files, buffers, strict=True)

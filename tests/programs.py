@@ -610,6 +610,20 @@ CASES = [
         batched_matmul(5, 700, 700, 300),
         tile_with("copy=ld streamk=tail"),
     ),
+    # The next tile's first K steps prefetched into L2 (`prefetch`): auto's choice on a batch
+    # of 360 tiles (96 prefetching blocks) ragged in M, N and K, and asked for on a grouped
+    # unbatched launch with relu, and on operands stored the other way round.
+    Case("bmm_f32_prefetch_auto_40x260x270x100", batched_matmul(40, 260, 270, 100)),
+    Case(
+        "matmul_f32_prefetch_relu_4095x4097x513",
+        matmul_relu(4095, 4097, 513),
+        tile_with("prefetch=on"),
+    ),
+    Case(
+        "matmul_f32_prefetch_transposed_2100x2000x520",
+        matmul_transposed(2100, 2000, 520),
+        tile_with("mma=none prefetch=on"),
+    ),
     Case("softmax_online_2x3x7x2048", softmax((2, 3, 7, 2048)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_1000x1000", softmax((1000, 1000)), "fuse,online-softmax,tile,to-cuda"),
     Case("softmax_online_5x4095", softmax((5, 4095)), "fuse,online-softmax,tile,to-cuda"),

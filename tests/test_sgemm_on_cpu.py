@@ -11,6 +11,7 @@ and the cp.async ring (16- and 4-byte copies, several copies per thread, swizzle
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -100,6 +101,11 @@ CASES = [
 
 @pytest.mark.parametrize(("text", "knobs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_sgemm_kernel_matches_float64_on_cpu(text: str, knobs: str) -> None:
+    assert run_sgemm(text, knobs) < 1e-5
+
+
+def run_sgemm(text: str, knobs: str, prefetch_log: Path | None = None) -> float:
+    """Runs a one-kernel GEMM program's kernel on the CPU; returns its error against float64."""
     program, module = lower(text, tile_with(knobs))
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=3)
@@ -111,6 +117,88 @@ def test_sgemm_kernel_matches_float64_on_cpu(text: str, knobs: str) -> None:
     (output,) = [a for a in launch.args if not isinstance(a, BlockArgument)]
     out = np.full(output.type.get_shape(), np.nan, np.float32)  # type: ignore[attr-defined]
     buffers = [out if a is output else arrays[a.index] for a in launch.args]
-    result = run_on_cpu(kernel, buffers, PRELUDE)[list(launch.args).index(output)]
+    result = run_on_cpu(kernel, buffers, PRELUDE, prefetch_log)[list(launch.args).index(output)]
     (error,) = errors_against_reference(graph, [result], inputs)
-    assert error < 1e-5, error
+    return error
+
+
+RESIDENT = 264
+"""Blocks resident at once on the H200 at two per SM (`minblocks=2`): the launch-order
+distance to the tile that takes a block's slot (`passes/tile/next_tile_prefetch.py`)."""
+
+PREFETCH_CASES = [
+    # 32×32 tiles (64 threads), bk=16: 7 × 6 tiles per batch, 7 batches = 294 blocks, so the
+    # first 30 prefetch the tiles of blocks 264…293, ragged in M, N and K.
+    ("bmm_7x200x190x40", batched_matmul(7, 200, 190, 40), "prefetch=on", (7, 200, 190, 40), "kn"),
+    # Unbatched, 17 × 17 tiles launched in groups of 8 block rows; then A [K, M] and B [N, K].
+    (
+        "grouped_530x530x40",
+        matmul_plain(530, 530, 40, "f32", relu=False),
+        "prefetch=on",
+        (1, 530, 530, 40),
+        "kn",
+    ),
+    (
+        "transposed_530x530x40",
+        matmul_transposed(530, 530, 40),
+        "prefetch=on",
+        (1, 530, 530, 40),
+        "mk",
+    ),
+]
+"""(id, program, knobs, (batch, M, N, K), the axes A and B run along in memory: "kn" for A
+[M, K] and B [K, N], "mk" for A [K, M] and B [N, K])."""
+
+
+def expected_lines(shape: tuple[int, int, int, int], layout: str) -> dict[int, set]:
+    """Returns, per block, the (buffer, byte offset) of each 128-byte line its threads should
+    prefetch: the first 2·bk K values of the A and B tiles of the block `RESIDENT` later in
+    launch order (32×32 tiles, bk=16, groups of 8 block rows where there are 16 or more)."""
+    batch, m, n, k = shape
+    bm = bn = 32
+    columns, rows = -(-n // bn), -(-m // bm)
+    depth = min(32, k)
+    lines: dict[int, set] = {}
+    for block in range(batch * rows * columns - RESIDENT):
+        b, within = divmod(block + RESIDENT, rows * columns)
+        if rows >= 16:
+            first_row = within // (8 * columns) * 8
+            height = min(rows - first_row, 8)
+            row = first_row + within % (8 * columns) % height
+            column = within % (8 * columns) // height
+        else:
+            row, column = divmod(within, columns)
+        here = set()
+        for which, origin, size, extent, k_major in (
+            (0, row * bm, bm, m, layout[0] == "k"),
+            (1, column * bn, bn, n, layout[1] == "k"),
+        ):
+            base = b * extent * k
+            for o in range(origin, min(origin + size, extent)):
+                for kk in range(depth):
+                    if k_major and kk % 32 == 0:
+                        here.add((which, 4 * (base + o * k + kk)))
+                    elif not k_major and (o - origin) % 32 == 0:
+                        here.add((which, 4 * (base + kk * extent + o)))
+        lines[block] = here
+    return lines
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "shape", "layout"),
+    [c[1:] for c in PREFETCH_CASES],
+    ids=[c[0] for c in PREFETCH_CASES],
+)
+def test_next_tile_prefetch_lines(
+    text: str, knobs: str, shape: tuple[int, int, int, int], layout: str, tmp_path: Path
+) -> None:
+    # Each block prefetches exactly the lines of the next tile's first two K steps, inside
+    # the buffers (the emulation aborts otherwise), and computes the same product.
+    log = tmp_path / "prefetches.txt"
+    tiles = "mma=none bm=32 bn=32 bk=16 tm=4 tn=4 group=8 minblocks=2"
+    assert run_sgemm(text, f"{tiles} {knobs}", log) < 1e-5
+    logged: dict[int, set] = {}
+    for line in log.read_text().splitlines():
+        block, which, offset = map(int, line.split())
+        logged.setdefault(block, set()).add((which, offset))
+    assert logged == expected_lines(shape, layout)

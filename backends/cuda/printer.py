@@ -326,11 +326,12 @@ def _uses_infinity(kernel: tile.KernelOp) -> bool:
 
 
 def _is_read_only(buffer: SSAValue) -> bool:
-    """Tells whether every use of a buffer reads it (so it may be `const`): loads, and
-    `tile.cp_async`s that copy from it."""
+    """Tells whether every use of a buffer reads it (so it may be `const`): loads,
+    `tile.cp_async`s that copy from it, and L2 prefetches."""
     return all(
         isinstance(use.operation, memref.LoadOp | tile.VectorLoadOp)
         or (isinstance(use.operation, tile.CpAsyncOp) and use.operation.src is buffer)
+        or isinstance(use.operation, tile.PrefetchL2Op)
         for use in buffer.uses
     )
 
@@ -867,6 +868,11 @@ class CudaPrinter(BasePrinter[str]):
         src = f"&{self.element(op.src, op.src_indices)}"
         valid = self.expr(op.valid) if op.valid is not None else "true"
         self.line(f"tinyopt_cp_async_{op.bytes}({dst}, {src}, {valid});")
+
+    @print_op.register
+    def _(self, op: tile.PrefetchL2Op) -> None:
+        line = f"&{self.element(op.src, op.indices)}"
+        self.line(f'asm volatile("prefetch.global.L2 [%0];" :: "l"({line}));')
 
     @print_op.register
     def _(self, op: tile.CpAsyncCommitOp) -> None:

@@ -11,7 +11,7 @@ and stores with vector stores. Out-of-range rows, columns and K are padded with 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
@@ -31,6 +31,12 @@ from tinyopt.passes.tile.emit import (
 )
 from tinyopt.passes.tile.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
 from tinyopt.passes.tile.contraction_swizzle import swizzled, swizzled_shape
+from tinyopt.passes.tile.next_tile_prefetch import (
+    PrefetchedSide,
+    prefetch_tile,
+    prefetched_side,
+    prefetches,
+)
 from tinyopt.passes.tile.contraction_tma import (
     PRODUCER_WARP,
     TmaPipeline,
@@ -410,7 +416,20 @@ class ScheduleContraction(RewritePattern):
         kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
         emitter = _ContractionEmitter(em, c, t, knobs.vec or 4, mapping, grid, op.sym_name.data)
         emitter.stream_blocks, emitter.stream_tiles = stream_blocks, stream_tiles
-        emitter.interleave = interleaves(knobs, t, c, stream_blocks)
+        k_iv = c.reduce.body.block.args[0]
+        sides = [
+            prefetched_side(c.a_side, c.a_value, k_iv, c.m_iv, m, t.bm),
+            prefetched_side(c.b_side, c.b_value, k_iv, c.n_iv, n, t.bn),
+        ]
+        tiles, resident = grid[0] * grid[1] * grid[2], SMS * min_blocks
+        stream_k = bool(stream_blocks)
+        threads, name = t.block_threads, op.sym_name.data
+        if prefetches(
+            knobs, t.copy, t.stages, stream_k, sides, batch, tiles, resident, threads, name
+        ):
+            emitter.prefetch_sides, emitter.prefetch_ahead = sides, resident
+        prefetching = bool(emitter.prefetch_sides)
+        emitter.interleave = interleaves(knobs, t, c, stream_blocks, prefetching)
         if stream_blocks:
             *_, workspace, flags = op.body.block.args
             emitter.stream_buffers = (mapping[workspace], mapping[flags])
@@ -467,7 +486,9 @@ def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int]) -> int:
     return knobs.minblocks or (2 if two_per_sm else 1)
 
 
-def interleaves(knobs: Knobs, t: Tiles, c: Contraction, stream_blocks: int) -> bool:
+def interleaves(
+    knobs: Knobs, t: Tiles, c: Contraction, stream_blocks: int, prefetching: bool
+) -> bool:
     """Returns whether the register-staged K loop copies A's and B's next slices in turn
     (`interleave`); raises the diagnostic saying why where `interleave=on` cannot apply.
 
@@ -475,9 +496,13 @@ def interleaves(knobs: Knobs, t: Tiles, c: Contraction, stream_blocks: int) -> b
     moves accumulators between registers, so which FMAs read two registers of one bank (the
     dispatch stalls of `serpentine`) changes from kernel to kernel. `auto` takes `on` where it
     measured faster on the H200 (2026-12-01, TFLOP/s, off → on; × cuBLAS): 4096³ 50.9 → 51.7
-    (0.995 → 1.010), 4096×4224×4096 52.7 → 53.1, 8192³ 51.7 → 52.4; and `off` where it lost:
-    the batched 64 × 512³ 48.3 → 46.1 and 256 × 256³ 45.4 → 43.3 (FFMAs reading one bank
-    twice: 20% → 51%), stream-K 4096³ 50.3 → 47.4."""
+    (0.995 → 1.010), 4096×4224×4096 52.7 → 53.1, 8192³ 51.7 → 52.4; and in the kernels that
+    prefetch the next tile (`prefetching`: batches of more than a wave), where the FFMAs
+    reading one bank twice stay at 21% (51% interleaved without the prefetch) — 2026-12-02,
+    × cuBLAS, prefetch alone → with interleave: 64 × 512³ 0.998 → 1.011, 256 × 512³ 1.014 →
+    1.026, 16 × 1024² × 512 1.009 → 1.021, 8 × 1024³ 0.988 → 1.005, 256 × 256³ 1.183 →
+    1.189, 40 × 260 × 270 × 100 0.683 → 0.742. `off` where it lost: batches without the
+    prefetch (64 × 512³ 48.3 → 46.1, 256 × 256³ 45.4 → 43.3), stream-K 4096³ 50.3 → 47.4."""
     batch, m, n, k = c.extents
     loop = t.copy == "ld" and t.stages == 2
     if knobs.interleave == "on" and not loop:
@@ -488,7 +513,7 @@ def interleaves(knobs: Knobs, t: Tiles, c: Contraction, stream_blocks: int) -> b
     if knobs.interleave != "auto":
         return knobs.interleave == "on"
     whole = m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
-    return loop and batch == 1 and not stream_blocks and whole
+    return loop and not stream_blocks and (batch == 1 and whole or prefetching)
 
 
 @dataclass
@@ -561,7 +586,8 @@ class _ContractionEmitter:
                 em.op(tile.BarrierOp())
                 em.op(scf.YieldOp())
         else:
-            self._double_buffered(a, b, acc, 0, self.steps)
+            prefetch = self._prefetch_next_tile if self.prefetch_sides else None
+            self._double_buffered(a, b, acc, 0, self.steps, prefetch=prefetch)
         self._epilogue(acc)
 
     interleave = False
@@ -572,6 +598,10 @@ class _ContractionEmitter:
     """The tiles those blocks share, the first in launch order; one block runs each other."""
     stream_buffers: tuple[SSAValue, SSAValue]
     """Stream-K's partial-sum workspace and flags."""
+    prefetch_sides: Sequence[PrefetchedSide | None] = ()
+    """A's and B's plain loads where the K loop prefetches the next tile (`prefetches`)."""
+    prefetch_ahead = 0
+    """How many blocks later in launch order the tile that takes this block's slot starts."""
 
     def _double_buffered(
         self,
@@ -582,12 +612,23 @@ class _ContractionEmitter:
         stop: SSAValue | int,
         even: bool = False,
         rotation: SSAValue | None = None,
+        prefetch: Callable[[], None] | None = None,
     ) -> None:
         """The K loop over steps first..stop with double-buffered shared memory: each step
         loads the next step's slices into registers while it computes from one buffer, then
         fills the other; one barrier per step. `even`: stop - first is known to be even.
-        `rotation`: step s copies K step (s + rotation) mod steps (stream-K's order)."""
+        `rotation`: step s copies K step (s + rotation) mod steps (stream-K's order).
+        `prefetch`: emits what the last iteration does first (constant bounds only)."""
         em, t = self.em, self.t
+        two = two_steps_per_iteration(t)
+
+        def at_last_iteration(step: SSAValue) -> None:
+            if prefetch is None:
+                return
+            assert isinstance(first, int) and isinstance(stop, int)
+            last = first + (stop - 1 - first) // 2 * 2 if two else max(stop - 1, first)
+            with em.when([em.value(arith.CmpiOp(step, em.index(last), "eq"))]):
+                prefetch()
 
         def k_step(step: SSAValue) -> SSAValue:
             return step if rotation is None else em.rem(em.add(step, rotation), self.steps)
@@ -619,10 +660,11 @@ class _ContractionEmitter:
                     self._fill(s, other)
             em.op(tile.BarrierOp())
 
-        if two_steps_per_iteration(t):
+        if two:
             # Two steps per iteration, so each reads and fills its buffers at constant
             # offsets; with an odd count the last iteration's second step is skipped.
             with em.for_loop(first, stop, 2) as (step, _, _):
+                at_last_iteration(step)
                 one_step(step, em.index(0), em.index(1))
                 second = em.add(step, 1)
                 if isinstance(stop, int) and isinstance(first, int):
@@ -634,6 +676,7 @@ class _ContractionEmitter:
                 em.op(scf.YieldOp())
         else:
             with em.for_loop(first, stop, 1) as (step, _, _):
+                at_last_iteration(step)
                 counted = (
                     step
                     if isinstance(first, int) and first == 0
@@ -642,6 +685,29 @@ class _ContractionEmitter:
                 current = em.rem(counted, 2)
                 one_step(step, current, em.value(arith.SubiOp(em.index(1), current)))
                 em.op(scf.YieldOp())
+
+    def _prefetch_next_tile(self) -> None:
+        """Prefetches into L2 the first K steps of the tile launched `prefetch_ahead` blocks
+        after this one, which will take this block's slot (`next_tile_prefetch.py`)."""
+        em, t, c = self.em, self.t, self.c
+        columns, rows, batches = self.grid
+        per_batch = columns * rows
+        bx, by = em.value(tile.BlockIdOp("x")), em.value(tile.BlockIdOp("y"))
+        linear = em.add(em.mul(by, columns), bx)
+        if batches > 1:
+            linear = em.add(em.mul(em.value(tile.BlockIdOp("z")), per_batch), linear)
+        following = em.add(linear, self.prefetch_ahead)
+        with em.when([em.less(following, per_batch * batches)]):
+            local = dict(self.mapping)
+            if len(c.nest.extents) == 3:
+                batch = em.div(following, per_batch) if batches > 1 else em.index(0)
+                local[c.nest.body.block.args[0]] = batch
+            within = em.rem(following, per_batch) if batches > 1 else following
+            row, column = self._tile_coordinates(within)
+            origins = (em.mul(row, t.bm), em.mul(column, t.bn))
+            k_iv = c.reduce.body.block.args[0]
+            sides = [(s, o) for s, o in zip(self.prefetch_sides, origins) if s is not None]
+            prefetch_tile(em, local, self.tid, t.threads, k_iv, self.k, t.bk, sides)
 
     def _stream_k(self, a: _Staging, b: _Staging, acc: SSAValue) -> None:
         """Runs this block's work (`passes/tile/stream_k.py`). Blocks below `stream_blocks`

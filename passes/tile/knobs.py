@@ -44,6 +44,7 @@ class Knobs:
     dual: str = "auto"
     streamk: str = "auto"
     interleave: str = "auto"
+    prefetch: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -98,8 +99,15 @@ INTERLEAVE = ("auto", "on", "off")
 step: `off`: both sides' global loads at the step's start, stored to shared memory after the
 step's FMAs; `on`: A's at the start, stored after the first half of the step's FMAs, then B's,
 stored after the second half (half the registers in flight); `auto`: `on` for an unbatched
-kernel with one block per tile whose tiles divide M, N and K, `off` elsewhere
-(`contraction.interleaves`)."""
+kernel with one block per tile whose tiles divide M, N and K and for a kernel that prefetches
+the next tile (`prefetch`), `off` elsewhere (`contraction.interleaves`)."""
+
+PREFETCH = ("auto", "on", "off")
+"""Whether the register-staged K loop (`copy=ld`, `stages=2`, one block per tile) asks L2, at
+the start of its last iteration, for the first two K steps of the tile the block launched one
+wave later will run, so that block's first copies hit L2 instead of DRAM: `on`, `off`, or
+`auto`: `on` for batched kernels of more than one wave of blocks
+(`passes/tile/next_tile_prefetch.py`)."""
 
 STREAMK = ("auto", "on", "tail", "off")
 """Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
@@ -235,6 +243,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("dual", one_of(*DUALS)),
     Knob("streamk", one_of(*STREAMK)),
     Knob("interleave", one_of(*INTERLEAVE)),
+    Knob("prefetch", one_of(*PREFETCH)),
     Knob(
         "pad",
         Domain(
@@ -251,7 +260,7 @@ KNOB = {k.name: k for k in KNOBS}
 
 RULE_KNOBS: dict[str, str] = {
     "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
-    "swizzle pairswap streamk interleave",
+    "swizzle pairswap streamk interleave prefetch",
     "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
     "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     "group=0,1,8,16 fastmath=auto,off dual=auto,off",

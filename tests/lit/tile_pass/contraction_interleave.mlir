@@ -1,5 +1,6 @@
 // RUN: tinyopt %s -p 'fuse,tile' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,tile{interleave=off}' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'fuse,tile{prefetch=off}' | filecheck %s --check-prefix=NOPREFETCH
 // RUN: not tinyopt %s -p 'fuse,tile{interleave=on copy=cp_async}' 2>&1 | filecheck %s --check-prefix=REFUSED
 
 // interleave=auto at 4096x4096x4096 (unbatched, 128x128x16 tiles dividing M, N and K): each
@@ -23,17 +24,31 @@
 // CHECK:          tile.vstore({{.*}}), %{{.*}}[%{{.*}}] : memref<2x16x132xf32, 3 : i32>
 // CHECK:          tile.barrier
 
-// A batch (and a stream-K kernel, or tiles that do not divide the shape) keeps both loads at
-// the step's start: ptxas's register assignment for those conflicted in more FFMAs
-// interleaved (contraction.interleaves).
+// A batch of more than a wave of blocks prefetches the next tile (`prefetch`) and
+// interleaves too: with the prefetch ptxas's register assignment keeps its FFMAs reading one
+// bank twice at 21% (contraction.interleaves).
 // CHECK:      tile.kernel @bmm_0
 // CHECK:        tile.barrier
 // CHECK:        scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
-// CHECK:          tile.vload %0
-// CHECK:          tile.vload %0
-// CHECK:          tile.vload %1
-// CHECK:          tile.vload %1
-// CHECK:          scf.for
+// CHECK:          tile.prefetch_l2
+// CHECK:          tile.vload %0[
+// CHECK:          tile.vload %0[
+// CHECK-NOT:      tile.vload %1[
+// CHECK:          } {tile.unroll}
+// CHECK:          tile.vload %1[
+
+// Without the prefetch a batch (and a stream-K kernel, or tiles that do not divide the
+// shape) keeps both loads at the step's start: interleaved, ptxas's register assignment for
+// those conflicted in more FFMAs.
+// NOPREFETCH:      tile.kernel @bmm_0
+// NOPREFETCH:        tile.barrier
+// NOPREFETCH:        scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} {
+// NOPREFETCH:          tile.vload %0[
+// NOPREFETCH:          tile.vload %0[
+// NOPREFETCH-NOT:      scf.for
+// NOPREFETCH:          tile.vload %1[
+// NOPREFETCH:          tile.vload %1[
+// NOPREFETCH:          scf.for
 
 // OFF:        tile.kernel @mm_0 grid [32, 32, 1]
 // OFF:          tile.barrier
