@@ -31,18 +31,18 @@ from tinyopt.passes.tile.emit import (
 )
 from tinyopt.passes.tile.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
 from tinyopt.passes.tile.contraction_swizzle import swizzled, swizzled_shape
-from tinyopt.passes.tile.next_tile_prefetch import (
-    PrefetchedSide,
-    prefetch_tile,
-    prefetched_side,
-    prefetches,
-)
 from tinyopt.passes.tile.contraction_tma import (
     PRODUCER_WARP,
     TmaPipeline,
     ring_bytes,
     tensor_map_args,
     tma_side,
+)
+from tinyopt.passes.tile.next_tile_prefetch import (
+    PrefetchedSide,
+    prefetch_tile,
+    prefetched_side,
+    prefetches,
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -618,15 +618,16 @@ class _ContractionEmitter:
         loads the next step's slices into registers while it computes from one buffer, then
         fills the other; one barrier per step. `even`: stop - first is known to be even.
         `rotation`: step s copies K step (s + rotation) mod steps (stream-K's order).
-        `prefetch`: emits what the last iteration does first (constant bounds only)."""
+        `prefetch`: emitted first in the last iteration, two steps before the loop ends where
+        the count allows (constant bounds only)."""
         em, t = self.em, self.t
         two = two_steps_per_iteration(t)
 
-        def at_last_iteration(step: SSAValue) -> None:
+        def prefetch_if_last(step: SSAValue) -> None:
             if prefetch is None:
                 return
             assert isinstance(first, int) and isinstance(stop, int)
-            last = first + (stop - 1 - first) // 2 * 2 if two else max(stop - 1, first)
+            last = first + (stop - 1 - first) // 2 * 2 if two else max(stop - 2, first)
             with em.when([em.value(arith.CmpiOp(step, em.index(last), "eq"))]):
                 prefetch()
 
@@ -664,7 +665,7 @@ class _ContractionEmitter:
             # Two steps per iteration, so each reads and fills its buffers at constant
             # offsets; with an odd count the last iteration's second step is skipped.
             with em.for_loop(first, stop, 2) as (step, _, _):
-                at_last_iteration(step)
+                prefetch_if_last(step)
                 one_step(step, em.index(0), em.index(1))
                 second = em.add(step, 1)
                 if isinstance(stop, int) and isinstance(first, int):
@@ -676,7 +677,7 @@ class _ContractionEmitter:
                 em.op(scf.YieldOp())
         else:
             with em.for_loop(first, stop, 1) as (step, _, _):
-                at_last_iteration(step)
+                prefetch_if_last(step)
                 counted = (
                     step
                     if isinstance(first, int) and first == 0
