@@ -611,9 +611,15 @@ CASES = [
         tile_with("copy=ld streamk=tail"),
     ),
     # The next tile's first K steps prefetched into L2 (`prefetch`): auto's choice on a batch
-    # of 360 tiles (96 prefetching blocks) ragged in M, N and K, and asked for on a grouped
-    # unbatched launch with relu, and on operands stored the other way round.
+    # of 360 tiles (96 prefetching blocks) ragged in M, N and K (interleaved too) and the same
+    # with prefetch=off; asked for on a grouped unbatched launch with relu, and on operands
+    # stored the other way round.
     Case("bmm_f32_prefetch_auto_40x260x270x100", batched_matmul(40, 260, 270, 100)),
+    Case(
+        "bmm_f32_prefetch_off_40x260x270x100",
+        batched_matmul(40, 260, 270, 100),
+        tile_with("prefetch=off"),
+    ),
     Case(
         "matmul_f32_prefetch_relu_4095x4097x513",
         matmul_relu(4095, 4097, 513),
