@@ -4,8 +4,10 @@ K steps per iteration (an even and an odd number of steps, one step) and one per
 large register tile), each side's next slice copied in turn (`interleave`), single-buffered
 (`stages=1`), a fused prologue and epilogue, M, N and K that are not multiples of the tile,
 batch 3, operands stored transposed, chunk layouts whose rows do not divide among the threads;
-and the cp.async ring (16- and 4-byte copies, several copies per thread, swizzled). Needs g++
-(C++20); no GPU.
+and the cp.async ring (16- and 4-byte copies, several copies per thread, swizzled). The L2
+prefetch of the next tile (`prefetch`) is checked line by line: every block asks for exactly the
+lines of the first two K steps of the tile launched a wave later, all inside the buffers.
+Needs g++ (C++20); no GPU.
 """
 
 from __future__ import annotations
