@@ -10,15 +10,17 @@ last iteration each thread asks L2 (`tile.prefetch_l2`) for its share of the 128
 holding that tile's first two K steps of each operand that is a plain load, two steps before
 the slot frees: one or two prefetches per thread per tile, none inside the steps before.
 
-Measured on the H200 (2026-12-02, TFLOP/s; cuBLAS, TF32 off, in the same run; the same code
-written into the generated CUDA by hand): batched 64 × 512³ 48.1–48.3 → 48.6–48.7 in four
-runs (0.995–1.002× → 1.005–1.007×), 256 × 256³ 45.3–45.4 → 45.7–45.9 (1.17× → 1.19×),
-16 × 1024² × 512 48.6 → 48.9. Prefetching each step's next slices inside the loop instead
-(two or four steps ahead) lost (64 × 512³ 47.2): ptxas issues those prefetches where it issues
-the loads they serve, late in the step, and they cost issue slots in every step; prefetching a
-whole tile's panels at its start lost too (47.8: the burst delays the first copies). ncu of
-the 64 × 512³ kernel against 4096 × 4096 × 512 (same tiles, same grid size): DRAM reads
-135 MB against 21 MB, 0.11 against 0.02 warps per issue stalled on global loads.
+Measured on the H200 (2026-12-02, × cuBLAS with TF32 off, same run; benchmarks/RESULTS.md):
+alone, 64 × 512³ 0.996 → 0.998–0.999 and 256 × 256³ 1.172 → 1.191 (a kernel edited by hand to
+the same effect, whose registers ptxas assigned otherwise, gained 0.5–1% at 64 × 512³). With
+it, `interleave` stops costing register banks in the batched loop, and the two together took
+64 × 512³ to 1.011–1.014 (`contraction.interleaves`). Unbatched 4096³ lost (1.011 → 0.990):
+its tiles' data is in L2 already. Prefetching each step's next slices inside the loop instead
+(two to eight steps ahead) lost (64 × 512³ 0.975–0.978): ptxas issues those prefetches where
+it issues the loads they serve, late in the step, and they cost issue slots in every step;
+prefetching a whole tile's panels at its start lost too (0.987: the burst delays the first
+copies). ncu of the 64 × 512³ kernel against 4096 × 4096 × 512 (same tiles, same grid size):
+DRAM reads 135 MB against 21 MB, 0.11 against 0.02 warps per issue stalled on global loads.
 """
 
 from __future__ import annotations
@@ -43,8 +45,8 @@ DEPTH_STEPS = 2
 
 @dataclass(frozen=True)
 class PrefetchedSide:
-    """One operand's plain load and the tile it covers: `outer` rows (M for A, N for B) from
-    `outer0`, of `outer_extent` in all, and its memory-contiguous axis."""
+    """One operand's plain load: its M (A) or N (B) loop variable, that axis's extent and tile,
+    and whether the operand's rows run along K in memory (else along M or N)."""
 
     load: memref.LoadOp
     outer_iv: SSAValue
