@@ -4,8 +4,8 @@ of kernel schedules on machines without a GPU.
 The kernel's CUDA source is compiled as C++ against an emulation of the CUDA subset those
 kernels use (threads, barriers, shared memory, `ldmatrix`, `mma.sync`, `cp.async`, warp
 shuffles, bf16/f16 conversions, L2 prefetches checked against the buffers); its prelude of
-inline-PTX helpers is replaced by the emulation's. Each CUDA thread is a std::thread, so a block of 128 threads over a few key tiles
-takes seconds: keep shapes small.
+inline-PTX helpers is replaced by the emulation's. Each CUDA thread is a std::thread, so a
+block of 128 threads over a few key tiles takes seconds: keep shapes small.
 """
 
 from __future__ import annotations

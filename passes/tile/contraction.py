@@ -699,13 +699,7 @@ class _ContractionEmitter:
             linear = em.add(em.mul(em.value(tile.BlockIdOp("z")), per_batch), linear)
         following = em.add(linear, self.prefetch_ahead)
         with em.when([em.less(following, per_batch * batches)]):
-            local = dict(self.mapping)
-            if len(c.nest.extents) == 3:
-                batch = em.div(following, per_batch) if batches > 1 else em.index(0)
-                local[c.nest.body.block.args[0]] = batch
-            within = em.rem(following, per_batch) if batches > 1 else following
-            row, column = self._tile_coordinates(within)
-            origins = (em.mul(row, t.bm), em.mul(column, t.bn))
+            local, *origins = self._tile_origin(following, dict(self.mapping))
             k_iv = c.reduce.body.block.args[0]
             sides = [(s, o) for s, o in zip(self.prefetch_sides, origins) if s is not None]
             prefetch_tile(em, local, self.tid, t.threads, k_iv, self.k, t.bk, sides)
@@ -822,15 +816,22 @@ class _ContractionEmitter:
     def _at_tile(self, a: _Staging, b: _Staging, tile_index: SSAValue) -> tuple[_Staging, _Staging]:
         """Points the block at the `tile_index`-th tile in launch order (batches outermost):
         its batch, origin (m0, n0) and the two sides' staging there."""
-        em, t, c = self.em, self.t, self.c
-        per_batch = self.grid[0] * self.grid[1]
-        if len(c.nest.extents) == 3:
-            self.mapping[c.nest.body.block.args[0]] = em.div(tile_index, per_batch)
-        row, column = self._tile_coordinates(em.rem(tile_index, per_batch))
-        self.m0, self.n0 = em.mul(row, t.bm), em.mul(column, t.bn)
+        self.mapping, self.m0, self.n0 = self._tile_origin(tile_index, self.mapping)
         here_a, here_b = replace(a, outer0=self.m0), replace(b, outer0=self.n0)
         self.b = here_b
         return here_a, here_b
+
+    def _tile_origin(
+        self, tile_index: SSAValue, mapping: Mapping
+    ) -> tuple[Mapping, SSAValue, SSAValue]:
+        """Returns `mapping` with the batch of the `tile_index`-th tile in launch order
+        (batches outermost), and that tile's origin (m0, n0)."""
+        em, t, c = self.em, self.t, self.c
+        per_batch = self.grid[0] * self.grid[1]
+        if len(c.nest.extents) == 3:
+            mapping[c.nest.body.block.args[0]] = em.div(tile_index, per_batch)
+        row, column = self._tile_coordinates(em.rem(tile_index, per_batch))
+        return mapping, em.mul(row, t.bm), em.mul(column, t.bn)
 
     def _accumulators(self) -> SSAValue:
         """Allocates the tm×tn register tile, set to the reduction's identity."""

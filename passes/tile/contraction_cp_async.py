@@ -18,7 +18,7 @@ from a clamped in-bounds address).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref, scf
@@ -51,17 +51,20 @@ class CopiedSide:
         return [stages, bk, self.tile_outer + pad]
 
 
+def single_load(side: Sequence[Operation], value: SSAValue) -> memref.LoadOp | None:
+    """Returns the load a side is when it is one load and nothing else (no prologue math)."""
+    if len(side) == 1 and isinstance(load := side[0], memref.LoadOp) and load.res == value:
+        return load
+    return None
+
+
 def plain_load(
     side: list[Operation], value: SSAValue, kernel: str, copy: str, which: str
 ) -> memref.LoadOp:
     """Returns the one f32 load a side is, else raises the diagnostic saying why it cannot be
     copied by `copy` (which: "A" or "B")."""
-    if (
-        len(side) != 1
-        or not isinstance(load := side[0], memref.LoadOp)
-        or load.res != value
-        or load.res.type != f32
-    ):
+    load = single_load(side, value)
+    if load is None or load.res.type != f32:
         raise DiagnosticException(
             f"tile: copy={copy} needs each operand to be a plain f32 load ({copy} copies raw "
             f"bytes: no prologue math, no conversion); the {which} side of kernel @{kernel} is "

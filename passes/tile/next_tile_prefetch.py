@@ -33,6 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
+from tinyopt.passes.tile.contraction_cp_async import single_load
 from tinyopt.passes.tile.emit import Emitter, Mapping
 from tinyopt.passes.tile.knobs import Knobs
 
@@ -65,7 +66,7 @@ def prefetched_side(
 ) -> PrefetchedSide | None:
     """Returns how to prefetch a side, or None where it is not one load (a fused prologue
     reads other buffers) or its rows run along neither K nor M/N."""
-    if len(side) != 1 or not isinstance(load := side[0], memref.LoadOp) or load.res != value:
+    if (load := single_load(side, value)) is None:
         return None
     last = load.indices[-1] if load.indices else None
     if last is not k_iv and last is not outer_iv:
