@@ -282,7 +282,11 @@ def check_assoc_parser() -> argparse.ArgumentParser:
 
 def check_assoc_command(args: argparse.Namespace) -> bool:
     """Print the associativity verdict of each step function; return whether all have a merge."""
-    from tinyopt.passes.associativity import StepError, check_associative, step_functions
+    from tinyopt.passes.loop_rewrites.associativity import (
+        StepError,
+        check_associative,
+        step_functions,
+    )
 
     module = TinyoptMain([args.file]).parse_file()
     module.verify()

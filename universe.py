@@ -43,42 +43,42 @@ def get_tile() -> Dialect:
 
 def get_decompose() -> type[ModulePass]:
     """Return the pass rewriting composite graph ops into primitives."""
-    from tinyopt.passes.decompose import DecomposePass
+    from tinyopt.passes.graph_to_loop.decompose import DecomposePass
 
     return DecomposePass
 
 
 def get_fuse() -> type[ModulePass]:
     """Return the pass grouping graph primitives into loop kernels."""
-    from tinyopt.passes.fuse import FusePass
+    from tinyopt.passes.graph_to_loop.fuse import FusePass
 
     return FusePass
 
 
 def get_online_softmax() -> type[ModulePass]:
     """Return the pass merging softmax's max and sum reductions into one online reduction."""
-    from tinyopt.passes.online_softmax import OnlineSoftmaxPass
+    from tinyopt.passes.loop_rewrites.online_softmax import OnlineSoftmaxPass
 
     return OnlineSoftmaxPass
 
 
 def get_flash_attention() -> type[ModulePass]:
     """Return the pass fusing attention's score, softmax and PV kernels into one kernel."""
-    from tinyopt.passes.flash_attention import FlashAttentionPass
+    from tinyopt.passes.loop_rewrites.flash_attention import FlashAttentionPass
 
     return FlashAttentionPass
 
 
 def get_welford() -> type[ModulePass]:
     """Return the pass merging the mean and variance reductions into one Welford reduction."""
-    from tinyopt.passes.welford import WelfordPass
+    from tinyopt.passes.loop_rewrites.welford import WelfordPass
 
     return WelfordPass
 
 
 def get_check_assoc() -> type[ModulePass]:
     """Return the analysis annotating fold step functions with their associativity verdict."""
-    from tinyopt.passes.associativity import CheckAssocPass
+    from tinyopt.passes.loop_rewrites.associativity import CheckAssocPass
 
     return CheckAssocPass
 

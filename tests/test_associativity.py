@@ -11,7 +11,7 @@ from xdsl.dialects import arith, builtin, func, math
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 
-from tinyopt.passes.associativity import (
+from tinyopt.passes.loop_rewrites.associativity import (
     NUMERIC,
     CheckAssocPass,
     StepError,

@@ -13,7 +13,7 @@ from xdsl.parser import Parser
 
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.dialects import graph
-from tinyopt.passes.decompose import DecomposePass
+from tinyopt.passes.graph_to_loop.decompose import DecomposePass
 
 
 def make_ctx() -> Context:

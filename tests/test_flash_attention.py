@@ -20,8 +20,8 @@ from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.compiler import lower
 from tinyopt.dialects import loop
-from tinyopt.passes.associativity import INIT_ATTR, check_associative
-from tinyopt.passes.flash_attention import FLASH_ATTR
+from tinyopt.passes.loop_rewrites.associativity import INIT_ATTR, check_associative
+from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR
 
 FLASH = "decompose,fuse,flash-attention"
 

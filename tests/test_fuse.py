@@ -14,8 +14,8 @@ from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.dialects import loop
 from tinyopt.dialects.graph import Graph
-from tinyopt.passes.fuse import FusePass
-from tinyopt.passes.fuse_kernel import CONTRACTION_ATTR
+from tinyopt.passes.graph_to_loop.fuse import FusePass
+from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR
 
 
 def _context() -> Context:

@@ -1,5 +1,5 @@
-"""Index arithmetic as mixed-radix digits (passes/index_digits.py): which index maps are proved
-permutations, and their inverses evaluated on the whole grid against numpy."""
+"""Index arithmetic as mixed-radix digits (passes/graph_to_loop/index_digits.py): which index
+maps are proved permutations, and their inverses evaluated on the whole grid against numpy."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
-from tinyopt.passes.index_digits import build, flat_index, inverse, is_permutation
-from tinyopt.passes.index_eval import on_grid
+from tinyopt.passes.graph_to_loop.index_digits import build, flat_index, inverse, is_permutation
+from tinyopt.passes.graph_to_loop.index_eval import on_grid
 
 
 class _Ops:

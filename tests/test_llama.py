@@ -30,9 +30,9 @@ from tinyopt.compiler import DEFAULT_PIPELINE, apply_pipeline  # noqa: E402
 from tinyopt.dialects import loop, tile  # noqa: E402
 from tinyopt.frontends.compiled_model import PIPELINE  # noqa: E402
 from tinyopt.frontends.torch_fx import Capture, capture  # noqa: E402
-from tinyopt.passes.flash_attention import FLASH_ATTR  # noqa: E402
-from tinyopt.passes.fuse_kernel import CONTRACTION_ATTR  # noqa: E402
-from tinyopt.passes.tile.paired import match_paired_contraction  # noqa: E402
+from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR  # noqa: E402
+from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR  # noqa: E402
+from tinyopt.passes.tile.gemm.paired import match_paired_contraction  # noqa: E402
 
 llama = load_example("llama_block.py")
 

@@ -286,7 +286,7 @@ def bank_conflicted_share(code: str) -> float:
 )
 def test_sgemm_ffma_register_banks(knobs: str, least: float, most: float, tmp_path: Path) -> None:
     # B staged pairwise swapped with the serpentine FMA order puts each FFMA's accumulator and
-    # B value in different banks (passes/tile/contraction.py, `serpentine`). Measured on the
+    # B value in different banks (passes/tile/gemm/contraction.py, `serpentine`). Measured on the
     # H200 at 4096^3 (bk=8): 76% of FFMAs conflicted before, ncu dispatch stalls 0.63 per
     # issue, 2.86 ms; with the swap 19%, 0.31, 2.74 ms. The default bk=16 loop: 38% (77%
     # unswapped).

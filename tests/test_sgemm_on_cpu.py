@@ -126,7 +126,7 @@ def run_sgemm(text: str, knobs: str, prefetch_log: Path | None = None) -> float:
 
 RESIDENT = 264
 """Blocks resident at once on the H200 at two per SM (`minblocks=2`): the launch-order
-distance to the tile that takes a block's slot (`passes/tile/next_tile_prefetch.py`)."""
+distance to the tile that takes a block's slot (`passes/tile/gemm/next_tile_prefetch.py`)."""
 
 PREFETCH_CASES = [
     # 32×32 tiles (64 threads), bk=16: 7 × 6 tiles per batch, 7 batches = 294 blocks, so the

@@ -5,7 +5,7 @@ in a loop, and `tail`'s tiles run whole after the shared ones.
 
 The emulation runs blocks one after another in launch order, so a block that waited on a flag
 not yet set would wait for ever; here a flag wait aborts instead. These kernels passing shows
-each handoff goes from a block to one launched later (`passes/tile/stream_k.py`). Needs g++.
+each handoff goes from a block to one launched later (`passes/tile/gemm/stream_k.py`). Needs g++.
 """
 
 from __future__ import annotations

@@ -13,13 +13,13 @@ from collections.abc import Callable, Sequence
 from tinyopt.compiler import context
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.search import Config, Value
-from tinyopt.passes.tile.attention import match_attention
-from tinyopt.passes.tile.contraction import match_contraction
+from tinyopt.passes.tile.attention.mma_sync import match_attention
+from tinyopt.passes.tile.gemm.contraction import match_contraction
 from tinyopt.passes.tile.elementwise import elementwise_nest
 from tinyopt.passes.tile.knobs import KNOB, KNOBS, MMA_RULES, Knobs, rule_knobs
-from tinyopt.passes.tile.paired import match_paired_contraction
+from tinyopt.passes.tile.gemm.paired import match_paired_contraction
 from tinyopt.passes.tile.row_reduction import row_nest
-from tinyopt.passes.tile.split_k import SEQUENTIAL
+from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
 from tinyopt.passes.tile.tile_pass import lowering_error
 
 RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (

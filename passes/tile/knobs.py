@@ -72,9 +72,9 @@ fused prologue) and stores; `cp_async` copies global → shared asynchronously (
 
 ATTN = ("auto", "sync", "wgmma", "none")
 """How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
-`wgmma`: the TMA + wgmma schedule of `passes/tile/attention_wgmma.py` (Hopper); `sync`: the
-`mma.sync` schedule of `passes/tile/attention.py`; `auto`: wgmma where its limits allow, else
-sync; `none`: the generic rules."""
+`wgmma`: the TMA + wgmma schedule of `passes/tile/attention/wgmma.py` (Hopper); `sync`: the
+`mma.sync` schedule of `passes/tile/attention/mma_sync.py`; `auto`: wgmma where its limits
+allow, else sync; `none`: the generic rules."""
 
 STORES = ("auto", "direct", "smem")
 """How the wgmma GEMM's epilogue reaches its accumulators: `direct` runs it on the wgmma
@@ -88,7 +88,7 @@ FASTMATH = ("auto", "off", "on")
 is f16/bf16, whose rounding (2^-9 or 2^-12) is far coarser than their few-ulp error."""
 
 DUALS = ("auto", "on", "off")
-"""How a paired contraction (two K loops over one A operand, `passes/tile/paired.py`) runs:
+"""How a paired contraction (two K loops over one A operand, `passes/tile/gemm/paired.py`) runs:
 `on`: one dual GEMM (the wgmma rule: both products from each A tile, the epilogue combining
 the two accumulators in registers), else a diagnostic saying why not; `off`: split into two
 kernels, the second product going through an f32 workspace; `auto`: `on` where the wgmma rule
@@ -107,11 +107,11 @@ PREFETCH = ("auto", "on", "off")
 the start of its last iteration, for the first two K steps of the tile the block launched one
 wave later will run, so that block's first copies hit L2 instead of DRAM: `on`, `off`, or
 `auto`: `on` for batched kernels of more than one wave of blocks
-(`passes/tile/next_tile_prefetch.py`)."""
+(`passes/tile/gemm/next_tile_prefetch.py`)."""
 
 STREAMK = ("auto", "on", "tail", "off")
 """Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
-wave of blocks (`passes/tile/stream_k.py`): `on`, every tile's; `tail`, only those of the
+wave of blocks (`passes/tile/gemm/stream_k.py`): `on`, every tile's; `tail`, only those of the
 tiles past the last whole wave, the others one block each; `off`; or `auto`: `on` where the
 tiles make only a few waves of blocks, the last of them partly idle, and each tile has enough
 K steps to pay for the partial-sum handoffs (`stream_k.AUTO_WAVES`, `AUTO_LOSS`,

@@ -30,7 +30,7 @@ from tinyopt.passes.tile.emit import (
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.split_k import SEQUENTIAL
+from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
 
 MAX_CACHED_ELEMENTS = 64
 """Register budget (elements per thread) for holding rows between inner loops."""

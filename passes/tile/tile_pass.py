@@ -19,19 +19,19 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune import cache as tuning
-from tinyopt.passes.tile.attention import ScheduleAttention
-from tinyopt.passes.tile.attention_wgmma import ScheduleAttentionWgmma
-from tinyopt.passes.tile.contraction import ScheduleContraction
+from tinyopt.passes.tile.attention.mma_sync import ScheduleAttention
+from tinyopt.passes.tile.attention.wgmma import ScheduleAttentionWgmma
+from tinyopt.passes.tile.gemm.contraction import ScheduleContraction
 from tinyopt.passes.tile.elementwise import ScheduleElementwise
 from tinyopt.passes.tile.knobs import Knobs, check
-from tinyopt.passes.tile.mma_sync import ScheduleMmaSync
-from tinyopt.passes.tile.paired import match_paired_contraction, unpair
+from tinyopt.passes.tile.gemm.mma_sync import ScheduleMmaSync
+from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
 from tinyopt.passes.tile.sequential import ScheduleSequentially
-from tinyopt.passes.tile.split_k import split_kernel
-from tinyopt.passes.tile.stream_k import stream_k_kernels
-from tinyopt.passes.tile.tf32 import ScheduleTf32
-from tinyopt.passes.tile.wgmma import ScheduleWgmma, dual_refusal
+from tinyopt.passes.tile.gemm.split_k import split_kernel
+from tinyopt.passes.tile.gemm.stream_k import stream_k_kernels
+from tinyopt.passes.tile.gemm.tf32 import ScheduleTf32
+from tinyopt.passes.tile.gemm.wgmma import ScheduleWgmma, dual_refusal
 
 
 @dataclass(frozen=True)

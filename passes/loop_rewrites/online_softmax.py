@@ -37,7 +37,7 @@ from xdsl.pattern_rewriter import (
 )
 
 from tinyopt.dialects import loop
-from tinyopt.passes.reduce_match import (
+from tinyopt.passes.loop_rewrites.reduce_match import (
     combine_block,
     earlier_reduce,
     element,

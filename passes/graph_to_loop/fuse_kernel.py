@@ -43,7 +43,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import graph, loop
-from tinyopt.passes.fuse_index import (
+from tinyopt.passes.graph_to_loop.fuse_index import (
     Bin,
     Const,
     Index,
@@ -60,7 +60,7 @@ from tinyopt.passes.fuse_index import (
     slice_point,
     transpose_point,
 )
-from tinyopt.passes.fuse_scalar import (
+from tinyopt.passes.graph_to_loop.fuse_scalar import (
     ELEMENTWISE_OPS,
     element_type,
     from_f32,
@@ -255,7 +255,7 @@ class KernelBuilder:
         the same point with the same A operand, neither reading the other — the gate and up
         projections of `silu(x @ wg) * (x @ wu)`. The kernel then holds two K loops over one
         A (a paired contraction, docs/ir.md), which the tile pass runs as one dual GEMM or
-        splits back into two kernels (`passes/tile/paired.py`)."""
+        splits back into two kernels (`passes/tile/gemm/paired.py`)."""
         lhs = kept.owner.lhs  # type: ignore[union-attr]
         for value, at in matmuls:
             if (

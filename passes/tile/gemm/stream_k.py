@@ -39,7 +39,7 @@ on a CPU emulation that runs blocks one after another: they pass, and numbered t
 they stop at their first wait. A zeroing kernel clears the flags before each launch. This file
 decides where stream-K applies and rewrites the loop kernel (two more buffers, the zeroing
 kernel); the K loop itself is the contraction rule's (`_ContractionEmitter._stream_k` in
-`passes/tile/contraction.py`).
+`passes/tile/gemm/contraction.py`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.contraction import (
+from tinyopt.passes.tile.gemm.contraction import (
     SMS,
     STREAM_K_ATTR,
     TILE_KNOBS,
@@ -66,8 +66,8 @@ from tinyopt.passes.tile.contraction import (
 )
 from tinyopt.passes.tile.emit import Emitter
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.mma_sync import tensor_core_type
-from tinyopt.passes.tile.split_k import derived_kernel, replace_kernels
+from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
+from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
 
 AUTO_WAVES = 3
 AUTO_LOSS = 0.10

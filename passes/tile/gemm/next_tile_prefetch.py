@@ -33,7 +33,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
-from tinyopt.passes.tile.contraction_cp_async import single_load
+from tinyopt.passes.tile.gemm.contraction_cp_async import single_load
 from tinyopt.passes.tile.emit import Emitter, Mapping
 from tinyopt.passes.tile.knobs import Knobs
 

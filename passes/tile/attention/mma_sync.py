@@ -69,8 +69,8 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.flash_attention import FLASH_ATTR, backward_slice, causal_floor
-from tinyopt.passes.online_softmax import LOWEST_F32
+from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR, backward_slice, causal_floor
+from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
 from tinyopt.passes.tile.emit import (
     Emitter,
     LaneEmitter,

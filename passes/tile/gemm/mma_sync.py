@@ -32,7 +32,7 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.contraction import SHARED_LIMIT, Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction import SHARED_LIMIT, Contraction, match_contraction
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs

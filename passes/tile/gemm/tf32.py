@@ -26,10 +26,10 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.contraction import SHARED_LIMIT, match_contraction, operand_types
+from tinyopt.passes.tile.gemm.contraction import SHARED_LIMIT, match_contraction, operand_types
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.mma_sync import (
+from tinyopt.passes.tile.gemm.mma_sync import (
     WARP,
     MmaEmitter,
     MmaTiles,

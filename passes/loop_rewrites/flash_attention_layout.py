@@ -13,7 +13,7 @@ A copy qualifies when its kernel is one nest over the destination's shape that l
 temporary, stores the loaded value unchanged (an `extf` then `truncf` back to the same type
 counts as unchanged) at its own indices, and reads the temporary at a permutation of its
 elements: the load's row-major offset, written as mixed-radix digits of the nest's indices
-(`passes/index_digits.py`), takes every offset exactly once. A reshape is the identity
+(`passes/graph_to_loop/index_digits.py`), takes every offset exactly once. A reshape is the identity
 permutation; a transpose of heads and rows reorders the digits. The fused kernel's store then
 computes the copy's indices from the digits of its own store's offset: `[B·H, S, D]` →
 `[B, H, S, D]` stores at (p div H, p mod H, i, d), `[H, S, D]` → `[S, H·D]` at (i, h·D + d), so
@@ -31,7 +31,13 @@ from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Block, Operation, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.index_digits import Digits, build, flat_index, inverse, is_permutation
+from tinyopt.passes.graph_to_loop.index_digits import (
+    Digits,
+    build,
+    flat_index,
+    inverse,
+    is_permutation,
+)
 
 
 def fold_output_copy(module: Operation, launch: loop.LaunchOp) -> bool:

@@ -36,15 +36,15 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import graph, loop
-from tinyopt.passes.decompose import DecomposePass
-from tinyopt.passes.fuse_kernel import (
+from tinyopt.passes.graph_to_loop.decompose import DecomposePass
+from tinyopt.passes.graph_to_loop.fuse_kernel import (
     KernelBuilder,
     Materialize,
     buffer_type,
     is_buffer_constant,
     shape_of,
 )
-from tinyopt.passes.fuse_scalar import ELEMENTWISE_OPS
+from tinyopt.passes.graph_to_loop.fuse_scalar import ELEMENTWISE_OPS
 
 _PRIMITIVES: tuple[type[Operation], ...] = (
     *ELEMENTWISE_OPS,

@@ -21,9 +21,9 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.contraction import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction import Contraction, match_contraction
 from tinyopt.passes.tile.emit import Emitter, Mapping
-from tinyopt.passes.tile.split_k_atomic import atomic_refusal, atomic_store, zero_kernel
+from tinyopt.passes.tile.gemm.split_k_atomic import atomic_refusal, atomic_store, zero_kernel
 
 SEQUENTIAL = "tinyopt.sequential"
 """Kernel attribute asking the tile pass for one thread per point (the partial-sum fold)."""

@@ -1,6 +1,6 @@
 """Schedule rule for flash attention on Hopper: TMA → swizzled shared memory → `wgmma`, FA3 style.
 
-Taken for the kernels `passes/tile/attention.py` matches when the `attn` knob is `wgmma` or
+Taken for the kernels `passes/tile/attention/mma_sync.py` matches when the `attn` knob is `wgmma` or
 `auto` (the default) and q, k and v are each a plain load of the element type (f16/bf16) whose
 last index is the head dim (plus an offset: heads side by side in a row) and whose key (or
 query) index appears as one whole index, so that TMA can copy their tiles (GQA's shared heads and
@@ -41,11 +41,16 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.attention import Attention, _AttentionEmitter, _check_dims, match_attention
+from tinyopt.passes.tile.attention.mma_sync import (
+    Attention,
+    _AttentionEmitter,
+    _check_dims,
+    match_attention,
+)
 from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on, element_bytes
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.wgmma import (
+from tinyopt.passes.tile.gemm.wgmma import (
     ATOM,
     BK,
     CONSUMER_REGISTERS,

@@ -27,7 +27,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
-from tinyopt.passes.tile.contraction_swizzle import swizzled
+from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled
 from tinyopt.passes.tile.emit import Emitter, Mapping, vector_width
 
 

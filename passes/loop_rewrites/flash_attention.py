@@ -26,7 +26,7 @@ kernels (the fused kernel is the more accurate one). A mask that is a constant c
 (0 on and below the diagonal, one very negative value above it) becomes the comparison `j > i`
 instead of a load, so that a schedule can skip the masked key tiles. The reduction is tagged
 `tinyopt.flash_attention` for the tile rule that schedules it on tensor cores
-(`passes/tile/attention.py`).
+(`passes/tile/attention/mma_sync.py`).
 """
 
 from __future__ import annotations
@@ -51,10 +51,10 @@ from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
 from tinyopt.dialects import loop
-from tinyopt.passes.flash_attention_layout import fold_output_copy
-from tinyopt.passes.index_eval import on_grid
-from tinyopt.passes.online_softmax import LOWEST_F32
-from tinyopt.passes.reduce_match import (
+from tinyopt.passes.loop_rewrites.flash_attention_layout import fold_output_copy
+from tinyopt.passes.graph_to_loop.index_eval import on_grid
+from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
+from tinyopt.passes.loop_rewrites.reduce_match import (
     combine_block,
     element,
     f32_constant,

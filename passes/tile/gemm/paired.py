@@ -9,7 +9,7 @@ their A tensor, as the Llama MLP's `silu(x @ wg) * (x @ wu)` does:
       epilogue(g, u); store
     }
 
-The wgmma rule runs it as one dual GEMM (`passes/tile/wgmma.py`): each block loads its A tile
+The wgmma rule runs it as one dual GEMM (`passes/tile/gemm/wgmma.py`): each block loads its A tile
 once for both products and keeps both accumulators, and the epilogue combines them in
 registers, so `u` is never written out and read back. Where that rule does not take the kernel
 (another `mma`, an operand TMA cannot copy, `dual=off`), `unpair` splits it back into two
@@ -27,13 +27,13 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.contraction import (
+from tinyopt.passes.tile.gemm.contraction import (
     Contraction,
     contraction_parts,
     contraction_reduces,
     operand_sides,
 )
-from tinyopt.passes.tile.split_k import derived_kernel, replace_kernels
+from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
 
 
 @dataclass

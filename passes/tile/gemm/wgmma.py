@@ -20,7 +20,7 @@ consumer warpgroups are the whole block and thread 0 issues each copy `stages - 
 right after its slot is released. Consumers keep one wgmma group in flight
 (`wgmma.wait_group 1`) and release the previous step's slot behind it.
 
-A paired contraction (two K loops over one A, `passes/tile/paired.py`) runs as a dual GEMM:
+A paired contraction (two K loops over one A, `passes/tile/gemm/paired.py`) runs as a dual GEMM:
 the block's bn accumulator columns hold both products for bn/2 output columns (the first
 product's in 0..bn/2, the second's in bn/2..bn), the producer copies each B tile into its half
 of the slot by that B's own tensor map, and one m64nBNk16 wgmma per 16 of K multiplies A by
@@ -50,18 +50,18 @@ from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.contraction import (
+from tinyopt.passes.tile.gemm.contraction import (
     DYNAMIC_SHARED_LIMIT,
     SMS,
     Contraction,
     match_contraction,
 )
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
-from tinyopt.passes.tile.epilogue_prefetch import EpiloguePrefetch
+from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.mma_sync import tensor_core_type
-from tinyopt.passes.tile.paired import PairedContraction, match_paired_contraction
+from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
+from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
 
 WARPGROUP = 128
 BK = 64

@@ -17,11 +17,11 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, f32, i64
 from xdsl.ir import BlockArgument, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.contraction import Contraction
+from tinyopt.passes.tile.gemm.contraction import Contraction
 from tinyopt.passes.tile.emit import Emitter, Mapping
 
 if TYPE_CHECKING:
-    from tinyopt.passes.tile.split_k import PartialStore
+    from tinyopt.passes.tile.gemm.split_k import PartialStore
 
 ATOMIC_ADDF = 0
 """`memref.atomic_rmw` kind `addf` (MLIR's `arith::AtomicRMWKind` numbering)."""

@@ -29,16 +29,16 @@ from tinyopt.passes.tile.emit import (
     inline_region,
     vector_width,
 )
-from tinyopt.passes.tile.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
-from tinyopt.passes.tile.contraction_swizzle import swizzled, swizzled_shape
-from tinyopt.passes.tile.contraction_tma import (
+from tinyopt.passes.tile.gemm.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
+from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled, swizzled_shape
+from tinyopt.passes.tile.gemm.contraction_tma import (
     PRODUCER_WARP,
     TmaPipeline,
     ring_bytes,
     tensor_map_args,
     tma_side,
 )
-from tinyopt.passes.tile.next_tile_prefetch import (
+from tinyopt.passes.tile.gemm.next_tile_prefetch import (
     PrefetchedSide,
     prefetch_tile,
     prefetched_side,
@@ -593,7 +593,7 @@ class _ContractionEmitter:
     interleave = False
     """Whether the double-buffered K loop copies A's and B's next slices in turn (`interleaves`)."""
     stream_blocks = 0
-    """Blocks sharing the K steps (stream-K, `passes/tile/stream_k.py`), or 0."""
+    """Blocks sharing the K steps (stream-K, `passes/tile/gemm/stream_k.py`), or 0."""
     stream_tiles = 0
     """The tiles those blocks share, the first in launch order; one block runs each other."""
     stream_buffers: tuple[SSAValue, SSAValue]
@@ -705,7 +705,7 @@ class _ContractionEmitter:
             prefetch_tile(em, local, self.tid, t.threads, k_iv, self.k, t.bk, sides)
 
     def _stream_k(self, a: _Staging, b: _Staging, acc: SSAValue) -> None:
-        """Runs this block's work (`passes/tile/stream_k.py`). Blocks below `stream_blocks`
+        """Runs this block's work (`passes/tile/gemm/stream_k.py`). Blocks below `stream_blocks`
         share the first `stream_tiles` tiles' K steps: steps begin..end of the sequence tile
         0's steps, tile 1's, …, `segments` tile pieces at most; a tile's K steps are rotated
         so that blocks running at once copy the same K slices. A piece that starts a tile runs

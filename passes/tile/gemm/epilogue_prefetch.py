@@ -18,7 +18,7 @@ from xdsl.dialects import memref
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import tile
-from tinyopt.passes.flash_attention import backward_slice
+from tinyopt.passes.loop_rewrites.flash_attention import backward_slice
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, depends_on
 
 

@@ -31,7 +31,7 @@ from xdsl.ir import Block, BlockArgument, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
-from tinyopt.passes.index_eval import constant_index
+from tinyopt.passes.graph_to_loop.index_eval import constant_index
 from tinyopt.passes.tile.emit import Emitter, Mapping
 
 PRODUCER_WARP = 32

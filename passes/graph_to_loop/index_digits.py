@@ -19,7 +19,7 @@ from xdsl.dialects import arith
 from xdsl.dialects.builtin import IndexType, IntegerAttr
 from xdsl.ir import Operation, SSAValue
 
-from tinyopt.passes.index_eval import constant_index
+from tinyopt.passes.graph_to_loop.index_eval import constant_index
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Loop-level rewrites: online softmax, Welford, flash attention, the associativity checker."""

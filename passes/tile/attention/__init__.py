@@ -1,0 +1,1 @@
+"""The attention wing of the tile rules: flash attention on mma.sync and on wgmma."""
