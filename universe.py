@@ -90,6 +90,13 @@ def get_tile_pass() -> type[ModulePass]:
     return TilePass
 
 
+def get_plan_pass() -> type[ModulePass]:
+    """Return the pass attaching each loop kernel's schedule plan (rule and resolved knobs)."""
+    from tinyopt.passes.tile.tile_pass import PlanPass
+
+    return PlanPass
+
+
 def get_to_cuda() -> type[ModulePass]:
     """Return the pass printing tile kernels as CUDA C."""
     from tinyopt.passes.to_cuda import ToCudaPass
@@ -135,6 +142,7 @@ TINYOPT_UNIVERSE = Universe(
     all_passes={
         "decompose": get_decompose,
         "fuse": get_fuse,
+        "plan": get_plan_pass,
         "tile": get_tile_pass,
         "to-cuda": get_to_cuda,
         "online-softmax": get_online_softmax,

@@ -44,6 +44,8 @@ from xdsl.ir import (
 )
 from xdsl.irdl import (
     AttrSizedOperandSegments,
+    ParametrizedAttribute,
+    irdl_attr_definition,
     ParsePropInAttrDict,
     IRDLOperation,
     irdl_op_definition,
@@ -57,7 +59,7 @@ from xdsl.irdl import (
     var_operand_def,
     var_result_def,
 )
-from xdsl.parser import Parser
+from xdsl.parser import AttrParser, Parser
 from xdsl.printer import Printer
 from xdsl.traits import (
     HasParent,
@@ -764,6 +766,130 @@ def set_tensor_maps(kernel: Operation, specs: Sequence[TensorMapArg]) -> None:
     kernel.attributes[TENSOR_MAPS] = ArrayAttr([s.to_attr() for s in specs])
 
 
+KnobValue = int | str
+
+
+def _parse_knob_values(parser: AttrParser) -> dict[str, KnobValue]:
+    """Parses `name = 128, copy = "ld", ...` up to the closing `>`."""
+    values: dict[str, KnobValue] = {}
+    while parser.parse_optional_punctuation(",") is not None:
+        name = parser.parse_identifier(context_msg=" (a knob name)")
+        parser.parse_punctuation("=")
+        value = parser.parse_optional_str_literal()
+        if value is None:
+            value = parser.parse_integer(allow_boolean=False, context_msg=" (a knob value)")
+        if name in values:
+            parser.raise_error(f"knob {name} is given twice")
+        values[name] = value
+    return values
+
+
+def _print_knob_values(printer: Printer, knobs: DictionaryAttr) -> None:
+    for name, value in knobs.data.items():
+        shown = f"{value.value.data}" if isinstance(value, IntegerAttr) else f'"{value.data}"'  # type: ignore[attr-defined]
+        printer.print_string(f", {name} = {shown}")
+
+
+def _knob_dictionary(values: dict[str, KnobValue]) -> DictionaryAttr:
+    return DictionaryAttr(
+        {k: IntegerAttr(v, i64) if isinstance(v, int) else StringAttr(v) for k, v in values.items()}
+    )
+
+
+@irdl_attr_definition
+class PlanAttr(ParametrizedAttribute):
+    """A kernel's schedule: the rule that emits it and every knob that rule reads, resolved.
+
+    Printed `#tile.plan<contraction, bm = 128, copy = "ld", ...>`; `plan` attaches it to each
+    `loop.kernel`, `tile` emits from it and copies it onto the `tile.kernel` for reading.
+    """
+
+    name = "tile.plan"
+
+    rule: StringAttr
+    knobs: DictionaryAttr
+
+    def __init__(self, rule: str, values: dict[str, KnobValue]) -> None:
+        super().__init__(StringAttr(rule), _knob_dictionary(values))
+
+    @property
+    def values(self) -> dict[str, KnobValue]:
+        """The knobs by name, as ints and strings."""
+        return {
+            k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
+            for k, v in self.knobs.data.items()
+        }
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        parser.parse_punctuation("<")
+        rule = parser.parse_identifier(context_msg=" (a schedule rule name)")
+        values = _parse_knob_values(parser)
+        parser.parse_punctuation(">")
+        return (StringAttr(rule), _knob_dictionary(values))
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string(f"<{self.rule.data}")
+        _print_knob_values(printer, self.knobs)
+        printer.print_string(">")
+
+    def verify(self) -> None:
+        for name, value in self.knobs.data.items():
+            if not isinstance(value, IntegerAttr | StringAttr):
+                raise VerifyException(f"tile.plan: knob {name} must be an integer or a string")
+
+
+@irdl_attr_definition
+class KnobsAttr(ParametrizedAttribute):
+    """Knob settings for one kernel (`#tile.knobs<bm = 64, mma = "wgmma">`): the tuned knobs
+    `apply-tuned` writes; `plan` takes them where its own options leave a knob at its default."""
+
+    name = "tile.knobs"
+
+    knobs: DictionaryAttr
+
+    def __init__(self, values: dict[str, KnobValue]) -> None:
+        super().__init__(_knob_dictionary(values))
+
+    @property
+    def values(self) -> dict[str, KnobValue]:
+        """The knobs by name, as ints and strings."""
+        return {
+            k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
+            for k, v in self.knobs.data.items()
+        }
+
+    @classmethod
+    def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
+        parser.parse_punctuation("<")
+        first = parser.parse_optional_identifier()
+        values: dict[str, KnobValue] = {}
+        if first is not None:
+            parser.parse_punctuation("=")
+            value = parser.parse_optional_str_literal()
+            values[first] = value if value is not None else parser.parse_integer()
+            values |= _parse_knob_values(parser)
+        parser.parse_punctuation(">")
+        return (_knob_dictionary(values),)
+
+    def print_parameters(self, printer: Printer) -> None:
+        printer.print_string("<")
+        printer.print_string(
+            ", ".join(
+                f"{k} = {v}" if isinstance(v, int) else f'{k} = "{v}"'
+                for k, v in self.values.items()
+            )
+        )
+        printer.print_string(">")
+
+
+PLAN = "plan"
+"""The `loop.kernel` / `tile.kernel` attribute holding its `#tile.plan`."""
+
+TUNED = "tuned"
+"""The `loop.kernel` attribute holding the `#tile.knobs` that `apply-tuned` found for it."""
+
+
 def _check_shared_index(op: Operation, buffer: SSAValue, indices: Sequence[SSAValue]) -> None:
     t = buffer.type
     assert isinstance(t, MemRefType)
@@ -1369,5 +1495,5 @@ Tile = Dialect(
         WgmmaWaitOp,
         SetMaxNRegOp,
     ],
-    [],
+    [PlanAttr, KnobsAttr],
 )

@@ -6,14 +6,16 @@ caps the width); broadcast operands are loaded once per thread and shared by the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.emit import LaneEmitter, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 
 THREADS = 256
 
@@ -29,21 +31,39 @@ def elementwise_nest(op: loop.KernelOp) -> loop.ParallelOp | None:
     return ops[0]
 
 
-class ScheduleElementwise(RewritePattern):
+@dataclass(frozen=True)
+class ElementwisePlan:
+    threads: int
+    vec: int
+    """The widest vector wanted; the accesses' alignment may give less."""
+
+
+class Elementwise(Rule[loop.ParallelOp, ElementwisePlan]):
     """Gives each thread `vec` consecutive points of the innermost dimension."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "elementwise"
+    reads = "threads vec"
+    plan_type = ElementwisePlan
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, loop.KernelOp) or (nest := elementwise_nest(op)) is None:
-            return
+    def match(self, kernel: loop.KernelOp) -> loop.ParallelOp | str:
+        return elementwise_nest(kernel) or "not one parallel loop without nested loops"
+
+    def plan(self, kernel: loop.KernelOp, m: loop.ParallelOp, knobs: Knobs) -> ElementwisePlan:
+        return ElementwisePlan(knobs.threads or THREADS, knobs.vec or 16)
+
+    def emit(
+        self,
+        kernel: loop.KernelOp,
+        nest: loop.ParallelOp,
+        plan: ElementwisePlan,
+        rewriter: PatternRewriter,
+    ) -> None:
         *outer, inner = nest.extents
         body = nest.body.block
-        width = vector_width(body.ops, body.args[-1], inner, self.knobs.vec or 16)
+        width = vector_width(body.ops, body.args[-1], inner, plan.vec)
         chunks = prod(outer) * (inner // width)
-        threads = self.knobs.threads or THREADS
-        kernel, em, mapping = new_kernel(op, (-(-chunks // threads), 1, 1), (threads, 1, 1))
+        threads = plan.threads
+        new, em, mapping = new_kernel(kernel, (-(-chunks // threads), 1, 1), (threads, 1, 1))
         flat = em.add(
             em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x"))
         )
@@ -53,4 +73,4 @@ class ScheduleElementwise(RewritePattern):
             LaneEmitter(em, body.args[-1], em.mul(chunk, width), width).emit(
                 list(body.ops), mapping
             )
-        replace_kernel(rewriter, op, kernel)
+        replace_kernel(rewriter, kernel, new)

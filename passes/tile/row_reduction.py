@@ -10,13 +10,13 @@ into registers and reused, so the kernel reads its input once and writes its out
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from math import prod
 
 from xdsl.dialects import memref, scf
 from xdsl.dialects.builtin import MemRefType
 from xdsl.ir import Operation, Region, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.emit import (
@@ -30,6 +30,7 @@ from tinyopt.passes.tile.emit import (
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
 
 MAX_CACHED_ELEMENTS = 64
@@ -62,59 +63,103 @@ def tile_combine(region: Region) -> Region:
     return clone
 
 
-class ScheduleRowReduction(RewritePattern):
+@dataclass(frozen=True)
+class RowReductionPlan:
+    threads: int
+    """Threads per row."""
+    rows: int
+    """Rows per block (one warp each where threads = 32)."""
+    vec: int
+    """The widest vector wanted; the accesses' alignment may give less."""
+    cache: int
+    """1: a row read twice is kept in registers between its loops."""
+
+
+class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
     """Maps each row to a group of threads; reductions use the warp or block reduce."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "row_reduction"
+    reads = "threads vec rows cache"
+    plan_type = RowReductionPlan
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, loop.KernelOp) or (nest := row_nest(op)) is None:
-            return
+    def match(self, kernel: loop.KernelOp) -> tuple[loop.ParallelOp, int] | str:
+        return row_nest(kernel) or "not a loop over rows of inner loops of one length"
+
+    def plan(
+        self,
+        kernel: loop.KernelOp,
+        nest: tuple[loop.ParallelOp, int],
+        knobs: Knobs,
+    ) -> RowReductionPlan | str:
         outer, length = nest
-        inner_loops = [
-            o for o in outer.body.block.ops if isinstance(o, loop.ParallelOp | loop.ReduceOp)
-        ]
-        width = min(
-            vector_width(o.body.block.ops, o.body.block.args[0], length, self.knobs.vec or 16)
-            for o in inner_loops
-        )
+        vec = knobs.vec or 16
+        chunks = length // _width(outer, length, vec)
+        rows = prod(outer.extents)
+        threads = knobs.threads
+        if not threads:
+            threads = 32 if chunks <= 128 else min(1024, max(64, (-(-chunks // 4) + 31) // 32 * 32))
+            threads = 1 << (threads - 1).bit_length() if threads > 32 else 32
+        rows_per_block = knobs.rows
+        if not rows_per_block:
+            rows_per_block = 1
+            if threads <= 32:
+                rows_per_block = next(r for r in (8, 4, 2, 1) if rows % r == 0)
+        plan = RowReductionPlan(threads, rows_per_block, vec, knobs.cache)
+        return self.check(kernel, nest, plan) or plan
+
+    def check(
+        self,
+        kernel: loop.KernelOp,
+        nest: tuple[loop.ParallelOp, int],
+        plan: RowReductionPlan,
+    ) -> str | None:
+        rows = prod(nest[0].extents)
+        if rows % plan.rows:
+            return f"rows={plan.rows} does not divide the {rows} rows of the kernel"
+        if plan.threads > 32 and plan.rows > 1:
+            return (
+                f"rows={plan.rows} needs threads <= 32 (one warp per row), "
+                f"got threads={plan.threads}"
+            )
+        return None
+
+    def emit(
+        self,
+        kernel: loop.KernelOp,
+        nest: tuple[loop.ParallelOp, int],
+        plan: RowReductionPlan,
+        rewriter: PatternRewriter,
+    ) -> None:
+        outer, length = nest
+        inner_loops = _inner_loops(outer)
+        width = _width(outer, length, plan.vec)
         chunks = length // width
         rows = prod(outer.extents)
-        threads, rows_per_block = self._group_shape(chunks, rows)
-        kernel, em, mapping = new_kernel(
-            op, (rows // rows_per_block, 1, 1), (threads, rows_per_block, 1)
+        threads, rows_per_block = plan.threads, plan.rows
+        new, em, mapping = new_kernel(
+            kernel, (rows // rows_per_block, 1, 1), (threads, rows_per_block, 1)
         )
         row = em.add(
             em.mul(em.value(tile.BlockIdOp("x")), rows_per_block), em.value(tile.ThreadIdOp("y"))
         )
         mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
         lane = em.value(tile.ThreadIdOp("x"))
-        _RowEmitter(em, lane, threads, width, chunks, self.knobs.cache == 1).emit(
+        _RowEmitter(em, lane, threads, width, chunks, plan.cache == 1).emit(
             list(outer.body.block.ops), inner_loops, mapping
         )
-        replace_kernel(rewriter, op, kernel)
+        replace_kernel(rewriter, kernel, new)
 
-    def _group_shape(self, chunks: int, rows: int) -> tuple[int, int]:
-        threads = self.knobs.threads
-        if not threads:
-            threads = 32 if chunks <= 128 else min(1024, max(64, (-(-chunks // 4) + 31) // 32 * 32))
-            threads = 1 << (threads - 1).bit_length() if threads > 32 else 32
-        rows_per_block = self.knobs.rows
-        if not rows_per_block:
-            rows_per_block = 1
-            if threads <= 32:
-                rows_per_block = next(r for r in (8, 4, 2, 1) if rows % r == 0)
-        if rows % rows_per_block:
-            raise DiagnosticException(
-                f"tile: rows={rows_per_block} does not divide the {rows} rows of the kernel"
-            )
-        if threads > 32 and rows_per_block > 1:
-            raise DiagnosticException(
-                f"tile: rows={rows_per_block} needs threads <= 32 (one warp per row), "
-                f"got threads={threads}"
-            )
-        return threads, rows_per_block
+
+def _inner_loops(outer: loop.ParallelOp) -> list[loop.ParallelOp | loop.ReduceOp]:
+    return [o for o in outer.body.block.ops if isinstance(o, loop.ParallelOp | loop.ReduceOp)]
+
+
+def _width(outer: loop.ParallelOp, length: int, vec: int) -> int:
+    """The vector width every inner loop's accesses allow, at most `vec`."""
+    return min(
+        vector_width(o.body.block.ops, o.body.block.args[0], length, vec)
+        for o in _inner_loops(outer)
+    )
 
 
 class _RowEmitter:

@@ -6,33 +6,58 @@ the thread, in the loop dialect's order, so it is always correct and rarely fast
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from math import prod
 
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.emit import emit_sequential
-from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 
 THREADS = 256
 
 
-class ScheduleSequentially(RewritePattern):
+@dataclass(frozen=True)
+class SequentialPlan:
+    threads: int
+    """Threads per block (fewer where the kernel has fewer points)."""
+
+
+class Sequential(Rule[loop.ParallelOp | None, SequentialPlan]):
     """Maps each point of the kernel's outer `loop.parallel` to one thread."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "sequential"
+    reads = "threads"
+    plan_type = SequentialPlan
+    selector = ("schedule", "sequential")
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, loop.KernelOp):
-            return
-        ops = list(op.body.block.ops)
-        outer = ops[0] if len(ops) == 1 and isinstance(ops[0], loop.ParallelOp) else None
+    def considered(self, knobs: Knobs) -> bool:
+        return True
+
+    def match(self, kernel: loop.KernelOp) -> loop.ParallelOp | None:
+        ops = list(kernel.body.block.ops)
+        return ops[0] if len(ops) == 1 and isinstance(ops[0], loop.ParallelOp) else None
+
+    def plan(
+        self, kernel: loop.KernelOp, m: loop.ParallelOp | None, knobs: Knobs
+    ) -> SequentialPlan:
+        return SequentialPlan(knobs.threads or THREADS)
+
+    def emit(
+        self,
+        kernel: loop.KernelOp,
+        m: loop.ParallelOp | None,
+        plan: SequentialPlan,
+        rewriter: PatternRewriter,
+    ) -> None:
+        outer, ops = m, list(kernel.body.block.ops)
         points = prod(outer.extents) if outer else 1
-        threads = min(self.knobs.threads or THREADS, max(32, points))
-        kernel, em, mapping = new_kernel(
-            op, grid=(-(-points // threads), 1, 1), block=(threads, 1, 1)
+        threads = min(plan.threads, max(32, points))
+        new, em, mapping = new_kernel(
+            kernel, grid=(-(-points // threads), 1, 1), block=(threads, 1, 1)
         )
         flat = em.add(
             em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x"))
@@ -47,4 +72,4 @@ class ScheduleSequentially(RewritePattern):
                     ivs = em.delinearize(flat, outer.extents)
                     mapping.update(zip(outer.body.block.args, ivs, strict=True))
                     emit_sequential(em, outer.body.block.ops, mapping)
-        replace_kernel(rewriter, op, kernel)
+        replace_kernel(rewriter, kernel, new)

@@ -1,126 +1,76 @@
-"""The `tile` pass: schedules every `loop.kernel` as a `tile.kernel` by the first rule that fits."""
+"""The `plan` and `tile` passes: plan every `loop.kernel`, then emit each from its plan."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
-from xdsl.pattern_rewriter import (
-    GreedyRewritePatternApplier,
-    PatternRewriter,
-    RewritePattern,
-)
+from xdsl.pattern_rewriter import PatternRewriter
 from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import dce
 from xdsl.utils.exceptions import DiagnosticException
 
-from tinyopt.dialects import loop
-from tinyopt.passes.autotune import cache as tuning
-from tinyopt.passes.tile.attention.mma_sync import ScheduleAttention
-from tinyopt.passes.tile.attention.wgmma import ScheduleAttentionWgmma
-from tinyopt.passes.tile.gemm.contraction import ScheduleContraction
-from tinyopt.passes.tile.elementwise import ScheduleElementwise
-from tinyopt.passes.tile.knobs import Knobs, check
-from tinyopt.passes.tile.gemm.mma_sync import ScheduleMmaSync
-from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
-from tinyopt.passes.tile.row_reduction import ScheduleRowReduction
-from tinyopt.passes.tile.sequential import ScheduleSequentially
-from tinyopt.passes.tile.gemm.split_k import split_kernel
-from tinyopt.passes.tile.gemm.stream_k import stream_k_kernels
-from tinyopt.passes.tile.gemm.tf32 import ScheduleTf32
-from tinyopt.passes.tile.gemm.wgmma import ScheduleWgmma, dual_refusal
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.planner import plan_module
+from tinyopt.passes.tile.registry import RULE_TYPES, rule_named
+from tinyopt.passes.tile.rule import plan_from_attr
+from tinyopt.passes.tile.target import Target
+
+
+@dataclass(frozen=True)
+class PlanPass(Knobs, ModulePass):
+    """Attaches to each `loop.kernel` its `#tile.plan`: the rule that schedules it and every
+    knob that rule reads, resolved from the options (and the kernel's tuned knobs, where
+    `apply-tuned` wrote them). Kernels that already have a plan keep it."""
+
+    name = "plan"
+
+    sms: int = Target.sms
+    """The target's SM count (the H200's 132 by default)."""
+
+    def apply(self, ctx: Context, op: ModuleOp) -> None:
+        plan_module(op, self, Target(sms=self.sms))
 
 
 @dataclass(frozen=True)
 class TilePass(Knobs, ModulePass):
-    """Maps loop kernels onto grid, blocks and threads; schedule choices are the knobs.
-
-    A kernel with an entry in the tuning cache for this GPU (docs/tuning.md) takes the tuned
-    knobs, except those the pass options set.
-    """
+    """Maps loop kernels onto grid, blocks and threads: each is emitted by the rule its plan
+    names, from the plan's knobs; a kernel without a plan is planned first, with the options."""
 
     name = "tile"
 
+    sms: int = Target.sms
+    """The target's SM count (the H200's 132 by default)."""
+
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        _check(self)
-        tile_kernels(ctx, op, lambda kernel: self._knobs_for(ctx, kernel))
-
-    def _knobs_for(self, ctx: Context, kernel: loop.KernelOp) -> Knobs:
-        knobs, tuned = tuning.tuned_knobs(kernel, self)
-        if tuned and lowering_error(ctx, kernel, knobs) is not None:
-            tuning.forget(kernel)  # stale: the rules changed since it was tuned
-            return self
-        return knobs
-
-
-def _check(knobs: Knobs) -> None:
-    try:
-        check(knobs)
-    except ValueError as e:
-        raise DiagnosticException(str(e)) from None
+        target = Target(sms=self.sms)
+        plan_module(op, self, target)
+        for kernel in list(loop.kernels(op)):
+            _emit(kernel, target)
+        # The rules emit index arithmetic per lane and per use; clean it up so the printed
+        # CUDA stays readable (the CUDA compiler would fold it anyway).
+        CommonSubexpressionElimination().apply(ctx, op)
+        dce(op)
 
 
-def _rules(knobs: Knobs) -> GreedyRewritePatternApplier:
-    rules: list[RewritePattern] = [ScheduleSequentially(knobs)]
-    if knobs.schedule == "auto":
-        rules = [
-            ScheduleAttentionWgmma(knobs),
-            ScheduleAttention(knobs),
-            ScheduleWgmma(knobs),
-            ScheduleMmaSync(knobs),
-            ScheduleTf32(knobs),
-            ScheduleContraction(knobs),
-            ScheduleRowReduction(knobs),
-            ScheduleElementwise(knobs),
-            *rules,
-        ]
-    return GreedyRewritePatternApplier(rules)
-
-
-def _dual_or_unpaired(
-    module: ModuleOp, kernel: loop.KernelOp, knobs: Knobs
-) -> tuple[loop.KernelOp, ...]:
-    """Keeps a paired contraction whole where the wgmma rule runs it as a dual GEMM (the `dual`
-    knob), else splits it in two (`paired.unpair`); other kernels pass through."""
-    if (c := match_paired_contraction(kernel)) is None:
-        return (kernel,)
-    refusal = "dual=off" if knobs.dual == "off" else dual_refusal(knobs, c)
-    if refusal is None:
-        return (kernel,)
-    if knobs.dual == "on":
+def _emit(kernel: loop.KernelOp, target: Target) -> None:
+    """Replaces a planned loop kernel by the tile kernel its plan's rule emits."""
+    name = kernel.sym_name.data
+    attr = kernel.attributes[tile.PLAN]
+    assert isinstance(attr, tile.PlanAttr)
+    rule = rule_named(attr.rule.data, target)
+    if rule is None:
+        known = ", ".join(r.name for r in RULE_TYPES)
         raise DiagnosticException(
-            f"tile: dual=on cannot run kernel @{kernel.sym_name.data} as one dual GEMM: {refusal}"
+            f"tile: kernel @{name}: its plan names no rule {attr.rule.data} (rules: {known})"
         )
-    return unpair(module, kernel, c)
-
-
-def lowering_error(ctx: Context, kernel: loop.KernelOp, knobs: Knobs) -> str | None:
-    """Returns the diagnostic the rules give when scheduling a copy of `kernel` with `knobs`,
-    or None when they schedule it."""
-    try:
-        tile_kernels(ctx, ModuleOp([kernel.clone()]), lambda _: knobs)
-    except DiagnosticException as e:
-        return str(e)
-    return None
-
-
-def tile_kernels(ctx: Context, op: ModuleOp, knobs_for: Callable[[loop.KernelOp], Knobs]) -> None:
-    """Schedules every loop kernel of the module with the knobs `knobs_for` gives it."""
-    for kernel in list(loop.kernels(op)):
-        knobs = knobs_for(kernel)
-        _check(knobs)
-        for whole in _dual_or_unpaired(op, kernel, knobs):
-            split = (
-                split_kernel(op, whole, knobs.splitk, knobs.splitk_mode)
-                if knobs.splitk > 1
-                else (whole,)
-            )
-            for part in [p for piece in split for p in stream_k_kernels(op, piece, knobs)]:
-                _rules(knobs).match_and_rewrite(part, PatternRewriter(part))
-    # The rules emit index arithmetic per lane and per use; clean it up so the printed
-    # CUDA stays readable (the CUDA compiler would fold it anyway).
-    CommonSubexpressionElimination().apply(ctx, op)
-    dce(op)
+    m = rule.match(kernel)
+    if isinstance(m, str):
+        raise DiagnosticException(f"tile: kernel @{name}: rule {rule.name} of its plan: {m}")
+    plan = plan_from_attr(rule, attr)
+    if isinstance(plan, str) or isinstance(plan := rule.check(kernel, m, plan) or plan, str):
+        raise DiagnosticException(f"tile: plan of kernel @{name}: {plan}")
+    rule.emit(kernel, m, plan, PatternRewriter(kernel))

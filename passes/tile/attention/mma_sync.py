@@ -66,7 +66,7 @@ from xdsl.dialects.builtin import (
     i64,
 )
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR, backward_slice, causal_floor
@@ -81,6 +81,7 @@ from tinyopt.passes.tile.emit import (
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
@@ -279,27 +280,55 @@ def _check_dims(a: Attention, extents: Sequence[int]) -> bool:
     return all(h % MMA_K == 0 and h <= MAX_HEAD_DIM for h in (head_qk, head_v))
 
 
-class ScheduleAttention(RewritePattern):
+def match_flash_attention(kernel: loop.KernelOp) -> Attention | str:
+    """The flash-attention kernel's parts where its head dims suit the tensor cores."""
+    if (a := match_attention(kernel)) is None:
+        return "not a flash-attention kernel (the flash-attention rewrite's form)"
+    if not _check_dims(a, a.nest.extents):
+        return f"head dims must be multiples of {MMA_K} up to {MAX_HEAD_DIM}"
+    return a
+
+
+@dataclass(frozen=True)
+class AttentionPlan:
+    arows: int
+    """Query rows per warp (16 or 32)."""
+    awarps: int
+    """Warps per block (4 or 8)."""
+
+
+class AttentionSync(Rule[Attention, AttentionPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on tensor cores (FA2 style)."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "attention"
+    reads = "attn arows awarps"
+    plan_type = AttentionPlan
+    selector = ("attn", "sync")
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.attn not in ("sync", "auto") or not isinstance(op, loop.KernelOp):
-            return
-        if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
-            return
+    def match(self, kernel: loop.KernelOp) -> Attention | str:
+        return match_flash_attention(kernel)
+
+    def plan(self, kernel: loop.KernelOp, a: Attention, knobs: Knobs) -> AttentionPlan:
+        return AttentionPlan(knobs.arows or ROWS_PER_WARP, knobs.awarps or WARPS)
+
+    def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionPlan) -> str | None:
+        if plan.arows not in (16, 32) or plan.awarps not in (4, 8):
+            return f"arows must be 16 or 32 and awarps 4 or 8, got {plan.arows} and {plan.awarps}"
+        return None
+
+    def emit(
+        self, kernel: loop.KernelOp, a: Attention, plan: AttentionPlan, rewriter: PatternRewriter
+    ) -> None:
         *batch, s_q, _ = a.nest.extents
-        warps = self.knobs.awarps or WARPS
-        rows = (self.knobs.arows or ROWS_PER_WARP) * warps
+        warps = plan.awarps
+        rows = plan.arows * warps
         grid = (-(-s_q // rows), prod(batch), 1)
-        kernel, em, mapping = new_kernel(op, grid, (warps * WARP, 1, 1))
+        new, em, mapping = new_kernel(kernel, grid, (warps * WARP, 1, 1))
         if warps * WARP > 128 and rows // warps == MMA_M:
             # Two blocks per SM: 128 registers per thread, which 16 rows per warp about take.
-            kernel.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
+            new.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
         _AttentionEmitter(em, a, mapping, warps, rows // warps // MMA_M).emit()
-        replace_kernel(rewriter, op, kernel)
+        replace_kernel(rewriter, kernel, new)
 
 
 @dataclass

@@ -37,19 +37,18 @@ from math import prod
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.attention.mma_sync import (
     Attention,
     _AttentionEmitter,
-    _check_dims,
-    match_attention,
+    match_flash_attention,
 )
 from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on, element_bytes
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.wgmma import (
     ATOM,
     BK,
@@ -71,8 +70,8 @@ HEAD_DIMS = (64, 128)
 S within the consumers' 232 registers."""
 
 
-def _fail(message: str) -> DiagnosticException:
-    return DiagnosticException(f"tile: attn=wgmma {message}")
+def _fail(message: str) -> str:
+    return f"attn=wgmma {message}"
 
 
 @dataclass
@@ -98,12 +97,12 @@ class _TmaSide:
 
 def _tma_side(
     a: Attention, value: SSAValue, row_iv: SSAValue, col_iv: SSAValue, cols: int, what: str
-) -> _TmaSide:
-    """Returns how TMA copies operand `what`, else raises the diagnostic that says why not."""
+) -> _TmaSide | str:
+    """Returns how TMA copies operand `what`, else the sentence that says why not."""
     ops = a.ops_of(value)
     loads = [op for op in ops if isinstance(op, memref.LoadOp)]
     if len(loads) != 1 or (load := loads[0]).res.type != a.element:
-        raise _fail(f"needs {what} to be one load of {a.element} (TMA copies raw bytes)")
+        return _fail(f"needs {what} to be one load of {a.element} (TMA copies raw bytes)")
     widened = value == load.res or (
         isinstance(value.owner, arith.ExtFOp) and value.owner.input == load.res
     )
@@ -112,33 +111,37 @@ def _tma_side(
         for op in ops
     )
     if not widened or not index_math:
-        raise _fail(f"needs {what} to be a plain load, with no math on the loaded value")
+        return _fail(f"needs {what} to be a plain load, with no math on the loaded value")
     indices = list(load.indices)
     moving = depends_on(ops, [row_iv, col_iv])
     if not _column(indices[-1], col_iv, moving) or indices.count(row_iv) != 1:
-        raise _fail(
+        return _fail(
             f"needs {what}'s last index to be its head-dim index (plus an offset) and its "
             "sequence index to be one whole index"
         )
     row_position = indices.index(row_iv)
     if any(v in moving for p, v in enumerate(indices) if p not in (row_position, len(indices) - 1)):
-        raise _fail(f"needs {what}'s other indices to be independent of the sequence and head dim")
+        return _fail(f"needs {what}'s other indices to be independent of the sequence and head dim")
     args = list(a.nest.parent_block().args)  # type: ignore[union-attr]
     if load.memref not in args:
-        raise _fail(f"needs {what} to be read from a kernel argument")
+        return _fail(f"needs {what} to be read from a kernel argument")
     return _TmaSide(ops, load, row_iv, col_iv, row_position, args.index(load.memref), cols)
 
 
-def _tma_sides(a: Attention) -> tuple[_TmaSide, _TmaSide, _TmaSide]:
-    """Returns how TMA copies q, k and v, else raises the diagnostic that says why it cannot."""
+def _tma_sides(a: Attention) -> tuple[_TmaSide, _TmaSide, _TmaSide] | str:
+    """Returns how TMA copies q, k and v, else the sentence that says why it cannot."""
     head_qk, head_v = a.qk.extents[0], a.nest.extents[-1]
     if head_qk not in HEAD_DIMS or head_v not in HEAD_DIMS:
-        raise _fail(f"needs head dims in {HEAD_DIMS}, got {head_qk} (q·k) and {head_v} (v)")
+        return _fail(f"needs head dims in {HEAD_DIMS}, got {head_qk} (q·k) and {head_v} (v)")
     q = _tma_side(a, a.q_value, a.i, a.e, head_qk, "q")
     k = _tma_side(a, a.k_value, a.j, a.e, head_qk, "k")
     v = _tma_side(a, a.yielded[2], a.j, a.d, head_v, "v")
+    for side in (q, k, v):
+        if isinstance(side, str):
+            return side
+    assert not isinstance(q, str) and not isinstance(k, str) and not isinstance(v, str)
     if len({q.arg, k.arg, v.arg}) != 3:
-        raise _fail("needs q, k and v in three different buffers (one tensor map each)")
+        return _fail("needs q, k and v in three different buffers (one tensor map each)")
     return q, k, v
 
 
@@ -154,32 +157,56 @@ def _column(index: SSAValue, col_iv: SSAValue, moving: set[SSAValue]) -> bool:
     return offset not in moving
 
 
-class ScheduleAttentionWgmma(RewritePattern):
+@dataclass(frozen=True)
+class AttentionWgmmaPlan:
+    heads_first: int
+    """1: the grid runs heads fastest (every head's longest query tiles first; causal kernels
+    whose K and V fit in `HEADS_FIRST_BYTES`), 0: query tiles fastest."""
+
+
+class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "attention_wgmma"
+    reads = "attn"
+    plan_type = AttentionWgmmaPlan
+    selector = ("attn", "wgmma")
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.attn not in ("wgmma", "auto") or not isinstance(op, loop.KernelOp):
-            return
-        if (a := match_attention(op)) is None or not _check_dims(a, a.nest.extents):
-            return
-        try:
-            q, k, v = _tma_sides(a)
-        except DiagnosticException:
-            if self.knobs.attn == "auto":
-                return  # attn=auto: the mma.sync schedule takes it
-            raise
+    def match(self, kernel: loop.KernelOp) -> Attention | str:
+        return match_flash_attention(kernel)
+
+    def plan(self, kernel: loop.KernelOp, a: Attention, knobs: Knobs) -> AttentionWgmmaPlan | str:
+        if isinstance(sides := _tma_sides(a), str):
+            return sides
+        _, k, v = sides
+        fits = _bytes(kernel, k.arg) + _bytes(kernel, v.arg) <= HEADS_FIRST_BYTES
+        return AttentionWgmmaPlan(int(a.causal and fits))
+
+    def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
+        if plan.heads_first not in (0, 1):
+            return f"heads_first must be 0 or 1, got {plan.heads_first}"
+        sides = _tma_sides(a)
+        return sides if isinstance(sides, str) else None
+
+    def emit(
+        self,
+        kernel: loop.KernelOp,
+        a: Attention,
+        plan: AttentionWgmmaPlan,
+        rewriter: PatternRewriter,
+    ) -> None:
+        sides = _tma_sides(a)
+        assert not isinstance(sides, str)
+        q, k, v = sides
         *batch, s_q, _ = a.nest.extents
-        heads_first = a.causal and _bytes(op, k.arg) + _bytes(op, v.arg) <= HEADS_FIRST_BYTES
+        heads_first = bool(plan.heads_first)
         grid = (-(-s_q // BM), prod(batch), 1)
         if heads_first:  # every head's longest query tiles launch first
             grid = (prod(batch), -(-s_q // BM), 1)
-        kernel, em, mapping = new_kernel(op, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
-        kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+        new, em, mapping = new_kernel(kernel, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
+        new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         tile.set_tensor_maps(
-            kernel,
+            new,
             [
                 tile.TensorMapArg(q.arg, q.box(BM), SWIZZLE),
                 tile.TensorMapArg(k.arg, k.box(BN), SWIZZLE),
@@ -187,7 +214,7 @@ class ScheduleAttentionWgmma(RewritePattern):
             ],
         )
         _WgmmaAttentionEmitter(em, a, mapping, q, k, v, heads_first).emit()
-        replace_kernel(rewriter, op, kernel)
+        replace_kernel(rewriter, kernel, new)
 
 
 HEADS_FIRST_BYTES = 16 << 20

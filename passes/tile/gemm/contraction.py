@@ -15,26 +15,23 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import DenseArrayBase, IntegerAttr, f32, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.emit import (
     Emitter,
     LaneEmitter,
     Mapping,
-    depends_on,
     inline_region,
     vector_width,
 )
 from tinyopt.passes.tile.gemm.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
 from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled, swizzled_shape
 from tinyopt.passes.tile.gemm.contraction_tma import (
-    PRODUCER_WARP,
     TmaPipeline,
-    ring_bytes,
+    TmaSide,
     tensor_map_args,
     tma_side,
 )
@@ -45,475 +42,214 @@ from tinyopt.passes.tile.gemm.next_tile_prefetch import (
     prefetches,
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.gemm.contraction_match import (
+    Contraction,
+    match_contraction,
+    operand_types,
+)
+from tinyopt.passes.tile.gemm.contraction_plan import (
+    K_VECTOR,
+    SHARED_LIMIT,
+    TENSOR_CORE_ONLY,
+    UNROLLED_HELPERS,
+    Tiles,
+    blocks_per_sm,
+    choose_tiles,
+    interleaves,
+    resolve_copy,
+    row_major,
+    serpentine,
+    stream_k_blocks,
+    stream_k_unit,
+    tile_refusal,
+    two_steps_per_iteration,
+)
+from tinyopt.passes.tile.gemm.stream_k import (
+    STREAM_K_MODES,
+    stream_k_kernels,
+    stream_k_mode,
+    stream_k_share,
+)
 from tinyopt.passes.tile.knobs import Knobs
-
-SHARED_LIMIT = 48 * 1024
-"""Static shared memory a block may declare."""
-
-DYNAMIC_SHARED_LIMIT = 227 * 1024
-"""Shared memory a block may use on the H200 (dynamic, opted in)."""
+from tinyopt.passes.tile.rule import Rule
 
 
-@dataclass
-class Contraction:
-    """The parts of a contraction kernel: loops, the two operand sides, and the epilogue."""
-
-    nest: loop.ParallelOp
-    reduce: loop.ReduceOp
-    a_side: list[Operation]
-    a_value: SSAValue
-    b_side: list[Operation]
-    b_value: SSAValue
-    product: Operation
-    m_iv: SSAValue
-    n_iv: SSAValue
-    prologue: list[Operation]
-    epilogue: list[Operation]
-
-    @property
-    def extents(self) -> tuple[int, int, int, int]:
-        *batch, m, n = self.nest.extents
-        return (batch[0] if batch else 1, m, n, self.reduce.extents[0])
-
-
-def _slice(ops: Sequence[Operation], value: SSAValue) -> list[Operation]:
-    """Returns the ops among `ops` that `value` needs, in order."""
-    needed = {value}
-    picked: list[Operation] = []
-    for op in reversed(ops):
-        if any(r in needed for r in op.results):
-            picked.append(op)
-            needed.update(op.operands)
-    return picked[::-1]
+def tma_sides(
+    c: Contraction, t: Tiles, name: str, m0: SSAValue | None, n0: SSAValue | None
+) -> list[TmaSide] | str:
+    """How TMA copies A and B (origins `m0`, `n0`), or why it cannot."""
+    k_iv = c.reduce.body.block.args[0]
+    batch_ivs = list(c.nest.body.block.args[:-2])
+    sides = []
+    for which, side, value, iv, origin, size in (
+        ("A", c.a_side, c.a_value, c.m_iv, m0, t.bm),
+        ("B", c.b_side, c.b_value, c.n_iv, n0, t.bn),
+    ):
+        load = plain_load(side, value, name, t.copy, which)
+        if isinstance(load, str):
+            return load
+        copied = tma_side(load, k_iv, iv, batch_ivs, origin, size, name, which)  # type: ignore[arg-type]
+        if isinstance(copied, str):
+            return copied
+        sides.append(copied)
+    return sides
 
 
-def match_contraction(op: loop.KernelOp) -> Contraction | None:
-    """Recognizes `parallel(b?, m, n) { reduce(k) { A(m,k) * B(k,n) }; epilogue; store }`."""
-    found = contraction_reduces(op)
-    if found is None or len(found[1]) != 1:
-        return None
-    return contraction_parts(*found)
+def copy_refusal(c: Contraction, t: Tiles, name: str) -> str | None:
+    """Why the copy engine `t.copy` cannot copy the contraction's operands, or None."""
+    if t.copy == "tma":
+        sides = tma_sides(c, t, name, None, None)
+        return sides if isinstance(sides, str) else _refusal(tensor_map_args(sides, t.bk, name))
+    if t.copy == "cp_async":
+        batch, m, n, k = c.extents
+        k_iv = c.reduce.body.block.args[0]
+        for which, side, value, iv, extent, size in (
+            ("A", c.a_side, c.a_value, c.m_iv, m, t.bm),
+            ("B", c.b_side, c.b_value, c.n_iv, n, t.bn),
+        ):
+            load = plain_load(side, value, name, t.copy, which)
+            if isinstance(load, str):
+                return load
+            copied = copied_side(load, k_iv, k, iv, None, extent, size, t.bk, t.vec, name, t.copy)  # type: ignore[arg-type]
+            if isinstance(copied, str):
+                return copied
+    return None
 
 
-def contraction_reduces(op: loop.KernelOp) -> tuple[loop.ParallelOp, list[loop.ReduceOp]] | None:
-    """Returns the (b?, m, n) nest of a kernel and its K loops (`tinyopt.contraction` reduces),
-    or None when the kernel is not one parallel nest whose only inner loops are those."""
-    ops = list(op.body.block.ops)
-    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
-        return None
-    if len(nest.extents) not in (2, 3):
-        return None
-    body_ops = list(nest.body.block.ops)
-    reduces = [o for o in body_ops if isinstance(o, loop.ReduceOp)]
-    if not reduces or any("tinyopt.contraction" not in r.attributes for r in reduces):
-        return None
-    if any(isinstance(o, loop.ParallelOp) for o in body_ops):
-        return None
-    return nest, reduces
+def _refusal(result: object) -> str | None:
+    return result if isinstance(result, str) else None
 
 
-def contraction_parts(nest: loop.ParallelOp, reduces: list[loop.ReduceOp]) -> Contraction | None:
-    """Splits a contraction nest at its first K loop: prologue (what comes before it, none of
-    it per point), the operand sides, and the epilogue after the last K loop."""
-    parts = [operand_sides(nest, r) for r in reduces]
-    if None in parts:
-        return None
-    body_ops = list(nest.body.block.ops)
-    last = body_ops.index(reduces[-1])
-    prologue = [o for o in body_ops[:last] if not isinstance(o, loop.ReduceOp)]
-    computed = {r for o in prologue for r in o.results}
-    per_point = [*nest.body.block.args, *(r for o in reduces for r in o.res)]
-    if depends_on(body_ops[:last], per_point) & computed:
-        return None
-    *_, m_iv, n_iv = nest.body.block.args
-    a_side, lhs, b_side, rhs, product = parts[0]  # type: ignore[misc]
-    return Contraction(
-        nest,
-        reduces[0],
-        a_side,
-        lhs,
-        b_side,
-        rhs,
-        product,
-        m_iv,
-        n_iv,
-        prologue,
-        body_ops[last + 1 :],
-    )
-
-
-def operand_sides(
-    nest: loop.ParallelOp, reduce: loop.ReduceOp
-) -> tuple[list[Operation], SSAValue, list[Operation], SSAValue, Operation] | None:
-    """Returns (A side, A value, B side, B value, product) of a K loop `yield a * b` whose A
-    side does not vary with n nor its B side with m, else None."""
-    if len(reduce.extents) != 1 or len(reduce.res) != 1:
-        return None
-    inner = list(reduce.body.block.ops)
-    yield_op = inner[-1]
-    if len(inner) < 2 or not isinstance(product := inner[-2], arith.MulfOp):
-        return None
-    if not isinstance(yield_op, loop.YieldOp) or list(yield_op.arguments) != [product.result]:
-        return None
-    *_, m_iv, n_iv = nest.body.block.args
-    lhs, rhs = product.lhs, product.rhs
-    if lhs in depends_on(inner, [n_iv]):
-        lhs, rhs = rhs, lhs
-    body = inner[:-2]
-    if lhs in depends_on(body, [n_iv]) or rhs in depends_on(body, [m_iv]):
-        return None
-    return _slice(body, lhs), lhs, _slice(body, rhs), rhs, product
-
-
-def operand_types(c: Contraction) -> list[str]:
-    """Returns the element types the contraction's operand sides load, sorted."""
-    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
-    return sorted({str(load.memref.type.element_type) for load in loads})  # type: ignore[attr-defined]
-
-
-TENSOR_CORE_ONLY = ("sync", "wgmma")
-"""`mma` values whose rules take only f16/bf16 contractions (explicitly set: never defaults)."""
-
-
-@dataclass(frozen=True)
-class Tiles:
-    """The block tile (bm, bn, bk), the per-thread register tile (tm, tn) and the pipeline.
-
-    `split` = 2 splits each thread's register tile into two halves half a block apart in each
-    dimension, so a warp's shared-memory fragment reads cover contiguous 16-byte vectors;
-    `stages` = 2 double-buffers shared memory, loading the next K step into registers while the
-    current one is computed; `group` > 0 launches blocks in groups of that many block rows so
-    that neighbouring blocks share A and B tiles in L2; `copy` is the copy engine
-    (`ld`: through registers; `cp_async`: a `stages`-deep ring filled by cp.async; `tma`: a
-    ring filled by TMA, issued by a producer warp when `ws` = 1).
-    """
-
-    bm: int
-    bn: int
-    bk: int
-    tm: int
-    tn: int
-    pad: int
-    split: int
-    stages: int
-    group: int
-    copy: str = "ld"
-    ws: int = 0
-    swizzle: int = 0
-    """1: the cp.async ring is XOR-swizzled (contraction_swizzle.py) instead of padded."""
-    pairswap: int = 0
-    """1: B's columns are staged pairwise swapped (column c at c ^ 1), see `serpentine`."""
-
-    @property
-    def threads(self) -> int:
-        """Threads that compute (the register tiles)."""
-        return (self.bm // self.tm) * (self.bn // self.tn)
-
-    @property
-    def block_threads(self) -> int:
-        """Threads of the block: the computing threads, and a producer warp with TMA, ws=1."""
-        return self.threads + (PRODUCER_WARP if self.copy == "tma" and self.ws else 0)
-
-    @property
-    def shared_bytes(self) -> int:
-        """Bytes of the staged sides; a copied side is `[BK][outer + pad]` or `[outer][BK +
-        pad]`, so count the larger."""
-        if self.copy == "ld":
-            return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
-        if self.copy == "tma":
-            return ring_bytes(self.stages, self.bk, self.bm, self.bn)
-        return (
-            4
-            * self.stages
-            * sum(
-                max(self.bk * (outer + self.pad), outer * (self.bk + self.pad))
-                for outer in (self.bm, self.bn)
-            )
-        )
-
-    @property
-    def shared_limit(self) -> int:
-        """Static shared memory for `ld`; the async engines go dynamic past 48 KiB."""
-        return SHARED_LIMIT if self.copy == "ld" else DYNAMIC_SHARED_LIMIT
-
-
-K_VECTOR = 4
-"""K values one 16-byte fragment read of a K-major tile gives (f32)."""
-
-CANDIDATES = ((128, 128, 8, 8), (64, 64, 8, 8), (32, 64, 4, 4))
-"""Block and register tiles the heuristic tries, largest (most reuse) first."""
-
-SMS = 132
-
-UNROLL_FMAS = 2048
-"""The most FMAs (bk·tm·tn per K step) a register-staged double-buffered K loop unrolls by two
-to: unrolled, each step's shared-memory addresses are constant offsets (no buffer index math),
-and the body stays no larger than the single-step bodies of bk=16 tm=16 or bk=32 8×8 tiles."""
-
-
-def serpentine(tm: int, tn: int) -> list[tuple[int, int]]:
-    """Returns the order of a thread's tm×tn FMAs: row by row, every other row backwards.
-
-    Why (register banks, measured on the H200: ncu's dispatch stalls follow this count): an
-    FMA reads its accumulator and the operand the reuse cache does not hold from a register
-    file of two banks (register number mod 2), and stalls when both are in one bank. Along a
-    row the A value stays in the reuse cache (turning at a row's end keeps the B value too);
-    the accumulators of a row are aligned quads (for 16-byte stores) and so are B's fragment
-    registers (16-byte shared loads), so column j's accumulator and B value have the same
-    parity — every FMA conflicts — unless B is staged pairwise swapped (`pairswap`): then
-    B's value for column j lands in lane j ^ 1, the other bank.
-    """
-    return [(i, j) for i in range(tm) for j in (range(tn) if i % 2 == 0 else reversed(range(tn)))]
-
-
-def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
-    """Returns the tm×tn FMAs row by row: the order without `pairswap` (alone, the serpentine
-    order measured slower there: 0.91× cuBLAS against 0.94× at 4096³)."""
-    return [(i, j) for i in range(tm) for j in range(tn)]
-
-
-SMALL_GRID_TMA = {"bm": 64, "bn": 64, "tm": 8, "tn": 4, "bk": 32, "stages": 2}
-"""The tile `copy=auto` takes with TMA (and a producer warp) on small grids. Measured on the
-H200 against cuBLAS in the same run (benchmarks/RESULTS.md, sixth session): 1024³ 1.18×, where
-register staging's 32×64 tiles gave 0.85×; 2048³ 0.90× against 0.78×; 3 × 1000³ 1.05× against
-1.02×; at 512³ (64 blocks) its neighbours 0.86–0.96× against 0.75×."""
-
-SMALL_GRID_BLOCKS = 64
-"""The fewest 64×64 blocks `copy=auto` gives TMA (512², the smallest grid measured)."""
-
-TILE_KNOBS = ("bm", "bn", "bk", "tm", "tn", "stages", "split")
-"""Knobs that pin the tile: when one is set, `copy=auto` keeps register staging."""
-
-
-def _blocks(batch: int, m: int, n: int, bm: int, bn: int) -> int:
-    """Returns the blocks of bm×bn tiles a batch×m×n output takes."""
-    return batch * -(-m // bm) * -(-n // bn)
-
-
-def resolve_copy(knobs: Knobs, batch: int, m: int, n: int) -> Knobs:
-    """Returns the knobs with `copy=auto` decided.
-
-    TMA with the `SMALL_GRID_TMA` tile where 128×128 tiles would give fewer than two blocks
-    per SM (register staging then takes smaller tiles, 64×64 or 32×64), its own 64×64 tiles
-    number at least `SMALL_GRID_BLOCKS`, and every tile knob is the heuristic's; `ld`
-    elsewhere. Where TMA cannot copy the operands, `ScheduleContraction` falls back to `ld`.
-    """
-    if knobs.copy != "auto":
-        return knobs
-    tma = SMALL_GRID_TMA
-    small = (
-        _blocks(batch, m, n, 128, 128) < 2 * SMS
-        and _blocks(batch, m, n, tma["bm"], tma["bn"]) >= SMALL_GRID_BLOCKS
-    )
-    if not small or any(getattr(knobs, name) for name in TILE_KNOBS):
-        return replace(knobs, copy="ld")
-    return replace(knobs, copy="tma", **tma)
-
-
-def choose_tiles(knobs: Knobs, batch: int, m: int, n: int) -> Tiles:
-    """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
-
-    Measured on the H200 (benchmarks/RESULTS.md): at 1024³ the 32×64 tile (512 blocks) beat
-    128×128 (64 blocks) by 1.8×; at 4096³ and batched shapes 128×128 is best.
-    """
-    for bm, bn, tm, tn in CANDIDATES:
-        if _blocks(batch, m, n, bm, bn) >= 2 * SMS:
-            break
-    bm, bn = knobs.bm or bm, knobs.bn or bn
-    tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
-    split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
-    group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
-    stages = knobs.stages or (2 if knobs.copy == "ld" else 3)
-    pad = 0 if knobs.swizzle else knobs.pad
-    tiles = Tiles(
-        bm,
-        bn,
-        knobs.bk or (16 if knobs.copy == "ld" else 8),
-        tm,
-        tn,
-        pad,
-        split,
-        stages,
-        group,
-        knobs.copy,
-        knobs.ws,
-        knobs.swizzle,
-        # Only the register-staged copy can permute what it stores; the fragment reads must be
-        # 16-byte vectors for the swap to separate register banks (see `serpentine`).
-        knobs.pairswap if knobs.copy == "ld" and (tn // split) % 4 == 0 else 0,
-    )
-    if not knobs.bk and tiles.shared_bytes > tiles.shared_limit:
-        # The default K step for register staging is 16 (half the barriers of 8; measured at
-        # 4096³: 0.98× → 0.99× cuBLAS, 64 × 512³ 0.98× → 1.00×); 8 where 16 does not fit.
-        tiles = replace(tiles, bk=8)
-    if knobs.swizzle and knobs.copy != "cp_async":
-        raise DiagnosticException(
-            f"tile: swizzle=1 applies to the shared ring of copy=cp_async, got copy={knobs.copy} "
-            "(the registers-staged `ld` layout is conflict-free with pad; TMA's boxes land dense)"
-        )
-    if tm % split or tn % split:
-        raise DiagnosticException(f"tile: split={split} must divide tm={tm} and tn={tn}")
-    if not 32 <= tiles.threads <= 1024:
-        raise DiagnosticException(
-            f"tile: (bm/tm)*(bn/tn) = {tiles.threads} threads; a block needs 32 to 1024"
-        )
-    if tiles.block_threads > 1024:
-        raise DiagnosticException(
-            f"tile: copy=tma ws=1 adds a producer warp to (bm/tm)*(bn/tn) = {tiles.threads} "
-            "threads, more than the 1024 a block may have (use ws=0 or a smaller block tile)"
-        )
-    if tiles.shared_bytes > tiles.shared_limit:
-        how = "declare statically" if tiles.copy == "ld" else "use"
-        raise DiagnosticException(
-            f"tile: bm={bm} bn={bn} bk={tiles.bk} stages={tiles.stages} needs "
-            f"{tiles.shared_bytes} bytes of shared memory, more than the {tiles.shared_limit} "
-            f"a block may {how}"
-        )
-    return tiles
-
-
-class ScheduleContraction(RewritePattern):
+class ContractionRule(Rule[Contraction, Tiles]):
     """Tiles a contraction kernel over blocks, shared memory and per-thread registers."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "contraction"
+    reads = (
+        "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
+        "swizzle pairswap streamk interleave prefetch"
+    )
+    plan_type = Tiles
+    selector = ("mma", "none")
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if not isinstance(op, loop.KernelOp) or (c := match_contraction(op)) is None:
-            return
-        if self.knobs.mma in TENSOR_CORE_ONLY:
-            # The tensor-core rules come first and took every contraction they can; one that
-            # reaches this rule would silently run on CUDA cores although the user asked.
-            raise DiagnosticException(
-                f"tile: mma={self.knobs.mma} applies to sums of products of f16 or bf16 "
-                f"operands (one type); kernel @{op.sym_name.data} reads "
+    def considered(self, knobs: Knobs) -> bool:
+        # Under mma=sync or wgmma a contraction the tensor-core rules left reaches this rule,
+        # which refuses it rather than run it silently on CUDA cores; tf32's rule refuses its own.
+        return knobs.schedule == "auto" and knobs.mma != "tf32"
+
+    def insists(self, knobs: Knobs) -> bool:
+        return True
+
+    def match(self, kernel: loop.KernelOp) -> Contraction | str:
+        return match_contraction(kernel) or "not a contraction (a sum of products over K)"
+
+    def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> Tiles | str:
+        if knobs.mma in TENSOR_CORE_ONLY:
+            return (
+                f"mma={knobs.mma} applies to sums of products of f16 or bf16 "
+                f"operands (one type); kernel @{kernel.sym_name.data} reads "
                 f"{' and '.join(operand_types(c))} (leave mma=none for CUDA cores)"
             )
         batch, m, n, _ = c.extents
-        knobs = resolve_copy(self.knobs, batch, m, n)
-        if knobs.copy == "tma" and self.knobs.copy == "auto":
-            try:
-                self._schedule(op, c, knobs, rewriter)
-                return
-            except DiagnosticException:
-                # TMA cannot copy an operand (a fused prologue, rows that are not 16-byte
-                # multiples): the defaulted copy engine falls back to register staging.
-                knobs = replace(self.knobs, copy="ld")
-        self._schedule(op, c, knobs, rewriter)
+        resolved = resolve_copy(knobs, batch, m, n, self.target.sms)
+        if resolved.copy == "tma" and knobs.copy == "auto":
+            plan = self._plan(kernel, c, resolved, resolved.copy)
+            if not isinstance(plan, str):
+                return plan
+            # TMA cannot copy an operand (a fused prologue, rows that are not 16-byte
+            # multiples): the defaulted copy engine falls back to register staging.
+            return self._plan(kernel, c, replace(knobs, copy="ld"), resolved.copy)
+        return self._plan(kernel, c, resolved, resolved.copy)
 
-    def _schedule(
-        self, op: loop.KernelOp, c: Contraction, knobs: Knobs, rewriter: PatternRewriter
-    ) -> None:
-        """Emits the tiled kernel for `knobs` (copy engine decided) and swaps it in."""
+    def _plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, copy: str) -> Tiles | str:
+        """The plan for knobs whose copy engine is decided (`copy`: the engine the knobs
+        resolved to before a fallback, which decides stream-K)."""
         batch, m, n, _ = c.extents
-        t = choose_tiles(knobs, batch, m, n)
+        name = kernel.sym_name.data
+        t = choose_tiles(knobs, batch, m, n, self.target.sms)
+        if isinstance(t, str):
+            return t
+        t = replace(t, vec=knobs.vec or 4)
+        if refusal := copy_refusal(c, t, name):
+            return refusal
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
-        min_blocks = blocks_per_sm(knobs, t, grid)
-        stream_blocks, stream_tiles = stream_k_blocks(op) if knobs.copy == "ld" else (0, 0)
-        whole_tiles = grid[0] * grid[1] * grid[2] - stream_tiles
-        launch = (stream_blocks + whole_tiles, 1, 1) if stream_blocks else grid
-        kernel, em, mapping = new_kernel(op, launch, (t.block_threads, 1, 1))
-        kernel.attributes["tile.min_blocks"] = IntegerAttr(min_blocks, i64)
-        emitter = _ContractionEmitter(em, c, t, knobs.vec or 4, mapping, grid, op.sym_name.data)
-        emitter.stream_blocks, emitter.stream_tiles = stream_blocks, stream_tiles
+        t = replace(t, minblocks=blocks_per_sm(knobs, t, grid, self.target.sms))
+        streamed = stream_k_blocks(kernel)[0] if t.copy == "ld" else 0
+        streamk = stream_k_mode(kernel, c, knobs, copy, t, self.target.sms)
+        if isinstance(streamk, str) and streamk not in STREAM_K_MODES:
+            return streamk
+        prefetch = prefetches(
+            knobs.prefetch,
+            t.copy,
+            t.stages,
+            bool(streamed) or streamk != "off",
+            self._prefetched_sides(c, t),
+            batch,
+            grid[0] * grid[1] * grid[2],
+            self.target.sms * t.minblocks,
+            t.block_threads,
+            name,
+        )
+        if isinstance(prefetch, str):
+            return prefetch
+        interleave = interleaves(knobs.interleave, t, c, streamed, prefetch)
+        if isinstance(interleave, str):
+            return interleave
+        return replace(
+            t,
+            streamk=streamk,
+            prefetch="on" if prefetch else "off",
+            interleave="on" if interleave else "off",
+        )
+
+    def check(self, kernel: loop.KernelOp, c: Contraction, plan: Tiles) -> str | None:
+        if plan.copy not in ("ld", "cp_async", "tma") or plan.interleave not in ("on", "off"):
+            return "copy must be ld, cp_async or tma and interleave on or off"
+        if plan.prefetch not in ("on", "off"):
+            return f"prefetch must be on or off, got {plan.prefetch}"
+        if (plan.streamk != "off") != bool(stream_k_blocks(kernel)[0]):
+            return (
+                "streamk is decided when the kernel is planned (stream-K adds its workspace "
+                "and flags): set it as an option of plan or tile, not in a plan"
+            )
+        return tile_refusal(plan) or copy_refusal(c, plan, kernel.sym_name.data)
+
+    def rewrite(
+        self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: Tiles
+    ) -> list[loop.KernelOp]:
+        if plan.streamk == "off" or stream_k_blocks(kernel)[0]:
+            return []
+        blocks, tiles = stream_k_share(c, plan, plan.streamk, self.target.sms)
+        return list(stream_k_kernels(module, kernel, c, plan, blocks, tiles))
+
+    def _prefetched_sides(self, c: Contraction, t: Tiles) -> list[PrefetchedSide | None]:
+        batch, m, n, _ = c.extents
         k_iv = c.reduce.body.block.args[0]
-        sides = [
+        return [
             prefetched_side(c.a_side, c.a_value, k_iv, c.m_iv, m, t.bm),
             prefetched_side(c.b_side, c.b_value, k_iv, c.n_iv, n, t.bn),
         ]
-        tiles, resident = grid[0] * grid[1] * grid[2], SMS * min_blocks
-        stream_k = bool(stream_blocks)
-        threads, name = t.block_threads, op.sym_name.data
-        if prefetches(
-            knobs, t.copy, t.stages, stream_k, sides, batch, tiles, resident, threads, name
-        ):
-            emitter.prefetch_sides, emitter.prefetch_ahead = sides, resident
-        prefetching = bool(emitter.prefetch_sides)
-        emitter.interleave = interleaves(knobs, t, c, stream_blocks, prefetching)
+
+    def emit(
+        self, kernel: loop.KernelOp, c: Contraction, t: Tiles, rewriter: PatternRewriter
+    ) -> None:
+        batch, m, n, _ = c.extents
+        grid = (-(-n // t.bn), -(-m // t.bm), batch)
+        stream_blocks, stream_tiles = stream_k_blocks(kernel) if t.copy == "ld" else (0, 0)
+        whole_tiles = grid[0] * grid[1] * grid[2] - stream_tiles
+        launch = (stream_blocks + whole_tiles, 1, 1) if stream_blocks else grid
+        new, em, mapping = new_kernel(kernel, launch, (t.block_threads, 1, 1))
+        new.attributes["tile.min_blocks"] = IntegerAttr(t.minblocks, i64)
+        emitter = _ContractionEmitter(em, c, t, t.vec, mapping, grid, kernel.sym_name.data)
+        emitter.stream_blocks, emitter.stream_tiles = stream_blocks, stream_tiles
+        if t.prefetch == "on":
+            emitter.prefetch_sides = self._prefetched_sides(c, t)
+            emitter.prefetch_ahead = self.target.sms * t.minblocks
+        emitter.interleave = t.interleave == "on"
         if stream_blocks:
-            *_, workspace, flags = op.body.block.args
+            *_, workspace, flags = kernel.body.block.args
             emitter.stream_buffers = (mapping[workspace], mapping[flags])
         emitter.emit()
-        replace_kernel(rewriter, op, kernel)
-
-
-STREAM_K_ATTR = "tinyopt.stream_k"
-"""Loop-kernel attribute set by `stream_k.stream_k_kernels`: [blocks, tiles], the number of
-blocks (one wave at most) sharing the K steps of the first `tiles` tiles (the others run one
-block each); the kernel's last two buffers are then the partial-sum workspace
-`[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
-
-
-UNROLLED_HELPERS = 8
-"""The most shares after a tile's first whose partial sums stream-K adds in unrolled code, each
-behind its own guard; past it a loop over the shares holding the rest of the tile adds them
-(unrolled, the 65×136×2056 ladder kernel, 128 shares, was 35803 lines of CUDA that NVRTC took
-320 s to compile; the loop changes the register assignment of the K loop, which measured well
-unrolled: FFMAs reading one bank twice at 2560×2560×8192, 20% unrolled, 55% with the loop)."""
-
-
-def two_steps_per_iteration(t: Tiles) -> bool:
-    """Whether the double-buffered K loop runs two K steps per iteration (`UNROLL_FMAS`)."""
-    return 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS
-
-
-def stream_k_unit(t: Tiles, k: int) -> int:
-    """Returns the K steps stream-K hands out at a time: 2 where the K loop runs two steps per
-    iteration and every tile has an even count, so no piece ends half-way through an
-    iteration (whose second step would then need a branch), else 1."""
-    steps = -(-k // t.bk)
-    return 2 if steps % 2 == 0 and two_steps_per_iteration(t) else 1
-
-
-def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
-    """Returns a loop kernel's stream-K blocks and the tiles they share, (0, 0) when it is not
-    stream-K."""
-    attr = op.attributes.get(STREAM_K_ATTR)
-    if not isinstance(attr, DenseArrayBase):
-        return 0, 0
-    blocks, tiles = attr.get_values()
-    return int(blocks), int(tiles)
-
-
-def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int]) -> int:
-    """Returns the blocks per SM the registers are allocated for (`minblocks`).
-
-    Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
-    (measured: +65% at 4096³), so registers are capped at 128 there — unless the grid is too
-    small to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
-    their extra index arithmetic spills."""
-    two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * SMS
-    return knobs.minblocks or (2 if two_per_sm else 1)
-
-
-def interleaves(
-    knobs: Knobs, t: Tiles, c: Contraction, stream_blocks: int, prefetching: bool
-) -> bool:
-    """Returns whether the register-staged K loop copies A's and B's next slices in turn
-    (`interleave`); raises the diagnostic saying why where `interleave=on` cannot apply.
-
-    Either way ptxas caps the kernel at 128 registers (two blocks per SM) and, short of them,
-    moves accumulators between registers, so which FMAs read two registers of one bank (the
-    dispatch stalls of `serpentine`) changes from kernel to kernel. `auto` takes `on` where it
-    measured faster on the H200 (2026-12-01, TFLOP/s, off → on; × cuBLAS): 4096³ 50.9 → 51.7
-    (0.995 → 1.010), 4096×4224×4096 52.7 → 53.1, 8192³ 51.7 → 52.4; and in the kernels that
-    prefetch the next tile (`prefetching`: batches of more than a wave), where the FFMAs
-    reading one bank twice stay at 21% (51% interleaved without the prefetch) — 2026-12-02,
-    × cuBLAS, prefetch alone → with interleave: 64 × 512³ 0.998 → 1.011, 256 × 512³ 1.014 →
-    1.026, 16 × 1024² × 512 1.009 → 1.021, 8 × 1024³ 0.988 → 1.005, 256 × 256³ 1.183 →
-    1.189, 40 × 260 × 270 × 100 0.683 → 0.742. `off` where it lost: batches without the
-    prefetch (64 × 512³ 48.3 → 46.1, 256 × 256³ 45.4 → 43.3), stream-K 4096³ 50.3 → 47.4."""
-    batch, m, n, k = c.extents
-    loop = t.copy == "ld" and t.stages == 2
-    if knobs.interleave == "on" and not loop:
-        raise DiagnosticException(
-            "tile: interleave=on applies to the register-staged double-buffered K loop "
-            f"(copy=ld, stages=2; here copy={t.copy}, stages={t.stages})"
-        )
-    if knobs.interleave != "auto":
-        return knobs.interleave == "on"
-    whole = m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
-    return loop and not stream_blocks and (batch == 1 and whole or prefetching)
+        replace_kernel(rewriter, kernel, new)
 
 
 @dataclass
@@ -856,11 +592,12 @@ class _ContractionEmitter:
             ("B", c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn),
         ):
             load = plain_load(side, value, self.name, t.copy, which)
-            sides.append(
-                copied_side(
-                    load, k_iv, self.k, iv, origin, extent, size, t.bk, self.vec, self.name, t.copy
-                )
+            assert not isinstance(load, str), "the plan checked it (copy_refusal)"
+            copied = copied_side(
+                load, k_iv, self.k, iv, origin, extent, size, t.bk, self.vec, self.name, t.copy
             )
+            assert not isinstance(copied, str), "the plan checked it (copy_refusal)"
+            sides.append(copied)
         shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
         if t.swizzle:
             shapes = [swizzled_shape(shape) for shape in shapes]
@@ -880,28 +617,14 @@ class _ContractionEmitter:
 
     def _tma_pipeline(self) -> None:
         """The K loop with both sides copied by TMA into an mbarrier ring (contraction_tma.py)."""
-        em, t, c = self.em, self.t, self.c
-        k_iv = c.reduce.body.block.args[0]
-        batch_ivs = list(c.nest.body.block.args[:-2])
-        sides = [
-            tma_side(
-                plain_load(side, value, self.name, t.copy, which),
-                k_iv,
-                iv,
-                batch_ivs,
-                origin,
-                size,
-                self.name,
-                which,
-            )
-            for which, side, value, iv, origin, size in (
-                ("A", c.a_side, c.a_value, c.m_iv, self.m0, t.bm),
-                ("B", c.b_side, c.b_value, c.n_iv, self.n0, t.bn),
-            )
-        ]
+        em, t = self.em, self.t
+        sides = tma_sides(self.c, t, self.name, self.m0, self.n0)
+        assert not isinstance(sides, str), "the plan checked it (copy_refusal)"
         kernel = em.block.parent_op()
         assert kernel is not None
-        tile.set_tensor_maps(kernel, tensor_map_args(sides, t.bk, self.name))
+        maps = tensor_map_args(sides, t.bk, self.name)
+        assert not isinstance(maps, str), "the plan checked it (copy_refusal)"
+        tile.set_tensor_maps(kernel, maps)
         for s in sides:
             shape = s.shape(t.stages, t.bk)
             s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), True))

@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
-from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled
@@ -60,13 +59,13 @@ def single_load(side: Sequence[Operation], value: SSAValue) -> memref.LoadOp | N
 
 def plain_load(
     side: list[Operation], value: SSAValue, kernel: str, copy: str, which: str
-) -> memref.LoadOp:
-    """Returns the one f32 load a side is, else raises the diagnostic saying why it cannot be
-    copied by `copy` (which: "A" or "B")."""
+) -> memref.LoadOp | str:
+    """Returns the one f32 load a side is, else why it cannot be copied by `copy` (which: "A"
+    or "B")."""
     load = single_load(side, value)
     if load is None or load.res.type != f32:
-        raise DiagnosticException(
-            f"tile: copy={copy} needs each operand to be a plain f32 load ({copy} copies raw "
+        return (
+            f"copy={copy} needs each operand to be a plain f32 load ({copy} copies raw "
             f"bytes: no prologue math, no conversion); the {which} side of kernel @{kernel} is "
             f"{', '.join(o.name for o in side) or 'not a load'} (use copy=ld)"
         )
@@ -85,12 +84,13 @@ def copied_side(
     vec: int,
     kernel: str,
     copy: str,
-) -> CopiedSide:
-    """Chooses the orientation (the contiguous axis of the source) and the copy width."""
+) -> CopiedSide | str:
+    """Chooses the orientation (the contiguous axis of the source) and the copy width, or
+    says why the side cannot be copied."""
     last = load.indices[-1] if load.indices else None
     if last is not k_iv and last is not outer_iv:
-        raise DiagnosticException(
-            f"tile: copy={copy} needs each operand's rows to run along K or along M/N; kernel "
+        return (
+            f"copy={copy} needs each operand's rows to run along K or along M/N; kernel "
             f"@{kernel} loads {load.memref.type} with a last index that is neither (use copy=ld)"
         )
     k_major = last is k_iv

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import i64
 from xdsl.ir import Block, BlockArgument, Region, SSAValue
-from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
 from tinyopt.passes.graph_to_loop.index_eval import constant_index
@@ -75,8 +74,8 @@ def tma_side(
     tile_outer: int,
     kernel: str,
     which: str,
-) -> TmaSide:
-    """Returns how TMA copies a side, else raises the diagnostic saying why it cannot."""
+) -> TmaSide | str:
+    """Returns how TMA copies a side, else why it cannot."""
     indices = list(load.indices)
     t = load.memref.type
     shape = t.get_shape()  # type: ignore[attr-defined]
@@ -87,36 +86,36 @@ def tma_side(
         or None in batch
         or not isinstance(load.memref, BlockArgument)
     ):
-        raise DiagnosticException(
-            f"tile: copy=tma needs each operand to be a kernel buffer indexed [b?, outer, k] or "
+        return (
+            f"copy=tma needs each operand to be a kernel buffer indexed [b?, outer, k] or "
             f"[b?, k, outer] (a tensor-map box); the {which} side of kernel @{kernel} loads "
             f"{t} otherwise (use copy=cp_async or copy=ld)"
         )
     if shape[-1] * 4 % 16:
-        raise DiagnosticException(
-            f"tile: copy=tma needs rows that are multiples of 16 bytes (tensor-map strides); "
+        return (
+            f"copy=tma needs rows that are multiples of 16 bytes (tensor-map strides); "
             f"the {which} side of kernel @{kernel} is {t}, rows of {shape[-1] * 4} bytes "
             "(use copy=cp_async or copy=ld)"
         )
     return TmaSide(load, load.memref.index, outer0, tile_outer, indices[-1] is k_iv, batch)
 
 
-def tensor_map_args(sides: list[TmaSide], bk: int, kernel: str) -> list[tile.TensorMapArg]:
+def tensor_map_args(sides: list[TmaSide], bk: int, kernel: str) -> list[tile.TensorMapArg] | str:
     """Returns the tensor maps of the sides (one per buffer: A and B may be one buffer when
-    their boxes agree). A buffer passed as a tensor map has no pointer in the kernel, so the
-    sides' loads must be its only reads."""
+    their boxes agree), or why they cannot be. A buffer passed as a tensor map has no pointer
+    in the kernel, so the sides' loads must be its only reads."""
     maps: dict[int, tile.TensorMapArg] = {}
     loads = {side.load for side in sides}
     for side in sides:
         if any(use.operation not in loads for use in side.load.memref.uses):
-            raise DiagnosticException(
-                f"tile: copy=tma passes operand buffer {side.arg} of kernel @{kernel} as a "
+            return (
+                f"copy=tma passes operand buffer {side.arg} of kernel @{kernel} as a "
                 "tensor map, but the kernel also reads it elsewhere (use copy=cp_async)"
             )
         spec = tile.TensorMapArg(side.arg, side.box(bk), 0)
         if maps.setdefault(side.arg, spec) != spec:
-            raise DiagnosticException(
-                f"tile: copy=tma copies A and B of kernel @{kernel} from one buffer with "
+            return (
+                f"copy=tma copies A and B of kernel @{kernel} from one buffer with "
                 f"different boxes {list(maps[side.arg].box)} and {list(spec.box)} (a buffer "
                 "has one tensor map; use copy=cp_async)"
             )

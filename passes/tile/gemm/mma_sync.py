@@ -23,19 +23,20 @@ each m16n8 tile, so two adjacent columns are stored together.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, f32
 from xdsl.ir import Attribute, Operation, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.gemm.contraction import SHARED_LIMIT, Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction_plan import SHARED_LIMIT
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 
 WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
@@ -54,6 +55,8 @@ class MmaTiles:
     bk: int
     wm: int
     wn: int
+    vec: int = 8
+    """The widest vector of a global access."""
 
     @property
     def warps(self) -> int:
@@ -70,10 +73,10 @@ class MmaTiles:
         return sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
 
 
-def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
+def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> MmaTiles:
     """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle
     (the knobs override the block tile); the `mma.sync` schedules check what they need."""
-    big = batch * -(-m // 128) * -(-n // 128) >= 132
+    big = batch * -(-m // 128) * -(-n // 128) >= sms
     bm = knobs.bm or (128 if big else 64)
     bn = knobs.bn or (128 if big else 64)
     bk = knobs.bk or 32
@@ -85,20 +88,28 @@ def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
-def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
+def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> MmaTiles | str:
     """The block and warp tiles of `mma=sync`, checked against the K step and shared memory."""
-    tiles = block_and_warp_tiles(knobs, batch, m, n)
+    tiles = block_and_warp_tiles(knobs, batch, m, n, sms)
+    return mma_tile_refusal(tiles) or tiles
+
+
+def mma_tile_refusal(tiles: MmaTiles) -> str | None:
+    """Why the mma.sync tiling cannot run, or None."""
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
-    if bk % MMA_K:
-        raise DiagnosticException(
-            f"tile: mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
+    if bm % tiles.wm or bn % tiles.wn or tiles.wm % MMA_M or tiles.wn % (2 * MMA_N):
+        return (
+            f"mma=sync needs warp tiles (wm={tiles.wm}, wn={tiles.wn}) that divide the block "
+            f"tile (bm={bm}, bn={bn}) into whole m{MMA_M} and n{2 * MMA_N} fragments"
         )
+    if bk % MMA_K:
+        return f"mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
     if tiles.shared_bytes > SHARED_LIMIT:
-        raise DiagnosticException(
-            f"tile: mma=sync with bm={bm} bn={bn} bk={bk} needs {tiles.shared_bytes} bytes of "
+        return (
+            f"mma=sync with bm={bm} bn={bn} bk={bk} needs {tiles.shared_bytes} bytes of "
             f"shared memory, more than the {SHARED_LIMIT} a block may declare statically"
         )
-    return tiles
+    return None
 
 
 def tensor_core_type(c: Contraction) -> Attribute | None:
@@ -127,29 +138,40 @@ def _is_sum(ops) -> bool:
     return {add.lhs, add.rhs} == args and list(ops[1].operands) == [add.result]
 
 
-class ScheduleMmaSync(RewritePattern):
+class MmaSyncRule(Rule[Contraction, MmaTiles]):
     """Tiles an f16/bf16 contraction over blocks, warps and tensor-core fragments."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "mma_sync"
+    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec splitk"
+    plan_type = MmaTiles
+    selector = ("mma", "sync")
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.mma not in ("sync", "auto") or not isinstance(op, loop.KernelOp):
-            return
-        if (c := match_contraction(op)) is None or (element := tensor_core_type(c)) is None:
-            return
+    def match(self, kernel: loop.KernelOp) -> Contraction | str:
+        if (c := match_contraction(kernel)) is None:
+            return "not a contraction"
+        if tensor_core_type(c) is None:
+            return "not a sum of products of f16 or bf16 operands (one type)"
+        return c
+
+    def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
-        try:
-            t = choose_mma_tiles(self.knobs, batch, m, n)
-        except DiagnosticException:
-            if self.knobs.mma == "auto":
-                return  # mma=auto: knobs set for CUDA cores (e.g. bk=8) keep the kernel there
-            raise
-        kernel, em, mapping = new_kernel(
-            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
+        t = choose_mma_tiles(knobs, batch, m, n, self.target.sms)
+        return t if isinstance(t, str) else replace(t, vec=knobs.vec or 8)
+
+    def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
+        return mma_tile_refusal(plan)
+
+    def emit(
+        self, kernel: loop.KernelOp, c: Contraction, t: MmaTiles, rewriter: PatternRewriter
+    ) -> None:
+        element = tensor_core_type(c)
+        assert element is not None
+        batch, m, n, _ = c.extents
+        new, em, mapping = new_kernel(
+            kernel, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )
-        MmaEmitter(em, c, t, element, self.knobs.vec or 8, mapping).emit()
-        replace_kernel(rewriter, op, kernel)
+        MmaEmitter(em, c, t, element, t.vec, mapping).emit()
+        replace_kernel(rewriter, kernel, new)
 
 
 @dataclass

@@ -30,12 +30,10 @@ from dataclasses import dataclass
 
 from xdsl.dialects import memref
 from xdsl.ir import Operation, SSAValue
-from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.gemm.contraction_cp_async import single_load
 from tinyopt.passes.tile.emit import Emitter, Mapping
-from tinyopt.passes.tile.knobs import Knobs
 
 LINE_BYTES = 128
 """What one `prefetch.global.L2` brings in: an L2 cache line."""
@@ -75,7 +73,7 @@ def prefetched_side(
 
 
 def prefetches(
-    knobs: Knobs,
+    prefetch: str,
     copy: str,
     stages: int,
     stream_k: bool,
@@ -85,9 +83,9 @@ def prefetches(
     resident: int,
     threads: int,
     kernel: str,
-) -> bool:
-    """Returns whether the K loop prefetches the next tile (`prefetch`); raises the diagnostic
-    saying why where `prefetch=on` cannot apply: it needs the double-buffered register-staged
+) -> bool | str:
+    """Returns whether the K loop prefetches the next tile (`prefetch`), or why `prefetch=on`
+    cannot apply: it needs the double-buffered register-staged
     K loop run one block per tile (`copy=ld`, `stages=2`, no stream-K) and a plain load.
 
     `resident` (SMs × `minblocks`) is where the next tile is looked for. It is exact for the
@@ -96,19 +94,19 @@ def prefetches(
     launch bounds promise. `auto` also needs a batch (measured) and a second wave of blocks."""
     register_staged = copy == "ld" and stages == 2 and not stream_k
     plain = any(side is not None for side in sides)
-    if knobs.prefetch == "on" and not register_staged:
-        raise DiagnosticException(
-            "tile: prefetch=on needs the register-staged double-buffered K loop with one block "
+    if prefetch == "on" and not register_staged:
+        return (
+            "prefetch=on needs the register-staged double-buffered K loop with one block "
             f"per tile (copy=ld, stages=2, no stream-K); kernel @{kernel} has copy={copy}, "
             f"stages={stages}{', stream-K' if stream_k else ''}"
         )
-    if knobs.prefetch == "on" and not plain:
-        raise DiagnosticException(
-            f"tile: prefetch=on needs an operand that is one plain load; kernel @{kernel} "
+    if prefetch == "on" and not plain:
+        return (
+            f"prefetch=on needs an operand that is one plain load; kernel @{kernel} "
             "computes both A and B in a fused prologue (use prefetch=off)"
         )
-    if knobs.prefetch != "auto":
-        return knobs.prefetch == "on"
+    if prefetch != "auto":
+        return prefetch == "on"
     return register_staged and plain and batch > 1 and tiles > resident and threads == 256
 
 

@@ -27,7 +27,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction import (
+from tinyopt.passes.tile.gemm.contraction_match import (
     Contraction,
     contraction_parts,
     contraction_reduces,

@@ -21,7 +21,7 @@ from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.emit import Emitter, Mapping
 from tinyopt.passes.tile.gemm.split_k_atomic import atomic_refusal, atomic_store, zero_kernel
 

@@ -17,7 +17,7 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr, MemRefType, f32, i64
 from xdsl.ir import BlockArgument, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction import Contraction
+from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.emit import Emitter, Mapping
 
 if TYPE_CHECKING:

@@ -44,24 +44,18 @@ kernel); the K loop itself is the contraction rule's (`_ContractionEmitter._stre
 
 from __future__ import annotations
 
-from typing import NamedTuple
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import DenseArrayBase, MemRefType, ModuleOp, f32, i32, i64
 from xdsl.ir import Operation, SSAValue
-from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction import (
-    SMS,
+from tinyopt.passes.tile.gemm.contraction_match import Contraction
+from tinyopt.passes.tile.gemm.contraction_plan import (
     STREAM_K_ATTR,
     TILE_KNOBS,
-    Contraction,
     Tiles,
-    blocks_per_sm,
-    choose_tiles,
-    match_contraction,
-    resolve_copy,
+    stream_k_blocks,
     stream_k_unit,
 )
 from tinyopt.passes.tile.emit import Emitter
@@ -88,69 +82,74 @@ INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
 
 
-class StreamK(NamedTuple):
-    """Where stream-K applies: `blocks` share the K steps of the first `tiles` tiles (in launch
-    order) of the tiling `t`; one more block runs each other tile."""
-
-    blocks: int
-    tiles: int
-    t: Tiles
+STREAM_K_MODES = ("off", "on", "tail")
 
 
-def stream_k_plan(knobs: Knobs, c: Contraction) -> StreamK | None:
-    """Returns how the contraction's K steps are shared, or None when it runs one block per
-    tile; raises the diagnostic saying why where `streamk=on` or `tail` cannot apply."""
+def stream_k_mode(
+    kernel: loop.KernelOp, c: Contraction, knobs: Knobs, copy: str, t: Tiles, sms: int
+) -> str:
+    """Returns how the contraction's K steps are shared (`STREAM_K_MODES`: `off`, one block
+    per tile), or why `streamk=on` or `tail` cannot apply. `copy` is the copy engine the
+    knobs resolve to and `t` the tiling with its `minblocks`; a kernel stream-K already
+    rewrote keeps its mode."""
+    if stream_k_blocks(kernel)[0]:
+        _, shared = stream_k_blocks(kernel)
+        return "on" if shared == _tiles(c, t) else "tail"
     if knobs.streamk == "off":
-        return None
-    batch, m, n, k = c.extents
+        return "off"
     reason = None
     on_cuda_cores = knobs.mma == "none" or (knobs.mma == "auto" and tensor_core_type(c) is None)
-    knobs = resolve_copy(knobs, batch, m, n)
     if not on_cuda_cores or knobs.schedule != "auto":
         reason = "it runs on the CUDA cores' contraction rule only (mma=none, or auto for f32)"
     elif knobs.splitk > 1:
         reason = f"it shares K steps itself (splitk={knobs.splitk})"
-    elif knobs.copy != "ld":
-        reason = f"it stages K steps through registers only (copy=ld; here copy={knobs.copy})"
+    elif copy != "ld":
+        reason = f"it stages K steps through registers only (copy=ld; here copy={copy})"
     if reason is None:
-        t = choose_tiles(knobs, batch, m, n)
-        grid = (-(-n // t.bn), -(-m // t.bm), batch)
-        tiles = grid[0] * grid[1] * grid[2]
-        steps = -(-k // t.bk)
-        slots = SMS * blocks_per_sm(knobs, t, grid)
-        shared = tiles % slots if knobs.streamk == "tail" else tiles
-        # One wave of blocks, fewer where there are fewer units of K steps in all.
-        blocks = min(slots, shared * steps // stream_k_unit(t, k))
+        tiles, steps = _tiles(c, t), -(-c.extents[3] // t.bk)
+        blocks, _ = stream_k_share(c, t, "on" if knobs.streamk == "auto" else knobs.streamk, sms)
         if t.stages != 2:
             reason = f"it needs the double-buffered K loop (stages=2; here stages={t.stages})"
         elif (blocks + 1) * tiles * steps >= INDEX_LIMIT:
             reason = "the step numbers would overflow 32-bit indices"
         elif knobs.streamk == "auto":
             if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
-                return None  # a tile the user chose runs as chosen
+                return "off"  # a tile the user chose runs as chosen
             waves = tiles / blocks
             idle = 1 - waves / -(-tiles // blocks)
             few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
-            return StreamK(blocks, tiles, t) if few else None
+            return "on" if few else "off"
         elif blocks == 0:
-            return None  # whole waves: nothing left for `tail` to share
+            return "off"  # whole waves: nothing left for `tail` to share
         else:
-            return StreamK(blocks, shared, t)
+            return knobs.streamk
     if knobs.streamk in ("on", "tail"):
-        raise DiagnosticException(f"tile: streamk={knobs.streamk} does not apply: {reason}")
-    return None
+        return f"streamk={knobs.streamk} does not apply: {reason}"
+    return "off"
+
+
+def _tiles(c: Contraction, t: Tiles) -> int:
+    batch, m, n, _ = c.extents
+    return -(-n // t.bn) * -(-m // t.bm) * batch
+
+
+def stream_k_share(c: Contraction, t: Tiles, mode: str, sms: int) -> tuple[int, int]:
+    """Returns the blocks (one wave at most) sharing K steps under `mode` (`on` or `tail`),
+    and the tiles they share, the first in launch order."""
+    tiles, k = _tiles(c, t), c.extents[3]
+    steps = -(-k // t.bk)
+    slots = sms * t.minblocks
+    shared = tiles % slots if mode == "tail" else tiles
+    # One wave of blocks, fewer where there are fewer units of K steps in all.
+    return min(slots, shared * steps // stream_k_unit(t, k)), shared
 
 
 def stream_k_kernels(
-    module: ModuleOp, kernel: loop.KernelOp, knobs: Knobs
-) -> tuple[loop.KernelOp, ...]:
-    """Returns the kernel, or where stream-K applies the flag-zeroing kernel and the kernel
-    with the workspace and flags as its last two buffers (`STREAM_K_ATTR` set), launched in
-    that order after the host allocates both."""
-    c = match_contraction(kernel)
-    if c is None or (plan := stream_k_plan(knobs, c)) is None:
-        return (kernel,)
-    blocks, tiles, t = plan
+    module: ModuleOp, kernel: loop.KernelOp, c: Contraction, t: Tiles, blocks: int, tiles: int
+) -> tuple[loop.KernelOp, loop.KernelOp]:
+    """Puts in `kernel`'s place the flag-zeroing kernel and the kernel with the workspace and
+    flags as its last two buffers (`STREAM_K_ATTR` set), launched in that order after the host
+    allocates both; returns them."""
     workspace_type = MemRefType(f32, [blocks, t.tm * t.tn, t.threads])
     flags_type = MemRefType(i32, [blocks])
     name = kernel.sym_name.data

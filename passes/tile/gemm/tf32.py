@@ -19,16 +19,19 @@ multiple of 8 words: the 4 k rows fall 8 banks apart).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.gemm.contraction import SHARED_LIMIT, match_contraction, operand_types
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction, operand_types
+from tinyopt.passes.tile.gemm.contraction_plan import SHARED_LIMIT
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import (
     WARP,
     MmaEmitter,
@@ -45,52 +48,62 @@ K_MAJOR_PAD, OUTER_MAJOR_PAD = 4, 8
 """Shared-row padding in f32 elements for `[outer][BK]` and `[BK][outer]` tiles."""
 
 
-def _fail(message: str) -> DiagnosticException:
-    return DiagnosticException(f"tile: mma=tf32 {message}")
+def _fail(message: str) -> str:
+    return f"mma=tf32 {message}"
 
 
-def choose_tf32_tiles(knobs: Knobs, batch: int, m: int, n: int) -> MmaTiles:
-    """The block and warp tiles of `mma=sync`, checked against TF32's K step and the f32
-    tiles' shared memory."""
-    tiles = block_and_warp_tiles(knobs, batch, m, n)
+def tf32_tile_refusal(tiles: MmaTiles) -> str | None:
+    """Why the mma.sync tiling cannot run on TF32's K step and the f32 tiles' shared memory."""
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
     if bk % TF32_K:
-        raise _fail(f"needs bk to be a multiple of {TF32_K} (the mma K step), got bk={bk}")
+        return _fail(f"needs bk to be a multiple of {TF32_K} (the mma K step), got bk={bk}")
     shared = sum(
         4 * max(size * (bk + K_MAJOR_PAD), bk * (size + OUTER_MAJOR_PAD)) for size in (bm, bn)
     )
     if shared > SHARED_LIMIT:
-        raise _fail(
+        return _fail(
             f"with bm={bm} bn={bn} bk={bk} needs {shared} bytes of shared memory, more than the "
             f"{SHARED_LIMIT} a block may declare statically"
         )
-    return tiles
+    return None
 
 
-class ScheduleTf32(RewritePattern):
-    """Tiles an f32 contraction over blocks, warps and TF32 tensor-core fragments."""
+class Tf32Rule(Rule[Contraction, MmaTiles]):
+    """Tiles an f32 contraction over blocks, warps and TF32 tensor-core fragments (opt-in:
+    `mma=auto` never takes it, since TF32 rounds the operands)."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "tf32"
+    reads = "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk"
+    plan_type = MmaTiles
+    selector = ("mma", "tf32")
+    by_auto = False
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.mma != "tf32" or not isinstance(op, loop.KernelOp):
-            return
-        if (c := match_contraction(op)) is None:
-            return
+    def match(self, kernel: loop.KernelOp) -> Contraction | str:
+        return match_contraction(kernel) or "not a contraction"
+
+    def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         types = operand_types(c)
         if types != ["f32"] or not sums_products(c):
-            raise _fail(
-                f"applies to sums of products of f32 operands; kernel @{op.sym_name.data} "
+            return _fail(
+                f"applies to sums of products of f32 operands; kernel @{kernel.sym_name.data} "
                 f"reads {' and '.join(types)} (f16/bf16 take mma=sync or mma=wgmma)"
             )
         batch, m, n, _ = c.extents
-        t = choose_tf32_tiles(self.knobs, batch, m, n)
-        kernel, em, mapping = new_kernel(
-            op, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
+        t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms)
+        return tf32_tile_refusal(t) or replace(t, vec=knobs.vec or 4)
+
+    def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
+        return tf32_tile_refusal(plan)
+
+    def emit(
+        self, kernel: loop.KernelOp, c: Contraction, t: MmaTiles, rewriter: PatternRewriter
+    ) -> None:
+        batch, m, n, _ = c.extents
+        new, em, mapping = new_kernel(
+            kernel, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )
-        _Tf32Emitter(em, c, t, f32, self.knobs.vec or 4, mapping).emit()
-        replace_kernel(rewriter, op, kernel)
+        _Tf32Emitter(em, c, t, f32, t.vec, mapping).emit()
+        replace_kernel(rewriter, kernel, new)
 
 
 class _Tf32Emitter(MmaEmitter):

@@ -39,27 +39,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
 from xdsl.dialects.builtin import IntegerAttr, bf16, f16, f32, i64
 from xdsl.ir import Attribute, Block, Region, SSAValue
-from xdsl.pattern_rewriter import PatternRewriter, RewritePattern
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.gemm.contraction import (
-    DYNAMIC_SHARED_LIMIT,
-    SMS,
-    Contraction,
-    match_contraction,
-)
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction_plan import DYNAMIC_SHARED_LIMIT
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
 
@@ -118,14 +114,16 @@ class WgmmaTiles:
     store: str = "direct"
     persistent: int = 0
     group: int = 1
-    dual: bool = False
-    """A dual GEMM: accumulator columns 0..bn/2 are the first product's, bn/2..bn the
+    fastmath: str = "off"
+    """on: the epilogue's `exp` and `/` are approximate (`approximate_math`)."""
+    dual: str = "off"
+    """on: a dual GEMM: accumulator columns 0..bn/2 are the first product's, bn/2..bn the
     second's, both for the block's bn/2 output columns."""
 
     @property
     def tile_n(self) -> int:
         """Output columns per block."""
-        return self.bn // 2 if self.dual else self.bn
+        return self.bn // 2 if self.dual == "on" else self.bn
 
     @property
     def consumers(self) -> int:
@@ -149,7 +147,7 @@ class WgmmaTiles:
 
     @property
     def products(self) -> int:
-        return 2 if self.dual else 1
+        return 2 if self.dual == "on" else 1
 
     @property
     def shared_bytes(self) -> int:
@@ -158,13 +156,13 @@ class WgmmaTiles:
         return self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages
 
 
-def _fail(message: str) -> DiagnosticException:
-    return DiagnosticException(f"tile: mma=wgmma {message}")
+def _fail(message: str) -> str:
+    return f"mma=wgmma {message}"
 
 
-def plain_operands(c: Contraction, k: int, n: int) -> Operands:
+def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     """Returns the buffers of a contraction whose sides are plain loads TMA can copy, else
-    raises the diagnostic that says which limit the contraction is outside."""
+    the sentence that says which limit the contraction is outside."""
     batch = list(c.nest.body.block.args[:-2])
     k_iv = c.reduce.body.block.args[0]
     sides = [(c.a_side, c.a_value, c.m_iv, k_iv), (c.b_side, c.b_value, c.n_iv, k_iv)]
@@ -180,7 +178,7 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
             or ext.input != load.res
             or ext.result != value
         ):
-            raise _fail(
+            return _fail(
                 "needs both operands to be plain loads (TMA copies raw bytes: no prologue math)"
             )
         indices = list(load.indices)
@@ -189,13 +187,13 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
         elif outer is c.n_iv and indices == [*batch, k_iv, outer]:
             positions.append((load.memref, True))
         else:
-            raise _fail(
+            return _fail(
                 "needs A indexed [b?, m, k] and B [b?, k, n] or [b?, n, k] (one batch index "
                 "shared by both)"
             )
     (a, _), (b, b_mn_major), *second = positions
     if (k * 2) % 16 or (b_mn_major and (n * 2) % 16):
-        raise _fail(
+        return _fail(
             f"needs the rows of A and B to be multiples of 16 bytes (TMA), got K={k}, N={n}"
         )
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
@@ -203,11 +201,13 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands:
         return Operands(args.index(a), args.index(b), b_mn_major)
     ((second_b, second_mn_major),) = second
     if second_mn_major != b_mn_major:
-        raise _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
+        return _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
     return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
 
 
-def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int, dual: bool = False) -> WgmmaTiles:
+def choose_wgmma_tiles(
+    knobs: Knobs, batch: int, m: int, n: int, sms: int, dual: bool = False
+) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
     blocks and 6 stages when 128×256 would leave SMs idle. A dual GEMM's block computes both
     products for half as many output columns (128 of them at bn=256).
@@ -218,98 +218,118 @@ def choose_wgmma_tiles(knobs: Knobs, batch: int, m: int, n: int, dual: bool = Fa
     4096) takes 0.041 ms with 3 stages, 0.033 with 4, 0.028 with 6 (0.95× cuBLAS).
     """
     bm = knobs.bm or 128
-    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= 132
+    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= sms
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
-    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, knobs.persistent, group, dual)
+    t = WgmmaTiles(
+        bm, bn, stages, knobs.ws, store, knobs.persistent, group, dual="on" if dual else "off"
+    )
     if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
-        t = WgmmaTiles(bm, bn, stages, knobs.ws, "direct", knobs.persistent, group, dual)
+        t = replace(t, store="direct")
+    return wgmma_tile_refusal(t, knobs.bk) or t
+
+
+def wgmma_tile_refusal(t: WgmmaTiles, bk: int = 0) -> str | None:
+    """Why the wgmma tiling cannot run, or None."""
+    bm, bn, stages, dual = t.bm, t.bn, t.stages, t.dual == "on"
     if t.persistent and not t.ws:
-        raise _fail(
+        return _fail(
             "persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)"
         )
     if bm not in (64, 128):
-        raise _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
+        return _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
     if bn not in (64, 128, 256):
-        raise _fail(f"needs bn = 64, 128 or 256, got bn={bn}")
+        return _fail(f"needs bn = 64, 128 or 256, got bn={bn}")
     if dual and bn == 64:
-        raise _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
-    if knobs.bk not in (0, BK):
-        raise _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={knobs.bk}")
+        return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
+    if bk not in (0, BK):
+        return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
+    if t.store not in ("direct", "smem") or t.fastmath not in ("on", "off"):
+        return _fail("needs store direct or smem and fastmath on or off")
     if t.shared_bytes > DYNAMIC_SHARED_LIMIT:
         store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
-        raise _fail(
+        return _fail(
             f"with bm={bm} bn={bn} stages={stages}{store} needs {t.shared_bytes} bytes of "
             f"shared memory, more than the {DYNAMIC_SHARED_LIMIT} a block may use"
         )
-    return t
+    return None
 
 
-class ScheduleWgmma(RewritePattern):
-    """Schedules an f16/bf16 GEMM as a TMA + mbarrier + wgmma pipeline (Hopper, sm_90a)."""
+class WgmmaRule(Rule[Contraction, WgmmaTiles]):
+    """Schedules an f16/bf16 GEMM as a TMA + mbarrier + wgmma pipeline (Hopper, sm_90a); a
+    paired contraction as one dual GEMM."""
 
-    def __init__(self, knobs: Knobs) -> None:
-        self.knobs = knobs
+    name = "wgmma"
+    reads = "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
+    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off"
+    plan_type = WgmmaTiles
+    selector = ("mma", "wgmma")
+    takes_paired = True
 
-    def match_and_rewrite(self, op, rewriter: PatternRewriter, /) -> None:
-        if self.knobs.mma not in ("wgmma", "auto") or not isinstance(op, loop.KernelOp):
-            return
-        c = match_contraction(op) or match_paired_contraction(op)
-        if c is None or (element := tensor_core_type(c)) is None:
-            return
+    def match(self, kernel: loop.KernelOp) -> Contraction | str:
+        c = match_contraction(kernel) or match_paired_contraction(kernel)
+        if c is None:
+            return "not a contraction"
+        if tensor_core_type(c) is None:
+            return "not a sum of products of f16 or bf16 operands (one type)"
+        return c
+
+    def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> WgmmaTiles | str:
+        dual = isinstance(c, PairedContraction)
+        if dual and knobs.splitk > 1:
+            return f"a dual GEMM does not split K (splitk={knobs.splitk})"
+        if dual and tensor_core_type(c.second) != tensor_core_type(c):
+            return "a dual GEMM needs f16 or bf16 operands, one type for both products"
         batch, m, n, k = c.extents
-        try:
-            operands = plain_operands(c, k, n)
-            t = choose_wgmma_tiles(self.knobs, batch, m, n, isinstance(c, PairedContraction))
-        except DiagnosticException:
-            if self.knobs.mma == "auto":
-                return  # mma=auto: the next rule (mma.sync, then CUDA cores) takes it
-            raise
-        kernel, em, mapping = new_kernel(op, launch_grid(t, batch, m, n), (t.threads, 1, 1))
-        kernel.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+        if isinstance(operands := plain_operands(c, k, n), str):
+            return operands
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target.sms, dual)
+        if isinstance(t, str):
+            return t
+        return replace(t, fastmath="on" if approximate_math(knobs.fastmath, c) else "off")
+
+    def check(self, kernel: loop.KernelOp, c: Contraction, plan: WgmmaTiles) -> str | None:
+        batch, m, n, k = c.extents
+        if (plan.dual == "on") != isinstance(c, PairedContraction):
+            return _fail('runs a paired contraction with dual = "on" and no other with it')
+        operands = plain_operands(c, k, n)
+        return operands if isinstance(operands, str) else wgmma_tile_refusal(plan)
+
+    def emit(
+        self, kernel: loop.KernelOp, c: Contraction, t: WgmmaTiles, rewriter: PatternRewriter
+    ) -> None:
+        element = tensor_core_type(c)
+        batch, m, n, k = c.extents
+        operands = plain_operands(c, k, n)
+        assert element is not None and not isinstance(operands, str)
+        grid = launch_grid(t, batch, m, n, self.target.sms)
+        new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
+        new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         rank = len(c.nest.extents)
         a_box = (*[1] * (rank - 2), t.bm, BK)
         b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, BK)))
         tile.set_tensor_maps(
-            kernel,
+            new,
             [
                 tile.TensorMapArg(operands.a, a_box, SWIZZLE),
                 *(tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs),
             ],
         )
-        _WgmmaEmitter(em, c, t, element, operands, mapping, list(kernel.body.block.args)).emit()
-        if approximate_math(self.knobs.fastmath, c):
-            for inner in kernel.walk():
+        _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
+        if t.fastmath == "on":
+            for inner in new.walk():
                 if isinstance(inner, fmath.ExpOp | arith.DivfOp):
                     inner.properties["fastmath"] = APPROXIMATE
-        replace_kernel(rewriter, op, kernel)
+        replace_kernel(rewriter, kernel, new)
 
 
-def dual_refusal(knobs: Knobs, c: PairedContraction) -> str | None:
-    """Why the rule would not run a paired contraction as one dual GEMM with these knobs, or
-    None when it would."""
-    batch, m, n, k = c.extents
-    if knobs.schedule != "auto" or knobs.mma not in ("auto", "wgmma"):
-        return f"only the wgmma rule runs a dual GEMM (schedule={knobs.schedule}, mma={knobs.mma})"
-    if knobs.splitk > 1:
-        return f"a dual GEMM does not split K (splitk={knobs.splitk})"
-    if tensor_core_type(c) is None or tensor_core_type(c.second) != tensor_core_type(c):
-        return "a dual GEMM needs f16 or bf16 operands, one type for both products"
-    try:
-        plain_operands(c, k, n)
-        choose_wgmma_tiles(knobs, batch, m, n, dual=True)
-    except DiagnosticException as e:
-        return str(e).removeprefix("tile: ")
-    return None
-
-
-def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int) -> tuple[int, int, int]:
+def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[int, int, int]:
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles), each walking tiles blockIdx.x, + gridDim.x, ..."""
     tiles = (-(-n // t.tile_n), -(-m // t.bm), batch)
-    return (min(SMS, prod(tiles)), 1, 1) if t.persistent else tiles
+    return (min(sms, prod(tiles)), 1, 1) if t.persistent else tiles
 
 
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
@@ -373,7 +393,7 @@ class _WgmmaEmitter:
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         if t.store == "smem":
-            products = [t.products] if t.dual else []
+            products = [t.products] if t.dual == "on" else []
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
         self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
@@ -445,7 +465,9 @@ class _WgmmaEmitter:
             return
         per_batch = self.n_tiles * self.m_tiles
         tiles = per_batch * self.batch
-        blocks = launch_grid(t, self.batch, self.m, self.n)[0]
+        kernel = self.a_global.owner.parent_op()  # type: ignore[union-attr]
+        assert isinstance(kernel, tile.KernelOp)
+        blocks = kernel.grid_size[0]  # one per SM, fewer where there are fewer tiles
         block = em.value(tile.BlockIdOp("x"))
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
         with em.for_loop(0, mine, 1) as (turn, _, _):
@@ -665,7 +687,7 @@ class _WgmmaEmitter:
             if chunk or t.persistent:  # every thread has read the previous chunk (or tile)
                 em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for product in range(t.products):
-                staged = [group, em.index(product)] if t.dual else [group]
+                staged = [group, em.index(product)] if t.dual == "on" else [group]
                 for half in range(2):
                     row = em.add(fragment_row, 8 * half)
                     for j in range(STAGE_COLUMNS // 8):
@@ -688,7 +710,12 @@ class _WgmmaEmitter:
                     values.append([])
                     for h in range(2):
                         column = self._staged_column(read_swizzle, em.add(read_column, 4 * h))
-                        index = [group, *([em.index(product)] if t.dual else []), row, column]
+                        index = [
+                            group,
+                            *([em.index(product)] if t.dual == "on" else []),
+                            row,
+                            column,
+                        ]
                         values[-1] += em.op(tile.VectorLoadOp(self.staging, index, 4)).results
                 for j0 in range(0, 8, width):
                     m, n_j, inside = place(chunk, rows, j0)

@@ -1,0 +1,317 @@
+"""The FP32 contraction's plan: its tiling (`Tiles`, every knob of the rule resolved) and
+the heuristics that choose it from the shape and the target."""
+
+from __future__ import annotations
+
+
+from dataclasses import dataclass, replace
+
+from xdsl.dialects.builtin import DenseArrayBase
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.gemm.contraction_tma import (
+    PRODUCER_WARP,
+    ring_bytes,
+)
+from tinyopt.passes.tile.gemm.contraction_match import Contraction
+from tinyopt.passes.tile.knobs import Knobs
+
+
+SHARED_LIMIT = 48 * 1024
+"""Static shared memory a block may declare."""
+
+DYNAMIC_SHARED_LIMIT = 227 * 1024
+"""Shared memory a block may use on the H200 (dynamic, opted in)."""
+
+
+TENSOR_CORE_ONLY = ("sync", "wgmma")
+"""`mma` values whose rules take only f16/bf16 contractions (explicitly set: never defaults)."""
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """The block tile (bm, bn, bk), the per-thread register tile (tm, tn) and the pipeline.
+
+    `split` = 2 splits each thread's register tile into two halves half a block apart in each
+    dimension, so a warp's shared-memory fragment reads cover contiguous 16-byte vectors;
+    `stages` = 2 double-buffers shared memory, loading the next K step into registers while the
+    current one is computed; `group` > 0 launches blocks in groups of that many block rows so
+    that neighbouring blocks share A and B tiles in L2; `copy` is the copy engine
+    (`ld`: through registers; `cp_async`: a `stages`-deep ring filled by cp.async; `tma`: a
+    ring filled by TMA, issued by a producer warp when `ws` = 1).
+    """
+
+    bm: int
+    bn: int
+    bk: int
+    tm: int
+    tn: int
+    pad: int
+    split: int
+    stages: int
+    group: int
+    copy: str = "ld"
+    ws: int = 0
+    swizzle: int = 0
+    """1: the cp.async ring is XOR-swizzled (contraction_swizzle.py) instead of padded."""
+    pairswap: int = 0
+    """1: B's columns are staged pairwise swapped (column c at c ^ 1), see `serpentine`."""
+    vec: int = 4
+    """The widest vector of a global access."""
+    minblocks: int = 1
+    """Blocks per SM the registers are allocated for (`blocks_per_sm`)."""
+    interleave: str = "off"
+    """on: the K loop copies A's and B's next slices in turn (`interleaves`)."""
+    prefetch: str = "off"
+    """on: the K loop's last iteration prefetches the next tile into L2 (`next_tile_prefetch`)."""
+    streamk: str = "off"
+    """on or tail: the K steps are shared by one wave of blocks (`stream_k.py`)."""
+
+    @property
+    def threads(self) -> int:
+        """Threads that compute (the register tiles)."""
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def block_threads(self) -> int:
+        """Threads of the block: the computing threads, and a producer warp with TMA, ws=1."""
+        return self.threads + (PRODUCER_WARP if self.copy == "tma" and self.ws else 0)
+
+    @property
+    def shared_bytes(self) -> int:
+        """Bytes of the staged sides; a copied side is `[BK][outer + pad]` or `[outer][BK +
+        pad]`, so count the larger."""
+        if self.copy == "ld":
+            return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
+        if self.copy == "tma":
+            return ring_bytes(self.stages, self.bk, self.bm, self.bn)
+        return (
+            4
+            * self.stages
+            * sum(
+                max(self.bk * (outer + self.pad), outer * (self.bk + self.pad))
+                for outer in (self.bm, self.bn)
+            )
+        )
+
+    @property
+    def shared_limit(self) -> int:
+        """Static shared memory for `ld`; the async engines go dynamic past 48 KiB."""
+        return SHARED_LIMIT if self.copy == "ld" else DYNAMIC_SHARED_LIMIT
+
+
+K_VECTOR = 4
+"""K values one 16-byte fragment read of a K-major tile gives (f32)."""
+
+CANDIDATES = ((128, 128, 8, 8), (64, 64, 8, 8), (32, 64, 4, 4))
+"""Block and register tiles the heuristic tries, largest (most reuse) first."""
+
+SMS = 132
+
+UNROLL_FMAS = 2048
+"""The most FMAs (bk·tm·tn per K step) a register-staged double-buffered K loop unrolls by two
+to: unrolled, each step's shared-memory addresses are constant offsets (no buffer index math),
+and the body stays no larger than the single-step bodies of bk=16 tm=16 or bk=32 8×8 tiles."""
+
+
+def serpentine(tm: int, tn: int) -> list[tuple[int, int]]:
+    """Returns the order of a thread's tm×tn FMAs: row by row, every other row backwards.
+
+    Why (register banks, measured on the H200: ncu's dispatch stalls follow this count): an
+    FMA reads its accumulator and the operand the reuse cache does not hold from a register
+    file of two banks (register number mod 2), and stalls when both are in one bank. Along a
+    row the A value stays in the reuse cache (turning at a row's end keeps the B value too);
+    the accumulators of a row are aligned quads (for 16-byte stores) and so are B's fragment
+    registers (16-byte shared loads), so column j's accumulator and B value have the same
+    parity — every FMA conflicts — unless B is staged pairwise swapped (`pairswap`): then
+    B's value for column j lands in lane j ^ 1, the other bank.
+    """
+    return [(i, j) for i in range(tm) for j in (range(tn) if i % 2 == 0 else reversed(range(tn)))]
+
+
+def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
+    """Returns the tm×tn FMAs row by row: the order without `pairswap` (alone, the serpentine
+    order measured slower there: 0.91× cuBLAS against 0.94× at 4096³)."""
+    return [(i, j) for i in range(tm) for j in range(tn)]
+
+
+SMALL_GRID_TMA = {"bm": 64, "bn": 64, "tm": 8, "tn": 4, "bk": 32, "stages": 2}
+"""The tile `copy=auto` takes with TMA (and a producer warp) on small grids. Measured on the
+H200 against cuBLAS in the same run (benchmarks/RESULTS.md, sixth session): 1024³ 1.18×, where
+register staging's 32×64 tiles gave 0.85×; 2048³ 0.90× against 0.78×; 3 × 1000³ 1.05× against
+1.02×; at 512³ (64 blocks) its neighbours 0.86–0.96× against 0.75×."""
+
+SMALL_GRID_BLOCKS = 64
+"""The fewest 64×64 blocks `copy=auto` gives TMA (512², the smallest grid measured)."""
+
+TILE_KNOBS = ("bm", "bn", "bk", "tm", "tn", "stages", "split")
+"""Knobs that pin the tile: when one is set, `copy=auto` keeps register staging."""
+
+
+def _blocks(batch: int, m: int, n: int, bm: int, bn: int) -> int:
+    """Returns the blocks of bm×bn tiles a batch×m×n output takes."""
+    return batch * -(-m // bm) * -(-n // bn)
+
+
+def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
+    """Returns the knobs with `copy=auto` decided.
+
+    TMA with the `SMALL_GRID_TMA` tile where 128×128 tiles would give fewer than two blocks
+    per SM (register staging then takes smaller tiles, 64×64 or 32×64), its own 64×64 tiles
+    number at least `SMALL_GRID_BLOCKS`, and every tile knob is the heuristic's; `ld`
+    elsewhere. Where TMA cannot copy the operands, `ScheduleContraction` falls back to `ld`.
+    """
+    if knobs.copy != "auto":
+        return knobs
+    tma = SMALL_GRID_TMA
+    small = (
+        _blocks(batch, m, n, 128, 128) < 2 * sms
+        and _blocks(batch, m, n, tma["bm"], tma["bn"]) >= SMALL_GRID_BLOCKS
+    )
+    if not small or any(getattr(knobs, name) for name in TILE_KNOBS):
+        return replace(knobs, copy="ld")
+    return replace(knobs, copy="tma", **tma)
+
+
+def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Tiles | str:
+    """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
+
+    Measured on the H200 (benchmarks/RESULTS.md): at 1024³ the 32×64 tile (512 blocks) beat
+    128×128 (64 blocks) by 1.8×; at 4096³ and batched shapes 128×128 is best.
+    """
+    for bm, bn, tm, tn in CANDIDATES:
+        if _blocks(batch, m, n, bm, bn) >= 2 * sms:
+            break
+    bm, bn = knobs.bm or bm, knobs.bn or bn
+    tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
+    split = knobs.split or (2 if tm >= 8 and tn >= 8 else 1)
+    group = knobs.group if knobs.group else (8 if -(-m // bm) >= 16 else 0)
+    stages = knobs.stages or (2 if knobs.copy == "ld" else 3)
+    pad = 0 if knobs.swizzle else knobs.pad
+    tiles = Tiles(
+        bm,
+        bn,
+        knobs.bk or (16 if knobs.copy == "ld" else 8),
+        tm,
+        tn,
+        pad,
+        split,
+        stages,
+        group,
+        knobs.copy,
+        knobs.ws,
+        knobs.swizzle,
+        # Only the register-staged copy can permute what it stores; the fragment reads must be
+        # 16-byte vectors for the swap to separate register banks (see `serpentine`).
+        knobs.pairswap if knobs.copy == "ld" and (tn // split) % 4 == 0 else 0,
+    )
+    if not knobs.bk and tiles.shared_bytes > tiles.shared_limit:
+        # The default K step for register staging is 16 (half the barriers of 8; measured at
+        # 4096³: 0.98× → 0.99× cuBLAS, 64 × 512³ 0.98× → 1.00×); 8 where 16 does not fit.
+        tiles = replace(tiles, bk=8)
+    return tile_refusal(tiles) or tiles
+
+
+def tile_refusal(t: Tiles) -> str | None:
+    """Why a tiling cannot run, or None."""
+    if t.swizzle and t.copy != "cp_async":
+        return (
+            f"swizzle=1 applies to the shared ring of copy=cp_async, got copy={t.copy} "
+            "(the registers-staged `ld` layout is conflict-free with pad; TMA's boxes land dense)"
+        )
+    if t.tm % t.split or t.tn % t.split:
+        return f"split={t.split} must divide tm={t.tm} and tn={t.tn}"
+    if not 32 <= t.threads <= 1024:
+        return f"(bm/tm)*(bn/tn) = {t.threads} threads; a block needs 32 to 1024"
+    if t.block_threads > 1024:
+        return (
+            f"copy=tma ws=1 adds a producer warp to (bm/tm)*(bn/tn) = {t.threads} "
+            "threads, more than the 1024 a block may have (use ws=0 or a smaller block tile)"
+        )
+    if t.shared_bytes > t.shared_limit:
+        how = "declare statically" if t.copy == "ld" else "use"
+        return (
+            f"bm={t.bm} bn={t.bn} bk={t.bk} stages={t.stages} needs "
+            f"{t.shared_bytes} bytes of shared memory, more than the {t.shared_limit} "
+            f"a block may {how}"
+        )
+    return None
+
+
+STREAM_K_ATTR = "tinyopt.stream_k"
+"""Loop-kernel attribute set by `stream_k.stream_k_kernels`: [blocks, tiles], the number of
+blocks (one wave at most) sharing the K steps of the first `tiles` tiles (the others run one
+block each); the kernel's last two buffers are then the partial-sum workspace
+`[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
+
+
+UNROLLED_HELPERS = 8
+"""The most shares after a tile's first whose partial sums stream-K adds in unrolled code, each
+behind its own guard; past it a loop over the shares holding the rest of the tile adds them
+(unrolled, the 65×136×2056 ladder kernel, 128 shares, was 35803 lines of CUDA that NVRTC took
+320 s to compile; the loop changes the register assignment of the K loop, which measured well
+unrolled: FFMAs reading one bank twice at 2560×2560×8192, 20% unrolled, 55% with the loop)."""
+
+
+def two_steps_per_iteration(t: Tiles) -> bool:
+    """Whether the double-buffered K loop runs two K steps per iteration (`UNROLL_FMAS`)."""
+    return 2 * t.bk * t.tm * t.tn <= UNROLL_FMAS
+
+
+def stream_k_unit(t: Tiles, k: int) -> int:
+    """Returns the K steps stream-K hands out at a time: 2 where the K loop runs two steps per
+    iteration and every tile has an even count, so no piece ends half-way through an
+    iteration (whose second step would then need a branch), else 1."""
+    steps = -(-k // t.bk)
+    return 2 if steps % 2 == 0 and two_steps_per_iteration(t) else 1
+
+
+def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
+    """Returns a loop kernel's stream-K blocks and the tiles they share, (0, 0) when it is not
+    stream-K."""
+    attr = op.attributes.get(STREAM_K_ATTR)
+    if not isinstance(attr, DenseArrayBase):
+        return 0, 0
+    blocks, tiles = attr.get_values()
+    return int(blocks), int(tiles)
+
+
+def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int], sms: int) -> int:
+    """Returns the blocks per SM the registers are allocated for (`minblocks`).
+
+    Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
+    (measured: +65% at 4096³), so registers are capped at 128 there — unless the grid is too
+    small to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
+    their extra index arithmetic spills."""
+    two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * sms
+    return knobs.minblocks or (2 if two_per_sm else 1)
+
+
+def interleaves(
+    interleave: str, t: Tiles, c: Contraction, stream_blocks: int, prefetching: bool
+) -> bool | str:
+    """Returns whether the register-staged K loop copies A's and B's next slices in turn
+    (`interleave`), or why `interleave=on` cannot apply.
+
+    Either way ptxas caps the kernel at 128 registers (two blocks per SM) and, short of them,
+    moves accumulators between registers, so which FMAs read two registers of one bank (the
+    dispatch stalls of `serpentine`) changes from kernel to kernel. `auto` takes `on` where it
+    measured faster on the H200 (2026-12-01, TFLOP/s, off → on; × cuBLAS): 4096³ 50.9 → 51.7
+    (0.995 → 1.010), 4096×4224×4096 52.7 → 53.1, 8192³ 51.7 → 52.4; and in the kernels that
+    prefetch the next tile (`prefetching`: batches of more than a wave), where the FFMAs
+    reading one bank twice stay at 21% (51% interleaved without the prefetch) — 2026-12-02,
+    × cuBLAS, prefetch alone → with interleave: 64 × 512³ 0.998 → 1.011, 256 × 512³ 1.014 →
+    1.026, 16 × 1024² × 512 1.009 → 1.021, 8 × 1024³ 0.988 → 1.005, 256 × 256³ 1.183 →
+    1.189, 40 × 260 × 270 × 100 0.683 → 0.742. `off` where it lost: batches without the
+    prefetch (64 × 512³ 48.3 → 46.1, 256 × 256³ 45.4 → 43.3), stream-K 4096³ 50.3 → 47.4."""
+    batch, m, n, k = c.extents
+    loop = t.copy == "ld" and t.stages == 2
+    if interleave == "on" and not loop:
+        return (
+            "interleave=on applies to the register-staged double-buffered K loop "
+            f"(copy=ld, stages=2; here copy={t.copy}, stages={t.stages})"
+        )
+    if interleave != "auto":
+        return interleave == "on"
+    whole = m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
+    return loop and not stream_blocks and (batch == 1 and whole or prefetching)

@@ -1,0 +1,112 @@
+"""Planning: each loop kernel gets the rule that schedules it and that rule's resolved knobs.
+
+A kernel's plan may first change the kernels themselves: a paired contraction that no rule
+runs whole is split in two (`gemm/paired.py`), `splitk` cuts a contraction's K
+(`gemm/split_k.py`), and a rule may put other kernels in a kernel's place (stream-K's
+workspace and flags). The kernels that result are planned in turn; each ends with its
+`#tile.plan`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.gemm.contraction_match import match_contraction
+from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
+from tinyopt.passes.tile.gemm.split_k import split_kernel
+from tinyopt.passes.tile.knobs import Knobs, check
+from tinyopt.passes.tile.registry import choose, refusals
+from tinyopt.passes.tile.rule import plan_attr
+from tinyopt.passes.tile.target import Target
+
+
+def checked(knobs: Knobs) -> Knobs:
+    """Returns the knobs, or raises the diagnostic naming the first outside its domain."""
+    try:
+        check(knobs)
+    except ValueError as e:
+        raise DiagnosticException(str(e)) from None
+    return knobs
+
+
+def kernel_knobs(kernel: loop.KernelOp, options: Knobs) -> Knobs:
+    """The knobs a kernel is planned by: the pass options, and where an option is left at its
+    default the kernel's tuned value (`#tile.knobs` from `apply-tuned`)."""
+    tuned = kernel.attributes.get(tile.TUNED)
+    if not isinstance(tuned, tile.KnobsAttr):
+        return options
+    values = tuned.values
+    merged = {
+        f.name: getattr(options, f.name)
+        if getattr(options, f.name) != f.default
+        else values.get(f.name, f.default)
+        for f in fields(Knobs)
+    }
+    return checked(Knobs(**merged))
+
+
+def plan_module(module: ModuleOp, options: Knobs, target: Target) -> None:
+    """Plans every loop kernel of the module that has no plan yet."""
+    checked(options)
+    for kernel in list(loop.kernels(module)):
+        if tile.PLAN not in kernel.attributes:
+            plan_kernels(module, kernel, kernel_knobs(kernel, options), target)
+
+
+def plan_kernels(
+    module: ModuleOp, kernel: loop.KernelOp, knobs: Knobs, target: Target, split: bool = True
+) -> None:
+    """Plans `kernel`, or the kernels its plan puts in its place."""
+    if (paired := match_paired_contraction(kernel)) is not None:
+        if _dual(kernel, knobs, target):
+            return
+        for piece in unpair(module, kernel, paired):
+            plan_kernels(module, piece, knobs, target, split)
+        return
+    if split and knobs.splitk > 1:
+        pieces = split_kernel(module, kernel, knobs.splitk, knobs.splitk_mode)
+        if pieces != (kernel,):
+            for piece in pieces:
+                plan_kernels(module, piece, knobs, target, split=False)
+            return
+    choice = choose(kernel, knobs, target)
+    if (
+        knobs.streamk in ("on", "tail")
+        and choice.rule.name != "contraction"
+        and match_contraction(kernel) is not None
+    ):
+        raise DiagnosticException(
+            f"tile: streamk={knobs.streamk} does not apply: it runs on the CUDA cores' "
+            "contraction rule only (mma=none, or auto for f32)"
+        )
+    pieces = choice.rule.rewrite(module, kernel, choice.match, choice.plan)
+    for piece in pieces:
+        plan_kernels(module, piece, knobs, target, split=False)
+    if not pieces:
+        kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
+
+
+def _dual(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> bool:
+    """Plans a paired contraction as one dual GEMM where a rule runs it whole and `dual`
+    allows; returns whether it did (else it is to be split), raising where `dual=on` asked."""
+    if knobs.dual == "off":
+        return False
+    choice, why = refusals(kernel, knobs, target, paired=True)
+    if choice is not None:
+        kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
+        return True
+    if knobs.dual == "on":
+        taking = [reason for rule, reason in why if "paired" not in reason]
+        reason = taking[-1] if taking else "no rule runs a paired contraction whole"
+        if "select other rules" in reason:
+            reason = (
+                f"only the wgmma rule runs a dual GEMM (schedule={knobs.schedule}, mma={knobs.mma})"
+            )
+        raise DiagnosticException(
+            f"tile: dual=on cannot run kernel @{kernel.sym_name.data} as one dual GEMM: {reason}"
+        )
+    return False

@@ -1,0 +1,86 @@
+"""The schedule rules in the order they are tried, and the walk that picks one per kernel.
+
+Adding a rule: one file with a `Rule` subclass (passes/tile/rule.py) and one line in
+`RULE_TYPES`; the rule order, the knobs each rule reads (docs/knobs.md, the tuner's search
+space) and the plans all follow from this tuple.
+"""
+
+from __future__ import annotations
+
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.attention.mma_sync import AttentionSync
+from tinyopt.passes.tile.attention.wgmma import AttentionWgmma
+from tinyopt.passes.tile.elementwise import Elementwise
+from tinyopt.passes.tile.gemm.contraction import ContractionRule
+from tinyopt.passes.tile.gemm.mma_sync import MmaSyncRule
+from tinyopt.passes.tile.gemm.tf32 import Tf32Rule
+from tinyopt.passes.tile.gemm.wgmma import WgmmaRule
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.row_reduction import RowReduction
+from tinyopt.passes.tile.rule import Choice, Rule
+from tinyopt.passes.tile.sequential import Sequential
+from tinyopt.passes.tile.target import H200, Target
+
+RULE_TYPES: tuple[type[Rule], ...] = (
+    AttentionWgmma,
+    AttentionSync,
+    WgmmaRule,
+    MmaSyncRule,
+    Tf32Rule,
+    ContractionRule,
+    RowReduction,
+    Elementwise,
+    Sequential,
+)
+"""Every schedule rule, most specific first; `Sequential` takes any kernel."""
+
+
+def rules(target: Target = H200) -> tuple[Rule, ...]:
+    """The rules, planning for `target`."""
+    return tuple(rule(target) for rule in RULE_TYPES)
+
+
+def rule_named(name: str, target: Target = H200) -> Rule | None:
+    """The rule a plan names, or None."""
+    return next((r for r in rules(target) if r.name == name), None)
+
+
+def refusals(
+    kernel: loop.KernelOp, knobs: Knobs, target: Target = H200, paired: bool = False
+) -> tuple[Choice | None, list[tuple[str, str]]]:
+    """Walks the rules in order: the first that matches `kernel` and plans it under `knobs`,
+    and (rule, reason) for each rule before it that did not. A rule the knobs insist on whose
+    plan refuses ends the walk with no choice. With `paired`, only rules that run a paired
+    contraction whole are asked."""
+    why: list[tuple[str, str]] = []
+    for rule in rules(target):
+        if paired and not rule.takes_paired:
+            why.append((rule.name, "it does not run a paired contraction whole"))
+            continue
+        if not rule.considered(knobs):
+            selector = ", ".join(f"{k}={getattr(knobs, k)}" for k in ("schedule", "mma", "attn"))
+            why.append((rule.name, f"the knobs select other rules ({selector})"))
+            continue
+        m = rule.match(kernel)
+        if isinstance(m, str):
+            why.append((rule.name, m))
+            continue
+        plan = rule.plan(kernel, m, knobs)
+        if isinstance(plan, str):
+            why.append((rule.name, plan))
+            if rule.insists(knobs):
+                return None, why
+            continue
+        return Choice(rule, m, plan), why
+    return None, why
+
+
+def choose(kernel: loop.KernelOp, knobs: Knobs, target: Target = H200) -> Choice:
+    """The rule that schedules `kernel` and its plan; raises the diagnostic of a rule the
+    knobs insist on that refuses."""
+    choice, why = refusals(kernel, knobs, target)
+    if choice is None:
+        raise DiagnosticException(f"tile: {why[-1][1]}")
+    return choice

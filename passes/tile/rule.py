@@ -1,0 +1,130 @@
+"""The schedule-rule interface: match a loop kernel, plan its knobs, emit its tile kernel.
+
+A rule is one class with three steps, each reading nothing but the IR and what it is given:
+
+- `match(kernel)`: the parts of the kernel the rule works on (a `Contraction`, a row nest …),
+  or a sentence saying why the kernel is not of the rule's kind;
+- `plan(kernel, match, knobs)`: every knob the rule reads resolved to a value (no
+  `auto` left) as one frozen dataclass, or a sentence saying why these knobs cannot be met;
+- `emit(kernel, match, plan, rewriter)`: the `tile.kernel`, from the plan alone.
+
+`check` says what is wrong with a plan read back from the IR (an edited `#tile.plan`), and
+`rewrite` may put other loop kernels in the kernel's place before it is emitted (stream-K's
+workspace and flag-zeroing kernel). The rules, in the order they are tried, are the registry
+(`passes/tile/registry.py`); docs/ir.md shows how to add one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Generic, TypeVar
+
+from xdsl.dialects.builtin import ModuleOp
+from xdsl.pattern_rewriter import PatternRewriter
+
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.knobs import KNOB, Knobs
+from tinyopt.passes.tile.target import H200, Target
+
+M = TypeVar("M")
+P = TypeVar("P")
+
+
+class Rule(ABC, Generic[M, P]):
+    """A schedule rule: `match` → `plan` → `emit`."""
+
+    name: ClassVar[str]
+    """The rule's name, as plans and docs/knobs.md spell it."""
+
+    reads: ClassVar[str]
+    """The knobs the plan reads, as the tuner searches them: `name` tries the knob's domain,
+    `name=v1,v2` only those values."""
+
+    plan_type: ClassVar[type]
+    """The frozen dataclass `plan` returns; its fields are the knobs printed in `#tile.plan`."""
+
+    selector: ClassVar[tuple[str, str] | None] = None
+    """(knob, value) that asks for this rule by name, e.g. ("mma", "wgmma"); None: none does."""
+
+    by_auto: ClassVar[bool] = True
+    """Whether the selector knob's `auto` tries this rule."""
+
+    takes_paired: ClassVar[bool] = False
+    """Whether the rule runs a paired contraction (two K loops over one A) whole; no other
+    rule sees one: the planner splits it in two first (`passes/tile/gemm/paired.py`)."""
+
+    def __init__(self, target: Target = H200) -> None:
+        self.target = target
+        """The GPU the rule plans for."""
+
+    def considered(self, knobs: Knobs) -> bool:
+        """Whether the knobs let this rule try a kernel (`schedule`, and the selector knob)."""
+        if knobs.schedule != "auto":
+            return self.selector == ("schedule", knobs.schedule)
+        if self.selector is None:
+            return True
+        value = getattr(knobs, self.selector[0])
+        return value == self.selector[1] or (value == "auto" and self.by_auto)
+
+    def insists(self, knobs: Knobs) -> bool:
+        """Whether a refusal of `plan` is the user's error (the knobs asked for this rule, or no
+        knob names it) rather than a reason to try the next rule."""
+        return self.selector is None or getattr(knobs, self.selector[0]) == self.selector[1]
+
+    @abstractmethod
+    def match(self, kernel: loop.KernelOp) -> M | str:
+        """The parts of `kernel` the rule schedules, or why it is not of the rule's kind."""
+
+    @abstractmethod
+    def plan(self, kernel: loop.KernelOp, m: M, knobs: Knobs) -> P | str:
+        """Every knob the rule reads, resolved; or why `knobs` cannot be met."""
+
+    def check(self, kernel: loop.KernelOp, m: M, plan: P) -> str | None:
+        """Why a plan read back from the IR cannot be emitted, or None (default: it can)."""
+        return None
+
+    def rewrite(self, module: ModuleOp, kernel: loop.KernelOp, m: M, plan: P) -> list[Any]:
+        """Loop kernels to put in `kernel`'s place before it is emitted, each with the knobs
+        to plan it by (None: the plan given); empty: none (the default)."""
+        return []
+
+    @abstractmethod
+    def emit(self, kernel: loop.KernelOp, m: M, plan: P, rewriter: PatternRewriter) -> None:
+        """Replaces `kernel` by its `tile.kernel`, built from `plan` alone."""
+
+
+def plan_attr(rule: Rule, plan: Any) -> tile.PlanAttr:
+    """Returns the `#tile.plan` of a rule's plan."""
+    return tile.PlanAttr(rule.name, {f.name: getattr(plan, f.name) for f in fields(plan)})
+
+
+def plan_from_attr(rule: Rule, attr: tile.PlanAttr) -> Any | str:
+    """Returns the rule's plan a `#tile.plan` spells, or a sentence naming the knob that is
+    unknown, missing, of the wrong type or outside its domain."""
+    values = attr.values
+    known = {f.name: f.type for f in fields(rule.plan_type)}
+    for name in values:
+        if name not in known:
+            return f"rule {rule.name} has no knob {name} (its knobs: {', '.join(known)})"
+    for name, kind in known.items():
+        if name not in values:
+            return f"knob {name} of rule {rule.name} is missing"
+        value = values[name]
+        if isinstance(value, int) != (kind == "int"):
+            return f"knob {name} must be {'an integer' if kind == 'int' else 'a string'}"
+        if value == "auto":
+            return f"knob {name} must be resolved in a plan, got 'auto'"
+        domains = [KNOB[name].domain, *(d for _, _, d in KNOB[name].when)] if name in KNOB else []
+        if domains and not any(d.admits(value) for d in domains):
+            return f"knob {name} must be {domains[0].words}, got {value!r}"
+    return rule.plan_type(**values)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The rule that takes a kernel, its match and its plan."""
+
+    rule: Rule
+    match: Any
+    plan: Any
