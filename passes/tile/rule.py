@@ -113,8 +113,8 @@ def plan_from_attr(rule: Rule, attr: tile.PlanAttr) -> Any | str:
         value = values[name]
         if isinstance(value, int) != (kind == "int"):
             return f"knob {name} must be {'an integer' if kind == 'int' else 'a string'}"
-        if value == "auto":
-            return f"knob {name} must be resolved in a plan, got 'auto'"
+        if value == "auto" or (value == 0 and name in KNOB and "auto" in KNOB[name].domain.words):
+            return f"knob {name} must be resolved in a plan, got {value!r} (auto)"
         domains = [KNOB[name].domain, *(d for _, _, d in KNOB[name].when)] if name in KNOB else []
         if domains and not any(d.admits(value) for d in domains):
             return f"knob {name} must be {domains[0].words}, got {value!r}"

@@ -6,7 +6,7 @@
 // the columns) is loaded once and shared by the 4 lanes, the result is one vector store.
 // 64 * 128 / 4 = 2048 vectors over 256 threads: grid 8.
 
-// CHECK:      tile.kernel @f_0 grid [8, 1, 1] block [256, 1, 1] (%[[X:.*]]: memref<64x128xf32>, %[[B:.*]]: memref<128xf32>, %[[S:.*]]: memref<64x1xf32>, %[[OUT:.*]]: memref<64x128xf32>) {
+// CHECK:      tile.kernel @f_0 grid [8, 1, 1] block [256, 1, 1] (%[[X:.*]]: memref<64x128xf32>, %[[B:.*]]: memref<128xf32>, %[[S:.*]]: memref<64x1xf32>, %[[OUT:.*]]: memref<64x128xf32>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK-NEXT:   %[[BID:.*]] = tile.block_id x
 // CHECK-NEXT:   %[[C256:.*]] = arith.constant 256 : index
 // CHECK-NEXT:   %[[BASE:.*]] = arith.muli %[[BID]], %[[C256]] : index

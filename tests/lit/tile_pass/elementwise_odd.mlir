@@ -4,7 +4,7 @@
 // takes one point with scalar loads and a scalar store. 528 points over 256 threads: grid 3,
 // the last block guarded by `flat < 528`.
 
-// CHECK:      tile.kernel @f_0 grid [3, 1, 1] block [256, 1, 1] (%[[X:.*]]: memref<16x33xf32>, %[[Y:.*]]: memref<16x33xf32>, %[[OUT:.*]]: memref<16x33xf32>) {
+// CHECK:      tile.kernel @f_0 grid [3, 1, 1] block [256, 1, 1] (%[[X:.*]]: memref<16x33xf32>, %[[Y:.*]]: memref<16x33xf32>, %[[OUT:.*]]: memref<16x33xf32>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK-NOT:    tile.vload
 // CHECK:        %[[FLAT:.*]] = arith.addi %{{.*}}, %{{.*}} : index
 // CHECK-NEXT:   %[[N:.*]] = arith.constant 528 : index

@@ -8,7 +8,7 @@
 // along N: staged [32][64 + 8 pad] and read by ldmatrix.trans. One K step of 32 is two mma
 // steps of 16; each loads 2 A and 2 B fragments and issues 2x4 mma.
 
-// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) {
+// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK:        %[[AS:.*]] = tile.alloc : memref<64x40xbf16, 3 : i32>
 // CHECK-NEXT:   %[[BS:.*]] = tile.alloc : memref<32x72xbf16, 3 : i32>
 // CHECK:        %[[ACC:.*]] = tile.alloc : memref<2x4x4xf32, 5 : i32>

@@ -6,7 +6,7 @@
 // with its combine region and then combines across the block with tile.block_reduce carrying
 // that same combine: arith.maximumf first, then arith.addf.
 
-// CHECK:      tile.kernel @softmax_0 grid [64, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x2048xf32>, %[[OUT:.*]]: memref<64x2048xf32>) {
+// CHECK:      tile.kernel @softmax_0 grid [64, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x2048xf32>, %[[OUT:.*]]: memref<64x2048xf32>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK-NEXT:   %[[BID:.*]] = tile.block_id x
 // CHECK-NEXT:   %[[TY:.*]] = tile.thread_id y
 // CHECK-NEXT:   %[[ROW:.*]] = arith.addi %[[BID]], %[[TY]] : index

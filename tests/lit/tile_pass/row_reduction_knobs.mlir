@@ -6,7 +6,7 @@
 // thread_id.x. Each lane holds 256 / 4 / 32 = 2 vectors of the row in registers (2x4), and
 // both reductions are warp shuffles over 32 lanes.
 
-// CHECK:      tile.kernel @softmax_0 grid [16, 1, 1] block [32, 4, 1] (%[[X:.*]]: memref<64x256xf32>, %[[OUT:.*]]: memref<64x256xf32>) {
+// CHECK:      tile.kernel @softmax_0 grid [16, 1, 1] block [32, 4, 1] (%[[X:.*]]: memref<64x256xf32>, %[[OUT:.*]]: memref<64x256xf32>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK-NEXT:   %[[BID:.*]] = tile.block_id x
 // CHECK-NEXT:   %[[C4:.*]] = arith.constant 4 : index
 // CHECK-NEXT:   %[[BASE:.*]] = arith.muli %[[BID]], %[[C4]] : index

@@ -6,7 +6,7 @@
 // and folds each element with the reduce's combine region; the inner parallel loop is a plain
 // scf.for with scalar loads and stores.
 
-// CHECK:      tile.kernel @stats_0 grid [1, 1, 1] block [64, 1, 1] (%[[X:.*]]: memref<64x128xf32>, %[[OUT:.*]]: memref<64x128xf32>) {
+// CHECK:      tile.kernel @stats_0 grid [1, 1, 1] block [64, 1, 1] (%[[X:.*]]: memref<64x128xf32>, %[[OUT:.*]]: memref<64x128xf32>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK-NEXT:   %[[BID:.*]] = tile.block_id x
 // CHECK-NEXT:   %[[C64:.*]] = arith.constant 64 : index
 // CHECK-NEXT:   %[[BASE:.*]] = arith.muli %[[BID]], %[[C64]] : index

@@ -12,7 +12,7 @@
 // consumer threads).
 
 // CHECK:      tile.kernel @mm_0 grid [4, 2, 1] block [384, 1, 1]
-// CHECK-SAME: attributes {tile.min_blocks = 1 : i64, tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 64, 64>, swizzle = 128 : i64}]}
+// CHECK-SAME: attributes {plan = #tile.plan<{{[^>]*}}>, tile.min_blocks = 1 : i64, tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 64, 64>, swizzle = 128 : i64}]}
 // CHECK:        %[[A:.*]] = tile.alloc dynamic : memref<4x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[B:.*]] = tile.alloc dynamic : memref<4x2x64x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[FULL:.*]] = tile.alloc : memref<4xi64, 3 : i32>

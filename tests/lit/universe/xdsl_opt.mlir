@@ -5,7 +5,7 @@
 // point, and mixes them freely with xDSL's own passes.
 
 // CHECK:     builtin.module {
-// CHECK:       tile.kernel @double_0 grid [{{.+}}] block [{{.+}}] (%{{.+}}: memref<64x128xf32>, %{{.+}}: memref<64x128xf32>) {
+// CHECK:       tile.kernel @double_0 grid [{{.+}}] block [{{.+}}] (%{{.+}}: memref<64x128xf32>, %{{.+}}: memref<64x128xf32>) attributes {plan = #tile.plan<{{.*}}>} {
 // CHECK:         tile.block_id
 // CHECK:         tile.thread_id
 // CHECK-NOT:   loop.parallel

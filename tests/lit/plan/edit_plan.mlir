@@ -1,0 +1,30 @@
+// The plan is IR: `fuse,plan` prints each kernel's rule and every knob it reads, resolved;
+// `tile` emits from the plan as written, so an edited knob is followed, and a bad edit is a
+// diagnostic naming the knob.
+//
+// RUN: tinyopt %s -p fuse,plan | filecheck %s --check-prefix=PLAN
+// RUN: tinyopt %s -p fuse,tile | filecheck %s --check-prefix=TILE
+// RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 128,/' | tinyopt -p tile,to-cuda -t cuda | filecheck %s --check-prefix=EDITED
+// RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 48,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=DOMAIN
+// RUN: tinyopt %s -p fuse,plan | sed 's/tm = 8,/tm = 8, tq = 2,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=UNKNOWN
+// RUN: tinyopt %s -p fuse,plan | sed 's/tm = 8,/tm = 3,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=RULE
+// RUN: tinyopt %s -p fuse,plan | sed 's/<contraction,/<elementwise,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=OTHER
+
+func.func @matmul_relu(%x: tensor<1000x1000xf32>, %w: tensor<1000x1000xf32>) -> tensor<1000x1000xf32> {
+  %y = graph.matmul %x, %w : (tensor<1000x1000xf32>, tensor<1000x1000xf32>) -> tensor<1000x1000xf32>
+  %r = graph.relu %y : tensor<1000x1000xf32>
+  func.return %r : tensor<1000x1000xf32>
+}
+
+// PLAN: loop.kernel @matmul_relu_0({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">} {
+
+// TILE: tile.kernel @matmul_relu_0 grid [16, 16, 1] block [160, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 1 : i64, tile.tensor_maps = {{.*}}} {
+
+// The small grid takes TMA with 64×64 tiles (copy=auto): 16×16 blocks of (64/8)·(64/4) = 128
+// threads and a producer warp. Edited to 128-row tiles: half the block rows, 256 + 32 threads.
+// EDITED: // kernel @matmul_relu_0 grid (16, 8, 1) block (288, 1, 1) smem 50176
+
+// DOMAIN: error: tile: plan of kernel @matmul_relu_0: knob bm must be a power of two in [16, 256] (or 0 for auto), got 48
+// UNKNOWN: error: tile: plan of kernel @matmul_relu_0: rule contraction has no knob tq (its knobs: bm, bn, bk, tm, tn, pad, split, stages, group, copy, ws, swizzle, pairswap, vec, minblocks, interleave, prefetch, streamk)
+// RULE: error: tile: plan of kernel @matmul_relu_0: knob tm must be a power of two in [1, 16] (or 0 for auto), got 3
+// OTHER: error: tile: kernel @matmul_relu_0: rule elementwise of its plan: not one parallel loop without nested loops
