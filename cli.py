@@ -34,8 +34,9 @@ from tinyopt.universe import TINYOPT_UNIVERSE
 if TYPE_CHECKING:
     from tinyopt.passes.autotune.measure import Program
 
-DEFAULT_RUN_PIPELINE = "fuse,tile,to-cuda"
-"""The pipeline `tinyopt run` applies when none is given."""
+DEFAULT_RUN_PIPELINE = "fuse,apply-tuned,tile,to-cuda"
+"""The pipeline `tinyopt run` applies when none is given (tuned kernels where the tuning cache
+has them, docs/tuning.md)."""
 
 
 class CliError(Exception):
@@ -336,7 +337,7 @@ def tune_parser() -> argparse.ArgumentParser:
         prog="tinyopt tune",
         description="Search the tile knobs of each kernel of FILE on the GPU (each candidate "
         "checked against the float64 reference before its time counts) and store the best "
-        "in the tuning cache, which `tinyopt FILE -p fuse,tile,to-cuda` then uses "
+        "in the tuning cache, which `tinyopt FILE -p fuse,apply-tuned,tile,to-cuda` then uses "
         "(docs/tuning.md).",
     )
     _add_program_arguments(parser)

@@ -9,7 +9,9 @@ from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.universe import Universe
 
-DEFAULT_PIPELINE = "fuse,tile,to-cuda"
+DEFAULT_PIPELINE = "fuse,apply-tuned,tile,to-cuda"
+"""The pipeline `lower` applies when none is given: tuned where the tuning cache has an entry for
+a kernel on this GPU model (`apply-tuned`, docs/tuning.md), the heuristics elsewhere."""
 
 
 def context() -> Context:

@@ -90,6 +90,13 @@ def get_tile_pass() -> type[ModulePass]:
     return TilePass
 
 
+def get_apply_tuned() -> type[ModulePass]:
+    """Return the pass attaching each loop kernel's knobs from the tuning cache."""
+    from tinyopt.passes.autotune.apply_tuned import ApplyTunedPass
+
+    return ApplyTunedPass
+
+
 def get_plan_pass() -> type[ModulePass]:
     """Return the pass attaching each loop kernel's schedule plan (rule and resolved knobs)."""
     from tinyopt.passes.tile.tile_pass import PlanPass
@@ -142,6 +149,7 @@ TINYOPT_UNIVERSE = Universe(
     all_passes={
         "decompose": get_decompose,
         "fuse": get_fuse,
+        "apply-tuned": get_apply_tuned,
         "plan": get_plan_pass,
         "tile": get_tile_pass,
         "to-cuda": get_to_cuda,

@@ -4,7 +4,8 @@
     y = model(x2)                            # same shapes and dtypes as the example inputs
 
 The module is captured on its example inputs (frontends/torch_fx.py) and lowered through a
-pipeline (`pipeline=`, default `PIPELINE`; `"decompose,fuse,flash-attention,tile,to-cuda{pdl=1}"`
+pipeline (`pipeline=`, default `PIPELINE`, which takes the tuned knobs of the tuning cache through
+`apply-tuned`, docs/tuning.md; `"decompose,fuse,flash-attention,apply-tuned,tile,to-cuda{pdl=1}"`
 adds programmatic dependent launch between the kernels, docs/knobs.md); its weights are copied
 to the GPU and bound once, with every intermediate buffer planned into one arena
 (backends/cuda/buffer_plan.py). With `graph=True` (the default) a call copies the inputs into
@@ -26,8 +27,9 @@ from tinyopt.frontends.torch_fx import capture
 if TYPE_CHECKING:
     import torch
 
-PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
-"""Attention fused into one kernel, GEMMs on tensor cores where the tile rules can (mma=auto)."""
+PIPELINE = "decompose,fuse,flash-attention,apply-tuned,tile,to-cuda"
+"""Attention fused into one kernel, GEMMs on tensor cores where the tile rules can (mma=auto),
+and each kernel the tuning cache holds for this GPU model with its tuned knobs."""
 
 
 class CompiledModel:

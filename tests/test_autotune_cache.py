@@ -1,5 +1,5 @@
-"""The tuning cache: keys, reuse by the tile pass across processes, version invalidation,
-corrupt entries and files, concurrent writers."""
+"""The tuning cache: keys, reuse by the `apply-tuned` pass across processes, version
+invalidation, corrupt entries and files, stale entries, concurrent writers."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def softmax_key(name: str = "softmax") -> str:
     return kernel_key(loop.kernels(module)[0])
 
 
-def tiled(pipeline: str = "fuse,tile,to-cuda") -> str:
+def tiled(pipeline: str = "fuse,apply-tuned,tile,to-cuda") -> str:
     return str(apply_pipeline(parse(SOFTMAX.format(name="softmax")), pipeline))
 
 
@@ -53,12 +53,13 @@ def test_key_is_structural() -> None:
     assert kernel_key(loop.kernels(wider)[0]) != softmax_key()
 
 
-def test_tile_pass_uses_the_cache_and_options_override(db: Path) -> None:
+def test_apply_tuned_uses_the_cache_and_options_override(db: Path) -> None:
     default = tiled()
     assert "__launch_bounds__(512)" not in default
     store(db, {"threads": 512, "vec": 2})
     assert "__launch_bounds__(512)" in tiled()
-    overridden = tiled("fuse,tile{threads=128},to-cuda")
+    assert "__launch_bounds__(512)" not in tiled("fuse,tile,to-cuda")  # untuned
+    overridden = tiled("fuse,apply-tuned,tile{threads=128},to-cuda")
     assert "__launch_bounds__(128)" in overridden and "tinyopt_vec<float, 2>" in overridden
 
 
@@ -83,7 +84,9 @@ def test_reuse_across_processes(db: Path) -> None:
     source.write_text(SOFTMAX.format(name="softmax"))
     tinyopt = Path(sys.executable).parent / "tinyopt"
     out = subprocess.run(
-        [str(tinyopt), str(source), "-p", "fuse,tile,to-cuda"], capture_output=True, text=True
+        [str(tinyopt), str(source), "-p", "fuse,apply-tuned,tile,to-cuda"],
+        capture_output=True,
+        text=True,
     )
     assert out.returncode == 0, out.stderr
     assert "__launch_bounds__(512)" in out.stdout
@@ -116,7 +119,7 @@ def test_corrupt_entry_is_discarded(db: Path, config: str) -> None:
 
 def test_entry_that_no_longer_lowers_is_discarded(db: Path) -> None:
     store(db, {"threads": 64, "rows": 2})  # in the knobs' domains, refused by the row rule
-    assert tiled() == tiled("fuse,tile{cache=1},to-cuda")
+    assert tiled() == tiled("fuse,tile,to-cuda")
     with TuningCache(db) as cache:
         assert cache.lookup(softmax_key(), GPU) is None
 

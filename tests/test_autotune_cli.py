@@ -97,6 +97,9 @@ def test_tune_then_compile_uses_the_tuned_kernels(tmp_path: Path) -> None:
         env={**env, "TINYOPT_TUNING_DB": "off"},
     )
     after = subprocess.run(
-        [TINYOPT, str(source), "-p", "fuse,tile,to-cuda"], capture_output=True, text=True, env=env
+        [TINYOPT, str(source), "-p", "fuse,apply-tuned,tile,to-cuda"],
+        capture_output=True,
+        text=True,
+        env=env,
     )
     assert after.returncode == 0 and after.stdout == expected.stdout

@@ -7,6 +7,7 @@ or under another name, finds its entry. Writers use WAL mode and one transaction
 keep the faster of two results, so concurrent tuners neither corrupt the file nor lose a better
 entry. An entry that does not load (bad JSON, unknown knob, value outside its domain) is
 deleted when read and the kernel counts as untuned; a file that is no database is moved aside.
+The `apply-tuned` pass (`apply_tuned.py`) is the compiler's only reader.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 from xdsl.dialects.builtin import StringAttr
 
-from tinyopt.dialects import loop
+from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.knobs import KNOB, Knobs, check
 
 Config = dict[str, int | str]
@@ -74,14 +75,17 @@ def _device_name() -> str | None:
 def gpu_model() -> str | None:
     """Returns the GPU model tuned results are looked up for: `$TINYOPT_GPU` when set (to use
     a GPU's tuned configurations on a machine without it), else the current GPU's name, else
-    None, and then the `tile` pass uses its heuristics alone."""
+    None, and then `apply-tuned` looks nothing up (the `tile` pass uses its heuristics alone)."""
     return os.environ.get("TINYOPT_GPU") or _device_name()
 
 
 def kernel_key(kernel: loop.KernelOp) -> str:
-    """Returns the sha256 of the kernel's printed IR with its symbol and value names erased."""
+    """Returns the sha256 of the kernel's printed IR with its symbol and value names erased,
+    and without its `plan` and `tuned` attributes (what the compiler attached, not the kernel)."""
     clone = kernel.clone()
     clone.sym_name = StringAttr("kernel")
+    for attached in (tile.PLAN, tile.TUNED):
+        clone.attributes.pop(attached, None)
     for op in clone.walk():
         for value in op.results:
             value.name_hint = None
@@ -189,34 +193,3 @@ class TuningCache:
             "DELETE FROM tuned WHERE kernel = ? AND gpu = ? AND version = ?",
             (kernel, gpu, version or tinyopt_version()),
         )
-
-
-def tuned_knobs(kernel: loop.KernelOp, explicit: Knobs) -> tuple[Knobs, bool]:
-    """Returns the knobs for `kernel`: the cached ones where the cache has an entry for this
-    GPU model, with every knob `explicit` sets (differs from its default) taking precedence;
-    and whether a cache entry was used."""
-    path = db_path()
-    if path is None or not path.exists() or (gpu := gpu_model()) is None:
-        return explicit, False
-    try:
-        with TuningCache(path) as cache:
-            entry = cache.lookup(kernel_key(kernel), gpu)
-    except sqlite3.Error:
-        return explicit, False
-    if entry is None:
-        return explicit, False
-    merged = {
-        f.name: getattr(explicit, f.name)
-        if getattr(explicit, f.name) != f.default
-        else entry.config.get(f.name, f.default)
-        for f in fields(Knobs)
-    }
-    return Knobs(**merged), True
-
-
-def forget(kernel: loop.KernelOp) -> None:
-    """Discards the cached entry of a kernel whose tuned knobs no longer lower."""
-    path, gpu = db_path(), gpu_model()
-    if path is not None and gpu is not None:
-        with TuningCache(path) as cache:
-            cache.discard(kernel_key(kernel), gpu)

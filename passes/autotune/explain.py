@@ -8,10 +8,9 @@ import io
 from tinyopt.compiler import apply_pipeline, context
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.cache import kernel_key
-from tinyopt.passes.autotune.measure import Candidate, Program
+from tinyopt.passes.autotune.measure import Candidate, Program, tile_with
 from tinyopt.passes.autotune.search import Config
 from tinyopt.passes.tile.knobs import KNOB, Knobs, check
-from tinyopt.passes.tile.tile_pass import tile_kernels
 from tinyopt.universe import CudaTarget
 
 
@@ -47,7 +46,7 @@ def pick_kernel(program: Program, name: str | None) -> loop.KernelOp:
 def cuda_text(program: Program, candidate: Candidate) -> str:
     """Returns the program's CUDA C (as `-t cuda` prints it) under the candidate's knobs."""
     module = program.loop_module()
-    tile_kernels(context(), module, candidate.knobs)
+    tile_with(module, candidate.knobs)
     apply_pipeline(module, "to-cuda")
     out = io.StringIO()
     CudaTarget().emit(context(), module, out)

@@ -26,7 +26,9 @@ from tinyopt.dialects import loop, tile
 from tinyopt.passes.autotune.cache import kernel_key
 from tinyopt.passes.autotune.search import Config
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.tile_pass import tile_kernels
+from tinyopt.passes.tile.planner import checked, plan_kernels
+from tinyopt.passes.tile.target import H200
+from tinyopt.passes.tile.tile_pass import TilePass
 
 if TYPE_CHECKING:
     from tinyopt.backends.cuda.runtime import HostFunction
@@ -82,6 +84,14 @@ class Built:
         object.__setattr__(self, "digest", hashlib.sha256(self.text.encode()).hexdigest())
 
 
+def tile_with(module: ModuleOp, knobs_for: Callable[[loop.KernelOp], Knobs]) -> None:
+    """Plans each loop kernel of the module with the knobs `knobs_for` gives it (raising the
+    rules' diagnostic where they refuse them), then emits every kernel from its plan (`tile`)."""
+    for kernel in list(loop.kernels(module)):
+        plan_kernels(module, kernel, checked(knobs_for(kernel)), H200)
+    TilePass().apply(context(), module)
+
+
 REFUSAL = "does not lower: "
 """How the reason of a candidate the schedule rules refuse starts."""
 
@@ -92,7 +102,7 @@ def build(program: Program, candidate: Candidate) -> Built | Outcome:
 
     module = program.loop_module()
     try:
-        tile_kernels(context(), module, candidate.knobs)
+        tile_with(module, candidate.knobs)
         apply_pipeline(module, "to-cuda")
     except DiagnosticException as e:
         return Outcome(None, f"{REFUSAL}{e}")

@@ -1,84 +1,120 @@
 """The search space of one loop kernel: the knobs of the rule that schedules it.
 
-The tree branches only on knobs the kernel's rule reads (`RULE_KNOBS` in passes/tile/knobs.py),
-with the values the knob table gives; for a contraction the first decision is `mma`, which
-picks the rule. Values come in prior order, the knob's default first, so the first leaf of the
-tree is the heuristic's own schedule.
+Everything comes from the schedule rules of the registry (`passes/tile/registry.py`): the rule
+that takes the kernel under the default knobs (`refusals`), and the knobs a rule `reads`
+(`name`: the knob's whole domain from the knob table, `name=v1,v2`: only those values). Where
+that rule is one of several a knob selects among (`mma` for a contraction, `attn` for
+attention: the rules' `selector`), that knob is the first decision, over its values under
+which a rule takes the kernel: `auto`, the heuristic's own choice, is a leaf, and every other
+value opens the knobs of the rule it selects. Values come in prior order, the knob's default
+first, so the first leaf of the tree is the heuristic's own schedule.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Sequence
 
-from tinyopt.compiler import context
+from xdsl.dialects.builtin import ModuleOp
+
 from tinyopt.dialects import loop
 from tinyopt.passes.autotune.search import Config, Value
-from tinyopt.passes.tile.attention.mma_sync import match_attention
-from tinyopt.passes.tile.gemm.contraction import match_contraction
-from tinyopt.passes.tile.elementwise import elementwise_nest
-from tinyopt.passes.tile.knobs import KNOB, KNOBS, MMA_RULES, Knobs, rule_knobs
-from tinyopt.passes.tile.gemm.paired import match_paired_contraction
-from tinyopt.passes.tile.row_reduction import row_nest
-from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
-from tinyopt.passes.tile.tile_pass import lowering_error
-
-RULES: tuple[tuple[str, Callable[[loop.KernelOp], object]], ...] = (
-    ("attention", match_attention),
-    (
-        "contraction",
-        lambda k: (
-            SEQUENTIAL not in k.attributes and (match_contraction(k) or match_paired_contraction(k))
-        ),
-    ),
-    ("row_reduction", row_nest),
-    ("elementwise", elementwise_nest),
-)
-"""Which rule schedules a kernel: the first whose matcher accepts it (else `sequential`), in
-the tile pass's order; a contraction's rule (a paired one's too: `dual` splits it for the rules
-that do not take it whole) is then chosen by `mma`."""
+from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
+from tinyopt.passes.tile.knobs import KNOB, KNOBS, Knobs
+from tinyopt.passes.tile.registry import RULE_TYPES, refusals, rule_named
+from tinyopt.passes.tile.rule import Choice, Rule
 
 PRECISION_OPT_IN = ("tf32",)
-"""`mma` values that round the operands (TF32): the tuner leaves them to the user, who alone can
-accept the precision (the f32 correctness gate would reject them anyway)."""
+"""Selector values that round the operands (`mma=tf32`): the tuner leaves them to the user, who
+alone can accept the precision (the f32 correctness gate would reject them anyway)."""
+
+SELECTORS = frozenset(
+    knob
+    for knob, rules in Counter(r.selector[0] for r in RULE_TYPES if r.selector).items()
+    if rules > 1
+)
+"""Knobs that choose among several rules (`mma`, `attn`; not `schedule`, whose one value names
+the sequential rule): a kernel that one of their rules takes is searched over all of them."""
+
+SELECTED: dict[tuple[str, str], type[Rule]] = {r.selector: r for r in RULE_TYPES if r.selector}
+"""The rule each (knob, value) asks for by name."""
 
 _DEPENDED_ON = {other for knob in KNOBS for other, _, _ in knob.when}
 """Knobs whose value changes another knob's domain: they are decided first."""
 
 
-def rule_of(kernel: loop.KernelOp) -> str:
-    """Returns the name of the rule family that schedules `kernel`."""
-    return next((name for name, matches in RULES if matches(kernel)), "sequential")
+def reads(rule: type[Rule]) -> tuple[tuple[str, tuple[Value, ...]], ...]:
+    """Returns (knob, values to try) for each knob the rule reads, parsed from its `reads`."""
+    read = []
+    for word in rule.reads.split():
+        name, _, listed = word.partition("=")
+        values = KNOB[name].domain.values
+        if listed:
+            values = tuple(int(v) if v.lstrip("-").isdigit() else v for v in listed.split(","))
+        read.append((name, values))
+    return tuple(read)
+
+
+READS = {r.name: reads(r) for r in RULE_TYPES}
+"""(knob, values to try) for each knob each rule reads, by rule name."""
+
+
+def ruled(kernel: loop.KernelOp, knobs: Knobs) -> tuple[Choice | None, list[tuple[str, str]]]:
+    """`refusals` as the planner asks it: a paired contraction runs whole where a rule takes it
+    (and `dual` is not `off`), else as two plain contractions over the same operands, which the
+    rules take alike (the one the rules are asked about is the first, reading the other's
+    workspace)."""
+    if match_paired_contraction(kernel) is None:
+        return refusals(kernel, knobs)
+    if knobs.dual != "off":
+        whole, why = refusals(kernel, knobs, paired=True)
+        if whole is not None:
+            return whole, why
+    clone = kernel.clone()
+    halves = match_paired_contraction(clone)
+    assert halves is not None
+    _, reading = unpair(ModuleOp([clone]), clone, halves)
+    return refusals(reading, knobs)
 
 
 class KernelSpace:
     """The tree of knob decisions for one kernel."""
 
     def __init__(self, kernel: loop.KernelOp) -> None:
-        self.rule = rule_of(kernel)
-        self.mmas: tuple[Value, ...] = ()
-        """The `mma` values tried on a contraction: those whose rule schedules the kernel (with
-        the other knobs at their defaults), less `PRECISION_OPT_IN`; `auto`, the heuristic's
-        own choice, is a leaf."""
-        if self.rule == "contraction":
-            self.mmas = tuple(
-                m
-                for m in KNOB["mma"].domain.values
-                if m not in PRECISION_OPT_IN
-                and lowering_error(context(), kernel, Knobs(mma=str(m))) is None
+        choice, why = ruled(kernel, Knobs())
+        rule = choice.rule if choice is not None else rule_named(why[-1][0])
+        assert rule is not None
+        self.rule = rule.name
+        """The rule that schedules the kernel with every knob at its default."""
+        knob = rule.selector[0] if rule.selector is not None else None
+        self.selector = knob if knob in SELECTORS else None
+        """The knob decided first, choosing the rule (`mma`, `attn`); None: the rule is fixed."""
+        self.choices: tuple[Value, ...] = ()
+        """The selector's values tried: those under which a rule takes the kernel (with the
+        other knobs at their defaults), less `PRECISION_OPT_IN`."""
+        if self.selector is not None:
+            self.choices = tuple(
+                v
+                for v in KNOB[self.selector].domain.values
+                if v not in PRECISION_OPT_IN
+                and ruled(kernel, Knobs(**{self.selector: v}))[0] is not None
             )
 
     def rule_for(self, config: Config) -> str | None:
-        """Returns the rule that schedules the kernel under (partial) `config`; None for a
-        contraction left at `mma=auto`, which is the heuristic's whole schedule (a leaf)."""
-        return MMA_RULES.get(str(config["mma"])) if self.rule == "contraction" else self.rule
+        """Returns the rule whose knobs are searched under (partial) `config`; None where the
+        selector is `auto` (the heuristic's whole schedule, a leaf) or names no rule."""
+        if self.selector is None:
+            return self.rule
+        rule = SELECTED.get((self.selector, str(config[self.selector])))
+        return rule.name if rule is not None else None
 
     def next(self, partial: Config) -> tuple[str, Sequence[Value]] | None:
         """Returns the next knob to decide and its values, the default first."""
-        if self.rule == "contraction" and "mma" not in partial:
-            return "mma", _prior(KNOB["mma"].default, self.mmas)
+        if self.selector is not None and self.selector not in partial:
+            return self.selector, _prior(KNOB[self.selector].default, self.choices)
         if (rule := self.rule_for(partial)) is None:
             return None
-        read = sorted(rule_knobs(rule), key=lambda r: r[0] not in _DEPENDED_ON)
+        read = sorted(READS[rule], key=lambda r: r[0] not in _DEPENDED_ON)
         for name, listed in read:
             if name not in partial:
                 values = KNOB[name].domain_in(Knobs(**partial)).values
