@@ -317,7 +317,7 @@ def _tuning_program(args: argparse.Namespace, arch: str) -> Program:
     except KeyError as exc:
         raise CliError(exc.args[0]) from None
     check_pipeline(args.passes, TINYOPT_UNIVERSE.all_passes)
-    if {"tile", "to-cuda"} & {p.name for p in parse_pipeline(args.passes)}:
+    if {"plan", "tile", "to-cuda"} & {p.name for p in parse_pipeline(args.passes)}:
         raise CliError(f"-p gives the passes before tile (e.g. 'fuse'), got '{args.passes}'")
     return Program(Path(args.file).read_text(), name, args.passes, arch, args.seed)
 

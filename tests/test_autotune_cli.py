@@ -60,6 +60,7 @@ def test_explain_without_a_change(capsys: pytest.CaptureFixture[str]) -> None:
         (["--knob", "vec=2", "--kernel", "nope"], "no loop kernel @nope after 'fuse'"),
         (["--knob", "rows=2", "--base", "threads=64"], "error: tile: rows=2 needs threads <= 32"),
         (["--knob", "vec=2", "-p", "fuse,tile"], "-p gives the passes before tile"),
+        (["--knob", "vec=2", "-p", "fuse,plan"], "-p gives the passes before tile"),
     ],
 )
 def test_explain_bad_input(args: list[str], message: str) -> None:

@@ -37,14 +37,17 @@ class ApplyTunedPass(ModulePass):
     name = "apply-tuned"
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        kernels = [(k, kernel_key(k)) for k in loop.kernels(op) if tile.TUNED not in k.attributes]
         path = db_path()
-        if not kernels or path is None or not path.exists() or (gpu := gpu_model()) is None:
+        if path is None or not path.exists() or (gpu := gpu_model()) is None:
             return
+        kernels = [(k, kernel_key(k)) for k in loop.kernels(op) if tile.TUNED not in k.attributes]
+        distinct: dict[str, loop.KernelOp] = {}
+        for kernel, key in kernels:
+            distinct.setdefault(key, kernel)
         found: dict[str, tile.KnobsAttr] = {}
         try:
             with TuningCache(path) as cache:
-                for key, kernel in {key: kernel for kernel, key in reversed(kernels)}.items():
+                for key, kernel in distinct.items():
                     entry = cache.lookup(key, gpu)
                     if entry is None:
                         continue
