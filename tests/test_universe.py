@@ -33,6 +33,8 @@ def test_exported_names() -> None:
         "welford",
         "flash-attention",
         "check-assoc",
+        "plan",
+        "apply-tuned",
         "tile",
         "to-cuda",
     }

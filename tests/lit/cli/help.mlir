@@ -5,6 +5,7 @@
 // CHECK: tinyopt passes:
 // CHECK-NEXT: decompose {{ +[A-Z].+}}
 // CHECK-NEXT: fuse {{ +[A-Z].+}}
+// CHECK-NEXT: apply-tuned {{ +[A-Z].+}}
 // CHECK-NEXT: plan {{ +[A-Z].+}}
 // CHECK-NEXT: tile {{ +[A-Z].+}}
 // CHECK-NEXT: to-cuda {{ +[A-Z].+}}
