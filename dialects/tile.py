@@ -769,31 +769,46 @@ def set_tensor_maps(kernel: Operation, specs: Sequence[TensorMapArg]) -> None:
 KnobValue = int | str
 
 
-def _parse_knob_values(parser: AttrParser) -> dict[str, KnobValue]:
-    """Parses `name = 128, copy = "ld", ...` up to the closing `>`."""
-    values: dict[str, KnobValue] = {}
-    while parser.parse_optional_punctuation(",") is not None:
-        name = parser.parse_identifier(context_msg=" (a knob name)")
-        parser.parse_punctuation("=")
-        value = parser.parse_optional_str_literal()
-        if value is None:
-            value = parser.parse_integer(allow_boolean=False, context_msg=" (a knob value)")
-        if name in values:
-            parser.raise_error(f"knob {name} is given twice")
-        values[name] = value
-    return values
+def _parse_knob(parser: AttrParser, values: dict[str, KnobValue]) -> None:
+    """Parses one `name = 128` or `name = "ld"` into `values`."""
+    name = parser.parse_identifier(context_msg=" (a knob name)")
+    parser.parse_punctuation("=")
+    value = parser.parse_optional_str_literal()
+    if value is None:
+        value = parser.parse_integer(allow_boolean=False, context_msg=" (a knob value)")
+    if name in values:
+        parser.raise_error(f"knob {name} is given twice")
+    values[name] = value
 
 
-def _print_knob_values(printer: Printer, knobs: DictionaryAttr) -> None:
+def _print_knobs(printer: Printer, knobs: DictionaryAttr, first: bool) -> None:
+    """Prints `name = value` for each knob, each after a comma unless it is `first`."""
     for name, value in knobs.data.items():
-        shown = f"{value.value.data}" if isinstance(value, IntegerAttr) else f'"{value.data}"'  # type: ignore[attr-defined]
-        printer.print_string(f", {name} = {shown}")
+        printer.print_string(f"{'' if first else ', '}{name} = ")
+        if isinstance(value, IntegerAttr):
+            printer.print_string(str(value.value.data))
+        else:
+            printer.print_string_literal(value.data)  # type: ignore[attr-defined]
+        first = False
 
 
 def _knob_dictionary(values: dict[str, KnobValue]) -> DictionaryAttr:
     return DictionaryAttr(
         {k: IntegerAttr(v, i64) if isinstance(v, int) else StringAttr(v) for k, v in values.items()}
     )
+
+
+def _values(knobs: DictionaryAttr) -> dict[str, KnobValue]:
+    return {
+        k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
+        for k, v in knobs.data.items()
+    }
+
+
+def _verify_knobs(attr: str, knobs: DictionaryAttr) -> None:
+    for name, value in knobs.data.items():
+        if not isinstance(value, IntegerAttr | StringAttr):
+            raise VerifyException(f"{attr}: knob {name} must be an integer or a string")
 
 
 @irdl_attr_definition
@@ -815,28 +830,25 @@ class PlanAttr(ParametrizedAttribute):
     @property
     def values(self) -> dict[str, KnobValue]:
         """The knobs by name, as ints and strings."""
-        return {
-            k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
-            for k, v in self.knobs.data.items()
-        }
+        return _values(self.knobs)
+
+    def verify(self) -> None:
+        _verify_knobs(self.name, self.knobs)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         parser.parse_punctuation("<")
         rule = parser.parse_identifier(context_msg=" (a schedule rule name)")
-        values = _parse_knob_values(parser)
+        values: dict[str, KnobValue] = {}
+        while parser.parse_optional_punctuation(",") is not None:
+            _parse_knob(parser, values)
         parser.parse_punctuation(">")
         return (StringAttr(rule), _knob_dictionary(values))
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string(f"<{self.rule.data}")
-        _print_knob_values(printer, self.knobs)
+        _print_knobs(printer, self.knobs, first=False)
         printer.print_string(">")
-
-    def verify(self) -> None:
-        for name, value in self.knobs.data.items():
-            if not isinstance(value, IntegerAttr | StringAttr):
-                raise VerifyException(f"tile.plan: knob {name} must be an integer or a string")
 
 
 @irdl_attr_definition
@@ -854,32 +866,25 @@ class KnobsAttr(ParametrizedAttribute):
     @property
     def values(self) -> dict[str, KnobValue]:
         """The knobs by name, as ints and strings."""
-        return {
-            k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
-            for k, v in self.knobs.data.items()
-        }
+        return _values(self.knobs)
+
+    def verify(self) -> None:
+        _verify_knobs(self.name, self.knobs)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
         parser.parse_punctuation("<")
-        first = parser.parse_optional_identifier()
         values: dict[str, KnobValue] = {}
-        if first is not None:
-            parser.parse_punctuation("=")
-            value = parser.parse_optional_str_literal()
-            values[first] = value if value is not None else parser.parse_integer()
-            values |= _parse_knob_values(parser)
-        parser.parse_punctuation(">")
+        if parser.parse_optional_punctuation(">") is None:
+            parser.parse_comma_separated_list(
+                parser.Delimiter.NONE, lambda: _parse_knob(parser, values)
+            )
+            parser.parse_punctuation(">")
         return (_knob_dictionary(values),)
 
     def print_parameters(self, printer: Printer) -> None:
         printer.print_string("<")
-        printer.print_string(
-            ", ".join(
-                f"{k} = {v}" if isinstance(v, int) else f'{k} = "{v}"'
-                for k, v in self.values.items()
-            )
-        )
+        _print_knobs(printer, self.knobs, first=True)
         printer.print_string(">")
 
 

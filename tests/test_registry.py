@@ -15,7 +15,7 @@ def _read_by(knob: str) -> set[str]:
     return {
         rule.name
         for rule in RULE_TYPES
-        if knob in (word.partition("=")[0] for word in rule.reads.split())
+        if knob in (name for name, _ in rule.read_knobs())
         or (rule.selector is not None and rule.selector[0] == knob)
     }
 

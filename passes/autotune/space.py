@@ -43,19 +43,7 @@ _DEPENDED_ON = {other for knob in KNOBS for other, _, _ in knob.when}
 """Knobs whose value changes another knob's domain: they are decided first."""
 
 
-def reads(rule: type[Rule]) -> tuple[tuple[str, tuple[Value, ...]], ...]:
-    """Returns (knob, values to try) for each knob the rule reads, parsed from its `reads`."""
-    read = []
-    for word in rule.reads.split():
-        name, _, listed = word.partition("=")
-        values = KNOB[name].domain.values
-        if listed:
-            values = tuple(int(v) if v.lstrip("-").isdigit() else v for v in listed.split(","))
-        read.append((name, values))
-    return tuple(read)
-
-
-READS = {r.name: reads(r) for r in RULE_TYPES}
+READS = {r.name: r.read_knobs() for r in RULE_TYPES}
 """(knob, values to try) for each knob each rule reads, by rule name."""
 
 

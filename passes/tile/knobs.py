@@ -254,40 +254,10 @@ KNOBS: tuple[Knob, ...] = (
     ),
 )
 """Every knob of the `tile` pass, checked in this order. Adding a knob: a `Knobs` field and a row
-here (and a line in docs/knobs.md); `RULE_KNOBS` says which rules read it."""
+here (and a line in docs/knobs.md); each rule's `reads` (passes/tile/rule.py) says whether it
+reads it."""
 
 KNOB = {k.name: k for k in KNOBS}
-
-RULE_KNOBS: dict[str, str] = {
-    "contraction": "bm bn bk tm tn split stages group minblocks pad vec splitk splitk_mode copy ws "
-    "swizzle pairswap streamk interleave prefetch",
-    "mma_sync": "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 group vec splitk",
-    "wgmma": "bm=0,64,128 bn=0,64,128,256 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
-    "group=0,1,8,16 fastmath=auto,off dual=auto,off",
-    "tf32": "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk",
-    "row_reduction": "threads vec rows cache",
-    "elementwise": "threads vec",
-    "sequential": "threads",
-    "attention": "attn arows awarps",
-}
-"""The knobs each schedule rule reads, as the tuner searches them: `name` tries the knob's
-domain, `name=v1,v2` only those values (a subset the rule can use). Which contraction rule runs
-is the `mma` knob's choice (`MMA_RULES`)."""
-
-MMA_RULES = {"none": "contraction", "sync": "mma_sync", "wgmma": "wgmma", "tf32": "tf32"}
-"""The rule that schedules a contraction for each value of `mma`."""
-
-
-def rule_knobs(rule: str) -> tuple[tuple[str, tuple[int | str, ...]], ...]:
-    """Returns (knob, values to try) for each knob `rule` reads, from `RULE_KNOBS`."""
-    read = []
-    for word in RULE_KNOBS[rule].split():
-        name, _, listed = word.partition("=")
-        values = KNOB[name].domain.values
-        if listed:
-            values = tuple(int(v) if v.lstrip("-").isdigit() else v for v in listed.split(","))
-        read.append((name, values))
-    return tuple(read)
 
 
 def check(knobs: Knobs) -> None:

@@ -19,7 +19,7 @@ from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
 from tinyopt.passes.tile.knobs import Knobs, check
-from tinyopt.passes.tile.registry import choose, refusals
+from tinyopt.passes.tile.registry import choose, refusals, rules
 from tinyopt.passes.tile.rule import plan_attr
 from tinyopt.passes.tile.target import Target
 
@@ -100,11 +100,14 @@ def _dual(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> bool:
         kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
         return True
     if knobs.dual == "on":
-        taking = [reason for rule, reason in why if "paired" not in reason]
-        reason = taking[-1] if taking else "no rule runs a paired contraction whole"
-        if "select other rules" in reason:
+        takers = [rule for rule in rules(target) if rule.takes_paired]
+        reasons = dict(why)
+        if any(rule.considered(knobs) for rule in takers):
+            reason = next(reasons[r.name] for r in reversed(takers) if r.name in reasons)
+        else:
             reason = (
-                f"only the wgmma rule runs a dual GEMM (schedule={knobs.schedule}, mma={knobs.mma})"
+                f"only the {' or '.join(r.name for r in takers)} rule runs a dual GEMM "
+                f"(schedule={knobs.schedule}, mma={knobs.mma})"
             )
         raise DiagnosticException(
             f"tile: dual=on cannot run kernel @{kernel.sym_name.data} as one dual GEMM: {reason}"

@@ -58,6 +58,18 @@ class Rule(ABC, Generic[M, P]):
         self.target = target
         """The GPU the rule plans for."""
 
+    @classmethod
+    def read_knobs(cls) -> tuple[tuple[str, tuple[int | str, ...]], ...]:
+        """(knob, values the tuner tries) for each knob in `reads`."""
+        read = []
+        for word in cls.reads.split():
+            name, _, listed = word.partition("=")
+            values = KNOB[name].domain.values
+            if listed:
+                values = tuple(int(v) if v.lstrip("-").isdigit() else v for v in listed.split(","))
+            read.append((name, values))
+        return tuple(read)
+
     def considered(self, knobs: Knobs) -> bool:
         """Whether the knobs let this rule try a kernel (`schedule`, and the selector knob)."""
         if knobs.schedule != "auto":

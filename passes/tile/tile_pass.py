@@ -71,6 +71,7 @@ def _emit(kernel: loop.KernelOp, target: Target) -> None:
     if isinstance(m, str):
         raise DiagnosticException(f"tile: kernel @{name}: rule {rule.name} of its plan: {m}")
     plan = plan_from_attr(rule, attr)
-    if isinstance(plan, str) or isinstance(plan := rule.check(kernel, m, plan) or plan, str):
-        raise DiagnosticException(f"tile: plan of kernel @{name}: {plan}")
+    refusal = plan if isinstance(plan, str) else rule.check(kernel, m, plan)
+    if refusal is not None:
+        raise DiagnosticException(f"tile: plan of kernel @{name}: {refusal}")
     rule.emit(kernel, m, plan, PatternRewriter(kernel))

@@ -173,7 +173,6 @@ class ContractionRule(Rule[Contraction, Tiles]):
             return refusal
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
         t = replace(t, minblocks=blocks_per_sm(knobs, t, grid, self.target.sms))
-        streamed = stream_k_blocks(kernel)[0] if t.copy == "ld" else 0
         streamk = stream_k_mode(kernel, c, knobs, copy, t, self.target.sms)
         if isinstance(streamk, str) and streamk not in STREAM_K_MODES:
             return streamk
@@ -181,7 +180,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
             knobs.prefetch,
             t.copy,
             t.stages,
-            bool(streamed) or streamk != "off",
+            streamk != "off",
             self._prefetched_sides(c, t),
             batch,
             grid[0] * grid[1] * grid[2],
@@ -191,7 +190,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         )
         if isinstance(prefetch, str):
             return prefetch
-        interleave = interleaves(knobs.interleave, t, c, streamed, prefetch)
+        interleave = interleaves(knobs.interleave, t, c, streamk != "off", prefetch)
         if isinstance(interleave, str):
             return interleave
         return replace(

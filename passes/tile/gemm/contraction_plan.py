@@ -288,7 +288,7 @@ def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int], sms: int) 
 
 
 def interleaves(
-    interleave: str, t: Tiles, c: Contraction, stream_blocks: int, prefetching: bool
+    interleave: str, t: Tiles, c: Contraction, stream_k: bool, prefetching: bool
 ) -> bool | str:
     """Returns whether the register-staged K loop copies A's and B's next slices in turn
     (`interleave`), or why `interleave=on` cannot apply.
@@ -314,4 +314,4 @@ def interleaves(
     if interleave != "auto":
         return interleave == "on"
     whole = m % t.bm == 0 and n % t.bn == 0 and k % t.bk == 0
-    return loop and not stream_blocks and (batch == 1 and whole or prefetching)
+    return loop and not stream_k and (batch == 1 and whole or prefetching)

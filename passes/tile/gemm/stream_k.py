@@ -92,8 +92,8 @@ def stream_k_mode(
     per tile), or why `streamk=on` or `tail` cannot apply. `copy` is the copy engine the
     knobs resolve to and `t` the tiling with its `minblocks`; a kernel stream-K already
     rewrote keeps its mode."""
-    if stream_k_blocks(kernel)[0]:
-        _, shared = stream_k_blocks(kernel)
+    blocks, shared = stream_k_blocks(kernel)
+    if blocks:
         return "on" if shared == _tiles(c, t) else "tail"
     if knobs.streamk == "off":
         return "off"
