@@ -49,7 +49,7 @@ from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on, element_bytes
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
-from tinyopt.passes.tile.gemm.wgmma import (
+from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
     CONSUMER_REGISTERS,

@@ -47,13 +47,17 @@ from __future__ import annotations
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import DenseArrayBase, MemRefType, ModuleOp, f32, i32, i64
+from xdsl.dialects import scf
 from xdsl.ir import Operation, SSAValue
+from tinyopt.dialects import tile
 
 from tinyopt.dialects import loop
+from tinyopt.passes.tile.gemm.contraction_emit import ContractionEmitter, Staging
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.contraction_plan import (
     STREAM_K_ATTR,
     TILE_KNOBS,
+    UNROLLED_HELPERS,
     Tiles,
     stream_k_blocks,
     stream_k_unit,
@@ -171,3 +175,116 @@ def stream_k_kernels(
 
     replace_kernels(module, kernel, [zero, streamed], with_buffers)
     return zero, streamed
+
+
+class StreamKEmitter(ContractionEmitter):
+    """The contraction emitter whose blocks share the first tiles' K steps."""
+
+    def _tiles(self, a: Staging, b: Staging, acc: SSAValue) -> None:
+        """Runs this block's work (`passes/tile/gemm/stream_k.py`). Blocks below `stream_blocks`
+        share the first `stream_tiles` tiles' K steps: steps begin..end of the sequence tile
+        0's steps, tile 1's, …, `segments` tile pieces at most; a tile's K steps are rotated
+        so that blocks running at once copy the same K slices. A piece that starts a tile runs
+        the epilogue, after adding the partial sums of the blocks holding the rest of the
+        tile; one that does not writes its own partial sums to the workspace and sets this
+        block's flag. Each later block runs one of the remaining tiles whole."""
+        em = self.em
+        blocks = self.stream_blocks
+        block = em.value(tile.BlockIdOp("x"))
+        whole_tiles = self.batch * self.grid[0] * self.grid[1] - self.stream_tiles
+        if whole_tiles:
+            with em.when([em.value(arith.CmpiOp(block, em.index(blocks), "sge"))]):
+                later = em.value(arith.SubiOp(block, em.index(blocks)))
+                here_a, here_b = self._at_tile(a, b, em.add(later, self.stream_tiles))
+                self._double_buffered(here_a, here_b, acc, 0, self.steps)
+                self._epilogue(acc)
+        with em.when([em.less(block, blocks)] if whole_tiles else []):
+            self._shared_steps(a, b, acc, block)
+
+    def _shared_steps(self, a: Staging, b: Staging, acc: SSAValue, block_id: SSAValue) -> None:
+        """Runs stream-K block `block_id`'s share of the shared tiles' K steps (`_tiles`)."""
+        em, t = self.em, self.t
+        blocks = self.stream_blocks
+        steps = self.steps
+        unit = stream_k_unit(t, self.k)
+        units = self.stream_tiles * steps // unit
+        workspace, flags = self.stream_buffers
+        # Shares are numbered against the launch order, so a block that waits (for the shares
+        # after its own) waits only on blocks launched before it: the handoffs cannot deadlock
+        # even where a later block is not resident yet.
+        block = em.value(arith.SubiOp(em.index(blocks - 1), block_id))
+
+        def first_step_of(block: SSAValue) -> SSAValue:
+            return em.mul(em.div(em.mul(block, units), blocks), unit)
+
+        def share_holding(step: SSAValue) -> SSAValue:
+            """The share whose steps include `step`: the last whose first step is ≤ it."""
+            after = em.mul(em.add(em.div(step, unit), 1), blocks)
+            return em.div(em.value(arith.SubiOp(after, em.index(1))), units)
+
+        first_step = first_step_of(block)
+        end = first_step_of(em.add(block, 1))
+        first_tile = em.div(first_step, steps)
+        most, least = -(-units // blocks) * unit, units // blocks * unit
+        segments = -(-most // steps) + 1
+        # Shares that may hold a piece of one tile after its first: each holds ≥ `least` steps.
+        helpers = -(-(steps - 1) // least)
+        first_thread = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
+        cells = [(i, j) for i in range(t.tm) for j in range(t.tn)]
+        with em.for_loop(0, segments, 1) as (segment, _, _):
+            tile_index = em.add(first_tile, segment)
+            base = em.mul(tile_index, steps)
+            start = em.value(arith.MaxSIOp(first_step, base))
+            stop = em.value(arith.MinSIOp(end, em.add(base, steps)))
+            with em.when([em.less(start, stop)]):
+                # The block holding the tile's middle step copies K step τ mod steps at its
+                # τ-th step, as every block does in its whole tiles: blocks running at once
+                # read the same K slices of A and B, which stay in L2 (unrotated, each block
+                # was at its own K offset and the L2 hit rate at 4096³ fell from 82% to 39%).
+                behind = em.rem(first_step_of(share_holding(em.add(base, steps // 2))), steps)
+                rotation = em.rem(em.value(arith.SubiOp(em.index(steps), behind)), steps)
+                here_a, here_b = self._at_tile(a, b, tile_index)
+                self._reset(acc)
+                k_first = em.value(arith.SubiOp(start, base))
+                k_stop = em.value(arith.SubiOp(stop, base))
+                self._double_buffered(
+                    here_a, here_b, acc, k_first, k_stop, even=unit == 2, rotation=rotation
+                )
+                starts_tile = em.value(arith.CmpiOp(k_first, em.index(0), "eq"))
+
+                def add_partial_sums(helper: SSAValue) -> None:
+                    with em.when([first_thread]):
+                        em.op(tile.FlagWaitOp(flags, helper))
+                    em.op(tile.BarrierOp())
+                    for e, (i, j) in enumerate(cells):
+                        index = [em.index(i), em.index(j)]
+                        part = em.value(
+                            memref.LoadOp.get(workspace, [helper, em.index(e), self.tid])
+                        )
+                        mine = em.value(memref.LoadOp.get(acc, index))
+                        self._store(em.value(arith.AddfOp(mine, part)), acc, index)
+
+                with em.when([starts_tile]):
+                    if helpers > UNROLLED_HELPERS:
+                        # The shares after this one up to the one holding the tile's last step.
+                        last = share_holding(em.add(base, steps - 1))
+                        with em.for_loop(em.add(block, 1), em.add(last, 1), 1) as (helper, _, _):
+                            add_partial_sums(helper)
+                            em.op(scf.YieldOp())
+                    else:
+                        with em.when([em.less(k_stop, steps)]):
+                            for h in range(helpers):
+                                helper = em.add(block, h + 1)
+                                later = em.less(first_step_of(helper), em.add(base, steps))
+                                with em.when([later]):
+                                    add_partial_sums(helper)
+                    self._epilogue(acc)
+                with em.when([em.value(arith.CmpiOp(k_first, em.index(0), "ne"))]):
+                    for e, (i, j) in enumerate(cells):
+                        value = em.value(memref.LoadOp.get(acc, [em.index(i), em.index(j)]))
+                        self._store(value, workspace, [block, em.index(e), self.tid])
+                    em.op(tile.ThreadFenceOp())
+                    em.op(tile.BarrierOp())
+                    with em.when([first_thread]):
+                        em.op(tile.FlagSetOp(flags, block))
+            em.op(scf.YieldOp())

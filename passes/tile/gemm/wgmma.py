@@ -39,18 +39,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import IntegerAttr, bf16, f16, f32, i64
+from xdsl.dialects.builtin import IntegerAttr, f32, i64
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
-from tinyopt.passes.tile.gemm.contraction_plan import DYNAMIC_SHARED_LIMIT
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -59,202 +58,22 @@ from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
 
-WARPGROUP = 128
-BK = 64
-"""K step: one 128-byte swizzle row of 16-bit elements."""
-
-SWIZZLE = 128
-ATOM = 1024
-"""Bytes of one 128B-swizzle atom (8 rows of 128 bytes): the descriptors' 8-row stride."""
-
-STAGE_COLUMNS = 64
-"""Accumulator columns a consumer warpgroup stages at a time with `store=smem`: 64 rows × 64
-f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring (144 KiB). The
-staging tiles do not reuse the ring: the B slots are shared by both consumer warpgroups, and the
-other one's wgmmas may still read them when this one is done."""
-
-MAX_STAGES = 6
-"""The deepest ring `stages` allows; 6 slots of 128×128 (32 KiB each) fit beside the staging
-tiles."""
-
-GROUP = 16
-"""Default `group`: tiles launched 16 block rows at a time, down the rows first. On the H200
-this took the Llama MLP's GEMMs (2048 × 14336 × 4096) from 0.380 to 0.340 ms and bf16 8192³
-from 0.93× to 1.00× cuBLAS (benchmarks/RESULTS.md): the 132 blocks in flight then share each B
-tile, where row-major order streams all of B once per block row."""
-
-PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
-"""`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
-
-
-@dataclass(frozen=True)
-class Operands:
-    """The global buffers of A and B (kernel argument positions) and B's orientation; a dual
-    GEMM's second B has B's orientation."""
-
-    a: int
-    b: int
-    b_mn_major: bool
-    second_b: int | None = None
-
-    @property
-    def bs(self) -> list[int]:
-        """The B operands: one, or a dual GEMM's two (the first product's first)."""
-        return [self.b] if self.second_b is None else [self.b, self.second_b]
-
-
-@dataclass(frozen=True)
-class WgmmaTiles:
-    """Block tile (bm × bn, K step 64), ring depth and warp specialization."""
-
-    bm: int
-    bn: int
-    stages: int
-    ws: int
-    store: str = "direct"
-    persistent: int = 0
-    group: int = 1
-    fastmath: str = "off"
-    """on: the epilogue's `exp` and `/` are approximate (`approximate_math`)."""
-    dual: str = "off"
-    """on: a dual GEMM: accumulator columns 0..bn/2 are the first product's, bn/2..bn the
-    second's, both for the block's bn/2 output columns."""
-
-    @property
-    def tile_n(self) -> int:
-        """Output columns per block."""
-        return self.bn // 2 if self.dual == "on" else self.bn
-
-    @property
-    def consumers(self) -> int:
-        return self.bm // tile.WGMMA_M
-
-    @property
-    def threads(self) -> int:
-        return WARPGROUP * (self.consumers + self.ws)
-
-    @property
-    def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * BK * 2
-
-    @property
-    def staging_bytes(self) -> int:
-        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) that `store=smem`
-        stages through."""
-        if self.store != "smem":
-            return 0
-        return self.products * self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4
-
-    @property
-    def products(self) -> int:
-        return 2 if self.dual == "on" else 1
-
-    @property
-    def shared_bytes(self) -> int:
-        """Dynamic ring and staging tiles (with 1024 bytes of alignment slack) and the
-        2·stages mbarriers."""
-        return self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages
-
-
-def _fail(message: str) -> str:
-    return f"mma=wgmma {message}"
-
-
-def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
-    """Returns the buffers of a contraction whose sides are plain loads TMA can copy, else
-    the sentence that says which limit the contraction is outside."""
-    batch = list(c.nest.body.block.args[:-2])
-    k_iv = c.reduce.body.block.args[0]
-    sides = [(c.a_side, c.a_value, c.m_iv, k_iv), (c.b_side, c.b_value, c.n_iv, k_iv)]
-    if isinstance(c, PairedContraction):
-        second = c.second
-        sides.append((second.b_side, second.b_value, c.n_iv, second.reduce.body.block.args[0]))
-    positions = []
-    for side, value, outer, k_iv in sides:
-        if (
-            len(side) != 2
-            or not isinstance(load := side[0], memref.LoadOp)
-            or not isinstance(ext := side[1], arith.ExtFOp)
-            or ext.input != load.res
-            or ext.result != value
-        ):
-            return _fail(
-                "needs both operands to be plain loads (TMA copies raw bytes: no prologue math)"
-            )
-        indices = list(load.indices)
-        if indices == [*batch, outer, k_iv]:
-            positions.append((load.memref, False))
-        elif outer is c.n_iv and indices == [*batch, k_iv, outer]:
-            positions.append((load.memref, True))
-        else:
-            return _fail(
-                "needs A indexed [b?, m, k] and B [b?, k, n] or [b?, n, k] (one batch index "
-                "shared by both)"
-            )
-    (a, _), (b, b_mn_major), *second = positions
-    if (k * 2) % 16 or (b_mn_major and (n * 2) % 16):
-        return _fail(
-            f"needs the rows of A and B to be multiples of 16 bytes (TMA), got K={k}, N={n}"
-        )
-    args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
-    if not second:
-        return Operands(args.index(a), args.index(b), b_mn_major)
-    ((second_b, second_mn_major),) = second
-    if second_mn_major != b_mn_major:
-        return _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
-    return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
-
-
-def choose_wgmma_tiles(
-    knobs: Knobs, batch: int, m: int, n: int, sms: int, dual: bool = False
-) -> WgmmaTiles | str:
-    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
-    blocks and 6 stages when 128×256 would leave SMs idle. A dual GEMM's block computes both
-    products for half as many output columns (128 of them at bn=256).
-
-    On the H200 (benchmarks/RESULTS.md): 3 and 4 stages time the same at 128×256 (4096³,
-    8192³, the Llama shapes). A 128×128 grid is about one wave of blocks that each walk all of
-    K, so it is bound by how far the ring runs ahead: the Llama k projection (2048 × 1024 ×
-    4096) takes 0.041 ms with 3 stages, 0.033 with 4, 0.028 with 6 (0.95× cuBLAS).
-    """
-    bm = knobs.bm or 128
-    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= sms
-    bn = knobs.bn or (256 if wide else 128)
-    stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
-    store = "smem" if knobs.store == "auto" else knobs.store
-    group = knobs.group or GROUP
-    t = WgmmaTiles(
-        bm, bn, stages, knobs.ws, store, knobs.persistent, group, dual="on" if dual else "off"
-    )
-    if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
-        t = replace(t, store="direct")
-    return wgmma_tile_refusal(t, knobs.bk) or t
-
-
-def wgmma_tile_refusal(t: WgmmaTiles, bk: int = 0) -> str | None:
-    """Why the wgmma tiling cannot run, or None."""
-    bm, bn, stages, dual = t.bm, t.bn, t.stages, t.dual == "on"
-    if t.persistent and not t.ws:
-        return _fail(
-            "persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)"
-        )
-    if bm not in (64, 128):
-        return _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
-    if bn not in (64, 128, 256):
-        return _fail(f"needs bn = 64, 128 or 256, got bn={bn}")
-    if dual and bn == 64:
-        return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
-    if bk not in (0, BK):
-        return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
-    if t.store not in ("direct", "smem") or t.fastmath not in ("on", "off"):
-        return _fail("needs store direct or smem and fastmath on or off")
-    if t.shared_bytes > DYNAMIC_SHARED_LIMIT:
-        store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
-        return _fail(
-            f"with bm={bm} bn={bn} stages={stages}{store} needs {t.shared_bytes} bytes of "
-            f"shared memory, more than the {DYNAMIC_SHARED_LIMIT} a block may use"
-        )
-    return None
+from tinyopt.passes.tile.gemm.wgmma_plan import (
+    ATOM,
+    BK,
+    CONSUMER_REGISTERS,
+    PRODUCER_REGISTERS,
+    STAGE_COLUMNS,
+    SWIZZLE,
+    WARPGROUP,
+    Operands,
+    WgmmaTiles,
+    _fail,
+    approximate_math,
+    choose_wgmma_tiles,
+    plain_operands,
+    wgmma_tile_refusal,
+)
 
 
 class WgmmaRule(Rule[Contraction, WgmmaTiles]):
@@ -333,15 +152,6 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
 
 
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
-
-
-def approximate_math(fastmath: str, c: Contraction) -> bool:
-    """Whether the epilogue's `exp` and `/` may be approximate (the `fastmath` knob): `auto`
-    when every value it stores is f16/bf16. The K loop has neither op."""
-    if fastmath != "auto":
-        return fastmath == "on"
-    stores = [o for op in c.epilogue for o in op.walk() if isinstance(o, memref.StoreOp)]
-    return all(o.value.type in (f16, bf16) for o in stores)
 
 
 class _WgmmaEmitter:
