@@ -57,9 +57,7 @@ from math import prod
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
 from xdsl.dialects.builtin import (
-    BFloat16Type,
     FloatAttr,
-    Float16Type,
     IndexType,
     IntegerAttr,
     f32,
@@ -69,7 +67,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR, backward_slice, causal_floor
+from tinyopt.passes.loop_rewrites.flash_attention import backward_slice
 from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
 from tinyopt.passes.tile.emit import (
     Emitter,
@@ -79,12 +77,17 @@ from tinyopt.passes.tile.emit import (
     is_contiguous,
     vector_width,
 )
+from tinyopt.passes.tile.gemm.mma_sync import MMA_K, MMA_M, MMA_N
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 
+from tinyopt.passes.tile.attention.attention_match import (
+    Attention,
+    match_flash_attention,
+)
+
 WARP = 32
-MMA_M, MMA_N, MMA_K = 16, 8, 16
 WARPS = 4
 """Warps per block unless the knob `awarps` says otherwise."""
 ROWS_PER_WARP = 32
@@ -104,151 +107,6 @@ APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 """`math.exp2` may be approximate (printed as `ex2.approx.ftz`)."""
 LOG2E = 1.4426950408889634
 """log2(e): exp(x) = exp2(x·log2 e)."""
-MAX_HEAD_DIM = 256
-
-
-@dataclass
-class Attention:
-    """The parts of a flash-attention loop kernel the schedule needs."""
-
-    nest: loop.ParallelOp
-    reduce: loop.ReduceOp
-    qk: loop.ReduceOp
-    program: list[Operation]
-    """The nest's ops before the reduce, the reduce body's ops and the dot product's body ops,
-    in an order where every op follows what it uses (the slices below are taken from it)."""
-    q_value: SSAValue
-    k_value: SSAValue
-    element: Attribute
-    causal_mask: tuple[arith.AddfOp, SSAValue] | None
-    """The add of a causal mask `j > i ? c : 0` (c ≤ −1e30) to the score and its other
-    operand (the unmasked score), if there is one."""
-
-    @property
-    def causal(self) -> bool:
-        return self.causal_mask is not None
-
-    @property
-    def batch(self) -> Sequence[SSAValue]:
-        return self.nest.body.block.args[:-2]
-
-    @property
-    def i(self) -> SSAValue:
-        return self.nest.body.block.args[-2]
-
-    @property
-    def d(self) -> SSAValue:
-        return self.nest.body.block.args[-1]
-
-    @property
-    def j(self) -> SSAValue:
-        return self.reduce.body.block.args[0]
-
-    @property
-    def e(self) -> SSAValue:
-        return self.qk.body.block.args[0]
-
-    @property
-    def yielded(self) -> Sequence[SSAValue]:
-        end = self.reduce.body.block.last_op
-        assert isinstance(end, loop.YieldOp)
-        return end.arguments
-
-    def ops_of(self, value: SSAValue, given: Sequence[SSAValue] = ()) -> list[Operation]:
-        """The ops of `program` that compute `value`, stopping at `given` values."""
-        return backward_slice([value], self.program, given)
-
-
-def _loaded_types(ops: Sequence[Operation]) -> set[Attribute]:
-    return {
-        o.memref.type.element_type  # type: ignore[attr-defined]
-        for op in ops
-        for o in op.walk()
-        if isinstance(o, memref.LoadOp)
-    }
-
-
-def match_attention(kernel: loop.KernelOp) -> Attention | None:
-    """Returns the parts of a flash-attention kernel with f16/bf16 q, k, v, else None."""
-    ops = list(kernel.body.block.ops)
-    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
-        return None
-    reduces = [op for op in nest.body.block.ops if FLASH_ATTR in op.attributes]
-    if len(reduces) != 1 or not isinstance(reduce := reduces[0], loop.ReduceOp):
-        return None
-    inner = [op for op in reduce.body.block.ops if isinstance(op, loop.ReduceOp)]
-    if len(inner) != 1 or len(inner[0].extents) != 1:
-        return None
-    qk = inner[0]
-    product = qk.body.block.last_op.operands[0].owner  # type: ignore[union-attr]
-    if not isinstance(product, arith.MulfOp):
-        return None
-    nest_ops = list(nest.body.block.ops)
-    body_ops = [op for op in reduce.body.block.ops if not isinstance(op, loop.YieldOp)]
-    split = body_ops.index(qk)
-    qk_ops = [op for op in qk.body.block.ops if not isinstance(op, loop.YieldOp)]
-    program = [
-        *nest_ops[: nest_ops.index(reduce)],
-        *body_ops[:split],
-        *qk_ops,
-        qk,
-        *body_ops[split + 1 :],
-    ]
-    i, d = nest.body.block.args[-2:]
-    j, e = reduce.body.block.args[0], qk.body.block.args[0]
-    for q_value, k_value in ((product.lhs, product.rhs), (product.rhs, product.lhs)):
-        q_ops = backward_slice([q_value], program)
-        k_ops = backward_slice([k_value], program)
-        if not depends_on(q_ops, [j, d]).isdisjoint({q_value}):
-            continue
-        if not depends_on(k_ops, [i, d]).isdisjoint({k_value}):
-            continue
-        break
-    else:
-        return None
-    end = reduce.body.block.last_op
-    assert isinstance(end, loop.YieldOp)
-    score, _, value = end.arguments
-    score_ops = backward_slice([score], program, [qk.res[0]])
-    value_ops = backward_slice([value], program)
-    if score in depends_on(score_ops, [d]) or value in depends_on(value_ops, [i, e]):
-        return None
-    if any(
-        isinstance(o, loop.ReduceOp | loop.ParallelOp | memref.StoreOp)
-        for op in score_ops
-        for o in op.walk()
-    ):
-        return None
-    types = _loaded_types([*q_ops, *k_ops, *value_ops])
-    if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
-        return None
-    causal = _causal(score_ops, i, j, causal_floor(element))
-    return Attention(nest, reduce, qk, program, q_value, k_value, element, causal)
-
-
-def _causal(
-    score_ops: Sequence[Operation], i: SSAValue, j: SSAValue, floor: float
-) -> tuple[arith.AddfOp, SSAValue] | None:
-    """Returns the op adding `j > i ? c : 0` with c ≤ floor (a causal mask, see
-    `causal_floor`) to the score, and the add's other operand."""
-    for op in score_ops:
-        if not isinstance(op, arith.SelectOp) or not isinstance(op.cond.owner, arith.CmpiOp):
-            continue
-        compare = op.cond.owner
-        masked, kept = op.lhs.owner, op.rhs.owner
-        if not isinstance(masked, arith.ConstantOp) or not isinstance(kept, arith.ConstantOp):
-            continue
-        above = (compare.predicate.value.data, compare.lhs, compare.rhs) in (
-            (8, j, i),  # ugt
-            (6, i, j),  # ult
-        )
-        values = (masked.value, kept.value)
-        if above and all(isinstance(v, FloatAttr) for v in values):
-            if values[0].value.data <= floor and values[1].value.data == 0.0:  # type: ignore[union-attr]
-                adds = [u.operation for u in op.result.uses]
-                if len(adds) == 1 and isinstance(add := adds[0], arith.AddfOp):
-                    return add, add.rhs if add.lhs is op.result else add.lhs
-    return None
 
 
 def _scale(a: Attention) -> float | None:
@@ -273,20 +131,6 @@ def _scale(a: Attention) -> float | None:
 
 def _flat(values: list[list[list[SSAValue]]]) -> list[SSAValue]:
     return [v for tile_values in values for regs in tile_values for v in regs]
-
-
-def _check_dims(a: Attention, extents: Sequence[int]) -> bool:
-    head_qk, head_v = a.qk.extents[0], extents[-1]
-    return all(h % MMA_K == 0 and h <= MAX_HEAD_DIM for h in (head_qk, head_v))
-
-
-def match_flash_attention(kernel: loop.KernelOp) -> Attention | str:
-    """The flash-attention kernel's parts where its head dims suit the tensor cores."""
-    if (a := match_attention(kernel)) is None:
-        return "not a flash-attention kernel (the flash-attention rewrite's form)"
-    if not _check_dims(a, a.nest.extents):
-        return f"head dims must be multiples of {MMA_K} up to {MAX_HEAD_DIM}"
-    return a
 
 
 @dataclass(frozen=True)
