@@ -4,8 +4,9 @@
 the result in a layout of its own (Llama's o projection reads `[S, H·D]`, the heads side by side
 in a row: `attn.transpose(1, 2).view(...)`). So after the `flash-attention` rewrite the fused
 kernel writes a temporary that a second kernel only copies into the layout the program wants
-(about 8% of the time at B4 H32 S4096 D128 for the reshape; 0.014 ms and a launch of the Llama
-block's 1.49 ms for the transpose). When the next launch on that temporary is such a copy and
+(a launch and a pass over the output; measured 2026-11-29: benchmarks/RESULTS.md, "Run 8 (the
+split-row copy vectorized, …)" and "Measurements moved from code docstrings (2026-12-02)").
+When the next launch on that temporary is such a copy and
 nothing else reads the temporary, the fused kernel stores straight into the copy's destination
 and the copy, its kernel and the temporary are dropped.
 

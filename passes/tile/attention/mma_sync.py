@@ -169,7 +169,9 @@ class AttentionSync(Rule[Attention, AttentionPlan]):
         grid = (-(-s_q // rows), prod(batch), 1)
         new, em, mapping = new_kernel(kernel, grid, (warps * WARP, 1, 1))
         if warps * WARP > 128 and rows // warps == MMA_M:
-            # Two blocks per SM: 128 registers per thread, which 16 rows per warp about take.
+            # Two blocks per SM: 128 registers per thread, about what 16 rows per warp take
+            # (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved from
+            # docs/knobs.md (2026-12-02)").
             new.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
         _AttentionEmitter(em, a, mapping, warps, rows // warps // MMA_M).emit()
         replace_kernel(rewriter, kernel, new)

@@ -220,8 +220,9 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
 HEADS_FIRST_BYTES = 16 << 20
 """A causal grid runs heads fastest (all heads' longest query tiles first) when K and V fit
 in this much of the 50 MB L2; larger ones keep query tiles fastest, so the blocks in flight
-share a few heads' K and V. Measured on the H200: the Llama block's attention (8 MB of K/V)
-0.098 → 0.083 ms heads fastest, B4 H32 S4096 D128 causal (268 MB) 485 → 402 TFLOP/s."""
+share a few heads' K and V. On the H200 heads fastest sped up the Llama block's attention (8 MB
+of K/V) and slowed B4 H32 S4096 D128 causal (268 MB) (measured 2026-11-29:
+benchmarks/RESULTS.md, "Run 6 (6 stages for 128×128 wgmma tiles; …")."""
 
 
 def _bytes(op: loop.KernelOp, arg: int) -> int:

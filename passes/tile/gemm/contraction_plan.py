@@ -117,7 +117,8 @@ and the body stays no larger than the single-step bodies of bk=16 tm=16 or bk=32
 def serpentine(tm: int, tn: int) -> list[tuple[int, int]]:
     """Returns the order of a thread's tm×tn FMAs: row by row, every other row backwards.
 
-    Why (register banks, measured on the H200: ncu's dispatch stalls follow this count): an
+    Why (register banks; on the H200 ncu's dispatch stalls follow this count, measured
+    2026-12-01: benchmarks/RESULTS.md, "Why the default SGEMM lost to cuBLAS …"): an
     FMA reads its accumulator and the operand the reuse cache does not hold from a register
     file of two banks (register number mod 2), and stalls when both are in one bank. Along a
     row the A value stays in the reuse cache (turning at a row's end keeps the B value too);
@@ -131,15 +132,14 @@ def serpentine(tm: int, tn: int) -> list[tuple[int, int]]:
 
 def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
     """Returns the tm×tn FMAs row by row: the order without `pairswap` (alone, the serpentine
-    order measured slower there: 0.91× cuBLAS against 0.94× at 4096³)."""
+    order measured slower there, 2026-12-01: benchmarks/RESULTS.md, "Timings (same runs, …")."""
     return [(i, j) for i in range(tm) for j in range(tn)]
 
 
 SMALL_GRID_TMA = {"bm": 64, "bn": 64, "tm": 8, "tn": 4, "bk": 32, "stages": 2}
-"""The tile `copy=auto` takes with TMA (and a producer warp) on small grids. Measured on the
-H200 against cuBLAS in the same run (benchmarks/RESULTS.md, sixth session): 1024³ 1.18×, where
-register staging's 32×64 tiles gave 0.85×; 2048³ 0.90× against 0.78×; 3 × 1000³ 1.05× against
-1.02×; at 512³ (64 blocks) its neighbours 0.86–0.96× against 0.75×."""
+"""The tile `copy=auto` takes with TMA (and a producer warp) on small grids, where it beat
+register staging's smaller tiles at every shape measured, 512³ to 2048³ (measured 2026-12-01:
+benchmarks/RESULTS.md, "`copy=auto`: TMA on small grids (runs 1, 2, 5)")."""
 
 SMALL_GRID_BLOCKS = 64
 """The fewest 64×64 blocks `copy=auto` gives TMA (512², the smallest grid measured)."""
@@ -176,8 +176,9 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Tiles | str:
     """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
 
-    Measured on the H200 (benchmarks/RESULTS.md): at 1024³ the 32×64 tile (512 blocks) beat
-    128×128 (64 blocks) by 1.8×; at 4096³ and batched shapes 128×128 is best.
+    Fewer blocks leave SMs idle, which at 1024³ costs more than a smaller tile's lost reuse;
+    at 4096³ and batched shapes 128×128 is best (measured 2026-11-29: benchmarks/RESULTS.md,
+    "Measurements moved from code docstrings (2026-12-02)").
     """
     for bm, bn, tm, tn in CANDIDATES:
         if _blocks(batch, m, n, bm, bn) >= 2 * sms:
@@ -206,8 +207,9 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Tiles | 
         knobs.pairswap if knobs.copy == "ld" and (tn // split) % 4 == 0 else 0,
     )
     if not knobs.bk and tiles.shared_bytes > tiles.shared_limit:
-        # The default K step for register staging is 16 (half the barriers of 8; measured at
-        # 4096³: 0.98× → 0.99× cuBLAS, 64 × 512³ 0.98× → 1.00×); 8 where 16 does not fit.
+        # The default K step for register staging is 16 (half the barriers of 8, measured
+        # faster 2026-12-01: benchmarks/RESULTS.md, "Timings (same runs, TFLOP/s; × cuBLAS in
+        # the same run)"); 8 where 16 does not fit.
         tiles = replace(tiles, bk=8)
     return tile_refusal(tiles) or tiles
 
@@ -248,9 +250,10 @@ block each); the kernel's last two buffers are then the partial-sum workspace
 UNROLLED_HELPERS = 8
 """The most shares after a tile's first whose partial sums stream-K adds in unrolled code, each
 behind its own guard; past it a loop over the shares holding the rest of the tile adds them
-(unrolled, the 65×136×2056 ladder kernel, 128 shares, was 35803 lines of CUDA that NVRTC took
-320 s to compile; the loop changes the register assignment of the K loop, which measured well
-unrolled: FFMAs reading one bank twice at 2560×2560×8192, 20% unrolled, 55% with the loop)."""
+(unrolled, a tile of many shares gives CUDA that NVRTC takes far too long to compile; but the
+loop changes the K loop's register assignment, leaving more FFMAs that read one bank twice, so
+up to this many shares stay unrolled; measured 2026-12-02: benchmarks/RESULTS.md, "Stream-K
+handoffs" and "Measurements moved from code docstrings …")."""
 
 
 def two_steps_per_iteration(t: Tiles) -> bool:
@@ -280,7 +283,8 @@ def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int], sms: int) 
     """Returns the blocks per SM the registers are allocated for (`minblocks`).
 
     Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
-    (measured: +65% at 4096³), so registers are capped at 128 there — unless the grid is too
+    (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue 3, in
+    progress), NVIDIA H200"), so registers are capped at 128 there — unless the grid is too
     small to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
     their extra index arithmetic spills."""
     two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * sms
@@ -296,14 +300,12 @@ def interleaves(
     Either way ptxas caps the kernel at 128 registers (two blocks per SM) and, short of them,
     moves accumulators between registers, so which FMAs read two registers of one bank (the
     dispatch stalls of `serpentine`) changes from kernel to kernel. `auto` takes `on` where it
-    measured faster on the H200 (2026-12-01, TFLOP/s, off → on; × cuBLAS): 4096³ 50.9 → 51.7
-    (0.995 → 1.010), 4096×4224×4096 52.7 → 53.1, 8192³ 51.7 → 52.4; and in the kernels that
-    prefetch the next tile (`prefetching`: batches of more than a wave), where the FFMAs
-    reading one bank twice stay at 21% (51% interleaved without the prefetch) — 2026-12-02,
-    × cuBLAS, prefetch alone → with interleave: 64 × 512³ 0.998 → 1.011, 256 × 512³ 1.014 →
-    1.026, 16 × 1024² × 512 1.009 → 1.021, 8 × 1024³ 0.988 → 1.005, 256 × 256³ 1.183 →
-    1.189, 40 × 260 × 270 × 100 0.683 → 0.742. `off` where it lost: batches without the
-    prefetch (64 × 512³ 48.3 → 46.1, 256 × 256³ 45.4 → 43.3), stream-K 4096³ 50.3 → 47.4."""
+    measured faster on the H200: unbatched kernels whose tiles divide the shape, and the
+    kernels that prefetch the next tile (`prefetching`: batches of more than a wave), where
+    interleaving no longer raises the FFMAs reading one bank twice. `off` where it lost:
+    batches without the prefetch, and stream-K (measured 2026-12-01 and 2026-12-02:
+    benchmarks/RESULTS.md, "The K step's copies interleaved (`interleave`, runs 4–6)" and
+    "`tile{prefetch}` and `interleave` together (runs 8–12)")."""
     batch, m, n, k = c.extents
     loop = t.copy == "ld" and t.stages == 2
     if interleave == "on" and not loop:

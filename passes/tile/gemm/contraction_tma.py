@@ -16,8 +16,9 @@ threads issues every copy, waiting on an `empty` mbarrier per slot that the cons
 arrive on one step after they read it (once past the next slot's wait, see `_specialized`);
 consumers never meet at a block barrier. The producer is one warp, not a warpgroup, so it
 cannot give registers back (`setmaxnreg` applies to whole warpgroups); the consumers do not
-need more: a block of 256 + 32 threads may already use up to 224 registers per thread, and the
-8×8 register tile takes about 128.
+need more: a block of 256 + 32 threads may already use up to 224 registers per thread, more than
+the 8×8 register tile takes (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved
+from docs/knobs.md (2026-12-02)").
 """
 
 from __future__ import annotations
@@ -239,8 +240,9 @@ class TmaPipeline:
                 # returned before the producer may refill it. Released right after
                 # `accumulate`, ptxas scheduled the arrive just behind the slot's last shared
                 # loads, ahead of the FMAs that consume them, and TMA overwrote loads still in
-                # flight (H200, 260x129x68 with the FMAs in serpentine order: wrong in 12 of 12
-                # runs; released here: 0 of 12, benchmarks/RESULTS.md).
+                # flight (H200, 260x129x68 with the FMAs in serpentine order; measured
+                # 2026-12-01: benchmarks/RESULTS.md, "The `copy=tma ws=1` ring failure: cause
+                # shown, fixed (run 1)").
                 with em.when([em.less(em.index(0), step)]):
                     previous = em.rem(em.add(step, self.stages - 1), self.stages)
                     em.op(tile.MbarrierArriveOp(self.empty, previous))

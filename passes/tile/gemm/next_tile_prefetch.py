@@ -10,17 +10,16 @@ last iteration each thread asks L2 (`tile.prefetch_l2`) for its share of the 128
 holding that tile's first two K steps of each operand that is a plain load, two steps before
 the slot frees: one or two prefetches per thread per tile, none inside the steps before.
 
-Measured on the H200 (2026-12-02, × cuBLAS with TF32 off, same run; benchmarks/RESULTS.md):
-alone, 64 × 512³ 0.996 → 0.998–0.999 and 256 × 256³ 1.172 → 1.191 (a kernel edited by hand to
-the same effect, whose registers ptxas assigned otherwise, gained 0.5–1% at 64 × 512³). With
-it, `interleave` stops costing register banks in the batched loop, and the two together took
-64 × 512³ to 1.011–1.014 (`contraction.interleaves`). Unbatched 4096³ lost (1.011 → 0.990):
-its tiles' data is in L2 already. Prefetching each step's next slices inside the loop instead
-(two to eight steps ahead) lost (64 × 512³ 0.975–0.978): ptxas issues those prefetches where
-it issues the loads they serve, late in the step, and they cost issue slots in every step;
-prefetching a whole tile's panels at its start lost too (0.987: the burst delays the first
-copies). ncu of the 64 × 512³ kernel against 4096 × 4096 × 512 (same tiles, same grid size):
-DRAM reads 135 MB against 21 MB, 0.11 against 0.02 warps per issue stalled on global loads.
+On the H200 the prefetch alone gained a little on batches; with it, `interleave` stops costing
+register banks in the batched loop, and the two together won at every batched shape measured
+(`contraction.interleaves`). Unbatched kernels lost: their tiles' data is in L2 already.
+Prefetching each step's next slices inside the loop instead (two to eight steps ahead) lost:
+ptxas issues those prefetches where it issues the loads they serve, late in the step, and they
+cost issue slots in every step; prefetching a whole tile's panels at its start lost too (the
+burst delays the first copies). ncu showed why: a batch of the same tiles and grid size as an
+unbatched kernel reads several times more from DRAM and stalls more on global loads (measured
+2026-12-02: benchmarks/RESULTS.md, "Where the batched 64 × 512³ lost to the unbatched kernel
+(runs 1–2)" and "`tile{prefetch}` and `interleave` together (runs 8–12)").
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 A grid of output tiles rarely divides into whole waves of blocks. At 2560×2560×8192 the FP32
 rule's 400 tiles of 128×128 run on 264 block slots (two per SM) in 1.52 waves: the second wave
-leaves half the slots idle while it lasts (39.4 TFLOP/s on the H200, 0.81× cuBLAS; at 4096³,
-3.88 waves, the same kernel measured 51.0 TFLOP/s, and 52.8 at 4096×4224, 4 whole waves).
+leaves half the slots idle while it lasts: on the H200 the same kernel ran well below its rate
+at 4096³ (3.88 waves) and 4096×4224 (4 whole waves) (measured 2026-12-01: benchmarks/RESULTS.md,
+"2026-12-01: stream-K for the FP32 contraction (issue 3)").
 
 With stream-K (Osama, Merrill, Cecka, Garland, Owens, PPoPP 2023) the kernel launches one
 block per slot and gives each the same number of K steps of the sequence "tile 0's steps, tile
@@ -18,16 +19,18 @@ it runs the epilogue, plus at most two pieces:
   then unless one of them runs late.
 
 Each share starts at its own K offset into a tile, so blocks running the tiles' steps in order
-would read K slices of A and B from all over K at once, more than L2 holds (ncu at 4096³:
-L2 hit rate 82% one block per tile, 39% stream-K; 0.44 against 2.07 GB read from DRAM). So
-each tile's steps run rotated: the block holding the tile's middle step copies K step τ mod
-steps at its τ-th step, as it does in its whole tiles, and blocks running at once copy the
-same slices (70%, 0.81 GB; 2560×2560×8192 went from 47.1 to 50.4 TFLOP/s).
+would read K slices of A and B from all over K at once, more than L2 holds (ncu showed the L2
+hit rate fall and DRAM reads multiply). So each tile's steps run rotated: the block holding the
+tile's middle step copies K step τ mod steps at its τ-th step, as it does in its whole tiles,
+and blocks running at once copy the same slices, which won back most of the L2 hits and made
+the stream-K kernels faster (measured 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost
+past a few waves (ncu `--clock-control none`, runs 1–3)").
 
 `streamk=tail` shares only the tiles past the last whole wave (the stream-K paper's hybrid):
 the sharing blocks are launched first, and one block runs each other tile after them, with no
-handoff (measured on the H200: 3072×3072×4096 50.8 against `on`'s 50.3 TFLOP/s, but 4096³
-50.0 and 2560×2560×8192 48.7, below both `on` and `off`; `auto` does not take it).
+handoff (on the H200 it beat `on` only at 3072×3072×4096, lost to it at 2560×2560×8192 and
+past a few waves at best tied `off`, so `auto` does not take it; measured 2026-12-01, same
+section).
 
 Shares are numbered against the launch order: the first block launched holds the last share. A
 block waits only for the shares after its own, so only for blocks launched before it, and a
@@ -73,14 +76,11 @@ AUTO_STEPS = 64
 """`streamk=auto` takes stream-K where the tiles make fewer than `AUTO_WAVES` waves of blocks,
 whole-tile waves would leave more than `AUTO_LOSS` of the block slots idle, and each tile has
 at least `AUTO_STEPS` K steps (a handoff costs a tile of partial sums written and read back).
-Measured on the H200 (2026-12-01, `streamk=off` → `on`, TFLOP/s, with each tile's K steps
-rotated into step with the other blocks): 2560×2560×8192 (1.52 waves) 39.4 → 50.4,
-3072×3072×4096 (2.18) 45.3 → 50.3; but 4096³ (3.88) 51.0 → 50.5, 8192³ (15.5) 51.7 →
-50.4, 4096×4224×4096 (4.00, no tile split) 52.7 → 50.7: past a few waves the stream-K
-blocks lose more per step than the idle slots cost (ncu at 4096×4224: 1.4% more
-instructions, 84.8% against 86.6% of issue slots busy; and, with an earlier version, 64 ×
-512³ at 32 steps per tile 48.4 → 46.2). `auto` also leaves alone a kernel whose tile knobs
-or `minblocks` a pass option set."""
+On the H200 stream-K won at one to about two waves with a mostly idle last one; past a few
+waves, and with few K steps per tile, its blocks lose more per step (more instructions, fewer
+issue slots busy) than the idle slots cost (measured 2026-12-01: benchmarks/RESULTS.md,
+"2026-12-01: stream-K for the FP32 contraction …", "Why stream-K lost past a few waves …").
+`auto` also leaves alone a kernel whose tile knobs or `minblocks` a pass option set."""
 
 INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
@@ -240,7 +240,8 @@ class StreamKEmitter(ContractionEmitter):
                 # The block holding the tile's middle step copies K step τ mod steps at its
                 # τ-th step, as every block does in its whole tiles: blocks running at once
                 # read the same K slices of A and B, which stay in L2 (unrotated, each block
-                # was at its own K offset and the L2 hit rate at 4096³ fell from 82% to 39%).
+                # was at its own K offset and the L2 hit rate at 4096³ fell steeply; measured
+                # 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost past a few waves …").
                 behind = em.rem(first_step_of(share_holding(em.add(base, steps // 2))), steps)
                 rotation = em.rem(em.value(arith.SubiOp(em.index(steps), behind)), steps)
                 here_a, here_b = self._at_tile(a, b, tile_index)

@@ -34,10 +34,10 @@ MAX_STAGES = 6
 tiles."""
 
 GROUP = 16
-"""Default `group`: tiles launched 16 block rows at a time, down the rows first. On the H200
-this took the Llama MLP's GEMMs (2048 × 14336 × 4096) from 0.380 to 0.340 ms and bf16 8192³
-from 0.93× to 1.00× cuBLAS (benchmarks/RESULTS.md): the 132 blocks in flight then share each B
-tile, where row-major order streams all of B once per block row."""
+"""Default `group`: tiles launched 16 block rows at a time, down the rows first. The 132 blocks
+in flight then share each B tile, where row-major order streams all of B once per block row;
+on the H200 this sped up the Llama MLP's GEMMs and bf16 8192³ (measured 2026-11-29:
+benchmarks/RESULTS.md, "Run 4 (408d6b1): the `group` launch order for wgmma GEMMs")."""
 
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
@@ -168,10 +168,11 @@ def choose_wgmma_tiles(
     blocks and 6 stages when 128×256 would leave SMs idle. A dual GEMM's block computes both
     products for half as many output columns (128 of them at bn=256).
 
-    On the H200 (benchmarks/RESULTS.md): 3 and 4 stages time the same at 128×256 (4096³,
-    8192³, the Llama shapes). A 128×128 grid is about one wave of blocks that each walk all of
-    K, so it is bound by how far the ring runs ahead: the Llama k projection (2048 × 1024 ×
-    4096) takes 0.041 ms with 3 stages, 0.033 with 4, 0.028 with 6 (0.95× cuBLAS).
+    On the H200 3 and 4 stages time the same at 128×256. A 128×128 grid is about one wave of
+    blocks that each walk all of K, so it is bound by how far the ring runs ahead: the Llama k
+    projection got faster with each stage up to 6 (measured 2026-11-29: benchmarks/RESULTS.md,
+    "Run 5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
+    benchmarks/bench_bf16.py`, run 4)").
     """
     bm = knobs.bm or 128
     wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= sms
