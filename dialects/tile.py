@@ -73,6 +73,9 @@ from xdsl.utils.exceptions import VerifyException
 
 from tinyopt.dialects.loop import format_types, print_signature_and_body
 
+DYNAMIC_SHARED_BYTES = 227 * 1024
+"""Shared memory a block may use on sm_90 (dynamic, opted in)."""
+
 GLOBAL, SHARED, REGISTERS = 0, 3, 5
 """Memory spaces (the NVVM numbering): device memory, shared memory, per-thread registers."""
 
@@ -147,12 +150,7 @@ class KernelOp(IRDLOperation):
 
     def verify_(self) -> None:
         where = f"tile.kernel @{self.sym_name.data}"
-        for what, values in (("grid", self.grid_size), ("block", self.block_size)):
-            if len(values) != 3 or any(v <= 0 for v in values):
-                raise VerifyException(f"{where}: {what} must be 3 positive sizes, got {values}")
-        threads = self.block_size[0] * self.block_size[1] * self.block_size[2]
-        if threads > 1024:
-            raise VerifyException(f"{where}: {threads} threads per block exceed the limit 1024")
+        _check_launch_shape(where, self.grid_size, self.block_size)
         for arg in self.body.block.args:
             if not isinstance(arg.type, MemRefType) or memory_space(arg.type) != GLOBAL:
                 raise VerifyException(f"{where}: arguments must be global memrefs, got {arg.type}")
@@ -169,6 +167,16 @@ class KernelOp(IRDLOperation):
                         f"{where}: argument {spec.arg} is passed as a tensor map, so only "
                         f"tile.tma_load may use it, not {use.operation.name}"
                     )
+
+
+def _check_launch_shape(where: str, grid: Sequence[int], block: Sequence[int]) -> None:
+    """Raises VerifyException unless grid and block are 3 positive sizes, at most 1024 threads."""
+    for what, values in (("grid", grid), ("block", block)):
+        if len(values) != 3 or any(v <= 0 for v in values):
+            raise VerifyException(f"{where}: {what} must be 3 positive sizes, got {values}")
+    threads = block[0] * block[1] * block[2]
+    if threads > 1024:
+        raise VerifyException(f"{where}: {threads} threads per block exceed the limit 1024")
 
 
 class _HardwareIndexOp(IRDLOperation):
@@ -521,6 +529,18 @@ class CudaKernelOp(IRDLOperation):
                 "pdl": UnitAttr() if pdl else None,
             }
         )
+
+    def verify_(self) -> None:
+        where = f"tile.cuda_kernel @{self.sym_name.data}"
+        _check_launch_shape(where, self.grid.get_values(), self.block.get_values())
+        if not 0 <= self.smem.value.data <= DYNAMIC_SHARED_BYTES:
+            raise VerifyException(
+                f"{where}: smem must be 0 to {DYNAMIC_SHARED_BYTES} bytes (the dynamic shared "
+                f"memory a block may use), got {self.smem.value.data}"
+            )
+        if f" {self.sym_name.data}(" not in self.source.data:
+            raise VerifyException(f"{where}: its source defines no kernel {self.sym_name.data}")
+        tensor_maps(self)
 
 
 LDMATRIX_REGISTERS = 4

@@ -119,7 +119,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         resolved to before a fallback, which decides stream-K)."""
         batch, m, n, _ = c.extents
         name = kernel.sym_name.data
-        t = choose_tiles(knobs, batch, m, n, self.target.sms)
+        t = choose_tiles(knobs, batch, m, n, self.target)
         if isinstance(t, str):
             return t
         t = replace(t, vec=knobs.vec or 4)
@@ -164,7 +164,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
                 "streamk is decided when the kernel is planned (stream-K adds its workspace "
                 "and flags): set it as an option of plan or tile, not in a plan"
             )
-        return tile_refusal(plan) or copy_refusal(c, plan, kernel.sym_name.data)
+        return tile_refusal(plan, self.target) or copy_refusal(c, plan, kernel.sym_name.data)
 
     def rewrite(
         self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: Tiles
@@ -195,6 +195,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         emitter_type = StreamKEmitter if stream_blocks else ContractionEmitter
         emitter = emitter_type(em, c, t, t.vec, mapping, grid, kernel.sym_name.data)
         emitter.stream_blocks, emitter.stream_tiles = stream_blocks, stream_tiles
+        emitter.static_shared = self.target.static_shared
         if t.prefetch == "on":
             emitter.prefetch_sides = self._prefetched_sides(c, t)
             emitter.prefetch_ahead = self.target.sms * t.minblocks

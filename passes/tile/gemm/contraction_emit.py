@@ -38,12 +38,12 @@ from tinyopt.passes.tile.gemm.next_tile_prefetch import (
     PrefetchedSide,
     prefetch_tile,
 )
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.gemm.contraction_match import (
     Contraction,
 )
 from tinyopt.passes.tile.gemm.contraction_plan import (
     K_VECTOR,
-    SHARED_LIMIT,
     Tiles,
     row_major,
     serpentine,
@@ -147,6 +147,8 @@ class ContractionEmitter:
             self._double_buffered(a, b, acc, 0, self.steps, prefetch=prefetch)
         self._epilogue(acc)
 
+    static_shared = Target.static_shared
+    """Shared memory a block may declare statically (past it the cp.async ring is dynamic)."""
     interleave = False
     """Whether the double-buffered K loop copies A's and B's next slices in turn (`interleaves`)."""
     stream_blocks = 0
@@ -313,7 +315,7 @@ class ContractionEmitter:
         shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
         if t.swizzle:
             shapes = [swizzled_shape(shape) for shape in shapes]
-        dynamic = sum(4 * math.prod(shape) for shape in shapes) > SHARED_LIMIT
+        dynamic = sum(4 * math.prod(shape) for shape in shapes) > self.static_shared
         for s, shape in zip(sides, shapes, strict=True):
             s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), dynamic))
         acc = self._accumulators()

@@ -15,13 +15,7 @@ from tinyopt.passes.tile.gemm.contraction_tma import (
 )
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.knobs import Knobs
-
-
-SHARED_LIMIT = 48 * 1024
-"""Static shared memory a block may declare."""
-
-DYNAMIC_SHARED_LIMIT = 227 * 1024
-"""Shared memory a block may use on the H200 (dynamic, opted in)."""
+from tinyopt.passes.tile.target import Target
 
 
 TENSOR_CORE_ONLY = ("sync", "wgmma")
@@ -94,10 +88,9 @@ class Tiles:
             )
         )
 
-    @property
-    def shared_limit(self) -> int:
+    def shared_limit(self, target: Target) -> int:
         """Static shared memory for `ld`; the async engines go dynamic past 48 KiB."""
-        return SHARED_LIMIT if self.copy == "ld" else DYNAMIC_SHARED_LIMIT
+        return target.static_shared if self.copy == "ld" else target.dynamic_shared
 
 
 K_VECTOR = 4
@@ -173,7 +166,7 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
     return replace(knobs, copy="tma", **tma)
 
 
-def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Tiles | str:
+def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> Tiles | str:
     """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
 
     Fewer blocks leave SMs idle, which at 1024³ costs more than a smaller tile's lost reuse;
@@ -181,7 +174,7 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Tiles | 
     "Measurements moved from code docstrings (2026-12-02)").
     """
     for bm, bn, tm, tn in CANDIDATES:
-        if _blocks(batch, m, n, bm, bn) >= 2 * sms:
+        if _blocks(batch, m, n, bm, bn) >= 2 * target.sms:
             break
     bm, bn = knobs.bm or bm, knobs.bn or bn
     tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
@@ -206,15 +199,15 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Tiles | 
         # 16-byte vectors for the swap to separate register banks (see `serpentine`).
         knobs.pairswap if knobs.copy == "ld" and (tn // split) % 4 == 0 else 0,
     )
-    if not knobs.bk and tiles.shared_bytes > tiles.shared_limit:
+    if not knobs.bk and tiles.shared_bytes > tiles.shared_limit(target):
         # The default K step for register staging is 16 (half the barriers of 8, measured
         # faster 2026-12-01: benchmarks/RESULTS.md, "Timings (same runs, TFLOP/s; × cuBLAS in
         # the same run)"); 8 where 16 does not fit.
         tiles = replace(tiles, bk=8)
-    return tile_refusal(tiles) or tiles
+    return tile_refusal(tiles, target) or tiles
 
 
-def tile_refusal(t: Tiles) -> str | None:
+def tile_refusal(t: Tiles, target: Target) -> str | None:
     """Why a tiling cannot run, or None."""
     if t.swizzle and t.copy != "cp_async":
         return (
@@ -230,11 +223,11 @@ def tile_refusal(t: Tiles) -> str | None:
             f"copy=tma ws=1 adds a producer warp to (bm/tm)*(bn/tn) = {t.threads} "
             "threads, more than the 1024 a block may have (use ws=0 or a smaller block tile)"
         )
-    if t.shared_bytes > t.shared_limit:
+    if t.shared_bytes > (limit := t.shared_limit(target)):
         how = "declare statically" if t.copy == "ld" else "use"
         return (
             f"bm={t.bm} bn={t.bn} bk={t.bk} stages={t.stages} needs "
-            f"{t.shared_bytes} bytes of shared memory, more than the {t.shared_limit} "
+            f"{t.shared_bytes} bytes of shared memory, more than the {limit} "
             f"a block may {how}"
         )
     return None

@@ -32,7 +32,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
-from tinyopt.passes.tile.gemm.contraction_plan import SHARED_LIMIT
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -88,13 +88,13 @@ def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> 
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
-def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> MmaTiles | str:
+def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> MmaTiles | str:
     """The block and warp tiles of `mma=sync`, checked against the K step and shared memory."""
-    tiles = block_and_warp_tiles(knobs, batch, m, n, sms)
-    return mma_tile_refusal(tiles) or tiles
+    tiles = block_and_warp_tiles(knobs, batch, m, n, target.sms)
+    return mma_tile_refusal(tiles, target) or tiles
 
 
-def mma_tile_refusal(tiles: MmaTiles) -> str | None:
+def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
     """Why the mma.sync tiling cannot run, or None."""
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
     if bm % tiles.wm or bn % tiles.wn or tiles.wm % MMA_M or tiles.wn % (2 * MMA_N):
@@ -104,10 +104,10 @@ def mma_tile_refusal(tiles: MmaTiles) -> str | None:
         )
     if bk % MMA_K:
         return f"mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
-    if tiles.shared_bytes > SHARED_LIMIT:
+    if tiles.shared_bytes > target.static_shared:
         return (
             f"mma=sync with bm={bm} bn={bn} bk={bk} needs {tiles.shared_bytes} bytes of "
-            f"shared memory, more than the {SHARED_LIMIT} a block may declare statically"
+            f"shared memory, more than the {target.static_shared} a block may declare statically"
         )
     return None
 
@@ -155,11 +155,11 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
-        t = choose_mma_tiles(knobs, batch, m, n, self.target.sms)
+        t = choose_mma_tiles(knobs, batch, m, n, self.target)
         return t if isinstance(t, str) else replace(t, vec=knobs.vec or 8)
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
-        return mma_tile_refusal(plan)
+        return mma_tile_refusal(plan, self.target)
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: MmaTiles, rewriter: PatternRewriter

@@ -28,7 +28,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction, operand_types
-from tinyopt.passes.tile.gemm.contraction_plan import SHARED_LIMIT
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
@@ -52,7 +52,7 @@ def _fail(message: str) -> str:
     return f"mma=tf32 {message}"
 
 
-def tf32_tile_refusal(tiles: MmaTiles) -> str | None:
+def tf32_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
     """Why the mma.sync tiling cannot run on TF32's K step and the f32 tiles' shared memory."""
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
     if bk % TF32_K:
@@ -60,10 +60,10 @@ def tf32_tile_refusal(tiles: MmaTiles) -> str | None:
     shared = sum(
         4 * max(size * (bk + K_MAJOR_PAD), bk * (size + OUTER_MAJOR_PAD)) for size in (bm, bn)
     )
-    if shared > SHARED_LIMIT:
+    if shared > target.static_shared:
         return _fail(
             f"with bm={bm} bn={bn} bk={bk} needs {shared} bytes of shared memory, more than the "
-            f"{SHARED_LIMIT} a block may declare statically"
+            f"{target.static_shared} a block may declare statically"
         )
     return None
 
@@ -90,10 +90,10 @@ class Tf32Rule(Rule[Contraction, MmaTiles]):
             )
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms)
-        return tf32_tile_refusal(t) or replace(t, vec=knobs.vec or 4)
+        return tf32_tile_refusal(t, self.target) or replace(t, vec=knobs.vec or 4)
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
-        return tf32_tile_refusal(plan)
+        return tf32_tile_refusal(plan, self.target)
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: MmaTiles, rewriter: PatternRewriter

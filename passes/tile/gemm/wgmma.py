@@ -104,7 +104,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         batch, m, n, k = c.extents
         if isinstance(operands := plain_operands(c, k, n), str):
             return operands
-        t = choose_wgmma_tiles(knobs, batch, m, n, self.target.sms, dual)
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual)
         if isinstance(t, str):
             return t
         return replace(t, fastmath="on" if approximate_math(knobs.fastmath, c) else "off")
@@ -114,7 +114,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if (plan.dual == "on") != isinstance(c, PairedContraction):
             return _fail('runs a paired contraction with dual = "on" and no other with it')
         operands = plain_operands(c, k, n)
-        return operands if isinstance(operands, str) else wgmma_tile_refusal(plan)
+        return operands if isinstance(operands, str) else wgmma_tile_refusal(plan, self.target)
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: WgmmaTiles, rewriter: PatternRewriter

@@ -10,7 +10,7 @@ from xdsl.dialects.builtin import bf16, f16
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
-from tinyopt.passes.tile.gemm.contraction_plan import DYNAMIC_SHARED_LIMIT
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.gemm.paired import PairedContraction
 
@@ -162,7 +162,7 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
 
 
 def choose_wgmma_tiles(
-    knobs: Knobs, batch: int, m: int, n: int, sms: int, dual: bool = False
+    knobs: Knobs, batch: int, m: int, n: int, target: Target, dual: bool = False
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
     blocks and 6 stages when 128×256 would leave SMs idle. A dual GEMM's block computes both
@@ -175,7 +175,7 @@ def choose_wgmma_tiles(
     benchmarks/bench_bf16.py`, run 4)").
     """
     bm = knobs.bm or 128
-    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= sms
+    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= target.sms
     bn = knobs.bn or (256 if wide else 128)
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
@@ -183,12 +183,12 @@ def choose_wgmma_tiles(
     t = WgmmaTiles(
         bm, bn, stages, knobs.ws, store, knobs.persistent, group, dual="on" if dual else "off"
     )
-    if knobs.store == "auto" and t.shared_bytes > DYNAMIC_SHARED_LIMIT:
+    if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
-    return wgmma_tile_refusal(t, knobs.bk) or t
+    return wgmma_tile_refusal(t, target, knobs.bk) or t
 
 
-def wgmma_tile_refusal(t: WgmmaTiles, bk: int = 0) -> str | None:
+def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None:
     """Why the wgmma tiling cannot run, or None."""
     bm, bn, stages, dual = t.bm, t.bn, t.stages, t.dual == "on"
     if t.persistent and not t.ws:
@@ -205,11 +205,11 @@ def wgmma_tile_refusal(t: WgmmaTiles, bk: int = 0) -> str | None:
         return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
     if t.store not in ("direct", "smem") or t.fastmath not in ("on", "off"):
         return _fail("needs store direct or smem and fastmath on or off")
-    if t.shared_bytes > DYNAMIC_SHARED_LIMIT:
+    if t.shared_bytes > target.dynamic_shared:
         store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
         return _fail(
             f"with bm={bm} bn={bn} stages={stages}{store} needs {t.shared_bytes} bytes of "
-            f"shared memory, more than the {DYNAMIC_SHARED_LIMIT} a block may use"
+            f"shared memory, more than the {target.dynamic_shared} a block may use"
         )
     return None
 
