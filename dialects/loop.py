@@ -39,6 +39,7 @@ from xdsl.traits import (
     NoTerminator,
     RecursiveMemoryEffect,
     SymbolOpInterface,
+    SymbolTable,
 )
 from xdsl.parser import Parser
 from xdsl.printer import Printer
@@ -155,6 +156,20 @@ class LaunchOp(IRDLOperation):
 
     def __init__(self, callee: str, args: Sequence[SSAValue | Operation]):
         super().__init__(properties={"callee": SymbolRefAttr(callee)}, operands=[args])
+
+    def verify_(self) -> None:
+        name = self.callee.string_value()
+        kernel = SymbolTable.lookup_symbol(self, self.callee)
+        if kernel is None or not kernel.name.endswith("kernel"):
+            raise VerifyException(f"loop.launch: @{name} is no kernel of this module")
+        if kernel.regions and kernel.regions[0].blocks:  # loop.kernel, tile.kernel
+            wanted = [a.type for a in kernel.regions[0].block.args]
+            given = [a.type for a in self.args]
+            if given != wanted:
+                raise VerifyException(
+                    f"loop.launch: @{name} takes ({format_types(wanted)[1:-1]}), "
+                    f"got ({format_types(given)[1:-1]})"
+                )
 
 
 @irdl_op_definition
