@@ -24,6 +24,12 @@ from tinyopt.passes.tile.rule import plan_attr
 from tinyopt.passes.tile.target import Target
 
 
+CONTRACTION_KNOBS = ("dual", "splitk", "splitk_mode", "streamk")
+"""Knobs the planner reads for every contraction, whichever rule takes it: `dual` decides
+whether a paired contraction is split, `splitk`/`splitk_mode` cut K before a rule is chosen,
+and `streamk=on` is refused where a tensor-core rule took the kernel."""
+
+
 def checked(knobs: Knobs) -> Knobs:
     """Returns the knobs, or raises the diagnostic naming the first outside its domain."""
     try:
