@@ -6,7 +6,7 @@ import pytest
 
 from tinyopt.backends.cuda.nvrtc import gpu_available
 
-# The tile pass must not read a user's tuning cache in tests (tests that need one set their own).
+# No test may read a user's tuning cache through apply-tuned (tests that need one set their own).
 os.environ["TINYOPT_TUNING_DB"] = "off"
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU")
