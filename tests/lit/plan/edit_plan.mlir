@@ -2,6 +2,7 @@
 // `tile` emits from the plan as written, so an edited knob is followed, and a bad edit is a
 // diagnostic naming the knob.
 //
+// RUN: tinyopt %S/../../../examples/matmul_relu.mlir -p fuse,tile | filecheck %s --check-prefix=EXAMPLE
 // RUN: tinyopt %s -p fuse,plan | filecheck %s --check-prefix=PLAN
 // RUN: tinyopt %s -p fuse,tile | filecheck %s --check-prefix=TILE
 // RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 128,/' | tinyopt -p tile,to-cuda -t cuda | filecheck %s --check-prefix=EDITED
@@ -15,6 +16,9 @@ func.func @matmul_relu(%x: tensor<1000x1000xf32>, %w: tensor<1000x1000xf32>) -> 
   %r = graph.relu %y : tensor<1000x1000xf32>
   func.return %r : tensor<1000x1000xf32>
 }
+
+// The shipped example (a fused bias: register staging) shows every knob of its plan.
+// EXAMPLE: tile.kernel @matmul_relu_0 grid [16, 32, 1] block [128, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 32, bn = 64, bk = 16, tm = 4, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "ld", ws = 1, swizzle = 0, pairswap = 1, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 1 : i64} {
 
 // PLAN: loop.kernel @matmul_relu_0({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">} {
 
