@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 from xdsl.dialects.builtin import (
     ArrayAttr,
@@ -818,21 +819,28 @@ def _knob_dictionary(values: dict[str, KnobValue]) -> DictionaryAttr:
     )
 
 
-def _values(knobs: DictionaryAttr) -> dict[str, KnobValue]:
-    return {
-        k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
-        for k, v in knobs.data.items()
-    }
+class _KnobValues:
+    """What `#tile.plan` and `#tile.knobs` share: a `knobs` dictionary of ints and strings
+    (declared by each attribute: a field here would become the first parameter of both)."""
 
+    name: ClassVar[str]
 
-def _verify_knobs(attr: str, knobs: DictionaryAttr) -> None:
-    for name, value in knobs.data.items():
-        if not isinstance(value, IntegerAttr | StringAttr):
-            raise VerifyException(f"{attr}: knob {name} must be an integer or a string")
+    @property
+    def values(self) -> dict[str, KnobValue]:
+        """The knobs by name, as ints and strings."""
+        return {
+            k: v.value.data if isinstance(v, IntegerAttr) else v.data  # type: ignore[attr-defined]
+            for k, v in self.knobs.data.items()  # type: ignore[attr-defined]
+        }
+
+    def verify(self) -> None:
+        for name, value in self.knobs.data.items():  # type: ignore[attr-defined]
+            if not isinstance(value, IntegerAttr | StringAttr):
+                raise VerifyException(f"{self.name}: knob {name} must be an integer or a string")
 
 
 @irdl_attr_definition
-class PlanAttr(ParametrizedAttribute):
+class PlanAttr(_KnobValues, ParametrizedAttribute):
     """A kernel's schedule: the rule that emits it and every knob that rule reads, resolved.
 
     Printed `#tile.plan<contraction, bm = 128, copy = "ld", ...>`; `plan` attaches it to each
@@ -846,14 +854,6 @@ class PlanAttr(ParametrizedAttribute):
 
     def __init__(self, rule: str, values: dict[str, KnobValue]) -> None:
         super().__init__(StringAttr(rule), _knob_dictionary(values))
-
-    @property
-    def values(self) -> dict[str, KnobValue]:
-        """The knobs by name, as ints and strings."""
-        return _values(self.knobs)
-
-    def verify(self) -> None:
-        _verify_knobs(self.name, self.knobs)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:
@@ -872,7 +872,7 @@ class PlanAttr(ParametrizedAttribute):
 
 
 @irdl_attr_definition
-class KnobsAttr(ParametrizedAttribute):
+class KnobsAttr(_KnobValues, ParametrizedAttribute):
     """Knob settings for one kernel (`#tile.knobs<bm = 64, mma = "wgmma">`): the tuned knobs
     `apply-tuned` writes; `plan` takes them where its own options leave a knob at its default."""
 
@@ -882,14 +882,6 @@ class KnobsAttr(ParametrizedAttribute):
 
     def __init__(self, values: dict[str, KnobValue]) -> None:
         super().__init__(_knob_dictionary(values))
-
-    @property
-    def values(self) -> dict[str, KnobValue]:
-        """The knobs by name, as ints and strings."""
-        return _values(self.knobs)
-
-    def verify(self) -> None:
-        _verify_knobs(self.name, self.knobs)
 
     @classmethod
     def parse_parameters(cls, parser: AttrParser) -> Sequence[Attribute]:

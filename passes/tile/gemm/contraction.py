@@ -10,7 +10,6 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction_cp_async import copied_side, plain_load
 from tinyopt.passes.tile.gemm.contraction_tma import (
     tensor_map_args,
 )
@@ -45,33 +44,19 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 
 
-from tinyopt.passes.tile.gemm.contraction_emit import ContractionEmitter, tma_sides
+from tinyopt.passes.tile.gemm.contraction_emit import ContractionEmitter, copied_sides
 from tinyopt.passes.tile.gemm.stream_k import StreamKEmitter
 
 
 def copy_refusal(c: Contraction, t: Tiles, name: str) -> str | None:
     """Why the copy engine `t.copy` cannot copy the contraction's operands, or None."""
-    if t.copy == "tma":
-        sides = tma_sides(c, t, name, None, None)
-        return sides if isinstance(sides, str) else _refusal(tensor_map_args(sides, t.bk, name))
-    if t.copy == "cp_async":
-        batch, m, n, k = c.extents
-        k_iv = c.reduce.body.block.args[0]
-        for which, side, value, iv, extent, size in (
-            ("A", c.a_side, c.a_value, c.m_iv, m, t.bm),
-            ("B", c.b_side, c.b_value, c.n_iv, n, t.bn),
-        ):
-            load = plain_load(side, value, name, t.copy, which)
-            if isinstance(load, str):
-                return load
-            copied = copied_side(load, k_iv, k, iv, None, extent, size, t.bk, t.vec, name, t.copy)  # type: ignore[arg-type]
-            if isinstance(copied, str):
-                return copied
-    return None
-
-
-def _refusal(result: object) -> str | None:
-    return result if isinstance(result, str) else None
+    if t.copy == "ld":
+        return None
+    sides = copied_sides(c, t, name, None, None)
+    if isinstance(sides, str):
+        return sides
+    maps = tensor_map_args(sides, t.bk, name) if t.copy == "tma" else []  # type: ignore[arg-type]
+    return maps if isinstance(maps, str) else None
 
 
 class ContractionRule(Rule[Contraction, Tiles]):

@@ -26,7 +26,12 @@ from tinyopt.passes.tile.emit import (
     inline_region,
     vector_width,
 )
-from tinyopt.passes.tile.gemm.contraction_cp_async import CpAsyncPipeline, copied_side, plain_load
+from tinyopt.passes.tile.gemm.contraction_cp_async import (
+    CopiedSide,
+    CpAsyncPipeline,
+    copied_side,
+    plain_load,
+)
 from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled, swizzled_shape
 from tinyopt.passes.tile.gemm.contraction_tma import (
     TmaPipeline,
@@ -51,25 +56,42 @@ from tinyopt.passes.tile.gemm.contraction_plan import (
 )
 
 
-def tma_sides(
+def copied_sides(
     c: Contraction, t: Tiles, name: str, m0: SSAValue | None, n0: SSAValue | None
-) -> list[TmaSide] | str:
-    """How TMA copies A and B (origins `m0`, `n0`), or why it cannot."""
+) -> list[CopiedSide] | list[TmaSide] | str:
+    """How the copy engine `t.copy` (cp_async or tma) copies A and B (origins `m0`, `n0`), or
+    why it cannot."""
+    batch, m, n, k = c.extents
     k_iv = c.reduce.body.block.args[0]
     batch_ivs = list(c.nest.body.block.args[:-2])
     sides = []
-    for which, side, value, iv, origin, size in (
-        ("A", c.a_side, c.a_value, c.m_iv, m0, t.bm),
-        ("B", c.b_side, c.b_value, c.n_iv, n0, t.bn),
+    for which, side, value, iv, origin, extent, size in (
+        ("A", c.a_side, c.a_value, c.m_iv, m0, m, t.bm),
+        ("B", c.b_side, c.b_value, c.n_iv, n0, n, t.bn),
     ):
         load = plain_load(side, value, name, t.copy, which)
         if isinstance(load, str):
             return load
-        copied = tma_side(load, k_iv, iv, batch_ivs, origin, size, name, which)  # type: ignore[arg-type]
+        if t.copy == "tma":
+            copied = tma_side(load, k_iv, iv, batch_ivs, origin, size, name, which)  # type: ignore[arg-type]
+        else:
+            copied = copied_side(
+                load,
+                k_iv,
+                k,
+                iv,
+                origin,
+                extent,
+                size,
+                t.bk,
+                t.vec,
+                name,
+                t.copy,  # type: ignore[arg-type]
+            )
         if isinstance(copied, str):
             return copied
         sides.append(copied)
-    return sides
+    return sides  # type: ignore[return-value]
 
 
 @dataclass
@@ -298,20 +320,9 @@ class ContractionEmitter:
 
     def _copied_pipeline(self) -> None:
         """The K loop with both sides copied global → shared by cp.async into a ring."""
-        em, t, c = self.em, self.t, self.c
-        k_iv = c.reduce.body.block.args[0]
-        sides = []
-        for which, side, value, iv, origin, extent, size in (
-            ("A", c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm),
-            ("B", c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn),
-        ):
-            load = plain_load(side, value, self.name, t.copy, which)
-            assert not isinstance(load, str), "the plan checked it (copy_refusal)"
-            copied = copied_side(
-                load, k_iv, self.k, iv, origin, extent, size, t.bk, self.vec, self.name, t.copy
-            )
-            assert not isinstance(copied, str), "the plan checked it (copy_refusal)"
-            sides.append(copied)
+        em, t = self.em, self.t
+        sides = copied_sides(self.c, t, self.name, self.m0, self.n0)
+        assert not isinstance(sides, str), "the plan checked it (copy_refusal)"
         shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
         if t.swizzle:
             shapes = [swizzled_shape(shape) for shape in shapes]
@@ -321,7 +332,15 @@ class ContractionEmitter:
         acc = self._accumulators()
         a, b = sides
         pipeline = CpAsyncPipeline(
-            em, self.mapping, self.tid, t.threads, k_iv, self.k, t.bk, t.stages, t.swizzle
+            em,
+            self.mapping,
+            self.tid,
+            t.threads,
+            self.c.reduce.body.block.args[0],
+            self.k,
+            t.bk,
+            t.stages,
+            t.swizzle,
         )
         pipeline.emit(
             sides,
@@ -332,7 +351,7 @@ class ContractionEmitter:
     def _tma_pipeline(self) -> None:
         """The K loop with both sides copied by TMA into an mbarrier ring (contraction_tma.py)."""
         em, t = self.em, self.t
-        sides = tma_sides(self.c, t, self.name, self.m0, self.n0)
+        sides = copied_sides(self.c, t, self.name, self.m0, self.n0)
         assert not isinstance(sides, str), "the plan checked it (copy_refusal)"
         kernel = em.block.parent_op()
         assert kernel is not None
