@@ -96,9 +96,11 @@ class Rule(ABC, Generic[M, P]):
         """Why a plan read back from the IR cannot be emitted, or None (default: it can)."""
         return None
 
-    def rewrite(self, module: ModuleOp, kernel: loop.KernelOp, m: M, plan: P) -> list[Any]:
-        """Loop kernels to put in `kernel`'s place before it is emitted, each with the knobs
-        to plan it by (None: the plan given); empty: none (the default)."""
+    def rewrite(
+        self, module: ModuleOp, kernel: loop.KernelOp, m: M, plan: P
+    ) -> list[loop.KernelOp]:
+        """Puts other loop kernels in `kernel`'s place (the planner plans each in turn) and
+        returns them; empty: the kernel stays and takes `plan` (the default)."""
         return []
 
     @abstractmethod
