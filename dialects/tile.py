@@ -903,6 +903,10 @@ class KnobsAttr(_KnobValues, ParametrizedAttribute):
 PLAN = "plan"
 """The `loop.kernel` / `tile.kernel` attribute holding its `#tile.plan`."""
 
+REFUSALS = "refusals"
+"""The `loop.kernel` attribute `plan{why=1}` adds: each rule tried before the kernel's own and
+why it refused the kernel, as `"rule: reason"` strings."""
+
 TUNED = "tuned"
 """The `loop.kernel` attribute holding the `#tile.knobs` that `apply-tuned` found for it."""
 

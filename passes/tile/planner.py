@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import fields
 
-from xdsl.dialects.builtin import ModuleOp
+from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
@@ -19,8 +19,8 @@ from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
 from tinyopt.passes.tile.knobs import Knobs, check
-from tinyopt.passes.tile.registry import choose, refusals, rules
-from tinyopt.passes.tile.rule import plan_attr
+from tinyopt.passes.tile.registry import refusals, rules
+from tinyopt.passes.tile.rule import Choice, plan_attr
 from tinyopt.passes.tile.target import Target
 
 
@@ -55,31 +55,39 @@ def kernel_knobs(kernel: loop.KernelOp, options: Knobs) -> Knobs:
     return checked(Knobs(**merged))
 
 
-def plan_module(module: ModuleOp, options: Knobs, target: Target) -> None:
-    """Plans every loop kernel of the module that has no plan yet."""
+def plan_module(module: ModuleOp, options: Knobs, target: Target, why: bool = False) -> None:
+    """Plans every loop kernel of the module that has no plan yet; with `why`, each kernel
+    also gets the reason each rule before its own refused it (`tile.REFUSALS`)."""
     checked(options)
     for kernel in list(loop.kernels(module)):
         if tile.PLAN not in kernel.attributes:
-            plan_kernels(module, kernel, kernel_knobs(kernel, options), target)
+            plan_kernels(module, kernel, kernel_knobs(kernel, options), target, why=why)
 
 
 def plan_kernels(
-    module: ModuleOp, kernel: loop.KernelOp, knobs: Knobs, target: Target, split: bool = True
+    module: ModuleOp,
+    kernel: loop.KernelOp,
+    knobs: Knobs,
+    target: Target,
+    split: bool = True,
+    why: bool = False,
 ) -> None:
     """Plans `kernel`, or the kernels its plan puts in its place."""
     if (paired := match_paired_contraction(kernel)) is not None:
-        if _dual(kernel, knobs, target):
+        if _dual(kernel, knobs, target, why):
             return
         for piece in unpair(module, kernel, paired):
-            plan_kernels(module, piece, knobs, target, split)
+            plan_kernels(module, piece, knobs, target, split, why)
         return
     if split and knobs.splitk > 1:
         pieces = split_kernel(module, kernel, knobs.splitk, knobs.splitk_mode)
         if pieces != (kernel,):
             for piece in pieces:
-                plan_kernels(module, piece, knobs, target, split=False)
+                plan_kernels(module, piece, knobs, target, split=False, why=why)
             return
-    choice = choose(kernel, knobs, target)
+    choice, refused = refusals(kernel, knobs, target)
+    if choice is None:
+        raise DiagnosticException(f"tile: {refused[-1][1]}")
     if (
         knobs.streamk in ("on", "tail")
         and choice.rule.name != "contraction"
@@ -91,23 +99,32 @@ def plan_kernels(
         )
     pieces = choice.rule.rewrite(module, kernel, choice.match, choice.plan)
     for piece in pieces:
-        plan_kernels(module, piece, knobs, target, split=False)
+        plan_kernels(module, piece, knobs, target, split=False, why=why)
     if not pieces:
-        kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
+        _attach(kernel, choice, refused if why else None)
 
 
-def _dual(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> bool:
+def _attach(kernel: loop.KernelOp, choice: Choice, refused: list[tuple[str, str]] | None) -> None:
+    """Puts the choice's plan on the kernel, and the rules' refusals where they are asked for."""
+    kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
+    if refused is not None:
+        kernel.attributes[tile.REFUSALS] = ArrayAttr(
+            [StringAttr(f"{rule}: {reason}") for rule, reason in refused]
+        )
+
+
+def _dual(kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool) -> bool:
     """Plans a paired contraction as one dual GEMM where a rule runs it whole and `dual`
     allows; returns whether it did (else it is to be split), raising where `dual=on` asked."""
     if knobs.dual == "off":
         return False
-    choice, why = refusals(kernel, knobs, target, paired=True)
+    choice, refused = refusals(kernel, knobs, target, paired=True)
     if choice is not None:
-        kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
+        _attach(kernel, choice, refused if why else None)
         return True
     if knobs.dual == "on":
         takers = [rule for rule in rules(target) if rule.takes_paired]
-        reasons = dict(why)
+        reasons = dict(refused)
         if any(rule.considered(knobs) for rule in takers):
             reason = next(reasons[r.name] for r in reversed(takers) if r.name in reasons)
         else:

@@ -7,8 +7,6 @@ space) and the plans all follow from this tuple.
 
 from __future__ import annotations
 
-from xdsl.utils.exceptions import DiagnosticException
-
 from tinyopt.dialects import loop
 from tinyopt.passes.tile.attention.mma_sync import AttentionSync
 from tinyopt.passes.tile.attention.wgmma import AttentionWgmma
@@ -75,12 +73,3 @@ def refusals(
             continue
         return Choice(rule, m, plan), why
     return None, why
-
-
-def choose(kernel: loop.KernelOp, knobs: Knobs, target: Target = H200) -> Choice:
-    """The rule that schedules `kernel` and its plan; raises the diagnostic of a rule the
-    knobs insist on that refuses."""
-    choice, why = refusals(kernel, knobs, target)
-    if choice is None:
-        raise DiagnosticException(f"tile: {why[-1][1]}")
-    return choice

@@ -30,9 +30,13 @@ class PlanPass(Knobs, ModulePass):
 
     sms: int = Target.sms
     """The target's SM count (the H200's 132 by default)."""
+    why: int = 0
+    """1: each kernel also shows why each rule before its own refused it (`refusals`)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
-        plan_module(op, self, Target(sms=self.sms))
+        if self.why not in (0, 1):
+            raise DiagnosticException(f"plan: why must be 0 or 1, got {self.why}")
+        plan_module(op, self, Target(sms=self.sms), bool(self.why))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@
 //
 // RUN: tinyopt %S/../../../examples/matmul_relu.mlir -p fuse,tile | filecheck %s --check-prefix=EXAMPLE
 // RUN: tinyopt %s -p fuse,plan | filecheck %s --check-prefix=PLAN
+// RUN: tinyopt %s -p 'fuse,plan{why=1}' | filecheck %s --check-prefix=WHY
 // RUN: tinyopt %s -p fuse,tile | filecheck %s --check-prefix=TILE
 // RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 128,/' | tinyopt -p tile,to-cuda -t cuda | filecheck %s --check-prefix=EDITED
 // RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 48,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=DOMAIN
@@ -21,6 +22,9 @@ func.func @matmul_relu(%x: tensor<1000x1000xf32>, %w: tensor<1000x1000xf32>) -> 
 // EXAMPLE: tile.kernel @matmul_relu_0 grid [16, 32, 1] block [128, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 32, bn = 64, bk = 16, tm = 4, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "ld", ws = 1, swizzle = 0, pairswap = 1, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 1 : i64} {
 
 // PLAN: loop.kernel @matmul_relu_0({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">} {
+
+// plan{why=1}: why each rule before the contraction rule refused the kernel.
+// WHY: refusals = ["attention_wgmma: not a flash-attention kernel (the flash-attention rewrite's form)", "attention: not a flash-attention kernel (the flash-attention rewrite's form)", "wgmma: not a sum of products of f16 or bf16 operands (one type)", "mma_sync: not a sum of products of f16 or bf16 operands (one type)", "tf32: the knobs select other rules (schedule=auto, mma=auto, attn=auto)"]
 
 // TILE: tile.kernel @matmul_relu_0 grid [16, 16, 1] block [160, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 1 : i64, tile.tensor_maps = {{.*}}} {
 
