@@ -8,107 +8,21 @@ hide the others.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
-from xdsl.ir import Dialect
-from xdsl.passes import ModulePass
 from xdsl.universe import Universe
 from xdsl.utils.exceptions import DiagnosticException
 from xdsl.utils.target import Target
 
 
-def get_graph() -> Dialect:
-    """Return the graph dialect (tensors, value semantics)."""
-    from tinyopt.dialects.graph import Graph
-
-    return Graph
-
-
-def get_loop() -> Dialect:
-    """Return the loop dialect (one kernel per future GPU kernel)."""
-    from tinyopt.dialects.loop import Loop
-
-    return Loop
-
-
-def get_tile() -> Dialect:
-    """Return the tile dialect (GPU mapping)."""
-    from tinyopt.dialects.tile import Tile
-
-    return Tile
-
-
-def get_decompose() -> type[ModulePass]:
-    """Return the pass rewriting composite graph ops into primitives."""
-    from tinyopt.passes.graph_to_loop.decompose import DecomposePass
-
-    return DecomposePass
-
-
-def get_fuse() -> type[ModulePass]:
-    """Return the pass grouping graph primitives into loop kernels."""
-    from tinyopt.passes.graph_to_loop.fuse import FusePass
-
-    return FusePass
-
-
-def get_online_softmax() -> type[ModulePass]:
-    """Return the pass merging softmax's max and sum reductions into one online reduction."""
-    from tinyopt.passes.loop_rewrites.online_softmax import OnlineSoftmaxPass
-
-    return OnlineSoftmaxPass
-
-
-def get_flash_attention() -> type[ModulePass]:
-    """Return the pass fusing attention's score, softmax and PV kernels into one kernel."""
-    from tinyopt.passes.loop_rewrites.flash_attention import FlashAttentionPass
-
-    return FlashAttentionPass
-
-
-def get_welford() -> type[ModulePass]:
-    """Return the pass merging the mean and variance reductions into one Welford reduction."""
-    from tinyopt.passes.loop_rewrites.welford import WelfordPass
-
-    return WelfordPass
-
-
-def get_check_assoc() -> type[ModulePass]:
-    """Return the analysis annotating fold step functions with their associativity verdict."""
-    from tinyopt.passes.loop_rewrites.associativity import CheckAssocPass
-
-    return CheckAssocPass
-
-
-def get_tile_pass() -> type[ModulePass]:
-    """Return the pass mapping loop kernels onto the GPU."""
-    from tinyopt.passes.tile import TilePass
-
-    return TilePass
-
-
-def get_apply_tuned() -> type[ModulePass]:
-    """Return the pass attaching each loop kernel's knobs from the tuning cache."""
-    from tinyopt.passes.autotune.apply_tuned import ApplyTunedPass
-
-    return ApplyTunedPass
-
-
-def get_plan_pass() -> type[ModulePass]:
-    """Return the pass attaching each loop kernel's schedule plan (rule and resolved knobs)."""
-    from tinyopt.passes.tile.tile_pass import PlanPass
-
-    return PlanPass
-
-
-def get_to_cuda() -> type[ModulePass]:
-    """Return the pass printing tile kernels as CUDA C."""
-    from tinyopt.passes.to_cuda import ToCudaPass
-
-    return ToCudaPass
+def _getter(module: str, name: str) -> Callable[[], Any]:
+    """Returns a getter that imports `tinyopt.<module>` when called and returns its `name`."""
+    return lambda: getattr(importlib.import_module(f"tinyopt.{module}"), name)
 
 
 @dataclass(frozen=True)
@@ -139,24 +53,23 @@ class CudaTarget(Target):
             output.write(kernel.source.data.rstrip("\n") + "\n")
 
 
-def get_cuda_target() -> type[Target]:
-    """Return the target printing the CUDA C held by `tile.cuda_kernel` ops."""
-    return CudaTarget
-
-
 TINYOPT_UNIVERSE = Universe(
-    all_dialects={"graph": get_graph, "loop": get_loop, "tile": get_tile},
-    all_passes={
-        "decompose": get_decompose,
-        "fuse": get_fuse,
-        "apply-tuned": get_apply_tuned,
-        "plan": get_plan_pass,
-        "tile": get_tile_pass,
-        "to-cuda": get_to_cuda,
-        "online-softmax": get_online_softmax,
-        "welford": get_welford,
-        "flash-attention": get_flash_attention,
-        "check-assoc": get_check_assoc,
+    all_dialects={
+        "graph": _getter("dialects.graph", "Graph"),
+        "loop": _getter("dialects.loop", "Loop"),
+        "tile": _getter("dialects.tile", "Tile"),
     },
-    all_targets={"cuda": get_cuda_target},
+    all_passes={
+        "decompose": _getter("passes.graph_to_loop.decompose", "DecomposePass"),
+        "fuse": _getter("passes.graph_to_loop.fuse", "FusePass"),
+        "apply-tuned": _getter("passes.autotune.apply_tuned", "ApplyTunedPass"),
+        "plan": _getter("passes.tile.tile_pass", "PlanPass"),
+        "tile": _getter("passes.tile", "TilePass"),
+        "to-cuda": _getter("passes.to_cuda", "ToCudaPass"),
+        "online-softmax": _getter("passes.loop_rewrites.online_softmax", "OnlineSoftmaxPass"),
+        "welford": _getter("passes.loop_rewrites.welford", "WelfordPass"),
+        "flash-attention": _getter("passes.loop_rewrites.flash_attention", "FlashAttentionPass"),
+        "check-assoc": _getter("passes.loop_rewrites.associativity", "CheckAssocPass"),
+    },
+    all_targets={"cuda": lambda: CudaTarget},
 )
