@@ -29,14 +29,11 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
+from tinyopt.compiler import DEFAULT_PIPELINE
 from tinyopt.universe import TINYOPT_UNIVERSE
 
 if TYPE_CHECKING:
     from tinyopt.passes.autotune.measure import Program
-
-DEFAULT_RUN_PIPELINE = "fuse,apply-tuned,tile,to-cuda"
-"""The pipeline `tinyopt run` applies when none is given (tuned kernels where the tuning cache
-has them, docs/tuning.md)."""
 
 
 class CliError(Exception):
@@ -55,11 +52,6 @@ def _pass_summaries() -> str:
     return "\n".join(lines)
 
 
-def _option_names(pass_type: type[ModulePass]) -> list[str]:
-    """Return the names of the options a pass accepts."""
-    return [f.name for f in dataclasses.fields(pass_type) if f.init]
-
-
 def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]]]) -> None:
     """Raise `CliError` naming the first unknown pass or option of a pipeline, if any."""
     try:
@@ -70,7 +62,7 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
     for pass_spec in specs:
         if pass_spec.name not in available:
             raise CliError(f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)")
-        options = _option_names(available[pass_spec.name]())
+        options = [f.name for f in dataclasses.fields(available[pass_spec.name]()) if f.init]
         for option in pass_spec.normalize_parameter_names().parameters:
             if option not in options:
                 raise CliError(
@@ -219,7 +211,7 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--func", help="function to run (default: the first one)")
     parser.add_argument("--bench", action="store_true", help="also time the kernels")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
-    parser.add_argument("-p", "--passes", default=DEFAULT_RUN_PIPELINE, help="pass pipeline")
+    parser.add_argument("-p", "--passes", default=DEFAULT_PIPELINE, help="pass pipeline")
     return parser
 
 
@@ -229,7 +221,6 @@ def run_command(args: argparse.Namespace) -> None:
     Prints the largest relative error over the outputs (and with `--bench` the median time
     and effective bandwidth); raises `CliError` when the error exceeds the dtype's tolerance.
     """
-
     from tinyopt.backends.cuda.nvrtc import gpu_available
 
     if not gpu_available():
@@ -539,44 +530,37 @@ def capture_command(args: argparse.Namespace) -> None:
     print(captured.module)
 
 
+SUBCOMMANDS = {
+    "run": (run_parser, run_command),
+    "capture": (capture_parser, capture_command),
+    "tune": (tune_parser, tune_command),
+    "explain": (explain_parser, explain_command),
+    "check-assoc": (check_assoc_parser, check_assoc_command),
+}
+"""Each subcommand's parser and command (which returns False on a failed check-assoc)."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `tinyopt` command line; return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
     where = "<stdin>"
     try:
-        if argv[:1] == ["run"]:
-            args = run_parser().parse_args(argv[1:])
-            where = args.file
-            run_command(args)
-        elif argv[:1] == ["capture"]:
-            args = capture_parser().parse_args(argv[1:])
-            where = args.target
-            capture_command(args)
-        elif argv[:1] == ["tune"]:
-            args = tune_parser().parse_args(argv[1:])
-            where = args.file
-            tune_command(args)
-        elif argv[:1] == ["explain"]:
-            args = explain_parser().parse_args(argv[1:])
-            where = args.file
-            explain_command(args)
-        elif argv[:1] == ["check-assoc"]:
-            args = check_assoc_parser().parse_args(argv[1:])
-            where = args.file
-            if not check_assoc_command(args):
+        if argv[:1] and argv[0] in SUBCOMMANDS:
+            make_parser, command = SUBCOMMANDS[argv[0]]
+            args = make_parser().parse_args(argv[1:])
+            where = args.target if argv[0] == "capture" else args.file
+            if command(args) is False:
                 return 1
         else:
             tool = TinyoptMain(argv)
             where = tool.get_input_name()
             tool.run()
-    except CliError as exc:
+    except (CliError, CudaError, OSError) as exc:
         print(f"tinyopt: error: {exc}", file=sys.stderr)
     except ParseError as exc:
         print(_format_parse_error(exc), file=sys.stderr)
     except DiagnosticException as exc:
         print(_format_diagnostic(exc, where), file=sys.stderr)
-    except (CudaError, OSError) as exc:
-        print(f"tinyopt: error: {exc}", file=sys.stderr)
     else:
         return 0
     return 1
