@@ -11,7 +11,7 @@ from math import prod
 
 from xdsl.pattern_rewriter import PatternRewriter
 
-from tinyopt.dialects import loop, tile
+from tinyopt.dialects import loop
 from tinyopt.passes.tile.emit import LaneEmitter, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -64,9 +64,7 @@ class Elementwise(Rule[loop.ParallelOp, ElementwisePlan]):
         chunks = prod(outer) * (inner // width)
         threads = plan.threads
         new, em, mapping = new_kernel(kernel, (-(-chunks // threads), 1, 1), (threads, 1, 1))
-        flat = em.add(
-            em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x"))
-        )
+        flat = em.global_id(threads)
         with em.if_(em.less(flat, chunks)) as (then_block, _, _), em.into(then_block):
             *ivs, chunk = em.delinearize(flat, [*outer, inner // width])
             mapping.update(zip(body.args[:-1], ivs, strict=True))

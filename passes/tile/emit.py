@@ -85,17 +85,24 @@ class Emitter:
     def _v(self, a: SSAValue | int) -> SSAValue:
         return self.index(a) if isinstance(a, int) else a
 
+    def global_id(self, per_block: int, thread: str = "x") -> SSAValue:
+        """Returns blockIdx.x · `per_block` + threadIdx.`thread`."""
+        block = self.value(tile.BlockIdOp("x"))
+        return self.add(self.mul(block, per_block), self.value(tile.ThreadIdOp(thread)))
+
+    def load(self, source: SSAValue, indices: Sequence[SSAValue], width: int) -> list[SSAValue]:
+        """Loads `width` consecutive elements: one scalar load, or one vector load."""
+        if width == 1:
+            return [self.value(memref.LoadOp.get(source, indices))]
+        return list(self.op(tile.VectorLoadOp(source, indices, width)).results)
+
     def delinearize(self, flat: SSAValue, extents: Sequence[int]) -> list[SSAValue]:
         """Splits a row-major linear index into one index per extent."""
-        out: list[SSAValue] = []
-        rest = flat
-        for pos in range(len(extents) - 1, -1, -1):
-            if pos == 0:
-                out.append(rest)
-            else:
-                out.append(self.rem(rest, extents[pos]))
-                rest = self.div(rest, extents[pos])
-        return out[::-1]
+        inner: list[SSAValue] = []
+        for extent in reversed(extents[1:]):
+            inner.insert(0, self.rem(flat, extent))
+            flat = self.div(flat, extent)
+        return [flat, *inner]
 
     def ring_parity(self, step: SSAValue, stages: int, flip: bool) -> SSAValue:
         """Returns the mbarrier phase parity of the round of a `stages`-slot ring that `step`
@@ -167,11 +174,8 @@ def inline_region(
     em: Emitter, region: Region, args: Sequence[SSAValue], mapping: Mapping
 ) -> list[SSAValue]:
     """Clones a single-block region's ops with its arguments bound; returns what it yields."""
-    local = dict(mapping)
-    for block_arg, value in zip(region.block.args, args, strict=True):
-        local[block_arg] = value
-    yielded = emit_sequential(em, region.block.ops, local)
-    return yielded
+    local = dict(mapping) | dict(zip(region.block.args, args, strict=True))
+    return emit_sequential(em, region.block.ops, local)
 
 
 def emit_sequential(em: Emitter, ops: Iterable[Operation], mapping: Mapping) -> list[SSAValue]:
@@ -315,20 +319,15 @@ class LaneEmitter:
             elif isinstance(op, memref.LoadOp) and self._vector(op.indices, dependent):
                 self._load(op)
             elif (
-                isinstance(op, memref.AtomicRMWOp)
-                and not op.result.uses
-                and self.width > 1
-                and self._vector(op.indices, dependent)
-            ):
+                isinstance(op, memref.StoreOp)
+                or (isinstance(op, memref.AtomicRMWOp) and not op.result.uses and self.width > 1)
+            ) and self._vector(op.indices, dependent):
                 values = [m.get(op.value, op.value) for m in self.lanes]
                 indices = [self.lanes[0].get(i, i) for i in op.indices]
                 target = self.lanes[0].get(op.memref, op.memref)
-                em.op(tile.VectorAtomicAddOp(values, target, indices))
-            elif isinstance(op, memref.StoreOp) and self._vector(op.indices, dependent):
-                values = [m.get(op.value, op.value) for m in self.lanes]
-                indices = [self.lanes[0].get(i, i) for i in op.indices]
-                target = self.lanes[0].get(op.memref, op.memref)
-                if self.width == 1:
+                if isinstance(op, memref.AtomicRMWOp):
+                    em.op(tile.VectorAtomicAddOp(values, target, indices))
+                elif self.width == 1:
                     em.op(memref.StoreOp.get(values[0], target, indices))
                 else:
                     em.op(tile.VectorStoreOp(values, target, indices))
@@ -345,11 +344,7 @@ class LaneEmitter:
         indices = [self.lanes[0].get(i, i) for i in op.indices]
         values = self.cached_load(op, indices)
         if values is None:
-            source = self.lanes[0].get(op.memref, op.memref)
-            if self.width == 1:
-                values = [self.em.value(memref.LoadOp.get(source, indices))]
-            else:
-                values = list(self.em.op(tile.VectorLoadOp(source, indices, self.width)).results)
+            values = self.em.load(self.lanes[0].get(op.memref, op.memref), indices, self.width)
         for lane_map, v in zip(self.lanes, values, strict=True):
             lane_map[op.res] = v
 
@@ -391,9 +386,3 @@ def vector_width(ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: in
 def element_bytes(t: Attribute) -> int:
     """Returns the size in bytes of a float element type."""
     return t.bitwidth // 8  # type: ignore[attr-defined]
-
-
-def global_element_bytes(kernel: loop.KernelOp) -> int:
-    """Returns the smallest element size among a kernel's buffers (sets the vector width)."""
-    sizes = [element_bytes(a.type.element_type) for a in kernel.body.block.args]  # type: ignore[attr-defined]
-    return min(sizes) if sizes else 4

@@ -1,4 +1,7 @@
-"""The schedule knobs of the `tile` pass: names, domains, and the heuristic defaults."""
+"""The schedule knobs of the `tile` pass: names, domains, and the heuristic defaults.
+
+What each knob and each of its values means is in docs/knobs.md.
+"""
 
 from __future__ import annotations
 
@@ -56,75 +59,6 @@ class Knobs:
         )
 
 
-MMA = ("auto", "none", "sync", "wgmma", "tf32")
-"""`auto`: the first of `wgmma`, `sync` whose limits the kernel (and the other knobs) meet, else
-`none`; `none`: FMA on CUDA cores; `sync`: tensor cores through mma.sync with ldmatrix (f16/bf16);
-`wgmma`: Hopper warpgroup MMA fed by TMA through a multi-stage mbarrier ring (f16/bf16);
-`tf32`: f32 operands rounded to TF32 on tensor cores (mma.sync m16n8k8): opt-in only, `auto`
-never takes it."""
-
-COPIES = ("auto", "ld", "cp_async", "tma")
-"""How the FP32 (SIMT) contraction fills shared memory: `ld` loads into registers (evaluating a
-fused prologue) and stores; `cp_async` copies global → shared asynchronously (a `stages` ring);
-`tma` copies whole tiles with TMA into an mbarrier ring (a producer warp with `ws=1`); `auto`:
-`tma` with its own tile where the grid is small and the tile knobs are left to the heuristic
-(`contraction.resolve_copy`), else `ld`."""
-
-ATTN = ("auto", "sync", "wgmma", "none")
-"""How a flash-attention kernel (the `flash-attention` rewrite) with f16/bf16 operands runs:
-`wgmma`: the TMA + wgmma schedule of `passes/tile/attention/wgmma.py` (Hopper); `sync`: the
-`mma.sync` schedule of `passes/tile/attention/mma_sync.py`; `auto`: wgmma where its limits
-allow, else sync; `none`: the generic rules."""
-
-STORES = ("auto", "direct", "smem")
-"""How the wgmma GEMM's epilogue reaches its accumulators: `direct` runs it on the wgmma
-fragments (4-byte accesses per lane); `smem` stages them through shared memory first, so each
-thread runs it on 8 consecutive columns (16-byte loads and stores of bf16/f16); `auto`: `smem`
-where the staging tiles fit in shared memory beside the ring, else `direct`."""
-
-FASTMATH = ("auto", "off", "on")
-"""Whether a wgmma GEMM's epilogue computes `exp` and `/` with CUDA's approximate `__expf` and
-`__fdividef` (`fastmath<afn>`): `on`, `off`, or `auto`: where every value the epilogue stores
-is f16/bf16, whose rounding (2^-9 or 2^-12) is far coarser than their few-ulp error."""
-
-DUALS = ("auto", "on", "off")
-"""How a paired contraction (two K loops over one A operand, `passes/tile/gemm/paired.py`) runs:
-`on`: one dual GEMM (the wgmma rule: both products from each A tile, the epilogue combining
-the two accumulators in registers), else a diagnostic saying why not; `off`: split into two
-kernels, the second product going through an f32 workspace; `auto`: `on` where the wgmma rule
-takes the kernel, else `off`."""
-
-INTERLEAVE = ("auto", "on", "off")
-"""How the register-staged double-buffered K loop (`copy=ld`, `stages=2`) copies the next K
-step: `off`: both sides' global loads at the step's start, stored to shared memory after the
-step's FMAs; `on`: A's at the start, stored after the first half of the step's FMAs, then B's,
-stored after the second half (half the registers in flight); `auto`: `on` for an unbatched
-kernel with one block per tile whose tiles divide M, N and K and for a kernel that prefetches
-the next tile (`prefetch`), `off` elsewhere (`contraction.interleaves`)."""
-
-PREFETCH = ("auto", "on", "off")
-"""Whether the register-staged K loop (`copy=ld`, `stages=2`, one block per tile) asks L2, at
-the start of its last iteration, for the first two K steps of the tile the block launched one
-wave later will run, so that block's first copies hit L2 instead of DRAM: `on`, `off`, or
-`auto`: `on` for batched kernels of more than one wave of blocks
-(`passes/tile/gemm/next_tile_prefetch.py`)."""
-
-STREAMK = ("auto", "on", "tail", "off")
-"""Whether the FP32 contraction (`copy=ld`, `stages=2`) shares its K steps evenly among one
-wave of blocks (`passes/tile/gemm/stream_k.py`): `on`, every tile's; `tail`, only those of the
-tiles past the last whole wave, the others one block each; `off`; or `auto`: `on` where the
-tiles make only a few waves of blocks, the last of them partly idle, and each tile has enough
-K steps to pay for the partial-sum handoffs (`stream_k.AUTO_WAVES`, `AUTO_LOSS`,
-`AUTO_STEPS`)."""
-
-SPLITK_MODES = ("auto", "atomic", "twopass")
-"""How split-K sums its chunks: `atomic` adds them into the zeroed output (red.global.add);
-`twopass` writes a workspace that a fold kernel sums; `auto`: atomic where the epilogue allows."""
-
-SCHEDULES = ("auto", "sequential")
-"""`auto` picks the best rule that matches a kernel; `sequential` forces one thread per point."""
-
-
 @dataclass(frozen=True)
 class Domain:
     """The values a knob accepts, in words for diagnostics, and the finite set the tuner tries.
@@ -158,6 +92,11 @@ def one_of(*values: int | str, words: str | None = None) -> Domain:
     return Domain(words or f"one of {values}", values)
 
 
+def _ring(most: int, setting: str) -> Domain:
+    """The `stages` of a ring: 0 (auto) or 2 to `most`, while `setting` holds."""
+    return one_of(AUTO, *range(2, most + 1), words=f"0 (auto) or in [2, {most}] with {setting}")
+
+
 @dataclass(frozen=True)
 class Knob:
     """One row of the knob table: a name, its domain, and its default (the `Knobs` field)."""
@@ -181,7 +120,7 @@ class Knob:
 
 
 KNOBS: tuple[Knob, ...] = (
-    Knob("schedule", one_of(*SCHEDULES)),
+    Knob("schedule", one_of("auto", "sequential")),
     Knob("threads", powers(32, 1024)),
     Knob("vec", powers(1, 16)),
     Knob("rows", powers(1, 32)),
@@ -190,31 +129,19 @@ KNOBS: tuple[Knob, ...] = (
     Knob("bk", powers(4, 64)),
     Knob("tm", powers(1, 16)),
     Knob("tn", powers(1, 16)),
-    Knob("mma", one_of(*MMA)),
-    Knob("copy", one_of(*COPIES)),
+    Knob("mma", one_of("auto", "none", "sync", "wgmma", "tf32")),
+    Knob("copy", one_of("auto", "ld", "cp_async", "tma")),
     Knob(
         "stages",
         one_of(AUTO, 1, 2, words="0 (auto), 1 or 2"),
         when=(
-            (
-                "mma",
-                "wgmma",
-                one_of(AUTO, 2, 3, 4, 5, 6, words="0 (auto) or in [2, 6] with mma=wgmma"),
-            ),
-            (
-                "copy",
-                "cp_async",
-                one_of(AUTO, 2, 3, 4, words="0 (auto) or in [2, 4] with copy=cp_async"),
-            ),
-            (
-                "copy",
-                "tma",
-                one_of(AUTO, 2, 3, 4, 5, 6, words="0 (auto) or in [2, 6] with copy=tma"),
-            ),
+            ("mma", "wgmma", _ring(6, "mma=wgmma")),
+            ("copy", "cp_async", _ring(4, "copy=cp_async")),
+            ("copy", "tma", _ring(6, "copy=tma")),
         ),
     ),
     Knob("ws", one_of(0, 1, words="0 or 1")),
-    Knob("attn", one_of(*ATTN)),
+    Knob("attn", one_of("auto", "sync", "wgmma", "none")),
     Knob("arows", one_of(AUTO, 16, 32, words="0 (auto: 32), 16 or 32")),
     Knob("awarps", one_of(AUTO, 4, 8, words="0 (auto: 4), 4 or 8")),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
@@ -226,7 +153,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("splitk", powers(1, 64, auto=False)),
-    Knob("splitk_mode", one_of(*SPLITK_MODES)),
+    Knob("splitk_mode", one_of("auto", "atomic", "twopass")),
     Knob(
         "minblocks",
         Domain(
@@ -237,13 +164,13 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob("cache", one_of(0, 1, words="0 or 1")),
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
-    Knob("store", one_of(*STORES)),
+    Knob("store", one_of("auto", "direct", "smem")),
     Knob("persistent", one_of(0, 1, words="0 or 1")),
-    Knob("fastmath", one_of(*FASTMATH)),
-    Knob("dual", one_of(*DUALS)),
-    Knob("streamk", one_of(*STREAMK)),
-    Knob("interleave", one_of(*INTERLEAVE)),
-    Knob("prefetch", one_of(*PREFETCH)),
+    Knob("fastmath", one_of("auto", "off", "on")),
+    Knob("dual", one_of("auto", "on", "off")),
+    Knob("streamk", one_of("auto", "on", "tail", "off")),
+    Knob("interleave", one_of("auto", "on", "off")),
+    Knob("prefetch", one_of("auto", "on", "off")),
     Knob(
         "pad",
         Domain(

@@ -9,7 +9,7 @@ into registers and reused, so the kernel reads its input once and writes its out
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -32,6 +32,8 @@ from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
+
+_Body = Callable[[SSAValue, SSAValue, list[SSAValue]], list[SSAValue]]
 
 MAX_CACHED_ELEMENTS = 64
 """Register budget (elements per thread) for holding rows between inner loops."""
@@ -139,9 +141,7 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
         new, em, mapping = new_kernel(
             kernel, (rows // rows_per_block, 1, 1), (threads, rows_per_block, 1)
         )
-        row = em.add(
-            em.mul(em.value(tile.BlockIdOp("x")), rows_per_block), em.value(tile.ThreadIdOp("y"))
-        )
+        row = em.global_id(rows_per_block, "y")
         mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
         lane = em.value(tile.ThreadIdOp("x"))
         _RowEmitter(em, lane, threads, width, chunks, plan.cache == 1).emit(
@@ -230,49 +230,34 @@ class _RowEmitter:
             source = mapping.get(load.memref, load.memref)
             leading = [mapping.get(i, i) for i in key[1]]
 
-            def body(start: SSAValue, step: SSAValue) -> None:
-                if self.width == 1:
-                    values = [em.value(memref.LoadOp.get(source, [*leading, start]))]
-                else:
-                    values = list(
-                        em.op(tile.VectorLoadOp(source, [*leading, start], self.width)).results
-                    )
+            def body(start: SSAValue, step: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
+                values = em.load(source, [*leading, start], self.width)
                 for k, v in enumerate(values):
                     em.op(memref.StoreOp.get(v, regs, [step, em.index(k)]))
+                return []
 
             self._strided(body)
 
-    def _strided(
-        self, body, state: Sequence[SSAValue] = (), body_with_state=None
-    ) -> list[SSAValue]:
-        """Emits the thread's strided walk over the row's vectors, guarded at the tail."""
+    def _strided(self, body: _Body, state: Sequence[SSAValue] = ()) -> list[SSAValue]:
+        """Emits the thread's strided walk over the row's vectors, guarded at the tail; `body`
+        gets each vector's start, the step and the carried `state`, and returns the next."""
         em = self.em
         with em.for_loop(0, self.steps, 1, list(state), unroll=True) as (step, carried, for_op):
             chunk = em.add(self.lane, em.mul(step, self.threads))
-            guarded = self.chunks % self.threads != 0
             types = [v.type for v in carried]
-            if guarded:
+            if self.chunks % self.threads != 0:
                 with em.if_(em.less(chunk, self.chunks), types) as (then_block, else_block, if_op):
                     with em.into(then_block):
-                        out = self._run(
-                            body, body_with_state, em.mul(chunk, self.width), step, carried
-                        )
+                        out = body(em.mul(chunk, self.width), step, carried)
                         if types:
                             em.op(scf.YieldOp(*out))
                     if else_block is not None:
                         else_block.add_op(scf.YieldOp(*carried))
                 result = list(if_op.results)
             else:
-                result = self._run(body, body_with_state, em.mul(chunk, self.width), step, carried)
+                result = body(em.mul(chunk, self.width), step, carried)
             em.op(scf.YieldOp(*result))
         return list(for_op.results)
-
-    @staticmethod
-    def _run(body, body_with_state, start, step, carried) -> list[SSAValue]:
-        if body_with_state is not None:
-            return body_with_state(start, step, carried)
-        body(start, step)
-        return []
 
     def _lanes(self, inner: Operation, start: SSAValue, step: SSAValue) -> LaneEmitter:
         em = self.em
@@ -298,7 +283,7 @@ class _RowEmitter:
             return state
 
         init = [mapping.get(v, v) for v in op.init]
-        partial = self._strided(None, init, fold)
+        partial = self._strided(fold, init)
         combine = tile_combine(op.combine)
         if self.threads <= 32:
             total = em.op(tile.WarpReduceOp(partial, combine, self.threads)).results
@@ -307,7 +292,8 @@ class _RowEmitter:
         mapping.update(zip(op.res, total, strict=True))
 
     def _parallel(self, op: loop.ParallelOp, mapping: Mapping) -> None:
-        def body(start: SSAValue, step: SSAValue) -> None:
+        def body(start: SSAValue, step: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
             self._lanes(op, start, step).emit(list(op.body.block.ops), mapping)
+            return []
 
         self._strided(body)

@@ -11,7 +11,7 @@ from math import prod
 
 from xdsl.pattern_rewriter import PatternRewriter
 
-from tinyopt.dialects import loop, tile
+from tinyopt.dialects import loop
 from tinyopt.passes.tile.emit import emit_sequential
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -59,17 +59,12 @@ class Sequential(Rule[loop.ParallelOp | None, SequentialPlan]):
         new, em, mapping = new_kernel(
             kernel, grid=(-(-points // threads), 1, 1), block=(threads, 1, 1)
         )
-        flat = em.add(
-            em.mul(em.value(tile.BlockIdOp("x")), threads), em.value(tile.ThreadIdOp("x"))
-        )
-        if outer is None:
-            with em.if_(em.less(flat, 1)) as (then_block, _, _):
-                with em.into(then_block):
-                    emit_sequential(em, ops, mapping)
-        else:
-            with em.if_(em.less(flat, points)) as (then_block, _, _):
-                with em.into(then_block):
-                    ivs = em.delinearize(flat, outer.extents)
-                    mapping.update(zip(outer.body.block.args, ivs, strict=True))
-                    emit_sequential(em, outer.body.block.ops, mapping)
+        flat = em.global_id(threads)
+        with em.if_(em.less(flat, points)) as (then_block, _, _), em.into(then_block):
+            if outer is None:
+                emit_sequential(em, ops, mapping)
+            else:
+                ivs = em.delinearize(flat, outer.extents)
+                mapping.update(zip(outer.body.block.args, ivs, strict=True))
+                emit_sequential(em, outer.body.block.ops, mapping)
         replace_kernel(rewriter, kernel, new)
