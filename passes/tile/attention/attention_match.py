@@ -7,20 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import (
-    BFloat16Type,
-    FloatAttr,
-    Float16Type,
-)
+from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR, backward_slice, causal_floor
 from tinyopt.passes.tile.gemm.mma_sync import MMA_K
-from tinyopt.passes.tile.emit import (
-    depends_on,
-)
-
+from tinyopt.passes.tile.emit import depends_on
 
 MAX_HEAD_DIM = 256
 
@@ -169,15 +162,10 @@ def _causal(
     return None
 
 
-def _check_dims(a: Attention, extents: Sequence[int]) -> bool:
-    head_qk, head_v = a.qk.extents[0], extents[-1]
-    return all(h % MMA_K == 0 and h <= MAX_HEAD_DIM for h in (head_qk, head_v))
-
-
 def match_flash_attention(kernel: loop.KernelOp) -> Attention | str:
     """The flash-attention kernel's parts where its head dims suit the tensor cores."""
     if (a := match_attention(kernel)) is None:
         return "not a flash-attention kernel (the flash-attention rewrite's form)"
-    if not _check_dims(a, a.nest.extents):
+    if not all(h % MMA_K == 0 and h <= MAX_HEAD_DIM for h in (a.qk.extents[0], a.nest.extents[-1])):
         return f"head dims must be multiples of {MMA_K} up to {MAX_HEAD_DIM}"
     return a

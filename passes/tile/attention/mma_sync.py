@@ -1,51 +1,13 @@
 """Schedule rule for flash-attention kernels on tensor cores: `mma.sync` m16n8k16, FA2 style.
 
 Taken for the kernels the `flash-attention` rewrite builds (a `loop.reduce` tagged
-`tinyopt.flash_attention` over the keys j, state (m, l, acc), whose body holds the dot product
-of q and k as a nested sum) when q, k and v are read as f16 or bf16 and the `attn` knob is
-`sync`. Head dims (of q·k and of v) must be multiples of 16 up to 256.
-
-A block owns BM = 128 query rows of one batch index (blockIdx.y, delinearized over the batch
-dimensions, e.g. b and h): 4 warps of 32 rows, two m16 tiles each, so that every K or V fragment
-read from shared memory feeds two `mma.sync` (at 16 rows per warp, `ldmatrix` traffic would
-exceed the shared-memory bandwidth before the tensor cores are busy). It walks the keys in
-tiles of BN = 64:
-
-- The block's q rows are staged once in shared memory. For head dims up to 64 each warp keeps
-  its A fragments in registers for the whole loop; wider ones are read again with `ldmatrix` at
-  each key tile (O alone takes 128 f32 registers per thread at D = 128).
-- K and V tiles (`[2][BN][D]`, double-buffered, rows padded by 16 bytes so `ldmatrix` is
-  conflict-free) are copied by `cp.async` when a side is a plain load of the element type with
-  contiguous rows (GQA's shared heads and transposes are index maps, so they qualify); rows past
-  the end are zero-filled. Otherwise the loop-level load expressions are evaluated through
-  registers into the same slots. Per key tile t: wait for this thread's copies of K(t) and
-  V(t), barrier (everyone's landed, and every warp is done with tile t-1, whose slots the next
-  copies reuse), issue K(t+1), S and softmax, issue V(t+1), P·V: one barrier per key tile.
-  Each copy is issued in one piece unrolled (the addresses are constant offsets of the first),
-  and V(t+1) after the softmax so that its addresses are not live with S (255 registers at
-  D = 128).
-- S = Q·Kᵀ for the warp's 32 rows × BN keys with `mma.sync` (K read with plain `ldmatrix`),
-  then the score expression of the loop body (scale, mask) per element; keys past the end
-  score −inf.
-- Online softmax in registers, in base 2: each lane holds two rows per m-tile (g and g + 8);
-  the row maximum is combined across the four lanes of a quad with `tile.warp_reduce`
-  (width 4), the sums stay per lane until the end. p = exp2(x·log2 e − M') with
-  M' = max(M·log2 e, lowest finite f32): one FFMA and one `ex2.approx` per score, and a row
-  whose keys are all −inf gets p = 0 and no NaN. A score dot·scale (+ causal mask) folds the
-  scale into that FFMA.
-- P is rounded to f16/bf16 and packed in registers (`tile.pack`): the m16n8 accumulator layout
-  of S is the A-fragment layout of the next `mma.sync`, so P·V needs no shared memory; V is
-  read with `ldmatrix.trans`. O is rescaled by exp2(m_old·log2 e − M') per row.
-- At the end l is summed over the quad and the loop kernel's epilogue (acc / max(l, 1), the
-  cast and store) runs from the accumulator layout, the division as one reciprocal per row.
-
-With a causal mask (`j > i ? c : 0` with c ≤ −1e30, or f16's lowest for f16; see
-`causal_floor`, as the rewrite writes it) the key loop
-stops after the block's last row, skipping the key tiles that are masked for every row, and
-the query tiles are taken last first (the longest first). The mask itself is applied only on
-the tiles that cross a warp's diagonal (and the end of the keys only on the last tile).
-Shared memory is dynamic: (BM + 4·BN)·(D + 8)·2 bytes (102 KiB at D = 128, two blocks per SM);
-ptxas fits D = 128 in 255 registers without spilling (tests/test_attention_sass.py).
+`tinyopt.flash_attention` over the keys j, state (m, l, acc)) when q, k and v are read as f16
+or bf16, the head dims are multiples of 16 up to 256 and the `attn` knob is `sync`. A block owns
+BM query rows of one batch index and walks the keys in tiles of BN: K and V double-buffered in
+shared memory (by `cp.async` where a side is a plain load), S = Q·Kᵀ and P·V by `mma.sync` with
+P kept in registers, the online softmax in registers in base 2, a causal mask applied only on
+the diagonal tiles. docs/flash_attention.md (`attn=sync`) describes the schedule, its masks,
+resources and numerics.
 """
 
 from __future__ import annotations
@@ -56,13 +18,7 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import (
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    f32,
-    i64,
-)
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -81,18 +37,13 @@ from tinyopt.passes.tile.gemm.mma_sync import MMA_K, MMA_M, MMA_N
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
-
-from tinyopt.passes.tile.attention.attention_match import (
-    Attention,
-    match_flash_attention,
-)
+from tinyopt.passes.tile.attention.attention_match import Attention, match_flash_attention
 
 WARP = 32
 WARPS = 4
 """Warps per block unless the knob `awarps` says otherwise."""
 ROWS_PER_WARP = 32
-"""Query rows per warp unless the knob `arows` says otherwise: two m16 tiles, so that each K or
-V fragment read from shared memory feeds two products (half the `ldmatrix` traffic of 16)."""
+"""Query rows per warp unless the knob `arows` says otherwise (two m16 tiles)."""
 BN = 64
 """Keys per staged K/V tile."""
 SLOTS = 2
@@ -100,9 +51,7 @@ SLOTS = 2
 PAD = 8
 """Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
 Q_REGISTER_DIM = 64
-"""Largest q·k head dim whose Q fragments stay in registers for the whole key loop (32 registers
-per thread); wider ones are read again from shared memory at each key tile, since O (64 f32 per
-m16 tile at D = 128) and S already take most of the 255 registers."""
+"""Largest q·k head dim whose Q fragments stay in registers for the whole key loop."""
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 """`math.exp2` may be approximate (printed as `ex2.approx.ftz`)."""
 LOG2E = 1.4426950408889634
@@ -477,11 +426,8 @@ class _AttentionEmitter:
 
     def masked(self, acc: list[list[list[SSAValue]]], j0: SSAValue) -> list[list[list[SSAValue]]]:
         """Applies the loop body's score expression (scale, mask) to each dot product; keys
-        past the end score −inf.
-
-        A causal mask and the end of the keys are applied only on the tiles that need them (the
-        diagonal tiles of the warp's rows, the last tile): the others take a copy of the
-        expression without the mask's compare, select and add."""
+        past the end score −inf. A causal mask and the end of the keys are applied only on the
+        tiles that need them (the warp's diagonal tiles, the last tile)."""
         em, a = self.em, self.a
         loads = any(
             isinstance(o, memref.LoadOp)
@@ -576,12 +522,8 @@ class _AttentionEmitter:
                 self.em.op(op.clone(value_mapper=local))
 
     def softmax(self, x: list[list[list[SSAValue]]]) -> list[list[list[SSAValue]]]:
-        """Updates the running max and sum of the lane's rows, rescales O, returns P.
-
-        p = exp2(x·log2 e − M'), one FFMA and one MUFU.EX2 per score, with the running max
-        taken in base 2 and floored: M' = max(M·log2 e, lowest finite f32). A row whose keys so
-        far are all −inf gets p = 0 and alpha = 0 (no inf − inf); scores below −2.3e38 (where
-        x·log2 e overflows to −inf) count as masked."""
+        """Updates the running max and sum of the lane's rows, rescales O, returns P:
+        p = exp2(x·log2 e − M') with M' = max(M·log2 e, lowest finite f32)."""
         em = self.em
         log2e, lowest = em.f32(LOG2E), em.f32(LOWEST_F32)
         probs = [[list(regs) for regs in tile_x] for tile_x in x]

@@ -2,31 +2,13 @@
 
 Taken for the kernels `passes/tile/attention/mma_sync.py` matches when the `attn` knob is `wgmma` or
 `auto` (the default) and q, k and v are each a plain load of the element type (f16/bf16) whose
-last index is the head dim (plus an offset: heads side by side in a row) and whose key (or
-query) index appears as one whole index, so that TMA can copy their tiles (GQA's shared heads and
-[b, s, h, d] or [s, h·d] layouts are index maps of the other dimensions and qualify). Head dims
-of q·k and of v must be 64 or 128. With `attn=wgmma` a kernel outside these limits gets a
-diagnostic that says which one; with `attn=auto` it takes the `mma.sync` schedule.
-
-A block owns BM = 128 query rows of one batch index (blockIdx.y, delinearized over the batch
-dimensions) and has three warpgroups:
-- warpgroup 0 is the producer: it lowers its register budget (`setmaxnreg` 40) and one thread
-  copies Q once, then K(t) and V(t) for each key tile of BN = 128 keys into a two-slot ring,
-  each 64-column chunk of a row as one 128-byte swizzled shared row (TMA zero-fills rows past
-  the end of the sequence). `full` mbarriers complete when a tile's bytes have landed, `empty`
-  ones when both consumer warpgroups are done reading it.
-- warpgroups 1 and 2 are consumers of 64 query rows each (`setmaxnreg` 232). Per key tile:
-  S = Q·Kᵀ as D/16 `wgmma` m64n128k16 from shared memory (64 accumulators per thread), release
-  K(t); the score expression, the online softmax and the rescale of O are those of the
-  `mma.sync` schedule (the wgmma accumulator layout is its m16n8 layout, one m16 tile per
-  warp); P, rounded and packed in registers, is the A operand of P·V: BN/16 `wgmma` m64nDk16
-  with A in registers and V read N-major from shared memory; release V(t).
-- The epilogue (acc / max(l, 1), cast, store) is that of the `mma.sync` schedule.
-
-Causal masks and the causal key-loop end are as in the `mma.sync` schedule; query tiles launch
-longest (last) first, and where K and V fit in L2 the causal grid is (heads, query tiles), so
-all heads' longest tiles launch before any short one (`HEADS_FIRST_BYTES`). Shared memory:
-(BM + 4·BN)·D·2 bytes (160 KiB at D = 128, one block per SM).
+last index is the head dim (plus an offset) and whose key (or query) index appears as one whole
+index, so that TMA can copy their tiles; head dims of q·k and of v must be 64 or 128. With
+`attn=wgmma` a kernel outside these limits gets a diagnostic that says which one; with
+`attn=auto` it takes the `mma.sync` schedule. A block has a producer warpgroup (TMA copies into
+a two-slot ring guarded by mbarriers) and two consumer warpgroups of 64 query rows each; the
+score, softmax and epilogue are those of the `mma.sync` schedule. docs/flash_attention.md
+(`attn=wgmma`) describes the schedule, its launch order and resources.
 """
 
 from __future__ import annotations
@@ -40,11 +22,8 @@ from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.attention.mma_sync import (
-    Attention,
-    _AttentionEmitter,
-    match_flash_attention,
-)
+from tinyopt.passes.tile.attention.attention_match import Attention, match_flash_attention
+from tinyopt.passes.tile.attention.mma_sync import _AttentionEmitter
 from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on, element_bytes
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -219,10 +198,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
 
 HEADS_FIRST_BYTES = 16 << 20
 """A causal grid runs heads fastest (all heads' longest query tiles first) when K and V fit
-in this much of the 50 MB L2; larger ones keep query tiles fastest, so the blocks in flight
-share a few heads' K and V. On the H200 heads fastest sped up the Llama block's attention (8 MB
-of K/V) and slowed B4 H32 S4096 D128 causal (268 MB) (measured 2026-11-29:
-benchmarks/RESULTS.md, "Run 6 (6 stages for 128×128 wgmma tiles; …")."""
+in this much of the 50 MB L2 (measured 2026-11-29: benchmarks/RESULTS.md, "Run 6 (6 stages
+for 128×128 wgmma tiles; …"; docs/flash_attention.md, launch order)."""
 
 
 def _bytes(op: loop.KernelOp, arg: int) -> int:
@@ -267,17 +244,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.q_smem = self.alloc([self.head_qk // BK, BM, BK], element, shared)
         self.k_smem = self.alloc([SLOTS, self.head_qk // BK, BN, BK], element, shared)
         self.v_smem = self.alloc([SLOTS, self.head_v // BK, BN, BK], element, shared)
-        bars = {
+        counts = {"q_full": 1} | {f"{s}_{kind}": SLOTS for kind in ("full", "empty") for s in "kv"}
+        self.bars = bars = {
             name: em.value(tile.AllocOp(tile.memref_in([count], i64, shared)))
-            for name, count in (
-                ("q_full", 1),
-                ("k_full", SLOTS),
-                ("v_full", SLOTS),
-                ("k_empty", SLOTS),
-                ("v_empty", SLOTS),
-            )
+            for name, count in counts.items()
         }
-        self.bars = bars
         first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(first) as (then_block, _, _), em.into(then_block):
             em.op(tile.MbarrierInitOp(bars["q_full"], em.index(0), 1))
@@ -328,11 +299,8 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
     def produce(self) -> None:
         em = self.em
         elements = 2  # bytes of f16/bf16
-        em.op(
-            tile.MbarrierArriveExpectTxOp(
-                self.bars["q_full"], em.index(0), BM * self.head_qk * elements
-            )
-        )
+        q_bytes = BM * self.head_qk * elements
+        em.op(tile.MbarrierArriveExpectTxOp(self.bars["q_full"], em.index(0), q_bytes))
         self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
             slot = em.rem(t, SLOTS)
@@ -343,11 +311,8 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 (self.v_side, self.v_smem, "v"),
             ):
                 em.op(tile.MbarrierWaitOp(self.bars[f"{name}_empty"], slot, free))
-                em.op(
-                    tile.MbarrierArriveExpectTxOp(
-                        self.bars[f"{name}_full"], slot, BN * side.cols * elements
-                    )
-                )
+                tile_bytes = BN * side.cols * elements
+                em.op(tile.MbarrierArriveExpectTxOp(self.bars[f"{name}_full"], slot, tile_bytes))
                 self.copy(side, j0, smem, [slot], f"{name}_full")
             em.op(scf.YieldOp())
 
