@@ -1,11 +1,5 @@
-"""The `apply-tuned` pass: the tuning cache's knobs attached to the loop kernels it has tuned.
-
-The only pass that reads the tuning cache (`cache.py`): for each `loop.kernel` without a
-`tuned` attribute it looks the kernel's structural key up for this GPU model and, where the
-cache holds an entry, attaches its knobs as `#tile.knobs<...>` (`tile.TUNED`). `plan` and
-`tile` then take a tuned value for every knob their own options leave at its default
-(`planner.kernel_knobs`). A pipeline without `apply-tuned` is untuned: its output never depends
-on the cache, the environment or the GPU.
+"""The `apply-tuned` pass, the only reader of the tuning cache: a pipeline without it is
+untuned, its output never depending on the cache, the environment or the GPU (docs/tuning.md).
 """
 
 from __future__ import annotations
@@ -29,10 +23,7 @@ from tinyopt.passes.tile.target import H200
 class ApplyTunedPass(ModulePass):
     """Attaches to each `loop.kernel` the knobs the tuning cache holds for it on this GPU model
     (`#tile.knobs`, read by `plan` and `tile`); an entry whose knobs no longer plan is deleted.
-
-    The cache is `$TINYOPT_TUNING_DB` (`off`: none), else `~/.cache/tinyopt/tuning.sqlite`; the
-    GPU model is `$TINYOPT_GPU`, else the current GPU's name. Without either, or when the cache
-    cannot be read, the kernels are left untuned (docs/tuning.md)."""
+    Without a cache or a GPU model, or when the cache cannot be read, nothing is attached."""
 
     name = "apply-tuned"
 

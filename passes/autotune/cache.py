@@ -1,13 +1,7 @@
 """The tuning cache: the best measured knobs per loop kernel, GPU model and tinyopt version.
 
-An sqlite file, `$TINYOPT_TUNING_DB` (`off` disables it), else
-`$XDG_CACHE_HOME/tinyopt/tuning.sqlite` (`~/.cache/tinyopt/tuning.sqlite`). Rows are keyed by a
-structural hash of the loop-level kernel (`kernel_key`), so the same kernel in another program,
-or under another name, finds its entry. Writers use WAL mode and one transaction per write, and
-keep the faster of two results, so concurrent tuners neither corrupt the file nor lose a better
-entry. An entry that does not load (bad JSON, unknown knob, value outside its domain) is
-deleted when read and the kernel counts as untuned; a file that is no database is moved aside.
-The `apply-tuned` pass (`apply_tuned.py`) is the compiler's only reader.
+An sqlite file whose location, keys and safety under concurrent tuners docs/tuning.md ("The
+tuning cache") describes. The `apply-tuned` pass (`apply_tuned.py`) is the compiler's only reader.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Measuring one candidate: lower and compile it, run it, check it, then time it.
-
-`build` lowers the program with a candidate's knobs and compiles its kernels with NVRTC (no
-GPU; the tuner runs it in a process pool). A `Runner` executes the compiled module and hands
-back its outputs and a way to time it; `measure_built` compares the outputs with the float64
-reference (`Gate`) before the time counts, so a fast wrong kernel never wins. The runner is
-the injectable part: `CudaRunner` on a GPU, a fake one in tests.
+"""Measuring one candidate: lower and compile it (`build`, no GPU), run it, check it against
+the float64 reference (`Gate`), and only then time it, so a fast wrong kernel never wins. The
+`Runner` is injectable: `CudaRunner` on a GPU, a fake one in tests.
 """
 
 from __future__ import annotations
@@ -128,9 +124,8 @@ class Gate:
     """The program's random inputs and float64 reference outputs, and the tolerance.
 
     A candidate's error ‖out − ref‖ / ‖ref‖ is computed in float32 against the reference
-    rounded to float32 (that rounding is below 1e-7 relative, far under every tolerance), with
-    ‖ref‖ taken once in float64: for a large output this is several times faster than
-    converting each candidate's output to float64, and the tuner checks every candidate.
+    rounded once to float32 (far below every tolerance, and several times faster), with ‖ref‖
+    taken once in float64.
     """
 
     def __init__(self, program: Program) -> None:
@@ -168,12 +163,8 @@ SHORT_MS = 0.02
 
 
 def time_host_function(function: HostFunction, inputs: Sequence[np.ndarray]) -> float:
-    """Returns the median time in ms of a host function's kernels (inputs uploaded once).
-
-    The one place the tuner times a kernel: the launches are bound once, a short probe sizes a
-    window of about 20 ms (5 to 100 repetitions) after warm-up, and short kernels are replayed
-    from a CUDA graph.
-    """
+    """Returns the median time in ms of a host function's kernels (inputs uploaded once): the
+    one place the tuner times a kernel (a window of about 20 ms, docs/tuning.md)."""
     from tinyopt.backends.cuda.timing import time_function
 
     bound = function.bind(*inputs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 from tinyopt.passes.autotune.tuner import KernelResult, Progress
@@ -47,9 +48,7 @@ def failure_summary(results: Sequence[KernelResult], limit: int = 3) -> str:
     """Returns the most common failure reasons per kernel, with their counts."""
     lines = []
     for r in results:
-        counts: dict[str, int] = {}
-        for _, reason in r.failures + r.refusals:
-            counts[reason] = counts.get(reason, 0) + 1
-        for reason, count in sorted(counts.items(), key=lambda kv: -kv[1])[:limit]:
+        counts = Counter(reason for _, reason in r.failures + r.refusals)
+        for reason, count in counts.most_common(limit):
             lines.append(f"{r.name}: {count} x {reason}")
     return "\n".join(lines)

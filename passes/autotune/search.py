@@ -168,10 +168,7 @@ def random_search(
     state, rng = _Run(measure, budget, batch), random.Random(seed)
     state.run([default_config(space)])
     draws = _draws(space, rng, state.known)
-    while n := state.left():
-        configs = [c for _, c in zip(range(n), draws)]
-        if not configs:
-            break
+    while (n := state.left()) and (configs := [c for _, c in zip(range(n), draws)]):
         state.run(configs)
     return state.result
 
@@ -195,16 +192,13 @@ def _draws(space: Space, rng: random.Random, known: dict) -> Iterator[Config]:
     yield from rest
 
 
-def _complete(
-    space: Space, partial: Config, rng: random.Random | None, greed: float = 0.0
-) -> Config:
-    """Completes a configuration: by the prior when `rng` is None, else each decision takes
-    the prior's value with probability `greed` and a uniformly random one otherwise."""
+def _complete(space: Space, partial: Config, rng: random.Random, greed: float) -> Config:
+    """Completes a configuration: each decision takes the prior's value with probability
+    `greed` and a uniformly random one otherwise."""
     config = dict(partial)
     while (decision := space.next(config)) is not None:
         name, values = decision
-        prior = rng is None or rng.random() < greed
-        config[name] = values[0] if prior else rng.choice(list(values))
+        config[name] = values[0] if rng.random() < greed else rng.choice(list(values))
     return config
 
 
@@ -237,17 +231,9 @@ def mcts(
     exploration: float = 0.2,
     greed: float = 0.5,
 ) -> SearchResult:
-    """Single-player Monte-Carlo tree search over the knob decisions.
+    """Single-player Monte-Carlo tree search over the knob decisions (docs/tuning.md, "Search").
 
-    Selection follows the child with the highest upper confidence bound on its reward, the
-    best time seen anywhere divided by the best time below the child (so rewards lie in
-    (0, 1] and the best subtree scores 1); unvisited children are expanded in prior order
-    (the heuristic's value first); a rollout completes the configuration taking each
-    remaining decision's prior value with probability `greed`, else a random one;
-    backpropagation keeps the best (max) reward, not the mean, since only the best
-    configuration matters. Failed candidates get reward 0 and their leaves are closed. The
-    default configuration is measured first. A batch of leaves is selected before measuring,
-    each visit counted at once, so a batch spreads over the tree.
+    A rollout takes each remaining decision's prior value with probability `greed`.
     """
     state, rng = _Run(measure, budget, batch), random.Random(seed)
     root = _Node({}, space)
@@ -303,13 +289,10 @@ def _select(
                 for visited in path:
                     visited.visits += 1
                 return path, config
-            if node.knob is None:  # a measured leaf: credit its time and close it
+            if node.knob is None:  # a measured leaf: credit its time (it closes below)
                 ms = state.known.get(key(node.config))
                 for visited in path:
                     visited.best_ms = min(visited.best_ms, ms if ms is not None else math.inf)
-                node.closed = True
-            elif not node.untried and all(c.closed for c in node.children):
-                node.closed = True
             for visited in reversed(path):
                 visited.update_closed()
     return None

@@ -1,13 +1,6 @@
 """The search space of one loop kernel: the knobs of the rule that schedules it.
 
-Everything comes from the schedule rules of the registry (`passes/tile/registry.py`): the rule
-that takes the kernel under the default knobs (`refusals`), and the knobs a rule `reads`
-(`name`: the knob's whole domain from the knob table, `name=v1,v2`: only those values). Where
-that rule is one of several a knob selects among (`mma` for a contraction, `attn` for
-attention: the rules' `selector`), that knob is the first decision, over its values under
-which a rule takes the kernel: `auto`, the heuristic's own choice, is a leaf, and every other
-value opens the knobs of the rule it selects. Values come in prior order, the knob's default
-first, so the first leaf of the tree is the heuristic's own schedule.
+How the rules' `reads` and `selector` shape the tree is in docs/tuning.md ("The search space").
 """
 
 from __future__ import annotations

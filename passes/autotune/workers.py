@@ -1,11 +1,6 @@
 """The parallel measurer: NVRTC builds in a process pool, one timing process per visible GPU.
 
-Builds (lowering and NVRTC, no GPU) run on every CPU. Each GPU gets its own process, pinned
-with CUDA_VISIBLE_DEVICES, that computes the program's reference once and then runs, checks
-and times one compiled candidate at a time. A candidate that does not answer within
-`timeout` seconds is recorded as a timeout and its process replaced; so is one whose process
-died; after a CUDA error the process is replaced too (its context may be unusable).
-Identical generated code is measured once per measurer, across searches.
+A GPU process that times out, dies or meets a CUDA error is replaced (docs/tuning.md).
 """
 
 from __future__ import annotations

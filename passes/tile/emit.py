@@ -231,10 +231,7 @@ def depends_on(ops: Iterable[Operation], roots: Iterable[SSAValue]) -> set[SSAVa
 
 def is_contiguous(indices: Sequence[SSAValue], iv: SSAValue, dependent: set[SSAValue]) -> bool:
     """True when only the last index varies with `iv`, and it is `iv` itself."""
-    if not indices:  # a rank-0 buffer: one scalar, the same for every `iv`
-        return False
-    *leading, last = indices
-    return last == iv and not any(i in dependent for i in leading)
+    return bool(indices) and indices[-1] == iv and not any(i in dependent for i in indices[:-1])
 
 
 MAX_ALIGNMENT = 16
@@ -301,13 +298,11 @@ class LaneEmitter:
         """
         dependent = depends_on(ops, [self.iv, *(v for m in per_lane for v in m)])
         em = self.em
-        self.lanes = []
-        for lane in range(self.width):
-            lane_map = dict(mapping)
-            lane_map[self.iv] = em.add(self.start, lane)
-            if per_lane:
-                lane_map.update(per_lane[lane])
-            self.lanes.append(lane_map)
+        extra = per_lane or [{}] * self.width
+        self.lanes = [
+            {**mapping, self.iv: em.add(self.start, lane), **extra[lane]}
+            for lane in range(self.width)
+        ]
         for op in ops:
             if isinstance(op, loop.YieldOp):
                 return [[m.get(v, v) for v in op.arguments] for m in self.lanes]
@@ -354,13 +349,8 @@ def _uses(op: Operation, dependent: set[SSAValue]) -> bool:
 
 
 def vector_width(ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: int) -> int:
-    """Returns the widest vector width ≤ `wanted` that every contiguous access along `iv` allows.
-
-    Returns 1 when no access is contiguous along `iv`: lanes would gain nothing.
-
-    A vector access is aligned when its start is a multiple of the width and the buffer's last
-    dimension is too; the extent of `iv` must also divide evenly.
-    """
+    """Returns the widest vector width ≤ `wanted` that every contiguous access along `iv` allows
+    (aligned start and last dimension, dividing the extent of `iv`); 1 when none is contiguous."""
     ops = list(ops)
     dependent = depends_on(ops, [iv])
     width = wanted

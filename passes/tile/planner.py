@@ -1,10 +1,7 @@
 """Planning: each loop kernel gets the rule that schedules it and that rule's resolved knobs.
 
-A kernel's plan may first change the kernels themselves: a paired contraction that no rule
-runs whole is split in two (`gemm/paired.py`), `splitk` cuts a contraction's K
-(`gemm/split_k.py`), and a rule may put other kernels in a kernel's place (stream-K's
-workspace and flags). The kernels that result are planned in turn; each ends with its
-`#tile.plan`.
+Planning may first rewrite the kernels (a paired contraction split in two, `splitk`, stream-K's
+workspace); the kernels that result are planned in turn (docs/ir.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The schedule rules in the order they are tried, and the walk that picks one per kernel.
 
-Adding a rule: one file with a `Rule` subclass (passes/tile/rule.py) and one line in
-`RULE_TYPES`; the rule order, the knobs each rule reads (docs/knobs.md, the tuner's search
-space) and the plans all follow from this tuple.
+Adding a rule: a `Rule` subclass in its own file and one line in `RULE_TYPES` (docs/ir.md).
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """The schedule-rule interface: match a loop kernel, plan its knobs, emit its tile kernel.
 
-A rule is one class with three steps, each reading nothing but the IR and what it is given:
-
-- `match(kernel)`: the parts of the kernel the rule works on (a `Contraction`, a row nest …),
-  or a sentence saying why the kernel is not of the rule's kind;
-- `plan(kernel, match, knobs)`: every knob the rule reads resolved to a value (no
-  `auto` left) as one frozen dataclass, or a sentence saying why these knobs cannot be met;
-- `emit(kernel, match, plan, rewriter)`: the `tile.kernel`, from the plan alone.
-
-`check` says what is wrong with a plan read back from the IR (an edited `#tile.plan`), and
-`rewrite` may put other loop kernels in the kernel's place before it is emitted (stream-K's
-workspace and flag-zeroing kernel). The rules, in the order they are tried, are the registry
-(`passes/tile/registry.py`); docs/ir.md shows how to add one.
+docs/ir.md ("Schedule rules and plans") describes the three steps and shows how to add a rule.
 """
 
 from __future__ import annotations
