@@ -1,19 +1,12 @@
 """Associativity checker: decides whether a sequential fold `s' = f(s, x)` is a monoid reduction.
 
-A step function is a `func.func` whose first arguments are the state tuple `s`, whose remaining
-arguments are one element `x`, whose results are the next state, and whose attribute
-`tinyopt.init` lists the initial state (docs/associativity.md). `check_associative` asks
-whether there is a merge `g` with `fold(A ++ B) = g(fold(A), fold(B))` for all chunks A, B,
-either on the state itself (a template library: componentwise sum/product/max/min, the step
-applied to the other chunk's state, the online-softmax rescaling merge, Welford's parallel
-merge) or on the parameters of the maps `s ↦ f(s, x)` when those lie in a family closed under
-composition (affine, max-affine). Every candidate is tested on random chunk pairs with edge
-values in float64; the first that always agrees is the merge. When none does, a
-counterexample is reported, and when two chunks with equal folds behave differently after the
-same prefix it proves that no merge of the states exists at all.
-
-`CheckAssocPass` (`check-assoc`) annotates each step function with its verdict and adds the
-derived merge functions to the module.
+A step function (docs/associativity.md) is a `func.func` over the state tuple and one element,
+with its initial state in `tinyopt.init`. `check_associative` looks for a merge `g` with
+`fold(A ++ B) = g(fold(A), fold(B))`: a template on the states themselves or a composition of
+the maps `s ↦ f(s, x)` (affine, max-affine), each tested on random chunk pairs with edge values
+in float64. When none fits it reports a counterexample, and proves that no merge exists when two
+chunks with equal folds behave differently after the same prefix. `CheckAssocPass`
+(`check-assoc`) annotates each step function with its verdict and adds the derived merges.
 """
 
 from __future__ import annotations
@@ -27,12 +20,7 @@ from typing import ClassVar
 import numpy as np
 from xdsl.context import Context
 from xdsl.dialects import arith, func
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    FloatAttr,
-    ModuleOp,
-    StringAttr,
-)
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr, ModuleOp, StringAttr
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 

@@ -1,32 +1,12 @@
 """The `flash-attention` pass: softmax(Q Kᵀ·scale + mask)·V becomes one kernel without scores.
 
-`fuse` lowers attention (the graph `attention` op, or the same spelled out as matmul, softmax
-and matmul) to three kernels joined by two S×S buffers:
-
-    scores[p, i, j] = f(Σ_e q[p, i, e]·k[p, j, e], i, j)          (scale, mask, …)
-    probs[p, i, j]  = exp(scores[p, i, j] − max_j) / Σ_j exp(…)     (safe softmax)
-    out[p, i, d]    = g(Σ_j probs[p, i, j]·v[p, j, d])              (cast, store)
-
-Softmax followed by a weighted sum is one monoid over the key index j (Dao et al.,
-"FlashAttention", 2022): the state is (m, l, acc), the identity (−inf, 0, 0), key j maps to
-(s_ij, 1, v_jd), and
-
-    (m1, l1, a1) ⊕ (m2, l2, a2) = (M, l1·e^(m1−M') + l2·e^(m2−M'), a1·e^(m1−M') + a2·e^(m2−M'))
-
-with M = max(m1, m2) and M' = max(M, lowest finite f32) (so that combining two identities
-gives the identity, not NaN). The pass replaces the three kernels by one kernel parallel over
-(p, i, d) holding that reduction; the score s_ij is the first kernel's expression (its
-dot-product reduction nested in the body), v_jd the third kernel's other operand, and the
-output acc / max(l, 1) goes through the third kernel's epilogue. l is 0 only when every score
-of the row is −inf (then acc is 0 and the row's output is 0, where the three kernels give
-NaN); otherwise its largest term is e^0 = 1, so max(l, 1) = l.
-
-Scores are kept in f32 where the three kernels rounded them to the element type between the
-kernels (the fused kernel is the more accurate one). A mask that is a constant causal matrix
-(0 on and below the diagonal, one very negative value above it) becomes the comparison `j > i`
-instead of a load, so that a schedule can skip the masked key tiles. The reduction is tagged
-`tinyopt.flash_attention` for the tile rule that schedules it on tensor cores
-(`passes/tile/attention/mma_sync.py`).
+`fuse` lowers attention to three kernels joined by two S×S buffers (scores, their row softmax,
+and the sum of probs·v with an epilogue). Softmax followed by a weighted sum is one monoid over
+the key index j (Dao et al., "FlashAttention", 2022) with state (m, l, acc), so the pass
+replaces the three kernels by one kernel parallel over (p, i, d) holding that reduction, tagged
+`tinyopt.flash_attention` for the tile rules (`passes/tile/attention/`); its output is
+acc / max(l, 1). A constant causal mask becomes the comparison `j > i`. docs/flash_attention.md
+gives the combine, the match and the numerics.
 """
 
 from __future__ import annotations
@@ -42,17 +22,17 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     Float16Type,
     FloatAttr,
-    IntegerAttr,
     ModuleOp,
     UnitAttr,
 )
+from xdsl.rewriter import Rewriter
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
 from tinyopt.dialects import loop
 from tinyopt.passes.loop_rewrites.flash_attention_layout import fold_output_copy
-from tinyopt.passes.graph_to_loop.index_eval import on_grid
+from tinyopt.passes.graph_to_loop.index_eval import constant_index, on_grid
 from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
 from tinyopt.passes.loop_rewrites.reduce_match import (
     combine_block,
@@ -138,18 +118,9 @@ def _at(access: memref.LoadOp | memref.StoreOp, ivs: Sequence[SSAValue]) -> bool
     kept = [
         index
         for index, size in zip(access.indices, shape, strict=True)
-        if not (size == 1 and _is_zero(index))
+        if not (size == 1 and constant_index(index) == 0)
     ]
     return kept == list(ivs)
-
-
-def _is_zero(index: SSAValue) -> bool:
-    owner = index.owner
-    return (
-        isinstance(owner, arith.ConstantOp)
-        and isinstance(owner.value, IntegerAttr)
-        and owner.value.value.data == 0
-    )
 
 
 def _stores(block: Block) -> list[memref.StoreOp]:
@@ -504,16 +475,14 @@ class _FusedBuilder:
         for op in list(body.ops):
             if (masked := causal_select(op, i, j, rows, cols, self.floor)) is None:
                 continue
-            above = arith.CmpiOp(j, i, "ugt")
-            element_type = op.results[0].type
-            values = [arith.ConstantOp(FloatAttr(v, element_type)) for v in (masked, 0.0)]  # type: ignore[arg-type]
-            select = arith.SelectOp(above, values[0], values[1])
-            for new in (above, *values, select):
+            new_ops = _causal_ops(i, j, masked, op.results[0].type)
+            for new in new_ops:
                 body.insert_op_before(new, op)
-            op.results[0].replace_all_uses_with(select.result)
+            select = new_ops[-1].results[0]
+            op.results[0].replace_all_uses_with(select)
             for key, value in mapping.items():
                 if value is op.results[0]:
-                    mapping[key] = select.result
+                    mapping[key] = select
             _erase_dead(op)
 
     @staticmethod
@@ -529,13 +498,16 @@ class _FusedBuilder:
     ) -> SSAValue:
         """Append `j > i ? masked : 0` in the mask's element type in place of its load."""
         i, j = (mapping[v] for v in load.indices)
-        masked = self.causal[self.match.scores.host(load.memref)]
-        above = arith.CmpiOp(j, i, "ugt")
-        values = [arith.ConstantOp(FloatAttr(v, load.res.type)) for v in (masked, 0.0)]  # type: ignore[arg-type]
-        select = arith.SelectOp(above, values[0], values[1])
-        for op in (above, *values, select):
-            body.add_op(op)
-        return select.result
+        ops = _causal_ops(i, j, self.causal[self.match.scores.host(load.memref)], load.res.type)
+        body.add_ops(ops)
+        return ops[-1].results[0]
+
+
+def _causal_ops(i: SSAValue, j: SSAValue, masked: float, type_: Attribute) -> list[Operation]:
+    """Return the ops of `j > i ? masked : 0` in float type `type_`, the select last."""
+    above = arith.CmpiOp(j, i, "ugt")
+    values = [arith.ConstantOp(FloatAttr(v, type_)) for v in (masked, 0.0)]  # type: ignore[arg-type]
+    return [above, *values, arith.SelectOp(above, values[0], values[1])]
 
 
 def _erase_dead(op: Operation) -> None:
@@ -543,22 +515,14 @@ def _erase_dead(op: Operation) -> None:
     if any(r.uses for r in op.results) or op.regions:
         return
     operands = list(op.operands)
-    op.detach()
-    op.erase()
+    Rewriter.erase_op(op)
     for value in operands:
         if isinstance(value.owner, Operation) and value.owner.parent is not None:
             _erase_dead(value.owner)
 
 
-def fuse_attention(module: ModuleOp) -> int:
-    """Replace every matched attention in the module's host functions; return how many."""
-    fused = 0
-    while _fuse_one(module):
-        fused += 1
-    return fused
-
-
 def _fuse_one(module: ModuleOp) -> bool:
+    """Replace the first matched attention in the module's host functions; tell whether any."""
     symbols = {
         op.properties["sym_name"].data: op  # type: ignore[union-attr]
         for op in module.ops
@@ -594,8 +558,7 @@ def _replace(module: ModuleOp, match: _Attention, symbols: dict[str, Operation])
     block.insert_op_before(launch, match.pv.launch)
     hosts = [*match.scores.launch.args, *match.softmax.launch.args]
     for part in (match.pv, match.softmax, match.scores):
-        part.launch.detach()
-        part.launch.erase()
+        Rewriter.erase_op(part.launch)
     launched = {
         o.callee.root_reference.data
         for o in module.walk()
@@ -603,17 +566,14 @@ def _replace(module: ModuleOp, match: _Attention, symbols: dict[str, Operation])
     }
     for part in (match.pv, match.softmax, match.scores):
         if part.kernel.sym_name.data not in launched:
-            part.kernel.detach()
-            part.kernel.erase()
+            Rewriter.erase_op(part.kernel)
     for host in dict.fromkeys(hosts):
         if isinstance(host.owner, memref.AllocOp | memref.GetGlobalOp) and not host.uses:
-            host.owner.detach()
-            host.owner.erase()
+            Rewriter.erase_op(host.owner)
     used = {o.name_.root_reference.data for o in module.walk() if isinstance(o, memref.GetGlobalOp)}
     for op in list(module.ops):
         if isinstance(op, memref.GlobalOp) and op.sym_name.data not in used:
-            op.detach()
-            op.erase()
+            Rewriter.erase_op(op)
     fold_output_copy(module, launch)
 
 
@@ -625,4 +585,5 @@ class FlashAttentionPass(ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite every matching attention of the module."""
-        fuse_attention(op)
+        while _fuse_one(op):
+            pass

@@ -1,25 +1,13 @@
 """The fused attention kernel stores the program's output layout: the copy after it goes.
 
-`decompose` runs attention on `[B·H, S, D]` views of `[B, H, S, D]` tensors, and a model may read
-the result in a layout of its own (Llama's o projection reads `[S, H·D]`, the heads side by side
-in a row: `attn.transpose(1, 2).view(...)`). So after the `flash-attention` rewrite the fused
-kernel writes a temporary that a second kernel only copies into the layout the program wants
-(a launch and a pass over the output; measured 2026-11-29: benchmarks/RESULTS.md, "Run 8 (the
-split-row copy vectorized, …)" and "Measurements moved from code docstrings (2026-12-02)").
-When the next launch on that temporary is such a copy and
-nothing else reads the temporary, the fused kernel stores straight into the copy's destination
-and the copy, its kernel and the temporary are dropped.
-
-A copy qualifies when its kernel is one nest over the destination's shape that loads the
-temporary, stores the loaded value unchanged (an `extf` then `truncf` back to the same type
-counts as unchanged) at its own indices, and reads the temporary at a permutation of its
-elements: the load's row-major offset, written as mixed-radix digits of the nest's indices
-(`passes/graph_to_loop/index_digits.py`), takes every offset exactly once. A reshape is the identity
-permutation; a transpose of heads and rows reorders the digits. The fused kernel's store then
-computes the copy's indices from the digits of its own store's offset: `[B·H, S, D]` →
-`[B, H, S, D]` stores at (p div H, p mod H, i, d), `[H, S, D]` → `[S, H·D]` at (i, h·D + d), so
-stores along D stay contiguous. A store whose digits do not split where the copy's do is left
-as it is, with the copy.
+After the `flash-attention` rewrite the fused kernel writes `[B·H, S, D]` into a temporary
+that a second kernel only copies into the layout the program wants (`[B, H, S, D]`, or Llama's
+`[S, H·D]`). When that copy is the only reader of the temporary and moves elements by a
+permutation (its load's row-major offset, written as mixed-radix digits of its loop indices by
+`passes/graph_to_loop/index_digits.py`, takes every offset once), the fused kernel stores
+straight into the copy's destination and the copy, its kernel and the temporary are dropped.
+docs/flash_attention.md ("The output layout") says more; measured 2026-11-29:
+benchmarks/RESULTS.md, "Run 8 (the split-row copy vectorized, …)".
 """
 
 from __future__ import annotations
@@ -29,6 +17,7 @@ from math import prod
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import MemRefType
+from xdsl.rewriter import Rewriter
 from xdsl.ir import Block, Operation, SSAValue
 
 from tinyopt.dialects import loop
@@ -83,11 +72,9 @@ def fold_output_copy(module: Operation, launch: loop.LaunchOp) -> bool:
         launch,
     )
     for op in (launch, copy, temp.owner):
-        op.detach()
-        op.erase()
+        Rewriter.erase_op(op)
     if not any(isinstance(o, loop.LaunchOp) and o.callee == copy.callee for o in module.walk()):
-        copier.detach()
-        copier.erase()
+        Rewriter.erase_op(copier)
     return True
 
 
@@ -211,6 +198,5 @@ def _store_into(
     for op in ops:
         parent.insert_op_before(op, store)
     parent.insert_op_before(memref.StoreOp.get(store.value, new, indices), store)
-    store.detach()
-    store.erase()
+    Rewriter.erase_op(store)
     block.erase_arg(old)

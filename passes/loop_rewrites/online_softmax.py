@@ -1,21 +1,11 @@
 """The `online-softmax` pass: safe softmax's max and sum reductions become one online reduction.
 
-`fuse` lowers softmax to a row kernel with two reductions over the row and an output loop:
-
-    %m = loop.reduce max(x_j)                  init -inf
-    %l = loop.reduce sum(exp(x_j - %m))        init 0
-    loop.parallel { store exp(x_j - %m) / %l }
-
-so the row is read three times. The running maximum makes the pair one monoid (Milakov and
-Gimelshein, "Online normalizer calculation for softmax", 2018): the state is (m, l), the
-identity (-inf, 0), an element x_j maps to (x_j, 1), and
-
-    (m1, l1) ⊕ (m2, l2) = (M, l1·exp(m1 − M) + l2·exp(m2 − M)),  M = max(m1, m2).
-
-The pass replaces both reductions by that one `loop.reduce`, so the row is read twice (the
-reduction and the output loop). The exponents are taken against max(M, lowest finite f32),
-so combining two states whose maxima are -inf gives (-inf, 0) instead of exp(-inf + inf) =
-NaN. A rule of `tile` then splits the tuple reduction across threads like any monoid.
+`fuse` lowers softmax to a row kernel with `%m = reduce max(x_j)`, `%l = reduce sum(exp(x_j −
+%m))` and an output loop, so the row is read three times. The running maximum makes the pair one
+monoid over (m, l) (Milakov and Gimelshein, "Online normalizer calculation for softmax", 2018),
+and the pass replaces both reductions by that one `loop.reduce`: the row is read twice. Its
+identity, element and combine are in docs/knobs.md (the loop rewrites); the exponents are taken
+against max(M, lowest finite f32), so two states whose maxima are -inf combine to (-inf, 0).
 """
 
 from __future__ import annotations

@@ -12,10 +12,7 @@ from typing import Any
 import numpy as np
 from xdsl.dialects import arith, func
 from xdsl.dialects import math as mathd
-from xdsl.dialects.builtin import (
-    ArrayAttr,
-    FloatAttr,
-)
+from xdsl.dialects.builtin import ArrayAttr, FloatAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 INIT_ATTR = "tinyopt.init"
@@ -39,56 +36,31 @@ EDGE_VALUES = (math.inf, -math.inf, 1e30, -1e30, 0.0, -0.0, 1e-310, -1e-310, 1e1
 Value = Any
 """A value in one interpretation of the IR: a float, an SSA value or a formula string."""
 
-_BINARY: dict[str, Callable[[Value, Value], Value]] = {
-    "arith.addf": operator.add,
-    "arith.subf": operator.sub,
-    "arith.mulf": operator.mul,
-    "arith.divf": operator.truediv,
-    "arith.maximumf": np.maximum,
-    "arith.minimumf": np.minimum,
-    "arith.maxnumf": np.fmax,
-    "arith.minnumf": np.fmin,
-    "math.powf": np.power,
+_OPS: dict[str, tuple[Callable[..., Value], type[Operation]]] = {
+    "arith.addf": (operator.add, arith.AddfOp),
+    "arith.subf": (operator.sub, arith.SubfOp),
+    "arith.mulf": (operator.mul, arith.MulfOp),
+    "arith.divf": (operator.truediv, arith.DivfOp),
+    "arith.maximumf": (np.maximum, arith.MaximumfOp),
+    "arith.minimumf": (np.minimum, arith.MinimumfOp),
+    "arith.maxnumf": (np.fmax, arith.MaxnumfOp),
+    "arith.minnumf": (np.fmin, arith.MinnumfOp),
+    "math.powf": (np.power, mathd.PowFOp),
+    "arith.negf": (operator.neg, arith.NegfOp),
+    "math.absf": (np.abs, mathd.AbsFOp),
+    "math.exp": (np.exp, mathd.ExpOp),
+    "math.exp2": (np.exp2, mathd.Exp2Op),
+    "math.expm1": (np.expm1, mathd.ExpM1Op),
+    "math.log": (np.log, mathd.LogOp),
+    "math.log1p": (np.log1p, mathd.Log1pOp),
+    "math.log2": (np.log2, mathd.Log2Op),
+    "math.sqrt": (np.sqrt, mathd.SqrtOp),
+    "math.rsqrt": (lambda a: 1.0 / np.sqrt(a), mathd.RsqrtOp),
+    "math.sin": (np.sin, mathd.SinOp),
+    "math.cos": (np.cos, mathd.CosOp),
+    "math.tanh": (np.tanh, mathd.TanhOp),
 }
-_UNARY: dict[str, Callable[[Value], Value]] = {
-    "arith.negf": operator.neg,
-    "math.absf": np.abs,
-    "math.exp": np.exp,
-    "math.exp2": np.exp2,
-    "math.expm1": np.expm1,
-    "math.log": np.log,
-    "math.log1p": np.log1p,
-    "math.log2": np.log2,
-    "math.sqrt": np.sqrt,
-    "math.rsqrt": lambda a: 1.0 / np.sqrt(a),
-    "math.sin": np.sin,
-    "math.cos": np.cos,
-    "math.tanh": np.tanh,
-}
-_IR_OPS: dict[str, type[Operation]] = {
-    "arith.addf": arith.AddfOp,
-    "arith.subf": arith.SubfOp,
-    "arith.mulf": arith.MulfOp,
-    "arith.divf": arith.DivfOp,
-    "arith.maximumf": arith.MaximumfOp,
-    "arith.minimumf": arith.MinimumfOp,
-    "arith.maxnumf": arith.MaxnumfOp,
-    "arith.minnumf": arith.MinnumfOp,
-    "math.powf": mathd.PowFOp,
-    "arith.negf": arith.NegfOp,
-    "math.absf": mathd.AbsFOp,
-    "math.exp": mathd.ExpOp,
-    "math.exp2": mathd.Exp2Op,
-    "math.expm1": mathd.ExpM1Op,
-    "math.log": mathd.LogOp,
-    "math.log1p": mathd.Log1pOp,
-    "math.log2": mathd.Log2Op,
-    "math.sqrt": mathd.SqrtOp,
-    "math.rsqrt": mathd.RsqrtOp,
-    "math.sin": mathd.SinOp,
-    "math.cos": mathd.CosOp,
-    "math.tanh": mathd.TanhOp,
-}
+"""The arith/math ops a step function may use: how each evaluates in float64, and its IR op."""
 _INFIX = {"arith.addf": "+", "arith.subf": "-", "arith.mulf": "*", "arith.divf": "/"}
 _FUNCTION_NAMES = {
     "arith.maximumf": "max",
@@ -99,14 +71,7 @@ _FUNCTION_NAMES = {
     "math.absf": "abs",
 }
 _COMPARISONS = {"eq": "==", "gt": ">", "ge": ">=", "lt": "<", "le": "<=", "ne": "!="}
-_COMPARE: dict[str, Callable[[Value, Value], bool]] = {
-    "eq": operator.eq,
-    "gt": operator.gt,
-    "ge": operator.ge,
-    "lt": operator.lt,
-    "le": operator.le,
-    "ne": operator.ne,
-}
+_COMPARE = {name: getattr(operator, name) for name in _COMPARISONS}
 ASSOCIATIVE_OPS = {
     "arith.addf": "sum",
     "arith.mulf": "product",
@@ -145,13 +110,10 @@ class NumericOps(Ops):
     """Evaluates in float64 numpy scalars (IEEE infinities and NaNs, no exceptions)."""
 
     def const(self, value: float) -> Value:
-        """Return the constant as a float64."""
         return np.float64(value)
 
     def call(self, name: str, *args: Value) -> Value:
-        """Apply the op in float64."""
-        table = _BINARY if len(args) == 2 else _UNARY
-        return np.float64(table[name](*args))
+        return np.float64(_OPS[name][0](*args))
 
     def cmp(self, predicate: str, lhs: Value, rhs: Value) -> Value:
         """Compare with MLIR's ordered/unordered semantics."""
@@ -164,7 +126,6 @@ class NumericOps(Ops):
         return unordered or holds if predicate[0] == "u" else not unordered and holds
 
     def select(self, cond: Value, a: Value, b: Value) -> Value:
-        """Pick `a` or `b`."""
         return a if cond else b
 
 
@@ -172,7 +133,6 @@ class FormulaOps(Ops):
     """Builds a fully parenthesized infix formula (strings) for describing merges in words."""
 
     def const(self, value: float) -> Value:
-        """Format a constant."""
         return f"{value:g}"
 
     def call(self, name: str, *args: Value) -> Value:
@@ -185,7 +145,6 @@ class FormulaOps(Ops):
         return f"{fname}({', '.join(args)})"
 
     def cmp(self, predicate: str, lhs: Value, rhs: Value) -> Value:
-        """Format a comparison."""
         return f"{lhs} {_COMPARISONS.get(predicate[1:], predicate)} {rhs}"
 
     def select(self, cond: Value, a: Value, b: Value) -> Value:
@@ -217,19 +176,15 @@ class IROps(Ops):
         return op.results[0]
 
     def const(self, value: float) -> Value:
-        """Emit an `arith.constant`."""
         return self._add(arith.ConstantOp(FloatAttr(value, self.type)))  # type: ignore[arg-type]
 
     def call(self, name: str, *args: Value) -> Value:
-        """Emit the op `name`."""
-        return self._add(_IR_OPS[name](*args))
+        return self._add(_OPS[name][1](*args))
 
     def cmp(self, predicate: str, lhs: Value, rhs: Value) -> Value:
-        """Emit an `arith.cmpf`."""
         return self._add(arith.CmpfOp(lhs, rhs, predicate))
 
     def select(self, cond: Value, a: Value, b: Value) -> Value:
-        """Emit an `arith.select`."""
         return self._add(arith.SelectOp(cond, a, b))
 
 
@@ -286,7 +241,7 @@ class StepFunction:
             raise StepError(
                 f"{where}: {INIT_ATTR} has {len(init)} values but the state has {n_state}"
             )
-        supported = {*_IR_OPS, "arith.constant", "arith.cmpf", "arith.select", "func.return"}
+        supported = {*_OPS, "arith.constant", "arith.cmpf", "arith.select", "func.return"}
         for inner in op.body.walk():
             if inner.name not in supported:
                 raise StepError(f"{where}: unsupported op '{inner.name}'")
@@ -383,8 +338,7 @@ class Counterexample:
         return (
             f"{line}\n  since B'={show_chunk(self.b_prime)} has fold(B') = fold(B) = "
             f"{show_state(self.fold_b)} and fold(A++B') = {show_state(self.merged)}, "
-            "no merge of the "
-            "states can give both"
+            "no merge of the states can give both"
         )
 
 

@@ -1,23 +1,12 @@
 """The `welford` pass: the two-pass mean and variance of a row become one Welford reduction.
 
 `fuse` lowers LayerNorm (and any variance written as mean((x − mean(x))²)) to two reductions
-over the row, the second one recomputing x and centering it by the first one's mean:
-
-    %s    = loop.reduce sum(x_j)               init 0
-    %mean = arith.divf %s, n
-    %q    = loop.reduce sum((x_j − %mean)²)    init 0
-
-The pair is one monoid over the state (count, mean, M2) (Welford 1962; the parallel merge of
-Chan, Golub and LeVeque 1979): the identity is (0, 0, 0), an element x_j maps to (1, x_j, -0)
-(-0 rather than 0 so that adding it folds away: q + -0 = q for every q, also q = 0), and
-
-    (n1, μ1, q1) ⊕ (n2, μ2, q2) = (n, μ1 + δ·n2/n, q1 + q2 + δ²·n1·n2/n),
-    n = n1 + n2,  δ = μ2 − μ1.
-
-The pass replaces both reductions by that one `loop.reduce`; the mean's uses read its μ and
-%q's uses its M2 (so the variance %q / n is M2 / n). The divisions are by max(n, 1): merging
-two empty states gives (0, 0, 0) instead of 0/0 = NaN. Every use of %s must be a division by
-the row length n (a mean), which the merged state's μ replaces.
+over the row, `%s = reduce sum(x_j)` and `%q = reduce sum((x_j − %s / n)²)`. The pair is one
+monoid over (count, mean, M2) (Welford 1962; the parallel merge of Chan, Golub and LeVeque
+1979), and the pass replaces both reductions by that one `loop.reduce`: the means read its mean
+and %q its M2. Every use of %s must be a division by the row length n. The identity, element
+(-0 for M2 so that adding it folds away) and combine, whose divisions are by max(n, 1), are in
+docs/knobs.md (the loop rewrites).
 """
 
 from __future__ import annotations
