@@ -10,7 +10,6 @@ After `to-cuda`, each kernel is a `tile.cuda_kernel` holding its CUDA C source.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -35,7 +34,6 @@ from xdsl.dialects.builtin import (
 from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import (
     Attribute,
-    Block,
     BlockArgument,
     Dialect,
     Operation,
@@ -355,6 +353,20 @@ class VectorAtomicAddOp(IRDLOperation):
         _check_vector_access(self, self.memref, self.indices, [v.type for v in self.lanes])
 
 
+def _check_indices(
+    op: Operation,
+    indices: Sequence[SSAValue],
+    t: MemRefType,
+    what: str = "indices",
+    of: str = "buffer",
+) -> None:
+    """Raises VerifyException unless there is one index (`what`) per dimension of `t`."""
+    if len(indices) != t.get_num_dims():
+        raise VerifyException(
+            f"{op.name}: {len(indices)} {what} for a rank-{t.get_num_dims()} {of}"
+        )
+
+
 def _check_vector_access(
     op: Operation, memref: SSAValue, indices: Sequence[SSAValue], lane_types: list[Attribute]
 ) -> None:
@@ -365,10 +377,7 @@ def _check_vector_access(
         raise VerifyException(f"{op.name}: width must be 1, 2, 4, 8 or 16, got {width}")
     if any(lt != t.element_type for lt in lane_types):
         raise VerifyException(f"{op.name}: lanes must have the element type {t.element_type}")
-    if len(indices) != t.get_num_dims():
-        raise VerifyException(
-            f"{op.name}: {len(indices)} indices for a rank-{t.get_num_dims()} buffer"
-        )
+    _check_indices(op, indices, t)
     bits = width * _element_bits(t.element_type)
     if bits > 128:
         raise VerifyException(f"{op.name}: {bits}-bit access is wider than 128 bits")
@@ -589,10 +598,7 @@ class LdMatrixOp(IRDLOperation):
             raise VerifyException(
                 f"tile.ldmatrix: the buffer must hold f16 or bf16, got {t.element_type}"
             )
-        if len(self.indices) != t.get_num_dims():
-            raise VerifyException(
-                f"tile.ldmatrix: {len(self.indices)} indices for a rank-{t.get_num_dims()} buffer"
-            )
+        _check_indices(self, self.indices, t)
         if t.get_shape()[-1] % 8:
             raise VerifyException(
                 f"tile.ldmatrix: rows must start 16-byte aligned, but the last dimension "
@@ -767,10 +773,6 @@ class TensorMapArg:
                 f"{where}: the box's inner extent ({inner} bytes) is not a multiple of 16 bytes"
             )
 
-    @property
-    def box_elements(self) -> int:
-        return math.prod(self.box)
-
 
 def tensor_maps(kernel: Operation) -> list[TensorMapArg]:
     """Returns the tensor-map arguments a `tile.kernel` (or `tile.cuda_kernel`) declares."""
@@ -916,10 +918,7 @@ def _check_shared_index(op: Operation, buffer: SSAValue, indices: Sequence[SSAVa
     assert isinstance(t, MemRefType)
     if memory_space(t) != SHARED:
         raise VerifyException(f"{op.name}: {t} must be in shared memory")
-    if len(indices) != t.get_num_dims():
-        raise VerifyException(
-            f"{op.name}: {len(indices)} indices for a rank-{t.get_num_dims()} buffer"
-        )
+    _check_indices(op, indices, t)
 
 
 def _check_barrier(op: Operation, bars: SSAValue, index: SSAValue) -> None:
@@ -1100,11 +1099,7 @@ class TmaLoadOp(IRDLOperation):
         assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
         if memory_space(src) != GLOBAL:
             raise VerifyException(f"tile.tma_load: the source must be global memory, got {src}")
-        if len(self.coords) != src.get_num_dims():
-            raise VerifyException(
-                f"tile.tma_load: {len(self.coords)} coordinates for a rank-{src.get_num_dims()} "
-                "tensor"
-            )
+        _check_indices(self, self.coords, src, "coordinates", "tensor")
         if len(self.coords) > 5:
             raise VerifyException("tile.tma_load: tensor maps have at most 5 dimensions")
         if src.element_type != dst.element_type:
@@ -1171,11 +1166,7 @@ class CpAsyncOp(IRDLOperation):
         assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
         if memory_space(src) != GLOBAL:
             raise VerifyException(f"tile.cp_async: the source must be global memory, got {src}")
-        if len(self.src_indices) != src.get_num_dims():
-            raise VerifyException(
-                f"tile.cp_async: {len(self.src_indices)} indices for a rank-{src.get_num_dims()} "
-                "source"
-            )
+        _check_indices(self, self.src_indices, src, of="source")
         _check_shared_index(self, self.dst, self.dst_indices)
         if src.element_type != dst.element_type:
             raise VerifyException(
@@ -1216,11 +1207,7 @@ class PrefetchL2Op(IRDLOperation):
         assert isinstance(t, MemRefType)
         if memory_space(t) != GLOBAL:
             raise VerifyException(f"tile.prefetch_l2: the buffer must be global memory, got {t}")
-        if len(self.indices) != t.get_num_dims():
-            raise VerifyException(
-                f"tile.prefetch_l2: {len(self.indices)} indices for a rank-{t.get_num_dims()} "
-                "buffer"
-            )
+        _check_indices(self, self.indices, t)
 
 
 @irdl_op_definition
@@ -1302,14 +1289,13 @@ class WgmmaOp(IRDLOperation):
         b_sbo: int,
         b_mn_major: bool,
     ) -> None:
-        props: dict[str, Attribute] = {
+        props = {
             "n": IntegerAttr(n, i64),
             "a_sbo": IntegerAttr(a_sbo, i64),
             "b_lbo": IntegerAttr(b_lbo, i64),
             "b_sbo": IntegerAttr(b_sbo, i64),
+            "b_mn_major": UnitAttr() if b_mn_major else None,
         }
-        if b_mn_major:
-            props["b_mn_major"] = UnitAttr()
         super().__init__(operands=[acc, a, a_indices, b, b_indices], properties=props)
 
     @property
@@ -1395,13 +1381,12 @@ class WgmmaRegisterAOp(IRDLOperation):
         b_sbo: int,
         b_mn_major: bool,
     ) -> None:
-        props: dict[str, Attribute] = {
+        props = {
             "n": IntegerAttr(n, i64),
             "b_lbo": IntegerAttr(b_lbo, i64),
             "b_sbo": IntegerAttr(b_sbo, i64),
+            "b_mn_major": UnitAttr() if b_mn_major else None,
         }
-        if b_mn_major:
-            props["b_mn_major"] = UnitAttr()
         super().__init__(operands=[acc, a, b, b_indices], properties=props)
 
     @property
@@ -1458,10 +1443,9 @@ class SetMaxNRegOp(IRDLOperation):
     assembly_format = "(`inc` $inc^)? $count attr-dict"
 
     def __init__(self, count: int, inc: bool) -> None:
-        props: dict[str, Attribute] = {"count": IntegerAttr(count, i64)}
-        if inc:
-            props["inc"] = UnitAttr()
-        super().__init__(properties=props)
+        super().__init__(
+            properties={"count": IntegerAttr(count, i64), "inc": UnitAttr() if inc else None}
+        )
 
     def verify_(self) -> None:
         count = self.count.value.data
@@ -1469,11 +1453,6 @@ class SetMaxNRegOp(IRDLOperation):
             raise VerifyException(
                 f"tile.setmaxnreg: count must be a multiple of 8 in [24, 256], got {count}"
             )
-
-
-def new_block_region(arg_types: Sequence[Attribute]) -> Region:
-    """Returns a region with one empty block taking arguments of the given types."""
-    return Region(Block(arg_types=arg_types))
 
 
 Tile = Dialect(

@@ -310,11 +310,6 @@ def _types(kernel: tile.KernelOp) -> set[Attribute]:
     return types | {t.element_type for t in types if isinstance(t, MemRefType)}
 
 
-def _elements(t: MemRefType) -> int:
-    """Returns the number of elements of a static memref type."""
-    return math.prod(t.get_shape())
-
-
 def _uses_infinity(kernel: tile.KernelOp) -> bool:
     """Tells whether a float constant of the kernel is infinite (so it needs `INFINITY`)."""
     return any(
@@ -375,10 +370,7 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers[cp_async_helper(op.bytes)] = None
         elif isinstance(op, fmath.Exp2Op) and _approximate(op):
             helpers[EXP2_APPROX] = None
-        elif isinstance(op, tile.WgmmaOp):
-            helpers[hopper.wgmma_desc_helper()] = None
-            helpers[hopper.wgmma_helper(op)] = None
-        elif isinstance(op, tile.WgmmaRegisterAOp):
+        elif isinstance(op, tile.WgmmaOp | tile.WgmmaRegisterAOp):
             helpers[hopper.wgmma_desc_helper()] = None
             helpers[hopper.wgmma_helper(op)] = None
     return list(helpers)
@@ -399,7 +391,9 @@ class CudaPrinter(BasePrinter[str]):
         self.pdl = pdl
         self.where = f"tile.kernel @{kernel.sym_name.data}"
         memrefs = [t for t in _types(kernel) if isinstance(t, MemRefType)]
-        self.index = "long long" if any(_elements(t) >= 2**31 for t in memrefs) else "int"
+        self.index = (
+            "long long" if any(math.prod(t.get_shape()) >= 2**31 for t in memrefs) else "int"
+        )
         self.hints = _unique_hints(kernel)
         self.taken = {*_RESERVED, kernel.sym_name.data, *self.hints.values()}
         self.names: dict[SSAValue, str] = {}
@@ -548,13 +542,12 @@ class CudaPrinter(BasePrinter[str]):
             raise self.fail(f"the kernel name '{name}', which is not a C identifier")
         self.print_prelude()
         params = ", ".join(self.parameter(arg) for arg in op.body.block.args)
-        launch_bounds = f"__launch_bounds__({math.prod(op.block_size)})"
+        bounds = [str(math.prod(op.block_size))]
         min_blocks = op.attributes.get("tile.min_blocks")
         if isinstance(min_blocks, IntegerAttr):
             # Asks ptxas to fit this many blocks per SM in the register file.
-            launch_bounds = (
-                f"__launch_bounds__({math.prod(op.block_size)}, {min_blocks.value.data})"
-            )
+            bounds.append(str(min_blocks.value.data))
+        launch_bounds = f"__launch_bounds__({', '.join(bounds)})"
         with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
             if self.pdl:
                 for text in PDL_STATEMENTS:
