@@ -81,12 +81,9 @@ def kernel_key(kernel: loop.KernelOp) -> str:
     for attached in (tile.PLAN, tile.TUNED):
         clone.attributes.pop(attached, None)
     for op in clone.walk():
-        for value in op.results:
+        args = (arg for region in op.regions for block in region.blocks for arg in block.args)
+        for value in (*op.results, *args):
             value.name_hint = None
-        for region in op.regions:
-            for block in region.blocks:
-                for arg in block.args:
-                    arg.name_hint = None
     return hashlib.sha256(str(clone).encode()).hexdigest()
 
 
@@ -148,11 +145,10 @@ class TuningCache:
     def lookup(self, kernel: str, gpu: str, version: str | None = None) -> Entry | None:
         """Returns the entry for a kernel key on a GPU model, discarding one that is corrupt."""
         version = version or tinyopt_version()
-        where = (kernel, gpu, version)
         row = self._db.execute(
             "SELECT config, ms, default_ms, trials, method FROM tuned "
             "WHERE kernel = ? AND gpu = ? AND version = ?",
-            where,
+            (kernel, gpu, version),
         ).fetchone()
         if row is None:
             return None

@@ -61,10 +61,8 @@ def sides(kernel: loop.KernelOp, base: Config, change: Config) -> tuple[Candidat
 
 def unified_diff(before: str, after: str, left: str, right: str) -> str:
     """Returns the unified diff of two CUDA texts, labelled by their knobs."""
-    lines = difflib.unified_diff(
-        before.splitlines(keepends=True), after.splitlines(keepends=True), left, right
-    )
-    return "".join(lines)
+    before_lines, after_lines = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    return "".join(difflib.unified_diff(before_lines, after_lines, left, right))
 
 
 def label(config: Config) -> str:

@@ -8,6 +8,7 @@ they are tested on synthetic reward functions and driven by the GPU measurer ali
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import time
@@ -56,21 +57,6 @@ def default_config(space: Space) -> Config:
     while (decision := space.next(config)) is not None:
         config[decision[0]] = decision[1][0]
     return config
-
-
-def space_size(space: Space, partial: Config | None = None, limit: int = 10**6) -> int:
-    """Returns the number of complete configurations, counting no further than `limit`."""
-    partial = partial or {}
-    decision = space.next(partial)
-    if decision is None:
-        return 1
-    name, values = decision
-    total = 0
-    for value in values:
-        total += space_size(space, {**partial, name: value}, limit - total)
-        if total >= limit:
-            return limit
-    return total
 
 
 @dataclass(frozen=True)
@@ -150,6 +136,11 @@ def leaves(space: Space, partial: Config | None = None) -> Iterator[Config]:
         return
     for value in decision[1]:
         yield from leaves(space, {**partial, decision[0]: value})
+
+
+def space_size(space: Space, limit: int = 10**6) -> int:
+    """Returns the number of complete configurations, counting no further than `limit`."""
+    return sum(1 for _ in itertools.islice(leaves(space), limit))
 
 
 def exhaustive(space: Space, measure: Measure, budget: Budget, batch: int = 1) -> SearchResult:

@@ -41,10 +41,8 @@ READS = {r.name: r.read_knobs() for r in RULE_TYPES}
 
 
 def ruled(kernel: loop.KernelOp, knobs: Knobs) -> tuple[Choice | None, list[tuple[str, str]]]:
-    """`refusals` as the planner asks it: a paired contraction runs whole where a rule takes it
-    (and `dual` is not `off`), else as two plain contractions over the same operands, which the
-    rules take alike (the one the rules are asked about is the first, reading the other's
-    workspace)."""
+    """`refusals` as the planner asks it: a paired contraction whole where a rule takes it (and
+    `dual` is not `off`), else the first of its two halves, which the rules take alike."""
     if match_paired_contraction(kernel) is None:
         return refusals(kernel, knobs)
     if knobs.dual != "off":

@@ -1,9 +1,7 @@
 """Tuning a program: search each kernel's knobs, measure through a `Measurer`, cache the best.
 
-Kernels are tuned one after another, each with the kernels before it at their best knobs and
-the ones after it at their defaults; a candidate's time is the whole function's (for the
-one-kernel programs of the benchmarks, the kernel's). Trial 1 of every kernel is its default
-schedule, the baseline of the "vs default" ratio.
+Kernels are tuned in order, the earlier ones at their best knobs (docs/tuning.md); trial 1 of
+every kernel is its default schedule, the baseline of the "vs default" ratio.
 """
 
 from __future__ import annotations
@@ -101,11 +99,10 @@ def tune(
             for config, outcome in zip(configs, outcomes, strict=True):
                 if outcome.reason is not None:
                     result.reasons[key(config)] = outcome.reason
-            answers = [REFUSED if _refused(o) else o.ms for o in outcomes]
+            answers = [REFUSED if (o.reason or "").startswith(REFUSAL) else o.ms for o in outcomes]
             times.extend(ms for ms in answers if not isinstance(ms, Refused))
             if progress is not None:
-                timed = [t for t in times if t is not None]
-                best = min(timed) if timed else None
+                best = min((t for t in times if t is not None), default=None)
                 elapsed = time.monotonic() - start
                 default = times[0] if times else None
                 progress(Progress(result.name, len(times), budget, best, default, elapsed))
@@ -121,8 +118,3 @@ def tune(
                 )
                 cache.store(kkey, gpu, entry)
     return results
-
-
-def _refused(outcome: Outcome) -> bool:
-    """Whether the rules refused the candidate (it never reached NVRTC or the GPU)."""
-    return outcome.reason is not None and outcome.reason.startswith(REFUSAL)

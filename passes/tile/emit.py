@@ -119,10 +119,8 @@ class Emitter:
         carried: Sequence[SSAValue] = (),
         unroll: bool = False,
     ):
-        """Emits an `scf.for`; the body block is current inside; yields (iv, carried args, op).
-
-        The caller must end the body with `scf.yield`.
-        """
+        """Emits an `scf.for` whose body is current inside; yields (iv, carried args, op). The
+        caller ends the body with `scf.yield`."""
         body = Block(arg_types=[IndexType(), *[v.type for v in carried]])
         for_op = scf.ForOp(self._v(lb), self._v(ub), self._v(step), list(carried), body)
         if unroll:
@@ -291,11 +289,8 @@ class LaneEmitter:
     def emit(
         self, ops: Sequence[Operation], mapping: Mapping, per_lane: Sequence[Mapping] = ()
     ) -> list[list[SSAValue]]:
-        """Emits the ops; returns the per-lane operands of a trailing `loop.yield`.
-
-        `per_lane` gives values that differ by lane (e.g. one accumulator each); they count
-        as depending on the index variable.
-        """
+        """Emits the ops; returns the per-lane operands of a trailing `loop.yield`. `per_lane`
+        maps values that differ by lane (one accumulator each); they depend on the variable."""
         dependent = depends_on(ops, [self.iv, *(v for m in per_lane for v in m)])
         em = self.em
         extra = per_lane or [{}] * self.width

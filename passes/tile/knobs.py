@@ -76,10 +76,6 @@ class Domain:
         return self.accepts(value) if self.accepts else value in self.values
 
 
-def _is_power_of_two(value: int | str) -> bool:
-    return isinstance(value, int) and value > 0 and not value & (value - 1)
-
-
 def powers(low: int, high: int, auto: bool = True) -> Domain:
     """Powers of two in [low, high], and 0 (auto) unless `auto` is false."""
     values = tuple(1 << e for e in range(low.bit_length() - 1, high.bit_length()))
@@ -149,7 +145,9 @@ KNOBS: tuple[Knob, ...] = (
     Knob(
         "group",
         Domain(
-            "0 (off) or a power of two", (AUTO, 4, 8, 16), lambda v: v == 0 or _is_power_of_two(v)
+            "0 (off) or a power of two",
+            (AUTO, 4, 8, 16),
+            lambda v: v == 0 or (isinstance(v, int) and v > 0 and not v & (v - 1)),
         ),
     ),
     Knob("splitk", powers(1, 64, auto=False)),

@@ -44,14 +44,12 @@ def row_nest(op: loop.KernelOp) -> tuple[loop.ParallelOp, int] | None:
     ops = list(op.body.block.ops)
     if len(ops) != 1 or not isinstance(ops[0], loop.ParallelOp) or SEQUENTIAL in op.attributes:
         return None
-    inner = [o for o in ops[0].body.block.ops if isinstance(o, loop.ParallelOp | loop.ReduceOp)]
-    if not inner or any(len(o.extents) != 1 for o in inner):
+    inner = _inner_loops(ops[0])
+    if len({o.extents for o in inner}) != 1 or len(inner[0].extents) != 1:
         return None
-    if len({o.extents[0] for o in inner}) != 1:
+    nested = (n for o in inner for n in o.walk() if n is not o)
+    if any(isinstance(n, loop.ParallelOp | loop.ReduceOp) for n in nested):
         return None
-    for o in inner:
-        if any(isinstance(n, loop.ParallelOp | loop.ReduceOp) for n in o.walk() if n is not o):
-            return None
     return ops[0], inner[0].extents[0]
 
 

@@ -45,7 +45,6 @@ class Rule(ABC, Generic[M, P]):
 
     def __init__(self, target: Target = H200) -> None:
         self.target = target
-        """The GPU the rule plans for."""
 
     @classmethod
     def read_knobs(cls) -> tuple[tuple[str, tuple[int | str, ...]], ...]:
