@@ -99,6 +99,13 @@ class GraphOp(IRDLOperation):
             )
         return type_  # pyright: ignore[reportUnknownVariableType]
 
+    def operand_and_result(self) -> tuple[TensorType, TensorType]:
+        """Returns the tensor types of `x` and `result` after checking they share a dtype."""
+        src = self.tensor("operand", self.x)  # pyright: ignore[reportAttributeAccessIssue]
+        dst = self.tensor("result", self.result)  # pyright: ignore[reportAttributeAccessIssue]
+        self.same_dtype(("operand", src), ("result", dst))
+        return src, dst
+
     def same_dtype(self, *named: tuple[str, TensorType[AnyFloat]]) -> None:
         """Check that all the named tensor types share one element type."""
         first_name, first = named[0]
@@ -143,22 +150,16 @@ class UnaryOp(GraphOp):
 
 @irdl_op_definition
 class NegOp(UnaryOp):
-    """Elementwise negation."""
-
     name = "graph.neg"
 
 
 @irdl_op_definition
 class AbsOp(UnaryOp):
-    """Elementwise absolute value."""
-
     name = "graph.abs"
 
 
 @irdl_op_definition
 class ExpOp(UnaryOp):
-    """Elementwise e**x."""
-
     name = "graph.exp"
 
 
@@ -171,8 +172,6 @@ class LogOp(UnaryOp):
 
 @irdl_op_definition
 class SqrtOp(UnaryOp):
-    """Elementwise square root."""
-
     name = "graph.sqrt"
 
 
@@ -192,8 +191,6 @@ class ReciprocalOp(UnaryOp):
 
 @irdl_op_definition
 class TanhOp(UnaryOp):
-    """Elementwise hyperbolic tangent."""
-
     name = "graph.tanh"
 
 
@@ -270,43 +267,31 @@ class BinaryOp(GraphOp):
 
 @irdl_op_definition
 class AddOp(BinaryOp):
-    """Elementwise lhs + rhs."""
-
     name = "graph.add"
 
 
 @irdl_op_definition
 class SubOp(BinaryOp):
-    """Elementwise lhs - rhs."""
-
     name = "graph.sub"
 
 
 @irdl_op_definition
 class MulOp(BinaryOp):
-    """Elementwise lhs * rhs."""
-
     name = "graph.mul"
 
 
 @irdl_op_definition
 class DivOp(BinaryOp):
-    """Elementwise lhs / rhs."""
-
     name = "graph.div"
 
 
 @irdl_op_definition
 class MaxOp(BinaryOp):
-    """Elementwise maximum."""
-
     name = "graph.max"
 
 
 @irdl_op_definition
 class MinOp(BinaryOp):
-    """Elementwise minimum."""
-
     name = "graph.min"
 
 
@@ -349,9 +334,7 @@ class ReduceOp(GraphOp):
         return self.dims.get_values()
 
     def verify_(self) -> None:
-        src = self.tensor("operand", self.x)
-        dst = self.tensor("result", self.result)
-        self.same_dtype(("operand", src), ("result", dst))
+        src, dst = self.operand_and_result()
         dims = self.dim_list
         if not dims:
             raise self.fail("dims must not be empty")
@@ -365,15 +348,11 @@ class ReduceOp(GraphOp):
 
 @irdl_op_definition
 class ReduceSumOp(ReduceOp):
-    """Sum over `dims`."""
-
     name = "graph.reduce_sum"
 
 
 @irdl_op_definition
 class ReduceMaxOp(ReduceOp):
-    """Maximum over `dims`."""
-
     name = "graph.reduce_max"
 
 
@@ -453,9 +432,7 @@ class TransposeOp(GraphOp):
         return self.perm.get_values()
 
     def verify_(self) -> None:
-        src = self.tensor("operand", self.x)
-        dst = self.tensor("result", self.result)
-        self.same_dtype(("operand", src), ("result", dst))
+        src, dst = self.operand_and_result()
         perm = self.perm_list
         if sorted(perm) != list(range(src.get_num_dims())):
             raise self.fail(
@@ -475,13 +452,6 @@ class ShapeChangeOp(GraphOp):
     def __init__(self, x: SSAValue, shape: Sequence[int]):
         assert isinstance(x.type, TensorType)
         super().__init__(operands=[x], result_types=[TensorType(x.type.element_type, shape)])
-
-    def operand_and_result(self) -> tuple[TensorType, TensorType]:
-        """Returns the two tensor types after checking they share a dtype."""
-        src = self.tensor("operand", self.x)
-        dst = self.tensor("result", self.result)
-        self.same_dtype(("operand", src), ("result", dst))
-        return src, dst
 
 
 @irdl_op_definition
@@ -548,9 +518,7 @@ class SliceOp(GraphOp):
         )
 
     def verify_(self) -> None:
-        src = self.tensor("operand", self.x)
-        dst = self.tensor("result", self.result)
-        self.same_dtype(("operand", src), ("result", dst))
+        src, dst = self.operand_and_result()
         dim, start, step = (a.value.data for a in (self.dim, self.start, self.step))
         self.check_dim("dim", dim, src.get_num_dims())
         if step < 1:
