@@ -189,6 +189,7 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     graph.MaxOp: np.maximum,
     graph.MinOp: np.minimum,
     graph.PowOp: np.power,
+    graph.MatmulOp: np.matmul,
 }
 
 _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
@@ -219,11 +220,6 @@ def _reduce(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
 def _cast(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     rounded = _to_element_type(xs[0], _tensor_type(op.results[0]).element_type)
     return rounded.astype(xs[0].dtype)
-
-
-@_handles(graph.MatmulOp)
-def _matmul(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
-    return np.matmul(xs[0], xs[1])
 
 
 @_handles(graph.TransposeOp)
