@@ -17,17 +17,11 @@ from tinyopt.dialects import loop, tile
 class ToCudaPass(ModulePass):
     """Prints each top-level `tile.kernel` as CUDA C into a `tile.cuda_kernel` of the same name.
 
-    Host functions keep launching the kernels by name with `loop.launch`. The launch shape is
-    kept; `smem` is the bytes of dynamic shared memory the kernel's `tile.alloc dynamic`
-    buffers need (0 when all are static), and the `tile.tensor_maps` attribute (which arguments
-    the runtime passes as TMA tensor maps) is carried over. A `loop.kernel` (not tiled) or an
-    op without a CUDA C form raises a `DiagnosticException` naming it, before the module is
-    changed.
-
-    `pdl=1` (default 0) opens every kernel with `griddepcontrol.wait` and
-    `griddepcontrol.launch_dependents` and marks it `pdl`, so the runtime launches it with
-    programmatic stream serialization: a kernel is made resident while the one before it
-    finishes (Hopper, sm_90; docs/knobs.md).
+    The launch shape is kept; `smem` is the bytes of dynamic shared memory the kernel's `tile.alloc
+    dynamic` buffers need (0 when all are static), and `tile.tensor_maps` is carried over. A
+    `loop.kernel` (not tiled) or an op without a CUDA C form raises a `DiagnosticException`
+    naming it, before the module is changed. `pdl=1` marks every kernel for programmatic
+    dependent launch (docs/knobs.md).
     """
 
     name = "to-cuda"

@@ -13,14 +13,7 @@ from math import prod
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import (
-    AnyFloat,
-    ModuleOp,
-    TensorType,
-    bf16,
-    f16,
-    f32,
-)
+from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (

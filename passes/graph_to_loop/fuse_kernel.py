@@ -2,24 +2,15 @@
 
 Producers are inlined by index substitution (compute-inline): each element of the root is an
 expression tree whose leaves are loads from the kernel's input buffers (function arguments,
-other roots, non-splat constants). Three kernel shapes come out (docs/ir.md):
-
-- elementwise: `parallel [dims] { loads, scalar ops, store }` (a slice is an index map, a
-  concat a `select` among its operands, each read at its own clamped index, a gather a
-  load of the id, clamped to the table's rows, as the table's row index);
-- row reduction: reductions over trailing dims that the root reads at a row-only index are
-  hoisted to the row level, `parallel [rows] { reduce [cols]...; parallel [cols] { store } }`;
-  a reduction root is `parallel [kept dims] { reduce [reduced dims]; store }`;
-- contraction: a matmul read at the root's own index (up to unit dims a reshape adds or
-  drops), `parallel [b?, m, n] { reduce [k] { a * b } {tinyopt.contraction}; epilogue;
-  store }`, operands inlined into the reduce body; two matmuls sharing their A tensor, read
-  at that index, give two K loops in one nest (a paired contraction, `_partner`).
+other roots, non-splat constants); slices, concats and gathers are index maps. The kernel is
+elementwise, a row reduction (reductions over trailing dims that the root reads at a row-only
+index are hoisted to the row level), a reduction, or a contraction (a matmul read at the root's
+own index, up to unit dims, its operands inlined into the K loop; two matmuls sharing their A
+tensor give a paired contraction, `_partner`); docs/ir.md shows the shapes.
 
 Anything that does not fit raises `Materialize` naming the tensor that needs its own kernel;
-the pass then adds that root and rebuilds.
-
-Scalar code is placed at the outermost loop level whose index variables it uses, so a value
-that depends only on the row (a mean, an rsqrt) is computed once per row.
+the pass then adds that root and rebuilds. Scalar code is placed at the outermost loop level
+whose index variables it uses, so a value that depends only on the row is computed once per row.
 """
 
 from __future__ import annotations
@@ -193,7 +184,8 @@ class KernelBuilder:
 
     def _choose_kind(self, root_point: Point) -> tuple[Kind, int]:
         """Pick the kernel shape and how many leading loop variables are the outer level."""
-        n_vars = sum(isinstance(e, Var) for e in root_point)
+        loop_vars = [e for e in root_point if isinstance(e, Var)]
+        n_vars = len(loop_vars)
         found: list[tuple[SSAValue, Point]] = []
         self._scan(self.root, root_point, found, set())
         matmuls = [(v, p) for v, p in found if isinstance(v.owner, graph.MatmulOp)]
@@ -202,10 +194,9 @@ class KernelBuilder:
             kept = self._kept_matmul([v for v, _ in matmuls])
             kept_point = next(p for v, p in matmuls if v is kept)
             pair = (kept, *self._partner(kept, kept_point, matmuls))
-            loops = [e for e in root_point if isinstance(e, Var)]
             for value, point in matmuls:
                 # The root may add or drop unit dims (a reshape), not move the loop variables.
-                moved = [e for e in point if e != Const(0)] != loops
+                moved = [e for e in point if e != Const(0)] != loop_vars
                 if value not in pair or point != kept_point or moved:
                     raise Materialize(value)
             for value, _ in reductions:
@@ -221,7 +212,6 @@ class KernelBuilder:
             return "reduce", n_vars
         if not reductions:
             return "elementwise", n_vars
-        loop_vars = [e for e in root_point if isinstance(e, Var)]
         split = 0
         for value, point in reductions:
             used = [i for i, v in enumerate(loop_vars) if v in point_vars(point)]
@@ -475,11 +465,8 @@ class KernelBuilder:
         body.add_op(loop.YieldOp(self._value(op.x, in_point)))
         self._blocks.pop()
         init = self.const(_IDENTITY[type(op)])
-        combine = Block(arg_types=[f32, f32])
         combiner = arith.MaximumfOp if isinstance(op, graph.ReduceMaxOp) else arith.AddfOp
-        combined = combiner(*combine.args)
-        combine.add_ops([combined, loop.YieldOp(combined)])
-        reduce = loop.ReduceOp([shape[d] for d in dims], [init], Region(body), Region(combine))
+        reduce = loop.ReduceOp([shape[d] for d in dims], [init], Region(body), _combine(combiner))
         self._blocks[0].add_op(reduce)
         self.fused.append(value)
         result = reduce.res[0]
@@ -503,14 +490,19 @@ class KernelBuilder:
         product = arith.MulfOp(a, b)
         body.add_ops([product, loop.YieldOp(product)])
         self._blocks.pop()
-        combine = Block(arg_types=[f32, f32])
-        total = arith.AddfOp(*combine.args)
-        combine.add_ops([total, loop.YieldOp(total)])
-        reduce = loop.ReduceOp([extent], [self.const(0.0)], Region(body), Region(combine))
+        reduce = loop.ReduceOp([extent], [self.const(0.0)], Region(body), _combine(arith.AddfOp))
         reduce.attributes[CONTRACTION_ATTR] = UnitAttr()
         self._blocks[0].add_op(reduce)
         self.fused.append(value)
         return reduce.res[0]
+
+
+def _combine(kind: type[Operation]) -> Region:
+    """Return the combine region `yield kind(a, b)` of a one-state f32 reduction."""
+    block = Block(arg_types=[f32, f32])
+    combined = kind(*block.args)
+    block.add_ops([combined, loop.YieldOp(combined)])
+    return Region(block)
 
 
 def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, Point]]:

@@ -357,12 +357,7 @@ class _AttentionEmitter:
                 em.op(tile.CpAsyncOp(local[load.memref], src, side.smem, dst, 8, valid))
 
     def stage(
-        self,
-        side: _Side,
-        origin: SSAValue,
-        extent: int,
-        rows: int,
-        slot: Sequence[SSAValue] = (),
+        self, side: _Side, origin: SSAValue, extent: int, rows: int, slot: Sequence[SSAValue] = ()
     ) -> None:
         """Evaluates a side over `rows` rows from `origin` into shared memory (at `slot` of a
         ring), rounded to the element type, with 16-byte vectors along its columns; rows past

@@ -192,7 +192,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(BN), SWIZZLE),
             ],
         )
-        _WgmmaAttentionEmitter(em, a, mapping, q, k, v, heads_first).emit()
+        _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first).emit()
         replace_kernel(rewriter, kernel, new)
 
 
@@ -212,18 +212,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
     """Emits the producer and consumer warpgroups of one block."""
 
     def __init__(
-        self,
-        em: Emitter,
-        a: Attention,
-        mapping: Mapping,
-        q: _TmaSide,
-        k: _TmaSide,
-        v: _TmaSide,
-        heads_first: bool,
+        self, em: Emitter, a: Attention, mapping: Mapping, sides: list[_TmaSide], heads_first: bool
     ) -> None:
         super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
         self.bn = BN
-        self.q_side, self.k_side, self.v_side = q, k, v
+        self.q_side, self.k_side, self.v_side = sides
         self.heads_first = heads_first
 
     def o_index(self, mt: int, dt: int, r: int) -> tuple[int, ...]:
