@@ -67,9 +67,8 @@ def _device_name() -> str | None:
 
 
 def gpu_model() -> str | None:
-    """Returns the GPU model tuned results are looked up for: `$TINYOPT_GPU` when set (to use
-    a GPU's tuned configurations on a machine without it), else the current GPU's name, else
-    None, and then `apply-tuned` looks nothing up (the `tile` pass uses its heuristics alone)."""
+    """Returns the GPU model tuned results are looked up for: `$TINYOPT_GPU` when set, else the
+    current GPU's name, else None (then `apply-tuned` looks nothing up)."""
     return os.environ.get("TINYOPT_GPU") or _device_name()
 
 

@@ -121,12 +121,8 @@ def _first_line(error: Exception) -> str:
 
 
 class Gate:
-    """The program's random inputs and float64 reference outputs, and the tolerance.
-
-    A candidate's error ‖out − ref‖ / ‖ref‖ is computed in float32 against the reference
-    rounded once to float32 (far below every tolerance, and several times faster), with ‖ref‖
-    taken once in float64.
-    """
+    """The program's random inputs and float64 reference outputs, and the tolerance. The error
+    ‖out − ref‖ / ‖ref‖ is taken in float32 against the reference rounded once (docs/tuning.md)."""
 
     def __init__(self, program: Program) -> None:
         graph = check.graph_function(parse(program.text), program.func)

@@ -1,9 +1,7 @@
 """Search over knob decisions: SP-MCTS, random search and exhaustive enumeration.
 
-A space is a tree of decisions: `Space.next(partial)` names the next knob to decide and the
-values to try, the heuristic's choice first, or None when the configuration is complete. The
-searches only see configurations and their measured times (None: the candidate failed), so
-they are tested on synthetic reward functions and driven by the GPU measurer alike.
+The searches see only a `Space` and the measured times of configurations, so they are tested
+on synthetic reward functions and driven by the GPU measurer alike.
 """
 
 from __future__ import annotations
@@ -165,9 +163,8 @@ def random_search(
 
 
 def _draws(space: Space, rng: random.Random, known: dict) -> Iterator[Config]:
-    """Yields random configurations not in `known` (nor yielded before): sampled
-    while that finds new ones quickly, then from a shuffled enumeration of the rest (a
-    small space)."""
+    """Yields random configurations not in `known` (nor yielded before): sampled while that
+    finds new ones quickly, then from a shuffled enumeration of the rest (a small space)."""
     taken = set(known)
     misses = 0
     while misses < 200:

@@ -1,8 +1,5 @@
-"""Schedule rule for elementwise kernels: one vector of the innermost dimension per thread.
-
-Accesses contiguous in the innermost index become one 16-byte load or store (the `vec` knob
-caps the width); broadcast operands are loaded once per thread and shared by the lanes.
-"""
+"""Schedule rule for elementwise kernels: one vector of the innermost dimension per thread
+(at most `vec` elements, one 16-byte access); broadcast operands are shared by the lanes."""
 
 from __future__ import annotations
 

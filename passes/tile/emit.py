@@ -8,14 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import (
-    FloatAttr,
-    IndexType,
-    IntegerAttr,
-    MemRefType,
-    UnitAttr,
-    f32,
-)
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, UnitAttr, f32
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from tinyopt.dialects import loop, tile
@@ -177,10 +170,8 @@ def inline_region(
 
 
 def emit_sequential(em: Emitter, ops: Iterable[Operation], mapping: Mapping) -> list[SSAValue]:
-    """Clones loop-level ops in order; parallel/reduce loops become sequential `scf.for`s.
-
-    Returns the operands of a trailing `loop.yield`, mapped (empty if there is none).
-    """
+    """Clones loop-level ops in order, parallel/reduce loops as sequential `scf.for`s; returns
+    the mapped operands of a trailing `loop.yield` (empty if there is none)."""
     for op in ops:
         if isinstance(op, loop.YieldOp):
             return [mapping.get(v, v) for v in op.arguments]
@@ -189,8 +180,7 @@ def emit_sequential(em: Emitter, ops: Iterable[Operation], mapping: Mapping) -> 
         elif isinstance(op, loop.ReduceOp):
             state = [mapping.get(v, v) for v in op.init]
             result = _sequential_nest(em, op.extents, op.body.block, mapping, state, op.combine)
-            for old, new in zip(op.res, result, strict=True):
-                mapping[old] = new
+            mapping.update(zip(op.res, result, strict=True))
         else:
             em.op(op.clone(value_mapper=mapping))
     return []

@@ -61,11 +61,8 @@ class Knobs:
 
 @dataclass(frozen=True)
 class Domain:
-    """The values a knob accepts, in words for diagnostics, and the finite set the tuner tries.
-
-    `values` is every value the tuner may try; `accepts` (default: membership in `values`)
-    may admit more, e.g. any multiple of 4 for `pad`.
-    """
+    """The values a knob accepts, in words for diagnostics, and the finite set the tuner tries;
+    `accepts` (default: membership in `values`) may admit more (any multiple of 4 for `pad`)."""
 
     words: str
     values: tuple[int | str, ...]

@@ -46,10 +46,9 @@ def rule_named(name: str, target: Target = H200) -> Rule | None:
 def refusals(
     kernel: loop.KernelOp, knobs: Knobs, target: Target = H200, paired: bool = False
 ) -> tuple[Choice | None, list[tuple[str, str]]]:
-    """Walks the rules in order: the first that matches `kernel` and plans it under `knobs`,
-    and (rule, reason) for each rule before it that did not. A rule the knobs insist on whose
-    plan refuses ends the walk with no choice. With `paired`, only rules that run a paired
-    contraction whole are asked."""
+    """Walks the rules in order: the first that matches and plans `kernel` under `knobs`, and
+    (rule, reason) for each rule before it. A refusal by a rule the knobs insist on ends the walk
+    with no choice; with `paired`, only rules that run a paired contraction whole are asked."""
     why: list[tuple[str, str]] = []
     for rule in rules(target):
         if paired and not rule.takes_paired:

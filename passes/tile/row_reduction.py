@@ -1,10 +1,8 @@
 """Schedule rule for row kernels (softmax, RMSNorm, LayerNorm, row sums): a thread group per row.
 
-Each row is handled by `threads` threads (a warp or the whole block) that stride over it in
-vectors of `vec` elements. A `loop.reduce` folds each thread's elements with the reduction's own
-combine region, then across the group with a warp or block reduction carrying that same
-combine, so any monoid works. With `cache=1` a row read by several inner loops is loaded once
-into registers and reused, so the kernel reads its input once and writes its output once.
+`threads` threads (a warp or the whole block) stride over each row in vectors of `vec` elements;
+a `loop.reduce` folds with its own combine region per thread, then across the group, so any
+monoid works. With `cache=1` a row read by several inner loops is loaded into registers once.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Schedule rule of last resort: one GPU thread per point of the outer parallel loop.
-
-Every loop kernel matches it: nested parallel loops and reductions run sequentially inside
-the thread, in the loop dialect's order, so it is always correct and rarely fast.
-"""
+"""Schedule rule of last resort: one GPU thread per point of the outer parallel loop, nested
+loops run sequentially inside it; it takes every kernel, always correct and rarely fast."""
 
 from __future__ import annotations
 
