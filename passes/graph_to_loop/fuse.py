@@ -8,11 +8,8 @@ below its transposes and broadcasts when those sit on an elementwise producer, s
 contraction reads the producer's own layout through index maps), and any reduction or matmul
 that two kernels would both compute. Identical graph ops are merged (CSE) first. Everything
 else (elementwise ops, broadcasts, transposes, reshapes, slices, concats, splat constants) is
-recomputed inside each kernel that reads it. See `fuse_kernel` for the kernel shapes.
-
-The function is rewritten over memrefs: each kernel's output is a `memref.alloc`, kernels run
-in order through `loop.launch @<func>_<n>(inputs..., output)`, and non-splat constants become
-`memref.global`s read through `memref.get_global`.
+recomputed inside each kernel that reads it. See `fuse_kernel` for the kernel shapes, and
+docs/ir.md for the host function over memrefs (non-splat constants become `memref.global`s).
 """
 
 from __future__ import annotations

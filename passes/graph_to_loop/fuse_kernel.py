@@ -145,7 +145,7 @@ class KernelBuilder:
 
     def build(self) -> loop.KernelOp:
         """Emit the kernel body; raises `Materialize` when the root cannot be built alone."""
-        root_point = self._point(shape_of(self.root))
+        root_point = tuple(self._fresh_var(extent) for extent in shape_of(self.root))
         self._kind, split = self._choose_kind(root_point)
         loop_vars = [e for e in root_point if isinstance(e, Var)]
         outer = self._open_parallel(loop_vars[:split])
@@ -242,10 +242,8 @@ class KernelBuilder:
         self, kept: SSAValue, point: Point, matmuls: Sequence[tuple[SSAValue, Point]]
     ) -> tuple[SSAValue, ...]:
         """Return the matmul computed beside `kept` (none or one): the first other one read at
-        the same point with the same A operand, neither reading the other — the gate and up
-        projections of `silu(x @ wg) * (x @ wu)`. The kernel then holds two K loops over one
-        A (a paired contraction, docs/ir.md), which the tile pass runs as one dual GEMM or
-        splits back into two kernels (`passes/tile/gemm/paired.py`)."""
+        the same point with the same A operand, neither reading the other (a paired
+        contraction, docs/ir.md: the gate and up projections of `silu(x @ wg) * (x @ wu)`)."""
         lhs = kept.owner.lhs  # type: ignore[union-attr]
         for value, at in matmuls:
             if (
@@ -329,9 +327,6 @@ class KernelBuilder:
             return Const(0)
         self._next_var += 1
         return Var(self._next_var, extent)
-
-    def _point(self, shape: Sequence[int]) -> Point:
-        return tuple(self._fresh_var(extent) for extent in shape)
 
     # ------------------------------------------------------------------ scalar emission
 

@@ -22,11 +22,9 @@ class ScalarBuilder(Protocol):
 
     def const(self, value: float) -> SSAValue:
         """Return an f32 constant."""
-        ...
 
     def emit(self, op: Operation) -> SSAValue:
         """Insert `op` and return its single result."""
-        ...
 
 
 _Lower = Callable[[ScalarBuilder, Sequence[SSAValue]], SSAValue]

@@ -53,9 +53,7 @@ F16_LOWEST = -65504.0
 
 def causal_floor(scores: Attribute) -> float:
     """Returns the largest value a causal mask's masked entries may have for scores of this
-    element type: CAUSAL_FLOOR, or f16's lowest for f16 scores (e^(s − 65504 − M) is 0 in f32
-    for any score s that f16 holds with half its range to spare, |s| < 32752, where M ≥ the
-    row's diagonal score)."""
+    element type: CAUSAL_FLOOR, or f16's lowest for f16 scores (docs/flash_attention.md)."""
     return F16_LOWEST if isinstance(scores, Float16Type) else CAUSAL_FLOOR
 
 

@@ -205,12 +205,10 @@ class StepFunction:
 
     @property
     def name(self) -> str:
-        """The function's symbol name."""
         return self.op.sym_name.data
 
     @property
     def n_elem(self) -> int:
-        """The number of element arguments."""
         return len(self.op.args) - self.n_state
 
     @property

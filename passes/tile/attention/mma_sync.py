@@ -137,8 +137,7 @@ class _Side:
     cols: int
     smem: SSAValue
     copied: memref.LoadOp | None = None
-    """The load `cp.async` copies when the side is that load unchanged (else it is evaluated
-    through registers)."""
+    """The load `cp.async` copies, when the side is that load (else it goes through registers)."""
 
 
 def copied_load(side: _Side, element: Attribute) -> memref.LoadOp | None:
@@ -562,9 +561,8 @@ class _AttentionEmitter:
         return probs
 
     def exp2(self, x: SSAValue, log2e: SSAValue, floor: SSAValue) -> SSAValue:
-        """Returns exp2(x·log2 e − floor): NVRTC contracts the argument into one FFMA, and the
-        approximate exp2 is one MUFU.EX2 (p and alpha lie in [0, 1]: flushing subnormals to 0
-        is harmless)."""
+        """Returns exp2(x·log2 e − floor): one FFMA and one MUFU.EX2 (p and alpha lie in [0, 1]:
+        flushing subnormals to 0 is harmless)."""
         shifted = self.f(arith.SubfOp(self.f(arith.MulfOp(x, log2e)), floor))
         return self.f(fmath.Exp2Op(shifted, APPROXIMATE))
 
