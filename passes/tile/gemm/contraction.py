@@ -10,20 +10,10 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction_tma import (
-    tensor_map_args,
-)
-from tinyopt.passes.tile.gemm.next_tile_prefetch import (
-    PrefetchedSide,
-    prefetched_side,
-    prefetches,
-)
+from tinyopt.passes.tile.gemm.contraction_tma import tensor_map_args
+from tinyopt.passes.tile.gemm.next_tile_prefetch import PrefetchedSide, prefetched_side, prefetches
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
-from tinyopt.passes.tile.gemm.contraction_match import (
-    Contraction,
-    match_contraction,
-    operand_types,
-)
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction, operand_types
 from tinyopt.passes.tile.gemm.contraction_plan import (
     TENSOR_CORE_ONLY,
     Tiles,
@@ -34,18 +24,16 @@ from tinyopt.passes.tile.gemm.contraction_plan import (
     stream_k_blocks,
     tile_refusal,
 )
+from tinyopt.passes.tile.gemm.contraction_emit import ContractionEmitter, copied_sides
 from tinyopt.passes.tile.gemm.stream_k import (
     STREAM_K_MODES,
+    StreamKEmitter,
     stream_k_kernels,
     stream_k_mode,
     stream_k_share,
 )
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
-
-
-from tinyopt.passes.tile.gemm.contraction_emit import ContractionEmitter, copied_sides
-from tinyopt.passes.tile.gemm.stream_k import StreamKEmitter
 
 
 def copy_refusal(c: Contraction, t: Tiles, name: str) -> str | None:
@@ -115,17 +103,9 @@ class ContractionRule(Rule[Contraction, Tiles]):
         streamk = stream_k_mode(kernel, c, knobs, copy, t, self.target.sms)
         if isinstance(streamk, str) and streamk not in STREAM_K_MODES:
             return streamk
+        sides = self._prefetched_sides(c, t)
         prefetch = prefetches(
-            knobs.prefetch,
-            t.copy,
-            t.stages,
-            streamk != "off",
-            self._prefetched_sides(c, t),
-            batch,
-            grid[0] * grid[1] * grid[2],
-            self.target.sms * t.minblocks,
-            t.block_threads,
-            name,
+            knobs.prefetch, t, streamk != "off", sides, grid, self.target.sms, name
         )
         if isinstance(prefetch, str):
             return prefetch
@@ -178,7 +158,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         new, em, mapping = new_kernel(kernel, launch, (t.block_threads, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(t.minblocks, i64)
         emitter_type = StreamKEmitter if stream_blocks else ContractionEmitter
-        emitter = emitter_type(em, c, t, t.vec, mapping, grid, kernel.sym_name.data)
+        emitter = emitter_type(em, c, t, mapping, grid, kernel.sym_name.data)
         emitter.stream_blocks, emitter.stream_tiles = stream_blocks, stream_tiles
         emitter.static_shared = self.target.static_shared
         if t.prefetch == "on":

@@ -1,19 +1,15 @@
 """Copy engine `copy=cp_async` of the FP32 contraction: a `stages`-deep shared-memory ring
 filled by `cp.async` copies, global → shared with no register staging.
 
-cp.async copies raw bytes, so each operand side must be a plain f32 load (no fused prologue
-math). A side is copied in the orientation its global rows are contiguous in: `[outer][BK]`
-(K-major: A `[M, K]`, torch-layout B `[N, K]`) or `[BK][outer]` (A `[K, M]`, B `[K, N]`), in
-16-byte copies (`cp.async.cg`) when the rows allow 4-float vectors, else 8- or 4-byte copies
-(`.ca`). The fragment reads of the FMA loop then take 16-byte vectors along K from a K-major
-tile and along the outer dimension from the other (`contraction.py`).
+Each operand side must be a plain f32 load (cp.async copies raw bytes), copied in the
+orientation its global rows are contiguous in, `[outer][BK]` or `[BK][outer]`, in 16-byte
+copies (`cp.async.cg`) when the rows allow 4-float vectors, else 8- or 4-byte ones (`.ca`).
 
-The pipeline keeps `stages - 1` K steps in flight. Before step s: wait until this thread's
-copies of step s landed (`cp.async.wait_group stages-2`), barrier (everyone's landed, and
-everyone finished step s-1), then issue the copies of step s + stages - 1 into the slot step
-s-1 used, commit, and compute step s. One group is committed per step even when it is empty,
-so the wait count stays the same. Copies past M, N or K zero-fill the slot (source size 0,
-from a clamped in-bounds address).
+The pipeline keeps `stages - 1` K steps in flight. Before step s: wait for this thread's copies
+of step s (`cp.async.wait_group stages-2`), barrier, then issue the copies of step s + stages -
+1 into the slot step s-1 used, commit (a group per step, even empty, so the wait count stays
+the same), and compute step s. Copies past M, N or K zero-fill the slot (source size 0, from a
+clamped in-bounds address).
 """
 
 from __future__ import annotations
@@ -127,15 +123,14 @@ class CpAsyncPipeline:
         for index in range(-(-chunks // self.threads)):
             e = em.add(self.tid, index * self.threads)
             if self.threads % per_row == 0:
-                # Each of this thread's copies is in the same column, a constant number of rows
-                # further: the addresses differ by constants (one address register).
+                # All this thread's copies are in one column: one address register.
                 fast = em.mul(em.rem(self.tid, per_row), side.width)
                 slow = em.add(em.div(self.tid, per_row), index * (self.threads // per_row))
             else:
                 fast, slow = em.mul(em.rem(e, per_row), side.width), em.div(e, per_row)
             kk, oo = (fast, slow) if side.k_major else (slow, fast)
             k, o = em.add(k0, kk), em.add(side.outer0, oo)
-            # Only where a tile can run past the data: none when the shape divides.
+            # Guards only where a tile can run past the data.
             checks = [
                 *([em.less(k, self.k)] if self.k % bk else []),
                 *([em.less(o, side.outer_extent)] if side.outer_extent % side.tile_outer else []),

@@ -19,34 +19,14 @@ from xdsl.dialects.builtin import f32
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.emit import (
-    Emitter,
-    LaneEmitter,
-    Mapping,
-    inline_region,
-    vector_width,
-)
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, inline_region, vector_width
 from tinyopt.passes.tile.gemm.contraction_cp_async import (
     CopiedSide,
     CpAsyncPipeline,
     copied_side,
     plain_load,
 )
-from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled, swizzled_shape
-from tinyopt.passes.tile.gemm.contraction_tma import (
-    TmaPipeline,
-    TmaSide,
-    tensor_map_args,
-    tma_side,
-)
-from tinyopt.passes.tile.gemm.next_tile_prefetch import (
-    PrefetchedSide,
-    prefetch_tile,
-)
-from tinyopt.passes.tile.target import Target
-from tinyopt.passes.tile.gemm.contraction_match import (
-    Contraction,
-)
+from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.contraction_plan import (
     K_VECTOR,
     Tiles,
@@ -54,6 +34,10 @@ from tinyopt.passes.tile.gemm.contraction_plan import (
     serpentine,
     two_steps_per_iteration,
 )
+from tinyopt.passes.tile.gemm.contraction_swizzle import swizzled, swizzled_shape
+from tinyopt.passes.tile.gemm.contraction_tma import TmaPipeline, TmaSide, tensor_map_args, tma_side
+from tinyopt.passes.tile.gemm.next_tile_prefetch import PrefetchedSide, prefetch_tile
+from tinyopt.passes.tile.target import Target
 
 
 def copied_sides(
@@ -75,19 +59,7 @@ def copied_sides(
         if t.copy == "tma":
             copied = tma_side(load, k_iv, iv, batch_ivs, origin, size, name, which)  # type: ignore[arg-type]
         else:
-            copied = copied_side(
-                load,
-                k_iv,
-                k,
-                iv,
-                origin,
-                extent,
-                size,
-                t.bk,
-                t.vec,
-                name,
-                t.copy,  # type: ignore[arg-type]
-            )
+            copied = copied_side(load, k_iv, k, iv, origin, extent, size, t.bk, t.vec, name, t.copy)
         if isinstance(copied, str):
             return copied
         sides.append(copied)
@@ -119,12 +91,11 @@ class ContractionEmitter:
         em: Emitter,
         c: Contraction,
         t: Tiles,
-        vec: int,
         mapping: Mapping,
         grid: tuple[int, int, int],
         name: str,
     ) -> None:
-        self.em, self.c, self.t, self.vec, self.mapping = em, c, t, vec, mapping
+        self.em, self.c, self.t, self.mapping = em, c, t, mapping
         self.grid, self.name = grid, name
         self.batch, self.m, self.n, self.k = c.extents
         self.steps = -(-self.k // t.bk)
@@ -142,11 +113,8 @@ class ContractionEmitter:
         self.m0, self.n0 = em.mul(block_m, t.bm), em.mul(block_n, t.bn)
         if len(c.nest.extents) == 3:
             mapping[c.nest.body.block.args[0]] = em.value(tile.BlockIdOp("z"))
-        if t.copy == "cp_async":
-            self._copied_pipeline()
-            return
-        if t.copy == "tma":
-            self._tma_pipeline()
+        if t.copy != "ld":
+            self._ring_pipeline()
             return
         a = self._staging(c.a_side, c.a_value, c.m_iv, self.m0, self.m, t.bm)
         b = self.b = self._staging(c.b_side, c.b_value, c.n_iv, self.n0, self.n, t.bn)
@@ -318,59 +286,45 @@ class ContractionEmitter:
         init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
         self._each(t.tm, lambda i: self._each(t.tn, lambda j: self._store(init, acc, [i, j])))
 
-    def _copied_pipeline(self) -> None:
-        """The K loop with both sides copied global → shared by cp.async into a ring."""
+    def _ring_pipeline(self) -> None:
+        """The K loop with both sides copied global → shared into a ring, by cp.async
+        (contraction_cp_async.py) or by TMA with mbarriers (contraction_tma.py)."""
         em, t = self.em, self.t
         sides = copied_sides(self.c, t, self.name, self.m0, self.n0)
         assert not isinstance(sides, str), "the plan checked it (copy_refusal)"
-        shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
-        if t.swizzle:
-            shapes = [swizzled_shape(shape) for shape in shapes]
-        dynamic = sum(4 * math.prod(shape) for shape in shapes) > self.static_shared
+        if t.copy == "tma":
+            kernel = em.block.parent_op()
+            assert kernel is not None
+            maps = tensor_map_args(sides, t.bk, self.name)  # type: ignore[arg-type]
+            assert not isinstance(maps, str), "the plan checked it (copy_refusal)"
+            tile.set_tensor_maps(kernel, maps)
+            shapes = [s.shape(t.stages, t.bk) for s in sides]
+            dynamic = True
+        else:
+            shapes = [s.shape(t.stages, t.bk, t.pad) for s in sides]
+            if t.swizzle:
+                shapes = [swizzled_shape(shape) for shape in shapes]
+            dynamic = sum(4 * math.prod(shape) for shape in shapes) > self.static_shared
         for s, shape in zip(sides, shapes, strict=True):
             s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), dynamic))
         acc = self._accumulators()
         a, b = sides
-        pipeline = CpAsyncPipeline(
-            em,
-            self.mapping,
-            self.tid,
-            t.threads,
-            self.c.reduce.body.block.args[0],
-            self.k,
-            t.bk,
-            t.stages,
-            t.swizzle,
-        )
-        pipeline.emit(
-            sides,
-            lambda slot: self._accumulate(a.smem, b.smem, slot, acc, a.k_major, b.k_major),
-        )
-        self._epilogue(acc)
 
-    def _tma_pipeline(self) -> None:
-        """The K loop with both sides copied by TMA into an mbarrier ring (contraction_tma.py)."""
-        em, t = self.em, self.t
-        sides = copied_sides(self.c, t, self.name, self.m0, self.n0)
-        assert not isinstance(sides, str), "the plan checked it (copy_refusal)"
-        kernel = em.block.parent_op()
-        assert kernel is not None
-        maps = tensor_map_args(sides, t.bk, self.name)
-        assert not isinstance(maps, str), "the plan checked it (copy_refusal)"
-        tile.set_tensor_maps(kernel, maps)
-        for s in sides:
-            shape = s.shape(t.stages, t.bk)
-            s.smem = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED), True))
-        acc = self._accumulators()
-        a, b = sides
-        pipeline = TmaPipeline(
-            em, self.mapping, list(em.block.args), self.tid, t.threads, self.k, t.bk, t.stages, t.ws
-        )
-        pipeline.emit(
-            sides,
-            lambda slot: self._accumulate(a.smem, b.smem, slot, acc, a.k_major, b.k_major),
-            lambda: self._epilogue(acc),
-        )
+        def accumulate(slot: SSAValue) -> None:
+            self._accumulate(a.smem, b.smem, slot, acc, a.k_major, b.k_major)
+
+        if t.copy == "tma":
+            args = list(em.block.args)
+            pipeline = TmaPipeline(
+                em, self.mapping, args, self.tid, t.threads, self.k, t.bk, t.stages, t.ws
+            )
+            pipeline.emit(sides, accumulate, lambda: self._epilogue(acc))  # type: ignore[arg-type]
+            return
+        k_iv = self.c.reduce.body.block.args[0]
+        CpAsyncPipeline(
+            em, self.mapping, self.tid, t.threads, k_iv, self.k, t.bk, t.stages, t.swizzle
+        ).emit(sides, accumulate)  # type: ignore[arg-type]
+        self._epilogue(acc)
 
     def _block_coordinates(self) -> tuple[SSAValue, SSAValue]:
         """Returns (block row, block column), grouped by `group` block rows when asked."""
@@ -422,9 +376,9 @@ class ContractionEmitter:
         """Chooses how a side is staged: vectors along whichever axis its loads are contiguous."""
         em, t, c = self.em, self.t, self.c
         k_iv = c.reduce.body.block.args[0]
-        along_k = vector_width(side, k_iv, t.bk, self.vec)
+        along_k = vector_width(side, k_iv, t.bk, t.vec)
         along_k = along_k if self.k % along_k == 0 else 1
-        along_outer = vector_width(side, outer_iv, tile_outer, self.vec)
+        along_outer = vector_width(side, outer_iv, tile_outer, t.vec)
         along_outer = along_outer if outer_extent % along_outer == 0 else 1
         width = max(along_k, along_outer)
         chunks = tile_outer * t.bk // width
@@ -578,28 +532,19 @@ class ContractionEmitter:
         group = K_VECTOR if a_k_major or b_k_major else 1
         a_start, b_start = em.mul(self.ty, t.tm // t.split), em.mul(self.tx, t.tn // t.split)
         k_first, k_stop = k_range or (0, t.bk)
+        sides = [
+            (a_smem, a_k_major, a_start, t.tm, t.bm // t.split),
+            (b_smem, b_k_major, b_start, t.tn, t.bn // t.split),
+        ]
         with em.for_loop(k_first, k_stop, group, unroll=True) as (k0, _, _):
-            a_rows = (
-                self._rows(a_smem, buffer, k0, a_start, t.tm, t.bm // t.split)
-                if a_k_major
-                else None
-            )
-            b_rows = (
-                self._rows(b_smem, buffer, k0, b_start, t.tn, t.bn // t.split)
-                if b_k_major
-                else None
-            )
+            rows = [
+                self._rows(smem, buffer, k0, *at) if major else None for smem, major, *at in sides
+            ]
             for sub in range(group):
                 kk = em.add(k0, sub)
-                a = (
-                    a_rows[sub]
-                    if a_rows
-                    else self._fragment(a_smem, buffer, kk, a_start, t.tm, t.bm // t.split)
-                )
-                b = (
-                    b_rows[sub]
-                    if b_rows
-                    else self._fragment(b_smem, buffer, kk, b_start, t.tn, t.bn // t.split)
+                a, b = (
+                    side_rows[sub] if side_rows else self._fragment(smem, buffer, kk, *at)
+                    for side_rows, (smem, _, *at) in zip(rows, sides)
                 )
                 order = serpentine(t.tm, t.tn) if t.pairswap else row_major(t.tm, t.tn)
                 for i, j in order:

@@ -10,9 +10,7 @@ from xdsl.dialects import arith, memref
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.emit import (
-    depends_on,
-)
+from tinyopt.passes.tile.emit import depends_on
 
 
 @dataclass
@@ -87,20 +85,9 @@ def contraction_parts(nest: loop.ParallelOp, reduces: list[loop.ReduceOp]) -> Co
     if depends_on(body_ops[:last], per_point) & computed:
         return None
     *_, m_iv, n_iv = nest.body.block.args
-    a_side, lhs, b_side, rhs, product = parts[0]  # type: ignore[misc]
-    return Contraction(
-        nest,
-        reduces[0],
-        a_side,
-        lhs,
-        b_side,
-        rhs,
-        product,
-        m_iv,
-        n_iv,
-        prologue,
-        body_ops[last + 1 :],
-    )
+    sides = parts[0]  # (A side, A value, B side, B value, product)
+    assert sides is not None
+    return Contraction(nest, reduces[0], *sides, m_iv, n_iv, prologue, body_ops[last + 1 :])
 
 
 def operand_sides(

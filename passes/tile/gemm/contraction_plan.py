@@ -3,20 +3,15 @@ the heuristics that choose it from the shape and the target."""
 
 from __future__ import annotations
 
-
 from dataclasses import dataclass, replace
 
 from xdsl.dialects.builtin import DenseArrayBase
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.gemm.contraction_tma import (
-    PRODUCER_WARP,
-    ring_bytes,
-)
+from tinyopt.passes.tile.gemm.contraction_tma import PRODUCER_WARP, ring_bytes
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
-
 
 TENSOR_CORE_ONLY = ("sync", "wgmma")
 """`mma` values whose rules take only f16/bf16 contractions (explicitly set: never defaults)."""
@@ -24,16 +19,8 @@ TENSOR_CORE_ONLY = ("sync", "wgmma")
 
 @dataclass(frozen=True)
 class Tiles:
-    """The block tile (bm, bn, bk), the per-thread register tile (tm, tn) and the pipeline.
-
-    `split` = 2 splits each thread's register tile into two halves half a block apart in each
-    dimension, so a warp's shared-memory fragment reads cover contiguous 16-byte vectors;
-    `stages` = 2 double-buffers shared memory, loading the next K step into registers while the
-    current one is computed; `group` > 0 launches blocks in groups of that many block rows so
-    that neighbouring blocks share A and B tiles in L2; `copy` is the copy engine
-    (`ld`: through registers; `cp_async`: a `stages`-deep ring filled by cp.async; `tma`: a
-    ring filled by TMA, issued by a producer warp when `ws` = 1).
-    """
+    """The block tile (bm, bn, bk), the per-thread register tile (tm, tn) and the pipeline;
+    each field is the knob of that name (docs/knobs.md)."""
 
     bm: int
     bn: int
@@ -47,19 +34,13 @@ class Tiles:
     copy: str = "ld"
     ws: int = 0
     swizzle: int = 0
-    """1: the cp.async ring is XOR-swizzled (contraction_swizzle.py) instead of padded."""
     pairswap: int = 0
     """1: B's columns are staged pairwise swapped (column c at c ^ 1), see `serpentine`."""
     vec: int = 4
-    """The widest vector of a global access."""
     minblocks: int = 1
-    """Blocks per SM the registers are allocated for (`blocks_per_sm`)."""
     interleave: str = "off"
-    """on: the K loop copies A's and B's next slices in turn (`interleaves`)."""
     prefetch: str = "off"
-    """on: the K loop's last iteration prefetches the next tile into L2 (`next_tile_prefetch`)."""
     streamk: str = "off"
-    """on or tail: the K steps are shared by one wave of blocks (`stream_k.py`)."""
 
     @property
     def threads(self) -> int:
@@ -79,14 +60,9 @@ class Tiles:
             return 4 * self.stages * self.bk * (self.bm + self.pad + self.bn + self.pad)
         if self.copy == "tma":
             return ring_bytes(self.stages, self.bk, self.bm, self.bn)
-        return (
-            4
-            * self.stages
-            * sum(
-                max(self.bk * (outer + self.pad), outer * (self.bk + self.pad))
-                for outer in (self.bm, self.bn)
-            )
-        )
+        bk, pad = self.bk, self.pad
+        larger = [max(bk * (outer + pad), outer * (bk + pad)) for outer in (self.bm, self.bn)]
+        return 4 * self.stages * sum(larger)
 
     def shared_limit(self, target: Target) -> int:
         """Static shared memory for `ld`; the async engines go dynamic past 48 KiB."""
@@ -99,8 +75,6 @@ K_VECTOR = 4
 CANDIDATES = ((128, 128, 8, 8), (64, 64, 8, 8), (32, 64, 4, 4))
 """Block and register tiles the heuristic tries, largest (most reuse) first."""
 
-SMS = 132
-
 UNROLL_FMAS = 2048
 """The most FMAs (bk·tm·tn per K step) a register-staged double-buffered K loop unrolls by two
 to: unrolled, each step's shared-memory addresses are constant offsets (no buffer index math),
@@ -110,28 +84,23 @@ and the body stays no larger than the single-step bodies of bk=16 tm=16 or bk=32
 def serpentine(tm: int, tn: int) -> list[tuple[int, int]]:
     """Returns the order of a thread's tm×tn FMAs: row by row, every other row backwards.
 
-    Why (register banks; on the H200 ncu's dispatch stalls follow this count, measured
-    2026-12-01: benchmarks/RESULTS.md, "Why the default SGEMM lost to cuBLAS …"): an
-    FMA reads its accumulator and the operand the reuse cache does not hold from a register
-    file of two banks (register number mod 2), and stalls when both are in one bank. Along a
-    row the A value stays in the reuse cache (turning at a row's end keeps the B value too);
-    the accumulators of a row are aligned quads (for 16-byte stores) and so are B's fragment
-    registers (16-byte shared loads), so column j's accumulator and B value have the same
-    parity — every FMA conflicts — unless B is staged pairwise swapped (`pairswap`): then
-    B's value for column j lands in lane j ^ 1, the other bank.
+    An FMA stalls when its accumulator and the operand the reuse cache does not hold sit in
+    one of the two register banks. Along a row the A value stays in the reuse cache; column
+    j's accumulator and B value have the same parity unless B is staged pairwise swapped
+    (`pairswap`), which puts B's value in lane j ^ 1 (2026-12-01: benchmarks/RESULTS.md, "Why
+    the default SGEMM lost to cuBLAS …").
     """
     return [(i, j) for i in range(tm) for j in (range(tn) if i % 2 == 0 else reversed(range(tn)))]
 
 
 def row_major(tm: int, tn: int) -> list[tuple[int, int]]:
-    """Returns the tm×tn FMAs row by row: the order without `pairswap` (alone, the serpentine
-    order measured slower there, 2026-12-01: benchmarks/RESULTS.md, "Timings (same runs, …")."""
+    """Returns the tm×tn FMAs row by row: the order without `pairswap` (measured faster there,
+    2026-12-01: benchmarks/RESULTS.md, "Timings (same runs, …")."""
     return [(i, j) for i in range(tm) for j in range(tn)]
 
 
 SMALL_GRID_TMA = {"bm": 64, "bn": 64, "tm": 8, "tn": 4, "bk": 32, "stages": 2}
-"""The tile `copy=auto` takes with TMA (and a producer warp) on small grids, where it beat
-register staging's smaller tiles at every shape measured, 512³ to 2048³ (measured 2026-12-01:
+"""The tile `copy=auto` takes with TMA on small grids (measured 2026-12-01:
 benchmarks/RESULTS.md, "`copy=auto`: TMA on small grids (runs 1, 2, 5)")."""
 
 SMALL_GRID_BLOCKS = 64
@@ -147,13 +116,9 @@ def _blocks(batch: int, m: int, n: int, bm: int, bn: int) -> int:
 
 
 def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
-    """Returns the knobs with `copy=auto` decided.
-
-    TMA with the `SMALL_GRID_TMA` tile where 128×128 tiles would give fewer than two blocks
-    per SM (register staging then takes smaller tiles, 64×64 or 32×64), its own 64×64 tiles
-    number at least `SMALL_GRID_BLOCKS`, and every tile knob is the heuristic's; `ld`
-    elsewhere. Where TMA cannot copy the operands, `ScheduleContraction` falls back to `ld`.
-    """
+    """Returns the knobs with `copy=auto` decided: TMA with the `SMALL_GRID_TMA` tile where
+    128×128 tiles would give fewer than two blocks per SM, its own tiles number at least
+    `SMALL_GRID_BLOCKS` and no tile knob is set; `ld` elsewhere."""
     if knobs.copy != "auto":
         return knobs
     tma = SMALL_GRID_TMA
@@ -167,12 +132,8 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
 
 
 def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> Tiles | str:
-    """Picks the largest candidate tile that still gives every SM two blocks; knobs override.
-
-    Fewer blocks leave SMs idle, which at 1024³ costs more than a smaller tile's lost reuse;
-    at 4096³ and batched shapes 128×128 is best (measured 2026-11-29: benchmarks/RESULTS.md,
-    "Measurements moved from code docstrings (2026-12-02)").
-    """
+    """Picks the largest candidate tile that still gives every SM two blocks; knobs override
+    (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved from code docstrings")."""
     for bm, bn, tm, tn in CANDIDATES:
         if _blocks(batch, m, n, bm, bn) >= 2 * target.sms:
             break
@@ -200,9 +161,8 @@ def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> Ti
         knobs.pairswap if knobs.copy == "ld" and (tn // split) % 4 == 0 else 0,
     )
     if not knobs.bk and tiles.shared_bytes > tiles.shared_limit(target):
-        # The default K step for register staging is 16 (half the barriers of 8, measured
-        # faster 2026-12-01: benchmarks/RESULTS.md, "Timings (same runs, TFLOP/s; × cuBLAS in
-        # the same run)"); 8 where 16 does not fit.
+        # bk=16 for register staging (measured 2026-12-01: benchmarks/RESULTS.md, "Timings
+        # (same runs, …"); 8 where 16 does not fit.
         tiles = replace(tiles, bk=8)
     return tile_refusal(tiles, target) or tiles
 
@@ -234,19 +194,13 @@ def tile_refusal(t: Tiles, target: Target) -> str | None:
 
 
 STREAM_K_ATTR = "tinyopt.stream_k"
-"""Loop-kernel attribute set by `stream_k.stream_k_kernels`: [blocks, tiles], the number of
-blocks (one wave at most) sharing the K steps of the first `tiles` tiles (the others run one
-block each); the kernel's last two buffers are then the partial-sum workspace
-`[blocks, tm·tn, threads]` and the blocks' i32 flags `[blocks]`."""
-
+"""Loop-kernel attribute set by `stream_k.stream_k_kernels` (docs/ir.md): [blocks, tiles]; the
+kernel's last two buffers are then the partial-sum workspace `[blocks, tm·tn, threads]` and
+the blocks' i32 flags `[blocks]`."""
 
 UNROLLED_HELPERS = 8
-"""The most shares after a tile's first whose partial sums stream-K adds in unrolled code, each
-behind its own guard; past it a loop over the shares holding the rest of the tile adds them
-(unrolled, a tile of many shares gives CUDA that NVRTC takes far too long to compile; but the
-loop changes the K loop's register assignment, leaving more FFMAs that read one bank twice, so
-up to this many shares stay unrolled; measured 2026-12-02: benchmarks/RESULTS.md, "Stream-K
-handoffs" and "Measurements moved from code docstrings …")."""
+"""The most shares after a tile's first whose partial sums stream-K adds in unrolled code;
+past it a loop adds them (measured 2026-12-02: benchmarks/RESULTS.md, "Stream-K handoffs")."""
 
 
 def two_steps_per_iteration(t: Tiles) -> bool:
@@ -273,13 +227,10 @@ def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
 
 
 def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int], sms: int) -> int:
-    """Returns the blocks per SM the registers are allocated for (`minblocks`).
-
-    Two 256-thread blocks per SM keep the FMA pipes fed while one waits at a barrier
-    (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue 3, in
-    progress), NVIDIA H200"), so registers are capped at 128 there — unless the grid is too
-    small to give any SM a second block. Smaller blocks keep ptxas's choice: under the same cap
-    their extra index arithmetic spills."""
+    """Returns the blocks per SM the registers are allocated for (`minblocks`): two for
+    256-thread blocks where the grid gives every SM two (measured 2026-11-29:
+    benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue 3, in progress)"); smaller blocks
+    spill under that cap."""
     two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * sms
     return knobs.minblocks or (2 if two_per_sm else 1)
 
@@ -288,17 +239,10 @@ def interleaves(
     interleave: str, t: Tiles, c: Contraction, stream_k: bool, prefetching: bool
 ) -> bool | str:
     """Returns whether the register-staged K loop copies A's and B's next slices in turn
-    (`interleave`), or why `interleave=on` cannot apply.
-
-    Either way ptxas caps the kernel at 128 registers (two blocks per SM) and, short of them,
-    moves accumulators between registers, so which FMAs read two registers of one bank (the
-    dispatch stalls of `serpentine`) changes from kernel to kernel. `auto` takes `on` where it
-    measured faster on the H200: unbatched kernels whose tiles divide the shape, and the
-    kernels that prefetch the next tile (`prefetching`: batches of more than a wave), where
-    interleaving no longer raises the FFMAs reading one bank twice. `off` where it lost:
-    batches without the prefetch, and stream-K (measured 2026-12-01 and 2026-12-02:
-    benchmarks/RESULTS.md, "The K step's copies interleaved (`interleave`, runs 4–6)" and
-    "`tile{prefetch}` and `interleave` together (runs 8–12)")."""
+    (`interleave`), or why `interleave=on` cannot apply. `auto` is `on` for unbatched kernels
+    whose tiles divide the shape and for kernels that prefetch the next tile, not with stream-K
+    (measured 2026-12-01/02: benchmarks/RESULTS.md, "The K step's copies interleaved
+    (`interleave`, runs 4–6)" and "`tile{prefetch}` and `interleave` together (runs 8–12)")."""
     batch, m, n, k = c.extents
     loop = t.copy == "ld" and t.stages == 2
     if interleave == "on" and not loop:

@@ -1,19 +1,14 @@
 """XOR swizzle of a shared-memory operand tile (`swizzle=1`), the alternative to `pad`.
 
-A tile `[rows][C]` (C a power of two, no padding) is stored flat, as `[rows·C]` (so a ring is
-`[stages][rows·C]`), in 16-byte chunks: chunk q of a 128-byte line (the 32 banks once) is
-stored at chunk q XOR (G mod 8) of the same line, G the index of the line's group of 4 rows
-(or of the line itself when 4 rows are shorter than one). Elements keep their place inside a
-chunk, so 16-, 8- and 4-byte accesses stay aligned. Flat, an access costs a shift, an and and
-a xor on top of the unswizzled address (no division back into rows and columns).
+A tile `[rows][C]` (C a power of two, no padding) is stored flat, as `[rows·C]`, in 16-byte
+chunks: chunk q of a 128-byte line is stored at chunk q XOR (G mod 8), G the index of the
+line's group of 4 rows (or of the line itself when 4 rows are shorter than one). Elements keep
+their place inside a chunk, so 16-, 8- and 4-byte accesses stay aligned.
 
-Why: the fragment reads of a K-major tile (`[outer][BK]`, e.g. torch-layout weights `[N, K]`
-copied by cp.async) take one 16-byte vector per row, and the rows a quarter-warp reads are 4
-apart (a thread's 4 rows per half of the split register tile). With BK = 8 those rows start
-128 bytes apart, in the same banks: padding rows to 12 floats still leaves a 4-way conflict
-(16 floats: also 4-way). Swizzled, the 8 rows are in 8 different groups of 4 rows, so their
-chunks land on 8 different chunk positions: one wavefront, for any BK. Row-major `[BK][outer]`
-tiles, read and written along the row, stay conflict-free (a line's chunks are permuted).
+Why: the fragment reads of a K-major tile (`[outer][BK]`) take one 16-byte vector per row from
+rows 4 apart; with BK = 8 those start 128 bytes apart, in the same banks, a 4-way conflict
+that no padding removes. Swizzled, the 8 rows are in 8 groups, so their chunks land on 8
+different chunk positions: one wavefront, for any BK.
 """
 
 from __future__ import annotations
@@ -45,8 +40,7 @@ def swizzled(em: Emitter, indices: Sequence[SSAValue], row_length: int) -> list[
     """Returns where element `[..., row, column]` of a tile whose rows are `row_length`
     elements (a power of two, at least one chunk) is in the swizzled layout: `[..., flat]`."""
     *outer, row, column = indices
-    # The key depends on the row alone (a group of rows spans whole lines), which lets the
-    # compiler share it between a row's accesses.
+    # The key depends on the row alone, so a row's accesses share it.
     rows_per_key = max(GROUP_ROWS, CHUNK * LINE_CHUNKS // row_length)
     key = em.mul(em.rem(em.div(row, rows_per_key), LINE_CHUNKS), CHUNK)
     flat = em.add(em.mul(row, row_length), column)

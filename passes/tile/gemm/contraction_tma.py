@@ -2,23 +2,17 @@
 by TMA (`cp.async.bulk.tensor`) into a `stages`-deep ring of dynamic shared memory, each slot
 guarded by an mbarrier that completes when the slot's bytes landed.
 
-TMA copies a box of a tensor map, so each side must be a plain f32 load indexed `[b?, outer,
-k]` (K-major: A `[M, K]`, torch-layout B `[N, K]`) or `[b?, k, outer]` (A `[K, M]`, B `[K,
-N]`), b batch loop variables or constants, whose rows are a multiple of 16 bytes (a tensor
-map's strides must be). The box lands dense (`pad` does not apply), as `[outer][BK]` or
-`[BK][outer]`; elements past M, N or K are filled with zeros by TMA, so the FMA loop needs no
-guards. The fragment reads are those of the cp.async engine (`contraction.py`).
+Each side must be a plain f32 load indexed `[b?, outer, k]` or `[b?, k, outer]` (b batch loop
+variables or constants) whose rows are a multiple of 16 bytes. The box lands dense (`pad` does
+not apply); elements past M, N or K are zero-filled by TMA, so the FMA loop needs no guards.
 
-`ws=0`: thread 0 issues the copies of step s + stages - 1 after the barrier that opens step s
-(everyone finished reading step s - 1, whose slot it refills); every thread then waits on the
-slot's `full` mbarrier. `ws=1` (warp specialization): one producer warp after the consumer
-threads issues every copy, waiting on an `empty` mbarrier per slot that the consumer threads
-arrive on one step after they read it (once past the next slot's wait, see `_specialized`);
-consumers never meet at a block barrier. The producer is one warp, not a warpgroup, so it
-cannot give registers back (`setmaxnreg` applies to whole warpgroups); the consumers do not
-need more: a block of 256 + 32 threads may already use up to 224 registers per thread, more than
-the 8×8 register tile takes (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved
-from docs/knobs.md (2026-12-02)").
+`ws=0`: thread 0 issues the copies of step s + stages - 1 after the barrier that opens step s;
+every thread then waits on the slot's `full` mbarrier. `ws=1`: one producer warp after the
+consumer threads issues every copy, waiting on an `empty` mbarrier per slot that the consumers
+arrive on one step after they read it (`_specialized`); consumers never meet at a block
+barrier. The producer is one warp, not a warpgroup, so it cannot give registers back
+(`setmaxnreg` applies to whole warpgroups), and the consumers do not need more (measured
+2026-11-29: benchmarks/RESULTS.md, "Measurements moved from docs/knobs.md (2026-12-02)").
 """
 
 from __future__ import annotations
@@ -53,7 +47,7 @@ class TmaSide:
     indexed at 0)."""
     smem: SSAValue | None = None
 
-    def shape(self, stages: int, bk: int, pad: int = 0) -> list[int]:
+    def shape(self, stages: int, bk: int) -> list[int]:
         if self.k_major:
             return [stages, self.tile_outer, bk]
         return [stages, bk, self.tile_outer]
@@ -140,31 +134,20 @@ class TmaPipeline:
     def _produce(self, sides: list[TmaSide], step: SSAValue | int) -> None:
         """Arms slot `step % stages` for the bytes of K step `step` and issues its copies
         (with ws=1, once the consumers released the slot's previous round)."""
-        em = self.em
-        stages = self.stages
+        em, stages = self.em, self.stages
         slot = em.index(step % stages) if isinstance(step, int) else em.rem(step, stages)
         if self.empty is not None:
             assert not isinstance(step, int)
-            em.op(
-                tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(step, self.stages, flip=True))
-            )
+            em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(step, stages, flip=True)))
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, sum(s.bytes(self.bk) for s in sides)))
         k0 = em.mul(step, self.bk)
         zero = em.index(0)
+        to = [slot, zero, zero]
         for side in sides:
             assert side.smem is not None
             batch = [em.index(b) if isinstance(b, int) else self.mapping[b] for b in side.batch]
-            inner = [side.outer0, k0] if side.k_major else [k0, side.outer0]
-            em.op(
-                tile.TmaLoadOp(
-                    self.args[side.arg],
-                    [*batch, *inner],
-                    side.smem,
-                    [slot, zero, zero],
-                    self.full,
-                    slot,
-                )
-            )
+            at = [*batch, *([side.outer0, k0] if side.k_major else [k0, side.outer0])]
+            em.op(tile.TmaLoadOp(self.args[side.arg], at, side.smem, to, self.full, slot))
 
     def emit(
         self,
@@ -181,7 +164,7 @@ class TmaPipeline:
             em.value(tile.AllocOp(tile.memref_in([stages], i64, tile.SHARED))) if self.ws else None
         )
         first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
-        with em.if_(first) as (then_block, _, _), em.into(then_block):
+        with em.when([first]):
             for s in range(stages):
                 em.op(tile.MbarrierInitOp(self.full, em.index(s), 1))
                 if self.empty is not None:
@@ -191,7 +174,7 @@ class TmaPipeline:
         if self.ws:
             self._specialized(sides, steps, accumulate, epilogue)
             return
-        with em.if_(first) as (then_block, _, _), em.into(then_block):
+        with em.when([first]):
             for step in range(min(stages - 1, steps)):
                 self._produce(sides, step)
         with em.for_loop(0, steps, 1) as (step, _, _):
@@ -200,9 +183,7 @@ class TmaPipeline:
             with em.when([first, em.less(ahead, steps)]):
                 self._produce(sides, ahead)
             slot = em.rem(step, stages)
-            em.op(
-                tile.MbarrierWaitOp(self.full, slot, em.ring_parity(step, self.stages, flip=False))
-            )
+            em.op(tile.MbarrierWaitOp(self.full, slot, em.ring_parity(step, stages, flip=False)))
             accumulate(slot)
             em.op(scf.YieldOp())
         epilogue()
@@ -222,7 +203,7 @@ class TmaPipeline:
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
         with em.into(then_block):
             leader = em.value(arith.CmpiOp(self.tid, em.index(self.consumers), "eq"))
-            with em.if_(leader) as (leader_block, _, _), em.into(leader_block):
+            with em.when([leader]):
                 with em.for_loop(0, steps, 1) as (step, _, _):
                     self._produce(sides, step)
                     em.op(scf.YieldOp())
@@ -230,19 +211,12 @@ class TmaPipeline:
         with em.into(else_block):
             with em.for_loop(0, steps, 1) as (step, _, _):
                 slot = em.rem(step, self.stages)
-                em.op(
-                    tile.MbarrierWaitOp(
-                        self.full, slot, em.ring_parity(step, self.stages, flip=False)
-                    )
-                )
-                # Release the previous step's slot only now, past this step's wait loop: the
-                # FMAs that read it sit in an earlier basic block, so their shared loads have
-                # returned before the producer may refill it. Released right after
-                # `accumulate`, ptxas scheduled the arrive just behind the slot's last shared
-                # loads, ahead of the FMAs that consume them, and TMA overwrote loads still in
-                # flight (H200, 260x129x68 with the FMAs in serpentine order; measured
-                # 2026-12-01: benchmarks/RESULTS.md, "The `copy=tma ws=1` ring failure: cause
-                # shown, fixed (run 1)").
+                parity = em.ring_parity(step, self.stages, flip=False)
+                em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+                # Release the previous step's slot only now, past this step's wait loop, so
+                # the shared loads of its FMAs (an earlier basic block) have returned; right
+                # after `accumulate`, TMA overwrote loads still in flight (2026-12-01:
+                # benchmarks/RESULTS.md, "The `copy=tma ws=1` ring failure: cause shown …").
                 with em.when([em.less(em.index(0), step)]):
                     previous = em.rem(em.add(step, self.stages - 1), self.stages)
                     em.op(tile.MbarrierArriveOp(self.empty, previous))

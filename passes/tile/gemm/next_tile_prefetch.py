@@ -1,25 +1,14 @@
 """Prefetching into L2 the first K steps of the tile that takes a block's slot next.
 
-With one block per output tile, the blocks of a wave start together, step through K together
-and finish together; the next wave's blocks then all issue their first copies at once, and in
-a batched GEMM those miss L2 (each batch's operands are read by one wave only, so they come
-from DRAM): every block waits one DRAM latency before its first FMA. Blocks are launched in
-order as slots free up, so the tile that takes this block's slot is, near enough, the one
+In a batched GEMM each batch's operands are read by one wave only, so the next wave's first
+copies miss L2 and every block waits one DRAM latency before its first FMA. Blocks are launched
+in order as slots free up, so the tile that takes this block's slot is, near enough, the one
 `resident` (SMs × blocks per SM) places later in launch order. At the start of the K loop's
 last iteration each thread asks L2 (`tile.prefetch_l2`) for its share of the 128-byte lines
-holding that tile's first two K steps of each operand that is a plain load, two steps before
-the slot frees: one or two prefetches per thread per tile, none inside the steps before.
-
-On the H200 the prefetch alone gained a little on batches; with it, `interleave` stops costing
-register banks in the batched loop, and the two together won at every batched shape measured
-(`contraction.interleaves`). Unbatched kernels lost: their tiles' data is in L2 already.
-Prefetching each step's next slices inside the loop instead (two to eight steps ahead) lost:
-ptxas issues those prefetches where it issues the loads they serve, late in the step, and they
-cost issue slots in every step; prefetching a whole tile's panels at its start lost too (the
-burst delays the first copies). ncu showed why: a batch of the same tiles and grid size as an
-unbatched kernel reads several times more from DRAM and stalls more on global loads (measured
-2026-12-02: benchmarks/RESULTS.md, "Where the batched 64 × 512³ lost to the unbatched kernel
-(runs 1–2)" and "`tile{prefetch}` and `interleave` together (runs 8–12)").
+holding that tile's first two K steps of each operand that is a plain load. The variants that
+lost (prefetching inside the loop, or a whole tile's panels at its start) are in
+benchmarks/RESULTS.md, "Where the batched 64 × 512³ lost to the unbatched kernel (runs 1–2)"
+and "`tile{prefetch}` and `interleave` together (runs 8–12)" (measured 2026-12-02).
 """
 
 from __future__ import annotations
@@ -32,6 +21,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.gemm.contraction_cp_async import single_load
+from tinyopt.passes.tile.gemm.contraction_plan import Tiles
 from tinyopt.passes.tile.emit import Emitter, Mapping
 
 LINE_BYTES = 128
@@ -73,24 +63,18 @@ def prefetched_side(
 
 def prefetches(
     prefetch: str,
-    copy: str,
-    stages: int,
+    t: Tiles,
     stream_k: bool,
     sides: Sequence[PrefetchedSide | None],
-    batch: int,
-    tiles: int,
-    resident: int,
-    threads: int,
+    grid: tuple[int, int, int],
+    sms: int,
     kernel: str,
 ) -> bool | str:
-    """Returns whether the K loop prefetches the next tile (`prefetch`), or why `prefetch=on`
-    cannot apply: it needs the double-buffered register-staged
-    K loop run one block per tile (`copy=ld`, `stages=2`, no stream-K) and a plain load.
-
-    `resident` (SMs × `minblocks`) is where the next tile is looked for. It is exact for the
-    256-thread blocks of the 8×8 register tile, which use the registers `minblocks` leaves them
-    (128 at two per SM), so `auto` takes only those; smaller blocks fit more per SM than their
-    launch bounds promise. `auto` also needs a batch (measured) and a second wave of blocks."""
+    """Returns whether the K loop of tiling `t` prefetches the next tile (`prefetch`), or why
+    `prefetch=on` cannot apply. The next tile is looked for SMs × `minblocks` blocks later,
+    exact only for 256-thread blocks (smaller ones fit more per SM than their launch bounds
+    promise), so `auto` takes only those, in batches of more than one wave."""
+    copy, stages = t.copy, t.stages
     register_staged = copy == "ld" and stages == 2 and not stream_k
     plain = any(side is not None for side in sides)
     if prefetch == "on" and not register_staged:
@@ -106,7 +90,8 @@ def prefetches(
         )
     if prefetch != "auto":
         return prefetch == "on"
-    return register_staged and plain and batch > 1 and tiles > resident and threads == 256
+    more_than_a_wave = grid[0] * grid[1] * grid[2] > sms * t.minblocks
+    return register_staged and plain and grid[2] > 1 and more_than_a_wave and t.block_threads == 256
 
 
 def prefetch_tile(

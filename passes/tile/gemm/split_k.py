@@ -1,14 +1,11 @@
 """Split-K as a loop-level rewrite: one contraction kernel becomes two loop kernels.
 
-`K` is cut into `splits` chunks. The partial kernel is again a contraction — its batch
+`K` is cut into `splits` chunks. The partial kernel is again a contraction whose batch
 dimension is (batch × splits), each batch entry reducing one chunk. Two-pass
-(`splitk_mode=twopass`): it writes raw partial sums to a workspace `[batch·splits, M, N]`, and
-a fold kernel sums the partials with the contraction's own combine region and runs the
-original epilogue; the host function allocates the workspace and launches both. Atomic
-(`splitk_mode=atomic`, `split_k_atomic.py`): a zeroing kernel clears the output and the
-partial kernel adds its sums into it with atomic adds. Both kernels are then scheduled by the
-ordinary rules (the partial kernel by the contraction rule), which is the point: more blocks
-for shapes whose output alone cannot fill the GPU, with no new schedule code.
+(`splitk_mode=twopass`): it writes raw partial sums to a workspace `[batch·splits, M, N]`,
+and a fold kernel sums them with the contraction's combine region and runs the original
+epilogue. Atomic (`split_k_atomic.py`): a zeroing kernel clears the output and the partial
+kernel adds its sums into it. Both kernels are then scheduled by the ordinary rules.
 """
 
 from __future__ import annotations
@@ -113,11 +110,7 @@ def _workspace_store(
 
 
 def _partial_kernel(
-    kernel: loop.KernelOp,
-    c: Contraction,
-    splits: int,
-    extra: list[MemRefType],
-    store: PartialStore,
+    kernel: loop.KernelOp, c: Contraction, splits: int, extra: list[MemRefType], store: PartialStore
 ) -> loop.KernelOp:
     """Builds `parallel(b·S + s, m, n) { reduce(kk < chunk) { A(k) * B(k) }; store }`."""
     batch, m, n, k_extent = c.extents

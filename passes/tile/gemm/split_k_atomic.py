@@ -1,11 +1,9 @@
 """Atomic split-K (`splitk_mode=atomic`): the partial sums of each K chunk are added into the
-output with `red.global.add` (4 columns at once where the contraction epilogue stores 16-byte
-vectors: `tile.vatomic_add`), after a zeroing kernel cleared it.
+output with `red.global.add`, after a zeroing kernel cleared it.
 
-This is only the sum when the contraction stores its sum unchanged: a plain (f32) sum of
-products with init 0, whose epilogue is the one store of the sum to an f32 output at the
-point (b?, m, n). Any other epilogue (an activation, a bias, a cast) is not additive across
-chunks; `split_k.py` falls back to two passes when the mode was left at `auto`.
+This is only the sum when the contraction stores its sum unchanged: a plain f32 sum of
+products with init 0 whose epilogue is one store of the sum at the point (b?, m, n)
+(`atomic_refusal`); `split_k.py` falls back to two passes under `auto`.
 """
 
 from __future__ import annotations

@@ -1,60 +1,32 @@
 """Stream-K: a contraction's K steps shared evenly by one wave of blocks.
 
-A grid of output tiles rarely divides into whole waves of blocks. At 2560×2560×8192 the FP32
-rule's 400 tiles of 128×128 run on 264 block slots (two per SM) in 1.52 waves: the second wave
-leaves half the slots idle while it lasts: on the H200 the same kernel ran well below its rate
-at 4096³ (3.88 waves) and 4096×4224 (4 whole waves) (measured 2026-12-01: benchmarks/RESULTS.md,
-"2026-12-01: stream-K for the FP32 contraction (issue 3)").
+A grid of output tiles rarely divides into whole waves of blocks; the last, part-idle wave
+costs its idle slots (measured 2026-12-01: benchmarks/RESULTS.md, "2026-12-01: stream-K for
+the FP32 contraction (issue 3)"). With stream-K (Osama et al., PPoPP 2023) the kernel launches
+one block per slot and gives each the same number of K steps of the sequence "tile 0's steps,
+tile 1's, …". A block's share covers whole tiles, for which it runs the epilogue, plus at most
+two pieces: the tail of a tile, at its start, whose partial sums it writes to a workspace before
+setting its flag (a release store); and the head of a tile, at its end, for which it waits for
+the flags of the blocks holding the rest (acquire loads), adds their partial sums and runs the
+epilogue. Each tile's steps run rotated so that blocks running at once copy the same K slices
+(`_shared_steps`). `streamk=tail` shares only the tiles past the last whole wave, launched
+first; one block runs each other tile.
 
-With stream-K (Osama, Merrill, Cecka, Garland, Owens, PPoPP 2023) the kernel launches one
-block per slot and gives each the same number of K steps of the sequence "tile 0's steps, tile
-1's, …" (consecutive, crossing tile boundaries). A block's share covers whole tiles, for which
-it runs the epilogue, plus at most two pieces:
-
-- the tail of a tile, at its start: it writes its partial sums to a workspace and sets its
-  flag (a release store);
-- the head of a tile, at its end: it waits for the flags of the blocks holding the rest
-  of that tile (acquire loads), adds their partial sums and runs the epilogue. It reaches that
-  tile last, after its whole tiles, and the helpers did their tails first, so they are done by
-  then unless one of them runs late.
-
-Each share starts at its own K offset into a tile, so blocks running the tiles' steps in order
-would read K slices of A and B from all over K at once, more than L2 holds (ncu showed the L2
-hit rate fall and DRAM reads multiply). So each tile's steps run rotated: the block holding the
-tile's middle step copies K step τ mod steps at its τ-th step, as it does in its whole tiles,
-and blocks running at once copy the same slices, which won back most of the L2 hits and made
-the stream-K kernels faster (measured 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost
-past a few waves (ncu `--clock-control none`, runs 1–3)").
-
-`streamk=tail` shares only the tiles past the last whole wave (the stream-K paper's hybrid):
-the sharing blocks are launched first, and one block runs each other tile after them, with no
-handoff (on the H200 it beat `on` only at 3072×3072×4096, lost to it at 2560×2560×8192 and
-past a few waves at best tied `off`, so `auto` does not take it; measured 2026-12-01, same
-section).
-
-Shares are numbered against the launch order: the first block launched holds the last share. A
-block waits only for the shares after its own, so only for blocks launched before it, and a
-block reaches the piece others wait for (its first) without waiting itself: the handoffs cannot
-deadlock even where not every sharing block is resident at once (other kernels holding SMs, a
-tool lowering occupancy), as long as blocks start in the order of their index, as the hardware
-schedules them (the launch is not cooperative). tests/test_stream_k_on_cpu.py runs the kernels
-on a CPU emulation that runs blocks one after another: they pass, and numbered the other way
-they stop at their first wait. A zeroing kernel clears the flags before each launch. This file
-decides where stream-K applies and rewrites the loop kernel (two more buffers, the zeroing
-kernel); the K loop itself is the contraction rule's (`_ContractionEmitter._stream_k` in
-`passes/tile/gemm/contraction.py`).
+Shares are numbered against the launch order (the first block launched holds the last share),
+so a block waits only for blocks launched before it and the handoffs cannot deadlock as long
+as blocks start in index order (tests/test_stream_k_on_cpu.py runs them one after another). A
+zeroing kernel clears the flags before each launch. This file decides where stream-K applies,
+rewrites the loop kernel (two more buffers, the zeroing kernel) and emits the shared K steps
+(`StreamKEmitter`).
 """
 
 from __future__ import annotations
 
-
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import DenseArrayBase, MemRefType, ModuleOp, f32, i32, i64
-from xdsl.dialects import scf
 from xdsl.ir import Operation, SSAValue
-from tinyopt.dialects import tile
 
-from tinyopt.dialects import loop
+from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.contraction_emit import ContractionEmitter, Staging
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.contraction_plan import (
@@ -75,16 +47,11 @@ AUTO_LOSS = 0.10
 AUTO_STEPS = 64
 """`streamk=auto` takes stream-K where the tiles make fewer than `AUTO_WAVES` waves of blocks,
 whole-tile waves would leave more than `AUTO_LOSS` of the block slots idle, and each tile has
-at least `AUTO_STEPS` K steps (a handoff costs a tile of partial sums written and read back).
-On the H200 stream-K won at one to about two waves with a mostly idle last one; past a few
-waves, and with few K steps per tile, its blocks lose more per step (more instructions, fewer
-issue slots busy) than the idle slots cost (measured 2026-12-01: benchmarks/RESULTS.md,
-"2026-12-01: stream-K for the FP32 contraction …", "Why stream-K lost past a few waves …").
-`auto` also leaves alone a kernel whose tile knobs or `minblocks` a pass option set."""
+at least `AUTO_STEPS` K steps; never where a pass option set a tile knob or `minblocks`
+(measured 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost past a few waves …")."""
 
 INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""
-
 
 STREAM_K_MODES = ("off", "on", "tail")
 
@@ -101,32 +68,28 @@ def stream_k_mode(
         return "on" if shared == _tiles(c, t) else "tail"
     if knobs.streamk == "off":
         return "off"
-    reason = None
     on_cuda_cores = knobs.mma == "none" or (knobs.mma == "auto" and tensor_core_type(c) is None)
+    tiles, steps = _tiles(c, t), -(-c.extents[3] // t.bk)
+    blocks, _ = stream_k_share(c, t, "on" if knobs.streamk == "auto" else knobs.streamk, sms)
     if not on_cuda_cores or knobs.schedule != "auto":
         reason = "it runs on the CUDA cores' contraction rule only (mma=none, or auto for f32)"
     elif knobs.splitk > 1:
         reason = f"it shares K steps itself (splitk={knobs.splitk})"
     elif copy != "ld":
         reason = f"it stages K steps through registers only (copy=ld; here copy={copy})"
-    if reason is None:
-        tiles, steps = _tiles(c, t), -(-c.extents[3] // t.bk)
-        blocks, _ = stream_k_share(c, t, "on" if knobs.streamk == "auto" else knobs.streamk, sms)
-        if t.stages != 2:
-            reason = f"it needs the double-buffered K loop (stages=2; here stages={t.stages})"
-        elif (blocks + 1) * tiles * steps >= INDEX_LIMIT:
-            reason = "the step numbers would overflow 32-bit indices"
-        elif knobs.streamk == "auto":
-            if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
-                return "off"  # a tile the user chose runs as chosen
-            waves = tiles / blocks
-            idle = 1 - waves / -(-tiles // blocks)
-            few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
-            return "on" if few else "off"
-        elif blocks == 0:
-            return "off"  # whole waves: nothing left for `tail` to share
-        else:
-            return knobs.streamk
+    elif t.stages != 2:
+        reason = f"it needs the double-buffered K loop (stages=2; here stages={t.stages})"
+    elif (blocks + 1) * tiles * steps >= INDEX_LIMIT:
+        reason = "the step numbers would overflow 32-bit indices"
+    elif knobs.streamk == "auto":
+        if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
+            return "off"  # a tile the user chose runs as chosen
+        waves = tiles / blocks
+        idle = 1 - waves / -(-tiles // blocks)
+        few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
+        return "on" if few else "off"
+    else:
+        return knobs.streamk if blocks else "off"  # whole waves leave `tail` nothing to share
     if knobs.streamk in ("on", "tail"):
         return f"streamk={knobs.streamk} does not apply: {reason}"
     return "off"
@@ -181,13 +144,8 @@ class StreamKEmitter(ContractionEmitter):
     """The contraction emitter whose blocks share the first tiles' K steps."""
 
     def _tiles(self, a: Staging, b: Staging, acc: SSAValue) -> None:
-        """Runs this block's work (`passes/tile/gemm/stream_k.py`). Blocks below `stream_blocks`
-        share the first `stream_tiles` tiles' K steps: steps begin..end of the sequence tile
-        0's steps, tile 1's, …, `segments` tile pieces at most; a tile's K steps are rotated
-        so that blocks running at once copy the same K slices. A piece that starts a tile runs
-        the epilogue, after adding the partial sums of the blocks holding the rest of the
-        tile; one that does not writes its own partial sums to the workspace and sets this
-        block's flag. Each later block runs one of the remaining tiles whole."""
+        """Blocks below `stream_blocks` share the first `stream_tiles` tiles' K steps
+        (`_shared_steps`); each later block runs one of the remaining tiles whole."""
         em = self.em
         blocks = self.stream_blocks
         block = em.value(tile.BlockIdOp("x"))
@@ -202,16 +160,17 @@ class StreamKEmitter(ContractionEmitter):
             self._shared_steps(a, b, acc, block)
 
     def _shared_steps(self, a: Staging, b: Staging, acc: SSAValue, block_id: SSAValue) -> None:
-        """Runs stream-K block `block_id`'s share of the shared tiles' K steps (`_tiles`)."""
+        """Runs stream-K block `block_id`'s share, steps begin..end of the sequence tile 0's
+        steps, tile 1's, …, `segments` tile pieces at most. A piece that starts a tile adds
+        the partial sums of the blocks holding the rest and runs the epilogue; one that does
+        not writes its partial sums to the workspace and sets this block's flag."""
         em, t = self.em, self.t
         blocks = self.stream_blocks
         steps = self.steps
         unit = stream_k_unit(t, self.k)
         units = self.stream_tiles * steps // unit
         workspace, flags = self.stream_buffers
-        # Shares are numbered against the launch order, so a block that waits (for the shares
-        # after its own) waits only on blocks launched before it: the handoffs cannot deadlock
-        # even where a later block is not resident yet.
+        # Shares are numbered against the launch order (module docstring).
         block = em.value(arith.SubiOp(em.index(blocks - 1), block_id))
 
         def first_step_of(block: SSAValue) -> SSAValue:
@@ -238,10 +197,9 @@ class StreamKEmitter(ContractionEmitter):
             stop = em.value(arith.MinSIOp(end, em.add(base, steps)))
             with em.when([em.less(start, stop)]):
                 # The block holding the tile's middle step copies K step τ mod steps at its
-                # τ-th step, as every block does in its whole tiles: blocks running at once
-                # read the same K slices of A and B, which stay in L2 (unrotated, each block
-                # was at its own K offset and the L2 hit rate at 4096³ fell steeply; measured
-                # 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost past a few waves …").
+                # τ-th step, as in whole tiles, so blocks running at once read the same K
+                # slices, which stay in L2 (2026-12-01: benchmarks/RESULTS.md, "Why stream-K
+                # lost past a few waves …").
                 behind = em.rem(first_step_of(share_holding(em.add(base, steps // 2))), steps)
                 rotation = em.rem(em.value(arith.SubiOp(em.index(steps), behind)), steps)
                 here_a, here_b = self._at_tile(a, b, tile_index)
