@@ -1,13 +1,10 @@
 """Issuing a GEMM epilogue's global loads ahead of its math, so their latencies overlap.
 
-An epilogue such as the MLP's `silu(gate) * up` or a bias add reads other buffers. Emitted as
-it stands, each guarded group of columns loads, waits for the load, computes and stores before
-the next group's load is issued: one full memory latency per group, which for a 128×256 tile
-costs more than the loads' bytes. `EpiloguePrefetch` splits the epilogue in two phases. The
-first issues, for every group of a stretch of the tile, the loads that do not depend on the
-accumulator (and the index math they need), each into a register array. The second runs the
-epilogue with those loads answered from the registers. Both phases are guarded by the same
-bounds check, so no load or read happens outside the tensors.
+An epilogue such as the MLP's `silu(gate) * up` reads other buffers; emitted as it stands, each
+guarded group of columns waits one memory latency for its load. `EpiloguePrefetch` splits it in
+two phases: the first issues, for every group of a stretch of the tile, the loads that do not
+depend on the accumulator into registers; the second runs the epilogue reading those
+registers. Both phases are guarded by the same bounds check.
 """
 
 from __future__ import annotations
@@ -23,11 +20,8 @@ from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, depends_on
 
 
 class EpiloguePrefetch:
-    """The accumulator-independent loads of one epilogue, and the registers they land in.
-
-    Each call of `issue` names a group (a key) of `width` lanes; `lanes` later returns the
-    per-lane values those loads got, as a mapping from each load's result.
-    """
+    """The accumulator-independent loads of one epilogue, and the registers they land in:
+    `issue` names a group (a key) of `width` lanes, `lanes` returns the values they got."""
 
     def __init__(
         self,

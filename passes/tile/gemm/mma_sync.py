@@ -1,24 +1,18 @@
 """Schedule rule for f16/bf16 contractions on tensor cores: `mma.sync` m16n8k16 with `ldmatrix`.
 
 Taken when the `mma=sync` knob is set and both operand sides of a contraction read f16 or
-bf16 buffers (of one type); other kernels fall through to the next rule.
+bf16 buffers (of one type). A block computes a BM×BN output tile walking K in steps of BK.
+Each step stages the A and B sides in shared memory as the input element type (a side's f32
+value, with any fused prologue, is rounded back, like autocast; a plain load is staged
+exactly), zero-filling out-of-range rows, columns and K. Each side is stored in the
+orientation its global reads are contiguous in, `[outer][BK]` or `[BK][outer]` (which
+`ldmatrix` reads with `.trans`), so staging uses 16-byte vector accesses. Shared rows are
+padded by 8 elements (`PAD`): an odd number of 16-byte units, so the 8 rows of one `ldmatrix`
+matrix fall in distinct bank groups and stay 16-byte aligned.
 
-A block computes a BM×BN output tile walking K in steps of BK. Each step stages the A side
-(BM×BK) and the B side (BK×BN) in shared memory as the input element type: the side's f32
-value (with any fused prologue) is rounded back to f16/bf16, like autocast; a side that is a
-plain load is staged exactly. Out-of-range rows, columns and K are zero-filled, so M, N and K
-need not be tile multiples. Each side is stored in the orientation its global reads are
-contiguous in — `[outer][BK]` (k-major rows) or `[BK][outer]` — so staging uses 16-byte
-vector accesses; `ldmatrix` reads `[outer][BK]` plainly and `[BK][outer]` with `.trans`.
-
-Every shared row is padded by 8 elements (16 bytes): a row is then an odd number of 16-byte
-units long, so the 8 row addresses of one 8×8 `ldmatrix` matrix fall in 8 distinct 16-byte
-bank groups (conflict-free), and every row start stays 16-byte aligned as `ldmatrix` needs.
-
-The block's warps tile the block's output (warp tile WM×WN: 64×32 for BM, BN ≥ 128);
-each warp accumulates (WM/16)×(WN/8) m16n8 fp32 fragments in registers. The epilogue runs
-from the fragment layout: lane l holds rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1 of
-each m16n8 tile, so two adjacent columns are stored together.
+The warps tile the block's output (warp tile WM×WN: 64×32 for BM, BN ≥ 128), each holding
+(WM/16)×(WN/8) m16n8 fp32 fragments. The epilogue runs from the fragment layout: lane l holds
+rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1 of each m16n8 tile.
 """
 
 from __future__ import annotations
@@ -88,12 +82,6 @@ def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> 
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
-def choose_mma_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> MmaTiles | str:
-    """The block and warp tiles of `mma=sync`, checked against the K step and shared memory."""
-    tiles = block_and_warp_tiles(knobs, batch, m, n, target.sms)
-    return mma_tile_refusal(tiles, target) or tiles
-
-
 def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
     """Why the mma.sync tiling cannot run, or None."""
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
@@ -124,18 +112,14 @@ def tensor_core_type(c: Contraction) -> Attribute | None:
 
 def sums_products(c: Contraction) -> bool:
     """Tells whether a contraction sums the products of its two operand sides (what a
-    tensor-core `mma` computes), rather than combining them some other way."""
-    products = {c.product.operands[0], c.product.operands[1]} == {c.a_value, c.b_value}
-    return products and _is_sum(c.reduce.combine.block.ops)
-
-
-def _is_sum(ops) -> bool:
-    """Tells whether a combine region is `yield a + b` of its two arguments."""
-    ops = list(ops)
+    tensor-core `mma` computes): its combine region is `yield a + b` of its two arguments."""
+    if {c.product.operands[0], c.product.operands[1]} != {c.a_value, c.b_value}:
+        return False
+    combine = c.reduce.combine.block
+    ops = list(combine.ops)
     if len(ops) != 2 or not isinstance(add := ops[0], arith.AddfOp):
         return False
-    args = set(add.parent_block().args)  # type: ignore[union-attr]
-    return {add.lhs, add.rhs} == args and list(ops[1].operands) == [add.result]
+    return {add.lhs, add.rhs} == set(combine.args) and list(ops[1].operands) == [add.result]
 
 
 class MmaSyncRule(Rule[Contraction, MmaTiles]):
@@ -155,8 +139,8 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
-        t = choose_mma_tiles(knobs, batch, m, n, self.target)
-        return t if isinstance(t, str) else replace(t, vec=knobs.vec or 8)
+        t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms)
+        return mma_tile_refusal(t, self.target) or replace(t, vec=knobs.vec or 8)
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
         return mma_tile_refusal(plan, self.target)
@@ -170,7 +154,7 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
         new, em, mapping = new_kernel(
             kernel, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )
-        MmaEmitter(em, c, t, element, t.vec, mapping).emit()
+        MmaEmitter(em, c, t, element, mapping).emit()
         replace_kernel(rewriter, kernel, new)
 
 
@@ -197,16 +181,9 @@ class MmaEmitter:
     """K per `mma.sync`."""
 
     def __init__(
-        self,
-        em: Emitter,
-        c: Contraction,
-        t: MmaTiles,
-        element: Attribute,
-        vec: int,
-        mapping: Mapping,
+        self, em: Emitter, c: Contraction, t: MmaTiles, element: Attribute, mapping: Mapping
     ) -> None:
-        self.em, self.c, self.t, self.element = em, c, t, element
-        self.vec, self.mapping = vec, mapping
+        self.em, self.c, self.t, self.element, self.mapping = em, c, t, element, mapping
         self.batch, self.m, self.n, self.k = c.extents
         self.k_iv = c.reduce.body.block.args[0]
 
@@ -257,9 +234,9 @@ class MmaEmitter:
     ) -> _Side:
         """Picks a side's staging orientation (along its contiguous index) and allocates it."""
         t = self.t
-        along_k = vector_width(ops, self.k_iv, t.bk, self.vec)
+        along_k = vector_width(ops, self.k_iv, t.bk, t.vec)
         along_k = along_k if self.k % along_k == 0 else 1
-        along_outer = vector_width(ops, iv, size, self.vec)
+        along_outer = vector_width(ops, iv, size, t.vec)
         along_outer = along_outer if extent % along_outer == 0 else 1
         k_major = along_k >= along_outer
         side = _Side(ops, value, iv, origin, extent, size, max(along_k, along_outer), k_major)
@@ -309,13 +286,10 @@ class MmaEmitter:
         return self.em.value(arith.TruncFOp(value, self.element))
 
     def _fragments(self, side: _Side, outer: SSAValue, kk: SSAValue, a: bool) -> list[SSAValue]:
-        """Loads the 16(outer)×16(k) block at (outer, kk) of a side with one `ldmatrix.x4`.
-
-        For A the four matrices are (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15):
-        the mma's a0..a3. For B they are (cols 0-7, k 0-7), (0-7, 8-15), (8-15, 0-7),
-        (8-15, 8-15): b0, b1 of the n8 tile at `outer`, then b0, b1 of the one 8 further.
-        Lane 8q + r addresses row r of matrix q; a `[BK][outer]` side is read transposed.
-        """
+        """Loads the 16(outer)×16(k) block at (outer, kk) of a side with one `ldmatrix.x4`:
+        for A the mma's a0..a3 (rows 0-7 then 8-15, k 0-7 then 8-15), for B b0, b1 of the n8
+        tile at `outer`, then of the one 8 further. Lane 8q + r addresses row r of matrix q; a
+        `[BK][outer]` side is read transposed."""
         em = self.em
         outer_offset, k_offset = (self.lo8, self.hi8) if a else (self.hi8, self.lo8)
         o, k = em.add(outer, outer_offset), em.add(kk, k_offset)
@@ -364,8 +338,7 @@ class MmaEmitter:
                 for j in range(t.wn // MMA_N):
                     for j0 in range(0, 2, width):
                         n = em.add(pair, j * MMA_N + j0)
-                        inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
-                        with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                        with em.when([em.less(m, self.m), em.less(n, self.n)]):
                             values = [
                                 em.value(memref.LoadOp.get(acc, self._at(i, j, 2 * half + r)))
                                 for r in range(j0, j0 + width)

@@ -9,12 +9,9 @@ their A tensor, as the Llama MLP's `silu(x @ wg) * (x @ wu)` does:
       epilogue(g, u); store
     }
 
-The wgmma rule runs it as one dual GEMM (`passes/tile/gemm/wgmma.py`): each block loads its A tile
-once for both products and keeps both accumulators, and the epilogue combines them in
-registers, so `u` is never written out and read back. Where that rule does not take the kernel
-(another `mma`, an operand TMA cannot copy, `dual=off`), `unpair` splits it back into two
-kernels that the ordinary rules schedule: one computes `u` into an f32 workspace, the other is
-the original kernel reading `u` from it. Both keep `u` in f32, as the dual GEMM does.
+The wgmma rule runs it as one dual GEMM (`wgmma.py`). Where that rule does not take the kernel,
+`unpair` splits it into two kernels that the ordinary rules schedule: one computes `u` into an
+f32 workspace, the other is the original kernel reading `u` from it.
 """
 
 from __future__ import annotations

@@ -1,20 +1,14 @@
 """Schedule rule for f32 contractions on tensor cores in TF32 (`mma=tf32`, opt-in only).
 
-Taken when the `mma=tf32` knob is set and both operand sides of a contraction read f32: the
-schedule of `mma_sync.py` (block tile BM×BN×BK staged in shared memory, warp tiles of m16n8
-fp32 accumulators, the same epilogue) with the m16n8k8 TF32 `mma.sync`. The sides are
-evaluated in f32 (any fused prologue too) and rounded to TF32 as they are staged
-(`cvt.rna.tf32.f32`: 10 mantissa bits, to nearest; once per element, where rounding at each
-fragment read would repeat it for every warp that reads it); each fragment element is then one
-32-bit shared-memory read, and the products accumulate in f32. TF32 keeps f32's range but
-rounds each input to about 3 decimal digits: a K-long dot product of random data comes out
-about 3e-4 off relative to float64, where f32 FMA is about 1e-7 (tests/test_tf32.py), so it
-is never a default.
+The schedule of `mma_sync.py` with the m16n8k8 TF32 `mma.sync`, for contractions whose operand
+sides read f32. The sides are evaluated in f32 (any fused prologue too) and rounded to TF32
+once as they are staged (`cvt.rna.tf32.f32`), not at each fragment read; each fragment element
+is then one 32-bit shared-memory read, and the products accumulate in f32. TF32 rounds each
+input to about 3 decimal digits (tests/test_tf32.py), so it is never a default.
 
 Shared rows are padded so that a warp's fragment reads are conflict-free: lane l reads
-(row l/4, k l%4) of a K-major tile (row stride BK + 4, an odd multiple of 4 words: the 8 rows
-fall 4 banks apart) and (k l%4, column l/4) of a `[BK][outer]` one (stride outer + 8, an odd
-multiple of 8 words: the 4 k rows fall 8 banks apart).
+(row l/4, k l%4) of a K-major tile (row stride BK + 4: the 8 rows fall 4 banks apart) and
+(k l%4, column l/4) of a `[BK][outer]` one (stride outer + 8: the 4 k rows fall 8 banks apart).
 """
 
 from __future__ import annotations
@@ -102,7 +96,7 @@ class Tf32Rule(Rule[Contraction, MmaTiles]):
         new, em, mapping = new_kernel(
             kernel, (-(-n // t.bn), -(-m // t.bm), batch), (t.threads, 1, 1)
         )
-        _Tf32Emitter(em, c, t, f32, t.vec, mapping).emit()
+        _Tf32Emitter(em, c, t, f32, mapping).emit()
         replace_kernel(rewriter, kernel, new)
 
 

@@ -1,10 +1,9 @@
 """Schedule rule for f16/bf16 GEMMs on Hopper tensor cores: TMA → swizzled smem → `wgmma`.
 
 Taken when the `mma=wgmma` knob is set and a contraction's two operand sides are plain loads of
-one f16/bf16 type (TMA copies raw bytes, so there is no prologue math): A row-major
-`[b?, M, K]`, B `[b?, K, N]` (N-major for wgmma) or torch-layout `[b?, N, K]` (K-major). The
-batch is the grid's z dimension (3-D tensor maps). A contraction the rule cannot take raises a
-diagnostic saying why, since the knob asked for it; other kernels fall through.
+one f16/bf16 type (TMA copies raw bytes): A `[b?, M, K]`, B `[b?, K, N]` (N-major) or
+`[b?, N, K]` (K-major); the batch is the grid's z dimension. A contraction the rule cannot
+take raises a diagnostic saying why, since the knob asked for it.
 
 A block computes a BM×BN output tile (BM = 64 per consumer warpgroup, 1 or 2 of them) walking
 K in steps of 64 elements: one 128-byte swizzled row of shared memory per row of A (and of a
@@ -13,26 +12,21 @@ K-major B), or per K row of a 64-column chunk of an N-major B. Each K step occup
 when the TMA bytes of the slot landed, `empty[s]` when every consumer thread has finished
 reading it. Out-of-range rows, columns and K are zero-filled by TMA; the epilogue is guarded.
 
-With `ws=1` (warp specialization) warpgroup 0 is the producer: it lowers its register budget
-(`setmaxnreg` 40) and one thread issues the TMA copies, `stages` steps ahead; warpgroups 1..
-raise theirs (232) and issue one m64nBNk16 `wgmma` per 16 of K from the slot. With `ws=0` the
-consumer warpgroups are the whole block and thread 0 issues each copy `stages - 1` steps ahead
-right after its slot is released. Consumers keep one wgmma group in flight
+With `ws=1` warpgroup 0 is the producer (`setmaxnreg` 40; one thread issues the TMA copies,
+`stages` steps ahead) and warpgroups 1.. the consumers (232), issuing one m64nBNk16 `wgmma` per
+16 of K. With `ws=0` the consumers are the whole block and thread 0 issues each copy `stages -
+1` steps ahead once its slot is released. Consumers keep one wgmma group in flight
 (`wgmma.wait_group 1`) and release the previous step's slot behind it.
 
-A paired contraction (two K loops over one A, `passes/tile/gemm/paired.py`) runs as a dual GEMM:
-the block's bn accumulator columns hold both products for bn/2 output columns (the first
-product's in 0..bn/2, the second's in bn/2..bn), the producer copies each B tile into its half
-of the slot by that B's own tensor map, and one m64nBNk16 wgmma per 16 of K multiplies A by
-both; the thread that holds column c of one product holds column c of the other, so the
-epilogue combines them in registers (or, staged, from one tile per product).
+A paired contraction (`paired.py`) runs as a dual GEMM: accumulator columns 0..bn/2 hold the
+first product and bn/2..bn the second, for bn/2 output columns; the producer copies each B
+tile into its half of the slot by that B's own tensor map, and one wgmma multiplies A by both.
+The thread that holds column c of one product holds column c of the other, so the epilogue
+combines them in registers.
 
-The epilogue runs on the accumulators where wgmma leaves them (`store=direct`: 2 consecutive
-columns per thread), or, with `store=smem` (the default where it fits: `store=auto`), after
-each consumer warpgroup has staged them in its own f32 tile of shared memory, 64 columns at a
-time, so that each thread handles 8 consecutive columns (16-byte global accesses). The staged
-epilogue issues its loads of other buffers (`up` in `silu(gate) * up`, a bias) one chunk ahead
-into registers (`epilogue_prefetch.py`), so their latencies overlap instead of adding up.
+The epilogue runs on the accumulators where wgmma leaves them (`store=direct`) or after each
+consumer warpgroup staged them in shared memory (`store=smem`, `_staged_epilogue`), issuing
+its loads of other buffers one chunk ahead (`epilogue_prefetch.py`).
 """
 
 from __future__ import annotations
@@ -57,7 +51,6 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
-
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
@@ -129,13 +122,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         rank = len(c.nest.extents)
         a_box = (*[1] * (rank - 2), t.bm, BK)
         b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, BK)))
-        tile.set_tensor_maps(
-            new,
-            [
-                tile.TensorMapArg(operands.a, a_box, SWIZZLE),
-                *(tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs),
-            ],
-        )
+        b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
+        tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
         _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
         if t.fastmath == "on":
             for inner in new.walk():
@@ -172,8 +160,7 @@ class _WgmmaEmitter:
         self.a_global = args[operands.a]
         self.b_globals = [args[b] for b in operands.bs]
         self.results = [c.reduce.res[0]]
-        """The K loops' sums, as the epilogue reads them; a dual GEMM's second product takes
-        accumulator columns bn/2.. (`WgmmaTiles.dual`)."""
+        """The K loops' sums, as the epilogue reads them (`WgmmaTiles.dual`)."""
         self.inits = [c.reduce.init[0]]
         if isinstance(c, PairedContraction):
             self.results.append(c.second.reduce.res[0])
@@ -195,9 +182,8 @@ class _WgmmaEmitter:
             else:
                 self._origin([*self._grouped(em.add(em.mul(y, self.n_tiles), x)), z])
         shared = tile.SHARED
-        self.a_smem = em.value(
-            tile.AllocOp(tile.memref_in([t.stages, t.bm, BK], self.element, shared), True)
-        )
+        a_shape = [t.stages, t.bm, BK]
+        self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
         b_shape = [t.stages, t.bn // BK, BK, BK] if self.mn_major else [t.stages, t.bn, BK]
         self.b_smem = em.value(tile.AllocOp(tile.memref_in(b_shape, self.element, shared), True))
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
@@ -207,7 +193,7 @@ class _WgmmaEmitter:
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
         self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
-        with em.if_(self.first) as (then_block, _, _), em.into(then_block):
+        with em.when([self.first]):
             for s in range(t.stages):
                 em.op(tile.MbarrierInitOp(self.full, em.index(s), 1))
                 em.op(tile.MbarrierInitOp(self.empty, em.index(s), WARPGROUP * t.consumers))
@@ -222,7 +208,7 @@ class _WgmmaEmitter:
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
         with em.into(then_block):
             em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
-            with em.if_(self.first) as (first_block, _, _), em.into(first_block):
+            with em.when([self.first]):
                 with self._tiles() as first_step:
                     with em.for_loop(0, self.steps, 1) as (step, _, _):
                         self._produce(step, em.add(first_step, step))
@@ -246,9 +232,7 @@ class _WgmmaEmitter:
 
     def _grouped(self, linear: SSAValue) -> list[SSAValue]:
         """Returns the (n, m) tile coordinates of the `linear`-th tile of a batch in launch
-        order: in groups of `group` rows of tiles, down the rows of a group first, so that the
-        blocks running together share their B tiles (and A's rows) in L2; `group` 1 is
-        row-major (n fastest)."""
+        order: in groups of `group` rows of tiles, down the rows of a group first."""
         em, t = self.em, self.t
         n_tiles, m_tiles = self.n_tiles, self.m_tiles
         group = min(t.group, m_tiles)
@@ -265,10 +249,9 @@ class _WgmmaEmitter:
 
     @contextmanager
     def _tiles(self) -> Iterator[SSAValue | int]:
-        """Runs the body once per tile of this block and yields the ring step of the tile's
-        first K step: once, from step 0, without `persistent`; with it, over tiles
-        blockIdx.x, + gridDim.x, ... in (n, m, batch) order, the steps counting on across
-        them (`steps` per tile) so the ring's slots and phases carry over."""
+        """Runs the body once per tile of this block (with `persistent`, tiles blockIdx.x, +
+        gridDim.x, ...) and yields the ring step of the tile's first K step: ring steps count
+        on across tiles, so the ring's slots and phases carry over."""
         em, t = self.em, self.t
         if not t.persistent:
             yield 0
@@ -295,42 +278,22 @@ class _WgmmaEmitter:
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
         k0 = em.mul(step, BK)
         zero = em.index(0)
-        em.op(
-            tile.TmaLoadOp(
-                self.a_global,
-                [*self.b_index, self.m0, k0],
-                self.a_smem,
-                [slot, zero, zero],
-                self.full,
-                slot,
-            )
-        )
+
+        def copy(source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue]) -> None:
+            em.op(tile.TmaLoadOp(source, [*self.b_index, *at], smem, to, self.full, slot))
+
+        copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or
         # 64-column chunks (N-major), so one m64nBNk16 wgmma multiplies A by both.
         for product, b_global in enumerate(self.b_globals):
             if self.mn_major:
                 for chunk in range(t.tile_n // BK):
-                    em.op(
-                        tile.TmaLoadOp(
-                            b_global,
-                            [*self.b_index, k0, em.add(self.n0, chunk * BK)],
-                            self.b_smem,
-                            [slot, em.index(product * t.tile_n // BK + chunk), zero, zero],
-                            self.full,
-                            slot,
-                        )
-                    )
+                    n = em.add(self.n0, chunk * BK)
+                    to = [slot, em.index(product * t.tile_n // BK + chunk), zero, zero]
+                    copy(b_global, [k0, n], self.b_smem, to)
             else:
-                em.op(
-                    tile.TmaLoadOp(
-                        b_global,
-                        [*self.b_index, self.n0, k0],
-                        self.b_smem,
-                        [slot, em.index(product * t.tile_n), zero],
-                        self.full,
-                        slot,
-                    )
-                )
+                to = [slot, em.index(product * t.tile_n), zero]
+                copy(b_global, [self.n0, k0], self.b_smem, to)
 
     def _consume(self, group: SSAValue) -> None:
         """The K loop of consumer warpgroup `group` (rows 64·group of the block), then the
@@ -343,7 +306,7 @@ class _WgmmaEmitter:
                 init = inits[r // (t.tile_n // 2)]  # a thread holds tile_n/2 of each product
                 em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
             if not t.ws:
-                with em.if_(self.first) as (first_block, _, _), em.into(first_block):
+                with em.when([self.first]):
                     with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
                         self._produce(step, step)
                         em.op(scf.YieldOp())
@@ -351,11 +314,8 @@ class _WgmmaEmitter:
             with em.for_loop(0, self.steps, 1) as (step, _, _):
                 ring_step = em.add(first_step, step)
                 slot = em.rem(ring_step, t.stages)
-                em.op(
-                    tile.MbarrierWaitOp(
-                        self.full, slot, em.ring_parity(ring_step, self.t.stages, flip=False)
-                    )
-                )
+                parity = em.ring_parity(ring_step, t.stages, flip=False)
+                em.op(tile.MbarrierWaitOp(self.full, slot, parity))
                 em.op(tile.WgmmaFenceOp())
                 for kk in range(0, BK, tile.WGMMA_K):
                     self._wgmma(acc, slot, row, kk)
@@ -363,11 +323,10 @@ class _WgmmaEmitter:
                 em.op(tile.WgmmaWaitOp(1))
                 started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
                 previous = em.add(ring_step, t.stages - 1)  # ≡ ring_step - 1 (mod stages)
-                with em.if_(started) as (then_block, _, _), em.into(then_block):
+                with em.when([started]):
                     em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
                 if not t.ws:
-                    ahead = em.value(arith.AndIOp(self.first, em.less(previous, self.steps)))
-                    with em.if_(ahead) as (then_block, _, _), em.into(then_block):
+                    with em.when([self.first, em.less(previous, self.steps)]):
                         self._produce(previous, previous)
                 em.op(scf.YieldOp())
             em.op(tile.WgmmaWaitOp(0))
@@ -422,8 +381,7 @@ class _WgmmaEmitter:
             for j in range(groups):
                 for j0 in range(0, 2, width):
                     n = em.add(pair, 8 * j + j0)
-                    inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
-                    with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                    with em.when([em.less(m, self.m), em.less(n, self.n)]):
                         lanes = [
                             {
                                 result: em.value(
@@ -439,17 +397,12 @@ class _WgmmaEmitter:
                         LaneEmitter(em, c.n_iv, n, width).emit(c.epilogue, local_map, lanes)
 
     def _staged_epilogue(self, acc: SSAValue, group: SSAValue) -> None:
-        """Applies the epilogue after staging the accumulators in shared memory, STAGE_COLUMNS
-        columns at a time, so each thread handles 8 consecutive columns of one row: 16-byte
-        loads and stores of 16-bit operands.
-
-        The staged tile is f32: the epilogue sees the accumulators exactly as `direct` does
-        (rounding them to the output type first would round twice). Only the warpgroup meets
-        at its barrier (`bar.sync 1 + group, 128`); its tile is its own. A half-warp writes the
-        fragment's 8-byte pairs of 4 rows, a quarter-warp reads 16-byte chunks of 2 rows × 4
-        column groups; the chunks are swizzled (`_swizzle`) so that neither meets a bank
-        conflict.
-        """
+        """Applies the epilogue after staging the accumulators in the warpgroup's own f32 tile
+        of shared memory (no double rounding), STAGE_COLUMNS columns at a time, so each thread
+        handles 8 consecutive columns of one row (16-byte accesses). Only the warpgroup meets
+        at its barrier (`bar.sync 1 + group, 128`). A half-warp writes the fragment's 8-byte
+        pairs of 4 rows, a quarter-warp reads 16-byte chunks of 2 rows; the chunks are
+        swizzled (`_swizzle`) so that neither meets a bank conflict."""
         em, t, c = self.em, self.t, self.c
         local = em.rem(self.tid, WARPGROUP)
         warp, lane = em.div(local, 32), em.rem(local, 32)
@@ -471,6 +424,10 @@ class _WgmmaEmitter:
         prefetch = EpiloguePrefetch(em, c.epilogue, self.results, c.n_iv, chunks * groups, width)
         where: dict[tuple[int, int, int], tuple[SSAValue, SSAValue, SSAValue]] = {}
 
+        def staged(product: int) -> list[SSAValue]:
+            """The leading indices of a product's staged tile."""
+            return [group, em.index(product)] if t.dual == "on" else [group]
+
         def place(chunk: int, rows: int, j0: int) -> tuple[SSAValue, SSAValue, SSAValue]:
             """Row, column and bounds check of the group of columns `j0..` of staged row
             `read_row + rows` in `chunk`."""
@@ -488,7 +445,7 @@ class _WgmmaEmitter:
             for rows in range(0, tile.WGMMA_M, 16):
                 for j0 in range(0, 8, width):
                     m, n, inside = place(chunk, rows, j0)
-                    with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                    with em.when([inside]):
                         local_map = dict(self.mapping) | {c.m_iv: m}
                         prefetch.issue((chunk, rows, j0), n, local_map)
 
@@ -497,7 +454,7 @@ class _WgmmaEmitter:
             if chunk or t.persistent:  # every thread has read the previous chunk (or tile)
                 em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for product in range(t.products):
-                staged = [group, em.index(product)] if t.dual == "on" else [group]
+                tile_index = staged(product)
                 for half in range(2):
                     row = em.add(fragment_row, 8 * half)
                     for j in range(STAGE_COLUMNS // 8):
@@ -508,7 +465,7 @@ class _WgmmaEmitter:
                         ]
                         column = em.add(fragment_column, 8 * j)
                         column = self._staged_column(fragment_swizzle, column)
-                        em.op(tile.VectorStoreOp(pair, self.staging, [*staged, row, column]))
+                        em.op(tile.VectorStoreOp(pair, self.staging, [*tile_index, row, column]))
             # The next chunk's loads fly while this one is read back and computed; its
             # accumulators are in shared memory now, which frees their registers for them.
             issue(chunk + 1)
@@ -520,16 +477,11 @@ class _WgmmaEmitter:
                     values.append([])
                     for h in range(2):
                         column = self._staged_column(read_swizzle, em.add(read_column, 4 * h))
-                        index = [
-                            group,
-                            *([em.index(product)] if t.dual == "on" else []),
-                            row,
-                            column,
-                        ]
+                        index = [*staged(product), row, column]
                         values[-1] += em.op(tile.VectorLoadOp(self.staging, index, 4)).results
                 for j0 in range(0, 8, width):
                     m, n_j, inside = place(chunk, rows, j0)
-                    with em.if_(inside) as (then_block, _, _), em.into(then_block):
+                    with em.when([inside]):
                         local_map = dict(self.mapping) | {c.m_iv: m}
                         lanes = [
                             dict(zip(self.results, column, strict=True))

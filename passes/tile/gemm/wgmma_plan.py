@@ -14,7 +14,6 @@ from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.gemm.paired import PairedContraction
 
-
 WARPGROUP = 128
 BK = 64
 """K step: one 128-byte swizzle row of 16-bit elements."""
@@ -24,20 +23,15 @@ ATOM = 1024
 """Bytes of one 128B-swizzle atom (8 rows of 128 bytes): the descriptors' 8-row stride."""
 
 STAGE_COLUMNS = 64
-"""Accumulator columns a consumer warpgroup stages at a time with `store=smem`: 64 rows × 64
-f32 = 16 KiB per warpgroup, so the default 128×256 tile keeps its 3-stage ring (144 KiB). The
-staging tiles do not reuse the ring: the B slots are shared by both consumer warpgroups, and the
-other one's wgmmas may still read them when this one is done."""
+"""Accumulator columns a consumer warpgroup stages at a time with `store=smem` (16 KiB per
+warpgroup, beside the ring: the other warpgroup's wgmmas may still read the B slots)."""
 
 MAX_STAGES = 6
-"""The deepest ring `stages` allows; 6 slots of 128×128 (32 KiB each) fit beside the staging
-tiles."""
+"""The deepest ring `stages` allows (6 slots of 128×128 fit beside the staging tiles)."""
 
 GROUP = 16
-"""Default `group`: tiles launched 16 block rows at a time, down the rows first. The 132 blocks
-in flight then share each B tile, where row-major order streams all of B once per block row;
-on the H200 this sped up the Llama MLP's GEMMs and bf16 8192³ (measured 2026-11-29:
-benchmarks/RESULTS.md, "Run 4 (408d6b1): the `group` launch order for wgmma GEMMs")."""
+"""Default `group` (measured 2026-11-29: benchmarks/RESULTS.md, "Run 4 (408d6b1): the `group`
+launch order for wgmma GEMMs")."""
 
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
@@ -61,7 +55,8 @@ class Operands:
 
 @dataclass(frozen=True)
 class WgmmaTiles:
-    """Block tile (bm × bn, K step 64), ring depth and warp specialization."""
+    """Block tile (bm × bn, K step 64), ring depth, warp specialization and the other knobs
+    of the rule (docs/knobs.md), resolved."""
 
     bm: int
     bn: int
@@ -71,10 +66,8 @@ class WgmmaTiles:
     persistent: int = 0
     group: int = 1
     fastmath: str = "off"
-    """on: the epilogue's `exp` and `/` are approximate (`approximate_math`)."""
     dual: str = "off"
-    """on: a dual GEMM: accumulator columns 0..bn/2 are the first product's, bn/2..bn the
-    second's, both for the block's bn/2 output columns."""
+    """on: a dual GEMM, accumulator columns bn/2..bn holding the second product."""
 
     @property
     def tile_n(self) -> int:
@@ -95,8 +88,7 @@ class WgmmaTiles:
 
     @property
     def staging_bytes(self) -> int:
-        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) that `store=smem`
-        stages through."""
+        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) of `store=smem`."""
         if self.store != "smem":
             return 0
         return self.products * self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4
@@ -165,15 +157,10 @@ def choose_wgmma_tiles(
     knobs: Knobs, batch: int, m: int, n: int, target: Target, dual: bool = False
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
-    blocks and 6 stages when 128×256 would leave SMs idle. A dual GEMM's block computes both
-    products for half as many output columns (128 of them at bn=256).
-
-    On the H200 3 and 4 stages time the same at 128×256. A 128×128 grid is about one wave of
-    blocks that each walk all of K, so it is bound by how far the ring runs ahead: the Llama k
-    projection got faster with each stage up to 6 (measured 2026-11-29: benchmarks/RESULTS.md,
-    "Run 5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
-    benchmarks/bench_bf16.py`, run 4)").
-    """
+    blocks and 6 stages when 128×256 would leave SMs idle; a dual GEMM's block computes both
+    products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
+    5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
+    benchmarks/bench_bf16.py`, run 4)")."""
     bm = knobs.bm or 128
     wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= target.sms
     bn = knobs.bn or (256 if wide else 128)
