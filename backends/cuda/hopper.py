@@ -34,6 +34,10 @@ HELPER_NAMES = (
 )
 
 
+def _lines(*lines: str) -> str:
+    return "\n".join(lines)
+
+
 def _shared(name: str) -> str:
     return f"(unsigned)__cvta_generic_to_shared({name})"
 
@@ -41,44 +45,36 @@ def _shared(name: str) -> str:
 def mbarrier_helpers() -> list[str]:
     """Returns the device functions of the mbarrier ops (init, arrive, expect_tx, wait)."""
     return [
-        "\n".join(
-            (
-                "__device__ __forceinline__ void tinyopt_mbarrier_init(void* bar, int count) {",
-                '    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"',
-                f'                 :: "r"({_shared("bar")}), "r"(count) : "memory");',
-                "}",
-            )
+        _lines(
+            "__device__ __forceinline__ void tinyopt_mbarrier_init(void* bar, int count) {",
+            '    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;"',
+            f'                 :: "r"({_shared("bar")}), "r"(count) : "memory");',
+            "}",
         ),
-        "\n".join(
-            (
-                "__device__ __forceinline__ void tinyopt_mbarrier_arrive(void* bar) {",
-                '    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"',
-                f'                 :: "r"({_shared("bar")}) : "memory");',
-                "}",
-            )
+        _lines(
+            "__device__ __forceinline__ void tinyopt_mbarrier_arrive(void* bar) {",
+            '    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];"',
+            f'                 :: "r"({_shared("bar")}) : "memory");',
+            "}",
         ),
-        "\n".join(
-            (
-                "__device__ __forceinline__ void tinyopt_mbarrier_arrive_expect_tx(void* bar, "
-                "int bytes) {",
-                '    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"',
-                f'                 :: "r"({_shared("bar")}), "r"(bytes) : "memory");',
-                "}",
-            )
+        _lines(
+            "__device__ __forceinline__ void tinyopt_mbarrier_arrive_expect_tx(void* bar, "
+            "int bytes) {",
+            '    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"',
+            f'                 :: "r"({_shared("bar")}), "r"(bytes) : "memory");',
+            "}",
         ),
-        "\n".join(
-            (
-                "__device__ __forceinline__ void tinyopt_mbarrier_wait(void* bar, int parity) {",
-                "    unsigned done = 0;",
-                "    while (!done) {",
-                '        asm volatile("{\\n.reg .pred p;\\n"',
-                '                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"',
-                '                     "selp.u32 %0, 1, 0, p;\\n}"',
-                f'                     : "=r"(done) : "r"({_shared("bar")}), "r"(parity & 1)',
-                '                     : "memory");',
-                "    }",
-                "}",
-            )
+        _lines(
+            "__device__ __forceinline__ void tinyopt_mbarrier_wait(void* bar, int parity) {",
+            "    unsigned done = 0;",
+            "    while (!done) {",
+            '        asm volatile("{\\n.reg .pred p;\\n"',
+            '                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\\n"',
+            '                     "selp.u32 %0, 1, 0, p;\\n}"',
+            f'                     : "=r"(done) : "r"({_shared("bar")}), "r"(parity & 1)',
+            '                     : "memory");',
+            "    }",
+            "}",
         ),
     ]
 
@@ -88,31 +84,27 @@ def tma_load_helper(rank: int) -> str:
     coords = ", ".join(f"int c{i}" for i in range(rank))
     operands = ", ".join(f"%{i + 2}" for i in range(rank))
     inputs = ", ".join(f'"r"(c{i})' for i in range(rank))
-    return "\n".join(
-        (
-            f"__device__ __forceinline__ void tinyopt_tma_load_{rank}d(void* dst, "
-            f"const CUtensorMap* map, void* bar, {coords}) {{",
-            f'    asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.'
-            f'mbarrier::complete_tx::bytes [%0], [%1, {{{operands}}}], [%{rank + 2}];"',
-            f'                 :: "r"({_shared("dst")}), "l"(map), {inputs}, "r"({_shared("bar")})',
-            '                 : "memory");',
-            "}",
-        )
+    return _lines(
+        f"__device__ __forceinline__ void tinyopt_tma_load_{rank}d(void* dst, "
+        f"const CUtensorMap* map, void* bar, {coords}) {{",
+        f'    asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.'
+        f'mbarrier::complete_tx::bytes [%0], [%1, {{{operands}}}], [%{rank + 2}];"',
+        f'                 :: "r"({_shared("dst")}), "l"(map), {inputs}, "r"({_shared("bar")})',
+        '                 : "memory");',
+        "}",
     )
 
 
 def wgmma_desc_helper() -> str:
     """Returns the device function building a 128B-swizzled wgmma matrix descriptor."""
-    return "\n".join(
-        (
-            "__device__ __forceinline__ unsigned long long tinyopt_wgmma_desc(const void* start, "
-            "unsigned lbo, unsigned sbo) {",
-            f"    unsigned long long address = {_shared('start')};",
-            "    return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) "
-            "<< 16) |",
-            "           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);",
-            "}",
-        )
+    return _lines(
+        "__device__ __forceinline__ unsigned long long tinyopt_wgmma_desc(const void* start, "
+        "unsigned lbo, unsigned sbo) {",
+        f"    unsigned long long address = {_shared('start')};",
+        "    return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) "
+        "<< 16) |",
+        "           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);",
+        "}",
     )
 
 
@@ -143,19 +135,17 @@ def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
         a_operand, inputs = f"%{half}", '"l"(a), "l"(b)'
         b_operand, trans = f"%{half + 1}", f"0, {trans_b}"
     scale_d = half + inputs.count("(")
-    return "\n".join(
-        (
-            f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], {params}) {{",
-            '    asm volatile("{\\n.reg .pred p;\\n"',
-            f'                 "setp.ne.b32 p, %{scale_d}, 0;\\n"',
-            f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
-            f'{element}.{element} "',
-            f'                 "{{{registers}}}, "',
-            f'                 "{a_operand}, {b_operand}, p, 1, 1, {trans};\\n}}"',
-            f"                 : {accumulators}",
-            f'                 : {inputs}, "r"(1));',
-            "}",
-        )
+    return _lines(
+        f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], {params}) {{",
+        '    asm volatile("{\\n.reg .pred p;\\n"',
+        f'                 "setp.ne.b32 p, %{scale_d}, 0;\\n"',
+        f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
+        f'{element}.{element} "',
+        f'                 "{{{registers}}}, "',
+        f'                 "{a_operand}, {b_operand}, p, 1, 1, {trans};\\n}}"',
+        f"                 : {accumulators}",
+        f'                 : {inputs}, "r"(1));',
+        "}",
     )
 
 

@@ -1,6 +1,7 @@
 """Load cubins and launch their kernels on arrays, with cuda.core."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from cuda.bindings import driver
@@ -135,16 +136,14 @@ def tensor_map(
         ) from exc
 
 
+@dataclass(frozen=True)
 class BoundLaunch:
     """A kernel with its parameters fixed: each call only queues the launch."""
 
-    def __init__(
-        self, name: str, function: CoreKernel, config: LaunchConfig, args: tuple[object, ...]
-    ) -> None:
-        self.name = name
-        self.function = function
-        self.config = config
-        self.args = args
+    name: str
+    function: CoreKernel
+    config: LaunchConfig
+    args: tuple[object, ...]
 
     def __call__(self, stream: Stream | GraphBuilder) -> None:
         """Queue the launch on `stream` (or record it into a graph being built)."""
@@ -159,9 +158,7 @@ class Kernel:
 
     `tensor_maps` maps a parameter position to the (box, swizzle) of the TMA tensor map the
     kernel takes there instead of a pointer. With `pdl` it is launched with programmatic stream
-    serialization (programmatic dependent launch, sm_90): it may start while the kernel before
-    it on the stream still runs, so its code must wait (`griddepcontrol.wait`) before it touches
-    global memory; captured into a CUDA graph, the dependency becomes a programmatic edge.
+    serialization (docs/knobs.md).
     """
 
     def __init__(
@@ -233,15 +230,6 @@ class Kernel:
         )
         return BoundLaunch(self.name, function, config, tuple(args))
 
-    def launch(
-        self,
-        pointers: Sequence[int],
-        stream: Stream,
-        buffers: Sequence[tuple[tuple[int, ...], str]] = (),
-    ) -> None:
-        """Queue one launch on `stream` with raw device pointers as the kernel parameters."""
-        self.bind(pointers, buffers)(stream)
-
     def __call__(self, *arrays: object, stream: Stream | None = None) -> None:
         """Launch on `arrays` and wait for the kernel, raising `CudaLaunchError` on a fault.
 
@@ -262,7 +250,7 @@ class Kernel:
                 pointers.append(int(buffer.handle))
             else:
                 pointers.append(device_pointer(array, stream))
-        self.launch(pointers, stream)
+        self.bind(pointers)(stream)
         for array, buffer in staged:
             download(int(buffer.handle), array, stream)
         synchronize(stream, f"kernel '{self.name}'")

@@ -22,8 +22,7 @@ def _check(result: tuple, what: str) -> tuple:
 
 def nvrtc_version() -> tuple[int, int]:
     """Return the (major, minor) version of the loaded NVRTC library."""
-    major, minor = _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
-    return major, minor
+    return _check(nvrtc.nvrtcVersion(), "nvrtcVersion")
 
 
 @functools.cache

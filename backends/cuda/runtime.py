@@ -148,11 +148,11 @@ class _DeviceFrame:
                 f"got a {type(first).__name__}"
             )
         self.framework = importlib.import_module(framework)
-        if framework == "torch":
-            self.device = first.device
+        if framework == "torch":  # cupy allocates on its current device
+            self.placement = {"device": first.device}
             handle = self.framework.cuda.current_stream(first.device).cuda_stream
         else:
-            self.device = None
+            self.placement = {}
             handle = self.framework.cuda.get_current_stream().ptr
         current_device()  # makes the device's context current before wrapping the stream
         self.stream = Stream.from_handle(handle)
@@ -179,15 +179,14 @@ class _DeviceFrame:
 
     def _empty(self, shape: tuple[int, ...], dtype: object) -> object:
         """Return an uninitialised array of the framework on the caller's device."""
-        if self.device is None:  # cupy: the current device
-            return self.framework.empty(shape, dtype=dtype)
-        return self.framework.empty(shape, dtype=dtype, device=self.device)
+        return self.framework.empty(shape, dtype=dtype, **self.placement)
 
     def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
         """Return the arrays bound to the returned values."""
         return [self.arrays[value] for value in values]
 
 
+@dataclass(frozen=True)
 class BoundCall:
     """A host function with its arrays bound: buffers allocated and every kernel's parameters
     fixed once, so each call only queues the launches.
@@ -196,15 +195,9 @@ class BoundCall:
     or allocations (numpy inputs are uploaded once, when binding).
     """
 
-    def __init__(
-        self,
-        function: HostFunction,
-        frame: _NumpyFrame | _DeviceFrame,
-        launches: list[BoundLaunch],
-    ) -> None:
-        self.function = function
-        self.frame = frame
-        self.launches = launches
+    function: HostFunction
+    frame: _NumpyFrame | _DeviceFrame
+    launches: list[BoundLaunch]
 
     def __call__(self) -> None:
         """Queue the function's kernels, in order, on the stream the arrays were bound on."""
@@ -284,18 +277,10 @@ class HostFunction:
         for index, step in enumerate(self.steps):
             if isinstance(step, _Alloc) and step.value not in self.returns:
                 uses = [
-                    i
-                    for i, other in enumerate(self.steps)
-                    if isinstance(other, _Launch) and step.value in other.operands
+                    i for i, s in enumerate(self.steps) if step.value in getattr(s, "operands", ())
                 ]
-                lifetimes.append(
-                    Lifetime(
-                        step.value,
-                        step.type.nbytes,
-                        min(uses, default=index),
-                        max(uses, default=index),
-                    )
-                )
+                uses = uses or [index]
+                lifetimes.append(Lifetime(step.value, step.type.nbytes, min(uses), max(uses)))
         return lifetimes
 
     def __call__(self, *arrays: object) -> object:
@@ -358,12 +343,12 @@ class HostFunction:
         return frame, pointers
 
 
+@dataclass(frozen=True)
 class CompiledModule:
     """The kernels of a `to-cuda` module compiled to cubins, and its runnable host functions."""
 
-    def __init__(self, kernels: dict[str, Kernel], functions: dict[str, HostFunction]) -> None:
-        self.kernels = kernels
-        self.functions = functions
+    kernels: dict[str, Kernel]
+    functions: dict[str, HostFunction]
 
     def function(self, name: str) -> HostFunction:
         """Return the host function `name` as a Python callable."""
@@ -373,9 +358,7 @@ class CompiledModule:
             )
         return self.functions[name]
 
-    def __getitem__(self, name: str) -> HostFunction:
-        """Return the host function `name` as a Python callable."""
-        return self.function(name)
+    __getitem__ = function
 
 
 PDL_SM = 90
