@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser

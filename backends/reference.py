@@ -35,17 +35,14 @@ def round_to_bf16(a: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a), np.float32(np.nan), out).reshape(np.shape(a))
 
 
+_NUMPY_DTYPES = {f32: np.float32, bf16: np.float32, f16: np.float16, i64: np.int64, i32: np.int32}
+
+
 def numpy_dtype(element_type: Attribute) -> np.dtype:
     """Return the numpy dtype that stores tensors of `element_type` (bf16 -> float32)."""
-    if element_type == f32 or element_type == bf16:
-        return np.dtype(np.float32)
-    if element_type == f16:
-        return np.dtype(np.float16)
-    if element_type == i64:
-        return np.dtype(np.int64)
-    if element_type == i32:
-        return np.dtype(np.int32)
-    raise TypeError(f"no numpy dtype for element type {element_type}")
+    if element_type not in _NUMPY_DTYPES:
+        raise TypeError(f"no numpy dtype for element type {element_type}")
+    return np.dtype(_NUMPY_DTYPES[element_type])
 
 
 def _to_element_type(a: np.ndarray, element_type: Attribute) -> np.ndarray:

@@ -81,10 +81,7 @@ class GraphOp(IRDLOperation):
         return VerifyException(f"{self.name}: {message}")
 
     def tensor(self, what: str, value: SSAValue | Attribute) -> TensorType[AnyFloat]:
-        """Check that `value` (or a type) is a non-empty float tensor of an allowed dtype.
-
-        Returns its type.
-        """
+        """Check that `value` (or a type) is a non-empty float tensor; return its type."""
         type_ = value.type if isinstance(value, SSAValue) else value
         if not isinstance(type_, TensorType):
             raise self.fail(f"{what} must be a ranked tensor, got {type_}")

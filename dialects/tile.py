@@ -1,11 +1,7 @@
 """The tile dialect: a loop kernel mapped onto the GPU's grid, blocks, warps and threads.
 
-Control flow inside a `tile.kernel` is `scf.for` / `scf.if`; scalar code is `arith` / `math`;
-buffer accesses are `memref.load` / `memref.store` on the kernel's global buffers (memory
-space 0), on `tile.alloc`ed shared memory (space 3) or on register arrays (space 5). The ops
-here add what a GPU schedule needs beyond that: hardware indices, barriers, vector accesses and
-cross-thread reductions that carry the combine region (the monoid) they apply.
-After `to-cuda`, each kernel is a `tile.cuda_kernel` holding its CUDA C source.
+Inside a `tile.kernel`, `scf`, `arith`, `math` and `memref` ops do the rest; docs/ir.md lists
+the ops and the memory spaces (0 global, 3 shared, 5 registers).
 """
 
 from __future__ import annotations
@@ -344,13 +340,19 @@ class VectorAtomicAddOp(IRDLOperation):
         super().__init__(operands=[lanes, memref, indices])
 
     def verify_(self) -> None:
-        t = self.memref.type
-        assert isinstance(t, MemRefType)
-        if memory_space(t) != GLOBAL:
-            raise VerifyException(f"tile.vatomic_add: the buffer must be global memory, got {t}")
+        _check_global(self, self.memref, "buffer")
         if len(self.lanes) not in (2, 4):
             raise VerifyException(f"tile.vatomic_add: width must be 2 or 4, got {len(self.lanes)}")
         _check_vector_access(self, self.memref, self.indices, [v.type for v in self.lanes])
+
+
+def _check_global(op: Operation, buffer: SSAValue, what: str) -> MemRefType:
+    """Returns the memref type of `buffer`, raising VerifyException unless it is global."""
+    t = buffer.type
+    assert isinstance(t, MemRefType)
+    if memory_space(t) != GLOBAL:
+        raise VerifyException(f"{op.name}: the {what} must be global memory, got {t}")
+    return t
 
 
 def _check_indices(
@@ -563,13 +565,8 @@ same counts for the tf32 m16n8k8 (one tf32 per register)."""
 
 @irdl_op_definition
 class LdMatrixOp(IRDLOperation):
-    """Loads four 8×8 matrices of 16-bit elements from shared memory across a warp (`ldmatrix`).
-
-    Each lane gives the address of one matrix row (lanes 0-7 the rows of matrix 0, 8-15 of
-    matrix 1, ...): the element at `indices`, which starts 8 consecutive elements (16 bytes).
-    Result r of lane l holds row l/4, columns 2(l%4) and 2(l%4)+1 of matrix r, packed low
-    first; with `trans`, those of the transposed matrix (a column-major load).
-    """
+    """Loads four 8×8 matrices of 16-bit elements from shared memory across a warp (`ldmatrix`);
+    docs/ir.md gives the lane layout."""
 
     name = "tile.ldmatrix"
 
@@ -613,10 +610,8 @@ class LdMatrixOp(IRDLOperation):
 
 @irdl_op_definition
 class MmaSyncOp(IRDLOperation):
-    """One warp-wide m16n8k16 tensor-core product `D = A·B + C` (`mma.sync`, A row, B col).
+    """One warp-wide m16n8k16 tensor-core product `D = A·B + C` (`mma.sync`; docs/ir.md).
 
-    Each lane holds 4 i32 of A and 2 i32 of B (pairs of `element`, as `tile.ldmatrix` loads
-    them) and 4 f32 of C; D has C's layout: rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1.
     With `element` f32 the product is the m16n8k8 on TF32 inputs: A and B registers hold the
     bits of TF32 values (`tile.to_tf32`, then `arith.bitcast`); A lane l holds (row l/4,
     k l%4), (row + 8, k), (row, k + 4), (row + 8, k + 4); B (k l%4, column l/4), (k + 4,
@@ -1095,10 +1090,8 @@ class TmaLoadOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        src, dst = self.src.type, self.dst.type
-        assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
-        if memory_space(src) != GLOBAL:
-            raise VerifyException(f"tile.tma_load: the source must be global memory, got {src}")
+        src, dst = _check_global(self, self.src, "source"), self.dst.type
+        assert isinstance(dst, MemRefType)
         _check_indices(self, self.coords, src, "coordinates", "tensor")
         if len(self.coords) > 5:
             raise VerifyException("tile.tma_load: tensor maps have at most 5 dimensions")
@@ -1162,10 +1155,8 @@ class CpAsyncOp(IRDLOperation):
         return self.width.value.data * _element_bits(t.element_type) // 8
 
     def verify_(self) -> None:
-        src, dst = self.src.type, self.dst.type
-        assert isinstance(src, MemRefType) and isinstance(dst, MemRefType)
-        if memory_space(src) != GLOBAL:
-            raise VerifyException(f"tile.cp_async: the source must be global memory, got {src}")
+        src, dst = _check_global(self, self.src, "source"), self.dst.type
+        assert isinstance(dst, MemRefType)
         _check_indices(self, self.src_indices, src, of="source")
         _check_shared_index(self, self.dst, self.dst_indices)
         if src.element_type != dst.element_type:
@@ -1203,11 +1194,7 @@ class PrefetchL2Op(IRDLOperation):
         super().__init__(operands=[src, indices])
 
     def verify_(self) -> None:
-        t = self.src.type
-        assert isinstance(t, MemRefType)
-        if memory_space(t) != GLOBAL:
-            raise VerifyException(f"tile.prefetch_l2: the buffer must be global memory, got {t}")
-        _check_indices(self, self.indices, t)
+        _check_indices(self, self.indices, _check_global(self, self.src, "buffer"))
 
 
 @irdl_op_definition
