@@ -1,19 +1,9 @@
 """A torch module compiled by tinyopt into a callable on CUDA tensors (needs the `torch` extra).
 
-    model = CompiledModel(block, x)          # capture, lower, compile with NVRTC, bind
-    y = model(x2)                            # same shapes and dtypes as the example inputs
-
-The module is captured on its example inputs (frontends/torch_fx.py) and lowered through a
-pipeline (`pipeline=`, default `PIPELINE`, which takes the tuned knobs of the tuning cache through
-`apply-tuned`, docs/tuning.md; `"decompose,fuse,flash-attention,apply-tuned,tile,to-cuda{pdl=1}"`
-adds programmatic dependent launch between the kernels, docs/knobs.md); its weights are copied
-to the GPU and bound once, with every intermediate buffer planned into one arena
-(backends/cuda/buffer_plan.py). With `graph=True` (the default) a call copies the inputs into
-the bound input tensors, replays the kernel sequence as one CUDA graph on the current torch
-stream, and returns copies of the outputs (the bound outputs are overwritten by the next call).
-With `graph=False` a call binds the caller's tensors themselves (through DLPack, no copies),
-launches each kernel on the current stream and returns fresh output tensors; it pays the
-host's binding per call instead of the two copies. Nothing goes through the host.
+README.md ("Running a captured model on the GPU") describes it. With `graph=True` (the default)
+a call copies the inputs into the bound input tensors, replays the kernels as one CUDA graph on
+the current torch stream and returns copies of the outputs (the bound outputs are overwritten by
+the next call); with `graph=False` it binds the caller's tensors and returns fresh outputs.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """Capture a `torch.nn.Module` into a graph-dialect `func.func` (needs the `torch` extra).
 
-`capture(module, *example_inputs)` runs `torch.export.export` (torch.fx underneath) and
-translates its ATen graph op by op. Export is used rather than `torch.fx.symbolic_trace`
-because it hands over a normalized program: one ATen op per node whatever Python spelled it
-(`x @ w`, `torch.matmul`, `x.matmul`), parameters and buffers lifted to placeholders with a
-signature naming them, and every node's static shape and dtype in `node.meta["val"]` (needed
-to make torch's implicit broadcasting and type promotion explicit). Shapes are those of the
-example inputs.
-
-The function's arguments are the module's inputs, in order, followed by its weights: the
-parameters in `module.named_parameters()` order, then the buffers in `named_buffers()` order,
-then tensor constants created in `forward` (the order of `torch.export`'s signature).
-`Capture.weights` holds them by name; `Capture.arguments(*inputs)` returns every argument as
-a numpy array.
-
-Torch is imported lazily, so tinyopt itself works without it.
+README.md ("From PyTorch") lists the ops covered. `torch.export.export` is used rather than
+`torch.fx.symbolic_trace` because it hands over a normalized program: one ATen op per node,
+parameters and buffers lifted to placeholders with a signature naming them, and every node's
+static shape and dtype in `node.meta["val"]` (needed to make broadcasting and type promotion
+explicit). The function's arguments are the module's inputs, then its weights in the order of
+export's signature: parameters, buffers, then tensor constants created in `forward`. Torch is
+imported lazily, so tinyopt itself works without it.
 """
 
 from __future__ import annotations
