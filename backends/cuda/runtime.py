@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import re
 from collections.abc import Callable
@@ -148,11 +149,11 @@ class _DeviceFrame:
                 f"got a {type(first).__name__}"
             )
         self.framework = importlib.import_module(framework)
-        if framework == "torch":  # cupy allocates on its current device
-            self.placement = {"device": first.device}
+        if framework == "torch":
+            self.empty = functools.partial(self.framework.empty, device=first.device)
             handle = self.framework.cuda.current_stream(first.device).cuda_stream
-        else:
-            self.placement = {}
+        else:  # cupy allocates on its current device
+            self.empty = self.framework.empty
             handle = self.framework.cuda.get_current_stream().ptr
         current_device()  # makes the device's context current before wrapping the stream
         self.stream = Stream.from_handle(handle)
@@ -170,16 +171,12 @@ class _DeviceFrame:
                 f"{self.framework.__name__} has no {buffer_type.dtype_name} arrays"
             )
         dtype = getattr(self.framework, buffer_type.dtype_name)
-        return self.bind(value, self._empty(buffer_type.shape, dtype))
+        return self.bind(value, self.empty(buffer_type.shape, dtype=dtype))
 
     def arena(self, nbytes: int) -> int:
         """Allocate the bytes the intermediates share (a uint8 array) and return their address."""
-        self.intermediates = self._empty((nbytes,), self.framework.uint8)
+        self.intermediates = self.empty((nbytes,), dtype=self.framework.uint8)
         return device_pointer(self.intermediates, self.stream)
-
-    def _empty(self, shape: tuple[int, ...], dtype: object) -> object:
-        """Return an uninitialised array of the framework on the caller's device."""
-        return self.framework.empty(shape, dtype=dtype, **self.placement)
 
     def results(self, values: tuple[SSAValue, ...], types: list[_BufferType]) -> list[object]:
         """Return the arrays bound to the returned values."""
@@ -319,12 +316,9 @@ class HostFunction:
                 f"@{self.name} takes {len(self.params)} arrays, got {len(arrays)}"
             )
         for i, (array, expected) in enumerate(zip(arrays, self.param_types)):
-            if not hasattr(array, "shape") or not expected.accepts(array):
-                got = (
-                    f"{tuple(array.shape)} {array.dtype}"
-                    if hasattr(array, "shape")
-                    else type(array).__name__
-                )
+            shaped = hasattr(array, "shape")
+            if not shaped or not expected.accepts(array):
+                got = f"{tuple(array.shape)} {array.dtype}" if shaped else type(array).__name__
                 raise CudaArgumentError(f"@{self.name} argument {i} must be {expected}, got {got}")
         host = all(isinstance(a, np.ndarray) for a in arrays)
         if not host and any(isinstance(a, np.ndarray) for a in arrays):
