@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32, i32, i64
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32
 from xdsl.ir import Attribute
 
 from tinyopt.backends.reference import numpy_dtype, random_inputs, run_reference
@@ -22,11 +22,7 @@ def to_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
     """
     if element_type == bf16:
         return (np.asarray(array, np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
-    if element_type == f16:
-        return np.asarray(array, np.float16, order="C")
-    if element_type in (i32, i64):  # gather ids
-        return np.asarray(array, numpy_dtype(element_type), order="C")
-    return np.asarray(array, np.float32, order="C")
+    return np.asarray(array, numpy_dtype(element_type), order="C")
 
 
 def from_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:

@@ -252,18 +252,16 @@ def _softmax_op(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
 def _rms_norm(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.RmsNormOp)
     x, w = xs
-    eps = op.eps.value.data
-    return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)) * w
+    return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + op.eps.value.data)) * w
 
 
 @_handles(graph.LayerNormOp)
 def _layer_norm(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.LayerNormOp)
     x, w, b = xs
-    eps = op.eps.value.data
     centered = x - np.mean(x, axis=-1, keepdims=True)
     var = np.mean(centered * centered, axis=-1, keepdims=True)
-    return centered / np.sqrt(var + eps) * w + b
+    return centered / np.sqrt(var + op.eps.value.data) * w + b
 
 
 @_handles(graph.LinearOp)

@@ -162,8 +162,6 @@ class ExpOp(UnaryOp):
 
 @irdl_op_definition
 class LogOp(UnaryOp):
-    """Elementwise natural logarithm."""
-
     name = "graph.log"
 
 
@@ -174,15 +172,11 @@ class SqrtOp(UnaryOp):
 
 @irdl_op_definition
 class RsqrtOp(UnaryOp):
-    """Elementwise 1/sqrt(x)."""
-
     name = "graph.rsqrt"
 
 
 @irdl_op_definition
 class ReciprocalOp(UnaryOp):
-    """Elementwise 1/x."""
-
     name = "graph.reciprocal"
 
 
@@ -200,8 +194,6 @@ class SigmoidOp(UnaryOp):
 
 @irdl_op_definition
 class ReluOp(UnaryOp):
-    """Elementwise max(x, 0)."""
-
     name = "graph.relu"
 
 
@@ -294,8 +286,6 @@ class MinOp(BinaryOp):
 
 @irdl_op_definition
 class PowOp(BinaryOp):
-    """Elementwise lhs ** rhs."""
-
     name = "graph.pow"
 
 
@@ -355,8 +345,6 @@ class ReduceMaxOp(ReduceOp):
 
 @irdl_op_definition
 class ReduceMeanOp(ReduceOp):
-    """Arithmetic mean over `dims`."""
-
     name = "graph.reduce_mean"
 
 
@@ -585,13 +573,8 @@ class ConcatOp(GraphOp):
 
 @irdl_op_definition
 class GatherOp(GraphOp):
-    """Rows of `table` picked by integer `ids` (an embedding lookup; numpy's `take` on axis 0).
-
-    `result[i..., j...] = table[ids[i...], j...]`, so the result shape is the ids' shape
-    followed by the table's trailing dims. An id outside `0 ..< rows` is clamped into it, so
-    no id reads outside the table (kernels with 32-bit indices truncate ids of 2^31 and
-    more before clamping).
-    """
+    """Rows of `table` picked by integer `ids`, clamped into the table (docs/ir.md); kernels
+    with 32-bit indices truncate ids of 2^31 and more before clamping."""
 
     name = "graph.gather"
     table = operand_def(TensorType)

@@ -391,11 +391,9 @@ def _check_vector_access(
 
 def _element_bits(t: Attribute) -> int:
     width = getattr(t, "bitwidth", None)
-    if isinstance(t, IntegerType):
-        return t.width.data
-    if isinstance(width, int):
-        return width
-    raise VerifyException(f"unsupported element type {t}")
+    if not isinstance(width, int):
+        raise VerifyException(f"unsupported element type {t}")
+    return width
 
 
 class _CrossThreadReduceOp(IRDLOperation):
@@ -465,10 +463,8 @@ class _CrossThreadReduceOp(IRDLOperation):
 
 @irdl_op_definition
 class WarpReduceOp(_CrossThreadReduceOp):
-    """Combines the state of each lane of a warp (or `width`-lane group) by XOR shuffles.
-
-    Every lane receives the combined state.
-    """
+    """Combines the state of each lane of a warp (or `width`-lane group) by XOR shuffles;
+    every lane receives the combined state."""
 
     name = "tile.warp_reduce"
 
@@ -484,10 +480,8 @@ class WarpReduceOp(_CrossThreadReduceOp):
 
 @irdl_op_definition
 class BlockReduceOp(_CrossThreadReduceOp):
-    """Combines the state of every thread of the block (warp shuffles, then shared memory).
-
-    Every thread receives the combined state.
-    """
+    """Combines the state of every thread of the block (warp shuffles, then shared memory);
+    every thread receives the combined state."""
 
     name = "tile.block_reduce"
 
@@ -502,12 +496,8 @@ class YieldOp(AbstractYieldOperation[Attribute]):
 
 @irdl_op_definition
 class CudaKernelOp(IRDLOperation):
-    """One kernel printed as CUDA C: its translation unit and its launch shape.
-
-    `pdl` (a unit property) says the runtime launches it with programmatic stream
-    serialization: its source waits for the previous kernel (`griddepcontrol.wait`) before it
-    touches global memory, so it may be launched while that kernel still runs.
-    """
+    """One kernel printed as CUDA C: its translation unit, its launch shape and whether the
+    runtime launches it with programmatic stream serialization (`pdl`, docs/ir.md)."""
 
     name = "tile.cuda_kernel"
 
@@ -1016,16 +1006,14 @@ class _FlagOp(IRDLOperation):
 
 @irdl_op_definition
 class FlagSetOp(_FlagOp):
-    """Sets the flag to 1 with release semantics at GPU scope (`st.release.gpu`): whoever
-    acquires it sees this thread's earlier writes."""
+    """Sets the flag to 1 with release semantics at GPU scope (`st.release.gpu`, docs/ir.md)."""
 
     name = "tile.flag_set"
 
 
 @irdl_op_definition
 class FlagWaitOp(_FlagOp):
-    """Spins until the flag is non-zero, reading it with acquire semantics at GPU scope
-    (`ld.acquire.gpu`): later reads see what the setter wrote before setting it."""
+    """Spins until the flag is non-zero, read with acquire semantics (`ld.acquire.gpu`)."""
 
     name = "tile.flag_wait"
 
@@ -1042,11 +1030,8 @@ class FenceProxyAsyncOp(IRDLOperation):
 @irdl_op_definition
 class TmaLoadOp(IRDLOperation):
     """Copies the tensor-map box whose first element is `src[coords]` into shared memory at
-    `dst[indices]` (`cp.async.bulk.tensor`), completing its bytes on mbarrier `bars[bar]`.
-
-    `src` is a kernel argument the kernel passes as a tensor map; elements outside `src` are
-    filled with zeros. The box is written in order (row-major), swizzled as the map says.
-    """
+    `dst[indices]` (`cp.async.bulk.tensor`), completing its bytes on mbarrier `bars[bar]`;
+    `src` is a tensor-map argument, zeros are read outside it, the map swizzles the box."""
 
     name = "tile.tma_load"
 
@@ -1276,13 +1261,7 @@ class WgmmaOp(IRDLOperation):
         b_sbo: int,
         b_mn_major: bool,
     ) -> None:
-        props = {
-            "n": IntegerAttr(n, i64),
-            "a_sbo": IntegerAttr(a_sbo, i64),
-            "b_lbo": IntegerAttr(b_lbo, i64),
-            "b_sbo": IntegerAttr(b_sbo, i64),
-            "b_mn_major": UnitAttr() if b_mn_major else None,
-        }
+        props = _wgmma_properties(b_mn_major, n=n, a_sbo=a_sbo, b_lbo=b_lbo, b_sbo=b_sbo)
         super().__init__(operands=[acc, a, a_indices, b, b_indices], properties=props)
 
     @property
@@ -1303,6 +1282,12 @@ class WgmmaOp(IRDLOperation):
                 f"tile.wgmma: A and B must both hold f16 or both bf16, got {self.element} and "
                 f"{b.element_type}"
             )
+
+
+def _wgmma_properties(b_mn_major: bool, **sizes: int) -> dict[str, Attribute | None]:
+    """The properties of `tile.wgmma` / `tile.wgmma_reg_a`: `sizes` in order, then `b_mn_major`."""
+    props: dict[str, Attribute | None] = {k: IntegerAttr(v, i64) for k, v in sizes.items()}
+    return props | {"b_mn_major": UnitAttr() if b_mn_major else None}
 
 
 def _check_wgmma(op: WgmmaOp | WgmmaRegisterAOp, offsets: Sequence[str]) -> None:
@@ -1368,12 +1353,7 @@ class WgmmaRegisterAOp(IRDLOperation):
         b_sbo: int,
         b_mn_major: bool,
     ) -> None:
-        props = {
-            "n": IntegerAttr(n, i64),
-            "b_lbo": IntegerAttr(b_lbo, i64),
-            "b_sbo": IntegerAttr(b_sbo, i64),
-            "b_mn_major": UnitAttr() if b_mn_major else None,
-        }
+        props = _wgmma_properties(b_mn_major, n=n, b_lbo=b_lbo, b_sbo=b_sbo)
         super().__init__(operands=[acc, a, b, b_indices], properties=props)
 
     @property
