@@ -189,15 +189,14 @@ class _Translator:
         inputs: list[Node] = []
         weights: dict[str, torch.Tensor] = {}
         weight_nodes: list[Node] = []
+        tensors = {**self.program.constants, **self.program.state_dict}
         for spec in signature.input_specs:
             node = placeholders[spec.arg.name]
             if spec.kind == InputKind.USER_INPUT:
                 inputs.append(node)
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
                 assert spec.target is not None
-                state = self.program.state_dict
-                found = spec.target in state
-                weights[spec.target] = (state if found else self.program.constants)[spec.target]
+                weights[spec.target] = tensors[spec.target]
                 weight_nodes.append(node)
             else:
                 raise self.fail(node, f"input of kind {spec.kind.name} is not supported")
@@ -374,8 +373,7 @@ def _reduce(t: _Translator, node: Node) -> SSAValue:
     x = t.cast(t.value(node.args[0], node), out.element_type)
     dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())
     keepdim = bool(_arg(node, 2, "keepdim", False))
-    op = _REDUCE[node.target._overloadpacket.__name__]  # pyright: ignore
-    return t.emit(op(x, dims, keepdim))
+    return t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
 
 
 @_handles("softmax", "_softmax")
