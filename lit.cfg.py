@@ -24,3 +24,5 @@ if "PYTHONPATH" in os.environ:
     config.environment["PYTHONPATH"] = os.environ["PYTHONPATH"]
 # RUN lines must not see a user's tuning cache (docs/tuning.md).
 config.environment["TINYOPT_TUNING_DB"] = "off"
+if "TINYOPT_HASH_LOG" in os.environ:  # benchmarks/cuda_hashes.py records lit kernels too
+    config.environment["TINYOPT_HASH_LOG"] = os.environ["TINYOPT_HASH_LOG"]
