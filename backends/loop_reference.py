@@ -145,6 +145,10 @@ class _Interpreter:
                 env[op.memref] = np.zeros(type_.get_shape(), numpy_dtype(type_.element_type))
             elif isinstance(op, memref.GetGlobalOp):
                 env[op.memref] = self._global(op.name_.root_reference.data)
+            elif isinstance(op, memref.CollapseShapeOp):
+                view = env[op.src].reshape(op.result.type.get_shape())
+                assert np.shares_memory(view, env[op.src]), "a collapse_shape view copied"
+                env[op.result] = view
             elif isinstance(op, loop.LaunchOp):
                 self._launch(op.callee.root_reference.data, [env[a] for a in op.args])
             elif isinstance(op, func.ReturnOp):

@@ -353,7 +353,7 @@ class ReduceMeanOp(ReduceOp):
 
 @irdl_op_definition
 class MatmulOp(GraphOp):
-    """Matrix product `[..B, M, K] x [..B, K, N] -> [..B, M, N]` (rank 2, or both rank 3)."""
+    """Matrix product `[..B, M, K] x [..B, K, N] -> [..B, M, N]`: one rank, batch dims equal."""
 
     name = "graph.matmul"
     lhs = operand_def(TensorType)
@@ -377,14 +377,14 @@ class MatmulOp(GraphOp):
         dst = self.tensor("result", self.result)
         self.same_dtype(("lhs", lhs), ("rhs", rhs), ("result", dst))
         lrank, rrank = lhs.get_num_dims(), rhs.get_num_dims()
-        if (lrank, rrank) not in ((2, 2), (3, 3)):
+        if lrank != rrank or lrank < 2:
             raise self.fail(
-                f"operands must both be rank 2 or both rank 3, got lhs rank {lrank}, "
-                f"rhs rank {rrank}"
+                f"operands must have one rank of at least 2, got lhs rank {lrank}, rhs rank {rrank}"
             )
         ls, rs = lhs.get_shape(), rhs.get_shape()
         if ls[:-2] != rs[:-2]:
-            raise self.fail(f"batch dims differ: lhs has B={ls[0]}, rhs has B={rs[0]}")
+            batch = ("x".join(map(str, s[:-2])) for s in (ls, rs))
+            raise self.fail("batch dims differ: lhs has B={}, rhs has B={}".format(*batch))
         if ls[-1] != rs[-2]:
             raise self.fail(f"contraction dims differ: lhs has K={ls[-1]}, rhs has K={rs[-2]}")
         self.expect_shape("result", dst, matmul_shape(ls, rs))

@@ -170,9 +170,17 @@ class _Translator:
     def operand_like(self, arg: Any, like: TensorType[AnyFloat], node: Node) -> SSAValue:
         """Return a tensor or Python number argument cast and broadcast to `like`."""
         if isinstance(arg, bool | int | float):
-            return self.emit(graph.ConstantOp.splat(float(arg), like))
+            return self.scalar(float(arg), like)
         x = self.cast(self.value(arg, node), like.element_type)
         return self.broadcast(x, like.get_shape())
+
+    def scalar(self, value: float, like: TensorType[AnyFloat]) -> SSAValue:
+        """Return `value` broadcast to `like`: a one-element constant and a broadcast, so the
+        IR holds one number, not one per element of the activation."""
+        shape = like.get_shape()
+        one = TensorType(like.element_type, [1] * len(shape))
+        constant = self.emit(graph.ConstantOp.splat(value, one))
+        return self.broadcast(constant, shape)
 
     # --------------------------------------------------------------------------------- run
 
@@ -314,14 +322,10 @@ def _gelu(t: _Translator, node: Node) -> SSAValue:
         return t.emit(graph.GeluOp(x))
     # tanh form: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
     cube = t.emit(graph.MulOp(x, t.emit(graph.MulOp(x, x))))
-    inner = t.emit(graph.AddOp(x, t.emit(graph.MulOp(cube, _splat(t, 0.044715, out)))))
-    th = t.emit(graph.TanhOp(t.emit(graph.MulOp(inner, _splat(t, math.sqrt(2 / math.pi), out)))))
-    half_x = t.emit(graph.MulOp(x, _splat(t, 0.5, out)))
-    return t.emit(graph.MulOp(half_x, t.emit(graph.AddOp(th, _splat(t, 1.0, out)))))
-
-
-def _splat(t: _Translator, value: float, like: TensorType[AnyFloat]) -> SSAValue:
-    return t.emit(graph.ConstantOp.splat(value, like))
+    inner = t.emit(graph.AddOp(x, t.emit(graph.MulOp(cube, t.scalar(0.044715, out)))))
+    th = t.emit(graph.TanhOp(t.emit(graph.MulOp(inner, t.scalar(math.sqrt(2 / math.pi), out)))))
+    half_x = t.emit(graph.MulOp(x, t.scalar(0.5, out)))
+    return t.emit(graph.MulOp(half_x, t.emit(graph.AddOp(th, t.scalar(1.0, out)))))
 
 
 _BINARY: dict[str, type[graph.BinaryOp]] = {
@@ -346,7 +350,7 @@ def _binary(t: _Translator, node: Node) -> SSAValue:
     rhs = t.operand_like(node.args[1], out, node)
     alpha = node.kwargs.get("alpha", 1)
     if alpha != 1:
-        rhs = t.emit(graph.MulOp(rhs, _splat(t, float(alpha), out)))
+        rhs = t.emit(graph.MulOp(rhs, t.scalar(float(alpha), out)))
     if name == "rsub":
         lhs, rhs = rhs, lhs
     return t.emit(_BINARY[name](lhs, rhs))
@@ -400,10 +404,9 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
     ls, rs = _type(lhs).get_shape(), _type(rhs).get_shape()
     if len(ls) < 2 or len(rs) < 2:
         raise t.fail(node, "matmul of a 1-D operand is not supported (unsqueeze it)")
-    if len(rs) == 2:  # [..., M, K] x [K, N]: fold the batch into M
-        flat = t.reshape(lhs, (math.prod(ls[:-1]), ls[-1]))
-        return t.reshape(t.emit(graph.MatmulOp(flat, rhs)), out.get_shape())
     batch = out.get_shape()[:-2]
+    if len(rs) == 2:  # [..., M, K] x [K, N]: the weight broadcast; `fuse` makes it one GEMM
+        return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs))))
     count = math.prod(batch)
     lhs3 = t.reshape(t.broadcast(lhs, (*batch, *ls[-2:])), (count, *ls[-2:]))
     rhs3 = t.reshape(t.broadcast(rhs, (*batch, *rs[-2:])), (count, *rs[-2:]))

@@ -95,9 +95,11 @@ def batched_matmul(batch: int, m: int, n: int, k: int, dtype: str = "f32") -> st
 }}"""
 
 
-def mlp(m: int, d: int, h: int, dtype: str = "f32") -> str:
-    x, w1, b1 = _t((m, d), dtype), _t((h, d), dtype), _t((h,), dtype)
-    w2, b2, hid = _t((d, h), dtype), _t((d,), dtype), _t((m, h), dtype)
+def mlp(m: int | tuple[int, ...], d: int, h: int, dtype: str = "f32") -> str:
+    """linear → gelu → linear on x `[m, d]`, or `[*m, d]` (a batched activation)."""
+    rows = (m,) if isinstance(m, int) else m
+    x, w1, b1 = _t((*rows, d), dtype), _t((h, d), dtype), _t((h,), dtype)
+    w2, b2, hid = _t((d, h), dtype), _t((d,), dtype), _t((*rows, h), dtype)
     return f"""func.func @mlp(%x: {x}, %w1: {w1}, %b1: {b1}, %w2: {w2}, %b2: {b2}) -> {x} {{
   %h = graph.linear %x, %w1, %b1 : ({x}, {w1}, {b1}) -> {hid}
   %g = graph.gelu %h : {hid}
@@ -220,6 +222,10 @@ CASES = [
     Case("matmul_relu_bf16_128x96x64", matmul_relu(128, 96, 64, "bf16")),
     Case("bmm_3x65x33x47", batched_matmul(3, 65, 33, 47)),
     Case("mlp_100x128x256", mlp(100, 128, 256)),
+    # [batch, seq, hidden] and rank-4 activations: each linear one GEMM over all rows.
+    Case("mlp_3x37x100x72", mlp((3, 37), 100, 72)),
+    Case("mlp_2x3x17x64x40", mlp((2, 3, 17), 64, 40)),
+    Case("mlp_bf16_3x129x64x96", mlp((3, 129), 64, 96, "bf16")),
     # Knob coverage: each knob away from its default at least once.
     Case("softmax_sequential", softmax((7, 100)), tile_with("schedule=sequential")),
     Case("matmul_sequential", matmul_relu(33, 17, 9), tile_with("schedule=sequential")),

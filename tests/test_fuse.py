@@ -16,6 +16,7 @@ from tinyopt.dialects import loop
 from tinyopt.dialects.graph import Graph
 from tinyopt.passes.graph_to_loop.fuse import FusePass
 from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR
+from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 
 
 def _context() -> Context:
@@ -43,9 +44,13 @@ def _fuse(source: str) -> tuple[ModuleOp, ModuleOp]:
     return module, fused
 
 
-def _check(source: str, kernels: int, rtol: float = 1e-5) -> ModuleOp:
-    """Fuse `source`, check the kernel count, and compare the numbers with the reference."""
+def _check(source: str, kernels: int, rtol: float = 1e-5, collapse: bool = False) -> ModuleOp:
+    """Fuse `source` (and collapse its contractions' loops, as planning does), check the
+    kernel count, and compare the numbers with the reference."""
     module, fused = _fuse(source)
+    if collapse:
+        for kernel in loop.kernels(fused):
+            collapse_dims(fused, kernel)
     assert len(loop.kernels(fused)) == kernels, str(fused)
     function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     inputs = random_inputs(module, seed=0)
@@ -277,16 +282,49 @@ def test_softmax_of_matmul_materializes_the_matmul() -> None:
     )
 
 
-def test_linear_on_rank_3_input() -> None:
-    _check(
+def test_linear_on_rank_3_input_is_one_gemm_over_all_rows() -> None:
+    """[batch, seq, hidden] @ wᵀ: one kernel with its epilogue (bias, gelu) fused, whose loops
+    collapse to (batch·seq, n), reading x and writing y through collapse_shape views."""
+    fused = _check(
         """
         func.func @lin(%x: tensor<2x3x6xf16>, %w: tensor<5x6xf16>, %b: tensor<5xf16>) -> tensor<2x3x5xf16> {
           %y = graph.linear %x, %w, %b : (tensor<2x3x6xf16>, tensor<5x6xf16>, tensor<5xf16>) -> tensor<2x3x5xf16>
-          func.return %y : tensor<2x3x5xf16>
+          %g = graph.gelu %y : tensor<2x3x5xf16>
+          func.return %g : tensor<2x3x5xf16>
         }""",
-        kernels=2,
+        kernels=1,
         rtol=1e-2,
+        collapse=True,
     )
+    (kernel,) = loop.kernels(fused)
+    (nest,) = kernel.body.block.ops
+    assert isinstance(nest, loop.ParallelOp) and nest.extents == (6, 5)
+    assert [str(a.type) for a in kernel.body.block.args] == [
+        "memref<6x6xf16>",
+        "memref<5x6xf16>",
+        "memref<5xf16>",
+        "memref<6x5xf16>",
+    ]
+    assert "math.erf" in _epilogue(kernel)
+    views = [op for op in fused.walk() if isinstance(op, memref.CollapseShapeOp)]
+    assert [str(v.src.type) for v in views] == ["memref<2x3x6xf16>", "memref<2x3x5xf16>"]
+
+
+def test_batched_dims_that_buffers_do_not_share_stay_apart() -> None:
+    """A bmm reads both operands at the batch index: batch and row loops do not collapse."""
+    fused = _check(
+        """
+        func.func @bmm(%a: tensor<3x4x6xf32>, %b: tensor<3x6x5xf32>) -> tensor<3x4x5xf32> {
+          %y = graph.matmul %a, %b : (tensor<3x4x6xf32>, tensor<3x6x5xf32>) -> tensor<3x4x5xf32>
+          func.return %y : tensor<3x4x5xf32>
+        }""",
+        kernels=1,
+        collapse=True,
+    )
+    (kernel,) = loop.kernels(fused)
+    (nest,) = kernel.body.block.ops
+    assert nest.extents == (3, 4, 5)
+    assert not any(isinstance(op, memref.CollapseShapeOp) for op in fused.walk())
 
 
 def _epilogue(kernel: loop.KernelOp) -> list[str]:

@@ -247,22 +247,28 @@ class HostFunction:
         ]
         self.steps: list[_Alloc | _Launch] = []
         self.returns: tuple[SSAValue, ...] = ()
+        views: dict[SSAValue, SSAValue] = {}  # a collapse_shape view -> the buffer it views
         for inner in block.ops:
             name = _op_name(inner)
             if isinstance(inner, memref.AllocOp):
                 self.steps.append(_Alloc(inner.memref, _buffer_type(inner.memref, f"@{self.name}")))
+            elif isinstance(inner, memref.CollapseShapeOp):
+                views[inner.result] = views.get(inner.src, inner.src)
             elif name == "loop.launch":
                 callee = inner.properties["callee"].root_reference.data
                 if callee not in kernels:
                     raise CudaModuleError(f"@{self.name} launches @{callee}, which is no kernel")
                 types = tuple(_buffer_type(v, f"@{self.name}") for v in inner.operands)
-                self.steps.append(_Launch(kernels[callee], tuple(inner.operands), types))
+                buffers = tuple(views.get(v, v) for v in inner.operands)
+                self.steps.append(_Launch(kernels[callee], buffers, types))
             elif isinstance(inner, func.ReturnOp):
                 self.returns = tuple(inner.arguments)
+                if any(v in views for v in self.returns):
+                    raise CudaModuleError(f"@{self.name} returns a collapse_shape view")
             else:
                 raise CudaModuleError(
-                    f"@{self.name}: host functions may hold only memref.alloc, loop.launch "
-                    f"and func.return, found {name}"
+                    f"@{self.name}: host functions may hold only memref.alloc, "
+                    f"memref.collapse_shape, loop.launch and func.return, found {name}"
                 )
         self.return_types = [_buffer_type(v, f"@{self.name} result") for v in self.returns]
         self.outputs = [s for s in self.steps if isinstance(s, _Alloc) and s.value in self.returns]
@@ -311,6 +317,7 @@ class HostFunction:
         self, arrays: tuple[object, ...]
     ) -> tuple[_NumpyFrame | _DeviceFrame, dict[SSAValue, int]]:
         """Checks the arrays, binds them, and allocates (and poisons) the function's buffers."""
+        arrays = tuple(np.asarray(a) if isinstance(a, np.generic) else a for a in arrays)
         if len(arrays) != len(self.params):
             raise CudaArgumentError(
                 f"@{self.name} takes {len(self.params)} arrays, got {len(arrays)}"

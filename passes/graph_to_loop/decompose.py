@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from math import prod
 
 import numpy as np
 from xdsl.context import Context
@@ -112,20 +111,27 @@ class DecomposeLayerNorm(RewritePattern):
 
 
 class DecomposeLinear(RewritePattern):
-    """linear(x, w, b) -> matmul(x, transpose(w)) + broadcast(b), through 2-D for rank != 2."""
+    """linear(x, w, b) -> matmul(x, transpose(w)) + broadcast(b).
+
+    A rank-2 x is one GEMM. A higher-rank x is a batched GEMM against the weight broadcast
+    over its leading dims: `fuse` collapses the batch and row loops into one row loop
+    (`collapse_dims`), so the kernel is one GEMM over all rows, and an elementwise consumer
+    of the `[.., N]` result stays its epilogue.
+    """
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.LinearOp, rewriter: PatternRewriter) -> None:
         x_shape = _type(op.x).get_shape()
         n, k = _type(op.weight).get_shape()
-        x2 = op.x if len(x_shape) == 2 else _reshape(rewriter, op.x, [prod(x_shape[:-1]), k])
         w_t = _emit(rewriter, graph.TransposeOp(op.weight, [1, 0]))
-        y = _emit(rewriter, graph.MatmulOp(x2, w_t))
-        # Adding the bias on the 2-D product keeps it adjacent to the matmul (an epilogue).
+        x = op.x if len(x_shape) > 1 else _reshape(rewriter, op.x, [1, k])
+        if len(x_shape) > 2:
+            w_t = _emit(rewriter, graph.BroadcastOp(w_t, [*x_shape[:-2], k, n]))
+        y = _emit(rewriter, graph.MatmulOp(x, w_t))
         if op.bias is not None:
             y = _emit(rewriter, graph.AddOp(y, _expand(rewriter, op.bias, y)))
-        if len(x_shape) != 2:
-            y = _reshape(rewriter, y, (*x_shape[:-1], n))
+        if _type(y).get_shape() != _type(op.result).get_shape():
+            y = _reshape(rewriter, y, _type(op.result).get_shape())
         rewriter.replace(op, [], [y])
 
 

@@ -12,6 +12,7 @@ from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
@@ -58,6 +59,7 @@ def plan_module(module: ModuleOp, options: Knobs, target: Target, why: bool = Fa
     checked(options)
     for kernel in list(loop.kernels(module)):
         if tile.PLAN not in kernel.attributes:
+            collapse_dims(module, kernel)
             plan_kernels(module, kernel, kernel_knobs(kernel, options), target, why=why)
 
 
@@ -85,6 +87,13 @@ def plan_kernels(
     choice, refused = refusals(kernel, knobs, target)
     if choice is None:
         raise DiagnosticException(f"tile: {refused[-1][1]}")
+    if knobs.mma != "auto" and choice.rule.selector is None and _sums_products(kernel):
+        gemm = {r.name for r in rules(target) if r.selector and r.selector[0] == "mma"}
+        reasons = "; ".join(f"{rule}: {reason}" for rule, reason in refused if rule in gemm)
+        raise DiagnosticException(
+            f"tile: mma={knobs.mma} cannot run kernel @{kernel.sym_name.data}, a sum of "
+            f"products that no GEMM rule takes ({reasons})"
+        )
     if (
         knobs.streamk in ("on", "tail")
         and choice.rule.name != "contraction"
@@ -99,6 +108,11 @@ def plan_kernels(
         plan_kernels(module, piece, knobs, target, split=False, why=why)
     if not pieces:
         _attach(kernel, choice, refused if why else None)
+
+
+def _sums_products(kernel: loop.KernelOp) -> bool:
+    """Tells whether the kernel holds a K loop that `fuse` built from a matmul."""
+    return any("tinyopt.contraction" in op.attributes for op in kernel.walk())
 
 
 def _attach(kernel: loop.KernelOp, choice: Choice, refused: list[tuple[str, str]] | None) -> None:

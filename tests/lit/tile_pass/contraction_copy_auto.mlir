@@ -12,9 +12,10 @@
 // CHECK:        tile.alloc dynamic : memref<2x64x32xf32, 3 : i32>
 // CHECK:        tile.mbarrier_wait
 
-// A unit batch dimension (loads at [0, m, k]) is a box of the 3-D tensor map.
-// CHECK:      tile.kernel @unit_batch_0 grid [16, 16, 1] block [160, 1, 1]
-// CHECK-SAME:   tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 64, 32>, swizzle = 0 : i64}, {arg = 1 : i64, box = array<i64: 1, 32, 64>, swizzle = 0 : i64}]
+// A unit batch dimension (loads at [0, m, k]) is dropped by `fuse` (a collapse_shape view):
+// the kernel reads 2-D buffers through 2-D tensor maps.
+// CHECK:      tile.kernel @unit_batch_0 grid [16, 16, 1] block [160, 1, 1] (%{{.*}}: memref<1024x64xf32>, %{{.*}}: memref<64x1024xf32>, %{{.*}}: memref<1024x1024xf32>)
+// CHECK-SAME:   tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 64, 32>, swizzle = 0 : i64}, {arg = 1 : i64, box = array<i64: 32, 64>, swizzle = 0 : i64}]
 
 // Rows of 66 floats are not 16-byte multiples (a tensor map's strides must be): falls back to
 // register staging, no tensor maps.

@@ -1,0 +1,194 @@
+"""Collapses two adjacent parallel loops of a contraction kernel into one where every buffer
+sees them as one row-major dimension: `parallel (b, m, n) { x[b, m, k] .. y[b, m, n] }`
+becomes `parallel (r, n) { x'[r, k] .. y'[r, n] }`, x' and y' viewing x and y with the two
+dims merged.
+
+A linear layer on a `[batch, seq, hidden]` activation is a batched GEMM whose weight is
+broadcast over the batch; collapsed, it is one GEMM over batch × seq rows that the GEMM rules
+take. Two loop variables `p` (extent P) and `q` (extent Q) collapse when each is used only as a
+load or store index, always together as indices d and d + 1 of a kernel buffer whose dim d + 1
+is Q, every access to that buffer having them there: then `p·Q + q` is the merged index and
+the offsets are unchanged. A GEMM's (2-loop) buffer also loses a size-1 dim that every access
+indexes by 0 (`[1, s, d]` read at `[0, m, k]` is the `[s, d]` matrix). The host function
+passes the kernel a `memref.collapse_shape` view of each buffer whose dims merged (no copy).
+Planning runs this on each kernel first, after `flash-attention`, whose patterns read the
+kernels as `fuse` built them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.ir import Block, BlockArgument, Operation, SSAValue
+from xdsl.rewriter import Rewriter
+
+from tinyopt.dialects import loop
+from tinyopt.passes.graph_to_loop.index_eval import constant_index
+
+Access = memref.LoadOp | memref.StoreOp
+
+
+def _index_uses(iv: SSAValue) -> set[Access] | None:
+    """The loads and stores that use `iv` as an index, or None if it has any other use."""
+    accesses: set[Access] = set()
+    for use in iv.uses:
+        op = use.operation
+        first_index = 2 if isinstance(op, memref.StoreOp) else 1
+        if not isinstance(op, Access) or use.index < first_index:
+            return None
+        accesses.add(op)
+    return accesses
+
+
+def _collapse_pair(kernel: loop.KernelOp, nest: loop.ParallelOp, a: int) -> dict[int, int]:
+    """Collapses loop variables a and a + 1 of `nest` if they qualify; returns the merged dim
+    of each kernel argument retyped (by position), or {} when nothing changed."""
+    p, q = nest.body.block.args[a : a + 2]
+    uses_p, uses_q = _index_uses(p), _index_uses(q)
+    if uses_p is None or uses_q is None:
+        return {}
+    accesses = uses_p | uses_q
+    if not accesses:
+        return {}
+    merged: dict[BlockArgument, int] = {}
+    for op in accesses:
+        indices, buffer = list(op.indices), op.memref
+        if indices.count(p) != 1 or indices.count(q) != 1 or not isinstance(buffer, BlockArgument):
+            return {}
+        d = indices.index(p)
+        shape = buffer.type.get_shape()  # type: ignore[attr-defined]
+        in_kernel = buffer.owner is kernel.body.block
+        if not in_kernel or indices.index(q) != d + 1 or shape[d + 1] != nest.extents[a + 1]:
+            return {}
+        if merged.setdefault(buffer, d) != d:
+            return {}
+    for buffer in merged:
+        ops = _accesses(buffer)
+        if ops is None or not accesses.issuperset(ops):
+            return {}
+    positions = {arg.index: d for arg, d in merged.items()}
+    _rewrite(kernel, nest, a, merged)
+    return positions
+
+
+def _rewrite(
+    kernel: loop.KernelOp, nest: loop.ParallelOp, a: int, merged: dict[BlockArgument, int]
+) -> None:
+    """Merges loop variables a and a + 1 into one, and dims d, d + 1 of each merged buffer."""
+    extents = list(nest.extents)
+    extents[a : a + 2] = [extents[a] * extents[a + 1]]
+    body = nest.body.block
+    row = body.insert_arg(body.args[a].type, a)
+    p, q = body.args[a + 1 : a + 3]
+    for buffer, d in merged.items():
+        _retype(kernel, buffer, d, lambda indices, d=d: [*indices[:d], row, *indices[d + 2 :]])
+    body.erase_arg(p)
+    body.erase_arg(q)
+    nest.properties["bounds"] = loop.ParallelOp(extents).bounds
+
+
+def _retype(
+    kernel: loop.KernelOp,
+    buffer: BlockArgument,
+    d: int,
+    new_indices: Callable[[list[SSAValue]], list[SSAValue]],
+) -> None:
+    """Replaces kernel argument `buffer` by one with dims d and d + 1 merged, and each access
+    to it by one at `new_indices` of its indices."""
+    old = buffer.type
+    assert isinstance(old, MemRefType)
+    shape = list(old.get_shape())
+    shape[d : d + 2] = [shape[d] * shape[d + 1]]
+    view = kernel.body.block.insert_arg(MemRefType(old.element_type, shape), buffer.index)
+    for use in list(buffer.uses):
+        op = use.operation
+        assert isinstance(op, Access)
+        indices = new_indices(list(op.indices))
+        if isinstance(op, memref.LoadOp):
+            new: Operation = memref.LoadOp.get(view, indices)
+        else:
+            new = memref.StoreOp.get(op.value, view, indices)
+        new.attributes |= op.attributes
+        Rewriter.replace_op(op, new)
+    kernel.body.block.erase_arg(buffer)
+
+
+def _accesses(buffer: BlockArgument) -> list[Access] | None:
+    """The loads and stores of a kernel buffer, or None if it has another use."""
+    ops = [u.operation for u in buffer.uses]
+    if not all(isinstance(op, Access) and op.memref is buffer for op in ops):
+        return None
+    return ops  # type: ignore[return-value]
+
+
+def _drop_unit_dim(kernel: loop.KernelOp) -> dict[int, int]:
+    """Merges a size-1 dim that every access indexes by the constant 0 into its neighbour
+    (`[1, s, d]` read at `[0, m, k]` becomes `[s, d]` read at `[m, k]`); returns the merged
+    dim of the argument retyped, by position, or {}."""
+    for buffer in kernel.body.block.args:
+        shape = buffer.type.get_shape()  # type: ignore[attr-defined]
+        accesses = _accesses(buffer)
+        if len(shape) < 2 or not accesses:
+            continue
+        for d, size in enumerate(shape):
+            if size == 1 and all(constant_index(op.indices[d]) == 0 for op in accesses):
+                start = d if d + 1 < len(shape) else d - 1
+                position, zeros = buffer.index, {op.indices[d].owner for op in accesses}
+                _retype(kernel, buffer, start, lambda indices, d=d: indices[:d] + indices[d + 1 :])
+                for zero in zeros:
+                    if isinstance(zero, Operation) and not zero.results[0].uses:
+                        Rewriter.erase_op(zero)
+                return {position: start}
+    return {}
+
+
+def _views(host: Block, launch: loop.LaunchOp, dims: dict[int, int]) -> None:
+    """Passes the launch a `memref.collapse_shape` view of each argument whose dims merged."""
+    args = list(launch.args)
+    for position, d in sorted(dims.items()):
+        source = args[position]
+        rank = source.type.get_num_dims()  # type: ignore[attr-defined]
+        groups = [[i] for i in range(rank) if i not in (d, d + 1)]
+        groups.insert(d, [d, d + 1])
+        shape = list(source.type.get_shape())  # type: ignore[attr-defined]
+        shape[d : d + 2] = [shape[d] * shape[d + 1]]
+        view = memref.CollapseShapeOp(
+            operands=[source],
+            result_types=[MemRefType(source.type.element_type, shape)],  # type: ignore[attr-defined]
+            properties={
+                "reassociation": ArrayAttr(
+                    [ArrayAttr([IntegerAttr(i, i64) for i in g]) for g in groups]
+                )
+            },
+        )
+        host.insert_op_before(view, launch)
+        args[position] = view.result
+    launch.operands = args
+
+
+def collapse_dims(module: ModuleOp, kernel: loop.KernelOp) -> None:
+    """Collapses the loops of a contraction kernel (every K loop a matmul's) where they
+    qualify, and passes each launch of it views of the buffers whose dims merged."""
+    nest = kernel.body.block.first_op
+    reduces = [op for op in kernel.walk() if isinstance(op, loop.ReduceOp)]
+    if not isinstance(nest, loop.ParallelOp) or not reduces:
+        return
+    if any("tinyopt.contraction" not in r.attributes for r in reduces):
+        return
+    changes: list[dict[int, int]] = []
+    a = 0
+    while a + 1 < len(nest.extents):
+        dims = _collapse_pair(kernel, nest, a)
+        if dims:
+            changes.append(dims)
+        else:
+            a += 1
+    while len(nest.extents) == 2 and (dims := _drop_unit_dim(kernel)):
+        changes.append(dims)
+    name = kernel.sym_name.data
+    for launch in [op for op in module.walk() if isinstance(op, loop.LaunchOp)]:
+        if launch.callee.string_value() == name:
+            for dims in changes:
+                _views(launch.parent_block(), launch, dims)  # type: ignore[arg-type]
