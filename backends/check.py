@@ -21,7 +21,8 @@ def to_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
     C order without `np.ascontiguousarray`, which turns a rank-0 array into shape (1,).
     """
     if element_type == bf16:
-        return (np.asarray(array, np.float32, order="C").view(np.uint32) >> 16).astype(np.uint16)
+        bits = np.asarray(array, np.float32, order="C").view(np.uint32) >> 16
+        return np.asarray(bits, np.uint16)  # a rank-0 shift gives a numpy scalar
     return np.asarray(array, numpy_dtype(element_type), order="C")
 
 
