@@ -44,6 +44,9 @@ def main() -> None:
     parser.add_argument("--shape", action="append", help="BATCHxN or BATCHxMxNxK, e.g. 64x512")
     parser.add_argument("--variant", action="append", help="tile knobs, e.g. 'bm=64 bn=128'")
     parser.add_argument("--rounds", type=int, default=1, help="timing rounds (medians of)")
+    parser.add_argument(
+        "--layout", choices=("kn", "nk"), default="kn", help="nk: linear(x, w[N, K], bias)"
+    )
     args = parser.parse_args()
     shapes = [parse_shape(s) for s in args.shape] if args.shape else SHAPES
     variants = args.variant if args.variant is not None else VARIANTS
@@ -61,6 +64,12 @@ def main() -> None:
         text = matmul_plain(m, n, k, "f32", relu=False) if batch == 1 else None
         operands = (a[0], b[0]) if batch == 1 else (a, b)
         expected = ref[0] if batch == 1 else ref
+        cublas_call = lambda a=a, b=b: torch.bmm(a, b)  # noqa: E731
+        if args.layout == "nk":  # torch's linear layout, as a model's layers hold weights
+            w, bias = b[0].T.contiguous(), torch.randn(n, device="cuda")
+            text = matmul_plain(m, n, k, "f32", b_layout="nk")
+            operands, expected = (a[0], w, bias), ref[0] + bias.double()
+            cublas_call = lambda a=a[0], w=w, bias=bias: torch.nn.functional.linear(a, w, bias)  # noqa: E731
         timed = {}
         for knobs in variants:
             pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
@@ -73,7 +82,7 @@ def main() -> None:
             timed[knobs] = (fn.bind(*operands), err, [])
         cublas = []
         for _ in range(args.rounds):  # interleaved, so a drifting clock moves every variant
-            cublas.append(median_ms(lambda a=a, b=b: torch.bmm(a, b), warmup=20, rep=200))
+            cublas.append(median_ms(cublas_call, warmup=20, rep=200))
             for call, _, times in timed.values():
                 times.append(median_ms(call, warmup=20, rep=200))
         reference = statistics.median(cublas)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from xdsl.dialects import memref
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -34,6 +35,13 @@ from tinyopt.passes.tile.gemm.stream_k import (
 )
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
+
+
+def b_k_major(c: Contraction) -> bool:
+    """Whether B is read along K in memory (`w[n, k]`, a torch linear's weight)."""
+    (k,) = c.reduce.body.block.args
+    loads = [op for op in c.b_side if isinstance(op, memref.LoadOp)]
+    return bool(loads) and loads[-1].indices[-1] is k
 
 
 def copy_refusal(c: Contraction, t: Tiles, name: str) -> str | None:
@@ -77,7 +85,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
                 f"{' and '.join(operand_types(c))} (leave mma=none for CUDA cores)"
             )
         batch, m, n, _ = c.extents
-        resolved = resolve_copy(knobs, batch, m, n, self.target.sms)
+        resolved = resolve_copy(knobs, batch, m, n, self.target.sms, b_k_major(c))
         if resolved.copy == "tma" and knobs.copy == "auto":
             plan = self._plan(kernel, c, resolved, resolved.copy)
             if not isinstance(plan, str):

@@ -115,10 +115,12 @@ def _blocks(batch: int, m: int, n: int, bm: int, bn: int) -> int:
     return batch * -(-m // bm) * -(-n // bn)
 
 
-def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
+def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int, b_k_major: bool) -> Knobs:
     """Returns the knobs with `copy=auto` decided: TMA with the `SMALL_GRID_TMA` tile where
     128×128 tiles would give fewer than two blocks per SM, its own tiles number at least
-    `SMALL_GRID_BLOCKS` and no tile knob is set; `ld` elsewhere."""
+    `SMALL_GRID_BLOCKS`, no tile knob is set and B is N-contiguous (`[K, N]`); `ld` elsewhere.
+    A K-contiguous B (a torch linear's `[N, K]` weight) ran 2.5–3.5× slower through TMA than
+    register staging (measured 2026-12-02: benchmarks/RESULTS.md, "The FP32 linear layout")."""
     if knobs.copy != "auto":
         return knobs
     tma = SMALL_GRID_TMA
@@ -126,7 +128,7 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> Knobs:
         _blocks(batch, m, n, 128, 128) < 2 * sms
         and _blocks(batch, m, n, tma["bm"], tma["bn"]) >= SMALL_GRID_BLOCKS
     )
-    if not small or any(getattr(knobs, name) for name in TILE_KNOBS):
+    if not small or b_k_major or any(getattr(knobs, name) for name in TILE_KNOBS):
         return replace(knobs, copy="ld")
     return replace(knobs, copy="tma", **tma)
 
