@@ -140,6 +140,22 @@ def test_block_at_llama_shapes_takes_the_wgmma_attention_schedule() -> None:
     assert re.search(r"v\d+\[v\d+ \* 4096 \+ v\d+\]", kernel.source.data)
 
 
+def test_block_at_batch_2_is_planned_as_at_batch_1() -> None:
+    """Llama shapes in bf16 (a small MLP, seq 128): at batch 2 every linear is still one wgmma
+    GEMM over all rows (gate and up one dual GEMM) and attention the wgmma schedule, in as
+    many kernels as at batch 1."""
+    torch.manual_seed(0)
+    block = llama.LlamaBlock(4096, 32, 8, 1024, 128).to(torch.bfloat16).eval()
+    plans = []
+    for batch in (1, 2):
+        x = torch.randn(batch, 128, 4096).bfloat16()
+        planned = _lower(capture(block, x), "decompose,fuse,flash-attention,plan")
+        rules = [k.attributes[tile.PLAN].rule.data for k in loop.kernels(planned)]  # type: ignore
+        plans.append(rules)
+    assert plans[1] == plans[0]
+    assert plans[1].count("wgmma") == 6 and "attention_wgmma" in plans[1]
+
+
 def test_tiny_two_layer_model_at_loop_level_matches_torch() -> None:
     torch.manual_seed(2)
     model = llama.LlamaModel(vocab=40, layers=2, **TINY)
