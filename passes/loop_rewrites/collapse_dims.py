@@ -1,18 +1,10 @@
 """Collapses two adjacent parallel loops of a contraction kernel into one where every buffer
-sees them as one row-major dimension: `parallel (b, m, n) { x[b, m, k] .. y[b, m, n] }`
-becomes `parallel (r, n) { x'[r, k] .. y'[r, n] }`, x' and y' viewing x and y with the two
-dims merged.
+sees them as one row-major dimension, and drops the unit dims of a 2-D GEMM's buffers; the
+host passes `memref.collapse_shape` views of the buffers retyped (docs/ir.md, "loop").
 
-A linear layer on a `[batch, seq, hidden]` activation is a batched GEMM whose weight is
-broadcast over the batch; collapsed, it is one GEMM over batch × seq rows that the GEMM rules
-take. Two loop variables `p` (extent P) and `q` (extent Q) collapse when each is used only as a
-load or store index, always together as indices d and d + 1 of a kernel buffer whose dim d + 1
-is Q, every access to that buffer having them there: then `p·Q + q` is the merged index and
-the offsets are unchanged. A GEMM's (2-loop) buffer also loses a size-1 dim that every access
-indexes by 0 (`[1, s, d]` read at `[0, m, k]` is the `[s, d]` matrix). The host function
-passes the kernel a `memref.collapse_shape` view of each buffer whose dims merged (no copy).
-Planning runs this on each kernel first, after `flash-attention`, whose patterns read the
-kernels as `fuse` built them.
+Loop variables `p` and `q` (extent Q) collapse when each is only a load or store index, the
+two always indices d and d + 1 of a kernel buffer whose dim d + 1 is Q, in every access to
+it: `p·Q + q` then addresses the same element.
 """
 
 from __future__ import annotations
