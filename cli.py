@@ -1,12 +1,6 @@
-"""The `tinyopt` command: xdsl-opt with tinyopt's passes, CUDA output and `tinyopt run`.
+"""The `tinyopt` command: xdsl-opt with tinyopt's passes, CUDA output and the subcommands
+`run`, `capture`, `check-assoc`, `tune` and `explain` (README.md describes each).
 
-`tinyopt FILE -p PIPELINE` parses MLIR text, applies the pipeline and prints IR, or CUDA C
-when the pipeline ends with `to-cuda`. `tinyopt run FILE` also compiles the result, runs it
-on random inputs and checks it against the numpy reference. `tinyopt capture FILE.py:NAME`
-prints the graph-dialect MLIR of a PyTorch module (needs the `torch` extra).
-`tinyopt check-assoc FILE` decides whether the folds of the file's step functions have a
-merge. `tinyopt tune FILE` searches each kernel's tile knobs on the GPU and caches the best;
-`tinyopt explain FILE --knob K=V` shows the CUDA diff (and latency) of one knob change.
 Bad input is answered with a diagnostic on stderr and exit status 1, never a traceback.
 """
 
@@ -112,11 +106,7 @@ class TinyoptMain(xDSLOptMain):
             raise CliError(f"{exc} (tinyopt reads .mlir files)") from None
 
     def run(self) -> None:
-        """Run xdsl-opt's steps; with `-o FILE`, FILE is written only when all of them succeed.
-
-        The output goes to `FILE.partial`, renamed to FILE at the end and removed on an error,
-        so a failing pipeline leaves no partial output behind.
-        """
+        """Run xdsl-opt's steps; with `-o FILE`, write `FILE.partial` and rename it on success."""
         target = self.args.output_file
         if target is None:
             return super().run()

@@ -126,9 +126,6 @@ class GraphOp(IRDLOperation):
             raise self.fail(f"{what} {dim} is out of range for rank {rank}")
 
 
-# ----------------------------------------------------------------------------- elementwise
-
-
 class UnaryOp(GraphOp):
     """Elementwise op `x -> y` where y has exactly x's type."""
 
@@ -289,9 +286,6 @@ class PowOp(BinaryOp):
     name = "graph.pow"
 
 
-# ------------------------------------------------------------------------------ reductions
-
-
 class ReduceOp(GraphOp):
     """Reduction of `x` over `dims`; reduced dims are dropped, or kept as 1 with `keepdim`."""
 
@@ -346,9 +340,6 @@ class ReduceMaxOp(ReduceOp):
 @irdl_op_definition
 class ReduceMeanOp(ReduceOp):
     name = "graph.reduce_mean"
-
-
-# --------------------------------------------------------------------------- shape & data
 
 
 @irdl_op_definition
@@ -626,9 +617,6 @@ class ConstantOp(GraphOp):
 
     def verify_(self) -> None:
         self.tensor("value", self.result)
-
-
-# ------------------------------------------------------------------------------ composites
 
 
 @irdl_op_definition

@@ -1,11 +1,4 @@
-"""The loop dialect: one `loop.kernel` per future GPU kernel, over memref buffers.
-
-A kernel body is a nest of `loop.parallel` and `loop.reduce` ops whose bodies are plain
-`arith`/`math` scalar code with `memref.load`/`memref.store` at index expressions built from
-`arith` ops on `index` values. A `loop.reduce` carries its algebra: the `init` operands are the
-identity and the `combine` region the associative combine of a (possibly tuple-valued) state,
-so later passes may split it across threads, warps and blocks in any order.
-"""
+"""The loop dialect: one `loop.kernel` per future GPU kernel, over memref buffers (docs/ir.md)."""
 
 from __future__ import annotations
 
@@ -214,12 +207,7 @@ class ParallelOp(IRDLOperation):
 
 @irdl_op_definition
 class ReduceOp(IRDLOperation):
-    """A reduction over an index space with a monoid state: identity `init`, region `combine`.
-
-    The `body` maps one point of the index space to one element of the state; the `combine`
-    region takes two states (a..., b...) and yields their combination. Because `combine` is
-    associative with identity `init`, the points may be folded in any grouping.
-    """
+    """A reduction over an index space with a monoid state: identity `init`, region `combine`."""
 
     name = "loop.reduce"
 
@@ -340,14 +328,3 @@ def kernels(module: Operation) -> list[KernelOp]:
 
 
 Loop = Dialect("loop", [KernelOp, LaunchOp, ParallelOp, ReduceOp, YieldOp], [])
-
-__all__ = [
-    "KernelOp",
-    "LaunchOp",
-    "Loop",
-    "ParallelOp",
-    "ReduceOp",
-    "YieldOp",
-    "format_types",
-    "kernels",
-]
