@@ -207,6 +207,16 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
 }
 """Float ops printed as a call of a CUDA f32 math function (fp16/bf16 go through f32)."""
 
+_STATEMENTS: dict[type[Operation], str] = {
+    tile.BarrierOp: "__syncthreads();",
+    tile.ThreadFenceOp: "__threadfence();",
+    tile.FenceProxyAsyncOp: 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+    tile.CpAsyncCommitOp: 'asm volatile("cp.async.commit_group;" ::: "memory");',
+    tile.WgmmaFenceOp: 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',
+    tile.WgmmaCommitOp: 'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',
+}
+"""Ops printed as one fixed statement."""
+
 _CMPI = ("==", "!=", "<", "<=", ">", ">=", "<", "<=", ">", ">=")
 """C operators of `arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge (in order)."""
 
@@ -403,8 +413,6 @@ class CudaPrinter(BasePrinter[str]):
         self.tensor_maps = {spec.arg for spec in tile.tensor_maps(kernel)}
         self.dynamic, _ = hopper.dynamic_layout(kernel)
 
-    # --- lines, names, types ---------------------------------------------------------------
-
     def line(self, text: str) -> None:
         """Prints one line of C at the current indentation."""
         self.print_string(("\n" if self.started else "") + text)
@@ -527,8 +535,6 @@ class CudaPrinter(BasePrinter[str]):
         for op in ops:
             self.print_op(op)
 
-    # --- the kernel ------------------------------------------------------------------------
-
     @functools.singledispatchmethod
     def print_op(self, op: Operation) -> None:
         """Prints one op as C statements; ops without an overload have no CUDA C form."""
@@ -588,8 +594,6 @@ class CudaPrinter(BasePrinter[str]):
             return f"const __grid_constant__ CUtensorMap {self.define(buffer)}"
         const = "const " if _is_read_only(buffer) else ""
         return f"{const}{self.ctype(t.element_type)}* __restrict__ {self.define(buffer)}"
-
-    # --- scalars ---------------------------------------------------------------------------
 
     @print_op.register
     def _(self, op: arith.ConstantOp) -> None:
@@ -677,8 +681,6 @@ class CudaPrinter(BasePrinter[str]):
         value = self.to_float(self.expr(op.input), op.input.type)
         self.let(op.result, f"({self.ctype(op.result.type)}){value}")
 
-    # --- memory ----------------------------------------------------------------------------
-
     @print_op.register
     def _(self, op: memref.LoadOp) -> None:
         self.let(op.res, self.element(op.memref, op.indices))
@@ -755,7 +757,9 @@ class CudaPrinter(BasePrinter[str]):
         name = "tinyopt_ldmatrix_x4_trans" if op.trans is not None else "tinyopt_ldmatrix_x4"
         self.line(f"{name}({', '.join(registers)}, &{self.element(op.memref, op.indices)});")
 
-    # --- hardware --------------------------------------------------------------------------
+    @print_op.register(_any_of(_STATEMENTS))
+    def _(self, op: Operation) -> None:
+        self.line(_STATEMENTS[type(op)])
 
     @print_op.register
     def _(self, op: tile.BlockIdOp) -> None:
@@ -764,10 +768,6 @@ class CudaPrinter(BasePrinter[str]):
     @print_op.register
     def _(self, op: tile.ThreadIdOp) -> None:
         self.let(op.result, f"({self.index})threadIdx.{op.dim.data}")
-
-    @print_op.register
-    def _(self, op: tile.BarrierOp) -> None:
-        self.line("__syncthreads();")
 
     @print_op.register
     def _(self, op: tile.NamedBarrierOp) -> None:
@@ -801,8 +801,6 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: tile.PackOp) -> None:
         self.let(op.result, f"tinyopt_pack_{op.element}({self.expr(op.lo)}, {self.expr(op.hi)})")
 
-    # --- Hopper: mbarriers, TMA, wgmma -------------------------------------------------------
-
     def barrier(self, op: tile.MbarrierInitOp | tile.MbarrierArriveOp | tile.MbarrierWaitOp) -> str:
         """Returns the address of an mbarrier op's barrier."""
         return f"&{self.element(op.bars, [op.index])}"
@@ -823,14 +821,6 @@ class CudaPrinter(BasePrinter[str]):
     @print_op.register
     def _(self, op: tile.MbarrierWaitOp) -> None:
         self.line(f"tinyopt_mbarrier_wait({self.barrier(op)}, {self.expr(op.parity)});")
-
-    @print_op.register
-    def _(self, op: tile.FenceProxyAsyncOp) -> None:
-        self.line('asm volatile("fence.proxy.async.shared::cta;" ::: "memory");')
-
-    @print_op.register
-    def _(self, op: tile.ThreadFenceOp) -> None:
-        self.line("__threadfence();")
 
     @print_op.register
     def _(self, op: tile.FlagSetOp) -> None:
@@ -868,10 +858,6 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f'asm volatile("prefetch.global.L2 [%0];" :: "l"({line}));')
 
     @print_op.register
-    def _(self, op: tile.CpAsyncCommitOp) -> None:
-        self.line('asm volatile("cp.async.commit_group;" ::: "memory");')
-
-    @print_op.register
     def _(self, op: tile.CpAsyncWaitOp) -> None:
         pending = op.pending.value.data
         self.line(f'asm volatile("cp.async.wait_group {pending};" ::: "memory");')
@@ -892,14 +878,6 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"{hopper.wgmma_name(op)}({self.expr(op.acc)}, {a}, {b_desc});")
 
     @print_op.register
-    def _(self, op: tile.WgmmaFenceOp) -> None:
-        self.line('asm volatile("wgmma.fence.sync.aligned;" ::: "memory");')
-
-    @print_op.register
-    def _(self, op: tile.WgmmaCommitOp) -> None:
-        self.line('asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");')
-
-    @print_op.register
     def _(self, op: tile.WgmmaWaitOp) -> None:
         pending = op.pending.value.data
         self.line(f'asm volatile("wgmma.wait_group.sync.aligned {pending};" ::: "memory");')
@@ -909,8 +887,6 @@ class CudaPrinter(BasePrinter[str]):
         direction = "inc" if op.inc is not None else "dec"
         count = op.count.value.data
         self.line(f'asm volatile("setmaxnreg.{direction}.sync.aligned.u32 {count};");')
-
-    # --- control flow ----------------------------------------------------------------------
 
     @print_op.register
     def _(self, op: scf.ForOp) -> None:
@@ -946,8 +922,6 @@ class CudaPrinter(BasePrinter[str]):
     @print_op.register
     def _(self, op: scf.YieldOp | tile.YieldOp) -> None:
         self.assign(self.targets[-1], op.arguments)
-
-    # --- cross-thread reductions -----------------------------------------------------------
 
     def declare_state(self, op: tile.WarpReduceOp | tile.BlockReduceOp) -> list[str]:
         """Declares the result locals of a reduction, initialized with this thread's state."""
