@@ -173,8 +173,6 @@ class _AttentionEmitter:
         self.scale = _scale(a)
         self.bn = BN
 
-    # --- helpers ---------------------------------------------------------------------------
-
     def alloc(self, shape: Sequence[int], element: Attribute, space: int) -> SSAValue:
         return self.em.value(
             tile.AllocOp(tile.memref_in(shape, element, space), space == tile.SHARED)
@@ -232,8 +230,6 @@ class _AttentionEmitter:
         row = em.add(em.add(self.row_w, mt * MMA_M), em.add(self.lo8, self.r8))
         index = [row, em.add(kk, self.hi8)]
         return list(em.op(tile.LdMatrixOp(smem, index, False)).results)
-
-    # --- schedule --------------------------------------------------------------------------
 
     def emit(self) -> None:
         em, a = self.em, self.a

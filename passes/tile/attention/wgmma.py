@@ -270,8 +270,6 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             self.consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 
-    # --- producer ----------------------------------------------------------------------------
-
     def copy(self, side: _TmaSide, row: SSAValue, smem: SSAValue, slot: list, bar: str) -> None:
         """Issues the TMA copies of `side`'s rows from `row`, one per 64-column chunk, into
         `smem[*slot, chunk]`, completing on barrier `bar[slot or 0]`."""
@@ -308,8 +306,6 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 em.op(tile.MbarrierArriveExpectTxOp(self.bars[f"{name}_full"], slot, tile_bytes))
                 self.copy(side, j0, smem, [slot], f"{name}_full")
             em.op(scf.YieldOp())
-
-    # --- consumers ---------------------------------------------------------------------------
 
     def consume(self, group: SSAValue) -> None:
         """The key loop of consumer warpgroup `group` (query rows 64·group of the block), then

@@ -1,17 +1,11 @@
 """Paired contractions: two K loops over one A operand in one kernel, and how to split them.
 
-`fuse` builds a paired contraction when a root reads two matmuls at its own index that share
-their A tensor, as the Llama MLP's `silu(x @ wg) * (x @ wu)` does:
-
-    parallel (b?, m, n) {
-      g = reduce (k) { A(m, k) * Bg(k, n) } {tinyopt.contraction}
-      u = reduce (k) { A(m, k) * Bu(k, n) } {tinyopt.contraction}
-      epilogue(g, u); store
-    }
+`fuse` builds one where a root reads two matmuls sharing their A tensor, as the Llama MLP's
+`silu(x @ wg) * (x @ wu)` does (the nest: docs/ir.md, "paired contraction").
 
 The wgmma rule runs it as one dual GEMM (`wgmma.py`). Where that rule does not take the kernel,
-`unpair` splits it into two kernels that the ordinary rules schedule: one computes `u` into an
-f32 workspace, the other is the original kernel reading `u` from it.
+`unpair` splits it into two kernels that the ordinary rules schedule: one computes the second
+product (`%u`) into an f32 workspace, the other is the original kernel reading it from there.
 """
 
 from __future__ import annotations
