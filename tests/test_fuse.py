@@ -11,6 +11,7 @@ from xdsl.parser import Parser
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends.loop_reference import run_loop_module
+from tinyopt.compiler import lower
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.dialects import loop
 from tinyopt.dialects.graph import Graph
@@ -559,3 +560,21 @@ def _compile_kernels(source: str) -> int:
 @pytest.mark.parametrize("source", [ROPE, EMBED_NORM], ids=["rope", "embedding"])
 def test_slice_concat_and_gather_kernels_compile_with_nvrtc(source: str) -> None:
     assert _compile_kernels(source) == 1
+
+
+@pytest.mark.parametrize("knobs", ["", "splitk=4", "splitk=2 splitk_mode=twopass", "streamk=on"])
+def test_collapsed_linear_through_the_planners_rewrites_matches_the_reference(knobs: str) -> None:
+    """A [batch, seq, hidden] linear + GELU, planned (loops collapsed, views on the host) and
+    rewritten by split-K or stream-K, still computes the float64 reference at loop level."""
+    text = """
+    func.func @mlp(%x: tensor<2x5x24xf32>, %w: tensor<40x24xf32>, %b: tensor<40xf32>) -> tensor<2x5x40xf32> {
+      %h = graph.linear %x, %w, %b : (tensor<2x5x24xf32>, tensor<40x24xf32>, tensor<40xf32>) -> tensor<2x5x40xf32>
+      %g = graph.gelu %h : tensor<2x5x40xf32>
+      func.return %g : tensor<2x5x40xf32>
+    }"""
+    program, planned = lower(text, f"fuse,plan{{{knobs}}}")
+    assert sum(isinstance(op, memref.CollapseShapeOp) for op in planned.walk()) == 2
+    inputs = random_inputs(program, seed=1)
+    (expected,) = run_reference(program, *inputs)
+    (actual,) = run_loop_module(planned, "mlp", *inputs)
+    np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
