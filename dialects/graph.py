@@ -19,6 +19,7 @@ from xdsl.dialects.builtin import (
     DenseIntOrFPElementsAttr,
     Float32Type,
     FloatAttr,
+    IndexType,
     IntegerAttr,
     IntegerType,
     TensorType,
@@ -595,6 +596,24 @@ class GatherOp(GraphOp):
         self.expect_shape("result", dst, (*ids.get_shape(), *table.get_shape()[1:]))
 
 
+def is_splat(value: DenseIntOrFPElementsAttr) -> bool:
+    """Whether every element of a dense attribute is the same: its bytes compared, not its
+    unpacked values (xDSL's `is_splat` unpacks every element)."""
+    data = value.data.data
+    return data == data[: _element_bytes(value)] * len(value)
+
+
+def first_value(value: DenseIntOrFPElementsAttr) -> float:
+    """The first element of a dense attribute, without unpacking the others."""
+    element = value.get_element_type()
+    kind = IntegerAttr if isinstance(element, IntegerType | IndexType) else FloatAttr
+    return kind.unpack(element, value.data.data[: _element_bytes(value)], 1)[0].value.data  # type: ignore
+
+
+def _element_bytes(value: DenseIntOrFPElementsAttr) -> int:
+    return len(value.data.data) // max(len(value), 1)
+
+
 @irdl_op_definition
 class ConstantOp(GraphOp):
     """A constant tensor given by a dense (possibly splat) value."""
@@ -614,6 +633,14 @@ class ConstantOp(GraphOp):
     def splat(value: float, type_: TensorType[AnyFloat]) -> ConstantOp:
         """Build a constant of type `type_` with every element equal to `value`."""
         return ConstantOp(DenseIntOrFPElementsAttr.from_list(type_, [value]))
+
+    @staticmethod
+    def scalar(value: float, like: TensorType[AnyFloat]) -> ConstantOp:
+        """Build `value` as a one-element constant of `like`'s rank and element type, to be
+        broadcast to `like`: xDSL stores every element of a dense attribute, so a splat of
+        an activation's shape holds one copy per element."""
+        one = TensorType(like.element_type, [1] * like.get_num_dims())
+        return ConstantOp.splat(value, one)
 
     def verify_(self) -> None:
         self.tensor("value", self.result)

@@ -177,10 +177,7 @@ class _Translator:
     def scalar(self, value: float, like: TensorType[AnyFloat]) -> SSAValue:
         """Return `value` broadcast to `like`: a one-element constant and a broadcast, so the
         IR holds one number, not one per element of the activation."""
-        shape = like.get_shape()
-        one = TensorType(like.element_type, [1] * len(shape))
-        constant = self.emit(graph.ConstantOp.splat(value, one))
-        return self.broadcast(constant, shape)
+        return self.broadcast(self.emit(graph.ConstantOp.scalar(value, like)), like.get_shape())
 
     # --------------------------------------------------------------------------------- run
 

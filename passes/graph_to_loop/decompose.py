@@ -114,7 +114,7 @@ class DecomposeLinear(RewritePattern):
     """linear(x, w, b) -> matmul(x, transpose(w)) + broadcast(b).
 
     A rank-2 x is one GEMM. A higher-rank x is a batched GEMM against the weight broadcast
-    over its leading dims: `fuse` collapses the batch and row loops into one row loop
+    over its leading dims: planning collapses the batch and row loops into one row loop
     (`collapse_dims`), so the kernel is one GEMM over all rows, and an elementwise consumer
     of the `[.., N]` result stays its epilogue.
     """
@@ -144,10 +144,7 @@ class DecomposeAttention(RewritePattern):
         q, k, v = (_reshape(rewriter, t, [b * h, s, d]) for t in (op.q, op.k, op.v))
         k_t = _emit(rewriter, graph.TransposeOp(k, [0, 2, 1]))
         scores = _emit(rewriter, graph.MatmulOp(q, k_t))
-        # A [1, 1, 1] splat broadcast to the scores: a splat of their own shape would hold
-        # B·H·S² elements (xDSL stores every element of a dense attribute).
-        one = TensorType(_type(scores).element_type, [1, 1, 1])
-        scale = _emit(rewriter, graph.ConstantOp.splat(op.scale.value.data, one))
+        scale = _emit(rewriter, graph.ConstantOp.scalar(op.scale.value.data, _type(scores)))
         scores = _emit(rewriter, graph.MulOp(scores, _expand(rewriter, scale, scores)))
         if op.causal.value.data:
             scores = _emit(rewriter, graph.AddOp(scores, self._causal_mask(rewriter, scores)))

@@ -22,11 +22,9 @@ from typing import Literal
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import (
-    DenseIntOrFPElementsAttr,
     FloatAttr,
     IndexType,
     IntegerAttr,
-    IntegerType,
     MemRefType,
     TensorType,
     UnitAttr,
@@ -110,25 +108,7 @@ def buffer_type(value: SSAValue) -> MemRefType:
 def is_buffer_constant(value: SSAValue) -> bool:
     """Return whether `value` is a non-splat `graph.constant`, which kernels read from memory."""
     op = value.owner
-    return isinstance(op, graph.ConstantOp) and not is_splat(op.value)
-
-
-def is_splat(value: DenseIntOrFPElementsAttr) -> bool:
-    """Whether every element of a dense constant is the same: its bytes compared, not its
-    unpacked values (xDSL's `is_splat` unpacks every element of a large splat)."""
-    data = value.data.data
-    return data == data[: _width(value)] * len(value)
-
-
-def first_value(value: DenseIntOrFPElementsAttr) -> float:
-    """The first element of a dense constant, without unpacking the others."""
-    element = value.get_element_type()
-    kind = IntegerAttr if isinstance(element, IntegerType | IndexType) else FloatAttr
-    return kind.unpack(element, value.data.data[: _width(value)], 1)[0].value.data  # type: ignore
-
-
-def _width(value: DenseIntOrFPElementsAttr) -> int:
-    return len(value.data.data) // max(len(value), 1)
+    return isinstance(op, graph.ConstantOp) and not graph.is_splat(op.value)
 
 
 def _is_trailing(op: graph.ReduceOp) -> bool:
@@ -384,7 +364,7 @@ class KernelBuilder:
         op = value.owner
         assert isinstance(op, Operation)
         if isinstance(op, graph.ConstantOp):
-            return self.const(first_value(op.value))
+            return self.const(graph.first_value(op.value))
         if isinstance(op, graph.ReduceOp):
             return self._reduction(op, point)
         if isinstance(op, graph.MatmulOp):

@@ -30,7 +30,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.transforms.common_subexpression_elimination import cse
 
-from tinyopt.dialects import loop
+from tinyopt.dialects import graph, loop
 from tinyopt.passes.loop_rewrites.flash_attention_layout import fold_output_copy
 from tinyopt.passes.graph_to_loop.index_eval import constant_index, on_grid
 from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
@@ -329,7 +329,7 @@ def _causal_mask(value: SSAValue, symbols: dict[str, Operation], floor: float) -
         return None
     init = glob.initial_value
     shape = glob.type.get_shape()  # type: ignore[union-attr]
-    if not isinstance(init, DenseIntOrFPElementsAttr) or len(shape) != 2 or init.is_splat():
+    if not isinstance(init, DenseIntOrFPElementsAttr) or len(shape) != 2 or graph.is_splat(init):
         return None
     values = np.array(init.get_values(), dtype=np.float64).reshape(shape)
     above = np.triu(np.ones(shape, dtype=bool), 1)
