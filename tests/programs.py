@@ -226,6 +226,8 @@ CASES = [
     Case("mlp_3x37x100x72", mlp((3, 37), 100, 72)),
     Case("mlp_2x3x17x64x40", mlp((2, 3, 17), 64, 40)),
     Case("mlp_bf16_3x129x64x96", mlp((3, 129), 64, 96, "bf16")),
+    Case("mlp_7x1x33x5", mlp((7, 1), 33, 5)),
+    Case("mlp_bf16_2x127x97x61", mlp((2, 127), 97, 61, "bf16")),
     # Knob coverage: each knob away from its default at least once.
     Case("softmax_sequential", softmax((7, 100)), tile_with("schedule=sequential")),
     Case("matmul_sequential", matmul_relu(33, 17, 9), tile_with("schedule=sequential")),
