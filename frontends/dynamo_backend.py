@@ -28,8 +28,8 @@ if TYPE_CHECKING:
     from torch.fx import GraphModule
 
 
-class _Refused(Exception):
-    """A graph tinyopt will not compile; the message says why."""
+class UnsupportedGraph(Exception):
+    """A Dynamo graph tinyopt does not compile, beyond its ops; the message says why."""
 
 
 def backend(gm: GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any]:
@@ -40,8 +40,8 @@ def backend(gm: GraphModule, example_inputs: Sequence[Any]) -> Callable[..., Any
 def capture_graph(gm: GraphModule, inputs: Sequence[Any]) -> Capture:
     """Capture a Dynamo graph on `inputs` as tinyopt does before compiling it.
 
-    Raises `_Refused` for what tinyopt does not take beyond the ops (symbolic shapes, autograd,
-    an output aliasing an input) and `FrontendError` for an op it cannot capture.
+    Raises `UnsupportedGraph` for what tinyopt does not take beyond the ops (symbolic shapes,
+    autograd, an output aliasing an input) and `FrontendError` for an op it cannot capture.
     """
     _check_graph(gm, inputs)
     return capture(gm, *_detached(inputs))
@@ -63,7 +63,7 @@ class _GraphCall:
         """Compile the graph for `args`, or warn once and return its eager forward."""
         try:
             return _compile(self.gm, args)
-        except (_Refused, FrontendError) as exc:
+        except (UnsupportedGraph, FrontendError) as exc:
             reason = str(exc)
         except Exception as exc:  # the promise is eager fallback, whatever the compiler raised
             reason = f"{type(exc).__name__}: {exc}"
@@ -89,9 +89,9 @@ def _compile(gm: GraphModule, args: Sequence[Any]) -> Callable[..., Any]:
 
 
 def _check_device(gm: GraphModule, args: Sequence[Any]) -> None:
-    """Raise `_Refused` unless every input is on the current CUDA device (where the runtime
-    loads the kernels), after capturing the graph: an op tinyopt cannot take is the more useful
-    reason, so it is named first."""
+    """Raise `UnsupportedGraph` unless every input is on the current CUDA device (where the
+    runtime loads the kernels), after capturing the graph: an op tinyopt cannot take is the more
+    useful reason, so it is named first."""
     import torch
 
     devices = {a.device for a in args if isinstance(a, torch.Tensor)}
@@ -100,8 +100,10 @@ def _check_device(gm: GraphModule, args: Sequence[Any]) -> None:
             return
     capture_graph(gm, args)
     if not gpu_available():
-        raise _Refused("no CUDA device")
-    raise _Refused(f"inputs on {sorted(map(str, devices))}, not all on the current CUDA device")
+        raise UnsupportedGraph("no CUDA device")
+    raise UnsupportedGraph(
+        f"inputs on {sorted(map(str, devices))}, not all on the current CUDA device"
+    )
 
 
 def _detached(inputs: Sequence[Any]) -> list[torch.Tensor]:
@@ -110,7 +112,7 @@ def _detached(inputs: Sequence[Any]) -> list[torch.Tensor]:
 
 
 def _check_graph(gm: GraphModule, inputs: Sequence[Any]) -> None:
-    """Raise `_Refused` for a graph that is not a static-shape inference graph of tensors."""
+    """Raise `UnsupportedGraph` unless `gm` is a static-shape inference graph of tensors."""
     import torch
     from torch.multiprocessing.reductions import StorageWeakRef
     from torch.utils._pytree import tree_leaves
@@ -120,12 +122,12 @@ def _check_graph(gm: GraphModule, inputs: Sequence[Any]) -> None:
         val = node.meta.get("example_value")
         static = isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape)
         if not static or not isinstance(given, torch.Tensor):
-            raise _Refused(
+            raise UnsupportedGraph(
                 f"graph input {node.name} is {val!r}, not a tensor of static shape (dynamic "
                 "shapes: torch.compile(..., dynamic=False) compiles one graph per shape)"
             )
     if torch.is_grad_enabled() and any(x.requires_grad for x in inputs):
-        raise _Refused(
+        raise UnsupportedGraph(
             "autograd: an input requires grad while grad mode is on (tinyopt compiles "
             "inference only; run under torch.no_grad() or torch.inference_mode())"
         )
@@ -133,10 +135,10 @@ def _check_graph(gm: GraphModule, inputs: Sequence[Any]) -> None:
     for out in tree_leaves(gm.graph.output_node().args[0]):
         val = getattr(out, "meta", {}).get("example_value")
         if not isinstance(val, torch.Tensor):
-            raise _Refused(f"the graph returns {out!r}, not a tensor")
+            raise UnsupportedGraph(f"the graph returns {out!r}, not a tensor")
         storage = StorageWeakRef(val.untyped_storage())
         if storage in storages:
-            raise _Refused(
+            raise UnsupportedGraph(
                 f"output {out.name} aliases a graph input or another output "
                 "(tinyopt returns new tensors)"
             )
