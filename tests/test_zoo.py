@@ -1,0 +1,105 @@
+"""The model zoo (examples/zoo/) captured by the PyTorch frontend and run by tinyopt.
+
+On the CPU each model runs at a tiny configuration of its own code (heads of 16, 8 tokens,
+batch 2, two layers where the model stacks them): the captured graph program, run by the
+float64 reference executor, and the loop-level program after `decompose,fuse,flash-attention`,
+run by the loop executor, match the model run by torch in float64; captured in bf16, the
+reference (rounding where the program casts) stays within bf16's tolerance of it. On a GPU each
+model at its real size runs 1 × 16 tokens through `CompiledModel` in fp32 and bf16.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from programs import load_example
+
+torch = pytest.importorskip("torch")
+
+from torch import Tensor, nn  # noqa: E402
+from xdsl.dialects.builtin import bf16, f32  # noqa: E402
+
+from tinyopt.backends.check import TOLERANCES  # noqa: E402
+from tinyopt.backends.loop_reference import run_loop_module  # noqa: E402
+from tinyopt.backends.reference import run_reference  # noqa: E402
+from tinyopt.compiler import apply_pipeline  # noqa: E402
+from tinyopt.frontends.compiled_model import CompiledModel  # noqa: E402
+from tinyopt.frontends.torch_fx import capture  # noqa: E402
+
+TINY: dict[str, dict[str, int]] = {
+    "gpt2": {"hidden": 32, "heads": 2, "ffn": 64, "layers": 2},
+    "bert": {"hidden": 32, "heads": 2, "ffn": 64, "layers": 2},
+    "t5": {"hidden": 32, "heads": 2, "d_kv": 16, "ffn": 64, "layers": 2},
+    "vit": {"patch": 4, "hidden": 32, "heads": 2, "ffn": 64},
+    "llama3": {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128},
+}
+"""Each model's sizes small enough for the scalar loop executor (ViT: 12×12 images, 10 tokens)."""
+
+BATCH, TOKENS = 2, 8
+
+DTYPES = {"f32": (torch.float32, f32), "bf16": (torch.bfloat16, bf16)}
+
+
+def _tiny(name: str, dtype: torch.dtype = torch.float32) -> tuple[nn.Module, tuple[Tensor, ...]]:
+    module, inputs = load_example(f"zoo/{name}.py").example(BATCH, TOKENS, **TINY[name])
+    return module.to(dtype), tuple(x.to(dtype) for x in inputs)
+
+
+def _float64(module: nn.Module, inputs: tuple[Tensor, ...]) -> Tensor:
+    """Return `module` run in float64 (a copy of its weights, whatever their dtype)."""
+    with torch.no_grad():
+        return copy.deepcopy(module).double()(*(x.double() for x in inputs))
+
+
+def _relative(out: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
+
+
+@pytest.mark.parametrize("name", list(TINY))
+def test_captured_program_matches_float64(name: str) -> None:
+    module, inputs = _tiny(name)
+    cap = capture(module, *inputs)
+    (got,) = run_reference(cap.module, *cap.arguments(*inputs))
+    np.testing.assert_allclose(got, _float64(module, inputs).numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", list(TINY))
+def test_loop_level_program_matches_float64(name: str) -> None:
+    """decompose, fuse and flash-attention keep the numbers: the loop executor computes each
+    kernel in the program's precision (f32), hence the looser tolerance."""
+    module, inputs = _tiny(name)
+    cap = capture(module, *inputs)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse,flash-attention")
+    (got,) = run_loop_module(lowered, cap.function.sym_name.data, *cap.arguments(*inputs))
+    np.testing.assert_allclose(got, _float64(module, inputs).numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", list(TINY))
+def test_bf16_capture_stays_within_bf16_tolerance(name: str) -> None:
+    module, inputs = _tiny(name, torch.bfloat16)
+    cap = capture(module, *inputs)
+    (got,) = run_reference(cap.module, *cap.arguments(*inputs), dtype=None)
+    error = _relative(got, _float64(module, inputs).numpy())
+    assert error < TOLERANCES[bf16], error
+
+
+@requires_gpu
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("name", list(TINY))
+def test_compiled_model_at_1x16_matches_float64(name: str, dtype: str) -> None:
+    """The real sizes (one layer), batch 1, 16 tokens (ViT: a 64×64 image, 17 tokens)."""
+    torch_dtype, element_type = DTYPES[dtype]
+    module, inputs = load_example(f"zoo/{name}.py").example(1, 16)
+    module = module.to("cuda", torch_dtype)
+    inputs = tuple(x.to("cuda", torch_dtype) for x in inputs)
+    out = CompiledModel(module, *inputs)(*inputs)
+    exact = _float64(module, inputs)
+    with torch.no_grad():
+        eager = module(*inputs)
+    error = ((out.double() - exact).norm() / exact.norm()).item()
+    eager_error = ((eager.double() - exact).norm() / exact.norm()).item()
+    print(f"{name} {dtype}: tinyopt {error:.2e}, eager {eager_error:.2e} (vs float64)")
+    assert error < TOLERANCES[element_type], error
