@@ -90,6 +90,7 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "arith.minsi": min,
     "arith.select": lambda c, a, b: a if c else b,
     "arith.index_cast": int,
+    "arith.sitofp": float,
     "arith.divui": lambda a, b: a // b,
     "arith.remui": lambda a, b: a % b,
     "math.absf": abs,
@@ -108,6 +109,12 @@ _CMPI: tuple[Callable[[int, int], bool], ...] = (
     operator.lt, operator.le, operator.gt, operator.ge,
 )  # fmt: skip
 """`arith.cmpi` predicates eq ne slt sle sgt sge ult ule ugt uge on (non-negative) indices."""
+
+_CMPF: dict[int, Callable[[float, float], bool]] = {
+    1: operator.eq, 2: operator.gt, 3: operator.ge, 4: operator.lt, 5: operator.le, 13: operator.ne,
+}  # fmt: skip
+"""The `arith.cmpf` predicates `fuse` emits: oeq ogt oge olt ole (false on NaN, as Python's
+comparisons) and une (true on NaN, as Python's `!=`)."""
 
 
 def _round(value: float, element_type: Attribute) -> float:
@@ -233,6 +240,8 @@ class _Compiler:
             return _scalar_step(lambda v=value.value.data: v, [], out)
         if isinstance(op, arith.CmpiOp):
             return _scalar_step(_CMPI[op.predicate.value.data], ins, out)
+        if isinstance(op, arith.CmpfOp):
+            return _scalar_step(_CMPF[op.predicate.value.data], ins, out)
         if op.name == "arith.truncf":
             type_ = op.results[0].type
             return _scalar_step(lambda a: _round(a, type_), ins, out)

@@ -2,7 +2,8 @@
 
 Numpy has no bfloat16: arrays for bf16 tensors are float32 arrays holding bf16-representable
 values (see `round_to_bf16`). `random_inputs` follows that convention and `run_reference`
-accepts it. Integer tensors (the ids of `graph.gather`) are int32/int64 arrays.
+accepts it. Integer tensors (the ids of `graph.gather`) are int32/int64 arrays, masks (i1)
+bool arrays.
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ def round_to_bf16(a: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(a), np.float32(np.nan), out).reshape(np.shape(a))
 
 
-_NUMPY_DTYPES = {f32: np.float32, bf16: np.float32, f16: np.float16, i64: np.int64, i32: np.int32}
+_NUMPY_DTYPES = {
+    f32: np.float32,
+    bf16: np.float32,
+    f16: np.float16,
+    i64: np.int64,
+    i32: np.int32,
+    graph.BOOL: np.bool_,
+}
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
@@ -70,7 +78,8 @@ def random_inputs(module_or_func: ModuleOp | FuncOp, seed: int) -> list[np.ndarr
 
     Each array has its argument's shape and numpy dtype (`numpy_dtype`); bf16 arguments get
     float32 arrays rounded to bf16-representable values. Integer arguments (gather ids) are
-    uniform over the rows of the smallest table they index.
+    uniform over the rows of the smallest table they index, and 0 or 1 when they index no
+    table (a padding mask); masks (i1) are true or false with even odds.
     """
     rng = np.random.default_rng(seed)
     arrays: list[np.ndarray] = []
@@ -82,8 +91,11 @@ def random_inputs(module_or_func: ModuleOp | FuncOp, seed: int) -> list[np.ndarr
                 for use in arg.uses
                 if isinstance(use.operation, graph.GatherOp) and use.index == 1
             ]
-            ids = rng.integers(0, min(rows, default=1), type_.get_shape())
+            ids = rng.integers(0, min(rows, default=2), type_.get_shape())
             arrays.append(ids.astype(numpy_dtype(type_.element_type)))
+            continue
+        if type_.element_type == graph.BOOL:
+            arrays.append(rng.random(type_.get_shape()) < 0.5)
             continue
         sample = rng.standard_normal(type_.get_shape())
         arrays.append(_to_element_type(sample, type_.element_type))
@@ -133,7 +145,7 @@ def run_reference(
 def _convert(
     a: np.ndarray, element_type: Attribute, dtype: type[np.floating] | np.dtype | None
 ) -> np.ndarray:
-    if element_type in graph.ID_TYPES:
+    if element_type in (*graph.ID_TYPES, graph.BOOL):
         return a.astype(numpy_dtype(element_type), copy=False)
     if dtype is None:
         return _to_element_type(a, element_type)
@@ -175,6 +187,7 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.SigmoidOp: _sigmoid,
     graph.ReluOp: lambda x: np.maximum(x, 0.0),
     graph.GeluOp: _gelu,
+    graph.ErfOp: _erf,
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
 
@@ -192,7 +205,17 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
 _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     graph.ReduceSumOp: np.sum,
     graph.ReduceMaxOp: np.max,
+    graph.ReduceMinOp: np.min,
     graph.ReduceMeanOp: np.mean,
+}
+
+_COMPARE: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
 }
 
 
@@ -213,10 +236,33 @@ def _reduce(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     return np.asarray(_REDUCE[type(op)](xs[0], axis=op.dim_list, keepdims=keepdim))
 
 
+@_handles(graph.CompareOp)
+def _compare(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.CompareOp)
+    return _COMPARE[op.predicate.data](xs[0], xs[1])
+
+
+@_handles(graph.SelectOp)
+def _select(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    return np.where(xs[0], xs[1], xs[2])
+
+
+@_handles(graph.IotaOp)
+def _iota(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.IotaOp)
+    shape, dim = _tensor_type(op.results[0]).get_shape(), op.dim.value.data
+    along = np.arange(shape[dim], dtype=np.float64).reshape([-1] + [1] * (len(shape) - dim - 1))
+    return np.broadcast_to(along, shape)
+
+
 @_handles(graph.CastOp)
 def _cast(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
-    rounded = _to_element_type(xs[0], _tensor_type(op.results[0]).element_type)
-    return rounded.astype(xs[0].dtype)
+    target = _tensor_type(op.results[0]).element_type
+    if target == graph.BOOL:
+        return xs[0] != 0  # NaN is true, as in torch
+    if xs[0].dtype.kind != "f":  # a mask or integer input becomes float64, then rounds
+        return _to_element_type(xs[0].astype(np.float64), target).astype(np.float64)
+    return _to_element_type(xs[0], target).astype(xs[0].dtype)
 
 
 @_handles(graph.TransposeOp)

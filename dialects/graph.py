@@ -1,7 +1,9 @@
 """The `graph` dialect: tensor programs with value semantics (see docs/ir.md).
 
-Every op takes and returns static ranked tensors of f32, f16 or bf16, except the integer
-ids `graph.gather` reads (i32 or i64). Broadcasting is explicit, so elementwise binary ops
+Every op takes and returns static ranked tensors of f32, f16 or bf16, except: integer
+inputs (i32 or i64: the ids `graph.gather` reads, or what `graph.cast` converts) and masks (i1:
+what `graph.compare` makes and `graph.select` reads), which the shape and data-movement ops
+carry too. Broadcasting is explicit, so elementwise binary ops
 require identical operand and result types. Composite ops (softmax, norms, linear,
 attention) are kept whole until `decompose` lowers them.
 """
@@ -22,6 +24,7 @@ from xdsl.dialects.builtin import (
     IndexType,
     IntegerAttr,
     IntegerType,
+    StringAttr,
     TensorType,
     bf16,
     f16,
@@ -52,6 +55,10 @@ FLOAT_TYPES: tuple[AnyFloat, ...] = (f32, f16, bf16)
 """Element types graph tensors may carry."""
 ID_TYPES: tuple[IntegerType, ...] = (i32, i64)
 """Element types of the ids `graph.gather` reads."""
+BOOL = IntegerType(1)
+"""Element type of masks: the result of `graph.compare`, the condition of `graph.select`."""
+DATA_TYPES: tuple[Attribute, ...] = (*FLOAT_TYPES, BOOL, *ID_TYPES)
+"""Element types that ops which only move elements (reshape, slice, ...) may carry."""
 
 _FALSE = BoolAttr.from_bool(False)
 
@@ -76,6 +83,8 @@ class GraphOp(IRDLOperation):
     """Base of all graph ops: pure, with helpers that raise well-worded verify errors."""
 
     traits = traits_def(Pure())
+    ELEMENT_TYPES: ClassVar[tuple[Attribute, ...]] = FLOAT_TYPES
+    """What `tensor` accepts: floats, unless the op only moves elements."""
 
     def fail(self, message: str) -> VerifyException:
         """Build a VerifyException prefixed with the op name (callers `raise` it)."""
@@ -86,9 +95,10 @@ class GraphOp(IRDLOperation):
         type_ = value.type if isinstance(value, SSAValue) else value
         if not isinstance(type_, TensorType):
             raise self.fail(f"{what} must be a ranked tensor, got {type_}")
-        if type_.element_type not in FLOAT_TYPES:
+        if type_.element_type not in self.ELEMENT_TYPES:
+            *rest, last = map(str, self.ELEMENT_TYPES)
             raise self.fail(
-                f"{what} element type must be f32, f16 or bf16, got {type_.element_type}"
+                f"{what} element type must be {', '.join(rest)} or {last}, got {type_.element_type}"
             )
         if 0 in type_.get_shape():
             raise self.fail(
@@ -203,6 +213,13 @@ class GeluOp(UnaryOp):
 
 
 @irdl_op_definition
+class ErfOp(UnaryOp):
+    """Elementwise error function."""
+
+    name = "graph.erf"
+
+
+@irdl_op_definition
 class SiluOp(UnaryOp):
     """Elementwise x * sigmoid(x)."""
 
@@ -211,15 +228,20 @@ class SiluOp(UnaryOp):
 
 @irdl_op_definition
 class CastOp(GraphOp):
-    """Convert a tensor to another float element type, keeping its shape."""
+    """Convert a tensor to another element type, keeping its shape.
+
+    Floats convert to floats; an integer input (i32, i64) or a mask (i1) converts to a float
+    (a mask to 0 or 1), and a float to a mask (`x != 0`, NaN is true, as in torch).
+    """
 
     name = "graph.cast"
+    ELEMENT_TYPES: ClassVar = DATA_TYPES
     x = operand_def(TensorType)
     result = result_def(TensorType)
 
     assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
 
-    def __init__(self, x: SSAValue, element_type: AnyFloat):
+    def __init__(self, x: SSAValue, element_type: Attribute):
         assert isinstance(x.type, TensorType)
         super().__init__(operands=[x], result_types=[TensorType(element_type, x.type.get_shape())])
 
@@ -233,6 +255,10 @@ class CastOp(GraphOp):
             )
         if src.element_type == dst.element_type:
             raise self.fail(f"operand and result are both {src.element_type}; cast must convert")
+        if dst.element_type in ID_TYPES or (
+            dst.element_type == BOOL and src.element_type not in FLOAT_TYPES
+        ):
+            raise self.fail(f"cannot convert {src.element_type} to {dst.element_type}")
 
 
 class BinaryOp(GraphOp):
@@ -287,6 +313,89 @@ class PowOp(BinaryOp):
     name = "graph.pow"
 
 
+COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
+"""`graph.compare` predicates; all but `ne` are false when an operand is NaN (IEEE, as torch)."""
+
+
+@irdl_op_definition
+class CompareOp(GraphOp):
+    """Elementwise comparison of two float tensors of one type, giving a mask (i1)."""
+
+    name = "graph.compare"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(TensorType)
+    predicate = prop_def(StringAttr)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$lhs `,` $rhs attr-dict `:` type($lhs) `->` type($result)"
+
+    def __init__(self, lhs: SSAValue, rhs: SSAValue, predicate: str):
+        assert isinstance(lhs.type, TensorType)
+        super().__init__(
+            operands=[lhs, rhs],
+            result_types=[TensorType(BOOL, lhs.type.get_shape())],
+            properties={"predicate": StringAttr(predicate)},
+        )
+
+    def verify_(self) -> None:
+        src = self.tensor("operands", self.lhs)
+        if self.predicate.data not in COMPARE_PREDICATES:
+            raise self.fail(
+                f"predicate must be one of {', '.join(COMPARE_PREDICATES)}, "
+                f"got {self.predicate.data!r}"
+            )
+        result = self.result.type
+        if not isinstance(result, TensorType) or result != TensorType(BOOL, src.get_shape()):
+            raise self.fail(f"result must be {TensorType(BOOL, src.get_shape())}, got {result}")
+
+
+@irdl_op_definition
+class SelectOp(GraphOp):
+    """Elementwise `cond ? lhs : rhs` (torch.where): an i1 mask of the result's shape picks
+    between two float tensors of one type."""
+
+    name = "graph.select"
+    T: ClassVar = VarConstraint("T", base(TensorType))
+    cond = operand_def(TensorType)
+    lhs = operand_def(T)
+    rhs = operand_def(T)
+    result = result_def(T)
+
+    assembly_format = "$cond `,` $lhs `,` $rhs attr-dict `:` type($cond) `,` type($result)"
+
+    def __init__(self, cond: SSAValue, lhs: SSAValue, rhs: SSAValue):
+        super().__init__(operands=[cond, lhs, rhs], result_types=[lhs.type])
+
+    def verify_(self) -> None:
+        dst = self.tensor("operands", self.lhs)
+        cond = self.cond.type
+        if cond != TensorType(BOOL, dst.get_shape()):
+            raise self.fail(f"cond must be {TensorType(BOOL, dst.get_shape())}, got {cond}")
+
+
+@irdl_op_definition
+class IotaOp(GraphOp):
+    """A tensor whose every element is its own index along `dim` (torch.arange, the row and
+    column numbers of a causal mask). It has no operands: `fuse` computes it from the index
+    of the kernel that reads it, so it never occupies memory."""
+
+    name = "graph.iota"
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict `:` type($result)"
+
+    def __init__(self, type_: TensorType, dim: int):
+        super().__init__(result_types=[type_], properties={"dim": IntegerAttr(dim, i64)})
+
+    def verify_(self) -> None:
+        dst = self.tensor("result", self.result)
+        self.check_dim("dim", self.dim.value.data, dst.get_num_dims())
+
+
 class ReduceOp(GraphOp):
     """Reduction of `x` over `dims`; reduced dims are dropped, or kept as 1 with `keepdim`."""
 
@@ -339,6 +448,11 @@ class ReduceMaxOp(ReduceOp):
 
 
 @irdl_op_definition
+class ReduceMinOp(ReduceOp):
+    name = "graph.reduce_min"
+
+
+@irdl_op_definition
 class ReduceMeanOp(ReduceOp):
     name = "graph.reduce_mean"
 
@@ -386,6 +500,8 @@ class MatmulOp(GraphOp):
 class TransposeOp(GraphOp):
     """Permute dimensions: result dim i is operand dim perm[i]."""
 
+    ELEMENT_TYPES: ClassVar = DATA_TYPES
+
     name = "graph.transpose"
     x = operand_def(TensorType)
     result = result_def(TensorType)
@@ -420,6 +536,8 @@ class TransposeOp(GraphOp):
 
 class ShapeChangeOp(GraphOp):
     """Base of ops giving one tensor a new shape (the result type's), keeping its dtype."""
+
+    ELEMENT_TYPES: ClassVar = DATA_TYPES
 
     x = operand_def(TensorType)
     result = result_def(TensorType)
@@ -471,6 +589,7 @@ class SliceOp(GraphOp):
     """Take every `step`-th index of dim `dim` from `start` on; the result type gives how many."""
 
     name = "graph.slice"
+    ELEMENT_TYPES: ClassVar = DATA_TYPES
     x = operand_def(TensorType)
     result = result_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
@@ -516,6 +635,7 @@ class ConcatOp(GraphOp):
     """Concatenate tensors along `dim`; all other dims and the dtype must agree."""
 
     name = "graph.concat"
+    ELEMENT_TYPES: ClassVar = DATA_TYPES
     inputs = var_operand_def(TensorType)
     result = result_def(TensorType)
     dim = prop_def(IntegerAttr[I64])
@@ -830,10 +950,13 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
     SigmoidOp,
     ReluOp,
     GeluOp,
+    ErfOp,
     SiluOp,
 )
 BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
-REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMeanOp)
+REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp)
+MASK_OPS: tuple[type[GraphOp], ...] = (CompareOp, SelectOp)
+"""Elementwise ops that make or read masks."""
 SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)
 DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp, GatherOp)
 """Ops that select elements (RoPE's halves, embedding rows); `fuse` inlines them."""
@@ -851,6 +974,8 @@ Graph = Dialect(
         *UNARY_OPS,
         CastOp,
         *BINARY_OPS,
+        *MASK_OPS,
+        IotaOp,
         *REDUCE_OPS,
         MatmulOp,
         *SHAPE_OPS,

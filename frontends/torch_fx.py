@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from xdsl.dialects import func
 from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32, i32, i64
-from xdsl.ir import Block, Operation, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from tinyopt.dialects import graph
@@ -79,9 +79,18 @@ def capture(
     return _Translator(program, name).run()
 
 
-_DTYPES: dict[str, AnyFloat] = {"float32": f32, "float16": f16, "bfloat16": bf16}
+_DTYPES: dict[str, Attribute] = {
+    "float32": f32,
+    "float16": f16,
+    "bfloat16": bf16,
+    "bool": graph.BOOL,
+}
 _ID_DTYPES = {"int64": i64, "int32": i32}
-"""Integer dtypes, allowed for the indices of an embedding."""
+"""Integer dtypes: of module inputs (embedding ids, padding masks) as they are; computed
+integer tensors (`arange`, a mask's `long()`) are carried in f32, exact while their values
+stay within `EXACT_INTEGERS` (`translate` checks a bound on each)."""
+EXACT_INTEGERS = 2**24
+"""Every integer of magnitude up to this is exact in f32."""
 
 
 def _source(node: Node) -> str:
@@ -106,7 +115,9 @@ class _Translator:
         self.program = program
         self.name = name
         self.ops: list[Operation] = []
-        self.values: dict[Node, SSAValue] = {}
+        self.values: dict[Node, SSAValue | list[SSAValue | None]] = {}
+        self.bounds: dict[Node, float] = {}
+        """A bound on the magnitude of each computed integer tensor."""
 
     # ----------------------------------------------------------------------------- helpers
 
@@ -117,7 +128,7 @@ class _Translator:
     def tensor_type(self, node: Node) -> TensorType[AnyFloat]:
         """Return the graph tensor type of a node's (single tensor) result.
 
-        Integer tensors are allowed only as inputs that are nothing but embedding indices.
+        Integer inputs keep their type; computed integer tensors are f32 (see `_ID_DTYPES`).
         """
         import torch
 
@@ -126,15 +137,29 @@ class _Translator:
             raise self.fail(node, f"{_op_name(node.target)} does not produce one tensor")
         dtype = str(val.dtype).removeprefix("torch.")
         shape = [int(d) for d in val.shape]
-        if dtype in _ID_DTYPES and node.op == "placeholder" and _only_ids(node):
-            return TensorType(_ID_DTYPES[dtype], shape)
+        if dtype in _ID_DTYPES:
+            return TensorType(_ID_DTYPES[dtype] if node.op == "placeholder" else f32, shape)
         if dtype not in _DTYPES:
             raise self.fail(
                 node,
-                f"dtype {val.dtype} is not supported (graph tensors are f32, f16 or bf16; "
-                "integer tensors only as embedding indices)",
+                f"dtype {val.dtype} is not supported (graph tensors are f32, f16, bf16 or "
+                "bool, and int32 or int64 inputs)",
             )
-        return TensorType(_DTYPES[dtype], shape)
+        return TensorType(_DTYPES[dtype], shape)  # pyright: ignore[reportArgumentType]
+
+    def bound(self, arg: Any) -> float:
+        """Return a bound on the magnitude of an integer-valued argument (inf if unknown)."""
+        from torch.fx import Node
+
+        if isinstance(arg, bool | int | float):
+            return abs(arg)
+        if isinstance(arg, list | tuple):
+            return max((self.bound(a) for a in arg), default=0)
+        if not isinstance(arg, Node):
+            return math.inf
+        if _dtype(arg) == "bool":
+            return 1
+        return self.bounds.get(arg, math.inf)
 
     def emit(self, op: Operation) -> SSAValue:
         """Append `op` and return its result."""
@@ -145,14 +170,19 @@ class _Translator:
         """Return the SSA value of a node argument that must be a tensor."""
         from torch.fx import Node
 
-        if not isinstance(arg, Node) or arg not in self.values:
+        value = self.values.get(arg) if isinstance(arg, Node) else None
+        if not isinstance(value, SSAValue):
             raise self.fail(node, f"{_op_name(node.target)}: expected a tensor operand, got {arg}")
-        return self.values[arg]
+        return value
 
-    def cast(self, x: SSAValue, element_type: AnyFloat) -> SSAValue:
-        """Return `x` converted to `element_type` (itself when it already is)."""
-        if _type(x).element_type == element_type:
+    def cast(self, x: SSAValue, element_type: Attribute) -> SSAValue:
+        """Return `x` converted to `element_type` (itself when it already is); an integer
+        input becomes a mask through f32."""
+        source = _type(x).element_type
+        if source == element_type:
             return x
+        if element_type == graph.BOOL and source not in graph.FLOAT_TYPES:
+            x = self.emit(graph.CastOp(x, f32))
         return self.emit(graph.CastOp(x, element_type))
 
     def reshape(self, x: SSAValue, shape: Sequence[int]) -> SSAValue:
@@ -176,8 +206,27 @@ class _Translator:
 
     def scalar(self, value: float, like: TensorType[AnyFloat]) -> SSAValue:
         """Return `value` broadcast to `like`: a one-element constant and a broadcast, so the
-        IR holds one number, not one per element of the activation."""
+        IR holds one number, not one per element of the activation (a mask's is cast)."""
+        if like.element_type == graph.BOOL:
+            number = self.scalar(float(value), TensorType(f32, like.get_shape()))
+            return self.cast(number, graph.BOOL)
         return self.broadcast(self.emit(graph.ConstantOp.scalar(value, like)), like.get_shape())
+
+    def float_like(self, node: Node, args: Sequence[Any]) -> TensorType[AnyFloat]:
+        """Return the float type, of `node`'s shape, that torch computes `args` in: their
+        promoted dtype if it is a float, else f32 (integers and masks)."""
+        import torch
+        from torch.fx import Node
+
+        dtypes = [a.meta["val"].dtype for a in args if isinstance(a, Node)]
+        promoted = dtypes[0]
+        for dtype in dtypes[1:]:
+            promoted = torch.promote_types(promoted, dtype)
+        element = _DTYPES.get(str(promoted).removeprefix("torch."), f32)
+        if element == graph.BOOL:
+            element = f32
+        shape = [int(d) for d in node.meta["val"].shape]
+        return TensorType(element, shape)  # pyright: ignore[reportArgumentType]
 
     # --------------------------------------------------------------------------------- run
 
@@ -232,14 +281,27 @@ class _Translator:
         return Capture(module, weights)
 
     def translate(self, node: Node) -> None:
-        """Translate one call node, recording its result value."""
+        """Translate one call node, recording its result value (a list for a split)."""
         name = _op_name(node.target)
         if name in _SKIPPED:
             return
         value = _HANDLERS[name](self, node)
-        if isinstance(value.owner, Operation) and value.name_hint is None:
-            value.name_hint = node.name
+        if isinstance(value, SSAValue) and isinstance(value.owner, Operation):
+            value.name_hint = value.name_hint or node.name
         self.values[node] = value
+        computed = any(
+            isinstance(v, SSAValue) and _type(v).element_type == f32
+            for v in (value if isinstance(value, list) else [value])
+        )  # else integer inputs, only moved
+        if _dtype(node) in _ID_DTYPES and computed:
+            self.bounds[node] = bound = _integer_bound(self, node)
+            if bound > EXACT_INTEGERS:
+                reason = "unbounded" if bound == math.inf else f"up to {bound:.0f}"
+                raise self.fail(
+                    node,
+                    f"{name} computes integers {reason}; tinyopt computes integer tensors in "
+                    f"f32, exact only up to 2^24 (inputs may be any int32/int64)",
+                )
 
 
 def _type(x: SSAValue) -> TensorType[AnyFloat]:
@@ -247,17 +309,16 @@ def _type(x: SSAValue) -> TensorType[AnyFloat]:
     return x.type  # pyright: ignore[reportUnknownVariableType]
 
 
-def _only_ids(node: Node) -> bool:
-    """Return whether every use of `node` is as the indices of an `aten.embedding`."""
-    return bool(node.users) and all(
-        _op_name(user.target) == "aten.embedding"
-        and user.args[1] is node
-        and user.args[0] is not node
-        for user in node.users
-    )
+def _dtype(node: Node) -> str:
+    """Return the dtype name of a node's tensor result, or of its first one ('' if none)."""
+    val = node.meta.get("val") if hasattr(node, "meta") else None
+    if isinstance(val, list | tuple) and val:
+        val = val[0]
+    dtype = getattr(val, "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else ""
 
 
-Handler = Callable[[_Translator, "Node"], SSAValue]
+Handler = Callable[[_Translator, "Node"], "SSAValue | list[SSAValue | None]"]
 _HANDLERS: dict[str, Handler] = {}
 _SKIPPED = ("aten._assert_tensor_metadata",)
 """Ops without a value (export's checks), left out of the capture."""
@@ -300,6 +361,7 @@ _UNARY: dict[str, type[graph.UnaryOp]] = {
     "sigmoid": graph.SigmoidOp,
     "relu": graph.ReluOp,
     "silu": graph.SiluOp,
+    "erf": graph.ErfOp,
 }
 
 
@@ -365,6 +427,7 @@ _REDUCE: dict[str, type[graph.ReduceOp]] = {
     "mean": graph.ReduceMeanOp,
     "sum": graph.ReduceSumOp,
     "amax": graph.ReduceMaxOp,
+    "amin": graph.ReduceMinOp,
 }
 
 
@@ -377,6 +440,38 @@ def _reduce(t: _Translator, node: Node) -> SSAValue:
     return t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
 
 
+@_handles("var", "std")
+def _variance(t: _Translator, node: Node) -> SSAValue:
+    """`var`/`std` over dims: the mean of squared deviations times n / (n - correction)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    shape = _type(x).get_shape()
+    overload = node.target._overloadname  # pyright: ignore
+    if overload == "default":  # var(x, unbiased=True)
+        dims, correction, keepdim = (
+            list(range(len(shape))),
+            int(_arg(node, 1, "unbiased", True)),
+            False,
+        )
+    elif overload == "dim":  # var(x, dim, unbiased=True, keepdim=False)
+        dims = _dims(_arg(node, 1, "dim"), len(shape))
+        correction = int(_arg(node, 2, "unbiased", True))
+        keepdim = bool(_arg(node, 3, "keepdim", False))
+    else:  # var(x, dim=None, *, correction=1, keepdim=False)
+        dims = _dims(_arg(node, 1, "dim"), len(shape))
+        correction = node.kwargs.get("correction")
+        correction = 1 if correction is None else correction
+        keepdim = bool(node.kwargs.get("keepdim", False))
+    mean = t.broadcast(t.emit(graph.ReduceMeanOp(x, dims, keepdim=True)), shape)
+    centered = t.emit(graph.SubOp(x, mean))
+    total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(centered, centered)), dims, keepdim))
+    count = math.prod(shape[d] for d in dims) - correction  # 0 or less gives inf/nan, as torch
+    variance = t.emit(graph.DivOp(total, t.scalar(float(count), _type(total))))
+    if node.target._overloadpacket.__name__ == "std":  # pyright: ignore
+        return t.emit(graph.SqrtOp(variance))
+    return variance
+
+
 @_handles("softmax", "_softmax")
 def _softmax(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
@@ -385,6 +480,23 @@ def _softmax(t: _Translator, node: Node) -> SSAValue:
 
 
 # ------------------------------------------------------------------- contractions, norms
+
+
+@_handles("addmm", "baddbmm")
+def _addmm(t: _Translator, node: Node) -> SSAValue:
+    """`beta * input + alpha * (a @ b)`; with beta 0 the input is ignored (NaN included)."""
+    out = t.tensor_type(node)
+    a, b = (t.cast(t.value(x, node), out.element_type) for x in node.args[1:3])
+    product = t.emit(graph.MatmulOp(a, b))
+    alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
+    if alpha != 1:
+        product = t.emit(graph.MulOp(product, t.scalar(float(alpha), out)))
+    if beta == 0:
+        return product
+    bias = t.operand_like(node.args[0], out, node)
+    if beta != 1:
+        bias = t.emit(graph.MulOp(bias, t.scalar(float(beta), out)))
+    return t.emit(graph.AddOp(product, bias))
 
 
 @_handles("linear")
@@ -514,7 +626,10 @@ def _dropout(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("to", "_to_copy", "type_as")
 def _to(t: _Translator, node: Node) -> SSAValue:
-    return t.cast(t.value(node.args[0], node), t.tensor_type(node).element_type)
+    source = node.args[0]
+    if _dtype(node) in _ID_DTYPES and _dtype(source) not in (*_ID_DTYPES, "bool"):
+        raise t.fail(node, f"conversion of {_dtype(source)} to {_dtype(node)} (truncation)")
+    return t.cast(t.value(source, node), t.tensor_type(node).element_type)
 
 
 @_handles("slice", "select")
@@ -554,3 +669,238 @@ def _cat(t: _Translator, node: Node) -> SSAValue:
         return parts[0]
     dim = _dims(_arg(node, 1, "dim", 0), out.get_num_dims())[0]
     return t.emit(graph.ConcatOp(parts, dim))
+
+
+@_handles("split", "split_with_sizes", "chunk", "unbind")
+def _split(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """Slices of the input along a dim, one per result (`getitem` picks them)."""
+    x = t.value(node.args[0], node)
+    shape = _type(x).get_shape()
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    dim = _dims(_arg(node, 1 if name == "unbind" else 2, "dim", 0), len(shape))[0]
+    parts: list[SSAValue | None] = []
+    start = 0
+    for val in node.meta["val"]:
+        size = 1 if name == "unbind" else int(val.shape[dim])
+        if size == 0:
+            parts.append(None)
+            continue
+        sliced = x if size == shape[dim] else t.emit(graph.SliceOp(x, dim, start, size, 1))
+        parts.append(t.reshape(sliced, [int(d) for d in val.shape]))
+        start += size
+    return parts
+
+
+def _getitem(t: _Translator, node: Node) -> SSAValue:
+    parts = t.values.get(node.args[0])
+    if not isinstance(parts, list):
+        raise t.fail(node, "operator.getitem of something other than a split")
+    part = parts[node.args[1]]
+    if part is None:
+        raise t.fail(node, "a split part with no elements")
+    return part
+
+
+_HANDLERS["_operator.getitem"] = _getitem
+
+
+# ---------------------------------------------------------------- masks, index expressions
+
+
+@_handles("eq", "ne", "lt", "le", "gt", "ge")
+def _compare(t: _Translator, node: Node) -> SSAValue:
+    """A comparison, computed in the operands' promoted float type (f32 for integers)."""
+    lhs, rhs = node.args[:2]
+    like = t.float_like(node, node.args[:2])
+    if all(_dtype(a) in (*_ID_DTYPES, "bool") or isinstance(a, int) for a in (lhs, rhs)):
+        # Integers round to f32; against a number within 2^24 the order is unchanged.
+        exact = [t.bound(a) <= EXACT_INTEGERS for a in (lhs, rhs)]
+        numbers = [isinstance(a, int) and exact[i] for i, a in enumerate((lhs, rhs))]
+        if not (all(exact) or any(numbers)):
+            raise t.fail(node, "comparison of integers beyond 2^24 (not exact in f32)")
+    a, b = (t.operand_like(x, like, node) for x in (lhs, rhs))
+    return t.emit(graph.CompareOp(a, b, node.target._overloadpacket.__name__))  # pyright: ignore
+
+
+def _select(t: _Translator, node: Node, cond: Any, a: Any, b: Any) -> SSAValue:
+    """`cond ? a : b` with torch's broadcasting and promotion (a mask result via f32)."""
+    out = t.tensor_type(node)
+    work = TensorType(f32, out.get_shape()) if out.element_type == graph.BOOL else out
+    mask_type = TensorType(graph.BOOL, out.get_shape())
+    mask = cond if isinstance(cond, SSAValue) else t.operand_like(cond, mask_type, node)
+    a, b = (t.operand_like(x, work, node) for x in (a, b))
+    return t.cast(t.emit(graph.SelectOp(mask, a, b)), out.element_type)
+
+
+@_handles("where")
+def _where(t: _Translator, node: Node) -> SSAValue:
+    if len(node.args) < 3:
+        raise t.fail(node, "torch.where with only a condition (nonzero)")
+    return _select(t, node, *node.args[:3])
+
+
+@_handles("masked_fill")
+def _masked_fill(t: _Translator, node: Node) -> SSAValue:
+    return _select(t, node, node.args[1], node.args[2], node.args[0])
+
+
+@_handles("logical_not", "bitwise_not")
+def _not(t: _Translator, node: Node) -> SSAValue:
+    if _dtype(node) != "bool":
+        raise t.fail(node, f"bitwise_not of {_dtype(node)} (only of masks)")
+    x = t.operand_like(node.args[0], t.float_like(node, node.args[:1]), node)
+    return t.emit(graph.CompareOp(x, t.scalar(0.0, _type(x)), "eq"))
+
+
+_LOGICAL = {"and": graph.MulOp, "or": graph.MaxOp, "xor": None}
+
+
+@_handles(
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "__and__", "__or__", "__xor__",
+)  # fmt: skip
+def _logical(t: _Translator, node: Node) -> SSAValue:
+    """Masks combined as 0/1 floats: and is a product, or a maximum, xor an inequality."""
+    name = node.target._overloadpacket.__name__.strip("_")  # pyright: ignore
+    if _dtype(node) != "bool":
+        raise t.fail(node, f"{name} of {_dtype(node)} (only of masks)")
+    shape = t.tensor_type(node).get_shape()
+    a, b = (
+        t.cast(t.operand_like(x, TensorType(graph.BOOL, shape), node), f32) for x in node.args[:2]
+    )
+    kind = _LOGICAL[name.split("_")[-1]]
+    if kind is None:
+        return t.emit(graph.CompareOp(a, b, "ne"))
+    return t.emit(graph.CompareOp(t.emit(kind(a, b)), t.scalar(0.0, _type(a)), "ne"))
+
+
+@_handles("clamp", "clamp_min", "clamp_max", "hardtanh")
+def _clamp(t: _Translator, node: Node) -> SSAValue:
+    """`min(max(x, low), high)` (NaN stays NaN; low > high gives high, as torch)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    low = None if name == "clamp_max" else _arg(node, 1, "min_val" if name == "hardtanh" else "min")
+    high = _arg(node, 1, "max") if name == "clamp_max" else None
+    if name in ("clamp", "hardtanh"):
+        high = _arg(node, 2, "max_val" if name == "hardtanh" else "max")
+    if name == "hardtanh":
+        low, high = (-1.0 if low is None else low), (1.0 if high is None else high)
+    if low is not None:
+        x = t.emit(graph.MaxOp(x, t.operand_like(low, out, node)))
+    if high is not None:
+        x = t.emit(graph.MinOp(x, t.operand_like(high, out, node)))
+    return x
+
+
+_FILL_VALUES = {
+    "ones": 1,
+    "zeros": 0,
+    "ones_like": 1,
+    "zeros_like": 0,
+    "new_ones": 1,
+    "new_zeros": 0,
+}
+_FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "scalar_tensor": 0, "fill": 1}
+"""Where each filling op takes its value (by position)."""
+
+
+@_handles(*_FILL_VALUES, *_FILL_ARG)
+def _fill(t: _Translator, node: Node) -> SSAValue:
+    """A tensor of one value: a one-element constant broadcast where it is read."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    value = _FILL_VALUES.get(name)
+    if value is None:
+        value = node.args[_FILL_ARG[name]]
+    if not isinstance(value, bool | int | float):
+        raise t.fail(node, f"{name} with a tensor value")
+    return t.scalar(float(value), t.tensor_type(node))
+
+
+@_handles("arange")
+def _arange(t: _Translator, node: Node) -> SSAValue:
+    """`start + step * i`: an index expression, never a buffer."""
+    out = t.tensor_type(node)
+    start, step = _arange_start_step(node)
+    iota = t.emit(graph.IotaOp(TensorType(f32, out.get_shape()), 0))
+    if step != 1:
+        iota = t.emit(graph.MulOp(iota, t.scalar(float(step), _type(iota))))
+    if start != 0:
+        iota = t.emit(graph.AddOp(iota, t.scalar(float(start), _type(iota))))
+    return t.cast(iota, out.element_type)
+
+
+def _arange_start_step(node: Node) -> tuple[float, float]:
+    overload = node.target._overloadname  # pyright: ignore
+    if overload == "default":
+        return 0, 1
+    return node.args[0], (_arg(node, 2, "step", 1) if overload == "start_step" else 1)
+
+
+@_handles("tril", "triu")
+def _triangle(t: _Translator, node: Node) -> SSAValue:
+    """Keep the elements on and below (tril) or above (triu) a diagonal, from the row and
+    column indices: a causal mask is an index expression, never an S x S buffer."""
+    shape = t.tensor_type(node).get_shape()
+    if len(shape) < 2 or max(shape[-2:]) > EXACT_INTEGERS:
+        raise t.fail(node, f"{_op_name(node.target)} of shape {list(shape)}")
+    index = TensorType(f32, shape)
+    rows, cols = (t.emit(graph.IotaOp(index, len(shape) - k)) for k in (2, 1))
+    above = t.emit(graph.SubOp(cols, rows))
+    diagonal = t.scalar(float(_arg(node, 1, "diagonal", 0)), index)
+    lower = node.target._overloadpacket.__name__ == "tril"  # pyright: ignore
+    keep = t.emit(graph.CompareOp(above, diagonal, "le" if lower else "ge"))
+    return _select(t, node, keep, node.args[0], 0)
+
+
+def _integer_bound(t: _Translator, node: Node) -> float:
+    """Bound the magnitude of an integer tensor computed by `node` from its arguments."""
+    from torch.fx import Node
+
+    name = _op_name(node.target).removeprefix("aten.")
+    args = [*node.args, *node.kwargs.values()]
+    if name == "arange":
+        start, step = _arange_start_step(node)
+        return max(abs(start), abs(start + step * (int(node.meta["val"].shape[0]) - 1)))
+    if name in ("add", "sub", "rsub"):
+        return (t.bound(node.args[0]) + t.bound(node.args[1])) * abs(node.kwargs.get("alpha", 1))
+    if name == "mul":
+        return t.bound(node.args[0]) * t.bound(node.args[1])
+    if name == "sum":
+        count = math.prod(node.args[0].meta["val"].shape) / max(
+            math.prod(node.meta["val"].shape), 1
+        )
+        return t.bound(node.args[0]) * count
+    if name in _FILL_VALUES:
+        return abs(_FILL_VALUES[name])
+    if name in _FILL_ARG:
+        return t.bound(node.args[_FILL_ARG[name]])
+    if name in _MOVES_INTEGERS:  # the values of tensor arguments only (the rest are shapes)
+        tensors = [a for a in args if isinstance(a, Node)]
+        tensors += [
+            x for a in args if isinstance(a, list | tuple) for x in a if isinstance(x, Node)
+        ]
+        return max(t.bound(a) for a in tensors)
+    if name in _SELECTS_INTEGERS:
+        return max(t.bound(a) for a in args if isinstance(a, Node | bool | int | float))
+    return math.inf
+
+
+_MOVES_INTEGERS = {
+    "view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "unflatten", "expand",
+    "expand_as", "broadcast_to", "transpose", "permute", "t", "contiguous", "clone", "alias",
+    "detach", "lift_fresh_copy", "to", "_to_copy", "type_as", "slice", "select", "cat", "concat",
+    "_operator.getitem", "split", "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg",
+    "abs", "amax", "amin",
+}  # fmt: skip
+"""Ops whose integer results are values of their tensor arguments."""
+_SELECTS_INTEGERS = {
+    "where",
+    "masked_fill",
+    "clamp",
+    "clamp_min",
+    "clamp_max",
+    "maximum",
+    "minimum",
+}
+"""Ops whose integer results are values of their tensor or number arguments."""

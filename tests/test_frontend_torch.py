@@ -226,8 +226,9 @@ def test_embedding_becomes_gather_on_integer_ids() -> None:
     assert "graph.gather %p_weight, %input : (tensor<10x4xf32>, tensor<1x3xi64>)" in str(cap.module)
 
 
-def test_integer_input_used_as_data_is_refused() -> None:
-    with pytest.raises(FrontendError, match="integer tensors only as embedding indices"):
+def test_integer_arithmetic_on_an_input_is_refused() -> None:
+    """Integer results are computed in f32: exact only while bounded, which an input is not."""
+    with pytest.raises(FrontendError, match="aten.mul computes integers unbounded"):
         capture(Fn(lambda m, a: a * 2), torch.tensor([1, 2, 3]))
 
 

@@ -82,8 +82,9 @@ def print_op(op: Operation, generic: bool = False) -> str:
 def test_every_documented_op_is_registered() -> None:
     names = {op.name for op in graph.Graph.operations}
     documented = (
-        "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu silu cast "
-        "add sub mul div max min pow reduce_sum reduce_max reduce_mean matmul transpose "
+        "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu erf silu cast "
+        "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
+        "reduce_mean matmul transpose "
         "reshape broadcast slice concat gather constant softmax rms_norm layer_norm linear "
         "attention"
     ).split()
@@ -124,8 +125,9 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.linear",
         "graph.attention",
     }
-    assert len(graph.UNARY_OPS) == 12 and len(graph.BINARY_OPS) == 7
-    assert len(graph.REDUCE_OPS) == 3
+    assert len(graph.UNARY_OPS) == 13 and len(graph.BINARY_OPS) == 7
+    assert len(graph.REDUCE_OPS) == 4
+    assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 
 
 def test_builders_infer_result_types() -> None:

@@ -6,11 +6,15 @@ float64 reference executor, and the loop-level program after `decompose,fuse,fla
 run by the loop executor, match the model run by torch in float64; captured in bf16, the
 reference (rounding where the program casts) stays within bf16's tolerance of it. On a GPU each
 model at its real size runs 1 × 16 tokens through `CompiledModel` in fp32 and bf16.
+benchmarks/bench_zoo.py's CPU parts (its dry run, its geometric means) are checked here too.
 """
 
 from __future__ import annotations
 
 import copy
+import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,6 +32,9 @@ from tinyopt.backends.reference import run_reference  # noqa: E402
 from tinyopt.compiler import apply_pipeline  # noqa: E402
 from tinyopt.frontends.compiled_model import CompiledModel  # noqa: E402
 from tinyopt.frontends.torch_fx import capture  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from bench_zoo import dry_run, geomeans  # noqa: E402
 
 TINY: dict[str, dict[str, int]] = {
     "gpt2": {"hidden": 32, "heads": 2, "ffn": 64, "layers": 2},
@@ -103,3 +110,25 @@ def test_compiled_model_at_1x16_matches_float64(name: str, dtype: str) -> None:
     eager_error = ((eager.double() - exact).norm() / exact.norm()).item()
     print(f"{name} {dtype}: tinyopt {error:.2e}, eager {eager_error:.2e} (vs float64)")
     assert error < TOLERANCES[element_type], error
+
+
+def test_bench_dry_run_lowers_at_the_smallest_size() -> None:
+    """BERT at its real size: the dry run picks 1x16 of the sizes given and lowers it."""
+    lines = dry_run(["bert"], ["8x512", "1x16"], ["bf16"])
+    title, _, header, rule, row = lines
+    assert "1x16" in title
+    assert row.startswith("| bert | bf16 | ") and row.endswith("| lowered |")
+    assert int(row.split("|")[3]) > 0  # kernels
+    assert row.count("|") == header.count("|") == rule.count("|")
+
+
+def test_bench_geomeans_name_the_rows_without_a_figure() -> None:
+    speedups = {
+        ("gpt2", "8x512", "bf16"): 1.0,
+        ("bert", "8x512", "bf16"): 4.0,
+        ("t5", "8x512", "bf16"): None,
+        ("vit", "1x16", "bf16"): 9.0,
+    }
+    (line,) = geomeans(speedups)
+    assert f"at 8x512: {math.sqrt(1.0 * 4.0):.2f}x over 2 rows" in line
+    assert line.endswith("(no tinyopt figure: t5 bf16)")

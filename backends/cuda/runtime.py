@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +24,10 @@ from tinyopt.backends.cuda.errors import CudaArgumentError, CudaModuleError
 from tinyopt.backends.cuda.launch import (
     BoundLaunch,
     Kernel,
+    PackedLaunch,
     allocate,
+    context_pushed,
+    current_context,
     current_device,
     device_pointer,
     download,
@@ -36,13 +39,14 @@ from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
 from tinyopt.dialects import tile
 
 # element type -> (dtype name checked on arrays, numpy storage dtype); integers are the
-# indices an embedding (graph.gather) reads
+# indices an embedding (graph.gather) reads or integer inputs, i1 the masks (C++ `bool`)
 _ELEMENT_TYPES = {
     "f32": ("float32", np.dtype(np.float32)),
     "f16": ("float16", np.dtype(np.float16)),
     "bf16": ("bfloat16", np.dtype(np.uint16)),
     "i64": ("int64", np.dtype(np.int64)),
     "i32": ("int32", np.dtype(np.int32)),
+    "i1": ("bool", np.dtype(np.bool_)),
 }
 
 
@@ -81,7 +85,7 @@ def _buffer_type(value: SSAValue, where: str) -> _BufferType:
         isinstance(memref_type, MemRefType) and str(memref_type.element_type) in _ELEMENT_TYPES
     ):
         raise CudaModuleError(
-            f"{where}: expected a memref of f32, f16, bf16, i64 or i32, got {memref_type}"
+            f"{where}: expected a memref of f32, f16, bf16, i64, i32 or i1, got {memref_type}"
         )
     shape = tuple(memref_type.get_shape())
     if any(d < 0 for d in shape):
@@ -226,6 +230,54 @@ class BoundCall:
         return lambda: graph.launch(stream)
 
 
+class PackedCall:
+    """A host function's launches with their parameters packed once (`HostFunction.pack`): a
+    call writes the addresses of the buffers that change from call to call into each launch
+    that uses them, then queues every launch. Nothing is checked, converted or allocated.
+
+    The packed parameters are shared by all calls, so calls must not overlap (one thread at a
+    time); the driver copies them when it queues a launch, so a queued launch never changes.
+    """
+
+    def __init__(
+        self, launches: list[PackedLaunch], uses: list[list[tuple[PackedLaunch, int]]]
+    ) -> None:
+        self.launches = launches
+        self.uses = uses  # per buffer given at each call: every (launch, parameter) using it
+        self.context: int | None = None
+
+    def load(self) -> None:
+        """Load every kernel, and take the context current now as the one they run in."""
+        for launch in self.launches:
+            launch.load()
+        current_device()
+        self.context = current_context()
+
+    def __call__(self, stream: int, pointers: Sequence[int]) -> None:
+        """Repoint the buffers given at each call to `pointers` and queue the launches on the
+        stream with handle `stream` (a stream of the loaded context).
+
+        From a thread where another context (or none) is current, the loaded one is made
+        current around the launches, so they run on the device the buffers are on.
+        """
+        if len(pointers) != len(self.uses):
+            raise CudaArgumentError(
+                f"the packed call takes {len(self.uses)} addresses, got {len(pointers)}"
+            )
+        for uses, pointer in zip(self.uses, pointers):
+            for launch, position in uses:
+                launch.repoint(position, pointer)
+        if self.context is None:
+            self.load()
+        if current_context() == self.context:
+            for launch in self.launches:
+                launch(stream)
+            return
+        with context_pushed(self.context):
+            for launch in self.launches:
+                launch(stream)
+
+
 class HostFunction:
     """A host function of a compiled module, callable on numpy, torch or cupy arrays.
 
@@ -312,6 +364,42 @@ class HostFunction:
             if isinstance(step, _Launch)
         ]
         return BoundCall(self, frame, launches)
+
+    def pack(
+        self, params: Sequence[int], outputs: Sequence[int], arena: int, per_call: int
+    ) -> PackedCall:
+        """Pack every launch for buffers at these device addresses: one per parameter, one per
+        output (the allocations returned, in `outputs` order) and the `arena` of `arena_size`
+        bytes where the intermediates live. The packed call takes, at each call, new addresses
+        for the first `per_call` parameters and for every output, in that order; the other
+        parameters and the intermediates stay where they were packed.
+
+        The addresses must be 16-byte aligned C-contiguous buffers of the parameters' types;
+        packing checks their number only.
+        """
+        if len(params) != len(self.params) or len(outputs) != len(self.outputs):
+            raise CudaArgumentError(
+                f"@{self.name} packs {len(self.params)} parameters and {len(self.outputs)} "
+                f"outputs, got {len(params)} and {len(outputs)}"
+            )
+        pointers = dict(zip(self.params, params))
+        pointers.update((s.value, p) for s, p in zip(self.outputs, outputs))
+        pointers.update((value, arena + offset) for value, offset in self.offsets.items())
+        given = [*self.params[:per_call], *(s.value for s in self.outputs)]
+        uses: dict[SSAValue, list[tuple[PackedLaunch, int]]] = {v: [] for v in given}
+        launches = []
+        for step in self.steps:
+            if isinstance(step, _Launch):
+                launch = PackedLaunch(
+                    step.kernel,
+                    [pointers[v] for v in step.operands],
+                    [(t.shape, t.dtype_name) for t in step.types],
+                )
+                launches.append(launch)
+                for position, value in enumerate(step.operands):
+                    if value in uses:
+                        uses[value].append((launch, position))
+        return PackedCall(launches, [uses[v] for v in given])
 
     def _prepare(
         self, arrays: tuple[object, ...]

@@ -50,6 +50,7 @@ _PRIMITIVES: tuple[type[Operation], ...] = (
     *graph.DATA_MOVEMENT_OPS,
     graph.MatmulOp,
     graph.ConstantOp,
+    graph.IotaOp,
     func.ReturnOp,
 )
 

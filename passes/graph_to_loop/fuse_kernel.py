@@ -29,6 +29,7 @@ from xdsl.dialects.builtin import (
     TensorType,
     UnitAttr,
     f32,
+    i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
@@ -56,6 +57,7 @@ from tinyopt.passes.graph_to_loop.fuse_scalar import (
     element_type,
     from_f32,
     lower_elementwise,
+    round_to,
     to_f32,
 )
 
@@ -65,7 +67,13 @@ INDEX_LIMIT = 2**31
 CONTRACTION_ATTR = "tinyopt.contraction"
 """Discardable unit attribute marking the `loop.reduce` of a matmul's K loop."""
 
-_IDENTITY = {graph.ReduceSumOp: 0.0, graph.ReduceMeanOp: 0.0, graph.ReduceMaxOp: float("-inf")}
+_IDENTITY = {
+    graph.ReduceSumOp: 0.0,
+    graph.ReduceMeanOp: 0.0,
+    graph.ReduceMaxOp: float("-inf"),
+    graph.ReduceMinOp: float("inf"),
+}
+_COMBINER = {graph.ReduceMaxOp: arith.MaximumfOp, graph.ReduceMinOp: arith.MinimumfOp}
 
 Kind = Literal["elementwise", "rows", "reduce", "contraction"]
 
@@ -86,11 +94,13 @@ def _layout_source(value: SSAValue) -> SSAValue:
 
 
 class Materialize(Exception):
-    """Raised while building a kernel: `value` must be computed by a kernel of its own."""
+    """Raised while building a kernel: `value` must be computed by a kernel of its own, for
+    `reason` (a phrase `fuse{debug=true}` prints)."""
 
-    def __init__(self, value: SSAValue):
-        super().__init__(f"materialize {value}")
+    def __init__(self, value: SSAValue, reason: str):
+        super().__init__(f"materialize {value}: {reason}")
         self.value = value
+        self.reason = reason
 
 
 def shape_of(value: SSAValue) -> tuple[int, ...]:
@@ -120,14 +130,24 @@ def _is_trailing(op: graph.ReduceOp) -> bool:
 class KernelBuilder:
     """Builds the kernel of one root; `inputs` and `fused` describe it once `build` returns."""
 
-    def __init__(self, name: str, root: SSAValue, materialized: Container[SSAValue]):
+    def __init__(
+        self,
+        name: str,
+        root: SSAValue,
+        materialized: Container[SSAValue],
+        store_shape: tuple[int, ...] | None = None,
+    ):
         self.root = root
         self.materialized = materialized
+        self.store_shape = shape_of(root) if store_shape is None else store_shape
+        """The shape the kernel iterates and stores: the root's, or a coarser one the root's
+        dims split (a reshape folded into the store; the host passes a collapsed view)."""
         self.inputs: list[SSAValue] = []
         """Graph values the kernel loads, in the order of its buffer arguments."""
         self.fused: list[SSAValue] = []
         """Reductions and matmuls the kernel computes inline."""
-        self.kernel = loop.KernelOp(name, [buffer_type(root)])
+        out_type = MemRefType(buffer_type(root).element_type, self.store_shape)
+        self.kernel = loop.KernelOp(name, [out_type])
         self._next_var = 0
         self._blocks: list[Block] = []
         self._var_level: dict[Var, int] = {}
@@ -145,21 +165,22 @@ class KernelBuilder:
 
     def build(self) -> loop.KernelOp:
         """Emit the kernel body; raises `Materialize` when the root cannot be built alone."""
-        root_point = tuple(self._fresh_var(extent) for extent in shape_of(self.root))
-        self._kind, split = self._choose_kind(root_point)
-        loop_vars = [e for e in root_point if isinstance(e, Var)]
+        store_point = tuple(self._fresh_var(extent) for extent in self.store_shape)
+        root_point = reshape_point(store_point, self.store_shape, shape_of(self.root))
+        loop_vars = [e for e in store_point if isinstance(e, Var)]
+        self._kind, split = self._choose_kind(loop_vars, root_point)
         outer = self._open_parallel(loop_vars[:split])
         self.kernel.body.block.add_op(outer)
         if self._kind == "rows":
             inner = self._open_parallel(loop_vars[split:])
             value = self._value(self.root, root_point)
-            self._store(value, root_point)
+            self._store(value, store_point)
             self._blocks.pop()
             outer.body.block.add_op(inner)
         else:
             for matmul in self._matmuls:
                 self._value(matmul, self._matmul_point)
-            self._store(self._value(self.root, root_point), root_point)
+            self._store(self._value(self.root, root_point), store_point)
         self._check_index_range()
         return self.kernel
 
@@ -182,9 +203,8 @@ class KernelBuilder:
             "(an intermediate read through a reshape is larger than every buffer)"
         )
 
-    def _choose_kind(self, root_point: Point) -> tuple[Kind, int]:
+    def _choose_kind(self, loop_vars: Sequence[Var], root_point: Point) -> tuple[Kind, int]:
         """Pick the kernel shape and how many leading loop variables are the outer level."""
-        loop_vars = [e for e in root_point if isinstance(e, Var)]
         n_vars = len(loop_vars)
         found: list[tuple[SSAValue, Point]] = []
         self._scan(self.root, root_point, found, set())
@@ -196,14 +216,16 @@ class KernelBuilder:
             pair = (kept, *self._partner(kept, kept_point, matmuls))
             for value, point in matmuls:
                 # The root may add or drop unit dims (a reshape), not move the loop variables.
-                moved = [e for e in point if e != Const(0)] != loop_vars
-                if value not in pair or point != kept_point or moved:
-                    raise Materialize(value)
+                moved = [e for e in point if e != Const(0)] != list(loop_vars)
+                if value not in pair:
+                    raise Materialize(value, "its kernel computes another matmul")
+                if point != kept_point or moved:
+                    raise Materialize(value, "read off its kernel's own index")
             for value, _ in reductions:
                 # A reduction over the matmul reads it off the root's index: keep the reduction.
                 if self._reaches(value, kept):
-                    raise Materialize(kept)
-                raise Materialize(value)
+                    raise Materialize(kept, "a reduction reads it off its kernel's own index")
+                raise Materialize(value, "read by a contraction kernel")
             for value in pair:
                 self._check_contraction_operands(value, kept_point)
             self._matmuls, self._matmul_point = pair, kept_point
@@ -218,7 +240,7 @@ class KernelBuilder:
             op = value.owner
             assert isinstance(op, graph.ReduceOp)
             if not _is_trailing(op) or not used or used[-1] == len(loop_vars) - 1:
-                raise Materialize(value)
+                raise Materialize(value, "not a trailing reduction read once per row")
             split = max(split, used[-1] + 1)
         return "rows", split
 
@@ -275,7 +297,7 @@ class KernelBuilder:
             found: list[tuple[SSAValue, Point]] = []
             self._scan(operand, operand_point, found, set())
             if found:
-                raise Materialize(_layout_source(operand))
+                raise Materialize(_layout_source(operand), "a matmul operand holding a reduction")
 
     def _scan(
         self,
@@ -346,6 +368,15 @@ class KernelBuilder:
     def _level(self, point: Point) -> int:
         return max((self._var_level[v] for v in point_vars(point)), default=0)
 
+    def inlined_scalars(self) -> dict[SSAValue, list[SSAValue]]:
+        """Return the f32 scalars the kernel computes for each graph value it inlines (loaded
+        ones left out), one per point it reads the value at: what `fuse_cost` prices."""
+        scalars: dict[SSAValue, list[SSAValue]] = {}
+        for (value, _), scalar in self._values.items():
+            if not self._is_load(value):
+                scalars.setdefault(value, []).append(scalar)
+        return scalars
+
     def _is_load(self, value: SSAValue) -> bool:
         if isinstance(value, BlockArgument) or is_buffer_constant(value):
             return True
@@ -365,6 +396,8 @@ class KernelBuilder:
         assert isinstance(op, Operation)
         if isinstance(op, graph.ConstantOp):
             return self.const(graph.first_value(op.value))
+        if isinstance(op, graph.IotaOp):
+            return self._iota(op, point)
         if isinstance(op, graph.ReduceOp):
             return self._reduction(op, point)
         if isinstance(op, graph.MatmulOp):
@@ -376,6 +409,14 @@ class KernelBuilder:
         if isinstance(op, graph.ConcatOp):
             return self._select_operand(op, point, args)
         return args[0]
+
+    def _iota(self, op: graph.IotaOp, point: Point) -> SSAValue:
+        """Emit an iota's element: its index along `dim`, converted to float."""
+        along = point[op.dim.value.data]
+        index = self._index(along)
+        self._target = self._level((along,))
+        wide = self.emit(arith.IndexCastOp(index, i64))
+        return round_to(self, self.emit(arith.SIToFPOp(wide, f32)), element_type(op.result.type))
 
     def _select_operand(
         self, op: graph.ConcatOp, point: Point, args: Sequence[SSAValue]
@@ -449,7 +490,7 @@ class KernelBuilder:
             or self._level(point) != 0
             or value in self.fused
         ):
-            raise Materialize(value)
+            raise Materialize(value, "read at more than one row, or per element")
         dims = op.dim_list
         shape = shape_of(op.x)
         body = Block(arg_types=[IndexType()] * len(dims))
@@ -460,7 +501,7 @@ class KernelBuilder:
         body.add_op(loop.YieldOp(self._value(op.x, in_point)))
         self._blocks.pop()
         init = self.const(_IDENTITY[type(op)])
-        combiner = arith.MaximumfOp if isinstance(op, graph.ReduceMaxOp) else arith.AddfOp
+        combiner = _COMBINER.get(type(op), arith.AddfOp)
         reduce = loop.ReduceOp([shape[d] for d in dims], [init], Region(body), _combine(combiner))
         self._blocks[0].add_op(reduce)
         self.fused.append(value)
@@ -475,7 +516,7 @@ class KernelBuilder:
         """Emit the K loop of the kernel's matmul: `reduce [k] { a(.., m, k) * b(.., k, n) }`."""
         value = op.results[0]
         if value not in self._matmuls or value in self.fused:
-            raise Materialize(value)
+            raise Materialize(value, "read at more than one point of a contraction kernel")
         extent = shape_of(op.lhs)[-1]
         body = Block(arg_types=[IndexType()])
         k = self._fresh_var(extent)
@@ -524,6 +565,6 @@ def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, 
             points.append((x, shifted))
             offset += size
         return points
-    if isinstance(op, graph.ConstantOp):
+    if isinstance(op, graph.ConstantOp | graph.IotaOp):
         return []
     raise DiagnosticException(f"fuse: cannot lower '{op.name if op else 'block argument'}'")

@@ -2,7 +2,9 @@
 
 All kernel math is in f32: f16/bf16 values are extended right after their load and
 truncated right before their store, and `graph.cast` to a narrower type rounds through a
-truncf/extf pair so the value carries the narrower precision.
+truncf/extf pair so the value carries the narrower precision. Masks are i1 scalars (an
+`arith.cmpf`, or a loaded `bool`) and integer inputs stay integers until `graph.cast`
+converts them.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from xdsl.dialects import arith, math
-from xdsl.dialects.builtin import AnyFloat, FloatAttr, f32
+from xdsl.dialects.builtin import FloatAttr, IntegerType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import graph
@@ -72,36 +74,56 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.MaxOp: lambda b, a: b.emit(arith.MaximumfOp(a[0], a[1])),
     graph.MinOp: lambda b, a: b.emit(arith.MinimumfOp(a[0], a[1])),
     graph.PowOp: lambda b, a: _pow(b, a[0], a[1]),
+    graph.ErfOp: lambda b, a: b.emit(math.ErfOp(a[0])),
+    graph.SelectOp: lambda b, a: b.emit(arith.SelectOp(a[0], a[1], a[2])),
 }
 
-ELEMENTWISE_OPS: tuple[type[Operation], ...] = (*_ELEMENTWISE, graph.CastOp)
+_CMPF = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+"""`graph.compare` predicates as `arith.cmpf` ones: ordered (false on NaN) but for `ne`."""
+
+ELEMENTWISE_OPS: tuple[type[Operation], ...] = (*_ELEMENTWISE, graph.CastOp, graph.CompareOp)
 """The graph ops `lower_elementwise` handles."""
 
 
 def lower_elementwise(op: Operation, args: Sequence[SSAValue], b: ScalarBuilder) -> SSAValue:
-    """Emit the f32 scalar code of elementwise `op` applied to f32 scalars `args`."""
+    """Emit the scalar code of elementwise `op` applied to scalars `args` (f32 but masks)."""
+    if isinstance(op, graph.CompareOp):
+        return b.emit(arith.CmpfOp(args[0], args[1], _CMPF[op.predicate.data]))
     if isinstance(op, graph.CastOp):
-        return round_to(b, args[0], element_type(op.results[0].type))
+        return _cast(b, args[0], element_type(op.results[0].type))
     return _ELEMENTWISE[type(op)](b, args)
 
 
-def element_type(type_: Attribute) -> AnyFloat:
+def _cast(b: ScalarBuilder, value: SSAValue, target: Attribute) -> SSAValue:
+    """Convert a scalar for `graph.cast`: a float to a mask (`!= 0`), a mask to 0 or 1, an
+    integer to the nearest float; floats round to the target's precision."""
+    if target == graph.BOOL:
+        return b.emit(arith.CmpfOp(value, b.const(0.0), "une"))
+    if value.type == graph.BOOL:
+        value = b.emit(arith.SelectOp(value, b.const(1.0), b.const(0.0)))
+    elif isinstance(value.type, IntegerType):
+        value = b.emit(arith.SIToFPOp(value, f32))
+    return round_to(b, value, target)
+
+
+def element_type(type_: Attribute) -> Attribute:
     """Return the element type of a shaped type."""
-    elem = type_.element_type
-    assert isinstance(elem, AnyFloat)
-    return elem
+    return type_.element_type  # type: ignore[attr-defined]
 
 
 def to_f32(b: ScalarBuilder, value: SSAValue) -> SSAValue:
-    """Extend a loaded f16/bf16 scalar to f32 (f32 passes through)."""
-    return value if value.type == f32 else b.emit(arith.ExtFOp(value, f32))
+    """Extend a loaded f16/bf16 scalar to f32 (f32, masks and integers pass through)."""
+    if value.type == f32 or isinstance(value.type, IntegerType):
+        return value
+    return b.emit(arith.ExtFOp(value, f32))
 
 
-def from_f32(b: ScalarBuilder, value: SSAValue, type_: AnyFloat) -> SSAValue:
-    """Truncate an f32 scalar to the element type of the buffer it is stored to."""
-    return value if type_ == f32 else b.emit(arith.TruncFOp(value, type_))
+def from_f32(b: ScalarBuilder, value: SSAValue, type_: Attribute) -> SSAValue:
+    """Truncate an f32 scalar to the element type of the buffer it is stored to (a mask or
+    an integer is stored as it is)."""
+    return value if value.type == type_ else b.emit(arith.TruncFOp(value, type_))
 
 
-def round_to(b: ScalarBuilder, value: SSAValue, type_: AnyFloat) -> SSAValue:
+def round_to(b: ScalarBuilder, value: SSAValue, type_: Attribute) -> SSAValue:
     """Round an f32 scalar to the precision of `type_`, keeping it f32."""
     return value if type_ == f32 else to_f32(b, from_f32(b, value, type_))

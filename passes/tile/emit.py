@@ -359,5 +359,5 @@ def vector_width(ops: Iterable[Operation], iv: SSAValue, extent: int, wanted: in
 
 
 def element_bytes(t: Attribute) -> int:
-    """Returns the size in bytes of a float element type."""
-    return t.bitwidth // 8  # type: ignore[attr-defined]
+    """Returns the size in bytes of an element type (a mask, i1, is stored as a byte)."""
+    return max(t.bitwidth // 8, 1)  # type: ignore[attr-defined]
