@@ -47,7 +47,7 @@ TINY: dict[str, dict[str, int]] = {
 
 BATCH, TOKENS = 2, 8
 
-DTYPES = {"f32": (torch.float32, f32), "bf16": (torch.bfloat16, bf16)}
+DTYPES = {"fp32": (torch.float32, f32), "bf16": (torch.bfloat16, bf16)}
 
 
 def _tiny(name: str, dtype: torch.dtype = torch.float32) -> tuple[nn.Module, tuple[Tensor, ...]]:

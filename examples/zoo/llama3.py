@@ -7,8 +7,10 @@ serves 4 query heads, repeated as HF's `repeat_kv` does), RoPE with theta 500000
 (eps 1e-5, in fp32), SwiGLU MLP 14336, no biases, causal attention through
 `scaled_dot_product_attention(is_causal=True)`. RoPE's cos and sin are computed in `forward`
 from `torch.arange` positions, as HF's `LlamaRotaryEmbedding` does; Llama 3's rescaling of the
-low frequencies (rope_type "llama3") is left out. The model takes hidden states and runs
-`layers` decoder layers (no embedding, final norm or LM head).
+low frequencies (rope_type "llama3") is left out, and `.to(torch.bfloat16)` rounds the
+`inv_freq` buffer too (HF keeps it fp32; every implementation compared reads the same buffer).
+The model takes hidden states and runs `layers` decoder layers (no embedding, final norm or LM
+head).
 """
 
 from __future__ import annotations
