@@ -1,6 +1,9 @@
-"""Load cubins and launch their kernels on arrays, with cuda.core."""
+"""Load cubins and launch their kernels on arrays: with cuda.core, or from parameters packed once
+into host memory, with the driver API (`PackedLaunch`, the per-call path of `CompiledModel`)."""
 
-from collections.abc import Sequence
+import contextlib
+import ctypes
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +39,23 @@ def _check_driver(result: tuple, what: str) -> None:
     """Raise `CudaLaunchError` when a cuda.bindings.driver call did not succeed."""
     if result[0] != driver.CUresult.CUDA_SUCCESS:
         raise CudaLaunchError(f"{what} failed: {result[0].name}")
+
+
+def current_context() -> int:
+    """Return the handle of the CUDA context current on this thread (0 when there is none)."""
+    result = driver.cuCtxGetCurrent()
+    _check_driver(result, "cuCtxGetCurrent")
+    return int(result[1])
+
+
+@contextlib.contextmanager
+def context_pushed(context: int) -> Iterator[None]:
+    """Make `context` current on this thread inside the block, then restore the previous one."""
+    _check_driver(driver.cuCtxPushCurrent(driver.CUcontext(context)), "cuCtxPushCurrent")
+    try:
+        yield
+    finally:
+        _check_driver(driver.cuCtxPopCurrent(), "cuCtxPopCurrent")
 
 
 def allocate(nbytes: int, stream: Stream) -> Buffer:
@@ -262,3 +282,163 @@ def synchronize(stream: Stream, what: str) -> None:
         stream.sync()
     except Exception as exc:  # cuda.core reports asynchronous faults as its CUDAError
         raise CudaLaunchError(f"{what} failed on the device: {exc}") from exc
+
+
+TENSOR_MAP_BYTES = 128
+"""The size of a CUtensorMap, and the alignment cuda.h (CUDA 13) declares for it."""
+
+_SUCCESS = driver.CUresult.CUDA_SUCCESS
+_NO_INTERLEAVE = driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
+_NO_L2_PROMOTION = driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE
+_ZERO_FILL = driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
+_PDL = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
+
+
+class _PackedTensorMap:
+    """A TMA tensor map encoded into aligned host memory of our own, so that a packed launch
+    can pass it by address and a call can swap its global address in place.
+
+    It encodes what `tensor_map` encodes (same box, swizzle, zero fill, no L2 promotion);
+    cuda.core's descriptors keep their bytes out of reach, so the driver encodes it here.
+    """
+
+    def __init__(
+        self,
+        pointer: int,
+        shape: Sequence[int],
+        dtype_name: str,
+        box: Sequence[int],
+        swizzle: int,
+    ) -> None:
+        self._storage = ctypes.create_string_buffer(2 * TENSOR_MAP_BYTES)
+        base = ctypes.addressof(self._storage)
+        self.address = base + (-base % TENSOR_MAP_BYTES)
+        self._map = driver.CUtensorMap(_ptr=self.address)  # a view of our bytes, not a copy
+        itemsize = np.dtype(_STORAGE[dtype_name]).itemsize
+        rank = len(shape)
+        # the driver numbers dimensions innermost first; dimension 0's stride is the element
+        row_major_strides = [itemsize * int(np.prod(shape[d + 1 :])) for d in range(rank)]
+        result = driver.cuTensorMapEncodeTiled(
+            driver.CUtensorMapDataType(int(_TMA_TYPES[dtype_name])),
+            rank,
+            pointer,
+            [driver.cuuint64_t(n) for n in reversed(shape)],
+            [driver.cuuint64_t(s) for s in reversed(row_major_strides[:-1])],
+            [driver.cuuint32_t(n) for n in reversed(box)],
+            [driver.cuuint32_t(1)] * rank,
+            _NO_INTERLEAVE,
+            driver.CUtensorMapSwizzle(int(_TMA_SWIZZLES[swizzle])),
+            _NO_L2_PROMOTION,
+            _ZERO_FILL,
+        )
+        if result[0] != _SUCCESS:
+            raise CudaArgumentError(
+                f"cannot encode a tensor map of a {list(shape)} {dtype_name} buffer with box "
+                f"{list(box)}: {result[0].name}"
+            )
+        ctypes.memmove(self.address, result[1].getPtr(), TENSOR_MAP_BYTES)
+        self.pointer = pointer
+
+    def repoint(self, pointer: int) -> None:
+        """Make the map describe the same shape at `pointer` (16-byte aligned)."""
+        _check_driver(
+            driver.cuTensorMapReplaceAddress(self._map, pointer), "cuTensorMapReplaceAddress"
+        )
+        self.pointer = pointer
+
+
+class PackedLaunch:
+    """A kernel launch whose parameters are packed once into host memory the driver reads at
+    each launch: a call rewrites only the pointers that changed (`repoint`) and queues the
+    launch with the driver API, skipping cuda.core's conversion of every argument at every
+    launch, which costs microseconds: the whole budget of a short kernel's call.
+
+    A tensor-map parameter is encoded once and repointed in place. The driver copies the
+    parameters when it queues a launch, so repointing never changes a launch already queued.
+    The cubin is loaded at the first launch, so packing needs no GPU unless a parameter is a
+    tensor map.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        pointers: Sequence[int],
+        buffers: Sequence[tuple[tuple[int, ...], str]],
+    ) -> None:
+        self.kernel = kernel
+        self._pointers = (ctypes.c_uint64 * len(pointers))(*pointers)
+        base = ctypes.addressof(self._pointers)
+        addresses = [base + i * ctypes.sizeof(ctypes.c_uint64) for i in range(len(pointers))]
+        self._maps: dict[int, _PackedTensorMap] = {}
+        for position, (box, swizzle) in kernel.tensor_maps.items():
+            if position >= len(buffers):
+                raise CudaArgumentError(
+                    f"kernel '{kernel.name}' takes a tensor map as parameter {position}: "
+                    "pack it with the buffers' shapes"
+                )
+            shape, dtype_name = buffers[position]
+            packed = _PackedTensorMap(pointers[position], shape, dtype_name, box, swizzle)
+            self._maps[position] = packed
+            addresses[position] = packed.address
+        self._params = (ctypes.c_void_p * len(pointers))(*addresses)
+        self._params_address = ctypes.addressof(self._params)
+        self._handle: object | None = None
+        self._dims = (*kernel.grid, *kernel.block, kernel.smem_bytes)
+        self._config: driver.CUlaunchConfig | None = None
+
+    def repoint(self, position: int, pointer: int) -> None:
+        """Make parameter `position` (a pointer or a tensor map) refer to `pointer` from the
+        next launch on."""
+        packed = self._maps.get(position)
+        if packed is None:
+            self._pointers[position] = pointer
+        else:
+            packed.repoint(pointer)
+
+    def pointer(self, position: int) -> int:
+        """Return the address parameter `position` refers to at the next launch."""
+        packed = self._maps.get(position)
+        return self._pointers[position] if packed is None else packed.pointer
+
+    def load(self) -> None:
+        """Load the kernel (once) and check that it takes the packed parameters."""
+        if self._handle is not None:
+            return
+        function = self.kernel.function()
+        if function.num_arguments != len(self._pointers):
+            raise CudaArgumentError(
+                f"kernel '{self.kernel.name}' takes {function.num_arguments} parameters, "
+                f"got {len(self._pointers)} buffers"
+            )
+        if self.kernel.pdl:
+            self._config = _launch_config(self.kernel)
+        self._handle = function.handle
+
+    def __call__(self, stream: int) -> None:
+        """Queue the launch on the stream with handle `stream`, in the current context."""
+        if self._handle is None:
+            self.load()
+        if self._config is None:
+            (result,) = driver.cuLaunchKernel(
+                self._handle, *self._dims, stream, self._params_address, 0
+            )
+        else:
+            self._config.hStream = stream
+            (result,) = driver.cuLaunchKernelEx(self._config, self._handle, self._params_address, 0)
+        if result != _SUCCESS:
+            raise CudaLaunchError(f"launching kernel '{self.kernel.name}' failed: {result.name}")
+
+
+def _launch_config(kernel: Kernel) -> driver.CUlaunchConfig:
+    """Return the driver launch configuration of a kernel launched with programmatic stream
+    serialization (`pdl`); the caller sets its stream before each launch."""
+    config = driver.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = kernel.grid
+    config.blockDimX, config.blockDimY, config.blockDimZ = kernel.block
+    config.sharedMemBytes = kernel.smem_bytes
+    attribute = driver.CUlaunchAttribute()
+    attribute.id = _PDL
+    attribute.value.programmaticStreamSerializationAllowed = 1
+    config.attrs = [attribute]
+    config.numAttrs = 1
+    return config
