@@ -100,6 +100,8 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.rsqrt": lambda a: _div(1.0, _sqrt(a)),
     "math.tanh": math.tanh,
     "math.erf": math.erf,
+    "math.cos": math.cos,
+    "math.sin": math.sin,
     "math.powf": _pow,
 }
 

@@ -188,6 +188,8 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.ReluOp: lambda x: np.maximum(x, 0.0),
     graph.GeluOp: _gelu,
     graph.ErfOp: _erf,
+    graph.CosOp: np.cos,
+    graph.SinOp: np.sin,
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
 

@@ -213,6 +213,16 @@ class GeluOp(UnaryOp):
 
 
 @irdl_op_definition
+class CosOp(UnaryOp):
+    name = "graph.cos"
+
+
+@irdl_op_definition
+class SinOp(UnaryOp):
+    name = "graph.sin"
+
+
+@irdl_op_definition
 class ErfOp(UnaryOp):
     """Elementwise error function."""
 
@@ -952,6 +962,8 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
     GeluOp,
     ErfOp,
     SiluOp,
+    CosOp,
+    SinOp,
 )
 BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp)

@@ -11,6 +11,7 @@ imported lazily, so tinyopt itself works without it.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -362,6 +363,8 @@ _UNARY: dict[str, type[graph.UnaryOp]] = {
     "relu": graph.ReluOp,
     "silu": graph.SiluOp,
     "erf": graph.ErfOp,
+    "cos": graph.CosOp,
+    "sin": graph.SinOp,
 }
 
 
@@ -904,3 +907,103 @@ _SELECTS_INTEGERS = {
     "minimum",
 }
 """Ops whose integer results are values of their tensor or number arguments."""
+
+
+# ---------------------------------------------------------------------------- convolution
+
+
+@_handles("conv1d", "conv2d", "convolution")
+def _convolution(t: _Translator, node: Node) -> SSAValue:
+    """A 1-D or 2-D convolution as one (batched over groups) matmul of its windows.
+
+    The windows of x (zero-padded by a concat, every kernel offset a strided slice) are laid
+    out as `[N, g, OH*OW, Cg*KH*KW]`, in the order of the weight's flattened
+    `[O, Cg, KH, KW]`; `fuse` inlines the pads and slices as index maps into the GEMM's A
+    loads. A kernel equal to its stride with no padding (a ViT patch embedding) is a
+    reshape and a transpose, with no slices at all.
+    """
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    out = t.tensor_type(node)
+    x, weight = (t.cast(t.value(a, node), out.element_type) for a in node.args[:2])
+    bias = _arg(node, 2, "bias")
+    spatial = _type(x).get_num_dims() - 2
+    if name == "convolution":
+        if node.args[6]:
+            raise t.fail(node, "transposed convolution")
+        stride, padding, dilation, groups = node.args[3], node.args[4], node.args[5], node.args[8]
+    else:
+        stride, padding = _arg(node, 3, "stride", 1), _arg(node, 4, "padding", 0)
+        dilation, groups = _arg(node, 5, "dilation", 1), _arg(node, 6, "groups", 1)
+    if spatial not in (1, 2) or _type(x).get_num_dims() != _type(weight).get_num_dims():
+        raise t.fail(node, f"convolution over {spatial} spatial dims (1 or 2 are supported)")
+    stride, dilation = (_per_dim(v, spatial) for v in (stride, dilation))
+    kernel = _type(weight).get_shape()[2:]
+    if padding == "valid":
+        padding = 0
+    elif padding == "same":
+        padding = [d * (k - 1) // 2 for d, k in zip(dilation, kernel)]
+        if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
+            raise t.fail(node, "padding='same' with an asymmetric pad")
+    padding = _per_dim(padding, spatial)
+    n, c = _type(x).get_shape()[:2]
+    o, cg = _type(weight).get_shape()[:2]
+    sizes = out.get_shape()[2:]
+    columns = _windows(t, x, kernel, stride, padding, dilation, sizes)  # [N, OHW, C*KK]
+    kk, hw = math.prod(kernel), math.prod(sizes)
+    columns = t.reshape(columns, (n, hw, groups, cg * kk))
+    columns = t.emit(graph.TransposeOp(columns, (0, 2, 1, 3)))  # [N, g, OHW, Cg*KK]
+    og = o // groups
+    w = t.reshape(weight, (groups, og, cg * kk))
+    w = t.broadcast(t.emit(graph.TransposeOp(w, (0, 2, 1))), (n, groups, cg * kk, og))
+    product = t.emit(graph.MatmulOp(columns, w))  # [N, g, OHW, Og]
+    result = t.reshape(t.emit(graph.TransposeOp(product, (0, 1, 3, 2))), out.get_shape())
+    if bias is None:
+        return result
+    channel = t.reshape(t.cast(t.value(bias, node), out.element_type), (o, *[1] * spatial))
+    return t.emit(graph.AddOp(result, t.broadcast(channel, out.get_shape())))
+
+
+def _per_dim(value: Any, spatial: int) -> list[int]:
+    values = list(value) if isinstance(value, list | tuple) else [value]
+    return [int(v) for v in (values * spatial if len(values) == 1 else values)]
+
+
+def _windows(
+    t: _Translator,
+    x: SSAValue,
+    kernel: Sequence[int],
+    stride: Sequence[int],
+    padding: Sequence[int],
+    dilation: Sequence[int],
+    sizes: Sequence[int],
+) -> SSAValue:
+    """Return the windows of `x [N, C, *S]` as `[N, prod(sizes), C * prod(kernel)]`."""
+    n, c, *space = _type(x).get_shape()
+    spatial = len(space)
+    if list(kernel) == list(stride) and not any(padding) and set(dilation) == {1}:
+        for i, (k, size) in enumerate(zip(kernel, sizes)):  # drop rows no window reaches
+            if space[i] != k * size:
+                x = t.emit(graph.SliceOp(x, 2 + i, 0, k * size, 1))
+        split = [n, c, *[d for pair in zip(sizes, kernel) for d in pair]]
+        blocks = t.reshape(x, split)  # [N, C, OH, KH, OW, KW]
+        outer = [2 + 2 * i for i in range(spatial)]
+        inner = [3 + 2 * i for i in range(spatial)]
+        moved = t.emit(graph.TransposeOp(blocks, (0, *outer, 1, *inner)))
+        return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))
+    for i, pad in enumerate(padding):
+        if pad:
+            shape = list(_type(x).get_shape())
+            shape[2 + i] = pad
+            zeros = t.scalar(0.0, TensorType(_type(x).element_type, shape))
+            x = t.emit(graph.ConcatOp([zeros, x, zeros], 2 + i))
+    pieces = []
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        piece = x
+        for i, (offset, size) in enumerate(zip(offsets, sizes)):
+            start = offset * dilation[i]
+            if (start, size, stride[i]) != (0, _type(piece).get_shape()[2 + i], 1):
+                piece = t.emit(graph.SliceOp(piece, 2 + i, start, size, stride[i]))
+        pieces.append(t.reshape(piece, (n, c, 1, *sizes)))
+    stacked = pieces[0] if len(pieces) == 1 else t.emit(graph.ConcatOp(pieces, 2))
+    moved = t.emit(graph.TransposeOp(stacked, (0, *range(3, 3 + spatial), 1, 2)))
+    return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))

@@ -82,7 +82,7 @@ def print_op(op: Operation, generic: bool = False) -> str:
 def test_every_documented_op_is_registered() -> None:
     names = {op.name for op in graph.Graph.operations}
     documented = (
-        "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu erf silu cast "
+        "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu erf silu cos sin cast "
         "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
         "reduce_mean matmul transpose "
         "reshape broadcast slice concat gather constant softmax rms_norm layer_norm linear "
@@ -125,7 +125,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.linear",
         "graph.attention",
     }
-    assert len(graph.UNARY_OPS) == 13 and len(graph.BINARY_OPS) == 7
+    assert len(graph.UNARY_OPS) == 15 and len(graph.BINARY_OPS) == 7
     assert len(graph.REDUCE_OPS) == 4
     assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 

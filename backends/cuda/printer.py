@@ -201,6 +201,8 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
     fmath.RsqrtOp: "rsqrtf",
     fmath.TanhOp: "tanhf",
     fmath.ErfOp: "erff",
+    fmath.CosOp: "cosf",
+    fmath.SinOp: "sinf",
     fmath.AbsFOp: "fabsf",
     fmath.PowFOp: "powf",
     fmath.FmaOp: "fmaf",

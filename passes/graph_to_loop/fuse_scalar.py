@@ -75,6 +75,8 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.MinOp: lambda b, a: b.emit(arith.MinimumfOp(a[0], a[1])),
     graph.PowOp: lambda b, a: _pow(b, a[0], a[1]),
     graph.ErfOp: lambda b, a: b.emit(math.ErfOp(a[0])),
+    graph.CosOp: lambda b, a: b.emit(math.CosOp(a[0])),
+    graph.SinOp: lambda b, a: b.emit(math.SinOp(a[0])),
     graph.SelectOp: lambda b, a: b.emit(arith.SelectOp(a[0], a[1], a[2])),
 }
 
