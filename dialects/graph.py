@@ -51,6 +51,8 @@ from xdsl.irdl import (
 from xdsl.traits import ConstantLike, Pure
 from xdsl.utils.exceptions import VerifyException
 
+import tinyopt.dialects.hex_floats  # noqa: F401  (hex float elements read as bits, as printed)
+
 FLOAT_TYPES: tuple[AnyFloat, ...] = (f32, f16, bf16)
 """Element types graph tensors may carry."""
 ID_TYPES: tuple[IntegerType, ...] = (i32, i64)

@@ -750,7 +750,7 @@ def _masked_fill(t: _Translator, node: Node) -> SSAValue:
 @_handles("logical_not", "bitwise_not")
 def _not(t: _Translator, node: Node) -> SSAValue:
     if _dtype(node) != "bool":
-        raise t.fail(node, f"bitwise_not of {_dtype(node)} (only of masks)")
+        raise t.fail(node, f"{_op_name(node.target)} of {_dtype(node)} (only of masks)")
     x = t.operand_like(node.args[0], t.float_like(node, node.args[:1]), node)
     return t.emit(graph.CompareOp(x, t.scalar(0.0, _type(x)), "eq"))
 
@@ -766,7 +766,7 @@ def _logical(t: _Translator, node: Node) -> SSAValue:
     """Masks combined as 0/1 floats: and is a product, or a maximum, xor an inequality."""
     name = node.target._overloadpacket.__name__.strip("_")  # pyright: ignore
     if _dtype(node) != "bool":
-        raise t.fail(node, f"{name} of {_dtype(node)} (only of masks)")
+        raise t.fail(node, f"{_op_name(node.target)} of {_dtype(node)} (only of masks)")
     shape = t.tensor_type(node).get_shape()
     a, b = (
         t.cast(t.operand_like(x, TensorType(graph.BOOL, shape), node), f32) for x in node.args[:2]

@@ -1,0 +1,32 @@
+"""Hexadecimal elements of a float `dense<...>` literal are the float's bits, as in MLIR.
+
+xDSL 0.75 prints an infinite or NaN element of a float dense attribute in hex
+(`dense<0xFF800000> : tensor<1xf32>` for -inf) but reads a hex element back as the integer it
+spells (4286578688.0): a program that went through text silently computed with the wrong
+constant. Importing this module (the graph dialect does) makes the reading match the printing
+and MLIR: the hex digits are the element's bit pattern, and one wider than the type is an
+error. Decimal elements are read as before.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import AnyFloat
+from xdsl.parser.attribute_parser import AttrParser
+
+_Element = AttrParser._TensorLiteralElement  # pyright: ignore[reportPrivateUsage]
+_read_as_value = _Element.to_type
+
+
+def _to_type(self: _Element, parser: AttrParser, type_: object) -> object:
+    text = self.span.text.strip()
+    if isinstance(type_, AnyFloat) and text[:2] in ("0x", "0X") and isinstance(self.value, int):
+        if self.value.bit_length() > type_.bitwidth:
+            parser.raise_error(
+                f"hexadecimal element {text} has more bits than {type_}", at_position=self.span
+            )
+        raw = self.value.to_bytes(type_.compile_time_size, "little")
+        return next(type_.iter_unpack(raw))
+    return _read_as_value(self, parser, type_)  # pyright: ignore[reportArgumentType]
+
+
+_Element.to_type = _to_type  # pyright: ignore[reportAttributeAccessIssue]

@@ -1,0 +1,279 @@
+"""The ops Hugging Face-style models use beyond the basics: masks (comparisons, where,
+masked_fill, logical ops, tril/triu), clamp, index expressions (arange, ones/zeros/full),
+erf/cos/sin, var/std/amin, addmm/baddbmm, split/chunk/unbind and convolutions.
+
+Each op is captured on the CPU and checked against torch in float64 at the graph level and,
+after `fuse`, at the loop level; its CUDA is compiled with NVRTC; on a GPU it runs.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+
+torch = pytest.importorskip("torch")
+from torch import Tensor, nn  # noqa: E402
+
+from tinyopt.backends.check import from_storage, relative_error, to_storage  # noqa: E402
+from tinyopt.backends.cuda.runtime import compile_module  # noqa: E402
+from tinyopt.backends.loop_reference import run_loop_module  # noqa: E402
+from tinyopt.backends.reference import run_reference  # noqa: E402
+from tinyopt.compiler import apply_pipeline, parse  # noqa: E402
+from tinyopt.dialects import graph  # noqa: E402
+from tinyopt.frontends.compiled_model import PIPELINE  # noqa: E402
+from tinyopt.frontends.torch_fx import FrontendError, capture  # noqa: E402
+
+
+class Fn(nn.Module):
+    """A module computing `fn(self, *inputs)`."""
+
+    def __init__(self, fn: Callable[..., Tensor | tuple[Tensor, ...]], **modules: nn.Module):
+        super().__init__()
+        self.fn = fn
+        for name, module in modules.items():
+            self.add_module(name, module)
+
+    def forward(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
+        return self.fn(self, *xs)
+
+
+def _causal_softmax(m: nn.Module, x: Tensor) -> Tensor:
+    t = x.shape[-1]
+    mask = torch.tril(torch.ones(t, t, device=x.device)).view(1, t, t)
+    return torch.softmax(x.masked_fill(mask == 0, float("-inf")), dim=-1)
+
+
+torch.manual_seed(0)
+_X, _Y = torch.randn(3, 6, 6), torch.randn(3, 6, 6)
+
+CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
+    "compare": (
+        Fn(lambda m, a, b: (a > b) * 1.0 + (a <= 0.5) * 2.0 + (a == a) + (a != b).float()),
+        (_X, _Y),
+    ),
+    "compare_ge_lt": (
+        Fn(lambda m, a, b: torch.where(a >= b, a, b) + (a < 0).to(a.dtype)),
+        (_X, _Y),
+    ),
+    "where_scalars": (
+        Fn(lambda m, a: torch.where(a > 0, a, 0.0) + torch.where(a < 0, 1.0, a)),
+        (_X,),
+    ),
+    "masked_fill_causal_softmax": (Fn(_causal_softmax), (_X,)),
+    "masked_fill_bool_input": (
+        Fn(lambda m, a, mask: a.masked_fill(mask, -1.5) + mask.float()),
+        (_X, _X > 0.3),
+    ),
+    "integer_padding_mask": (
+        Fn(lambda m, a, mask: a + (1.0 - mask[:, None, :]) * -1e4),
+        (_X, torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]])),
+    ),
+    "integer_mask_compare": (
+        Fn(lambda m, a, mask: a.masked_fill(mask[:, None, :] == 0, 0.0)),
+        (_X, torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]])),
+    ),
+    "logical": (
+        Fn(
+            lambda m, a, b: (
+                (~(a > 0) & (b < 1)).float()
+                + ((a > 0) | (b > 0)).float()
+                + ((a > 0) ^ (b > 0)).float()
+                + torch.logical_not(a > b).float()
+            )
+        ),
+        (_X, _Y),
+    ),
+    "clamp": (
+        Fn(
+            lambda m, a: (
+                a.clamp(-0.5, 0.7)
+                + a.clamp(min=0.1)
+                + a.clamp(max=-0.2)
+                + torch.clamp_min(a, 0.3)
+                + torch.clamp_max(a, 0.3)
+                + nn.functional.hardtanh(a, -0.25, 0.25)
+            )
+        ),
+        (_X,),
+    ),
+    "clamp_tensor_bounds": (Fn(lambda m, a, b: a.clamp(min=b, max=b + 1)), (_X, _Y)),
+    "fills": (
+        Fn(
+            lambda m, a: (
+                a
+                + torch.ones(6) * 2
+                + torch.zeros_like(a)
+                + torch.full((3, 1, 6), 0.5)
+                + a.new_ones(6, 6)
+                + torch.full_like(a, -1.0)
+                + torch.ones_like(a).tril()
+            )
+        ),
+        (_X,),
+    ),
+    "arange": (
+        Fn(
+            lambda m, a: (
+                a * torch.arange(6)
+                + torch.arange(2, 14, 2).to(a.dtype)
+                + torch.arange(0.5, 3.5, 0.5)
+            )
+        ),
+        (_X,),
+    ),
+    "tril_triu": (
+        Fn(lambda m, a: a.tril() + a.triu(1) * 2 + a.tril(-2) * 3 + torch.triu(a, diagonal=-1)),
+        (_X,),
+    ),
+    "tril_bool": (
+        Fn(lambda m, a: a * torch.tril(torch.ones(6, 6, dtype=torch.bool), diagonal=1)),
+        (_X,),
+    ),
+    "erf_cos_sin": (Fn(lambda m, a: torch.erf(a) + a.cos() * a.sin()), (_X,)),
+    "var_std": (
+        Fn(
+            lambda m, a: (
+                a.var(-1, keepdim=True)
+                + a.std(-1, keepdim=True)
+                + a.var(dim=(0, 2), correction=0)[None, :, None]
+                + a.std(unbiased=False)
+            )
+        ),
+        (_X,),
+    ),
+    "amin": (Fn(lambda m, a: a.amin(-1) + a.amin(dim=(0, 1))), (_X,)),
+    "addmm": (
+        Fn(lambda m, b, x, w: torch.addmm(b, x, w, beta=0.5, alpha=2.0) + torch.addmm(b, x, w)),
+        (torch.randn(7), torch.randn(5, 4), torch.randn(4, 7)),
+    ),
+    "baddbmm": (
+        Fn(lambda m, b, x, w: torch.baddbmm(b, x, w, alpha=0.5) + torch.baddbmm(b, x, w, beta=0)),
+        (torch.randn(3, 5, 7), torch.randn(3, 5, 4), torch.randn(3, 4, 7)),
+    ),
+    "split_chunk_unbind": (
+        Fn(
+            lambda m, a: (
+                a.split(2, dim=-1)[1] * 2 + a.chunk(3, dim=-1)[2],
+                torch.split(a, [1, 3, 2], dim=1)[1].sum(1, keepdim=True),
+                a.unbind(0)[1] * a.unbind(2)[0][0],
+            )
+        ),
+        (_X,),
+    ),
+    "conv2d_patch": (nn.Conv2d(3, 8, 4, stride=4), (torch.randn(2, 3, 9, 8),)),
+    "conv2d_padded_grouped": (
+        nn.Conv2d(4, 6, 3, padding=1, stride=2, groups=2),
+        (torch.randn(1, 4, 7, 6),),
+    ),
+    "conv2d_dilated": (
+        nn.Conv2d(2, 3, (2, 3), dilation=(2, 1), padding=(1, 0)),
+        (torch.randn(1, 2, 6, 5),),
+    ),
+    "conv1d_same_depthwise": (
+        nn.Conv1d(4, 4, 3, padding="same", groups=4, bias=False),
+        (torch.randn(2, 4, 5),),
+    ),
+}
+
+
+def _torch_float64(module: nn.Module, inputs: tuple[Tensor, ...]) -> list[np.ndarray]:
+    with torch.no_grad():
+        doubled = (x.double() if x.is_floating_point() else x for x in inputs)
+        want = copy.deepcopy(module).double()(*doubled)
+    return [w.double().numpy() for w in (want if isinstance(want, tuple) else (want,))]
+
+
+def _assert_close(got: list[np.ndarray], want: list[np.ndarray], tolerance: float) -> None:
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert g.shape == w.shape
+        finite = np.isfinite(w)
+        np.testing.assert_array_equal(np.isfinite(g), finite)  # masked -inf stays -inf
+        np.testing.assert_allclose(g[finite], w[finite], rtol=tolerance, atol=tolerance)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_matches_torch_at_graph_and_loop_level_and_compiles(name: str) -> None:
+    module, inputs = CASES[name]
+    cap = capture(module.eval(), *inputs)
+    text = str(cap.module)
+    assert str(parse(text)) == text  # prints and re-parses verbatim
+    arguments = cap.arguments(*inputs)
+    want = _torch_float64(module, inputs)
+    _assert_close(run_reference(cap.module, *arguments), want, 1e-6)  # f32 Python numbers
+    fused = apply_pipeline(cap.module.clone(), "fuse")
+    _assert_close(run_loop_module(fused, "forward", *arguments), want, 1e-5)
+    compile_module(apply_pipeline(cap.module.clone(), PIPELINE), arch="sm_90a")
+
+
+def test_causal_mask_is_an_index_expression_not_a_buffer() -> None:
+    module, inputs = CASES["masked_fill_causal_softmax"]
+    fused = apply_pipeline(capture(module, *inputs).module, "fuse")
+    buffers = [
+        str(t)
+        for op in fused.walk()
+        if op.name == "loop.kernel"
+        for t in op.regions[0].block.arg_types
+    ]
+    assert len([op for op in fused.walk() if op.name == "loop.kernel"]) == 1
+    assert not any("6x6" in b and "i1" in b for b in buffers), buffers
+
+
+REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
+    "huge_arange": (
+        lambda m, a: a + torch.arange(2**25)[:1].float(),
+        (torch.randn(1),),
+        "aten.arange computes integers up to 33554431",
+    ),
+    "integer_inputs_compared": (
+        lambda m, a, b: (a < b).float(),
+        (torch.tensor([1, 2]), torch.tensor([2, 1])),
+        "comparison of integers beyond 2\\^24",
+    ),
+    "float_to_integer": (
+        lambda m, a: a.long() + 1,
+        (torch.randn(3),),
+        "conversion of float32 to int64",
+    ),
+    "bitwise_on_integers": (
+        lambda m, a: (torch.arange(4) & 1).float() + a,
+        (torch.randn(4),),
+        "aten.__and__ of int64",
+    ),
+    "transposed_convolution": (
+        lambda m, a: nn.functional.conv_transpose1d(a, torch.ones(2, 2, 3)),
+        (torch.randn(1, 2, 5),),
+        "cannot capture aten.conv_transpose1d",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(REFUSED))
+def test_what_f32_cannot_hold_exactly_is_refused(name: str) -> None:
+    fn, inputs, message = REFUSED[name]
+    with pytest.raises(FrontendError, match=message):
+        capture(Fn(fn), *inputs)
+
+
+@requires_gpu
+@pytest.mark.parametrize("name", list(CASES))
+def test_op_runs_on_the_gpu(name: str) -> None:
+    module, inputs = CASES[name]
+    cap = capture(module.eval(), *inputs)
+    function = compile_module(apply_pipeline(cap.module.clone(), PIPELINE)).function("forward")
+    types = [a.type.element_type for a in cap.function.args]
+    stored = [to_storage(a, t) for a, t in zip(cap.arguments(*inputs), types, strict=True)]
+    outputs = function(*stored)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    result_types = [t.element_type for t in cap.function.function_type.outputs]
+    got = [from_storage(o, t) for o, t in zip(outputs, result_types, strict=True)]
+    want = _torch_float64(module, inputs)
+    for g, w in zip(got, want, strict=True):
+        finite = np.isfinite(w)
+        np.testing.assert_array_equal(np.isfinite(g), finite)
+        assert relative_error(g[finite], w[finite]) < 1e-4
+    assert graph.BOOL in types or name != "masked_fill_bool_input"
