@@ -277,3 +277,25 @@ def test_op_runs_on_the_gpu(name: str) -> None:
         np.testing.assert_array_equal(np.isfinite(g), finite)
         assert relative_error(g[finite], w[finite]) < 1e-4
     assert graph.BOOL in types or name != "masked_fill_bool_input"
+
+
+def test_gpt2_style_masked_attention_is_the_causal_attention_kernel() -> None:
+    """softmax(masked_fill(q·kᵀ·s, tril(ones) == 0, -inf))·v gives the CUDA of
+    scaled_dot_product_attention(is_causal=True): one fused kernel that skips masked tiles."""
+
+    def explicit(m: nn.Module, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        tokens = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / q.shape[-1] ** 0.5)
+        mask = torch.tril(torch.ones(tokens, tokens))
+        return torch.softmax(scores.masked_fill(mask == 0, float("-inf")), dim=-1) @ v
+
+    def fused(m: nn.Module, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    q = torch.randn(1, 4, 256, 64, dtype=torch.bfloat16)
+    sources = []
+    for fn in (explicit, fused):
+        lowered = apply_pipeline(capture(Fn(fn), q, q, q).module, PIPELINE)
+        sources.append([str(op) for op in lowered.ops if op.name == "tile.cuda_kernel"])
+    assert len(sources[0]) == 1
+    assert sources[0] == sources[1]

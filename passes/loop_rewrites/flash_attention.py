@@ -364,21 +364,35 @@ def _is_causal(
 
 def causal_select(
     op: Operation, i: SSAValue, j: SSAValue, rows: int, cols: int, floor: float
-) -> float | None:
-    """Return c when `op` selects a constant c ≤ floor exactly where j > i and 0 elsewhere,
-    by a condition computed from i and j alone, else None."""
+) -> tuple[float, SSAValue | None] | None:
+    """Match a causal mask made by a select whose condition is computed from i and j alone.
+
+    Returns (c, None) when `op` selects a constant c ≤ floor exactly where j > i and 0
+    elsewhere (an additive mask), (c, s) when it selects c where j > i and the score s
+    elsewhere (`masked_fill(mask, -inf)`), else None.
+    """
     if not isinstance(op, arith.SelectOp):
         return None
-    owners = [v.owner for v in (op.lhs, op.rhs)]
-    if not all(isinstance(o, arith.ConstantOp) and isinstance(o.value, FloatAttr) for o in owners):
-        return None
-    when_true, when_false = (o.value.value.data for o in owners)  # type: ignore[union-attr]
+    values = [_float_constant(v) for v in (op.lhs, op.rhs)]
     for masked, kept, masked_when in (
-        (when_true, when_false, True),
-        (when_false, when_true, False),
+        (values[0], op.rhs, True),
+        (values[1], op.lhs, False),
     ):
-        if masked <= floor and kept == 0.0:
-            return masked if _is_causal(op.cond, masked_when, i, j, rows, cols) else None
+        if masked is None or masked > floor:
+            continue
+        if not _is_causal(op.cond, masked_when, i, j, rows, cols):
+            return None
+        kept_value = _float_constant(kept)
+        if kept_value is None:
+            return masked, kept
+        return (masked, None) if kept_value == 0.0 else None
+    return None
+
+
+def _float_constant(value: SSAValue) -> float | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        return owner.value.value.data
     return None
 
 
@@ -468,12 +482,16 @@ class _FusedBuilder:
     def _canonical_causal(
         self, body: Block, i: SSAValue, j: SSAValue, mapping: dict[SSAValue, SSAValue]
     ) -> None:
-        """Replace a causal mask computed from (i, j) in any form by `j > i ? c : 0`."""
+        """Replace a causal mask computed from (i, j) in any form by `j > i ? c : 0` (added to
+        the score when the mask was a fill of the score)."""
         *_, rows, cols = self.match.scores.nest.extents
         for op in list(body.ops):
-            if (masked := causal_select(op, i, j, rows, cols, self.floor)) is None:
+            if (match := causal_select(op, i, j, rows, cols, self.floor)) is None:
                 continue
+            masked, score = match
             new_ops = _causal_ops(i, j, masked, op.results[0].type)
+            if score is not None:  # s where kept, c where masked: s + c is c (c ≤ floor)
+                new_ops.append(arith.AddfOp(score, new_ops[-1].results[0]))
             for new in new_ops:
                 body.insert_op_before(new, op)
             select = new_ops[-1].results[0]
