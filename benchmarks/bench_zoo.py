@@ -4,9 +4,9 @@ dtype, the table of issue 19.
 Each row builds one model at its real size (one layer, seeded weights) for `batch × tokens`
 (ViT: the square image nearest that many tokens, see examples/zoo/vit.py), and measures in the
 same process torch eager, torch.compile in its default mode (dynamo reset first, so each row's
-shapes are compiled static as in a process of its own) and tinyopt's `CompiledModel` (one CUDA
-graph replay per call); the relative error ‖out − ref‖ / ‖ref‖ of each against the same model in
-float64 on the GPU; and tinyopt's slowest kernel with its share of tinyopt's call. A model
+shapes are compiled static as in a process of its own) and tinyopt's `CompiledModel` (kernels
+on the caller's tensors); the relative error ‖out − ref‖ / ‖ref‖ of each against the same model
+in float64 on the GPU; and tinyopt's slowest kernel with its share of tinyopt's call. A model
 tinyopt cannot capture or lower gets a row saying why. Log lines come as each row is measured,
 the compact table last, then the geometric means over the rows at 8×512 and 8×2048 tokens
 (issue 19's criterion; the rows of this run only, as the benchmark may run in parts).
@@ -95,7 +95,7 @@ def measure(name: str, size: str, dtype: str) -> tuple[str, float | None]:
             print(f"{name} {dtype} {size}: tinyopt failed: {type(exc).__name__}: {exc}")
             failed = [*cells, "-", "-", "-", " / ".join([*errors, "-"]), "-", "-", reason(exc)]
             return "| " + " | ".join(failed) + " |", None
-    stream = ours.call.frame.stream
+    stream = torch.cuda.current_stream().cuda_stream
     kernels = [
         (launch.name, median_ms(lambda lc=launch: lc(stream), 10, 50))
         for launch in ours.call.launches

@@ -3,9 +3,9 @@
 README.md ("torch.compile backend") shows the use. Dynamo hands `backend` each FX graph it
 extracts, with the module's parameters and buffers lifted to graph inputs. The graph is compiled
 on its first call, when real tensors are at hand: `capture` exports it to ATen with torch.export
-and translates it, and `CompiledModel` lowers, compiles and runs it with `graph=False`, binding
-the caller's tensors on every call (the weights are graph inputs here, so copying every input
-into bound buffers each call would cost more than the launches). Dynamo guards every graph on
+and translates it, and `CompiledModel` lowers, compiles and runs it, binding the caller's
+tensors on every call (the weights are graph inputs here, so they are bound at every call like
+the other inputs). Dynamo guards every graph on
 its input shapes, dtypes, devices, `requires_grad` and the grad mode, so what the first call
 decides holds for every later one. A graph tinyopt cannot take (an op it cannot capture,
 symbolic shapes, autograd, an output aliasing an input, no CUDA device) runs eagerly with one
@@ -77,7 +77,7 @@ def _compile(gm: GraphModule, args: Sequence[Any]) -> Callable[..., Any]:
 
     _check_device(gm, args)
     _check_graph(gm, args)
-    compiled = CompiledModel(gm, *_detached(args), graph=False)
+    compiled = CompiledModel(gm, *_detached(args))
     _, structure = tree_flatten(gm.graph.output_node().args[0])
 
     def run(*inputs: Any) -> Any:

@@ -142,7 +142,7 @@ class ReferenceModel:
     """Stands in for CompiledModel without a GPU: the same capture, run by the reference
     executor, and the runtime's demand for contiguous tensors that need no grad."""
 
-    def __init__(self, module: nn.Module, *inputs: Tensor, graph: bool) -> None:
+    def __init__(self, module: nn.Module, *inputs: Tensor) -> None:
         self.capture = capture(module, *inputs)
 
     def __call__(self, *inputs: Tensor) -> Tensor | tuple[Tensor, ...]:

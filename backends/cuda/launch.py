@@ -366,6 +366,7 @@ class PackedLaunch:
         buffers: Sequence[tuple[tuple[int, ...], str]],
     ) -> None:
         self.kernel = kernel
+        self.name = kernel.name
         self._pointers = (ctypes.c_uint64 * len(pointers))(*pointers)
         base = ctypes.addressof(self._pointers)
         addresses = [base + i * ctypes.sizeof(ctypes.c_uint64) for i in range(len(pointers))]

@@ -237,6 +237,8 @@ class PackedCall:
 
     The packed parameters are shared by all calls, so calls must not overlap (one thread at a
     time); the driver copies them when it queues a launch, so a queued launch never changes.
+    A call given the addresses of the previous call (torch's caching allocator often hands
+    the same blocks back) writes nothing.
     """
 
     def __init__(
@@ -245,6 +247,7 @@ class PackedCall:
         self.launches = launches
         self.uses = uses  # per buffer given at each call: every (launch, parameter) using it
         self.context: int | None = None
+        self._pointers: list[int] | None = None  # what every use points to, once all written
 
     def load(self) -> None:
         """Load every kernel, and take the context current now as the one they run in."""
@@ -253,6 +256,20 @@ class PackedCall:
         current_device()
         self.context = current_context()
 
+    def repoint(self, pointers: Sequence[int]) -> None:
+        """Make every launch use the buffers given at each call at `pointers` from now on."""
+        if len(pointers) != len(self.uses):
+            raise CudaArgumentError(
+                f"the packed call takes {len(self.uses)} addresses, got {len(pointers)}"
+            )
+        if pointers == self._pointers:
+            return
+        self._pointers = None  # until every use is written: a failure leaves nothing assumed
+        for uses, pointer in zip(self.uses, pointers):
+            for launch, position in uses:
+                launch.repoint(position, pointer)
+        self._pointers = list(pointers)
+
     def __call__(self, stream: int, pointers: Sequence[int]) -> None:
         """Repoint the buffers given at each call to `pointers` and queue the launches on the
         stream with handle `stream` (a stream of the loaded context).
@@ -260,13 +277,7 @@ class PackedCall:
         From a thread where another context (or none) is current, the loaded one is made
         current around the launches, so they run on the device the buffers are on.
         """
-        if len(pointers) != len(self.uses):
-            raise CudaArgumentError(
-                f"the packed call takes {len(self.uses)} addresses, got {len(pointers)}"
-            )
-        for uses, pointer in zip(self.uses, pointers):
-            for launch, position in uses:
-                launch.repoint(position, pointer)
+        self.repoint(pointers)
         if self.context is None:
             self.load()
         if current_context() == self.context:
