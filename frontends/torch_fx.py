@@ -517,12 +517,10 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
     if len(ls) < 2 or len(rs) < 2:
         raise t.fail(node, "matmul of a 1-D operand is not supported (unsqueeze it)")
     batch = out.get_shape()[:-2]
-    if len(rs) == 2:  # [..., M, K] x [K, N]: the weight broadcast; `fuse` makes it one GEMM
-        return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs))))
-    count = math.prod(batch)
-    lhs3 = t.reshape(t.broadcast(lhs, (*batch, *ls[-2:])), (count, *ls[-2:]))
-    rhs3 = t.reshape(t.broadcast(rhs, (*batch, *rs[-2:])), (count, *rs[-2:]))
-    return t.reshape(t.emit(graph.MatmulOp(lhs3, rhs3)), out.get_shape())
+    # Operands broadcast to the result's batch dims, never flattened: a flattened (B*H) index
+    # reads a [B, H, ...] operand through a division; planning merges the batch loops itself.
+    lhs = t.broadcast(lhs, (*batch, *ls[-2:]))
+    return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs[-2:]))))
 
 
 @_handles("scaled_dot_product_attention")

@@ -299,3 +299,18 @@ def test_gpt2_style_masked_attention_is_the_causal_attention_kernel() -> None:
         sources.append([str(op) for op in lowered.ops if op.name == "tile.cuda_kernel"])
     assert len(sources[0]) == 1
     assert sources[0] == sources[1]
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_explicit_attention_is_one_fused_kernel_at_any_batch(batch: int) -> None:
+    """q·kᵀ on [B, H, T, D] stays a rank-4 matmul (no flattened B*H index to divide), so
+    attention written out fuses into one kernel whatever the batch."""
+
+    def explicit(m: nn.Module, q: Tensor, k: Tensor, v: Tensor, bias: Tensor) -> Tensor:
+        return torch.softmax((q @ k.transpose(-2, -1)) * 0.125 + bias, dim=-1) @ v
+
+    q = torch.randn(batch, 4, 64, 64, dtype=torch.bfloat16)
+    bias = torch.randn(batch, 1, 1, 64, dtype=torch.bfloat16)
+    lowered = apply_pipeline(capture(Fn(explicit), q, q, q, bias).module, PIPELINE)
+    kernels = [op for op in lowered.ops if op.name == "tile.cuda_kernel"]
+    assert len(kernels) == 1, [k.sym_name.data for k in kernels]
