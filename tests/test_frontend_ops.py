@@ -314,3 +314,16 @@ def test_explicit_attention_is_one_fused_kernel_at_any_batch(batch: int) -> None
     lowered = apply_pipeline(capture(Fn(explicit), q, q, q, bias).module, PIPELINE)
     kernels = [op for op in lowered.ops if op.name == "tile.cuda_kernel"]
     assert len(kernels) == 1, [k.sym_name.data for k in kernels]
+
+
+def test_t5_style_fp32_softmax_attention_is_one_fused_kernel() -> None:
+    """softmax(scores.float()).type_as(scores) rounds its probabilities to bf16 once (the
+    cast's rounding is the store's), so the softmax kernel is the one flash-attention takes."""
+
+    def t5(m: nn.Module, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        scores = torch.matmul(q, k.transpose(3, 2))
+        return torch.matmul(torch.softmax(scores.float(), dim=-1).type_as(scores), v)
+
+    q = torch.randn(2, 2, 64, 64, dtype=torch.bfloat16)
+    lowered = apply_pipeline(capture(Fn(t5), q, q, q).module, "fuse,flash-attention")
+    assert len([op for op in lowered.ops if op.name == "loop.kernel"]) == 1

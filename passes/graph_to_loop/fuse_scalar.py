@@ -122,8 +122,13 @@ def to_f32(b: ScalarBuilder, value: SSAValue) -> SSAValue:
 
 def from_f32(b: ScalarBuilder, value: SSAValue, type_: Attribute) -> SSAValue:
     """Truncate an f32 scalar to the element type of the buffer it is stored to (a mask or
-    an integer is stored as it is)."""
-    return value if value.type == type_ else b.emit(arith.TruncFOp(value, type_))
+    an integer is stored as it is); a value just extended from that type is stored as the
+    narrow value it came from (`cast` to bf16 before a bf16 store rounds once, not twice)."""
+    if value.type == type_:
+        return value
+    if isinstance(value.owner, arith.ExtFOp) and value.owner.input.type == type_:
+        return value.owner.input
+    return b.emit(arith.TruncFOp(value, type_))
 
 
 def round_to(b: ScalarBuilder, value: SSAValue, type_: Attribute) -> SSAValue:
