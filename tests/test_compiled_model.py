@@ -23,6 +23,7 @@ from tinyopt.frontends.compiled_model import (  # noqa: E402
     PIPELINE,
     CompiledModel,
     InputSignature,
+    output_template,
 )
 from tinyopt.frontends.torch_fx import capture  # noqa: E402
 
@@ -81,6 +82,21 @@ def test_inputs_the_kernels_cannot_read_in_place_are_refused(
 def test_input_addresses_are_the_callers_tensors() -> None:
     x = torch.zeros(4, 8)
     assert SIGNATURE.addresses([x]) == [x.data_ptr()]
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (5,), (2, 3, 4, 5)], ids=str)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.bool], ids=str)
+def test_each_call_gets_fresh_contiguous_outputs_of_the_templates_shape(
+    shape: tuple[int, ...], dtype: torch.dtype
+) -> None:
+    template = output_template(shape, dtype, torch.device("cpu"))
+    first, second = (
+        torch.empty_like(template, memory_format=torch.contiguous_format) for _ in range(2)
+    )
+    for output in (first, second):
+        assert (output.shape, output.dtype, output.is_contiguous()) == (shape, dtype, True)
+    if first.numel():
+        assert first.data_ptr() != second.data_ptr()
 
 
 def test_a_call_repoints_every_use_of_its_inputs_and_outputs_and_nothing_else() -> None:
