@@ -138,7 +138,7 @@ def test_wgmma_attention_stores_heads_side_by_side_where_the_copy_would_on_cpu()
     column offset h·D) puts each element where the [B, H, S, D] kernel's goes once transposed:
     batch 2, 2 heads sharing one KV head, D = 128, causal, S = 200 (a partial query tile)."""
     shape = dict(b=2, h=2, s=200, d=128, dtype="bf16", causal=True, kv_heads=1)
-    plain = _run_wgmma_faked(attention(**shape))
+    plain = _run_wgmma_faked(attention(**shape)).reshape(2, 2, 200, 128)  # stored as [B·H, S, D]
     merged = _run_wgmma_faked(attention(**shape, heads_last=True))
     assert not np.isnan(plain).any() and not np.isnan(merged).any()
     assert not np.array_equal(plain[0, 0], plain[0, 1]) and not np.array_equal(plain[0], plain[1])

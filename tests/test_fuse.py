@@ -53,6 +53,12 @@ def _check(source: str, kernels: int, rtol: float = 1e-5, collapse: bool = False
         for kernel in loop.kernels(fused):
             collapse_dims(fused, kernel)
     assert len(loop.kernels(fused)) == kernels, str(fused)
+    _assert_matches_reference(module, fused, rtol)
+    return fused
+
+
+def _assert_matches_reference(module: ModuleOp, fused: ModuleOp, rtol: float = 1e-5) -> None:
+    """Run the fused module's host function and compare it with the graph reference."""
     function = next(op for op in module.ops if isinstance(op, func.FuncOp))
     inputs = random_inputs(module, seed=0)
     expected = run_reference(module, *inputs)
@@ -60,7 +66,6 @@ def _check(source: str, kernels: int, rtol: float = 1e-5, collapse: bool = False
     assert len(actual) == len(expected)
     for out, ref in zip(actual, expected):
         np.testing.assert_allclose(out.astype(np.float64), ref, rtol=rtol, atol=rtol)
-    return fused
 
 
 def _ops(kernel: loop.KernelOp, type_: type) -> list:
@@ -578,3 +583,151 @@ def test_collapsed_linear_through_the_planners_rewrites_matches_the_reference(kn
     (expected,) = run_reference(program, *inputs)
     (actual,) = run_loop_module(planned, "mlp", *inputs)
     np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+def _softmax_chain(depth: int) -> str:
+    """A function of `depth` softmaxes, each of the previous one's output."""
+    t = "tensor<3x9xf32>"
+    chain = "\n".join(
+        f"  %x{i + 1} = graph.softmax %x{i} {{dim = 1 : i64}} : {t}" for i in range(depth)
+    )
+    return f"func.func @chain(%x0: {t}) -> {t} {{\n{chain}\n  func.return %x{depth} : {t}\n}}"
+
+
+def _exps_per_element(fused: ModuleOp) -> int:
+    """Count the exps of all kernels: each runs once per element of the row it loops over."""
+    return sum(len(_ops(kernel, math.ExpOp)) for kernel in loop.kernels(fused))
+
+
+def test_two_chained_softmaxes_recompute_the_first_in_one_kernel() -> None:
+    """Recomputing the first softmax in the second one's reductions costs less than storing it
+    (fuse_cost): one row kernel."""
+    _check(_softmax_chain(2), kernels=1)
+
+
+def test_chained_softmaxes_match_the_reference_with_a_linear_exp_count() -> None:
+    """Six chained softmaxes match the reference, and no softmax is recomputed by every later
+    one: the exps per element per softmax at depth 24 stay within 1.5× those at depth 6 (all
+    inlined into one kernel, depth·(depth + 1) exps: 7 per softmax at depth 6, 25 at 24)."""
+    module, fused = _fuse(_softmax_chain(6))
+    _assert_matches_reference(module, fused)
+    per_softmax = {d: _exps_per_element(_fuse(_softmax_chain(d))[1]) / d for d in (6, 24)}
+    assert per_softmax[24] <= 1.5 * per_softmax[6], per_softmax
+
+
+def _views(fused: ModuleOp) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Return the (source, view) shapes of the host's `memref.collapse_shape` views."""
+    return [
+        (v.src.type.get_shape(), v.result.type.get_shape())  # type: ignore[attr-defined]
+        for v in fused.walk()
+        if isinstance(v, memref.CollapseShapeOp)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("source", "view"),
+    [
+        (
+            """
+            func.func @split_n(%h: tensor<8x16xf32>, %w: tensor<16x12xf32>) -> tensor<8x3x4xf32> {
+              %o = graph.matmul %h, %w : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+              %r = graph.reshape %o : tensor<8x12xf32> -> tensor<8x3x4xf32>
+              func.return %r : tensor<8x3x4xf32>
+            }""",
+            ((8, 3, 4), (8, 12)),
+        ),
+        (
+            """
+            func.func @split_m(%x: tensor<6x16xf32>, %w: tensor<16x12xf32>) -> tensor<2x3x12xf32> {
+              %o = graph.matmul %x, %w : (tensor<6x16xf32>, tensor<16x12xf32>) -> tensor<6x12xf32>
+              %g = graph.gelu %o : tensor<6x12xf32>
+              %y = graph.reshape %g : tensor<6x12xf32> -> tensor<2x3x12xf32>
+              func.return %y : tensor<2x3x12xf32>
+            }""",
+            ((2, 3, 12), (6, 12)),
+        ),
+        (
+            """
+            func.func @heads(%x: tensor<8x16xf32>, %w: tensor<16x16xf32>) -> tensor<1x8x2x8xf32> {
+              %o = graph.matmul %x, %w : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
+              %r = graph.reshape %o : tensor<8x16xf32> -> tensor<1x8x2x8xf32>
+              func.return %r : tensor<1x8x2x8xf32>
+            }""",
+            ((1, 8, 2, 8), (8, 16)),
+        ),
+    ],
+    ids=["split-n", "split-m-after-epilogue", "unit-dim-and-heads"],
+)
+def test_reshape_splitting_a_matmul_is_folded_into_its_store(
+    source: str, view: tuple[tuple[int, ...], tuple[int, ...]]
+) -> None:
+    """One kernel: the GEMM keeps its own loops and stores a collapsed view of the reshaped
+    result at them (no index arithmetic in the store), with no copy kernel."""
+    fused = _check(source, kernels=1)
+    assert _views(fused) == [view]
+    (kernel,) = loop.kernels(fused)
+    (nest,) = kernel.body.block.ops
+    (store,) = _ops(kernel, memref.StoreOp)
+    assert isinstance(nest, loop.ParallelOp) and list(store.indices) == list(nest.body.block.args)
+
+
+def test_folded_reshape_of_a_batched_linear_collapses_its_loops() -> None:
+    """[2, 3, 6] @ w split into heads [2, 3, 2, 5]: the kernel stores a [2, 3, 10] view, whose
+    batch and row loops collapse_dims then merges into one GEMM over 6 rows (a view of the
+    view), matching the reference."""
+    fused = _check(
+        """
+        func.func @lin(%x: tensor<2x3x6xf32>, %w: tensor<6x10xf32>) -> tensor<2x3x2x5xf32> {
+          %wb = graph.broadcast %w : tensor<6x10xf32> -> tensor<2x6x10xf32>
+          %o = graph.matmul %x, %wb : (tensor<2x3x6xf32>, tensor<2x6x10xf32>) -> tensor<2x3x10xf32>
+          %r = graph.reshape %o : tensor<2x3x10xf32> -> tensor<2x3x2x5xf32>
+          func.return %r : tensor<2x3x2x5xf32>
+        }""",
+        kernels=1,
+        collapse=True,
+    )
+    (kernel,) = loop.kernels(fused)
+    (nest,) = kernel.body.block.ops
+    assert isinstance(nest, loop.ParallelOp) and nest.extents == (6, 10)
+    assert ((2, 3, 10), (6, 10)) in _views(fused)
+
+
+def test_reshape_merging_a_matmul_dims_stays_a_copy() -> None:
+    """Batch and rows merged into 16 rows: the store would need index arithmetic, so the matmul
+    gets a buffer and the reshape a copy kernel."""
+    fused = _check(
+        """
+        func.func @merge(%h: tensor<2x8x16xf32>, %w: tensor<2x16x12xf32>) -> tensor<16x12xf32> {
+          %o = graph.matmul %h, %w : (tensor<2x8x16xf32>, tensor<2x16x12xf32>) -> tensor<2x8x12xf32>
+          %r = graph.reshape %o : tensor<2x8x12xf32> -> tensor<16x12xf32>
+          func.return %r : tensor<16x12xf32>
+        }""",
+        kernels=2,
+    )
+    assert not _views(fused)
+
+
+def test_epilogue_reading_a_value_twice_computes_it_once() -> None:
+    """`y * sigmoid(y)` with `y = x @ w + b`, the second read through a reshape that splits the
+    columns and one that merges them back: the K loop's result feeds one bias add, whose
+    result both the sigmoid and the product read."""
+    fused = _check(
+        """
+        func.func @swish(%x: tensor<8x16xf32>, %w: tensor<16x12xf32>, %b: tensor<12xf32>) -> tensor<8x12xf32> {
+          %m = graph.matmul %x, %w : (tensor<8x16xf32>, tensor<16x12xf32>) -> tensor<8x12xf32>
+          %bb = graph.broadcast %b : tensor<12xf32> -> tensor<8x12xf32>
+          %y = graph.add %m, %bb : tensor<8x12xf32>
+          %s = graph.sigmoid %y : tensor<8x12xf32>
+          %y3 = graph.reshape %y : tensor<8x12xf32> -> tensor<8x3x4xf32>
+          %y2 = graph.reshape %y3 : tensor<8x3x4xf32> -> tensor<8x12xf32>
+          %g = graph.mul %y2, %s : tensor<8x12xf32>
+          func.return %g : tensor<8x12xf32>
+        }""",
+        kernels=1,
+    )
+    (kernel,) = loop.kernels(fused)
+    (reduce,) = _ops(kernel, loop.ReduceOp)
+    (bias_add,) = [use.operation for use in reduce.res[0].uses]
+    assert isinstance(bias_add, arith.AddfOp)
+    readers = {type(use.operation) for use in bias_add.result.uses}
+    assert readers == {arith.NegfOp, arith.MulfOp}

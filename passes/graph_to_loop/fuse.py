@@ -8,8 +8,12 @@ below its transposes and broadcasts when those sit on an elementwise producer, s
 contraction reads the producer's own layout through index maps), and any reduction or matmul
 that two kernels would both compute. Identical graph ops are merged (CSE) first. Everything
 else (elementwise ops, broadcasts, transposes, reshapes, slices, concats, splat constants) is
-recomputed inside each kernel that reads it. See `fuse_kernel` for the kernel shapes, and
-docs/ir.md for the host function over memrefs (non-splat constants become `memref.global`s).
+recomputed inside each kernel that reads it, unless recomputing it costs more than a round trip
+through memory (`fuse_cost`: a chain of softmaxes would otherwise recompute each one per
+reduction of every later one). A root that only splits the dims of a matmul's result
+(`reshape(x @ w)`) is stored by the matmul's kernel through a collapsed view of its buffer.
+See `fuse_kernel` for the kernel shapes, and docs/ir.md for the host function over memrefs
+(non-splat constants become `memref.global`s). `fuse{debug=true}` prints every decision.
 """
 
 from __future__ import annotations
@@ -20,12 +24,16 @@ from dataclasses import dataclass
 from xdsl.context import Context
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     FunctionType,
+    IntegerAttr,
+    MemRefType,
     ModuleOp,
     StringAttr,
     TensorType,
     UnitAttr,
     UnregisteredOp,
+    i64,
 )
 from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.passes import ModulePass
@@ -34,6 +42,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import graph, loop
 from tinyopt.passes.graph_to_loop.decompose import DecomposePass
+from tinyopt.passes.graph_to_loop.fuse_cost import recomputations
 from tinyopt.passes.graph_to_loop.fuse_kernel import (
     KernelBuilder,
     Materialize,
@@ -41,6 +50,7 @@ from tinyopt.passes.graph_to_loop.fuse_kernel import (
     is_buffer_constant,
     shape_of,
 )
+from tinyopt.passes.graph_to_loop.fuse_log import FuseLog
 from tinyopt.passes.graph_to_loop.fuse_scalar import ELEMENTWISE_OPS
 
 _PRIMITIVES: tuple[type[Operation], ...] = (
@@ -62,14 +72,25 @@ def _is_graph_function(op: Operation) -> bool:
     return any(isinstance(t, TensorType) for t in types)
 
 
-def _reaches_heavy(value: SSAValue, roots: dict[SSAValue, None]) -> bool:
-    """Return whether inlining `value` would reach a reduction or a matmul."""
-    op = value.owner
-    if value in roots or not isinstance(op, Operation):
-        return False
-    if isinstance(op, graph.ReduceOp | graph.MatmulOp):
-        return True
-    return any(_reaches_heavy(o, roots) for o in op.operands)
+def _reaches(
+    value: SSAValue,
+    roots: dict[SSAValue, None],
+    kinds: tuple[type[Operation], ...] = (graph.ReduceOp, graph.MatmulOp),
+) -> bool:
+    """Return whether inlining `value` would reach an op of `kinds` (by default a reduction or
+    a matmul: what a kernel computes at most once)."""
+    seen: set[SSAValue] = set()
+    stack = [value]
+    while stack:
+        value = stack.pop()
+        op = value.owner
+        if value in seen or value in roots or not isinstance(op, Operation):
+            continue
+        if isinstance(op, kinds):
+            return True
+        seen.add(value)
+        stack.extend(op.operands)
+    return False
 
 
 def _adds_or_drops_unit_dims(op: Operation) -> bool:
@@ -96,18 +117,75 @@ def _with_epilogue(value: SSAValue, roots: dict[SSAValue, None]) -> SSAValue:
             continue
         if not isinstance(user, ELEMENTWISE_OPS) or user.results[0] in roots:
             break
-        if any(_reaches_heavy(o, roots) for o in user.operands if o is not end):
+        if any(_reaches(o, roots) for o in user.operands if o is not end):
             break
         value = end = user.results[0]
     return value
 
 
-def plan_kernels(function: func.FuncOp) -> list[KernelBuilder]:
-    """Choose the roots of a graph function and build one kernel per root, in launch order."""
+def _reassociation(shape: Sequence[int], coarse: Sequence[int]) -> list[list[int]] | None:
+    """Return the groups of adjacent dims of `shape` whose extents multiply to each dim of
+    `coarse` (the reassociation of a `memref.collapse_shape` from `shape` to `coarse`), or None
+    if `shape` does not split `coarse` that way."""
+    groups: list[list[int]] = []
+    dim = 0
+    for extent in coarse:
+        if dim == len(shape):
+            return None
+        group, size = [dim], shape[dim]
+        dim += 1
+        while size < extent and dim < len(shape):
+            group.append(dim)
+            size *= shape[dim]
+            dim += 1
+        if size != extent:
+            return None
+        groups.append(group)
+    if not groups or any(extent != 1 for extent in shape[dim:]):
+        return None
+    groups[-1].extend(range(dim, len(shape)))
+    return groups
+
+
+def _folded_store_shape(
+    root: SSAValue, roots: dict[SSAValue, None], log: FuseLog
+) -> tuple[int, ...] | None:
+    """Return the shape the kernel of `root` iterates and stores when `root` reshapes a matmul's
+    result (or its epilogue) by splitting its dims: the matmul's own, so that the GEMM keeps its
+    loops and writes the root's buffer through a collapsed view, with no copy kernel. None
+    keeps the root's shape (a reshape that only adds or drops unit dims is already indexed
+    by the matmul's loops, docs/ir.md)."""
+    source = root
+    while isinstance(source.owner, graph.ReshapeOp) and (source is root or source not in roots):
+        source = source.owner.x
+    if source is root or source in roots or not _reaches(source, roots, (graph.MatmulOp,)):
+        return None
+    shape, coarse = shape_of(root), shape_of(source)
+    if [d for d in shape if d != 1] == [d for d in coarse if d != 1]:
+        return None
+    if _reassociation(shape, coarse) is None:
+        log.write(
+            f"{log.describe(root)} is not folded into the store of {log.describe(source)}: "
+            f"{list(coarse)} -> {list(shape)} merges dims, which its kernel could store only "
+            "through index arithmetic"
+        )
+        return None
+    return coarse
+
+
+def plan_kernels(function: func.FuncOp, log: FuseLog | None = None) -> list[KernelBuilder]:
+    """Choose the roots of a graph function and build one kernel per root, in launch order.
+
+    A root is added for each value a kernel cannot inline (`Materialize`), then for each
+    reduction or matmul two kernels would compute, then for the value whose recomputation
+    costs each kernel the most over its round trip through memory (`fuse_cost`), rebuilding
+    every kernel after each round until none asks for more.
+    """
     for op in function.body.block.ops:
         if not isinstance(op, _PRIMITIVES):
             name = op.op_name.data if isinstance(op, UnregisteredOp) else op.name
             raise DiagnosticException(f"fuse: cannot lower '{name}'")
+    log = FuseLog(function, enabled=False) if log is None else log
     name = function.sym_name.data
     position = {op.results[0]: i for i, op in enumerate(function.body.block.ops) if op.results}
     returned = function.body.block.last_op
@@ -115,13 +193,22 @@ def plan_kernels(function: func.FuncOp) -> list[KernelBuilder]:
     roots = dict.fromkeys(returned.arguments)
     while True:
         order = sorted(roots, key=lambda v: position.get(v, -1))
+        builders = [
+            KernelBuilder(f"{name}_{i}", r, roots, _folded_store_shape(r, roots, log))
+            for i, r in enumerate(order)
+        ]
         try:
-            builders = [KernelBuilder(f"{name}_{i}", r, roots) for i, r in enumerate(order)]
             for builder in builders:
                 builder.build()
         except Materialize as m:
             value = _with_epilogue(m.value, roots)
             assert value not in roots, f"fuse: {value} materialized twice"
+            epilogue = (
+                f" (with its epilogue up to {log.describe(value)})" if value is not m.value else ""
+            )
+            log.buffer(
+                m.value, f"{m.reason}, in the kernel of {log.describe(builder.root)}{epilogue}"
+            )
             roots[value] = None
             continue
         computed: dict[SSAValue, int] = {}
@@ -129,9 +216,22 @@ def plan_kernels(function: func.FuncOp) -> list[KernelBuilder]:
             for value in builder.fused:
                 computed[value] = computed.get(value, 0) + 1
         shared = [v for v, n in computed.items() if n > 1]
-        if not shared:
-            return builders
+        for value in shared:
+            log.buffer(value, f"{computed[value]} kernels would compute it")
         roots.update(dict.fromkeys(_with_epilogue(v, roots) for v in shared))
+        if shared:
+            continue
+        recomputed = False
+        for builder in builders:
+            costly = [r for r in recomputations(builder) if r.materialize]
+            if costly:
+                worst = max(costly, key=lambda r: r.extra_ops)
+                log.recompute(worst, builder.root)
+                roots[worst.value] = None
+                recomputed = True
+        if not recomputed:
+            log.kernels(builders)
+            return builders
 
 
 def _host_function(
@@ -169,7 +269,8 @@ def _host_function(
         out = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape())
         block.add_op(out)
         outputs[builder.root] = out.memref
-        block.add_op(loop.LaunchOp(builder.kernel.sym_name.data, [*inputs, out.memref]))
+        stored = _store_view(block, out.memref, builder.store_shape)
+        block.add_op(loop.LaunchOp(builder.kernel.sym_name.data, [*inputs, stored]))
     returned = function.body.block.last_op
     assert isinstance(returned, func.ReturnOp)
     block.add_op(func.ReturnOp(*(outputs[v] for v in returned.arguments)))
@@ -182,11 +283,36 @@ def _host_function(
     )
 
 
+def _store_view(block: Block, buffer: SSAValue, shape: tuple[int, ...]) -> SSAValue:
+    """Return `buffer`, or a `memref.collapse_shape` view of it with `shape` (a kernel that
+    stores a reshape of its matmul's result in the matmul's own shape)."""
+    type_ = buffer.type
+    assert isinstance(type_, MemRefType)
+    if type_.get_shape() == shape:
+        return buffer
+    groups = _reassociation(type_.get_shape(), shape)
+    assert groups is not None
+    view = memref.CollapseShapeOp(
+        operands=[buffer],
+        result_types=[MemRefType(type_.element_type, shape)],
+        properties={
+            "reassociation": ArrayAttr(
+                [ArrayAttr([IntegerAttr(d, i64) for d in g]) for g in groups]
+            )
+        },
+    )
+    block.add_op(view)
+    return view.result
+
+
 @dataclass(frozen=True)
 class FusePass(ModulePass):
-    """Lower every graph `func.func` to `loop.kernel`s and a host function over memrefs."""
+    """Lower every graph `func.func` to `loop.kernel`s and a host function over memrefs;
+    `debug=true` prints each fusion decision to stderr."""
 
     name = "fuse"
+
+    debug: bool = False
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Decompose composites if any are left, merge identical graph ops (a captured model
@@ -198,7 +324,7 @@ class FusePass(ModulePass):
         module_block = op.body.block
         for function in [f for f in module_block.ops if _is_graph_function(f)]:
             assert isinstance(function, func.FuncOp)
-            builders = plan_kernels(function)
+            builders = plan_kernels(function, FuseLog(function, self.debug))
             globals_: list[memref.GlobalOp] = []
             host = _host_function(function, builders, globals_)
             for new_op in (*globals_, *(b.kernel for b in builders), host):

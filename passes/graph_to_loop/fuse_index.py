@@ -10,8 +10,11 @@ matching dimensions costs no index arithmetic at all.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
+from operator import mul as mul_int
 from typing import Literal
 
 from xdsl.ir import SSAValue
@@ -98,6 +101,10 @@ def add(a: Index, b: Index) -> Index:
         return b
     if b == Const(0):
         return a
+    match a, b:  # `(x div c) * c + x mod c` is x: a dim split by a reshape and merged back
+        case Bin("mul", Bin("div", x, Const(value=c)), Const(value=m)), Bin("rem", y, rem_by):
+            if x == y and c == m and rem_by == Const(c):
+                return x
     return Bin("add", a, b)
 
 
@@ -200,28 +207,33 @@ def gather_point(point: Point, ids: SSAValue, id_rank: int, rows: int) -> Point:
     return (row, *point[id_rank:])
 
 
+def _groups(shape: Sequence[int], cuts: Sequence[int]) -> list[list[int]]:
+    """Return the dims of `shape` between each two consecutive `cuts` of its prefix product."""
+    dims: list[list[int]] = [[] for _ in cuts]
+    for k, before in zip(range(len(shape)), accumulate(shape, mul_int, initial=1)):
+        dims[bisect_right(cuts, before) - 1].append(k)
+    return dims
+
+
 def reshape_point(point: Point, dst_shape: Sequence[int], src_shape: Sequence[int]) -> Point:
     """Map a point of a row-major reshape result to its operand.
 
-    Leading and trailing dimensions the two shapes share map one to one; only the middle
-    part is linearized over `dst_shape` and delinearized over `src_shape`.
+    Both shapes are cut where their prefix products agree; within each group the dims are
+    linearized over `dst_shape` and delinearized over `src_shape`, so dims the two shapes share
+    map one to one and a split or a merge costs index arithmetic only inside its own group.
     """
-    head = 0
-    while head < min(len(dst_shape), len(src_shape)) and dst_shape[head] == src_shape[head]:
-        head += 1
-    tail = 0
-    while (
-        tail < min(len(dst_shape), len(src_shape)) - head
-        and dst_shape[-1 - tail] == src_shape[-1 - tail]
-    ):
-        tail += 1
-    mid_dst = dst_shape[head : len(dst_shape) - tail]
-    mid_src = src_shape[head : len(src_shape) - tail]
-    linear: Index = Const(0)
-    for e, extent in zip(point[head : len(point) - tail], mid_dst):
-        linear = add(mul(linear, extent), e)
-    middle: list[Index] = []
-    for extent in reversed(mid_src):
-        middle.insert(0, rem(linear, extent))
-        linear = div(linear, extent)
-    return (*point[:head], *middle, *point[len(point) - tail :])
+    cuts = sorted(
+        set(accumulate(dst_shape, mul_int, initial=1))
+        & set(accumulate(src_shape, mul_int, initial=1))
+    )
+    src_point: list[Index] = []
+    for dst_dims, src_dims in zip(_groups(dst_shape, cuts), _groups(src_shape, cuts)):
+        linear: Index = Const(0)
+        for k in dst_dims:
+            linear = add(mul(linear, dst_shape[k]), point[k])
+        middle: list[Index] = []
+        for k in reversed(src_dims):
+            middle.insert(0, rem(linear, src_shape[k]))
+            linear = div(linear, src_shape[k])
+        src_point.extend(middle)
+    return tuple(src_point)
