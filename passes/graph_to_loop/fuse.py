@@ -165,9 +165,9 @@ def _folded_store_shape(
         return None
     if _reassociation(shape, coarse) is None:
         log.write(
-            f"{log.describe(root)} is not folded into the store of {log.describe(source)}: "
-            f"{list(coarse)} -> {list(shape)} merges dims, which its kernel could store only "
-            "through index arithmetic"
+            f"{log.describe(root)} of {log.describe(source)} is not folded into its kernel's "
+            f"store: {list(coarse)} -> {list(shape)} merges dims, which the store could index "
+            "only through arithmetic"
         )
         return None
     return coarse

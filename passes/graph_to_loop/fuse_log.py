@@ -1,6 +1,6 @@
-"""The lines `fuse{debug=true}` prints to stderr: one per fusion decision, naming graph values
-as the input spells them (`%x3`), or by their place among the unnamed ones (`%12`, the number
-the printer gives them), with the op that defines them."""
+"""The lines `fuse{debug=true}` prints to stderr: one per fusion decision, naming each graph
+value as the printer does (`%x3`, `%linear_2` for the third value named `linear`, `%12` for
+the thirteenth unnamed one), with the op that defines it."""
 
 from __future__ import annotations
 
@@ -24,12 +24,15 @@ class FuseLog:
         self._names: dict[SSAValue, str] = {}
         values = [*function.args, *(r for op in function.body.block.ops for r in op.results)]
         unnamed = 0
+        hints: dict[str, int] = {}
         for value in values:
             if value.name_hint is None:
                 self._names[value] = f"%{unnamed}"
                 unnamed += 1
             else:
-                self._names[value] = f"%{value.name_hint}"
+                seen = hints.get(value.name_hint, 0)
+                hints[value.name_hint] = seen + 1
+                self._names[value] = f"%{value.name_hint}" + (f"_{seen}" if seen else "")
 
     def write(self, line: str) -> None:
         """Print `fuse: line` to stderr, unless disabled or already printed."""

@@ -10,7 +10,7 @@
 // CHECK:      fuse: @split_n_0 computes %r (graph.reshape), fusing %o (graph.matmul)
 // CHECK-NEXT: fuse: @split_n_0 stores %r (graph.reshape) through a 8x12 view: the reshape is folded into the store
 // CHECK:      fuse: @split_m_0 stores %y (graph.reshape) through a 6x12 view: the reshape is folded into the store
-// CHECK:      fuse: %r (graph.reshape) is not folded into the store of %o (graph.matmul): [2, 8, 12] -> [16, 12] merges dims, which its kernel could store only through index arithmetic
+// CHECK:      fuse: %r (graph.reshape) of %o (graph.matmul) is not folded into its kernel's store: [2, 8, 12] -> [16, 12] merges dims, which the store could index only through arithmetic
 // CHECK-NEXT: fuse: %o (graph.matmul) gets a buffer: read off its kernel's own index, in the kernel of %r (graph.reshape)
 
 // CHECK:      loop.kernel @split_n_0(%{{.*}}: memref<8x16xf32>, %{{.*}}: memref<16x12xf32>, %[[OUT:.*]]: memref<8x12xf32>) {
