@@ -25,6 +25,10 @@ from tinyopt.backends.reference import run_reference  # noqa: E402
 from tinyopt.frontends import dynamo_backend  # noqa: E402
 from tinyopt.frontends.torch_fx import capture  # noqa: E402
 
+with warnings.catch_warnings():  # torch 2.11 (the H200's) warns while importing inductor
+    warnings.filterwarnings("ignore", "`torch.jit.script_method` is deprecated", DeprecationWarning)
+    import torch._inductor.compile_fx  # noqa: E402, F401
+
 llama = load_example("llama_block.py")
 
 EAGER = "tinyopt backend: running this graph eagerly"
