@@ -8,13 +8,17 @@ Programs that once failed and were fixed live in tests/fuzz/regressions/ and are
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
-from fuzz.generate import check_compiles, check_loop_level, pipelines, programs
+from fuzz.generate import check_compiles, check_loop_level, output_error, pipelines, programs
 from fuzz.reduce import op_count, reduce_program
 from hypothesis import HealthCheck, given, settings
+
+from tinyopt.dialects import graph
 
 REGRESSIONS = sorted((Path(__file__).parent / "fuzz" / "regressions").glob("*.mlir"))
 STATS: Counter[str] = Counter()
@@ -38,6 +42,33 @@ def test_fused_loop_ir_matches_reference(text: str) -> None:
 def test_random_knobs_compile_with_nvrtc(text: str, pipeline: str) -> None:
     STATS["nvrtc cases"] += 1
     STATS["nvrtc refused"] += check_compiles(text, pipeline).refused is not None
+
+
+def test_programs_draw_every_graph_op_and_element_type() -> None:
+    """A thousand programs hold every graph op (but attention, not drawn yet), i1, i32 and
+    i64 arguments and i1 results."""
+    seen: Counter[str] = Counter()
+
+    @settings(FUZZ, max_examples=1000)
+    @given(programs())
+    def draw(text: str) -> None:
+        head, body = text.split("\n", 1)
+        arguments, results = head.split(" -> ", 1)
+        seen.update(re.findall(r"graph\.(\w+)", body))
+        seen.update(f"{t} argument" for t in re.findall(r"x(i\d+)>", arguments))
+        seen.update(f"{t} result" for t in re.findall(r"x(i1)>", results))
+
+    draw()
+    ops = {op.name.removeprefix("graph.") for op in graph.Graph.operations} - {"attention"}
+    kinds = {"i1 argument", "i32 argument", "i64 argument", "i1 result"}
+    missing = (ops | kinds) - set(seen)
+    assert not missing, f"never drawn: {sorted(missing)}"
+
+
+def test_masks_are_compared_exactly() -> None:
+    mask = np.array([[True, False], [False, True]])
+    assert output_error(mask, mask.copy(), mask) == 0.0
+    assert output_error(~mask, mask, mask) == float("inf")
 
 
 @pytest.mark.parametrize("path", REGRESSIONS, ids=lambda p: p.stem)

@@ -5,14 +5,15 @@
 The programs (`generate.programs`) and their pipelines with random knobs (`generate.pipelines`)
 are drawn first. A pool of `--jobs` processes lowers each one, compiles its kernels with NVRTC
 into the on-disk cubin cache and computes the float64 reference on random inputs; the main
-process loads the cubins, runs the program on the GPU and compares each output at its dtype's
-tolerance (`tinyopt.backends.check.TOLERANCES`). Knob combinations a pass refuses are counted,
-not failed. Each of the first `--reduce` failing programs is then reduced (`reduce.py`, 30 s
-at most) to a minimal one that still fails, written to DIR with its pipeline on the first
-line (the format of tests/fuzz/regressions/) and printed. Exits 1 when any program failed.
+process loads the cubins, runs the program on the GPU and compares each float output at its
+dtype's tolerance (`tinyopt.backends.check.TOLERANCES`) and each mask (i1) output exactly.
+Knob combinations a pass refuses are counted, not failed. Each of the first `--reduce` failing
+programs is then reduced (`reduce.py`, 30 s at most) to a minimal one that still fails, written
+to DIR with its pipeline on the first line (the format of tests/fuzz/regressions/) and
+printed. Exits 1 when any program failed.
 
-`--gather` adds `graph.gather` (i64 ids) to the programs; it needs a runtime that takes
-integer buffers.
+`--gather` adds `graph.gather` (i64 ids) to the programs; integer inputs cast to masks are
+drawn either way.
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ def run_on_gpu(prepared: Prepared) -> str | None:
     for i, (out, ref, name) in enumerate(
         zip(outputs, prepared.references, prepared.output_types, strict=True)
     ):
+        if name == "i1":
+            wrong = np.count_nonzero(np.asarray(out) != ref)
+            if wrong:
+                bad.append(f"output {i}: {wrong} of {ref.size} mask elements differ")
+            continue
         tolerance = check.TOLERANCES[_TYPES[name]]
         error = check.relative_error(check.from_storage(out, _TYPES[name]), ref)
         if not error <= tolerance:
