@@ -298,6 +298,36 @@ class KernelBuilder:
             self._scan(operand, operand_point, found, set())
             if found:
                 raise Materialize(_layout_source(operand), "a matmul operand holding a reduction")
+            outer = point_vars((operand_point[-2] if operand is op.lhs else point[-1],))
+            if reason := self._not_plain(operand, operand_point, outer, set()):
+                raise Materialize(operand, f"a matmul operand that {reason}")
+
+    def _not_plain(
+        self, value: SSAValue, point: Point, outer: set[Var], seen: set[tuple[SSAValue, Point]]
+    ) -> str | None:
+        """Say why inlining matmul operand `value` at `point` would keep the GEMM rules from
+        reading it as tiles (they would leave the matmul to a scalar rule), or None; `outer`
+        holds the loop variables of the operand's row (A) or column (B) index.
+
+        Two things do: a load whose index divides a row or column variable (a flattened row
+        index, a convolution's windows; K split into heads and head dims, or a batch index
+        divided by GQA's group size, is fine), and a load of a stored reduction (a norm's row
+        statistics, stored because two kernels read them). A copy of the operand costs one
+        pass over it; the scalar rule costs orders of magnitude more.
+        """
+        if (value, point) in seen:
+            return None
+        seen.add((value, point))
+        if self._is_load(value):
+            if any(_divides(e, outer) for e in point):
+                return "reads its input through a division of its row or column index"
+            if isinstance(value.owner, graph.ReduceOp):
+                return "reads a stored reduction (row statistics)"
+            return None
+        for operand, operand_point in _operand_points(value.owner, point):
+            if reason := self._not_plain(operand, operand_point, outer, seen):
+                return reason
+        return None
 
     def _scan(
         self,
@@ -531,6 +561,16 @@ class KernelBuilder:
         self._blocks[0].add_op(reduce)
         self.fused.append(value)
         return reduce.res[0]
+
+
+def _divides(e: Index, outer: set[Var]) -> bool:
+    """Whether index expression `e` divides (or takes the remainder of) an expression of a
+    variable in `outer`."""
+    if not isinstance(e, Bin):
+        return False
+    if e.kind in ("div", "rem") and point_vars((e.lhs,)) & outer:
+        return True
+    return _divides(e.lhs, outer) or _divides(e.rhs, outer)
 
 
 def _combine(kind: type[Operation]) -> Region:
