@@ -44,13 +44,21 @@ def _gelu(b: ScalarBuilder, x: SSAValue) -> SSAValue:
 
 
 def _pow(b: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    """`x ** y`; `x ** 2` (RMSNorm's square) is one multiply, exact where `powf` is not."""
-    if (
-        isinstance(constant := y.owner, arith.ConstantOp)
-        and isinstance(constant.value, FloatAttr)
-        and constant.value.value.data == 2.0
-    ):
-        return b.emit(arith.MulfOp(x, x))
+    """`x ** y`; a constant exponent of 2, 3, 0.5, -1 or -2 is multiplies, a square root or a
+    reciprocal (as torch computes them, exact where `powf` is not, and a fraction of its cost
+    in a GEMM epilogue: GPT-2's GELU cubes its input)."""
+    owner = y.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        exponent = owner.value.value.data
+        if exponent in (2.0, 3.0, -2.0):
+            power = b.emit(arith.MulfOp(x, x))
+            if exponent == 3.0:
+                power = b.emit(arith.MulfOp(power, x))
+            return power if exponent > 0 else b.emit(arith.DivfOp(b.const(1.0), power))
+        if exponent == -1.0:
+            return b.emit(arith.DivfOp(b.const(1.0), x))
+        if exponent == 0.5:
+            return b.emit(math.SqrtOp(x))
     return b.emit(math.PowFOp(x, y))
 
 
