@@ -106,6 +106,8 @@ def measure(name: str, size: str, dtype: str) -> tuple[str, float | None]:
         f"{len(kernels)} kernels, slowest {slowest} {slowest_ms:.3f} ms)",
         flush=True,
     )
+    each = ", ".join(f"{k} {ms:.3f}" for k, ms in sorted(kernels, key=lambda k: -k[1]))
+    print(f"{name} {dtype} {size}: kernels alone, ms: {each}", flush=True)
     cells += [
         f"{ours_ms:.3f}",
         f"{eager_ms / ours_ms:.2f}x",
