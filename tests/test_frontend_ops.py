@@ -327,3 +327,24 @@ def test_t5_style_fp32_softmax_attention_is_one_fused_kernel() -> None:
     q = torch.randn(2, 2, 64, 64, dtype=torch.bfloat16)
     lowered = apply_pipeline(capture(Fn(t5), q, q, q).module, "fuse,flash-attention")
     assert len([op for op in lowered.ops if op.name == "loop.kernel"]) == 1
+
+
+def test_t5_keys_are_stored_as_the_attention_rules_read_them() -> None:
+    """`q @ k.transpose(3, 2)` with k a projection's output: k gets a buffer below the swap of
+    its two innermost dims, `[B, H, S, D]` as everywhere else (`[B, H, D, S]` before, which
+    kept the attention off wgmma)."""
+
+    def t5(m: nn.Module, x: Tensor, wq: Tensor, wk: Tensor, wv: Tensor) -> Tensor:
+        def heads(t: Tensor) -> Tensor:
+            return t.view(2, 128, 2, 64).transpose(1, 2)
+
+        q, k, v = heads(x @ wq), heads(x @ wk), heads(x @ wv)
+        scores = torch.matmul(q, k.transpose(3, 2))
+        return torch.matmul(torch.softmax(scores.float(), dim=-1).type_as(scores), v)
+
+    x = torch.randn(2, 128, 128, dtype=torch.bfloat16)
+    ws = [torch.randn(128, 128, dtype=torch.bfloat16) for _ in range(3)]
+    lowered = apply_pipeline(capture(Fn(t5), x, *ws).module, "fuse,flash-attention")
+    (attention,) = (op for op in lowered.ops if "tinyopt.flash_attention" in str(op))
+    inputs = [str(t) for t in attention.regions[0].block.arg_types[:-1]]
+    assert inputs == ["memref<2x2x128x64xbf16>"] * 3, inputs

@@ -83,14 +83,27 @@ def _layout_source(value: SSAValue) -> SSAValue:
     broadcasts an elementwise producer, else `value`.
 
     A reshape alone keeps the layout; a matmul or reduction below the chain is stored as the
-    contraction reads it (a copy kernel), since tensor-core schedules need plain operands.
+    contraction reads it (a copy kernel), since tensor-core schedules need plain operands,
+    except for a last swap of the two innermost dims, which the GEMM and attention rules read
+    either way: T5's `q @ k.transpose(3, 2)` stores k as `[.., S, D]`, the layout attention's
+    keys have everywhere else.
     """
     source, moves = value, False
     while isinstance(source.owner, graph.SHAPE_OPS):
         moves |= isinstance(source.owner, graph.TransposeOp | graph.BroadcastOp)
         source = source.owner.operands[0]
-    heavy = isinstance(source.owner, graph.MatmulOp | graph.ReduceOp)
-    return source if moves and not heavy else value
+    if not moves:
+        return value
+    if not isinstance(source.owner, graph.MatmulOp | graph.ReduceOp):
+        return source
+    while isinstance(value.owner, graph.TransposeOp) and _swaps_inner_dims(value.owner.perm_list):
+        value = value.owner.x
+    return value
+
+
+def _swaps_inner_dims(perm: Sequence[int]) -> bool:
+    rank = len(perm)
+    return rank >= 2 and list(perm) == [*range(rank - 2), rank - 1, rank - 2]
 
 
 class Materialize(Exception):
