@@ -91,6 +91,7 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "arith.select": lambda c, a, b: a if c else b,
     "arith.index_cast": int,
     "arith.sitofp": float,
+    "arith.fptosi": lambda a: int(a) if math.isfinite(a) else 0,
     "arith.divui": lambda a, b: a // b,
     "arith.remui": lambda a, b: a % b,
     "math.absf": abs,

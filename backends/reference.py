@@ -262,6 +262,8 @@ def _cast(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     target = _tensor_type(op.results[0]).element_type
     if target == graph.BOOL:
         return xs[0] != 0  # NaN is true, as in torch
+    if target in graph.ID_TYPES:
+        return np.trunc(xs[0])
     if xs[0].dtype.kind != "f":  # a mask or integer input becomes float64, then rounds
         return _to_element_type(xs[0].astype(np.float64), target).astype(np.float64)
     return _to_element_type(xs[0], target).astype(xs[0].dtype)

@@ -243,7 +243,8 @@ class CastOp(GraphOp):
     """Convert a tensor to another element type, keeping its shape.
 
     Floats convert to floats; an integer input (i32, i64) or a mask (i1) converts to a float
-    (a mask to 0 or 1), and a float to a mask (`x != 0`, NaN is true, as in torch).
+    (a mask to 0 or 1), a float to a mask (`x != 0`, NaN is true, as in torch), and a float to
+    an integer by truncation (the frontend returns computed integers, exact in f32, this way).
     """
 
     name = "graph.cast"
@@ -267,8 +268,8 @@ class CastOp(GraphOp):
             )
         if src.element_type == dst.element_type:
             raise self.fail(f"operand and result are both {src.element_type}; cast must convert")
-        if dst.element_type in ID_TYPES or (
-            dst.element_type == BOOL and src.element_type not in FLOAT_TYPES
+        if (dst.element_type in ID_TYPES or dst.element_type == BOOL) and (
+            src.element_type not in FLOAT_TYPES
         ):
             raise self.fail(f"cannot convert {src.element_type} to {dst.element_type}")
 

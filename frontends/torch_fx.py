@@ -148,6 +148,15 @@ class _Translator:
             )
         return TensorType(_DTYPES[dtype], shape)  # pyright: ignore[reportArgumentType]
 
+    def result(self, out: Node, node: Node) -> SSAValue:
+        """Return a returned tensor: a computed integer, carried in f32, converted back to its
+        integer type (exact: its bound was checked)."""
+        value = self.value(out, node)
+        dtype = _dtype(out)
+        if dtype in _ID_DTYPES and _type(value).element_type == f32:
+            value = self.emit(graph.CastOp(value, _ID_DTYPES[dtype]))
+        return value
+
     def bound(self, arg: Any) -> float:
         """Return a bound on the magnitude of an integer-valued argument (inf if unknown)."""
         from torch.fx import Node
@@ -269,7 +278,7 @@ class _Translator:
                 for out in node.args[0]:
                     if kinds.get(getattr(out, "name", None)) != OutputKind.USER_OUTPUT:
                         raise self.fail(node, "the module mutates a buffer or returns a non-tensor")
-                    results.append(self.value(out, node))
+                    results.append(self.result(out, node))
         block.add_ops([*self.ops, func.ReturnOp(*results)])
         function = func.FuncOp(
             self.name, ([a.type for a in block.args], [r.type for r in results]), Region(block)
@@ -473,6 +482,34 @@ def _variance(t: _Translator, node: Node) -> SSAValue:
     if node.target._overloadpacket.__name__ == "std":  # pyright: ignore
         return t.emit(graph.SqrtOp(variance))
     return variance
+
+
+@_handles("argmax", "argmin")
+def _argmax(t: _Translator, node: Node) -> SSAValue:
+    """The first index of the largest (smallest) element along a dim: the least index whose
+    element equals the reduction's maximum. NaN counts as the largest, as in torch."""
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:  # a mask or integers, exact in f32
+        if t.bound(node.args[0]) > EXACT_INTEGERS:
+            raise t.fail(node, f"{_op_name(node.target)} of integers beyond 2^24")
+        x = t.cast(x, f32)
+    dim, keepdim = _arg(node, 1, "dim"), bool(_arg(node, 2, "keepdim", False))
+    if dim is None:
+        x = t.reshape(x, (math.prod(_type(x).get_shape()),))
+    shape = _type(x).get_shape()
+    dim = 0 if dim is None else _dims(dim, len(shape))[0]
+    if node.target._overloadpacket.__name__ == "argmin":  # pyright: ignore
+        x = t.emit(graph.NegOp(x))
+    nan = t.emit(graph.CompareOp(x, x, "ne"))
+    key = t.emit(graph.SelectOp(nan, t.scalar(math.inf, _type(x)), x))
+    top = t.broadcast(t.emit(graph.ReduceMaxOp(key, [dim], keepdim=True)), shape)
+    hit = t.emit(graph.CompareOp(key, top, "eq"))
+    index = TensorType(f32, shape)
+    iota = t.emit(graph.IotaOp(index, dim))
+    first = t.emit(graph.SelectOp(hit, iota, t.scalar(float(shape[dim]), index)))
+    return t.reshape(
+        t.emit(graph.ReduceMinOp(first, [dim], keepdim)), t.tensor_type(node).get_shape()
+    )
 
 
 @_handles("softmax", "_softmax")
@@ -874,6 +911,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return t.bound(node.args[0]) * count
     if name in _FILL_VALUES:
         return abs(_FILL_VALUES[name])
+    if name in ("argmax", "argmin"):
+        return max(node.args[0].meta["val"].shape, default=1)
     if name in _FILL_ARG:
         return t.bound(node.args[_FILL_ARG[name]])
     if name in _MOVES_INTEGERS:  # the values of tensor arguments only (the rest are shapes)

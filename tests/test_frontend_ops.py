@@ -146,6 +146,10 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         (_X,),
     ),
     "amin": (Fn(lambda m, a: a.amin(-1) + a.amin(dim=(0, 1))), (_X,)),
+    "argmax_argmin": (
+        Fn(lambda m, a: (a.argmax(-1), a.argmin(1, keepdim=True), a.argmax(), (a > 0).int().argmax(0))),
+        (torch.cat([_X[:2], torch.full((1, 6, 6), 0.5)]),),  # ties: the first index wins
+    ),
     "addmm": (
         Fn(lambda m, b, x, w: torch.addmm(b, x, w, beta=0.5, alpha=2.0) + torch.addmm(b, x, w)),
         (torch.randn(7), torch.randn(5, 4), torch.randn(4, 7)),

@@ -109,6 +109,8 @@ def _cast(b: ScalarBuilder, value: SSAValue, target: Attribute) -> SSAValue:
     integer to the nearest float; floats round to the target's precision."""
     if target == graph.BOOL:
         return b.emit(arith.CmpfOp(value, b.const(0.0), "une"))
+    if isinstance(target, IntegerType):
+        return b.emit(arith.FPToSIOp(value, target))
     if value.type == graph.BOOL:
         value = b.emit(arith.SelectOp(value, b.const(1.0), b.const(0.0)))
     elif isinstance(value.type, IntegerType):
