@@ -698,6 +698,38 @@ def _embedding(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.GatherOp(table, ids))
 
 
+@_handles("index", "index_select")
+def _index(t: _Translator, node: Node) -> SSAValue:
+    """`x[..., ids, ...]` along one dim: a gather of the rows of x moved to the front.
+
+    Negative ids count from the end, as in torch; ids out of range are clamped (torch raises).
+    """
+    x = t.value(node.args[0], node)
+    rank = _type(x).get_num_dims()
+    if node.target._overloadpacket.__name__ == "index_select":  # pyright: ignore
+        dim, ids_arg = _dims(node.args[1], rank)[0], node.args[2]
+    else:
+        given = [i for i, ids in enumerate(node.args[1]) if ids is not None]
+        if len(given) != 1:
+            raise t.fail(node, "indexing with several index tensors")
+        dim, ids_arg = given[0], node.args[1][given[0]]
+    if _dtype(ids_arg) not in _ID_DTYPES:
+        raise t.fail(node, f"indexing with a {_dtype(ids_arg)} tensor (only integer indices)")
+    rows = _type(x).get_shape()[dim]
+    ids = t.cast(t.value(ids_arg, node), f32)  # exact: beyond 2^24 an id is past any dim
+    wrapped = t.emit(graph.AddOp(ids, t.scalar(float(rows), _type(ids))))
+    negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
+    ids = t.cast(t.emit(graph.SelectOp(negative, wrapped, ids)), i64)
+    perm = [dim, *(d for d in range(rank) if d != dim)]
+    table = x if dim == 0 else t.emit(graph.TransposeOp(x, perm))
+    gathered = t.emit(graph.GatherOp(table, ids))  # [*ids, rest of x without dim]
+    count = _type(ids).get_num_dims()
+    order = [*range(count, count + dim), *range(count), *range(count + dim, count + rank - 1)]
+    if order == list(range(len(order))):
+        return gathered
+    return t.emit(graph.TransposeOp(gathered, order))
+
+
 @_handles("cat", "concat")
 def _cat(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)

@@ -147,8 +147,26 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     ),
     "amin": (Fn(lambda m, a: a.amin(-1) + a.amin(dim=(0, 1))), (_X,)),
     "argmax_argmin": (
-        Fn(lambda m, a: (a.argmax(-1), a.argmin(1, keepdim=True), a.argmax(), (a > 0).int().argmax(0))),
+        Fn(
+            lambda m, a: (
+                a.argmax(-1),
+                a.argmin(1, keepdim=True),
+                a.argmax(),
+                (a > 0).int().argmax(0),
+            )
+        ),
         (torch.cat([_X[:2], torch.full((1, 6, 6), 0.5)]),),  # ties: the first index wins
+    ),
+    "integer_indexing": (
+        Fn(
+            lambda m, a, ids: (
+                a[:, ids],
+                a[ids],
+                torch.index_select(a, 2, ids[1]),
+                a[:, :, torch.tensor([0, 2])] + a[..., torch.arange(2)],
+            )
+        ),
+        (_X, torch.tensor([[1, -1], [0, 2]])),
     ),
     "addmm": (
         Fn(lambda m, b, x, w: torch.addmm(b, x, w, beta=0.5, alpha=2.0) + torch.addmm(b, x, w)),

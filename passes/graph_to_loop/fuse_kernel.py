@@ -508,6 +508,8 @@ class KernelBuilder:
                 self._blocks[0].add_op(op)
                 result = op.result
             case Loaded(ids, point):
+                if not self._is_load(ids):  # ids computed from others (negative ids wrapped)
+                    raise Materialize(ids, "gather ids computed in the graph")
                 indices = [self._index(i) for i in point]
                 self._target = self._level(point)
                 loaded = self.emit(memref.LoadOp.get(self._buffer(ids), indices))
