@@ -370,20 +370,3 @@ def test_t5_keys_are_stored_as_the_attention_rules_read_them() -> None:
     (attention,) = (op for op in lowered.ops if "tinyopt.flash_attention" in str(op))
     inputs = [str(t) for t in attention.regions[0].block.arg_types[:-1]]
     assert inputs == ["memref<2x2x128x64xbf16>"] * 3, inputs
-
-
-def test_gpt2_attention_reads_q_k_v_from_the_fused_projection() -> None:
-    """q, k, v split from one projection (GPT-2's c_attn) are slices of its output: the
-    projection (with its bias) gets the buffer and attention reads the three slices in place,
-    so there is no copy kernel for q or k."""
-
-    def gpt2(m: nn.Module, x: Tensor, w: Tensor, b: Tensor) -> Tensor:
-        q, k, v = (x @ w + b).split(128, dim=2)
-        q, k, v = (t.view(2, 64, 2, 64).transpose(1, 2) for t in (q, k, v))
-        return torch.softmax((q @ k.transpose(-2, -1)) * 0.125, dim=-1) @ v
-
-    x = torch.randn(2, 64, 128, dtype=torch.bfloat16)
-    w, b = torch.randn(128, 384, dtype=torch.bfloat16), torch.randn(384, dtype=torch.bfloat16)
-    lowered = apply_pipeline(capture(Fn(gpt2), x, w, b).module, "fuse,flash-attention")
-    kernels = [op for op in lowered.ops if op.name == "loop.kernel"]
-    assert len(kernels) == 2, [str(k.regions[0].block.arg_types) for k in kernels]

@@ -88,15 +88,9 @@ def _layout_source(value: SSAValue) -> SSAValue:
     either way: T5's `q @ k.transpose(3, 2)` stores k as `[.., S, D]`, the layout attention's
     keys have everywhere else.
     """
-    source, moves, sliced = value, False, False
-    while isinstance(source.owner, (*graph.SHAPE_OPS, graph.SliceOp)):
-        moves |= isinstance(source.owner, graph.TransposeOp | graph.BroadcastOp)
-        sliced |= isinstance(source.owner, graph.SliceOp)
-        source = source.owner.operands[0]
-    if sliced and _over_heavy(source):
-        return source
-    source = value
+    source, moves = value, False
     while isinstance(source.owner, graph.SHAPE_OPS):
+        moves |= isinstance(source.owner, graph.TransposeOp | graph.BroadcastOp)
         source = source.owner.operands[0]
     if not moves:
         return value
@@ -105,14 +99,6 @@ def _layout_source(value: SSAValue) -> SSAValue:
     while isinstance(value.owner, graph.TransposeOp) and _swaps_inner_dims(value.owner.perm_list):
         value = value.owner.x
     return value
-
-
-def _over_heavy(value: SSAValue) -> bool:
-    """Whether `value` is a matmul or reduction, or elementwise ops over one (a bias add)."""
-    op = value.owner
-    if isinstance(op, graph.MatmulOp | graph.ReduceOp):
-        return True
-    return isinstance(op, ELEMENTWISE_OPS) and any(_over_heavy(o) for o in op.operands)
 
 
 def _swaps_inner_dims(perm: Sequence[int]) -> bool:
