@@ -24,6 +24,7 @@ from xdsl.dialects.builtin import (
     FloatAttr,
     ModuleOp,
     UnitAttr,
+    f32,
 )
 from xdsl.rewriter import Rewriter
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
@@ -537,8 +538,9 @@ def _erase_dead(op: Operation) -> None:
             _erase_dead(value.owner)
 
 
-def _fuse_one(module: ModuleOp) -> bool:
-    """Replace the first matched attention in the module's host functions; tell whether any."""
+def _fuse_one(module: ModuleOp, f32: bool) -> bool:
+    """Replace the first matched attention in the module's host functions (f32 ones only with
+    `f32`); tell whether any."""
     symbols = {
         op.properties["sym_name"].data: op  # type: ignore[union-attr]
         for op in module.ops
@@ -554,7 +556,7 @@ def _fuse_one(module: ModuleOp) -> bool:
                     launches.setdefault(arg, []).append(found)
         for candidate in ordered:
             match = _match(candidate, launches)
-            if match is not None:
+            if match is not None and (f32 or not _in_f32(match)):
                 _replace(module, match, symbols)
                 return True
     return False
@@ -595,11 +597,23 @@ def _replace(module: ModuleOp, match: _Attention, symbols: dict[str, Operation])
 
 @dataclass(frozen=True)
 class FlashAttentionPass(ModulePass):
-    """Fuse attention's score, softmax and PV kernels into one (m, l, acc) reduction kernel."""
+    """Fuse attention's score, softmax and PV kernels into one (m, l, acc) reduction kernel.
+
+    `f32=false` leaves attention with an f32 output as its three kernels: the tile rules run the
+    fused kernel on tensor cores for f16/bf16 only, and in f32 on the sequential rule (a thread
+    per output element, every score recomputed per head dim), far slower than two FP32 GEMMs
+    and a row softmax. `CompiledModel` sets it.
+    """
 
     name = "flash-attention"
+    f32: bool = True
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         """Rewrite every matching attention of the module."""
-        while _fuse_one(op):
+        while _fuse_one(op, self.f32):
             pass
+
+
+def _in_f32(match: _Attention) -> bool:
+    """Whether the attention's output is f32 (its q, k and v are, in every captured model)."""
+    return match.pv.launch.args[-1].type.element_type == f32  # type: ignore[attr-defined]
