@@ -86,13 +86,16 @@ def _layout_source(value: SSAValue) -> SSAValue:
     contraction reads it (a copy kernel), since tensor-core schedules need plain operands,
     except for a last swap of the two innermost dims, which the GEMM and attention rules read
     either way: T5's `q @ k.transpose(3, 2)` stores k as `[.., S, D]`, the layout attention's
-    keys have everywhere else.
+    keys have everywhere else. In f32 a chain that transposes without broadcasting stores the
+    operand as read too: f32 attention is not fused, and its GEMMs need `[B, H, S, D]` operands
+    whose batch loops planning can merge (`_mixes_batch`).
     """
-    source, moves = value, False
+    source, moves, broadcasts = value, False, False
     while isinstance(source.owner, graph.SHAPE_OPS):
         moves |= isinstance(source.owner, graph.TransposeOp | graph.BroadcastOp)
+        broadcasts |= isinstance(source.owner, graph.BroadcastOp)
         source = source.owner.operands[0]
-    if not moves:
+    if not moves or (not broadcasts and element_type(value.type) == f32):
         return value
     if not isinstance(source.owner, graph.MatmulOp | graph.ReduceOp):
         return source
@@ -314,6 +317,31 @@ class KernelBuilder:
             outer = point_vars((operand_point[-2] if operand is op.lhs else point[-1],))
             if reason := self._not_plain(operand, operand_point, outer, set()):
                 raise Materialize(operand, f"a matmul operand that {reason}")
+            if element_type(operand.type) == f32 and self._mixes_batch(
+                operand, operand_point, point_vars(point[:-2]), set()
+            ):
+                raise Materialize(
+                    operand, "an f32 matmul operand whose index mixes a batch variable with another"
+                )
+
+    def _mixes_batch(
+        self, value: SSAValue, point: Point, batch: set[Var], seen: set[tuple[SSAValue, Point]]
+    ) -> bool:
+        """Whether a load of operand `value` at `point` indexes one dim by a batch variable
+        and another variable together (v at `[b, k, h*64 + n]` in the `[B, T, 3·H·D]` output
+        of GPT-2's fused projection): planning then cannot merge the batch loops into the one
+        batch dim the GEMM rules take. f32 only: there the attention is not fused and its two
+        matmuls must be GEMMs; in f16/bf16 flash-attention reads such operands in place.
+        """
+        if (value, point) in seen:
+            return False
+        seen.add((value, point))
+        if self._is_load(value):
+            return any((used := point_vars((e,))) & batch and used - batch for e in point)
+        return any(
+            self._mixes_batch(operand, operand_point, batch, seen)
+            for operand, operand_point in _operand_points(value.owner, point)
+        )
 
     def _not_plain(
         self, value: SSAValue, point: Point, outer: set[Var], seen: set[tuple[SSAValue, Point]]

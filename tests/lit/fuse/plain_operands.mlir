@@ -17,9 +17,31 @@ func.func @merged_rows(%x: tensor<2x3x16xbf16>, %w: tensor<16x8xbf16>) -> tensor
 // PLAN: loop.kernel @merged_rows_1({{.*}}) attributes {plan = #tile.plan<wgmma
 
 func.func @split_k(%x: tensor<8x2x16xbf16>, %w: tensor<32x8xbf16>) -> tensor<8x8xbf16> {
-  %x2 = graph.reshape %x : tensor<8x2x16xbf16> -> tensor<8x32xbf16>
-  %y = graph.matmul %x2, %w : (tensor<8x32xbf16>, tensor<32x8xbf16>) -> tensor<8x8xbf16>
-  func.return %y : tensor<8x8xbf16>
+  %xk = graph.reshape %x : tensor<8x2x16xbf16> -> tensor<8x32xbf16>
+  %yk = graph.matmul %xk, %w : (tensor<8x32xbf16>, tensor<32x8xbf16>) -> tensor<8x8xbf16>
+  func.return %yk : tensor<8x8xbf16>
 }
-// CHECK: fuse: @split_k_0 computes %y (graph.matmul)
-// CHECK-NOT: gets a buffer
+// CHECK-NOT: in the kernel of %yk
+// CHECK: fuse: @split_k_0 computes %yk (graph.matmul)
+
+// In f32 a batched matmul operand whose index mixes a batch variable with another (v read as
+// heads out of a [B, T, H*D] projection: [b, k, h*4 + n]) gets a buffer as the matmul reads it,
+// so planning can merge the batch loops into the one batch dim the GEMM rules take (f32
+// attention is not fused); in bf16 flash-attention reads it in place.
+
+func.func @heads_f32(%p: tensor<2x2x8x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x2x8x4xf32> {
+  %s = graph.reshape %x : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %v = graph.transpose %s {perm = array<i64: 0, 2, 1, 3>} : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %o = graph.matmul %p, %v : (tensor<2x2x8x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
+  func.return %o : tensor<2x2x8x4xf32>
+}
+// CHECK: fuse: %v (graph.transpose) gets a buffer: an f32 matmul operand whose index mixes a batch variable with another, in the kernel of %o (graph.matmul)
+// PLAN: loop.kernel @heads_f32_1({{.*}}) attributes {plan = #tile.plan<contraction
+
+func.func @heads_bf16(%p: tensor<2x2x8x8xbf16>, %x: tensor<2x8x8xbf16>) -> tensor<2x2x8x4xbf16> {
+  %s = graph.reshape %x : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
+  %v = graph.transpose %s {perm = array<i64: 0, 2, 1, 3>} : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
+  %o = graph.matmul %p, %v : (tensor<2x2x8x8xbf16>, tensor<2x2x8x4xbf16>) -> tensor<2x2x8x4xbf16>
+  func.return %o : tensor<2x2x8x4xbf16>
+}
+// CHECK: fuse: @heads_bf16_0 computes %o (graph.matmul)
