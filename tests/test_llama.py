@@ -189,7 +189,7 @@ def test_residual_adds_are_the_o_and_down_projection_epilogues() -> None:
     """The o projection's kernel stores `x1 = x + o`, the MLP's norm reads x1, and the down
     projection's kernel stores the result `x1 + down`: no kernel of its own for either add
     (fuse gave 16 kernels before, with x + o recomputed in the norm and the final add; 14
-    once the gate and up projections were one kernel; 15 in f32, where v repeated over the
+    once the gate and up projections were one kernel; 15 now that v repeated over the
     query heads gets a buffer so the PV product is a GEMM: its batch loops would not merge)."""
     module, inputs = _example("block", torch.float32)
     cap = capture(module, *inputs)

@@ -24,24 +24,16 @@ func.func @split_k(%x: tensor<8x2x16xbf16>, %w: tensor<32x8xbf16>) -> tensor<8x8
 // CHECK-NOT: in the kernel of %yk
 // CHECK: fuse: @split_k_0 computes %yk (graph.matmul)
 
-// In f32 a batched matmul operand whose index mixes a batch variable with another (v read as
-// heads out of a [B, T, H*D] projection: [b, k, h*4 + n]) gets a buffer as the matmul reads it,
-// so planning can merge the batch loops into the one batch dim the GEMM rules take (f32
-// attention is not fused); in bf16 flash-attention reads it in place.
+// A batched matmul operand whose index mixes a batch variable with another (v read as heads
+// out of a [B, T, H*D] projection: [b, k, h*4 + n]) gets a buffer as the matmul reads it:
+// planning can then merge the batch loops into the one batch dim the GEMM rules take, and the
+// attention rules load its rows with cp.async.
 
-func.func @heads_f32(%p: tensor<2x2x8x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x2x8x4xf32> {
+func.func @heads(%p: tensor<2x2x8x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x2x8x4xf32> {
   %s = graph.reshape %x : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
   %v = graph.transpose %s {perm = array<i64: 0, 2, 1, 3>} : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
   %o = graph.matmul %p, %v : (tensor<2x2x8x8xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
   func.return %o : tensor<2x2x8x4xf32>
 }
-// CHECK: fuse: %v (graph.transpose) gets a buffer: an f32 matmul operand whose index mixes a batch variable with another, in the kernel of %o (graph.matmul)
-// PLAN: loop.kernel @heads_f32_1({{.*}}) attributes {plan = #tile.plan<contraction
-
-func.func @heads_bf16(%p: tensor<2x2x8x8xbf16>, %x: tensor<2x8x8xbf16>) -> tensor<2x2x8x4xbf16> {
-  %s = graph.reshape %x : tensor<2x8x8xbf16> -> tensor<2x8x2x4xbf16>
-  %v = graph.transpose %s {perm = array<i64: 0, 2, 1, 3>} : tensor<2x8x2x4xbf16> -> tensor<2x2x8x4xbf16>
-  %o = graph.matmul %p, %v : (tensor<2x2x8x8xbf16>, tensor<2x2x8x4xbf16>) -> tensor<2x2x8x4xbf16>
-  func.return %o : tensor<2x2x8x4xbf16>
-}
-// CHECK: fuse: @heads_bf16_0 computes %o (graph.matmul)
+// CHECK: fuse: %v (graph.transpose) gets a buffer: a matmul operand whose index mixes a batch variable with another, in the kernel of %o (graph.matmul)
+// PLAN: loop.kernel @heads_1({{.*}}) attributes {plan = #tile.plan<contraction
