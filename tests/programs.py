@@ -95,6 +95,23 @@ def batched_matmul(batch: int, m: int, n: int, k: int, dtype: str = "f32") -> st
 }}"""
 
 
+def masked_scores(batch: int, heads: int, seq: int, dim: int, dtype: str = "f32") -> str:
+    """Attention scores `q @ kᵀ` of `[B, H, S, D]` heads plus a `[B, S]` key mask broadcast
+    over heads and queries (BERT's padding mask): a contraction with two batch dims whose
+    epilogue reads the first alone."""
+    qk, mask = _t((batch, heads, seq, dim), dtype), _t((batch, seq), dtype)
+    kt, out = _t((batch, heads, dim, seq), dtype), _t((batch, heads, seq, seq), dtype)
+    m4 = _t((batch, 1, 1, seq), dtype)
+    return f"""func.func @scores(%q: {qk}, %k: {qk}, %mask: {mask}) -> {out} {{
+  %kt = graph.transpose %k {{perm = array<i64: 0, 1, 3, 2>}} : {qk} -> {kt}
+  %s = graph.matmul %q, %kt : ({qk}, {kt}) -> {out}
+  %m = graph.reshape %mask : {mask} -> {m4}
+  %mb = graph.broadcast %m : {m4} -> {out}
+  %r = graph.add %s, %mb : {out}
+  func.return %r : {out}
+}}"""
+
+
 def mlp(m: int | tuple[int, ...], d: int, h: int, dtype: str = "f32") -> str:
     """linear → gelu → linear on x `[m, d]`, or `[*m, d]` (a batched activation)."""
     rows = (m,) if isinstance(m, int) else m

@@ -18,10 +18,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
-from programs import batched_matmul, matmul_plain, matmul_relu, matmul_transposed, tile_with
-from xdsl.dialects import func
+from programs import (
+    batched_matmul,
+    masked_scores,
+    matmul_plain,
+    matmul_relu,
+    matmul_transposed,
+    tile_with,
+)
+from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import StringAttr
-from xdsl.ir import BlockArgument
+from xdsl.ir import BlockArgument, SSAValue
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
 from tinyopt.compiler import lower
@@ -76,6 +83,8 @@ CASES = [
     ),
     ("ld_stages1_65x70x47", matmul_relu(65, 70, 47), "mma=none stages=1 bk=16"),
     ("ld_bmm_3x65x33x47", batched_matmul(3, 65, 33, 47), "mma=none"),
+    # Two batch dims merged into one (`collapse_dims`), the mask read at the first alone.
+    ("ld_two_batch_dims_mask_2x3x40x16", masked_scores(2, 3, 40, 16), "mma=none"),
     ("ld_transposed_65x33x47", matmul_transposed(65, 33, 47), "mma=none bk=16"),
     # 64 threads; B's 256-float rows copied one float at a time do not divide among them.
     (
@@ -116,12 +125,23 @@ def run_sgemm(text: str, knobs: str, prefetch_log: Path | None = None) -> float:
     kernel.properties["source"] = StringAttr(ALIGNED_SHARED.sub(r"\1 static ", kernel.source.data))
     (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
     (launch,) = [op for op in function.walk() if isinstance(op, loop.LaunchOp)]
-    (output,) = [a for a in launch.args if not isinstance(a, BlockArgument)]
+    sources = [viewed(a) for a in launch.args]  # a collapse_shape view: its buffer, reshaped
+    (output,) = [a for a in sources if not isinstance(a, BlockArgument)]
     out = np.full(output.type.get_shape(), np.nan, np.float32)  # type: ignore[attr-defined]
-    buffers = [out if a is output else arrays[a.index] for a in launch.args]
-    result = run_on_cpu(kernel, buffers, PRELUDE, prefetch_log)[list(launch.args).index(output)]
-    (error,) = errors_against_reference(graph, [result], inputs)
+    buffers = [
+        (out if s is output else arrays[s.index]).reshape(a.type.get_shape())  # type: ignore[attr-defined]
+        for a, s in zip(launch.args, sources)
+    ]
+    result = run_on_cpu(kernel, buffers, PRELUDE, prefetch_log)[sources.index(output)]
+    (error,) = errors_against_reference(graph, [result.reshape(out.shape)], inputs)
     return error
+
+
+def viewed(value: SSAValue) -> SSAValue:
+    """The buffer under a `memref.collapse_shape` view (`collapse_dims`), else `value`."""
+    while isinstance(value.owner, memref.CollapseShapeOp):
+        value = value.owner.src
+    return value
 
 
 RESIDENT = 264

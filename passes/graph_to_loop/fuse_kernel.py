@@ -82,14 +82,14 @@ def _layout_source(value: SSAValue) -> SSAValue:
     """Return the value below `value`'s chain of shape ops if the chain transposes or
     broadcasts an elementwise producer, else `value`.
 
-    A reshape alone keeps the layout; a matmul or reduction below the chain is stored as the
-    contraction reads it (a copy kernel), since tensor-core schedules need plain operands,
+    A reshape alone keeps the layout. A chain that transposes without broadcasting is stored
+    as the contraction reads it (a copy kernel; tensor-core schedules need plain operands),
     except for a last swap of the two innermost dims, which the GEMM and attention rules read
-    either way: T5's `q @ k.transpose(3, 2)` stores k as `[.., S, D]`, the layout attention's
-    keys have everywhere else. Over an elementwise producer, a chain that transposes without
-    broadcasting stores the operand as read too (the same bytes): attention's operands become
-    `[B, H, S, D]`, which the attention rules load with cp.async and the GEMM rules take as
-    one batch dim (`_mixes_batch`).
+    either way: `q @ k.transpose(-1, -2)` stores k as `[B, H, S, D]`, rows of D contiguous,
+    which the attention rules load with cp.async and the GEMM rules take as one batch dim
+    (`_mixes_batch`); stored as read, `[B, H, D, S]`, the keys were loaded one element at a
+    time (BERT's attention 2.5x slower, H200 2026-12-02). A chain that broadcasts an
+    elementwise producer stores the producer (fewer bytes).
     """
     source, moves, broadcasts = value, False, False
     while isinstance(source.owner, graph.SHAPE_OPS):
@@ -98,8 +98,14 @@ def _layout_source(value: SSAValue) -> SSAValue:
         source = source.owner.operands[0]
     if not moves:
         return value
-    if not isinstance(source.owner, graph.MatmulOp | graph.ReduceOp):
-        return source if broadcasts else value
+    if broadcasts and not isinstance(source.owner, graph.MatmulOp | graph.ReduceOp):
+        return source
+    return _unswapped(value)
+
+
+def _unswapped(value: SSAValue) -> SSAValue:
+    """Return `value` below its last swaps of the two innermost dims: what a matmul operand
+    is stored as, since the GEMM and attention rules read a buffer either way."""
     while isinstance(value.owner, graph.TransposeOp) and _swaps_inner_dims(value.owner.perm_list):
         value = value.owner.x
     return value
@@ -317,10 +323,11 @@ class KernelBuilder:
                 raise Materialize(_layout_source(operand), "a matmul operand holding a reduction")
             outer = point_vars((operand_point[-2] if operand is op.lhs else point[-1],))
             if reason := self._not_plain(operand, operand_point, outer, set()):
-                raise Materialize(operand, f"a matmul operand that {reason}")
+                raise Materialize(_unswapped(operand), f"a matmul operand that {reason}")
             if self._mixes_batch(operand, operand_point, point_vars(point[:-2]), set()):
                 raise Materialize(
-                    operand, "a matmul operand whose index mixes a batch variable with another"
+                    _unswapped(operand),
+                    "a matmul operand whose index mixes a batch variable with another",
                 )
 
     def _mixes_batch(

@@ -4,15 +4,17 @@ host passes `memref.collapse_shape` views of the buffers retyped (docs/ir.md, "l
 
 Loop variables `p` and `q` (extent Q) collapse when each is only a load or store index, the
 two always indices d and d + 1 of a kernel buffer whose dim d + 1 is Q, in every access to
-it: `p·Q + q` then addresses the same element.
+it: `p·Q + q` then addresses the same element. A nest left with more than one batch loop
+(the GEMM rules take `b?, m, n`) merges its first two anyway: buffers read at the pair merge
+their dims, and other uses read the variables back as `row / Q` and `row % Q`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from xdsl.dialects import memref
-from xdsl.dialects.builtin import ArrayAttr, IntegerAttr, MemRefType, ModuleOp, i64
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
 from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
@@ -65,17 +67,60 @@ def _collapse_pair(kernel: loop.KernelOp, nest: loop.ParallelOp, a: int) -> dict
     return positions
 
 
+def _merge_batch_pair(kernel: loop.KernelOp, nest: loop.ParallelOp) -> dict[int, int]:
+    """Merges the first two loops of a nest with more than one batch loop, which the GEMM
+    rules (`b?, m, n`) need: buffers that every access indexes at the pair, adjacent, merge
+    those dims (`[B, H, S, D]` read at `[b, h, m, k]`); any other use of a variable reads
+    it back out of the merged one (`b = z / H`: BERT's padding mask `[B, S]` read at
+    `[b, n]`). Returns the merged dim of each kernel argument retyped, by position."""
+    p, q = nest.body.block.args[:2]
+    extent = nest.extents[1]
+    merged: dict[BlockArgument, int] = {}
+    for buffer in kernel.body.block.args:
+        ops = _accesses(buffer)
+        if not ops or not all(p in op.indices or q in op.indices for op in ops):
+            continue
+        shape = buffer.type.get_shape()  # type: ignore[attr-defined]
+        places = {
+            (list(op.indices).index(p), list(op.indices).index(q))
+            if list(op.indices).count(p) == list(op.indices).count(q) == 1
+            else None
+            for op in ops
+        }
+        if len(places) == 1 and (place := places.pop()) is not None:
+            d, e = place
+            if e == d + 1 and shape[e] == extent:
+                merged[buffer] = d
+    positions = {arg.index: d for arg, d in merged.items()}
+    _rewrite(kernel, nest, 0, merged, keep_uses=True)
+    return positions
+
+
 def _rewrite(
-    kernel: loop.KernelOp, nest: loop.ParallelOp, a: int, merged: dict[BlockArgument, int]
+    kernel: loop.KernelOp,
+    nest: loop.ParallelOp,
+    a: int,
+    merged: dict[BlockArgument, int],
+    keep_uses: bool = False,
 ) -> None:
-    """Merges loop variables a and a + 1 into one, and dims d, d + 1 of each merged buffer."""
+    """Merges loop variables a and a + 1 into one, and dims d, d + 1 of each merged buffer;
+    with `keep_uses`, other uses of the two read them back as `row / Q` and `row % Q`."""
     extents = list(nest.extents)
-    extents[a : a + 2] = [extents[a] * extents[a + 1]]
+    extent = extents[a + 1]
+    extents[a : a + 2] = [extents[a] * extent]
     body = nest.body.block
     row = body.insert_arg(body.args[a].type, a)
     p, q = body.args[a + 1 : a + 3]
     for buffer, d in merged.items():
         _retype(kernel, buffer, d, lambda indices, d=d: [*indices[:d], row, *indices[d + 2 :]])
+    if keep_uses and (p.uses or q.uses):
+        size = arith.ConstantOp(IntegerAttr(extent, IndexType()))
+        outer, inner = arith.DivUIOp(row, size), arith.RemUIOp(row, size)
+        users = [body.find_ancestor_op_in_block(u.operation) for u in (*p.uses, *q.uses)]
+        first = min(users, key=lambda op: body.get_operation_index(op))  # type: ignore[arg-type]
+        body.insert_ops_before([size, outer, inner], first)  # type: ignore[arg-type]
+        p.replace_all_uses_with(outer.result)
+        q.replace_all_uses_with(inner.result)
     body.erase_arg(p)
     body.erase_arg(q)
     nest.properties["bounds"] = loop.ParallelOp(extents).bounds
@@ -177,6 +222,8 @@ def collapse_dims(module: ModuleOp, kernel: loop.KernelOp) -> None:
             changes.append(dims)
         else:
             a += 1
+    while len(nest.extents) > 3:
+        changes.append(_merge_batch_pair(kernel, nest))
     while len(nest.extents) == 2 and (dims := _drop_unit_dim(kernel)):
         changes.append(dims)
     name = kernel.sym_name.data

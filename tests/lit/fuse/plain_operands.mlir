@@ -37,3 +37,33 @@ func.func @heads(%p: tensor<2x2x8x8xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x2x8
 }
 // CHECK: fuse: %v (graph.transpose) gets a buffer: a matmul operand whose index mixes a batch variable with another, in the kernel of %o (graph.matmul)
 // PLAN: loop.kernel @heads_1({{.*}}) attributes {plan = #tile.plan<contraction
+
+// Keys transposed for `q @ kᵀ` (GPT-2's `k.transpose(-2, -1)` after the head split) get a
+// buffer below the last swap of the two innermost dims: `[B, H, S, D]`, rows of D contiguous,
+// which the GEMM and attention rules read either way; stored as read (`[B, H, D, S]`) the
+// attention rules loaded the keys one element at a time.
+
+func.func @keys(%q: tensor<2x2x8x4xf32>, %x: tensor<2x8x8xf32>) -> tensor<2x2x8x8xf32> {
+  %s = graph.reshape %x : tensor<2x8x8xf32> -> tensor<2x8x2x4xf32>
+  %kh = graph.transpose %s {perm = array<i64: 0, 2, 1, 3>} : tensor<2x8x2x4xf32> -> tensor<2x2x8x4xf32>
+  %kt = graph.transpose %kh {perm = array<i64: 0, 1, 3, 2>} : tensor<2x2x8x4xf32> -> tensor<2x2x4x8xf32>
+  %a = graph.matmul %q, %kt : (tensor<2x2x8x4xf32>, tensor<2x2x4x8xf32>) -> tensor<2x2x8x8xf32>
+  func.return %a : tensor<2x2x8x8xf32>
+}
+// CHECK: fuse: %kh (graph.transpose) gets a buffer: a matmul operand whose index mixes a batch variable with another, in the kernel of %a (graph.matmul)
+// CHECK: fuse: @keys_0 computes %kh (graph.transpose)
+// PLAN: loop.kernel @keys_1({{.*}}) attributes {plan = #tile.plan<contraction
+
+// Scores with a `[B, S]` key mask (BERT's padding mask): the epilogue reads the batch
+// variable alone, so planning merges the two batch loops into one and reads b back as
+// `z / H`; the GEMM rules take the kernel (it went to the row-reduction rule before).
+
+func.func @masked(%q: tensor<2x3x8x4xf32>, %k: tensor<2x3x8x4xf32>, %mask: tensor<2x8xf32>) -> tensor<2x3x8x8xf32> {
+  %kt = graph.transpose %k {perm = array<i64: 0, 1, 3, 2>} : tensor<2x3x8x4xf32> -> tensor<2x3x4x8xf32>
+  %m = graph.matmul %q, %kt : (tensor<2x3x8x4xf32>, tensor<2x3x4x8xf32>) -> tensor<2x3x8x8xf32>
+  %r = graph.reshape %mask : tensor<2x8xf32> -> tensor<2x1x1x8xf32>
+  %b = graph.broadcast %r : tensor<2x1x1x8xf32> -> tensor<2x3x8x8xf32>
+  %y = graph.add %m, %b : tensor<2x3x8x8xf32>
+  func.return %y : tensor<2x3x8x8xf32>
+}
+// PLAN: loop.kernel @masked_0(%{{.*}}: memref<6x8x4xf32>, %{{.*}}: memref<6x8x4xf32>, %{{.*}}: memref<2x8xf32>, %{{.*}}: memref<6x8x8xf32>) attributes {plan = #tile.plan<contraction
