@@ -11,8 +11,11 @@ tinyopt cannot capture or lower gets a row saying why. Log lines come as each ro
 the compact table last, then the geometric means over the rows at 8×512 and 8×2048 tokens
 (issue 19's criterion; the rows of this run only, as the benchmark may run in parts).
 `--dry-run` needs no GPU: it captures and lowers each model at its smallest size on the CPU.
+`--backend` adds each model through `torch.compile(model, backend="tinyopt")` (Dynamo's graphs
+compiled by tinyopt; a graph that falls back to eager says why in its cell).
 Usage: python benchmarks/bench_zoo.py [--models gpt2,bert,t5,vit,llama3]
-       [--sizes 1x16,1x512,8x512,8x2048] [--dtypes fp32,bf16] [--out zoo.md] [--dry-run]
+       [--sizes 1x16,1x512,8x512,8x2048] [--dtypes fp32,bf16] [--backend] [--out zoo.md]
+       [--dry-run]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import math
 import os
 import sys
 import time
+import warnings
 from types import ModuleType
 
 import torch
@@ -59,9 +63,26 @@ def reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {lines[0]}".replace("|", "\\|")
 
 
-def measure(name: str, size: str, dtype: str) -> tuple[str, float | None]:
+def through_backend(module: torch.nn.Module, inputs: tuple, exact: torch.Tensor) -> str:
+    """Time `torch.compile(module, backend="tinyopt")` (dynamo reset first); return its table
+    cells `ms / error`, or why it ran eagerly (the backend's warning)."""
+    from harness import median_ms, rel_error
+
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend="tinyopt")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = compiled(*inputs)
+    fallbacks = [str(w.message) for w in caught if "tinyopt" in str(w.message)]
+    ms = median_ms(lambda: compiled(*inputs))
+    note = f" (eager: {fallbacks[0].splitlines()[0]})" if fallbacks else ""
+    return f"{ms:.3f}{note}".replace("|", "\\|") + f" / {rel_error(out, exact):.1e}"
+
+
+def measure(name: str, size: str, dtype: str, backend: bool) -> tuple[str, float | None]:
     """Measure one model at one size and dtype; return its table row and tinyopt's speedup
-    over torch.compile (None when tinyopt did not run)."""
+    over torch.compile (None when tinyopt did not run). With `backend`, also the model
+    through `torch.compile(backend="tinyopt")`."""
     from harness import median_ms, rel_error  # triton's do_bench: absent where --dry-run runs
 
     batch, tokens = batch_tokens(size)
@@ -93,7 +114,7 @@ def measure(name: str, size: str, dtype: str) -> tuple[str, float | None]:
             errors.append(f"{rel_error(ours(*inputs), exact):.1e}")
         except Exception as exc:  # a capture, lowering or compile error: the row says which
             print(f"{name} {dtype} {size}: tinyopt failed: {type(exc).__name__}: {exc}")
-            failed = [*cells, "-", "-", "-", " / ".join([*errors, "-"]), "-", "-", reason(exc)]
+            failed = [*cells, "-", "-", "-", " / ".join([*errors, "-"]), "-", "-", "-", reason(exc)]
             return "| " + " | ".join(failed) + " |", None
     stream = torch.cuda.current_stream().cuda_stream
     kernels = [
@@ -108,6 +129,11 @@ def measure(name: str, size: str, dtype: str) -> tuple[str, float | None]:
     )
     each = ", ".join(f"{k} {ms:.3f}" for k, ms in sorted(kernels, key=lambda k: -k[1]))
     print(f"{name} {dtype} {size}: kernels alone, ms: {each}", flush=True)
+    via_backend = "-"
+    if backend:
+        with torch.no_grad():
+            via_backend = through_backend(module, inputs, exact)
+        print(f"{name} {dtype} {size}: backend=tinyopt ms / error: {via_backend}", flush=True)
     cells += [
         f"{ours_ms:.3f}",
         f"{eager_ms / ours_ms:.2f}x",
@@ -115,6 +141,7 @@ def measure(name: str, size: str, dtype: str) -> tuple[str, float | None]:
         " / ".join(errors),
         str(len(kernels)),
         f"{slowest} {slowest_ms / ours_ms:.0%}",
+        via_backend,
         "",
     ]
     return "| " + " | ".join(cells) + " |", compile_ms / ours_ms
@@ -174,6 +201,9 @@ def main() -> None:
     parser.add_argument("--dtypes", default=",".join(DTYPES), help="fp32, bf16, comma-separated")
     parser.add_argument("--out", default=None, help="also write the table to this file")
     parser.add_argument("--dry-run", action="store_true", help="capture and lower on the CPU")
+    parser.add_argument(
+        "--backend", action="store_true", help='also time torch.compile(backend="tinyopt")'
+    )
     args = parser.parse_args()
     models, sizes, dtypes = (getattr(args, a).split(",") for a in ("models", "sizes", "dtypes"))
     unknown = sorted(set(models) - set(MODELS)) + sorted(set(dtypes) - set(DTYPES))
@@ -190,17 +220,17 @@ def main() -> None:
         "",
         "| model | dtype | batch×tokens | eager ms | torch.compile ms | tinyopt ms | vs eager | "
         "vs torch.compile | rel err eager / compile / tinyopt | kernels | slowest kernel "
-        "(share of call) | tinyopt failed |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "(share of call) | backend=tinyopt ms / rel err | tinyopt failed |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     speedups: dict[tuple[str, str, str], float | None] = {}
     for name in models:
         for dtype in dtypes:
             for size in sizes:
                 try:
-                    row, speedups[name, size, dtype] = measure(name, size, dtype)
+                    row, speedups[name, size, dtype] = measure(name, size, dtype, args.backend)
                 except Exception as exc:  # e.g. out of memory in a reference: the row says so
-                    row = f"| {name} | {dtype} | {size} |" + " - |" * 8 + f" {reason(exc)} |"
+                    row = f"| {name} | {dtype} | {size} |" + " - |" * 9 + f" {reason(exc)} |"
                     speedups[name, size, dtype] = None
                     print(f"{name} {dtype} {size}: failed: {type(exc).__name__}: {exc}")
                 lines.append(row)
