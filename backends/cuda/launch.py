@@ -3,8 +3,9 @@ into host memory, with the driver API (`PackedLaunch`, the per-call path of `Com
 
 import contextlib
 import ctypes
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 from cuda.bindings import driver
@@ -24,6 +25,7 @@ from tinyopt.backends.cuda.nvrtc import gpu_available
 STATIC_SMEM_LIMIT = 48 * 1024
 _MAX_DYNAMIC_SMEM = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
 POISON_BYTE = 0xFF  # every float format reads 0xFF.. bytes as NaN
+_Map = TypeVar("_Map")
 
 
 def current_device() -> Device:
@@ -200,8 +202,9 @@ class Kernel:
         self.pdl = pdl
         self._function: CoreKernel | None = None
 
-    def function(self) -> CoreKernel:
-        """Return the loaded cuda.core kernel, loading the cubin on first use."""
+    def function(self, parameters: int) -> CoreKernel:
+        """Return the loaded cuda.core kernel, loading the cubin on first use, after checking
+        that it takes `parameters` parameters (one per buffer it is launched on)."""
         if self._function is None:
             device = current_device()
             try:
@@ -217,7 +220,32 @@ class Kernel:
                     f"setting {self.smem_bytes} bytes of dynamic shared memory on '{self.name}'",
                 )
             self._function = function
+        if self._function.num_arguments != parameters:
+            raise CudaArgumentError(
+                f"kernel '{self.name}' takes {self._function.num_arguments} parameters, "
+                f"got {parameters} buffers"
+            )
         return self._function
+
+    def encode_tensor_maps(
+        self,
+        pointers: Sequence[int],
+        buffers: Sequence[tuple[tuple[int, ...], str]],
+        encode: Callable[[int, Sequence[int], str, Sequence[int], int], _Map],
+    ) -> dict[int, _Map]:
+        """Return, by parameter position, the tensor map of each tensor-map parameter, made
+        by `encode` (`tensor_map`, or a packed map) from the parameter's pointer, its buffer's
+        (shape, dtype name) in `buffers` and the kernel's box and swizzle."""
+        maps: dict[int, _Map] = {}
+        for position, (box, swizzle) in self.tensor_maps.items():
+            if position >= len(buffers):
+                raise CudaArgumentError(
+                    f"kernel '{self.name}' takes a tensor map as parameter {position}: "
+                    "give it the buffers' shapes"
+                )
+            shape, dtype_name = buffers[position]
+            maps[position] = encode(pointers[position], shape, dtype_name, box, swizzle)
+        return maps
 
     def bind(
         self, pointers: Sequence[int], buffers: Sequence[tuple[tuple[int, ...], str]] = ()
@@ -227,21 +255,9 @@ class Kernel:
         `buffers` gives each pointer's (shape, dtype name); the kernel's tensor-map
         parameters need it to encode their maps (encoded here, not at each launch).
         """
-        function = self.function()
-        if function.num_arguments != len(pointers):
-            raise CudaArgumentError(
-                f"kernel '{self.name}' takes {function.num_arguments} parameters, "
-                f"got {len(pointers)} buffers"
-            )
-        args: list[object] = [np.uint64(p) for p in pointers]
-        for position, (box, swizzle) in self.tensor_maps.items():
-            if position >= len(buffers):
-                raise CudaArgumentError(
-                    f"kernel '{self.name}' takes a tensor map as parameter {position}: "
-                    "launch it with the buffers' shapes"
-                )
-            shape, dtype_name = buffers[position]
-            args[position] = tensor_map(pointers[position], shape, dtype_name, box, swizzle)
+        function = self.function(len(pointers))
+        maps = self.encode_tensor_maps(pointers, buffers, tensor_map)
+        args = [maps.get(position, np.uint64(p)) for position, p in enumerate(pointers)]
         config = LaunchConfig(
             grid=self.grid,
             block=self.block,
@@ -370,16 +386,8 @@ class PackedLaunch:
         self._pointers = (ctypes.c_uint64 * len(pointers))(*pointers)
         base = ctypes.addressof(self._pointers)
         addresses = [base + i * ctypes.sizeof(ctypes.c_uint64) for i in range(len(pointers))]
-        self._maps: dict[int, _PackedTensorMap] = {}
-        for position, (box, swizzle) in kernel.tensor_maps.items():
-            if position >= len(buffers):
-                raise CudaArgumentError(
-                    f"kernel '{kernel.name}' takes a tensor map as parameter {position}: "
-                    "pack it with the buffers' shapes"
-                )
-            shape, dtype_name = buffers[position]
-            packed = _PackedTensorMap(pointers[position], shape, dtype_name, box, swizzle)
-            self._maps[position] = packed
+        self._maps = kernel.encode_tensor_maps(pointers, buffers, _PackedTensorMap)
+        for position, packed in self._maps.items():
             addresses[position] = packed.address
         self._params = (ctypes.c_void_p * len(pointers))(*addresses)
         self._params_address = ctypes.addressof(self._params)
@@ -405,12 +413,7 @@ class PackedLaunch:
         """Load the kernel (once) and check that it takes the packed parameters."""
         if self._handle is not None:
             return
-        function = self.kernel.function()
-        if function.num_arguments != len(self._pointers):
-            raise CudaArgumentError(
-                f"kernel '{self.kernel.name}' takes {function.num_arguments} parameters, "
-                f"got {len(self._pointers)} buffers"
-            )
+        function = self.kernel.function(len(self._pointers))
         if self.kernel.pdl:
             self._config = _launch_config(self.kernel)
         self._handle = function.handle
