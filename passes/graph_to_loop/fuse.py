@@ -202,7 +202,11 @@ def plan_kernels(function: func.FuncOp, log: FuseLog | None = None) -> list[Kern
                 builder.build()
         except Materialize as m:
             value = _with_epilogue(m.value, roots)
-            assert value not in roots, f"fuse: {value} materialized twice"
+            if value in roots:  # a buffer would not change the kernel: planning would not end
+                raise DiagnosticException(
+                    f"fuse: the kernel of {log.describe(builder.root)} asks for a buffer of "
+                    f"{log.describe(value)}, which has one already ({m.reason})"
+                ) from m
             epilogue = (
                 f" (with its epilogue up to {log.describe(value)})" if value is not m.value else ""
             )
