@@ -112,6 +112,39 @@ def masked_scores(batch: int, heads: int, seq: int, dim: int, dtype: str = "f32"
 }}"""
 
 
+def shared_weight_batch_bias(batch: int, m: int, n: int, k: int, dtype: str = "f32") -> str:
+    """`x @ w + bias[b]`: x `[B, M, K]`, one w `[K, N]` for the batch and a bias per batch
+    entry, which the epilogue reads at the batch index alone."""
+    x, w, wb = _t((batch, m, k), dtype), _t((k, n), dtype), _t((batch, k, n), dtype)
+    bias, out = _t((batch, 1, n), dtype), _t((batch, m, n), dtype)
+    return f"""func.func @shared_b(%x: {x}, %w: {w}, %bias: {bias}) -> {out} {{
+  %wb = graph.broadcast %w : {w} -> {wb}
+  %y = graph.matmul %x, %wb : ({x}, {wb}) -> {out}
+  %bb = graph.broadcast %bias : {bias} -> {out}
+  %r = graph.add %y, %bb : {out}
+  func.return %r : {out}
+}}"""
+
+
+def gqa_scores(batch: int, kv: int, group: int, seq: int, dim: int, dtype: str = "f32") -> str:
+    """`q @ kᵀ` with q `[B·H, S, D]` (heads merged into the batch, as Llama's f32 attention
+    reaches the matmul) and k `[B, KV, S, D]` repeated to H = KV·group heads: the keys are
+    read at a batch index divided down to the KV head."""
+    heads = kv * group
+    k, q = _t((batch, kv, seq, dim), dtype), _t((batch * heads, seq, dim), dtype)
+    k5, kb = _t((batch, kv, 1, seq, dim), dtype), _t((batch, kv, group, seq, dim), dtype)
+    kr, kt = _t((batch * heads, seq, dim), dtype), _t((batch * heads, dim, seq), dtype)
+    out = _t((batch * heads, seq, seq), dtype)
+    return f"""func.func @gqa(%q: {q}, %k: {k}) -> {out} {{
+  %k5 = graph.reshape %k : {k} -> {k5}
+  %kb = graph.broadcast %k5 : {k5} -> {kb}
+  %kr = graph.reshape %kb : {kb} -> {kr}
+  %kt = graph.transpose %kr {{perm = array<i64: 0, 2, 1>}} : {kr} -> {kt}
+  %s = graph.matmul %q, %kt : ({q}, {kt}) -> {out}
+  func.return %s : {out}
+}}"""
+
+
 def mlp(m: int | tuple[int, ...], d: int, h: int, dtype: str = "f32") -> str:
     """linear → gelu → linear on x `[m, d]`, or `[*m, d]` (a batched activation)."""
     rows = (m,) if isinstance(m, int) else m
@@ -234,6 +267,11 @@ CASES = [
     Case("bias_gelu_bf16_64x256", bias_gelu((64, 256), "bf16")),
     Case("transpose_add_33x65", transpose_add(33, 65)),
     Case("row_sum_3x1000", row_sum(3, 1000)),
+    Case("masked_scores_2x3x100x64", masked_scores(2, 3, 100, 64)),
+    Case("masked_scores_bf16_3x2x130x64", masked_scores(3, 2, 130, 64, "bf16")),
+    Case("batch_into_rows_3x37x20x24", shared_weight_batch_bias(3, 37, 20, 24)),
+    Case("batch_into_rows_bf16_3x530x264x136", shared_weight_batch_bias(3, 530, 264, 136, "bf16")),
+    Case("gqa_scores_2x2x3x130x64", gqa_scores(2, 2, 3, 130, 64)),
     Case("matmul_relu_1000", matmul_relu(1000, 1000, 1000)),
     Case("matmul_relu_129x257x33", matmul_relu(129, 257, 33)),
     Case("matmul_relu_bf16_128x96x64", matmul_relu(128, 96, 64, "bf16")),

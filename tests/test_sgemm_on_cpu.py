@@ -20,10 +20,12 @@ import pytest
 from cpu_cuda import COMPILER, run_on_cpu
 from programs import (
     batched_matmul,
+    gqa_scores,
     masked_scores,
     matmul_plain,
     matmul_relu,
     matmul_transposed,
+    shared_weight_batch_bias,
     tile_with,
 )
 from xdsl.dialects import func, memref
@@ -85,6 +87,10 @@ CASES = [
     ("ld_bmm_3x65x33x47", batched_matmul(3, 65, 33, 47), "mma=none"),
     # Two batch dims merged into one (`collapse_dims`), the mask read at the first alone.
     ("ld_two_batch_dims_mask_2x3x40x16", masked_scores(2, 3, 40, 16), "mma=none"),
+    # The batch merged into the rows (B shared), the bias read at the batch index alone.
+    ("ld_batch_into_rows_3x37x20x24", shared_weight_batch_bias(3, 37, 20, 24), "mma=none"),
+    # GQA keys read at a batch index divided down to the KV head (sunk into the K loop).
+    ("ld_gqa_keys_2x2x3x40x16", gqa_scores(2, 2, 3, 40, 16), "mma=none"),
     ("ld_transposed_65x33x47", matmul_transposed(65, 33, 47), "mma=none bk=16"),
     # 64 threads; B's 256-float rows copied one float at a time do not divide among them.
     (

@@ -470,16 +470,18 @@ class _AttentionEmitter:
                         cols.append(self.masked_dot(dot, i, j) if masked else dot)
                         continue
                     if loads:
-                        # A mask read from memory must not be read past the ends.
+                        # A mask read from memory must not be read past the ends: the score
+                        # is computed at indices clamped inside and replaced by −inf outside,
+                        # without a branch, so the loads of a per-key mask at one column are
+                        # the same expression for every row and NVRTC loads them once (BERT's
+                        # padding mask: 64 guarded loads per lane and key tile were 2x the
+                        # attention time of the unmasked kernel, H200 2026-12-02).
                         inside = em.all_of([em.less(i, self.s_q), em.less(j, self.s_k)])
-                        with em.if_(inside, [f32]) as (then, other, if_op):
-                            with em.into(then):
-                                self.clone_score(ops, local, masked)
-                                em.op(scf.YieldOp(local.get(score, score)))
-                            assert other is not None
-                            with em.into(other):
-                                em.op(scf.YieldOp(minus_inf))
-                        x = if_op.results[0]
+                        local[a.i] = em.value(arith.MinSIOp(i, em.index(self.s_q - 1)))
+                        local[a.j] = em.value(arith.MinSIOp(j, em.index(self.s_k - 1)))
+                        self.clone_score(ops, local, masked)
+                        x = local.get(score, score)
+                        x = em.value(arith.SelectOp(inside, x, minus_inf))
                     else:
                         self.clone_score(ops, local, masked)
                         x = local.get(score, score)
