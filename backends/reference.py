@@ -170,6 +170,11 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     return (0.5 * x * (1.0 + _erf(x / math.sqrt(2.0)))).astype(x.dtype)
 
 
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)
+    return (0.5 * x * (1.0 + np.tanh(inner))).astype(x.dtype)
+
+
 def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     e = np.exp(x - np.max(x, axis=axis, keepdims=True))
     return e / np.sum(e, axis=axis, keepdims=True)
@@ -187,6 +192,7 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.SigmoidOp: _sigmoid,
     graph.ReluOp: lambda x: np.maximum(x, 0.0),
     graph.GeluOp: _gelu,
+    graph.GeluTanhOp: _gelu_tanh,
     graph.ErfOp: _erf,
     graph.CosOp: np.cos,
     graph.SinOp: np.sin,

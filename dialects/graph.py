@@ -215,6 +215,14 @@ class GeluOp(UnaryOp):
 
 
 @irdl_op_definition
+class GeluTanhOp(UnaryOp):
+    """Elementwise GELU, tanh form: x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))) / 2, as
+    torch's `gelu(approximate="tanh")` (GPT-2's), computed in f32 and rounded once."""
+
+    name = "graph.gelu_tanh"
+
+
+@irdl_op_definition
 class CosOp(UnaryOp):
     name = "graph.cos"
 
@@ -963,6 +971,7 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
     SigmoidOp,
     ReluOp,
     GeluOp,
+    GeluTanhOp,
     ErfOp,
     SiluOp,
     CosOp,

@@ -391,12 +391,9 @@ def _gelu(t: _Translator, node: Node) -> SSAValue:
     approximate = _arg(node, 1, "approximate", "none")
     if approximate == "none":
         return t.emit(graph.GeluOp(x))
-    # tanh form: x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))
-    cube = t.emit(graph.MulOp(x, t.emit(graph.MulOp(x, x))))
-    inner = t.emit(graph.AddOp(x, t.emit(graph.MulOp(cube, t.scalar(0.044715, out)))))
-    th = t.emit(graph.TanhOp(t.emit(graph.MulOp(inner, t.scalar(math.sqrt(2 / math.pi), out)))))
-    half_x = t.emit(graph.MulOp(x, t.scalar(0.5, out)))
-    return t.emit(graph.MulOp(half_x, t.emit(graph.AddOp(th, t.scalar(1.0, out)))))
+    if approximate == "tanh":
+        return t.emit(graph.GeluTanhOp(x))
+    raise t.fail(node, f"aten.gelu with approximate={approximate!r}")
 
 
 _BINARY: dict[str, type[graph.BinaryOp]] = {

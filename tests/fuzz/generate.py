@@ -42,7 +42,7 @@ MAX_ELEMENTS = 1024
 MAX_INDEX = 256
 """Largest dim a mask indexes with `graph.iota`: bf16 holds integers exactly up to 256."""
 
-SAFE_UNARY = ("neg", "abs", "tanh", "sigmoid", "relu", "gelu", "silu", "erf")
+SAFE_UNARY = ("neg", "abs", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf")
 BOUNDED_UNARY = ("cos", "sin")
 POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal")
 SAFE_BINARY = ("add", "sub", "mul", "max", "min")

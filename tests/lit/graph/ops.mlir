@@ -27,6 +27,8 @@ func.func @elementwise(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %h: tensor<4x8x
   %relu = graph.relu %x : tensor<4x8xf32>
   // CHECK-NEXT: %gelu = graph.gelu %x : tensor<4x8xf32>
   %gelu = graph.gelu %x : tensor<4x8xf32>
+  // CHECK-NEXT: %gelu_tanh = graph.gelu_tanh %x : tensor<4x8xf32>
+  %gelu_tanh = graph.gelu_tanh %x : tensor<4x8xf32>
   // CHECK-NEXT: %silu = graph.silu %x : tensor<4x8xf32>
   %silu = graph.silu %x : tensor<4x8xf32>
   // CHECK-NEXT: %add = graph.add %x, %y : tensor<4x8xf32>
