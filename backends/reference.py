@@ -329,12 +329,17 @@ def _linear(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
 @_handles(graph.AttentionOp)
 def _attention(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.AttentionOp)
-    q, k, v = xs
+    q, k, v, *mask = xs
+    k, v = (np.repeat(x, op.groups, axis=1) for x in (k, v))
     scores = (q @ np.swapaxes(k, -1, -2)) * op.scale.value.data
-    if op.causal.value.data:
-        seq = scores.shape[-1]
-        above_diagonal = np.triu(np.ones((seq, seq), dtype=bool), k=1)
-        scores = np.where(above_diagonal, -np.inf, scores)
+    sq, skv = scores.shape[-2:]
+    if op.causal.value.data:  # query i sees the keys j <= i + Skv - Sq
+        past = np.triu(np.ones((sq, skv), dtype=bool), k=skv - sq + 1)
+        scores = np.where(past, -np.inf, scores)
+    if mask and mask[0].dtype == bool:  # lowest, not -inf: a row masked everywhere averages v
+        scores = np.where(mask[0], scores, np.finfo(scores.dtype).min)
+    elif mask:
+        scores = scores + mask[0]
     return _softmax(scores, -1) @ v
 
 

@@ -932,31 +932,105 @@ class LinearOp(GraphOp):
 
 @irdl_op_definition
 class AttentionOp(GraphOp):
-    """Scaled dot-product attention on `[B, H, S, D]` q, k, v (optionally causal)."""
+    """Scaled dot-product attention: `softmax(q·kᵀ·scale + mask)·v`.
+
+    q is `[B, H, Sq, D]`; k `[B, KV, Skv, D]` and v `[B, KV, Skv, Dv]` with H a multiple of
+    KV (grouped-query attention: query head h reads key/value head h // (H / KV), never
+    repeated in memory); the result is `[B, H, Sq, Dv]`. The optional mask broadcasts to
+    `[B, H, Sq, Skv]`: a float mask (q's element type) is added to the scores, a boolean one
+    (i1) keeps the scores where it is true and gives −inf elsewhere, as torch's
+    `scaled_dot_product_attention` reads them. With `causal`, query i sees the keys
+    j ≤ i + Skv − Sq: the diagonal is aligned to the end of the keys, so a chunk of Sq new
+    queries sees the whole cache before it (decode, chunked prefill; Sq ≤ Skv).
+    """
 
     name = "graph.attention"
-    T: ClassVar = VarConstraint("T", base(TensorType))
-    q = operand_def(T)
-    k = operand_def(T)
-    v = operand_def(T)
-    result = result_def(T)
+    q = operand_def(TensorType)
+    k = operand_def(TensorType)
+    v = operand_def(TensorType)
+    mask = opt_operand_def(TensorType)
+    result = result_def(TensorType)
     scale = prop_def(FloatAttr[Float32Type])
     causal = prop_def(BoolAttr, default_value=_FALSE)
 
     irdl_options = (ParsePropInAttrDict(),)
-    assembly_format = "$q `,` $k `,` $v attr-dict `:` type($result)"
+    assembly_format = (
+        "$q `,` $k `,` $v (`,` $mask^)? attr-dict `:` "
+        "`(` type($q) `,` type($k) `,` type($v) (`,` type($mask)^)? `)` `->` type($result)"
+    )
 
-    def __init__(self, q: SSAValue, k: SSAValue, v: SSAValue, scale: float, causal: bool = False):
+    def __init__(
+        self,
+        q: SSAValue,
+        k: SSAValue,
+        v: SSAValue,
+        scale: float,
+        causal: bool = False,
+        mask: SSAValue | None = None,
+    ):
+        assert isinstance(q.type, TensorType) and isinstance(v.type, TensorType)
+        shape = (*q.type.get_shape()[:-1], v.type.get_shape()[-1])
         super().__init__(
-            operands=[q, k, v],
-            result_types=[q.type],
+            operands=[q, k, v, [] if mask is None else [mask]],
+            result_types=[TensorType(q.type.element_type, shape)],
             properties={"scale": FloatAttr(scale, f32), "causal": BoolAttr.from_bool(causal)},
         )
 
+    @property
+    def groups(self) -> int:
+        """Query heads per key/value head (1 without GQA)."""
+        return self.q_shape[1] // self.k.type.get_shape()[1]  # type: ignore[attr-defined]
+
+    @property
+    def q_shape(self) -> tuple[int, ...]:
+        return self.q.type.get_shape()  # type: ignore[attr-defined]
+
     def verify_(self) -> None:
-        q = self.tensor("q", self.q)
-        if q.get_num_dims() != 4:
-            raise self.fail(f"q, k, v must be rank 4 [B, H, S, D], got rank {q.get_num_dims()}")
+        q, k, v = (self.tensor(n, x) for n, x in (("q", self.q), ("k", self.k), ("v", self.v)))
+        dst = self.tensor("result", self.result)
+        for what, t in (("q", q), ("k", k), ("v", v)):
+            if t.get_num_dims() != 4:
+                raise self.fail(f"{what} must be rank 4 [B, H, S, D], got rank {t.get_num_dims()}")
+        if not q.element_type == k.element_type == v.element_type == dst.element_type:
+            raise self.fail(
+                f"q, k, v and the result must have one element type, got {q.element_type}, "
+                f"{k.element_type}, {v.element_type} and {dst.element_type}"
+            )
+        (b, h, sq, d), (kb, kv, skv, kd) = q.get_shape(), k.get_shape()
+        vb, vh, vs, dv = v.get_shape()
+        if (kb, kd) != (b, d) or (vb, vh, vs) != (kb, kv, skv):
+            raise self.fail(
+                "k must be [B, KV, Skv, D] and v [B, KV, Skv, Dv] for q "
+                f"{_fmt_shape(q.get_shape())}, got k {_fmt_shape(k.get_shape())} and v "
+                f"{_fmt_shape(v.get_shape())}"
+            )
+        if h % kv:
+            raise self.fail(f"query heads ({h}) must be a multiple of key/value heads ({kv})")
+        if dst.get_shape() != (b, h, sq, dv):
+            raise self.fail(
+                f"result must be {_fmt_shape((b, h, sq, dv))}, got {_fmt_shape(dst.get_shape())}"
+            )
+        if self.causal.value.data and sq > skv:
+            raise self.fail(
+                f"causal attention needs Sq <= Skv (query i sees keys j <= i + Skv - Sq; the "
+                f"first {sq - skv} queries would see none), got Sq={sq}, Skv={skv}"
+            )
+        if self.mask is not None:
+            mask = self.mask.type
+            assert isinstance(mask, TensorType)
+            if mask.element_type not in (q.element_type, BOOL):
+                raise self.fail(
+                    f"mask element type must be {q.element_type} (added to the scores) or i1 "
+                    f"(true keeps a score), got {mask.element_type}"
+                )
+            full = (b, h, sq, skv)
+            if mask.get_num_dims() != 4 or any(
+                m not in (1, f) for m, f in zip(mask.get_shape(), full)
+            ):
+                raise self.fail(
+                    f"mask {_fmt_shape(mask.get_shape())} must be rank 4 and broadcast to the "
+                    f"scores {_fmt_shape(full)}"
+                )
 
 
 UNARY_OPS: tuple[type[UnaryOp], ...] = (

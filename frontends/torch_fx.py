@@ -559,34 +559,51 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("scaled_dot_product_attention")
 def _attention(t: _Translator, node: Node) -> SSAValue:
-    if _arg(node, 3, "attn_mask") is not None or _arg(node, 4, "dropout_p", 0.0) != 0.0:
-        raise t.fail(node, "scaled_dot_product_attention with attn_mask or dropout")
+    """`graph.attention`, with k and v of their own head count (GQA: `enable_gqa`), length
+    and value size, and `attn_mask` (boolean or additive) as its mask operand. torch's
+    `is_causal` aligns the diagonal to the first key (query i sees keys j ≤ i); where
+    Sq = Skv that is `causal`, elsewhere it becomes a boolean mask (an index expression)."""
+    if _arg(node, 4, "dropout_p", 0.0) != 0.0:
+        raise t.fail(node, "scaled_dot_product_attention with dropout")
     out = t.tensor_type(node)
     q, k, v = (t.value(a, node) for a in node.args[:3])
     shape = _type(q).get_shape()
-    if len(shape) not in (3, 4):
+    ranks = {len(shape), _type(k).get_num_dims(), _type(v).get_num_dims()}
+    if len(shape) not in (3, 4) or len(ranks) > 1:
         raise t.fail(node, f"scaled_dot_product_attention on rank {len(shape)} (expects 3 or 4)")
     q, k, v = (t.reshape(x, (1,) * (4 - len(shape)) + _type(x).get_shape()) for x in (q, k, v))
-    heads, kv_heads = _type(q).get_shape()[1], _type(k).get_shape()[1]
-    if heads != kv_heads:  # GQA: query head h reads key/value head h // (heads / kv_heads)
-        k, v = (_repeat_heads(t, x, heads // kv_heads) for x in (k, v))
-    if not _type(q) == _type(k) == _type(v):
+    (_, heads, sq, _), (_, kv_heads, skv, _) = _type(q).get_shape(), _type(k).get_shape()
+    if heads % kv_heads:
         raise t.fail(
-            node,
-            "scaled_dot_product_attention needs q, k, v of one shape after repeating heads, "
-            f"got {_type(q)}, {_type(k)}, {_type(v)}",
+            node, f"scaled_dot_product_attention with {heads} query heads and {kv_heads} key heads"
         )
+    mask = _arg(node, 3, "attn_mask")
+    if mask is not None:
+        mask = t.value(mask, node)
+        rank = _type(mask).get_num_dims()
+        if rank > 4:
+            raise t.fail(node, f"scaled_dot_product_attention with an attn_mask of rank {rank}")
+        mask = t.reshape(mask, (1,) * (4 - rank) + _type(mask).get_shape())
     scale = _arg(node, 7, "scale")
     scale = 1.0 / math.sqrt(shape[-1]) if scale is None else float(scale)
     causal = bool(_arg(node, 5, "is_causal", False))
-    return t.reshape(t.emit(graph.AttentionOp(q, k, v, scale, causal)), out.get_shape())
+    if causal and mask is not None:
+        raise t.fail(node, "scaled_dot_product_attention with both attn_mask and is_causal")
+    if causal and sq != skv:
+        mask, causal = _first_key_causal(t, sq, skv), False
+    try:
+        attention = graph.AttentionOp(q, k, v, scale, causal, mask)
+        attention.verify()
+    except VerifyException as exc:
+        raise t.fail(node, f"scaled_dot_product_attention: {exc}") from None
+    return t.reshape(t.emit(attention), out.get_shape())
 
 
-def _repeat_heads(t: _Translator, x: SSAValue, groups: int) -> SSAValue:
-    """Repeat each head of `[B, H, S, D]` `groups` times in place: `[B, H * groups, S, D]`."""
-    b, h, s, d = _type(x).get_shape()
-    spread = t.broadcast(t.reshape(x, (b, h, 1, s, d)), (b, h, groups, s, d))
-    return t.reshape(spread, (b, h * groups, s, d))
+def _first_key_causal(t: _Translator, sq: int, skv: int) -> SSAValue:
+    """torch's `is_causal` for Sq ≠ Skv, `[1, 1, Sq, Skv]` true where key j ≤ query i."""
+    index = TensorType(f32, (1, 1, sq, skv))
+    rows, cols = (t.emit(graph.IotaOp(index, dim)) for dim in (2, 3))
+    return t.emit(graph.CompareOp(cols, rows, "le"))
 
 
 @_handles("rms_norm")

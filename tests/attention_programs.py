@@ -37,7 +37,8 @@ def attention(
         k, v = "%kr", "%vr"
     flag = ", causal = true" if causal else ""
     lines += [
-        f"  %y = graph.attention %q, {k}, {v} {{scale = {scale!r} : f32{flag}}} : {t}",
+        f"  %y = graph.attention %q, {k}, {v} {{scale = {scale!r} : f32{flag}}}"
+        f" : ({t}, {t}, {t}) -> {t}",
     ]
     if heads_last:
         moved = f"tensor<{b}x{s}x{h}x{d}x{dtype}>"

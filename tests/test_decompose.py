@@ -59,7 +59,7 @@ def linear(x: list[int], n: int, bias: bool) -> str:
 def attention(shape: str, causal: bool, scale: float) -> str:
     t = f"tensor<{shape}xf32>"
     props = f"{{causal = {str(causal).lower()}, scale = {scale} : f32}}"
-    return program([t, t, t], f"graph.attention %a0, %a1, %a2 {props} : {t}", t)
+    return program([t, t, t], f"graph.attention %a0, %a1, %a2 {props} : ({t}, {t}, {t}) -> {t}", t)
 
 
 CASES = {

@@ -104,6 +104,24 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (randn(1, 8, 6, 16), randn(1, 2, 6, 16), randn(1, 2, 6, 16)),
     ),
+    # Decode and chunked prefill: Sq != Skv, GQA read natively, value heads of another size,
+    # masks (boolean keeps, float adds), and torch's causal diagonal at the first key.
+    "sdpa_decode_gqa": (
+        Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True)),
+        (randn(2, 8, 1, 16), randn(2, 2, 9, 16), randn(2, 2, 9, 8)),
+    ),
+    "sdpa_bool_mask": (
+        Fn(lambda m, q, k, v, keep: F.scaled_dot_product_attention(q, k, v, attn_mask=keep)),
+        (randn(2, 3, 4, 8), randn(2, 3, 7, 8), randn(2, 3, 7, 8), torch.arange(7).view(1, 7) < 5),
+    ),
+    "sdpa_float_mask": (
+        Fn(lambda m, q, k, v, b: F.scaled_dot_product_attention(q, k, v, attn_mask=b)),
+        (randn(1, 2, 3, 8), randn(1, 2, 5, 8), randn(1, 2, 5, 8), randn(3, 5)),
+    ),
+    "sdpa_causal_chunk": (
+        Fn(lambda m, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        (randn(1, 2, 3, 8), randn(1, 2, 6, 8), randn(1, 2, 6, 8)),
+    ),
     "silu": (Fn(lambda m, a: F.silu(a)), (randn(4, 8),)),
     "gelu": (Fn(lambda m, a: F.gelu(a)), (randn(4, 8),)),
     "gelu_tanh": (Fn(lambda m, a: F.gelu(a, approximate="tanh")), (randn(4, 8),)),

@@ -404,7 +404,7 @@ def test_causal_attention() -> None:
     fused = _check(
         """
         func.func @att(%q: tensor<1x2x5x4xf32>, %k: tensor<1x2x5x4xf32>, %v: tensor<1x2x5x4xf32>) -> tensor<1x2x5x4xf32> {
-          %o = graph.attention %q, %k, %v {causal = true, scale = 0.5 : f32} : tensor<1x2x5x4xf32>
+          %o = graph.attention %q, %k, %v {causal = true, scale = 0.5 : f32} : (tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>, tensor<1x2x5x4xf32>) -> tensor<1x2x5x4xf32>
           func.return %o : tensor<1x2x5x4xf32>
         }""",
         kernels=3,

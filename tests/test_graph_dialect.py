@@ -19,7 +19,8 @@ from tinyopt.dialects import graph
 
 ALL_OPS_PROGRAM = """
 func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: tensor<16x8xf32>,
-               %b: tensor<16xf32>, %q: tensor<2x4x16x8xbf16>) -> tensor<4x8xf32> {
+               %b: tensor<16xf32>, %q: tensor<2x4x16x8xbf16>, %kv: tensor<2x2x24x8xbf16>,
+               %keep: tensor<2x1x1x24xi1>) -> tensor<4x8xf32> {
   %neg = graph.neg %x : tensor<4x8xf32>
   %abs = graph.abs %x : tensor<4x8xf32>
   %exp = graph.exp %x : tensor<4x8xf32>
@@ -31,6 +32,7 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %sigmoid = graph.sigmoid %x : tensor<4x8xf32>
   %relu = graph.relu %x : tensor<4x8xf32>
   %gelu = graph.gelu %x : tensor<4x8xf32>
+  %gelu_tanh = graph.gelu_tanh %x : tensor<4x8xf32>
   %silu = graph.silu %x : tensor<4x8xf32>
   %cast = graph.cast %x : tensor<4x8xf32> -> tensor<4x8xf16>
   %add = graph.add %x, %y : tensor<4x8xf32>
@@ -55,7 +57,8 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %ln = graph.layer_norm %x, %v, %v {eps = 1.000000e-05 : f32} : (tensor<4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
   %l = graph.linear %x, %w, %b : (tensor<4x8xf32>, tensor<16x8xf32>, tensor<16xf32>) -> tensor<4x16xf32>
   %l2 = graph.linear %x, %w : (tensor<4x8xf32>, tensor<16x8xf32>) -> tensor<4x16xf32>
-  %a = graph.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f32} : tensor<2x4x16x8xbf16>
+  %a = graph.attention %q, %q, %q {causal = true, scale = 1.250000e-01 : f32} : (tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>, tensor<2x4x16x8xbf16>) -> tensor<2x4x16x8xbf16>
+  %g = graph.attention %q, %kv, %kv, %keep {scale = 1.250000e-01 : f32} : (tensor<2x4x16x8xbf16>, tensor<2x2x24x8xbf16>, tensor<2x2x24x8xbf16>, tensor<2x1x1x24xi1>) -> tensor<2x4x16x8xbf16>
   func.return %add : tensor<4x8xf32>
 }
 """  # noqa: E501
@@ -82,7 +85,8 @@ def print_op(op: Operation, generic: bool = False) -> str:
 def test_every_documented_op_is_registered() -> None:
     names = {op.name for op in graph.Graph.operations}
     documented = (
-        "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu erf silu cos sin cast "
+        "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu gelu_tanh erf silu cos sin "
+        "cast "
         "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
         "reduce_mean matmul transpose "
         "reshape broadcast slice concat gather constant softmax rms_norm layer_norm linear "
@@ -125,7 +129,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.linear",
         "graph.attention",
     }
-    assert len(graph.UNARY_OPS) == 15 and len(graph.BINARY_OPS) == 7
+    assert len(graph.UNARY_OPS) == 16 and len(graph.BINARY_OPS) == 7
     assert len(graph.REDUCE_OPS) == 4
     assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 
@@ -247,8 +251,9 @@ VERIFY_ERRORS = [
     ),
     (
         "%q: tensor<4x16x8xf32>",
-        "graph.attention %q, %q, %q {scale = 1.0 : f32} : tensor<4x16x8xf32>",
-        "graph.attention: q, k, v must be rank 4 [B, H, S, D], got rank 3",
+        "graph.attention %q, %q, %q {scale = 1.0 : f32} : (tensor<4x16x8xf32>, "
+        "tensor<4x16x8xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>",
+        "graph.attention: q must be rank 4 [B, H, S, D], got rank 3",
     ),
 ]
 

@@ -117,7 +117,7 @@ def test_attention_matches_a_loop(causal: bool) -> None:
     module = parse(
         f"func.func @f(%q: {t}, %k: {t}, %v: {t}) -> {t} {{\n"
         f"  %o = graph.attention %q, %k, %v {{causal = {str(causal).lower()}, scale = 0.5 : f32}}"
-        f" : {t}\n  func.return %o : {t}\n}}"
+        f" : ({t}, {t}, {t}) -> {t}\n  func.return %o : {t}\n}}"
     )
     q, k, v = (a.astype(np.float64) for a in random_inputs(module, seed=3))
     (out,) = run_reference(module, q, k, v)

@@ -140,42 +140,81 @@ class DecomposeAttention(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.AttentionOp, rewriter: PatternRewriter) -> None:
-        b, h, s, d = _type(op.q).get_shape()
-        q, k, v = (_reshape(rewriter, t, [b * h, s, d]) for t in (op.q, op.k, op.v))
+        b, h, sq, d = _type(op.q).get_shape()
+        skv, dv = _type(op.k).get_shape()[2], _type(op.v).get_shape()[3]
+        k, v = (self._repeat_heads(rewriter, x, op.groups) for x in (op.k, op.v))
+        q = _reshape(rewriter, op.q, [b * h, sq, d])
+        k = _reshape(rewriter, k, [b * h, skv, d])
+        v = _reshape(rewriter, v, [b * h, skv, dv])
         k_t = _emit(rewriter, graph.TransposeOp(k, [0, 2, 1]))
         scores = _emit(rewriter, graph.MatmulOp(q, k_t))
         scale = _emit(rewriter, graph.ConstantOp.scalar(op.scale.value.data, _type(scores)))
         scores = _emit(rewriter, graph.MulOp(scores, _expand(rewriter, scale, scores)))
         if op.causal.value.data:
             scores = _emit(rewriter, graph.AddOp(scores, self._causal_mask(rewriter, scores)))
+        if op.mask is not None:
+            scores = self._masked(rewriter, scores, op.mask, [b, h, sq, skv])
         probs = emit_softmax(rewriter, scores, 2)
         out = _emit(rewriter, graph.MatmulOp(probs, v))
-        rewriter.replace(op, [], [_reshape(rewriter, out, [b, h, s, d])])
+        rewriter.replace(op, [], [_reshape(rewriter, out, [b, h, sq, dv])])
+
+    @staticmethod
+    def _repeat_heads(rewriter: PatternRewriter, x: SSAValue, groups: int) -> SSAValue:
+        """`[B, KV, S, D]` as `[B, KV·groups, S, D]`, each head repeated `groups` times by a
+        broadcast (an index map: `fuse` reads the KV head at h // groups, nothing is
+        copied)."""
+        if groups == 1:
+            return x
+        b, kv, s, d = _type(x).get_shape()
+        spread = _emit(
+            rewriter,
+            graph.BroadcastOp(_reshape(rewriter, x, [b, kv, 1, s, d]), [b, kv, groups, s, d]),
+        )
+        return _reshape(rewriter, spread, [b, kv * groups, s, d])
+
+    @staticmethod
+    def _masked(
+        rewriter: PatternRewriter, scores: SSAValue, mask: SSAValue, full: list[int]
+    ) -> SSAValue:
+        """Apply `graph.attention`'s mask to the `[B·H, Sq, Skv]` scores: a float mask is
+        added, a boolean one keeps the scores where true and gives the lowest finite value
+        elsewhere (as the causal mask: a row masked everywhere averages v, where torch's
+        math backend gives NaN)."""
+        if list(_type(mask).get_shape()) != full:
+            mask = _emit(rewriter, graph.BroadcastOp(mask, full))
+        mask = _reshape(rewriter, mask, _type(scores).get_shape())
+        if _type(mask).element_type == graph.BOOL:
+            lowest = _splat(rewriter, _LOWEST[_type(scores).element_type], scores)
+            return _emit(rewriter, graph.SelectOp(mask, scores, lowest))
+        return _emit(rewriter, graph.AddOp(scores, mask))
 
     @staticmethod
     def _causal_mask(rewriter: PatternRewriter, scores: SSAValue) -> SSAValue:
-        """Emit an [S, S] mask (0 on and below the diagonal, -inf above) broadcast to scores.
+        """Emit an [Sq, Skv] mask (0 where key j ≤ i + Skv − Sq, -inf past it) broadcast to
+        scores.
 
         The mask is built from two splat constants by index maps alone, so `fuse` inlines it
         into the score kernel (no constant buffer): row `a` of the mask is the window
-        `q[S-1-a : 2S-1-a]` of `q = [0] * S ++ [-inf] * S`. Broadcasting `q` to [S, 2S] and
-        reading the flat result with a row length of 2S - 1 shifts each row one step left,
-        which is that window.
+        `q[Sq-1-a : Sq-1-a+Skv]` of `q = [0] * Skv ++ [-inf] * Sq`. Broadcasting `q` to
+        [Sq, N] (N = Sq + Skv) and reading the flat result with a row length of N - 1 shifts
+        each row one step left, which is that window.
 
-        "-inf" is the element type's lowest finite value: xDSL 0.75 prints infinities in
-        dense literals as hex bit patterns that its own parser reads back as large positive
-        integers. Adding it to a score still yields an exp of exactly 0 after the max shift.
+        "-inf" is the element type's lowest finite value: adding it to a score still yields
+        an exp of exactly 0 after the max shift.
         """
         scores_type = _type(scores)
-        s = scores_type.get_shape()[-1]
-        half = TensorType(scores_type.element_type, [s])
-        zeros = _emit(rewriter, graph.ConstantOp.splat(0.0, half))
-        lowest = _emit(rewriter, graph.ConstantOp.splat(_LOWEST[half.element_type], half))
+        sq, skv = scores_type.get_shape()[-2:]
+        n = sq + skv
+        element = scores_type.element_type
+        zeros = _emit(rewriter, graph.ConstantOp.splat(0.0, TensorType(element, [skv])))
+        lowest = _emit(
+            rewriter, graph.ConstantOp.splat(_LOWEST[element], TensorType(element, [sq]))
+        )
         q = _emit(rewriter, graph.ConcatOp([zeros, lowest], 0))
-        rows = _reshape(rewriter, _emit(rewriter, graph.BroadcastOp(q, [s, 2 * s])), [2 * s * s])
-        shifted = _emit(rewriter, graph.SliceOp(rows, 0, 0, s * (2 * s - 1)))
-        windows = _reshape(rewriter, shifted, [s, 2 * s - 1])
-        mask = _emit(rewriter, graph.SliceOp(windows, 1, s - 1, s))
+        rows = _reshape(rewriter, _emit(rewriter, graph.BroadcastOp(q, [sq, n])), [sq * n])
+        shifted = _emit(rewriter, graph.SliceOp(rows, 0, 0, sq * (n - 1)))
+        windows = _reshape(rewriter, shifted, [sq, n - 1])
+        mask = _emit(rewriter, graph.SliceOp(windows, 1, sq - 1, skv))
         return _expand(rewriter, mask, scores)
 
 

@@ -21,7 +21,7 @@
 // CHECK-NEXT: %o = graph.reshape %[[MATMUL2]] : tensor<2x4x8xf32> -> tensor<1x2x4x8xf32>
 // CHECK-NEXT: func.return %o : tensor<1x2x4x8xf32>
 func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32> {
-  %o = graph.attention %q, %k, %v {scale = 0.125 : f32} : tensor<1x2x4x8xf32>
+  %o = graph.attention %q, %k, %v {scale = 0.125 : f32} : (tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x4x8xf32>
   func.return %o : tensor<1x2x4x8xf32>
 }
 
@@ -57,6 +57,6 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
 // CHECK-NEXT: %o = graph.reshape %[[MATMUL2]] : tensor<2x4x8xf16> -> tensor<1x2x4x8xf16>
 // CHECK-NEXT: func.return %o : tensor<1x2x4x8xf16>
 func.func @causal_attention(%q: tensor<1x2x4x8xf16>, %k: tensor<1x2x4x8xf16>, %v: tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf16> {
-  %o = graph.attention %q, %k, %v {causal = true, scale = 0.125 : f32} : tensor<1x2x4x8xf16>
+  %o = graph.attention %q, %k, %v {causal = true, scale = 0.125 : f32} : (tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>, tensor<1x2x4x8xf16>) -> tensor<1x2x4x8xf16>
   func.return %o : tensor<1x2x4x8xf16>
 }

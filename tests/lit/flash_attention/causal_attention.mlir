@@ -71,6 +71,6 @@
 // AFTER-NEXT:    func.return %[[R]]
 
 func.func @attention(%q: tensor<2x2x8x4xf32>, %k: tensor<2x2x8x4xf32>, %v: tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32> {
-  %y = graph.attention %q, %k, %v {scale = 0.5 : f32, causal = true} : tensor<2x2x8x4xf32>
+  %y = graph.attention %q, %k, %v {scale = 0.5 : f32, causal = true} : (tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>, tensor<2x2x8x4xf32>) -> tensor<2x2x8x4xf32>
   func.return %y : tensor<2x2x8x4xf32>
 }

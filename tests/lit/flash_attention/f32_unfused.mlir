@@ -7,7 +7,7 @@
 // and PV GEMM, which the FP32 contraction and row-reduction rules take.
 
 func.func @attention(%q: tensor<1x4x64x32xf32>, %k: tensor<1x4x64x32xf32>, %v: tensor<1x4x64x32xf32>) -> tensor<1x4x64x32xf32> {
-  %o = graph.attention %q, %k, %v {causal = false, scale = 0.176776695 : f32} : tensor<1x4x64x32xf32>
+  %o = graph.attention %q, %k, %v {causal = false, scale = 0.176776695 : f32} : (tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>) -> tensor<1x4x64x32xf32>
   func.return %o : tensor<1x4x64x32xf32>
 }
 // FUSED:     attributes {tinyopt.flash_attention}

@@ -103,11 +103,11 @@ func.func @composites(%x: tensor<2x3x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xb
   %l = graph.linear %x, %lw, %lb : (tensor<2x3x8xbf16>, tensor<16x8xbf16>, tensor<16xbf16>) -> tensor<2x3x16xbf16>
   // CHECK-NEXT: %nb = graph.linear %x, %lw : (tensor<2x3x8xbf16>, tensor<16x8xbf16>) -> tensor<2x3x16xbf16>
   %nb = graph.linear %x, %lw : (tensor<2x3x8xbf16>, tensor<16x8xbf16>) -> tensor<2x3x16xbf16>
-  // CHECK-NEXT: %a = graph.attention %q, %q, %q {causal = true, scale = 3.535530e-01 : f32} : tensor<2x4x16x8xf16>
-  %a = graph.attention %q, %q, %q {causal = true, scale = 0.353553 : f32} : tensor<2x4x16x8xf16>
+  // CHECK-NEXT: %a = graph.attention %q, %q, %q {causal = true, scale = 3.535530e-01 : f32} : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
+  %a = graph.attention %q, %q, %q {causal = true, scale = 0.353553 : f32} : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
   // causal = false is the default, so it is not printed.
-  // CHECK-NEXT: %nc = graph.attention %q, %q, %q {scale = 1.000000e+00 : f32} : tensor<2x4x16x8xf16>
-  %nc = graph.attention %q, %q, %q {causal = false, scale = 1.0 : f32} : tensor<2x4x16x8xf16>
+  // CHECK-NEXT: %nc = graph.attention %q, %q, %q {scale = 1.000000e+00 : f32} : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
+  %nc = graph.attention %q, %q, %q {causal = false, scale = 1.0 : f32} : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
   func.return
 }
 // GENERIC-LABEL: sym_name = "composites"

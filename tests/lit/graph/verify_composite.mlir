@@ -101,8 +101,44 @@ func.func @f10(%x: tensor<f32>, %w: tensor<16x8xf32>) {
 // -----
 
 func.func @f11(%q: tensor<4x16x8xf32>) {
-  // expected-error @+1 {{graph.attention: q, k, v must be rank 4 [B, H, S, D], got rank 3}}
-  %o = graph.attention %q, %q, %q {scale = 0.125 : f32} : tensor<4x16x8xf32>
+  // expected-error @+1 {{graph.attention: q must be rank 4 [B, H, S, D], got rank 3}}
+  %o = graph.attention %q, %q, %q {scale = 0.125 : f32} : (tensor<4x16x8xf32>, tensor<4x16x8xf32>, tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
   func.return
 }
-// CHECK: graph.attention: q, k, v must be rank 4 [B, H, S, D], got rank 3
+// CHECK: graph.attention: q must be rank 4 [B, H, S, D], got rank 3
+
+// -----
+
+func.func @f12(%q: tensor<1x6x4x8xf32>, %k: tensor<1x4x4x8xf32>) {
+  // expected-error @+1 {{graph.attention: query heads (6) must be a multiple of key/value heads (4)}}
+  %o = graph.attention %q, %k, %k {scale = 0.125 : f32} : (tensor<1x6x4x8xf32>, tensor<1x4x4x8xf32>, tensor<1x4x4x8xf32>) -> tensor<1x6x4x8xf32>
+  func.return
+}
+// CHECK: graph.attention: query heads (6) must be a multiple of key/value heads (4)
+
+// -----
+
+func.func @f13(%q: tensor<1x2x8x8xf32>, %k: tensor<1x2x4x8xf32>) {
+  // expected-error @+1 {{graph.attention: causal attention needs Sq <= Skv (query i sees keys j <= i + Skv - Sq; the first 4 queries would see none), got Sq=8, Skv=4}}
+  %o = graph.attention %q, %k, %k {scale = 0.125 : f32, causal = true} : (tensor<1x2x8x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>) -> tensor<1x2x8x8xf32>
+  func.return
+}
+// CHECK: graph.attention: causal attention needs Sq <= Skv
+
+// -----
+
+func.func @f14(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x4x8xf32>, %m: tensor<1x1x3x5xi1>) {
+  // expected-error @+1 {{graph.attention: mask 1x1x3x5 must be rank 4 and broadcast to the scores 1x2x3x4}}
+  %o = graph.attention %q, %k, %k, %m {scale = 0.125 : f32} : (tensor<1x2x3x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x3x5xi1>) -> tensor<1x2x3x8xf32>
+  func.return
+}
+// CHECK: graph.attention: mask 1x1x3x5 must be rank 4 and broadcast to the scores 1x2x3x4
+
+// -----
+
+func.func @f15(%q: tensor<1x2x3x8xf32>, %k: tensor<1x2x4x8xf32>, %m: tensor<1x1x3x4xf16>) {
+  // expected-error @+1 {{graph.attention: mask element type must be f32 (added to the scores) or i1 (true keeps a score), got f16}}
+  %o = graph.attention %q, %k, %k, %m {scale = 0.125 : f32} : (tensor<1x2x3x8xf32>, tensor<1x2x4x8xf32>, tensor<1x2x4x8xf32>, tensor<1x1x3x4xf16>) -> tensor<1x2x3x8xf32>
+  func.return
+}
+// CHECK: graph.attention: mask element type must be f32

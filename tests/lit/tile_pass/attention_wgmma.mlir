@@ -62,6 +62,6 @@
 // SYNC-NOT:   tile.wgmma
 
 func.func @attention(%q: tensor<1x2x200x64xbf16>, %k: tensor<1x2x200x64xbf16>, %v: tensor<1x2x200x64xbf16>) -> tensor<1x2x200x64xbf16> {
-  %y = graph.attention %q, %k, %v {scale = 0.125 : f32, causal = true} : tensor<1x2x200x64xbf16>
+  %y = graph.attention %q, %k, %v {scale = 0.125 : f32, causal = true} : (tensor<1x2x200x64xbf16>, tensor<1x2x200x64xbf16>, tensor<1x2x200x64xbf16>) -> tensor<1x2x200x64xbf16>
   func.return %y : tensor<1x2x200x64xbf16>
 }

@@ -9,6 +9,6 @@
 // AUTO-NOT: tile.wgmma
 
 func.func @attention(%q: tensor<1x2x100x96xbf16>, %k: tensor<1x2x100x96xbf16>, %v: tensor<1x2x100x96xbf16>) -> tensor<1x2x100x96xbf16> {
-  %y = graph.attention %q, %k, %v {scale = 0.1 : f32} : tensor<1x2x100x96xbf16>
+  %y = graph.attention %q, %k, %v {scale = 0.1 : f32} : (tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16>, tensor<1x2x100x96xbf16>) -> tensor<1x2x100x96xbf16>
   func.return %y : tensor<1x2x100x96xbf16>
 }
