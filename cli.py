@@ -7,18 +7,23 @@ Bad input is answered with a diagnostic on stderr and exit status 1, never a tra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import os
 import importlib.util
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
+from xdsl.ir import Operation
+from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.lexer import Input, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tinyopt.backends import check
@@ -31,7 +36,59 @@ if TYPE_CHECKING:
 
 
 class CliError(Exception):
-    """A user error that the command reports in one line, without a traceback."""
+    """A user error that the command reports in one line, without a traceback; `located`
+    when the message starts with `FILE:LINE:COL: error: ` already."""
+
+    def __init__(self, message: str, located: bool = False):
+        super().__init__(message)
+        self.located = located
+
+
+MAX_NESTING = 100
+"""The deepest nesting of brackets (`{`, `(`, `[`, `<`) tinyopt parses. xDSL's parser (and its
+verifier and printer) recurse a few Python frames per level, so a file nested a few hundred
+levels deep would end in a RecursionError; real programs nest about ten levels."""
+
+
+@dataclasses.dataclass
+class _Source:
+    """A parsed input: its text, and where each op of its module starts."""
+
+    module: ModuleOp
+    text: str
+    name: str
+    line_offset: int
+    starts: dict[Operation, Span[str]]
+
+
+_SOURCES: list[_Source] = []
+"""The inputs parsed in this process, to locate a verifier error at its op's source line."""
+
+
+class _LocatingParser(Parser):
+    """xDSL's parser that records where each op starts and refuses a dense constant too large
+    to hold as a `MemoryError` diagnostic."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.starts: dict[Operation, Span[str]] = {}
+
+    def parse_operation(self) -> Operation:
+        start = self._current_token.span
+        op = super().parse_operation()
+        self.starts[op] = start
+        return op
+
+    def parse_dense_int_or_fp_elements_attr(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        start = self._current_token.span
+        try:
+            return super().parse_dense_int_or_fp_elements_attr(*args, **kwargs)
+        except MemoryError:
+            raise ParseError(
+                start,
+                "this dense constant does not fit in memory (the parser stores every element, "
+                "a splat's too)",
+            ) from None
 
 
 def _pass_summaries() -> str:
@@ -46,13 +103,33 @@ def _pass_summaries() -> str:
     return "\n".join(lines)
 
 
+SUBCOMMAND_SUMMARIES = {
+    "run": "compile FILE, run it on the GPU and compare it with the float64 reference",
+    "capture": "capture a PyTorch module (FILE.py:NAME) into the graph dialect",
+    "tune": "search each kernel's tile knobs on the GPU; store the best in the tuning cache",
+    "explain": "show the CUDA diff (and on a GPU the latency) of one tile knob change",
+    "check-assoc": "decide whether each step function's sequential fold has a merge",
+}
+"""One line per subcommand for `tinyopt --help` (each has its own `--help`)."""
+
+
+def _subcommand_summaries() -> str:
+    """Return the help's list of subcommands."""
+    lines = ["subcommands (tinyopt SUBCOMMAND --help for each):"]
+    lines += [f"  {name:<12} {summary}" for name, summary in SUBCOMMAND_SUMMARIES.items()]
+    return "\n".join(lines)
+
+
 def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]]]) -> None:
     """Raise `CliError` naming the first unknown pass or option of a pipeline, if any."""
     try:
         specs = list(parse_pipeline(spec))
     except ArgSpecParseError as exc:
-        context = str(exc).splitlines()[2:]  # drop the heading and the pass-pipeline:1:N line
-        raise CliError("\n".join([f"invalid pass pipeline '{spec}':", *context])) from None
+        # drop the heading and the pass-pipeline:1:N line; the message follows the caret
+        context = str(exc).splitlines()[2:]
+        reason = " ".join(line.strip() for line in context[2:])
+        heading = f"invalid pass pipeline '{spec}': {reason[:1].lower()}{reason[1:]}"
+        raise CliError("\n".join([heading.rstrip(": "), *context[:2]])) from None
     for pass_spec in specs:
         if pass_spec.name not in available:
             raise CliError(f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)")
@@ -81,11 +158,16 @@ class TinyoptMain(xDSLOptMain):
         super().__init__(description="tinyopt: graph -> loop -> tile -> CUDA C, on xDSL", args=args)
 
     def register_all_arguments(self, arg_parser: argparse.ArgumentParser) -> None:
-        """Register xdsl-opt's arguments and list tinyopt's passes after them in `--help`."""
+        """Register xdsl-opt's arguments and list the subcommands and tinyopt's passes after
+        them in `--help`."""
         super().register_all_arguments(arg_parser)
         arg_parser.prog = "tinyopt"
+        arg_parser.usage = (
+            "tinyopt [options] [input_file]\n"
+            f"       tinyopt {{{','.join(SUBCOMMANDS)}}} ... (see tinyopt SUBCOMMAND --help)"
+        )
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
-        arg_parser.epilog = _pass_summaries()
+        arg_parser.epilog = f"{_subcommand_summaries()}\n\n{_pass_summaries()}"
 
     def setup_pipeline(self) -> None:
         """Build the pipeline, reporting bad passes or options as `CliError`."""
@@ -97,6 +179,14 @@ class TinyoptMain(xDSLOptMain):
         last = self.pipeline.passes[-1].name if self.pipeline.passes else None
         if last == "to-cuda" and not self.target_given:
             self.args.target = "cuda"
+        if self.pipeline.callback is not None:  # --time-passes and the IR between passes
+            between = self.pipeline.callback
+
+            def to_stderr(*args: object) -> None:
+                with contextlib.redirect_stdout(sys.stderr):
+                    between(*args)  # type: ignore[arg-type]
+
+            self.pipeline = dataclasses.replace(self.pipeline, callback=to_stderr)
 
     def prepare_input(self) -> tuple[list[tuple[IO[bytes], int]], str]:
         """Open the input, reporting a file extension no frontend handles as `CliError`."""
@@ -119,6 +209,35 @@ class TinyoptMain(xDSLOptMain):
             if os.path.exists(partial):
                 os.remove(partial)
 
+    def parse_chunk(
+        self, chunk: IO[bytes], file_extension: str, start_offset: int = 0
+    ) -> ModuleOp | None:
+        """Parse MLIR text with the checks xDSL's parser lacks: UTF-8 (a leading byte-order
+        mark is skipped), nesting depth (`MAX_NESTING`), memory; record where each op starts."""
+        if (self.args.frontend or file_extension) != "mlir":
+            return super().parse_chunk(chunk, file_extension, start_offset)
+        name = self.get_input_name()
+        data = chunk.read().removeprefix(b"\xef\xbb\xbf")
+        try:
+            text = data.decode()
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1 + start_offset
+            column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+            raise CliError(
+                f"{name}:{line}:{column}: error: not UTF-8 text: byte 0x{data[exc.start]:02x} "
+                "cannot be decoded (tinyopt reads MLIR source)",
+                located=True,
+            ) from None
+        if (deep := _too_deep(text)) is not None:
+            span = Span(deep, deep + 1, Input(text, name), start_offset)
+            raise ParseError(
+                span, f"nested more than {MAX_NESTING} levels deep (brackets, regions, types)"
+            )
+        parser = _LocatingParser(self.ctx, text, name)
+        module = parser.parse_module(not self.args.no_implicit_module)
+        _SOURCES.append(_Source(module, text, name, start_offset, parser.starts))
+        return module
+
     def parse_file(self) -> ModuleOp:
         """Parse the input file as one module."""
         chunks, extension = self.prepare_input()
@@ -132,12 +251,15 @@ class TinyoptMain(xDSLOptMain):
 _CLOSERS = {"{": "}", "(": ")", "[": "]"}
 
 
-def _unclosed_bracket(text: str) -> str | None:
-    """Return where the innermost bracket left open at the end of `text` is, as a phrase.
+def _scan_brackets(
+    text: str, closers: dict[str, str], limit: int | None = None
+) -> tuple[list[tuple[str, int, int, int]], int | None]:
+    """Match the brackets of `text`: return those left open at its end, each as (opener,
+    line, column, offset), and the offset of the first opener past `limit` levels (or None).
 
-    String literals and `//` comments are skipped; `<` is not tracked (`->` is not one).
+    String literals and `//` comments are skipped; `->` is not a closing `>`.
     """
-    stack: list[tuple[str, int, int]] = []
+    stack: list[tuple[str, int, int, int]] = []
     line, column, i = 1, 1, 0
     while i < len(text):
         char = text[i]
@@ -150,18 +272,34 @@ def _unclosed_bracket(text: str) -> str | None:
             i = end
         elif text.startswith("//", i):
             i = text.find("\n", i) - 1 if "\n" in text[i:] else len(text)
-        elif char in _CLOSERS:
-            stack.append((char, line, column))
-        elif char in _CLOSERS.values() and stack and _CLOSERS[stack[-1][0]] == char:
+        elif text.startswith("->", i):
+            i, column = i + 1, column + 1
+        elif char in closers:
+            stack.append((char, line, column, i))
+            if limit is not None and len(stack) > limit:
+                return stack, i
+        elif char in closers.values() and stack and closers[stack[-1][0]] == char:
             stack.pop()
         if i < len(text) and text[i] == "\n":
             line, column = line + 1, 0
         i += 1
         column += 1
+    return stack, None
+
+
+def _unclosed_bracket(text: str) -> str | None:
+    """Return where the innermost bracket left open at the end of `text` is, as a phrase
+    (`<` is not tracked)."""
+    stack, _ = _scan_brackets(text, _CLOSERS)
     if not stack:
         return None
-    opener, line, column = stack[-1]
+    opener, line, column, _ = stack[-1]
     return f"expected '{_CLOSERS[opener]}' to close the '{opener}' at line {line}, column {column}"
+
+
+def _too_deep(text: str) -> int | None:
+    """Return the offset of the first bracket nested deeper than `MAX_NESTING`, if any."""
+    return _scan_brackets(text, {**_CLOSERS, "<": ">"}, MAX_NESTING)[1]
 
 
 def _format_parse_error(error: ParseError) -> str:
@@ -171,6 +309,8 @@ def _format_parse_error(error: ParseError) -> str:
     (xDSL reports a truncated region as an empty "in block definition").
     """
     message = error.msg.strip()
+    if message.startswith("Unexpected character: "):
+        message = f"unexpected character {_describe_char(message[-1])}"
     content = error.span.input.content
     text = content.decode(errors="replace") if isinstance(content, bytes) else content
     if not text[error.span.start :].strip():
@@ -184,10 +324,42 @@ def _format_parse_error(error: ParseError) -> str:
     return "\n".join([f"{error.span.get_location()}: error: {message}", *context])
 
 
-def _format_diagnostic(error: DiagnosticException, where: str) -> str:
-    """Format a verifier or pass error: `file: error: message` and the annotated IR."""
-    notes = getattr(error, "__notes__", [])
-    return "\n".join([f"{where}: error: {error}", *(n.rstrip("\n") for n in notes)])
+def _describe_char(char: str) -> str:
+    """Return `char` quoted, or its code point and name where it does not print."""
+    if char.isprintable() and not char.isspace():
+        return f"'{char}'"
+    name = unicodedata.name(char, "a control character")
+    if char == "\ufeff":
+        name = "a byte-order mark"
+    return f"U+{ord(char):04X} ({name.lower()})"
+
+
+def _failing_op(error: DiagnosticException) -> tuple[_Source, Operation] | None:
+    """Return the parsed op whose verifier raises `error`'s message, with its source."""
+    for source in reversed(_SOURCES):
+        for op in source.module.walk(region_first=True):
+            if op not in source.starts:
+                continue
+            try:
+                op.verify(verify_nested_ops=False)
+            except Exception as exc:  # a verifier may raise anything
+                if str(exc) == str(error):
+                    return source, op
+    return None
+
+
+def _format_diagnostic(error: DiagnosticException) -> str:
+    """Format a verifier or pass error: `file:line:col: error: message` with the source line
+    of the op that does not verify, or `tinyopt: error: message` where no parsed op raises
+    it (a pass's error, which names its pass, function or kernel)."""
+    found = _failing_op(error)
+    if found is None:
+        return f"tinyopt: error: {error}"
+    source, op = found
+    start = source.starts[op]
+    span = Span(start.start, start.end, Input(source.text, source.name), source.line_offset)
+    context = span.print_with_context().splitlines()[1:]
+    return "\n".join([f"{span.get_location()}: error: {error}", *context])
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -545,12 +717,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             tool = TinyoptMain(argv)
             where = tool.get_input_name()
             tool.run()
-    except (CliError, CudaError, OSError) as exc:
+    except CliError as exc:
+        print(exc if exc.located else f"tinyopt: error: {exc}", file=sys.stderr)
+    except (CudaError, OSError) as exc:
         print(f"tinyopt: error: {exc}", file=sys.stderr)
     except ParseError as exc:
         print(_format_parse_error(exc), file=sys.stderr)
     except DiagnosticException as exc:
-        print(_format_diagnostic(exc, where), file=sys.stderr)
+        print(_format_diagnostic(exc), file=sys.stderr)
+    except UnicodeDecodeError as exc:
+        print(f"tinyopt: error: {where}: not UTF-8 text ({exc.reason})", file=sys.stderr)
+    except RecursionError:
+        print(
+            f"tinyopt: error: {where}: nested or chained too deeply for Python's recursion "
+            f"limit ({sys.getrecursionlimit()})",
+            file=sys.stderr,
+        )
+    except MemoryError:
+        print(f"tinyopt: error: {where}: out of memory", file=sys.stderr)
     else:
         return 0
     return 1

@@ -38,9 +38,7 @@ class CudaTarget(Target):
 
         kernels = [op for op in module.walk() if isinstance(op, CudaKernelOp)]
         if not kernels:
-            raise DiagnosticException(
-                "the cuda target needs tile.cuda_kernel ops; run the to-cuda pass first"
-            )
+            raise DiagnosticException(_missing_step(module))
         for i, kernel in enumerate(kernels):
             separator = "\n" if i else ""
             grid = ", ".join(map(str, kernel.grid.get_values()))
@@ -51,6 +49,39 @@ class CudaTarget(Target):
                 f"block ({block}) smem {kernel.smem.value.data}{pdl}\n"
             )
             output.write(kernel.source.data.rstrip("\n") + "\n")
+
+
+def _missing_step(module: ModuleOp) -> str:
+    """Say why a module has no `tile.cuda_kernel`: the first level it still holds, and the
+    passes that lower it, or that it holds nothing to compile."""
+    from xdsl.dialects import func
+    from xdsl.dialects.builtin import TensorType
+
+    levels = (
+        ("tile.kernel", "to-cuda", "to-cuda"),
+        ("loop.kernel", "tile and to-cuda", "tile,to-cuda"),
+    )
+    for name, passes, pipeline in levels:
+        if found := [op for op in module.walk() if op.name == name]:
+            symbol = found[0].properties.get("sym_name")
+            where = f" @{symbol.data}" if symbol is not None else ""  # type: ignore[attr-defined]
+            return (
+                f"the cuda target prints tile.cuda_kernel ops, and this module has {name}{where}: "
+                f"run {passes} on it (-p ...,{pipeline})"
+            )
+    for op in module.walk():
+        if isinstance(op, func.FuncOp) and op.body.blocks:
+            types = (*op.function_type.inputs.data, *op.function_type.outputs.data)
+            if any(isinstance(t, TensorType) for t in types):
+                return (
+                    "the cuda target prints tile.cuda_kernel ops, and this module still has "
+                    f"the graph function @{op.sym_name.data}: fuse lowers it to loop kernels, "
+                    "before tile and to-cuda (-p fuse,tile,to-cuda)"
+                )
+    return (
+        "nothing to compile: the module has no graph function (a func.func with tensor "
+        "arguments or results) and no kernels"
+    )
 
 
 TINYOPT_UNIVERSE = Universe(

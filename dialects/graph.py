@@ -102,6 +102,10 @@ class GraphOp(IRDLOperation):
             raise self.fail(
                 f"{what} element type must be {', '.join(rest)} or {last}, got {type_.element_type}"
             )
+        if any(d < 0 for d in type_.get_shape()):
+            raise self.fail(
+                f"{what} type {type_} has a dynamic dimension (graph tensors have static shapes)"
+            )
         if 0 in type_.get_shape():
             raise self.fail(
                 f"{what} shape {_fmt_shape(type_.get_shape())} has a dimension of size 0 "

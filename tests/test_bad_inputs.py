@@ -1,7 +1,10 @@
 """The bad-input corpus (tests/bad_inputs/): each case is a diagnostic, never a crash.
 
-Every case runs `tinyopt` as a subprocess and must exit non-zero with a message naming the op
-or option and the problem, print no traceback, and leave no output file behind with `-o`.
+Every case runs `tinyopt` as a subprocess and must exit 1 with a message naming the op or
+option and the problem: a first stderr line `FILE:LINE:COL: error: ...` or `tinyopt: error:
+...`, at most the source line and a caret after it (no IR dump, no traceback), nothing on
+stdout, and no output file left behind with `-o`. Hostile inputs that are valid programs
+(`LOWERED`) must compile.
 Tensors of 2^31 elements or more are not refused: kernels over them index with `long long`
 (backends/cuda/printer.py), which is checked here by compiling them with NVRTC. A kernel whose
 buffers are all smaller but whose index arithmetic is not (an intermediate larger than every
@@ -10,11 +13,13 @@ buffer) is refused by `fuse`.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import lower
@@ -101,7 +106,79 @@ CASES: dict[str, tuple[str, str, str]] = {
     "splitk": ("matmul_f32.mlir", "fuse,tile{splitk=3}", "tile: splitk must be a power of two"),
     "stages": ("matmul_f32.mlir", "fuse,tile{stages=5}", "tile: stages must be 0 (auto), 1 or 2"),
     "option type": ("matmul_f32.mlir", "fuse,tile{bm=wide}", "invalid pass pipeline"),
+    # issue 22: hostile inputs that were tracebacks or misleading messages
+    "random bytes": (
+        "random_bytes.mlir",
+        FULL,
+        "random_bytes.mlir:1:1: error: not UTF-8 text: byte 0xbf cannot be decoded",
+    ),
+    "deep regions": (
+        "deep_regions.mlir",
+        FULL,
+        "deep_regions.mlir:52:14: error: nested more than 100 levels deep",
+    ),
+    "deep brackets": (
+        "deep_brackets.mlir",
+        FULL,
+        "deep_brackets.mlir:3:122: error: nested more than 100 levels deep",
+    ),
+    "huge splat": (
+        "huge_splat.mlir",
+        FULL,
+        "huge_splat.mlir:2:28: error: this dense constant does not fit in memory",
+    ),
+    "dynamic dim": (
+        "dynamic_dim.mlir",
+        FULL,
+        "dynamic_dim.mlir:2:3: error: graph.relu: operand type tensor<?x4xf32> has a dynamic "
+        "dimension",
+    ),
+    "dynamic signature": (
+        "dynamic_signature.mlir",
+        FULL,
+        "tinyopt: error: fuse: @f argument 0 of type tensor<?x4xf32> has a dynamic dimension",
+    ),
+    "scalar argument": (
+        "scalar_argument.mlir",
+        FULL,
+        "tinyopt: error: fuse: @f argument 1 of type f32 is not a tensor",
+    ),
+    "i8 signature": (
+        "i8_signature.mlir",
+        FULL,
+        "tinyopt: error: fuse: @f argument 0 of type tensor<4xi8> has an element type tinyopt "
+        "does not compile",
+    ),
+    "empty function": (
+        "empty_function.mlir",
+        FULL,
+        "tinyopt: error: nothing to compile: the module has no graph function",
+    ),
+    "graph input without fuse": (
+        "matmul_f32.mlir",
+        "tile,to-cuda",
+        "tinyopt: error: the cuda target prints tile.cuda_kernel ops, and this module still has "
+        "the graph function @f: fuse lowers it to loop kernels, before tile and to-cuda",
+    ),
+    "byte-order mark inside": (
+        "byte_order_mark_inside.mlir",
+        FULL,
+        "byte_order_mark_inside.mlir:2:3: error: unexpected character U+FEFF (a byte-order mark)",
+    ),
 }
+
+LOWERED = ["byte_order_mark.mlir", "i32_identity.mlir", "long_chain.mlir"]
+"""Hostile inputs that are valid programs: a leading UTF-8 byte-order mark (skipped), an i32
+tensor returned unchanged (a copy kernel), 500 chained elementwise ops (fuse walks them with a
+stack: past about 330 it was a RecursionError)."""
+
+PASS_LEVEL = [
+    "dynamic_signature.mlir",
+    "scalar_argument.mlir",
+    "i8_signature.mlir",
+    "wide_intermediate.mlir",
+]
+"""Corpus files that parse and verify, and that a pass refuses."""
 
 
 def tinyopt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -113,12 +190,53 @@ def tinyopt(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_bad_input_is_a_diagnostic(tmp_path: Path, case: str) -> None:
     """Non-zero exit, the expected message, no traceback, and no `-o` file left behind."""
     name, pipeline, message = CASES[case]
-    (tmp_path / name).write_text((CORPUS / name).read_text())
+    (tmp_path / name).write_bytes((CORPUS / name).read_bytes())
     result = tinyopt(name, "-p", pipeline, "-o", "out.mlir", cwd=tmp_path)
-    assert result.returncode != 0
+    assert result.returncode == 1
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert_one_diagnostic(result.stderr)
+    assert result.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def assert_one_diagnostic(stderr: str) -> None:
+    """The first line is `FILE:LINE:COL: error: ...` or `tinyopt: error: ...`, followed at most
+    by the source line and a caret (no IR dump)."""
+    lines = stderr.splitlines()
+    assert re.match(r"(\S+:\d+:\d+|tinyopt): error: ", lines[0]), stderr
+    assert len(lines) <= 3, stderr
+
+
+@pytest.mark.parametrize("name", LOWERED)
+def test_hostile_valid_input_lowers(tmp_path: Path, name: str) -> None:
+    (tmp_path / name).write_bytes((CORPUS / name).read_bytes())
+    result = tinyopt(name, "-p", FULL, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "__global__" in result.stdout
+
+
+@pytest.mark.parametrize("name", PASS_LEVEL)
+def test_passes_raise_only_diagnostics(name: str) -> None:
+    """In process (as under plain xdsl-opt), the passes refuse these with xDSL's
+    `DiagnosticException`, not an AssertionError or another exception."""
+    with pytest.raises(DiagnosticException):
+        lower((CORPUS / name).read_text(), FULL)
+
+
+def test_chain_longer_than_the_recursion_limit_is_one_kernel() -> None:
+    """3000 chained elementwise ops and their row sums lower to one kernel."""
+    lines = [
+        "func.func @chain(%x: tensor<4x8xf32>) -> tensor<4xf32> {",
+        "  %v0 = graph.tanh %x : tensor<4x8xf32>",
+        *(f"  %v{i} = graph.add %v{i - 1}, %x : tensor<4x8xf32>" for i in range(1, 3000)),
+        "  %s = graph.reduce_sum %v2999 {dims = array<i64: 1>, keepdim = false} "
+        ": tensor<4x8xf32> -> tensor<4xf32>",
+        "  func.return %s : tensor<4xf32>",
+        "}",
+    ]
+    _, module = lower("\n".join(lines), FULL)
+    assert len([op for op in module.ops if op.name == "tile.cuda_kernel"]) == 1
 
 
 def test_corpus_files_all_have_a_case() -> None:
@@ -126,6 +244,7 @@ def test_corpus_files_all_have_a_case() -> None:
         "big_relu.mlir",
         "big_softmax.mlir",
         "big_matmul.mlir",
+        *LOWERED,
     }
 
 

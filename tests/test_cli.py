@@ -1,5 +1,6 @@
 """The `tinyopt` command run as a subprocess: help, round trips, CUDA output and bad input."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,7 +88,7 @@ BAD_INPUTS = {
     "verifier": (
         "func.func @f() {\n  %a = tile.alloc : memref<4xf32>\n  func.return\n}\n",
         [],
-        "bad.mlir: error: tile.alloc: memory space must be 3",
+        "bad.mlir:2:3: error: tile.alloc: memory space must be 3",
     ),
     "unknown pass": (EMPTY, ["-p", "fuse,nope"], "tinyopt: error: unknown pass 'nope'"),
     "unknown option": (EMPTY, ["-p", "fuse{nope=1}"], "unknown option 'nope' for pass 'fuse'"),
@@ -96,14 +97,24 @@ BAD_INPUTS = {
     "not lowerable": (
         LOOP_MODULE,
         ["-p", "to-cuda"],
-        "bad.mlir: error: to-cuda: cannot print 'loop.kernel' @double_0",
+        "tinyopt: error: to-cuda: cannot print 'loop.kernel' @double_0",
     ),
     "unsupported dtype": (
         SOFTMAX.format(t="f64"),
         ["-p", "decompose,fuse"],
         "element type must be f32, f16 or bf16, got f64",
     ),
-    "no kernels for cuda target": (EMPTY, ["-t", "cuda"], "run the to-cuda pass first"),
+    "no kernels for cuda target": (EMPTY, ["-t", "cuda"], "nothing to compile"),
+    "graph input without fuse": (
+        SOFTMAX.format(t="f32"),
+        ["-p", "tile,to-cuda"],
+        "still has the graph function @softmax: fuse lowers it to loop kernels, before tile",
+    ),
+    "loop input without tile": (
+        LOOP_MODULE,
+        ["-t", "cuda"],
+        "has loop.kernel @double_0: run tile and to-cuda on it",
+    ),
 }
 
 
@@ -117,6 +128,35 @@ def test_bad_input_is_a_diagnostic(tmp_path: Path, case: str) -> None:
     assert result.stdout == ""
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+    assert_one_diagnostic(result.stderr)
+
+
+def assert_one_diagnostic(stderr: str) -> None:
+    """The first line is `FILE:LINE:COL: error: ...` or `tinyopt: error: ...`, followed at most
+    by the source line and a caret (no IR dump)."""
+    lines = stderr.splitlines()
+    assert re.match(r"(\S+:\d+:\d+|tinyopt): error: ", lines[0]), stderr
+    assert len(lines) <= 3, stderr
+
+
+def test_help_lists_subcommands() -> None:
+    result = tinyopt("--help")
+    assert result.returncode == 0
+    assert "tinyopt {run,capture,tune,explain,check-assoc} ..." in result.stdout
+    listed = result.stdout.split("subcommands")[1].split("tinyopt passes:")[0]
+    for name in ("run", "capture", "tune", "explain", "check-assoc"):
+        assert f"\n  {name} " in listed
+
+
+def test_time_passes_go_to_stderr(tmp_path: Path) -> None:
+    """`--time-passes` (and `--print-between-passes`) write to stderr, the CUDA to stdout."""
+    (tmp_path / "softmax.mlir").write_text(SOFTMAX.format(t="f32"))
+    args = ["softmax.mlir", "-p", "fuse,tile,to-cuda"]
+    plain = tinyopt(*args, cwd=tmp_path)
+    timed = tinyopt(*args, "--time-passes", "--print-between-passes", cwd=tmp_path)
+    assert timed.returncode == 0, timed.stderr
+    assert timed.stdout == plain.stdout
+    assert "Pass fuse took " in timed.stderr and "IR after fuse:" in timed.stderr
 
 
 @pytest.mark.parametrize("path", ["missing.mlir", "module.txt"])

@@ -72,6 +72,29 @@ def _is_graph_function(op: Operation) -> bool:
     return any(isinstance(t, TensorType) for t in types)
 
 
+def _check_signature(function: func.FuncOp) -> None:
+    """Refuse a graph function whose arguments or results are not tensors that kernels can
+    hold: static, non-empty shapes of an element type the graph dialect has."""
+    name = function.sym_name.data
+    named = [
+        *((f"argument {i}", t) for i, t in enumerate(function.function_type.inputs.data)),
+        *((f"result {i}", t) for i, t in enumerate(function.function_type.outputs.data)),
+    ]
+    types = ", ".join(map(str, graph.DATA_TYPES))
+    for what, type_ in named:
+        if not isinstance(type_, TensorType):
+            problem = "is not a tensor (a graph function takes and returns tensors only)"
+        elif any(d < 0 for d in type_.get_shape()):
+            problem = "has a dynamic dimension (graph tensors have static shapes)"
+        elif 0 in type_.get_shape():
+            problem = "has a dimension of size 0 (empty tensors are not supported)"
+        elif type_.element_type not in graph.DATA_TYPES:
+            problem = f"has an element type tinyopt does not compile (it has {types})"
+        else:
+            continue
+        raise DiagnosticException(f"fuse: @{name} {what} of type {type_} {problem}")
+
+
 def _reaches(
     value: SSAValue,
     roots: dict[SSAValue, None],
@@ -328,6 +351,7 @@ class FusePass(ModulePass):
         module_block = op.body.block
         for function in [f for f in module_block.ops if _is_graph_function(f)]:
             assert isinstance(function, func.FuncOp)
+            _check_signature(function)
             builders = plan_kernels(function, FuseLog(function, self.debug))
             globals_: list[memref.GlobalOp] = []
             host = _host_function(function, builders, globals_)

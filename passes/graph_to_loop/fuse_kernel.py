@@ -385,28 +385,36 @@ class KernelBuilder:
         found: list[tuple[SSAValue, Point]],
         seen: set[tuple[SSAValue, Point]],
     ) -> None:
-        """Collect the reductions and matmuls reached by inlining `value` at `point`."""
-        if (value, point) in seen or self._is_load(value):
-            return
-        seen.add((value, point))
-        op = value.owner
-        if isinstance(op, graph.ReduceOp | graph.MatmulOp):
-            found.append((value, point))
-            return
-        for operand, operand_point in _operand_points(op, point):
-            self._scan(operand, operand_point, found, seen)
+        """Collect the reductions and matmuls reached by inlining `value` at `point`, in the
+        order of a depth-first walk over operands (iterative: a chain of elementwise ops may
+        be longer than Python's recursion limit)."""
+        stack = [(value, point)]
+        while stack:
+            value, point = stack.pop()
+            if (value, point) in seen or self._is_load(value):
+                continue
+            seen.add((value, point))
+            op = value.owner
+            if isinstance(op, graph.ReduceOp | graph.MatmulOp):
+                found.append((value, point))
+                continue
+            stack.extend(reversed(_operand_points(op, point)))
 
     def _reaches(
         self, value: SSAValue, target: SSAValue, seen: set[SSAValue] | None = None
     ) -> bool:
-        """Return whether inlining `value` reads `target`."""
+        """Return whether inlining `value` reads `target` (an iterative walk)."""
         seen = set() if seen is None else seen
-        if value is target:
-            return True
-        if value in seen or self._is_load(value) or not isinstance(value.owner, Operation):
-            return False
-        seen.add(value)
-        return any(self._reaches(o, target, seen) for o in value.owner.operands)
+        stack = [value]
+        while stack:
+            value = stack.pop()
+            if value is target:
+                return True
+            if value in seen or self._is_load(value) or not isinstance(value.owner, Operation):
+                continue
+            seen.add(value)
+            stack.extend(reversed(value.owner.operands))
+        return False
 
     def _open_parallel(self, loop_vars: Sequence[Var]) -> loop.ParallelOp:
         """Create a `loop.parallel` over `loop_vars` (one unit dim if none) and enter it."""
@@ -462,11 +470,36 @@ class KernelBuilder:
         return value is not self.root and value in self.materialized
 
     def _value(self, value: SSAValue, point: Point) -> SSAValue:
-        """Return the f32 scalar of tensor `value` at `point`, emitting its code if needed."""
+        """Return the f32 scalar of tensor `value` at `point`, emitting its code if needed.
+
+        The operands of an inlined elementwise or index-map op are emitted first, in operand
+        order and depth first, by an explicit stack rather than recursion (a chain of
+        elementwise ops may be longer than Python's recursion limit); `_compute` then finds
+        them in `_values`. Only reductions and contractions recurse, once per nesting level.
+        """
         key = (value, point)
-        if key not in self._values:
-            self._values[key] = self._compute(value, point)
+        stack: list[tuple[tuple[SSAValue, Point], bool]] = [(key, False)]
+        while stack:
+            (value, point), ready = stack.pop()
+            if (value, point) in self._values:
+                continue
+            operands = None if ready else self._inlined_operands(value, point)
+            if not operands:
+                self._values[(value, point)] = self._compute(value, point)
+                continue
+            stack.append(((value, point), True))
+            stack.extend((o, False) for o in reversed(operands) if o not in self._values)
         return self._values[key]
+
+    def _inlined_operands(self, value: SSAValue, point: Point) -> list[tuple[SSAValue, Point]]:
+        """Return the operands `_compute` reads to emit `value` at `point` (none where it
+        loads it, or emits it from its own body: a constant, iota, reduction or matmul)."""
+        op = value.owner
+        if self._is_load(value) or not isinstance(op, Operation):
+            return []
+        if isinstance(op, graph.ConstantOp | graph.IotaOp | graph.ReduceOp | graph.MatmulOp):
+            return []
+        return _operand_points(op, point)
 
     def _compute(self, value: SSAValue, point: Point) -> SSAValue:
         if self._is_load(value):

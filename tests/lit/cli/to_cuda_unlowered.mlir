@@ -2,7 +2,7 @@
 // to-cuda prints tile kernels; a loop.kernel that was never tiled is a diagnostic, not a crash.
 
 // CHECK-NOT: Traceback
-// CHECK: to_cuda_unlowered.mlir: error: to-cuda: {{.*}}loop.kernel{{.*}}@copy
+// CHECK: tinyopt: error: to-cuda: {{.*}}loop.kernel{{.*}}@copy
 // CHECK-NOT: Traceback
 builtin.module {
   loop.kernel @copy(%x: memref<64xf32>, %y: memref<64xf32>) {
