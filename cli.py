@@ -11,6 +11,7 @@ import contextlib
 import dataclasses
 import os
 import importlib.util
+import logging
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -685,10 +686,13 @@ def capture_command(args: argparse.Namespace) -> None:
         raise
     except Exception as exc:
         raise CliError(f"{path}: {type(exc).__name__}: {exc}") from None
+    logging.disable(logging.ERROR)  # torch.export logs each failed trace before raising it
     try:
         captured = capture(module.eval(), *inputs, name=args.name)
     except FrontendError as exc:
         raise CliError(str(exc)) from None
+    finally:
+        logging.disable(logging.NOTSET)
     print(captured.module)
 
 

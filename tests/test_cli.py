@@ -159,6 +159,18 @@ def test_time_passes_go_to_stderr(tmp_path: Path) -> None:
     assert "Pass fuse took " in timed.stderr and "IR after fuse:" in timed.stderr
 
 
+def test_capture_with_wrong_input_shape_is_one_line(tmp_path: Path) -> None:
+    """A shape torch.export cannot trace is one diagnostic, without torch's log of the failed
+    trace (19 lines before)."""
+    pytest.importorskip("torch")
+    (tmp_path / "model.py").write_text("import torch\n\nlinear = torch.nn.Linear(16, 8)\n")
+    result = tinyopt("capture", "model.py:linear", "--inputs", "2x15xf32", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith("tinyopt: error: torch.export cannot trace"), result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
 @pytest.mark.parametrize("path", ["missing.mlir", "module.txt"])
 def test_unreadable_input_is_an_error(tmp_path: Path, path: str) -> None:
     (tmp_path / "module.txt").write_text("builtin.module {}\n")
