@@ -95,10 +95,17 @@ EXACT_INTEGERS = 2**24
 
 
 def _source(node: Node) -> str:
-    """Return where the user's code created `node` (its last stack frame), or ''."""
+    """Return where the user's code created `node`, or '': its last stack frame outside
+    torch's own package (an op of `nn.Conv1d` is at the user's `self.conv(x)`, not in torch)."""
+    import os
+
+    import torch
+
     trace = (node.meta.get("stack_trace") or "").strip().splitlines()
     frames = [line.strip() for line in trace if line.strip().startswith("File ")]
-    return f", at {frames[-1]}" if frames else ""
+    torch_dir = f'"{os.path.dirname(torch.__file__)}{os.sep}'
+    users = [f for f in frames if not f.removeprefix("File ").startswith(torch_dir)]
+    return f", at {(users or frames)[-1]}" if frames else ""
 
 
 def _op_name(target: Any) -> str:
