@@ -158,6 +158,9 @@ static inline void tinyopt_cp_async_16(void* dst, const void* src, bool valid) {
     if (valid) memcpy(dst, src, 16); else memset(dst, 0, 16);
 }
 static inline float tinyopt_exp2_approx(float x) { return exp2f(x); }
+// PTX max.NaN / min.NaN: a NaN operand gives NaN (fmaxf / fminf return the other one).
+static inline float tinyopt_fmax_nan(float a, float b) { return a != a || b != b ? NAN : fmaxf(a, b); }
+static inline float tinyopt_fmin_nan(float a, float b) { return a != a || b != b ? NAN : fminf(a, b); }
 // CUDA's approximate intrinsics (math.h declares its own __expf): the exact operations here.
 #define __expf(x) expf(x)
 #define __fdividef(a, b) ((a) / (b))

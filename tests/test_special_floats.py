@@ -89,3 +89,37 @@ def test_infinities_reach_the_kernel_through_text() -> None:
     text = str(capture(Infinite(), torch.randn(4, 8)).module)
     cuda = str(apply_pipeline(parse(text), "fuse,tile,to-cuda"))
     assert "* INFINITY" in cuda and "2.139095e+09" not in cuda
+
+
+
+NAN_PROGRAM = """func.func @f(%x: tensor<4x40xf32>, %y: tensor<4x40xf32>) -> tensor<4x40xf32> {
+  %r = graph.relu %x : tensor<4x40xf32>
+  %n = graph.min %r, %y : tensor<4x40xf32>
+  %m = graph.max %n, %x : tensor<4x40xf32>
+  func.return %m : tensor<4x40xf32>
+}"""
+
+
+def test_nan_propagates_through_max_min_and_relu_on_the_cpu_emulation() -> None:
+    # torch's maximum, minimum and relu give NaN for a NaN operand; CUDA's fmaxf / fminf
+    # return the other operand, which made kernels drop NaNs that the loop IR executor kept
+    # (a max reduction prints the same helper: tests/lit/to_cuda/nan_propagating.mlir).
+    from cpu_cuda import COMPILER, run_on_cpu
+
+    from tinyopt.backends.reference import run_reference
+    from tinyopt.dialects import tile
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    module = apply_pipeline(parse(NAN_PROGRAM), "fuse,tile,to-cuda")
+    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((4, 40)).astype(np.float32) for _ in range(2))
+    x[1, 7] = x[3, 39] = np.nan
+    y[2, 5] = np.nan
+    out = np.zeros((4, 40), np.float32)
+    *_, got = run_on_cpu(kernel, [x, y, out])
+    (want,) = run_reference(parse(NAN_PROGRAM), x, y)
+    assert np.isnan(want).sum() == 3
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-6)

@@ -188,9 +188,28 @@ _UNSIGNED_INFIX: dict[type[Operation], str] = {arith.DivUIOp: "/", arith.RemUIOp
 _INT_CALLS: dict[type[Operation], str] = {arith.MaxSIOp: "max", arith.MinSIOp: "min"}
 """Signed integer ops printed as a call of CUDA's overloaded device `max` / `min`."""
 
+def _nan_propagating(op: str) -> str:
+    return "\n".join(
+        (
+            f"__device__ __forceinline__ float tinyopt_f{op}_nan(float a, float b) {{",
+            "    float d;",
+            f'    asm("{op}.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));',
+            "    return d;",
+            "}",
+        )
+    )
+
+
+NAN_PROPAGATING: dict[type[Operation], tuple[str, str]] = {
+    arith.MaximumfOp: ("tinyopt_fmax_nan", _nan_propagating("max")),
+    arith.MinimumfOp: ("tinyopt_fmin_nan", _nan_propagating("min")),
+}
+"""`arith.maximumf` / `minimumf` (torch's maximum, amax, relu, clamp: a NaN operand gives NaN)
+as PTX `max.NaN` / `min.NaN`; CUDA's `fmaxf` / `fminf` return the other operand, which is
+`arith.maxnumf` / `minnumf`. Printed as `fmaxf`, a NaN input vanished from a max reduction,
+a ReLU or a clamp: a silent wrong answer the loop IR executor did not share."""
+
 _FLOAT_CALLS: dict[type[Operation], str] = {
-    arith.MaximumfOp: "fmaxf",
-    arith.MinimumfOp: "fminf",
     arith.MaxnumfOp: "fmaxf",
     arith.MinnumfOp: "fminf",
     fmath.ExpOp: "expf",
@@ -260,6 +279,7 @@ _RESERVED = (
     tinyopt_cp_async_16""".split()
     )
     | frozenset(_FLOAT_CALLS.values())
+    | frozenset(name for name, _ in NAN_PROPAGATING.values())
     | frozenset(hopper.HELPER_NAMES)
 )
 """Names a local must not take: C++ keywords, CUDA built-ins, and the functions we call."""
@@ -382,6 +402,8 @@ def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
             helpers[cp_async_helper(op.bytes)] = None
         elif isinstance(op, fmath.Exp2Op) and _approximate(op):
             helpers[EXP2_APPROX] = None
+        elif type(op) in NAN_PROPAGATING:
+            helpers[NAN_PROPAGATING[type(op)][1]] = None
         elif isinstance(op, tile.WgmmaOp | tile.WgmmaRegisterAOp):
             helpers[hopper.wgmma_desc_helper()] = None
             helpers[hopper.wgmma_helper(op)] = None
@@ -632,11 +654,14 @@ class CudaPrinter(BasePrinter[str]):
         args = ", ".join(cast + self.expr(v) for v in op.operands)
         self.let(op.results[0], f"{_INT_CALLS[type(op)]}({args})")
 
-    @print_op.register(_any_of(_FLOAT_CALLS))
+    @print_op.register(_any_of([*_FLOAT_CALLS, *NAN_PROPAGATING]))
     def _(self, op: Operation) -> None:
         t = op.results[0].type
         args = ", ".join(self.to_float(self.expr(v), v.type) for v in op.operands)
-        name = (_APPROXIMATE_CALLS if _approximate(op) else _FLOAT_CALLS)[type(op)]
+        if type(op) in NAN_PROPAGATING:
+            name = NAN_PROPAGATING[type(op)][0]
+        else:
+            name = (_APPROXIMATE_CALLS if _approximate(op) else _FLOAT_CALLS)[type(op)]
         self.let(op.results[0], self.from_float(f"{name}({args})", t))
 
     @print_op.register

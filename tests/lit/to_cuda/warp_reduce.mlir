@@ -9,7 +9,7 @@
 // CHECK-NEXT:   for (int offset = 16; offset > 0; offset >>= 1) {
 // CHECK-NEXT:     float m2 = __shfl_xor_sync(0xffffffff, m, offset, 32);
 // CHECK-NEXT:     float l2 = __shfl_xor_sync(0xffffffff, l, offset, 32);
-// CHECK-NEXT:     float mx = fmaxf(m, m2);
+// CHECK-NEXT:     float mx = tinyopt_fmax_nan(m, m2);
 // CHECK:          float e1 = expf(d1);
 // CHECK:          m = mx;
 // CHECK-NEXT:     l = total;
