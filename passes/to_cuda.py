@@ -11,6 +11,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.backends.cuda.hopper import dynamic_layout
 from tinyopt.backends.cuda.printer import kernel_source
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.limits import fit_launch
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class ToCudaPass(ModulePass):
                 )
             if isinstance(kernel, tile.KernelOp):
                 kernels.append(kernel)
+        for kernel in kernels:  # re-grids tile IR written past the launch limits
+            fit_launch(kernel, "to-cuda")
         # Every kernel is printed before any is replaced, so a failure leaves the module as is.
         sources = [kernel_source(kernel, bool(self.pdl)) for kernel in kernels]
         for kernel, source in zip(kernels, sources, strict=True):

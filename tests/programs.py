@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from attention_programs import attention
+
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
@@ -276,6 +278,14 @@ CASES = [
     Case("matmul_relu_129x257x33", matmul_relu(129, 257, 33)),
     Case("matmul_relu_bf16_128x96x64", matmul_relu(128, 96, 64, "bf16")),
     Case("bmm_3x65x33x47", batched_matmul(3, 65, 33, 47)),
+    # Past the launch limits (passes/tile/limits.py): a batch of 100000 in grid.z, and batch ×
+    # heads = 131072 in the attention rule's grid.y (y and z stop at 65535), both folded into x.
+    Case("bmm_batch_100000_4x4x4", batched_matmul(100000, 4, 4, 4)),
+    Case(
+        "attention_heads_131072_bf16",
+        attention(1024, 128, 16, 16, "bf16"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
     Case("mlp_100x128x256", mlp(100, 128, 256)),
     # [batch, seq, hidden] and rank-4 activations: each linear one GEMM over all rows.
     Case("mlp_3x37x100x72", mlp((3, 37), 100, 72)),

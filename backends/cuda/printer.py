@@ -38,6 +38,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends.cuda import hopper
 from tinyopt.dialects import tile
+from tinyopt.passes.tile.limits import index_range
 
 VEC_TYPE = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_vec { T v[N]; };"
 """The vector type of `tile.vload` / `tile.vstore`: N elements in one aligned access."""
@@ -415,7 +416,8 @@ class CudaPrinter(BasePrinter[str]):
 
     Each SSA value is a C local named after its name hint when that hint is unique in the
     kernel, else `v<N>`; constants are printed inline as literals. The C index type is `int`
-    unless some buffer has 2^31 elements or more (then `long long`). With `pdl` the body opens
+    unless some buffer has 2^31 elements or more, or some index the kernel computes may leave
+    `int` (`limits.index_range`): then `long long`. With `pdl` the body opens
     with the statements of programmatic dependent launch (`PDL_STATEMENTS`).
     """
 
@@ -425,9 +427,9 @@ class CudaPrinter(BasePrinter[str]):
         self.pdl = pdl
         self.where = f"tile.kernel @{kernel.sym_name.data}"
         memrefs = [t for t in _types(kernel) if isinstance(t, MemRefType)]
-        self.index = (
-            "long long" if any(math.prod(t.get_shape()) >= 2**31 for t in memrefs) else "int"
-        )
+        lo, hi = index_range(kernel)
+        wide = any(math.prod(t.get_shape()) >= 2**31 for t in memrefs) or lo < -(2**31)
+        self.index = "long long" if wide or hi >= 2**31 else "int"
         self.hints = _unique_hints(kernel)
         self.taken = {*_RESERVED, kernel.sym_name.data, *self.hints.values()}
         self.names: dict[SSAValue, str] = {}

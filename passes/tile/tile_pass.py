@@ -14,6 +14,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.limits import fit_launch
 from tinyopt.passes.tile.planner import plan_module
 from tinyopt.passes.tile.registry import RULE_TYPES, rule_named
 from tinyopt.passes.tile.rule import plan_from_attr
@@ -54,6 +55,9 @@ class TilePass(Knobs, ModulePass):
         plan_module(op, self, target)
         for kernel in list(loop.kernels(op)):
             _emit(kernel, target)
+        for kernel in op.ops:
+            if isinstance(kernel, tile.KernelOp):
+                fit_launch(kernel)
         # The rules emit index arithmetic per lane and per use; clean it up so the printed
         # CUDA stays readable (the CUDA compiler would fold it anyway).
         CommonSubexpressionElimination().apply(ctx, op)
