@@ -441,8 +441,11 @@ class _FusedBuilder:
         pv_map = dict(zip(m.pv.nest.body.block.args, outer.args)) | self._buffers(m.pv, hosts)
         pv_ops = list(m.pv.nest.body.block.ops)
         split = pv_ops.index(m.pv_reduce)
+        init = m.pv_reduce.init[0]
         for op in pv_ops[:split]:
-            if op is not m.pv_reduce.init[0].owner:
+            # The P·V sum's init is replaced by the state's; a constant it shares with the
+            # epilogue (`where(mask, attention, 0.0)`) is still cloned for the epilogue.
+            if op is not init.owner or not init.has_one_use():
                 outer.add_op(op.clone(value_mapper=pv_map))
         minus_inf, zero, one = (f32_constant(v) for v in (float("-inf"), 0.0, 1.0))
         for op in (minus_inf, zero, one):

@@ -305,6 +305,36 @@ def _composite(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     return b.op(f"{text} -> {t}", x[1])
 
 
+def _attention(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    """`graph.attention` on new arguments, in the forms of decode and chunked prefill: query
+    heads a multiple of the key/value heads (GQA), Sq <= Skv, a value size of its own, a
+    boolean or additive mask broadcast over some dims, causal or not. The running value `x`
+    becomes an output (unless it is an argument); the attention's result continues."""
+    if x[0] not in {name for name, _ in b.args}:
+        b.outputs.append(x)
+    batch, kv, group = draw(st.integers(1, 2)), draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    heads, skv = kv * group, draw(st.integers(1, 16))
+    sq, d, dv = (
+        draw(st.integers(1, skv)),
+        draw(st.sampled_from((4, 8))),
+        draw(st.sampled_from((4, 8))),
+    )
+    q, k, v = b.arg((batch, heads, sq, d)), b.arg((batch, kv, skv, d)), b.arg((batch, kv, skv, dv))
+    operands, types = [q, k, v], [b.type(q), b.type(k), b.type(v)]
+    kind = draw(st.sampled_from(("none", "i1", "additive")))
+    if kind != "none":
+        full = (batch, heads, sq, skv)
+        shape = tuple(n if draw(st.booleans()) else 1 for n in full)
+        mask = b.arg(shape, "i1" if kind == "i1" else None)
+        operands.append(mask)
+        types.append(b.type(mask))
+    causal = ", causal = true" if draw(st.booleans()) else ""
+    out = (batch, heads, sq, dv)
+    names = ", ".join(name for name, _ in operands)
+    text = f"attention {names} {{scale = 0.35 : f32{causal}}} : ({', '.join(types)})"
+    return b.op(f"{text} -> {_t(out, b.dtype)}", out)
+
+
 def _epilogue(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     """Reads `x` two or three times, as a GEMM epilogue does: `x * sigmoid(x) + x`."""
     y = b.binary(draw(st.sampled_from(SAFE_BINARY)), x, _unary(draw, b, x))
@@ -408,6 +438,7 @@ STEPS = {
     "epilogue": _epilogue,
     "select": _select,
     "masked_softmax": _masked_softmax,
+    "attention": _attention,
 }
 
 
@@ -451,12 +482,13 @@ KNOB_VALUES: dict[str, tuple[object, ...]] = {
 
 @st.composite
 def pipelines(draw: st.DrawFn) -> str:
-    """Draws a pipeline `[decompose,]fuse[,rewrites],tile{random knobs},to-cuda`."""
+    """Draws a pipeline `[decompose,]fuse[,rewrites],tile{random knobs},to-cuda` (rewrites:
+    flash-attention, online-softmax, welford)."""
     names = sorted(draw(st.sets(st.sampled_from(sorted(KNOB_VALUES)), max_size=5)))
     knobs = " ".join(f"{n}={draw(st.sampled_from(KNOB_VALUES[n]))}" for n in names)
     passes = ["decompose"] if draw(st.booleans()) else []
     passes.append("fuse")
-    passes += [p for p in ("online-softmax", "welford") if draw(st.booleans())]
+    passes += [p for p in ("flash-attention", "online-softmax", "welford") if draw(st.booleans())]
     passes.append(f"tile{{{knobs}}}" if knobs else "tile")
     return ",".join([*passes, "to-cuda"])
 
