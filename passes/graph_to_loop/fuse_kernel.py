@@ -336,7 +336,7 @@ class KernelBuilder:
             self._scan(operand, operand_point, found, set())
             if found:
                 raise Materialize(_layout_source(operand), "a matmul operand holding a reduction")
-            if self._is_load(operand):
+            if self._is_load(_unswapped(operand)):
                 continue  # a buffer already (mean pooling, then a linear): read as stored
             outer = point_vars((operand_point[-2] if operand is op.lhs else point[-1],))
             if reason := self._not_plain(operand, operand_point, outer, set()):
