@@ -54,6 +54,10 @@ FORMS = {
     "bool_key_mask": dict(shape=(2, 2, 2, 3, 9, 8, 8), mask=((2, 1, 1, 9), "i1")),
     "float_mask_causal": dict(shape=(2, 2, 1, 6, 6, 8, 8), mask=((1, 2, 6, 6), "f32"), causal=True),
     "causal_square": dict(shape=(1, 2, 2, 7, 7, 8, 8), causal=True),
+    "decode_causal_masked": dict(
+        shape=(2, 4, 2, 1, 11, 8, 4), causal=True, mask=((2, 1, 1, 11), "i1")
+    ),
+    "chunk_causal_one_key_each": dict(shape=(1, 3, 1, 4, 4, 8, 8), causal=True),
 }
 
 
