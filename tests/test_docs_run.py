@@ -298,14 +298,19 @@ def run_block(block: Block, scratch: Path, have_gpu: bool, slow: bool) -> Result
 
 
 def _scratch_copy(dest: Path) -> Path:
-    files = subprocess.run(
+    """Copy the repository's files (git's tracked and untracked, not ignored, ones; outside a git
+    checkout, everything but virtual environments and caches) into `dest`."""
+    listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=REPO,
         capture_output=True,
         text=True,
-        check=True,
-    ).stdout.split("\0")
-    for name in filter(None, files):
+    )
+    if listed.returncode != 0:
+        ignore = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", "*.egg-info")
+        shutil.copytree(REPO, dest, ignore=ignore, dirs_exist_ok=True)
+        return dest
+    for name in filter(None, listed.stdout.split("\0")):
         src = REPO / name
         if src.is_file():
             (dest / name).parent.mkdir(parents=True, exist_ok=True)
