@@ -84,7 +84,7 @@ class _LocatingParser(Parser):
         start = self._current_token.span
         try:
             return super().parse_dense_int_or_fp_elements_attr(*args, **kwargs)
-        except MemoryError:
+        except (MemoryError, OverflowError):  # OverflowError: more than 2^63 elements
             raise ParseError(
                 start,
                 "this dense constant does not fit in memory (the parser stores every element, "
@@ -310,8 +310,10 @@ def _format_parse_error(error: ParseError) -> str:
     (xDSL reports a truncated region as an empty "in block definition").
     """
     message = error.msg.strip()
-    if message.startswith("Unexpected character: "):
-        message = f"unexpected character {_describe_char(message[-1])}"
+    if error.msg.startswith("Unexpected character: "):  # the character may be whitespace
+        message = f"unexpected character {_describe_char(error.msg[-1])}"
+    elif "{first_char}" in message:  # xDSL's message leaves its placeholder unfilled
+        message = message.replace("{first_char}", repr(error.span.text[:1]))
     content = error.span.input.content
     text = content.decode(errors="replace") if isinstance(content, bytes) else content
     if not text[error.span.start :].strip():
@@ -321,8 +323,18 @@ def _format_parse_error(error: ParseError) -> str:
             if message in ("", "in block definition"):
                 message = _unclosed_bracket(text) or ""
             message = f"unexpected end of input: {message[:1].lower()}{message[1:]}".rstrip(": ")
-    context = error.span.print_with_context().splitlines()[1:]
+    context = _context(error.span)
     return "\n".join([f"{error.span.get_location()}: error: {message}", *context])
+
+
+_LINE_BREAKS = str.maketrans(dict.fromkeys("\v\f\r\x1c\x1d\x1e\x85\u2028\u2029", " "))
+"""Characters other than newline that end a line for `str.splitlines` (and some terminals):
+shown as spaces in a diagnostic's source line, so that it stays one line under its caret."""
+
+
+def _context(span: Span[str]) -> list[str]:
+    """Return the source line of `span` and its caret line."""
+    return [line.translate(_LINE_BREAKS) for line in span.print_with_context().split("\n")[1:3]]
 
 
 def _describe_char(char: str) -> str:
@@ -359,8 +371,7 @@ def _format_diagnostic(error: DiagnosticException) -> str:
     source, op = found
     start = source.starts[op]
     span = Span(start.start, start.end, Input(source.text, source.name), source.line_offset)
-    context = span.print_with_context().splitlines()[1:]
-    return "\n".join([f"{span.get_location()}: error: {error}", *context])
+    return "\n".join([f"{span.get_location()}: error: {error}", *_context(span)])
 
 
 def run_parser() -> argparse.ArgumentParser:
@@ -709,6 +720,7 @@ SUBCOMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the `tinyopt` command line; return its exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    _SOURCES.clear()  # another call's inputs (main may run many times in one process)
     where = "<stdin>"
     try:
         if argv[:1] and argv[0] in SUBCOMMANDS:

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, SSAValue
+from xdsl.ir import Attribute, Dialect, OpResult, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -62,6 +62,10 @@ BOOL = IntegerType(1)
 DATA_TYPES: tuple[Attribute, ...] = (*FLOAT_TYPES, BOOL, *ID_TYPES)
 """Element types that ops which only move elements (reshape, slice, ...) may carry."""
 
+MAX_EXTENT = 2**63 - 1
+"""The largest dimension of a graph tensor: loop bounds are i64. (A tensor of more elements
+than that is refused by `tile`, which names the kernel.)"""
+
 _FALSE = BoolAttr.from_bool(False)
 
 
@@ -88,6 +92,23 @@ class GraphOp(IRDLOperation):
     ELEMENT_TYPES: ClassVar[tuple[Attribute, ...]] = FLOAT_TYPES
     """What `tensor` accepts: floats, unless the op only moves elements."""
 
+    def verify(self, verify_nested_ops: bool = True) -> None:
+        """Check that each operand is defined before this op, then verify the op.
+
+        xDSL does not check dominance, and passes walking the graph would loop forever or
+        fail on a cycle such as `%a = graph.add %a, %x`."""
+        for i, operand in enumerate(self.operands):
+            block = self.parent
+            if block is None or not isinstance(operand, OpResult) or operand.op.parent is not block:
+                continue
+            op = operand.op.next_op
+            while op is not None and op is not self:
+                op = op.next_op
+            if op is None:
+                name = f"%{operand.name_hint}" if operand.name_hint else f"operand {i}"
+                raise self.fail(f"{name} is used before it is defined")
+        super().verify(verify_nested_ops)
+
     def fail(self, message: str) -> VerifyException:
         """Build a VerifyException prefixed with the op name (callers `raise` it)."""
         return VerifyException(f"{self.name}: {message}")
@@ -110,6 +131,11 @@ class GraphOp(IRDLOperation):
             raise self.fail(
                 f"{what} shape {_fmt_shape(type_.get_shape())} has a dimension of size 0 "
                 "(empty tensors are not supported)"
+            )
+        if max(type_.get_shape(), default=0) > MAX_EXTENT:
+            raise self.fail(
+                f"{what} shape {_fmt_shape(type_.get_shape())} has a dimension larger than "
+                "2^63 - 1 (loop bounds are 64-bit)"
             )
         return type_  # pyright: ignore[reportUnknownVariableType]
 

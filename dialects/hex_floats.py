@@ -5,12 +5,14 @@ xDSL 0.75 prints an infinite or NaN element of a float dense attribute in hex
 spells (4286578688.0): a program that went through text silently computed with the wrong
 constant. Importing this module (the graph dialect does) makes the reading match the printing
 and MLIR: the hex digits are the element's bit pattern, and one wider than the type is an
-error. Decimal elements are read as before.
+error. Decimal elements are read as before, but one its type cannot hold (`dense<300> :
+tensor<1xi8>`, `dense<1.0e+40> : tensor<1xf16>`) is a parse error, where xDSL raised a
+ValueError or OverflowError while building the attribute.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import AnyFloat
+from xdsl.dialects.builtin import AnyFloat, IntegerType
 from xdsl.parser.attribute_parser import AttrParser
 
 _Element = AttrParser._TensorLiteralElement  # pyright: ignore[reportPrivateUsage]
@@ -26,7 +28,15 @@ def _to_type(self: _Element, parser: AttrParser, type_: object) -> object:
             )
         raw = self.value.to_bytes(type_.compile_time_size, "little")
         return next(type_.iter_unpack(raw))
-    return _read_as_value(self, parser, type_)  # pyright: ignore[reportArgumentType]
+    value = _read_as_value(self, parser, type_)  # pyright: ignore[reportArgumentType]
+    try:
+        if isinstance(type_, IntegerType) and isinstance(value, int):
+            type_.get_normalized_value(value)
+        elif isinstance(type_, AnyFloat) and isinstance(value, float):
+            type_.pack([value])
+    except (ValueError, OverflowError):
+        parser.raise_error(f"element {text} is out of range for {type_}", at_position=self.span)
+    return value
 
 
 _Element.to_type = _to_type  # pyright: ignore[reportAttributeAccessIssue]

@@ -165,12 +165,50 @@ CASES: dict[str, tuple[str, str, str]] = {
         FULL,
         "byte_order_mark_inside.mlir:2:3: error: unexpected character U+FEFF (a byte-order mark)",
     ),
+    # found by the mutator (tests/bad_inputs/mutate.py, tests/test_mutated_inputs.py)
+    "use before definition": (
+        "use_before_def.mlir",
+        FULL,
+        "use_before_def.mlir:2:3: error: graph.add: %b is used before it is defined",
+    ),
+    "dimension beyond int64": (
+        "dim_beyond_int64.mlir",
+        FULL,
+        "dim_beyond_int64.mlir:2:3: error: graph.relu: operand shape 8x18446744073709551616 has "
+        "a dimension larger than 2^63 - 1",
+    ),
+    "dense ids out of range": (
+        "dense_ids_out_of_range.mlir",
+        FULL,
+        "dense_ids_out_of_range.mlir:2:35: error: element 4294967296 is out of range for i32",
+    ),
+    "dense f16 overflow": (
+        "dense_f16_overflow.mlir",
+        FULL,
+        "dense_f16_overflow.mlir:2:29: error: element 1.0e+40 is out of range for f16",
+    ),
+    "control character": (
+        "control_character.mlir",
+        FULL,
+        "control_character.mlir:2:36: error: unexpected character U+001E (a control character)",
+    ),
+    "huge splat beyond int64": (
+        "huge_splat_beyond_int64.mlir",
+        FULL,
+        "huge_splat_beyond_int64.mlir:2:28: error: this dense constant does not fit in memory",
+    ),
+    "value without a name": (
+        "value_without_name.mlir",
+        FULL,
+        "value_without_name.mlir:1:14: error: Expected suffix identifier after '%'",
+    ),
 }
 
-LOWERED = ["byte_order_mark.mlir", "i32_identity.mlir", "long_chain.mlir"]
+LOWERED = ["byte_order_mark.mlir", "i32_identity.mlir", "long_chain.mlir", "big_rms_norm.mlir"]
 """Hostile inputs that are valid programs: a leading UTF-8 byte-order mark (skipped), an i32
 tensor returned unchanged (a copy kernel), 500 chained elementwise ops (fuse walks them with a
-stack: past about 330 it was a RecursionError)."""
+stack: past about 330 it was a RecursionError), an rms_norm over 2^31 rows (decompose built
+its eps as a constant of 2^31 elements: a MemoryError)."""
 
 PASS_LEVEL = [
     "dynamic_signature.mlir",

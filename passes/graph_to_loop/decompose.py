@@ -44,8 +44,9 @@ def _emit(rewriter: PatternRewriter, op: Operation) -> SSAValue:
 
 
 def _splat(rewriter: PatternRewriter, value: float, like: SSAValue) -> SSAValue:
-    """Emit a constant with `like`'s type whose elements all equal `value`."""
-    return _emit(rewriter, graph.ConstantOp.splat(value, _type(like)))
+    """Emit `value` broadcast to `like`'s type: a one-element constant, as a constant of
+    `like`'s shape would hold one copy of `value` per element (a MemoryError for 2^31 rows)."""
+    return _expand(rewriter, _emit(rewriter, graph.ConstantOp.scalar(value, _type(like))), like)
 
 
 def _expand(rewriter: PatternRewriter, x: SSAValue, like: SSAValue) -> SSAValue:

@@ -7,8 +7,9 @@
 // CHECK-NEXT: %[[SUB:.*]] = graph.sub %x, %[[BROADCAST]] : tensor<4x8xf32>
 // CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[SUB]], %[[SUB]] : tensor<4x8xf32>
 // CHECK-NEXT: %[[REDUCE_MEAN2:.*]] = graph.reduce_mean %[[MUL]] {dims = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
-// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.000000e-05> : tensor<4x1xf32>
-// CHECK-NEXT: %[[ADD:.*]] = graph.add %[[REDUCE_MEAN2]], %[[CONSTANT]] : tensor<4x1xf32>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.000000e-05> : tensor<1x1xf32>
+// CHECK-NEXT: %[[EPS:.*]] = graph.broadcast %[[CONSTANT]] : tensor<1x1xf32> -> tensor<4x1xf32>
+// CHECK-NEXT: %[[ADD:.*]] = graph.add %[[REDUCE_MEAN2]], %[[EPS]] : tensor<4x1xf32>
 // CHECK-NEXT: %[[RSQRT:.*]] = graph.rsqrt %[[ADD]] : tensor<4x1xf32>
 // CHECK-NEXT: %[[BROADCAST2:.*]] = graph.broadcast %[[RSQRT]] : tensor<4x1xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: %[[MUL2:.*]] = graph.mul %[[SUB]], %[[BROADCAST2]] : tensor<4x8xf32>

@@ -4,8 +4,9 @@
 // CHECK-LABEL: func.func @rms_norm(
 // CHECK-NEXT: %[[MUL:.*]] = graph.mul %x, %x : tensor<2x3x8xf16>
 // CHECK-NEXT: %[[REDUCE_MEAN:.*]] = graph.reduce_mean %[[MUL]] {dims = array<i64: 2>, keepdim = true} : tensor<2x3x8xf16> -> tensor<2x3x1xf16>
-// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.013280e-06> : tensor<2x3x1xf16>
-// CHECK-NEXT: %[[ADD:.*]] = graph.add %[[REDUCE_MEAN]], %[[CONSTANT]] : tensor<2x3x1xf16>
+// CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.013280e-06> : tensor<1x1x1xf16>
+// CHECK-NEXT: %[[EPS:.*]] = graph.broadcast %[[CONSTANT]] : tensor<1x1x1xf16> -> tensor<2x3x1xf16>
+// CHECK-NEXT: %[[ADD:.*]] = graph.add %[[REDUCE_MEAN]], %[[EPS]] : tensor<2x3x1xf16>
 // CHECK-NEXT: %[[RSQRT:.*]] = graph.rsqrt %[[ADD]] : tensor<2x3x1xf16>
 // CHECK-NEXT: %[[BROADCAST:.*]] = graph.broadcast %[[RSQRT]] : tensor<2x3x1xf16> -> tensor<2x3x8xf16>
 // CHECK-NEXT: %[[MUL2:.*]] = graph.mul %x, %[[BROADCAST]] : tensor<2x3x8xf16>
