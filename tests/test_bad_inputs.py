@@ -192,6 +192,13 @@ CASES: dict[str, tuple[str, str, str]] = {
         FULL,
         "control_character.mlir:2:36: error: unexpected character U+001E (a control character)",
     ),
+    "causal attention over 2^40 keys": (
+        "huge_causal_attention.mlir",
+        FULL,
+        "tinyopt: error: tile: kernel @attention_0: its buffer "
+        "memref<1099511627776x1099511627776xf32> has 1208925819614629174706176 elements, an "
+        "index space beyond the 64-bit indices' limit 2^63 - 1",
+    ),
     "huge splat beyond int64": (
         "huge_splat_beyond_int64.mlir",
         FULL,

@@ -194,8 +194,10 @@ class DecomposeAttention(RewritePattern):
         """Emit an [Sq, Skv] mask (0 where key j ≤ i + Skv − Sq, -inf past it) broadcast to
         scores.
 
-        The mask is built from two splat constants by index maps alone, so `fuse` inlines it
-        into the score kernel (no constant buffer): row `a` of the mask is the window
+        The mask is built from two one-element constants by index maps alone, so `fuse`
+        inlines it into the score kernel (no constant buffer, and no constant of the
+        sequence's length: a causal Sq of 2^40 ran out of memory): row `a` of the mask is the
+        window
         `q[Sq-1-a : Sq-1-a+Skv]` of `q = [0] * Skv ++ [-inf] * Sq`. Broadcasting `q` to
         [Sq, N] (N = Sq + Skv) and reading the flat result with a row length of N - 1 shifts
         each row one step left, which is that window.
@@ -207,9 +209,15 @@ class DecomposeAttention(RewritePattern):
         sq, skv = scores_type.get_shape()[-2:]
         n = sq + skv
         element = scores_type.element_type
-        zeros = _emit(rewriter, graph.ConstantOp.splat(0.0, TensorType(element, [skv])))
-        lowest = _emit(
-            rewriter, graph.ConstantOp.splat(_LOWEST[element], TensorType(element, [sq]))
+        zeros, lowest = (
+            _emit(
+                rewriter,
+                graph.BroadcastOp(
+                    _emit(rewriter, graph.ConstantOp.splat(value, TensorType(element, [1]))),
+                    [length],
+                ),
+            )
+            for value, length in ((0.0, skv), (_LOWEST[element], sq))
         )
         q = _emit(rewriter, graph.ConcatOp([zeros, lowest], 0))
         rows = _reshape(rewriter, _emit(rewriter, graph.BroadcastOp(q, [sq, n])), [sq * n])

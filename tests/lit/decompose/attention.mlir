@@ -26,7 +26,8 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
 }
 
 // The causal mask is the dtype's lowest finite value above the diagonal, built from two
-// splats by index maps (row a is the window q[3-a : 7-a] of q = [0]*4 ++ [lowest]*4).
+// one-element constants by index maps (row a is the window q[3-a : 7-a] of
+// q = [0]*4 ++ [lowest]*4): no constant has the sequence's length.
 // CHECK-LABEL: func.func @causal_attention(
 // CHECK-NEXT: %[[RESHAPE:.*]] = graph.reshape %q : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
 // CHECK-NEXT: %[[RESHAPE2:.*]] = graph.reshape %k : tensor<1x2x4x8xf16> -> tensor<2x4x8xf16>
@@ -36,8 +37,10 @@ func.func @attention(%q: tensor<1x2x4x8xf32>, %k: tensor<1x2x4x8xf32>, %v: tenso
 // CHECK-NEXT: %[[CONSTANT:.*]] = graph.constant dense<1.250000e-01> : tensor<1x1x1xf16>
 // CHECK-NEXT: %[[SCALE:.*]] = graph.broadcast %[[CONSTANT]] : tensor<1x1x1xf16> -> tensor<2x4x4xf16>
 // CHECK-NEXT: %[[MUL:.*]] = graph.mul %[[MATMUL]], %[[SCALE]] : tensor<2x4x4xf16>
-// CHECK-NEXT: %[[ZEROS:.*]] = graph.constant dense<0.000000e+00> : tensor<4xf16>
-// CHECK-NEXT: %[[LOWEST:.*]] = graph.constant dense<-6.550400e+04> : tensor<4xf16>
+// CHECK-NEXT: %[[ZERO:.*]] = graph.constant dense<0.000000e+00> : tensor<1xf16>
+// CHECK-NEXT: %[[ZEROS:.*]] = graph.broadcast %[[ZERO]] : tensor<1xf16> -> tensor<4xf16>
+// CHECK-NEXT: %[[LOW:.*]] = graph.constant dense<-6.550400e+04> : tensor<1xf16>
+// CHECK-NEXT: %[[LOWEST:.*]] = graph.broadcast %[[LOW]] : tensor<1xf16> -> tensor<4xf16>
 // CHECK-NEXT: %[[Q:.*]] = graph.concat %[[ZEROS]], %[[LOWEST]] {dim = 0 : i64} : (tensor<4xf16>, tensor<4xf16>) -> tensor<8xf16>
 // CHECK-NEXT: %[[ROWS:.*]] = graph.broadcast %[[Q]] : tensor<8xf16> -> tensor<4x8xf16>
 // CHECK-NEXT: %[[FLAT:.*]] = graph.reshape %[[ROWS]] : tensor<4x8xf16> -> tensor<32xf16>
