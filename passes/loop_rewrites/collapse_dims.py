@@ -13,6 +13,7 @@ the variables back as `row / Q` and `row % Q` (`_merge_batch_pair`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import takewhile
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
@@ -125,12 +126,10 @@ def _sink_operand_indices(nest: loop.ParallelOp) -> None:
     register-staged rules evaluate as they load (Llama's fp32 scores went to the row-reduction
     rule: 6.5 of 43.6 ms at 8x512, H200 2026-12-02)."""
     body = nest.body.block
-    reduces = [op for op in body.ops if isinstance(op, loop.ReduceOp)]
-    if not reduces:
-        return
-    for op in reversed(
-        [o for o in body.ops if body.get_operation_index(o) < body.get_operation_index(reduces[0])]
-    ):
+    prologue = list(takewhile(lambda o: not isinstance(o, loop.ReduceOp), body.ops))
+    if len(prologue) == len(body.ops):
+        return  # no K loop
+    for op in reversed(prologue):
         if not isinstance(op, _INDEX_MATH) or not all(
             isinstance(r.type, IndexType) for r in op.results
         ):
