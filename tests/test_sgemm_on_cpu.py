@@ -63,6 +63,9 @@ CASES = [
     # the default swaps its column pairs).
     ("ld_default_bk16_70x90x70", matmul_relu(70, 90, 70), "mma=none"),
     ("ld_pairswap0_70x90x70", matmul_relu(70, 90, 70), "mma=none pairswap=0"),
+    # Ragged last tiles read their rows and columns past the data again at the last one in
+    # range: A along K (row 69), B in 4-wide vectors along N (columns 88..91), 128×128 tiles.
+    ("ld_ragged_clamped_rows_150x92x64", matmul_relu(150, 92, 64), "mma=none bm=128 bn=128"),
     # bk·tm·tn = 2048: one step per iteration (the buffer index computed), 3 steps.
     (
         "ld_single_130x140x47",

@@ -76,7 +76,25 @@ CASES = [
 @pytest.mark.parametrize(("text", "knobs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_stream_k_matches_float64_on_cpu(text: str, knobs: str) -> None:
     knobs = knobs if "streamk" in knobs else f"{knobs} streamk=on"
-    program, module = lower(text, tile_with(f"mma=none copy=ld {knobs}"))
+    _matches_float64(text, tile_with(f"mma=none copy=ld {knobs}"))
+
+
+def test_default_tile_counts_on_stream_k_between_one_and_two_blocks_per_sm() -> None:
+    """With 4 SMs, 6 tiles of 128×128 (rows 300: the last tile ragged) are more than one and
+    fewer than two blocks per SM; over 65 K steps the heuristic takes them, two blocks per SM
+    of 256 threads, with stream-K sharing the K steps over one wave of 8 blocks."""
+    program, module = lower(matmul_plain(300, 256, 1040, "f32", relu=False), tile_with("sms=4"))
+    source = next(op for op in module.ops if "flags" not in op.sym_name.data).source.data
+    assert "__launch_bounds__(256, 2)" in source
+    kernels = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    assert [list(k.grid.get_values()) for k in kernels][-1] == [8, 1, 1]
+    _matches_float64(matmul_plain(300, 256, 1040, "f32", relu=False), tile_with("sms=4"))
+
+
+def _matches_float64(text: str, pipeline: str) -> None:
+    """Runs the program's stream-K kernel on the CPU (flags zeroed, other buffers NaN) and
+    compares its output with the float64 reference."""
+    program, module = lower(text, pipeline)
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=5)
     kernel = next(

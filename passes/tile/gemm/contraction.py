@@ -99,8 +99,22 @@ class ContractionRule(Rule[Contraction, Tiles]):
         """The plan for knobs whose copy engine is decided (`copy`: the engine the knobs
         resolved to before a fallback, which decides stream-K)."""
         batch, m, n, _ = c.extents
+        strict = choose_tiles(knobs, batch, m, n, self.target)
+        shared = choose_tiles(knobs, batch, m, n, self.target, k_shared=True)
+        if isinstance(shared, str) or shared == strict:
+            return self._plan_tiles(kernel, c, knobs, copy, strict)
+        # A larger tile counting on stream-K to fill the SMs: only where stream-K takes it.
+        plan = self._plan_tiles(kernel, c, knobs, copy, shared)
+        if isinstance(plan, str) or plan.streamk == "off":
+            return self._plan_tiles(kernel, c, knobs, copy, strict)
+        return plan
+
+    def _plan_tiles(
+        self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, copy: str, t: Tiles | str
+    ) -> Tiles | str:
+        """The plan for a block tiling (or why there is none)."""
+        batch, m, n, _ = c.extents
         name = kernel.sym_name.data
-        t = choose_tiles(knobs, batch, m, n, self.target)
         if isinstance(t, str):
             return t
         t = replace(t, vec=knobs.vec or 4)

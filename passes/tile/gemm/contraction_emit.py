@@ -425,10 +425,15 @@ class ContractionEmitter:
             e, kk, oo = self._chunk(s, index)
             k, o = em.add(k0, kk), em.add(s.outer0, oo)
             tile_outer = s.smem.type.get_shape()[2] - t.pad
-            # Guards only where a tile can run past the data: none when the shape divides.
+            if s.outer_extent % tile_outer:
+                # A ragged last tile reads its rows (columns) past the data again at the last
+                # one in range, without a branch: their products land in accumulators the
+                # epilogue never stores. (Vectors along the outer axis divide its extent.)
+                last = s.outer_extent - (1 if s.along_k else s.width)
+                o = em.value(arith.MinSIOp(o, em.index(last)))
+            # Guards only where a K slice or the chunks can run past the data.
             checks = [
                 *([em.less(k, self.k)] if self.k % t.bk else []),
-                *([em.less(o, s.outer_extent)] if s.outer_extent % tile_outer else []),
                 *([em.less(e, s.chunks)] if (index + 1) * t.threads > s.chunks else []),
             ]
             local = dict(self.mapping) | {k_iv: k, s.outer_iv: o}

@@ -133,11 +133,39 @@ def resolve_copy(knobs: Knobs, batch: int, m: int, n: int, sms: int, b_k_major: 
     return replace(knobs, copy="tma", **tma)
 
 
-def choose_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> Tiles | str:
-    """Picks the largest candidate tile that still gives every SM two blocks; knobs override
-    (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved from code docstrings")."""
+FULL_ENOUGH = 0.8
+"""The share of the two-blocks-per-SM slots a candidate's grid must fill, where it gives
+fewer than two blocks per SM but more than one, to be taken over the next smaller tile
+without stream-K: 128×128 tiles at 256 blocks (0.97 of 264 slots) ran 1.33× faster than
+64×64 ones, at 192 blocks (0.73) 0.84× (measured 2026-12-02 on the H200:
+benchmarks/RESULTS.md, "The FP32 tile choice between one and two waves")."""
+
+
+PAIRED_THREADS = 256
+"""Blocks of this many threads are capped at two per SM (`blocks_per_sm`) wherever the grid
+has more blocks than SMs; smaller blocks are not, so only their grid can fill the SMs."""
+
+
+def _fills(blocks: int, threads: int, sms: int, k_shared: bool) -> bool:
+    """Whether a grid of `blocks` keeps the SMs busy at two blocks per SM: it has that many,
+    or, for `PAIRED_THREADS` blocks, more than one per SM and either fills `FULL_ENOUGH` of
+    the slots or has its K steps shared over one whole wave (`k_shared`: stream-K)."""
+    if blocks >= 2 * sms:
+        return True
+    paired = threads == PAIRED_THREADS and blocks > sms
+    return paired and (k_shared or blocks >= FULL_ENOUGH * 2 * sms)
+
+
+def choose_tiles(
+    knobs: Knobs, batch: int, m: int, n: int, target: Target, k_shared: bool = False
+) -> Tiles | str:
+    """Picks the largest candidate tile that keeps every SM busy with two blocks (`_fills`;
+    with `k_shared`, counting on stream-K to share a grid of one to two blocks per SM over
+    the SMs); knobs override (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved
+    from code docstrings"; 2026-12-02: "The FP32 tile choice between one and two waves")."""
     for bm, bn, tm, tn in CANDIDATES:
-        if _blocks(batch, m, n, bm, bn) >= 2 * target.sms:
+        threads = (bm // tm) * (bn // tn)
+        if _fills(_blocks(batch, m, n, bm, bn), threads, target.sms, k_shared):
             break
     bm, bn = knobs.bm or bm, knobs.bn or bn
     tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
@@ -230,10 +258,11 @@ def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
 
 def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int], sms: int) -> int:
     """Returns the blocks per SM the registers are allocated for (`minblocks`): two for
-    256-thread blocks where the grid gives every SM two (measured 2026-11-29:
-    benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue 3, in progress)"); smaller blocks
-    spill under that cap."""
-    two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] >= 2 * sms
+    256-thread blocks where the grid has more blocks than there are SMs (measured 2026-11-29:
+    benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue 3, in progress)"; a grid of 256
+    such blocks ran 1.33× faster capped at two per SM than at one: "The FP32 tile choice
+    between one and two waves", 2026-12-02); smaller blocks spill under that cap."""
+    two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] > sms
     return knobs.minblocks or (2 if two_per_sm else 1)
 
 
