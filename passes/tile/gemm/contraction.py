@@ -121,7 +121,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         if refusal := copy_refusal(c, t, name):
             return refusal
         grid = (-(-n // t.bn), -(-m // t.bm), batch)
-        t = replace(t, minblocks=blocks_per_sm(knobs, t, grid, self.target.sms))
+        t = replace(t, minblocks=blocks_per_sm(knobs, t))
         streamk = stream_k_mode(kernel, c, knobs, copy, t, self.target.sms)
         if isinstance(streamk, str) and streamk not in STREAM_K_MODES:
             return streamk

@@ -256,14 +256,28 @@ def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
     return int(blocks), int(tiles)
 
 
-def blocks_per_sm(knobs: Knobs, t: Tiles, grid: tuple[int, int, int], sms: int) -> int:
-    """Returns the blocks per SM the registers are allocated for (`minblocks`): two for
-    256-thread blocks where the grid has more blocks than there are SMs (measured 2026-11-29:
-    benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue 3, in progress)"; a grid of 256
-    such blocks ran 1.33× faster capped at two per SM than at one: "The FP32 tile choice
-    between one and two waves", 2026-12-02); smaller blocks spill under that cap."""
-    two_per_sm = t.block_threads == 256 and grid[0] * grid[1] * grid[2] > sms
-    return knobs.minblocks or (2 if two_per_sm else 1)
+REGISTER_FILE_THREADS = 512
+"""Threads an SM's 64K registers hold at 128 registers each: the blocks per SM `blocks_per_sm`
+allocates for."""
+
+
+CAPPED_ACCUMULATORS = 64
+"""The largest register tile (tm·tn) measured without spills at 128 registers a thread (8×8)."""
+
+
+def blocks_per_sm(knobs: Knobs, t: Tiles) -> int:
+    """Returns the blocks per SM the registers are allocated for (`minblocks`), which is also
+    the blocks per SM of a stream-K wave: 128 registers a thread, two blocks of 256 threads or
+    four of 128 (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue
+    3, in progress)"; 2026-12-02, "The FP32 tile choice between one and two waves": a grid of
+    256 such blocks ran 1.33× faster capped at two per SM than at one, and stream-K over four
+    128-thread blocks per SM 1.1–2× faster than over one on skinny GEMMs). One for other
+    blocks and for register tiles of more than `CAPPED_ACCUMULATORS` (a 16×8 tile spills under
+    the cap; the 64-thread blocks' 8×8 tiles are not measured under it)."""
+    if knobs.minblocks:
+        return knobs.minblocks
+    capped = t.block_threads in (128, 256) and t.tm * t.tn <= CAPPED_ACCUMULATORS
+    return REGISTER_FILE_THREADS // t.block_threads if capped else 1
 
 
 def interleaves(

@@ -19,7 +19,7 @@ func.func @matmul_relu(%x: tensor<1000x1000xf32>, %w: tensor<1000x1000xf32>) -> 
 }
 
 // The shipped example (a fused bias: register staging) shows every knob of its plan.
-// EXAMPLE: tile.kernel @matmul_relu_0 grid [16, 32, 1] block [128, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 32, bn = 64, bk = 16, tm = 4, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "ld", ws = 1, swizzle = 0, pairswap = 1, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 1 : i64} {
+// EXAMPLE: tile.kernel @matmul_relu_0 grid [16, 32, 1] block [128, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 32, bn = 64, bk = 16, tm = 4, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "ld", ws = 1, swizzle = 0, pairswap = 1, vec = 4, minblocks = 4, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 4 : i64} {
 
 // PLAN: loop.kernel @matmul_relu_0({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">} {
 
