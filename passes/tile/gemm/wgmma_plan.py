@@ -153,6 +153,27 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
 
 
+NARROW_EFFICIENCY = 0.85
+"""Throughput per FLOP of 128×128 blocks relative to 128×256 ones at full waves: 0.78–0.87 in
+three linears (measured 2026-12-02 on an H100: benchmarks/RESULTS.md, "Run 1 (H100, commit
+f8e96a5)")."""
+
+
+def _wave_cheapest_bn(batch: int, row_tiles: int, n: int, sms: int, dual: bool) -> int:
+    """Returns the block width (256 or 128 accumulator columns) whose grid takes least time
+    counted in waves of one block per SM: a 128-wide block does half the work of a 256-wide one
+    at `NARROW_EFFICIENCY`. So 256 wherever its grid fits the same number of waves, 128 where
+    256 would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16,
+    128 blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two)."""
+    columns = {256: 128 if dual else 256, 128: 64 if dual else 128}
+
+    def cost(bn: int) -> float:
+        blocks = batch * row_tiles * -(-n // columns[bn])
+        return -(-blocks // sms) * bn / (1.0 if bn == 256 else NARROW_EFFICIENCY)
+
+    return min((256, 128), key=cost)
+
+
 def choose_wgmma_tiles(
     knobs: Knobs, batch: int, m: int, n: int, target: Target, dual: bool = False
 ) -> WgmmaTiles | str:
@@ -162,8 +183,7 @@ def choose_wgmma_tiles(
     5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
     benchmarks/bench_bf16.py`, run 4)")."""
     bm = knobs.bm or 128
-    wide = batch * -(-m // bm) * -(-n // (128 if dual else 256)) >= target.sms
-    bn = knobs.bn or (256 if wide else 128)
+    bn = knobs.bn or _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP

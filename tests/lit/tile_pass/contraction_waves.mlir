@@ -1,0 +1,39 @@
+// RUN: tinyopt %s -p fuse,tile | filecheck %s
+
+// The FP32 contraction's block tile by waves on the H200's 132 SMs (passes/tile/gemm/
+// contraction_plan.py, choose_tiles and blocks_per_sm).
+
+// 256 tiles of 128x128 fill 97% of the 264 two-per-SM slots: 128x128, capped at two blocks
+// per SM (128 registers a thread).
+// CHECK:      tile.kernel @fill_0 grid [8, 32, 1] block [256, 1, 1]
+// CHECK-SAME: tile.min_blocks = 2
+func.func @fill(%x: tensor<4096x4096xf32>, %w: tensor<1024x4096xf32>) -> tensor<4096x1024xf32> {
+  %y = graph.linear %x, %w : (tensor<4096x4096xf32>, tensor<1024x4096xf32>) -> tensor<4096x1024xf32>
+  func.return %y : tensor<4096x1024xf32>
+}
+
+// 192 tiles (73%) over 256 K steps: 128x128 with stream-K sharing the steps over one wave of
+// 264 blocks.
+// CHECK:      tile.kernel @share_0_flags
+// CHECK:      tile.kernel @share_0 grid [264, 1, 1] block [256, 1, 1]
+// CHECK-SAME: tile.min_blocks = 2
+func.func @share(%x: tensor<4096x4096xf32>, %w: tensor<768x4096xf32>) -> tensor<4096x768xf32> {
+  %y = graph.linear %x, %w : (tensor<4096x4096xf32>, tensor<768x4096xf32>) -> tensor<4096x768xf32>
+  func.return %y : tensor<4096x768xf32>
+}
+
+// The same 192 tiles over 48 K steps, too few for stream-K: the smaller 64x64 tile.
+// CHECK:      tile.kernel @short_k_0 grid [12, 64, 1] block [64, 1, 1]
+func.func @short_k(%x: tensor<4096x768xf32>, %w: tensor<768x768xf32>) -> tensor<4096x768xf32> {
+  %y = graph.linear %x, %w : (tensor<4096x768xf32>, tensor<768x768xf32>) -> tensor<4096x768xf32>
+  func.return %y : tensor<4096x768xf32>
+}
+
+// 16 rows: 64 tiles of 32x64 (128 threads) shared by a stream-K wave of four blocks per SM.
+// CHECK:      tile.kernel @skinny_0_flags
+// CHECK:      tile.kernel @skinny_0 grid [528, 1, 1] block [128, 1, 1]
+// CHECK-SAME: tile.min_blocks = 4
+func.func @skinny(%x: tensor<16x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<16x4096xf32> {
+  %y = graph.linear %x, %w : (tensor<16x4096xf32>, tensor<4096x4096xf32>) -> tensor<16x4096xf32>
+  func.return %y : tensor<16x4096xf32>
+}
