@@ -257,8 +257,8 @@ def stream_k_blocks(op: loop.KernelOp) -> tuple[int, int]:
 
 
 REGISTER_FILE_THREADS = 512
-"""Threads an SM's 64K registers hold at 128 registers each: the blocks per SM `blocks_per_sm`
-allocates for."""
+"""Threads an SM's 64K registers hold at 128 registers each: `blocks_per_sm` allocates for
+this many threads of blocks per SM."""
 
 
 CAPPED_ACCUMULATORS = 64
@@ -267,16 +267,17 @@ CAPPED_ACCUMULATORS = 64
 
 def blocks_per_sm(knobs: Knobs, t: Tiles) -> int:
     """Returns the blocks per SM the registers are allocated for (`minblocks`), which is also
-    the blocks per SM of a stream-K wave: 128 registers a thread, two blocks of 256 threads or
-    four of 128 (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue
+    the blocks per SM of a stream-K wave: 128 registers a thread, two blocks of 256 threads,
+    four of 128 or eight of 64 (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue
     3, in progress)"; 2026-12-02, "The FP32 tile choice between one and two waves": a grid of
     256 such blocks ran 1.33× faster capped at two per SM than at one, and stream-K over four
-    128-thread blocks per SM 1.1–2× faster than over one on skinny GEMMs). One for other
-    blocks and for register tiles of more than `CAPPED_ACCUMULATORS` (a 16×8 tile spills under
-    the cap; the 64-thread blocks' 8×8 tiles are not measured under it)."""
+    128-thread blocks per SM 1.1–2× faster than over one on skinny GEMMs; eight 64-thread
+    blocks hold their 8×8 tiles in 128 registers without local memory, SASS on NVRTC 13).
+    One for other blocks (a TMA producer warp's) and for register tiles of more than
+    `CAPPED_ACCUMULATORS` (a 16×8 tile spills under the cap)."""
     if knobs.minblocks:
         return knobs.minblocks
-    capped = t.block_threads in (128, 256) and t.tm * t.tn <= CAPPED_ACCUMULATORS
+    capped = t.block_threads in (64, 128, 256) and t.tm * t.tn <= CAPPED_ACCUMULATORS
     return REGISTER_FILE_THREADS // t.block_threads if capped else 1
 
 

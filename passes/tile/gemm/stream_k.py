@@ -44,11 +44,13 @@ from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
 
 AUTO_WAVES = 3
 AUTO_LOSS = 0.10
-AUTO_STEPS = 64
+AUTO_STEPS = 32
 """`streamk=auto` takes stream-K where the tiles make fewer than `AUTO_WAVES` waves of blocks,
 whole-tile waves would leave more than `AUTO_LOSS` of the block slots idle, and each tile has
 at least `AUTO_STEPS` K steps; never where a pass option set a tile knob or `minblocks`
-(measured 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost past a few waves …")."""
+(measured 2026-12-01: benchmarks/RESULTS.md, "Why stream-K lost past a few waves …"; at 48
+steps, K = 768, stream-K over four blocks per SM ran 1.03–1.27× faster than whole tiles in
+three shapes, 2026-12-02: "Run 3", the skinny table)."""
 
 INDEX_LIMIT = 2**31
 """The block's first step is block × steps / blocks in 32-bit index arithmetic."""

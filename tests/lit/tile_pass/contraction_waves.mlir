@@ -22,10 +22,12 @@ func.func @share(%x: tensor<4096x4096xf32>, %w: tensor<768x4096xf32>) -> tensor<
   func.return %y : tensor<4096x768xf32>
 }
 
-// The same 192 tiles over 48 K steps, too few for stream-K: the smaller 64x64 tile.
+// The same 192 tiles over 16 K steps, too few for stream-K: the smaller 64x64 tile (768 blocks
+// of 64 threads, up to eight per SM).
 // CHECK:      tile.kernel @short_k_0 grid [12, 64, 1] block [64, 1, 1]
-func.func @short_k(%x: tensor<4096x768xf32>, %w: tensor<768x768xf32>) -> tensor<4096x768xf32> {
-  %y = graph.linear %x, %w : (tensor<4096x768xf32>, tensor<768x768xf32>) -> tensor<4096x768xf32>
+// CHECK-SAME: tile.min_blocks = 8
+func.func @short_k(%x: tensor<4096x256xf32>, %w: tensor<768x256xf32>) -> tensor<4096x768xf32> {
+  %y = graph.linear %x, %w : (tensor<4096x256xf32>, tensor<768x256xf32>) -> tensor<4096x768xf32>
   func.return %y : tensor<4096x768xf32>
 }
 
