@@ -86,6 +86,8 @@ def stream_k_mode(
     elif knobs.streamk == "auto":
         if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
             return "off"  # a tile the user chose runs as chosen
+        if knobs.prefetch == "on":
+            return "off"  # the next tile's prefetch needs one block per tile
         waves = tiles / blocks
         idle = 1 - waves / -(-tiles // blocks)
         few = waves < AUTO_WAVES and idle > AUTO_LOSS and steps >= AUTO_STEPS
