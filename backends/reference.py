@@ -333,13 +333,15 @@ def _attention(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     k, v = (np.repeat(x, op.groups, axis=1) for x in (k, v))
     scores = (q @ np.swapaxes(k, -1, -2)) * op.scale.value.data
     sq, skv = scores.shape[-2:]
-    if op.causal.value.data:  # query i sees the keys j <= i + Skv - Sq
-        past = np.triu(np.ones((sq, skv), dtype=bool), k=skv - sq + 1)
-        scores = np.where(past, -np.inf, scores)
     if mask and mask[0].dtype == bool:  # lowest, not -inf: a row masked everywhere averages v
         scores = np.where(mask[0], scores, np.finfo(scores.dtype).min)
     elif mask:
         scores = scores + mask[0]
+    if op.causal.value.data:  # query i sees the keys j <= i + Skv - Sq, and no key past them
+        # After the mask: a row whose visible keys are all masked averages v over those keys,
+        # never over keys past its causal bound (which tiled kernels do not even load).
+        past = np.triu(np.ones((sq, skv), dtype=bool), k=skv - sq + 1)
+        scores = np.where(past, -np.inf, scores)
     return _softmax(scores, -1) @ v
 
 

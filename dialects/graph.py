@@ -968,10 +968,13 @@ class AttentionOp(GraphOp):
     KV (grouped-query attention: query head h reads key/value head h // (H / KV), never
     repeated in memory); the result is `[B, H, Sq, Dv]`. The optional mask broadcasts to
     `[B, H, Sq, Skv]`: a float mask (q's element type) is added to the scores, a boolean one
-    (i1) keeps the scores where it is true and gives −inf elsewhere, as torch's
-    `scaled_dot_product_attention` reads them. With `causal`, query i sees the keys
-    j ≤ i + Skv − Sq: the diagonal is aligned to the end of the keys, so a chunk of Sq new
-    queries sees the whole cache before it (decode, chunked prefill; Sq ≤ Skv).
+    (i1) keeps the scores where it is true and masks them elsewhere, as torch's
+    `scaled_dot_product_attention` reads it, except that a row it masks everywhere gives the
+    mean of v over the row's keys (a masked score is finite and below every kept one, not −inf;
+    torch gives NaN). With `causal`, query i sees the keys j ≤ i + Skv − Sq: the diagonal is
+    aligned to the end of the keys, so a chunk of Sq new queries sees the whole cache before it
+    (decode, chunked prefill; Sq ≤ Skv). A key past that bound always weighs 0: a row whose
+    visible keys a boolean mask masks all gives the mean of v over the visible keys.
     """
 
     name = "graph.attention"

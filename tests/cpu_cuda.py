@@ -26,7 +26,13 @@ HEADER = Path(__file__).resolve().parent / "cpu_cuda.h"
 _PARAM = re.compile(r"(?:const )?(\w+)\* __restrict__ (\w+)")
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
 """An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
-_STORAGE = {"__nv_bfloat16": np.uint16, "__half": np.uint16, "float": np.float32, "int": np.int32}
+_STORAGE = {
+    "__nv_bfloat16": np.uint16,
+    "__half": np.uint16,
+    "float": np.float32,
+    "int": np.int32,
+    "bool": np.bool_,
+}
 """How each C element type is held in numpy (16-bit floats as their bits)."""
 
 

@@ -32,6 +32,13 @@ _LOWEST: dict[Attribute, float] = {
 }
 """The most negative finite value of each graph element type."""
 
+MASKED_SCORE = -(2.0**127)
+"""The score a boolean attention mask gives the keys it masks (f16 scores get f16's lowest
+finite value, −65504, which is higher): below every score that is not masked itself, so that
+only a row whose every key is masked gives them weight (the mean of v), and finite once the
+tensor-core softmax multiplies it by log2 e (the lowest finite f32 or bf16 value times log2 e
+is −inf, which counts as masked with −inf there: such a row gave 0). Exact in f32 and bf16."""
+
 
 def _type(value: SSAValue) -> TensorType[AnyFloat]:
     assert isinstance(value.type, TensorType)
@@ -151,10 +158,17 @@ class DecomposeAttention(RewritePattern):
         scores = _emit(rewriter, graph.MatmulOp(q, k_t))
         scale = _emit(rewriter, graph.ConstantOp.scalar(op.scale.value.data, _type(scores)))
         scores = _emit(rewriter, graph.MulOp(scores, _expand(rewriter, scale, scores)))
-        if op.causal.value.data:
-            scores = _emit(rewriter, graph.AddOp(scores, self._causal_mask(rewriter, scores)))
         if op.mask is not None:
             scores = self._masked(rewriter, scores, op.mask, [b, h, sq, skv])
+        if op.causal.value.data:
+            # After the mask, and -inf with one: a key past the causal bound must score below
+            # what a mask gives (`MASKED_SCORE`, or a float mask's lowest finite value), or a
+            # row whose visible keys are all masked would average in keys it must not see
+            # (and that the tiled kernels never load). Without a mask the lowest finite value
+            # does, as every row has a visible key.
+            past = float("-inf") if op.mask is not None else None
+            causal = self._causal_mask(rewriter, scores, past)
+            scores = _emit(rewriter, graph.AddOp(scores, causal))
         probs = emit_softmax(rewriter, scores, 2)
         out = _emit(rewriter, graph.MatmulOp(probs, v))
         rewriter.replace(op, [], [_reshape(rewriter, out, [b, h, sq, dv])])
@@ -178,21 +192,25 @@ class DecomposeAttention(RewritePattern):
         rewriter: PatternRewriter, scores: SSAValue, mask: SSAValue, full: list[int]
     ) -> SSAValue:
         """Apply `graph.attention`'s mask to the `[B·H, Sq, Skv]` scores: a float mask is
-        added, a boolean one keeps the scores where true and gives the lowest finite value
-        elsewhere (as the causal mask: a row masked everywhere averages v, where torch's
-        math backend gives NaN)."""
+        added, a boolean one keeps the scores where true and gives `MASKED_SCORE` elsewhere
+        (a row masked everywhere averages v, where torch's math backend gives NaN; with
+        `causal`, v of the keys the row sees: the causal mask, applied after this one, is
+        −inf)."""
         if list(_type(mask).get_shape()) != full:
             mask = _emit(rewriter, graph.BroadcastOp(mask, full))
         mask = _reshape(rewriter, mask, _type(scores).get_shape())
         if _type(mask).element_type == graph.BOOL:
-            lowest = _splat(rewriter, _LOWEST[_type(scores).element_type], scores)
-            return _emit(rewriter, graph.SelectOp(mask, scores, lowest))
+            fill = max(MASKED_SCORE, _LOWEST[_type(scores).element_type])
+            masked = _splat(rewriter, fill, scores)
+            return _emit(rewriter, graph.SelectOp(mask, scores, masked))
         return _emit(rewriter, graph.AddOp(scores, mask))
 
     @staticmethod
-    def _causal_mask(rewriter: PatternRewriter, scores: SSAValue) -> SSAValue:
-        """Emit an [Sq, Skv] mask (0 where key j ≤ i + Skv − Sq, -inf past it) broadcast to
-        scores.
+    def _causal_mask(
+        rewriter: PatternRewriter, scores: SSAValue, past: float | None = None
+    ) -> SSAValue:
+        """Emit an [Sq, Skv] mask (0 where key j ≤ i + Skv − Sq, `past` past it: by default
+        "-inf", below) broadcast to scores.
 
         The mask is built from two one-element constants by index maps alone, so `fuse`
         inlines it into the score kernel (no constant buffer, and no constant of the
@@ -203,7 +221,8 @@ class DecomposeAttention(RewritePattern):
         each row one step left, which is that window.
 
         "-inf" is the element type's lowest finite value: adding it to a score still yields
-        an exp of exactly 0 after the max shift.
+        an exp of exactly 0 after the max shift (next to a visible key's score: every row has
+        one). An attention with a mask passes a true −inf, which stays below the mask's fill.
         """
         scores_type = _type(scores)
         sq, skv = scores_type.get_shape()[-2:]
@@ -217,7 +236,7 @@ class DecomposeAttention(RewritePattern):
                     [length],
                 ),
             )
-            for value, length in ((0.0, skv), (_LOWEST[element], sq))
+            for value, length in ((0.0, skv), (_LOWEST[element] if past is None else past, sq))
         )
         q = _emit(rewriter, graph.ConcatOp([zeros, lowest], 0))
         rows = _reshape(rewriter, _emit(rewriter, graph.BroadcastOp(q, [sq, n])), [sq * n])

@@ -56,6 +56,34 @@ APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 """`math.exp2` may be approximate (printed as `ex2.approx.ftz`)."""
 LOG2E = 1.4426950408889634
 """log2(e): exp(x) = exp2(x·log2 e)."""
+LOWEST_BASE2 = LOWEST_F32 / LOG2E
+"""The lowest score whose product with log2 e is finite (about −2.36·10³⁸); below it x·log2 e
+is −inf and the score would count as masked."""
+
+
+def _low_scores(a: Attention) -> bool:
+    """Tells whether the score may be a finite constant below LOWEST_BASE2 that must not count
+    as masked: it selects one in place of the score (`masked_fill(~mask, finfo.min)`, which a
+    row whose every key is masked averages over; decompose's boolean mask fills with
+    `MASKED_SCORE`, above LOWEST_BASE2). A constant only added to the score (a causal mask)
+    may count as masked: every row also holds a score it does not lower. A mask read from
+    memory is not looked at (docs/flash_attention.md, numerics)."""
+    for op in a.ops_of(a.yielded[0], [a.qk.res[0]]):
+        for o in op.walk():
+            if isinstance(o, arith.SelectOp):
+                values = [_float_constant(v) for v in (o.lhs, o.rhs)]
+                if None in values and any(
+                    v is not None and -float("inf") < v < LOWEST_BASE2 for v in values
+                ):
+                    return True
+    return False
+
+
+def _float_constant(value: SSAValue) -> float | None:
+    owner = value.owner
+    if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
+        return owner.value.value.data
+    return None
 
 
 def _scale(a: Attention) -> float | None:
@@ -171,6 +199,7 @@ class _AttentionEmitter:
         self.s_k = a.reduce.extents[0]
         self.head_qk = a.qk.extents[0]
         self.scale = _scale(a)
+        self.exact = _low_scores(a)
         self.bn = BN
 
     def alloc(self, shape: Sequence[int], element: Attribute, space: int) -> SSAValue:
@@ -515,7 +544,11 @@ class _AttentionEmitter:
 
     def softmax(self, x: list[list[list[SSAValue]]]) -> list[list[list[SSAValue]]]:
         """Updates the running max and sum of the lane's rows, rescales O, returns P:
-        p = exp2(x·log2 e − M') with M' = max(M·log2 e, lowest finite f32)."""
+        p = exp2(x·log2 e − M') with M' = max(M·log2 e, lowest finite f32). Where a score may
+        be a finite value too low for x·log2 e (`_low_scores`), p = exp2((x − M')·log2 e) with
+        M' = max(M, lowest finite f32) instead: a row whose scores are all the lowest finite
+        value (a fill with torch's `finfo.min`) weighs them e^0, as the loop-level combine
+        does, where x·log2 e = −inf would give the row 0."""
         em = self.em
         log2e, lowest = em.f32(LOG2E), em.f32(LOWEST_F32)
         probs = [[list(regs) for regs in tile_x] for tile_x in x]
@@ -539,11 +572,19 @@ class _AttentionEmitter:
             for h in range(2):
                 old = self.load(self.m, mt, h)
                 new = self.f(arith.MaximumfOp(old, tile_max[2 * mt + h]))
-                floor = self.f(arith.MaximumfOp(self.f(arith.MulfOp(new, log2e)), lowest))
-                alpha = self.exp2(old, log2e, floor)
+                if self.exact:
+                    floor = self.f(arith.MaximumfOp(new, lowest))
+                    alpha = self.exp2_of_difference(old, floor, log2e)
+                else:
+                    floor = self.f(arith.MaximumfOp(self.f(arith.MulfOp(new, log2e)), lowest))
+                    alpha = self.exp2(old, log2e, floor)
                 for n in range(n_tiles):
                     for c in range(2):
-                        probs[mt][n][2 * h + c] = self.exp2(x[mt][n][2 * h + c], exponent, floor)
+                        if self.exact:
+                            p = self.exp2_of_difference(x[mt][n][2 * h + c], floor, log2e)
+                        else:
+                            p = self.exp2(x[mt][n][2 * h + c], exponent, floor)
+                        probs[mt][n][2 * h + c] = p
                 row_sum = self.combine(
                     arith.AddfOp,
                     [probs[mt][n][2 * h + c] for n in range(n_tiles) for c in range(2)],
@@ -562,6 +603,12 @@ class _AttentionEmitter:
         """Returns exp2(x·log2 e − floor): one FFMA and one MUFU.EX2 (p and alpha lie in [0, 1]:
         flushing subnormals to 0 is harmless)."""
         shifted = self.f(arith.SubfOp(self.f(arith.MulfOp(x, log2e)), floor))
+        return self.f(fmath.Exp2Op(shifted, APPROXIMATE))
+
+    def exp2_of_difference(self, x: SSAValue, floor: SSAValue, log2e: SSAValue) -> SSAValue:
+        """Returns exp2((x − floor)·log2 e): subtracting first, the row's maximum gets weight 1
+        however low it is (x·log2 e overflows to −inf below LOWEST_BASE2)."""
+        shifted = self.f(arith.MulfOp(self.f(arith.SubfOp(x, floor)), log2e))
         return self.f(fmath.Exp2Op(shifted, APPROXIMATE))
 
     def multiply_v(
