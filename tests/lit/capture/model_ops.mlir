@@ -1,5 +1,6 @@
-// RUN: tinyopt capture %S/model_ops.py:model | filecheck %s
-// RUN: tinyopt capture %S/model_ops.py:model | tinyopt -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
+// RUN: tinyopt capture %S/model_ops.py:model > %t.mlir
+// RUN: filecheck %s < %t.mlir
+// RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
 
 // How the ops Hugging Face-style models use are captured (tests/lit/capture/model_ops.py).
 

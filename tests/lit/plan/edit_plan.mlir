@@ -1,16 +1,17 @@
 // The plan is IR: `fuse,plan` prints each kernel's rule and every knob it reads, resolved;
 // `tile` emits from the plan as written, so an edited knob is followed, and a bad edit is a
-// diagnostic naming the knob.
+// diagnostic naming the knob. The plan is printed once (%t.plan) and edited by each `sed`.
 //
 // RUN: tinyopt %S/../../../examples/matmul_relu.mlir -p fuse,tile | filecheck %s --check-prefix=EXAMPLE
-// RUN: tinyopt %s -p fuse,plan | filecheck %s --check-prefix=PLAN
+// RUN: tinyopt %s -p fuse,plan > %t.plan
+// RUN: filecheck %s --check-prefix=PLAN < %t.plan
 // RUN: tinyopt %s -p 'fuse,plan{why=1}' | filecheck %s --check-prefix=WHY
 // RUN: tinyopt %s -p fuse,tile | filecheck %s --check-prefix=TILE
-// RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 128,/' | tinyopt -p tile,to-cuda -t cuda | filecheck %s --check-prefix=EDITED
-// RUN: tinyopt %s -p fuse,plan | sed 's/bm = 64,/bm = 48,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=DOMAIN
-// RUN: tinyopt %s -p fuse,plan | sed 's/tm = 8,/tm = 8, tq = 2,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=UNKNOWN
-// RUN: tinyopt %s -p fuse,plan | sed 's/tm = 8,/tm = 3,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=RULE
-// RUN: tinyopt %s -p fuse,plan | sed 's/<contraction,/<elementwise,/' | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=OTHER
+// RUN: sed 's/bm = 64,/bm = 128,/' %t.plan | tinyopt -p tile,to-cuda -t cuda | filecheck %s --check-prefix=EDITED
+// RUN: sed 's/bm = 64,/bm = 48,/' %t.plan | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=DOMAIN
+// RUN: sed 's/tm = 8,/tm = 8, tq = 2,/' %t.plan | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=UNKNOWN
+// RUN: sed 's/tm = 8,/tm = 3,/' %t.plan | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=RULE
+// RUN: sed 's/<contraction,/<elementwise,/' %t.plan | not tinyopt -p tile,to-cuda 2>&1 | filecheck %s --check-prefix=OTHER
 
 func.func @matmul_relu(%x: tensor<1000x1000xf32>, %w: tensor<1000x1000xf32>) -> tensor<1000x1000xf32> {
   %y = graph.matmul %x, %w : (tensor<1000x1000xf32>, tensor<1000x1000xf32>) -> tensor<1000x1000xf32>

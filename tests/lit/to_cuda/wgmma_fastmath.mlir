@@ -1,6 +1,7 @@
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma},to-cuda' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma},to-cuda' > %t.cu
+// RUN: filecheck %s < %t.cu
 // RUN: tinyopt %s -p 'fuse,tile{mma=wgmma fastmath=off},to-cuda' | filecheck %s --check-prefix=OFF
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma},to-cuda' | filecheck %s --check-prefix=F32
+// RUN: filecheck %s --check-prefix=F32 < %t.cu
 
 // fastmath=auto: the dual GEMM's epilogue silu(g) * up stores bf16, so its sigmoid uses CUDA's
 // approximate __expf and __fdividef (fastmath<afn> on math.exp and arith.divf); off keeps
