@@ -31,7 +31,7 @@ from programs import (
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from ladder import LADDER, Step  # noqa: E402
 
-from tinyopt.backends.cuda.nvrtc import compile_cuda
+from tinyopt.backends.cuda.cache import cached_compile
 from tinyopt.compiler import lower
 from tinyopt.dialects import tile
 
@@ -54,13 +54,26 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+_SASS: dict[tuple[str, str], dict[str, str]] = {}
+"""The disassemblies already made in this process, by (program, pipeline): several tests read
+the same kernels (the ladder steps, the 4096³ SGEMM), which are lowered, compiled and
+disassembled once."""
+
+
 def sass_of_each(text: str, pipeline: str, tmp_path: Path) -> dict[str, str]:
     """Returns the disassembly of every kernel a program lowers to, by kernel name."""
+    if (text, pipeline) not in _SASS:
+        _SASS[text, pipeline] = _disassemble(text, pipeline, tmp_path)
+    return dict(_SASS[text, pipeline])
+
+
+def _disassemble(text: str, pipeline: str, tmp_path: Path) -> dict[str, str]:
     _, module = lower(text, pipeline)
     out = {}
     for kernel in [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]:
         cubin = tmp_path / f"{kernel.sym_name.data}.cubin"
-        cubin.write_bytes(compile_cuda(kernel.source.data, kernel.sym_name.data))
+        # The cubin the runtime would load (backends/cuda/cache.py): NVRTC runs on a miss.
+        cubin.write_bytes(cached_compile(kernel.source.data, kernel.sym_name.data))
         assert CUOBJDUMP is not None
         dump = subprocess.run(
             [CUOBJDUMP, "--dump-sass", str(cubin)],
