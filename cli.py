@@ -168,7 +168,14 @@ class TinyoptMain(xDSLOptMain):
             f"       tinyopt {{{','.join(SUBCOMMANDS)}}} ... (see tinyopt SUBCOMMAND --help)"
         )
         arg_parser.formatter_class = argparse.RawDescriptionHelpFormatter
-        arg_parser.epilog = f"{_subcommand_summaries()}\n\n{_pass_summaries()}"
+        # The list of passes imports every pass (0.1 s and more): build it only for `--help`.
+        format_help = arg_parser.format_help
+
+        def format_help_with_passes() -> str:
+            arg_parser.epilog = f"{_subcommand_summaries()}\n\n{_pass_summaries()}"
+            return format_help()
+
+        arg_parser.format_help = format_help_with_passes  # type: ignore[method-assign]
 
     def setup_pipeline(self) -> None:
         """Build the pipeline, reporting bad passes or options as `CliError`."""
