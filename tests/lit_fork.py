@@ -16,6 +16,7 @@ fork and Unix sockets (Linux, macOS); elsewhere lit.cfg.py leaves `tinyopt` as i
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import select
@@ -65,6 +66,10 @@ def serve(address: str) -> None:
     }
     for get in [*TINYOPT_UNIVERSE.all_dialects.values(), *TINYOPT_UNIVERSE.all_passes.values()]:
         get()
+    # As in tests/conftest.py: what is imported is left out of the cyclic collector's passes,
+    # which run every 500 000 allocations (the children inherit both).
+    gc.freeze()
+    gc.set_threshold(500_000, 50, 100)
     parent = os.getppid()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address)
