@@ -83,6 +83,14 @@ int main(int argc, char** argv) {{
     }}
     cpu_cuda_buffers = &buffers;
     if (const char* log = getenv("CPU_CUDA_PREFETCH_LOG")) cpu_cuda_prefetch_log = fopen(log, "w");
+#ifdef __linux__
+    if (const char* cpu = getenv("CPU_CUDA_CPU")) {{  // every thread on this one CPU
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(atoi(cpu), &one);
+        sched_setaffinity(0, sizeof one, &one);
+    }}
+#endif
     for (unsigned z = 0; z < {grid[2]}; ++z)
     for (unsigned y = 0; y < {grid[1]}; ++y)
     for (unsigned x = 0; x < {grid[0]}; ++x) {{
@@ -116,7 +124,9 @@ int main(int argc, char** argv) {{
             files.append(work / f"buffer{k}.bin")
             np.ascontiguousarray(array).tofile(files[-1])
         log = {"CPU_CUDA_PREFETCH_LOG": str(prefetch_log)} if prefetch_log else {}
-        subprocess.run([str(work / "kernel"), *map(str, files)], check=True, env=os.environ | log)
+        subprocess.run(
+            [str(work / "kernel"), *map(str, files)], check=True, env=os.environ | log | _cpu()
+        )
         return [
             np.fromfile(path, dtype=array.dtype).reshape(array.shape)
             for path, array in zip(files, buffers, strict=True)
@@ -136,6 +146,7 @@ def _prefix() -> Path:
         prefix = folder / "prefix.h"
         prefix.write_text(
             f'#include "{HEADER}"\n#include <fstream>\n#include <thread>\n#include <vector>\n'
+            "#ifdef __linux__\n#include <sched.h>\n#endif\n"
         )
         subprocess.run(
             [COMPILER, *FLAGS, "-x", "c++-header", "-o", f"{prefix}.gch", str(prefix)],
@@ -143,3 +154,15 @@ def _prefix() -> Path:
         )
         _precompiled.append(prefix)
     return _precompiled[0]
+
+
+def _cpu() -> dict[str, str]:
+    """Under parallel test workers (pytest-xdist's `gwN`), the environment that puts a kernel's
+    threads on one CPU, the worker's (N modulo the CPUs): a thread per CUDA thread meeting at
+    a barrier many times a block runs several times slower where they wait for CPUs that the
+    other workers hold (1.2 s alone, 11 s beside one busy process, 2.1 s there on one CPU)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw") or not hasattr(os, "sched_getaffinity"):
+        return {}
+    cpus = sorted(os.sched_getaffinity(0))
+    return {"CPU_CUDA_CPU": str(cpus[int(worker[2:]) % len(cpus)])}
