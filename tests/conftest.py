@@ -13,6 +13,7 @@ os.environ["TINYOPT_TUNING_DB"] = "off"
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU")
 
+
 # The longest tests, which run one subprocess pool each: the lit suite and the docs run.
 LONGEST = ("tests/test_lit.py::", "tests/test_docs_run.py::test_docs_run")
 
@@ -23,6 +24,26 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST))
 
 
+ONE_WORKER = "tests/test_fuzz.py::"
+"""Tests that run in one parallel worker, in order: the fuzz file's summary counts the cases
+of the tests before it."""
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """pytest-xdist's `--dist load` (its default), each test sent to the next free worker,
+    but `ONE_WORKER`'s tests sent together to one."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return ONE_WORKER if nodeid.startswith(ONE_WORKER) else nodeid
+
+    return Scheduling(config, log)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Make the cyclic garbage collector run less often. The compiler makes and drops many
     objects in reference cycles (ops, blocks, uses); at the default thresholds the collector
@@ -31,3 +52,20 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     its passes (`gc.freeze`), and it runs every 500 000 allocations: about 50 MB more memory."""
     gc.freeze()
     gc.set_threshold(500_000, 50, 100)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Print the lines tests record as `summary` (`record_property`), after the results: a
+    parallel worker's own output is not shown."""
+    lines = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "summary"
+    ]
+    if lines:
+        terminalreporter.write_sep("-", "summaries")
+        for line in lines:
+            terminalreporter.write_line(line)

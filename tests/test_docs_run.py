@@ -30,7 +30,8 @@ Markers, an HTML comment on its own line before a block (blank lines between are
 
 Both may be combined (`<!-- docs-run: gpu slow -->`). No CPU block reads what another writes,
 so they run side by side; GPU blocks run one after another in the docs' order. The test prints
-how many blocks ran and how many were skipped, by reason (install, gpu, slow), and fails where
+(at the end of pytest's output) how many blocks ran and how many were skipped, by reason
+(install, gpu, slow), and fails where
 a block exits non-zero, its output differs from the shown output, or a marker is misplaced.
 """
 
@@ -322,7 +323,7 @@ def all_blocks() -> list[Block]:
     return [block for path in DOCS for block in extract_blocks(path)]
 
 
-def test_docs_run(tmp_path, capsys):
+def test_docs_run(tmp_path, record_property):
     scratch = _scratch_copy(tmp_path / "repo")
     have_gpu = gpu_available()
     # A slow block runs the test suite, which holds this test: that inner run leaves them out.
@@ -351,8 +352,7 @@ def test_docs_run(tmp_path, capsys):
         f", not code {sum(not_code.values())} "
         f"({', '.join(f'{n} {r}' for r, n in sorted(not_code.items()))})"
     )
-    with capsys.disabled():
-        print("\n" + summary)
+    record_property("summary", summary)  # printed at the end of the run (tests/conftest.py)
     failures = [f"{r.block.where}: {r.failure}" for r in results if r.failure]
     assert not failures, summary + "\n\n" + "\n\n".join(failures)
     # Only installs, GPU-only and slow blocks may be skipped.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -123,7 +124,8 @@ def test_reducer_keeps_only_what_the_failure_needs() -> None:
     assert "%a1" not in small and "%a2" not in small
 
 
-def test_summary(capsys: pytest.CaptureFixture[str]) -> None:
-    """Prints how many cases ran and how many were refused (failures fail the tests above)."""
-    with capsys.disabled():
-        print(f"\nfuzz: {dict(STATS)}")
+def test_summary(record_property: Callable[[str, object], None]) -> None:
+    """Prints how many cases ran and how many were refused (failures fail the tests above), at
+    the end of pytest's output (with parallel workers, this file's tests run in one worker:
+    tests/conftest.py)."""
+    record_property("summary", f"fuzz: {dict(STATS)}")
