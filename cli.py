@@ -9,9 +9,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import os
 import importlib.util
 import logging
+import os
+import re
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
@@ -23,7 +24,12 @@ from xdsl.ir import Operation
 from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
-from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.exceptions import (
+    ArgSpecParseError,
+    DiagnosticException,
+    ParseError,
+    VerifyException,
+)
 from xdsl.utils.lexer import Input, Span
 from xdsl.xdsl_opt_main import xDSLOptMain
 
@@ -66,6 +72,10 @@ _SOURCES: list[_Source] = []
 """The inputs parsed in this process, to locate a verifier error at its op's source line."""
 
 
+_OP_NAME = re.compile(r"(?:[%\w.$#-]+\s*(?::\s*\d+\s*)?,?\s*)*=?\s*\"?([\w.]+)")
+"""An operation's name after its results (`%a, %b = graph.op` or `"graph.op"`)."""
+
+
 class _LocatingParser(Parser):
     """xDSL's parser that records where each op starts and refuses a dense constant too large
     to hold as a `MemoryError` diagnostic."""
@@ -76,7 +86,12 @@ class _LocatingParser(Parser):
 
     def parse_operation(self) -> Operation:
         start = self._current_token.span
-        op = super().parse_operation()
+        try:
+            op = super().parse_operation()
+        except VerifyException as exc:  # a property or attribute its op's definition refuses
+            name = _OP_NAME.match(start.input.content, start.start)
+            what = f"{name.group(1)}: " if name else ""
+            raise ParseError(start, f"{what}{exc}") from None
         self.starts[op] = start
         return op
 

@@ -55,6 +55,12 @@ CASES: dict[str, tuple[str, str, str]] = {
         "property 'dims' expected in operation 'graph.reduce_sum'",
     ),
     "mixed dtypes": ("add_mixed_dtypes.mlir", FULL, "used with type tensor<4x8xf32>"),
+    "property of the wrong kind": (
+        "transpose_perm_list.mlir",
+        FULL,
+        "transpose_perm_list.mlir:3:3: error: graph.transpose: [1 : i64, 0 : i64] should be of "
+        "base attribute array",
+    ),
     "matmul shape": (
         "matmul_result_shape.mlir",
         FULL,
