@@ -14,6 +14,7 @@ import logging
 import os
 import re
 import sys
+import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,6 +36,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 
 from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
+from tinyopt.compile_timer import active, phase, timing
 from tinyopt.compiler import DEFAULT_PIPELINE
 from tinyopt.universe import TINYOPT_UNIVERSE
 
@@ -204,10 +206,18 @@ class TinyoptMain(xDSLOptMain):
             self.args.target = "cuda"
         if self.pipeline.callback is not None:  # --time-passes and the IR between passes
             between = self.pipeline.callback
+            started = time.perf_counter()
 
-            def to_stderr(*args: object) -> None:
+            def to_stderr(previous: ModulePass | None, module: ModuleOp, following: object) -> None:
+                nonlocal started
+                timer = active()
+                if timer is not None and previous is not None:
+                    timer.add(f"pass {previous.name}", time.perf_counter() - started)
                 with contextlib.redirect_stdout(sys.stderr):
-                    between(*args)  # type: ignore[arg-type]
+                    between(previous, module, following)  # type: ignore[arg-type]
+                if timer is not None:
+                    timer.current_pass = getattr(following, "name", "")
+                started = time.perf_counter()
 
             self.pipeline = dataclasses.replace(self.pipeline, callback=to_stderr)
 
@@ -219,6 +229,12 @@ class TinyoptMain(xDSLOptMain):
             raise CliError(f"{exc} (tinyopt reads .mlir files)") from None
 
     def run(self) -> None:
+        """Run xdsl-opt's steps (with `--time-passes`, then print the time of each phase, pass
+        and rewrite pattern on stderr)."""
+        with timing(self.args.time_passes):
+            self._run()
+
+    def _run(self) -> None:
         """Run xdsl-opt's steps; with `-o FILE`, write `FILE.partial` and rename it on success."""
         target = self.args.output_file
         if target is None:
@@ -257,7 +273,8 @@ class TinyoptMain(xDSLOptMain):
                 span, f"nested more than {MAX_NESTING} levels deep (brackets, regions, types)"
             )
         parser = _LocatingParser(self.ctx, text, name)
-        module = parser.parse_module(not self.args.no_implicit_module)
+        with phase("parse"):
+            module = parser.parse_module(not self.args.no_implicit_module)
         _SOURCES.append(_Source(module, text, name, start_offset, parser.starts))
         return module
 

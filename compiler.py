@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.universe import Universe
+
+from tinyopt.compile_timer import phase, requested, timed_pass, timing
+
+if TYPE_CHECKING:
+    from tinyopt.backends.cuda.runtime import CompiledModule
 
 DEFAULT_PIPELINE = "fuse,apply-tuned,tile,to-cuda"
 """The pipeline `lower` applies when none is given: tuned where the tuning cache has an entry for
@@ -23,20 +30,57 @@ def context() -> Context:
 
 def parse(text: str, ctx: Context | None = None) -> ModuleOp:
     """Parses MLIR text (graph, loop or tile level) and verifies it."""
-    module = Parser(ctx or context(), text).parse_module()
-    module.verify()
+    with phase("parse"):
+        module = Parser(ctx or context(), text).parse_module()
+        module.verify()
     return module
 
 
-def apply_pipeline(module: ModuleOp, pipeline: str, ctx: Context | None = None) -> ModuleOp:
-    """Applies a `-p`-style pipeline (e.g. `fuse,tile{threads=128},to-cuda`) in place."""
+def apply_pipeline(
+    module: ModuleOp, pipeline: str, ctx: Context | None = None, time_passes: bool = False
+) -> ModuleOp:
+    """Applies a `-p`-style pipeline (e.g. `fuse,tile{threads=128},to-cuda`) in place; with
+    `time_passes` (or `$TINYOPT_TIME_PASSES`), prints each pass's and pattern's time on stderr."""
     passes = Universe.get_multiverse().all_passes
-    PassPipeline.parse_spec(passes, pipeline).apply(ctx or context(), module)
-    module.verify()
+    ctx = ctx or context()
+    with timing(requested(time_passes)):
+        for module_pass in PassPipeline.parse_spec(passes, pipeline).passes:
+            with timed_pass(module_pass.name):
+                module_pass.apply(ctx, module)
+        with phase("verify"):
+            module.verify()
     return module
 
 
-def lower(text: str, pipeline: str = DEFAULT_PIPELINE) -> tuple[ModuleOp, ModuleOp]:
-    """Parses a program and lowers a copy; returns (the program, the lowered module)."""
-    program = parse(text)
-    return program, apply_pipeline(program.clone(), pipeline)
+def lower(
+    text: str, pipeline: str = DEFAULT_PIPELINE, time_passes: bool = False
+) -> tuple[ModuleOp, ModuleOp]:
+    """Parses a program and lowers a copy; returns (the program, the lowered module). With
+    `time_passes` (or `$TINYOPT_TIME_PASSES`), prints where the time went on stderr."""
+    with timing(requested(time_passes)):
+        program = parse(text)
+        return program, apply_pipeline(program.clone(), pipeline)
+
+
+def compile_text(
+    text: str,
+    pipeline: str = DEFAULT_PIPELINE,
+    arch: str | None = None,
+    poison: bool = True,
+    sync: bool = True,
+    time_passes: bool = False,
+) -> CompiledModule:
+    """Lowers a program through a pipeline ending in `to-cuda` and compiles its kernels
+    (`compile_module`'s `arch`, `poison` and `sync`), or takes both from the build cache
+    (`build_cache.py`); with `time_passes` (or `$TINYOPT_TIME_PASSES`), prints where the time
+    went on stderr."""
+    from tinyopt.backends.cuda.nvrtc import default_arch
+    from tinyopt.build_cache import build
+
+    def lower_text() -> tuple[ModuleOp, dict[str, object], bool]:
+        return lower(text, pipeline)[1], {}, True
+
+    with timing(requested(time_passes)):
+        arch = arch or default_arch()
+        compiled, _, _ = build(lambda: {"text": text}, pipeline, arch, lower_text, poison, sync)
+        return compiled

@@ -15,12 +15,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tinyopt.backends.cuda.runtime import HostFunction, PackedCall, compile_module
+from tinyopt.backends.cuda.nvrtc import default_arch
+from tinyopt.backends.cuda.runtime import CompiledModule, HostFunction, PackedCall
+from tinyopt.build_cache import build
+from tinyopt.compile_timer import phase, requested, timing
 from tinyopt.compiler import apply_pipeline
+from tinyopt.frontends.module_fingerprint import fingerprint, named_tensors
 from tinyopt.frontends.torch_fx import capture
 
 if TYPE_CHECKING:
     import torch
+    from xdsl.dialects.builtin import ModuleOp
 
 PIPELINE = "decompose,fuse,flash-attention{f32=false},apply-tuned,tile,to-cuda"
 """Attention fused into one kernel, GEMMs on tensor cores where the tile rules can (mma=auto),
@@ -109,19 +114,29 @@ class CompiledModel:
     """
 
     def __init__(
-        self, module: torch.nn.Module, *example_inputs: torch.Tensor, pipeline: str = PIPELINE
+        self,
+        module: torch.nn.Module,
+        *example_inputs: torch.Tensor,
+        pipeline: str = PIPELINE,
+        time_passes: bool = False,
     ) -> None:
+        with timing(requested(time_passes)):
+            self._build(module, example_inputs, pipeline)
+
+    def _build(
+        self, module: torch.nn.Module, example_inputs: Sequence[torch.Tensor], pipeline: str
+    ) -> None:
+        """Capture, lower and compile `module`, bind its weights and pack its launches."""
         import torch
 
-        captured = capture(module, *example_inputs)
-        lowered = apply_pipeline(captured.module.clone(), pipeline)
-        self.function = compile_module(lowered, poison=False, sync=False).function(
-            captured.function.sym_name.data
+        compiled, name, weights = build_kernels(
+            module, example_inputs, pipeline, poison=False, sync=False
         )
+        self.function = compiled.function(name)
         self.device = torch.device("cuda", torch.cuda.current_device())
         self._device_index = self.device.index
         self.signature = InputSignature.of(example_inputs, self.device)
-        self.weights = [_aligned(w.detach().to(self.device)) for w in captured.weights.values()]
+        self.weights = [_aligned(w.detach().to(self.device)) for w in weights]
         self._output_templates = [
             output_template(s.type.shape, getattr(torch, s.type.dtype_name), self.device)
             for s in self.function.outputs
@@ -136,7 +151,8 @@ class CompiledModel:
             self._arena.data_ptr(),
             per_call=len(examples),
         )
-        self.call.load()
+        with phase("load"):
+            self.call.load()
         self._returns = _sources(self.function, len(examples))
         self._returns_first_output = self._returns == [(0, 0)]
         self._stream = torch.cuda.current_stream(self.device)
@@ -179,6 +195,37 @@ class CompiledModel:
             if tensor.numel():
                 tensor.record_stream(current)
         self._stream, self._stream_handle = current, current.cuda_stream
+
+
+def build_kernels(
+    module: torch.nn.Module,
+    example_inputs: Sequence[torch.Tensor],
+    pipeline: str = PIPELINE,
+    poison: bool = True,
+    sync: bool = True,
+) -> tuple[CompiledModule, str, list[torch.Tensor]]:
+    """Capture `module` on `example_inputs`, lower it and compile its kernels, or take them from
+    the build cache (no GPU needed); return the compiled module, its function's name and the
+    weights its trailing arguments take, in order."""
+    weights: list[torch.Tensor] = []
+
+    def lower() -> tuple[ModuleOp, dict[str, object], bool]:
+        with phase("capture"):
+            captured = capture(module, *example_inputs)
+        weights.extend(captured.weights.values())
+        lowered = apply_pipeline(captured.module.clone(), pipeline)
+        names = list(captured.weights)
+        extra = {"function": captured.function.sym_name.data, "weights": names}
+        # a tensor the program itself made (a lifted constant) is not the module's to look up
+        return lowered, extra, set(names) <= set(named_tensors(module))
+
+    compiled, extra, cached = build(
+        lambda: fingerprint(module, example_inputs), pipeline, default_arch(), lower, poison, sync
+    )
+    if cached:
+        tensors = named_tensors(module)
+        weights = [tensors[name] for name in extra["weights"]]  # type: ignore[union-attr]
+    return compiled, str(extra["function"]), weights
 
 
 def output_template(

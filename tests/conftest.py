@@ -10,6 +10,7 @@ from tinyopt.backends.cuda.nvrtc import gpu_available
 
 # No test may read a user's tuning cache through apply-tuned (tests that need one set their own).
 os.environ["TINYOPT_TUNING_DB"] = "off"
+os.environ["TINYOPT_BUILD_CACHE"] = "off"  # nor a build cache: each test builds (tests set their own)
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU")
 

@@ -96,3 +96,8 @@ def arch_of_current_device() -> str:
         raise CudaUnavailableError("no CUDA GPU is available to ask for its architecture")
     major, minor = Device().compute_capability
     return "sm_90a" if (major, minor) == (9, 0) else f"sm_{major}{minor}"
+
+
+def default_arch() -> str:
+    """Return the architecture to compile for by default: the current GPU's, else sm_90a."""
+    return arch_of_current_device() if gpu_available() else "sm_90a"

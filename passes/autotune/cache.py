@@ -1,4 +1,4 @@
-"""The tuning cache: the best measured knobs per loop kernel, GPU model and tinyopt version.
+"""The tuning cache: the best measured knobs per loop kernel, GPU model and tinyopt source.
 
 An sqlite file whose location, keys and safety under concurrent tuners docs/tuning.md ("The
 tuning cache") describes. The `apply-tuned` pass (`apply_tuned.py`) is the compiler's only reader.
@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.metadata
 import json
 import os
 import sqlite3
@@ -20,6 +19,7 @@ from xdsl.dialects.builtin import StringAttr
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.knobs import KNOB, Knobs, check
+from tinyopt.source_hash import source_hash
 
 Config = dict[str, int | str]
 
@@ -51,8 +51,9 @@ def db_path() -> Path | None:
 
 
 def tinyopt_version() -> str:
-    """Returns the installed tinyopt version, part of every key (a new version re-tunes)."""
-    return importlib.metadata.version("tinyopt")
+    """Returns the version part of every key: the hash of tinyopt's source files (any change to
+    the compiler re-tunes; the version string stays 0.1.0 while the code changes)."""
+    return source_hash()
 
 
 @functools.cache
@@ -156,6 +157,15 @@ class TuningCache:
         except (ValueError, TypeError):
             self.discard(kernel, gpu, version)
             return None
+
+    def configs(self, gpu: str, version: str | None = None) -> list[list[str]]:
+        """Returns every stored (kernel, configuration) of a GPU model, sorted: all that
+        `apply-tuned` may read for it (the build cache keys builds by them)."""
+        rows = self._db.execute(
+            "SELECT kernel, config FROM tuned WHERE gpu = ? AND version = ? ORDER BY kernel",
+            (gpu, version or tinyopt_version()),
+        ).fetchall()
+        return [list(row) for row in rows]
 
     def store(self, kernel: str, gpu: str, entry: Entry, version: str | None = None) -> bool:
         """Records an entry unless a faster one is stored; returns whether it was written."""
