@@ -32,6 +32,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from tinyopt.backends.reference import numpy_dtype, round_to_bf16
 from tinyopt.dialects import loop
+from tinyopt.dialects.runtime_scalar import check_value, describe, host_bounds
 
 Env = dict[SSAValue, Any]
 
@@ -143,9 +144,15 @@ class _Interpreter:
                 self.symbols[name.data] = op
 
     def run_host(self, function: func.FuncOp, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
-        """Run a host function on copies of `arrays` and return its result buffers."""
+        """Run a host function on copies of `arrays` (and the values of its runtime scalars,
+        checked against their bounds first) and return its result buffers."""
         env: Env = {}
+        bounds = host_bounds(function)
         for arg, array in zip(function.args, arrays, strict=True):
+            if arg.index in bounds:
+                name = describe(function, arg)
+                env[arg] = check_value(name, np.asarray(array)[()], bounds[arg.index])
+                continue
             assert isinstance(arg.type, MemRefType)
             env[arg] = np.array(array, dtype=numpy_dtype(arg.type.element_type))
         for op in function.body.block.ops:

@@ -17,6 +17,7 @@ from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import graph
+from tinyopt.dialects.runtime_scalar import check_value, describe, runtime_scalars
 
 Handler = Callable[[Operation, list[np.ndarray]], np.ndarray]
 """Computes an op's single result from its operand arrays."""
@@ -79,12 +80,19 @@ def random_inputs(module_or_func: ModuleOp | FuncOp, seed: int) -> list[np.ndarr
     Each array has its argument's shape and numpy dtype (`numpy_dtype`); bf16 arguments get
     float32 arrays rounded to bf16-representable values. Integer arguments (gather ids) are
     uniform over the rows of the smallest table they index, and 0 or 1 when they index no
-    table (a padding mask); masks (i1) are true or false with even odds.
+    table (a padding mask); runtime scalars are uniform over their bounds; masks (i1) are true
+    or false with even odds.
     """
     rng = np.random.default_rng(seed)
     arrays: list[np.ndarray] = []
-    for arg in _find_func(module_or_func).args:
+    function = _find_func(module_or_func)
+    scalars = runtime_scalars(function)
+    for arg in function.args:
         type_ = _tensor_type(arg)
+        if arg in scalars:
+            value = rng.integers(scalars[arg].lo, scalars[arg].hi + 1)
+            arrays.append(np.array(value, dtype=numpy_dtype(type_.element_type)))
+            continue
         if type_.element_type in graph.ID_TYPES:
             rows = [
                 _tensor_type(use.operation.operands[0]).get_shape()[0]
@@ -119,6 +127,8 @@ def run_reference(
     if len(arrays) != len(args):
         raise ValueError(f"@{func.sym_name.data} takes {len(args)} arguments, got {len(arrays)}")
     env: dict[SSAValue, np.ndarray] = {}
+    for arg, bounds in runtime_scalars(func).items():
+        check_value(describe(func, arg), arrays[arg.index], (bounds.lo, bounds.hi))
     for i, (arg, array) in enumerate(zip(args, arrays, strict=True)):
         type_ = _tensor_type(arg)
         if np.shape(array) != type_.get_shape():
@@ -353,6 +363,28 @@ def _slice(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     index = [slice(None)] * xs[0].ndim
     index[dim] = slice(start, start + (size - 1) * step + 1, step)
     return xs[0][tuple(index)]
+
+
+@_handles(graph.DynamicSliceOp)
+def _dynamic_slice(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.DynamicSliceOp)
+    x, offset = xs
+    window, _ = op.window()
+    index = [slice(None)] * x.ndim
+    index[op.dim.value.data] = slice(int(offset), int(offset) + window)
+    return x[tuple(index)]
+
+
+@_handles(graph.DynamicUpdateSliceOp)
+def _dynamic_update_slice(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    assert isinstance(op, graph.DynamicUpdateSliceOp)
+    x, update, offset = xs
+    window, _ = op.window()
+    index = [slice(None)] * x.ndim
+    index[op.dim.value.data] = slice(int(offset), int(offset) + window)
+    result = np.array(x)
+    result[tuple(index)] = update
+    return result
 
 
 @_handles(graph.ConcatOp)

@@ -32,7 +32,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, Dialect, OpResult, SSAValue
+from xdsl.ir import Attribute, BlockArgument, Dialect, OpResult, SSAValue
 from xdsl.irdl import (
     AnyAttr,
     IRDLOperation,
@@ -767,6 +767,159 @@ class GatherOp(GraphOp):
         self.expect_shape("result", dst, (*ids.get_shape(), *table.get_shape()[1:]))
 
 
+class DynamicOffsetOp(GraphOp):
+    """Base of the ops that place a window along `dim` at a runtime offset: a 0-d i32/i64
+    function argument (a runtime scalar, docs/ir.md), in `0 ..= extent - window` (checked on
+    the host value before anything runs, never clamped)."""
+
+    ELEMENT_TYPES: ClassVar = DATA_TYPES
+    dim = prop_def(IntegerAttr[I64])
+
+    @property
+    def offset_value(self) -> SSAValue:
+        """The runtime scalar giving the window's first index."""
+        raise NotImplementedError
+
+    def window(self) -> tuple[int, int]:
+        """The (window, extent) sizes along `dim`: the offset lies in 0 ..= extent − window."""
+        raise NotImplementedError
+
+    def offset_bounds(self) -> tuple[int, int]:
+        """The smallest and largest offset this op accepts."""
+        window, extent = self.window()
+        return 0, extent - window
+
+    def offset_role(self) -> str:
+        """Says what the offset places, for diagnostics naming the bound."""
+        window, extent = self.window()
+        dim = self.dim.value.data
+        return f"the offset of {self.name} ({window} of the {extent} indices of dim {dim})"
+
+    def check_window(self, window: int, extent: int) -> None:
+        """Check that a window of `window` indices fits in `dim`'s `extent`."""
+        if window > extent:
+            raise self.fail(
+                f"a window of {window} indices does not fit in dim {self.dim.value.data} of "
+                f"size {extent}"
+            )
+
+    def check_offset(self) -> None:
+        """Check that the offset is a 0-d integer function argument."""
+        offset = self.offset_value
+        type_ = offset.type
+        if not (
+            isinstance(type_, TensorType)
+            and type_.get_num_dims() == 0
+            and type_.element_type in ID_TYPES
+        ):
+            raise self.fail(f"offset must be a 0-d tensor of i32 or i64, got {type_}")
+        if not isinstance(offset, BlockArgument):
+            raise self.fail(
+                "offset must be a function argument (a runtime scalar), not a value computed "
+                "in the graph"
+            )
+
+
+@irdl_op_definition
+class DynamicSliceOp(DynamicOffsetOp):
+    """`x` with dim `dim` holding the indices `offset ..< offset + n` (n from the result type),
+    `offset` a runtime scalar: the rows of a RoPE table at a step's positions."""
+
+    name = "graph.dynamic_slice"
+    x = operand_def(TensorType)
+    offset = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$x `[` $offset `]` attr-dict `:` `(` type($x) `,` type($offset) `)` `->` type($result)"
+    )
+
+    def __init__(self, x: SSAValue, offset: SSAValue, dim: int, size: int):
+        assert isinstance(x.type, TensorType)
+        shape = list(x.type.get_shape())
+        shape[dim] = size
+        super().__init__(
+            operands=[x, offset],
+            result_types=[TensorType(x.type.element_type, shape)],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+
+    @property
+    def offset_value(self) -> SSAValue:
+        return self.offset
+
+    def window(self) -> tuple[int, int]:
+        dim = self.dim.value.data
+        return shape_dim(self.result, dim), shape_dim(self.x, dim)
+
+    def verify_(self) -> None:
+        src, dst = self.operand_and_result()
+        dim = self.dim.value.data
+        self.check_dim("dim", dim, src.get_num_dims())
+        self.check_offset()
+        shape = list(src.get_shape())
+        if dst.get_num_dims() == len(shape):
+            self.check_window(dst.get_shape()[dim], shape[dim])
+            shape[dim] = dst.get_shape()[dim]
+        self.expect_shape("result", dst, shape)
+
+
+@irdl_op_definition
+class DynamicUpdateSliceOp(DynamicOffsetOp):
+    """`x` with the indices `offset ..< offset + n` of dim `dim` replaced by `update` (n its
+    size there), `offset` a runtime scalar: a step's keys written into a KV cache. `fuse`
+    writes it in place into `x`, which must be a function argument read by nothing else, and
+    the function must return the result (the aliasing rule, docs/ir.md)."""
+
+    name = "graph.dynamic_update_slice"
+    x = operand_def(TensorType)
+    update = operand_def(TensorType)
+    offset = operand_def(TensorType)
+    result = result_def(TensorType)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = (
+        "$x `[` $offset `]` `,` $update attr-dict `:` "
+        "`(` type($x) `,` type($offset) `,` type($update) `)` `->` type($result)"
+    )
+
+    def __init__(self, x: SSAValue, update: SSAValue, offset: SSAValue, dim: int):
+        super().__init__(
+            operands=[x, update, offset],
+            result_types=[x.type],
+            properties={"dim": IntegerAttr(dim, i64)},
+        )
+
+    @property
+    def offset_value(self) -> SSAValue:
+        return self.offset
+
+    def window(self) -> tuple[int, int]:
+        dim = self.dim.value.data
+        return shape_dim(self.update, dim), shape_dim(self.x, dim)
+
+    def verify_(self) -> None:
+        src, dst = self.operand_and_result()
+        update = self.tensor("update", self.update)
+        self.same_dtype(("operand", src), ("update", update))
+        dim = self.dim.value.data
+        self.check_dim("dim", dim, src.get_num_dims())
+        self.check_offset()
+        self.expect_shape("result", dst, src.get_shape())
+        shape = list(src.get_shape())
+        if update.get_num_dims() == len(shape):
+            self.check_window(update.get_shape()[dim], shape[dim])
+            shape[dim] = update.get_shape()[dim]
+        self.expect_shape("update", update, shape)
+
+
+def shape_dim(value: SSAValue, dim: int) -> int:
+    """The extent of dim `dim` of a tensor value."""
+    assert isinstance(value.type, TensorType)
+    return value.type.get_shape()[dim]
+
+
 def is_splat(value: DenseIntOrFPElementsAttr) -> bool:
     """Whether every element of a dense attribute is the same: its bytes compared, not its
     unpacked values (xDSL's `is_splat` unpacks every element)."""
@@ -1089,8 +1242,11 @@ REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp,
 MASK_OPS: tuple[type[GraphOp], ...] = (CompareOp, SelectOp)
 """Elementwise ops that make or read masks."""
 SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)
-DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp, GatherOp)
-"""Ops that select elements (RoPE's halves, embedding rows); `fuse` inlines them."""
+DATA_MOVEMENT_OPS: tuple[type[GraphOp], ...] = (SliceOp, ConcatOp, GatherOp, DynamicSliceOp)
+"""Ops that select elements (RoPE's halves, embedding rows, a table's rows at a runtime
+position); `fuse` inlines them."""
+OFFSET_OPS: tuple[type[DynamicOffsetOp], ...] = (DynamicSliceOp, DynamicUpdateSliceOp)
+"""Ops that read a runtime scalar as an offset."""
 COMPOSITE_OPS: tuple[type[GraphOp], ...] = (
     SoftmaxOp,
     RmsNormOp,
@@ -1111,6 +1267,7 @@ Graph = Dialect(
         MatmulOp,
         *SHAPE_OPS,
         *DATA_MOVEMENT_OPS,
+        DynamicUpdateSliceOp,
         ConstantOp,
         *COMPOSITE_OPS,
     ],

@@ -12,12 +12,15 @@ from xdsl.dialects.builtin import (
     StringAttr,
     SymbolNameConstraint,
     SymbolRefAttr,
+    IntegerType,
+    i32,
     i64,
 )
 from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
     IRDLOperation,
+    base,
     irdl_op_definition,
     prop_def,
     region_def,
@@ -37,6 +40,10 @@ from xdsl.traits import (
 from xdsl.parser import Parser
 from xdsl.printer import Printer
 from xdsl.utils.exceptions import VerifyException
+
+
+SCALAR_TYPES = (i32, i64)
+"""Types of the runtime scalars kernels take by value (docs/ir.md)."""
 
 
 def _bounds(values: Sequence[int]) -> DenseArrayBase:
@@ -129,21 +136,22 @@ class KernelOp(IRDLOperation):
 
     def verify_(self) -> None:
         for arg in self.body.block.args:
-            if not isinstance(arg.type, MemRefType):
+            if not isinstance(arg.type, MemRefType) and arg.type not in SCALAR_TYPES:
                 raise VerifyException(
-                    f"loop.kernel @{self.sym_name.data}: buffer arguments must be memrefs, "
-                    f"got {arg.type}"
+                    f"loop.kernel @{self.sym_name.data}: arguments must be memrefs (buffers) "
+                    f"or i32/i64 (runtime scalars, passed by value), got {arg.type}"
                 )
 
 
 @irdl_op_definition
 class LaunchOp(IRDLOperation):
-    """Runs a kernel (`loop.kernel`, `tile.kernel` or `tile.cuda_kernel`) on host buffers."""
+    """Runs a kernel (`loop.kernel`, `tile.kernel` or `tile.cuda_kernel`) on host buffers and
+    runtime scalars."""
 
     name = "loop.launch"
 
     callee = prop_def(SymbolRefAttr)
-    args = var_operand_def(MemRefType)
+    args = var_operand_def(base(MemRefType) | base(IntegerType))
 
     assembly_format = "$callee `(` $args `)` attr-dict `:` type($args)"
 

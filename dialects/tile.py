@@ -66,7 +66,7 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from tinyopt.dialects.loop import format_types, print_signature_and_body
+from tinyopt.dialects.loop import SCALAR_TYPES, format_types, print_signature_and_body
 
 DYNAMIC_SHARED_BYTES = 227 * 1024
 """Shared memory a block may use on sm_90 (dynamic, opted in)."""
@@ -147,8 +147,12 @@ class KernelOp(IRDLOperation):
         where = f"tile.kernel @{self.sym_name.data}"
         _check_launch_shape(where, self.grid_size, self.block_size)
         for arg in self.body.block.args:
+            if arg.type in SCALAR_TYPES:  # a runtime scalar, passed by value
+                continue
             if not isinstance(arg.type, MemRefType) or memory_space(arg.type) != GLOBAL:
-                raise VerifyException(f"{where}: arguments must be global memrefs, got {arg.type}")
+                raise VerifyException(
+                    f"{where}: arguments must be global memrefs or i32/i64 scalars, got {arg.type}"
+                )
         args = self.body.block.args
         for spec in tensor_maps(self):
             if not 0 <= spec.arg < len(args):

@@ -28,7 +28,10 @@ FLAGS = ["-O1", "-std=c++20", "-pthread", "-w"]
 _precompiled: list[Path] = []
 """The header, with the standard headers `main` adds, precompiled for this process (see
 `_prefix`)."""
-_PARAM = re.compile(r"(?:const )?(\w+)\* __restrict__ (\w+)")
+_PARAM = re.compile(
+    r"(?:const )?(\w+)\* __restrict__ (\w+)|const (long long|int) (\w+)(?=[,)])"
+)
+"""A buffer parameter (a pointer) or a runtime scalar's (an integer passed by value)."""
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
 """An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
 _STORAGE = {
@@ -36,6 +39,7 @@ _STORAGE = {
     "__half": np.uint16,
     "float": np.float32,
     "int": np.int32,
+    "long long": np.int64,
     "bool": np.bool_,
 }
 """How each C element type is held in numpy (16-bit floats as their bits)."""
@@ -48,7 +52,8 @@ def run_on_cpu(
     prefetch_log: Path | None = None,
 ) -> list[np.ndarray]:
     """Runs `kernel` on its whole grid over `buffers` (its parameters in order, as numpy arrays
-    of the storage types above) and returns the buffers afterwards. `prelude` is C++ placed
+    of the storage types above; a runtime scalar as a 0-d array) and returns the buffers
+    afterwards. `prelude` is C++ placed
     after the emulation header (stand-ins for ops the header does not emulate). An L2 prefetch
     outside every buffer aborts the run; with `prefetch_log` each prefetch is written there as
     "block buffer byte-offset" (block: the linear block index, x fastest)."""
@@ -56,7 +61,10 @@ def run_on_cpu(
     name = kernel.sym_name.data
     start = source.index('extern "C" __global__')
     signature = source[start : source.index("{", start)]
-    params = _PARAM.findall(signature)
+    params = [
+        (pointee, True) if pointee else (scalar, False)
+        for pointee, _, scalar, _ in _PARAM.findall(signature)
+    ]
     assert len(params) == len(buffers), (signature, len(buffers))
     for (ctype, _), array in zip(params, buffers, strict=True):
         assert array.dtype == _STORAGE[ctype], (ctype, array.dtype)
@@ -70,7 +78,10 @@ def run_on_cpu(
     body = _PREFETCH.sub(rf"cpu_cuda_prefetch(\1, {grid[0]}, {grid[1]});", body)
     threads = kernel.block.get_values()[0]
     assert list(kernel.block.get_values())[1:] == [1, 1]
-    args = ", ".join(f"({ctype}*)buffers[{k}].data()" for k, (ctype, _) in enumerate(params))
+    args = ", ".join(
+        f"({ctype}*)buffers[{k}].data()" if pointer else f"*({ctype}*)buffers[{k}].data()"
+        for k, (ctype, pointer) in enumerate(params)
+    )
     main = f"""
 #include <fstream>
 #include <thread>

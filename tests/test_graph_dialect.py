@@ -89,8 +89,8 @@ def test_every_documented_op_is_registered() -> None:
         "cast "
         "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
         "reduce_mean matmul transpose "
-        "reshape broadcast slice concat gather constant softmax rms_norm layer_norm linear "
-        "attention"
+        "reshape broadcast slice concat gather dynamic_slice dynamic_update_slice constant "
+        "softmax rms_norm layer_norm linear attention"
     ).split()
     assert names == {f"graph.{n}" for n in documented}
 

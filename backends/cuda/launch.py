@@ -3,7 +3,7 @@ into host memory, with the driver API (`PackedLaunch`, the per-call path of `Com
 
 import contextlib
 import ctypes
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -248,16 +248,25 @@ class Kernel:
         return maps
 
     def bind(
-        self, pointers: Sequence[int], buffers: Sequence[tuple[tuple[int, ...], str]] = ()
+        self,
+        pointers: Sequence[int],
+        buffers: Sequence[tuple[tuple[int, ...], str]] = (),
+        scalars: Mapping[int, np.dtype] | None = None,
     ) -> BoundLaunch:
         """Fix the kernel's parameters to raw device pointers, once, for repeated launches.
 
         `buffers` gives each pointer's (shape, dtype name); the kernel's tensor-map
         parameters need it to encode their maps (encoded here, not at each launch).
+        `scalars` gives the C type of each runtime scalar parameter, whose entry in
+        `pointers` is its value, passed by value.
         """
         function = self.function(len(pointers))
         maps = self.encode_tensor_maps(pointers, buffers, tensor_map)
-        args = [maps.get(position, np.uint64(p)) for position, p in enumerate(pointers)]
+        scalars = scalars or {}
+        args = [
+            scalars[position].type(p) if position in scalars else maps.get(position, np.uint64(p))
+            for position, p in enumerate(pointers)
+        ]
         config = LaunchConfig(
             grid=self.grid,
             block=self.block,
@@ -369,6 +378,10 @@ class PackedLaunch:
     launch with the driver API, skipping cuda.core's conversion of every argument at every
     launch, which costs microseconds: the whole budget of a short kernel's call.
 
+    Every parameter has an 8-byte slot: a pointer, or a runtime scalar's value (an `int`
+    parameter reads the slot's low 4 bytes, its value on a little-endian host: scalars are
+    checked non-negative and within their bounds before they are written).
+
     A tensor-map parameter is encoded once and repointed in place. The driver copies the
     parameters when it queues a launch, so repointing never changes a launch already queued.
     The cubin is loaded at the first launch, so packing needs no GPU unless a parameter is a
@@ -417,6 +430,22 @@ class PackedLaunch:
         if self.kernel.pdl:
             self._config = _launch_config(self.kernel)
         self._handle = function.handle
+
+    def node_params(self) -> driver.CUDA_KERNEL_NODE_PARAMS:
+        """Return the launch as the parameters of a CUDA graph kernel node: the driver copies
+        the packed parameters when a node is added or updated, as when a launch is queued."""
+        self.load()
+        params = driver.CUDA_KERNEL_NODE_PARAMS()
+        if isinstance(self._handle, driver.CUkernel):  # cuda.core loads kernels of a library
+            params.kern = self._handle
+            params.ctx = driver.CUcontext(current_context())
+        else:
+            params.func = self._handle
+        params.gridDimX, params.gridDimY, params.gridDimZ = self.kernel.grid
+        params.blockDimX, params.blockDimY, params.blockDimZ = self.kernel.block
+        params.sharedMemBytes = self.kernel.smem_bytes
+        params.kernelParams = self._params_address
+        return params
 
     def __call__(self, stream: int) -> None:
         """Queue the launch on the stream with handle `stream`, in the current context."""

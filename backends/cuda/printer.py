@@ -38,6 +38,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends.cuda import hopper
 from tinyopt.dialects import tile
+from tinyopt.dialects.loop import SCALAR_TYPES
 from tinyopt.passes.tile.limits import index_range
 
 VEC_TYPE = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_vec { T v[N]; };"
@@ -613,8 +614,11 @@ class CudaPrinter(BasePrinter[str]):
 
     def parameter(self, buffer: SSAValue) -> str:
         """Returns the C parameter of a kernel buffer: a restricted pointer to its elements, or
-        the tensor map (passed by value) of a buffer only TMA reads."""
+        the tensor map (passed by value) of a buffer only TMA reads; or of a runtime scalar: its
+        integer, passed by value."""
         t = buffer.type
+        if t in SCALAR_TYPES:
+            return f"const {self.ctype(t)} {self.define(buffer)}"
         assert isinstance(t, MemRefType)
         if isinstance(buffer, BlockArgument) and buffer.index in self.tensor_maps:
             return f"const __grid_constant__ CUtensorMap {self.define(buffer)}"

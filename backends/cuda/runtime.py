@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.backends.cuda.buffer_plan import Lifetime, plan
-from tinyopt.backends.cuda.parallel_compile import compile_all
+from tinyopt.backends.cuda.cache import cached_compile
 from tinyopt.backends.cuda.errors import CudaArgumentError, CudaModuleError
 from tinyopt.backends.cuda.launch import (
     BoundLaunch,
@@ -35,9 +35,9 @@ from tinyopt.backends.cuda.launch import (
     synchronize,
     upload,
 )
-from tinyopt.backends.cuda.nvrtc import default_arch
-from tinyopt.compile_timer import phase
+from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
 from tinyopt.dialects import tile
+from tinyopt.dialects.runtime_scalar import check_value, describe, host_bounds, is_scalar_type
 
 # element type -> (dtype name checked on arrays, numpy storage dtype); integers are the
 # indices an embedding (graph.gather) reads or integer inputs, i1 the masks (C++ `bool`)
@@ -95,6 +95,35 @@ def _buffer_type(value: SSAValue, where: str) -> _BufferType:
 
 
 @dataclass(frozen=True)
+class _ScalarType:
+    """A runtime scalar argument: its C type's numpy dtype, its bounds and its name."""
+
+    storage: np.dtype
+    bounds: tuple[int, int]
+    name: str
+
+    def check(self, value: object) -> int:
+        """Return the value given for the scalar, checked against its bounds."""
+        return check_value(self.name, value, self.bounds)
+
+    def __str__(self) -> str:
+        return f"an integer in {self.bounds[0]}..{self.bounds[1]}"
+
+
+def _param_type(function: func.FuncOp, position: int) -> _BufferType | _ScalarType:
+    """Return the type of a host function's argument: a buffer, or a runtime scalar."""
+    arg = function.args[position]
+    bounds = host_bounds(function)
+    where = f"@{function.sym_name.data} argument {position}"
+    if is_scalar_type(arg.type):
+        if position not in bounds:
+            raise CudaModuleError(f"{where}: an integer argument needs its bounds (tinyopt.bounds)")
+        storage = _ELEMENT_TYPES[str(arg.type)][1]
+        return _ScalarType(storage, bounds[position], describe(function, arg))
+    return _buffer_type(arg, where)
+
+
+@dataclass(frozen=True)
 class _Alloc:
     """Allocate a fresh buffer for `value`."""
 
@@ -108,7 +137,18 @@ class _Launch:
 
     kernel: Kernel
     operands: tuple[SSAValue, ...]
-    types: tuple[_BufferType, ...]
+    types: tuple[_BufferType | _ScalarType, ...]
+
+    def buffers(self) -> list[tuple[tuple[int, ...], str]]:
+        """Each parameter's (shape, dtype name); a runtime scalar's is ((), its dtype)."""
+        return [
+            ((), t.storage.name) if isinstance(t, _ScalarType) else (t.shape, t.dtype_name)
+            for t in self.types
+        ]
+
+    def scalars(self) -> dict[int, np.dtype]:
+        """The runtime scalar parameters' C types, by position."""
+        return {k: t.storage for k, t in enumerate(self.types) if isinstance(t, _ScalarType)}
 
 
 class _NumpyFrame:
@@ -239,14 +279,20 @@ class PackedCall:
     The packed parameters are shared by all calls, so calls must not overlap (one thread at a
     time); the driver copies them when it queues a launch, so a queued launch never changes.
     A call given the addresses of the previous call (torch's caching allocator often hands
-    the same blocks back) writes nothing.
+    the same blocks back) writes nothing. A runtime scalar given at each call is written the
+    same way, as a value where a buffer has its address; it is checked against its bounds
+    before anything is written.
     """
 
     def __init__(
-        self, launches: list[PackedLaunch], uses: list[list[tuple[PackedLaunch, int]]]
+        self,
+        launches: list[PackedLaunch],
+        uses: list[list[tuple[PackedLaunch, int]]],
+        scalars: dict[int, _ScalarType] | None = None,
     ) -> None:
         self.launches = launches
         self.uses = uses  # per buffer given at each call: every (launch, parameter) using it
+        self.scalars = scalars or {}  # the runtime scalars among them, by position
         self.context: int | None = None
         self._pointers: list[int] | None = None  # what every use points to, once all written
 
@@ -263,6 +309,8 @@ class PackedCall:
             raise CudaArgumentError(
                 f"the packed call takes {len(self.uses)} addresses, got {len(pointers)}"
             )
+        for position, scalar in self.scalars.items():
+            scalar.check(pointers[position])
         if pointers == self._pointers:
             return
         self._pointers = None  # until every use is written: a failure leaves nothing assumed
@@ -306,9 +354,8 @@ class HostFunction:
         self.sync = sync
         block = op.body.block
         self.params = tuple(block.args)
-        self.param_types = [
-            _buffer_type(arg, f"@{self.name} argument {i}") for i, arg in enumerate(block.args)
-        ]
+        self.param_types = [_param_type(op, i) for i in range(len(block.args))]
+        by_param = dict(zip(self.params, self.param_types))
         self.steps: list[_Alloc | _Launch] = []
         self.returns: tuple[SSAValue, ...] = ()
         views: dict[SSAValue, SSAValue] = {}  # a collapse_shape view -> the buffer it views
@@ -322,7 +369,12 @@ class HostFunction:
                 callee = inner.properties["callee"].root_reference.data
                 if callee not in kernels:
                     raise CudaModuleError(f"@{self.name} launches @{callee}, which is no kernel")
-                types = tuple(_buffer_type(v, f"@{self.name}") for v in inner.operands)
+                types = tuple(
+                    by_param[v]
+                    if isinstance(by_param.get(v), _ScalarType)
+                    else _buffer_type(v, f"@{self.name}")
+                    for v in inner.operands
+                )
                 buffers = tuple(views.get(v, v) for v in inner.operands)
                 self.steps.append(_Launch(kernels[callee], buffers, types))
             elif isinstance(inner, func.ReturnOp):
@@ -368,10 +420,7 @@ class HostFunction:
         """Check and bind the arrays, allocate (and poison) the buffers, fix every launch."""
         frame, pointers = self._prepare(arrays)
         launches = [
-            step.kernel.bind(
-                [pointers[v] for v in step.operands],
-                [(t.shape, t.dtype_name) for t in step.types],
-            )
+            step.kernel.bind([pointers[v] for v in step.operands], step.buffers(), step.scalars())
             for step in self.steps
             if isinstance(step, _Launch)
         ]
@@ -387,13 +436,20 @@ class HostFunction:
         parameters and the intermediates stay where they were packed.
 
         The addresses must be 16-byte aligned C-contiguous buffers of the parameters' types;
-        packing checks their number only.
+        packing checks their number only. A runtime scalar parameter takes its value in place
+        of an address, checked against its bounds here and at each call (`PackedCall`): the
+        packed launches pass it by value, so a call (or a CUDA graph's replay) takes the value
+        of that call, with no device buffer.
         """
         if len(params) != len(self.params) or len(outputs) != len(self.outputs):
             raise CudaArgumentError(
                 f"@{self.name} packs {len(self.params)} parameters and {len(self.outputs)} "
                 f"outputs, got {len(params)} and {len(outputs)}"
             )
+        params = [
+            t.check(p) if isinstance(t, _ScalarType) else p
+            for p, t in zip(params, self.param_types)
+        ]
         pointers = dict(zip(self.params, params))
         pointers.update((s.value, p) for s, p in zip(self.outputs, outputs))
         pointers.update((value, arena + offset) for value, offset in self.offsets.items())
@@ -403,15 +459,18 @@ class HostFunction:
         for step in self.steps:
             if isinstance(step, _Launch):
                 launch = PackedLaunch(
-                    step.kernel,
-                    [pointers[v] for v in step.operands],
-                    [(t.shape, t.dtype_name) for t in step.types],
+                    step.kernel, [pointers[v] for v in step.operands], step.buffers()
                 )
                 launches.append(launch)
                 for position, value in enumerate(step.operands):
                     if value in uses:
                         uses[value].append((launch, position))
-        return PackedCall(launches, [uses[v] for v in given])
+        scalars = {
+            position: t
+            for position, t in enumerate(self.param_types[:per_call])
+            if isinstance(t, _ScalarType)
+        }
+        return PackedCall(launches, [uses[v] for v in given], scalars)
 
     def _prepare(
         self, arrays: tuple[object, ...]
@@ -422,16 +481,22 @@ class HostFunction:
             raise CudaArgumentError(
                 f"@{self.name} takes {len(self.params)} arrays, got {len(arrays)}"
             )
+        scalars: dict[SSAValue, int] = {}
         for i, (array, expected) in enumerate(zip(arrays, self.param_types)):
+            if isinstance(expected, _ScalarType):
+                scalars[self.params[i]] = expected.check(array)
+                continue
             shaped = hasattr(array, "shape")
             if not shaped or not expected.accepts(array):
                 got = f"{tuple(array.shape)} {array.dtype}" if shaped else type(array).__name__
                 raise CudaArgumentError(f"@{self.name} argument {i} must be {expected}, got {got}")
-        host = all(isinstance(a, np.ndarray) for a in arrays)
-        if not host and any(isinstance(a, np.ndarray) for a in arrays):
+        given = [(v, a) for v, a in zip(self.params, arrays) if v not in scalars]
+        host = all(isinstance(a, np.ndarray) for _, a in given)
+        if not host and any(isinstance(a, np.ndarray) for _, a in given):
             raise CudaArgumentError(f"@{self.name} got numpy and device arrays mixed")
-        frame = _NumpyFrame() if host else _DeviceFrame(arrays[0])
-        pointers = {v: frame.bind(v, a) for v, a in zip(self.params, arrays)}
+        frame = _NumpyFrame() if host else _DeviceFrame(given[0][1])
+        pointers = {v: frame.bind(v, a) for v, a in given}
+        pointers.update(scalars)
         fresh = [(frame.allocate(s.value, s.type), s.type.nbytes) for s in self.outputs]
         pointers.update((s.value, p) for s, (p, _) in zip(self.outputs, fresh))
         if self.arena_size:
@@ -475,11 +540,7 @@ def _sm_version(arch: str) -> int:
 
 
 def compile_module(
-    module: ModuleOp,
-    arch: str | None = None,
-    poison: bool = True,
-    sync: bool = True,
-    cubins: Mapping[str, bytes] | None = None,
+    module: ModuleOp, arch: str | None = None, poison: bool = True, sync: bool = True
 ) -> CompiledModule:
     """Compile every `tile.cuda_kernel` of `module` with NVRTC and prepare its host functions.
 
@@ -487,13 +548,11 @@ def compile_module(
     no GPU, running does. With `poison`, every buffer a call allocates is filled with NaN
     first, so unwritten outputs show. With `sync`, calls on device arrays wait for the
     device so faults surface at the call that caused them (numpy calls always wait). A kernel
-    marked `pdl` (`to-cuda{pdl=1}`) needs sm_90 or newer. Kernels named in `cubins` take that
-    cubin (the build cache's); the others are compiled together (`compile_all`: from the cubin
-    cache, else NVRTC in parallel processes).
+    marked `pdl` (`to-cuda{pdl=1}`) needs sm_90 or newer.
     """
-    arch = arch or default_arch()
+    if arch is None:
+        arch = arch_of_current_device() if gpu_available() else "sm_90a"
     kernels: dict[str, Kernel] = {}
-    sources: dict[str, str] = {}
     host_ops: list[func.FuncOp] = []
     for op in module.ops:
         name = _op_name(op)
@@ -506,23 +565,16 @@ def compile_module(
                     f"kernel @{symbol} uses programmatic dependent launch (to-cuda{{pdl=1}}), "
                     f"which needs sm_{PDL_SM} or newer; the target is {arch}"
                 )
+            cubin = cached_compile(props["source"].data, symbol, arch)
             grid, block = props["grid"].get_values(), props["block"].get_values()
             maps = {spec.arg: (spec.box, spec.swizzle) for spec in tile.tensor_maps(op)}
             smem = props["smem"].value.data
-            kernels[symbol] = Kernel(b"", symbol, grid, block, smem, maps, pdl)
-            sources[symbol] = props["source"].data
+            kernels[symbol] = Kernel(cubin, symbol, grid, block, smem, maps, pdl)
         elif isinstance(op, func.FuncOp):
             host_ops.append(op)
         else:
             raise CudaModuleError(
                 f"a to-cuda module holds only tile.cuda_kernel and func.func ops, found {name}"
             )
-    given = cubins or {}
-    missing = [name for name in sources if name not in given]
-    with phase("nvrtc"):
-        compiled = compile_all([(sources[name], name) for name in missing], arch) if missing else []
-    for name, cubin in (*given.items(), *zip(missing, compiled)):
-        if name in kernels:
-            kernels[name].cubin = cubin
     functions = {op.sym_name.data: HostFunction(op, kernels, poison, sync) for op in host_ops}
     return CompiledModule(kernels, functions)

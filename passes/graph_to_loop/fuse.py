@@ -25,6 +25,7 @@ from xdsl.context import Context
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import (
     ArrayAttr,
+    DictionaryAttr,
     FunctionType,
     IntegerAttr,
     MemRefType,
@@ -41,6 +42,7 @@ from xdsl.transforms.common_subexpression_elimination import CommonSubexpression
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import graph, loop
+from tinyopt.dialects.runtime_scalar import ScalarBounds, bounds_attr, describe, runtime_scalars
 from tinyopt.passes.graph_to_loop.decompose import DecomposePass
 from tinyopt.passes.graph_to_loop.fuse_cost import recomputations
 from tinyopt.passes.graph_to_loop.fuse_kernel import (
@@ -58,6 +60,7 @@ _PRIMITIVES: tuple[type[Operation], ...] = (
     *graph.REDUCE_OPS,
     *graph.SHAPE_OPS,
     *graph.DATA_MOVEMENT_OPS,
+    graph.DynamicUpdateSliceOp,
     graph.MatmulOp,
     graph.ConstantOp,
     graph.IotaOp,
@@ -93,6 +96,35 @@ def _check_signature(function: func.FuncOp) -> None:
         else:
             continue
         raise DiagnosticException(f"fuse: @{name} {what} of type {type_} {problem}")
+
+
+def _check_in_place_updates(function: func.FuncOp) -> None:
+    """Refuse a `graph.dynamic_update_slice` that cannot be written in place (docs/ir.md): its
+    operand must be a function argument that nothing else reads, so no kernel can see the
+    buffer before the write, and the function must return its result, the argument's buffer
+    updated, so that the write is visible to the caller as well as to every later read."""
+    returned = function.body.block.last_op
+    assert isinstance(returned, func.ReturnOp)
+    for op in function.body.block.ops:
+        if not isinstance(op, graph.DynamicUpdateSliceOp):
+            continue
+        where = f"fuse: {op.name} in @{function.sym_name.data}"
+        if not isinstance(op.x, BlockArgument):
+            raise DiagnosticException(
+                f"{where} updates a value computed in the graph; it writes in place, so its "
+                "operand must be a function argument (the cache)"
+            )
+        if op.x.uses.get_length() != 1:
+            raise DiagnosticException(
+                f"{where} writes {describe(function, op.x)} in place, which another op also "
+                "reads: it would see the buffer before or after the write depending on the "
+                "kernel order; read the update's result instead"
+            )
+        if op.result not in returned.arguments:
+            raise DiagnosticException(
+                f"{where} writes {describe(function, op.x)} in place: return its result, the "
+                "updated argument, so that the write is part of the function's results"
+            )
 
 
 def _reaches(
@@ -262,11 +294,26 @@ def plan_kernels(function: func.FuncOp, log: FuseLog | None = None) -> list[Kern
 
 
 def _host_function(
-    function: func.FuncOp, builders: Sequence[KernelBuilder], globals_: list[memref.GlobalOp]
+    function: func.FuncOp,
+    builders: Sequence[KernelBuilder],
+    globals_: list[memref.GlobalOp],
+    scalars: dict[BlockArgument, ScalarBounds],
 ) -> func.FuncOp:
-    """Build the memref version of `function` that allocates outputs and launches kernels."""
+    """Build the memref version of `function` that allocates outputs and launches kernels.
+
+    A runtime scalar is an `i32`/`i64` argument carrying its bounds (`tinyopt.bounds`); a
+    dynamic update slice allocates nothing: its kernel writes the operand's buffer, which the
+    function returns as the result."""
     name = function.sym_name.data
-    block = Block(arg_types=[buffer_type(a) for a in function.args])
+    block = Block(
+        arg_types=[
+            _tensor_type(a).element_type if a in scalars else buffer_type(a)
+            for a in function.args
+        ]
+    )
+    for arg, host_arg in zip(function.args, block.args):
+        if arg in scalars:
+            host_arg.name_hint = arg.name_hint
     buffers: dict[SSAValue, SSAValue] = dict(zip(function.args, block.args))
     outputs: dict[SSAValue, SSAValue] = {}
 
@@ -292,6 +339,11 @@ def _host_function(
 
     for builder in builders:
         inputs = [source(v) for v in builder.inputs]
+        update = builder.root.owner
+        if isinstance(update, graph.DynamicUpdateSliceOp):
+            outputs[builder.root] = buffers[update.x]
+            block.add_op(loop.LaunchOp(builder.kernel.sym_name.data, [*inputs, buffers[update.x]]))
+            continue
         out_type = buffer_type(builder.root)
         out = memref.AllocOp.get(out_type.element_type, shape=out_type.get_shape())
         block.add_op(out)
@@ -302,12 +354,22 @@ def _host_function(
     assert isinstance(returned, func.ReturnOp)
     block.add_op(func.ReturnOp(*(outputs[v] for v in returned.arguments)))
     result_types = [buffer_type(v) for v in returned.arguments]
-    return func.FuncOp(
+    host = func.FuncOp(
         name,
         FunctionType.from_lists(block.arg_types, result_types),
         Region(block),
         function.sym_visibility,
     )
+    if scalars:
+        host.arg_attrs = ArrayAttr(
+            [bounds_attr(scalars[a]) if a in scalars else DictionaryAttr({}) for a in function.args]
+        )
+    return host
+
+
+def _tensor_type(value: SSAValue) -> TensorType:
+    assert isinstance(value.type, TensorType)
+    return value.type
 
 
 def _store_view(block: Block, buffer: SSAValue, shape: tuple[int, ...]) -> SSAValue:
@@ -352,9 +414,14 @@ class FusePass(ModulePass):
         for function in [f for f in module_block.ops if _is_graph_function(f)]:
             assert isinstance(function, func.FuncOp)
             _check_signature(function)
+            try:
+                scalars = runtime_scalars(function)
+            except DiagnosticException as exc:
+                raise DiagnosticException(f"fuse: {exc}") from None
+            _check_in_place_updates(function)
             builders = plan_kernels(function, FuseLog(function, self.debug))
             globals_: list[memref.GlobalOp] = []
-            host = _host_function(function, builders, globals_)
+            host = _host_function(function, builders, globals_, scalars)
             for new_op in (*globals_, *(b.kernel for b in builders), host):
                 module_block.insert_op_before(new_op, function)
             module_block.erase_op(function)

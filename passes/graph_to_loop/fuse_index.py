@@ -2,10 +2,11 @@
 
 An element of a tensor is addressed by one expression per dimension, built from the
 kernel's loop variables (`Var`), integer constants (`Const`), ids read from an integer
-tensor (`Loaded`, a gather's) and `+`, `*`, `floordiv`, `mod`, `max`, `min` and `-` by
-constants (`Bin`). The constructors fold constants and use the variables' extents to simplify
-the `div`/`mod` patterns that reshapes produce, so that `reshape` back and forth along
-matching dimensions costs no index arithmetic at all.
+tensor (`Loaded`, a gather's), runtime scalars (`Scalar`, a dynamic slice's offset) and `+`,
+`*`, `floordiv`, `mod`, `max`, `min` and `-` by constants (`Bin`). The constructors fold
+constants and use the variables' extents to simplify the `div`/`mod` patterns that reshapes
+produce, so that `reshape` back and forth along matching dimensions costs no index arithmetic
+at all.
 """
 
 from __future__ import annotations
@@ -46,6 +47,15 @@ class Loaded:
 
 
 @dataclass(frozen=True)
+class Scalar:
+    """The runtime scalar `value` (a 0-d integer function argument, passed to the kernel by
+    value), known to lie in `0 ..= hi`: the host checks it before launching."""
+
+    value: SSAValue
+    hi: int
+
+
+@dataclass(frozen=True)
 class Bin:
     """`lhs <kind> rhs` on non-negative indices (`div` is floor division; `sub` only ever
     subtracts a constant its `lhs` is known to be at least)."""
@@ -55,7 +65,7 @@ class Bin:
     rhs: Index
 
 
-Index = Var | Const | Loaded | Bin
+Index = Var | Const | Loaded | Scalar | Bin
 """One dimension's index expression."""
 
 Point = tuple[Index, ...]
@@ -75,6 +85,8 @@ def bound(e: Index) -> int:
             return value + 1
         case Loaded():
             return UNBOUNDED
+        case Scalar(hi=hi):
+            return hi + 1
         case Bin("add", lhs, rhs):
             return bound(lhs) + bound(rhs) - 1
         case Bin("mul", lhs, rhs):
@@ -167,7 +179,7 @@ def free_vars(e: Index) -> set[Var]:
     match e:
         case Var():
             return {e}
-        case Const():
+        case Const() | Scalar():
             return set()
         case Loaded(point=point):
             return point_vars(point)
@@ -199,6 +211,11 @@ def transpose_point(point: Point, perm: Sequence[int]) -> Point:
 def slice_point(point: Point, dim: int, start: int, step: int) -> Point:
     """Map a point of a slice result (dim `dim` from `start` by `step`) to its operand."""
     return (*point[:dim], add(mul(point[dim], step), Const(start)), *point[dim + 1 :])
+
+
+def dynamic_slice_point(point: Point, dim: int, offset: Scalar) -> Point:
+    """Map a point of a dynamic slice result (dim `dim` from a runtime offset) to its operand."""
+    return (*point[:dim], add(point[dim], offset), *point[dim + 1 :])
 
 
 def gather_point(point: Point, ids: SSAValue, id_rank: int, rows: int) -> Point:

@@ -41,10 +41,12 @@ from tinyopt.passes.graph_to_loop.fuse_index import (
     Index,
     Loaded,
     Point,
+    Scalar,
     UNBOUNDED,
     Var,
     bound,
     broadcast_point,
+    dynamic_slice_point,
     gather_point,
     point_vars,
     reshape_point,
@@ -201,6 +203,8 @@ class KernelBuilder:
 
     def build(self) -> loop.KernelOp:
         """Emit the kernel body; raises `Materialize` when the root cannot be built alone."""
+        if isinstance(self.root.owner, graph.DynamicUpdateSliceOp):
+            return self._build_update(self.root.owner)
         store_point = tuple(self._fresh_var(extent) for extent in self.store_shape)
         root_point = reshape_point(store_point, self.store_shape, shape_of(self.root))
         loop_vars = [e for e in store_point if isinstance(e, Var)]
@@ -217,6 +221,24 @@ class KernelBuilder:
             for matmul in self._matmuls:
                 self._value(matmul, self._matmul_point)
             self._store(self._value(self.root, root_point), store_point)
+        self._check_index_range()
+        return self.kernel
+
+    def _build_update(self, op: graph.DynamicUpdateSliceOp) -> loop.KernelOp:
+        """Emit the in-place write of a dynamic update slice: a loop over the update's points
+        storing each at its place in the output buffer, which the host function binds to the
+        operand's (a function argument's) buffer. Only elementwise work is inlined."""
+        point = tuple(self._fresh_var(extent) for extent in shape_of(op.update))
+        found: list[tuple[SSAValue, Point]] = []
+        self._scan(op.update, point, found, set())
+        if found:
+            raise Materialize(op.update, "the update of an in-place write holds a reduction")
+        self._kind = "elementwise"
+        outer = self._open_parallel([e for e in point if isinstance(e, Var)])
+        self.kernel.body.block.add_op(outer)
+        dim = op.dim.value.data
+        offset = Scalar(op.offset, op.offset_bounds()[1])
+        self._store(self._value(op.update, point), dynamic_slice_point(point, dim, offset))
         self._check_index_range()
         return self.kernel
 
@@ -514,6 +536,9 @@ class KernelBuilder:
             return []
         if isinstance(op, graph.ConstantOp | graph.IotaOp | graph.ReduceOp | graph.MatmulOp):
             return []
+        if isinstance(op, graph.DynamicSliceOp) and self._kind == "contraction":
+            # The GEMM rules read operand and epilogue buffers at tile coordinates of their own.
+            raise Materialize(value, "a window at a runtime offset, in a contraction kernel")
         return _operand_points(op, point)
 
     def _compute(self, value: SSAValue, point: Point) -> SSAValue:
@@ -567,6 +592,16 @@ class KernelBuilder:
             self.inputs.append(value)
         return self.kernel.body.block.args[self.inputs.index(value)]
 
+    def _scalar(self, value: SSAValue) -> SSAValue:
+        """Return the kernel argument holding runtime scalar `value` (passed by value), adding
+        it before the output if new."""
+        if value not in self.inputs:
+            assert isinstance(value.type, TensorType)
+            arg = self.kernel.body.block.insert_arg(value.type.element_type, len(self.inputs))
+            arg.name_hint = value.name_hint
+            self.inputs.append(value)
+        return self.kernel.body.block.args[self.inputs.index(value)]
+
     def _load(self, value: SSAValue, point: Point) -> SSAValue:
         indices = [self._index(e) for e in point]
         self._target = self._level(point)
@@ -598,6 +633,9 @@ class KernelBuilder:
                 self._target = self._level(point)
                 loaded = self.emit(memref.LoadOp.get(self._buffer(ids), indices))
                 result = self.emit(arith.IndexCastOp(loaded, IndexType()))
+            case Scalar(value):
+                self._target = 0
+                result = self.emit(arith.IndexCastOp(self._scalar(value), IndexType()))
             case Bin(kind, lhs, rhs):
                 ops = {"add": arith.AddiOp, "mul": arith.MuliOp, "sub": arith.SubiOp}
                 ops |= {"div": arith.DivUIOp, "rem": arith.RemUIOp}
@@ -693,6 +731,9 @@ def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, 
     if isinstance(op, graph.SliceOp):
         dim, start, step = (a.value.data for a in (op.dim, op.start, op.step))
         return [(op.x, slice_point(point, dim, start, step))]
+    if isinstance(op, graph.DynamicSliceOp):
+        offset = Scalar(op.offset, op.offset_bounds()[1])
+        return [(op.x, dynamic_slice_point(point, op.dim.value.data, offset))]
     if isinstance(op, graph.GatherOp):
         id_rank, rows = len(shape_of(op.ids)), shape_of(op.table)[0]
         return [(op.table, gather_point(point, op.ids, id_rank, rows))]

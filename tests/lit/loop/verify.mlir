@@ -5,11 +5,11 @@
 // Shapes the custom syntax cannot spell are written in the generic form.
 
 builtin.module {
-  // expected-error @+1 {{loop.kernel @k: buffer arguments must be memrefs, got f32}}
+  // expected-error @+1 {{loop.kernel @k: arguments must be memrefs (buffers) or i32/i64 (runtime scalars, passed by value), got f32}}
   loop.kernel @k(%x: memref<4xf32>, %s: f32) {
   }
 }
-// CHECK: loop.kernel @k: buffer arguments must be memrefs, got f32
+// CHECK: loop.kernel @k: arguments must be memrefs (buffers) or i32/i64 (runtime scalars, passed by value), got f32
 
 // -----
 

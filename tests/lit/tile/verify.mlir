@@ -41,20 +41,20 @@ builtin.module {
 // -----
 
 builtin.module {
-  // expected-error @+1 {{tile.kernel @k: arguments must be global memrefs, got memref<4xf32, 3 : i32>}}
+  // expected-error @+1 {{tile.kernel @k: arguments must be global memrefs or i32/i64 scalars, got memref<4xf32, 3 : i32>}}
   tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%x: memref<4xf32>, %s: memref<4xf32, 3 : i32>) {
   }
 }
-// CHECK: tile.kernel @k: arguments must be global memrefs, got memref<4xf32, 3 : i32>
+// CHECK: tile.kernel @k: arguments must be global memrefs or i32/i64 scalars, got memref<4xf32, 3 : i32>
 
 // -----
 
 builtin.module {
-  // expected-error @+1 {{tile.kernel @k: arguments must be global memrefs, got index}}
+  // expected-error @+1 {{tile.kernel @k: arguments must be global memrefs or i32/i64 scalars, got index}}
   tile.kernel @k grid [1, 1, 1] block [32, 1, 1] (%x: memref<4xf32>, %n: index) {
   }
 }
-// CHECK: tile.kernel @k: arguments must be global memrefs, got index
+// CHECK: tile.kernel @k: arguments must be global memrefs or i32/i64 scalars, got index
 
 // -----
 

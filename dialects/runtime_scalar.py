@@ -1,0 +1,129 @@
+"""Runtime scalars: 0-d i32/i64 function arguments used as positions or lengths (docs/ir.md).
+
+In a graph function a runtime scalar is a `tensor<i32>` or `tensor<i64>` argument read only
+as the offset of `graph.dynamic_slice` / `graph.dynamic_update_slice`. Each such use accepts
+the offsets `0 ..= extent - window`; the scalar's bounds are the intersection over its uses.
+`fuse` makes it an `i32`/`i64` argument of the host function, carrying its bounds as the
+argument attribute `tinyopt.bounds = array<i64: lo, hi>`, and of every kernel that reads it,
+passed by value. Every executor checks the value given for it against those bounds before
+running anything (`check_value`): a position out of range is an error naming the input and
+the bound, never a memory fault or a clamp.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import func
+from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerType, i64
+from xdsl.ir import BlockArgument
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.dialects import graph
+
+BOUNDS_ATTR = "tinyopt.bounds"
+"""Host function argument attribute of a runtime scalar: `array<i64: lo, hi>`, inclusive."""
+
+
+class ScalarRangeError(ValueError):
+    """A runtime scalar given outside its bounds (or not an integer)."""
+
+
+@dataclass(frozen=True)
+class ScalarBounds:
+    """The values a runtime scalar may take, `lo ..= hi`, and the use that sets each end."""
+
+    lo: int
+    hi: int
+    lo_role: str
+    hi_role: str
+
+
+def runtime_scalars(function: func.FuncOp) -> dict[BlockArgument, ScalarBounds]:
+    """The runtime scalars of a graph function with their bounds; raises a
+    `DiagnosticException` for one also read as a tensor, or whose uses accept no value."""
+    found: dict[BlockArgument, ScalarBounds] = {}
+    for arg in function.args:
+        offsets = [u.operation for u in arg.uses if _is_offset_use(u.operation, u.index)]
+        if not offsets:
+            continue
+        name = describe(function, arg)
+        for use in arg.uses:
+            if not _is_offset_use(use.operation, use.index):
+                raise DiagnosticException(
+                    f"{name} is a runtime scalar (an offset of {offsets[0].name}) and "
+                    f"cannot also be read as a tensor (by {use.operation.name})"
+                )
+        bounds: ScalarBounds | None = None
+        for op in offsets:
+            assert isinstance(op, graph.DynamicOffsetOp)
+            lo, hi = op.offset_bounds()
+            role = op.offset_role()
+            if bounds is None:
+                bounds = ScalarBounds(lo, hi, role, role)
+                continue
+            if lo > bounds.lo:
+                bounds = ScalarBounds(lo, bounds.hi, role, bounds.hi_role)
+            if hi < bounds.hi:
+                bounds = ScalarBounds(bounds.lo, hi, bounds.lo_role, role)
+        assert bounds is not None
+        if bounds.lo > bounds.hi:
+            raise DiagnosticException(
+                f"{name} has no valid value: {bounds.lo_role} needs at least "
+                f"{bounds.lo}, {bounds.hi_role} at most {bounds.hi}"
+            )
+        found[arg] = bounds
+    return found
+
+
+def _is_offset_use(op: object, index: int) -> bool:
+    return isinstance(op, graph.DynamicOffsetOp) and op.operands[index] is op.offset_value
+
+
+def describe(function: func.FuncOp, arg: BlockArgument) -> str:
+    """Names a function argument: `@f argument 2 (%pos)`."""
+    hint = f" (%{arg.name_hint})" if arg.name_hint else ""
+    return f"@{function.sym_name.data} argument {arg.index}{hint}"
+
+
+def bounds_attr(bounds: ScalarBounds) -> DictionaryAttr:
+    """The argument attributes of a runtime scalar on the host function."""
+    return DictionaryAttr({BOUNDS_ATTR: DenseArrayBase.from_list(i64, [bounds.lo, bounds.hi])})
+
+
+def host_bounds(function: func.FuncOp) -> dict[int, tuple[int, int]]:
+    """The bounds of the runtime scalars of a host function, by argument position."""
+    found: dict[int, tuple[int, int]] = {}
+    attrs = function.arg_attrs
+    if not isinstance(attrs, ArrayAttr):
+        return found
+    for position, attr in enumerate(attrs.data):
+        if isinstance(attr, DictionaryAttr) and BOUNDS_ATTR in attr.data:
+            value = attr.data[BOUNDS_ATTR]
+            assert isinstance(value, DenseArrayBase)
+            lo, hi = value.get_values()
+            found[position] = (int(lo), int(hi))
+    return found
+
+
+def is_scalar_type(t: object) -> bool:
+    """Whether a host or kernel argument type is a runtime scalar's (`i32` or `i64`)."""
+    return isinstance(t, IntegerType) and t in graph.ID_TYPES
+
+
+def check_value(name: str, value: object, bounds: tuple[int, int]) -> int:
+    """Return the integer given for a runtime scalar after checking it against its bounds;
+    raises `ScalarRangeError` naming the input and the bound."""
+    lo, hi = bounds
+    try:
+        number = int(value)  # type: ignore[call-overload]
+        exact = number == value
+    except (TypeError, ValueError):
+        exact = False
+    if not exact or getattr(value, "shape", ()) != ():
+        raise ScalarRangeError(f"{name} is a runtime scalar: give an integer, got {value!r}")
+    if number < lo:
+        raise ScalarRangeError(f"{name} is {number}, below its smallest value {lo}")
+    if number > hi:
+        raise ScalarRangeError(f"{name} is {number}, past its largest value {hi}")
+    return number
