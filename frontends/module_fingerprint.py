@@ -35,15 +35,27 @@ def _class_files(cls: type) -> list[str] | None:
     for klass in cls.__mro__:
         if klass is object or klass.__module__.split(".")[0] in ("torch", "builtins"):
             continue
-        try:
-            path = inspect.getsourcefile(klass)
-        except TypeError:
-            return None
-        if path is None or not os.path.isfile(path):
+        path = _defining_file(klass)
+        if path is None:
             return None
         stat = os.stat(path)
         hashes.append(_file_hash(path, stat.st_mtime_ns, stat.st_size))
     return hashes
+
+
+def _defining_file(klass: type) -> str | None:
+    """Return the file defining `klass`: from its module, else (a module loaded from a path
+    and not registered in `sys.modules`) from its functions' code."""
+    import os
+
+    try:
+        path: str | None = inspect.getsourcefile(klass)
+    except TypeError:
+        path = None
+    if path is None:
+        codes = (getattr(f, "__code__", None) for f in vars(klass).values())
+        path = next((c.co_filename for c in codes if c is not None), None)
+    return path if path is not None and os.path.isfile(path) else None
 
 
 def _plain(value: object) -> object:
