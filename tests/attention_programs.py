@@ -68,3 +68,38 @@ def attention_spelled_out(bh: int, s: int, d: int, dtype: str = "f32", scale: fl
   %y = graph.matmul %p, %v : ({sc}, {x}) -> {x}
   func.return %y : {x}
 }}"""
+
+
+def decode_attention(
+    b: int,
+    h: int,
+    kv: int,
+    sq: int,
+    skv: int,
+    d: int,
+    dv: int | None = None,
+    dtype: str = "bf16",
+    causal: bool = False,
+    mask: tuple[tuple[int, ...], str] | None = None,
+) -> str:
+    """Returns `graph.attention` of a decode step or a short chunk: q `[b, h, sq, d]` against
+    k `[b, kv, skv, d]` and v `[b, kv, skv, dv]` read in place (GQA: h a multiple of kv), the
+    causal diagonal aligned to the end of the keys, and a mask input of (shape, element type)
+    broadcast to `[b, h, sq, skv]` (i1: true keeps a key; a float type: added)."""
+    dv = dv or d
+
+    def t(*dims: int, element: str = dtype) -> str:
+        return f"tensor<{'x'.join(map(str, dims))}x{element}>"
+
+    q, k, v, out = t(b, h, sq, d), t(b, kv, skv, d), t(b, kv, skv, dv), t(b, h, sq, dv)
+    args, operands, types = f"%q: {q}, %k: {k}, %v: {v}", "%q, %k, %v", f"{q}, {k}, {v}"
+    if mask is not None:
+        m = t(*mask[0], element=mask[1])
+        args, operands, types = f"{args}, %m: {m}", f"{operands}, %m", f"{types}, {m}"
+    flag = ", causal = true" if causal else ""
+    return (
+        f"func.func @decode({args}) -> {out} {{\n"
+        f"  %y = graph.attention {operands} {{scale = {d**-0.5!r} : f32{flag}}}"
+        f" : ({types}) -> {out}\n"
+        f"  func.return %y : {out}\n}}"
+    )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from attention_programs import attention
+from attention_programs import attention, decode_attention
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
@@ -284,6 +284,40 @@ CASES = [
     Case(
         "attention_heads_131072_bf16",
         attention(1024, 128, 16, 16, "bf16"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    # Decode attention (attn=decode, passes/tile/attention/decode.py): split-KV blocks per KV
+    # head and chunk of keys, then the merge of the chunks' (m, l, acc); GQA 32/8 at D = 128
+    # (32 chunks of 128 keys at batch 1), a chunk of 4 causal queries with a padding mask,
+    # Dv ≠ D, D of 32 and 256 in f16, one chunk (no merge), and f32 (CUDA cores).
+    Case(
+        "decode_attention_gqa4_b1_s4096_bf16",
+        decode_attention(1, 32, 8, 1, 4096, 128),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_sq4_causal_mask_b2_s1000_bf16",
+        decode_attention(2, 32, 8, 4, 1000, 128, mask=((2, 1, 1, 1000), "i1"), causal=True),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_gqa8_sq8_dv64_s1000_bf16",
+        decode_attention(1, 32, 4, 8, 1000, 128, 64),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_d256_s1000_f16",
+        decode_attention(1, 8, 2, 1, 1000, 256, dtype="f16"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_d32_one_split_s300_bf16",
+        decode_attention(3, 4, 4, 2, 300, 32),
+        "decompose,fuse,flash-attention,tile{asplits=1},to-cuda",
+    ),
+    Case(
+        "decode_attention_f32_gqa4_s1000",
+        decode_attention(2, 8, 2, 1, 1000, 64, dtype="f32"),
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
     Case("mlp_100x128x256", mlp(100, 128, 256)),

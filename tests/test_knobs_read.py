@@ -8,7 +8,7 @@ domain leaves the CUDA byte-identical, and each declared knob changes the CUDA f
 from dataclasses import fields
 
 import pytest
-from attention_programs import attention
+from attention_programs import attention, decode_attention
 from programs import matmul_plain, softmax, bias_gelu, swiglu
 
 from tinyopt.compiler import apply_pipeline, context, parse
@@ -27,6 +27,11 @@ PROGRAMS = {
     "mma_sync": (matmul_plain(256, 192, 128), "fuse", "mma=sync"),
     "wgmma": (swiglu(2048, 128, 512), "fuse", ""),
     "tf32": (matmul_plain(256, 192, 128, "f32"), "fuse", "mma=tf32"),
+    "attention_decode": (
+        decode_attention(1, 8, 2, 1, 300, 64),
+        "decompose,fuse,flash-attention",
+        "",
+    ),
     "attention_wgmma": (
         attention(1, 1, 128, 64, "bf16", causal=True),
         "decompose,fuse,flash-attention",

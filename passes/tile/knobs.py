@@ -38,6 +38,7 @@ class Knobs:
     attn: str = "auto"
     arows: int = AUTO
     awarps: int = AUTO
+    asplits: int = AUTO
     copy: str = "auto"
     swizzle: int = 0
     store: str = "auto"
@@ -134,9 +135,17 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("ws", one_of(0, 1, words="0 or 1")),
-    Knob("attn", one_of("auto", "sync", "wgmma", "none")),
+    Knob("attn", one_of("auto", "decode", "sync", "wgmma", "none")),
     Knob("arows", one_of(AUTO, 16, 32, words="0 (auto: 32), 16 or 32")),
     Knob("awarps", one_of(AUTO, 4, 8, words="0 (auto: 4), 4 or 8")),
+    Knob(
+        "asplits",
+        Domain(
+            "in [0, 256] (0 for auto)",
+            (AUTO, 1, 4, 16, 64),
+            lambda v: isinstance(v, int) and 0 <= v <= 256,
+        ),
+    ),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob("pairswap", one_of(0, 1, words="0 or 1")),
     Knob(

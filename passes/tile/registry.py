@@ -6,6 +6,7 @@ Adding a rule: a `Rule` subclass in its own file and one line in `RULE_TYPES` (d
 from __future__ import annotations
 
 from tinyopt.dialects import loop
+from tinyopt.passes.tile.attention.decode import AttentionDecode
 from tinyopt.passes.tile.attention.mma_sync import AttentionSync
 from tinyopt.passes.tile.attention.wgmma import AttentionWgmma
 from tinyopt.passes.tile.elementwise import Elementwise
@@ -20,6 +21,7 @@ from tinyopt.passes.tile.sequential import Sequential
 from tinyopt.passes.tile.target import H200, Target
 
 RULE_TYPES: tuple[type[Rule], ...] = (
+    AttentionDecode,
     AttentionWgmma,
     AttentionSync,
     WgmmaRule,

@@ -1,6 +1,7 @@
-// RUN: tinyopt %s -p decompose,fuse,flash-attention,tile | filecheck %s
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=sync}' | filecheck %s
 
-// Attention over batch × heads = 1024 × 128 = 131072 heads: the attention rule runs the heads
+// Attention over batch × heads = 1024 × 128 = 131072 heads (16 queries each, which `attn=auto`
+// would give the decode rule): the attention rule runs the heads
 // along grid.y, past its limit 65535. The launch is re-gridded (passes/tile/limits.py): one
 // query tile per head, so the grid folds into x, and the head's batch and head indices are
 // blockIdx.x divided and reduced by the 128 heads.

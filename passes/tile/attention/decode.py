@@ -1,0 +1,125 @@
+"""Schedule rule for decode attention (flash-decoding): split-KV over tensor cores, one K/V
+load per GQA group.
+
+Taken for flash-attention kernels whose query rows reading one K/V head are few (at most 64:
+the queries of a decode step or a short chunk, times the query heads of a KV head), where the
+64- and 128-row tiles of `attn=wgmma` and `attn=sync` would be mostly empty. Planning rewrites
+the kernel (`decode_split.py`): a block owns one group of rows (all query heads of one
+(batch, KV head), each of their queries) and one chunk of the keys, and the partial states
+(m, l, acc) of the chunks merge in a second kernel with the attention's own combine. The
+block runs the `attn=sync` schedule on its rows (16 per warp, one warp per 16 rows): K and V
+tiles copied once by `cp.async` (16-byte copies, the next tile in flight), S = Q·Kᵀ and P·V by
+`mma.sync`, the online softmax in registers. The split count (knob `asplits`) comes from the
+shape: keys, groups and the SM count (`decode_plan.py`). f32 attention is split and regrouped
+the same way, and its kernels run one thread per output element (no tensor cores: the split
+only spreads the keys over more threads). docs/flash_attention.md, "Decode".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.pattern_rewriter import PatternRewriter
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.attention.attention_match import Attention, match_flash_attention
+from tinyopt.passes.tile.attention.decode_match import DecodeAttention, match_decode_attention
+from tinyopt.passes.tile.attention.decode_plan import MAX_SPLITS, auto_splits, warps_for
+from tinyopt.passes.tile.attention.decode_split import (
+    DECODE_MERGE,
+    DECODE_PARTIAL,
+    key_chunk,
+    split_decode,
+)
+from tinyopt.passes.tile.attention.mma_sync import WARP, _AttentionEmitter
+from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
+from tinyopt.passes.tile.sequential import Sequential, SequentialPlan
+
+SEQUENTIAL_THREADS = 128
+"""Threads per block of the merge kernel and of an f32 partial kernel (one thread per output
+element)."""
+
+
+@dataclass(frozen=True)
+class DecodePlan:
+    asplits: int
+    """Chunks the keys are split into (1: no merge kernel)."""
+
+
+@dataclass
+class DecodePiece:
+    """A kernel the decode rewrite built: the regrouped attention, on tensor cores where q, k
+    and v are f16 or bf16 (`attention` set); or the merge of the partial states."""
+
+    splits: int
+    attention: Attention | None
+    nest: loop.ParallelOp
+
+
+DecodeMatch = DecodeAttention | DecodePiece
+
+
+class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
+    """Schedules decode attention as split-KV blocks per (K/V group, chunk of keys)."""
+
+    name = "attention_decode"
+    reads = "attn asplits"
+    plan_type = DecodePlan
+    selector = ("attn", "decode")
+
+    def match(self, kernel: loop.KernelOp) -> DecodeMatch | str:
+        nest = next(iter(kernel.body.block.ops), None)
+        for attribute in (DECODE_PARTIAL, DECODE_MERGE):
+            splits = kernel.attributes.get(attribute)
+            if isinstance(splits, IntegerAttr) and isinstance(nest, loop.ParallelOp):
+                a = match_flash_attention(kernel) if attribute == DECODE_PARTIAL else None
+                return DecodePiece(splits.value.data, None if isinstance(a, str) else a, nest)
+        return match_decode_attention(kernel)
+
+    def plan(self, kernel: loop.KernelOp, m: DecodeMatch, knobs: Knobs) -> DecodePlan | str:
+        if isinstance(m, DecodePiece):
+            return DecodePlan(m.splits)
+        asked = knobs.asplits or auto_splits(
+            m.rows // m.group, m.keys, m.group, m.head_qk, m.head_v, self.target
+        )
+        return DecodePlan(key_chunk(m.keys, asked)[1])
+
+    def check(self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan) -> str | None:
+        if not isinstance(m, DecodePiece):
+            return (
+                "the attention kernel is not split yet: the plan pass puts the split kernels "
+                "in its place (plan{attn=decode asplits=N})"
+            )
+        if plan.asplits != m.splits:
+            return (
+                f"asplits is {m.splits} in the kernel's shape (planning split it); plan the "
+                "attention kernel again to change it"
+            )
+        if not 1 <= plan.asplits <= MAX_SPLITS:
+            return f"asplits must be in [1, {MAX_SPLITS}], got {plan.asplits}"
+        return None
+
+    def rewrite(
+        self, module: ModuleOp, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan
+    ) -> list[loop.KernelOp]:
+        if isinstance(m, DecodePiece):
+            return []
+        return split_decode(module, kernel, m, plan.asplits)
+
+    def emit(
+        self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan, rewriter: PatternRewriter
+    ) -> None:
+        assert isinstance(m, DecodePiece), "planning splits a decode kernel before it is emitted"
+        if m.attention is None:
+            plan_ = SequentialPlan(SEQUENTIAL_THREADS)
+            Sequential(self.target).emit(kernel, m.nest, plan_, rewriter)
+            return
+        groups_splits, rows, _ = m.nest.extents
+        warps = warps_for(rows)
+        new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
+        _AttentionEmitter(em, m.attention, mapping, warps, 1).emit()
+        replace_kernel(rewriter, kernel, new)
+

@@ -1,0 +1,27 @@
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,plan{why=1}' | filecheck %s
+
+// Which attention kernels the decode rule takes, by shape. Batch 64 has 512 KV groups: three
+// chunks make 1536 blocks, about four full waves of the 396 resident blocks, where one chunk
+// (512 blocks) leaves a second wave mostly empty. Four queries per head of a chunked prefill
+// (GQA 4: 16 rows per KV head) still fit one warp's 16 rows; their 300 keys go in five chunks. A square prefill of 128 queries
+// per head is the tensor-core rules': its 128 rows fill their tiles.
+
+// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 3 : i64, plan = #tile.plan<attention_decode, asplits = 3>
+// CHECK:      loop.kernel @chunk4_2_decode({{.*}}memref<40x16x128xf32>) attributes {tinyopt.decode_partial = 5 : i64, plan = #tile.plan<attention_decode, asplits = 5>
+// CHECK:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [40, 16, 128]
+// CHECK:      loop.kernel @prefill_{{[0-9]+}}({{.*}}) attributes {plan = #tile.plan<attention_wgmma, {{.*}}refusals = ["attention_decode: 128 query rows share each key and value (more than 64: the tensor-core attention rules' tiles of 64 and 128 rows are full)"]
+
+func.func @batch64(%q: tensor<64x32x1x128xbf16>, %k: tensor<64x8x4096x128xbf16>, %v: tensor<64x8x4096x128xbf16>) -> tensor<64x32x1x128xbf16> {
+  %y = graph.attention %q, %k, %v {scale = 0.0883883461 : f32} : (tensor<64x32x1x128xbf16>, tensor<64x8x4096x128xbf16>, tensor<64x8x4096x128xbf16>) -> tensor<64x32x1x128xbf16>
+  func.return %y : tensor<64x32x1x128xbf16>
+}
+
+func.func @chunk4(%q: tensor<1x32x4x128xbf16>, %k: tensor<1x8x300x128xbf16>, %v: tensor<1x8x300x128xbf16>) -> tensor<1x32x4x128xbf16> {
+  %y = graph.attention %q, %k, %v {scale = 0.0883883461 : f32, causal = true} : (tensor<1x32x4x128xbf16>, tensor<1x8x300x128xbf16>, tensor<1x8x300x128xbf16>) -> tensor<1x32x4x128xbf16>
+  func.return %y : tensor<1x32x4x128xbf16>
+}
+
+func.func @prefill(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>, %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
+  %y = graph.attention %q, %k, %v {scale = 0.125 : f32, causal = true} : (tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>, tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16>
+  func.return %y : tensor<1x2x128x64xbf16>
+}
