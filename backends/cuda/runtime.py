@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +19,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.backends.cuda.buffer_plan import Lifetime, plan
-from tinyopt.backends.cuda.cache import cached_compile
+from tinyopt.backends.cuda.parallel_compile import compile_all
 from tinyopt.backends.cuda.errors import CudaArgumentError, CudaModuleError
 from tinyopt.backends.cuda.launch import (
     BoundLaunch,
@@ -35,7 +35,8 @@ from tinyopt.backends.cuda.launch import (
     synchronize,
     upload,
 )
-from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
+from tinyopt.backends.cuda.nvrtc import default_arch
+from tinyopt.compile_timer import phase
 from tinyopt.dialects import tile
 from tinyopt.dialects.runtime_scalar import check_value, describe, host_bounds, is_scalar_type
 
@@ -540,7 +541,11 @@ def _sm_version(arch: str) -> int:
 
 
 def compile_module(
-    module: ModuleOp, arch: str | None = None, poison: bool = True, sync: bool = True
+    module: ModuleOp,
+    arch: str | None = None,
+    poison: bool = True,
+    sync: bool = True,
+    cubins: Mapping[str, bytes] | None = None,
 ) -> CompiledModule:
     """Compile every `tile.cuda_kernel` of `module` with NVRTC and prepare its host functions.
 
@@ -548,11 +553,13 @@ def compile_module(
     no GPU, running does. With `poison`, every buffer a call allocates is filled with NaN
     first, so unwritten outputs show. With `sync`, calls on device arrays wait for the
     device so faults surface at the call that caused them (numpy calls always wait). A kernel
-    marked `pdl` (`to-cuda{pdl=1}`) needs sm_90 or newer.
+    marked `pdl` (`to-cuda{pdl=1}`) needs sm_90 or newer. Kernels named in `cubins` take that
+    cubin (the build cache's); the others are compiled together (`compile_all`: from the cubin
+    cache, else NVRTC in parallel processes).
     """
-    if arch is None:
-        arch = arch_of_current_device() if gpu_available() else "sm_90a"
+    arch = arch or default_arch()
     kernels: dict[str, Kernel] = {}
+    sources: dict[str, str] = {}
     host_ops: list[func.FuncOp] = []
     for op in module.ops:
         name = _op_name(op)
@@ -565,16 +572,23 @@ def compile_module(
                     f"kernel @{symbol} uses programmatic dependent launch (to-cuda{{pdl=1}}), "
                     f"which needs sm_{PDL_SM} or newer; the target is {arch}"
                 )
-            cubin = cached_compile(props["source"].data, symbol, arch)
             grid, block = props["grid"].get_values(), props["block"].get_values()
             maps = {spec.arg: (spec.box, spec.swizzle) for spec in tile.tensor_maps(op)}
             smem = props["smem"].value.data
-            kernels[symbol] = Kernel(cubin, symbol, grid, block, smem, maps, pdl)
+            kernels[symbol] = Kernel(b"", symbol, grid, block, smem, maps, pdl)
+            sources[symbol] = props["source"].data
         elif isinstance(op, func.FuncOp):
             host_ops.append(op)
         else:
             raise CudaModuleError(
                 f"a to-cuda module holds only tile.cuda_kernel and func.func ops, found {name}"
             )
+    given = cubins or {}
+    missing = [name for name in sources if name not in given]
+    with phase("nvrtc"):
+        compiled = compile_all([(sources[name], name) for name in missing], arch) if missing else []
+    for name, cubin in (*given.items(), *zip(missing, compiled)):
+        if name in kernels:
+            kernels[name].cubin = cubin
     functions = {op.sym_name.data: HostFunction(op, kernels, poison, sync) for op in host_ops}
     return CompiledModule(kernels, functions)
