@@ -424,8 +424,25 @@ def run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--func", help="function to run (default: the first one)")
     parser.add_argument("--bench", action="store_true", help="also time the kernels")
     parser.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    parser.add_argument(
+        "--scalar",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="value of the runtime scalar %%NAME (a position; default: random within its bounds)",
+    )
     parser.add_argument("-p", "--passes", default=DEFAULT_PIPELINE, help="pass pipeline")
     return parser
+
+
+def _scalar_values(args: argparse.Namespace) -> dict[int, int]:
+    """Return the runtime scalars' values `tinyopt run --scalar` gives, by argument position,
+    checked against their bounds; raises `CliError` naming a bad one."""
+    module = TinyoptMain([args.file]).parse_file()
+    try:
+        return check.scalar_values(check.graph_function(module, args.func), args.scalar)
+    except (KeyError, ValueError) as exc:
+        raise CliError(str(exc.args[0])) from None
 
 
 def run_command(args: argparse.Namespace) -> None:
@@ -433,9 +450,11 @@ def run_command(args: argparse.Namespace) -> None:
 
     Prints the largest relative error over the outputs (and with `--bench` the median time
     and effective bandwidth); raises `CliError` when the error exceeds the dtype's tolerance.
+    Values given with `--scalar` are checked against their bounds first, on any machine.
     """
     from tinyopt.backends.cuda.nvrtc import gpu_available
 
+    values = _scalar_values(args) if args.scalar else {}
     if not gpu_available():
         raise CliError("no CUDA GPU available")
     from tinyopt.backends.cuda.runtime import compile_module
@@ -451,7 +470,7 @@ def run_command(args: argparse.Namespace) -> None:
     tool.apply_passes(module)
     compiled = compile_module(module)
 
-    inputs, device_inputs = check.device_inputs(graph_func, args.seed)
+    inputs, device_inputs = check.device_inputs(graph_func, args.seed, values)
     run = compiled.function(name)
     outputs = run(*device_inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)

@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f
 from xdsl.ir import Attribute
 
 from tinyopt.backends.reference import numpy_dtype, random_inputs, run_reference
+from tinyopt.dialects.runtime_scalar import check_value, describe, runtime_scalars
 
 TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
 """Largest relative error ‖out − ref‖ / ‖ref‖ accepted per output element type."""
@@ -54,9 +55,39 @@ def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
     raise KeyError(f"no function @{name}" if name else "the module has no function")
 
 
-def device_inputs(graph: func.FuncOp, seed: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Returns fresh random inputs for a graph function: (reference arrays, runtime arrays)."""
+def scalar_values(graph: func.FuncOp, given: Sequence[str]) -> dict[int, int]:
+    """Returns the values `NAME=VALUE` items give the runtime scalars of `graph` (the arguments
+    named `%NAME`), by argument position, each checked against its bounds; raises ValueError
+    naming the item and the problem."""
+    scalars = runtime_scalars(graph)
+    named = {arg.name_hint: arg for arg in scalars}
+    values: dict[int, int] = {}
+    for item in given:
+        name, equals, text = item.partition("=")
+        arg = named.get(name.removeprefix("%"))
+        if not equals or arg is None:
+            known = ", ".join(f"%{n}" for n in named) or "none"
+            raise ValueError(
+                f"--scalar {item}: expected NAME=VALUE naming a runtime scalar of "
+                f"@{graph.sym_name.data} (it has {known})"
+            )
+        try:
+            value = int(text)
+        except ValueError:
+            raise ValueError(f"--scalar {item}: {text!r} is not an integer") from None
+        bounds = (scalars[arg].lo, scalars[arg].hi)
+        values[arg.index] = check_value(describe(graph, arg), value, bounds)
+    return values
+
+
+def device_inputs(
+    graph: func.FuncOp, seed: int, scalars: dict[int, int] | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Returns fresh random inputs for a graph function: (reference arrays, runtime arrays);
+    the runtime scalars in `scalars` (by argument position) get those values."""
     inputs = random_inputs(graph, seed)
+    for position, value in (scalars or {}).items():
+        inputs[position] = np.array(value, inputs[position].dtype)
     types = [element_type(t) for t in graph.function_type.inputs]
     return inputs, [to_storage(a, t) for a, t in zip(inputs, types, strict=True)]
 

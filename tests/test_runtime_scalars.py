@@ -8,6 +8,8 @@ with the cache read back.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import requires_gpu
@@ -18,6 +20,7 @@ from xdsl.utils.exceptions import DiagnosticException, VerifyException
 from tinyopt.backends.cuda.runtime import HostFunction, compile_module
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
+from tinyopt.cli import main
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
 from tinyopt.dialects.runtime_scalar import ScalarRangeError
@@ -352,3 +355,20 @@ def test_two_decode_steps_on_the_gpu_by_calls_and_by_graph_replays() -> None:
     given[POS] = CAPACITY
     with pytest.raises(ScalarRangeError, match="past its largest value 15"):
         replay(stream, given)
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ("pos=-1", "@step argument 5 (%pos) is -1, below its smallest value 0"),
+        ("pos=16", "@step argument 5 (%pos) is 16, past its largest value 15"),
+        ("pos=two", "--scalar pos=two: 'two' is not an integer"),
+        ("q=1", "--scalar q=1: expected NAME=VALUE naming a runtime scalar of @step (it has %pos)"),
+    ],
+)
+def test_tinyopt_run_checks_a_given_position_before_anything_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], item: str, message: str
+) -> None:
+    (tmp_path / "step.mlir").write_text(STEP)
+    assert main(["run", str(tmp_path / "step.mlir"), "--scalar", item]) == 1
+    assert capsys.readouterr().err == f"tinyopt: error: {message}\n"
