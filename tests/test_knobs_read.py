@@ -38,6 +38,7 @@ PROGRAMS = {
         "",
     ),
     "attention": (attention(1, 1, 128, 64, "bf16"), "decompose,fuse,flash-attention", "attn=sync"),
+    "attention_simt": (attention(1, 1, 128, 64, "f32"), "decompose,fuse,flash-attention", ""),
     "row_reduction": (softmax((8, 1000)), "decompose,fuse", ""),
     "elementwise": (bias_gelu((64, 256)), "fuse", ""),
     "sequential": (bias_gelu((64, 256)), "fuse", "schedule=sequential"),

@@ -135,7 +135,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("ws", one_of(0, 1, words="0 or 1")),
-    Knob("attn", one_of("auto", "decode", "sync", "wgmma", "none")),
+    Knob("attn", one_of("auto", "decode", "sync", "wgmma", "simt", "none")),
     Knob("arows", one_of(AUTO, 16, 32, words="0 (auto: 32), 16 or 32")),
     Knob("awarps", one_of(AUTO, 4, 8, words="0 (auto: 4), 4 or 8")),
     Knob(

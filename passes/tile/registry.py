@@ -8,6 +8,7 @@ from __future__ import annotations
 from tinyopt.dialects import loop
 from tinyopt.passes.tile.attention.decode import AttentionDecode
 from tinyopt.passes.tile.attention.mma_sync import AttentionSync
+from tinyopt.passes.tile.attention.simt import AttentionSimt
 from tinyopt.passes.tile.attention.wgmma import AttentionWgmma
 from tinyopt.passes.tile.elementwise import Elementwise
 from tinyopt.passes.tile.gemm.contraction import ContractionRule
@@ -24,6 +25,7 @@ RULE_TYPES: tuple[type[Rule], ...] = (
     AttentionDecode,
     AttentionWgmma,
     AttentionSync,
+    AttentionSimt,
     WgmmaRule,
     MmaSyncRule,
     Tf32Rule,

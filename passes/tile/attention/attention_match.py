@@ -79,8 +79,15 @@ def _loaded_types(ops: Sequence[Operation]) -> set[Attribute]:
     }
 
 
-def match_attention(kernel: loop.KernelOp) -> Attention | None:
-    """Returns the parts of a flash-attention kernel with f16/bf16 q, k, v, else None."""
+TENSOR_CORE_ELEMENTS = (Float16Type, BFloat16Type)
+"""The element types of q, k and v the tensor-core attention rules take."""
+
+
+def match_attention(
+    kernel: loop.KernelOp, elements: tuple[type, ...] = TENSOR_CORE_ELEMENTS
+) -> Attention | None:
+    """Returns the parts of a flash-attention kernel whose q, k and v are read as one element
+    type of `elements` (f16/bf16 by default), else None."""
     ops = list(kernel.body.block.ops)
     if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
         return None
@@ -131,7 +138,7 @@ def match_attention(kernel: loop.KernelOp) -> Attention | None:
     ):
         return None
     types = _loaded_types([*q_ops, *k_ops, *value_ops])
-    if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
+    if len(types) != 1 or not isinstance(element := types.pop(), elements):
         return None
     causal = _causal(score_ops, i, j, causal_floor(element))
     return Attention(nest, reduce, qk, program, q_value, k_value, element, causal)
