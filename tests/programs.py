@@ -320,6 +320,42 @@ CASES = [
         decode_attention(2, 8, 2, 1, 1000, 64, dtype="f32"),
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
+    # FP32 flash attention on CUDA cores (attn=simt, passes/tile/attention/simt.py), taken by
+    # attn=auto for f32 and for f16/bf16 head dims the tensor cores refuse: causal GQA at D =
+    # 128 (Llama), heads stored side by side (GPT-2/BERT), a causal chunk with a padding mask
+    # and Dv ≠ D, D = 256 (64-row blocks), bf16 at D = 40, and the other knob values.
+    Case(
+        "attention_simt_f32_causal_gqa4_s1000_d128",
+        attention(2, 8, 1000, 128, "f32", causal=True, kv_heads=2),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "attention_simt_f32_s300_d64_heads_last",
+        attention(2, 12, 300, 64, "f32", heads_last=True),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "attention_simt_f32_chunk_causal_mask_sq100_s1000_dv80",
+        decode_attention(
+            2, 8, 2, 100, 1000, 64, 80, dtype="f32", causal=True, mask=((2, 1, 1, 1000), "i1")
+        ),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "attention_simt_f32_d256_s500",
+        attention(1, 4, 500, 256, "f32"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "attention_simt_bf16_d40_causal_s300",
+        attention(2, 4, 300, 40, "bf16", causal=True),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "attention_simt_f32_bm64_bn32_threads128_s333_d96",
+        attention(1, 4, 333, 96, "f32", causal=True),
+        "decompose,fuse,flash-attention,tile{attn=simt bm=64 bn=32 threads=128},to-cuda",
+    ),
     Case("mlp_100x128x256", mlp(100, 128, 256)),
     # [batch, seq, hidden] and rank-4 activations: each linear one GEMM over all rows.
     Case("mlp_3x37x100x72", mlp((3, 37), 100, 72)),

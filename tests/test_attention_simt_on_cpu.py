@@ -3,14 +3,15 @@ emulation of CUDA (tests/cpu_cuda.py) and matches float64 with fresh random data
 not, query and key counts that are not multiples of the tiles (1, 37, 130; Sq = Skv = 1 is
 not fused), Sq < Skv with the causal diagonal aligned to the end of the keys, GQA 4:1, an
 additive and a boolean mask, head dims 64, 128, 80 and 96, Dv ≠ D, several plans (64 and 128
-rows, 32-key tiles, 128 threads), and bf16 at a head dim the tensor-core rules refuse (40).
-Needs g++ (C++20); no GPU.
+rows, 32-key tiles, 128 threads), bf16 at a head dim the tensor-core rules refuse (40), and
+the output stored as [B, S, H·D]. Needs g++ (C++20); no GPU.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from attention_programs import attention as heads_last_attention
 from cpu_cuda import COMPILER
 from test_attention_forms import attention
 from test_attention_masks import keys_off, random_mask, run_one_launch_on_cpu
@@ -82,3 +83,13 @@ def test_bf16_head_dim_the_tensor_cores_refuse_runs_on_simt_on_cpu() -> None:
     out = run_one_launch_on_cpu(text, PIPELINE.format(knobs=""), inputs)
     (exact,) = run_reference(parse(text), *inputs)
     assert float(np.abs(out - exact).max() / np.abs(exact).max()) < 2e-2
+
+
+def test_heads_stored_side_by_side_on_cpu() -> None:
+    """The output stored as [B, S, H·D] (the copy folded into the store: row stride H·D, column
+    offset h·D), GPT-2's layout, with a partial query tile."""
+    text = heads_last_attention(2, 3, 37, 64, "f32", heads_last=True)
+    inputs = random_inputs(parse(text), seed=9)
+    out = run_one_launch_on_cpu(text, PIPELINE.format(knobs=""), inputs)
+    (exact,) = run_reference(parse(text), *inputs)
+    assert float(np.abs(out.reshape(exact.shape) - exact).max() / np.abs(exact).max()) < 2e-6

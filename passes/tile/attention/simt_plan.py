@@ -133,8 +133,9 @@ class Geometry:
 def refusal(g: Geometry, target: Target) -> str | None:
     """Why a plan cannot run the kernel, or None."""
     p = g.plan
-    if p.bn % KEYS_PER_THREAD or WARP % g.tx or g.tx < 2:
-        return f"bn must be {KEYS_PER_THREAD} times a power of two from 2 to {WARP}, got {p.bn}"
+    if p.bn % KEYS_PER_THREAD or WARP % g.tx or g.tx < 4:
+        lanes = f"{KEYS_PER_THREAD} keys a lane, 4 to {WARP} lanes a row"
+        return f"bn must be 16, 32, 64 or 128 ({lanes}), got {p.bn}"
     if p.threads % WARP or p.threads % g.tx:
         return f"threads must be a multiple of {WARP}, got {p.threads}"
     if p.bm % g.ty or g.tm < 1:
