@@ -25,7 +25,7 @@ func.func @matmul_relu(%x: tensor<1000x1000xf32>, %w: tensor<1000x1000xf32>) -> 
 // PLAN: loop.kernel @matmul_relu_0({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">} {
 
 // plan{why=1}: why each rule before the contraction rule refused the kernel.
-// WHY: refusals = ["attention_wgmma: not a flash-attention kernel (the flash-attention rewrite's form)", "attention: not a flash-attention kernel (the flash-attention rewrite's form)", "wgmma: not a sum of products of f16 or bf16 operands (one type)", "mma_sync: not a sum of products of f16 or bf16 operands (one type)", "tf32: the knobs select other rules (schedule=auto, mma=auto, attn=auto)"]
+// WHY: refusals = ["attention_decode: not a flash-attention kernel (the flash-attention rewrite's form)", "attention_wgmma: not a flash-attention kernel (the flash-attention rewrite's form)", "attention: not a flash-attention kernel (the flash-attention rewrite's form)", "wgmma: not a sum of products of f16 or bf16 operands (one type)", "mma_sync: not a sum of products of f16 or bf16 operands (one type)", "tf32: the knobs select other rules (schedule=auto, mma=auto, attn=auto)"]
 
 // TILE: tile.kernel @matmul_relu_0 grid [16, 16, 1] block [160, 1, 1] ({{.*}}) attributes {plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 32, tm = 8, tn = 4, pad = 4, split = 1, stages = 2, group = 8, copy = "tma", ws = 1, swizzle = 0, pairswap = 0, vec = 4, minblocks = 1, interleave = "off", prefetch = "off", streamk = "off">, tile.min_blocks = 1 : i64, tile.tensor_maps = {{.*}}} {
 
