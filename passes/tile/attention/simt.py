@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from math import prod
 
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type
+from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, IntegerAttr, i64
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop
@@ -32,6 +32,11 @@ from tinyopt.passes.tile.attention.simt_plan import (
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
+
+TWO_BLOCK_ACCUMULATORS = 48
+"""Most accumulators a thread (O and one tile's scores) that leave room in 128 registers for
+the shared-memory operands of the FMAs: where shared memory allows two blocks per SM, the
+kernel asks for two (`__launch_bounds__(threads, 2)`)."""
 
 ELEMENTS = (Float32Type, Float16Type, BFloat16Type)
 """The element types of q, k and v the rule takes (staged as f32 in shared memory)."""
@@ -72,5 +77,10 @@ class AttentionSimt(Rule[Attention, SimtAttentionPlan]):
         *batch, s_q, _ = a.nest.extents
         grid = (-(-s_q // plan.bm), prod(batch), 1)
         new, em, mapping = new_kernel(kernel, grid, (plan.threads, 1, 1))
+        geometry = _geometry(a, plan)
+        if geometry.blocks_per_sm >= 2 and geometry.accumulators <= TWO_BLOCK_ACCUMULATORS:
+            # Two blocks per SM: 128 registers a thread at 256 threads (64 accumulators, at
+            # bm = 128 and D = 64, spill 48 bytes under that cap; ptxas takes 192 without it).
+            new.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
         SimtAttentionEmitter(em, a, mapping, _geometry(a, plan)).emit()
         replace_kernel(rewriter, kernel, new)
