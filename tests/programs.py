@@ -245,6 +245,45 @@ def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
 }}"""
 
 
+def skinny(
+    m: int, n: int, k: int, dtype: str = "f32", layout: str = "nk", epilogue: str = "", batch: int = 0
+) -> str:
+    """A GEMV or skinny GEMM: `x @ wᵀ` with w `[N, K]` (`nk`, as torch's linear stores it) or
+    `x @ w` with w `[K, N]` (`kn`), with a weight per batch entry where `batch` > 0, then
+    `epilogue`: "" none, "bias_gelu" (a bias over N, then GELU) or "relu"."""
+    lead = (batch,) if batch else ()
+    x, y = _t((*lead, m, k), dtype), _t((*lead, m, n), dtype)
+    w = _t((*lead, n, k) if layout == "nk" else (*lead, k, n), dtype)
+    args, lines = [f"%x: {x}", f"%w: {w}"], []
+    rhs = "%w"
+    if layout == "nk":
+        perm = "0, 2, 1" if batch else "1, 0"
+        wt = _t((*lead, k, n), dtype)
+        lines.append(f"%wt = graph.transpose %w {{perm = array<i64: {perm}>}} : {w} -> {wt}")
+        rhs = f"%wt : ({x}, {wt})"
+    else:
+        rhs = f"%w : ({x}, {w})"
+    lines.append(f"%y = graph.matmul %x, {rhs} -> {y}")
+    out = "%y"
+    if epilogue == "bias_gelu":
+        b = _t((n,), dtype)
+        args.append(f"%b: {b}")
+        lines += [
+            f"%bb = graph.broadcast %b : {b} -> {y}",
+            f"%s = graph.add %y, %bb : {y}",
+            f"%g = graph.gelu %s : {y}",
+        ]
+        out = "%g"
+    elif epilogue == "relu":
+        lines.append(f"%r = graph.relu %y : {y}")
+        out = "%r"
+    body = "\n  ".join(lines)
+    return f"""func.func @skinny({", ".join(args)}) -> {y} {{
+  {body}
+  func.return {out} : {y}
+}}"""
+
+
 TF32_TOLERANCE = 1e-3
 
 

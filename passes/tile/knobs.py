@@ -49,6 +49,7 @@ class Knobs:
     streamk: str = "auto"
     interleave: str = "auto"
     prefetch: str = "auto"
+    skinny: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -175,6 +176,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("streamk", one_of("auto", "on", "tail", "off")),
     Knob("interleave", one_of("auto", "on", "off")),
     Knob("prefetch", one_of("auto", "on", "off")),
+    Knob("skinny", one_of("auto", "on", "off")),
     Knob(
         "pad",
         Domain(

@@ -13,6 +13,7 @@ from tinyopt.passes.tile.attention.wgmma import AttentionWgmma
 from tinyopt.passes.tile.elementwise import Elementwise
 from tinyopt.passes.tile.gemm.contraction import ContractionRule
 from tinyopt.passes.tile.gemm.mma_sync import MmaSyncRule
+from tinyopt.passes.tile.gemm.skinny import SkinnyRule
 from tinyopt.passes.tile.gemm.tf32 import Tf32Rule
 from tinyopt.passes.tile.gemm.wgmma import WgmmaRule
 from tinyopt.passes.tile.knobs import Knobs
@@ -26,6 +27,7 @@ RULE_TYPES: tuple[type[Rule], ...] = (
     AttentionWgmma,
     AttentionSync,
     AttentionSimt,
+    SkinnyRule,
     WgmmaRule,
     MmaSyncRule,
     Tf32Rule,

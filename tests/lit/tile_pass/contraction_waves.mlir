@@ -1,4 +1,5 @@
 // RUN: tinyopt %s -p fuse,tile | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{skinny=off}' | filecheck %s --check-prefix=TILES
 
 // The FP32 contraction's block tile by waves on the H200's 132 SMs (passes/tile/gemm/
 // contraction_plan.py, choose_tiles and blocks_per_sm).
@@ -31,10 +32,13 @@ func.func @short_k(%x: tensor<4096x256xf32>, %w: tensor<768x256xf32>) -> tensor<
   func.return %y : tensor<4096x768xf32>
 }
 
-// 16 rows: 64 tiles of 32x64 (128 threads) shared by a stream-K wave of four blocks per SM.
-// CHECK:      tile.kernel @skinny_0_flags
-// CHECK:      tile.kernel @skinny_0 grid [528, 1, 1] block [128, 1, 1]
-// CHECK-SAME: tile.min_blocks = 4
+// 16 rows: the skinny rule streams the weights (passes/tile/gemm/skinny.py); with it off, 64
+// tiles of 32x64 (128 threads) shared by a stream-K wave of four blocks per SM.
+// CHECK:      tile.kernel @skinny_0 grid [512, 1, 1] block [256, 1, 1]
+// CHECK-SAME: plan = #tile.plan<skinny,
+// TILES:      tile.kernel @skinny_0_flags
+// TILES:      tile.kernel @skinny_0 grid [528, 1, 1] block [128, 1, 1]
+// TILES-SAME: tile.min_blocks = 4
 func.func @skinny(%x: tensor<16x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<16x4096xf32> {
   %y = graph.linear %x, %w : (tensor<16x4096xf32>, tensor<4096x4096xf32>) -> tensor<16x4096xf32>
   func.return %y : tensor<16x4096xf32>

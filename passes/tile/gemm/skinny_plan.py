@@ -1,0 +1,188 @@
+"""The skinny-GEMM rule's plan (`SkinnyPlan`) and the heuristics that choose it from the shape:
+whether the kernel is bandwidth-bound, the vector width, the rows and columns each thread
+accumulates, and the split over K that gives the SMs enough independent warps."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import memref
+
+from tinyopt.passes.tile.emit import element_bytes, vector_width
+from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction
+
+CUDA_CORE_BALANCE = 16
+"""FP32 FMA FLOPs the H200's CUDA cores do per byte its HBM delivers (67 TFLOP/s over the
+4.2 TB/s copy ceiling): a skinny GEMM doing fewer per weight byte (2·M / element bytes) is
+bound by streaming the weights, more by its FMAs."""
+
+RESIDENT_WARPS = 16
+"""Warps per SM the grid should supply: with 8 independent 16-byte loads a lane, 64 KiB in
+flight per SM, past what the HBM's latency-bandwidth product asks (4.2 TB/s · ~1 µs over 132
+SMs: 32 KiB)."""
+
+MAX_SPLITS = 64
+"""The most K chunks a split makes (each a partial sum in the fold's workspace)."""
+
+SPLIT_BYTES = 8 << 20
+"""The fewest weight bytes worth a split: it adds a kernel (a launch and a tail, ~2 µs), in
+which the HBM streams about 8 MiB at the copy ceiling."""
+
+THREADS = 256
+"""Threads per block: 8 warps sharing A's rows through L1 (more output columns per block, fewer
+reads of A from L2)."""
+
+LOADS_IN_FLIGHT = 8
+"""16-byte weight vectors each lane loads per K-loop iteration (columns × unroll)."""
+
+ACCUMULATORS = 64
+"""The most f32 accumulators a thread holds (rows × columns × vector lanes along N)."""
+
+
+@dataclass(frozen=True)
+class SkinnyPlan:
+    """Every knob of the skinny rule, resolved."""
+
+    threads: int
+    """Threads per block."""
+    vec: int
+    """Elements per vector access of the weights: along K for a `[N, K]` weight, along N for
+    `[K, N]`."""
+    rows: int
+    """Output rows each thread accumulates: M is covered in chunks of `rows` by blocks that
+    read the same weights one after another (the chunk index varies fastest)."""
+    cols: int
+    """Output columns per warp (`[N, K]`: lanes split K, shuffles sum), or column vectors per
+    thread (`[K, N]`: warps split K, summed once through shared memory at the end)."""
+    unroll: int
+    """Weight vectors each thread loads per column in one K-loop iteration, all in flight."""
+    splits: int
+    """K chunks over blocks; more than 1 only while planning: the rule then puts a partial-sum
+    kernel (split 1) and a fold in the kernel's place (`skinny_split.py`)."""
+
+    @property
+    def warps(self) -> int:
+        return self.threads // 32
+
+
+def tensor_core_operands(c: SkinnyContraction) -> bool:
+    """Whether both operand sides load one 16-bit float type (a tensor-core rule could take it)."""
+    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
+    types = {str(load.memref.type.element_type) for load in loads}  # type: ignore[attr-defined]
+    return len(types) == 1 and types <= {"f16", "bf16"}
+
+
+WEIGHT_SHARE = 4
+"""The fewest output columns per output row (N / M) `skinny=auto` asks for: the weights (N × K)
+are then at least four times A (M × K), the bytes worth streaming once; a smaller N is a small
+GEMM whose block tiles reuse both operands."""
+
+
+def auto_refusal(c: SkinnyContraction) -> str | None:
+    """Why `skinny=auto` leaves the kernel to the other rules, or None: its weights are not
+    the bulk of its bytes (N < `WEIGHT_SHARE` · M), or, with f16/bf16 operands that tensor
+    cores could take, its 2·M FLOPs per weight element over the element's bytes pass
+    `CUDA_CORE_BALANCE` (M > 16 for 2-byte weights): bound by FMAs on CUDA cores. f32 runs on
+    CUDA cores whichever rule takes it."""
+    _, m, n, _ = c.extents
+    if n < WEIGHT_SHARE * m:
+        return (
+            f"N = {n} columns for M = {m} rows: the weights are not {WEIGHT_SHARE}x the rows' "
+            "bytes (skinny=on forces it)"
+        )
+    size = element_bytes(_weight_element(c))
+    intensity = 2 * m / size
+    if tensor_core_operands(c) and intensity > CUDA_CORE_BALANCE:
+        return (
+            f"M = {m} rows of {size}-byte operands do {intensity:g} FLOPs per weight byte, more "
+            f"than the CUDA cores' {CUDA_CORE_BALANCE} per HBM byte: bound by FMAs, left to the "
+            "tensor-core rules (skinny=on forces it)"
+        )
+    return None
+
+
+def _weight_element(c: SkinnyContraction):
+    loads = [o for op in c.b_side for o in op.walk() if isinstance(o, memref.LoadOp)]
+    return max((load.memref.type.element_type for load in loads), key=element_bytes)  # type: ignore[attr-defined]
+
+
+def weight_vector(c: SkinnyContraction, wanted: int) -> int:
+    """The widest vector (≤ `wanted` elements, ≤ 16 bytes) every contiguous access along the
+    weights' inner axis allows: K for `[N, K]` (A's reads too), N for `[K, N]`."""
+    batch, m, n, k = c.extents
+    if c.k_contiguous:
+        return vector_width(c.reduce.body.block.ops, c.k_iv, k, wanted)
+    return vector_width(c.b_side, c.n_iv, n, wanted)
+
+
+def pow2_at_least(v: int) -> int:
+    return 1 << (v - 1).bit_length()
+
+
+def choose_shape(c: SkinnyContraction, threads: int, vec: int, rows: int) -> tuple[int, int, int]:
+    """(rows, cols, unroll): rows up to 16 (fewer where M is smaller, or for `[K, N]` the
+    vector lanes leave fewer accumulators), two columns a warp for one or two rows."""
+    _, m, _, _ = c.extents
+    if c.k_contiguous:
+        rows = rows or min(pow2_at_least(m), 16)
+        cols = 2 if rows <= 2 else 1
+        return rows, cols, LOADS_IN_FLIGHT // cols if rows <= 2 else 4
+    rows = rows or min(pow2_at_least(m), max(1, ACCUMULATORS // vec))
+    return rows, 1, 4
+
+
+def units(c: SkinnyContraction, plan: SkinnyPlan) -> int:
+    """Independent warps of the grid: blocks × warps (each streams its own weights)."""
+    return blocks(c, plan) * plan.warps
+
+
+def blocks(c: SkinnyContraction, plan: SkinnyPlan) -> int:
+    """Blocks of the launch: M chunks × column groups × batch."""
+    batch, m, n, _ = c.extents
+    return -(-m // plan.rows) * column_groups(c, plan) * batch
+
+
+def column_groups(c: SkinnyContraction, plan: SkinnyPlan) -> int:
+    """Output column groups, one block each: `cols` columns per warp along K, or `cols`
+    vectors of `vec` per lane (all warps on the same columns) along N."""
+    _, _, n, _ = c.extents
+    per_block = plan.cols * plan.warps if c.k_contiguous else 32 * plan.vec * plan.cols
+    return -(-n // per_block)
+
+
+def choose_splits(c: SkinnyContraction, plan: SkinnyPlan, sms: int) -> int:
+    """The fewest K chunks (a power of two) that give `RESIDENT_WARPS` warps per SM, where each
+    chunk keeps whole vectors (K divides evenly, in multiples of `vec` along K) and at least
+    one full unrolled iteration per warp; 1 where the grid has them already or the weights are
+    fewer than `SPLIT_BYTES`."""
+    batch, _, n, k = c.extents
+    if batch * n * k * element_bytes(_weight_element(c)) < SPLIT_BYTES:
+        return 1
+    step = 32 * plan.vec * plan.unroll if c.k_contiguous else plan.warps * plan.unroll
+    quantum = plan.vec if c.k_contiguous else 1
+    splits = 1
+    while units(c, plan) * splits < RESIDENT_WARPS * sms and splits < MAX_SPLITS:
+        more = 2 * splits
+        if k % (more * quantum) or k // more < step:
+            break
+        splits = more
+    return splits
+
+
+def shape_refusal(c: SkinnyContraction, plan: SkinnyPlan) -> str | None:
+    """Why a plan cannot run the kernel, or None."""
+    if plan.threads % 32 or not 32 <= plan.threads <= 1024:
+        return f"threads={plan.threads} must be whole warps, 32 to 1024"
+    if plan.vec < 1 or plan.vec & (plan.vec - 1) or weight_vector(c, plan.vec) != plan.vec:
+        return f"vec={plan.vec}: the weights' accesses allow {weight_vector(c, 16)} at most"
+    if plan.cols < 1 or plan.unroll < 1 or plan.rows < 1:
+        return "rows, cols and unroll must be positive"
+    accumulators = plan.rows * plan.cols * (1 if c.k_contiguous else plan.vec)
+    if accumulators > ACCUMULATORS:
+        return (
+            f"rows={plan.rows} cols={plan.cols} vec={plan.vec} need {accumulators} accumulators "
+            f"a thread, more than {ACCUMULATORS}"
+        )
+    if not c.k_contiguous and plan.warps * accumulators * 32 * 4 > 48 * 1024:
+        return f"the cross-warp sum of {plan.warps} warps needs more than 48 KiB of shared memory"
+    return None
