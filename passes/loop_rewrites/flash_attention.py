@@ -602,10 +602,10 @@ def _replace(module: ModuleOp, match: _Attention, symbols: dict[str, Operation])
 class FlashAttentionPass(ModulePass):
     """Fuse attention's score, softmax and PV kernels into one (m, l, acc) reduction kernel.
 
-    `f32=false` leaves attention with an f32 output as its three kernels: the tile rules run the
-    fused kernel on tensor cores for f16/bf16 only, and in f32 on the sequential rule (a thread
-    per output element, every score recomputed per head dim), far slower than two FP32 GEMMs
-    and a row softmax. `CompiledModel` sets it.
+    `f32=false` leaves attention with an f32 output as its three kernels (two FP32 GEMMs and a
+    row softmax). The tile rules run the fused kernel on tensor cores for f16/bf16 and, in f32,
+    on CUDA cores (`attn=simt`, passes/tile/attention/simt.py). `CompiledModel` sets it until
+    the fused f32 kernel is measured against the three (benchmarks/bench_attention_f32.py).
     """
 
     name = "flash-attention"

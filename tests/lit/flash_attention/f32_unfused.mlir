@@ -2,9 +2,9 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention{f32=false}' | filecheck %s --check-prefix=KEPT
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention{f32=false},plan' | filecheck %s --check-prefix=PLAN
 
-// f32 attention has no tiled fused schedule (the fused kernel gets the sequential rule):
-// `flash-attention{f32=false}` (what CompiledModel runs) keeps its scores GEMM, row softmax
-// and PV GEMM, which the FP32 contraction and row-reduction rules take.
+// `flash-attention{f32=false}` (what CompiledModel runs) keeps f32 attention's scores GEMM,
+// row softmax and PV GEMM, which the FP32 contraction and row-reduction rules take; fused, it
+// runs on the SIMT attention rule (attn=simt, tests/lit/tile_pass/attention_simt.mlir).
 
 func.func @attention(%q: tensor<1x4x64x32xf32>, %k: tensor<1x4x64x32xf32>, %v: tensor<1x4x64x32xf32>) -> tensor<1x4x64x32xf32> {
   %o = graph.attention %q, %k, %v {causal = false, scale = 0.176776695 : f32} : (tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>, tensor<1x4x64x32xf32>) -> tensor<1x4x64x32xf32>
