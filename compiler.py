@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
-
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
