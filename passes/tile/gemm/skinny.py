@@ -34,13 +34,13 @@ from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction, match_skinny
 from tinyopt.passes.tile.gemm.skinny_plan import (
     RESIDENT_WARPS,
-    THREADS,
     SkinnyPlan,
     auto_refusal,
     blocks,
     choose_shape,
     choose_splits,
     column_groups,
+    default_threads,
     shape_refusal,
     weight_vector,
 )
@@ -71,7 +71,7 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
         if knobs.skinny == "auto" and (why := auto_refusal(c)):
             return why
         vec = weight_vector(c, knobs.vec or 16)
-        threads = knobs.threads or THREADS
+        threads = knobs.threads or default_threads(c)
         rows, cols, unroll = choose_shape(c, threads, vec, knobs.rows)
         plan = SkinnyPlan(threads, vec, rows, cols, unroll, 1)
         if refusal := shape_refusal(c, plan):

@@ -17,9 +17,13 @@ CUDA_CORE_BALANCE = 16
 bound by streaming the weights, more by its FMAs."""
 
 RESIDENT_WARPS = 16
-"""Warps per SM the grid should supply: with 8 independent 16-byte loads a lane, 64 KiB in
-flight per SM, past what the HBM's latency-bandwidth product asks (4.2 TB/s · ~1 µs over 132
-SMs: 32 KiB)."""
+"""Warps per SM the registers are allocated for (`__launch_bounds__` minimum blocks: 128
+registers a thread)."""
+
+FILL_WARPS = 8
+"""Independent warps per SM below which the rule splits K: a warp has 8 16-byte loads a lane in
+flight (4 KiB), so 8 warps keep 32 KiB in flight per SM, the HBM's latency-bandwidth product
+(4.2 TB/s · ~1 µs over 132 SMs)."""
 
 MAX_SPLITS = 64
 """The most K chunks a split makes (each a partial sum in the fold's workspace)."""
@@ -31,6 +35,10 @@ which the HBM streams about 8 MiB at the copy ceiling."""
 THREADS = 256
 """Threads per block: 8 warps sharing A's rows through L1 (more output columns per block, fewer
 reads of A from L2)."""
+
+SUM_THREADS = 128
+"""Threads per block for `[K, N]` weights, whose warps split K: four warps' partial sums of
+`ACCUMULATORS` each take 32 KiB of shared memory."""
 
 LOADS_IN_FLIGHT = 8
 """16-byte weight vectors each lane loads per K-loop iteration (columns × unroll)."""
@@ -121,14 +129,21 @@ def pow2_at_least(v: int) -> int:
 
 def choose_shape(c: SkinnyContraction, threads: int, vec: int, rows: int) -> tuple[int, int, int]:
     """(rows, cols, unroll): rows up to 16 (fewer where M is smaller, or for `[K, N]` the
-    vector lanes leave fewer accumulators), two columns a warp for one or two rows."""
+    vector lanes leave fewer accumulators), two columns a warp for one or two rows; 16 rows of
+    `[N, K]` weights unroll by two (by four, f32 A vectors of 16 rows spilled at 128 registers)."""
     _, m, _, _ = c.extents
     if c.k_contiguous:
         rows = rows or min(pow2_at_least(m), 16)
         cols = 2 if rows <= 2 else 1
-        return rows, cols, LOADS_IN_FLIGHT // cols if rows <= 2 else 4
+        return rows, cols, LOADS_IN_FLIGHT // cols if rows <= 2 else 4 if rows < 16 else 2
     rows = rows or min(pow2_at_least(m), max(1, ACCUMULATORS // vec))
     return rows, 1, 4
+
+
+def default_threads(c: SkinnyContraction) -> int:
+    """`THREADS`, or for `[K, N]` weights `SUM_THREADS`: the warps' sums of up to
+    `ACCUMULATORS` each then fit the 48 KiB of static shared memory."""
+    return THREADS if c.k_contiguous else SUM_THREADS
 
 
 def units(c: SkinnyContraction, plan: SkinnyPlan) -> int:
@@ -151,7 +166,7 @@ def column_groups(c: SkinnyContraction, plan: SkinnyPlan) -> int:
 
 
 def choose_splits(c: SkinnyContraction, plan: SkinnyPlan, sms: int) -> int:
-    """The fewest K chunks (a power of two) that give `RESIDENT_WARPS` warps per SM, where each
+    """The fewest K chunks (a power of two) that give `FILL_WARPS` warps per SM, where each
     chunk keeps whole vectors (K divides evenly, in multiples of `vec` along K) and at least
     one full unrolled iteration per warp; 1 where the grid has them already or the weights are
     fewer than `SPLIT_BYTES`."""
@@ -161,7 +176,7 @@ def choose_splits(c: SkinnyContraction, plan: SkinnyPlan, sms: int) -> int:
     step = 32 * plan.vec * plan.unroll if c.k_contiguous else plan.warps * plan.unroll
     quantum = plan.vec if c.k_contiguous else 1
     splits = 1
-    while units(c, plan) * splits < RESIDENT_WARPS * sms and splits < MAX_SPLITS:
+    while units(c, plan) * splits < FILL_WARPS * sms and splits < MAX_SPLITS:
         more = 2 * splits
         if k % (more * quantum) or k // more < step:
             break
