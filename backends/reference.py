@@ -339,19 +339,25 @@ def _linear(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
 @_handles(graph.AttentionOp)
 def _attention(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.AttentionOp)
-    q, k, v, *mask = xs
+    q, k, v = xs[:3]
+    mask = xs[3:4] if op.mask is not None else []
     k, v = (np.repeat(x, op.groups, axis=1) for x in (k, v))
     scores = (q @ np.swapaxes(k, -1, -2)) * op.scale.value.data
     sq, skv = scores.shape[-2:]
+    # The valid keys: all of them, or the first L (a runtime scalar); causal aligns to the end
+    # of the valid keys.
+    valid = skv if op.valid is None else int(xs[-1])
     if mask and mask[0].dtype == bool:  # lowest, not -inf: a row masked everywhere averages v
         scores = np.where(mask[0], scores, np.finfo(scores.dtype).min)
     elif mask:
         scores = scores + mask[0]
-    if op.causal.value.data:  # query i sees the keys j <= i + Skv - Sq, and no key past them
+    keys = np.arange(skv)[None, :]
+    past = keys >= valid
+    if op.causal.value.data:  # query i sees the keys j <= i + L - Sq, and no key past them
         # After the mask: a row whose visible keys are all masked averages v over those keys,
         # never over keys past its causal bound (which tiled kernels do not even load).
-        past = np.triu(np.ones((sq, skv), dtype=bool), k=skv - sq + 1)
-        scores = np.where(past, -np.inf, scores)
+        past = keys > np.arange(sq)[:, None] + valid - sq
+    scores = np.where(past, -np.inf, scores)
     return _softmax(scores, -1) @ v
 
 

@@ -35,6 +35,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, BlockArgument, Dialect, OpResult, SSAValue
 from xdsl.irdl import (
     AnyAttr,
+    AttrSizedOperandSegments,
     IRDLOperation,
     ParamAttrConstraint,
     ParsePropInAttrDict,
@@ -1135,14 +1136,15 @@ class AttentionOp(GraphOp):
     k = operand_def(TensorType)
     v = operand_def(TensorType)
     mask = opt_operand_def(TensorType)
+    valid = opt_operand_def(TensorType)
     result = result_def(TensorType)
     scale = prop_def(FloatAttr[Float32Type])
     causal = prop_def(BoolAttr, default_value=_FALSE)
 
-    irdl_options = (ParsePropInAttrDict(),)
+    irdl_options = (ParsePropInAttrDict(), AttrSizedOperandSegments(as_property=True))
     assembly_format = (
-        "$q `,` $k `,` $v (`,` $mask^)? attr-dict `:` "
-        "`(` type($q) `,` type($k) `,` type($v) (`,` type($mask)^)? `)` `->` type($result)"
+        "$q `,` $k `,` $v (`,` $mask^)? (`valid` `(` $valid^ `:` type($valid) `)`)? attr-dict "
+        "`:` `(` type($q) `,` type($k) `,` type($v) (`,` type($mask)^)? `)` `->` type($result)"
     )
 
     def __init__(
@@ -1153,11 +1155,12 @@ class AttentionOp(GraphOp):
         scale: float,
         causal: bool = False,
         mask: SSAValue | None = None,
+        valid: SSAValue | None = None,
     ):
         assert isinstance(q.type, TensorType) and isinstance(v.type, TensorType)
         shape = (*q.type.get_shape()[:-1], v.type.get_shape()[-1])
         super().__init__(
-            operands=[q, k, v, [] if mask is None else [mask]],
+            operands=[q, k, v, [] if mask is None else [mask], [] if valid is None else [valid]],
             result_types=[TensorType(q.type.element_type, shape)],
             properties={"scale": FloatAttr(scale, f32), "causal": BoolAttr.from_bool(causal)},
         )
@@ -1170,6 +1173,18 @@ class AttentionOp(GraphOp):
     @property
     def q_shape(self) -> tuple[int, ...]:
         return self.q.type.get_shape()  # type: ignore[attr-defined]
+
+    def valid_bounds(self) -> tuple[int, int]:
+        """The values the number of valid keys L may take: every query must see a key (with
+        `causal`, query 0 sees the keys j ≤ L − Sq), and no key past the cache's."""
+        sq, skv = self.q_shape[2], self.k.type.get_shape()[2]  # type: ignore[attr-defined]
+        return (sq if self.causal.value.data else 1), skv
+
+    def valid_role(self) -> str:
+        """Says what L bounds, for diagnostics naming the bound."""
+        sq, skv = self.q_shape[2], self.k.type.get_shape()[2]  # type: ignore[attr-defined]
+        causal = ", causal" if self.causal.value.data else ""
+        return f"the valid keys of {self.name} ({sq} queries, {skv} keys{causal})"
 
     def verify_(self) -> None:
         q, k, v = (self.tensor(n, x) for n, x in (("q", self.q), ("k", self.k), ("v", self.v)))
@@ -1196,6 +1211,19 @@ class AttentionOp(GraphOp):
             raise self.fail(
                 f"result must be {_fmt_shape((b, h, sq, dv))}, got {_fmt_shape(dst.get_shape())}"
             )
+        if self.valid is not None:
+            valid = self.valid.type
+            if not (
+                isinstance(valid, TensorType)
+                and valid.get_num_dims() == 0
+                and valid.element_type in ID_TYPES
+            ):
+                raise self.fail(f"valid must be a 0-d tensor of i32 or i64, got {valid}")
+            if not isinstance(self.valid, BlockArgument):
+                raise self.fail(
+                    "valid must be a function argument (a runtime scalar), not a value "
+                    "computed in the graph"
+                )
         if self.causal.value.data and sq > skv:
             raise self.fail(
                 f"causal attention needs Sq <= Skv (query i sees keys j <= i + Skv - Sq; the "

@@ -1,8 +1,10 @@
 """Runtime scalars: 0-d i32/i64 function arguments used as positions or lengths (docs/ir.md).
 
 In a graph function a runtime scalar is a `tensor<i32>` or `tensor<i64>` argument read only
-as the offset of `graph.dynamic_slice` / `graph.dynamic_update_slice`. Each such use accepts
-the offsets `0 ..= extent - window`; the scalar's bounds are the intersection over its uses.
+as the offset of `graph.dynamic_slice` / `graph.dynamic_update_slice` (each use accepts the
+offsets `0 ..= extent - window`) or as the number of valid keys of `graph.attention` (`Sq` or 1
+`..= Skv`). An argument attribute `tinyopt.bounds` on the graph function bounds it too (what
+`decompose` leaves of an attention's bounds). Its bounds are the intersection of all these.
 `fuse` makes it an `i32`/`i64` argument of the host function, carrying its bounds as the
 argument attribute `tinyopt.bounds = array<i64: lo, hi>`, and of every kernel that reads it,
 passed by value. Every executor checks the value given for it against those bounds before
@@ -43,22 +45,23 @@ def runtime_scalars(function: func.FuncOp) -> dict[BlockArgument, ScalarBounds]:
     """The runtime scalars of a graph function with their bounds; raises a
     `DiagnosticException` for one also read as a tensor, or whose uses accept no value."""
     found: dict[BlockArgument, ScalarBounds] = {}
+    declared = host_bounds(function)
     for arg in function.args:
-        offsets = [u.operation for u in arg.uses if _is_offset_use(u.operation, u.index)]
-        if not offsets:
+        uses = [b for u in arg.uses if (b := _use_bounds(u.operation, u.index)) is not None]
+        if arg.index in declared:
+            lo, hi = declared[arg.index]
+            uses.append((lo, hi, f"its {BOUNDS_ATTR} attribute"))
+        if not uses:
             continue
         name = describe(function, arg)
         for use in arg.uses:
-            if not _is_offset_use(use.operation, use.index):
+            if _use_bounds(use.operation, use.index) is None:
                 raise DiagnosticException(
-                    f"{name} is a runtime scalar (an offset of {offsets[0].name}) and "
-                    f"cannot also be read as a tensor (by {use.operation.name})"
+                    f"{name} is a runtime scalar ({uses[0][2]}) and cannot also be read as a "
+                    f"tensor (by {use.operation.name})"
                 )
         bounds: ScalarBounds | None = None
-        for op in offsets:
-            assert isinstance(op, graph.DynamicOffsetOp)
-            lo, hi = op.offset_bounds()
-            role = op.offset_role()
+        for lo, hi, role in uses:
             if bounds is None:
                 bounds = ScalarBounds(lo, hi, role, role)
                 continue
@@ -76,8 +79,14 @@ def runtime_scalars(function: func.FuncOp) -> dict[BlockArgument, ScalarBounds]:
     return found
 
 
-def _is_offset_use(op: object, index: int) -> bool:
-    return isinstance(op, graph.DynamicOffsetOp) and op.operands[index] is op.offset_value
+def _use_bounds(op: object, index: int) -> tuple[int, int, str] | None:
+    """The bounds a use as operand `index` of `op` sets, with what it is; None for a use that
+    reads the argument as a tensor."""
+    if isinstance(op, graph.DynamicOffsetOp) and op.operands[index] is op.offset_value:
+        return (*op.offset_bounds(), op.offset_role())
+    if isinstance(op, graph.AttentionOp) and op.operands[index] is op.valid:
+        return (*op.valid_bounds(), op.valid_role())
+    return None
 
 
 def describe(function: func.FuncOp, arg: BlockArgument) -> str:

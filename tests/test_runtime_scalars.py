@@ -15,8 +15,11 @@ import pytest
 from conftest import requires_gpu
 from cpu_cuda import COMPILER, run_on_cpu
 from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import ModuleOp, bf16
+from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
+from tinyopt.backends.check import device_inputs, from_storage, relative_error
 from tinyopt.backends.cuda.runtime import HostFunction, compile_module
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
@@ -187,8 +190,8 @@ UPDATE = f"(tensor<1x2x16x8xf32>, tensor<i64>, tensor<1x2x1x8xf32>) -> {CACHE}"
             "%f = graph.cast %p : tensor<i64> -> tensor<f32>\n"
             f"%b = graph.broadcast %f : tensor<f32> -> {CACHE}",
             "%n, %b",
-            "is a runtime scalar \\(an offset of graph.dynamic_update_slice\\) and cannot also "
-            "be read as a tensor \\(by graph.cast\\)",
+            "is a runtime scalar \\(the offset of graph.dynamic_update_slice \\(1 of the 16 "
+            "indices of dim 2\\)\\) and cannot also be read as a tensor \\(by graph.cast\\)",
         ),
     ],
     ids=["cache_read_twice", "update_not_returned", "cache_computed", "scalar_read_as_data"],
@@ -372,3 +375,110 @@ def test_tinyopt_run_checks_a_given_position_before_anything_else(
     (tmp_path / "step.mlir").write_text(STEP)
     assert main(["run", str(tmp_path / "step.mlir"), "--scalar", item]) == 1
     assert capsys.readouterr().err == f"tinyopt: error: {message}\n"
+
+
+def run_host_on_cpu(module: ModuleOp, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Runs a to-cuda module's host function on the CPU emulation, kernel by kernel, on arrays
+    in the runtime's storage (bf16 as its bits, a runtime scalar as a 0-d integer array)."""
+    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
+    (host,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    values: dict[SSAValue, np.ndarray] = dict(zip(host.args, arrays, strict=True))
+    for op in host.body.block.ops:
+        if isinstance(op, memref.AllocOp):
+            type_ = op.memref.type
+            values[op.memref] = np.zeros(type_.get_shape(), STORAGE[str(type_.element_type)])
+        elif isinstance(op, loop.LaunchOp):
+            buffers = run_on_cpu(kernels[op.callee.root_reference.data], [values[a] for a in op.args])
+            values.update(zip(op.args, buffers, strict=True))
+        elif isinstance(op, func.ReturnOp):
+            return [values[v] for v in op.arguments]
+    raise AssertionError("the host function has no func.return")
+
+
+STORAGE = {"f32": np.float32, "bf16": np.uint16, "i1": np.bool_}
+
+
+ATTENTION = """
+func.func @f(%q: tensor<1x4x3x64xbf16>, %k: tensor<1x2x40x64xbf16>, %v: tensor<1x2x40x64xbf16>,
+             %L: tensor<i64>) -> tensor<1x4x3x64xbf16> {{
+  %o = graph.attention %q, %k, %v valid(%L : tensor<i64>) {{scale = 0.125 : f32, causal = {causal}}}
+      : (tensor<1x4x3x64xbf16>, tensor<1x2x40x64xbf16>, tensor<1x2x40x64xbf16>)
+      -> tensor<1x4x3x64xbf16>
+  func.return %o : tensor<1x4x3x64xbf16>
+}}
+"""
+"""Attention of 3 queries over the first L of 40 cached keys (GQA: 4 query heads, 2 KV heads)."""
+
+
+def test_attention_over_the_valid_keys_matches_numpy() -> None:
+    """Keys j ≥ L weigh 0; with `causal`, query i sees the keys j ≤ L − Sq + i."""
+    for causal in ("false", "true"):
+        text = ATTENTION.format(causal=causal)
+        inputs = random_inputs(parse(text), 0)
+        q, k, v = (np.asarray(a, np.float64) for a in inputs[:3])
+        for valid in (3, 17, 40):
+            inputs[3] = np.array(valid)
+            keys, values = (np.repeat(x, 2, axis=1)[:, :, :valid] for x in (k, v))
+            scores = q @ np.swapaxes(keys, -1, -2) * 0.125
+            if causal == "true":
+                seen = np.arange(valid)[None, :] <= np.arange(3)[:, None] + valid - 3
+                scores = np.where(seen, scores, -np.inf)
+            weights = np.exp(scores - scores.max(-1, keepdims=True))
+            want = weights / weights.sum(-1, keepdims=True) @ values
+            (got,) = run_reference(parse(text), *inputs)
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+            lowered = apply_pipeline(parse(text), "fuse")
+            (got,) = run_loop_module(lowered, "f", *inputs)
+            np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("causal", ["false", "true"])
+def test_the_bounds_of_the_number_of_valid_keys(causal: str) -> None:
+    lo = 3 if causal == "true" else 1
+    text = ATTENTION.format(causal=causal)
+    inputs = random_inputs(parse(text), 0)
+    assert lo <= int(inputs[3]) <= 40
+    for bad, message in ((lo - 1, f"below its smallest value {lo}"), (41, "past its largest value 40")):
+        inputs[3] = np.array(bad)
+        with pytest.raises(ScalarRangeError, match=f"@f argument 3 \\(%L\\) is {bad}, {message}"):
+            run_reference(parse(text), *inputs)
+        with pytest.raises(ScalarRangeError, match=message):
+            run_loop_module(apply_pipeline(parse(text), "decompose,fuse"), "f", *inputs)
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("rule", ["sync", "decode"])
+def test_fused_attention_over_the_valid_keys_on_the_cpu_emulation(rule: str) -> None:
+    """flash-attention fuses the attention with its valid-keys mask, read as any mask (from a
+    buffer a kernel computes from L); the tensor-core rule and the decode rule apply it."""
+    text = ATTENTION.format(causal="true")
+    module = apply_pipeline(parse(text), f"decompose,fuse,flash-attention,tile{{attn={rule}}},to-cuda")
+    graph = parse(text)
+    inputs, arrays = device_inputs(next(iter(graph.ops)), seed=3)
+    inputs[3] = arrays[3] = np.array(17, np.int64)
+    (out,) = run_host_on_cpu(module, arrays)
+    (ref,) = run_reference(graph, *inputs)
+    assert relative_error(from_storage(out, bf16), ref) < 2e-2
+
+
+@requires_gpu
+@pytest.mark.parametrize("sq", [1, 4])
+def test_attention_over_the_valid_keys_of_a_cache_on_the_gpu(sq: int) -> None:
+    """One kernel compiled for a cache of 4096 keys, run with three numbers of valid keys (the
+    rule `mma=auto` picks: decode, wgmma or mma.sync)."""
+    import torch
+
+    text = (
+        ATTENTION.replace("1x4x3x64", f"1x32x{sq}x128")
+        .replace("1x2x40x64", "1x8x4096x128")
+        .replace("0.125", "0.0883883")
+    ).format(causal="true")
+    graph = next(iter(parse(text).ops))
+    function = compile_module(apply_pipeline(parse(text), GPU_PIPELINE))["f"]
+    inputs, arrays = device_inputs(graph, seed=1)
+    tensors = [torch.from_numpy(a).cuda() for a in arrays[:3]]
+    for valid in (sq, 1000, 4096):
+        inputs[3] = np.array(valid)
+        out = function(*tensors, valid).cpu().numpy()
+        (ref,) = run_reference(graph, *inputs)
+        assert relative_error(from_storage(out, bf16), ref) < 2e-2, valid

@@ -12,8 +12,20 @@ from dataclasses import dataclass
 
 import numpy as np
 from xdsl.context import Context
-from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32
-from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.dialects import func
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ArrayAttr,
+    DenseArrayBase,
+    DictionaryAttr,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+    i64,
+)
+from xdsl.ir import Attribute, BlockArgument, Operation, SSAValue
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import (
     GreedyRewritePatternApplier,
@@ -23,7 +35,10 @@ from xdsl.pattern_rewriter import (
     op_type_rewrite_pattern,
 )
 
+from xdsl.utils.exceptions import DiagnosticException
+
 from tinyopt.dialects import graph
+from tinyopt.dialects.runtime_scalar import BOUNDS_ATTR
 
 _LOWEST: dict[Attribute, float] = {
     f32: float(np.finfo(np.float32).min),
@@ -160,7 +175,9 @@ class DecomposeAttention(RewritePattern):
         scores = _emit(rewriter, graph.MulOp(scores, _expand(rewriter, scale, scores)))
         if op.mask is not None:
             scores = self._masked(rewriter, scores, op.mask, [b, h, sq, skv])
-        if op.causal.value.data:
+        if op.valid is not None:
+            scores = self._valid_keys(rewriter, op, scores)
+        elif op.causal.value.data:
             # After the mask, and -inf with one: a key past the causal bound must score below
             # what a mask gives (`MASKED_SCORE`, or a float mask's lowest finite value), or a
             # row whose visible keys are all masked would average in keys it must not see
@@ -206,6 +223,43 @@ class DecomposeAttention(RewritePattern):
         return _emit(rewriter, graph.AddOp(scores, mask))
 
     @staticmethod
+    def _valid_keys(
+        rewriter: PatternRewriter, op: graph.AttentionOp, scores: SSAValue
+    ) -> SSAValue:
+        """Give the keys past the valid ones (j ≥ L; with `causal`, j > L − Sq + i) a score of
+        −inf, after the mask, as the causal mask does without L.
+
+        L enters as the offset of a window of an iota: `u[j] = j + L`, so that `j < L` is
+        `2j < u[j]` and `j ≤ L − Sq + i` is `2j + Sq − i ≤ u[j]`, all index maps `fuse`
+        inlines (L passed to the kernel by value), compared in f32 (exact: refused past 2^24).
+        The window's offset bounds give L ≤ Skv; the function argument's `tinyopt.bounds`
+        keeps the lower bound (1, or Sq with `causal`: every query sees a key)."""
+        sq, skv = _type(scores).get_shape()[-2:]
+        if 2 * skv + sq >= EXACT_F32:
+            raise DiagnosticException(
+                f"decompose: {op.name} with valid keys over {skv} keys and {sq} queries: "
+                f"its mask compares indices up to {2 * skv + sq}, past f32's exact integers"
+            )
+        valid = op.valid
+        assert isinstance(valid, BlockArgument)
+        _bound_argument(valid, *op.valid_bounds())
+        table = _emit(rewriter, graph.IotaOp(TensorType(f32, [2 * skv]), 0))
+        shifted = _emit(rewriter, graph.DynamicSliceOp(table, valid, 0, skv))
+        grid = TensorType(f32, [sq, skv])
+        keys = _emit(rewriter, graph.IotaOp(grid, 1))
+        lhs = _emit(rewriter, graph.AddOp(keys, keys))
+        if op.causal.value.data:
+            rows = _emit(rewriter, graph.IotaOp(grid, 0))
+            ahead = _emit(rewriter, graph.SubOp(_splat(rewriter, float(sq), rows), rows))
+            lhs = _emit(rewriter, graph.AddOp(lhs, ahead))
+        rhs = _emit(rewriter, graph.BroadcastOp(shifted, [sq, skv]))
+        predicate = "le" if op.causal.value.data else "lt"
+        kept = _emit(rewriter, graph.CompareOp(lhs, rhs, predicate))
+        kept = _emit(rewriter, graph.BroadcastOp(kept, _type(scores).get_shape()))
+        past = _splat(rewriter, float("-inf"), scores)
+        return _emit(rewriter, graph.SelectOp(kept, scores, past))
+
+    @staticmethod
     def _causal_mask(
         rewriter: PatternRewriter, scores: SSAValue, past: float | None = None
     ) -> SSAValue:
@@ -244,6 +298,26 @@ class DecomposeAttention(RewritePattern):
         windows = _reshape(rewriter, shifted, [sq, n - 1])
         mask = _emit(rewriter, graph.SliceOp(windows, 1, sq - 1, skv))
         return _expand(rewriter, mask, scores)
+
+
+EXACT_F32 = 2**24
+"""Integers up to this are exact in f32."""
+
+
+def _bound_argument(arg: BlockArgument, lo: int, hi: int) -> None:
+    """Record on its function that a runtime scalar argument lies in `lo ..= hi` (intersected
+    with bounds recorded before): what a decomposed op demanded of it (docs/ir.md)."""
+    function = arg.block.parent_op()
+    assert isinstance(function, func.FuncOp)
+    count = len(function.args)
+    attrs = list(function.arg_attrs.data) if function.arg_attrs else [DictionaryAttr({})] * count
+    entries = dict(attrs[arg.index].data)
+    if BOUNDS_ATTR in entries:
+        old_lo, old_hi = entries[BOUNDS_ATTR].get_values()  # type: ignore[attr-defined]
+        lo, hi = max(lo, old_lo), min(hi, old_hi)
+    entries[BOUNDS_ATTR] = DenseArrayBase.from_list(i64, [lo, hi])
+    attrs[arg.index] = DictionaryAttr(entries)
+    function.arg_attrs = ArrayAttr(attrs)
 
 
 @dataclass(frozen=True)

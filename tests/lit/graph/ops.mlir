@@ -113,4 +113,4 @@ func.func @composites(%x: tensor<2x3x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xb
 // GENERIC-LABEL: sym_name = "composites"
 // GENERIC: "graph.softmax"(%x) <{dim = 2 : i64}> : (tensor<2x3x8xbf16>) -> tensor<2x3x8xbf16>
 // GENERIC: "graph.linear"(%x, %lw) : (tensor<2x3x8xbf16>, tensor<16x8xbf16>) -> tensor<2x3x16xbf16>
-// GENERIC: "graph.attention"(%q, %q, %q) <{causal = false, scale = 1.000000e+00 : f32}> : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
+// GENERIC: "graph.attention"(%q, %q, %q) <{causal = false, scale = 1.000000e+00 : f32, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>}> : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
