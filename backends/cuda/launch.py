@@ -405,6 +405,7 @@ class PackedLaunch:
         self._params = (ctypes.c_void_p * len(pointers))(*addresses)
         self._params_address = ctypes.addressof(self._params)
         self._handle: object | None = None
+        self._node_function: object | None = None  # the handle as a graph node takes it
         self._dims = (*kernel.grid, *kernel.block, kernel.smem_bytes)
         self._config: driver.CUlaunchConfig | None = None
 
@@ -436,11 +437,15 @@ class PackedLaunch:
         the packed parameters when a node is added or updated, as when a launch is queued."""
         self.load()
         params = driver.CUDA_KERNEL_NODE_PARAMS()
-        if isinstance(self._handle, driver.CUkernel):  # cuda.core loads kernels of a library
-            params.kern = self._handle
-            params.ctx = driver.CUcontext(current_context())
-        else:
-            params.func = self._handle
+        if self._node_function is None:
+            handle = self._handle
+            if not isinstance(handle, driver.CUfunction):  # cuda.core loads library kernels
+                kernel = driver.CUkernel(int(handle))  # type: ignore[call-overload]
+                result = driver.cuKernelGetFunction(kernel)
+                _check_driver(result, f"getting the function of kernel '{self.name}'")
+                handle = result[1]
+            self._node_function = handle
+        params.func = self._node_function
         params.gridDimX, params.gridDimY, params.gridDimZ = self.kernel.grid
         params.blockDimX, params.blockDimY, params.blockDimZ = self.kernel.block
         params.sharedMemBytes = self.kernel.smem_bytes
