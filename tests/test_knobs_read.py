@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pytest
 from attention_programs import attention, decode_attention
-from programs import matmul_plain, softmax, bias_gelu, swiglu
+from programs import matmul_plain, softmax, bias_gelu, skinny, swiglu
 
 from tinyopt.compiler import apply_pipeline, context, parse
 from tinyopt.dialects import tile
@@ -24,6 +24,7 @@ RULES = {rule.name: rule for rule in RULE_TYPES}
 PROGRAMS = {
     # rule: (program, the passes before tile, the knobs that make the rule take it)
     "contraction": (matmul_plain(256, 192, 128, "f32", relu=False), "fuse", ""),
+    "skinny": (skinny(8, 512, 256), "fuse", ""),
     "mma_sync": (matmul_plain(256, 192, 128), "fuse", "mma=sync"),
     "wgmma": (swiglu(2048, 128, 512), "fuse", ""),
     "tf32": (matmul_plain(256, 192, 128, "f32"), "fuse", "mma=tf32"),
@@ -101,7 +102,7 @@ def _declared(rule: str) -> set[str]:
     declared = {name for name, _ in RULES[rule].read_knobs()} | {"schedule"}
     if RULES[rule].selector:
         declared.add(RULES[rule].selector[0])
-    if rule in ("contraction", "mma_sync", "wgmma", "tf32"):
+    if rule in ("contraction", "mma_sync", "wgmma", "tf32", "skinny"):
         declared |= set(CONTRACTION_KNOBS) | {"mma"}
     return declared
 
