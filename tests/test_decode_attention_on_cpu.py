@@ -2,7 +2,8 @@
 CPU emulation of CUDA (tests/cpu_cuda.py) and matches float64 on fresh random data: one query
 and three per head, GQA ratios 1 and 4, key counts 37 and 300 (not multiples of the 64-key
 tile), a boolean and an additive mask, causal masking aligned to the end of the keys, Dv ≠ D,
-bf16 and f32, one split and several (partial states, then the merge kernel), batch > 1. The
+bf16 on tensor cores, f32 (and bf16 at D = 40) on CUDA cores with row tiles of 1 to 64 rows,
+one split and several (partial states, then the merge kernel), batch > 1. The
 loop-level rewrite itself is checked against the reference executor first. Needs g++ (C++20);
 no GPU.
 """
@@ -48,6 +49,45 @@ CASES = {
     ),
     "sq3_gqa4_b2_s300_f32_split2": (
         decode_attention(2, 4, 1, 3, 300, 16, dtype="f32", causal=True),
+        "asplits=2",
+        2,
+    ),
+    # f32 on CUDA cores (decode_simt.py): row tiles of 1 (a warp's 32 lanes on one row, or two
+    # rows of 16 where 128-key tiles do not fit), 4, 16 and 64 rows.
+    "f32_sq1_mha_b2_s37_one_split": (decode_attention(2, 2, 2, 1, 37, 64, dtype="f32"), "", 1),
+    "f32_sq1_mha_s300_d256_split2": (
+        decode_attention(1, 2, 2, 1, 300, 256, dtype="f32"),
+        "asplits=2",
+        2,
+    ),
+    "f32_sq1_gqa4_s300_split3": (
+        decode_attention(1, 8, 2, 1, 300, 64, dtype="f32"),
+        "asplits=3",
+        3,
+    ),
+    "f32_sq3_mha_s300_causal_split2": (
+        decode_attention(1, 2, 2, 3, 300, 32, dtype="f32", causal=True),
+        "asplits=2",
+        2,
+    ),
+    "f32_sq3_gqa4_s37_additive_mask_causal": (
+        decode_attention(1, 4, 1, 3, 37, 32, dtype="f32", mask=((1, 4, 3, 37), "f32"), causal=True),
+        "",
+        1,
+    ),
+    "f32_sq1_gqa4_b2_s300_dv48_bool_mask_split5": (
+        decode_attention(2, 8, 2, 1, 300, 64, 48, "f32", mask=((2, 1, 1, 300), "i1")),
+        "asplits=5",
+        5,
+    ),
+    "f32_sq16_gqa4_s300_causal_split2": (
+        decode_attention(1, 4, 1, 16, 300, 64, dtype="f32", causal=True),
+        "asplits=2",
+        2,
+    ),
+    # bf16 at a head dim the tensor cores refuse (40): the same CUDA-core tile, staged as f32.
+    "sq1_gqa4_s300_d40_bf16_split2": (
+        decode_attention(1, 8, 2, 1, 300, 40),
         "asplits=2",
         2,
     ),

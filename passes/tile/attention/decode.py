@@ -1,20 +1,24 @@
-"""Schedule rule for decode attention (flash-decoding): split-KV over tensor cores, one K/V
-load per GQA group.
+"""Schedule rule for decode attention (flash-decoding): split-KV, one K/V load per GQA group.
 
 Taken for flash-attention kernels whose query rows reading one K/V head are few (at most 64:
 the queries of a decode step or a short chunk, times the query heads of a KV head), where the
-64- and 128-row tiles of `attn=wgmma` and `attn=sync` would be mostly empty. Planning rewrites
-the kernel (`decode_split.py`): a block owns one group of rows (all query heads of one
-(batch, KV head), each of their queries) and one chunk of the keys, and the partial states
-(m, l, acc) of the chunks merge in a second kernel with the attention's own combine. The
-block runs the `attn=sync` schedule on its rows (16 per warp, one warp per 16 rows): K and V
-tiles copied once by `cp.async` (16-byte copies, the next tile in flight), S = Q·Kᵀ and P·V by
-`mma.sync`, the online softmax in registers. The split count (knob `asplits`) comes from the
-shape: keys, groups and the SM count (`decode_plan.py`). f32 attention is split and regrouped
-the same way, and its kernels run one thread per output element (no tensor cores: the split
-only spreads the keys over more threads). docs/flash_attention.md, "Decode".
-"""
+64- and 128-row tiles of `attn=wgmma`, `attn=sync` and `attn=simt` would be mostly empty.
+Planning rewrites the kernel (`decode_split.py`): a block owns one group of rows (all query
+heads of one (batch, KV head), each of their queries) and one chunk of the keys, and the
+partial states (m, l, acc) of the chunks merge in a second kernel with the attention's own
+combine (one thread per output element, in split order: deterministic). The partial kernel is
+a flash-attention kernel of R rows per batch index:
 
+- f16/bf16 at head dims that are multiples of 16: the `attn=sync` schedule (16 rows per warp,
+  one warp per 16 rows), K and V tiles copied once by `cp.async` (16-byte copies, the next
+  tile in flight), S = Q·Kᵀ and P·V by `mma.sync`, the online softmax in registers;
+- f32, and f16/bf16 at other head dims: the `attn=simt` schedule with a row tile of the
+  group's rows and its lanes across the keys and head dim (`decode_simt.py`): K and V tiles
+  copied once per block (16-byte `cp.async` for f32), FMAs in registers.
+
+The split count (knob `asplits`) comes from the shape: keys, groups, the block's shared memory
+and the SM count (`decode_plan.py`). docs/flash_attention.md, "Decode".
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,9 +27,19 @@ from xdsl.dialects.builtin import IntegerAttr, ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop
-from tinyopt.passes.tile.attention.attention_match import Attention, match_flash_attention
+from tinyopt.passes.tile.attention.attention_match import (
+    Attention,
+    match_attention,
+    match_flash_attention,
+)
 from tinyopt.passes.tile.attention.decode_match import DecodeAttention, match_decode_attention
-from tinyopt.passes.tile.attention.decode_plan import MAX_SPLITS, auto_splits, warps_for
+from tinyopt.passes.tile.attention.decode_plan import (
+    MAX_SPLITS,
+    auto_splits,
+    shared_bytes,
+    warps_for,
+)
+from tinyopt.passes.tile.attention.decode_simt import decode_simt_geometry
 from tinyopt.passes.tile.attention.decode_split import (
     DECODE_MERGE,
     DECODE_PARTIAL,
@@ -33,14 +47,15 @@ from tinyopt.passes.tile.attention.decode_split import (
     split_decode,
 )
 from tinyopt.passes.tile.attention.mma_sync import WARP, _AttentionEmitter
+from tinyopt.passes.tile.attention.simt import ELEMENTS
+from tinyopt.passes.tile.attention.simt_emit import SimtAttentionEmitter
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.sequential import Sequential, SequentialPlan
 
-SEQUENTIAL_THREADS = 128
-"""Threads per block of the merge kernel and of an f32 partial kernel (one thread per output
-element)."""
+MERGE_THREADS = 128
+"""Threads per block of the merge kernel (one thread per output element)."""
 
 
 @dataclass(frozen=True)
@@ -51,11 +66,13 @@ class DecodePlan:
 
 @dataclass
 class DecodePiece:
-    """A kernel the decode rewrite built: the regrouped attention, on tensor cores where q, k
-    and v are f16 or bf16 (`attention` set); or the merge of the partial states."""
+    """A kernel the decode rewrite built: the regrouped attention (`attention` set), or the
+    merge of the partial states."""
 
     splits: int
     attention: Attention | None
+    tensor_cores: bool
+    """Whether the regrouped attention suits the tensor cores (else it runs on CUDA cores)."""
     nest: loop.ParallelOp
 
 
@@ -74,17 +91,31 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         nest = next(iter(kernel.body.block.ops), None)
         for attribute in (DECODE_PARTIAL, DECODE_MERGE):
             splits = kernel.attributes.get(attribute)
-            if isinstance(splits, IntegerAttr) and isinstance(nest, loop.ParallelOp):
-                a = match_flash_attention(kernel) if attribute == DECODE_PARTIAL else None
-                return DecodePiece(splits.value.data, None if isinstance(a, str) else a, nest)
+            if not isinstance(splits, IntegerAttr) or not isinstance(nest, loop.ParallelOp):
+                continue
+            if attribute == DECODE_MERGE:
+                return DecodePiece(splits.value.data, None, False, nest)
+            tensor_cores = match_flash_attention(kernel)
+            if not isinstance(tensor_cores, str):
+                return DecodePiece(splits.value.data, tensor_cores, True, nest)
+            simt = match_attention(kernel, ELEMENTS)
+            if simt is None:
+                return "the partial kernel is not a flash-attention kernel any more"
+            return DecodePiece(splits.value.data, simt, False, nest)
         return match_decode_attention(kernel)
 
     def plan(self, kernel: loop.KernelOp, m: DecodeMatch, knobs: Knobs) -> DecodePlan | str:
         if isinstance(m, DecodePiece):
             return DecodePlan(m.splits)
-        asked = knobs.asplits or auto_splits(
-            m.rows // m.group, m.keys, m.group, m.head_qk, m.head_v, self.target
-        )
+        if m.on_tensor_cores:
+            block_shared = shared_bytes(m.group, m.head_qk, m.head_v)
+        else:
+            geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
+            if isinstance(geometry, str):
+                return geometry
+            block_shared = geometry.shared_bytes
+        groups = m.rows // m.group
+        asked = knobs.asplits or auto_splits(groups, m.keys, block_shared, self.target)
         return DecodePlan(key_chunk(m.keys, asked)[1])
 
     def check(self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan) -> str | None:
@@ -114,12 +145,18 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     ) -> None:
         assert isinstance(m, DecodePiece), "planning splits a decode kernel before it is emitted"
         if m.attention is None:
-            plan_ = SequentialPlan(SEQUENTIAL_THREADS)
-            Sequential(self.target).emit(kernel, m.nest, plan_, rewriter)
+            Sequential(self.target).emit(kernel, m.nest, SequentialPlan(MERGE_THREADS), rewriter)
             return
-        groups_splits, rows, _ = m.nest.extents
-        warps = warps_for(rows)
-        new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
-        _AttentionEmitter(em, m.attention, mapping, warps, 1).emit()
+        groups_splits, rows, head_v = m.nest.extents
+        if m.tensor_cores:
+            warps = warps_for(rows)
+            new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
+            _AttentionEmitter(em, m.attention, mapping, warps, 1).emit()
+        else:
+            geometry = decode_simt_geometry(rows, m.attention.qk.extents[0], head_v, self.target)
+            assert not isinstance(geometry, str), "planning refuses a group no tile fits"
+            threads = geometry.plan.threads
+            new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (threads, 1, 1))
+            SimtAttentionEmitter(em, m.attention, mapping, geometry).emit()
         replace_kernel(rewriter, kernel, new)
 

@@ -24,7 +24,8 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from tinyopt.dialects import loop
 from tinyopt.passes.graph_to_loop.index_eval import on_grid
 from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR, backward_slice
-from tinyopt.passes.tile.attention.attention_match import MAX_HEAD_DIM
+from tinyopt.passes.tile.attention.attention_match import MAX_HEAD_DIM, TENSOR_CORE_ELEMENTS
+from tinyopt.passes.tile.attention.simt import ELEMENTS
 from tinyopt.passes.tile.emit import depends_on
 from tinyopt.passes.tile.gemm.mma_sync import MMA_K
 
@@ -73,6 +74,13 @@ class DecodeAttention:
     @property
     def head_v(self) -> int:
         return self.nest.extents[-1]
+
+    @property
+    def on_tensor_cores(self) -> bool:
+        """Whether the partial kernel runs on tensor cores (f16/bf16, head dims multiples of
+        16); else on CUDA cores (`decode_simt.py`)."""
+        heads = (self.head_qk, self.head_v)
+        return isinstance(self.element, TENSOR_CORE_ELEMENTS) and all(h % MMA_K == 0 for h in heads)
 
     @property
     def kv_ops(self) -> list[Operation]:
@@ -126,12 +134,11 @@ def match_decode_attention(kernel: loop.KernelOp) -> DecodeAttention | str:
         for o in op.walk()
         if isinstance(o, memref.LoadOp)
     }
-    if len(types) != 1:
-        return "q, k and v must be read as one float type"
-    element = types.pop()
+    if len(types) != 1 or not isinstance(element := types.pop(), ELEMENTS):
+        return "q, k and v must be read as one of f32, f16 and bf16"
     heads = (qk.extents[0], nest.extents[-1])
-    if not all(h % MMA_K == 0 and h <= MAX_HEAD_DIM for h in heads):
-        return f"head dims must be multiples of {MMA_K} up to {MAX_HEAD_DIM}, got {heads}"
+    if not all(h <= MAX_HEAD_DIM for h in heads):
+        return f"head dims must be at most {MAX_HEAD_DIM}, got {heads}"
     a = DecodeAttention(nest, reduce, qk, program, q_value, k_value, v_value, element, 1)
     a.group = group_rows(a)
     if a.group > MAX_GROUP_ROWS:

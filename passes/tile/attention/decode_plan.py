@@ -4,7 +4,9 @@
 A block streams its chunk's K and V tiles (BN keys each) and has a fixed cost besides (the
 first tile's latency, the partial state's store); a merge kernel follows any split. A batch of
 one with 8 KV heads gives 8 groups, so the keys of each are cut into many chunks to fill 132
-SMs; a batch of 64 gives 512 groups, cut so the last wave is not mostly empty.
+SMs; a batch of 64 gives 512 groups, cut so the last wave is not mostly empty. How many
+blocks an SM holds comes from the block's shared memory: the tensor-core block's here, the
+CUDA-core (f32) block's from its geometry (`decode_simt.py`).
 """
 
 from __future__ import annotations
@@ -32,22 +34,20 @@ def warps_for(rows: int) -> int:
 
 
 def shared_bytes(rows: int, head_qk: int, head_v: int) -> int:
-    """Shared memory of a decode block: its Q rows and the two-slot K and V rings."""
+    """Shared memory of a tensor-core decode block: its Q rows and the two-slot K and V rings."""
     q = warps_for(rows) * MMA_M * (head_qk + PAD)
     return 2 * (q + SLOTS * BN * (head_qk + PAD + head_v + PAD))
 
 
-def blocks_per_sm(rows: int, head_qk: int, head_v: int) -> int:
-    """Decode blocks one SM holds at once (shared memory bounds them)."""
-    per_block = shared_bytes(rows, head_qk, head_v) + 1024
-    return max(1, min(MAX_BLOCKS_PER_SM, SHARED_PER_SM // per_block))
+def blocks_per_sm(block_shared: int) -> int:
+    """Decode blocks one SM holds at once, each using `block_shared` bytes of shared memory."""
+    return max(1, min(MAX_BLOCKS_PER_SM, SHARED_PER_SM // (block_shared + 1024)))
 
 
-def auto_splits(
-    groups: int, keys: int, rows: int, head_qk: int, head_v: int, target: Target
-) -> int:
-    """Returns the split count whose grid takes least time in waves (ties: fewer splits)."""
-    slots = target.sms * blocks_per_sm(rows, head_qk, head_v)
+def auto_splits(groups: int, keys: int, block_shared: int, target: Target) -> int:
+    """Returns the split count whose grid of blocks using `block_shared` bytes of shared memory
+    each takes least time in waves (ties: fewer splits)."""
+    slots = target.sms * blocks_per_sm(block_shared)
     best, best_cost = 1, float("inf")
     for asked in range(1, min(MAX_SPLITS, -(-keys // BN)) + 1):
         chunk, splits = key_chunk(keys, asked)
