@@ -1,7 +1,8 @@
 """The machine code of the decode-attention kernels (`attn=decode`) at the benchmark's batch-1
-shape (GQA 32/8, 4096 keys, D = 128, bf16): tensor cores (HMMA), K and V copied by 16-byte
-`cp.async` (LDGSTS.128) with the next tile's copies in flight, and no local memory in either
-kernel (the partial one, nor the merge).
+shape (GQA 32/8, 4096 keys, D = 128): in bf16, tensor cores (HMMA), K and V copied by 16-byte
+`cp.async` (LDGSTS.128) with the next tile's copies in flight; in f32, CUDA cores (FFMA) with
+the same 16-byte copies and 16-byte shared reads; no local memory in either kernel (the
+partial one, nor the merge).
 
 Needs cuobjdump and nvdisasm, as tests/test_sass.py; skipped where they are not found.
 """
@@ -25,6 +26,25 @@ def test_decode_attention_copies_16_bytes_on_tensor_cores_without_spills(tmp_pat
     # issued before the loop and inside it for the next tile.
     assert len(re.findall(r"\bLDGSTS\.E\.BYPASS\.128\b", code)) == 128
     assert not re.search(r"\bLDGSTS\.E(\.BYPASS)?\.(32|64)\b", code)
+    assert "MUFU.EX2" in code
+    for code in kernels.values():
+        assert not LOCAL_MEMORY.search(code)
+
+
+def test_f32_decode_attention_copies_16_bytes_on_cuda_cores_without_spills(
+    tmp_path: Path,
+) -> None:
+    """f32 (decode_simt.py): the 4 query heads of a KV head in one 64-thread block, K and V
+    tiles of 64 keys copied by 16-byte `cp.async` (64 × 128 floats over 64 threads: 32 copies
+    a thread per tile, before the loop and inside it), scores and P·V by FFMA."""
+    text = decode_attention(1, 32, 8, 1, 4096, 128, dtype="f32")
+    kernels = sass_of_each(text, PIPELINE, tmp_path)
+    assert set(kernels) == {"decode_2_decode", "decode_2_merge"}
+    code = kernels["decode_2_decode"]
+    assert re.search(r"\bLDGSTS\.E\.BYPASS\.128\b|\bLDG\.E\.128\b", code)
+    assert not re.search(r"\bLDGSTS\.E(\.BYPASS)?\.(32|64)\b", code)
+    assert "LDS.128" in code
+    assert len(re.findall(r"\bFFMA\b", code)) >= 128
     assert "MUFU.EX2" in code
     for code in kernels.values():
         assert not LOCAL_MEMORY.search(code)
