@@ -359,6 +359,37 @@ CASES = [
         decode_attention(2, 8, 2, 1, 1000, 64, dtype="f32"),
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
+    # f32 decode on CUDA cores (passes/tile/attention/decode_simt.py), a row tile of the
+    # group's rows: GQA 32/8 at D = 128 (4 rows, 64 threads), one row at D = 256 (two rows of
+    # 16 lanes), 3 causal queries × GQA 4 with an additive mask (12 rows in a 16-row tile),
+    # MQA 32 heads × 2 queries (64 rows, 4 a thread), and bf16 at D = 40 (no tensor cores).
+    Case(
+        "decode_attention_f32_gqa4_b1_s4096_d128",
+        decode_attention(1, 32, 8, 1, 4096, 128, dtype="f32"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_f32_mha_d256_s1000",
+        decode_attention(2, 4, 4, 1, 1000, 256, dtype="f32"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_f32_sq3_causal_additive_mask_s777",
+        decode_attention(
+            2, 8, 2, 3, 777, 64, dtype="f32", causal=True, mask=((2, 8, 3, 777), "f32")
+        ),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_f32_mqa_sq2_s1000_dv48",
+        decode_attention(1, 32, 1, 2, 1000, 64, 48, dtype="f32"),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
+    Case(
+        "decode_attention_bf16_d40_gqa4_s1000",
+        decode_attention(2, 8, 2, 1, 1000, 40),
+        "decompose,fuse,flash-attention,tile,to-cuda",
+    ),
     # FP32 flash attention on CUDA cores (attn=simt, passes/tile/attention/simt.py), taken by
     # attn=auto for f32 and for f16/bf16 head dims the tensor cores refuse: causal GQA at D =
     # 128 (Llama), heads stored side by side (GPT-2/BERT), a causal chunk with a padding mask
