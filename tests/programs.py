@@ -360,7 +360,7 @@ CASES = [
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
     # f32 decode on CUDA cores (passes/tile/attention/decode_simt.py), a row tile of the
-    # group's rows: GQA 32/8 at D = 128 (4 rows, 64 threads), one row at D = 256 (two rows of
+    # group's rows: GQA 32/8 at D = 128 (4 rows, 64 threads), one row at D = 256 (four rows of
     # 16 lanes), 3 causal queries × GQA 4 with an additive mask (12 rows in a 16-row tile),
     # MQA 32 heads × 2 queries (64 rows, 4 a thread), and bf16 at D = 40 (no tensor cores).
     Case(

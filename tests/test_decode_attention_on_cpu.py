@@ -52,7 +52,7 @@ CASES = {
         "asplits=2",
         2,
     ),
-    # f32 on CUDA cores (decode_simt.py): row tiles of 1 (a warp's 32 lanes on one row, or two
+    # f32 on CUDA cores (decode_simt.py): row tiles of 1 (a warp's 32 lanes on one row, or four
     # rows of 16 where 128-key tiles do not fit), 4, 16 and 64 rows.
     "f32_sq1_mha_b2_s37_one_split": (decode_attention(2, 2, 2, 1, 37, 64, dtype="f32"), "", 1),
     "f32_sq1_mha_s300_d256_split2": (

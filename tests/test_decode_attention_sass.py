@@ -48,3 +48,11 @@ def test_f32_decode_attention_copies_16_bytes_on_cuda_cores_without_spills(
     assert "MUFU.EX2" in code
     for code in kernels.values():
         assert not LOCAL_MEMORY.search(code)
+
+
+def test_f32_decode_attention_of_one_row_at_d256_has_no_local_memory(tmp_path: Path) -> None:
+    """One query row at D = 256 (four rows of 16 lanes, 64 copies a thread per tile: with one
+    warp, 128 each, ptxas spilled)."""
+    text = decode_attention(1, 8, 8, 1, 4096, 256, dtype="f32")
+    for code in sass_of_each(text, PIPELINE, tmp_path).values():
+        assert not LOCAL_MEMORY.search(code)

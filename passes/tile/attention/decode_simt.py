@@ -13,7 +13,8 @@ keys and the head dim, not on empty rows:
 
 so a block has 16·TY threads (32 at R = 2, 64 at GQA 4 × one query, 256 from 16 rows, 4 rows
 per thread at 64 rows). One row (R = 1) runs a whole warp on it: 32 lanes, 128-key tiles; where
-those do not fit shared memory (D = 256), two rows of 16 lanes, one of them empty.
+those do not fit shared memory (D = 256), four rows of 16 lanes, three of them empty (64
+threads: with 32, each would issue 128 copies per tile and ptxas spills at D = 256).
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def _candidates(rows: int) -> list[SimtAttentionPlan]:
     bm = _row_tile(rows)
     if bm == 1:
         one_row = SimtAttentionPlan(1, KEYS_PER_THREAD * WARP, WARP)
-        two_rows = SimtAttentionPlan(2, KEYS_PER_THREAD * ROW_LANES, WARP)
-        return [one_row, two_rows]
+        four_rows = SimtAttentionPlan(4, KEYS_PER_THREAD * ROW_LANES, 4 * ROW_LANES)
+        return [one_row, four_rows]
     lane_rows = min(bm, LANE_ROWS)
     return [SimtAttentionPlan(bm, KEYS_PER_THREAD * ROW_LANES, lane_rows * ROW_LANES)]
 

@@ -14,7 +14,7 @@
 
 // f32 partial kernels run on CUDA cores (decode_simt.py), a row tile of the group's rows:
 // the 4 query heads of a KV head in a 64-thread block (4 rows of 16 lanes, 64-key tiles by
-// 16-byte cp.async); one row of D = 256 in a 32-thread block (two rows of 16 lanes: a warp's
+// 16-byte cp.async); one row of D = 256 in a 64-thread block (four rows of 16 lanes: a warp's
 // 128-key tiles of K and V would take 260 KiB); 32 heads × 2 queries of one KV head (MQA) in
 // 256 threads, 4 rows each. Their shared memory sets the blocks per SM the split count
 // assumes.
@@ -22,7 +22,7 @@
 // F32: tile.kernel @f32gqa_2_decode grid [1, 256, 1] block [64, 1, 1]
 // F32:   tile.cp_async {{.*}} {width = 4 : i64} : memref<1x8x4096x128xf32> -> memref<64x132xf32, 3 : i32>
 // F32: tile.kernel @f32gqa_2_merge grid [32, 1, 1] block [128, 1, 1]
-// F32: tile.kernel @f32mha_2_decode grid [1, 128, 1] block [32, 1, 1] {{.*}}asplits = 16>
+// F32: tile.kernel @f32mha_2_decode grid [1, 128, 1] block [64, 1, 1] {{.*}}asplits = 16>
 // F32:   tile.cp_async {{.*}} -> memref<64x260xf32, 3 : i32>
 // F32: tile.kernel @f32chunk_2_decode grid [1, 16, 1] block [256, 1, 1] {{.*}}asplits = 16>
 
