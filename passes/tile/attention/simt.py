@@ -10,7 +10,9 @@ shared reads, the online softmax in registers (in base 2, the scale folded into 
 row's max across its lanes by shuffles), P through shared memory. With a causal mask the key
 tiles past the block's last row are never loaded and only diagonal tiles are masked. All
 arithmetic is f32. simt_plan.py gives the thread layout, simt_emit.py the schedule;
-docs/flash_attention.md (`attn=simt`) the resources.
+docs/flash_attention.md (`attn=simt`) the resources. Where at most 64 query rows read each K/V
+head the decode rule takes the kernel first, splits its keys and runs this emitter on each
+(group, chunk) block with a row tile of the group's rows (decode_simt.py).
 """
 
 from __future__ import annotations
