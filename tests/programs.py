@@ -885,11 +885,11 @@ CASES = [
     ),
     # The skinny-GEMM rule (GEMV, M <= 64): torch-layout decode linears, the k/v width split
     # over K (partial sums, then a fold applying bias + GELU), x @ w layouts, ragged shapes.
-    Case("skinny_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16")),
-    Case("skinny_split_bf16_1x1024x4096_bias_gelu", skinny(1, 1024, 4096, "bf16", "nk", "bias_gelu")),
+    Case("skinny_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16"), tile_with("skinny=on")),
+    Case("skinny_split_bf16_1x1024x4096_bias_gelu", skinny(1, 1024, 4096, "bf16", "nk", "bias_gelu"), tile_with("skinny=on")),
     Case("skinny_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu")),
     Case("skinny_f32_16x4096x1000_bias_gelu", skinny(16, 4096, 1000, "f32", "nk", "bias_gelu")),
-    Case("skinny_split_f32_kn_64x4096x4096", skinny(64, 4096, 4096, "f32", "kn")),
+    Case("skinny_split_f32_kn_64x4096x4096", skinny(64, 4096, 4096, "f32", "kn"), tile_with("skinny=on")),
     Case("skinny_bf16_kn_3x2056x1031", skinny(3, 2056, 1031, "bf16", "kn")),
     Case("skinny_batched_f32_4x1x1000x1030", skinny(1, 1000, 1030, "f32", "nk", batch=4)),
 ]

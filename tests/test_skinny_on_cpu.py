@@ -47,9 +47,9 @@ static inline float atomicAdd(float* p, float v) {
 CASES = [
     # (id, program, knobs, the kernels the plan makes: rule names in launch order). Where N is
     # less than 4·M, `skinny=auto` leaves the kernel to the tile rules; `skinny=on` takes it.
-    ("gemv_nk_f32_1x13x521", skinny(1, 13, 521), "", ["skinny"]),
-    ("gemv_nk_bf16_1x33x1000_bias_gelu", skinny(1, 33, 1000, "bf16", epilogue="bias_gelu"), "",
-     ["skinny"]),
+    ("gemv_nk_f32_1x13x521", skinny(1, 13, 521), "skinny=on", ["skinny"]),
+    ("gemv_nk_bf16_1x33x1000_bias_gelu", skinny(1, 33, 1000, "bf16", epilogue="bias_gelu"),
+     "skinny=on", ["skinny"]),
     ("nk_f32_3x1x45_one_column", skinny(3, 1, 45), "skinny=on", ["skinny"]),
     # K = 1: `fuse` hoists both loads out of the K loop (an outer product); the rule refuses it
     # ("computes per point before its K loop") and the row rule writes it.
@@ -60,14 +60,14 @@ CASES = [
     ("kn_f32_1x37x29", skinny(1, 37, 29, layout="kn"), "", ["skinny"]),
     ("kn_bf16_3x520x67_bias_gelu", skinny(3, 520, 67, "bf16", "kn", "bias_gelu"), "",
      ["skinny"]),
-    ("kn_f32_17x130x40_threads64", skinny(17, 130, 40, layout="kn"), "threads=64", ["skinny"]),
+    ("kn_f32_17x130x40_threads64", skinny(17, 130, 40, layout="kn"), "skinny=on threads=64", ["skinny"]),
     ("batched_nk_bf16_2x3x11x48", skinny(3, 11, 48, "bf16", batch=2), "skinny=on", ["skinny"]),
     ("batched_kn_f32_3x1x40x33", skinny(1, 40, 33, layout="kn", batch=3), "", ["skinny"]),
     # Split over K: the M = 1 form the planner cannot split (the rule splits it itself), with
     # an epilogue the fold applies; and a [K, N] GEMM split by the planner (atomic adds into
     # the zeroed f32 output), the rule taking its partial-sum kernel.
     ("split_gemv_nk_bf16_1x19x256_bias_gelu", skinny(1, 19, 256, "bf16", epilogue="bias_gelu"),
-     "splitk=4", ["skinny", "sequential"]),
+     "skinny=on splitk=4", ["skinny", "sequential"]),
     ("split_kn_f32_5x24x96", skinny(5, 24, 96, layout="kn"), "splitk=2",
      ["elementwise", "skinny"]),
 ]

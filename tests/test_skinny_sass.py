@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
 CASES = [
     # (id, program, 128-bit weight loads (one K-loop iteration) at least, lanes summed by
     # shuffles: the `[N, K]` layout)
-    ("gemv_bf16_nk_1x1024x2048", skinny(1, 1024, 2048, "bf16"), 8, True),
+    ("gemv_bf16_nk_2x1024x2048", skinny(2, 1024, 2048, "bf16"), 8, True),
     ("f32_nk_16x1024x2048_bias_gelu", skinny(16, 1024, 2048, epilogue="bias_gelu"), 2, True),
     ("bf16_kn_8x2048x1024", skinny(8, 2048, 1024, "bf16", "kn"), 4, False),
 ]

@@ -11,10 +11,13 @@ from xdsl.dialects import memref
 from tinyopt.passes.tile.emit import element_bytes, vector_width
 from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction
 
-CUDA_CORE_BALANCE = 16
-"""FP32 FMA FLOPs the H200's CUDA cores do per byte its HBM delivers (67 TFLOP/s over the
-4.2 TB/s copy ceiling): a skinny GEMM doing fewer per weight byte (2·M / element bytes) is
-bound by streaming the weights, more by its FMAs."""
+CUDA_CORE_BALANCE = 8
+"""The most FMA FLOPs per weight byte (2·M / element bytes) for which streaming the weights
+through CUDA cores wins: the H200's peak is 16 (67 TFLOP/s over the 4.2 TB/s copy ceiling), but
+measured (run 2 of 2026-12-03, `bench_gemv.py`, RESULTS.md) the rule kept up with the HBM to 8
+(f32 M = 16: 1.00-2.38x cuBLAS but for the down projection's 0.78; bf16 M = 8: 0.57-0.88x, ahead
+of wgmma's 0.45-0.75x) and fell behind past it (bf16 M = 16: 0.33-0.67x, below wgmma's
+0.47-0.76x; f32 M = 64: 0.28-0.58x, below the FP32 contraction's 0.61-0.83x)."""
 
 RESIDENT_WARPS = 16
 """Warps per SM the registers are allocated for (`__launch_bounds__` minimum blocks: 128
@@ -73,13 +76,6 @@ class SkinnyPlan:
         return self.threads // 32
 
 
-def tensor_core_operands(c: SkinnyContraction) -> bool:
-    """Whether both operand sides load one 16-bit float type (a tensor-core rule could take it)."""
-    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
-    types = {str(load.memref.type.element_type) for load in loads}  # type: ignore[attr-defined]
-    return len(types) == 1 and types <= {"f16", "bf16"}
-
-
 WEIGHT_SHARE = 4
 """The fewest output columns per output row (N / M) `skinny=auto` asks for: the weights (N × K)
 are then at least four times A (M × K), the bytes worth streaming once; a smaller N is a small
@@ -87,12 +83,18 @@ GEMM whose block tiles reuse both operands."""
 
 
 def auto_refusal(c: SkinnyContraction) -> str | None:
-    """Why `skinny=auto` leaves the kernel to the other rules, or None: its weights are not
-    the bulk of its bytes (N < `WEIGHT_SHARE` · M), or, with f16/bf16 operands that tensor
-    cores could take, its 2·M FLOPs per weight element over the element's bytes pass
-    `CUDA_CORE_BALANCE` (M > 16 for 2-byte weights): bound by FMAs on CUDA cores. f32 runs on
-    CUDA cores whichever rule takes it."""
-    _, m, n, _ = c.extents
+    """Why `skinny=auto` leaves the kernel to the other rules, or None: one output row of
+    `[N, K]` weights (the row-reduction rule's one-block-per-output GEMV was as fast or faster:
+    f32 10.0-64.7 µs against 12.8-67.1, bf16 7.6-42.0 against 10.3-38.7, run 2 of 2026-12-03);
+    weights that are not the bulk of its bytes (N < `WEIGHT_SHARE` · M); or 2·M FLOPs per weight
+    element over the element's bytes past `CUDA_CORE_BALANCE` (M > 16 in f32, M > 8 in
+    f16/bf16): bound by FMAs on CUDA cores."""
+    batch, m, n, _ = c.extents
+    if m == 1 and batch == 1 and c.k_contiguous:
+        return (
+            "one row of [N, K] weights: the row-reduction rule streams them as fast "
+            "(skinny=on forces it)"
+        )
     if n < WEIGHT_SHARE * m:
         return (
             f"N = {n} columns for M = {m} rows: the weights are not {WEIGHT_SHARE}x the rows' "
@@ -100,11 +102,11 @@ def auto_refusal(c: SkinnyContraction) -> str | None:
         )
     size = element_bytes(_weight_element(c))
     intensity = 2 * m / size
-    if tensor_core_operands(c) and intensity > CUDA_CORE_BALANCE:
+    if intensity > CUDA_CORE_BALANCE:
         return (
-            f"M = {m} rows of {size}-byte operands do {intensity:g} FLOPs per weight byte, more "
-            f"than the CUDA cores' {CUDA_CORE_BALANCE} per HBM byte: bound by FMAs, left to the "
-            "tensor-core rules (skinny=on forces it)"
+            f"M = {m} rows of {size}-byte weights do {intensity:g} FLOPs per weight byte, more "
+            f"than the {CUDA_CORE_BALANCE} the rule keeps up with: bound by FMAs, left to the "
+            "other rules (skinny=on forces it)"
         )
     return None
 
