@@ -1,5 +1,5 @@
 """fp32 attention forward: tinyopt fused (the SIMT flash-attention rule, `attn=simt`) against
-tinyopt unfused (`flash-attention{f32=false}`, CompiledModel's pipeline today: a scores GEMM,
+tinyopt unfused (`flash-attention{f32=false}`, CompiledModel's pipeline before 2026-12-03: a scores GEMM,
 a row softmax and a P·V GEMM) and torch eager SDPA in fp32, in one run.
 
 For each shape (B×H×KV×S×D, causal or not) it times tinyopt's whole program (every kernel it

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import torch
     from xdsl.dialects.builtin import ModuleOp
 
-PIPELINE = "decompose,fuse,flash-attention{f32=false},apply-tuned,tile,to-cuda"
+PIPELINE = "decompose,fuse,flash-attention,apply-tuned,tile,to-cuda"
 """Attention fused into one kernel, GEMMs on tensor cores where the tile rules can (mma=auto),
 and each kernel the tuning cache holds for this GPU model with its tuned knobs."""
 

@@ -278,7 +278,7 @@ def test_the_kernels_reading_the_position_run_on_the_cpu_emulation() -> None:
         np.testing.assert_array_equal(values[host.args[4]], vcache)
 
 
-GPU_PIPELINE = "decompose,fuse,flash-attention{f32=false},tile,to-cuda"
+GPU_PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
 """CompiledModel's pipeline, without the tuning cache."""
 
 

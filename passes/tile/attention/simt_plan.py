@@ -157,7 +157,11 @@ def auto_plan(
     knobs: tuple[int, int, int], head_qk: int, head_v: int, rows: int, target: Target
 ) -> SimtAttentionPlan:
     """Fills the knobs (bm, bn, threads) left at 0: 64-key tiles, 256 threads, 128 query rows
-    where the accumulators and shared memory allow and the query rows fill them, else 64."""
+    where the query rows fill them and two such blocks still fit an SM, else 64. Measured on
+    the H200 (2026-12-03, run 2, `bench_attention_f32.py`): at D = 128, where a 128-row block
+    is alone on its SM (224 registers, 173 KiB), 64 rows ran twice as fast (Llama B8 S2048
+    causal 8.41 ms against 16.72); at D = 64 (two blocks an SM) 128 rows ran 0.88x-1.14x the
+    time of 64."""
     bm, bn, threads = knobs
     bn, threads = bn or DEFAULT_BN, threads or DEFAULT_THREADS
     if bm:
@@ -167,5 +171,6 @@ def auto_plan(
         rows > SHORT_BM
         and tall.accumulators <= REGISTER_BUDGET
         and tall.shared_bytes <= target.dynamic_shared
+        and tall.blocks_per_sm >= 2
     )
     return SimtAttentionPlan(TALL_BM if fits else SHORT_BM, bn, threads)

@@ -2,7 +2,7 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention{f32=false}' | filecheck %s --check-prefix=KEPT
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention{f32=false},plan' | filecheck %s --check-prefix=PLAN
 
-// `flash-attention{f32=false}` (what CompiledModel runs) keeps f32 attention's scores GEMM,
+// `flash-attention{f32=false}` keeps f32 attention's scores GEMM,
 // row softmax and PV GEMM, which the FP32 contraction and row-reduction rules take; fused, it
 // runs on the SIMT attention rule (attn=simt, tests/lit/tile_pass/attention_simt.mlir).
 

@@ -5,19 +5,20 @@
 // RUN: not tinyopt %s -p 'decompose,fuse,flash-attention,plan{attn=simt bn=256}' 2>&1 | filecheck %s --check-prefix=BAD
 
 // f32 causal GQA attention (4 query heads over 1 KV head, 256 queries and keys, D = 128): the
-// SIMT rule (attn=simt, taken by attn=auto for f32) plans 128 query rows per block (8 a
-// thread: O and the scores take 96 registers), key tiles of 64 (4 keys for each of 16 lanes
-// of a row) and 256 threads; the grid is (query tiles, heads). K and V arrive by cp.async,
+// SIMT rule (attn=simt, taken by attn=auto for f32) plans 64 query rows per block (4 a
+// thread; 128 rows would leave one block an SM at D = 128, measured twice as slow), key tiles
+// of 64 (4 keys for each of 16 lanes of a row) and 256 threads; the grid is (query tiles,
+// heads). K and V arrive by cp.async,
 // the row maxima and sums by shuffles across the 16 lanes.
 
-// PLAN:  loop.kernel @attention_2({{.*}}) attributes {plan = #tile.plan<attention_simt, bm = 128, bn = 64, threads = 256>}
+// PLAN:  loop.kernel @attention_2({{.*}}) attributes {plan = #tile.plan<attention_simt, bm = 64, bn = 64, threads = 256>}
 
 // KNOBS: plan = #tile.plan<attention_simt, bm = 64, bn = 32, threads = 128>
 
 // NONE:     plan = #tile.plan<sequential
 // NONE-NOT: attention_simt
 
-// TILE: tile.kernel @attention_2 grid [2, 4, 1] block [256, 1, 1]
+// TILE: tile.kernel @attention_2 grid [4, 4, 1] block [256, 1, 1]
 // TILE: tile.cp_async
 // TILE: tile.warp_reduce
 // TILE-SAME: width = 16
