@@ -676,17 +676,18 @@ class ToTf32Op(IRDLOperation):
 class PackOp(IRDLOperation):
     """Rounds two f32 to `element` (f16 or bf16, to nearest even) and packs them into one i32,
     `lo` in the low half: a register pair of an `mma.sync` A or B operand built in registers
-    (flash attention's probabilities reused as the A operand of P·V)."""
+    (flash attention's probabilities reused as the A operand of P·V). Two values of `element`
+    itself are packed as they are (loaded halves, no conversion: the skinny tensor-core rule)."""
 
     name = "tile.pack"
 
-    lo = operand_def(f32)
-    hi = operand_def(f32)
+    lo = operand_def()
+    hi = operand_def()
     element = prop_def(TypeAttribute)
     result = result_def(i32)
 
     traits = traits_def(Pure())
-    assembly_format = "$lo `,` $hi attr-dict `:` $element"
+    assembly_format = "$lo `,` $hi attr-dict `:` type($lo) `,` type($hi) `to` $element"
 
     def __init__(self, lo: SSAValue, hi: SSAValue, element: Attribute) -> None:
         super().__init__(operands=[lo, hi], properties={"element": element}, result_types=[i32])
@@ -695,6 +696,11 @@ class PackOp(IRDLOperation):
         if not isinstance(self.element, Float16Type | BFloat16Type):
             raise VerifyException(
                 f"tile.pack: element type must be f16 or bf16, got {self.element}"
+            )
+        if self.lo.type != self.hi.type or self.lo.type not in (f32, self.element):
+            raise VerifyException(
+                f"tile.pack: packs two f32 or two {self.element}, got {self.lo.type} and "
+                f"{self.hi.type}"
             )
 
 

@@ -154,6 +154,8 @@ static inline void tinyopt_mma_bf16(MMA_ARGS) { mma<__nv_bfloat16>(d0, d1, d2, d
 static inline void tinyopt_mma_f16(MMA_ARGS) { mma<__half>(d0, d1, d2, d3, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3); }
 static inline int tinyopt_pack_bf16(float lo, float hi) { return pack(__float2bfloat16_rn(lo).bits, __float2bfloat16_rn(hi).bits); }
 static inline int tinyopt_pack_f16(float lo, float hi) { return pack(__float2half_rn(lo).bits, __float2half_rn(hi).bits); }
+static inline int tinyopt_pack_bf16(__nv_bfloat16 lo, __nv_bfloat16 hi) { return pack(lo.bits, hi.bits); }
+static inline int tinyopt_pack_f16(__half lo, __half hi) { return pack(lo.bits, hi.bits); }
 static inline void tinyopt_cp_async_16(void* dst, const void* src, bool valid) {
     if (valid) memcpy(dst, src, 16); else memset(dst, 0, 16);
 }

@@ -137,16 +137,21 @@ def cp_async_helper(nbytes: int) -> str:
 
 
 def pack_helper(element: str) -> str:
-    """Returns the device function of `tile.pack` on `element` (`f16` or `bf16`): two floats
-    rounded to nearest even and packed into one 32-bit register, the first in the low half."""
-    pair, convert = {
-        "f16": ("__half2", "__floats2half2_rn"),
-        "bf16": ("__nv_bfloat162", "__floats2bfloat162_rn"),
+    """Returns the device functions of `tile.pack` on `element` (`f16` or `bf16`): two floats
+    rounded to nearest even, or two values of `element` as they are, packed into one 32-bit
+    register, the first in the low half."""
+    half, pair, convert, join = {
+        "f16": ("__half", "__half2", "__floats2half2_rn", "__halves2half2"),
+        "bf16": ("__nv_bfloat16", "__nv_bfloat162", "__floats2bfloat162_rn", "__halves2bfloat162"),
     }[element]
     return "\n".join(
         (
             f"__device__ __forceinline__ int tinyopt_pack_{element}(float lo, float hi) {{",
             f"    {pair} pair = {convert}(lo, hi);",
+            "    return *reinterpret_cast<int*>(&pair);",
+            "}",
+            f"__device__ __forceinline__ int tinyopt_pack_{element}({half} lo, {half} hi) {{",
+            f"    {pair} pair = {join}(lo, hi);",
             "    return *reinterpret_cast<int*>(&pair);",
             "}",
         )

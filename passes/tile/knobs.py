@@ -50,6 +50,7 @@ class Knobs:
     interleave: str = "auto"
     prefetch: str = "auto"
     skinny: str = "auto"
+    skinny_mma: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -177,6 +178,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("interleave", one_of("auto", "on", "off")),
     Knob("prefetch", one_of("auto", "on", "off")),
     Knob("skinny", one_of("auto", "on", "off")),
+    Knob("skinny_mma", one_of("auto", "on", "off")),
     Knob(
         "pad",
         Domain(

@@ -14,6 +14,7 @@ from tinyopt.passes.tile.elementwise import Elementwise
 from tinyopt.passes.tile.gemm.contraction import ContractionRule
 from tinyopt.passes.tile.gemm.mma_sync import MmaSyncRule
 from tinyopt.passes.tile.gemm.skinny import SkinnyRule
+from tinyopt.passes.tile.gemm.skinny_mma import SkinnyMmaRule
 from tinyopt.passes.tile.gemm.tf32 import Tf32Rule
 from tinyopt.passes.tile.gemm.wgmma import WgmmaRule
 from tinyopt.passes.tile.knobs import Knobs
@@ -27,6 +28,7 @@ RULE_TYPES: tuple[type[Rule], ...] = (
     AttentionWgmma,
     AttentionSync,
     AttentionSimt,
+    SkinnyMmaRule,
     SkinnyRule,
     WgmmaRule,
     MmaSyncRule,

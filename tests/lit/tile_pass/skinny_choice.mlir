@@ -1,10 +1,11 @@
-// RUN: tinyopt %s -p 'fuse,plan{why=1}' | filecheck %s
-// RUN: tinyopt %s -p 'fuse,plan{skinny=off}' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'fuse,plan{why=1 skinny_mma=off}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,plan{skinny=off skinny_mma=off}' | filecheck %s --check-prefix=OFF
 
 // The skinny-GEMM rule (passes/tile/gemm/skinny.py) by shape: M <= 64 rows whose weights are
 // the bytes, one row of [N, K] weights excepted (the row-reduction rule's GEMV); f16/bf16 up to
 // M = 8, f32 up to 16 (past it the FMAs bind on CUDA cores: the GEMM rules take it). skinny=off gives the kernels back to the other rules (skinny_knobs.mlir: an
-// explicit mma, skinny=on).
+// explicit mma, skinny=on). skinny_mma=off here: under auto the tensor-core skinny rule, tried
+// first, takes the f16/bf16 [N, K] kernels of 2 rows or more (skinny_mma_choice.mlir).
 
 // A decode GEMV (torch layout): one block per output on the row-reduction rule.
 // CHECK:      loop.kernel @gemv_0({{.*}}) attributes {plan = #tile.plan<row_reduction,

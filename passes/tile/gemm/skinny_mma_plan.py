@@ -1,0 +1,159 @@
+"""The plan of the tensor-core skinny rule (`SkinnyMmaPlan`, passes/tile/gemm/skinny_mma.py)
+and the heuristics that choose it from the shape: when `skinny_mma=auto` takes a kernel, the
+16-row weight strips each warp owns, the K chunks in flight, and the split over K that puts
+enough weight bytes in flight on every SM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import BFloat16Type, Float16Type
+
+from tinyopt.passes.tile.emit import element_bytes, vector_width
+from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction
+from tinyopt.passes.tile.gemm.skinny_plan import MAX_SPLITS, SPLIT_BYTES, WEIGHT_SHARE
+
+STRIP = 16
+"""Weight rows (output columns) of one `mma.sync` m16n8k16: its M side."""
+
+ROW_TILE = 8
+"""Activation rows (output rows) of one `mma.sync`: its N side; M is padded to a multiple."""
+
+CHUNK = 32
+"""K elements one lane-quad row covers per step: each lane loads 8 consecutive weights of its
+row (16 bytes), which feed two m16n8k16 products (K is permuted inside the chunk, the same way
+for both operands, so the sum is unchanged)."""
+
+THREADS = 128
+"""Threads per block: four warps reading the same activation vectors through L1."""
+
+UNROLL = 4
+"""K chunks per loop iteration, all their weight loads issued before the products: 4 KiB of
+weights in flight per warp and strip."""
+
+FILL_BYTES = 32 << 10
+"""Weight bytes in flight per SM below which the rule splits K: the HBM's latency-bandwidth
+product (4.2 TB/s · ~1 µs over 132 SMs)."""
+
+WORKSPACE_SHARE = 4
+"""A split's partial sums (written once, read once by the fold, f32) may take at most
+1/`WORKSPACE_SHARE` of the weights' bytes."""
+
+MIN_ROWS = 2
+"""The fewest output rows M `skinny_mma=auto` takes: one row is the row-reduction and CUDA-core
+GEMVs' (their FMAs are not the bound there); from two rows the tensor cores do the products with
+no conversion or FMA per weight, and a padded row tile costs nothing the HBM notices (chosen by
+reasoning, not yet measured against the CUDA-core rule at M = 2..8; that rule measured
+0.57-0.88x cuBLAS at bf16 M = 8)."""
+
+
+@dataclass(frozen=True)
+class SkinnyMmaPlan:
+    """Every knob of the tensor-core skinny rule, resolved."""
+
+    threads: int
+    """Threads per block (whole warps)."""
+    vec: int
+    """Weight elements per global load along K (8: 16 bytes); a lane loads 8 per chunk."""
+    strips: int
+    """16-row weight strips (output columns) each warp owns; the activation fragments of a K
+    chunk are shared by them."""
+    unroll: int
+    """32-wide K chunks per loop iteration, every weight load of them in flight together."""
+    splits: int
+    """K chunks over blocks; more than 1 only while planning: the rule then puts a partial-sum
+    kernel and a fold in the kernel's place (`skinny_split.py`)."""
+
+    @property
+    def warps(self) -> int:
+        return self.threads // 32
+
+
+def tensor_core_element(c: SkinnyContraction):
+    """f16 or bf16 where every load of both operand sides reads that one type, else None."""
+    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
+    types = {load.memref.type.element_type for load in loads}  # type: ignore[attr-defined]
+    if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
+        return None
+    return element
+
+
+def auto_refusal(c: SkinnyContraction) -> str | None:
+    """Why `skinny_mma=auto` leaves the kernel to the other rules, or None: fewer than
+    `MIN_ROWS` rows, or weights that are not the bulk of the bytes (N < 4·M)."""
+    _, m, n, _ = c.extents
+    if m < MIN_ROWS:
+        return (
+            f"M = {m} row: the CUDA-core GEMVs stream it (skinny_mma=on forces tensor cores)"
+        )
+    if n < WEIGHT_SHARE * m:
+        return (
+            f"N = {n} columns for M = {m} rows: the weights are not {WEIGHT_SHARE}x the rows' "
+            "bytes (skinny_mma=on forces it)"
+        )
+    return None
+
+
+def weight_vector(c: SkinnyContraction, wanted: int) -> int:
+    """The widest vector (≤ `wanted`, ≤ 8 elements: 16 bytes) every access along K allows."""
+    _, _, _, k = c.extents
+    return vector_width(c.reduce.body.block.ops, c.k_iv, k, min(wanted, 8))
+
+
+def choose_strips(c: SkinnyContraction) -> int:
+    """Two strips a warp where the activations take one or two row tiles (their fragments then
+    serve twice the weights), one where more accumulators would crowd the registers."""
+    _, m, _, _ = c.extents
+    return 2 if row_tiles(m) <= 2 else 1
+
+
+def row_tiles(m: int) -> int:
+    """8-row activation tiles covering M."""
+    return -(-m // ROW_TILE)
+
+
+def column_groups(c: SkinnyContraction, plan: SkinnyMmaPlan) -> int:
+    """Blocks along N: each covers warps × strips × 16 output columns."""
+    _, _, n, _ = c.extents
+    return -(-n // (plan.warps * plan.strips * STRIP))
+
+
+def blocks(c: SkinnyContraction, plan: SkinnyMmaPlan) -> int:
+    batch, _, _, _ = c.extents
+    return batch * column_groups(c, plan)
+
+
+def choose_splits(c: SkinnyContraction, plan: SkinnyMmaPlan, sms: int) -> int:
+    """The fewest K chunks (a power of two) that put `FILL_BYTES` of weights in flight per SM,
+    each chunk keeping 16-byte alignment and at least one full iteration, and the partial sums
+    within 1/`WORKSPACE_SHARE` of the weight bytes; 1 for weights under `SPLIT_BYTES`."""
+    batch, m, n, k = c.extents
+    weight_bytes = batch * n * k * element_bytes(tensor_core_element(c))
+    if weight_bytes < SPLIT_BYTES:
+        return 1
+    in_flight = blocks(c, plan) * plan.warps * plan.strips * plan.unroll * STRIP * CHUNK * 2
+    splits = 1
+    while in_flight * splits < FILL_BYTES * sms and splits < MAX_SPLITS:
+        more = 2 * splits
+        if k % (more * 8) or k // more < CHUNK * plan.unroll:
+            break
+        if 2 * more * batch * m * n * 4 * WORKSPACE_SHARE > weight_bytes:
+            break
+        splits = more
+    return splits
+
+
+def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
+    """Why a plan cannot run the kernel, or None."""
+    if plan.threads % 32 or not 32 <= plan.threads <= 1024:
+        return f"threads={plan.threads} must be whole warps, 32 to 1024"
+    if plan.vec not in (1, 2, 4, 8) or weight_vector(c, plan.vec) != plan.vec:
+        return f"vec={plan.vec}: the accesses along K allow {weight_vector(c, 8)} at most"
+    if plan.strips < 1 or plan.unroll < 1:
+        return "strips and unroll must be positive"
+    _, m, _, _ = c.extents
+    accumulators = plan.strips * row_tiles(m) * 4
+    if accumulators > 64:
+        return f"strips={plan.strips} at M = {m} need {accumulators} accumulators a lane, more than 64"
+    return None

@@ -1,0 +1,35 @@
+"""The machine code (SASS) of the tensor-core skinny rule (passes/tile/gemm/skinny_mma.py): the
+products are HMMA (m16n8k16), the weights come in 128-bit global loads straight into the
+fragment registers (LDG.E.128; no shared memory, so no LDSM or barrier), with no conversion
+between the load and the HMMA (no F2FP), and nothing goes to local memory, at one, two and
+eight 8-row activation tiles. Needs cuobjdump and nvdisasm (see test_sass.py).
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+from programs import skinny, tile_with
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
+
+pytestmark = pytest.mark.skipif(
+    CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found"
+)
+
+CASES = [
+    # (id, program): the decode linears' shapes at 8, 16 and 64 rows (each split over K).
+    ("bf16_8x4096x4096", skinny(8, 4096, 4096, "bf16")),
+    ("bf16_16x1024x4096_bias_gelu", skinny(16, 1024, 4096, "bf16", epilogue="bias_gelu")),
+    ("f16_64x4096x4096", skinny(64, 4096, 4096, "f16")),
+]
+
+
+@pytest.mark.parametrize("text", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_skinny_mma_loads_weights_in_128_bits_into_hmma_fragments(text: str, tmp_path: Path) -> None:
+    kernels = sass_of_each(text, tile_with(""), tmp_path)
+    (code,) = [code for name, code in kernels.items() if not name.endswith("_reduce")]
+    assert re.search(r"\bHMMA\.16816\.F32\b", code)
+    loads = set(re.findall(r"\bLDG\.E[.A-Z0-9]*", code))
+    assert loads == {"LDG.E.128.CONSTANT"}, loads
+    assert not re.search(r"\b(LDSM|BAR|F2FP)\b", code)
+    assert not LOCAL_MEMORY.search(code), "the skinny_mma kernel uses local memory"
