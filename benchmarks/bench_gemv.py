@@ -1,4 +1,5 @@
-"""GEMVs and skinny linears (the skinny rule, passes/tile/gemm/skinny.py) against cuBLAS.
+"""GEMVs and skinny linears (the skinny rules, passes/tile/gemm/skinny.py on CUDA cores and
+skinny_mma.py on tensor cores for f16/bf16) against cuBLAS.
 
 The Llama-3-8B decode linears in torch's layout (`y = x @ wᵀ`, w `[N, K]`, no bias) at M = 1,
 8, 16 and 64 rows, f32 and bf16: q/o (K, N) = (4096, 4096), k/v (4096, 1024), gate/up (4096,
@@ -24,6 +25,7 @@ from programs import skinny  # noqa: E402
 
 from tinyopt.compiler import apply_pipeline, parse  # noqa: E402
 from tinyopt.dialects import loop, tile  # noqa: E402
+from tinyopt.passes.tile.gemm.skinny_split import PARTIAL  # noqa: E402
 
 LINEARS = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
 """(name, K, N) of the Llama-3-8B decoder's linears."""
@@ -33,12 +35,16 @@ BYTES = {"f32": 4, "bf16": 2}
 
 
 def plans(text: str, knobs: str) -> list[str]:
-    """`kernel: rule (knobs)` for each kernel the plan makes of `text`."""
+    """`kernel: rule (knobs)` for each kernel the plan makes of `text`; a split's partial-sum
+    kernel also shows its loop extents (K chunks × batch first)."""
     module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
     out = []
     for kernel in loop.kernels(module):
         plan = kernel.attributes[tile.PLAN]
         described = re.sub(r"^#tile\.plan<|>$", "", str(plan))
+        if PARTIAL in kernel.attributes:
+            (nest,) = kernel.body.block.ops
+            described += f", over {list(nest.extents)}"  # type: ignore[attr-defined]
         out.append(f"{kernel.sym_name.data}: {described}")
     return out
 

@@ -887,11 +887,20 @@ CASES = [
     # over K (partial sums, then a fold applying bias + GELU), x @ w layouts, ragged shapes.
     Case("skinny_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16"), tile_with("skinny=on")),
     Case("skinny_split_bf16_1x1024x4096_bias_gelu", skinny(1, 1024, 4096, "bf16", "nk", "bias_gelu"), tile_with("skinny=on")),
-    Case("skinny_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu")),
+    Case("skinny_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu"), tile_with("skinny_mma=off")),
     Case("skinny_f32_16x4096x1000_bias_gelu", skinny(16, 4096, 1000, "f32", "nk", "bias_gelu")),
     Case("skinny_split_f32_kn_64x4096x4096", skinny(64, 4096, 4096, "f32", "kn"), tile_with("skinny=on")),
     Case("skinny_bf16_kn_3x2056x1031", skinny(3, 2056, 1031, "bf16", "kn")),
     Case("skinny_batched_f32_4x1x1000x1030", skinny(1, 1000, 1030, "f32", "nk", batch=4)),
+    # The tensor-core skinny rule (skinny_mma, f16/bf16 [N, K] weights, 2 <= M <= 64): the
+    # decode linears at 8, 16 and 64 rows (split over K; bias + GELU applied by the fold),
+    # ragged M, N and K, a weight per batch entry, M = 1 forced.
+    Case("skinny_mma_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu")),
+    Case("skinny_mma_bf16_16x1024x4096_bias_gelu", skinny(16, 1024, 4096, "bf16", "nk", "bias_gelu")),
+    Case("skinny_mma_bf16_64x14336x4096", skinny(64, 14336, 4096, "bf16")),
+    Case("skinny_mma_f16_17x1000x1030_bias_gelu", skinny(17, 1000, 1030, "f16", "nk", "bias_gelu")),
+    Case("skinny_mma_batched_bf16_2x9x1000x520", skinny(9, 1000, 520, "bf16", "nk", batch=2)),
+    Case("skinny_mma_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16"), tile_with("skinny_mma=on")),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]

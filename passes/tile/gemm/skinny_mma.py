@@ -40,7 +40,7 @@ from tinyopt.passes.tile.gemm.skinny_mma_plan import (
     ROW_TILE,
     STRIP,
     THREADS,
-    UNROLL,
+    CHUNKS_IN_FLIGHT,
     SkinnyMmaPlan,
     auto_refusal,
     blocks,
@@ -92,7 +92,8 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
         if knobs.skinny_mma == "auto" and (why := auto_refusal(c)):
             return why
         vec = weight_vector(c, knobs.vec or LANE_ELEMENTS)
-        plan = SkinnyMmaPlan(knobs.threads or THREADS, vec, choose_strips(c), UNROLL, 1)
+        strips = choose_strips(c)
+        plan = SkinnyMmaPlan(knobs.threads or THREADS, vec, strips, CHUNKS_IN_FLIGHT // strips, 1)
         if refusal := shape_refusal(c, plan):
             return refusal
         return replace(plan, splits=self._splits(kernel, c, plan, knobs))

@@ -1,7 +1,7 @@
 """The plan of the tensor-core skinny rule (`SkinnyMmaPlan`, passes/tile/gemm/skinny_mma.py)
 and the heuristics that choose it from the shape: when `skinny_mma=auto` takes a kernel, the
-16-row weight strips each warp owns, the K chunks in flight, and the split over K that puts
-enough weight bytes in flight on every SM."""
+16-row weight strips each warp owns, the K chunks in flight, and the split over K that weighs
+the weight bytes in flight on every SM against the partial sums' traffic."""
 
 from __future__ import annotations
 
@@ -28,17 +28,17 @@ for both operands, so the sum is unchanged)."""
 THREADS = 128
 """Threads per block: four warps reading the same activation vectors through L1."""
 
-UNROLL = 4
-"""K chunks per loop iteration, all their weight loads issued before the products: 4 KiB of
-weights in flight per warp and strip."""
+CHUNKS_IN_FLIGHT = 8
+"""Strips × K chunks whose weight loads one loop iteration issues before its products: 8 KiB
+of weights a warp (`unroll` = 8 / strips)."""
 
 FILL_BYTES = 32 << 10
 """Weight bytes in flight per SM below which the rule splits K: the HBM's latency-bandwidth
 product (4.2 TB/s · ~1 µs over 132 SMs)."""
 
-WORKSPACE_SHARE = 4
-"""A split's partial sums (written once, read once by the fold, f32) may take at most
-1/`WORKSPACE_SHARE` of the weights' bytes."""
+LAUNCH_BYTES = SPLIT_BYTES
+"""What a split's second kernel (a launch and a tail, ~2 µs) costs, in weight bytes the HBM
+streams meanwhile."""
 
 MIN_ROWS = 2
 """The fewest output rows M `skinny_mma=auto` takes: one row is the row-reduction and CUDA-core
@@ -125,23 +125,28 @@ def blocks(c: SkinnyContraction, plan: SkinnyMmaPlan) -> int:
 
 
 def choose_splits(c: SkinnyContraction, plan: SkinnyMmaPlan, sms: int) -> int:
-    """The fewest K chunks (a power of two) that put `FILL_BYTES` of weights in flight per SM,
-    each chunk keeping 16-byte alignment and at least one full iteration, and the partial sums
-    within 1/`WORKSPACE_SHARE` of the weight bytes; 1 for weights under `SPLIT_BYTES`."""
+    """The K chunks (a power of two, each keeping 16-byte alignment and a full iteration) that
+    minimize the bytes-equivalent cost: the weights over the fraction of `FILL_BYTES` per SM
+    the grid keeps in flight, plus the partial sums written and read back (f32) and the
+    fold's launch. 1 for weights under `SPLIT_BYTES`."""
     batch, m, n, k = c.extents
     weight_bytes = batch * n * k * element_bytes(tensor_core_element(c))
     if weight_bytes < SPLIT_BYTES:
         return 1
     in_flight = blocks(c, plan) * plan.warps * plan.strips * plan.unroll * STRIP * CHUNK * 2
-    splits = 1
-    while in_flight * splits < FILL_BYTES * sms and splits < MAX_SPLITS:
-        more = 2 * splits
+
+    def cost(splits: int) -> float:
+        filled = min(1.0, in_flight * splits / (FILL_BYTES * sms))
+        split_bytes = 2 * splits * batch * m * n * 4 + LAUNCH_BYTES if splits > 1 else 0
+        return weight_bytes / filled + split_bytes
+
+    candidates = [1]
+    while candidates[-1] < MAX_SPLITS:
+        more = 2 * candidates[-1]
         if k % (more * 8) or k // more < CHUNK * plan.unroll:
             break
-        if 2 * more * batch * m * n * 4 * WORKSPACE_SHARE > weight_bytes:
-            break
-        splits = more
-    return splits
+        candidates.append(more)
+    return min(candidates, key=cost)
 
 
 def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:

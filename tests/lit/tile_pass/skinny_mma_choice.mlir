@@ -3,13 +3,14 @@
 
 // The tensor-core skinny rule (passes/tile/gemm/skinny_mma.py, knob skinny_mma) by shape:
 // f16/bf16 [N, K] weights, 2 <= M <= 64 rows, N >= 4·M. Each warp owns 16-row weight strips
-// (two where M fits two 8-row tiles), K is cut over blocks until 32 KiB of weights are in
-// flight per SM (the partial kernel's first loop runs over splits × batch). skinny_mma=off
+// (two where M fits two 8-row tiles, with 4 K chunks in flight; else one, with 8), and K is
+// cut over blocks where the weight bytes in flight per SM outweigh the partial sums' traffic
+// (the partial kernel's first loop runs over splits × batch). skinny_mma=off
 // gives the kernels back to the CUDA-core skinny rule (M <= 8) and to wgmma.
 
-// Eight rows of q/o (4096 x 4096): two strips a warp, 32 blocks of 4 warps, K cut in 8.
+// Eight rows of q/o (4096 x 4096): two strips a warp, 32 blocks of 4 warps, K cut in 4.
 // CHECK:      loop.kernel @rows8_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 2, unroll = 4, splits = 1>
-// CHECK:      loop.parallel ({{.*}}) in [8, 8, 4096]
+// CHECK:      loop.parallel ({{.*}}) in [4, 8, 4096]
 // CHECK:      loop.kernel @rows8_0_reduce({{.*}}) attributes {tinyopt.sequential, plan = #tile.plan<sequential,
 // OFF:        loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8,
 func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<8x4096xbf16> {
@@ -20,7 +21,7 @@ func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<
 
 // Sixteen rows: two 8-row tiles, still two strips a warp.
 // CHECK:      loop.kernel @rows16_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 2, unroll = 4, splits = 1>
-// CHECK:      loop.parallel ({{.*}}) in [8, 16, 4096]
+// CHECK:      loop.parallel ({{.*}}) in [4, 16, 4096]
 // OFF:        loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows16(%x: tensor<16x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<16x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
@@ -28,10 +29,10 @@ func.func @rows16(%x: tensor<16x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tenso
   func.return %y : tensor<16x4096xbf16>
 }
 
-// 64 rows: eight tiles, one strip a warp; the partial sums bound the split (4: a quarter of
-// the weight bytes).
-// CHECK:      loop.kernel @rows64_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 1, unroll = 4, splits = 1>
-// CHECK:      loop.parallel ({{.*}}) in [4, 64, 4096]
+// 64 rows: eight tiles, one strip a warp; the partial sums (2 MiB a chunk) hold the split
+// to 2.
+// CHECK:      loop.kernel @rows64_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 1, unroll = 8, splits = 1>
+// CHECK:      loop.parallel ({{.*}}) in [2, 64, 4096]
 // OFF:        loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows64(%x: tensor<64x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<64x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
