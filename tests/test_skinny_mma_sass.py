@@ -25,7 +25,9 @@ CASES = [
 
 
 @pytest.mark.parametrize("text", [c[1] for c in CASES], ids=[c[0] for c in CASES])
-def test_skinny_mma_loads_weights_in_128_bits_into_hmma_fragments(text: str, tmp_path: Path) -> None:
+def test_skinny_mma_loads_weights_in_128_bits_into_hmma_fragments(
+    text: str, tmp_path: Path
+) -> None:
     kernels = sass_of_each(text, tile_with(""), tmp_path)
     (code,) = [code for name, code in kernels.items() if not name.endswith("_reduce")]
     assert re.search(r"\bHMMA\.16816\.F32\b", code)

@@ -230,9 +230,10 @@ class _SwapAbEmitter:
                 for s in range(self.plan.strips):
                     low, high = a[2 * s], a[2 * s + 1]
                     i = (s * self.tiles + t) * 4
-                    for step in range(2):
-                        fragment_a = [low[2 * step], high[2 * step], low[2 * step + 1], high[2 * step + 1]]
-                        fragment_b = [x[2 * step], x[2 * step + 1]]
+                    # Register pairs 0-1 make the chunk's first k16 step, 2-3 its second.
+                    for step in (0, 2):
+                        fragment_a = [low[step], high[step], low[step + 1], high[step + 1]]
+                        fragment_b = [x[step], x[step + 1]]
                         mma = tile.MmaSyncOp(self.element, fragment_a, fragment_b, state[i : i + 4])
                         state[i : i + 4] = list(em.op(mma).results)
         return state

@@ -160,5 +160,8 @@ def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
     _, m, _, _ = c.extents
     accumulators = plan.strips * row_tiles(m) * 4
     if accumulators > 64:
-        return f"strips={plan.strips} at M = {m} need {accumulators} accumulators a lane, more than 64"
+        return (
+            f"strips={plan.strips} at M = {m} need {accumulators} accumulators a lane, "
+            "more than 64"
+        )
     return None
