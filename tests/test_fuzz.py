@@ -64,6 +64,9 @@ def test_programs_draw_every_graph_op_and_element_type() -> None:
 
     draw()
     ops = {op.name.removeprefix("graph.") for op in graph.Graph.operations}
+    # Not drawn yet (a known gap, issue 20): the ops taking a runtime scalar offset, whose
+    # programs need scalar arguments and in-place cache arguments the generator does not make.
+    ops -= {"dynamic_slice", "dynamic_update_slice"}
     kinds = {"i1 argument", "i32 argument", "i64 argument", "i1 result"}
     missing = (ops | kinds) - set(seen)
     assert not missing, f"never drawn: {sorted(missing)}"
