@@ -25,7 +25,7 @@ PROGRAMS = {
     # rule: (program, the passes before tile, the knobs that make the rule take it)
     "contraction": (matmul_plain(256, 192, 128, "f32", relu=False), "fuse", ""),
     "skinny": (skinny(8, 512, 256), "fuse", ""),
-    "skinny_mma": (skinny(16, 512, 256, "bf16"), "fuse", ""),
+    "skinny_mma": (skinny(16, 512, 256, "bf16"), "fuse", "skinny_mma=on"),
     "mma_sync": (matmul_plain(256, 192, 128), "fuse", "mma=sync"),
     "wgmma": (swiglu(2048, 128, 512), "fuse", ""),
     "tf32": (matmul_plain(256, 192, 128, "f32"), "fuse", "mma=tf32"),

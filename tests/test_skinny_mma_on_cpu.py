@@ -27,17 +27,17 @@ pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
 CASES = [
     # (id, program, knobs, the kernels the plan makes: rule names in launch order)
-    ("bf16_2x40x200", skinny(2, 40, 200, "bf16"), "", ["skinny_mma"]),
-    ("f16_9x52x168_bias_gelu", skinny(9, 52, 168, "f16", epilogue="bias_gelu"), "",
+    ("bf16_2x40x200", skinny(2, 40, 200, "bf16"), "skinny_mma=on", ["skinny_mma"]),
+    ("f16_9x52x168_bias_gelu", skinny(9, 52, 168, "f16", epilogue="bias_gelu"), "skinny_mma=on",
      ["skinny_mma"]),
-    ("bf16_17x72x300_threads64", skinny(17, 72, 300, "bf16"), "threads=64", ["skinny_mma"]),
-    ("bf16_64x260x136_bias_gelu", skinny(64, 260, 136, "bf16", epilogue="bias_gelu"), "",
+    ("bf16_17x72x300_threads64", skinny(17, 72, 300, "bf16"), "skinny_mma=on threads=64", ["skinny_mma"]),
+    ("bf16_64x260x136_bias_gelu", skinny(64, 260, 136, "bf16", epilogue="bias_gelu"), "skinny_mma=on",
      ["skinny_mma"]),
-    ("f16_3x20x37_odd_k", skinny(3, 20, 37, "f16"), "", ["skinny_mma"]),
-    ("batched_bf16_2x5x24x72", skinny(5, 24, 72, "bf16", batch=2), "", ["skinny_mma"]),
+    ("f16_3x20x37_odd_k", skinny(3, 20, 37, "f16"), "skinny_mma=on", ["skinny_mma"]),
+    ("batched_bf16_2x5x24x72", skinny(5, 24, 72, "bf16", batch=2), "skinny_mma=on", ["skinny_mma"]),
     # Split over K (partial sums, then a fold): the planner cuts the row-loop form; the
     # one-row form is cut by the rule itself, with the epilogue applied by the fold.
-    ("split_bf16_16x70x256", skinny(16, 70, 256, "bf16"), "splitk=2",
+    ("split_bf16_16x70x256", skinny(16, 70, 256, "bf16"), "skinny_mma=on splitk=2",
      ["skinny_mma", "sequential"]),
     ("split_gemv_f16_1x36x512_bias_gelu", skinny(1, 36, 512, "f16", epilogue="bias_gelu"),
      "skinny_mma=on splitk=4", ["skinny_mma", "sequential"]),

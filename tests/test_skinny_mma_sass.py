@@ -28,7 +28,7 @@ CASES = [
 def test_skinny_mma_loads_weights_in_128_bits_into_hmma_fragments(
     text: str, tmp_path: Path
 ) -> None:
-    kernels = sass_of_each(text, tile_with(""), tmp_path)
+    kernels = sass_of_each(text, tile_with("skinny_mma=on"), tmp_path)
     (code,) = [code for name, code in kernels.items() if not name.endswith("_reduce")]
     assert re.search(r"\bHMMA\.16816\.F32\b", code)
     loads = set(re.findall(r"\bLDG\.E[.A-Z0-9]*", code))

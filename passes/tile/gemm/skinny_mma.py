@@ -65,7 +65,7 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
     """Streams the weights of an f16/bf16 skinny GEMM through `mma.sync`, weights as A."""
 
     name = "skinny_mma"
-    reads = "threads=0,64,128,256 vec=0,4,8 splitk skinny=auto,on"
+    reads = "threads=0,64,128,256 vec=0,4,8 splitk"
     plan_type = SkinnyMmaPlan
     selector = ("skinny_mma", "on")
 

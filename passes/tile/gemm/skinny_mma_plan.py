@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type
 
 from tinyopt.passes.tile.emit import element_bytes, vector_width
 from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction
-from tinyopt.passes.tile.gemm.skinny_plan import MAX_SPLITS, SPLIT_BYTES, WEIGHT_SHARE
+from tinyopt.passes.tile.gemm.skinny_plan import MAX_SPLITS, SPLIT_BYTES
 
 STRIP = 16
 """Weight rows (output columns) of one `mma.sync` m16n8k16: its M side."""
@@ -39,13 +39,6 @@ product (4.2 TB/s · ~1 µs over 132 SMs)."""
 LAUNCH_BYTES = SPLIT_BYTES
 """What a split's second kernel (a launch and a tail, ~2 µs) costs, in weight bytes the HBM
 streams meanwhile."""
-
-MIN_ROWS = 2
-"""The fewest output rows M `skinny_mma=auto` takes: one row is the row-reduction and CUDA-core
-GEMVs' (their FMAs are not the bound there); from two rows the tensor cores do the products with
-no conversion or FMA per weight, and a padded row tile costs nothing the HBM notices (chosen by
-reasoning, not yet measured against the CUDA-core rule at M = 2..8; that rule measured
-0.57-0.88x cuBLAS at bf16 M = 8)."""
 
 
 @dataclass(frozen=True)
@@ -79,20 +72,15 @@ def tensor_core_element(c: SkinnyContraction):
     return element
 
 
-def auto_refusal(c: SkinnyContraction) -> str | None:
-    """Why `skinny_mma=auto` leaves the kernel to the other rules, or None: fewer than
-    `MIN_ROWS` rows, or weights that are not the bulk of the bytes (N < 4·M)."""
-    _, m, n, _ = c.extents
-    if m < MIN_ROWS:
-        return (
-            f"M = {m} row: the CUDA-core GEMVs stream it (skinny_mma=on forces tensor cores)"
-        )
-    if n < WEIGHT_SHARE * m:
-        return (
-            f"N = {n} columns for M = {m} rows: the weights are not {WEIGHT_SHARE}x the rows' "
-            "bytes (skinny_mma=on forces it)"
-        )
-    return None
+def auto_refusal(c: SkinnyContraction) -> str:
+    """Why `skinny_mma=auto` leaves every kernel to the other rules: measured on the H200
+    (2026-12-03, run 4, `bench_gemv.py --dtype bf16`) the rule ran 0.45-0.78x cuBLAS at M = 8
+    and 16 and 0.10-0.35x at M = 64, behind the CUDA-core skinny rule at M = 8 (0.57-0.88x) and
+    wgmma at 16 and 64 (0.47-0.86x). It stays a knob (`skinny_mma=on`) to work on."""
+    return (
+        "measured slower than the skinny and wgmma rules on the H200 (0.10-0.78x cuBLAS): "
+        "opt in with skinny_mma=on"
+    )
 
 
 def weight_vector(c: SkinnyContraction, wanted: int) -> int:
