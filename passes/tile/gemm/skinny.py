@@ -44,7 +44,7 @@ from tinyopt.passes.tile.gemm.skinny_plan import (
     shape_refusal,
     weight_vector,
 )
-from tinyopt.passes.tile.gemm.skinny_split import PARTIAL, split_skinny
+from tinyopt.passes.tile.gemm.skinny_split import PARTIAL, SPLIT_IN_A_PLAN, split_skinny
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
@@ -93,10 +93,7 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
 
     def check(self, kernel: loop.KernelOp, c: SkinnyContraction, plan: SkinnyPlan) -> str | None:
         if plan.splits != 1:
-            return (
-                "splits is decided when the kernel is planned (the split puts two kernels in "
-                "its place): set splitk as an option of plan or tile, not in a plan"
-            )
+            return SPLIT_IN_A_PLAN
         return shape_refusal(c, plan)
 
     def rewrite(

@@ -52,7 +52,7 @@ from tinyopt.passes.tile.gemm.skinny_mma_plan import (
     tensor_core_element,
     weight_vector,
 )
-from tinyopt.passes.tile.gemm.skinny_split import PARTIAL, split_skinny
+from tinyopt.passes.tile.gemm.skinny_split import PARTIAL, SPLIT_IN_A_PLAN, split_skinny
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
@@ -113,10 +113,7 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
 
     def check(self, kernel: loop.KernelOp, c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
         if plan.splits != 1:
-            return (
-                "splits is decided when the kernel is planned (the split puts two kernels in "
-                "its place): set splitk as an option of plan or tile, not in a plan"
-            )
+            return SPLIT_IN_A_PLAN
         return shape_refusal(c, plan)
 
     def rewrite(

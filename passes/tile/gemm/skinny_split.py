@@ -22,6 +22,12 @@ from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL, derived_kernel, replace
 PARTIAL = "tinyopt.skinny_partial"
 """Loop-kernel attribute of a skinny split's partial-sum kernel: its K is one chunk already."""
 
+SPLIT_IN_A_PLAN = (
+    "splits is decided when the kernel is planned (the split puts two kernels in its place): "
+    "set splitk as an option of plan or tile, not in a plan"
+)
+"""Why the skinny rules refuse a written plan whose `splits` is not 1."""
+
 
 def split_skinny(
     module: ModuleOp, kernel: loop.KernelOp, c: SkinnyContraction, splits: int
