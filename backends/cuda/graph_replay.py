@@ -15,12 +15,13 @@ with no recompilation and no device buffer read by every thread.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from cuda.bindings import driver
 
-from tinyopt.backends.cuda.errors import CudaLaunchError
+from tinyopt.backends.cuda.errors import CudaArgumentError, CudaLaunchError
 from tinyopt.backends.cuda.launch import PackedLaunch
-from tinyopt.backends.cuda.runtime import PackedCall
+from tinyopt.backends.cuda.runtime import HostFunction, PackedCall
 
 
 def _checked(result: tuple, what: str) -> object:
@@ -84,3 +85,84 @@ class GraphReplay:
         ):
             if handle is not None:
                 destroy(handle)
+
+
+class BoundReplay:
+    """A host function bound once to torch CUDA tensors and replayed as one CUDA graph: a
+    decode step whose weights and caches stay where they are while its position and its
+    input tokens change from one replay to the next.
+
+    `arrays` gives every argument (a runtime scalar as an int: its value at the first call).
+    At each call, the first `per_call` arguments take new values (runtime scalars as ints,
+    buffers as tensors of their type), checked as a packed call checks them (scalars against
+    their bounds); the others stay bound, and the function's in-place results (its caches)
+    are written into them. Each result the function allocates is written into a tensor
+    given at the call (`outputs`), or into the one allocated here (`self.outputs`).
+    Calls are queued on torch's current stream without waiting.
+    """
+
+    def __init__(self, function: HostFunction, arrays: Sequence[object], per_call: int) -> None:
+        import torch
+
+        self.function = function
+        self.per_call = per_call
+        if len(arrays) != len(function.params):
+            raise CudaArgumentError(
+                f"@{function.name} takes {len(function.params)} arguments, got {len(arrays)}"
+            )
+        self._arrays = list(arrays)  # keeps the bound tensors alive
+        self.outputs = [
+            torch.empty(s.type.shape, dtype=getattr(torch, s.type.dtype_name), device="cuda")
+            for s in function.outputs
+        ]
+        self._arena = torch.empty(max(function.arena_size, 16), dtype=torch.uint8, device="cuda")
+        params = [self._address(i, a) for i, a in enumerate(arrays)]
+        outputs = [t.data_ptr() for t in self.outputs]
+        call = function.pack(params, outputs, self._arena.data_ptr(), per_call)
+        self.replay = GraphReplay(call)
+
+    def _address(self, position: int, array: object) -> int:
+        """The value a packed call takes for argument `position`: an int for a runtime
+        scalar, a checked tensor's address for a buffer."""
+        expected = self.function.param_types[position]
+        if not hasattr(expected, "accepts"):
+            return int(array)  # type: ignore[arg-type]
+        tensor: Any = array
+        if not (expected.accepts(tensor) and tensor.is_cuda and tensor.is_contiguous()):
+            shaped = hasattr(tensor, "shape")
+            got = f"{tuple(tensor.shape)} {tensor.dtype}" if shaped else type(tensor).__name__
+            raise CudaArgumentError(
+                f"@{self.function.name} argument {position} must be a contiguous CUDA tensor "
+                f"of {expected}, got {got}"
+            )
+        return tensor.data_ptr()
+
+    def __call__(self, *values: object, outputs: Sequence[object] | None = None) -> None:
+        """Replay with the first `per_call` arguments `values` and results into `outputs`."""
+        import torch
+
+        if len(values) != self.per_call:
+            raise CudaArgumentError(
+                f"the replay of @{self.function.name} takes {self.per_call} values, "
+                f"got {len(values)}"
+            )
+        targets = self.outputs if outputs is None else list(outputs)
+        if len(targets) != len(self.outputs):
+            raise CudaArgumentError(
+                f"@{self.function.name} has {len(self.outputs)} results, got {len(targets)}"
+            )
+        for target, own in zip(targets, self.outputs):
+            if target is not own and not (
+                isinstance(target, torch.Tensor)
+                and target.shape == own.shape
+                and target.dtype == own.dtype
+                and target.is_cuda
+                and target.is_contiguous()
+            ):
+                raise CudaArgumentError(
+                    f"@{self.function.name}: a result tensor must be contiguous "
+                    f"{tuple(own.shape)} {own.dtype} on the GPU"
+                )
+        given = [self._address(i, v) for i, v in enumerate(values)]
+        given += [t.data_ptr() for t in targets]  # type: ignore[attr-defined]
+        self.replay(torch.cuda.current_stream().cuda_stream, given)
