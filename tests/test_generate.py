@@ -126,8 +126,10 @@ def test_a_step_position_past_the_cache_is_refused_before_anything_runs() -> Non
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_generator_on_the_gpu_gives_torchs_greedy_tokens(dtype: torch.dtype) -> None:
     """The tiny model: prefill and 23 decode steps replayed as CUDA graphs, against torch's
-    greedy tokens (fp32: all equal; bf16: the first 4, before rounding differences can
-    change a close argmax)."""
+    greedy tokens. fp32: equal up to a step where torch's two largest logits are within 1e-4.
+    bf16: torch's logits are bf16, so exact ties are common (the H200, 2026-12-03: a gap of 0
+    at step 1); tokens may first differ only where torch's gap is below 1/16, two bf16 ulps
+    of a logit of 2 to 4 (both compute in bf16 with different rounding points)."""
     config = ld.tiny(capacity=64)
     model = ld.random_model(config, dtype, device="cuda")
     prompt = torch.randint(0, config.vocab, (2, 16), generator=torch.Generator().manual_seed(7))
@@ -140,7 +142,7 @@ def test_generator_on_the_gpu_gives_torchs_greedy_tokens(dtype: torch.dtype) -> 
     if dtype == torch.float32:
         assert first is None or gaps[first] < 1e-4, (first, gaps)
     else:
-        assert first is None or first >= 4, (first, gaps)
+        assert first is None or gaps[first] < 1 / 16, (first, gaps)
 
 
 @requires_gpu

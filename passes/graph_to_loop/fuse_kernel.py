@@ -227,10 +227,15 @@ class KernelBuilder:
     def _build_update(self, op: graph.DynamicUpdateSliceOp) -> loop.KernelOp:
         """Emit the in-place write of a dynamic update slice: a loop over the update's points
         storing each at its place in the output buffer, which the host function binds to the
-        operand's (a function argument's) buffer. Only elementwise work is inlined."""
+        operand's (a function argument's) buffer. Only elementwise work is inlined: an update
+        computed from matmuls (a projection's keys, rotated and transposed) reads their
+        buffers, one write kernel after the GEMMs; one holding another reduction gets a buffer
+        of its own (a kernel computing it, then the write)."""
         point = tuple(self._fresh_var(extent) for extent in shape_of(op.update))
         found: list[tuple[SSAValue, Point]] = []
         self._scan(op.update, point, found, set())
+        if found and all(isinstance(v.owner, graph.MatmulOp) for v, _ in found):
+            raise Materialize(found[0][0], "the update of an in-place write reads it")
         if found:
             raise Materialize(op.update, "the update of an in-place write holds a reduction")
         self._kind = "elementwise"
