@@ -56,6 +56,9 @@ CASES = [
     ("outer_product_f32_3x5x1", skinny(3, 5, 1), "", ["row_reduction"]),
     ("nk_bf16_8x17x2056_relu", skinny(8, 17, 2056, "bf16", epilogue="relu"), "skinny=on", ["skinny"]),
     ("nk_f32_17x7x129_rows8", skinny(17, 7, 129), "skinny=on rows=8", ["skinny"]),
+    # Several output columns a warp (knob cols): N not a multiple of cols × warps.
+    ("nk_bf16_8x37x264_cols4", skinny(8, 37, 264, "bf16"), "skinny=on cols=4", ["skinny"]),
+    ("nk_f32_5x19x72_cols8", skinny(5, 19, 72), "skinny=on cols=8", ["skinny"]),
     ("nk_f32_64x3x64_bias_gelu", skinny(64, 3, 64, epilogue="bias_gelu"), "skinny=on", ["skinny"]),
     ("kn_f32_1x37x29", skinny(1, 37, 29, layout="kn"), "", ["skinny"]),
     ("kn_bf16_3x520x67_bias_gelu", skinny(3, 520, 67, "bf16", "kn", "bias_gelu"), "",

@@ -20,6 +20,7 @@ class Knobs:
     threads: int = AUTO
     vec: int = AUTO
     rows: int = AUTO
+    cols: int = AUTO
     cache: int = 1
     bm: int = AUTO
     bn: int = AUTO
@@ -120,6 +121,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("threads", powers(32, 1024)),
     Knob("vec", powers(1, 16)),
     Knob("rows", powers(1, 32)),
+    Knob("cols", powers(1, 8)),
     Knob("bm", powers(16, 256)),
     Knob("bn", powers(16, 256)),
     Knob("bk", powers(4, 64)),

@@ -54,7 +54,7 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
     """Streams the weights of a contraction with few output rows (GEMV, decode linears)."""
 
     name = "skinny"
-    reads = "threads vec rows=0,1,2,4,8,16 splitk"
+    reads = "threads vec rows=0,1,2,4,8,16 cols=0,1,2,4,8 splitk"
     plan_type = SkinnyPlan
     selector = ("skinny", "on")
 
@@ -72,7 +72,7 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
             return why
         vec = weight_vector(c, knobs.vec or 16)
         threads = knobs.threads or default_threads(c)
-        rows, cols, unroll = choose_shape(c, threads, vec, knobs.rows)
+        rows, cols, unroll = choose_shape(c, threads, vec, knobs.rows, knobs.cols)
         plan = SkinnyPlan(threads, vec, rows, cols, unroll, 1)
         if refusal := shape_refusal(c, plan):
             return refusal

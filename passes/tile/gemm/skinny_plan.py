@@ -129,17 +129,22 @@ def pow2_at_least(v: int) -> int:
     return 1 << (v - 1).bit_length()
 
 
-def choose_shape(c: SkinnyContraction, threads: int, vec: int, rows: int) -> tuple[int, int, int]:
+def choose_shape(
+    c: SkinnyContraction, threads: int, vec: int, rows: int, cols: int = 0
+) -> tuple[int, int, int]:
     """(rows, cols, unroll): rows up to 16 (fewer where M is smaller, or for `[K, N]` the
     vector lanes leave fewer accumulators), two columns a warp for one or two rows; 16 rows of
-    `[N, K]` weights unroll by two (by four, f32 A vectors of 16 rows spilled at 128 registers)."""
+    `[N, K]` weights unroll by two (by four, f32 A vectors of 16 rows spilled at 128 registers).
+    A `cols` given (knob) keeps `LOADS_IN_FLIGHT` weight vectors a lane in flight for `[N, K]`."""
     _, m, _, _ = c.extents
     if c.k_contiguous:
         rows = rows or min(pow2_at_least(m), 16)
+        if cols:
+            return rows, cols, max(1, LOADS_IN_FLIGHT // cols)
         cols = 2 if rows <= 2 else 1
         return rows, cols, LOADS_IN_FLIGHT // cols if rows <= 2 else 4 if rows < 16 else 2
     rows = rows or min(pow2_at_least(m), max(1, ACCUMULATORS // vec))
-    return rows, 1, 4
+    return rows, cols or 1, 4
 
 
 def default_threads(c: SkinnyContraction) -> int:
