@@ -254,6 +254,17 @@ def _reduce(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     return np.asarray(_REDUCE[type(op)](xs[0], axis=op.dim_list, keepdims=keepdim))
 
 
+@_handles(graph.ArgmaxOp)
+def _argmax(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
+    """torch.argmax: the first index of the largest element, NaN the largest (the first NaN
+    wins, even after a +inf)."""
+    assert isinstance(op, graph.ArgmaxOp)
+    x, dim = xs[0], op.dim.value.data
+    nan = np.isnan(x)
+    index = np.where(nan.any(axis=dim), np.argmax(nan, axis=dim), np.argmax(x, axis=dim))
+    return np.expand_dims(index, dim) if op.keepdim.value.data else index
+
+
 @_handles(graph.CompareOp)
 def _compare(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.CompareOp)

@@ -1,11 +1,12 @@
 """The `graph` dialect: tensor programs with value semantics (see docs/ir.md).
 
 Every op takes and returns static ranked tensors of f32, f16 or bf16, except: integer
-inputs (i32 or i64: the ids `graph.gather` reads, or what `graph.cast` converts) and masks (i1:
+inputs (i32 or i64: the ids `graph.gather` reads, what `graph.cast` converts, the indices
+`graph.argmax` gives) and masks (i1:
 what `graph.compare` makes and `graph.select` reads), which the shape and data-movement ops
 carry too. Broadcasting is explicit, so elementwise binary ops
 require identical operand and result types. Composite ops (softmax, norms, linear,
-attention) are kept whole until `decompose` lowers them.
+attention, argmax) are kept whole until `decompose` lowers them.
 """
 
 from __future__ import annotations
@@ -507,6 +508,54 @@ class ReduceMinOp(ReduceOp):
 @irdl_op_definition
 class ReduceMeanOp(ReduceOp):
     name = "graph.reduce_mean"
+
+
+ARGMAX_EXTENT = 2**24
+"""The largest dim `graph.argmax` reduces: `decompose` computes the index in f32, whose
+integers are exact up to 2^24."""
+
+
+@irdl_op_definition
+class ArgmaxOp(GraphOp):
+    """The index of the largest element of float `x` along `dim`, as torch.argmax: the first
+    one on a tie, and NaN counts as the largest (the first NaN wins). The result is an i32 or
+    i64 tensor (its type says which) of x's shape without `dim`, or with size 1 there with
+    `keepdim`. A composite: `decompose` lowers it to compares, selects, an iota and two
+    reductions computing the index in f32, so `dim` holds at most 2^24 elements."""
+
+    name = "graph.argmax"
+    x = operand_def(TensorType)
+    result = result_def(TensorType)
+    dim = prop_def(IntegerAttr[I64])
+    keepdim = prop_def(BoolAttr, default_value=_FALSE)
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "$x attr-dict `:` type($x) `->` type($result)"
+
+    def __init__(self, x: SSAValue, dim: int, keepdim: bool = False, index_type: Attribute = i64):
+        assert isinstance(x.type, TensorType)
+        shape = reduced_shape(x.type.get_shape(), [dim], keepdim)
+        super().__init__(
+            operands=[x],
+            result_types=[TensorType(index_type, shape)],
+            properties={"dim": IntegerAttr(dim, i64), "keepdim": BoolAttr.from_bool(keepdim)},
+        )
+
+    def verify_(self) -> None:
+        src = self.tensor("operand", self.x)
+        dst = self.result.type
+        if not isinstance(dst, TensorType) or dst.element_type not in ID_TYPES:
+            raise self.fail(f"result must be a tensor of i32 or i64 (the indices), got {dst}")
+        dim = self.dim.value.data
+        self.check_dim("dim", dim, src.get_num_dims())
+        extent = src.get_shape()[dim]
+        if extent > ARGMAX_EXTENT:
+            raise self.fail(
+                f"dim {dim} has {extent} elements, more than 2^24: the index is computed in "
+                "f32, exact only up to 2^24"
+            )
+        shape = reduced_shape(src.get_shape(), [dim], bool(self.keepdim.value.data))
+        self.expect_shape("result", dst, shape)
 
 
 @irdl_op_definition
@@ -1281,6 +1330,7 @@ COMPOSITE_OPS: tuple[type[GraphOp], ...] = (
     LayerNormOp,
     LinearOp,
     AttentionOp,
+    ArgmaxOp,
 )
 
 Graph = Dialect(

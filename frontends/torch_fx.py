@@ -310,9 +310,11 @@ class _Translator:
             isinstance(v, SSAValue) and _type(v).element_type == f32
             for v in (value if isinstance(value, list) else [value])
         )  # else integer inputs, only moved
-        if _dtype(node) in _ID_DTYPES and computed:
-            self.bounds[node] = bound = _integer_bound(self, node)
-            if bound > EXACT_INTEGERS:
+        if _dtype(node) in _ID_DTYPES:  # bounded integers in their own type (argmax's) too
+            bound = _integer_bound(self, node)
+            if bound < math.inf or computed:
+                self.bounds[node] = bound
+            if computed and bound > EXACT_INTEGERS:
                 reason = "unbounded" if bound == math.inf else f"up to {bound:.0f}"
                 raise self.fail(
                     node,
@@ -490,8 +492,8 @@ def _variance(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("argmax", "argmin")
 def _argmax(t: _Translator, node: Node) -> SSAValue:
-    """The first index of the largest (smallest) element along a dim: the least index whose
-    element equals the reduction's maximum. NaN counts as the largest, as in torch."""
+    """The first index of the largest (smallest) element along a dim: `graph.argmax` (of -x
+    for argmin), an i64 tensor as torch's. NaN counts as the largest, as in torch."""
     x = t.value(node.args[0], node)
     if _type(x).element_type not in graph.FLOAT_TYPES:  # a mask or integers, exact in f32
         if t.bound(node.args[0]) > EXACT_INTEGERS:
@@ -502,18 +504,12 @@ def _argmax(t: _Translator, node: Node) -> SSAValue:
         x = t.reshape(x, (math.prod(_type(x).get_shape()),))
     shape = _type(x).get_shape()
     dim = 0 if dim is None else _dims(dim, len(shape))[0]
+    if shape[dim] > graph.ARGMAX_EXTENT:
+        raise t.fail(node, f"{_op_name(node.target)} over {shape[dim]} elements, beyond 2^24")
     if node.target._overloadpacket.__name__ == "argmin":  # pyright: ignore
         x = t.emit(graph.NegOp(x))
-    nan = t.emit(graph.CompareOp(x, x, "ne"))
-    key = t.emit(graph.SelectOp(nan, t.scalar(math.inf, _type(x)), x))
-    top = t.broadcast(t.emit(graph.ReduceMaxOp(key, [dim], keepdim=True)), shape)
-    hit = t.emit(graph.CompareOp(key, top, "eq"))
-    index = TensorType(f32, shape)
-    iota = t.emit(graph.IotaOp(index, dim))
-    first = t.emit(graph.SelectOp(hit, iota, t.scalar(float(shape[dim]), index)))
-    return t.reshape(
-        t.emit(graph.ReduceMinOp(first, [dim], keepdim)), t.tensor_type(node).get_shape()
-    )
+    index = t.emit(graph.ArgmaxOp(x, dim, keepdim, i64))
+    return t.reshape(index, t.tensor_type(node).get_shape())
 
 
 @_handles("softmax", "_softmax")

@@ -29,7 +29,7 @@ _precompiled: list[Path] = []
 """The header, with the standard headers `main` adds, precompiled for this process (see
 `_prefix`)."""
 _PARAM = re.compile(
-    r"(?:const )?(\w+)\* __restrict__ (\w+)|const (long long|int) (\w+)(?=[,)])"
+    r"(?:const )?((?:long )?\w+)\* __restrict__ (\w+)|const (long long|int) (\w+)(?=[,)])"
 )
 """A buffer parameter (a pointer) or a runtime scalar's (an integer passed by value)."""
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')

@@ -93,6 +93,17 @@ CASES: dict[str, tuple[str, str, str]] = {
         FULL,
         "graph.gather: ids must be a ranked tensor of i32 or i64, got tensor<3xf32>",
     ),
+    "argmax float result": (
+        "argmax_float_result.mlir",
+        FULL,
+        "argmax_float_result.mlir:2:3: error: graph.argmax: result must be a tensor of i32 or i64 "
+        "(the indices), got tensor<4xf32>",
+    ),
+    "argmax result shape": (
+        "argmax_result_shape.mlir",
+        FULL,
+        "graph.argmax: result shape must be 4, got 4x8",
+    ),
     "wide intermediate": (
         "wide_intermediate.mlir",
         FULL,

@@ -45,6 +45,8 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %rs = graph.reduce_sum %x {dims = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   %rm = graph.reduce_max %x {dims = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   %ra = graph.reduce_mean %x {dims = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
+  %am = graph.argmax %x {dim = 1 : i64} : tensor<4x8xf32> -> tensor<4xi64>
+  %ak = graph.argmax %x {dim = 0 : i64, keepdim = true} : tensor<4x8xf32> -> tensor<1x8xi32>
   %t = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<16x8xf32> -> tensor<8x16xf32>
   %mm = graph.matmul %x, %t : (tensor<4x8xf32>, tensor<8x16xf32>) -> tensor<4x16xf32>
   %r = graph.reshape %x : tensor<4x8xf32> -> tensor<2x16xf32>
@@ -90,7 +92,7 @@ def test_every_documented_op_is_registered() -> None:
         "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
         "reduce_mean matmul transpose "
         "reshape broadcast slice concat gather dynamic_slice dynamic_update_slice constant "
-        "softmax rms_norm layer_norm linear attention"
+        "softmax rms_norm layer_norm linear attention argmax"
     ).split()
     assert names == {f"graph.{n}" for n in documented}
 
@@ -128,6 +130,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.layer_norm",
         "graph.linear",
         "graph.attention",
+        "graph.argmax",
     }
     assert len(graph.UNARY_OPS) == 16 and len(graph.BINARY_OPS) == 7
     assert len(graph.REDUCE_OPS) == 4

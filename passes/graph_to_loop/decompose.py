@@ -2,7 +2,8 @@
 
 softmax, rms_norm, layer_norm, linear and attention become reductions, elementwise ops,
 explicit broadcasts, transposes, reshapes, matmuls and `graph.constant`s, all in the element
-type of the composite's inputs. gelu is a primitive and stays.
+type of the composite's inputs; argmax becomes compares, selects, an iota and reductions
+computing the index in f32, and a cast to its integer type. gelu is a primitive and stays.
 """
 
 from __future__ import annotations
@@ -156,6 +157,38 @@ class DecomposeLinear(RewritePattern):
         if _type(y).get_shape() != _type(op.result).get_shape():
             y = _reshape(rewriter, y, _type(op.result).get_shape())
         rewriter.replace(op, [], [y])
+
+
+class DecomposeArgmax(RewritePattern):
+    """argmax(x, dim) -> the least index along `dim` whose element equals the maximum, in f32
+    (exact: the verifier caps `dim` at 2^24 elements), cast to the result's integer type.
+
+    NaN counts as the largest element: the maximum is taken with every NaN as +inf, and the
+    least index of the elements equal to it (a tie: the first wins) is a `reduce_min` of
+    `select(hit, iota, n)`. Where a row holds a NaN its maximum is +inf, so a +inf before the
+    first NaN would hit too; a NaN's index enters the min as `index - n` instead, below every
+    other, and the result is shifted back by n where it is negative: the first NaN wins."""
+
+    @op_type_rewrite_pattern
+    def match_and_rewrite(self, op: graph.ArgmaxOp, rewriter: PatternRewriter) -> None:
+        x, dim = op.x, op.dim.value.data
+        shape = _type(x).get_shape()
+        n = float(shape[dim])
+        nan = _emit(rewriter, graph.CompareOp(x, x, "ne"))
+        key = _emit(rewriter, graph.SelectOp(nan, _splat(rewriter, float("inf"), x), x))
+        top = _expand(rewriter, _emit(rewriter, graph.ReduceMaxOp(key, [dim], keepdim=True)), x)
+        hit = _emit(rewriter, graph.CompareOp(key, top, "eq"))
+        iota = _emit(rewriter, graph.IotaOp(TensorType(f32, shape), dim))
+        extent = _splat(rewriter, n, iota)
+        first = _emit(rewriter, graph.SelectOp(hit, iota, extent))
+        below = _emit(rewriter, graph.SubOp(iota, extent))
+        first = _emit(rewriter, graph.SelectOp(nan, below, first))
+        least = _emit(rewriter, graph.ReduceMinOp(first, [dim], bool(op.keepdim.value.data)))
+        shifted = _emit(rewriter, graph.AddOp(least, _splat(rewriter, n, least)))
+        negative = _emit(rewriter, graph.CompareOp(least, _splat(rewriter, 0.0, least), "lt"))
+        index = _emit(rewriter, graph.SelectOp(negative, shifted, least))
+        element = _type(op.result).element_type
+        rewriter.replace(op, [], [_emit(rewriter, graph.CastOp(index, element))])
 
 
 class DecomposeAttention(RewritePattern):
@@ -335,6 +368,7 @@ class DecomposePass(ModulePass):
                 DecomposeLayerNorm(),
                 DecomposeLinear(),
                 DecomposeAttention(),
+                DecomposeArgmax(),
             ]
         )
         PatternRewriteWalker(patterns).rewrite_module(op)

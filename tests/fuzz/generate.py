@@ -2,11 +2,12 @@
 
 A program is a chain of graph ops over small random shapes (odd sizes, size-1 dims) in one
 element type: elementwise unary and binary ops, explicit broadcasts, reductions over random
-axes, transposes, reshapes, slices, concats, gathers (on i64 ids), (batched) matmuls, linear,
-softmax, rms_norm and layer_norm, epilogues that read a value several times
-(`y * sigmoid(y) + y`), and masks: selects on an i1 argument, on an integer input cast to a
-mask, on a comparison of arguments or on a band of row and column indices (`graph.iota`),
-and softmaxes of scores masked with -inf. Masks are sometimes returned too.
+axes, argmaxes (of arguments), transposes, reshapes, slices, concats, gathers (on i64 ids),
+(batched) matmuls, linear, softmax, rms_norm and layer_norm, epilogues that read a value
+several times (`y * sigmoid(y) + y`), and masks: selects on an i1 argument, on an integer
+input cast to a mask, on a comparison of arguments or on a band of row and column indices
+(`graph.iota`), and softmaxes of scores masked with -inf. Masks and argmax's indices are
+sometimes returned too (both compared exactly).
 Ops with a restricted domain (log, sqrt, rsqrt, reciprocal, exp, div, pow) get operands
 through `exp(tanh(x))`, in [1/e, e], so values stay finite in every element type; cos and sin
 get `tanh(x)`, so a rounding of their argument stays as small as the argument.
@@ -195,6 +196,25 @@ def _reduce(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     if keepdim and draw(st.booleans()):
         return b.binary("sub", x, b.broadcast(r, x[1]))
     return r
+
+
+def _argmax(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
+    """The index of the largest element along a random dim of a new argument of `x`'s shape
+    (an argument's values are exact in every element type, so the device and the reference
+    agree on every tie), as i32 or i64 and sometimes returned; its cast to the element type
+    (a small integer, exact) continues."""
+    a = b.arg(x[1])
+    rank = len(x[1])
+    dim = draw(st.integers(0, rank - 1))
+    keepdim = rank == 1 or draw(st.booleans())  # a rank-0 result has no loop to fuse into
+    shape = tuple(1 if i == dim else d for i, d in enumerate(x[1]) if keepdim or i != dim)
+    element = draw(st.sampled_from(("i32", "i64")))
+    attrs = f"dim = {dim} : i64" + (", keepdim = true" if keepdim else "")
+    text = f"argmax {a[0]} {{{attrs}}} : {b.type(a)} -> {_t(shape, element)}"
+    index = b.op(text, shape, element)
+    if draw(st.integers(0, 3)) == 0:
+        b.outputs.append(index)
+    return b.cast(index, b.dtype)
 
 
 def _transpose(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
@@ -428,6 +448,7 @@ STEPS = {
     "unary": _unary,
     "binary": _binary,
     "reduce": _reduce,
+    "argmax": _argmax,
     "transpose": _transpose,
     "reshape": _reshape,
     "slice": _slice,
@@ -512,9 +533,10 @@ def relative_error(out: np.ndarray, ref: np.ndarray) -> float:
 
 
 def output_error(out: np.ndarray, ref: np.ndarray, rounded: np.ndarray) -> float:
-    """Returns the error of one output: 0 or inf for a mask, which must match exactly, else
-    the smaller `relative_error` against the float64 reference and against `rounded`."""
-    if ref.dtype == np.bool_:
+    """Returns the error of one output: 0 or inf for a mask or integers (argmax's), which
+    must match exactly, else the smaller `relative_error` against the float64 reference and
+    against `rounded`."""
+    if ref.dtype == np.bool_ or ref.dtype.kind in "iu":
         return 0.0 if np.array_equal(out, ref) else float("inf")
     return min(relative_error(out, ref), relative_error(out, np.asarray(rounded, np.float64)))
 

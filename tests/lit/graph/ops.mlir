@@ -108,9 +108,15 @@ func.func @composites(%x: tensor<2x3x8xbf16>, %w: tensor<8xbf16>, %b: tensor<8xb
   // causal = false is the default, so it is not printed.
   // CHECK-NEXT: %nc = graph.attention %q, %q, %q {scale = 1.000000e+00 : f32} : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
   %nc = graph.attention %q, %q, %q {causal = false, scale = 1.0 : f32} : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
+  // keepdim = false is the default, so it is not printed.
+  // CHECK-NEXT: %am = graph.argmax %x {dim = 2 : i64} : tensor<2x3x8xbf16> -> tensor<2x3xi64>
+  %am = graph.argmax %x {dim = 2 : i64, keepdim = false} : tensor<2x3x8xbf16> -> tensor<2x3xi64>
+  // CHECK-NEXT: %ak = graph.argmax %x {dim = 0 : i64, keepdim = true} : tensor<2x3x8xbf16> -> tensor<1x3x8xi32>
+  %ak = graph.argmax %x {dim = 0 : i64, keepdim = true} : tensor<2x3x8xbf16> -> tensor<1x3x8xi32>
   func.return
 }
 // GENERIC-LABEL: sym_name = "composites"
 // GENERIC: "graph.softmax"(%x) <{dim = 2 : i64}> : (tensor<2x3x8xbf16>) -> tensor<2x3x8xbf16>
 // GENERIC: "graph.linear"(%x, %lw) : (tensor<2x3x8xbf16>, tensor<16x8xbf16>) -> tensor<2x3x16xbf16>
 // GENERIC: "graph.attention"(%q, %q, %q) <{causal = false, scale = 1.000000e+00 : f32, operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>}> : (tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>, tensor<2x4x16x8xf16>) -> tensor<2x4x16x8xf16>
+// GENERIC: "graph.argmax"(%x) <{dim = 2 : i64, keepdim = false}> : (tensor<2x3x8xbf16>) -> tensor<2x3xi64>
