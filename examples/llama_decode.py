@@ -178,17 +178,6 @@ class _Builder:
         s = self(graph.BroadcastOp(sin, shape))
         return self(graph.AddOp(self(graph.MulOp(x, c)), self(graph.MulOp(rotated, s))))
 
-    def argmax(self, x: SSAValue) -> SSAValue:  # TEMPORARY until graph.argmax lands
-        b, n = self.shape(x)
-        x32 = self(graph.CastOp(x, f32)) if x.type.element_type != f32 else x
-        top = self(graph.BroadcastOp(self(graph.ReduceMaxOp(x32, [1], keepdim=True)), (b, n)))
-        hit = self(graph.CompareOp(x32, top, "eq"))
-        iota = self(graph.IotaOp(TensorType(f32, (b, n)), 1))
-        big = self(graph.ConstantOp.scalar(float(n), TensorType(f32, (b, n))))
-        big = self(graph.BroadcastOp(big, (b, n)))
-        first = self(graph.ReduceMinOp(self(graph.SelectOp(hit, iota, big)), [1], keepdim=True))
-        return self(graph.CastOp(first, i64))
-
 
 def _layer_types(c: Config, dtype: Attribute) -> list[TensorType]:
     """The types of a layer's nine weights, in `weights(model)`'s order."""
@@ -315,7 +304,7 @@ def step_program(config: Config, batch: int, tokens: int, dtype: Attribute = f32
     last = e(graph.SliceOp(x, 1, s - 1, 1))
     logits = e(graph.LinearOp(e(graph.RmsNormOp(last, final_norm, c.eps)), lm_head))
     logits = e(graph.ReshapeOp(logits, (b, c.vocab)))
-    next_ids = e.argmax(logits)
+    next_ids = e(graph.ArgmaxOp(logits, 1, keepdim=True))
     new_history = e(graph.DynamicUpdateSliceOp(history, next_ids, valid, 1))
     block.add_op(func.ReturnOp(next_ids, *new_caches, new_history))
     results = [next_ids.type, *(v.type for v in new_caches), new_history.type]
