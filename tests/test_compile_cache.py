@@ -163,3 +163,26 @@ def test_torch_module_warm_build_takes_the_modules_weights(caches: Path) -> None
     assert not any(phase.startswith("pass ") for phase in timer.phases)
     assert warm_name == name
     assert [w.data_ptr() for w in warm_weights] == [w.data_ptr() for w in weights]
+
+
+def test_torch_module_is_traced_once_cold_and_never_warm(
+    caches: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold build of a torch module runs torch.export once, a warm build never (compile
+    time, issue 21: a second trace would cost as much again)."""
+    torch = pytest.importorskip("torch")
+    from tinyopt.frontends.compiled_model import build_kernels
+
+    export, traces = torch.export.export, []
+
+    def traced(*args: object, **kwargs: object) -> object:
+        traces.append(args)
+        return export(*args, **kwargs)
+
+    monkeypatch.setattr(torch.export, "export", traced)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU()).eval()
+    x = torch.randn(4, 16)
+    build_kernels(model, [x], "decompose,fuse,tile,to-cuda")
+    assert len(traces) == 1
+    build_kernels(model, [x], "decompose,fuse,tile,to-cuda")
+    assert len(traces) == 1

@@ -263,6 +263,43 @@ def test_untraceable_module_is_a_frontend_error() -> None:
         capture(Fn(data_dependent), randn(4, 8))
 
 
+def test_capture_is_one_trace_with_the_garbage_collector_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A capture runs torch.export once (no second trace, no run_decompositions), with the
+    cyclic garbage collector off: its full passes over torch's objects during the first
+    export's imports were a third of a cold capture (compile time, issue 21). The collector is
+    back on after, an error included; one the caller turned off stays off."""
+    import gc
+
+    from torch.export import ExportedProgram
+
+    export, collecting = torch.export.export, []
+
+    def traced(*args: object, **kwargs: object) -> ExportedProgram:
+        collecting.append(gc.isenabled())
+        return export(*args, **kwargs)
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("capture ran run_decompositions")
+
+    monkeypatch.setattr(torch.export, "export", traced)
+    monkeypatch.setattr(ExportedProgram, "run_decompositions", refused)
+    assert gc.isenabled()
+    capture(llama.block(), *llama.example_inputs())
+    assert collecting == [False] and gc.isenabled()
+    with pytest.raises(FrontendError):
+        capture(Fn(lambda m, a: torch.topk(a, 2).values), randn(4, 8))
+    assert collecting == [False, False] and gc.isenabled()
+    gc.disable()
+    try:
+        capture(nn.Linear(4, 4), randn(2, 4))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    assert collecting == [False, False, False]
+
+
 EXAMPLE = str(Path(__file__).parent.parent / "examples" / "llama_block.py")
 
 
