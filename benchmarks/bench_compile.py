@@ -85,6 +85,9 @@ def child(case: str, seq: int) -> None:
 
     for get_pass in TINYOPT_UNIVERSE.all_passes.values():  # what a build imports, counted here
         get_pass()
+    if torch_case:  # torch's tracer, which its first `torch.export` call would import (~1 s)
+        import torch._dynamo  # noqa: F401
+        import torch.export._trace  # noqa: F401
     gpu = gpu_available()
     imported = time.perf_counter()
     module = inputs = text = None
@@ -207,9 +210,10 @@ def main() -> None:
                 print(case, mode, f"{result.get('build', float('nan')):.3f} s", file=sys.stderr)
     note = (
         "process: the whole process (interpreter start, imports, building the torch module "
-        "and its inputs, the build); imports: tinyopt's (and torch's); build: from the entry "
-        "to the first result; the columns after it are its phases, and what no phase covers "
-        "(seconds)."
+        "and its inputs, the build); imports: tinyopt's and torch's, with torch's tracer "
+        "(torch._dynamo, torch.export, which the first capture would otherwise import); build: "
+        "from the entry to the first result; the columns after it are its phases, and what no "
+        "phase covers (seconds)."
     )
     if not gpu:
         note += " No GPU: builds stop at the cubins; the load and launch phases are skipped."
