@@ -4,8 +4,13 @@ and three per head, GQA ratios 1 and 4, key counts 37 and 300 (not multiples of 
 tile), a boolean and an additive mask, causal masking aligned to the end of the keys, Dv ≠ D,
 bf16 on tensor cores, f32 (and bf16 at D = 40) on CUDA cores with row tiles of 1 to 64 rows,
 one split and several (partial states, then the merge kernel), batch > 1. The
-loop-level rewrite itself is checked against the reference executor first. Needs g++ (C++20);
-no GPU.
+loop-level rewrite itself is checked against the reference executor first.
+
+Key-parallel warps (`akwarps`, decode_warps.py): 1, 2, 4 and auto over key counts that are not
+multiples of the warps' 16-key tiles (37, 1000: a last round where some warps have a partial
+tile and others none), a runtime number of valid keys (1, 37, all of a 200-key cache),
+causal chunks (Sq > 1, up to the 16 rows of one m16 tile), GQA, Dv ≠ D and f16. Needs g++
+(C++20); no GPU.
 """
 
 from __future__ import annotations
@@ -16,14 +21,22 @@ from attention_programs import decode_attention
 from cpu_cuda import COMPILER, run_on_cpu
 from test_sgemm_on_cpu import viewed
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp, bf16
 from xdsl.ir import BlockArgument, SSAValue
+from xdsl.utils.exceptions import DiagnosticException
 
-from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.check import (
+    device_inputs,
+    errors_against_reference,
+    from_storage,
+    graph_function,
+    relative_error,
+)
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.attention.decode_plan import WARP_KEYS
 
 FUSED = "decompose,fuse,flash-attention"
 
@@ -166,3 +179,144 @@ def _buffer(value: SSAValue, arrays: list[np.ndarray], held: dict) -> np.ndarray
         array = arrays[value.index]
         return array.view(np.uint16) if array.dtype == np.float16 else array
     return held[value]
+
+
+WARP_CASES = {
+    # id: (program, knobs besides akwarps). Blocks of W warps walk rounds of W 16-key tiles.
+    # 1000 keys in one chunk: the last round has a partial tile (992..999) and, for W = 4, a
+    # warp with none; in three chunks of 384 the last holds 232 keys (the rest score -inf).
+    "sq1_gqa4_b2_s1000_split1": (decode_attention(2, 8, 2, 1, 1000, 64), "asplits=1"),
+    "sq1_gqa4_b2_s1000_split3": (decode_attention(2, 8, 2, 1, 1000, 64), "asplits=3"),
+    # 37 keys, causal rows of three queries x 4 heads: 3 tiles, so 4 warps leave one idle.
+    "sq3_gqa4_s37_causal": (decode_attention(1, 4, 1, 3, 37, 32, causal=True), ""),
+    # 16 rows (4 queries x 4 heads) fill the m16 tile: no row guard.
+    "sq4_gqa4_s300_causal_split2": (
+        decode_attention(1, 8, 2, 4, 300, 64, causal=True),
+        "asplits=2",
+    ),
+    "sq1_gqa4_s300_d128_dv64_bool_mask_split2": (
+        decode_attention(1, 8, 2, 1, 300, 128, 64, mask=((1, 1, 1, 300), "i1")),
+        "asplits=2",
+    ),
+    "sq1_mha_s200_f16_additive_mask": (
+        decode_attention(1, 2, 2, 1, 200, 32, dtype="f16", mask=((1, 2, 1, 200), "f16")),
+        "",
+    ),
+    # 12 and 10 16-byte chunks a row: a tile's copies do not split evenly over 32 lanes.
+    "sq1_gqa4_s130_d96_dv80_split1": (decode_attention(1, 8, 2, 1, 130, 96, 80), "asplits=1"),
+}
+
+
+def _warps_of(text: str, knobs: str) -> int:
+    """The `akwarps` the plan shows on the partial kernel (and 1 on the merge, if any)."""
+    planned = apply_pipeline(parse(text), f"{FUSED},plan{{{knobs}}}")
+    plans = {
+        k.sym_name.data: k.attributes[tile.PLAN].values  # type: ignore[union-attr]
+        for k in loop.kernels(planned)
+    }
+    (partial,) = [p for name, p in plans.items() if name.endswith("_decode")]
+    assert all(p["akwarps"] == 1 for name, p in plans.items() if name.endswith("_merge"))
+    return partial["akwarps"]  # type: ignore[return-value]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("warps", [1, 2, 4, 0])
+@pytest.mark.parametrize("case", list(WARP_CASES))
+def test_key_parallel_warps_match_float64_on_cpu(case: str, warps: int) -> None:
+    """Each warp of a block walks its share of the chunk's keys with its own (m, l, acc); the
+    block merges them in shared memory before storing its partial state (0: auto)."""
+    text, knobs = WARP_CASES[case]
+    knobs = f"{knobs} akwarps={warps}".strip()
+    shown = _warps_of(text, knobs)
+    assert shown == warps or (warps == 0 and shown in (1, 2, 4, 8)), shown
+    program, module = lower(text, f"{FUSED},tile{{{knobs}}},to-cuda")
+    kernels = [k for k in module.ops if isinstance(k, tile.CudaKernelOp)]
+    (partial,) = [k for k in kernels if k.sym_name.data.endswith("_decode")]
+    if shown > 1:
+        assert list(partial.block.get_values()) == [32 * shown, 1, 1]
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=sum(map(ord, case)) + warps)
+    if len(inputs) == 4 and inputs[3].dtype == np.bool_:
+        inputs[3][..., 0] = arrays[3][..., 0] = True
+    (result,) = run_program(module, arrays)
+    if "f16" in case:  # run_program holds 16-bit floats as their bits
+        result = result.view(np.float16)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < 1e-2, error
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+def test_eight_key_parallel_warps_on_cpu() -> None:
+    """Eight warps (three merge rounds) over two chunks of a causal chunk of 2 queries."""
+    text, knobs = decode_attention(1, 8, 2, 2, 200, 48, causal=True), "akwarps=8 asplits=2"
+    assert _warps_of(text, knobs) == 8
+    program, module = lower(text, f"{FUSED},tile{{{knobs}}},to-cuda")
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=8)
+    (result,) = run_program(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < 1e-2, error
+
+
+def test_auto_key_warps_fill_the_sms_and_respect_the_chunk() -> None:
+    """Auto takes 4 warps at the benchmark's shapes (3 blocks of 4 warps an SM, 73 KiB each),
+    2 where the chunk has only 3 tiles of 16 keys (37 keys), 1 where the group has more rows
+    than one m16 tile (Sq 8 x GQA 4) or the head dim is 256, and f32 never takes more."""
+    assert _warps_of(decode_attention(1, 32, 8, 1, 4096, 128), "") == 4
+    assert _warps_of(decode_attention(64, 32, 8, 1, 4096, 128), "") == 4
+    assert _warps_of(decode_attention(1, 4, 1, 3, 37, 32, causal=True), "") == 2
+    assert -(-37 // WARP_KEYS) == 3
+    assert _warps_of(decode_attention(1, 32, 8, 8, 300, 128, causal=True), "") == 1
+    assert _warps_of(decode_attention(1, 32, 8, 1, 4096, 256), "") == 1
+    assert _warps_of(decode_attention(1, 32, 8, 1, 4096, 128, dtype="f32"), "") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (decode_attention(1, 32, 8, 8, 300, 128, causal=True), "at most 16 query rows"),
+        (decode_attention(1, 32, 8, 1, 4096, 256), "head dims of at most 128"),
+        (decode_attention(1, 32, 8, 1, 4096, 128, dtype="f32"), "tensor-core partial kernel"),
+    ],
+    ids=["32_rows", "d256", "f32"],
+)
+def test_key_parallel_warps_are_refused_where_they_do_not_fit(text: str, message: str) -> None:
+    with pytest.raises(DiagnosticException, match=message):
+        apply_pipeline(parse(text), f"{FUSED},plan{{attn=decode akwarps=4}}")
+
+
+VALID = """
+func.func @f(%q: tensor<1x4x{sq}x64xbf16>, %k: tensor<1x2x200x64xbf16>, %v: tensor<1x2x200x64xbf16>,
+             %L: tensor<i64>) -> tensor<1x4x{sq}x64xbf16> {{
+  %o = graph.attention %q, %k, %v valid(%L : tensor<i64>) {{scale = 0.125 : f32, causal = {causal}}}
+      : (tensor<1x4x{sq}x64xbf16>, tensor<1x2x200x64xbf16>, tensor<1x2x200x64xbf16>)
+      -> tensor<1x4x{sq}x64xbf16>
+  func.return %o : tensor<1x4x{sq}x64xbf16>
+}}
+"""
+"""Attention over the first L of 200 cached keys (GQA: 4 query heads, 2 KV heads)."""
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("warps", [1, 2, 4, 0])
+@pytest.mark.parametrize(
+    ("sq", "causal", "valid", "splits"),
+    [(1, "false", 1, 2), (1, "false", 37, 0), (1, "false", 200, 3), (3, "true", 17, 2)],
+)
+def test_key_parallel_warps_over_a_runtime_number_of_keys(
+    sq: int, causal: str, valid: int, splits: int, warps: int
+) -> None:
+    """One kernel for a 200-key cache run with L valid keys (a mask computed from L): with one
+    valid key every warp but one, and every chunk but the first, sees only masked keys."""
+    from test_runtime_scalars import run_host_on_cpu
+
+    text = VALID.format(sq=sq, causal=causal)
+    module = apply_pipeline(
+        parse(text), f"{FUSED},tile{{attn=decode asplits={splits} akwarps={warps}}},to-cuda"
+    )
+    graph = next(iter(parse(text).ops))
+    inputs, arrays = device_inputs(graph, seed=valid + warps)  # type: ignore[arg-type]
+    inputs[3] = arrays[3] = np.array(valid, np.int64)
+    (out,) = run_host_on_cpu(module, arrays)
+    (ref,) = run_reference(parse(text), *inputs)
+    assert relative_error(from_storage(out, bf16), ref) < 1e-2

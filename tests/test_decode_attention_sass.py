@@ -4,20 +4,30 @@ shape (GQA 32/8, 4096 keys, D = 128): in bf16, tensor cores (HMMA), K and V copi
 the same 16-byte copies and 16-byte shared reads; no local memory in either kernel (the
 partial one, nor the merge).
 
+The bf16 partial kernel is checked with one warp per 16 rows (`akwarps=1`) and with the
+key-parallel warps auto takes there (`akwarps=4`: four warps per block, 16-key tiles, registers
+within the 168 that three such blocks an SM leave each thread).
+
 Needs cuobjdump and nvdisasm, as tests/test_sass.py; skipped where they are not found.
 """
 
 import re
+import subprocess
 from pathlib import Path
 
 from attention_programs import decode_attention
-from test_sass import LOCAL_MEMORY, pytestmark, sass_of_each  # noqa: F401
+from test_sass import CUOBJDUMP, LOCAL_MEMORY, pytestmark, sass_of_each  # noqa: F401
+
+from tinyopt.backends.cuda.cache import cached_compile
+from tinyopt.compiler import lower
+from tinyopt.dialects import tile
 
 PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
+ONE_WARP = "decompose,fuse,flash-attention,tile{akwarps=1},to-cuda"
 
 
 def test_decode_attention_copies_16_bytes_on_tensor_cores_without_spills(tmp_path: Path) -> None:
-    kernels = sass_of_each(decode_attention(1, 32, 8, 1, 4096, 128), PIPELINE, tmp_path)
+    kernels = sass_of_each(decode_attention(1, 32, 8, 1, 4096, 128), ONE_WARP, tmp_path)
     assert set(kernels) == {"decode_2_decode", "decode_2_merge"}
     code = kernels["decode_2_decode"]
     # Per 64-key tile, one warp: S is 64 keys x D = 128 (8 k-steps x 8 n-tiles), P.V 4 x 16.
@@ -56,3 +66,51 @@ def test_f32_decode_attention_of_one_row_at_d256_has_no_local_memory(tmp_path: P
     text = decode_attention(1, 8, 8, 1, 4096, 256, dtype="f32")
     for code in sass_of_each(text, PIPELINE, tmp_path).values():
         assert not LOCAL_MEMORY.search(code)
+
+
+def test_key_parallel_warps_copy_16_bytes_within_their_registers(tmp_path: Path) -> None:
+    """akwarps=4 (auto at this shape): each warp's 16-key tile is 16 HMMA for S (8 k-steps x 2
+    n-tiles) and 16 for P.V (16 n-tiles of D); 16 rows of K and V, 16 chunks of 16 bytes
+    each, over the warp's 32 lanes: 16 copies per tile, for the first two rounds before the
+    loop and the tile two rounds ahead inside it. No local memory, and at most 168 registers
+    (`__launch_bounds__(128, 3)`: three blocks of four warps an SM)."""
+    text = decode_attention(1, 32, 8, 1, 4096, 128)
+    kernels = sass_of_each(text, PIPELINE, tmp_path)
+    code = kernels["decode_2_decode"]
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", code)) == 32
+    assert len(re.findall(r"\bLDGSTS\.E\.BYPASS\.128\b", code)) == 48
+    assert not re.search(r"\bLDGSTS\.E(\.BYPASS)?\.(32|64)\b", code)
+    assert "MUFU.EX2" in code
+    for code in kernels.values():
+        assert not LOCAL_MEMORY.search(code)
+    _, module = lower(text, PIPELINE)
+    (partial,) = [
+        k
+        for k in module.ops
+        if isinstance(k, tile.CudaKernelOp) and k.sym_name.data == "decode_2_decode"
+    ]
+    assert list(partial.block.get_values()) == [128, 1, 1]
+    assert "__launch_bounds__(128, 3)" in partial.source.data
+    cubin = tmp_path / "partial.cubin"
+    cubin.write_bytes(cached_compile(partial.source.data, partial.sym_name.data))
+    assert CUOBJDUMP is not None
+    usage = subprocess.run(
+        [CUOBJDUMP, "--dump-resource-usage", str(cubin)], check=True, capture_output=True, text=True
+    ).stdout
+    registers = int(re.search(r"REG:(\d+)", usage).group(1))  # type: ignore[union-attr]
+    assert registers <= 168, registers
+
+
+def test_key_parallel_warps_have_no_local_memory_at_other_shapes(tmp_path: Path) -> None:
+    """Two and eight warps at D = 128, a causal chunk of 16 rows (4 queries x GQA 4), D = 64
+    (auto: two warps) and Dv = 64: no spills."""
+    for text, knobs in [
+        (decode_attention(1, 32, 8, 1, 4096, 128), "akwarps=2"),
+        (decode_attention(1, 32, 8, 1, 4096, 128), "akwarps=8"),
+        (decode_attention(1, 32, 8, 4, 4096, 128, causal=True), "akwarps=4"),
+        (decode_attention(8, 32, 8, 1, 4096, 64), ""),
+        (decode_attention(1, 32, 8, 1, 4096, 128, 64), ""),
+    ]:
+        pipeline = f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda"
+        for code in sass_of_each(text, pipeline, tmp_path).values():
+            assert not LOCAL_MEMORY.search(code), knobs

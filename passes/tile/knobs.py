@@ -40,6 +40,7 @@ class Knobs:
     arows: int = AUTO
     awarps: int = AUTO
     asplits: int = AUTO
+    akwarps: int = AUTO
     copy: str = "auto"
     swizzle: int = 0
     store: str = "auto"
@@ -150,6 +151,7 @@ KNOBS: tuple[Knob, ...] = (
             lambda v: isinstance(v, int) and 0 <= v <= 256,
         ),
     ),
+    Knob("akwarps", powers(1, 8)),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob("pairswap", one_of(0, 1, words="0 or 1")),
     Knob(

@@ -9,21 +9,25 @@ partial states (m, l, acc) of the chunks merge in a second kernel with the atten
 combine (one thread per output element, in split order: deterministic). The partial kernel is
 a flash-attention kernel of R rows per batch index:
 
-- f16/bf16 at head dims that are multiples of 16: the `attn=sync` schedule (16 rows per warp,
-  one warp per 16 rows), K and V tiles copied once by `cp.async` (16-byte copies, the next
-  tile in flight), S = Q·Kᵀ and P·V by `mma.sync`, the online softmax in registers;
+- f16/bf16 at head dims that are multiples of 16: the `attn=sync` schedule's steps, S = Q·Kᵀ
+  and P·V by `mma.sync`, the online softmax in registers, K and V tiles copied once by 16-byte
+  `cp.async`: with `akwarps` = W > 1 (at most 16 rows, head dims up to 128) a block of W warps
+  that each hold all of the group's rows and walk every W-th 16-key tile of the chunk through
+  their own ring, merged in the block (`decode_warps.py`); with `akwarps` = 1 one warp per 16
+  rows on the block's 64-key tiles, the next tile in flight;
 - f32, and f16/bf16 at other head dims: the `attn=simt` schedule with a row tile of the
   group's rows and its lanes across the keys and head dim (`decode_simt.py`): K and V tiles
   copied once per block (16-byte `cp.async` for f32), FMAs in registers.
 
-The split count (knob `asplits`) comes from the shape: keys, groups, the block's shared memory
-and the SM count (`decode_plan.py`). docs/flash_attention.md, "Decode".
+The split count (knob `asplits`) and the key-parallel warps (knob `akwarps`) come from the
+shape: keys, groups, the block's shared memory and registers and the SM count
+(`decode_plan.py`). docs/flash_attention.md, "Decode".
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, i64
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop
@@ -35,8 +39,12 @@ from tinyopt.passes.tile.attention.attention_match import (
 from tinyopt.passes.tile.attention.decode_match import DecodeAttention, match_decode_attention
 from tinyopt.passes.tile.attention.decode_plan import (
     MAX_SPLITS,
+    MERGE_COST_PER_SPLIT,
+    auto_key_warps,
     auto_splits,
-    shared_bytes,
+    blocks_per_sm,
+    key_warps_refusal,
+    resident_blocks,
     warps_for,
 )
 from tinyopt.passes.tile.attention.decode_simt import decode_simt_geometry
@@ -46,6 +54,7 @@ from tinyopt.passes.tile.attention.decode_split import (
     key_chunk,
     split_decode,
 )
+from tinyopt.passes.tile.attention.decode_warps import KeyWarpEmitter
 from tinyopt.passes.tile.attention.mma_sync import WARP, _AttentionEmitter
 from tinyopt.passes.tile.attention.simt import ELEMENTS
 from tinyopt.passes.tile.attention.simt_emit import SimtAttentionEmitter
@@ -62,6 +71,9 @@ MERGE_THREADS = 128
 class DecodePlan:
     asplits: int
     """Chunks the keys are split into (1: no merge kernel)."""
+    akwarps: int
+    """Warps of a tensor-core partial block that split its chunk of keys (1: one warp per 16
+    query rows; always 1 for the CUDA-core partial kernel and the merge)."""
 
 
 @dataclass
@@ -83,7 +95,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     """Schedules decode attention as split-KV blocks per (K/V group, chunk of keys)."""
 
     name = "attention_decode"
-    reads = "attn asplits"
+    reads = "attn asplits akwarps"
     plan_type = DecodePlan
     selector = ("attn", "decode")
 
@@ -106,17 +118,36 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
 
     def plan(self, kernel: loop.KernelOp, m: DecodeMatch, knobs: Knobs) -> DecodePlan | str:
         if isinstance(m, DecodePiece):
-            return DecodePlan(m.splits)
+            if m.attention is None or not m.tensor_cores:
+                return DecodePlan(m.splits, 1)
+            rows, head_v = m.nest.extents[1:]
+            head_qk, chunk = m.attention.qk.extents[0], m.attention.reduce.extents[0]
+            warps = knobs.akwarps or auto_key_warps(rows, head_qk, head_v, chunk)
+            return key_warps_refusal(warps, rows, head_qk, head_v) or DecodePlan(m.splits, warps)
+        groups = m.rows // m.group
         if m.on_tensor_cores:
-            block_shared = shared_bytes(m.group, m.head_qk, m.head_v)
+            warps = knobs.akwarps or auto_key_warps(m.group, m.head_qk, m.head_v, m.keys)
+            if reason := key_warps_refusal(warps, m.group, m.head_qk, m.head_v):
+                return reason
+            resident = resident_blocks(m.group, m.head_qk, m.head_v, warps)
         else:
+            if knobs.akwarps > 1:
+                return (
+                    f"akwarps={knobs.akwarps} needs the tensor-core partial kernel (f16/bf16, "
+                    "head dims multiples of 16); the CUDA-core one takes akwarps=1"
+                )
             geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
             if isinstance(geometry, str):
                 return geometry
-            block_shared = geometry.shared_bytes
-        groups = m.rows // m.group
-        asked = knobs.asplits or auto_splits(groups, m.keys, block_shared, self.target)
-        return DecodePlan(key_chunk(m.keys, asked)[1])
+            warps, resident = 1, blocks_per_sm(geometry.shared_bytes)
+        per_split = MERGE_COST_PER_SPLIT if m.on_tensor_cores else 0
+        asked = knobs.asplits or auto_splits(
+            groups, m.keys, resident, self.target, warps, per_split
+        )
+        chunk, splits = key_chunk(m.keys, asked)
+        if not knobs.akwarps and m.on_tensor_cores:
+            warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk)
+        return DecodePlan(splits, warps)
 
     def check(self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan) -> str | None:
         if not isinstance(m, DecodePiece):
@@ -131,7 +162,12 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             )
         if not 1 <= plan.asplits <= MAX_SPLITS:
             return f"asplits must be in [1, {MAX_SPLITS}], got {plan.asplits}"
-        return None
+        if m.attention is None or not m.tensor_cores:
+            if plan.akwarps != 1:
+                return f"akwarps must be 1 for this decode kernel, got {plan.akwarps}"
+            return None
+        rows, head_v = m.nest.extents[1:]
+        return key_warps_refusal(plan.akwarps, rows, m.attention.qk.extents[0], head_v)
 
     def rewrite(
         self, module: ModuleOp, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan
@@ -148,7 +184,13 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             Sequential(self.target).emit(kernel, m.nest, SequentialPlan(MERGE_THREADS), rewriter)
             return
         groups_splits, rows, head_v = m.nest.extents
-        if m.tensor_cores:
+        if m.tensor_cores and plan.akwarps > 1:
+            warps = plan.akwarps
+            new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
+            resident = resident_blocks(rows, m.attention.qk.extents[0], head_v, warps)
+            new.attributes["tile.min_blocks"] = IntegerAttr(resident, i64)
+            KeyWarpEmitter(em, m.attention, mapping, warps).emit()
+        elif m.tensor_cores:
             warps = warps_for(rows)
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
             _AttentionEmitter(em, m.attention, mapping, warps, 1).emit()

@@ -346,14 +346,14 @@ class _AttentionEmitter:
             self.em.op(tile.CpAsyncCommitOp())
 
     def issue(self, side: _Side, origin: SSAValue, slot: SSAValue) -> None:
-        """Fills ring slot `slot` of a key side with rows origin..origin+BN: by `cp.async`
+        """Fills ring slot `slot` of a key side with rows origin..origin+bn: by `cp.async`
         when the side is a plain load, else evaluated and stored (visible after a barrier)."""
         if side.copied is None:
-            self.stage(side, origin, self.s_k, BN, [slot])
+            self.stage(side, origin, self.s_k, self.bn, [slot])
             return
         em, load = self.em, side.copied
         per_row = side.cols // 8
-        chunks = BN * per_row
+        chunks = self.bn * per_row
         # Unrolled, each thread's chunks in one column a fixed number of rows apart where the
         # block's threads cover whole rows, so the addresses are the first plus constants.
         steps = -(-chunks // self.threads)
@@ -366,9 +366,9 @@ class _AttentionEmitter:
             spots = [(em.div(f, per_row), em.mul(em.rem(f, per_row), 8)) for f in flats]
         for step, (row, col) in enumerate(spots):
             partial = (step + 1) * self.threads > chunks
-            with em.when([em.less(row, BN)] if partial else []):
+            with em.when([em.less(row, self.bn)] if partial else []):
                 index = em.add(origin, row)
-                valid = em.less(index, self.s_k) if self.s_k % BN else None
+                valid = em.less(index, self.s_k) if self.s_k % self.bn else None
                 if valid is not None:
                     index = em.value(arith.SelectOp(valid, index, em.index(0)))
                 local = dict(self.mapping) | {side.row_iv: index, side.col_iv: col}
@@ -420,18 +420,18 @@ class _AttentionEmitter:
     def scores(
         self, q_frags: list[list[list[SSAValue]]] | None, k_smem: SSAValue, slot: SSAValue
     ) -> list[list[list[SSAValue]]]:
-        """Returns the warp's 32×BN dot products as [m-tile][BN/8] m16n8 accumulators (4 per
+        """Returns the warp's 32×bn dot products as [m-tile][bn/8] m16n8 accumulators (4 per
         lane); each K fragment feeds both m-tiles."""
         em = self.em
         zero = em.f32(0.0)
-        acc = [[[zero] * 4 for _ in range(BN // MMA_N)] for _ in range(self.m_tiles)]
+        acc = [[[zero] * 4 for _ in range(self.bn // MMA_N)] for _ in range(self.m_tiles)]
         for step in range(self.head_qk // MMA_K):
             kk = step * MMA_K
             a_regs = [
                 q_frags[mt][step] if q_frags else self.a_fragment(self.q_smem, mt, kk)
                 for mt in range(self.m_tiles)
             ]
-            for jj in range(BN // (2 * MMA_N)):
+            for jj in range(self.bn // (2 * MMA_N)):
                 row = em.add(em.add(jj * 2 * MMA_N, self.hi8), self.r8)
                 index = [slot, row, em.add(kk, self.lo8)]
                 regs = em.op(tile.LdMatrixOp(k_smem, index, False)).results
@@ -617,7 +617,7 @@ class _AttentionEmitter:
         """Accumulates P·V into O; P's accumulator layout is the A-fragment layout, and each V
         fragment feeds both m-tiles."""
         em, element = self.em, self.a.element
-        for kk in range(BN // MMA_K):
+        for kk in range(self.bn // MMA_K):
             a_regs = [self.p_fragment(probs[mt], kk) for mt in range(self.m_tiles)]
             for dd in range(self.head_v // (2 * MMA_N)):
                 index = [

@@ -2,13 +2,15 @@
 // RUN: tinyopt %s -p decompose,fuse,flash-attention,tile | filecheck %s --check-prefix=F32
 
 // Which attention kernels the decode rule takes, by shape. Batch 64 has 512 KV groups: three
-// chunks make 1536 blocks, about four full waves of the 396 resident blocks, where one chunk
-// (512 blocks) leaves a second wave mostly empty. Four queries per head of a chunked prefill
-// (GQA 4: 16 rows per KV head) still fit one warp's 16 rows; their 300 keys go in five chunks. A square prefill of 128 queries
-// per head is the tensor-core rules': its 128 rows fill their tiles.
+// chunks make 1536 blocks of four key-parallel warps, about four full waves of the 396
+// resident blocks, where one chunk (512 blocks) leaves a second wave mostly empty. Four
+// queries per head of a chunked prefill (GQA 4: 16 rows per KV head) still fit one warp's 16
+// rows; two warps split each chunk (their merge buffer holds 16 rows: five blocks of two
+// warps an SM keep more warps than two of four), and the 300 keys go in five chunks. A square
+// prefill of 128 queries per head is the tensor-core rules': its 128 rows fill their tiles.
 
-// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 3 : i64, plan = #tile.plan<attention_decode, asplits = 3>
-// CHECK:      loop.kernel @chunk4_2_decode({{.*}}memref<40x16x128xf32>) attributes {tinyopt.decode_partial = 5 : i64, plan = #tile.plan<attention_decode, asplits = 5>
+// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 3 : i64, plan = #tile.plan<attention_decode, asplits = 3, akwarps = 4>
+// CHECK:      loop.kernel @chunk4_2_decode({{.*}}memref<40x16x128xf32>) attributes {tinyopt.decode_partial = 5 : i64, plan = #tile.plan<attention_decode, asplits = 5, akwarps = 2>
 // CHECK:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [40, 16, 128]
 // CHECK:      loop.kernel @prefill_{{[0-9]+}}({{.*}}) attributes {plan = #tile.plan<attention_wgmma, {{.*}}refusals = ["attention_decode: 128 query rows share each key and value (more than 64: the tensor-core attention rules' tiles of 64 and 128 rows are full)"]
 
@@ -22,9 +24,9 @@
 // F32: tile.kernel @f32gqa_2_decode grid [1, 256, 1] block [64, 1, 1]
 // F32:   tile.cp_async {{.*}} {width = 4 : i64} : memref<1x8x4096x128xf32> -> memref<64x132xf32, 3 : i32>
 // F32: tile.kernel @f32gqa_2_merge grid [32, 1, 1] block [128, 1, 1]
-// F32: tile.kernel @f32mha_2_decode grid [1, 128, 1] block [64, 1, 1] {{.*}}asplits = 16>
+// F32: tile.kernel @f32mha_2_decode grid [1, 128, 1] block [64, 1, 1] {{.*}}asplits = 16, akwarps = 1>
 // F32:   tile.cp_async {{.*}} -> memref<64x260xf32, 3 : i32>
-// F32: tile.kernel @f32chunk_2_decode grid [1, 16, 1] block [256, 1, 1] {{.*}}asplits = 16>
+// F32: tile.kernel @f32chunk_2_decode grid [1, 16, 1] block [256, 1, 1] {{.*}}asplits = 16, akwarps = 1>
 
 func.func @batch64(%q: tensor<64x32x1x128xbf16>, %k: tensor<64x8x4096x128xbf16>, %v: tensor<64x8x4096x128xbf16>) -> tensor<64x32x1x128xbf16> {
   %y = graph.attention %q, %k, %v {scale = 0.0883883461 : f32} : (tensor<64x32x1x128xbf16>, tensor<64x8x4096x128xbf16>, tensor<64x8x4096x128xbf16>) -> tensor<64x32x1x128xbf16>
