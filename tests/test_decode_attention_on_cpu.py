@@ -259,11 +259,12 @@ def test_eight_key_parallel_warps_on_cpu() -> None:
 
 
 def test_auto_key_warps_fill_the_sms_and_respect_the_chunk() -> None:
-    """Auto takes 4 warps at the benchmark's shapes (3 blocks of 4 warps an SM, 73 KiB each),
-    2 where the chunk has only 3 tiles of 16 keys (37 keys), 1 where the group has more rows
-    than one m16 tile (Sq 8 x GQA 4) or the head dim is 256, and f32 never takes more."""
-    assert _warps_of(decode_attention(1, 32, 8, 1, 4096, 128), "") == 4
-    assert _warps_of(decode_attention(64, 32, 8, 1, 4096, 128), "") == 4
+    """Auto takes the most warps a block may have, 8, at the benchmark's shapes (one block of
+    146 KiB an SM), 2 where the chunk has only 3 tiles of 16 keys (37 keys), 1 where the group
+    has more rows than one m16 tile (Sq 8 x GQA 4) or the head dim is 256, and f32 never takes
+    more."""
+    assert _warps_of(decode_attention(1, 32, 8, 1, 4096, 128), "") == 8
+    assert _warps_of(decode_attention(64, 32, 8, 1, 4096, 128), "") == 8
     assert _warps_of(decode_attention(1, 4, 1, 3, 37, 32, causal=True), "") == 2
     assert -(-37 // WARP_KEYS) == 3
     assert _warps_of(decode_attention(1, 32, 8, 8, 300, 128, causal=True), "") == 1

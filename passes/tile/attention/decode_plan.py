@@ -13,10 +13,9 @@ CUDA-core (f32) block's from its geometry (`decode_simt.py`).
 Key-parallel warps (`decode_warps.py`): W warps of one block share its group's rows and
 split its chunk between them, each walking every W-th tile of WARP_KEYS keys through its own
 WARP_SLOTS-slot ring and keeping its own (m, l, acc); the warps' states merge in shared memory
-before the block stores its partial state. Smaller tiles per warp are what let several blocks
-of W warps share an SM: at GQA 4 × one query, D = 128, a block of 4 warps takes 73 KiB where
-one warp with 64-key tiles took 74, so an SM runs 3 blocks of 4 warps (12 warps) where it ran
-3 warps.
+before the block stores its partial state. Smaller tiles per warp let a block hold many
+warps: at GQA 4 × one query, D = 128, a block of 8 warps takes 146 KiB (one an SM) where one
+warp with 64-key tiles took 74 (three an SM: 3 warps).
 """
 
 from __future__ import annotations
@@ -136,15 +135,17 @@ def resident_blocks(rows: int, head_qk: int, head_v: int, warps: int) -> int:
 
 
 def auto_key_warps(rows: int, head_qk: int, head_v: int, chunk: int) -> int:
-    """`akwarps` = 0: the key-parallel warps that keep the most warps resident on an SM (ties:
-    fewer warps a block), no more than the chunk's WARP_KEYS-key tiles."""
-    best, most = 1, resident_blocks(rows, head_qk, head_v, 1) * warps_for(rows)
+    """`akwarps` = 0: the most key-parallel warps a block may have (`KEY_WARPS`, refusals
+    aside), no more than the chunk's WARP_KEYS-key tiles. Measured on the H200 (2026-12-03,
+    RESULTS.md, seventh session run 2; GQA 32/8, D 128, bf16): 8 warps a block, one block an
+    SM, ran 1.04/0.94/0.95/0.94x cuDNN at B1 L4096, B1 L32768, B8 L32768, B64 L4096, against
+    0.89/0.84/0.92/0.90 for 4 (three blocks, 12 warps an SM) and 0.85-0.91 for 1 and 2: a block
+    whose warps stream more tiles of one chunk at once needs fewer splits and merges."""
+    best = 1
     for warps in KEY_WARPS[1:]:
-        if key_warps_refusal(warps, rows, head_qk, head_v) is not None:
-            continue
-        resident = resident_blocks(rows, head_qk, head_v, warps) * warps
-        if resident > most:
-            best, most = warps, resident
+        if key_warps_refusal(warps, rows, head_qk, head_v) is None:
+            if shared_bytes(rows, head_qk, head_v, warps) + 1024 <= SHARED_PER_SM:
+                best = warps
     tiles = -(-chunk // WARP_KEYS)
     return min(best, 1 << (tiles.bit_length() - 1))
 

@@ -9,28 +9,28 @@
 // keys, D = 128, bf16: the decode rule (attn=decode, taken by attn=auto) cuts the keys into
 // chunks of whole 64-key tiles, one block per KV head and chunk, reading k and v at the
 // group's first head. The 4 query heads of a KV head fill 4 of a warp's 16 rows; a block runs
-// 4 such warps (akwarps = 4, auto: three 73 KiB blocks an SM, 12 warps), each on every fourth
-// 16-key tile of the chunk, merged in the block. 8 groups at batch 1 take 16 chunks of 256 keys
-// (128 blocks, one per SM). A merge kernel combines the chunks' partial (m, l, acc) and
+// 8 such warps (akwarps = 8, auto: the most a block may have, one 146 KiB block an SM), each
+// on every eighth 16-key tile of the chunk, merged in the block. 8 groups at batch 1 take 11
+// chunks of 384 keys (88 blocks). A merge kernel combines the chunks' partial (m, l, acc) and
 // divides. Both kernels show the split count; the merge kernel, which has no warps to split
 // keys between, akwarps = 1.
 
-// PLAN:      loop.kernel @decode_2_decode({{.*}}memref<128x4xf32>, {{.*}}memref<128x4xf32>, {{.*}}memref<128x4x128xf32>) attributes {tinyopt.decode_partial = 16 : i64, plan = #tile.plan<attention_decode, asplits = 16, akwarps = 4>}
-// PLAN:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [128, 4, 128]
-// PLAN:        loop.reduce (%{{.*}}) in [256] init
-// PLAN:      loop.kernel @decode_2_merge({{.*}}) attributes {tinyopt.decode_merge = 16 : i64, plan = #tile.plan<attention_decode, asplits = 16, akwarps = 1>}
-// PLAN:        loop.reduce (%{{.*}}) in [16] init
+// PLAN:      loop.kernel @decode_2_decode({{.*}}memref<88x4xf32>, {{.*}}memref<88x4xf32>, {{.*}}memref<88x4x128xf32>) attributes {tinyopt.decode_partial = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 8>}
+// PLAN:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [88, 4, 128]
+// PLAN:        loop.reduce (%{{.*}}) in [384] init
+// PLAN:      loop.kernel @decode_2_merge({{.*}}) attributes {tinyopt.decode_merge = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 1>}
+// PLAN:        loop.reduce (%{{.*}}) in [11] init
 // PLAN:      loop.launch @decode_2_decode
 // PLAN-NEXT: loop.launch @decode_2_merge
 
-// FOUR: plan = #tile.plan<attention_decode, asplits = 4, akwarps = 4>
+// FOUR: plan = #tile.plan<attention_decode, asplits = 4, akwarps = 8>
 // FOUR: loop.reduce (%{{.*}}) in [1024] init
 
 // NONE:     plan = #tile.plan<sequential
 // NONE-NOT: attention_decode
 
-// TILE: tile.kernel @decode_2_decode grid [1, 128, 1] block [128, 1, 1]
-// TILE: tile.cp_async {{.*}} -> memref<8x16x136xbf16, 3 : i32>
+// TILE: tile.kernel @decode_2_decode grid [1, 88, 1] block [256, 1, 1]
+// TILE: tile.cp_async {{.*}} -> memref<16x16x136xbf16, 3 : i32>
 // TILE: tile.mma_sync
 // TILE: tile.kernel @decode_2_merge grid [32, 1, 1] block [128, 1, 1]
 

@@ -1,17 +1,15 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,plan{why=1}' | filecheck %s
 // RUN: tinyopt %s -p decompose,fuse,flash-attention,tile | filecheck %s --check-prefix=F32
 
-// Which attention kernels the decode rule takes, by shape. Batch 64 has 512 KV groups: three
-// chunks make 1536 blocks of four key-parallel warps, about four full waves of the 396
-// resident blocks, where one chunk (512 blocks) leaves a second wave mostly empty. Four
-// queries per head of a chunked prefill (GQA 4: 16 rows per KV head) still fit one warp's 16
-// rows; two warps split each chunk (their merge buffer holds 16 rows: five blocks of two
-// warps an SM keep more warps than two of four), and the 300 keys go in five chunks. A square
+// Which attention kernels the decode rule takes, by shape. Batch 64 has 512 KV groups: one
+// chunk each, 512 blocks of eight key-parallel warps (one block an SM: about four waves).
+// Four queries per head of a chunked prefill (GQA 4: 16 rows per KV head) still fit one
+// warp's 16 rows; eight warps split the 300 keys of each group's one chunk. A square
 // prefill of 128 queries per head is the tensor-core rules': its 128 rows fill their tiles.
 
-// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 3 : i64, plan = #tile.plan<attention_decode, asplits = 3, akwarps = 4>
-// CHECK:      loop.kernel @chunk4_2_decode({{.*}}memref<40x16x128xf32>) attributes {tinyopt.decode_partial = 5 : i64, plan = #tile.plan<attention_decode, asplits = 5, akwarps = 2>
-// CHECK:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [40, 16, 128]
+// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 1 : i64, plan = #tile.plan<attention_decode, asplits = 1, akwarps = 8>
+// CHECK:      loop.kernel @chunk4_2_decode({{.*}}) attributes {tinyopt.decode_partial = 1 : i64, plan = #tile.plan<attention_decode, asplits = 1, akwarps = 8>
+// CHECK:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 16, 128]
 // CHECK:      loop.kernel @prefill_{{[0-9]+}}({{.*}}) attributes {plan = #tile.plan<attention_wgmma, {{.*}}refusals = ["attention_decode: 128 query rows share each key and value (more than 64: the tensor-core attention rules' tiles of 64 and 128 rows are full)"]
 
 // f32 partial kernels run on CUDA cores (decode_simt.py), a row tile of the group's rows:
