@@ -46,6 +46,9 @@ SUM_THREADS = 128
 LOADS_IN_FLIGHT = 8
 """16-byte weight vectors each lane loads per K-loop iteration (columns × unroll)."""
 
+COLUMNS = 2
+"""Output columns a warp accumulates over `[N, K]` weights by default (`choose_shape`)."""
+
 ACCUMULATORS = 64
 """The most f32 accumulators a thread holds (rows × columns × vector lanes along N)."""
 
@@ -133,16 +136,21 @@ def choose_shape(
     c: SkinnyContraction, threads: int, vec: int, rows: int, cols: int = 0
 ) -> tuple[int, int, int]:
     """(rows, cols, unroll): rows up to 16 (fewer where M is smaller, or for `[K, N]` the
-    vector lanes leave fewer accumulators), two columns a warp for one or two rows; 16 rows of
-    `[N, K]` weights unroll by two (by four, f32 A vectors of 16 rows spilled at 128 registers).
-    A `cols` given (knob) keeps `LOADS_IN_FLIGHT` weight vectors a lane in flight for `[N, K]`."""
+    vector lanes leave fewer accumulators). Over `[N, K]` weights a warp accumulates `cols`
+    columns (the knob) with `LOADS_IN_FLIGHT` weight vectors a lane in flight; by default two
+    for 16-bit weights or one or two rows: each lane's A vectors, read through L1, then serve
+    two weight rows (measured on the H200, RESULTS.md seventh session run 3: bf16 M = 8 went
+    from 0.56-0.87x cuBLAS to 0.71-0.93x; four columns were no better). f32 weights with more
+    rows keep one column, unrolled by four (by two at 16 rows): two columns of f32 A vectors
+    spill past 128 registers at 8 and 16 rows (NVRTC, sm_90a)."""
     _, m, _, _ = c.extents
     if c.k_contiguous:
         rows = rows or min(pow2_at_least(m), 16)
-        if cols:
+        narrow = element_bytes(_weight_element(c)) <= 2
+        cols = cols or (COLUMNS if narrow or rows <= 2 else 1)
+        if cols > 1 or rows <= 2:
             return rows, cols, max(1, LOADS_IN_FLIGHT // cols)
-        cols = 2 if rows <= 2 else 1
-        return rows, cols, LOADS_IN_FLIGHT // cols if rows <= 2 else 4 if rows < 16 else 2
+        return rows, cols, 4 if rows < 16 else 2
     rows = rows or min(pow2_at_least(m), max(1, ACCUMULATORS // vec))
     return rows, cols or 1, 4
 

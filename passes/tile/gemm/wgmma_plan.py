@@ -159,6 +159,10 @@ three linears (measured 2026-12-02 on an H100: benchmarks/RESULTS.md, "Run 1 (H1
 f8e96a5)")."""
 
 
+SMALL_M = 64
+"""Rows at most which a GEMM takes 64×64 blocks (`choose_wgmma_tiles`)."""
+
+
 def _wave_cheapest_bn(batch: int, row_tiles: int, n: int, sms: int, dual: bool) -> int:
     """Returns the block width (256 or 128 accumulator columns) whose grid takes least time
     counted in waves of one block per SM: a 128-wide block does half the work of a 256-wide one
@@ -181,9 +185,14 @@ def choose_wgmma_tiles(
     blocks and 6 stages when 128×256 would leave SMs idle; a dual GEMM's block computes both
     products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
     5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
-    benchmarks/bench_bf16.py`, run 4)")."""
-    bm = knobs.bm or 128
-    bn = knobs.bn or _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)
+    benchmarks/bench_bf16.py`, run 4)"). At most `SMALL_M` rows take 64×64 blocks (one
+    consumer warpgroup, no padded rows, four times the blocks of 128×128): measured on the
+    H200 at M = 64 (RESULTS.md seventh session run 3) 0.64-0.88x cuBLAS where 128×128 ran
+    0.45-0.87x."""
+    small = m <= SMALL_M
+    bm = knobs.bm or (SMALL_M if small else 128)
+    if not (bn := knobs.bn):
+        bn = SMALL_M if small else _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP

@@ -29,7 +29,7 @@ func.func @kv(%x: tensor<2x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<2x1
 }
 
 // Eight rows of bf16: the rule (on wgmma, 32 blocks of 128x128 for 132 SMs).
-// CHECK:      loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8, cols = 1, unroll = 4, splits = 1>
+// CHECK:      loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8, cols = 2, unroll = 4, splits = 1>
 // OFF:        loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<8x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
