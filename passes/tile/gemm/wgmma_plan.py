@@ -186,13 +186,17 @@ def choose_wgmma_tiles(
     products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
     5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
     benchmarks/bench_bf16.py`, run 4)"). At most `SMALL_M` rows take 64×64 blocks (one
-    consumer warpgroup, no padded rows, four times the blocks of 128×128): measured on the
+    consumer warpgroup, no padded rows, four times the blocks of 128×128; a dual GEMM's block
+    64 columns of each product): measured on the
     H200 at M = 64 (RESULTS.md seventh session run 3) 0.64-0.88x cuBLAS where 128×128 ran
     0.45-0.87x."""
     small = m <= SMALL_M
     bm = knobs.bm or (SMALL_M if small else 128)
     if not (bn := knobs.bn):
-        bn = SMALL_M if small else _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)
+        if small:  # a dual GEMM's 128 columns are 64 of each product
+            bn = 2 * SMALL_M if dual else SMALL_M
+        else:
+            bn = _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
