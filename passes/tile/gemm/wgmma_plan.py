@@ -185,15 +185,17 @@ def choose_wgmma_tiles(
     blocks and 6 stages when 128×256 would leave SMs idle; a dual GEMM's block computes both
     products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
     5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
-    benchmarks/bench_bf16.py`, run 4)"). At most `SMALL_M` rows take 64×64 blocks (one
-    consumer warpgroup, no padded rows, four times the blocks of 128×128; a dual GEMM's block
-    64 columns of each product): measured on the
-    H200 at M = 64 (RESULTS.md seventh session run 3) 0.64-0.88x cuBLAS where 128×128 ran
-    0.45-0.87x."""
-    small = m <= SMALL_M
+    benchmarks/bench_bf16.py`, run 4)"). 64×64 blocks (one consumer warpgroup; a dual GEMM's
+    block 64 columns of each product) where 128×128 ones would be mostly padding or too few:
+    at most `SMALL_M` rows (M = 64 bf16 on the H200, RESULTS.md seventh session run 3:
+    0.64-0.88x cuBLAS where 128×128 ran 0.45-0.87x), or fewer 128×128 blocks than a quarter of
+    the SMs (run 4: 512³ 16 blocks 1.00x against 0.76x, Llama-3-8B projections at M = 128 with
+    8 or 32 blocks 0.62-0.81x against 0.48-0.67x; at 64 and 112 blocks 64×64 lost)."""
+    wide_blocks = batch * -(-m // 128) * -(-n // (64 if dual else 128))
+    small = m <= SMALL_M or 4 * wide_blocks < target.sms
     bm = knobs.bm or (SMALL_M if small else 128)
     if not (bn := knobs.bn):
-        if small:  # a dual GEMM's 128 columns are 64 of each product
+        if small and bm == SMALL_M:  # a dual GEMM's 128 columns are 64 of each product
             bn = 2 * SMALL_M if dual else SMALL_M
         else:
             bn = _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)

@@ -1,6 +1,6 @@
 // RUN: tinyopt %s -p 'fuse' | filecheck %s --check-prefix=FUSE
-// RUN: tinyopt %s -p 'fuse,tile{bn=256}' | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{dual=off}' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'fuse,tile{bm=128 bn=256}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{bm=128 dual=off}' | filecheck %s --check-prefix=OFF
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync dual=on}' 2>&1 | filecheck %s --check-prefix=REFUSED
 
 // The Llama MLP's gate: silu(x @ wg^T) * (x @ wu^T). fuse builds one kernel with two K loops

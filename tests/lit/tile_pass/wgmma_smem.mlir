@@ -1,5 +1,5 @@
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma store=smem}' | filecheck %s
-// RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma bn=256 stages=5 store=smem}' 2>&1 | filecheck %s --check-prefix=SMEM
+// RUN: tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma store=smem}' | filecheck %s
+// RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma bn=256 stages=5 store=smem}' 2>&1 | filecheck %s --check-prefix=SMEM
 
 // store=smem on a gated GEMM, silu(x @ wg^T) * up with `up` an input: after the K loop each
 // consumer warpgroup first issues the 16-byte loads of `up` for its first 64 columns into a register

@@ -2,7 +2,7 @@
 
 // The wgmma rule's block width by waves of one block per SM (132 SMs; wgmma_plan.py,
 // _wave_cheapest_bn): 128x256 wherever its grid takes as few waves, 128x128 where 256 would
-// leave SMs idle.
+// leave SMs idle, 64x64 where 128x128 blocks would be fewer than a quarter of the SMs.
 
 // 4000x1024: 128 blocks of 128x256 in one wave, not 256 of 128x128 in two.
 // CHECK:      tile.kernel @wide_0 grid [4, 32, 1] block [384, 1, 1]
@@ -11,8 +11,10 @@ func.func @wide(%x: tensor<4000x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tenso
   func.return %y : tensor<4000x1024xbf16>
 }
 
-// 512x768: 12 blocks of 128x256 would leave 120 SMs idle; 24 of 128x128 leave fewer.
-// CHECK:      tile.kernel @narrow_0 grid [6, 4, 1] block [384, 1, 1]
+// 512x768: 12 blocks of 128x256 would leave 120 SMs idle, 24 of 128x128 too (fewer than
+// 132 / 4): 96 blocks of 64x64, one consumer warpgroup each.
+// CHECK:      tile.kernel @narrow_0 grid [12, 8, 1] block [256, 1, 1]
+// CHECK-SAME: bm = 64, bn = 64
 func.func @narrow(%x: tensor<512x4096xbf16>, %w: tensor<768x4096xbf16>) -> tensor<512x768xbf16> {
   %y = graph.linear %x, %w : (tensor<512x4096xbf16>, tensor<768x4096xbf16>) -> tensor<512x768xbf16>
   func.return %y : tensor<512x768xbf16>
