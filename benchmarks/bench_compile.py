@@ -212,9 +212,10 @@ def main() -> None:
                 rows.append((case, mode, result))
                 print(case, mode, f"{result.get('build', float('nan')):.3f} s", file=sys.stderr)
     note = (
-        "process: the whole process (interpreter start, imports, building the torch module "
-        "or the example's inputs, the build); imports: tinyopt's and torch's, with torch's tracer "
-        "(torch._dynamo, torch.export, which the first capture would otherwise import); build: "
+        "process: the whole process (interpreter start, imports, building the torch module and "
+        "its inputs or an example's inputs, the build); imports: tinyopt's and torch's, with "
+        "torch's tracer (torch._dynamo, torch.export, which the first capture would otherwise "
+        "import); build: "
         "from the entry to the first result; the columns after it are its phases, and what no "
         "phase covers (seconds)."
     )
