@@ -8,8 +8,7 @@ from xdsl.passes import ModulePass
 from xdsl.rewriter import Rewriter
 from xdsl.utils.exceptions import DiagnosticException
 
-from tinyopt.backends.cuda.hopper import dynamic_layout
-from tinyopt.backends.cuda.printer import kernel_source
+from tinyopt.backends.cuda.printer import printed_kernel
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.limits import fit_launch
 
@@ -44,9 +43,8 @@ class ToCudaPass(ModulePass):
         for kernel in kernels:  # re-grids tile IR written past the launch limits
             fit_launch(kernel, "to-cuda")
         # Every kernel is printed before any is replaced, so a failure leaves the module as is.
-        sources = [kernel_source(kernel, bool(self.pdl)) for kernel in kernels]
-        for kernel, source in zip(kernels, sources, strict=True):
-            _, smem = dynamic_layout(kernel)
+        printed_kernels = [printed_kernel(kernel, bool(self.pdl)) for kernel in kernels]
+        for kernel, (source, smem) in zip(kernels, printed_kernels, strict=True):
             printed = tile.CudaKernelOp(
                 kernel.sym_name.data,
                 kernel.grid_size,

@@ -335,27 +335,33 @@ def _values(kernel: tile.KernelOp) -> Iterator[SSAValue]:
         yield from op.results
 
 
-def _unique_hints(kernel: tile.KernelOp) -> dict[SSAValue, str]:
-    """Maps each value whose sanitized name hint no other value shares to that name."""
-    names = {v: _sanitize(v.name_hint) for v in _values(kernel) if v.name_hint}
+def _unique_hints(
+    kernel: tile.KernelOp, values: Iterable[SSAValue] | None = None
+) -> dict[SSAValue, str]:
+    """Maps each value whose sanitized name hint no other value shares to that name (`values`:
+    the kernel's, where the caller has them)."""
+    values = _values(kernel) if values is None else values
+    names = {v: _sanitize(v.name_hint) for v in values if v.name_hint}
     counts = Counter(names.values())
     taken = _RESERVED | {kernel.sym_name.data}
     return {v: n for v, n in names.items() if counts[n] == 1 and n not in taken}
 
 
-def _types(kernel: tile.KernelOp) -> set[Attribute]:
-    """Returns the types of the kernel's values, with the element types of its memrefs."""
-    types = {v.type for v in _values(kernel)}
+def _types(kernel: tile.KernelOp, values: Iterable[SSAValue] | None = None) -> set[Attribute]:
+    """Returns the types of the kernel's values, with the element types of its memrefs
+    (`values`: the kernel's, where the caller has them)."""
+    types = {v.type for v in (_values(kernel) if values is None else values)}
     return types | {t.element_type for t in types if isinstance(t, MemRefType)}
 
 
-def _uses_infinity(kernel: tile.KernelOp) -> bool:
-    """Tells whether a float constant of the kernel is infinite (so it needs `INFINITY`)."""
+def _uses_infinity(kernel: tile.KernelOp, ops: Iterable[Operation] | None = None) -> bool:
+    """Tells whether a float constant of the kernel is infinite (so it needs `INFINITY`);
+    `ops`: the kernel's ops, where the caller has them."""
     return any(
         isinstance(op, arith.ConstantOp)
         and isinstance(op.value, FloatAttr)
         and math.isinf(op.value.value.data)
-        for op in kernel.walk()
+        for op in (kernel.walk() if ops is None else ops)
     )
 
 
@@ -382,13 +388,16 @@ def _is_vector_accessed(buffer: SSAValue) -> bool:
     )
 
 
-def _tensor_core_helpers(kernel: tile.KernelOp) -> list[str]:
+def _tensor_core_helpers(
+    kernel: tile.KernelOp, ops: Iterable[Operation] | None = None
+) -> list[str]:
     """Returns the inline-PTX device functions of the kernel's tensor-core, mbarrier and TMA
-    ops (`ldmatrix`, `mma.sync`, `wgmma`, `cp.async.bulk.tensor`)."""
+    ops (`ldmatrix`, `mma.sync`, `wgmma`, `cp.async.bulk.tensor`); `ops`: the kernel's ops,
+    where the caller has them."""
     helpers: dict[str, None] = {}
     if tile.tensor_maps(kernel):
         helpers[hopper.TENSOR_MAP_STRUCT] = None
-    for op in kernel.walk():
+    for op in kernel.walk() if ops is None else ops:
         if isinstance(op, tile.LdMatrixOp):
             helpers[ldmatrix_helper(op.trans is not None)] = None
         elif isinstance(op, tile.MmaSyncOp):
@@ -432,18 +441,22 @@ class CudaPrinter(BasePrinter[str]):
         self.kernel = kernel
         self.pdl = pdl
         self.where = f"tile.kernel @{kernel.sym_name.data}"
-        memrefs = [t for t in _types(kernel) if isinstance(t, MemRefType)]
+        # The kernel's ops and values, walked once for the prelude, the names and the types.
+        self.ops = list(kernel.walk())
+        values = list(_values(kernel))
+        self.types = _types(kernel, values)
+        memrefs = [t for t in self.types if isinstance(t, MemRefType)]
         lo, hi = index_range(kernel)
         wide = any(math.prod(t.get_shape()) >= 2**31 for t in memrefs) or lo < -(2**31)
         self.index = "long long" if wide or hi >= 2**31 else "int"
-        self.hints = _unique_hints(kernel)
+        self.hints = _unique_hints(kernel, values)
         self.taken = {*_RESERVED, kernel.sym_name.data, *self.hints.values()}
         self.names: dict[SSAValue, str] = {}
         self.targets: list[Sequence[str]] = []
         self.count = 0
         self.started = False
         self.tensor_maps = {spec.arg for spec in tile.tensor_maps(kernel)}
-        self.dynamic, _ = hopper.dynamic_layout(kernel)
+        self.dynamic, self.dynamic_bytes = hopper.dynamic_layout(kernel)
 
     def line(self, text: str) -> None:
         """Prints one line of C at the current indentation."""
@@ -603,17 +616,17 @@ class CudaPrinter(BasePrinter[str]):
 
     def print_prelude(self) -> None:
         """Prints the headers and helpers the kernel needs, then a blank line."""
-        types = _types(self.kernel)
+        types = self.types
         if any(isinstance(t, Float16Type) for t in types):
             self.line("#include <cuda_fp16.h>")
         if any(isinstance(t, BFloat16Type) for t in types):
             self.line("#include <cuda_bf16.h>")
-        if _uses_infinity(self.kernel):
+        if _uses_infinity(self.kernel, self.ops):
             for text in INFINITY_MACRO:
                 self.line(text)
-        if any(isinstance(o, tile.VectorLoadOp | tile.VectorStoreOp) for o in self.kernel.walk()):
+        if any(isinstance(o, tile.VectorLoadOp | tile.VectorStoreOp) for o in self.ops):
             self.line(VEC_TYPE)
-        for helper in _tensor_core_helpers(self.kernel):
+        for helper in _tensor_core_helpers(self.kernel, self.ops):
             self.line(helper)
         self.line("")
 
@@ -1045,9 +1058,16 @@ def _ancestors(op: Operation, stop: Operation) -> Iterator[Operation]:
 def kernel_source(kernel: tile.KernelOp, pdl: bool = False) -> str:
     """Returns the CUDA C translation unit of one `tile.kernel`, opening with `PDL_STATEMENTS`
     when `pdl`."""
+    return printed_kernel(kernel, pdl)[0]
+
+
+def printed_kernel(kernel: tile.KernelOp, pdl: bool = False) -> tuple[str, int]:
+    """Returns `kernel_source(kernel, pdl)` and the bytes of dynamic shared memory the kernel's
+    launch requests (`hopper.dynamic_layout`)."""
     stream = StringIO()
-    CudaPrinter(stream, kernel, pdl).print_op(kernel)
-    return stream.getvalue() + "\n"
+    printer = CudaPrinter(stream, kernel, pdl)
+    printer.print_op(kernel)
+    return stream.getvalue() + "\n", printer.dynamic_bytes
 
 
 def module_sources(module: ModuleOp) -> dict[str, str]:

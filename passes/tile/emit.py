@@ -3,12 +3,13 @@ cloning loop-level bodies into tile-level code (sequentially or across vector la
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, UnitAttr, f32
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, UnitAttr, f32, i1
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from tinyopt.dialects import loop, tile
@@ -16,6 +17,24 @@ from tinyopt.dialects import loop, tile
 Mapping = dict[SSAValue, SSAValue]
 CachedLoad = Callable[[memref.LoadOp, list[SSAValue]], list[SSAValue] | None]
 """Returns per-lane values for a load served from a register cache, or None to load."""
+
+
+_INDEX = IndexType()
+_ULT = IntegerAttr(6, 64)
+"""The predicate of `arith.CmpiOp(a, b, "ult")`."""
+
+
+@functools.cache
+def _index_attr(v: int) -> IntegerAttr:
+    """`IntegerAttr(v, IndexType())`, made once per value (attributes are immutable)."""
+    return IntegerAttr(v, _INDEX)
+
+
+def _binary(kind: type[Operation], a: SSAValue, b: SSAValue) -> Operation:
+    """The op `kind(a, b)` builds (an arith binary op, typed as `a`), without the IRDL
+    builder's argument checks."""
+    a, b = SSAValue.get(a), SSAValue.get(b)
+    return kind.create(operands=[a, b], result_types=[a.type])
 
 
 class Emitter:
@@ -41,7 +60,10 @@ class Emitter:
             self.block = outer
 
     def index(self, v: int) -> SSAValue:
-        return self.value(arith.ConstantOp(IntegerAttr(v, IndexType())))
+        # `create`: the op `arith.ConstantOp(IntegerAttr(v, IndexType()))` builds, without the
+        # IRDL builder's argument checks (a sixth of the tile pass's time on a Llama block)
+        value = {"value": _index_attr(v)}
+        return self.value(arith.ConstantOp.create(result_types=[_INDEX], properties=value))
 
     def f32(self, v: float) -> SSAValue:
         return self.value(arith.ConstantOp(FloatAttr(v, f32)))
@@ -54,7 +76,7 @@ class Emitter:
             return self._v(a)
         if a == 0:
             return self._v(b)
-        return self.value(arith.AddiOp(self._v(a), self._v(b)))
+        return self.value(_binary(arith.AddiOp, self._v(a), self._v(b)))
 
     def mul(self, a: SSAValue | int, b: SSAValue | int) -> SSAValue:
         a, b = _folded(a), _folded(b)
@@ -64,16 +86,20 @@ class Emitter:
             return self._v(a)
         if a == 1:
             return self._v(b)
-        return self.value(arith.MuliOp(self._v(a), self._v(b)))
+        return self.value(_binary(arith.MuliOp, self._v(a), self._v(b)))
 
     def div(self, a: SSAValue, b: int) -> SSAValue:
-        return a if b == 1 else self.value(arith.DivUIOp(a, self.index(b)))
+        return a if b == 1 else self.value(_binary(arith.DivUIOp, a, self.index(b)))
 
     def rem(self, a: SSAValue, b: int) -> SSAValue:
-        return self.value(arith.RemUIOp(a, self.index(b)))
+        return self.value(_binary(arith.RemUIOp, a, self.index(b)))
 
     def less(self, a: SSAValue, b: SSAValue | int) -> SSAValue:
-        return self.value(arith.CmpiOp(a, self._v(b), "ult"))
+        a, b = SSAValue.get(a), SSAValue.get(self._v(b))
+        arith.CmpiOp._validate_operand_types(a, b)
+        return self.value(
+            arith.CmpiOp.create(operands=[a, b], result_types=[i1], properties={"predicate": _ULT})
+        )
 
     def _v(self, a: SSAValue | int) -> SSAValue:
         return self.index(a) if isinstance(a, int) else a

@@ -8,11 +8,11 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter
-from xdsl.transforms.common_subexpression_elimination import CommonSubexpressionElimination
 from xdsl.transforms.dead_code_elimination import dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.cse import cse
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.limits import fit_launch
 from tinyopt.passes.tile.planner import plan_module
@@ -60,7 +60,7 @@ class TilePass(Knobs, ModulePass):
                 fit_launch(kernel)
         # The rules emit index arithmetic per lane and per use; clean it up so the printed
         # CUDA stays readable (the CUDA compiler would fold it anyway).
-        CommonSubexpressionElimination().apply(ctx, op)
+        cse(op)
         dce(op)
 
 
