@@ -541,6 +541,17 @@ def output_error(out: np.ndarray, ref: np.ndarray, rounded: np.ndarray) -> float
     return min(relative_error(out, ref), relative_error(out, np.asarray(rounded, np.float64)))
 
 
+def allowed_error(ref: np.ndarray, rounded: np.ndarray, tolerance: float) -> float:
+    """The error an output may have: its dtype's `tolerance`, or twice the error of the
+    reference rounded at each op where that is larger: a program ill-conditioned in its dtype
+    (a bf16 softmax of x² − Σx², whose differences bf16 cannot hold next to Σx² ≈ 455: the
+    rounded reference 0.44 from float64, H200 fuzz seed 1 case 1238, 2026-12-03) has no answer
+    closer than that, and a kernel keeping an intermediate in f32 lands elsewhere within it."""
+    if ref.dtype == np.bool_ or ref.dtype.kind in "iu":
+        return 0.0
+    return max(tolerance, 2 * relative_error(np.asarray(rounded, np.float64), ref))
+
+
 def tolerance(program: ModuleOp) -> float:
     """Returns the loosest tolerance among the float outputs of `program` (a mask has none)."""
     outputs = check.graph_function(program).function_type.outputs
@@ -550,15 +561,18 @@ def tolerance(program: ModuleOp) -> float:
 
 def loop_level_error(program: ModuleOp, seed: int = 0) -> float:
     """Fuses `program` and returns the loop executor's largest `output_error` against the
-    graph reference (the one rounded to each op's element type included)."""
+    graph reference (the one rounded to each op's element type included), each over its
+    `allowed_error` and times `tolerance(program)` (so that it compares with the latter)."""
     graph = check.graph_function(program)
     fused = apply_pipeline(program.clone(), "fuse")
     inputs = random_inputs(program, seed)
     actual = run_loop_module(fused, graph.sym_name.data, *inputs)
     exact = run_reference(program, *inputs)
     rounded = run_reference(program, *inputs, dtype=None)
+    bound = tolerance(program)
     return max(
-        output_error(out, ref, low) for out, ref, low in zip(actual, exact, rounded, strict=True)
+        output_error(out, ref, low) * bound / max(allowed_error(ref, low, bound), bound)
+        for out, ref, low in zip(actual, exact, rounded, strict=True)
     )
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from generate import output_error, pipelines, programs
+from generate import allowed_error, output_error, pipelines, programs
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from reduce import op_count, reduce_program
 from xdsl.utils.exceptions import DiagnosticException
@@ -108,12 +108,12 @@ def run_on_gpu(prepared: Prepared) -> str | None:
             if wrong:
                 bad.append(f"output {i}: {wrong} of {ref.size} mask or index elements differ")
             continue
-        tolerance = check.TOLERANCES[_TYPES[name]]
+        tolerance = allowed_error(ref, low, check.TOLERANCES[_TYPES[name]])
         # A program whose output is a cancellation (x - tanh(x) of a small x, the sum of
         # x - mean(x)) is near 0 in float64 and noise in f32: not a compiler error.
         error = output_error(check.from_storage(out, _TYPES[name]), ref, low)
         if not error <= tolerance:
-            bad.append(f"output {i}: {error:.3e} > {tolerance:.0e}")
+            bad.append(f"output {i}: {error:.3e} > {tolerance:.1e}")
     return "; ".join(bad) or None
 
 
