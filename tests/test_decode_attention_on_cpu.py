@@ -287,31 +287,39 @@ def test_key_parallel_warps_are_refused_where_they_do_not_fit(text: str, message
 
 
 VALID = """
-func.func @f(%q: tensor<1x4x{sq}x64xbf16>, %k: tensor<1x2x200x64xbf16>, %v: tensor<1x2x200x64xbf16>,
+func.func @f(%q: tensor<1x4x{sq}x64xbf16>, %k: tensor<1x2x{n}x64xbf16>, %v: tensor<1x2x{n}x64xbf16>,
              %L: tensor<i64>) -> tensor<1x4x{sq}x64xbf16> {{
   %o = graph.attention %q, %k, %v valid(%L : tensor<i64>) {{scale = 0.125 : f32, causal = {causal}}}
-      : (tensor<1x4x{sq}x64xbf16>, tensor<1x2x200x64xbf16>, tensor<1x2x200x64xbf16>)
+      : (tensor<1x4x{sq}x64xbf16>, tensor<1x2x{n}x64xbf16>, tensor<1x2x{n}x64xbf16>)
       -> tensor<1x4x{sq}x64xbf16>
   func.return %o : tensor<1x4x{sq}x64xbf16>
 }}
 """
-"""Attention over the first L of 200 cached keys (GQA: 4 query heads, 2 KV heads)."""
+"""Attention over the first L of n cached keys (GQA: 4 query heads, 2 KV heads)."""
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 @pytest.mark.parametrize("warps", [1, 2, 4, 0])
 @pytest.mark.parametrize(
-    ("sq", "causal", "valid", "splits"),
-    [(1, "false", 1, 2), (1, "false", 37, 0), (1, "false", 200, 3), (3, "true", 17, 2)],
+    ("sq", "causal", "valid", "splits", "keys"),
+    [
+        (1, "false", 1, 2, 200),
+        (1, "false", 37, 0, 200),
+        (1, "false", 200, 3, 200),
+        (3, "true", 17, 2, 200),
+        (1, "false", 300, 5, 1000),
+    ],
 )
 def test_key_parallel_warps_over_a_runtime_number_of_keys(
-    sq: int, causal: str, valid: int, splits: int, warps: int
+    sq: int, causal: str, valid: int, splits: int, keys: int, warps: int
 ) -> None:
-    """One kernel for a 200-key cache run with L valid keys (a mask computed from L): with one
-    valid key every warp but one, and every chunk but the first, sees only masked keys."""
+    """One kernel for a cache of `keys` keys run with L valid keys (a mask computed from L):
+    the blocks' chunks are cut from L at run time and their loops stop at L (with one valid
+    key every warp but one, and every chunk but the first, has nothing to do; L = 300 of 1000
+    over 4 chunks: two full chunks of 128 keys, a partial one, an empty one)."""
     from test_runtime_scalars import run_host_on_cpu
 
-    text = VALID.format(sq=sq, causal=causal)
+    text = VALID.format(sq=sq, causal=causal, n=keys)
     module = apply_pipeline(
         parse(text), f"{FUSED},tile{{attn=decode asplits={splits} akwarps={warps}}},to-cuda"
     )

@@ -541,8 +541,14 @@ class KernelBuilder:
             return []
         if isinstance(op, graph.ConstantOp | graph.IotaOp | graph.ReduceOp | graph.MatmulOp):
             return []
-        if isinstance(op, graph.DynamicSliceOp) and self._kind == "contraction":
+        if (
+            isinstance(op, graph.DynamicSliceOp)
+            and self._kind == "contraction"
+            and not isinstance(op.x.owner, graph.IotaOp)
+        ):
             # The GEMM rules read operand and epilogue buffers at tile coordinates of their own.
+            # A window of an iota is index arithmetic on the offset (a runtime number of valid
+            # keys becomes a kernel argument the attention rules bound their key loops by).
             raise Materialize(value, "a window at a runtime offset, in a contraction kernel")
         return _operand_points(op, point)
 

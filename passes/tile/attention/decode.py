@@ -40,6 +40,7 @@ from tinyopt.passes.tile.attention.decode_match import DecodeAttention, match_de
 from tinyopt.passes.tile.attention.decode_plan import (
     MAX_SPLITS,
     MERGE_COST_PER_SPLIT,
+    WARP_KEYS,
     auto_key_warps,
     auto_splits,
     blocks_per_sm,
@@ -52,10 +53,11 @@ from tinyopt.passes.tile.attention.decode_split import (
     DECODE_MERGE,
     DECODE_PARTIAL,
     key_chunk,
+    key_count,
     split_decode,
 )
 from tinyopt.passes.tile.attention.decode_warps import KeyWarpEmitter
-from tinyopt.passes.tile.attention.mma_sync import WARP, _AttentionEmitter
+from tinyopt.passes.tile.attention.mma_sync import BN, WARP, _AttentionEmitter
 from tinyopt.passes.tile.attention.simt import ELEMENTS
 from tinyopt.passes.tile.attention.simt_emit import SimtAttentionEmitter
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -174,7 +176,10 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     ) -> list[loop.KernelOp]:
         if isinstance(m, DecodePiece):
             return []
-        return split_decode(module, kernel, m, plan.asplits)
+        # The runtime chunks are cut in whole rounds of the partial block's key loop.
+        key_parallel = m.on_tensor_cores and plan.akwarps > 1
+        round_keys = plan.akwarps * WARP_KEYS if key_parallel else BN
+        return split_decode(module, kernel, m, plan.asplits, round_keys)
 
     def emit(
         self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan, rewriter: PatternRewriter
@@ -189,11 +194,13 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
             resident = resident_blocks(rows, m.attention.qk.extents[0], head_v, warps)
             new.attributes["tile.min_blocks"] = IntegerAttr(resident, i64)
-            KeyWarpEmitter(em, m.attention, mapping, warps).emit()
+            KeyWarpEmitter(em, m.attention, mapping, warps, key_count(m.nest)).emit()
         elif m.tensor_cores:
             warps = warps_for(rows)
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
-            _AttentionEmitter(em, m.attention, mapping, warps, 1).emit()
+            emitter = _AttentionEmitter(em, m.attention, mapping, warps, 1)
+            emitter.key_count = key_count(m.nest)
+            emitter.emit()
         else:
             geometry = decode_simt_geometry(rows, m.attention.qk.extents[0], head_v, self.target)
             assert not isinstance(geometry, str), "planning refuses a group no tile fits"

@@ -15,6 +15,13 @@ With one split the first kernel runs the epilogue itself and there is no merge. 
 (m, l, acc) is the monoid of docs/flash_attention.md, so merging partial states in split order
 is exact and deterministic. `key_chunk` is the one place the number of keys a kernel visits
 and the split count become a chunk length.
+
+Where the score proves every key past a bound of the kernel's runtime scalars masked
+(`key_limit.py`: a number of valid keys L), the partial kernel cuts its chunks at run time:
+`seen` = the keys any row sees, chunk = ⌈seen / splits⌉ in whole rounds of the schedule's key
+loop (at most the chunk planned for every key), block s taking keys s·chunk.. and `count` of
+them (the op marked KEY_COUNT, where the schedules' loops stop); the scores of jj ≥ count are
+−inf, so the loop-level kernel means the same without the early stop.
 """
 
 from __future__ import annotations
@@ -22,13 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, f32, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, UnitAttr, f32, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
 from tinyopt.dialects import loop
 from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR
 from tinyopt.passes.tile.attention.decode_match import DecodeAttention
+from tinyopt.passes.tile.attention.key_limit import KeyLimit, kernel_scalar_bounds, key_limit
 from tinyopt.passes.tile.attention.mma_sync import BN
 from tinyopt.passes.tile.emit import Emitter, Mapping
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
@@ -37,6 +45,9 @@ DECODE_PARTIAL = "tinyopt.decode_partial"
 """Attribute of the regrouped attention kernel: its split count (the decode rule emits it)."""
 DECODE_MERGE = "tinyopt.decode_merge"
 """Attribute of the kernel merging the splits' partial states: the split count."""
+KEY_COUNT = "tinyopt.key_count"
+"""Attribute of the op computing how many keys a partial block takes at run time (its chunk,
+cut from the keys the runtime scalars let the rows see); the schedules stop there."""
 
 
 def key_chunk(keys: int, splits: int) -> tuple[int, int]:
@@ -48,12 +59,24 @@ def key_chunk(keys: int, splits: int) -> tuple[int, int]:
     return chunk, -(-keys // chunk)
 
 
+def key_count(nest: loop.ParallelOp) -> SSAValue | None:
+    """The value a partial kernel's nest computes as its block's number of keys at run time
+    (`KEY_COUNT`), if the keys are bounded by runtime scalars."""
+    for op in nest.body.block.ops:
+        if KEY_COUNT in op.attributes:
+            return op.results[0]
+    return None
+
+
 def split_decode(
-    module: ModuleOp, kernel: loop.KernelOp, a: DecodeAttention, splits: int
+    module: ModuleOp, kernel: loop.KernelOp, a: DecodeAttention, splits: int, key_tile: int
 ) -> list[loop.KernelOp]:
     """Puts the regrouped (partial) kernel and, with several splits, the merge kernel in
-    `kernel`'s place, with the workspace the host allocates for them; returns them."""
+    `kernel`'s place, with the workspace the host allocates for them; returns them. Where the
+    score proves the keys past a bound of the runtime scalars masked (`key_limit.py`), the
+    chunks are cut at run time from that bound, in whole tiles of `key_tile` keys."""
     chunk, splits = key_chunk(a.keys, splits)
+    limit = key_limit(a, kernel_scalar_bounds(module, kernel))
     groups = a.rows // a.group
     workspace = (
         [
@@ -64,7 +87,7 @@ def split_decode(
         if splits > 1
         else []
     )
-    partial = _partial_kernel(kernel, a, splits, chunk, workspace)
+    partial = _partial_kernel(kernel, a, splits, chunk, workspace, limit, key_tile)
     pieces = [partial] if splits == 1 else [partial, _merge_kernel(kernel, a, splits, workspace)]
 
     def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
@@ -115,6 +138,8 @@ def _partial_kernel(
     splits: int,
     chunk: int,
     workspace: Sequence[MemRefType],
+    limit: KeyLimit | None,
+    key_tile: int,
 ) -> loop.KernelOp:
     groups, rows = a.rows // a.group, a.nest.extents[:-1]
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_decode", list(workspace))
@@ -133,14 +158,23 @@ def _partial_kernel(
         at = nest_ops.index(a.reduce)
         for op in nest_ops[:at]:
             maps.clone(op)
+        bounded = None
+        if limit is not None:
+            seen = _seen_keys(em, limit, mapping, a.keys)
+            start, count = _runtime_chunk(em, seen, gs, splits, min(key_tile, chunk), chunk)
+            count.owner.attributes[KEY_COUNT] = UnitAttr()
         init = [row_map.get(v, v) for v in a.reduce.init]
         reduce = loop.ReduceOp([chunk], init, combine=a.reduce.combine.clone())
         reduce.attributes[FLASH_ATTR] = a.reduce.attributes[FLASH_ATTR]
         em.op(reduce)
         with em.into(reduce.body.block):
             (jj,) = reduce.body.block.args
-            j = em.add(em.mul(em.rem(gs, splits), chunk), jj) if splits > 1 else jj
-            inside = chunk * splits == a.keys
+            if limit is not None:
+                j = em.add(start, jj)
+                bounded = em.less(jj, count)
+            else:
+                j = em.add(em.mul(em.rem(gs, splits), chunk), jj) if splits > 1 else jj
+            inside = chunk * splits == a.keys and limit is None
             # Past the last key (the last chunk's tail) k and v are read at the last key, and
             # the score is −inf below.
             key = j if inside else em.value(arith.MinSIOp(j, em.index(a.keys - 1)))
@@ -154,7 +188,8 @@ def _partial_kernel(
             score = row_map[score]
             if not inside:
                 minus_inf = em.f32(float("-inf"))
-                score = em.value(arith.SelectOp(em.less(j, a.keys), score, minus_inf))
+                in_chunk = bounded if bounded is not None else em.less(j, a.keys)
+                score = em.value(arith.SelectOp(in_chunk, score, minus_inf))
             em.op(loop.YieldOp(score, row_map.get(one, one), first_map[value]))
         row_map.update(zip(a.reduce.res, reduce.res))
         if splits == 1:
@@ -168,6 +203,39 @@ def _partial_kernel(
             em.op(memref.StoreOp.get(acc, ws_acc, [gs, r, d]))
     _erase_unused(new)
     return new
+
+
+def _seen_keys(em: Emitter, limit: KeyLimit, mapping: Mapping, keys: int) -> SSAValue:
+    """Emits the number of keys any row may see: ⌊(offset + Σ c·scalar) / slope⌋ + 1, in
+    [0, keys] (an index)."""
+    total: SSAValue = em.index(limit.offset)
+    for arg, coefficient in limit.scalars:
+        scalar = mapping.get(arg, arg)
+        as_index = em.value(arith.IndexCastOp(scalar, IndexType()))
+        term = em.value(arith.MuliOp(as_index, em.index(coefficient)))
+        total = em.value(arith.AddiOp(total, term))
+    if limit.slope != 1:
+        total = em.value(arith.FloorDivSIOp(total, em.index(limit.slope)))
+    seen = em.value(arith.AddiOp(total, em.index(1)))
+    seen = em.value(arith.MaxSIOp(seen, em.index(0)))
+    return em.value(arith.MinSIOp(seen, em.index(keys)))
+
+
+def _runtime_chunk(
+    em: Emitter, seen: SSAValue, gs: SSAValue, splits: int, key_tile: int, most: int
+) -> tuple[SSAValue, SSAValue]:
+    """Emits the first key of this block's chunk and how many keys it takes: the `seen` keys
+    cut into `splits` chunks of whole `key_tile`-key tiles, of at most `most` keys (the
+    chunk for every key, which the partial kernel's loop spans), the last ones empty where
+    the keys are few."""
+    if splits == 1:
+        return em.index(0), seen
+    per_split = em.div(em.add(seen, splits - 1), splits)
+    tiles = em.div(em.add(per_split, key_tile - 1), key_tile)
+    chunk = em.value(arith.MinSIOp(em.mul(tiles, key_tile), em.index(most)))
+    start = em.mul(em.rem(gs, splits), chunk)
+    left = em.value(arith.MaxSIOp(em.value(arith.SubiOp(seen, start)), em.index(0)))
+    return start, em.value(arith.MinSIOp(left, chunk))
 
 
 def _clone_dot_product(a: DecodeAttention, em: Emitter, maps: _TwoMaps) -> None:

@@ -55,8 +55,11 @@ from tinyopt.passes.tile.gemm.mma_sync import MMA_K, MMA_M, MMA_N
 class KeyWarpEmitter(_AttentionEmitter):
     """Emits the decode partial kernel's block of `warps` key-parallel warps."""
 
-    def __init__(self, em: Emitter, a: Attention, mapping: Mapping, warps: int) -> None:
+    def __init__(
+        self, em: Emitter, a: Attention, mapping: Mapping, warps: int, key_count: SSAValue | None
+    ) -> None:
         super().__init__(em, a, mapping, 1, 1)
+        self.key_count = key_count
         assert self.s_q <= MMA_M, "planning gives key-parallel warps at most 16 rows"
         self.key_warps = warps
         self.bn = WARP_KEYS
@@ -90,7 +93,11 @@ class KeyWarpEmitter(_AttentionEmitter):
         for side in (k, v):
             side.copied = copied_load(side, element)
         # With a causal mask (rows 0..15 of one query tile) no key past the last row is seen.
-        end = min(self.s_k, self.bm) if a.causal else self.s_k
+        end = self.key_end()
+        if a.causal:
+            end = min(end, self.bm) if isinstance(end, int) else em.value(
+                arith.MinSIOp(end, em.index(self.bm))
+            )
         stride = warps * self.bn
         mine = em.mul(self.warp, self.bn)
         first_slot = em.mul(self.warp, WARP_SLOTS)
@@ -117,7 +124,7 @@ class KeyWarpEmitter(_AttentionEmitter):
             if k.copied or v.copied:
                 em.op(tile.CpAsyncWaitOp(WARP_SLOTS - 1))
             em.op(tile.BarrierOp())
-            with em.when([em.less(j0, end)] if end % stride else []):
+            with em.when([em.less(j0, end)] if not isinstance(end, int) or end % stride else []):
                 scores = self.scores(q_frags, k_smem, slot)
                 probs = self.softmax(self.masked(scores, j0))
                 self.multiply_v(probs, v_smem, slot)

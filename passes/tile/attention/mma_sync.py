@@ -201,6 +201,19 @@ class _AttentionEmitter:
         self.scale = _scale(a)
         self.exact = _low_scores(a)
         self.bn = BN
+        self.key_count: SSAValue | None = None
+        """A decode partial kernel's number of keys at run time (its loop stops there), or
+        None: every key up to the reduction's extent."""
+
+    def key_end(self) -> SSAValue | int:
+        """The end of the key loop: the runtime key count (evaluated from the block's indices
+        and the kernel's scalars), or the reduction's extent."""
+        if self.key_count is None:
+            return self.s_k
+        local = dict(self.mapping)
+        for op in self.a.ops_of(self.key_count):
+            self.em.op(op.clone(value_mapper=local))
+        return local[self.key_count]
 
     def alloc(self, shape: Sequence[int], element: Attribute, space: int) -> SSAValue:
         return self.em.value(
@@ -289,9 +302,11 @@ class _AttentionEmitter:
         v = _Side(a.ops_of(value), value, a.j, a.d, self.head_v, v_smem)
         for side in (k, v):
             side.copied = copied_load(side, element)
-        end: SSAValue | int = self.s_k
+        end = self.key_end()
         if a.causal:
-            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, self.bm)))
+            first_unseen = em.add(self.q0, self.bm)
+            end = em.index(end) if isinstance(end, int) else end
+            end = em.value(arith.MinSIOp(end, first_unseen))
         self.stage(q, self.q0, self.s_q, self.bm)
         zero = em.index(0)
         self.issue(k, zero, zero)

@@ -1,6 +1,7 @@
 // graph.attention over the first %L keys of a cache, causal: decompose records L's lower bound
 // (Sq) on the argument and masks the keys past j <= L - Sq + i with -inf, through a window of
-// an iota at offset L; fuse passes L by value to the kernel computing that window.
+// an iota at offset L; fuse inlines that window into the kernel reading it, which takes L by
+// value.
 // RUN: tinyopt %s -p decompose | filecheck %s
 // RUN: tinyopt %s -p decompose,fuse | filecheck %s --check-prefix=LOOP
 
