@@ -53,6 +53,7 @@ class Knobs:
     prefetch: str = "auto"
     skinny: str = "auto"
     skinny_mma: str = "auto"
+    align: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -183,6 +184,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("prefetch", one_of("auto", "on", "off")),
     Knob("skinny", one_of("auto", "on", "off")),
     Knob("skinny_mma", one_of("auto", "on", "off")),
+    Knob("align", one_of("auto", "on", "off")),
     Knob(
         "pad",
         Domain(

@@ -17,6 +17,7 @@ from tinyopt.passes.tile.gemm.skinny import SkinnyRule
 from tinyopt.passes.tile.gemm.skinny_mma import SkinnyMmaRule
 from tinyopt.passes.tile.gemm.tf32 import Tf32Rule
 from tinyopt.passes.tile.gemm.wgmma import WgmmaRule
+from tinyopt.passes.tile.gemm.wgmma_staged import WgmmaStagedRule
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.row_reduction import RowReduction
 from tinyopt.passes.tile.rule import Choice, Rule
@@ -31,6 +32,7 @@ RULE_TYPES: tuple[type[Rule], ...] = (
     SkinnyMmaRule,
     SkinnyRule,
     WgmmaRule,
+    WgmmaStagedRule,
     MmaSyncRule,
     Tf32Rule,
     ContractionRule,

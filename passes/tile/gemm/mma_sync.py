@@ -67,12 +67,27 @@ class MmaTiles:
         return sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
 
 
-def block_and_warp_tiles(knobs: Knobs, batch: int, m: int, n: int, sms: int) -> MmaTiles:
-    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle
-    (the knobs override the block tile); the `mma.sync` schedules check what they need."""
+SMALL_M = 64
+"""Rows at most which the block tile stays 64×64 on small grids (the skinny rules' M)."""
+
+
+def block_and_warp_tiles(
+    knobs: Knobs, batch: int, m: int, n: int, sms: int, quarter: bool = False
+) -> MmaTiles:
+    """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle,
+    or with `quarter` (the bf16/f16 rule; not TF32's) 32×32 (4 warps of 16×16) when even 64×64
+    blocks are fewer than the SMs and M is more than `SMALL_M`; the knobs override the block
+    tile, and the `mma.sync` schedules check what they need. A grid of fewer blocks than SMs
+    runs in one partial wave whose time is one block's K loop: a quarter of the block (with as
+    many threads) halves the loads each thread waits on per K step and puts up to four times
+    the SMs to work, for twice the operand reads (from L2). That decides a batch of small
+    GEMMs (3 × 127³: 12 blocks of 64×64, 48 of 32×32), chosen by this reasoning, not yet
+    measured."""
     big = batch * -(-m // 128) * -(-n // 128) >= sms
-    bm = knobs.bm or (128 if big else 64)
-    bn = knobs.bn or (128 if big else 64)
+    small = quarter and batch * -(-m // 64) * -(-n // 64) < sms and m > SMALL_M
+    side = 128 if big else 32 if small else 64
+    bm = knobs.bm or side
+    bn = knobs.bn or side
     bk = knobs.bk or 32
     # Wide warp tiles reuse each ldmatrix fragment across more mma; narrow blocks still get
     # at least two warps per dimension where they can. bm, bn are powers of two ≥ 16, so the
@@ -139,7 +154,7 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
-        t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms)
+        t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
         return mma_tile_refusal(t, self.target) or replace(t, vec=knobs.vec or 8)
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:

@@ -2,8 +2,10 @@
 
 Taken when the `mma=wgmma` knob is set and a contraction's two operand sides are plain loads of
 one f16/bf16 type (TMA copies raw bytes): A `[b?, M, K]`, B `[b?, K, N]` (N-major) or
-`[b?, N, K]` (K-major); the batch is the grid's z dimension. A contraction the rule cannot
-take raises a diagnostic saying why, since the knob asked for it.
+`[b?, N, K]` (K-major), each buffer's rows a multiple of 16 bytes (TMA's stride rule; where they
+are not, `wgmma_staged.py` copies the operand into a padded workspace and the GEMM reading it
+comes back here); the batch is the grid's z dimension. A contraction the rule cannot take
+raises a diagnostic saying why, since the knob asked for it.
 
 A block computes a BM×BN output tile (BM = 64 per consumer warpgroup, 1 or 2 of them) walking
 K in steps of 64 elements: one 128-byte swizzled row of shared memory per row of A (and of a

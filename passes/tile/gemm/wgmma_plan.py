@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import bf16, f16
+from xdsl.dialects.builtin import MemRefType, bf16, f16
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
@@ -108,9 +108,19 @@ def _fail(message: str) -> str:
     return f"mma=wgmma {message}"
 
 
-def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
-    """Returns the buffers of a contraction whose sides are plain loads TMA can copy, else
-    the sentence that says which limit the contraction is outside."""
+TMA_ALIGN = 16
+"""Bytes every global stride of a TMA tensor map but the innermost must be a multiple of."""
+
+
+def row_misaligned(t: MemRefType) -> bool:
+    """Whether a buffer's rows (its innermost extent) are not a multiple of `TMA_ALIGN` bytes."""
+    width = t.element_type.bitwidth // 8  # type: ignore[attr-defined]
+    return (t.get_shape()[-1] * width) % TMA_ALIGN != 0
+
+
+def operand_buffers(c: Contraction) -> Operands | str:
+    """Returns the buffers of a contraction whose sides are plain loads TMA could copy (rows
+    aside), else the sentence that says which limit the contraction is outside."""
     batch = list(c.nest.body.block.args[:-2])
     k_iv = c.reduce.body.block.args[0]
     sides = [(c.a_side, c.a_value, c.m_iv, k_iv), (c.b_side, c.b_value, c.n_iv, k_iv)]
@@ -140,10 +150,6 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
                 "shared by both)"
             )
     (a, _), (b, b_mn_major), *second = positions
-    if (k * 2) % 16 or (b_mn_major and (n * 2) % 16):
-        return _fail(
-            f"needs the rows of A and B to be multiples of 16 bytes (TMA), got K={k}, N={n}"
-        )
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
     if not second:
         return Operands(args.index(a), args.index(b), b_mn_major)
@@ -151,6 +157,24 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     if second_mn_major != b_mn_major:
         return _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
     return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
+
+
+def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
+    """Returns the buffers of a contraction whose sides are plain loads TMA can copy, else
+    the sentence that says which limit the contraction is outside. The rows checked are the
+    buffers': a GEMM over operands staged into padded workspaces (`wgmma_staged.py`) reads
+    K or N columns of longer rows, which TMA copies past the extents as the zeros there."""
+    operands = operand_buffers(c)
+    if isinstance(operands, str):
+        return operands
+    args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
+    buffers = [args[p].type for p in (operands.a, *operands.bs)]
+    if any(row_misaligned(t) for t in buffers):  # type: ignore[arg-type]
+        return _fail(
+            f"needs the rows of A and B to be multiples of {TMA_ALIGN} bytes (TMA), got "
+            f"K={k}, N={n}"
+        )
+    return operands
 
 
 NARROW_EFFICIENCY = 0.85

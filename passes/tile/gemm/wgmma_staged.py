@@ -1,0 +1,248 @@
+"""Schedule rule for f16/bf16 GEMMs whose operand rows TMA cannot address: copy those operands
+into padded, aligned workspaces, then run the wgmma GEMM on them.
+
+TMA needs every global stride but the innermost to be a multiple of 16 bytes, so the wgmma rule
+(`wgmma.py`) refuses an operand whose rows are not: A `[b?, M, K]` or a K-major B `[b?, N, K]`
+where K is not a multiple of 8 (a 4095-wide bf16 row is 8190 bytes), an N-major B `[b?, K, N]`
+where N is not. Such a GEMM otherwise runs on `mma.sync` with 2-byte global loads (the rows
+are not 16-byte aligned either), measured at 0.30x cuBLAS on the H200 (batched 4095³,
+2026-12-03, benchmarks/bench_gemm_sweep.py) where wgmma runs 0.9-1.0x at aligned sizes.
+
+The rule is tried after the wgmma rule and before `mma_sync`. Where it takes a kernel, planning
+puts three kinds of loop kernels in its place (`stage_operands`): for each misaligned operand
+a copy kernel writing it into a workspace whose rows are padded to `ROW_ALIGN` elements (128
+bytes: one swizzle row, whole L2 lines for each TMA box row), zeros past the row's end; then
+the GEMM itself reading the workspaces where it read the operands. The loop-level GEMM reads
+only the original extents, so its meaning is unchanged; the wgmma rule takes it because its
+check is on the buffers' rows, and TMA reads the padded columns as the zeros they hold (and
+zero-fills past the workspace), so the padded products add zero. The copies are elementwise
+kernels (the `elementwise` rule).
+
+Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): the copies
+read each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
+`LAUNCH_SECONDS` for each copy kernel, and the GEMM then takes its FLOPs at
+`WGMMA_FLOPS_PER_SECOND`; left on `mma.sync` it would take them at `SYNC_RELATIVE` of that
+rate. The rule takes the kernel where the copies and the wgmma GEMM take less time. Square
+GEMMs are staged from about 1300³; small ones (a batch of 127³) stay on `mma.sync`, where two
+more launches would cost more than the whole product. At most `SKINNY_ROWS` rows per batch
+entry are never staged in `auto` (the skinny and GEMV rules' shapes keep their plans).
+
+The knob `align` turns the rule off (`off`), or on wherever it can stage (`on`: no estimate,
+and M ≤ 64 too); `auto` decides by the estimate. Under `mma=sync` or `none` the rule is not
+tried; under `mma=wgmma` the wgmma rule's refusal of the misaligned kernel stands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, memref
+from xdsl.dialects.builtin import FloatAttr, MemRefType, ModuleOp
+from xdsl.ir import Attribute, Operation, SSAValue
+from xdsl.pattern_rewriter import PatternRewriter
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.emit import Emitter
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
+from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
+from tinyopt.passes.tile.gemm.wgmma_plan import TMA_ALIGN, operand_buffers, row_misaligned
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
+
+ROW_ALIGN = 64
+"""Elements a staged row is padded to a multiple of: 128 bytes of f16/bf16."""
+
+SKINNY_ROWS = 64
+"""Rows per batch entry at most which `align=auto` never stages (the skinny rules' M)."""
+
+WGMMA_FLOPS_PER_SECOND = 660e12
+"""The wgmma GEMM's bf16 rate the estimate assumes: README, 4096³ at 692 TFLOP/s on the
+H200 (2026-12-01), rounded down."""
+
+COPY_BYTES_PER_SECOND = 3.0e12
+"""A copy kernel's bytes read and written per second: the H200's HBM3e gives 4.8 TB/s at most;
+2-byte loads of misaligned rows are assumed to get well below that (an estimate, not
+measured)."""
+
+LAUNCH_SECONDS = 3e-6
+"""What one more kernel in the sequence costs besides its bytes: its launch and its ramp-up
+and tail (an estimate)."""
+
+SYNC_RELATIVE = 0.35
+"""`mma.sync`'s rate on misaligned rows (2-byte loads) relative to `WGMMA_FLOPS_PER_SECOND`:
+batched 4095³ ran 0.30x cuBLAS on it, aligned squares 0.9-1.0x on wgmma (H200, 2026-12-03)."""
+
+
+@dataclass(frozen=True)
+class Staging:
+    """The plan: the operands copied (`a`, `b` or `a,b`). It never reaches a kernel: the
+    planner puts the copies and the GEMM in the kernel's place and plans those."""
+
+    operands: str
+
+
+STAGING_IN_A_PLAN = (
+    "the staging copies are made when the kernel is planned (they put kernels in its place): "
+    "set align as an option of plan or tile, not in a plan"
+)
+
+
+@dataclass(frozen=True)
+class _Operand:
+    """One operand buffer to stage: its kernel argument and its type."""
+
+    name: str
+    arg: int
+    type: MemRefType
+
+    @property
+    def padded(self) -> MemRefType:
+        """The workspace: the buffer with its rows padded to `ROW_ALIGN` elements."""
+        *outer, row = self.type.get_shape()
+        return MemRefType(self.type.element_type, [*outer, -(-row // ROW_ALIGN) * ROW_ALIGN])
+
+    def bytes_moved(self) -> int:
+        """Bytes a copy reads and writes."""
+        width = self.type.element_type.bitwidth // 8  # type: ignore[attr-defined]
+        count = 1
+        for extent in self.type.get_shape():
+            count *= extent
+        padded = 1
+        for extent in self.padded.get_shape():
+            padded *= extent
+        return width * (count + padded)
+
+
+def misaligned_operands(kernel: loop.KernelOp, c: Contraction) -> list[_Operand] | str:
+    """The operand buffers of a plain-load contraction whose rows TMA cannot address, or why
+    the contraction is not one the wgmma rule could take once they are staged."""
+    operands = operand_buffers(c)
+    if isinstance(operands, str):
+        return operands
+    args = list(kernel.body.block.args)
+    staged = []
+    for name, position in (("a", operands.a), *(("b", b) for b in operands.bs)):
+        t = args[position].type
+        assert isinstance(t, MemRefType)
+        if row_misaligned(t) and all(s.arg != position for s in staged):
+            staged.append(_Operand(name, position, t))
+    if not staged:
+        return f"the operands' rows are multiples of {TMA_ALIGN} bytes: nothing to stage"
+    return staged
+
+
+def staging_pays(c: Contraction, operands: list[_Operand]) -> tuple[bool, str]:
+    """Whether the copies and the wgmma GEMM are estimated to take less time than `mma.sync`
+    on the misaligned operands (module docstring), and the estimate in words."""
+    batch, m, n, k = c.extents
+    gemm = 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
+    moved = sum(o.bytes_moved() for o in operands)
+    copies = len(operands) * LAUNCH_SECONDS + moved / COPY_BYTES_PER_SECOND
+    words = (
+        f"{len(operands)} copies of {moved / 1e6:.3g} MB (~{copies * 1e6:.3g} us) and wgmma "
+        f"(~{gemm * 1e6:.3g} us) against mma_sync (~{gemm / SYNC_RELATIVE * 1e6:.3g} us)"
+    )
+    return copies + gemm < gemm / SYNC_RELATIVE, words
+
+
+class WgmmaStagedRule(Rule[Contraction, Staging]):
+    """Copies the operands TMA cannot address into padded workspaces for the wgmma rule."""
+
+    name = "wgmma_staged"
+    reads = "align"
+    plan_type = Staging
+    selector = ("align", "on")
+
+    def considered(self, knobs: Knobs) -> bool:
+        # mma=wgmma leaves a misaligned kernel to the wgmma rule's refusal; sync and none ask
+        # for other rules.
+        return knobs.schedule == "auto" and knobs.align != "off" and knobs.mma == "auto"
+
+    def match(self, kernel: loop.KernelOp) -> Contraction | str:
+        c = match_contraction(kernel)
+        if c is None:
+            return "not a contraction"
+        if tensor_core_type(c) is None:
+            return "not a sum of products of f16 or bf16 operands (one type)"
+        return c
+
+    def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> Staging | str:
+        operands = misaligned_operands(kernel, c)
+        if isinstance(operands, str):
+            return operands
+        m = c.extents[1]
+        if knobs.align == "auto":
+            if m <= SKINNY_ROWS:
+                return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
+            pays, words = staging_pays(c, operands)
+            if not pays:
+                return (
+                    f"the copies would not pay, by the estimate: {words} (align=on stages anyway)"
+                )
+        return Staging(",".join(o.name for o in operands))
+
+    def check(self, kernel: loop.KernelOp, c: Contraction, plan: Staging) -> str | None:
+        return STAGING_IN_A_PLAN
+
+    def rewrite(
+        self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: Staging
+    ) -> list[loop.KernelOp]:
+        operands = misaligned_operands(kernel, c)
+        assert not isinstance(operands, str)
+        return stage_operands(module, kernel, operands)
+
+    def emit(
+        self, kernel: loop.KernelOp, c: Contraction, plan: Staging, rewriter: PatternRewriter
+    ) -> None:
+        raise AssertionError(STAGING_IN_A_PLAN)  # `check` refuses every written plan
+
+
+def stage_operands(
+    module: ModuleOp, kernel: loop.KernelOp, operands: list[_Operand]
+) -> list[loop.KernelOp]:
+    """Puts a copy kernel per operand (`copy_kernel`) and the kernel reading the workspaces in
+    `kernel`'s place; returns them in launch order."""
+    name = kernel.sym_name.data
+    copies = [copy_kernel(f"{name}_pad_{o.name}", o) for o in operands]
+    gemm, em, mapping = derived_kernel(kernel, name, [o.padded for o in operands])
+    for op in kernel.body.block.ops:
+        em.op(op.clone(value_mapper=mapping))
+    args = gemm.body.block.args
+    extra = len(args) - len(operands)
+    for i, o in enumerate(operands):
+        args[o.arg].replace_all_uses_with(args[extra + i])
+    kept = [i for i, arg in enumerate(args) if arg.uses]
+    for arg in [a for a in args if not a.uses]:
+        gemm.body.block.erase_arg(arg)
+
+    def with_workspaces(launch: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
+        allocs = [memref.AllocOp([], [], o.padded) for o in operands]
+        passed = [*launch, *(a.memref for a in allocs)]
+        copied = [[launch[o.arg], a.memref] for o, a in zip(operands, allocs, strict=True)]
+        return allocs, [*copied, [passed[i] for i in kept]]
+
+    replace_kernels(module, kernel, [*copies, gemm], with_workspaces)
+    return [*copies, gemm]
+
+
+def copy_kernel(name: str, o: _Operand) -> loop.KernelOp:
+    """`parallel(..., r, c) in the workspace { ws[..., r, c] = c < row ? src[..., r, c] : 0 }`,
+    reading the source at a clamped column so every load stays in bounds."""
+    padded = o.padded
+    new = loop.KernelOp(name, [o.type, padded])
+    source, workspace = new.body.block.args
+    nest = loop.ParallelOp(padded.get_shape())
+    em = Emitter(new.body.block)
+    em.op(nest)
+    row = o.type.get_shape()[-1]
+    element: Attribute = o.type.element_type
+    with em.into(nest.body.block):
+        *outer, column = nest.body.block.args
+        inside = em.less(column, row)
+        clamped = em.value(arith.MinSIOp(column, em.index(row - 1)))
+        value = em.value(memref.LoadOp.get(source, [*outer, clamped]))
+        zero = em.value(arith.ConstantOp(FloatAttr(0.0, element)))  # type: ignore[arg-type]
+        padded_value = em.value(arith.SelectOp(inside, value, zero))
+        em.op(memref.StoreOp.get(padded_value, workspace, [*outer, column]))
+    return new

@@ -1,0 +1,227 @@
+"""Runs the wgmma GEMM's kernels on the CPU (tests/cpu_cuda.py) with their K loop emulated:
+TMA tensor maps, mbarriers and `wgmma` products, so a whole program's launches (staging copies,
+then the TMA + wgmma GEMM) can be checked against float64 without a GPU.
+
+What is emulated, and how:
+
+- a tensor map is the buffer's pointer, shape and the kernel's box (the parameter is passed as
+  the pointer and the map built at the top of the kernel); `tinyopt_tma_load_Nd` copies the box
+  at the coordinates into shared memory densely, zero outside the buffer (as TMA fills), and
+  completes its bytes on the mbarrier;
+- the 128-byte swizzle is not applied: TMA and `wgmma` both apply it to the shared address, so
+  reading the logical layout with the descriptor's offsets gives what the hardware multiplies
+  (a descriptor is decoded as the kernel encodes it: start, LBO, SBO);
+- an mbarrier is an expected arrival count, the arrivals and transaction bytes pending and a
+  phase bit (a table keyed by its address, under one lock); `try_wait.parity p` returns once
+  the phase is no longer p, so a fresh barrier's "previous phase" (parity 1) has completed;
+- `wgmma` m64nNk16 computes each thread's accumulators (rows 16·warp + lane/4 (+8), columns
+  8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; its
+  fence, commit and wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
+- `bar.sync id, 128` is a 128-thread barrier per id.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+from cpu_cuda import run_on_cpu
+from test_sgemm_on_cpu import ALIGNED_SHARED, viewed
+from xdsl.dialects import func, memref
+from xdsl.dialects.builtin import MemRefType, StringAttr
+from xdsl.ir import BlockArgument, SSAValue
+
+from tinyopt.dialects import loop, tile
+
+PRELUDE = r"""
+#include <map>
+#include <mutex>
+#include <thread>
+#define __shared__ static
+struct CUtensorMap { const unsigned char* base; int rank, element; long long dims[5]; int box[5]; };
+static inline CUtensorMap cpu_tensor_map(const void* base, int rank, int element,
+                                         std::initializer_list<long long> dims,
+                                         std::initializer_list<int> box) {
+    CUtensorMap map{(const unsigned char*)base, rank, element, {}, {}};
+    int d = 0;
+    for (long long v : dims) map.dims[d++] = v;
+    d = 0;
+    for (int v : box) map.box[d++] = v;
+    return map;
+}
+struct CpuMbarrier { int expected, pending; long long tx; unsigned phase; };
+static std::mutex cpu_mbarrier_lock;
+static std::map<const void*, CpuMbarrier> cpu_mbarriers;
+static inline void cpu_mbarrier_complete(CpuMbarrier& b) {
+    if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.expected; }
+}
+static inline void tinyopt_mbarrier_init(void* bar, int count) {
+    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
+    cpu_mbarriers[bar] = {count, count, 0, 0};
+}
+static inline void tinyopt_mbarrier_arrive(void* bar) {
+    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
+    CpuMbarrier& b = cpu_mbarriers.at(bar);
+    if (--b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
+    cpu_mbarrier_complete(b);
+}
+static inline void tinyopt_mbarrier_arrive_expect_tx(void* bar, int bytes) {
+    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
+    CpuMbarrier& b = cpu_mbarriers.at(bar);
+    b.tx += bytes;
+    if (--b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
+    cpu_mbarrier_complete(b);
+}
+static inline void tinyopt_mbarrier_wait(void* bar, int parity) {
+    for (;;) {
+        {
+            std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
+            if ((cpu_mbarriers.at(bar).phase & 1) != (unsigned)(parity & 1)) return;
+        }
+        std::this_thread::yield();
+    }
+}
+static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, const int* at) {
+    long long total = 1, stride[5];
+    for (int d = 0; d < map->rank; ++d) {
+        stride[d] = d ? stride[d - 1] * map->dims[d - 1] : 1;
+        total *= map->box[d];
+    }
+    unsigned char* out = (unsigned char*)dst;
+    for (long long i = 0; i < total; ++i) {
+        long long rest = i, offset = 0;
+        bool inside = true;
+        for (int d = 0; d < map->rank; ++d) {
+            long long g = at[d] + rest % map->box[d];
+            rest /= map->box[d];
+            inside = inside && g >= 0 && g < map->dims[d];
+            offset += g * stride[d];
+        }
+        if (inside) memcpy(out + i * map->element, map->base + offset * map->element, map->element);
+        else memset(out + i * map->element, 0, map->element);
+    }
+    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
+    CpuMbarrier& b = cpu_mbarriers.at(bar);
+    b.tx -= total * map->element;
+    cpu_mbarrier_complete(b);
+}
+static inline void tinyopt_tma_load_2d(void* dst, const CUtensorMap* map, void* bar, int c0,
+                                       int c1) {
+    int at[] = {c0, c1};
+    cpu_tma_load(dst, map, bar, at);
+}
+static inline void tinyopt_tma_load_3d(void* dst, const CUtensorMap* map, void* bar, int c0,
+                                       int c1, int c2) {
+    int at[] = {c0, c1, c2};
+    cpu_tma_load(dst, map, bar, at);
+}
+static inline unsigned long long tinyopt_wgmma_desc(const void* start, unsigned lbo, unsigned sbo) {
+    unsigned long long address = __cvta_generic_to_shared(start);
+    return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+static inline const unsigned char* cpu_desc_start(unsigned long long d) {
+    return cpu_cuda_smem + ((d & 0x3FFF) << 4);
+}
+static inline long long cpu_desc_lbo(unsigned long long d) { return ((d >> 16) & 0x3FFF) << 4; }
+static inline long long cpu_desc_sbo(unsigned long long d) { return ((d >> 32) & 0x3FFF) << 4; }
+using cpu_bf16 = __nv_bfloat16;
+using cpu_f16 = __half;
+// A: K-major, 128-byte rows in 8-row groups SBO apart. B: K-major like A ('k'), or N-major
+// ('n'): 64-column chunks LBO apart, 128-byte K rows in 8-row groups SBO apart.
+template <typename T, int N, char B_MAJOR>
+static inline void cpu_wgmma(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
+    int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    const unsigned char *as = cpu_desc_start(a), *bs = cpu_desc_start(b);
+    long long a_sbo = cpu_desc_sbo(a), b_lbo = cpu_desc_lbo(b), b_sbo = cpu_desc_sbo(b);
+    for (int i = 0; i < N / 2; ++i) {
+        int row = 16 * warp + lane / 4 + 8 * (i / 2 % 2);
+        int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        for (int k = 0; k < 16; ++k) {
+            const T* x = (const T*)(as + row % 8 * 128 + row / 8 * a_sbo + 2 * k);
+            const T* y = B_MAJOR == 'k'
+                ? (const T*)(bs + col % 8 * 128 + col / 8 * b_sbo + 2 * k)
+                : (const T*)(bs + col / 64 * b_lbo + col % 64 * 2 + k % 8 * 128 + k / 8 * b_sbo);
+            d[i] += to_float(*x) * to_float(*y);
+        }
+    }
+}
+static std::barrier<> cpu_cuda_named[3] = {std::barrier<>(128), std::barrier<>(128),
+                                           std::barrier<>(128)};
+static inline void cpu_cuda_bar_sync(unsigned id) { cpu_cuda_named[id].arrive_and_wait(); }
+"""
+
+WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k16_(bf16|f16)_([nk])\(")
+TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
+BAR_SYNC = re.compile(
+    r'asm volatile\("bar\.sync %0, 128;" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
+)
+OTHER_ASM = re.compile(r"^\s*asm volatile\(.*\);$", re.MULTILINE)
+_C_TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
+
+
+def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaKernelOp:
+    """The kernel with its tensor-map parameters taken as pointers (each map built from its
+    buffer's shape at the top of the kernel), wgmma on the emulation, bar.sync on its barriers,
+    and the other inline PTX dropped."""
+    source = kernel.source.data
+    specs = {spec.arg: spec for spec in tile.tensor_maps(kernel)}
+    names = TENSOR_MAP.findall(source)
+    maps = []
+    for position, name in zip(sorted(specs), names, strict=True):
+        spec, shape = specs[position], buffers[position].shape
+        element = "__nv_bfloat16"  # f16 and bf16 are both held as their 16-bit patterns
+        dims = ", ".join(str(d) for d in reversed(shape))
+        box = ", ".join(str(b) for b in reversed(spec.box))
+        maps.append(
+            f"    const CUtensorMap {name} = cpu_tensor_map({name}_data, {len(shape)}, 2, "
+            f"{{{dims}}}, {{{box}}});\n"
+        )
+        source = source.replace(
+            f"const __grid_constant__ CUtensorMap {name}",
+            f"const {element}* __restrict__ {name}_data",
+        )
+    start = source.index('extern "C" __global__')
+    body = source.index("{", start) + 1
+    source = source[:body] + "\n" + "".join(maps) + source[body:]
+    source = WGMMA.sub(lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
+    source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\1);", source)
+    source = OTHER_ASM.sub("", source)
+    source = ALIGNED_SHARED.sub(r"\1 static ", source)
+    fake = kernel.clone()
+    fake.properties["source"] = StringAttr(source)
+    return fake
+
+
+def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """Runs the host function's launches in order on the CPU with the wgmma emulation, over the
+    inputs (16-bit floats as their bits) and the buffers it allocates (NaN-filled, so an
+    element never written shows); returns the arrays it returns."""
+    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
+    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
+    held: dict[SSAValue, np.ndarray] = {}
+    for op in function.body.block.ops:
+        if isinstance(op, memref.AllocOp):
+            t = op.memref.type
+            assert isinstance(t, MemRefType)
+            storage = np.float32 if str(t.element_type) == "f32" else np.uint16
+            fill = np.nan if storage is np.float32 else 0x7FC0
+            held[op.memref] = np.full(t.get_shape(), fill, storage)
+        elif isinstance(op, loop.LaunchOp):
+            sources = [viewed(a) for a in op.args]
+            buffers = [
+                _buffer(s, arrays, held).reshape(a.type.get_shape())  # type: ignore[attr-defined]
+                for a, s in zip(op.args, sources, strict=True)
+            ]
+            kernel = emulated(kernels[op.callee.string_value()], buffers)
+            for s, out in zip(sources, run_on_cpu(kernel, buffers, PRELUDE), strict=True):
+                if not isinstance(s, BlockArgument):
+                    held[s] = out.reshape(held[s].shape)
+    returned = function.body.block.last_op.operands  # type: ignore[union-attr]
+    return [held[viewed(v)] for v in returned]
+
+
+def _buffer(value: SSAValue, arrays: list[np.ndarray], held: dict) -> np.ndarray:
+    if isinstance(value, BlockArgument):
+        return arrays[value.index]
+    return held[value]

@@ -1,0 +1,169 @@
+"""GEMMs whose operand rows TMA cannot address (passes/tile/gemm/wgmma_staged.py): each such
+operand copied into a padded workspace, then the TMA + wgmma GEMM, run on the CPU with the K
+loop emulated (tests/cpu_wgmma.py) against float64: K and N odd, prime and 2^n - 1 (4095-like,
+scaled down), K = 1, batch > 1, A alone, B alone or both staged, the torch-linear layout
+(`[N, K]` weights, bias epilogue), two consumer warpgroups, f16. Also the plan the rule
+chooses by its estimate (`align=auto`), the knob, M ≤ 64 plans unchanged, the small-grid
+`mma.sync` tiles (32×32) on the CPU, and NVRTC compiling the kernels for sm_90a.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import run_program_on_cpu
+from programs import batched_matmul, matmul_plain, tile_with
+
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.check import tolerance
+from tinyopt.compiler import apply_pipeline, lower, parse
+from tinyopt.dialects import loop, tile
+
+COPY, GEMM = "elementwise", "wgmma"
+
+CASES = [
+    # (id, program, knobs, the rules of the kernels the plan makes, in launch order)
+    # 4095³ scaled down: 127-element rows (254 bytes) for A and B, both staged to 128.
+    ("bmm_2x127x127x127", batched_matmul(2, 127, 127, 127, "bf16"), "align=on",
+     [COPY, COPY, GEMM]),
+    # K misaligned, N aligned: A alone; B's [K, N] rows past K are TMA's zero fill.
+    ("bmm_3x70x64x83_a_only", batched_matmul(3, 70, 64, 83, "bf16"), "align=on", [COPY, GEMM]),
+    # N misaligned, K aligned: B alone ([K, N] rows padded past N, the output guarded).
+    ("bmm_2x65x75x64_b_only", batched_matmul(2, 65, 75, 64, "bf16"), "align=on", [COPY, GEMM]),
+    # Primes; x @ w.
+    ("matmul_131x137x139", matmul_plain(131, 137, 139, "bf16", "kn", relu=False), "align=on",
+     [COPY, COPY, GEMM]),
+    # The torch layout (F.linear: w [N, K], + bias): both rows are K; the padded K columns
+    # of both are zeros, so their products add zero.
+    ("linear_130x77x83_bias", matmul_plain(130, 77, 83, "bf16", "nk"), "align=on",
+     [COPY, COPY, GEMM]),
+    ("linear_bn256_130x300x83", matmul_plain(130, 300, 83, "bf16", "nk"), "align=on bn=256",
+     [COPY, COPY, GEMM]),
+    ("linear_f16_97x72x45", matmul_plain(97, 72, 45, "f16", "nk", relu=False), "align=on",
+     [COPY, COPY, GEMM]),
+    # K = 3: one K step of 64, of which 61 columns are A's padding and B's zero fill (K = 1
+    # has no K loop left after `fuse`: `test_k1_is_not_staged`).
+    ("bmm_k3_2x67x75x3", batched_matmul(2, 67, 75, 3, "bf16"), "align=on", [COPY, COPY, GEMM]),
+    # A batch of 127³ stays on mma.sync, in the small-grid tile (32×32, 4 warps:
+    # tests/lit/tile_pass/wgmma_staged.mlir pins it).
+    ("mma_sync_32x32_3x127x127x127", batched_matmul(3, 127, 127, 127, "bf16"), "",
+     ["mma_sync"]),
+]
+
+
+def planned_rules(text: str, knobs: str) -> list[str]:
+    module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+    plans = [k.attributes[tile.PLAN] for k in loop.kernels(module)]
+    return [p.rule.data for p in plans]  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs", "rules"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_staged_gemm_matches_float64_on_cpu(text: str, knobs: str, rules: list[str]) -> None:
+    assert planned_rules(text, knobs) == rules
+    program, module = lower(text, tile_with(knobs))
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=11)
+    halves = [a.dtype == np.float16 for a in arrays]
+    arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
+    (result,) = run_program_on_cpu(module, arrays)
+    if any(halves):
+        result = result.view(np.float16)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < tolerance(graph), error
+
+
+def test_k1_is_not_staged() -> None:
+    # `fuse` makes K = 1 an outer product (no K loop): no GEMM rule, nothing to stage.
+    assert planned_rules(batched_matmul(2, 67, 75, 1, "bf16"), "align=on") == ["row_reduction"]
+
+
+def test_padded_columns_must_be_zeros() -> None:
+    # The emulation multiplies the padded K columns: ones there instead of zeros are wrong.
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    from xdsl.dialects.builtin import StringAttr
+
+    text = matmul_plain(130, 77, 83, "bf16", "nk")
+    program, module = lower(text, tile_with("align=on"))
+    for op in module.ops:
+        if isinstance(op, tile.CudaKernelOp) and "_pad_" in op.sym_name.data:
+            wrong = op.source.data.replace("__float2bfloat16_rn(0.0f)", "__float2bfloat16_rn(1.0f)")
+            assert wrong != op.source.data
+            op.properties["source"] = StringAttr(wrong)
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=11)
+    (result,) = run_program_on_cpu(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error > 10 * tolerance(graph)
+
+
+@pytest.mark.parametrize(
+    ("text", "rules"),
+    [
+        # Batched 4095³ (the sweep's): 2.5 GFLOP per entry, the copies' bytes cheap.
+        (batched_matmul(3, 4095, 4095, 4095, "bf16"), [COPY, COPY, GEMM]),
+        (batched_matmul(17, 4095, 4095, 4095, "bf16"), [COPY, COPY, GEMM]),
+        (matmul_plain(2047, 2047, 2047, "bf16", "nk"), [COPY, COPY, GEMM]),
+        # Small: two more launches would cost more than the product.
+        (batched_matmul(17, 127, 127, 127, "bf16"), ["mma_sync"]),
+        (matmul_plain(1001, 1001, 1001, "bf16", "nk"), ["mma_sync"]),
+        # Rows already aligned: the wgmma rule takes it as it is.
+        (batched_matmul(3, 4095, 4096, 4096, "bf16"), [GEMM]),
+    ],
+    ids=["3x4095", "17x4095", "linear_2047", "17x127", "linear_1001", "aligned"],
+)
+def test_auto_stages_where_the_flops_pay_for_the_copies(text: str, rules: list[str]) -> None:
+    assert planned_rules(text, "") == rules
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        matmul_plain(64, 4095, 4095, "bf16", "kn", relu=False),
+        matmul_plain(64, 4095, 4095, "bf16", "nk"),
+        matmul_plain(8, 4095, 4095, "bf16", "nk"),
+    ],
+    ids=["kn_m64", "nk_m64", "nk_m8"],
+)
+def test_skinny_shapes_keep_their_plans(text: str) -> None:
+    # M ≤ 64 belongs to the skinny and GEMV rules: align=auto leaves their plans as they were.
+    def plans(knobs: str) -> list[str]:
+        module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+        return [str(k.attributes[tile.PLAN]) for k in loop.kernels(module)]
+
+    assert plans("") == plans("align=off")
+
+
+def _cuda(text: str, knobs: str) -> list[str]:
+    _, module = lower(text, tile_with(knobs))
+    return [op.source.data for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+
+
+def test_align_knob_changes_the_cuda() -> None:
+    text = batched_matmul(3, 4095, 4095, 4095, "bf16")
+    staged = _cuda(text, "")
+    assert len(staged) == 3 and "wgmma.mma_async" in staged[-1]
+    plain = _cuda(text, "align=off")
+    assert len(plain) == 1 and "mma.sync" in plain[0]
+    assert _cuda(text, "mma=sync") == plain
+    small = batched_matmul(17, 127, 127, 127, "bf16")
+    assert len(_cuda(small, "align=on")) == 3
+    assert _cuda(small, "") == _cuda(small, "align=off")
+
+
+def test_staged_kernels_compile_for_sm90a() -> None:
+    from tinyopt.backends.cuda.runtime import compile_module
+
+    for text, knobs in [
+        (batched_matmul(3, 4095, 4095, 4095, "bf16"), ""),
+        (matmul_plain(2047, 2047, 2047, "bf16", "nk"), ""),
+        (matmul_plain(97, 72, 45, "f16", "nk", relu=False), "align=on"),
+        (batched_matmul(3, 127, 127, 127, "bf16"), ""),
+    ]:
+        _, module = lower(text, tile_with(knobs))
+        kernels = {op.sym_name.data for op in module.ops if isinstance(op, tile.CudaKernelOp)}
+        assert set(compile_module(module, arch="sm_90a").kernels) == kernels
