@@ -113,3 +113,27 @@ def test_runtime_chunks_match_float64_at_every_length(sq: int, causal: bool) -> 
         (actual,) = run_loop_module(module, name, *inputs)
         (exact,) = run_reference(program, *inputs)
         np.testing.assert_allclose(actual, exact, rtol=1e-5, atol=1e-6)
+
+
+def test_runtime_split_steps_follow_the_plan_at_doubling_lengths() -> None:
+    """At batch 1 (8 groups) and a 32768-key capacity, the split count for a step's L is the
+    plan's own pick at the next doubling of 64 keys, never more than the grid's: the kernel
+    planned for 4096 keys cuts 4096 valid keys of the larger cache the same way."""
+    from tinyopt.passes.tile.attention.decode_plan import (
+        MERGE_COST_PER_SPLIT,
+        auto_splits,
+        resident_blocks,
+        runtime_splits,
+    )
+    from tinyopt.passes.tile.target import Target
+
+    target, resident = Target(), resident_blocks(4, 128, 128, 8)
+    planned = auto_splits(8, 32768, resident, target, 8)
+    steps = runtime_splits(8, 32768, resident, target, 8, MERGE_COST_PER_SPLIT, planned)
+    assert steps[-1] == (32768, planned)
+    assert all(count <= planned for _, count in steps)
+    assert all(64 * (1 << k.bit_length() - 7) == k or k == 32768 for k, _ in steps)
+    at_4096 = next(count for most, count in steps if most >= 4096)
+    assert at_4096 == auto_splits(8, 4096, resident, target, 8)
+    capped = runtime_splits(8, 32768, resident, target, 8, MERGE_COST_PER_SPLIT, 3)
+    assert max(count for _, count in capped) == 3

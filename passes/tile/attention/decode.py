@@ -46,6 +46,7 @@ from tinyopt.passes.tile.attention.decode_plan import (
     blocks_per_sm,
     key_warps_refusal,
     resident_blocks,
+    runtime_splits,
     warps_for,
 )
 from tinyopt.passes.tile.attention.decode_simt import decode_simt_geometry
@@ -176,10 +177,22 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     ) -> list[loop.KernelOp]:
         if isinstance(m, DecodePiece):
             return []
-        # The runtime chunks are cut in whole rounds of the partial block's key loop.
+        # The runtime chunks are cut in whole rounds of the partial block's key loop, into the
+        # split count the cost model picks for the step's number of keys.
         key_parallel = m.on_tensor_cores and plan.akwarps > 1
         round_keys = plan.akwarps * WARP_KEYS if key_parallel else BN
-        return split_decode(module, kernel, m, plan.asplits, round_keys)
+        if m.on_tensor_cores:
+            resident = resident_blocks(m.group, m.head_qk, m.head_v, plan.akwarps)
+        else:
+            geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
+            assert not isinstance(geometry, str), "planning refuses a group no tile fits"
+            resident = blocks_per_sm(geometry.shared_bytes)
+        per_split = MERGE_COST_PER_SPLIT if m.on_tensor_cores else 0
+        _, splits = key_chunk(m.keys, plan.asplits)
+        steps = runtime_splits(
+            m.rows // m.group, m.keys, resident, self.target, plan.akwarps, per_split, splits
+        )
+        return split_decode(module, kernel, m, plan.asplits, round_keys, steps)
 
     def emit(
         self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan, rewriter: PatternRewriter

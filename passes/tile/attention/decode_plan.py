@@ -177,3 +177,32 @@ def auto_splits(
         if cost < best_cost:
             best, best_cost = splits, cost
     return best
+
+
+def runtime_splits(
+    groups: int,
+    keys: int,
+    resident: int,
+    target: Target,
+    warps: int,
+    per_split: float,
+    planned: int,
+) -> list[tuple[int, int]]:
+    """Steps (up to this many seen keys, splits) of the split count a kernel bounded by a
+    runtime number of keys uses: at each power of two times BN keys (and at `keys`), the
+    count `auto_splits` picks there, at most `planned` (the grid's; the blocks of the splits
+    past a step's count have no keys). Doubling steps keep the chain of selects the kernel
+    evaluates short (log2 of the capacity in tiles) while every step's chunks stay within
+    2x of the ones its own plan would cut."""
+    steps: list[tuple[int, int]] = []
+    seen = BN
+    while True:
+        seen = min(seen, keys)
+        splits = min(planned, auto_splits(groups, seen, resident, target, warps, per_split))
+        if steps and steps[-1][1] == splits:
+            steps[-1] = (seen, splits)
+        else:
+            steps.append((seen, splits))
+        if seen == keys:
+            return steps
+        seen *= 2

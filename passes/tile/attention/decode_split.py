@@ -18,7 +18,8 @@ and the split count become a chunk length.
 
 Where the score proves every key past a bound of the kernel's runtime scalars masked
 (`key_limit.py`: a number of valid keys L), the partial kernel cuts its chunks at run time:
-`seen` = the keys any row sees, chunk = ⌈seen / splits⌉ in whole rounds of the schedule's key
+`seen` = the keys any row sees, `used` = the split count the plan's cost model picks for them
+(at most the grid's `splits`), chunk = ⌈seen / used⌉ in whole rounds of the schedule's key
 loop (at most the chunk planned for every key), block s taking keys s·chunk.. and `count` of
 them (the op marked KEY_COUNT, where the schedules' loops stop); the scores of jj ≥ count are
 −inf, so the loop-level kernel means the same without the early stop.
@@ -69,12 +70,18 @@ def key_count(nest: loop.ParallelOp) -> SSAValue | None:
 
 
 def split_decode(
-    module: ModuleOp, kernel: loop.KernelOp, a: DecodeAttention, splits: int, key_tile: int
+    module: ModuleOp,
+    kernel: loop.KernelOp,
+    a: DecodeAttention,
+    splits: int,
+    key_tile: int,
+    steps: Sequence[tuple[int, int]] = (),
 ) -> list[loop.KernelOp]:
     """Puts the regrouped (partial) kernel and, with several splits, the merge kernel in
     `kernel`'s place, with the workspace the host allocates for them; returns them. Where the
     score proves the keys past a bound of the runtime scalars masked (`key_limit.py`), the
-    chunks are cut at run time from that bound, in whole tiles of `key_tile` keys."""
+    chunks are cut at run time from that bound, in whole tiles of `key_tile` keys, into the
+    split count of its step in `steps` ((up to this many keys, splits); none: `splits`)."""
     chunk, splits = key_chunk(a.keys, splits)
     limit = key_limit(a, kernel_scalar_bounds(module, kernel))
     groups = a.rows // a.group
@@ -87,7 +94,7 @@ def split_decode(
         if splits > 1
         else []
     )
-    partial = _partial_kernel(kernel, a, splits, chunk, workspace, limit, key_tile)
+    partial = _partial_kernel(kernel, a, splits, chunk, workspace, limit, key_tile, steps)
     pieces = [partial] if splits == 1 else [partial, _merge_kernel(kernel, a, splits, workspace)]
 
     def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
@@ -140,6 +147,7 @@ def _partial_kernel(
     workspace: Sequence[MemRefType],
     limit: KeyLimit | None,
     key_tile: int,
+    steps: Sequence[tuple[int, int]],
 ) -> loop.KernelOp:
     groups, rows = a.rows // a.group, a.nest.extents[:-1]
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_decode", list(workspace))
@@ -161,7 +169,8 @@ def _partial_kernel(
         bounded = None
         if limit is not None:
             seen = _seen_keys(em, limit, mapping, a.keys)
-            start, count = _runtime_chunk(em, seen, gs, splits, min(key_tile, chunk), chunk)
+            used = _runtime_splits(em, seen, splits, steps)
+            start, count = _runtime_chunk(em, seen, gs, splits, used, min(key_tile, chunk), chunk)
             count.owner.attributes[KEY_COUNT] = UnitAttr()
         init = [row_map.get(v, v) for v in a.reduce.init]
         reduce = loop.ReduceOp([chunk], init, combine=a.reduce.combine.clone())
@@ -221,16 +230,36 @@ def _seen_keys(em: Emitter, limit: KeyLimit, mapping: Mapping, keys: int) -> SSA
     return em.value(arith.MinSIOp(seen, em.index(keys)))
 
 
+def _runtime_splits(
+    em: Emitter, seen: SSAValue, splits: int, steps: Sequence[tuple[int, int]]
+) -> SSAValue:
+    """Emits the split count for `seen` keys: that of the first step reaching them (a chain
+    of selects), `splits` past the last."""
+    used = em.index(splits)
+    for most, count in reversed(steps):
+        if count != splits:
+            within = em.value(arith.CmpiOp(seen, em.index(most), "ule"))
+            used = em.value(arith.SelectOp(within, em.index(count), used))
+    return used
+
+
 def _runtime_chunk(
-    em: Emitter, seen: SSAValue, gs: SSAValue, splits: int, key_tile: int, most: int
+    em: Emitter,
+    seen: SSAValue,
+    gs: SSAValue,
+    splits: int,
+    used: SSAValue,
+    key_tile: int,
+    most: int,
 ) -> tuple[SSAValue, SSAValue]:
     """Emits the first key of this block's chunk and how many keys it takes: the `seen` keys
-    cut into `splits` chunks of whole `key_tile`-key tiles, of at most `most` keys (the
-    chunk for every key, which the partial kernel's loop spans), the last ones empty where
-    the keys are few."""
+    cut into `used` (at most `splits`) chunks of whole `key_tile`-key tiles, of at most
+    `most` keys (the chunk for every key, which the partial kernel's loop spans); the blocks
+    of the other splits, and the last ones where the keys are few, take none."""
     if splits == 1:
         return em.index(0), seen
-    per_split = em.div(em.add(seen, splits - 1), splits)
+    more = em.add(seen, em.value(arith.SubiOp(used, em.index(1))))
+    per_split = em.value(arith.DivUIOp(more, used))
     tiles = em.div(em.add(per_split, key_tile - 1), key_tile)
     chunk = em.value(arith.MinSIOp(em.mul(tiles, key_tile), em.index(most)))
     start = em.mul(em.rem(gs, splits), chunk)
