@@ -116,3 +116,28 @@ def test_key_parallel_warps_have_no_local_memory_at_other_shapes(tmp_path: Path)
         pipeline = f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda"
         for code in sass_of_each(text, pipeline, tmp_path).values():
             assert not LOCAL_MEMORY.search(code), knobs
+
+
+RUNTIME_L = """
+func.func @f(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x32768x128xbf16>,
+             %v: tensor<1x8x32768x128xbf16>, %L: tensor<i64>) -> tensor<1x32x1x128xbf16> {
+  %o = graph.attention %q, %k, %v valid(%L : tensor<i64>) {scale = 0.088 : f32}
+      : (tensor<1x32x1x128xbf16>, tensor<1x8x32768x128xbf16>, tensor<1x8x32768x128xbf16>)
+      -> tensor<1x32x1x128xbf16>
+  func.return %o : tensor<1x32x1x128xbf16>
+}
+"""
+"""Decode attention over the first L of a 32768-key cache (the benchmark's capacity)."""
+
+
+def test_runtime_chunks_keep_the_16_byte_copies(tmp_path: Path) -> None:
+    """The chunks cut from L at run time (a split count picked by a chain of selects, a
+    dynamic start and count) leave the K and V rows a plain load of index arithmetic, so they
+    are still copied by 16-byte `cp.async` (a regression once staged them through registers
+    with 16-byte loads); eight key-parallel warps, no local memory."""
+    kernels = sass_of_each(RUNTIME_L, PIPELINE, tmp_path)
+    (partial,) = [code for name, code in kernels.items() if name.endswith("_decode")]
+    assert len(re.findall(r"\bLDGSTS\.E\.BYPASS\.128\b", partial)) == 48
+    assert len(re.findall(r"\bHMMA\.16816\.F32\.BF16\b", partial)) == 32
+    for code in kernels.values():
+        assert not LOCAL_MEMORY.search(code)

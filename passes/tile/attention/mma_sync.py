@@ -18,7 +18,7 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32, i64
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32, i1, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -176,7 +176,10 @@ def copied_load(side: _Side, element: Attribute) -> memref.LoadOp | None:
         return None
     for op in side.ops:
         widened = isinstance(op, arith.ExtFOp) and op.input == load.res
-        index_math = all(isinstance(r.type, IndexType) for r in op.results) and op.results
+        # Index arithmetic, its compares and selects (a chunk cut at run time).
+        index_math = op.results and all(
+            r.type == i1 or isinstance(r.type, IndexType) for r in op.results
+        )
         if op is not load and not widened and not index_math:
             return None
     if side.value != load.res and not isinstance(side.value.owner, arith.ExtFOp):
