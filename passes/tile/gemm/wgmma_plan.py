@@ -177,36 +177,52 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     return operands
 
 
-NARROW_EFFICIENCY = 0.85
-"""Throughput per FLOP of 128×128 blocks relative to 128×256 ones at full waves: 0.78–0.87 in
-three linears (measured 2026-12-02 on an H100: benchmarks/RESULTS.md, "Run 1 (H100, commit
-f8e96a5)")."""
+BLOCK_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.65, (64, 128): 0.36}
+"""Throughput per FLOP of a block shape (bm, bn) relative to 128×256 blocks, at whole waves of
+one block per SM, measured on the H200 (benchmarks/RESULTS.md, eighth session run 3): 128×128
+blocks ran 3000³ in 5 waves at 468 TFLOP/s a wave where 128×256 ran 4096³ at 727 (0.64);
+64×128 blocks ran 1000³ in one wave of 128 blocks in 12.3 µs where 128×128 took 13.7 in one
+wave of 64 (0.56 of 128×128's, at K = 1000 where a block's fixed costs weigh most: an
+underestimate at larger K). The H100 figure this replaced, 0.85 for 128×128, picked 128×128
+for 3000³, 0.60× cuBLAS, where 128×256 ran 0.67× and the tuner's best 128×256 plan 0.76×."""
 
 
 SMALL_M = 64
 """Rows at most which a GEMM takes 64×64 blocks (`choose_wgmma_tiles`)."""
 
 
-def _wave_cheapest_bn(batch: int, row_tiles: int, n: int, sms: int, dual: bool) -> int:
-    """Returns the block width (256 or 128 accumulator columns) whose grid takes least time
-    counted in waves of one block per SM: a 128-wide block does half the work of a 256-wide one
-    at `NARROW_EFFICIENCY`. So 256 wherever its grid fits the same number of waves, 128 where
-    256 would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16,
-    128 blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two)."""
-    columns = {256: 128 if dual else 256, 128: 64 if dual else 128}
+def _wave_cost(batch: int, m: int, n: int, sms: int, dual: bool, bm: int, bn: int) -> float:
+    """A grid of bm×bn blocks' time in waves of one block per SM, each wave costing a block's
+    bm·bn at its shape's efficiency (a 64-row block's width taken at its 128-row one's where
+    the table has no entry)."""
+    columns = bn // 2 if dual else bn
+    blocks = batch * -(-m // bm) * -(-n // columns)
+    efficiency = BLOCK_EFFICIENCY.get((bm, bn)) or BLOCK_EFFICIENCY[(128, bn)]
+    return -(-blocks // sms) * bm * bn / efficiency
 
-    def cost(bn: int) -> float:
-        blocks = batch * row_tiles * -(-n // columns[bn])
-        return -(-blocks // sms) * bn / (1.0 if bn == 256 else NARROW_EFFICIENCY)
 
-    return min((256, 128), key=cost)
+def _wave_cheapest_block(
+    batch: int, m: int, n: int, sms: int, dual: bool, bm: int = 0
+) -> tuple[int, int]:
+    """Returns the block (bm, bn accumulator columns) whose grid takes least time by
+    `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256 and 128.
+    128×256 wherever its grid fits the same number of waves, a narrower block where 128×256
+    would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16, 128
+    blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
+    GEMM's block holds bn/2 columns of each product and takes 128-row blocks."""
+    if bm:
+        candidates = [(bm, 256), (bm, 128)]
+    else:
+        candidates = [b for b in BLOCK_EFFICIENCY if not dual or b[0] == 128]
+    return min(candidates, key=lambda b: _wave_cost(batch, m, n, sms, dual, *b))
 
 
 def choose_wgmma_tiles(
     knobs: Knobs, batch: int, m: int, n: int, target: Target, dual: bool = False
 ) -> WgmmaTiles | str:
-    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128
-    blocks and 6 stages when 128×256 would leave SMs idle; a dual GEMM's block computes both
+    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128 or
+    64×128 blocks and 6 stages when 128×256 would leave SMs idle (`_wave_cheapest_block`);
+    a dual GEMM's block computes both
     products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
     5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python
     benchmarks/bench_bf16.py`, run 4)"). 64×64 blocks (one consumer warpgroup; a dual GEMM's
@@ -217,12 +233,15 @@ def choose_wgmma_tiles(
     8 or 32 blocks 0.62-0.81x against 0.48-0.67x; at 64 and 112 blocks 64×64 lost)."""
     wide_blocks = batch * -(-m // 128) * -(-n // (64 if dual else 128))
     small = m <= SMALL_M or 4 * wide_blocks < target.sms
-    bm = knobs.bm or (SMALL_M if small else 128)
-    if not (bn := knobs.bn):
+    bm, bn = knobs.bm, knobs.bn
+    if not bm and not bn and not small:
+        bm, bn = _wave_cheapest_block(batch, m, n, target.sms, dual)
+    bm = bm or (SMALL_M if small else 128)
+    if not bn:
         if small and bm == SMALL_M:  # a dual GEMM's 128 columns are 64 of each product
             bn = 2 * SMALL_M if dual else SMALL_M
         else:
-            bn = _wave_cheapest_bn(batch, -(-m // bm), n, target.sms, dual)
+            bn = _wave_cheapest_block(batch, m, n, target.sms, dual, bm)[1]
     stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP

@@ -1,8 +1,9 @@
 // RUN: tinyopt %s -p fuse,tile | filecheck %s
 
-// The wgmma rule's block width by waves of one block per SM (132 SMs; wgmma_plan.py,
-// _wave_cheapest_bn): 128x256 wherever its grid takes as few waves, 128x128 where 256 would
-// leave SMs idle, 64x64 where 128x128 blocks would be fewer than a quarter of the SMs.
+// The wgmma rule's block by waves of one block per SM (132 SMs; wgmma_plan.py,
+// _wave_cheapest_block, each block shape at its measured efficiency): 128x256 wherever its grid
+// takes as few waves, 128x128 or 64x128 where 256 would leave SMs idle, 64x64 where 128x128
+// blocks would be fewer than a quarter of the SMs.
 
 // 4000x1024: 128 blocks of 128x256 in one wave, not 256 of 128x128 in two.
 // CHECK:      tile.kernel @wide_0 grid [4, 32, 1] block [384, 1, 1]
@@ -18,4 +19,22 @@ func.func @wide(%x: tensor<4000x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tenso
 func.func @narrow(%x: tensor<512x4096xbf16>, %w: tensor<768x4096xbf16>) -> tensor<512x768xbf16> {
   %y = graph.linear %x, %w : (tensor<512x4096xbf16>, tensor<768x4096xbf16>) -> tensor<512x768xbf16>
   func.return %y : tensor<512x768xbf16>
+}
+
+// 1000x1000: 32 blocks of 128x256 or 64 of 128x128 fill half the SMs or less; 128 blocks of
+// 64x128 fill one wave.
+// CHECK:      tile.kernel @square_1000_0 grid [8, 16, 1] block [256, 1, 1]
+// CHECK-SAME: bm = 64, bn = 128
+func.func @square_1000(%x: tensor<1000x1000xbf16>, %w: tensor<1000x1000xbf16>) -> tensor<1000x1000xbf16> {
+  %y = graph.linear %x, %w : (tensor<1000x1000xbf16>, tensor<1000x1000xbf16>) -> tensor<1000x1000xbf16>
+  func.return %y : tensor<1000x1000xbf16>
+}
+
+// 3000x3000: 288 blocks of 128x256 in 3 waves (2.2 of work), not 576 of 128x128 in 5 (4.4):
+// a 128x128 block does a quarter less per FLOP than the wave count saves.
+// CHECK:      tile.kernel @square_3000_0 grid [12, 24, 1] block [384, 1, 1]
+// CHECK-SAME: bm = 128, bn = 256
+func.func @square_3000(%x: tensor<3000x3000xbf16>, %w: tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16> {
+  %y = graph.linear %x, %w : (tensor<3000x3000xbf16>, tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16>
+  func.return %y : tensor<3000x3000xbf16>
 }
