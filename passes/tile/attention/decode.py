@@ -132,18 +132,17 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             warps = knobs.akwarps or auto_key_warps(m.group, m.head_qk, m.head_v, m.keys)
             if reason := key_warps_refusal(warps, m.group, m.head_qk, m.head_v):
                 return reason
-            resident = resident_blocks(m.group, m.head_qk, m.head_v, warps)
+        elif knobs.akwarps > 1:
+            return (
+                f"akwarps={knobs.akwarps} needs the tensor-core partial kernel (f16/bf16, "
+                "head dims multiples of 16); the CUDA-core one takes akwarps=1"
+            )
         else:
-            if knobs.akwarps > 1:
-                return (
-                    f"akwarps={knobs.akwarps} needs the tensor-core partial kernel (f16/bf16, "
-                    "head dims multiples of 16); the CUDA-core one takes akwarps=1"
-                )
-            geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
-            if isinstance(geometry, str):
-                return geometry
-            warps, resident = 1, blocks_per_sm(geometry.shared_bytes)
-        per_split = MERGE_COST_PER_SPLIT if m.on_tensor_cores else 0
+            warps = 1
+        costs = self._split_costs(m, warps)
+        if isinstance(costs, str):
+            return costs
+        resident, per_split = costs
         asked = knobs.asplits or auto_splits(
             groups, m.keys, resident, self.target, warps, per_split
         )
@@ -151,6 +150,16 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         if not knobs.akwarps and m.on_tensor_cores:
             warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk)
         return DecodePlan(splits, warps)
+
+    def _split_costs(self, m: DecodeAttention, warps: int) -> tuple[int, float] | str:
+        """The partial blocks one SM holds and the merge's cost per split (`auto_splits`'s
+        inputs) for `warps` key-parallel warps, or why no CUDA-core tile fits the group."""
+        if m.on_tensor_cores:
+            return resident_blocks(m.group, m.head_qk, m.head_v, warps), MERGE_COST_PER_SPLIT
+        geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
+        if isinstance(geometry, str):
+            return geometry
+        return blocks_per_sm(geometry.shared_bytes), 0
 
     def check(self, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan) -> str | None:
         if not isinstance(m, DecodePiece):
@@ -181,13 +190,9 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         # split count the cost model picks for the step's number of keys.
         key_parallel = m.on_tensor_cores and plan.akwarps > 1
         round_keys = plan.akwarps * WARP_KEYS if key_parallel else BN
-        if m.on_tensor_cores:
-            resident = resident_blocks(m.group, m.head_qk, m.head_v, plan.akwarps)
-        else:
-            geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
-            assert not isinstance(geometry, str), "planning refuses a group no tile fits"
-            resident = blocks_per_sm(geometry.shared_bytes)
-        per_split = MERGE_COST_PER_SPLIT if m.on_tensor_cores else 0
+        costs = self._split_costs(m, plan.akwarps)
+        assert not isinstance(costs, str), "planning refuses a group no tile fits"
+        resident, per_split = costs
         _, splits = key_chunk(m.keys, plan.asplits)
         steps = runtime_splits(
             m.rows // m.group, m.keys, resident, self.target, plan.akwarps, per_split, splits

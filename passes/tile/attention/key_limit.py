@@ -158,10 +158,9 @@ def _inequality(
 
 def _predicate_name(compare: arith.CmpfOp | arith.CmpiOp) -> str:
     names = (
-        ("false", "oeq", "ogt", "oge", "olt", "ole", "one", "ord")
-        + ("ueq", "ugt", "uge", "ult", "ule", "une", "uno", "true")
+        arith.CMPF_COMPARISON_OPERATIONS
         if isinstance(compare, arith.CmpfOp)
-        else ("eq", "ne", "slt", "sle", "sgt", "sge", "ult", "ule", "ugt", "uge")
+        else arith.CMPI_COMPARISON_OPERATIONS
     )
     return names[compare.predicate.value.data]
 

@@ -26,6 +26,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
 from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -67,24 +68,21 @@ class MmaTiles:
         return sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
 
 
-SMALL_M = 64
-"""Rows at most which the block tile stays 64×64 on small grids (the skinny rules' M)."""
-
-
 def block_and_warp_tiles(
     knobs: Knobs, batch: int, m: int, n: int, sms: int, quarter: bool = False
 ) -> MmaTiles:
     """Picks 128×128×32 blocks of 8 warps (64×32 each), or 64×64 when that leaves SMs idle,
     or with `quarter` (the bf16/f16 rule; not TF32's) 32×32 (4 warps of 16×16) when even 64×64
-    blocks are fewer than the SMs and M is more than `SMALL_M`; the knobs override the block
-    tile, and the `mma.sync` schedules check what they need. A grid of fewer blocks than SMs
-    runs in one partial wave whose time is one block's K loop: a quarter of the block (with as
-    many threads) halves the loads each thread waits on per K step and puts up to four times
-    the SMs to work, for twice the operand reads (from L2). That decides a batch of small
-    GEMMs (3 × 127³: 12 blocks of 64×64, 48 of 32×32), chosen by this reasoning, not yet
-    measured."""
+    blocks are fewer than the SMs and M is more than the skinny rules' `MAX_ROWS`; the knobs
+    override the block tile, and the `mma.sync` schedules check what they need. A grid of
+    fewer blocks than SMs runs in one partial wave whose time is one block's K loop: a quarter
+    of the block (with as many threads) halves the loads each thread waits on per K step and
+    puts up to four times the SMs to work, for twice the operand reads (from L2). That decides
+    a batch of small GEMMs (3 × 127³: 12 blocks of 64×64, 48 of 32×32; measured on the H200,
+    RESULTS.md eighth session run 2: 0.41-0.47× cuBLAS at 3, 7 and 17 × 127³ against
+    0.34-0.40×)."""
     big = batch * -(-m // 128) * -(-n // 128) >= sms
-    small = quarter and batch * -(-m // 64) * -(-n // 64) < sms and m > SMALL_M
+    small = quarter and batch * -(-m // 64) * -(-n // 64) < sms and m > MAX_ROWS
     side = 128 if big else 32 if small else 64
     bm = knobs.bm or side
     bn = knobs.bn or side
@@ -125,6 +123,15 @@ def tensor_core_type(c: Contraction) -> Attribute | None:
     return element if sums_products(c) else None
 
 
+def tensor_core_contraction(c: Contraction | None) -> Contraction | str:
+    """A rule's match of a contraction on f16/bf16 tensor cores: `c`, or why not."""
+    if c is None:
+        return "not a contraction"
+    if tensor_core_type(c) is None:
+        return "not a sum of products of f16 or bf16 operands (one type)"
+    return c
+
+
 def sums_products(c: Contraction) -> bool:
     """Tells whether a contraction sums the products of its two operand sides (what a
     tensor-core `mma` computes): its combine region is `yield a + b` of its two arguments."""
@@ -146,11 +153,7 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     selector = ("mma", "sync")
 
     def match(self, kernel: loop.KernelOp) -> Contraction | str:
-        if (c := match_contraction(kernel)) is None:
-            return "not a contraction"
-        if tensor_core_type(c) is None:
-            return "not a sum of products of f16 or bf16 operands (one type)"
-        return c
+        return tensor_core_contraction(match_contraction(kernel))
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents

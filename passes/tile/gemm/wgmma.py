@@ -51,7 +51,7 @@ from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
-from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
+from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction, tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
@@ -83,12 +83,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     takes_paired = True
 
     def match(self, kernel: loop.KernelOp) -> Contraction | str:
-        c = match_contraction(kernel) or match_paired_contraction(kernel)
-        if c is None:
-            return "not a contraction"
-        if tensor_core_type(c) is None:
-            return "not a sum of products of f16 or bf16 operands (one type)"
-        return c
+        return tensor_core_contraction(
+            match_contraction(kernel) or match_paired_contraction(kernel)
+        )
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> WgmmaTiles | str:
         dual = isinstance(c, PairedContraction)

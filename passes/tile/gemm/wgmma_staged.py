@@ -44,7 +44,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 from tinyopt.dialects import loop
 from tinyopt.passes.tile.emit import Emitter
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
-from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
+from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
 from tinyopt.passes.tile.gemm.wgmma_plan import TMA_ALIGN, operand_buffers, row_misaligned
 from tinyopt.passes.tile.knobs import Knobs
@@ -160,12 +160,7 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
         return knobs.schedule == "auto" and knobs.align != "off" and knobs.mma == "auto"
 
     def match(self, kernel: loop.KernelOp) -> Contraction | str:
-        c = match_contraction(kernel)
-        if c is None:
-            return "not a contraction"
-        if tensor_core_type(c) is None:
-            return "not a sum of products of f16 or bf16 operands (one type)"
-        return c
+        return tensor_core_contraction(match_contraction(kernel))
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> Staging | str:
         operands = misaligned_operands(kernel, c)
