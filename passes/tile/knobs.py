@@ -33,7 +33,7 @@ class Knobs:
     group: int = AUTO
     mma: str = "auto"
     minblocks: int = AUTO
-    splitk: int = 1
+    splitk: int = 0
     splitk_mode: str = "auto"
     ws: int = 1
     attn: str = "auto"
@@ -163,7 +163,7 @@ KNOBS: tuple[Knob, ...] = (
             lambda v: v == 0 or (isinstance(v, int) and v > 0 and not v & (v - 1)),
         ),
     ),
-    Knob("splitk", powers(1, 64, auto=False)),
+    Knob("splitk", powers(1, 64)),
     Knob("splitk_mode", one_of("auto", "atomic", "twopass")),
     Knob(
         "minblocks",

@@ -16,6 +16,7 @@ from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
+from tinyopt.passes.tile.gemm.split_k_plan import auto_splits
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
@@ -78,8 +79,9 @@ def plan_kernels(
         for piece in unpair(module, kernel, paired):
             plan_kernels(module, piece, knobs, target, split, why)
         return
-    if split and knobs.splitk > 1:
-        pieces = split_kernel(module, kernel, knobs.splitk, knobs.splitk_mode)
+    splits = knobs.splitk or _auto_splits(kernel, knobs, target)
+    if split and splits > 1:
+        pieces = split_kernel(module, kernel, splits, knobs.splitk_mode)
         if pieces != (kernel,):
             for piece in pieces:
                 plan_kernels(module, piece, knobs, target, split=False, why=why)
@@ -108,6 +110,13 @@ def plan_kernels(
         plan_kernels(module, piece, knobs, target, split=False, why=why)
     if not pieces:
         _attach(kernel, choice, refused if why else None)
+
+
+def _auto_splits(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> int:
+    """`splitk=0`: the split count of a small-grid f16/bf16 contraction (`split_k_plan.py`)."""
+    if knobs.schedule != "auto" or (c := match_contraction(kernel)) is None:
+        return 1
+    return auto_splits(c, knobs, target)
 
 
 def _sums_products(kernel: loop.KernelOp) -> bool:

@@ -10,6 +10,13 @@ orientation its global reads are contiguous in, `[outer][BK]` or `[BK][outer]` (
 padded by 8 elements (`PAD`): an odd number of 16-byte units, so the 8 rows of one `ldmatrix`
 matrix fall in distinct bank groups and stay 16-byte aligned.
 
+With `stages=2` (the default) the K loop is double-buffered through registers: each thread
+loads its share of the next K step's A and B tiles into registers right after the current step
+is staged, so those global loads are in flight while the warps run the current step's `mma`s,
+and stores them to shared memory at the top of the next step. `stages=1` loads and stores each
+step's tiles before its `mma`s (a block waits on its loads every step: with a few blocks per SM
+and a long K, the whole kernel is that wait).
+
 The warps tile the block's output (warp tile WM×WN: 64×32 for BM, BN ≥ 128), each holding
 (WM/16)×(WN/8) m16n8 fp32 fragments. The epilogue runs from the fragment layout: lane l holds
 rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1 of each m16n8 tile.
@@ -52,6 +59,9 @@ class MmaTiles:
     wn: int
     vec: int = 8
     """The widest vector of a global access."""
+    stages: int = 2
+    """1: each K step's tiles loaded, then stored to shared memory; 2: the next step's tiles
+    loaded into registers while the current one's `mma`s run."""
 
     @property
     def warps(self) -> int:
@@ -148,7 +158,7 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     """Tiles an f16/bf16 contraction over blocks, warps and tensor-core fragments."""
 
     name = "mma_sync"
-    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec splitk"
+    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec stages splitk"
     plan_type = MmaTiles
     selector = ("mma", "sync")
 
@@ -158,7 +168,9 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
-        return mma_tile_refusal(t, self.target) or replace(t, vec=knobs.vec or 8)
+        return mma_tile_refusal(t, self.target) or replace(
+            t, vec=knobs.vec or 8, stages=knobs.stages or 2
+        )
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
         return mma_tile_refusal(plan, self.target)
@@ -230,10 +242,19 @@ class MmaEmitter:
             for j in range(nj):
                 for r in range(4):
                     self._store(init, acc, i, j, r)
+        staged = [(side, self._registers(side)) for side in (a, b)]
+        if t.stages == 2:
+            for side, registers in staged:
+                self._load(side, em.index(0), registers)
         with em.for_loop(0, self.k, t.bk) as (k0, _, _):
-            self._stage(a, k0)
-            self._stage(b, k0)
+            for side, registers in staged:
+                if t.stages == 1:
+                    self._load(side, k0, registers)
+                self._put(side, registers)
             em.op(tile.BarrierOp())
+            if t.stages == 2:
+                for side, registers in staged:
+                    self._load(side, em.add(k0, t.bk), registers)
             with em.for_loop(0, t.bk, self.k_step, unroll=True) as (kk, _, _):
                 self._multiply(a, b, kk, acc)
                 em.op(scf.YieldOp())
@@ -266,17 +287,42 @@ class MmaEmitter:
         """The shared tile of a side: `[outer][BK + pad]` or `[BK][outer + pad]`."""
         return [size, self.t.bk + PAD] if k_major else [self.t.bk, size + PAD]
 
-    def _stage(self, side: _Side, k0: SSAValue) -> None:
-        """Evaluates a side over its outer × BK tile, rounded to the element type, into smem."""
-        em, t, width = self.em, self.t, side.width
-        fast_extent, slow_extent = (t.bk, side.tile) if side.k_major else (side.tile, t.bk)
-        with em.for_loop(self.tid, slow_extent * fast_extent // width, t.threads) as (e, _, _):
-            fast = em.mul(em.rem(e, fast_extent // width), width)
-            slow = em.div(e, fast_extent // width)
-            kk, oo = (fast, slow) if side.k_major else (slow, fast)
+    def _copies(self, side: _Side) -> tuple[int, int, int]:
+        """A side's tile as (its contiguous extent, the other, vectors each thread copies)."""
+        t = self.t
+        fast, slow = (t.bk, side.tile) if side.k_major else (side.tile, t.bk)
+        return fast, slow, -(-slow * fast // side.width // t.threads)
+
+    def _registers(self, side: _Side) -> SSAValue:
+        """The registers holding a thread's share of one K step of a side."""
+        count = self._copies(side)[2]
+        return self.em.value(
+            tile.AllocOp(tile.memref_in([count, side.width], self.element, tile.REGISTERS))
+        )
+
+    def _copy(self, side: _Side, i: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue | None]:
+        """Where copy `i` of this thread lands in the side's tile: (k, outer) offsets, and
+        whether it is a copy at all where the tile's vectors do not divide among the threads."""
+        em, width = self.em, side.width
+        fast_extent, slow_extent, count = self._copies(side)
+        e = em.add(self.tid, em.mul(i, self.t.threads))
+        fast = em.mul(em.rem(e, fast_extent // width), width)
+        slow = em.div(e, fast_extent // width)
+        kk, oo = (fast, slow) if side.k_major else (slow, fast)
+        vectors = slow_extent * fast_extent // width
+        real = None if vectors == count * self.t.threads else em.less(e, vectors)
+        return kk, oo, real
+
+    def _load(self, side: _Side, k0: SSAValue, registers: SSAValue) -> None:
+        """Evaluates this thread's copies of a side's outer × BK tile at K offset `k0`, rounded
+        to the element type and zero outside the operand, into `registers`."""
+        em, width = self.em, side.width
+        with em.for_loop(0, self._copies(side)[2], 1, unroll=True) as (i, _, _):
+            kk, oo, real = self._copy(side, i)
             k, o = em.add(k0, kk), em.add(side.origin, oo)
-            inside = em.value(arith.AndIOp(em.less(k, self.k), em.less(o, side.extent)))
-            with em.if_(inside, [self.element] * width) as (then_block, else_block, if_op):
+            inside = [em.less(k, self.k), em.less(o, side.extent), *([real] if real else [])]
+            types = [self.element] * width
+            with em.if_(em.all_of(inside), types) as (then_block, else_block, if_op):
                 with em.into(then_block):
                     local = dict(self.mapping) | {self.k_iv: k, side.iv: o}
                     fast_iv = self.k_iv if side.k_major else side.iv
@@ -288,12 +334,26 @@ class MmaEmitter:
                 with em.into(else_block):
                     zero = em.value(arith.ConstantOp(FloatAttr(0.0, self.element)))
                     em.op(scf.YieldOp(*[zero] * width))
-            index = [oo, kk] if side.k_major else [kk, oo]
-            assert side.smem is not None
-            if width == 1:
-                em.op(memref.StoreOp.get(if_op.results[0], side.smem, index))
-            else:
-                em.op(tile.VectorStoreOp(list(if_op.results), side.smem, index))
+            for lane, value in enumerate(if_op.results):
+                em.op(memref.StoreOp.get(value, registers, [i, em.index(lane)]))
+            em.op(scf.YieldOp())
+
+    def _put(self, side: _Side, registers: SSAValue) -> None:
+        """Stores this thread's copies of a side's tile from `registers` to shared memory."""
+        em, width = self.em, side.width
+        assert side.smem is not None
+        with em.for_loop(0, self._copies(side)[2], 1, unroll=True) as (i, _, _):
+            kk, oo, real = self._copy(side, i)
+            with em.when([real] if real else []):
+                values = [
+                    em.value(memref.LoadOp.get(registers, [i, em.index(lane)]))
+                    for lane in range(width)
+                ]
+                index = [oo, kk] if side.k_major else [kk, oo]
+                if width == 1:
+                    em.op(memref.StoreOp.get(values[0], side.smem, index))
+                else:
+                    em.op(tile.VectorStoreOp(values, side.smem, index))
             em.op(scf.YieldOp())
 
     def _narrow(self, value: SSAValue) -> SSAValue:

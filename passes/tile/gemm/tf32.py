@@ -67,7 +67,7 @@ class Tf32Rule(Rule[Contraction, MmaTiles]):
     `mma=auto` never takes it, since TF32 rounds the operands)."""
 
     name = "tf32"
-    reads = "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec splitk"
+    reads = "bm=0,64,128 bn=0,64,128 bk=0,16,32 vec stages splitk"
     plan_type = MmaTiles
     selector = ("mma", "tf32")
     by_auto = False
@@ -84,7 +84,9 @@ class Tf32Rule(Rule[Contraction, MmaTiles]):
             )
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms)
-        return tf32_tile_refusal(t, self.target) or replace(t, vec=knobs.vec or 4)
+        return tf32_tile_refusal(t, self.target) or replace(
+            t, vec=knobs.vec or 4, stages=knobs.stages or 2
+        )
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
         return tf32_tile_refusal(plan, self.target)

@@ -1,23 +1,41 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=sync stages=1}' | filecheck %s --check-prefix=ONE
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bk=8}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bm=256 bn=256 bk=64}' 2>&1 | filecheck %s --check-prefix=SMEM
 
 // relu(x @ w) in bf16 on tensor cores. 64x48 is a small grid, so the block tile is 64x64x32:
 // 4 warps of 32x32, each 2x4 m16n8 fragments (registers 2x4x4 f32). x is contiguous along K:
 // staged [64][32 + 8 pad] with 8-wide vectors and read by plain ldmatrix; w is contiguous
-// along N: staged [32][64 + 8 pad] and read by ldmatrix.trans. One K step of 32 is two mma
-// steps of 16; each loads 2 A and 2 B fragments and issues 2x4 mma.
+// along N: staged [32][64 + 8 pad] and read by ldmatrix.trans. The K loop is double-buffered
+// through registers (stages=2): each thread holds 2 vectors of 8 of each side; the first
+// step's are loaded before the loop, and each step stores them to shared memory, then loads
+// the next step's before its mma steps. One K step of 32 is two mma steps of 16; each loads 2
+// A and 2 B fragments and issues 2x4 mma.
 
-// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) attributes {plan = #tile.plan<{{.*}}>} {
+// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) attributes {plan = #tile.plan<{{.*}}stages = 2>} {
 // CHECK:        %[[AS:.*]] = tile.alloc : memref<64x40xbf16, 3 : i32>
 // CHECK-NEXT:   %[[BS:.*]] = tile.alloc : memref<32x72xbf16, 3 : i32>
 // CHECK:        %[[ACC:.*]] = tile.alloc : memref<2x4x4xf32, 5 : i32>
+// CHECK:        %[[AR:.*]] = tile.alloc : memref<2x8xbf16, 5 : i32>
+// CHECK-NEXT:   %[[BR:.*]] = tile.alloc : memref<2x8xbf16, 5 : i32>
 // CHECK:        tile.vload %[[X]][%{{.*}}, %{{.*}}] : memref<64x32xbf16> -> bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16
 // CHECK:        arith.constant 0.000000e+00 : bf16
-// CHECK:        tile.vstore(%{{.*}} : bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16), %[[AS]]
+// CHECK:        memref.store %{{.*}}, %[[AR]]
+// CHECK:        } {tile.unroll}
 // CHECK:        tile.vload %[[W]]
+// CHECK:        memref.store %{{.*}}, %[[BR]]
+// CHECK:        } {tile.unroll}
+// CHECK-NEXT:   scf.for
+// CHECK:        memref.load %[[AR]]
+// CHECK:        tile.vstore(%{{.*}} : bf16, bf16, bf16, bf16, bf16, bf16, bf16, bf16), %[[AS]]
+// CHECK:        memref.load %[[BR]]
 // CHECK:        tile.vstore(%{{.*}}), %[[BS]]
 // CHECK:        tile.barrier
+// CHECK:        tile.vload %[[X]]
+// CHECK:        memref.store %{{.*}}, %[[AR]]
+// CHECK:        tile.vload %[[W]]
+// CHECK:        memref.store %{{.*}}, %[[BR]]
+// CHECK:        } {tile.unroll}
 // CHECK-NEXT:   scf.for
 // CHECK-COUNT-2: tile.ldmatrix %[[AS]][%{{.*}}, %{{.*}}] : memref<64x40xbf16, 3 : i32> -> i32, i32, i32, i32
 // CHECK-COUNT-2: tile.ldmatrix %[[BS]][%{{.*}}, %{{.*}}] trans : memref<32x72xbf16, 3 : i32> -> i32, i32, i32, i32
@@ -31,6 +49,18 @@
 // The epilogue stores column pairs 2*(lane%4), +1 of rows lane/4 and lane/4+8.
 // CHECK:        arith.maximumf
 // CHECK:        tile.vstore(%{{.*}}, %{{.*}} : bf16, bf16), %[[OUT]]
+
+// stages=1: each step loads its tiles and stores them to shared memory before its mma steps.
+// ONE:        attributes {plan = #tile.plan<{{.*}}stages = 1>}
+// ONE:        %[[AR:.*]] = tile.alloc : memref<2x8xbf16, 5 : i32>
+// ONE-NOT:    tile.vload
+// ONE:        scf.for
+// ONE:        tile.vload
+// ONE:        memref.store %{{.*}}, %[[AR]]
+// ONE:        tile.vstore
+// ONE:        tile.barrier
+// ONE-NOT:    tile.vload
+// ONE:        tile.mma_sync
 
 // An f32 contraction with mma=sync is an error: contraction_mma_f32.mlir.
 

@@ -1,0 +1,49 @@
+// RUN: tinyopt %s -p fuse,plan | filecheck %s
+// RUN: tinyopt %s -p 'fuse,plan{splitk=1}' | filecheck %s --check-prefix=OFF
+
+// splitk=0 (auto, split_k_plan.py): an f16/bf16 GEMM whose 64x64 tiles are fewer than the 132
+// SMs is cut into the power-of-two count of K chunks whose estimate is cheapest, keeping its
+// blocks in one wave and at least 4 K steps of 32 per chunk.
+
+// 120x81, K = 1955: 4 tiles; at most 15 chunks of 128 keys fit K, so 8: a partial kernel over
+// (8, 120, 81) and a fold. splitk=1 keeps one kernel.
+// CHECK:      loop.kernel @long_k_0_splitk
+// CHECK-SAME: plan = #tile.plan<mma_sync
+// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 120, 81]
+// CHECK:      loop.kernel @long_k_0_reduce
+// OFF:        loop.kernel @long_k_0(
+// OFF-NOT:    splitk
+func.func @long_k(%x: tensor<120x1955xbf16>, %w: tensor<81x1955xbf16>) -> tensor<120x81xbf16> {
+  %y = graph.linear %x, %w : (tensor<120x1955xbf16>, tensor<81x1955xbf16>) -> tensor<120x81xbf16>
+  func.return %y : tensor<120x81xbf16>
+}
+
+// K = 200 leaves fewer than 4 steps per chunk at any split: one kernel.
+// CHECK:      loop.kernel @short_k_0(
+// CHECK-NOT:  @short_k_0_splitk
+func.func @short_k(%x: tensor<120x200xbf16>, %w: tensor<81x200xbf16>) -> tensor<120x81xbf16> {
+  %y = graph.linear %x, %w : (tensor<120x200xbf16>, tensor<81x200xbf16>) -> tensor<120x81xbf16>
+  func.return %y : tensor<120x81xbf16>
+}
+
+// 1024x1024: 256 tiles, more than a wave: not split, whatever K.
+// CHECK:      loop.kernel @full_grid_0(
+// CHECK-SAME: plan = #tile.plan<wgmma
+func.func @full_grid(%x: tensor<1024x8192xbf16>, %w: tensor<1024x8192xbf16>) -> tensor<1024x1024xbf16> {
+  %y = graph.linear %x, %w : (tensor<1024x8192xbf16>, tensor<1024x8192xbf16>) -> tensor<1024x1024xbf16>
+  func.return %y : tensor<1024x1024xbf16>
+}
+
+// M = 64 belongs to the skinny rules, f32 to the CUDA-core rule's stream-K: neither is split.
+// CHECK:      loop.kernel @skinny_0(
+// CHECK-NOT:  @skinny_0_splitk
+func.func @skinny(%x: tensor<64x4096xbf16>, %w: tensor<256x4096xbf16>) -> tensor<64x256xbf16> {
+  %y = graph.linear %x, %w : (tensor<64x4096xbf16>, tensor<256x4096xbf16>) -> tensor<64x256xbf16>
+  func.return %y : tensor<64x256xbf16>
+}
+// CHECK:      loop.kernel @f32_0(
+// CHECK-NOT:  @f32_0_splitk
+func.func @f32(%x: tensor<120x1955xf32>, %w: tensor<81x1955xf32>) -> tensor<120x81xf32> {
+  %y = graph.linear %x, %w : (tensor<120x1955xf32>, tensor<81x1955xf32>) -> tensor<120x81xf32>
+  func.return %y : tensor<120x81xf32>
+}

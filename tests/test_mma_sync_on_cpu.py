@@ -1,0 +1,97 @@
+"""The `mma.sync` GEMM (passes/tile/gemm/mma_sync.py) run on the CPU (tests/cpu_wgmma.py) against
+float64, with its K loop double-buffered through registers (`stages=2`, the default) and not
+(`stages=1`): staging by 16-byte vectors (aligned rows) and element by element (odd K), a batch,
+the torch-linear layout with a bias, f16, a ragged last K step, the 32×32 small-grid tile and the
+128×128 one. Also the register copies in the CUDA (each thread's loads of the next K step come
+after the step's barrier and before its `mma`s), and small grids with a long K split by default
+(`splitk=0`, passes/tile/gemm/split_k_plan.py) with the partial sums folded.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import run_program_on_cpu
+from programs import batched_matmul, matmul_plain, tile_with
+
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.check import tolerance
+from tinyopt.compiler import apply_pipeline, lower, parse
+from tinyopt.dialects import loop, tile
+
+SHAPES = [
+    # (id, program, knobs)
+    ("odd_k_linear_40x33x131", matmul_plain(40, 33, 131, "bf16", "nk"), ""),
+    ("aligned_bmm_2x64x64x96", batched_matmul(2, 64, 64, 96, "bf16"), ""),
+    ("f16_matmul_70x72x40", matmul_plain(70, 72, 40, "f16", "kn", relu=False), ""),
+    ("block_128_linear_130x136x48", matmul_plain(130, 136, 48, "bf16", "nk"), "bm=128 bn=128"),
+]
+
+
+def _plan(text: str, knobs: str) -> str:
+    module = apply_pipeline(parse(text), f"fuse,plan{{mma=sync {knobs}}}")
+    (kernel,) = loop.kernels(module)
+    return str(kernel.attributes[tile.PLAN])
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("stages", [1, 2])
+@pytest.mark.parametrize(("text", "knobs"), [s[1:] for s in SHAPES], ids=[s[0] for s in SHAPES])
+def test_mma_sync_matches_float64_on_cpu(text: str, knobs: str, stages: int) -> None:
+    assert f"stages = {stages}" in _plan(text, f"{knobs} stages={stages}")
+    program, module = lower(text, tile_with(f"mma=sync {knobs} stages={stages}"))
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=5)
+    halves = [a.dtype == np.float16 for a in arrays]
+    arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
+    (result,) = run_program_on_cpu(module, arrays)
+    if any(halves):
+        result = result.view(np.float16)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < tolerance(graph), error
+
+
+def _kernel_source(text: str, knobs: str) -> str:
+    _, module = lower(text, tile_with(knobs))
+    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    return kernel.source.data
+
+
+def test_stages_default_to_register_double_buffering() -> None:
+    text = matmul_plain(40, 33, 131, "bf16", "nk")
+    assert "stages = 2" in _plan(text, "")
+    source = _kernel_source(text, "mma=sync")
+    # The operand loads: once before the K loop (the first step) and once inside it, between
+    # the step's first barrier and its first mma.
+    loop_start = re.search(r"for \(int (v\d+) = 0; \1 < 131; \1 \+= 32\)", source)
+    assert loop_start is not None
+    before, inside = source[: loop_start.start()], source[loop_start.start() :]
+    assert before.count(" = v0[") == 1 and before.count(" = v1[") == 1
+    first_barrier = inside.index("__syncthreads()")
+    first_mma = inside.index("tinyopt_mma_bf16(")
+    between = inside[first_barrier:first_mma]
+    assert between.count(" = v0[") == 1 and between.count(" = v1[") == 1
+    single = _kernel_source(text, "mma=sync stages=1")
+    assert single.count(" = v0[") == 1 and single.index(" = v0[") > single.index("< 131;")
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    "text",
+    [matmul_plain(70, 40, 700, "bf16", "nk"), batched_matmul(2, 66, 20, 515, "bf16")],
+    ids=["linear_70x40x700_bias", "bmm_2x66x20x515"],
+)
+def test_auto_split_matches_float64_on_cpu(text: str) -> None:
+    # Small grids with long K: splitk=0 cuts K (split_k_plan.py), ragged last chunk included.
+    module = apply_pipeline(parse(text), "fuse,plan")
+    names = [k.sym_name.data for k in loop.kernels(module)]
+    assert len(names) == 2 and names[0].endswith("_splitk") and names[1].endswith("_reduce")
+    program, module = lower(text, "fuse,tile,to-cuda")
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=7)
+    (result,) = run_program_on_cpu(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < tolerance(graph), error
