@@ -79,7 +79,7 @@ def plan_kernels(
         for piece in unpair(module, kernel, paired):
             plan_kernels(module, piece, knobs, target, split, why)
         return
-    splits = knobs.splitk or _auto_splits(kernel, knobs, target)
+    splits = knobs.splitk or (_auto_splits(kernel, knobs, target) if split else 1)
     if split and splits > 1:
         pieces = split_kernel(module, kernel, splits, knobs.splitk_mode)
         if pieces != (kernel,):
@@ -113,10 +113,16 @@ def plan_kernels(
 
 
 def _auto_splits(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> int:
-    """`splitk=0`: the split count of a small-grid f16/bf16 contraction (`split_k_plan.py`)."""
+    """`splitk=0`: the split count of a small-grid f16/bf16 contraction the mma.sync rule
+    takes (`split_k_plan.py`)."""
     if knobs.schedule != "auto" or (c := match_contraction(kernel)) is None:
         return 1
-    return auto_splits(c, knobs, target)
+    splits = auto_splits(c, knobs, target)
+    if splits > 1:
+        choice, _ = refusals(kernel, knobs, target)
+        if choice is None or choice.rule.name != "mma_sync":
+            return 1
+    return splits
 
 
 def _sums_products(kernel: loop.KernelOp) -> bool:

@@ -4,15 +4,16 @@ A tensor-core GEMM whose output tiles are fewer than the SMs runs in one partial
 time is one block's K loop: each K step waits on global loads the few blocks of an SM cannot
 hide. Cutting K into `s` chunks (`split_k.py`) puts `s` times the blocks to work on `s` times
 shorter loops, for a partial-sum workspace (written and read once) and one more launch (the
-fold). The estimate, per power of two `s` up to `MOST`:
+fold). The estimate, per power of two `s` up to `MOST` whose chunk keeps `MIN_STEPS` K steps:
 
-    time(s) = ⌈K / s / STEP_K⌉ · STEP_SECONDS                      (one block's K loop)
-              + (s > 1) · (FOLD_SECONDS + 2 · 4 · s · batch · M · N / WORKSPACE_BYTES_PER_SECOND)
+    time(s) = waves(s) · ⌈K / s / STEP_K⌉ · STEP_SECONDS
+              + (s > 1) · (FOLD_SECONDS + 8 · s · batch · M · N / WORKSPACE_BYTES_PER_SECOND)
+    waves(s) = ⌈batch · ⌈M/64⌉ · ⌈N/64⌉ · s / (RESIDENT · SMs)⌉
 
-over the `s` whose blocks still fit one wave (`batch · ⌈M/64⌉ · ⌈N/64⌉ · s ≤ SMs`, 64×64
-tiles: the small-grid tile of the mma.sync rule) and whose chunk keeps at least `MIN_STEPS`
-K steps; the cheapest wins. Grids of at least one wave of such tiles, M ≤ 64 (the skinny and
-GEMV rules, which split K themselves) and f32 (the CUDA-core rule's stream-K) are not split.
+(64×64 tiles, the small-grid tile of the mma.sync rule); the cheapest wins. Only kernels the
+mma.sync rule takes are split (the planner checks): M ≤ 64 belongs to the skinny and GEMV
+rules, which split K themselves, f32 to the CUDA-core rule's stream-K, and a kernel on wgmma
+(or staged for it) keeps its plan.
 """
 
 from __future__ import annotations
@@ -29,12 +30,16 @@ TILE = 64
 STEP_K = 32
 """K per step of the mma.sync K loop (its `bk`)."""
 
-STEP_SECONDS = 0.5e-6
+STEP_SECONDS = 0.7e-6
 """One K step of a block on an SM with few blocks: the latency of its global loads, barely
-hidden (an estimate; see benchmarks/RESULTS.md for the measured split counts)."""
+hidden (H200, 2026-12-03, benchmarks/bench_small_grids.py: 0.67-0.8 µs a step unsplit)."""
 
-FOLD_SECONDS = 3e-6
-"""The fold kernel's launch, ramp-up and tail (an estimate)."""
+RESIDENT = 4
+"""Blocks of a 64×64 tile an SM runs at the latency-bound step time before they contend."""
+
+FOLD_SECONDS = 5e-6
+"""The fold kernel's launch, ramp-up and tail, and the partial kernel's heavier index math (an
+estimate: a split of 4 at 114×733×767 measured 15.1 µs where 6 steps would take 4.2)."""
 
 WORKSPACE_BYTES_PER_SECOND = 3.0e12
 """The partial sums' f32 workspace, written by the partial kernel and read by the fold."""
@@ -55,19 +60,22 @@ def auto_splits(c: Contraction, knobs: Knobs, target: Target) -> int:
     if m <= MAX_ROWS:
         return 1
     tiles = batch * -(-m // TILE) * -(-n // TILE)
-    best, best_time = 1, split_seconds(1, batch, m, n, k)
+    if tiles >= target.sms:
+        return 1
+    best, best_time = 1, split_seconds(1, tiles, batch, m, n, k, target)
     s = 2
-    while s <= MOST and tiles * s <= target.sms and k // s >= MIN_STEPS * STEP_K:
-        time = split_seconds(s, batch, m, n, k)
+    while s <= MOST and k // s >= MIN_STEPS * STEP_K:
+        time = split_seconds(s, tiles, batch, m, n, k, target)
         if time < best_time:
             best, best_time = s, time
         s *= 2
     return best
 
 
-def split_seconds(s: int, batch: int, m: int, n: int, k: int) -> float:
+def split_seconds(s: int, tiles: int, batch: int, m: int, n: int, k: int, target: Target) -> float:
     """The estimated time of the GEMM cut into `s` chunks of K (the formula above)."""
-    loop = -(-k // (s * STEP_K)) * STEP_SECONDS
+    waves = -(-tiles * s // (RESIDENT * target.sms))
+    loop = waves * -(-k // (s * STEP_K)) * STEP_SECONDS
     if s == 1:
         return loop
     return loop + FOLD_SECONDS + 8 * s * batch * m * n / WORKSPACE_BYTES_PER_SECOND

@@ -1,5 +1,6 @@
 // RUN: tinyopt %s -p fuse,plan | filecheck %s
 // RUN: tinyopt %s -p 'fuse,plan{splitk=1}' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'fuse,plan{align=on}' | filecheck %s --check-prefix=STAGED
 
 // splitk=0 (auto, split_k_plan.py): an f16/bf16 GEMM whose 64x64 tiles are fewer than the 132
 // SMs is cut into the power-of-two count of K chunks whose estimate is cheapest, keeping its
@@ -13,6 +14,12 @@
 // CHECK:      loop.kernel @long_k_0_reduce
 // OFF:        loop.kernel @long_k_0(
 // OFF-NOT:    splitk
+// Only kernels the mma.sync rule takes are split: with align=on the operands are staged for
+// wgmma instead.
+// STAGED:     loop.kernel @long_k_0_pad_a
+// STAGED:     loop.kernel @long_k_0_pad_b
+// STAGED:     loop.kernel @long_k_0(
+// STAGED-SAME: plan = #tile.plan<wgmma
 func.func @long_k(%x: tensor<120x1955xbf16>, %w: tensor<81x1955xbf16>) -> tensor<120x81xbf16> {
   %y = graph.linear %x, %w : (tensor<120x1955xbf16>, tensor<81x1955xbf16>) -> tensor<120x81xbf16>
   func.return %y : tensor<120x81xbf16>
@@ -32,6 +39,14 @@ func.func @short_k(%x: tensor<120x200xbf16>, %w: tensor<81x200xbf16>) -> tensor<
 func.func @full_grid(%x: tensor<1024x8192xbf16>, %w: tensor<1024x8192xbf16>) -> tensor<1024x1024xbf16> {
   %y = graph.linear %x, %w : (tensor<1024x8192xbf16>, tensor<1024x8192xbf16>) -> tensor<1024x1024xbf16>
   func.return %y : tensor<1024x1024xbf16>
+}
+
+// 384x128, K = 16384: 12 tiles, but its rows are aligned and the wgmma rule takes it unsplit.
+// CHECK:      loop.kernel @aligned_0(
+// CHECK-SAME: plan = #tile.plan<wgmma
+func.func @aligned(%x: tensor<384x16384xbf16>, %w: tensor<128x16384xbf16>) -> tensor<384x128xbf16> {
+  %y = graph.linear %x, %w : (tensor<384x16384xbf16>, tensor<128x16384xbf16>) -> tensor<384x128xbf16>
+  func.return %y : tensor<384x128xbf16>
 }
 
 // M = 64 belongs to the skinny rules, f32 to the CUDA-core rule's stream-K: neither is split.
