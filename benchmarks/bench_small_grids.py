@@ -8,7 +8,7 @@ aligned ones (on wgmma at `splitk=1`). Each row gives the time of each setting (
 ratio to cuBLAS; the last column the setting the default picks.
 
 Usage: python benchmarks/bench_small_grids.py [--settings "splitk=1 stages=1;splitk=1;;splitk=4"]
-       [--out small.md]
+       [--names r19,a0] [--out small.md]
 """
 
 from __future__ import annotations
@@ -74,12 +74,14 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--settings", default=SETTINGS)
+    parser.add_argument("--names", default="", help="comma-separated shape names (default all)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     settings = args.settings.split(";")
     rows = []
     start = time.perf_counter()
-    for shape in small_shapes():
+    names = set(args.names.split(",")) if args.names else None
+    for shape in [s for s in small_shapes() if names is None or s.name in names]:
         gen = torch.Generator(device="cuda").manual_seed(0)
         lead = (shape.batch,) if shape.batch else ()
         w_shape = (*lead, shape.n, shape.k) if shape.form == "linear" else (*lead, shape.k, shape.n)

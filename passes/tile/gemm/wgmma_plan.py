@@ -260,6 +260,10 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(
             "persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)"
         )
+    if stages < 2:
+        return _fail(
+            f"needs stages of at least 2 (a ring of TMA slots filled ahead), got stages={stages}"
+        )
     if bm not in (64, 128):
         return _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
     if bn not in (64, 128, 256):
