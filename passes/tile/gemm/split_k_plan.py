@@ -10,7 +10,10 @@ fold). The estimate, per power of two `s` up to `MOST` whose chunk keeps `MIN_ST
               + (s > 1) · (FOLD_SECONDS + 8 · s · batch · M · N / WORKSPACE_BYTES_PER_SECOND)
     waves(s) = ⌈batch · ⌈M/64⌉ · ⌈N/64⌉ · s / (RESIDENT · SMs)⌉
 
-(64×64 tiles, the small-grid tile of the mma.sync rule); the cheapest wins. Only kernels the
+(64×64 tiles, the small-grid tile of the mma.sync rule), over the `s` that keep the partial
+kernel on that rule's small-grid tiles (fewer 128×128 tiles than SMs: past that the rule takes
+128×128 blocks, and a split of 8 at 189×1344×6356 ran 2.2 times slower than a split of 4);
+the cheapest wins if it is estimated `MARGIN` of the unsplit time or less. Only kernels the
 mma.sync rule takes are split (the planner checks): M ≤ 64 belongs to the skinny and GEMV
 rules, which split K themselves, f32 to the CUDA-core rule's stream-K, and a kernel on wgmma
 (or staged for it) keeps its plan.
@@ -44,8 +47,13 @@ estimate: a split of 4 at 114×733×767 measured 15.1 µs where 6 steps would ta
 WORKSPACE_BYTES_PER_SECOND = 3.0e12
 """The partial sums' f32 workspace, written by the partial kernel and read by the fold."""
 
-MIN_STEPS = 4
-"""The fewest K steps a chunk keeps (the register double-buffering needs a few to overlap)."""
+MIN_STEPS = 3
+"""The fewest K steps a chunk keeps (the register double-buffering needs a few to overlap; at
+120×81×1955 a split of 16, 3.8 steps a chunk, ran 1.36 times faster than a split of 8)."""
+
+MARGIN = 0.8
+"""How much faster a split must be estimated to be taken (the estimate is rough: the fold's
+time is a guess)."""
 
 MOST = 64
 """The largest split (the `splitk` knob's)."""
@@ -62,9 +70,10 @@ def auto_splits(c: Contraction, knobs: Knobs, target: Target) -> int:
     tiles = batch * -(-m // TILE) * -(-n // TILE)
     if tiles >= target.sms:
         return 1
-    best, best_time = 1, split_seconds(1, tiles, batch, m, n, k, target)
+    best, best_time = 1, MARGIN * split_seconds(1, tiles, batch, m, n, k, target)
+    large_tiles = batch * -(-m // (2 * TILE)) * -(-n // (2 * TILE))
     s = 2
-    while s <= MOST and k // s >= MIN_STEPS * STEP_K:
+    while s <= MOST and k // s >= MIN_STEPS * STEP_K and large_tiles * s < target.sms:
         time = split_seconds(s, tiles, batch, m, n, k, target)
         if time < best_time:
             best, best_time = s, time

@@ -2,15 +2,16 @@
 // RUN: tinyopt %s -p 'fuse,plan{splitk=1}' | filecheck %s --check-prefix=OFF
 // RUN: tinyopt %s -p 'fuse,plan{align=on}' | filecheck %s --check-prefix=STAGED
 
-// splitk=0 (auto, split_k_plan.py): an f16/bf16 GEMM whose 64x64 tiles are fewer than the 132
-// SMs is cut into the power-of-two count of K chunks whose estimate is cheapest, keeping its
-// blocks in one wave and at least 4 K steps of 32 per chunk.
+// splitk=0 (auto, split_k_plan.py): an f16/bf16 GEMM on the mma.sync rule whose 64x64 tiles
+// are fewer than the 132 SMs is cut into the power-of-two count of K chunks whose estimate is
+// cheapest (and 0.8 of the unsplit one or less), keeping at least 3 K steps of 32 per chunk and
+// fewer 128x128 tiles than SMs in the partial kernel.
 
-// 120x81, K = 1955: 4 tiles; at most 15 chunks of 128 keys fit K, so 8: a partial kernel over
-// (8, 120, 81) and a fold. splitk=1 keeps one kernel.
+// 120x81, K = 1955: 4 tiles; chunks of 96 keys or more allow 16: a partial kernel over
+// (16, 120, 81) and a fold. splitk=1 keeps one kernel.
 // CHECK:      loop.kernel @long_k_0_splitk
 // CHECK-SAME: plan = #tile.plan<mma_sync
-// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 120, 81]
+// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [16, 120, 81]
 // CHECK:      loop.kernel @long_k_0_reduce
 // OFF:        loop.kernel @long_k_0(
 // OFF-NOT:    splitk
@@ -25,7 +26,7 @@ func.func @long_k(%x: tensor<120x1955xbf16>, %w: tensor<81x1955xbf16>) -> tensor
   func.return %y : tensor<120x81xbf16>
 }
 
-// K = 200 leaves fewer than 4 steps per chunk at any split: one kernel.
+// K = 200 (7 steps): a split of 2 would save 3 steps, less than the fold costs: one kernel.
 // CHECK:      loop.kernel @short_k_0(
 // CHECK-NOT:  @short_k_0_splitk
 func.func @short_k(%x: tensor<120x200xbf16>, %w: tensor<81x200xbf16>) -> tensor<120x81xbf16> {
