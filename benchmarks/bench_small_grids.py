@@ -4,7 +4,8 @@ and the mma.sync rule's `stages`.
 
 The shapes: every shape of bench_gemm_sweep.py whose 64×64 tiles are fewer than the SMs (its
 random linears and batched 127³), and a few more drawn the same way from a second seed, plus
-aligned ones (on wgmma at `splitk=1`). Each row gives the time of each setting (ms) and its
+aligned ones (on wgmma at `splitk=1`), and the Llama-3-8B projections at M = 8 and 64 (decode
+steps: the skinny rules' shapes, which `splitk=0` leaves to them). Each row gives the time of each setting (ms) and its
 ratio to cuBLAS; the last column the setting the default picks.
 
 Usage: python benchmarks/bench_small_grids.py [--settings "splitk=1 stages=1;splitk=1;;splitk=4"]
@@ -19,7 +20,7 @@ import random
 import sys
 import time
 
-from bench_gemm_sweep import RANDOM_HIGH, RANDOM_LOW, Shape, shapes
+from bench_gemm_sweep import LLAMA, RANDOM_HIGH, RANDOM_LOW, Shape, shapes
 
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
@@ -45,6 +46,11 @@ def small_shapes() -> list[Shape]:
         m, n, k = (round(math.exp(rng.uniform(lo, hi))) for _ in range(3))
         extra.append(Shape("extra", f"e{i:02d}", "linear", m, n, k))
     out += [s for s in extra if small(s)][:12]
+    out += [
+        Shape("decode", f"d{m}_{name}", "linear", m, n, k)
+        for m in (8, 64)
+        for name, k, n in LLAMA["llama8b"]
+    ]
     out += [
         Shape("aligned", "a0", "linear", 256, 256, 8192),
         Shape("aligned", "a1", "linear", 128, 1024, 8192),
