@@ -16,7 +16,8 @@ from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
-from tinyopt.passes.tile.gemm.split_k_plan import auto_splits
+from tinyopt.passes.tile.gemm.split_k_plan import auto_splits, auto_wgmma_splits, small_grid
+from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
@@ -79,9 +80,11 @@ def plan_kernels(
         for piece in unpair(module, kernel, paired):
             plan_kernels(module, piece, knobs, target, split, why)
         return
-    splits = knobs.splitk or (_auto_splits(kernel, knobs, target) if split else 1)
+    splits, mode = (knobs.splitk, knobs.splitk_mode)
+    if split and not splits:
+        splits, mode = _auto_splits(kernel, knobs, target)
     if split and splits > 1:
-        pieces = split_kernel(module, kernel, splits, knobs.splitk_mode)
+        pieces = split_kernel(module, kernel, splits, mode)
         if pieces != (kernel,):
             for piece in pieces:
                 plan_kernels(module, piece, knobs, target, split=False, why=why)
@@ -112,17 +115,20 @@ def plan_kernels(
         _attach(kernel, choice, refused if why else None)
 
 
-def _auto_splits(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> int:
-    """`splitk=0`: the split count of a small-grid f16/bf16 contraction the mma.sync rule
-    takes (`split_k_plan.py`)."""
-    if knobs.schedule != "auto" or (c := match_contraction(kernel)) is None:
-        return 1
-    splits = auto_splits(c, knobs, target)
-    if splits > 1:
-        choice, _ = refusals(kernel, knobs, target)
-        if choice is None or choice.rule.name != "mma_sync":
-            return 1
-    return splits
+def _auto_splits(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> tuple[int, str]:
+    """`splitk=0`: the split count (and `splitk_mode`) of a small-grid f16/bf16 contraction
+    the mma.sync or the wgmma rule takes (`split_k_plan.py`); the wgmma rule's partial kernel
+    folds in a second pass (it stores its sums as they are)."""
+    c = match_contraction(kernel) if knobs.schedule == "auto" else None
+    if c is None or not small_grid(c, knobs, target):
+        return 1, knobs.splitk_mode
+    choice, _ = refusals(kernel, knobs, target)
+    if choice is not None and choice.rule.name == "mma_sync":
+        return auto_splits(c, knobs, target), knobs.splitk_mode
+    if choice is not None and isinstance(t := choice.plan, WgmmaTiles):
+        if t.dual == "off" and not t.persistent:
+            return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"
+    return 1, knobs.splitk_mode
 
 
 def _sums_products(kernel: loop.KernelOp) -> bool:

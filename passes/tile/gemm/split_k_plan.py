@@ -55,8 +55,27 @@ MARGIN = 0.8
 """How much faster a split must be estimated to be taken (the estimate is rough: the fold's
 time is a guess)."""
 
+WGMMA_K = 64
+"""K per step of the wgmma rule's K loop (one TMA box)."""
+
+WGMMA_STEP_SECONDS = 0.22e-6
+"""One K step of a wgmma block on a grid of fewer blocks than SMs (H200, 2026-12-03, ninth
+session run 3: 256×256×8192, 128×1024×8192 and 384×128×16384 at 0.20-0.23 µs a step)."""
+
+MIN_WGMMA_STEPS = 4
+"""The fewest K steps a wgmma chunk keeps (its ring of TMA slots fills over the first few)."""
+
 MOST = 64
 """The largest split (the `splitk` knob's)."""
+
+
+def small_grid(c: Contraction, knobs: Knobs, target: Target) -> bool:
+    """Whether a split could pay: an f16/bf16 contraction on tensor cores whose output, in the
+    largest blocks (128×256), leaves SMs idle."""
+    if knobs.mma not in ("auto", "sync", "wgmma") or tensor_core_type(c) is None:
+        return False
+    batch, m, n, _ = c.extents
+    return batch * -(-m // 128) * -(-n // 256) < target.sms
 
 
 def auto_splits(c: Contraction, knobs: Knobs, target: Target) -> int:
@@ -81,10 +100,42 @@ def auto_splits(c: Contraction, knobs: Knobs, target: Target) -> int:
     return best
 
 
+def auto_wgmma_splits(c: Contraction, bm: int, columns: int, target: Target) -> int:
+    """The split count `splitk=0` gives contraction `c` on the wgmma rule's bm×`columns`
+    blocks (its plan): where they are fewer than the SMs, the power of two `s` whose estimate
+
+        ⌈K / s / 64⌉ · WGMMA_STEP_SECONDS + (s > 1) · (fold and workspace, as above)
+
+    is cheapest (and `MARGIN` of the unsplit one or less), over the `s` whose blocks fit one
+    wave of one block per SM and whose chunks are whole multiples of 64 with `MIN_WGMMA_STEPS`
+    steps or more (the wgmma rule reads K in 64-element TMA boxes and takes only a split whose
+    chunks divide K). Any M: at M ≤ 64 a kernel the wgmma rule takes is its to split."""
+    batch, m, n, k = c.extents
+    blocks = batch * -(-m // bm) * -(-n // columns)
+    if blocks >= target.sms:
+        return 1
+    best, best_time = 1, MARGIN * -(-k // WGMMA_K) * WGMMA_STEP_SECONDS
+    s = 2
+    while (
+        s <= MOST
+        and blocks * s <= target.sms
+        and k % (WGMMA_K * s) == 0
+        and k // (WGMMA_K * s) >= MIN_WGMMA_STEPS
+    ):
+        time = k // (WGMMA_K * s) * WGMMA_STEP_SECONDS + fold_seconds(s, batch, m, n)
+        if time < best_time:
+            best, best_time = s, time
+        s *= 2
+    return best
+
+
+def fold_seconds(s: int, batch: int, m: int, n: int) -> float:
+    """The fold's launch and the f32 workspace's bytes, written once and read once."""
+    return FOLD_SECONDS + 8 * s * batch * m * n / WORKSPACE_BYTES_PER_SECOND
+
+
 def split_seconds(s: int, tiles: int, batch: int, m: int, n: int, k: int, target: Target) -> float:
     """The estimated time of the GEMM cut into `s` chunks of K (the formula above)."""
     waves = -(-tiles * s // (RESIDENT * target.sms))
     loop = waves * -(-k // (s * STEP_K)) * STEP_SECONDS
-    if s == 1:
-        return loop
-    return loop + FOLD_SECONDS + 8 * s * batch * m * n / WORKSPACE_BYTES_PER_SECOND
+    return loop if s == 1 else loop + fold_seconds(s, batch, m, n)

@@ -118,7 +118,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         grid = launch_grid(t, batch, m, n, self.target.sms)
         new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
-        rank = len(c.nest.extents)
+        rank = len(new.body.block.args[operands.a].type.get_shape())  # type: ignore[attr-defined]
         a_box = (*[1] * (rank - 2), t.bm, BK)
         b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, BK)))
         b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
@@ -165,6 +165,10 @@ class _WgmmaEmitter:
             self.results.append(c.second.reduce.res[0])
             self.inits.append(c.second.reduce.init[0])
         self.mn_major = operands.b_mn_major
+        self.splits, self.chunk = operands.splits, operands.chunk
+        self.batched = len(self.a_global.type.get_shape()) == 3  # type: ignore[attr-defined]
+        self.k_base: SSAValue | int = 0
+        """The block's first K element: its chunk's, in a split-K partial kernel."""
         self.batch, self.m, self.n, self.k = c.extents
         self.steps = -(-self.k // BK)
         self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
@@ -228,6 +232,9 @@ class _WgmmaEmitter:
         if len(c.nest.extents) == 3:
             self.mapping[c.nest.body.block.args[0]] = coordinates[2]
             self.b_index = [coordinates[2]]
+        if self.splits > 1:  # batch index b·splits + s: chunk s of K, operand batch b
+            self.b_index = [em.div(coordinates[2], self.splits)] if self.batched else []
+            self.k_base = em.mul(em.rem(coordinates[2], self.splits), self.chunk)
 
     def _grouped(self, linear: SSAValue) -> list[SSAValue]:
         """Returns the (n, m) tile coordinates of the `linear`-th tile of a batch in launch
@@ -275,7 +282,7 @@ class _WgmmaEmitter:
         slot = em.rem(ring_step, t.stages)
         em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(ring_step, t.stages, flip=True)))
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
-        k0 = em.mul(step, BK)
+        k0 = em.add(self.k_base, em.mul(step, BK))
         zero = em.index(0)
 
         def copy(source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue]) -> None:

@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import MemRefType, bf16, f16
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, bf16, f16
+from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
@@ -46,6 +47,10 @@ class Operands:
     b: int
     b_mn_major: bool
     second_b: int | None = None
+    splits: int = 1
+    """A split-K partial kernel's K chunks (`split_k.py`): its batch index is b·splits + s, and
+    it reads K at s·chunk + k and the operands' batch (if they have one) at b."""
+    chunk: int = 0
 
     @property
     def bs(self) -> list[int]:
@@ -120,8 +125,10 @@ def row_misaligned(t: MemRefType) -> bool:
 
 def operand_buffers(c: Contraction) -> Operands | str:
     """Returns the buffers of a contraction whose sides are plain loads TMA could copy (rows
-    aside), else the sentence that says which limit the contraction is outside."""
-    batch = list(c.nest.body.block.args[:-2])
+    aside), else the sentence that says which limit the contraction is outside. A split-K
+    partial kernel's sides are plain loads at its K chunk (`split_form`)."""
+    split = split_form(c)
+    splits, chunk, k_index, batch = split if split else (1, 0, None, c.nest.body.block.args[:-2])
     k_iv = c.reduce.body.block.args[0]
     sides = [(c.a_side, c.a_value, c.m_iv, k_iv), (c.b_side, c.b_value, c.n_iv, k_iv)]
     if isinstance(c, PairedContraction):
@@ -129,20 +136,23 @@ def operand_buffers(c: Contraction) -> Operands | str:
         sides.append((second.b_side, second.b_value, c.n_iv, second.reduce.body.block.args[0]))
     positions = []
     for side, value, outer, k_iv in sides:
+        index_ops = split_index_ops(side) if split else []
+        loads = [op for op in side if op not in index_ops]
         if (
-            len(side) != 2
-            or not isinstance(load := side[0], memref.LoadOp)
-            or not isinstance(ext := side[1], arith.ExtFOp)
+            len(loads) != 2
+            or not isinstance(load := loads[0], memref.LoadOp)
+            or not isinstance(ext := loads[1], arith.ExtFOp)
             or ext.input != load.res
             or ext.result != value
         ):
             return _fail(
                 "needs both operands to be plain loads (TMA copies raw bytes: no prologue math)"
             )
+        k = k_index if split else k_iv
         indices = list(load.indices)
-        if indices == [*batch, outer, k_iv]:
+        if indices == [*batch, outer, k]:
             positions.append((load.memref, False))
-        elif outer is c.n_iv and indices == [*batch, k_iv, outer]:
+        elif outer is c.n_iv and indices == [*batch, k, outer]:
             positions.append((load.memref, True))
         else:
             return _fail(
@@ -152,11 +162,57 @@ def operand_buffers(c: Contraction) -> Operands | str:
     (a, _), (b, b_mn_major), *second = positions
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
     if not second:
-        return Operands(args.index(a), args.index(b), b_mn_major)
+        return Operands(args.index(a), args.index(b), b_mn_major, None, splits, chunk)
     ((second_b, second_mn_major),) = second
     if second_mn_major != b_mn_major:
         return _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
     return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
+
+
+def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | None:
+    """(splits, chunk, the K index, the operands' batch indices) of a split-K partial kernel
+    (`split_k.py`, chunks that divide K): nest `(b·S + s, m, n)`, K read at `s·chunk + k` with
+    `s = (b·S + s) % S`, and the operands' batch at `(b·S + s) / S` where they have one; else
+    None."""
+    if len(c.nest.extents) != 3:
+        return None
+    first, k_iv = c.nest.body.block.args[0], c.reduce.body.block.args[0]
+    loads = [op for op in c.a_side if isinstance(op, memref.LoadOp)]
+    if len(loads) != 1 or not isinstance(add := loads[0].indices[-1].owner, arith.AddiOp):
+        return None
+    if add.rhs != k_iv or not isinstance(mul := add.lhs.owner, arith.MuliOp):
+        return None
+    if not isinstance(rem := mul.lhs.owner, arith.RemUIOp) or rem.lhs != first:
+        return None
+    splits, chunk = _constant(rem.rhs), _constant(mul.rhs)
+    if splits is None or chunk is None:
+        return None
+    batch = list(loads[0].indices[:-2])
+    if batch:
+        div = batch[0].owner
+        if (
+            len(batch) != 1
+            or not isinstance(div, arith.DivUIOp)
+            or div.lhs != first
+            or _constant(div.rhs) != splits
+        ):
+            return None
+    return splits, chunk, add.result, batch
+
+
+def split_index_ops(side: list[Operation]) -> list[Operation]:
+    """The ops of a split partial kernel's operand side that compute indices (all of whose
+    results are `index`s: its K and batch indices), not values."""
+    return [
+        op for op in side if op.results and all(isinstance(r.type, IndexType) for r in op.results)
+    ]
+
+
+def _constant(value: SSAValue) -> int | None:
+    op = value.owner
+    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
+        return op.value.value.data
+    return None
 
 
 def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
@@ -167,6 +223,11 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     operands = operand_buffers(c)
     if isinstance(operands, str):
         return operands
+    if operands.splits > 1 and operands.chunk % BK:
+        return _fail(
+            f"takes a split of K in chunks that are multiples of {BK} (whole TMA boxes), got "
+            f"{operands.splits} chunks of {operands.chunk}"
+        )
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
     buffers = [args[p].type for p in (operands.a, *operands.bs)]
     if any(row_misaligned(t) for t in buffers):  # type: ignore[arg-type]

@@ -3,7 +3,7 @@
 // RUN: tinyopt %s -p 'fuse,plan{align=on}' | filecheck %s --check-prefix=STAGED
 
 // splitk=0 (auto, split_k_plan.py): an f16/bf16 GEMM on the mma.sync rule whose 64x64 tiles
-// are fewer than the 132 SMs is cut into the power-of-two count of K chunks whose estimate is
+// are fewer than the 132 SMs (the wgmma rule's: below) is cut into the power-of-two count of K chunks whose estimate is
 // cheapest (and 0.8 of the unsplit one or less), keeping at least 3 K steps of 32 per chunk and
 // fewer 128x128 tiles than SMs in the partial kernel.
 
@@ -42,20 +42,34 @@ func.func @full_grid(%x: tensor<1024x8192xbf16>, %w: tensor<1024x8192xbf16>) -> 
   func.return %y : tensor<1024x1024xbf16>
 }
 
-// 384x128, K = 16384: 12 tiles, but its rows are aligned and the wgmma rule takes it unsplit.
-// CHECK:      loop.kernel @aligned_0(
+// 384x128, K = 16384: its rows are aligned, so the wgmma rule takes it: 6 blocks of 64x128.
+// The wgmma split (split_k_plan.auto_wgmma_splits) keeps whole 64-element K steps in chunks
+// that divide K: 8 chunks of 2048 (32 steps of 0.22 us, estimated, against 256 unsplit), the
+// partial kernel on wgmma reading K at (its batch index % 8) * 2048, then the fold.
+// CHECK:      loop.kernel @aligned_0_splitk(
 // CHECK-SAME: plan = #tile.plan<wgmma
+// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 384, 128]
+// CHECK:      loop.kernel @aligned_0_reduce
 func.func @aligned(%x: tensor<384x16384xbf16>, %w: tensor<128x16384xbf16>) -> tensor<384x128xbf16> {
   %y = graph.linear %x, %w : (tensor<384x16384xbf16>, tensor<128x16384xbf16>) -> tensor<384x128xbf16>
   func.return %y : tensor<384x128xbf16>
 }
 
-// M = 64 belongs to the skinny rules, f32 to the CUDA-core rule's stream-K: neither is split.
-// CHECK:      loop.kernel @skinny_0(
-// CHECK-NOT:  @skinny_0_splitk
-func.func @skinny(%x: tensor<64x4096xbf16>, %w: tensor<256x4096xbf16>) -> tensor<64x256xbf16> {
+// M = 64 on the wgmma rule (4 blocks of 64x64) is the wgmma rule's to split: 16 chunks of
+// 256. M = 8 belongs to the skinny rules, which split K themselves (not the planner), and f32 to
+// the CUDA-core rule's stream-K: neither is split here.
+// CHECK:      loop.kernel @rows_64_0_splitk(
+// CHECK-SAME: plan = #tile.plan<wgmma
+// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [16, 64, 256]
+func.func @rows_64(%x: tensor<64x4096xbf16>, %w: tensor<256x4096xbf16>) -> tensor<64x256xbf16> {
   %y = graph.linear %x, %w : (tensor<64x4096xbf16>, tensor<256x4096xbf16>) -> tensor<64x256xbf16>
   func.return %y : tensor<64x256xbf16>
+}
+// CHECK:      loop.kernel @skinny_0(
+// CHECK-NOT:  @skinny_0_splitk
+func.func @skinny(%x: tensor<8x4096xbf16>, %w: tensor<256x4096xbf16>) -> tensor<8x256xbf16> {
+  %y = graph.linear %x, %w : (tensor<8x4096xbf16>, tensor<256x4096xbf16>) -> tensor<8x256xbf16>
+  func.return %y : tensor<8x256xbf16>
 }
 // CHECK:      loop.kernel @f32_0(
 // CHECK-NOT:  @f32_0_splitk

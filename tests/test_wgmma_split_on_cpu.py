@@ -1,0 +1,58 @@
+"""Split-K on the wgmma rule (passes/tile/gemm/wgmma_plan.split_form, the emitter's K base): the
+partial kernel of `split_k.py` taken by wgmma (each block's TMA boxes start at its chunk of K,
+its operand batch the partial's batch index / splits), then the fold, run on the CPU with the
+K loop emulated (tests/cpu_wgmma.py) against float64: unbatched with a K-major B and a bias in
+the fold, batched with an N-major B, and the split `splitk=0` picks for a small grid with a long
+K. A chunk that is not a multiple of 64 stays on mma.sync.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import run_program_on_cpu
+from programs import batched_matmul, matmul_plain, tile_with
+
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.check import tolerance
+from tinyopt.compiler import apply_pipeline, lower, parse
+from tinyopt.dialects import loop, tile
+
+CASES = [
+    # (id, program, knobs, the partial kernel's loop extents)
+    ("linear_130x192x512_bias", matmul_plain(130, 192, 512, "bf16", "nk"), "splitk=4",
+     [4, 130, 192]),
+    ("bmm_2x70x64x256", batched_matmul(2, 70, 64, 256, "bf16"), "splitk=2", [4, 70, 64]),
+    ("auto_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False), "",
+     [16, 64, 128]),
+]
+
+
+def _kernels(text: str, knobs: str) -> list[loop.KernelOp]:
+    return list(loop.kernels(apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")))
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs", "extents"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_wgmma_split_matches_float64_on_cpu(text: str, knobs: str, extents: list[int]) -> None:
+    partial, fold = _kernels(text, knobs)
+    assert partial.attributes[tile.PLAN].rule.data == "wgmma"  # type: ignore[union-attr]
+    assert fold.sym_name.data.endswith("_reduce")
+    nest = next(op for op in partial.walk() if isinstance(op, loop.ParallelOp))
+    assert list(nest.extents) == extents
+    program, module = lower(text, tile_with(knobs))
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=3)
+    (result,) = run_program_on_cpu(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < tolerance(graph), error
+
+
+def test_chunks_off_the_tma_box_stay_on_mma_sync() -> None:
+    # K = 200 in 4 chunks of 50: not whole 64-element boxes, so wgmma refuses the partial.
+    partial, _ = _kernels(matmul_plain(130, 192, 200, "bf16", "nk"), "splitk=4 why=1")
+    assert partial.attributes[tile.PLAN].rule.data == "mma_sync"  # type: ignore[union-attr]
+    refusals = [r.data for r in partial.attributes[tile.REFUSALS].data]  # type: ignore[union-attr]
+    assert any("4 chunks of 50" in r for r in refusals), refusals
