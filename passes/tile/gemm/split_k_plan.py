@@ -6,9 +6,11 @@ hide. Cutting K into `s` chunks (`split_k.py`) puts `s` times the blocks to work
 shorter loops, for a partial-sum workspace (written and read once) and one more launch (the
 fold). The estimate, per power of two `s` up to `MOST` whose chunk keeps `MIN_STEPS` K steps:
 
-    time(s) = waves(s) · ⌈K / s / STEP_K⌉ · STEP_SECONDS
+    time(s) = waves(s) · ⌈K / s / STEP_K⌉ · step(s)
               + (s > 1) · (FOLD_SECONDS + 8 · s · batch · M · N / WORKSPACE_BYTES_PER_SECOND)
     waves(s) = ⌈batch · ⌈M/64⌉ · ⌈N/64⌉ · s / (RESIDENT · SMs)⌉
+    step(s) = STEP_SECONDS on the rule's 32×32 small-grid tiles (while its 64×64 tiles are
+              fewer than the SMs), STEP_SECONDS_64 on 64×64 ones
 
 (64×64 tiles, the small-grid tile of the mma.sync rule), over the `s` that keep the partial
 kernel on that rule's small-grid tiles (fewer 128×128 tiles than SMs: past that the rule takes
@@ -36,6 +38,12 @@ STEP_K = 32
 STEP_SECONDS = 0.7e-6
 """One K step of a block on an SM with few blocks: the latency of its global loads, barely
 hidden (H200, 2026-12-03, benchmarks/bench_small_grids.py: 0.67-0.8 µs a step unsplit)."""
+
+STEP_SECONDS_64 = 1.5e-6
+"""The same on 64×64 tiles, each thread copying four times the elements a step: measured 1.1
+to 2.5 µs a step for splits on them (ninth session, runs 3-4: 189×1344×6356, 1053×439×7301,
+1260×110×3367, 1054×72×2014), taken between; a split of 2 at 1053×439×7301, 115 such steps,
+ran 1.55 times slower than the 229 unsplit steps of 32×32 tiles."""
 
 RESIDENT = 4
 """Blocks of a 64×64 tile an SM runs at the latency-bound step time before they contend."""
@@ -137,5 +145,6 @@ def fold_seconds(s: int, batch: int, m: int, n: int) -> float:
 def split_seconds(s: int, tiles: int, batch: int, m: int, n: int, k: int, target: Target) -> float:
     """The estimated time of the GEMM cut into `s` chunks of K (the formula above)."""
     waves = -(-tiles * s // (RESIDENT * target.sms))
-    loop = waves * -(-k // (s * STEP_K)) * STEP_SECONDS
+    step = STEP_SECONDS if tiles * s < target.sms else STEP_SECONDS_64
+    loop = waves * -(-k // (s * STEP_K)) * step
     return loop if s == 1 else loop + fold_seconds(s, batch, m, n)
