@@ -39,11 +39,13 @@ STEP_SECONDS = 0.7e-6
 """One K step of a block on an SM with few blocks: the latency of its global loads, barely
 hidden (H200, 2026-12-03, benchmarks/bench_small_grids.py: 0.67-0.8 µs a step unsplit)."""
 
-STEP_SECONDS_64 = 1.5e-6
+STEP_SECONDS_64 = 1.1e-6
 """The same on 64×64 tiles, each thread copying four times the elements a step: measured 1.1
-to 2.5 µs a step for splits on them (ninth session, runs 3-4: 189×1344×6356, 1053×439×7301,
-1260×110×3367, 1054×72×2014), taken between; a split of 2 at 1053×439×7301, 115 such steps,
-ran 1.55 times slower than the 229 unsplit steps of 32×32 tiles."""
+to 2.5 µs a step for splits on them (ninth session, runs 3-5: 189×1344×6356, 1053×439×7301,
+1260×110×3367, 1054×72×2014). 1.1 µs, the fastest, is the value under which the estimate picks
+the fastest measured split of each of those shapes and of 1606×86×1925 (run 5: 1.5 µs picked a
+split of 2 on 32×32 tiles at 189×1344×6356, 0.27× cuBLAS, where 4 on 64×64 tiles ran 0.58×);
+1053×439×7301 stays unsplit (a split of 2 on 64×64 tiles ran 1.55 times slower)."""
 
 RESIDENT = 4
 """Blocks of a 64×64 tile an SM runs at the latency-bound step time before they contend."""
