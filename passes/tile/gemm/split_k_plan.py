@@ -15,10 +15,11 @@ fold). The estimate, per power of two `s` up to `MOST` whose chunk keeps `MIN_ST
 (64×64 tiles, the small-grid tile of the mma.sync rule), over the `s` that keep the partial
 kernel on that rule's small-grid tiles (fewer 128×128 tiles than SMs: past that the rule takes
 128×128 blocks, and a split of 8 at 189×1344×6356 ran 2.2 times slower than a split of 4);
-the cheapest wins if it is estimated `MARGIN` of the unsplit time or less. Only kernels the
-mma.sync rule takes are split (the planner checks): M ≤ 64 belongs to the skinny and GEMV
-rules, which split K themselves, f32 to the CUDA-core rule's stream-K, and a kernel on wgmma
-(or staged for it) keeps its plan.
+the cheapest wins if it is estimated `MARGIN` of the unsplit time or less. That is for the
+kernels the mma.sync rule takes (the planner checks which rule does), at M > 64 (M ≤ 64 belongs
+to the skinny and GEMV rules, which split K themselves). A kernel the wgmma rule takes gets
+`auto_wgmma_splits` (its own step time; chunks whole TMA boxes that divide K). f32 is left to
+the CUDA-core rule's stream-K, and a GEMM staged for wgmma (`wgmma_staged.py`) is not split.
 """
 
 from __future__ import annotations
