@@ -96,6 +96,17 @@ class Shape:
     def flops(self) -> int:
         return 2 * max(self.batch, 1) * self.m * self.n * self.k
 
+    def operands(self):  # -> tuple[torch.Tensor, torch.Tensor]
+        """Random bf16 x and w on the GPU in the shape's form (w scaled by 1/√K), seed 0."""
+        import torch
+
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        lead = (self.batch,) if self.batch else ()
+        w_shape = (*lead, self.n, self.k) if self.form == "linear" else (*lead, self.k, self.n)
+        bf16 = {"device": "cuda", "dtype": torch.bfloat16, "generator": gen}
+        x = torch.randn((*lead, self.m, self.k), **bf16)
+        return x, torch.randn(w_shape, **bf16) / self.k**0.5
+
     def text(self) -> str:
         if self.form == "bmm":
             return batched_matmul(self.batch, self.m, self.n, self.k, "bf16")
@@ -283,12 +294,7 @@ def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
         return torch.bmm(x, w) if shape.form == "bmm" else torch.matmul(x, w)
 
     for shape in cases:
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        lead = (shape.batch,) if shape.batch else ()
-        w_shape = (*lead, shape.n, shape.k) if shape.form == "linear" else (*lead, shape.k, shape.n)
-        bf16 = {"device": "cuda", "dtype": torch.bfloat16, "generator": gen}
-        x = torch.randn((*lead, shape.m, shape.k), **bf16)
-        w = torch.randn(w_shape, **bf16) / shape.k**0.5
+        x, w = shape.operands()
         # The rows checked against float64: the first and last ERROR_ROWS (all where M is small).
         if shape.m <= 2 * ERROR_ROWS:
             idx = torch.arange(shape.m, device="cuda")

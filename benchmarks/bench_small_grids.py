@@ -88,12 +88,7 @@ def main() -> None:
     start = time.perf_counter()
     names = set(args.names.split(",")) if args.names else None
     for shape in [s for s in small_shapes() if names is None or s.name in names]:
-        gen = torch.Generator(device="cuda").manual_seed(0)
-        lead = (shape.batch,) if shape.batch else ()
-        w_shape = (*lead, shape.n, shape.k) if shape.form == "linear" else (*lead, shape.k, shape.n)
-        bf16 = {"device": "cuda", "dtype": torch.bfloat16, "generator": gen}
-        x = torch.randn((*lead, shape.m, shape.k), **bf16)
-        w = torch.randn(w_shape, **bf16) / shape.k**0.5
+        x, w = shape.operands()
 
         def cublas(x=x, w=w, form=shape.form):
             if form == "linear":

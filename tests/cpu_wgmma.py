@@ -31,6 +31,9 @@ from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import MemRefType, StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.check import tolerance
+from tinyopt.compiler import lower
 from tinyopt.dialects import loop, tile
 
 PRELUDE = r"""
@@ -225,3 +228,19 @@ def _buffer(value: SSAValue, arrays: list[np.ndarray], held: dict) -> np.ndarray
     if isinstance(value, BlockArgument):
         return arrays[value.index]
     return held[value]
+
+
+def error_on_cpu(text: str, pipeline: str, seed: int) -> tuple[float, float]:
+    """Lowers a one-output graph program by `pipeline`, runs its launches on the CPU over fresh
+    inputs (`device_inputs` at `seed`; f16 as its bits) and returns the output's error against
+    the float64 reference and the program's tolerance."""
+    program, module = lower(text, pipeline)
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=seed)
+    halves = [a.dtype == np.float16 for a in arrays]
+    arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
+    (result,) = run_program_on_cpu(module, arrays)
+    if any(halves):
+        result = result.view(np.float16)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    return error, tolerance(graph)

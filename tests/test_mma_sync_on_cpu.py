@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
 import pytest
 from cpu_cuda import COMPILER
-from cpu_wgmma import run_program_on_cpu
+from cpu_wgmma import error_on_cpu
 from programs import batched_matmul, matmul_plain, tile_with
 
-from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
-from tinyopt.backends.check import tolerance
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
 
@@ -42,16 +39,8 @@ def _plan(text: str, knobs: str) -> str:
 @pytest.mark.parametrize(("text", "knobs"), [s[1:] for s in SHAPES], ids=[s[0] for s in SHAPES])
 def test_mma_sync_matches_float64_on_cpu(text: str, knobs: str, stages: int) -> None:
     assert f"stages = {stages}" in _plan(text, f"{knobs} stages={stages}")
-    program, module = lower(text, tile_with(f"mma=sync {knobs} stages={stages}"))
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=5)
-    halves = [a.dtype == np.float16 for a in arrays]
-    arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
-    (result,) = run_program_on_cpu(module, arrays)
-    if any(halves):
-        result = result.view(np.float16)
-    (error,) = errors_against_reference(graph, [result], inputs)
-    assert error < tolerance(graph), error
+    error, bound = error_on_cpu(text, tile_with(f"mma=sync {knobs} stages={stages}"), seed=5)
+    assert error < bound, error
 
 
 def _kernel_source(text: str, knobs: str) -> str:
@@ -89,9 +78,5 @@ def test_auto_split_matches_float64_on_cpu(text: str) -> None:
     module = apply_pipeline(parse(text), "fuse,plan")
     names = [k.sym_name.data for k in loop.kernels(module)]
     assert len(names) == 2 and names[0].endswith("_splitk") and names[1].endswith("_reduce")
-    program, module = lower(text, "fuse,tile,to-cuda")
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=7)
-    (result,) = run_program_on_cpu(module, arrays)
-    (error,) = errors_against_reference(graph, [result], inputs)
-    assert error < tolerance(graph), error
+    error, bound = error_on_cpu(text, "fuse,tile,to-cuda", seed=7)
+    assert error < bound, error

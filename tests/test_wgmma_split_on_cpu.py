@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import pytest
 from cpu_cuda import COMPILER
-from cpu_wgmma import run_program_on_cpu
+from cpu_wgmma import error_on_cpu
 from programs import batched_matmul, matmul_plain, tile_with
 
-from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
-from tinyopt.backends.check import tolerance
-from tinyopt.compiler import apply_pipeline, lower, parse
+from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
 
 CASES = [
@@ -42,12 +40,8 @@ def test_wgmma_split_matches_float64_on_cpu(text: str, knobs: str, extents: list
     assert fold.sym_name.data.endswith("_reduce")
     nest = next(op for op in partial.walk() if isinstance(op, loop.ParallelOp))
     assert list(nest.extents) == extents
-    program, module = lower(text, tile_with(knobs))
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=3)
-    (result,) = run_program_on_cpu(module, arrays)
-    (error,) = errors_against_reference(graph, [result], inputs)
-    assert error < tolerance(graph), error
+    error, bound = error_on_cpu(text, tile_with(knobs), seed=3)
+    assert error < bound, error
 
 
 def test_chunks_off_the_tma_box_stay_on_mma_sync() -> None:

@@ -9,10 +9,9 @@ chooses by its estimate (`align=auto`), the knob, M ≤ 64 plans unchanged, the 
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from cpu_cuda import COMPILER
-from cpu_wgmma import run_program_on_cpu
+from cpu_wgmma import error_on_cpu, run_program_on_cpu
 from programs import batched_matmul, matmul_plain, tile_with
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
@@ -64,16 +63,8 @@ def planned_rules(text: str, knobs: str) -> list[str]:
 )
 def test_staged_gemm_matches_float64_on_cpu(text: str, knobs: str, rules: list[str]) -> None:
     assert planned_rules(text, knobs) == rules
-    program, module = lower(text, tile_with(knobs))
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=11)
-    halves = [a.dtype == np.float16 for a in arrays]
-    arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
-    (result,) = run_program_on_cpu(module, arrays)
-    if any(halves):
-        result = result.view(np.float16)
-    (error,) = errors_against_reference(graph, [result], inputs)
-    assert error < tolerance(graph), error
+    error, bound = error_on_cpu(text, tile_with(knobs), seed=11)
+    assert error < bound, error
 
 
 def test_k1_is_not_staged() -> None:
