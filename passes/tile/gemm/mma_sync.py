@@ -115,6 +115,8 @@ def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
         )
     if bk % MMA_K:
         return f"mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
+    if tiles.stages not in (1, 2):
+        return f"mma=sync stages its K loop once or twice (stages 1 or 2), got {tiles.stages}"
     if tiles.shared_bytes > target.static_shared:
         return (
             f"mma=sync with bm={bm} bn={bn} bk={bk} needs {tiles.shared_bytes} bytes of "

@@ -51,6 +51,8 @@ def tf32_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
     if bk % TF32_K:
         return _fail(f"needs bk to be a multiple of {TF32_K} (the mma K step), got bk={bk}")
+    if tiles.stages not in (1, 2):
+        return _fail(f"stages its K loop once or twice (stages 1 or 2), got {tiles.stages}")
     shared = sum(
         4 * max(size * (bk + K_MAJOR_PAD), bk * (size + OUTER_MAJOR_PAD)) for size in (bm, bn)
     )

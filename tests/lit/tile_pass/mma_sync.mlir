@@ -1,5 +1,6 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync}' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync stages=1}' | filecheck %s --check-prefix=ONE
+// RUN: tinyopt %s -p 'fuse,plan{mma=sync}' | sed 's/stages = 2>/stages = 3>/' | not tinyopt -p tile 2>&1 | filecheck %s --check-prefix=PLAN3
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bk=8}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bm=256 bn=256 bk=64}' 2>&1 | filecheck %s --check-prefix=SMEM
 
@@ -63,6 +64,9 @@
 // ONE:        tile.mma_sync
 
 // An f32 contraction with mma=sync is an error: contraction_mma_f32.mlir.
+
+// A plan edited to a third stage is refused (the K loop stages once or twice), not emitted.
+// PLAN3: mma=sync stages its K loop once or twice (stages 1 or 2), got 3
 
 // BK: tile: mma=sync needs bk to be a multiple of 16 (the mma K step), got bk=8
 // SMEM: tile: mma=sync with bm=256 bn=256 bk=64 needs 73728 bytes of shared memory, more than the 49152 a block may declare statically
