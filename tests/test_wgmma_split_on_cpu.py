@@ -2,8 +2,8 @@
 partial kernel of `split_k.py` taken by wgmma (each block's TMA boxes start at its chunk of K,
 its operand batch the partial's batch index / splits), then the fold, run on the CPU with the
 K loop emulated (tests/cpu_wgmma.py) against float64: unbatched with a K-major B and a bias in
-the fold, batched with an N-major B, and the split `splitk=0` picks for a small grid with a long
-K. A chunk that is not a multiple of 64 stays on mma.sync.
+the fold, batched with an N-major B, persistent blocks, no producer warpgroup (`ws=0`), f16, and
+the split `splitk=0` picks for a small grid with a long K. A chunk that is not a multiple of 64 stays on mma.sync.
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ CASES = [
     ("linear_130x192x512_bias", matmul_plain(130, 192, 512, "bf16", "nk"), "splitk=4",
      [4, 130, 192]),
     ("bmm_2x70x64x256", batched_matmul(2, 70, 64, 256, "bf16"), "splitk=2", [4, 70, 64]),
+    ("persistent_130x192x512", matmul_plain(130, 192, 512, "bf16", "nk"),
+     "splitk=4 persistent=1", [4, 130, 192]),
+    ("no_producer_130x192x512", matmul_plain(130, 192, 512, "bf16", "nk"), "splitk=4 ws=0",
+     [4, 130, 192]),
+    ("f16_97x72x256", matmul_plain(97, 72, 256, "f16", "kn", relu=False), "splitk=2",
+     [2, 97, 72]),
     ("auto_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False), "",
      [16, 64, 128]),
 ]
