@@ -99,6 +99,32 @@ def test_mma_sync_runs_on_tensor_cores(tmp_path: Path) -> None:
     assert not LOCAL_MEMORY.search(code)
 
 
+@pytest.mark.parametrize(
+    ("text", "knobs"),
+    [
+        # 32×32 tiles, K = 1955: element-wise operand loads, split in 16 (a partial kernel).
+        (matmul_plain(120, 81, 1955, "bf16", "nk"), ""),
+        # 128×128 tiles: two 16-byte vectors of each side a thread holds across the mmas.
+        (matmul_plain(1024, 1024, 512, "bf16", "nk"), "mma=sync bm=128 bn=128"),
+    ],
+    ids=["split_32x32_odd_k", "block_128"],
+)
+def test_register_staged_mma_sync_keeps_registers(text: str, knobs: str, tmp_path: Path) -> None:
+    # stages=2 holds the next K step's tiles in registers: no local memory for them.
+    for name, code in sass_of_each(text, tile_with(knobs), tmp_path).items():
+        if "_reduce" not in name:
+            assert "HMMA" in code, name
+        assert not LOCAL_MEMORY.search(code), f"{name} uses local memory"
+
+
+def test_wgmma_split_partial_kernel_runs_on_hgmma(tmp_path: Path) -> None:
+    # 384×128, K = 16384: split in 8 chunks on wgmma (split_k_plan.auto_wgmma_splits).
+    kernels = sass_of_each(matmul_plain(384, 128, 16384, "bf16", "nk"), tile_with(""), tmp_path)
+    partial = [code for name, code in kernels.items() if name.endswith("_splitk")]
+    assert len(kernels) == 2 and len(partial) == 1
+    assert "HGMMA" in partial[0] and not LOCAL_MEMORY.search(partial[0])
+
+
 def test_wgmma_runs_on_hopper_tensor_cores(tmp_path: Path) -> None:
     code = sass(matmul_plain(1000, 1000, 1000), tile_with("mma=wgmma"), tmp_path)
     assert "HGMMA" in code
