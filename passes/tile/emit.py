@@ -180,11 +180,18 @@ class Emitter:
 
 def _folded(v: SSAValue | int) -> SSAValue | int:
     """Returns the integer of an index constant, so index arithmetic on it folds."""
-    if isinstance(v, SSAValue) and isinstance(v.owner, arith.ConstantOp):
+    if isinstance(v, SSAValue) and (constant := index_constant(v)) is not None:
+        return constant
+    return v
+
+
+def index_constant(v: SSAValue) -> int | None:
+    """The integer an `arith.constant` of index type holds, or None for any other value."""
+    if isinstance(v.owner, arith.ConstantOp):
         value = v.owner.value
         if isinstance(value, IntegerAttr) and isinstance(value.type, IndexType):
             return value.value.data
-    return v
+    return None
 
 
 def inline_region(

@@ -13,7 +13,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
-from tinyopt.passes.tile.gemm.contraction_match import match_contraction
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
 from tinyopt.passes.tile.gemm.split_k_plan import auto_splits, auto_wgmma_splits, small_grid
@@ -80,16 +80,17 @@ def plan_kernels(
         for piece in unpair(module, kernel, paired):
             plan_kernels(module, piece, knobs, target, split, why)
         return
-    splits, mode = (knobs.splitk, knobs.splitk_mode)
-    if split and not splits:
-        splits, mode = _auto_splits(kernel, knobs, target)
+    splits, mode, found = knobs.splitk, knobs.splitk_mode, None
+    if split and not splits and (c := _small_grid(kernel, knobs, target)):
+        found = refusals(kernel, knobs, target)
+        splits, mode = _auto_splits(c, found[0], knobs, target)
     if split and splits > 1:
         pieces = split_kernel(module, kernel, splits, mode)
         if pieces != (kernel,):
             for piece in pieces:
                 plan_kernels(module, piece, knobs, target, split=False, why=why)
             return
-    choice, refused = refusals(kernel, knobs, target)
+    choice, refused = found or refusals(kernel, knobs, target)
     if choice is None:
         raise DiagnosticException(f"tile: {refused[-1][1]}")
     if knobs.mma != "auto" and choice.rule.selector is None and _sums_products(kernel):
@@ -115,16 +116,20 @@ def plan_kernels(
         _attach(kernel, choice, refused if why else None)
 
 
-def _auto_splits(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> tuple[int, str]:
-    """`splitk=0`: the split count (and `splitk_mode`) of a small-grid f16/bf16 contraction
-    the mma.sync or the wgmma rule takes (`split_k_plan.py`); the wgmma rule's partial kernel
-    folds in a second pass (it stores its sums as they are)."""
+def _small_grid(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> Contraction | None:
+    """The contraction of a kernel `splitk=0` may split (`split_k_plan.small_grid`), or None."""
     c = match_contraction(kernel) if knobs.schedule == "auto" else None
-    if c is None or not small_grid(c, knobs, target):
-        return 1, knobs.splitk_mode
-    choice, _ = refusals(kernel, knobs, target)
+    return c if c is not None and small_grid(c, knobs, target) else None
+
+
+def _auto_splits(
+    c: Contraction, choice: Choice | None, knobs: Knobs, target: Target
+) -> tuple[int, str]:
+    """`splitk=0`: the split count (and `splitk_mode`) of a small-grid f16/bf16 contraction
+    the mma.sync or the wgmma rule takes unsplit (`choice`; `split_k_plan.py`); the wgmma
+    rule's partial kernel folds in a second pass (it stores its sums as they are)."""
     if choice is not None and choice.rule.name == "mma_sync":
-        return auto_splits(c, knobs, target), knobs.splitk_mode
+        return auto_splits(c, target), knobs.splitk_mode
     if choice is not None and isinstance(t := choice.plan, WgmmaTiles):
         if t.dual == "off" and not t.persistent:
             return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"

@@ -27,6 +27,7 @@ from __future__ import annotations
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
+from tinyopt.passes.tile.gemm.wgmma_plan import BK
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
 
@@ -66,9 +67,6 @@ MARGIN = 0.8
 """How much faster a split must be estimated to be taken (the estimate is rough: the fold's
 time is a guess)."""
 
-WGMMA_K = 64
-"""K per step of the wgmma rule's K loop (one TMA box)."""
-
 WGMMA_STEP_SECONDS = 0.22e-6
 """One K step of a wgmma block on a grid of fewer blocks than SMs (H200, 2026-12-03, ninth
 session run 3: 256×256×8192, 128×1024×8192 and 384×128×16384 at 0.20-0.23 µs a step)."""
@@ -89,11 +87,9 @@ def small_grid(c: Contraction, knobs: Knobs, target: Target) -> bool:
     return batch * -(-m // 128) * -(-n // 256) < target.sms
 
 
-def auto_splits(c: Contraction, knobs: Knobs, target: Target) -> int:
-    """The split count `splitk=0` gives contraction `c`: 1 where it is no small-grid f16/bf16
-    GEMM or no split pays by the estimate."""
-    if knobs.mma not in ("auto", "sync") or tensor_core_type(c) is None:
-        return 1
+def auto_splits(c: Contraction, target: Target) -> int:
+    """The split count `splitk=0` gives a `small_grid` contraction `c` on the mma.sync rule:
+    1 where M ≤ 64, its tiles fill the SMs or no split pays by the estimate."""
     batch, m, n, k = c.extents
     if m <= MAX_ROWS:
         return 1
@@ -125,15 +121,15 @@ def auto_wgmma_splits(c: Contraction, bm: int, columns: int, target: Target) -> 
     blocks = batch * -(-m // bm) * -(-n // columns)
     if blocks >= target.sms:
         return 1
-    best, best_time = 1, MARGIN * -(-k // WGMMA_K) * WGMMA_STEP_SECONDS
+    best, best_time = 1, MARGIN * -(-k // BK) * WGMMA_STEP_SECONDS
     s = 2
     while (
         s <= MOST
         and blocks * s <= target.sms
-        and k % (WGMMA_K * s) == 0
-        and k // (WGMMA_K * s) >= MIN_WGMMA_STEPS
+        and k % (BK * s) == 0
+        and k // (BK * s) >= MIN_WGMMA_STEPS
     ):
-        time = k // (WGMMA_K * s) * WGMMA_STEP_SECONDS + fold_seconds(s, batch, m, n)
+        time = k // (BK * s) * WGMMA_STEP_SECONDS + fold_seconds(s, batch, m, n)
         if time < best_time:
             best, best_time = s, time
         s *= 2

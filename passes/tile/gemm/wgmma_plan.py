@@ -6,10 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, bf16, f16
+from xdsl.dialects.builtin import IndexType, MemRefType, bf16, f16
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import tile
+from tinyopt.passes.tile.emit import index_constant
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.knobs import Knobs
@@ -184,7 +185,7 @@ def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | No
         return None
     if not isinstance(rem := mul.lhs.owner, arith.RemUIOp) or rem.lhs != first:
         return None
-    splits, chunk = _constant(rem.rhs), _constant(mul.rhs)
+    splits, chunk = index_constant(rem.rhs), index_constant(mul.rhs)
     if splits is None or chunk is None:
         return None
     batch = list(loads[0].indices[:-2])
@@ -194,7 +195,7 @@ def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | No
             len(batch) != 1
             or not isinstance(div, arith.DivUIOp)
             or div.lhs != first
-            or _constant(div.rhs) != splits
+            or index_constant(div.rhs) != splits
         ):
             return None
     return splits, chunk, add.result, batch
@@ -206,13 +207,6 @@ def split_index_ops(side: list[Operation]) -> list[Operation]:
     return [
         op for op in side if op.results and all(isinstance(r.type, IndexType) for r in op.results)
     ]
-
-
-def _constant(value: SSAValue) -> int | None:
-    op = value.owner
-    if isinstance(op, arith.ConstantOp) and isinstance(op.value, IntegerAttr):
-        return op.value.value.data
-    return None
 
 
 def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
