@@ -23,6 +23,7 @@ What is emulated, and how:
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 from cpu_cuda import run_on_cpu
@@ -230,16 +231,19 @@ def _buffer(value: SSAValue, arrays: list[np.ndarray], held: dict) -> np.ndarray
     return held[value]
 
 
-def error_on_cpu(text: str, pipeline: str, seed: int) -> tuple[float, float]:
-    """Lowers a one-output graph program by `pipeline`, runs its launches on the CPU over fresh
-    inputs (`device_inputs` at `seed`; f16 as its bits) and returns the output's error against
-    the float64 reference and the program's tolerance."""
+def error_on_cpu(
+    text: str, pipeline: str, seed: int, run: Callable = run_program_on_cpu
+) -> tuple[float, float]:
+    """Lowers a one-output graph program by `pipeline`, runs its launches on the CPU by `run`
+    (this emulation, or another runner of a module's launches) over fresh inputs
+    (`device_inputs` at `seed`; f16 as its bits) and returns the output's error against the
+    float64 reference and the program's tolerance."""
     program, module = lower(text, pipeline)
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=seed)
     halves = [a.dtype == np.float16 for a in arrays]
     arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
-    (result,) = run_program_on_cpu(module, arrays)
+    (result,) = run(module, arrays)
     if any(halves):
         result = result.view(np.float16)
     (error,) = errors_against_reference(graph, [result], inputs)

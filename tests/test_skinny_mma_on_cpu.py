@@ -9,19 +9,11 @@ applies the epilogue once). Needs g++ (C++20); no GPU.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
 from programs import skinny, tile_with
 from test_skinny_on_cpu import planned_rules, run_program
-
-from tinyopt.backends.check import (
-    device_inputs,
-    errors_against_reference,
-    graph_function,
-    tolerance,
-)
-from tinyopt.compiler import lower
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
@@ -49,14 +41,5 @@ CASES = [
 )
 def test_skinny_mma_kernels_match_float64_on_cpu(text: str, knobs: str, rules: list[str]) -> None:
     assert planned_rules(text, knobs) == rules
-    program, module = lower(text, tile_with(knobs))
-    graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=23)
-    # The emulation stores f16 as its bits, as it does bf16.
-    halves = [a.dtype == np.float16 for a in arrays]
-    arrays = [a.view(np.uint16) if half else a for a, half in zip(arrays, halves, strict=True)]
-    (result,) = run_program(module, arrays)
-    if any(halves):
-        result = result.view(np.float16)
-    (error,) = errors_against_reference(graph, [result], inputs)
-    assert error < tolerance(graph), error
+    error, bound = error_on_cpu(text, tile_with(knobs), seed=23, run=run_program)
+    assert error < bound, error
