@@ -44,6 +44,9 @@ WARP = 32
 MMA_M, MMA_N, MMA_K = 16, 8, 16
 """The tensor-core instruction shape: m16n8k16."""
 
+BK = 32
+"""The K depth a block stages per step unless `bk` says otherwise."""
+
 PAD = 8
 """Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
 
@@ -96,7 +99,7 @@ def block_and_warp_tiles(
     side = 128 if big else 32 if small else 64
     bm = knobs.bm or side
     bn = knobs.bn or side
-    bk = knobs.bk or 32
+    bk = knobs.bk or BK
     # Wide warp tiles reuse each ldmatrix fragment across more mma; narrow blocks still get
     # at least two warps per dimension where they can. bm, bn are powers of two ≥ 16, so the
     # warp tile always divides them.

@@ -6,7 +6,7 @@ hide. Cutting K into `s` chunks (`split_k.py`) puts `s` times the blocks to work
 shorter loops, for a partial-sum workspace (written and read once) and one more launch (the
 fold). The estimate, per power of two `s` up to `MOST` whose chunk keeps `MIN_STEPS` K steps:
 
-    time(s) = waves(s) · ⌈K / s / STEP_K⌉ · step(s)
+    time(s) = waves(s) · ⌈K / s / 32⌉ · step(s)           (32: the mma.sync rule's bk)
               + (s > 1) · (FOLD_SECONDS + 8 · s · batch · M · N / WORKSPACE_BYTES_PER_SECOND)
     waves(s) = ⌈batch · ⌈M/64⌉ · ⌈N/64⌉ · s / (RESIDENT · SMs)⌉
     step(s) = STEP_SECONDS on the rule's 32×32 small-grid tiles (while its 64×64 tiles are
@@ -25,17 +25,15 @@ the CUDA-core rule's stream-K, and a GEMM staged for wgmma (`wgmma_staged.py`) i
 from __future__ import annotations
 
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
+from tinyopt.passes.tile.gemm.mma_sync import BK as SYNC_BK
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
-from tinyopt.passes.tile.gemm.wgmma_plan import BK
+from tinyopt.passes.tile.gemm.wgmma_plan import BK as WGMMA_BK
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
 
 TILE = 64
 """The output tile side the wave count assumes."""
-
-STEP_K = 32
-"""K per step of the mma.sync K loop (its `bk`)."""
 
 STEP_SECONDS = 0.7e-6
 """One K step of a block on an SM with few blocks: the latency of its global loads, barely
@@ -99,7 +97,7 @@ def auto_splits(c: Contraction, target: Target) -> int:
     best, best_time = 1, MARGIN * split_seconds(1, tiles, batch, m, n, k, target)
     large_tiles = batch * -(-m // (2 * TILE)) * -(-n // (2 * TILE))
     s = 2
-    while s <= MOST and k // s >= MIN_STEPS * STEP_K and large_tiles * s < target.sms:
+    while s <= MOST and k // s >= MIN_STEPS * SYNC_BK and large_tiles * s < target.sms:
         time = split_seconds(s, tiles, batch, m, n, k, target)
         if time < best_time:
             best, best_time = s, time
@@ -121,15 +119,15 @@ def auto_wgmma_splits(c: Contraction, bm: int, columns: int, target: Target) -> 
     blocks = batch * -(-m // bm) * -(-n // columns)
     if blocks >= target.sms:
         return 1
-    best, best_time = 1, MARGIN * -(-k // BK) * WGMMA_STEP_SECONDS
+    best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * WGMMA_STEP_SECONDS
     s = 2
     while (
         s <= MOST
         and blocks * s <= target.sms
-        and k % (BK * s) == 0
-        and k // (BK * s) >= MIN_WGMMA_STEPS
+        and k % (WGMMA_BK * s) == 0
+        and k // (WGMMA_BK * s) >= MIN_WGMMA_STEPS
     ):
-        time = k // (BK * s) * WGMMA_STEP_SECONDS + fold_seconds(s, batch, m, n)
+        time = k // (WGMMA_BK * s) * WGMMA_STEP_SECONDS + fold_seconds(s, batch, m, n)
         if time < best_time:
             best, best_time = s, time
         s *= 2
@@ -145,5 +143,5 @@ def split_seconds(s: int, tiles: int, batch: int, m: int, n: int, k: int, target
     """The estimated time of the GEMM cut into `s` chunks of K (the formula above)."""
     waves = -(-tiles * s // (RESIDENT * target.sms))
     step = STEP_SECONDS if tiles * s < target.sms else STEP_SECONDS_64
-    loop = waves * -(-k // (s * STEP_K)) * step
+    loop = waves * -(-k // (s * SYNC_BK)) * step
     return loop if s == 1 else loop + fold_seconds(s, batch, m, n)
