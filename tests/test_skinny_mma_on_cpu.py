@@ -3,8 +3,8 @@ the CPU emulation of CUDA (tests/cpu_cuda.py, which emulates m16n8k16) and match
 reference on fresh random data: bf16 and f16, M of 2, 9, 17 and 64 (one to eight 8-row tiles,
 ragged), N not a multiple of 16 (clamped weight rows), K not a multiple of the 32-wide chunk
 or of the unrolled iteration (a zero-filled tail), narrower vectors where K is odd, a bias +
-GELU epilogue, a weight per batch entry, and the split over K (partial sums, then a fold that
-applies the epilogue once). Needs g++ (C++20); no GPU.
+GELU epilogue, a weight per batch entry, warps of a block splitting K (`kwarps`), and the split
+over K (partial sums, then a fold that applies the epilogue once). Needs g++ (C++20); no GPU.
 """
 
 from __future__ import annotations
@@ -27,6 +27,14 @@ CASES = [
      ["skinny_mma"]),
     ("f16_3x20x37_odd_k", skinny(3, 20, 37, "f16"), "skinny_mma=on", ["skinny_mma"]),
     ("batched_bf16_2x5x24x72", skinny(5, 24, 72, "bf16", batch=2), "skinny_mma=on", ["skinny_mma"]),
+    # Warps of a block splitting K (kwarps): every kwarps-th iteration each, the chunks left
+    # owned one per warp (ragged last), the sums meeting in shared memory before the epilogue.
+    ("kwarps4_bf16_9x70x300", skinny(9, 70, 300, "bf16"), "skinny_mma=on threads=256 kwarps=4",
+     ["skinny_mma"]),
+    ("kwarps2_f16_64x40x1000_bias_gelu", skinny(64, 40, 1000, "f16", epilogue="bias_gelu"),
+     "skinny_mma=on kwarps=2", ["skinny_mma"]),
+    ("kwarps8_batched_bf16_2x3x56x2048", skinny(3, 56, 2048, "bf16", batch=2),
+     "skinny_mma=on threads=256 kwarps=8", ["skinny_mma"]),
     # Split over K (partial sums, then a fold): the planner cuts the row-loop form; the
     # one-row form is cut by the rule itself, with the epilogue applied by the fold.
     ("split_bf16_16x70x256", skinny(16, 70, 256, "bf16"), "skinny_mma=on splitk=2",

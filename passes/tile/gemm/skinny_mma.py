@@ -26,13 +26,19 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from xdsl.dialects import arith, scf
-from xdsl.dialects.builtin import FloatAttr, ModuleOp
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects.builtin import FloatAttr, ModuleOp, f32
 from xdsl.ir import Attribute, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, emit_sequential
+from tinyopt.passes.tile.emit import (
+    Emitter,
+    LaneEmitter,
+    Mapping,
+    emit_sequential,
+    inline_region,
+)
 from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction, match_skinny
 from tinyopt.passes.tile.gemm.skinny_mma_plan import (
@@ -65,7 +71,7 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
     """Streams the weights of an f16/bf16 skinny GEMM through `mma.sync`, weights as A."""
 
     name = "skinny_mma"
-    reads = "threads=0,64,128,256 vec=0,4,8 splitk"
+    reads = "threads=0,64,128,256 vec=0,4,8 kwarps=0,1,2,4,8 splitk"
     plan_type = SkinnyMmaPlan
     selector = ("skinny_mma", "on")
 
@@ -93,7 +99,9 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
             return why
         vec = weight_vector(c, knobs.vec or LANE_ELEMENTS)
         strips = choose_strips(c)
-        plan = SkinnyMmaPlan(knobs.threads or THREADS, vec, strips, CHUNKS_IN_FLIGHT // strips, 1)
+        threads = knobs.threads or THREADS
+        kwarps = knobs.kwarps or 1
+        plan = SkinnyMmaPlan(threads, vec, strips, CHUNKS_IN_FLIGHT // strips, 1, kwarps)
         if refusal := shape_refusal(c, plan):
             return refusal
         return replace(plan, splits=self._splits(kernel, c, plan, knobs))
@@ -159,11 +167,13 @@ class _SwapAbEmitter:
         if c.batch_iv is not None:
             self.mapping[c.batch_iv] = b
         tid = em.value(tile.ThreadIdOp("x"))
-        warp, lane = em.div(tid, 32), em.rem(tid, 32)
-        quad_row = em.div(lane, 4)
-        self.quad = em.rem(lane, 4)
-        first = em.add(em.mul(em.mul(group, plan.warps), plan.strips * STRIP), quad_row)
-        first = em.add(first, em.mul(warp, plan.strips * STRIP))
+        warp, self.lane = em.div(tid, 32), em.rem(tid, 32)
+        self.warp_n = em.rem(warp, plan.column_warps) if plan.kwarps > 1 else warp
+        self.warp_k = em.div(warp, plan.column_warps) if plan.kwarps > 1 else None
+        quad_row = em.div(self.lane, 4)
+        self.quad = em.rem(self.lane, 4)
+        first = em.add(em.mul(em.mul(group, plan.column_warps), plan.strips * STRIP), quad_row)
+        first = em.add(first, em.mul(self.warp_n, plan.strips * STRIP))
         # Weight rows r and r + 8 of each strip: the A fragment's two row halves.
         self.columns = [
             em.add(first, s * STRIP + half * 8) for s in range(plan.strips) for half in (0, 1)
@@ -171,28 +181,39 @@ class _SwapAbEmitter:
         column_reads = [self._clamp(n, self.n) for n in self.columns]
         row_reads = [self._clamp(em.add(quad_row, t * ROW_TILE), self.m) for t in range(self.tiles)]
         self.init = self.mapping.get(c.reduce.init[0], c.reduce.init[0])
-        self._epilogues(self._k_loop(column_reads, row_reads))
+        state = self._k_loop(column_reads, row_reads)
+        if self.warp_k is None:
+            self._epilogues(state)
+            return
+        self._sum_warps(state)
 
     def _clamp(self, index: SSAValue, extent: int) -> SSAValue:
         """`index`, or extent − 1 where it is past it (its values are never stored)."""
         return self.em.value(arith.MinSIOp(index, self.em.index(extent - 1)))
 
     def _k_loop(self, columns: list[SSAValue], rows: list[SSAValue]) -> list[SSAValue]:
-        """Accumulates the products over K: whole iterations of `unroll` chunks, then the
-        chunks left, the last guarded where it runs past K; returns the accumulators."""
+        """Accumulates the products over K: whole iterations of `unroll` chunks (with kwarps,
+        every `kwarps`-th from the warp's own), then the chunks left, the last guarded where it
+        runs past K (with kwarps, each owned by one warp, the others reading zeros); returns
+        the accumulators."""
         em, plan = self.em, self.plan
         per_iteration = CHUNK * plan.unroll
         full = self.k // per_iteration
         state = [self.init] * (plan.strips * self.tiles * 4)
         if full:
-            with em.for_loop(0, full, 1, state) as (it, carried, for_op):
+            first = self.warp_k if self.warp_k is not None else 0
+            with em.for_loop(first, full, plan.kwarps, state) as (it, carried, for_op):
                 origin = em.mul(it, per_iteration)
                 starts = [em.add(origin, u * CHUNK) for u in range(plan.unroll)]
                 em.op(scf.YieldOp(*self._chunks(starts, columns, rows, carried, guarded=False)))
             state = list(for_op.results)
         done = full * per_iteration
         tail = [done + u * CHUNK for u in range(-(-(self.k - done) // CHUNK))]
-        if tail:
+        if tail and self.warp_k is not None:
+            for j, start in enumerate(tail):
+                owner = self._is_warp((full + j) % plan.kwarps)
+                state = self._chunks([em.index(start)], columns, rows, state, True, owner)
+        elif tail:
             ragged = tail[-1] + CHUNK > self.k
             starts = [em.index(s) for s in tail]
             whole = starts[:-1] if ragged else starts
@@ -202,6 +223,33 @@ class _SwapAbEmitter:
                 state = self._chunks(starts[-1:], columns, rows, state, guarded=True)
         return state
 
+    def _is_warp(self, k_warp: int) -> SSAValue:
+        """Whether this warp is the block's `k_warp`-th along K."""
+        assert self.warp_k is not None
+        return self.em.value(arith.CmpiOp(self.warp_k, self.em.index(k_warp), "eq"))
+
+    def _sum_warps(self, state: list[SSAValue]) -> None:
+        """With kwarps: every K warp but the first stores its accumulators to shared memory,
+        and the first adds them to its own in warp order and runs the epilogues."""
+        em, plan = self.em, self.plan
+        shape = [plan.kwarps - 1, plan.column_warps, len(state), 32]
+        sums = em.value(tile.AllocOp(tile.memref_in(shape, f32, tile.SHARED)))
+        first = self._is_warp(0)
+        with em.when([em.less(em.index(0), self.warp_k)]):
+            slot = em.add(self.warp_k, -1)
+            for i, value in enumerate(state):
+                em.op(memref.StoreOp.get(value, sums, [slot, self.warp_n, em.index(i), self.lane]))
+        em.op(tile.BarrierOp())
+        with em.when([first]):
+            totals = []
+            for i, total in enumerate(state):
+                for w in range(plan.kwarps - 1):
+                    at = [em.index(w), self.warp_n, em.index(i), self.lane]
+                    part = em.value(memref.LoadOp.get(sums, at))
+                    (total,) = inline_region(em, self.c.reduce.combine, [total, part], {})
+                totals.append(total)
+            self._epilogues(totals)
+
     def _chunks(
         self,
         starts: list[SSAValue],
@@ -209,13 +257,18 @@ class _SwapAbEmitter:
         rows: list[SSAValue],
         state: list[SSAValue],
         guarded: bool,
+        owner: SSAValue | None = None,
     ) -> list[SSAValue]:
         """The products of the 32-wide K chunks at `starts`: every weight load first, then per
-        chunk the activation loads and two m16n8k16 steps per (strip, row tile)."""
+        chunk the activation loads and two m16n8k16 steps per (strip, row tile). `owner`: the
+        condition under which this warp reads the chunk (else zeros)."""
         em, c = self.em, self.c
         lane_starts = [em.add(s, em.mul(self.quad, LANE_ELEMENTS)) for s in starts]
         weights = [
-            [self._lane_elements(c.b_side, c.b_value, {c.n_iv: n}, k, guarded) for n in columns]
+            [
+                self._lane_elements(c.b_side, c.b_value, {c.n_iv: n}, k, guarded, owner)
+                for n in columns
+            ]
             for k in lane_starts
         ]
         state = list(state)
@@ -223,7 +276,8 @@ class _SwapAbEmitter:
             a = [self._pairs(w) for w in chunk_weights]
             for t, row in enumerate(rows):
                 bound = {c.m_iv: row} if c.m_iv is not None else {}
-                x = self._pairs(self._lane_elements(c.a_side, c.a_value, bound, k, guarded))
+                x = self._lane_elements(c.a_side, c.a_value, bound, k, guarded, owner)
+                x = self._pairs(x)
                 for s in range(self.plan.strips):
                     low, high = a[2 * s], a[2 * s + 1]
                     i = (s * self.tiles + t) * 4
@@ -236,15 +290,24 @@ class _SwapAbEmitter:
         return state
 
     def _lane_elements(
-        self, ops, value: SSAValue, bound: Mapping, start: SSAValue, guarded: bool
+        self,
+        ops,
+        value: SSAValue,
+        bound: Mapping,
+        start: SSAValue,
+        guarded: bool,
+        owner: SSAValue | None = None,
     ) -> list[SSAValue]:
         """An operand side's 8 values at K = start … start + 7 as the element type, in vectors
-        of `vec`; with `guarded`, a vector past K reads K = 0 and gives zeros."""
+        of `vec`; with `guarded`, a vector past K (or, with `owner`, one this warp does not
+        own) reads K = 0 and gives zeros."""
         em, c, vec = self.em, self.c, self.plan.vec
         values: list[SSAValue] = []
         for j in range(0, LANE_ELEMENTS, vec):
             k = em.add(start, j)
             inside = em.less(k, self.k) if guarded else None
+            if inside is not None and owner is not None:
+                inside = em.all_of([inside, owner])
             if inside is not None:
                 k = em.value(arith.SelectOp(inside, k, em.index(0)))
             lanes = LaneEmitter(em, c.k_iv, k, vec)

@@ -28,6 +28,10 @@ for both operands, so the sum is unchanged)."""
 THREADS = 128
 """Threads per block: four warps reading the same activation vectors through L1."""
 
+SUM_BYTES = 48 << 10
+"""Shared memory the warps splitting K may take to sum their accumulators (a block's static
+limit)."""
+
 CHUNKS_IN_FLIGHT = 8
 """Strips × K chunks whose weight loads one loop iteration issues before its products: 8 KiB
 of weights a warp (`unroll` = 8 / strips)."""
@@ -57,10 +61,19 @@ class SkinnyMmaPlan:
     splits: int
     """K chunks over blocks; more than 1 only while planning: the rule then puts a partial-sum
     kernel and a fold in the kernel's place (`skinny_split.py`)."""
+    kwarps: int = 1
+    """Warps of a block that split its K loop (each takes every `kwarps`-th iteration), their
+    accumulators summed once through shared memory at the end; the block's other factor,
+    `warps / kwarps`, spreads over strips of columns."""
 
     @property
     def warps(self) -> int:
         return self.threads // 32
+
+    @property
+    def column_warps(self) -> int:
+        """Warps of a block over distinct columns (the same K iterations)."""
+        return self.warps // self.kwarps
 
 
 def tensor_core_element(c: SkinnyContraction):
@@ -104,7 +117,7 @@ def row_tiles(m: int) -> int:
 def column_groups(c: SkinnyContraction, plan: SkinnyMmaPlan) -> int:
     """Blocks along N: each covers warps × strips × 16 output columns."""
     _, _, n, _ = c.extents
-    return -(-n // (plan.warps * plan.strips * STRIP))
+    return -(-n // (plan.column_warps * plan.strips * STRIP))
 
 
 def blocks(c: SkinnyContraction, plan: SkinnyMmaPlan) -> int:
@@ -121,7 +134,9 @@ def choose_splits(c: SkinnyContraction, plan: SkinnyMmaPlan, sms: int) -> int:
     weight_bytes = batch * n * k * element_bytes(tensor_core_element(c))
     if weight_bytes < SPLIT_BYTES:
         return 1
-    in_flight = blocks(c, plan) * plan.warps * plan.strips * plan.unroll * STRIP * CHUNK * 2
+    iterations = -(-k // (CHUNK * plan.unroll))
+    busy_warps = plan.column_warps * min(plan.kwarps, iterations)
+    in_flight = blocks(c, plan) * busy_warps * plan.strips * plan.unroll * STRIP * CHUNK * 2
 
     def cost(splits: int) -> float:
         filled = min(1.0, in_flight * splits / (FILL_BYTES * sms))
@@ -145,6 +160,8 @@ def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
         return f"vec={plan.vec}: the accesses along K allow {weight_vector(c, 8)} at most"
     if plan.strips < 1 or plan.unroll < 1:
         return "strips and unroll must be positive"
+    if plan.kwarps < 1 or plan.warps % plan.kwarps:
+        return f"kwarps={plan.kwarps} must divide the block's {plan.warps} warps"
     _, m, _, _ = c.extents
     accumulators = plan.strips * row_tiles(m) * 4
     if accumulators > 64:
@@ -152,4 +169,15 @@ def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
             f"strips={plan.strips} at M = {m} need {accumulators} accumulators a lane, "
             "more than 64"
         )
+    if sum_bytes(m, plan) > SUM_BYTES:
+        return (
+            f"kwarps={plan.kwarps}: summing {plan.warps} warps' accumulators takes "
+            f"{sum_bytes(m, plan)} bytes of shared memory, more than {SUM_BYTES}"
+        )
     return None
+
+
+def sum_bytes(m: int, plan: SkinnyMmaPlan) -> int:
+    """Shared memory for the accumulators of every K warp but the first (0 for kwarps=1)."""
+    per_warp = plan.strips * row_tiles(m) * 4 * 32 * 4
+    return (plan.kwarps - 1) * plan.column_warps * per_warp
