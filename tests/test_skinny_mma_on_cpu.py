@@ -3,7 +3,8 @@ the CPU emulation of CUDA (tests/cpu_cuda.py, which emulates m16n8k16) and match
 reference on fresh random data: bf16 and f16, M of 2, 9, 17 and 64 (one to eight 8-row tiles,
 ragged), N not a multiple of 16 (clamped weight rows), K not a multiple of the 32-wide chunk
 or of the unrolled iteration (a zero-filled tail), narrower vectors where K is odd, a bias +
-GELU epilogue, a weight per batch entry, warps of a block splitting K (`kwarps`), and the split
+GELU epilogue, a weight per batch entry, warps of a block splitting K (`kwarps`), the next iteration's registers loaded ahead
+(`stages=2`), and the split
 over K (partial sums, then a fold that applies the epilogue once). Needs g++ (C++20); no GPU.
 """
 
@@ -35,6 +36,15 @@ CASES = [
      "skinny_mma=on kwarps=2", ["skinny_mma"]),
     ("kwarps8_batched_bf16_2x3x56x2048", skinny(3, 56, 2048, "bf16", batch=2),
      "skinny_mma=on threads=256 kwarps=8", ["skinny_mma"]),
+    # stages=2: each iteration loads the warp's next one before its products (the last loaded
+    # twice), with and without kwarps, one and eight row tiles.
+    ("stages2_bf16_8x48x1000", skinny(8, 48, 1000, "bf16"), "skinny_mma=on stages=2",
+     ["skinny_mma"]),
+    ("stages2_kwarps4_f16_17x40x1100_bias_gelu",
+     skinny(17, 40, 1100, "f16", epilogue="bias_gelu"),
+     "skinny_mma=on threads=256 kwarps=4 stages=2", ["skinny_mma"]),
+    ("stages2_kwarps2_bf16_64x24x700", skinny(64, 24, 700, "bf16"),
+     "skinny_mma=on kwarps=2 stages=2", ["skinny_mma"]),
     # Split over K (partial sums, then a fold): the planner cuts the row-loop form; the
     # one-row form is cut by the rule itself, with the epilogue applied by the fold.
     ("split_bf16_16x70x256", skinny(16, 70, 256, "bf16"), "skinny_mma=on splitk=2",

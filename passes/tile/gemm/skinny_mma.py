@@ -71,7 +71,7 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
     """Streams the weights of an f16/bf16 skinny GEMM through `mma.sync`, weights as A."""
 
     name = "skinny_mma"
-    reads = "threads=0,64,128,256 vec=0,4,8 kwarps=0,1,2,4,8 splitk"
+    reads = "threads=0,64,128,256 vec=0,4,8 kwarps=0,1,2,4,8 stages splitk"
     plan_type = SkinnyMmaPlan
     selector = ("skinny_mma", "on")
 
@@ -100,8 +100,9 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
         vec = weight_vector(c, knobs.vec or LANE_ELEMENTS)
         strips = choose_strips(c)
         threads = knobs.threads or THREADS
-        kwarps = knobs.kwarps or 1
-        plan = SkinnyMmaPlan(threads, vec, strips, CHUNKS_IN_FLIGHT // strips, 1, kwarps)
+        kwarps, stages = knobs.kwarps or 1, knobs.stages or 1
+        unroll = max(1, CHUNKS_IN_FLIGHT // (strips * stages))
+        plan = SkinnyMmaPlan(threads, vec, strips, unroll, 1, kwarps, stages)
         if refusal := shape_refusal(c, plan):
             return refusal
         return replace(plan, splits=self._splits(kernel, c, plan, knobs))
@@ -202,11 +203,13 @@ class _SwapAbEmitter:
         state = [self.init] * (plan.strips * self.tiles * 4)
         if full:
             first = self.warp_k if self.warp_k is not None else 0
-            with em.for_loop(first, full, plan.kwarps, state) as (it, carried, for_op):
-                origin = em.mul(it, per_iteration)
-                starts = [em.add(origin, u * CHUNK) for u in range(plan.unroll)]
-                em.op(scf.YieldOp(*self._chunks(starts, columns, rows, carried, guarded=False)))
-            state = list(for_op.results)
+            if plan.stages == 2:
+                state = self._pipelined(first, full, columns, rows, state)
+            else:
+                with em.for_loop(first, full, plan.kwarps, state) as (it, carried, for_op):
+                    starts = self._starts(it)
+                    em.op(scf.YieldOp(*self._chunks(starts, columns, rows, carried, False)))
+                state = list(for_op.results)
         done = full * per_iteration
         tail = [done + u * CHUNK for u in range(-(-(self.k - done) // CHUNK))]
         if tail and self.warp_k is not None:
@@ -222,6 +225,36 @@ class _SwapAbEmitter:
             if ragged:
                 state = self._chunks(starts[-1:], columns, rows, state, guarded=True)
         return state
+
+    def _starts(self, iteration: SSAValue) -> list[SSAValue]:
+        """The K offsets of an iteration's `unroll` chunks."""
+        origin = self.em.mul(iteration, CHUNK * self.plan.unroll)
+        return [self.em.add(origin, u * CHUNK) for u in range(self.plan.unroll)]
+
+    def _pipelined(
+        self,
+        first: SSAValue | int,
+        full: int,
+        columns: list[SSAValue],
+        rows: list[SSAValue],
+        state: list[SSAValue],
+    ) -> list[SSAValue]:
+        """The whole iterations with `stages=2`: each loads the registers of the warp's next
+        iteration (its last, again, at the end: never past K) before the products of the ones
+        the previous iteration loaded, so a warp always has an iteration's loads in flight."""
+        em, plan = self.em, self.plan
+        last = em.index(full - 1)
+
+        def clamped(iteration: SSAValue | int) -> SSAValue:
+            index = iteration if isinstance(iteration, SSAValue) else em.index(iteration)
+            return em.value(arith.MinSIOp(index, last))
+
+        ahead = self._loads(self._starts(clamped(first)), columns, rows, False)
+        with em.for_loop(first, full, plan.kwarps, [*state, *ahead]) as (it, carried, for_op):
+            current, loaded = carried[: len(state)], carried[len(state) :]
+            following = self._loads(self._starts(clamped(em.add(it, plan.kwarps))), columns, rows, False)
+            em.op(scf.YieldOp(*self._products(loaded, current), *following))
+        return list(for_op.results[: len(state)])
 
     def _is_warp(self, k_warp: int) -> SSAValue:
         """Whether this warp is the block's `k_warp`-th along K."""
@@ -259,26 +292,45 @@ class _SwapAbEmitter:
         guarded: bool,
         owner: SSAValue | None = None,
     ) -> list[SSAValue]:
-        """The products of the 32-wide K chunks at `starts`: every weight load first, then per
-        chunk the activation loads and two m16n8k16 steps per (strip, row tile). `owner`: the
-        condition under which this warp reads the chunk (else zeros)."""
+        """The products of the 32-wide K chunks at `starts`: every load first, then two
+        m16n8k16 steps per (chunk, strip, row tile). `owner`: the condition under which this
+        warp reads the chunks (else zeros)."""
+        loaded = self._loads(starts, columns, rows, guarded, owner)
+        return self._products(loaded, state)
+
+    def _loads(
+        self,
+        starts: list[SSAValue],
+        columns: list[SSAValue],
+        rows: list[SSAValue],
+        guarded: bool,
+        owner: SSAValue | None = None,
+    ) -> list[SSAValue]:
+        """The lane's registers for the chunks at `starts`, flat: per chunk, the weight pairs
+        of each column (4 a column), then the activation pairs of each row tile (4 a tile)."""
         em, c = self.em, self.c
-        lane_starts = [em.add(s, em.mul(self.quad, LANE_ELEMENTS)) for s in starts]
-        weights = [
-            [
-                self._lane_elements(c.b_side, c.b_value, {c.n_iv: n}, k, guarded, owner)
-                for n in columns
-            ]
-            for k in lane_starts
-        ]
-        state = list(state)
-        for k, chunk_weights in zip(lane_starts, weights, strict=True):
-            a = [self._pairs(w) for w in chunk_weights]
-            for t, row in enumerate(rows):
+        out: list[SSAValue] = []
+        for start in starts:
+            k = em.add(start, em.mul(self.quad, LANE_ELEMENTS))
+            for n in columns:
+                out += self._pairs(self._lane_elements(c.b_side, c.b_value, {c.n_iv: n}, k, guarded, owner))
+            for row in rows:
                 bound = {c.m_iv: row} if c.m_iv is not None else {}
-                x = self._lane_elements(c.a_side, c.a_value, bound, k, guarded, owner)
-                x = self._pairs(x)
-                for s in range(self.plan.strips):
+                out += self._pairs(self._lane_elements(c.a_side, c.a_value, bound, k, guarded, owner))
+        return out
+
+    def _products(self, loaded: list[SSAValue], state: list[SSAValue]) -> list[SSAValue]:
+        """Accumulates the products of `_loads`' registers into `state`."""
+        em, plan = self.em, self.plan
+        per_chunk = 4 * (2 * plan.strips + self.tiles)
+        state = list(state)
+        for first in range(0, len(loaded), per_chunk):
+            chunk = loaded[first : first + per_chunk]
+            a = [chunk[4 * j : 4 * j + 4] for j in range(2 * plan.strips)]
+            xs = chunk[8 * plan.strips :]
+            for t in range(self.tiles):
+                x = xs[4 * t : 4 * t + 4]
+                for s in range(plan.strips):
                     low, high = a[2 * s], a[2 * s + 1]
                     i = (s * self.tiles + t) * 4
                     # Register pairs 0-1 make the chunk's first k16 step, 2-3 its second.

@@ -65,6 +65,10 @@ class SkinnyMmaPlan:
     """Warps of a block that split its K loop (each takes every `kwarps`-th iteration), their
     accumulators summed once through shared memory at the end; the block's other factor,
     `warps / kwarps`, spreads over strips of columns."""
+    stages: int = 1
+    """1: an iteration's loads, then its products; 2: each iteration first loads the registers
+    of the warp's next one (weights and activations, carried by the loop), then runs the
+    products of those the previous iteration loaded."""
 
     @property
     def warps(self) -> int:
@@ -160,6 +164,8 @@ def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
         return f"vec={plan.vec}: the accesses along K allow {weight_vector(c, 8)} at most"
     if plan.strips < 1 or plan.unroll < 1:
         return "strips and unroll must be positive"
+    if plan.stages not in (1, 2):
+        return f"skinny_mma stages its K loop once or twice (stages 1 or 2), got {plan.stages}"
     if plan.kwarps < 1 or plan.warps % plan.kwarps:
         return f"kwarps={plan.kwarps} must divide the block's {plan.warps} warps"
     _, m, _, _ = c.extents

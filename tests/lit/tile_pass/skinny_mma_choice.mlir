@@ -10,7 +10,7 @@
 // gives the kernels back to the CUDA-core skinny rule (M <= 8) and to wgmma.
 
 // Eight rows of q/o (4096 x 4096): two strips a warp, 32 blocks of 4 warps, K cut in 4.
-// CHECK:      loop.kernel @rows8_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 2, unroll = 4, splits = 1, kwarps = 1>
+// CHECK:      loop.kernel @rows8_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 2, unroll = 4, splits = 1, kwarps = 1, stages = 1>
 // CHECK:      loop.parallel ({{.*}}) in [4, 8, 4096]
 // CHECK:      loop.kernel @rows8_0_reduce({{.*}}) attributes {tinyopt.sequential, plan = #tile.plan<sequential,
 // AUTO:       loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8,
@@ -23,7 +23,7 @@ func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<
 }
 
 // Sixteen rows: two 8-row tiles, still two strips a warp.
-// CHECK:      loop.kernel @rows16_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 2, unroll = 4, splits = 1, kwarps = 1>
+// CHECK:      loop.kernel @rows16_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 2, unroll = 4, splits = 1, kwarps = 1, stages = 1>
 // CHECK:      loop.parallel ({{.*}}) in [4, 16, 4096]
 // OFF:        loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows16(%x: tensor<16x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<16x4096xbf16> {
@@ -34,7 +34,7 @@ func.func @rows16(%x: tensor<16x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tenso
 
 // 64 rows: eight tiles, one strip a warp; the partial sums (2 MiB a chunk) hold the split
 // to 2.
-// CHECK:      loop.kernel @rows64_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 1, unroll = 8, splits = 1, kwarps = 1>
+// CHECK:      loop.kernel @rows64_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 1, unroll = 8, splits = 1, kwarps = 1, stages = 1>
 // CHECK:      loop.parallel ({{.*}}) in [2, 64, 4096]
 // OFF:        loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows64(%x: tensor<64x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<64x4096xbf16> {
