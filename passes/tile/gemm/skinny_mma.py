@@ -45,14 +45,15 @@ from tinyopt.passes.tile.gemm.skinny_mma_plan import (
     CHUNK,
     ROW_TILE,
     STRIP,
-    THREADS,
     CHUNKS_IN_FLIGHT,
     SkinnyMmaPlan,
     auto_refusal,
     blocks,
+    choose_kwarps,
     choose_splits,
     choose_strips,
     column_groups,
+    default_threads_and_stages,
     row_tiles,
     shape_refusal,
     tensor_core_element,
@@ -71,7 +72,7 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
     """Streams the weights of an f16/bf16 skinny GEMM through `mma.sync`, weights as A."""
 
     name = "skinny_mma"
-    reads = "threads=0,64,128,256 vec=0,4,8 kwarps=0,1,2,4,8 stages splitk"
+    reads = "threads=0,128,256,512 vec=0,4,8 kwarps=0,1,2,4,8,16 stages splitk"
     plan_type = SkinnyMmaPlan
     selector = ("skinny_mma", "on")
 
@@ -99,9 +100,10 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
             return why
         vec = weight_vector(c, knobs.vec or LANE_ELEMENTS)
         strips = choose_strips(c)
-        threads = knobs.threads or THREADS
-        kwarps, stages = knobs.kwarps or 1, knobs.stages or 1
+        threads, stages = default_threads_and_stages(c.extents[1])
+        threads, stages = knobs.threads or threads, knobs.stages or stages
         unroll = max(1, CHUNKS_IN_FLIGHT // (strips * stages))
+        kwarps = knobs.kwarps or choose_kwarps(c, threads, strips, unroll, self.target.sms)
         plan = SkinnyMmaPlan(threads, vec, strips, unroll, 1, kwarps, stages)
         if refusal := shape_refusal(c, plan):
             return refusal

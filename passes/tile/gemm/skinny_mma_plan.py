@@ -12,7 +12,7 @@ from xdsl.dialects.builtin import BFloat16Type, Float16Type
 
 from tinyopt.passes.tile.emit import element_bytes, vector_width
 from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction
-from tinyopt.passes.tile.gemm.skinny_plan import MAX_SPLITS, SPLIT_BYTES
+from tinyopt.passes.tile.gemm.skinny_plan import MAX_SPLITS, SPLIT_BYTES, WEIGHT_SHARE
 
 STRIP = 16
 """Weight rows (output columns) of one `mma.sync` m16n8k16: its M side."""
@@ -25,8 +25,22 @@ CHUNK = 32
 row (16 bytes), which feed two m16n8k16 products (K is permuted inside the chunk, the same way
 for both operands, so the sum is unchanged)."""
 
-THREADS = 128
-"""Threads per block: four warps reading the same activation vectors through L1."""
+THREADS = 512
+"""Threads per block up to `AUTO_ROW_TILES` row tiles: sixteen warps, over column strips and
+along K (`kwarps`), reading the same activation vectors through L1 (measured ahead of 128 and
+256, RESULTS.md tenth session)."""
+
+STAGES = 2
+"""Default `stages` up to `AUTO_ROW_TILES` row tiles: each iteration loads the next one's
+registers before its products (`stages=1` measured 0.52-0.85x cuBLAS at M = 4-16 where 2 gave
+0.85-1.05x)."""
+
+MANY_ROWS_THREADS, MANY_ROWS_STAGES = 128, 1
+"""The defaults past `AUTO_ROW_TILES` (only `skinny_mma=on` takes those kernels): the carried
+activations of more row tiles would not fit 512 threads' registers."""
+
+AUTO_ROW_TILES = 2
+"""The most 8-row activation tiles `skinny_mma=auto` takes (M ≤ 16)."""
 
 SUM_BYTES = 48 << 10
 """Shared memory the warps splitting K may take to sum their accumulators (a block's static
@@ -89,15 +103,53 @@ def tensor_core_element(c: SkinnyContraction):
     return element
 
 
-def auto_refusal(c: SkinnyContraction) -> str:
-    """Why `skinny_mma=auto` leaves every kernel to the other rules: measured on the H200
-    (2026-12-03, run 4, `bench_gemv.py --dtype bf16`) the rule ran 0.45-0.78x cuBLAS at M = 8
-    and 16 and 0.10-0.35x at M = 64, behind the CUDA-core skinny rule at M = 8 (0.57-0.88x) and
-    wgmma at 16 and 64 (0.47-0.86x). It stays a knob (`skinny_mma=on`) to work on."""
-    return (
-        "measured slower than the skinny and wgmma rules on the H200 (0.10-0.78x cuBLAS): "
-        "opt in with skinny_mma=on"
-    )
+def auto_refusal(c: SkinnyContraction) -> str | None:
+    """Why `skinny_mma=auto` leaves a kernel to the other rules, or None. Measured on the H200
+    (2026-12-04, `bench_gemv.py --m 4,8,16 --dtype bf16`, RESULTS.md tenth session) with the
+    auto plan (512 threads, `kwarps` by the grid, `stages=2`): 0.91-1.05x cuBLAS at M = 4, 8
+    and 16 on the Llama-3-8B decode linears, ahead of the CUDA-core skinny rule (0.72-0.93x at
+    M = 8) and wgmma (0.69-0.99x at M = 16) on most; one row is the GEMV rules', and past two
+    8-row tiles the carried activations crowd the registers (not measured: wgmma keeps them);
+    where the weights are not the bulk of the bytes, a small GEMM's rules."""
+    _, m, n, _ = c.extents
+    if m < 2:
+        return "one row: the GEMV rules' (row reduction, skinny)"
+    if n < WEIGHT_SHARE * m:
+        return (
+            f"N = {n} columns for M = {m} rows: the weights are not {WEIGHT_SHARE}x the rows' "
+            "bytes (skinny_mma=on forces it)"
+        )
+    if row_tiles(m) > AUTO_ROW_TILES:
+        return f"M = {m} > {AUTO_ROW_TILES * ROW_TILE}: left to wgmma (measured at M <= 16 only)"
+    return None
+
+
+def default_threads_and_stages(m: int) -> tuple[int, int]:
+    """`threads` and `stages` where the knobs leave them to the rule."""
+    if row_tiles(m) <= AUTO_ROW_TILES:
+        return THREADS, STAGES
+    return MANY_ROWS_THREADS, MANY_ROWS_STAGES
+
+
+def choose_kwarps(c: SkinnyContraction, threads: int, strips: int, unroll: int, sms: int) -> int:
+    """The most warps of a block along K (a power of two dividing its warps, at most one per
+    whole K iteration) whose grid still fits one block per SM; 1 where none does. Fewer
+    blocks than SMs at the top (q/o and down at M = 8: 128 blocks of 16 warps splitting K
+    16 ways) measured 1.00-1.03x cuBLAS against 0.95-0.98x at 8 ways (RESULTS.md, tenth
+    session); gate/up's 14336 columns at 16 ways make 3.4 waves of blocks (0.91x)."""
+    batch, m, n, k = c.extents
+    warps = threads // 32
+    iterations = k // (CHUNK * unroll)
+    best = 1
+    kwarps = 2
+    while kwarps <= warps and kwarps <= iterations:
+        columns = (warps // kwarps) * strips * STRIP
+        plan = SkinnyMmaPlan(threads, 8, strips, unroll, 1, kwarps)
+        if batch * -(-n // columns) > sms or sum_bytes(m, plan) > SUM_BYTES:
+            break
+        best = kwarps
+        kwarps *= 2
+    return best
 
 
 def weight_vector(c: SkinnyContraction, wanted: int) -> int:
