@@ -892,13 +892,17 @@ CASES = [
     Case("skinny_split_f32_kn_64x4096x4096", skinny(64, 4096, 4096, "f32", "kn"), tile_with("skinny=on")),
     Case("skinny_bf16_kn_3x2056x1031", skinny(3, 2056, 1031, "bf16", "kn")),
     Case("skinny_batched_f32_4x1x1000x1030", skinny(1, 1000, 1030, "f32", "nk", batch=4)),
-    # The tensor-core skinny rule (skinny_mma, f16/bf16 [N, K] weights, 2 <= M <= 64): the
-    # decode linears at 8, 16 and 64 rows (split over K; bias + GELU applied by the fold),
-    # ragged M, N and K, a weight per batch entry, M = 1 forced.
+    # The tensor-core skinny rule (skinny_mma, f16/bf16 [N, K] weights): the decode linears at
+    # 4, 8 and 16 rows on the auto plan (16 warps splitting K, stages=2; gate/up's 14336
+    # columns 4 warps along K), ragged M, N and K, a weight per batch entry; forced
+    # (`skinny_mma=on`) at 17 and 64 rows (4 warps, stages=1), the stages=1 loop without
+    # kwarps, and M = 1.
     Case("skinny_mma_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu")),
+    Case("skinny_mma_bf16_4x14336x4096", skinny(4, 14336, 4096, "bf16")),
     Case("skinny_mma_bf16_16x1024x4096_bias_gelu", skinny(16, 1024, 4096, "bf16", "nk", "bias_gelu")),
-    Case("skinny_mma_bf16_64x14336x4096", skinny(64, 14336, 4096, "bf16")),
-    Case("skinny_mma_f16_17x1000x1030_bias_gelu", skinny(17, 1000, 1030, "f16", "nk", "bias_gelu")),
+    Case("skinny_mma_bf16_8x4096x4096_stages1", skinny(8, 4096, 4096, "bf16"), tile_with("skinny_mma=on threads=128 kwarps=1 stages=1")),
+    Case("skinny_mma_bf16_64x14336x4096", skinny(64, 14336, 4096, "bf16"), tile_with("skinny_mma=on")),
+    Case("skinny_mma_f16_17x1000x1030_bias_gelu", skinny(17, 1000, 1030, "f16", "nk", "bias_gelu"), tile_with("skinny_mma=on")),
     Case("skinny_mma_batched_bf16_2x9x1000x520", skinny(9, 1000, 520, "bf16", "nk", batch=2)),
     Case("skinny_mma_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16"), tile_with("skinny_mma=on")),
 ]
