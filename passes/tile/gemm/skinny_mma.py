@@ -13,13 +13,15 @@ order of K, so the chunk's K is permuted alike for both operands: step 0 takes t
 elements 0-1 and 2-3 as those positions, step 1 elements 4-5 and 6-7. Every loaded weight thus
 feeds a product, and the per-lane K layout of A and B agree.
 
-`unroll` chunks make one loop iteration, every weight load of which is issued before the
-products; a K tail past the last whole chunk reads zeros. Accumulator d of strip s and row
+`unroll` chunks make one loop iteration, every load of which is issued before its products;
+with `stages=2` an iteration first loads the next one's registers (carried by the loop), so a
+warp always has loads in flight. A block's warps split the iterations `kwarps` ways and sum
+their accumulators once in shared memory. A K tail past the last whole chunk reads zeros. Accumulator d of strip s and row
 tile t holds output (row 8t + 2q + d%2, column 16s + r + 8·(d/2)); the epilogue runs there,
-guarded to the output. Blocks cover `warps × strips × 16` output columns, then the batch;
-where that leaves too few weight bytes in flight for the SMs (`skinny_mma_plan.choose_splits`)
-the kernel is first split over K into a partial-sum kernel and a fold that applies the
-epilogue once (the skinny rule's `skinny_split.py`).
+guarded to the output. Blocks cover `warps / kwarps × strips × 16` output columns, then the
+batch; where that leaves half the SMs idle (`skinny_mma_plan.choose_splits`) the kernel is
+first split over K into a partial-sum kernel and a fold that applies the epilogue once (the
+skinny rule's `skinny_split.py`).
 """
 
 from __future__ import annotations

@@ -50,15 +50,6 @@ CHUNKS_IN_FLIGHT = 8
 """Strips × K chunks whose weight loads one loop iteration issues before its products: 8 KiB
 of weights a warp (`unroll` = 8 / strips)."""
 
-FILL_BYTES = 32 << 10
-"""Weight bytes in flight per SM below which the rule splits K: the HBM's latency-bandwidth
-product (4.2 TB/s · ~1 µs over 132 SMs)."""
-
-LAUNCH_BYTES = SPLIT_BYTES
-"""What a split's second kernel (a launch and a tail, ~2 µs) costs, in weight bytes the HBM
-streams meanwhile."""
-
-
 @dataclass(frozen=True)
 class SkinnyMmaPlan:
     """Every knob of the tensor-core skinny rule, resolved."""
@@ -182,30 +173,24 @@ def blocks(c: SkinnyContraction, plan: SkinnyMmaPlan) -> int:
 
 
 def choose_splits(c: SkinnyContraction, plan: SkinnyMmaPlan, sms: int) -> int:
-    """The K chunks (a power of two, each keeping 16-byte alignment and a full iteration) that
-    minimize the bytes-equivalent cost: the weights over the fraction of `FILL_BYTES` per SM
-    the grid keeps in flight, plus the partial sums written and read back (f32) and the
-    fold's launch. 1 for weights under `SPLIT_BYTES`."""
-    batch, m, n, k = c.extents
+    """The K chunks over blocks: the largest power of two (each chunk keeping 16-byte alignment
+    and a whole iteration) whose grid still fits one block per SM, where the unsplit grid
+    leaves at least half the SMs idle; 1 for weights under `SPLIT_BYTES` (the fold's launch
+    would cost more than the SMs gain). Measured (RESULTS.md, tenth session runs 3 and 5): the
+    8B k/v weights at M = 16, 32 blocks, 0.86x cuBLAS unsplit, 0.79 split 2, 0.94 split 4;
+    grids of 112-128 blocks ran as fast or faster unsplit than split 2 or 4."""
+    batch, _, n, k = c.extents
     weight_bytes = batch * n * k * element_bytes(tensor_core_element(c))
-    if weight_bytes < SPLIT_BYTES:
+    grid = blocks(c, plan)
+    if weight_bytes < SPLIT_BYTES or 2 * grid > sms:
         return 1
-    iterations = -(-k // (CHUNK * plan.unroll))
-    busy_warps = plan.column_warps * min(plan.kwarps, iterations)
-    in_flight = blocks(c, plan) * busy_warps * plan.strips * plan.unroll * STRIP * CHUNK * 2
-
-    def cost(splits: int) -> float:
-        filled = min(1.0, in_flight * splits / (FILL_BYTES * sms))
-        split_bytes = 2 * splits * batch * m * n * 4 + LAUNCH_BYTES if splits > 1 else 0
-        return weight_bytes / filled + split_bytes
-
-    candidates = [1]
-    while candidates[-1] < MAX_SPLITS:
-        more = 2 * candidates[-1]
+    splits = 1
+    while splits < MAX_SPLITS and 2 * splits * grid <= sms:
+        more = 2 * splits
         if k % (more * 8) or k // more < CHUNK * plan.unroll:
             break
-        candidates.append(more)
-    return min(candidates, key=cost)
+        splits = more
+    return splits
 
 
 def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
