@@ -24,9 +24,12 @@ from tinyopt.progress import Progress
 
 JOBS_ENV = "TINYOPT_NVRTC_JOBS"
 
-MIN_PARALLEL = 4
-"""Fewest kernels to compile that start worker processes: starting them costs about as much as
-NVRTC on two or three small kernels."""
+POOL_START_SOURCE_BYTES = 48 << 10
+"""CUDA source NVRTC compiles in about the time worker processes take to start (0.35-0.45 s
+on the 2-core VM, 2026-12-03; NVRTC about 9 µs a byte on large kernels: mlp.mlir's 131 KB
+stream-K contraction 1.17 s). Workers start only where the kernels besides the largest (the
+critical path in parallel) hold more source than this: a module of one large kernel and
+a few small ones compiles faster in this process."""
 
 
 def jobs() -> int:
@@ -46,14 +49,16 @@ def _compile_unit(source: str, name: str, arch: str) -> tuple[bool, bytes | str]
 
 def compile_all(units: list[tuple[str, str]], arch: str) -> list[bytes]:
     """Return the cubin of each (source, kernel name) for `arch`, from the cubin cache or
-    compiled (in parallel where several are missing) and stored in it."""
+    compiled (in parallel where the kernels besides the largest are worth the workers' start)
+    and stored in it."""
     keys = [cache_key(source, name, arch) for source, name in units]
     with FileStreamProgramCache(cache_dir()) as cache:
         cubins: list[bytes | None] = [cache.get(key) for key in keys]
         missing = [i for i, cubin in enumerate(cubins) if cubin is None]
         workers = min(jobs(), len(missing))
         with Progress("nvrtc", len(missing)) as progress:
-            if workers < 2 or len(missing) < MIN_PARALLEL:
+            sizes = [len(units[i][0]) for i in missing]
+            if workers < 2 or sum(sizes) - max(sizes, default=0) < POOL_START_SOURCE_BYTES:
                 for i in missing:
                     cubins[i] = cache[keys[i]] = compile_cuda(*units[i], arch)
                     progress.advance(units[i][1])
