@@ -46,7 +46,7 @@ def _older_objects_frozen() -> Iterator[None]:
     Passes make many short-lived cycles, and each full collection they trigger would walk every
     older object too (torch's, in a process that imported it: the zoo's GPT-2 at 1×16 lowered
     in 0.92-0.97 s of CPU time, 0.71-0.79 s with them frozen). Where something froze objects
-    already (the test suite), it is left to manage them."""
+    already (the lit suite's fork server, tests/lit_fork.py), it is left to manage them."""
     if gc.get_freeze_count():
         yield
         return
