@@ -11,6 +11,8 @@ block of 128 threads over a few key tiles takes seconds: keep shapes small.
 from __future__ import annotations
 
 import atexit
+import fcntl
+import hashlib
 import os
 import re
 import shutil
@@ -25,9 +27,11 @@ from tinyopt.dialects import tile
 COMPILER = shutil.which("g++")
 HEADER = Path(__file__).resolve().parent / "cpu_cuda.h"
 FLAGS = ["-O1", "-std=c++20", "-pthread", "-w"]
-_precompiled: list[Path] = []
-"""The header, with the standard headers `main` adds, precompiled for this process (see
-`_prefix`)."""
+BUILDS_ENV = "CPU_CUDA_BUILDS"
+"""A folder for the builds (`_builds`), shared by the processes of a test run: tests/conftest.py
+makes one per run and removes it at the end; without it each process makes its own."""
+_own_builds: list[Path] = []
+"""The folder this process made where `BUILDS_ENV` names none."""
 _PARAM = re.compile(
     r"(?:const )?((?:long )?\w+)\* __restrict__ (\w+)|const (long long|int) (\w+)(?=[,)])"
 )
@@ -123,20 +127,16 @@ int main(int argc, char** argv) {{
     if (cpu_cuda_prefetch_log) fclose(cpu_cuda_prefetch_log);
 }}
 """
-    assert COMPILER is not None
+    executable = _built(f'#include "{_prefix()}"\n{prelude}\n{body}\n{main}')
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
-        (work / "kernel.cpp").write_text(f'#include "{_prefix()}"\n{prelude}\n{body}\n{main}')
-        subprocess.run(
-            [COMPILER, *FLAGS, "-o", str(work / "kernel"), str(work / "kernel.cpp")], check=True
-        )
         files = []
         for k, array in enumerate(buffers):
             files.append(work / f"buffer{k}.bin")
             np.ascontiguousarray(array).tofile(files[-1])
         log = {"CPU_CUDA_PREFETCH_LOG": str(prefetch_log)} if prefetch_log else {}
         subprocess.run(
-            [str(work / "kernel"), *map(str, files)], check=True, env=os.environ | log | _cpu()
+            [str(executable), *map(str, files)], check=True, env=os.environ | log | _cpu()
         )
         return [
             np.fromfile(path, dtype=array.dtype).reshape(array.shape)
@@ -144,27 +144,65 @@ int main(int argc, char** argv) {{
         ]
 
 
+def _built(source: str) -> Path:
+    """Returns the executable g++ makes of `source`, compiled once per test run: tests run the
+    same kernel on other data or beside other kernels (a decode test's merge kernel, the same
+    for every warp count), and g++ takes 0.2-1 s a kernel where running it takes a fraction
+    of that. Each executable is named by the sha256 of the compiler, its flags and the source
+    and written under a name of its own before it is renamed into place, so processes that
+    build the same one at once both finish with a whole file."""
+    assert COMPILER is not None
+    key = hashlib.sha256("\0".join([COMPILER, *FLAGS, source]).encode()).hexdigest()
+    executable = _builds() / f"kernel-{key}"
+    if not executable.exists():
+        partial = executable.with_name(f"{executable.name}.{os.getpid()}")
+        cpp = partial.with_name(f"{partial.name}.cpp")
+        cpp.write_text(source)
+        subprocess.run([COMPILER, *FLAGS, "-o", str(partial), str(cpp)], check=True)
+        cpp.unlink()
+        os.replace(partial, executable)
+    return executable
+
+
 def _prefix() -> Path:
     """Returns the header each kernel includes first: the emulation header and the standard
-    headers `main` uses, precompiled once per process (g++ reads `prefix.h.gch` in place of
+    headers `main` uses, precompiled once per test run (g++ reads `prefix.h.gch` in place of
     `prefix.h`, which saves parsing them for every kernel, about 0.3 s a kernel here). The
-    folder is this process's own, so parallel test workers do not share it; where g++ cannot
+    first process to need it builds it while the others wait on a lock; where g++ cannot
     precompile, `prefix.h` is parsed as it is."""
-    if not _precompiled:
-        assert COMPILER is not None
-        folder = Path(tempfile.mkdtemp(prefix="cpu_cuda_"))
-        atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        prefix = folder / "prefix.h"
-        prefix.write_text(
-            f'#include "{HEADER}"\n#include <fstream>\n#include <thread>\n#include <vector>\n'
-            "#ifdef __linux__\n#include <sched.h>\n#endif\n"
-        )
-        subprocess.run(
-            [COMPILER, *FLAGS, "-x", "c++-header", "-o", f"{prefix}.gch", str(prefix)],
-            capture_output=True,
-        )
-        _precompiled.append(prefix)
-    return _precompiled[0]
+    folder = _builds()
+    prefix = folder / "prefix.h"
+    with open(folder / "prefix.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not prefix.exists():
+            assert COMPILER is not None
+            text = (
+                f'#include "{HEADER}"\n#include <fstream>\n#include <thread>\n#include <vector>\n'
+                "#ifdef __linux__\n#include <sched.h>\n#endif\n"
+            )
+            # Each is written under another name and renamed; prefix.h, renamed last, says
+            # that its .gch is whole (where g++ made one).
+            header, gch = folder / "prefix.h.tmp", folder / "prefix.h.gch.tmp"
+            header.write_text(text)
+            subprocess.run(
+                [COMPILER, *FLAGS, "-x", "c++-header", "-o", str(gch), str(header)],
+                capture_output=True,
+            )
+            if gch.exists():
+                os.replace(gch, f"{prefix}.gch")
+            os.replace(header, prefix)
+    return prefix
+
+
+def _builds() -> Path:
+    """Returns the folder of the builds: the test run's (`BUILDS_ENV`), else this process's."""
+    shared = os.environ.get(BUILDS_ENV)
+    if shared:
+        return Path(shared)
+    if not _own_builds:
+        _own_builds.append(Path(tempfile.mkdtemp(prefix="cpu_cuda_")))
+        atexit.register(shutil.rmtree, _own_builds[0], ignore_errors=True)
+    return _own_builds[0]
 
 
 def _cpu() -> dict[str, str]:
