@@ -75,3 +75,23 @@ func.func @f32(%x: tensor<16x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<16x
   %y = graph.matmul %x, %wt : (tensor<16x4096xf32>, tensor<4096x4096xf32>) -> tensor<16x4096xf32>
   func.return %y : tensor<16x4096xf32>
 }
+
+// gate/up's 14336 columns at 8 rows: 16 K warps would make 448 blocks (3.4 waves of one block
+// per SM); 4 make 112 blocks of 4 × 32 columns, within one.
+// AUTO:       loop.kernel @wide8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 4, stages = 2>
+func.func @wide8(%x: tensor<8x4096xbf16>, %w: tensor<14336x4096xbf16>) -> tensor<8x14336xbf16> {
+  %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<14336x4096xbf16> -> tensor<4096x14336xbf16>
+  %y = graph.matmul %x, %wt : (tensor<8x4096xbf16>, tensor<4096x14336xbf16>) -> tensor<8x14336xbf16>
+  func.return %y : tensor<8x14336xbf16>
+}
+
+// k/v's 1024 columns at 16 rows: 32 blocks of 16 K warps leave three quarters of the SMs
+// idle, so K is cut in 4 over blocks (128: one wave), a partial-sum kernel and a fold.
+// AUTO:       loop.kernel @narrow16_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2>
+// AUTO:       loop.parallel ({{.*}}) in [4, 16, 1024]
+// AUTO:       loop.kernel @narrow16_0_reduce(
+func.func @narrow16(%x: tensor<16x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<16x1024xbf16> {
+  %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<1024x4096xbf16> -> tensor<4096x1024xbf16>
+  %y = graph.matmul %x, %wt : (tensor<16x4096xbf16>, tensor<4096x1024xbf16>) -> tensor<16x1024xbf16>
+  func.return %y : tensor<16x1024xbf16>
+}
