@@ -29,8 +29,8 @@ if "TINYOPT_HASH_LOG" in os.environ:  # benchmarks/cuda_hashes.py records lit ke
 
 
 def _fork_server() -> str | None:
-    """Start tests/lit_fork.py's server and return a folder holding its `tinyopt` client, or
-    None where it cannot run (then RUN lines run the real script)."""
+    """Start tests/lit_fork.py's server and return a folder holding its clients (a `tinyopt` and
+    a `filecheck`), or None where it cannot run (then RUN lines run the real scripts)."""
     import atexit
     import select
     import shutil
@@ -38,12 +38,15 @@ def _fork_server() -> str | None:
     import subprocess
     import tempfile
 
-    real = shutil.which("tinyopt", path=os.path.dirname(sys.executable))
-    if real is None or not hasattr(os, "fork") or not hasattr(socket, "AF_UNIX"):
+    tests = os.path.join(os.path.dirname(__file__), "tests")
+    sys.path.insert(0, tests)
+    from lit_fork import TOOLS
+
+    scripts = {tool: shutil.which(tool, path=os.path.dirname(sys.executable)) for tool in TOOLS}
+    if None in scripts.values() or not hasattr(os, "fork") or not hasattr(socket, "AF_UNIX"):
         return None
     folder = tempfile.mkdtemp(prefix="tinyopt-lit-")
     address = os.path.join(folder, "socket")
-    tests = os.path.join(os.path.dirname(__file__), "tests")
     server = subprocess.Popen(
         [sys.executable, os.path.join(tests, "lit_fork.py"), address],
         stdin=subprocess.DEVNULL,
@@ -60,18 +63,20 @@ def _fork_server() -> str | None:
     assert server.stdout is not None
     if not select.select([server.stdout], [], [], 120)[0] or server.stdout.readline() != b"ready\n":
         return None
-    client = os.path.join(folder, "tinyopt")
-    with open(client, "w") as out:
-        out.write(
-            f'#!/bin/sh\nexec "{sys.executable}" -I -S -c "import sys; sys.path.insert(0, '
-            f"'{tests}'); import lit_fork; lit_fork.client('{real}', '{address}')\" \"$@\"\n"
-        )
-    os.chmod(client, 0o755)
+    for tool, real in scripts.items():
+        client = os.path.join(folder, tool)
+        with open(client, "w") as out:
+            out.write(
+                f'#!/bin/sh\nexec "{sys.executable}" -I -S -c "import sys; sys.path.insert(0, '
+                f"'{tests}'); import lit_fork; lit_fork.client('{real}', '{address}')\" \"$@\"\n"
+            )
+        os.chmod(client, 0o755)
     return folder
 
 
-# RUN lines' `tinyopt` forks from a server that has imported tinyopt (tests/lit_fork.py), which
-# saves 0.45 s of imports a command; TINYOPT_LIT_FORK=0 runs the real script.
+# RUN lines' `tinyopt` and `filecheck` fork from a server that has imported them
+# (tests/lit_fork.py), which saves 0.45 s and 0.15 s of imports a command; TINYOPT_LIT_FORK=0 runs
+# the real scripts.
 if os.environ.get("TINYOPT_LIT_FORK", "1") != "0":
     _client_folder = _fork_server()
     if _client_folder is not None:

@@ -1,17 +1,19 @@
-"""Runs the lit suite's `tinyopt` commands in processes forked from one that has imported tinyopt.
+"""Runs the lit suite's `tinyopt` and `filecheck` commands in processes forked from one that has
+imported them.
 
 Each RUN line's `tinyopt` is otherwise a new Python process that spends most of its time (about
 0.45 s here, against 0.1 s to 1 s of compiling) importing xDSL, numpy and tinyopt's dialects
-and passes before `tinyopt.cli.main` starts; the suite runs it about 210 times. lit.cfg.py starts a
-server (`serve`) that imports them once, and puts a `tinyopt` first on the RUN lines' PATH that
-is a small client (`client`): it hands the server its arguments, working directory, environment
-and standard input, output and error (the file descriptors themselves), and the server forks a
-child that takes them over and runs the entry point the `tinyopt` script runs (`TOOLS`); the
-client exits with the child's status. What a RUN line sees, output and exit status, is the
-same; where the server is not running, the client runs the real script.
+and passes before `tinyopt.cli.main` starts; the suite runs it about 210 times, and `filecheck`
+(0.15 s of CPU time a process, most of it starting Python) about 250 times. lit.cfg.py starts a
+server (`serve`) that imports them once, and puts a `tinyopt` and a `filecheck` first on the RUN
+lines' PATH that are small clients (`client`): each hands the server its arguments, working
+directory, environment and standard input, output and error (the file descriptors themselves),
+and the server forks a child that takes them over and runs the entry point the real script runs
+(`TOOLS`); the client exits with the child's status. What a RUN line sees, output and exit
+status, is the same; where the server is not running, the client runs the real script.
 
 Off with `TINYOPT_LIT_FORK=0` in the environment of lit (or of pytest, which runs lit). Needs
-fork and Unix sockets (Linux, macOS); elsewhere lit.cfg.py leaves `tinyopt` as it is.
+fork and Unix sockets (Linux, macOS); elsewhere lit.cfg.py leaves the commands as they are.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import socket
 import sys
 
 _HEADER = 8  # bytes: the length of the request's JSON
-TOOLS = {"tinyopt": ("tinyopt.cli", "main")}
+TOOLS = {"tinyopt": ("tinyopt.cli", "main"), "filecheck": ("filecheck.main", "main")}
 """Each command the server runs, by its script's name: the module and function the script
 calls."""
 
