@@ -32,46 +32,23 @@ def _fork_server() -> str | None:
     """Start tests/lit_fork.py's server and return a folder holding its clients (a `tinyopt` and
     a `filecheck`), or None where it cannot run (then RUN lines run the real scripts)."""
     import atexit
-    import select
     import shutil
-    import socket
-    import subprocess
     import tempfile
 
-    tests = os.path.join(os.path.dirname(__file__), "tests")
-    sys.path.insert(0, tests)
-    from lit_fork import TOOLS
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tests"))
+    import lit_fork
 
-    scripts = {tool: shutil.which(tool, path=os.path.dirname(sys.executable)) for tool in TOOLS}
-    if None in scripts.values() or not hasattr(os, "fork") or not hasattr(socket, "AF_UNIX"):
-        return None
     folder = tempfile.mkdtemp(prefix="tinyopt-lit-")
-    address = os.path.join(folder, "socket")
-    server = subprocess.Popen(
-        [sys.executable, os.path.join(tests, "lit_fork.py"), address],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        env=os.environ | {"TINYOPT_TUNING_DB": "off"},
-    )
+    server = lit_fork.start(folder)
 
     def stop() -> None:
-        server.terminate()
-        server.wait()
+        if server is not None:
+            server.terminate()
+            server.wait()
         shutil.rmtree(folder, ignore_errors=True)
 
     atexit.register(stop)
-    assert server.stdout is not None
-    if not select.select([server.stdout], [], [], 120)[0] or server.stdout.readline() != b"ready\n":
-        return None
-    for tool, real in scripts.items():
-        client = os.path.join(folder, tool)
-        with open(client, "w") as out:
-            out.write(
-                f'#!/bin/sh\nexec "{sys.executable}" -I -S -c "import sys; sys.path.insert(0, '
-                f"'{tests}'); import lit_fork; lit_fork.client('{real}', '{address}')\" \"$@\"\n"
-            )
-        os.chmod(client, 0o755)
-    return folder
+    return folder if server is not None else None
 
 
 # RUN lines' `tinyopt` and `filecheck` fork from a server that has imported them

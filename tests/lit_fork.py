@@ -1,5 +1,5 @@
-"""Runs the lit suite's `tinyopt` and `filecheck` commands in processes forked from one that has
-imported them.
+"""Runs the lit suite's `tinyopt` and `filecheck` commands (and tests/test_bad_inputs.py's
+`tinyopt`) in processes forked from one that has imported them.
 
 Each RUN line's `tinyopt` is otherwise a new Python process that spends most of its time (about
 0.45 s here, against 0.1 s to 1 s of compiling) importing xDSL, numpy and tinyopt's dialects
@@ -10,7 +10,8 @@ lines' PATH that are small clients (`client`): each hands the server its argumen
 directory, environment and standard input, output and error (the file descriptors themselves),
 and the server forks a child that takes them over and runs the entry point the real script runs
 (`TOOLS`); the client exits with the child's status. What a RUN line sees, output and exit
-status, is the same; where the server is not running, the client runs the real script.
+status, is the same; where the server is not running, the client runs the real script. `start` starts a
+server and writes its clients.
 
 Off with `TINYOPT_LIT_FORK=0` in the environment of lit (or of pytest, which runs lit). Needs
 fork and Unix sockets (Linux, macOS); elsewhere lit.cfg.py leaves the commands as they are.
@@ -25,11 +26,52 @@ import select
 import signal
 import socket
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
 
 _HEADER = 8  # bytes: the length of the request's JSON
 TOOLS = {"tinyopt": ("tinyopt.cli", "main"), "filecheck": ("filecheck.main", "main")}
 """Each command the server runs, by its script's name: the module and function the script
 calls."""
+
+
+def start(folder: str) -> subprocess.Popen[bytes] | None:
+    """Start a server listening in `folder` and write a client of it there for each of `TOOLS`
+    (`folder`/tinyopt, `folder`/filecheck); return the server process, which the caller stops
+    (`terminate`), or None where it cannot run: no fork or Unix sockets, a script missing, or
+    no answer in 120 s (then nothing is left running)."""
+    import shutil
+    import subprocess
+
+    scripts = {tool: shutil.which(tool, path=os.path.dirname(sys.executable)) for tool in TOOLS}
+    if None in scripts.values() or not hasattr(os, "fork") or not hasattr(socket, "AF_UNIX"):
+        return None
+    address = os.path.join(folder, "socket")
+    server = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), address],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        env=os.environ | {"TINYOPT_TUNING_DB": "off"},
+    )
+    assert server.stdout is not None
+    with server.stdout:  # the server prints nothing after "ready"
+        ready = select.select([server.stdout], [], [], 120)[0] and server.stdout.readline()
+    if ready != b"ready\n":
+        server.terminate()
+        server.wait()
+        return None
+    tests = os.path.dirname(os.path.abspath(__file__))
+    for tool, real in scripts.items():
+        path = os.path.join(folder, tool)
+        with open(path, "w") as out:
+            out.write(
+                f'#!/bin/sh\nexec "{sys.executable}" -I -S -c "import sys; sys.path.insert(0, '
+                f"'{tests}'); import lit_fork; lit_fork.client('{real}', '{address}')\" \"$@\"\n"
+            )
+        os.chmod(path, 0o755)
+    return server
 
 
 def client(real: str, address: str) -> None:
