@@ -10,8 +10,8 @@ lines' PATH that are small clients (`client`): each hands the server its argumen
 directory, environment and standard input, output and error (the file descriptors themselves),
 and the server forks a child that takes them over and runs the entry point the real script runs
 (`TOOLS`); the client exits with the child's status. What a RUN line sees, output and exit
-status, is the same; where the server is not running, the client runs the real script. `start` starts a
-server and writes its clients.
+status, is the same; where the server is not running, the client runs the real script.
+`start` starts a server and writes its clients.
 
 Off with `TINYOPT_LIT_FORK=0` in the environment of lit (or of pytest, which runs lit). Needs
 fork and Unix sockets (Linux, macOS); elsewhere lit.cfg.py leaves the commands as they are.
