@@ -1,14 +1,10 @@
-"""Shared pytest configuration: markers for tests that need hardware, the folder the CPU
-emulation's builds are shared in, the tests' order and the cyclic garbage collector's
-thresholds."""
+"""Shared pytest configuration: markers for tests that need hardware, the tests' order and the
+cyclic garbage collector's thresholds."""
 
 import gc
 import os
-import shutil
-import tempfile
 
 import pytest
-from cpu_cuda import BUILDS_ENV
 
 from tinyopt.backends.cuda.nvrtc import gpu_available
 
@@ -17,17 +13,6 @@ os.environ["TINYOPT_TUNING_DB"] = "off"
 os.environ["TINYOPT_BUILD_CACHE"] = "off"  # nor a build cache: each test builds (tests set their own)
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Make the folder the CPU emulation's builds are shared in for this run (tests/cpu_cuda.py),
-    in the process that starts the run: parallel workers inherit its environment, and it
-    removes the folder when the run ends."""
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker
-        return
-    folder = tempfile.mkdtemp(prefix="cpu_cuda_")
-    os.environ[BUILDS_ENV] = folder
-    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 # The longest tests, which run one subprocess pool each: the lit suite and the docs run.

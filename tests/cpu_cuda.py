@@ -10,7 +10,6 @@ block of 128 threads over a few key tiles takes seconds: keep shapes small.
 
 from __future__ import annotations
 
-import atexit
 import fcntl
 import hashlib
 import os
@@ -28,10 +27,8 @@ COMPILER = shutil.which("g++")
 HEADER = Path(__file__).resolve().parent / "cpu_cuda.h"
 FLAGS = ["-O1", "-std=c++20", "-pthread", "-w"]
 BUILDS_ENV = "CPU_CUDA_BUILDS"
-"""A folder for the builds (`_builds`), shared by the processes of a test run: tests/conftest.py
-makes one per run and removes it at the end; without it each process makes its own."""
-_own_builds: list[Path] = []
-"""The folder this process made where `BUILDS_ENV` names none."""
+"""A folder for the builds (`_builds`) in place of the cache folder, e.g. a fresh one to build
+everything again."""
 _PARAM = re.compile(
     r"(?:const )?((?:long )?\w+)\* __restrict__ (\w+)|const (long long|int) (\w+)(?=[,)])"
 )
@@ -145,10 +142,10 @@ int main(int argc, char** argv) {{
 
 
 def _built(source: str) -> Path:
-    """Returns the executable g++ makes of `source`, compiled once per test run: tests run the
-    same kernel on other data or beside other kernels (a decode test's merge kernel, the same
-    for every warp count), and g++ takes 0.2-1 s a kernel where running it takes a fraction
-    of that. Each executable is named by the sha256 of the compiler, its flags and the source
+    """Returns the executable g++ makes of `source`, compiled once into the folder of builds
+    (`_builds`): tests run the same kernel on other data or beside other kernels (a decode
+    test's merge kernel, the same for every warp count), and g++ takes 0.2-1 s a kernel where
+    running it takes a fraction of that. Each executable is named by the sha256 of the compiler, its flags and the source
     and written under a name of its own before it is renamed into place, so processes that
     build the same one at once both finish with a whole file."""
     assert COMPILER is not None
@@ -167,8 +164,9 @@ def _built(source: str) -> Path:
 def _prefix() -> Path:
     """Returns the header each kernel includes first: the emulation header and the standard
     headers `main` uses, precompiled once per test run (g++ reads `prefix.h.gch` in place of
-    `prefix.h`, which saves parsing them for every kernel, about 0.3 s a kernel here). The
-    first process to need it builds it while the others wait on a lock; where g++ cannot
+    `prefix.h`, which saves parsing them for every kernel, about 0.3 s a kernel here), once
+    per folder of builds. The first process to need it builds it while the others wait on a
+    lock; where g++ cannot
     precompile, `prefix.h` is parsed as it is."""
     folder = _builds()
     prefix = folder / "prefix.h"
@@ -195,14 +193,27 @@ def _prefix() -> Path:
 
 
 def _builds() -> Path:
-    """Returns the folder of the builds: the test run's (`BUILDS_ENV`), else this process's."""
+    """Returns the folder of the builds: `BUILDS_ENV`'s, else a cache kept between test runs, as
+    NVRTC's cubins are (~/.cache/tinyopt/cpu_cuda/VERSION: g++ took about 150 of a suite
+    run's 630 CPU seconds on the 2-core VM, 2026-12-03). VERSION hashes what an executable
+    depends on besides its source, which names it: the compiler (its path and `--version`),
+    the flags and the emulation header's text, so an edit of cpu_cuda.h builds anew."""
     shared = os.environ.get(BUILDS_ENV)
     if shared:
         return Path(shared)
-    if not _own_builds:
-        _own_builds.append(Path(tempfile.mkdtemp(prefix="cpu_cuda_")))
-        atexit.register(shutil.rmtree, _own_builds[0], ignore_errors=True)
-    return _own_builds[0]
+    if not _cache:
+        assert COMPILER is not None
+        version = subprocess.run([COMPILER, "--version"], capture_output=True, text=True).stdout
+        fields = [COMPILER, version, *FLAGS, HEADER.read_text()]
+        key = hashlib.sha256("\0".join(fields).encode()).hexdigest()[:16]
+        folder = Path.home() / ".cache" / "tinyopt" / "cpu_cuda" / key
+        folder.mkdir(parents=True, exist_ok=True)
+        _cache.append(folder)
+    return _cache[0]
+
+
+_cache: list[Path] = []
+"""The cache folder, once `_builds` has found it."""
 
 
 def _cpu() -> dict[str, str]:
