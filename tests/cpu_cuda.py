@@ -145,9 +145,9 @@ def _built(source: str) -> Path:
     """Returns the executable g++ makes of `source`, compiled once into the folder of builds
     (`_builds`): tests run the same kernel on other data or beside other kernels (a decode
     test's merge kernel, the same for every warp count), and g++ takes 0.2-1 s a kernel where
-    running it takes a fraction of that. Each executable is named by the sha256 of the compiler, its flags and the source
-    and written under a name of its own before it is renamed into place, so processes that
-    build the same one at once both finish with a whole file."""
+    running it takes a fraction of that. Each executable is named by the sha256 of the compiler,
+    its flags and the source and written under a name of its own before it is renamed into
+    place, so processes that build the same one at once both finish with a whole file."""
     assert COMPILER is not None
     key = hashlib.sha256("\0".join([COMPILER, *FLAGS, source]).encode()).hexdigest()
     executable = _builds() / f"kernel-{key}"

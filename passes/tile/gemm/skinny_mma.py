@@ -16,12 +16,12 @@ feeds a product, and the per-lane K layout of A and B agree.
 `unroll` chunks make one loop iteration, every load of which is issued before its products;
 with `stages=2` an iteration first loads the next one's registers (carried by the loop), so a
 warp always has loads in flight. A block's warps split the iterations `kwarps` ways and sum
-their accumulators once in shared memory. A K tail past the last whole chunk reads zeros. Accumulator d of strip s and row
-tile t holds output (row 8t + 2q + d%2, column 16s + r + 8·(d/2)); the epilogue runs there,
-guarded to the output. Blocks cover `warps / kwarps × strips × 16` output columns, then the
-batch; where that leaves half the SMs idle (`skinny_mma_plan.choose_splits`) the kernel is
-first split over K into a partial-sum kernel and a fold that applies the epilogue once (the
-skinny rule's `skinny_split.py`).
+their accumulators once in shared memory. A K tail past the last whole chunk reads zeros.
+Accumulator d of strip s and row tile t holds output (row 8t + 2q + d%2, column
+16s + r + 8·(d/2)); the epilogue runs there, guarded to the output. Blocks cover
+`warps / kwarps × strips × 16` output columns, then the batch; where that leaves half the SMs
+idle (`skinny_mma_plan.choose_splits`) the kernel is first split over K into a partial-sum
+kernel and a fold that applies the epilogue once (the skinny rule's `skinny_split.py`).
 """
 
 from __future__ import annotations
@@ -105,8 +105,9 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
         threads, stages = default_threads_and_stages(c.extents[1])
         threads, stages = knobs.threads or threads, knobs.stages or stages
         unroll = max(1, CHUNKS_IN_FLIGHT // (strips * stages))
-        kwarps = knobs.kwarps or choose_kwarps(c, threads, strips, unroll, self.target.sms)
-        plan = SkinnyMmaPlan(threads, vec, strips, unroll, 1, kwarps, stages)
+        plan = SkinnyMmaPlan(threads, vec, strips, unroll, 1, knobs.kwarps or 1, stages)
+        if not knobs.kwarps:
+            plan = replace(plan, kwarps=choose_kwarps(c, plan, self.target.sms))
         if refusal := shape_refusal(c, plan):
             return refusal
         return replace(plan, splits=self._splits(kernel, c, plan, knobs))
@@ -256,7 +257,8 @@ class _SwapAbEmitter:
         ahead = self._loads(self._starts(clamped(first)), columns, rows, False)
         with em.for_loop(first, full, plan.kwarps, [*state, *ahead]) as (it, carried, for_op):
             current, loaded = carried[: len(state)], carried[len(state) :]
-            following = self._loads(self._starts(clamped(em.add(it, plan.kwarps))), columns, rows, False)
+            following = self._starts(clamped(em.add(it, plan.kwarps)))
+            following = self._loads(following, columns, rows, False)
             em.op(scf.YieldOp(*self._products(loaded, current), *following))
         return list(for_op.results[: len(state)])
 
@@ -317,10 +319,12 @@ class _SwapAbEmitter:
         for start in starts:
             k = em.add(start, em.mul(self.quad, LANE_ELEMENTS))
             for n in columns:
-                out += self._pairs(self._lane_elements(c.b_side, c.b_value, {c.n_iv: n}, k, guarded, owner))
+                weight = self._lane_elements(c.b_side, c.b_value, {c.n_iv: n}, k, guarded, owner)
+                out += self._pairs(weight)
             for row in rows:
                 bound = {c.m_iv: row} if c.m_iv is not None else {}
-                out += self._pairs(self._lane_elements(c.a_side, c.a_value, bound, k, guarded, owner))
+                activation = self._lane_elements(c.a_side, c.a_value, bound, k, guarded, owner)
+                out += self._pairs(activation)
         return out
 
     def _products(self, loaded: list[SSAValue], state: list[SSAValue]) -> list[SSAValue]:

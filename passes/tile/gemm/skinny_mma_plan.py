@@ -5,7 +5,7 @@ the weight bytes in flight on every SM against the partial sums' traffic."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import BFloat16Type, Float16Type
@@ -47,8 +47,9 @@ SUM_BYTES = 48 << 10
 limit)."""
 
 CHUNKS_IN_FLIGHT = 8
-"""Strips × K chunks whose weight loads one loop iteration issues before its products: 8 KiB
-of weights a warp (`unroll` = 8 / strips)."""
+"""Strips × K chunks × stages whose weight loads a warp has issued before its products: 8 KiB
+of weights a warp (`unroll` = 8 / (strips · stages))."""
+
 
 @dataclass(frozen=True)
 class SkinnyMmaPlan:
@@ -96,7 +97,7 @@ def tensor_core_element(c: SkinnyContraction):
 
 def auto_refusal(c: SkinnyContraction) -> str | None:
     """Why `skinny_mma=auto` leaves a kernel to the other rules, or None. Measured on the H200
-    (2026-12-04, `bench_gemv.py --m 4,8,16 --dtype bf16`, RESULTS.md tenth session) with the
+    (2026-12-03, `bench_gemv.py --m 4,8,16 --dtype bf16`, RESULTS.md tenth session) with the
     auto plan (512 threads, `kwarps` by the grid, `stages=2`): 0.91-1.05x cuBLAS at M = 4, 8
     and 16 on the Llama-3-8B decode linears, ahead of the CUDA-core skinny rule (0.72-0.93x at
     M = 8) and wgmma (0.69-0.99x at M = 16) on most; one row is the GEMV rules', and past two
@@ -122,21 +123,20 @@ def default_threads_and_stages(m: int) -> tuple[int, int]:
     return MANY_ROWS_THREADS, MANY_ROWS_STAGES
 
 
-def choose_kwarps(c: SkinnyContraction, threads: int, strips: int, unroll: int, sms: int) -> int:
-    """The most warps of a block along K (a power of two dividing its warps, at most one per
-    whole K iteration) whose grid still fits one block per SM; 1 where none does. Fewer
-    blocks than SMs at the top (q/o and down at M = 8: 128 blocks of 16 warps splitting K
-    16 ways) measured 1.00-1.03x cuBLAS against 0.95-0.98x at 8 ways (RESULTS.md, tenth
-    session); gate/up's 14336 columns at 16 ways make 3.4 waves of blocks (0.91x)."""
-    batch, m, n, k = c.extents
-    warps = threads // 32
-    iterations = k // (CHUNK * unroll)
+def choose_kwarps(c: SkinnyContraction, plan: SkinnyMmaPlan, sms: int) -> int:
+    """The most warps of `plan`'s block along K (a power of two dividing its warps, at most one
+    per whole K iteration, their sums within `SUM_BYTES`) whose grid still fits one block per
+    SM; 1 where none does. Fewer blocks than SMs at the top (q/o and down at M = 8: 128 blocks
+    of 16 warps splitting K 16 ways) measured 1.00-1.03x cuBLAS against 0.95-0.98x at 8 ways
+    (RESULTS.md, tenth session); gate/up's 14336 columns at 16 ways make 3.4 waves of blocks
+    (0.91x)."""
+    _, m, _, k = c.extents
+    iterations = k // (CHUNK * plan.unroll)
     best = 1
     kwarps = 2
-    while kwarps <= warps and kwarps <= iterations:
-        columns = (warps // kwarps) * strips * STRIP
-        plan = SkinnyMmaPlan(threads, 8, strips, unroll, 1, kwarps)
-        if batch * -(-n // columns) > sms or sum_bytes(m, plan) > SUM_BYTES:
+    while kwarps <= min(plan.warps, iterations):
+        candidate = replace(plan, kwarps=kwarps)
+        if blocks(c, candidate) > sms or sum_bytes(m, candidate) > SUM_BYTES:
             break
         best = kwarps
         kwarps *= 2
