@@ -10,6 +10,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends.cuda.printer import printed_kernel
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.pass_order import refuse_graph_ops
 from tinyopt.passes.tile.limits import fit_launch
 
 
@@ -19,9 +20,9 @@ class ToCudaPass(ModulePass):
 
     The launch shape is kept; `smem` is the bytes of dynamic shared memory the kernel's `tile.alloc
     dynamic` buffers need (0 when all are static), and `tile.tensor_maps` is carried over. A
-    `loop.kernel` (not tiled) or an op without a CUDA C form raises a `DiagnosticException`
-    naming it, before the module is changed. `pdl=1` marks every kernel for programmatic
-    dependent launch (docs/knobs.md).
+    `loop.kernel` (not tiled), a `graph` op (not fused) or an op without a CUDA C form raises
+    a `DiagnosticException` naming it, before the module is changed. `pdl=1` marks every kernel
+    for programmatic dependent launch (docs/knobs.md).
     """
 
     name = "to-cuda"
@@ -31,6 +32,7 @@ class ToCudaPass(ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.pdl not in (0, 1):
             raise DiagnosticException(f"to-cuda: pdl must be 0 or 1, got {self.pdl}")
+        refuse_graph_ops(op, "to-cuda")
         kernels: list[tile.KernelOp] = []
         for kernel in op.ops:
             if isinstance(kernel, loop.KernelOp):

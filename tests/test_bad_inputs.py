@@ -179,8 +179,8 @@ CASES: dict[str, tuple[str, str, str]] = {
     "graph input without fuse": (
         "matmul_f32.mlir",
         "tile,to-cuda",
-        "tinyopt: error: the cuda target prints tile.cuda_kernel ops, and this module still has "
-        "the graph function @f: fuse lowers it to loop kernels, before tile and to-cuda",
+        "tinyopt: error: tile: the module still has 'graph.matmul' in @f: fuse lowers graph "
+        "functions to loop kernels, before tile and to-cuda (-p fuse,tile,to-cuda)",
     ),
     "byte-order mark inside": (
         "byte_order_mark_inside.mlir",

@@ -108,6 +108,16 @@ BAD_INPUTS = {
     "graph input without fuse": (
         SOFTMAX.format(t="f32"),
         ["-p", "tile,to-cuda"],
+        "tile: the module still has 'graph.softmax' in @softmax: fuse lowers graph functions",
+    ),
+    "passes out of order": (
+        SOFTMAX.format(t="f32"),
+        ["-p", "to-cuda,fuse"],
+        "to-cuda: the module still has 'graph.softmax' in @softmax: fuse lowers graph functions",
+    ),
+    "graph input to the cuda target": (
+        SOFTMAX.format(t="f32"),
+        ["-t", "cuda"],
         "still has the graph function @softmax: fuse lowers it to loop kernels, before tile",
     ),
     "loop input without tile": (

@@ -12,6 +12,7 @@ from xdsl.transforms.dead_code_elimination import dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.pass_order import refuse_graph_ops
 from tinyopt.passes.tile.cse import cse
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.limits import fit_launch
@@ -37,6 +38,7 @@ class PlanPass(Knobs, ModulePass):
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.why not in (0, 1):
             raise DiagnosticException(f"plan: why must be 0 or 1, got {self.why}")
+        refuse_graph_ops(op, "plan")
         plan_module(op, self, Target(sms=self.sms), bool(self.why))
 
 
@@ -51,6 +53,7 @@ class TilePass(Knobs, ModulePass):
     """The target's SM count (the H200's 132 by default)."""
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
+        refuse_graph_ops(op, "tile")
         target = Target(sms=self.sms)
         plan_module(op, self, target)
         for kernel in list(loop.kernels(op)):
