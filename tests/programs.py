@@ -788,6 +788,9 @@ CASES = [
         matmul_plain(256, 256, 8192, "f32", relu=False),
         tile_with("copy=ld streamk=on"),
     ),
+    # The default's 128×128 tiles over fewer tiles than SMs (112 of them, each shared by about
+    # two blocks): a torch-layout linear with ragged M and K.
+    Case("linear_f32_streamk_few_tiles_500x3584x1000", skinny(500, 3584, 1000)),
     # interleave=on: A's next K slice copied during the first half of the step's FMAs, B's
     # during the second; where `auto` leaves it off (ragged tiles, a batch).
     Case(

@@ -146,14 +146,29 @@ PAIRED_THREADS = 256
 has more blocks than SMs; smaller blocks are not, so only their grid can fill the SMs."""
 
 
-def _fills(blocks: int, threads: int, sms: int, k_shared: bool) -> bool:
-    """Whether a grid of `blocks` keeps the SMs busy at two blocks per SM: it has that many,
-    or, for `PAIRED_THREADS` blocks, more than one per SM and either fills `FULL_ENOUGH` of
-    the slots or has its K steps shared over one whole wave (`k_shared`: stream-K)."""
+def _fills(
+    batch: int, m: int, n: int, bm: int, bn: int, threads: int, sms: int, k_shared: bool
+) -> bool:
+    """Whether a grid of bm×bn blocks keeps the SMs busy at two blocks per SM: it has that
+    many, or, for `PAIRED_THREADS` blocks, more than one per SM and either fills
+    `FULL_ENOUGH` of the slots or has its K steps shared over one whole wave (`k_shared`:
+    stream-K); or, shared so, `FULL_ENOUGH` of one per SM (each tile's K steps shared by
+    about two or three blocks) where the tiles hold at least `FULL_ENOUGH` of their rows
+    and columns (not 128-row tiles over 64 rows: 0.44-0.65× cuBLAS against 0.78-1.15× for
+    32×64 ones, same run).
+
+    Stream-K at 128 128×128 tiles (0.97 per SM) ran 1.14-1.20× faster than at the 512
+    64×64 tiles the grid alone would ask for, at 512×4096×4096 and 512×4096×14336
+    (2026-12-03, benchmarks/RESULTS.md, "eleventh session", run 1)."""
+    blocks = _blocks(batch, m, n, bm, bn)
     if blocks >= 2 * sms:
         return True
-    paired = threads == PAIRED_THREADS and blocks > sms
-    return paired and (k_shared or blocks >= FULL_ENOUGH * 2 * sms)
+    if threads != PAIRED_THREADS:
+        return False
+    if blocks > sms and (k_shared or blocks >= FULL_ENOUGH * 2 * sms):
+        return True
+    held = m * n / (-(-m // bm) * bm * -(-n // bn) * bn)
+    return k_shared and blocks >= FULL_ENOUGH * sms and held >= FULL_ENOUGH
 
 
 def choose_tiles(
@@ -165,7 +180,7 @@ def choose_tiles(
     from code docstrings"; 2026-12-02: "The FP32 tile choice between one and two waves")."""
     for bm, bn, tm, tn in CANDIDATES:
         threads = (bm // tm) * (bn // tn)
-        if _fills(_blocks(batch, m, n, bm, bn), threads, target.sms, k_shared):
+        if _fills(batch, m, n, bm, bn, threads, target.sms, k_shared):
             break
     bm, bn = knobs.bm or bm, knobs.bn or bn
     tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)
@@ -268,12 +283,12 @@ CAPPED_ACCUMULATORS = 64
 def blocks_per_sm(knobs: Knobs, t: Tiles) -> int:
     """Returns the blocks per SM the registers are allocated for (`minblocks`), which is also
     the blocks per SM of a stream-K wave: 128 registers a thread, two blocks of 256 threads,
-    four of 128 or eight of 64 (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM ladder (issue
-    3, in progress)"; 2026-12-02, "The FP32 tile choice between one and two waves": a grid of
-    256 such blocks ran 1.33× faster capped at two per SM than at one, and stream-K over four
-    128-thread blocks per SM 1.1–2× faster than over one on skinny GEMMs; eight 64-thread
-    blocks hold their 8×8 tiles in 128 registers without local memory, SASS on NVRTC 13).
-    One for other blocks (a TMA producer warp's) and for register tiles of more than
+    four of 128 or eight of 64 (measured 2026-11-29: benchmarks/RESULTS.md, "2026-11-29: SGEMM
+    ladder (issue 3, in progress)"; 2026-12-02, "The FP32 tile choice between one and two
+    waves": a grid of 256 such blocks ran 1.33× faster capped at two per SM than at one, and
+    stream-K over four 128-thread blocks per SM 1.1–2× faster than over one on skinny GEMMs;
+    eight 64-thread blocks hold their 8×8 tiles in 128 registers without local memory, SASS on
+    NVRTC 13). One for other blocks (a TMA producer warp's) and for register tiles of more than
     `CAPPED_ACCUMULATORS` (a 16×8 tile spills under the cap)."""
     if knobs.minblocks:
         return knobs.minblocks

@@ -32,6 +32,24 @@ func.func @short_k(%x: tensor<4096x256xf32>, %w: tensor<768x256xf32>) -> tensor<
   func.return %y : tensor<4096x768xf32>
 }
 
+// 128 tiles of 128x128 (0.97 a SM) over 256 K steps: stream-K shares each tile's steps over
+// about two of the wave's 264 blocks, rather than 512 tiles of 64x64.
+// CHECK:      tile.kernel @few_tiles_0_flags
+// CHECK:      tile.kernel @few_tiles_0 grid [264, 1, 1] block [256, 1, 1]
+// CHECK-SAME: tile.min_blocks = 2
+func.func @few_tiles(%x: tensor<512x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<512x4096xf32> {
+  %y = graph.linear %x, %w : (tensor<512x4096xf32>, tensor<4096x4096xf32>) -> tensor<512x4096xf32>
+  func.return %y : tensor<512x4096xf32>
+}
+
+// As many 128-row tiles over 64 rows would be half padding: 32x64 tiles (128 threads).
+// CHECK:      tile.kernel @half_padding_0_flags
+// CHECK:      tile.kernel @half_padding_0 grid [528, 1, 1] block [128, 1, 1]
+func.func @half_padding(%x: tensor<64x4096xf32>, %w: tensor<14336x4096xf32>) -> tensor<64x14336xf32> {
+  %y = graph.linear %x, %w : (tensor<64x4096xf32>, tensor<14336x4096xf32>) -> tensor<64x14336xf32>
+  func.return %y : tensor<64x14336xf32>
+}
+
 // 16 rows: the skinny rule streams the weights (passes/tile/gemm/skinny.py); with it off, 64
 // tiles of 32x64 (128 threads) shared by a stream-K wave of four blocks per SM.
 // CHECK:      tile.kernel @skinny_0 grid [512, 1, 1] block [256, 1, 1]
