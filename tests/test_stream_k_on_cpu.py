@@ -15,14 +15,14 @@ import re
 import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
-from programs import matmul_plain, matmul_relu, tile_with
+from programs import matmul_plain, matmul_relu, skinny, tile_with
 from test_sgemm_on_cpu import ALIGNED_SHARED, PRELUDE
 from xdsl.dialects import func
 from xdsl.dialects.builtin import IntegerType, StringAttr
 from xdsl.ir import BlockArgument
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
-from tinyopt.compiler import lower
+from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
@@ -89,6 +89,22 @@ def test_default_tile_counts_on_stream_k_between_one_and_two_blocks_per_sm() -> 
     kernels = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
     assert [list(k.grid.get_values()) for k in kernels][-1] == [8, 1, 1]
     _matches_float64(matmul_plain(300, 256, 1040, "f32", relu=False), tile_with("sms=4"))
+
+
+def test_default_row_block_at_40_rows_on_stream_k() -> None:
+    """With 2 SMs, 40 rows of a torch-layout linear (the weights `[N, K]`, N and K ragged) take
+    one 64-row block of 8×4 register tiles (`row_block`: 128 threads, 8-byte copies, A's and
+    B's interleaved) over its 4 column tiles, stream-K sharing their 63 K steps over a wave of
+    8 blocks (31 steps a block)."""
+    text = skinny(40, 200, 1000)
+    planned = str(apply_pipeline(parse(text), "fuse,plan{sms=2}"))
+    assert "bm = 64, bn = 64, bk = 16, tm = 8, tn = 4" in planned
+    assert 'vec = 2, minblocks = 4, interleave = "on", prefetch = "off", streamk = "on"' in planned
+    program, module = lower(text, tile_with("sms=2"))
+    kernels = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    assert [list(k.grid.get_values()) for k in kernels][-1] == [8, 1, 1]
+    assert [list(k.block.get_values()) for k in kernels][-1] == [128, 1, 1]
+    _matches_float64(text, tile_with("sms=2"))
 
 
 def _matches_float64(text: str, pipeline: str) -> None:

@@ -21,6 +21,7 @@ from tinyopt.passes.tile.gemm.contraction_plan import (
     blocks_per_sm,
     choose_tiles,
     interleaves,
+    row_block,
     resolve_copy,
     stream_k_blocks,
     tile_refusal,
@@ -98,7 +99,13 @@ class ContractionRule(Rule[Contraction, Tiles]):
     def _plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, copy: str) -> Tiles | str:
         """The plan for knobs whose copy engine is decided (`copy`: the engine the knobs
         resolved to before a fallback, which decides stream-K)."""
-        batch, m, n, _ = c.extents
+        batch, m, n, k = c.extents
+        rows = row_block(knobs, batch, m, n, k, self.target)
+        if rows is not None:
+            interleaved = replace(knobs, interleave="on") if knobs.interleave == "auto" else knobs
+            plan = self._plan_tiles(kernel, c, interleaved, copy, rows)
+            if not isinstance(plan, str) and plan.streamk != "off":
+                return plan
         strict = choose_tiles(knobs, batch, m, n, self.target)
         shared = choose_tiles(knobs, batch, m, n, self.target, k_shared=True)
         if isinstance(shared, str) or shared == strict:
@@ -117,7 +124,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         name = kernel.sym_name.data
         if isinstance(t, str):
             return t
-        t = replace(t, vec=knobs.vec or 4)
+        t = replace(t, vec=knobs.vec or t.vec)
         if refusal := copy_refusal(c, t, name):
             return refusal
         grid = (-(-n // t.bn), -(-m // t.bm), batch)

@@ -212,6 +212,35 @@ def choose_tiles(
     return tile_refusal(tiles, target) or tiles
 
 
+ROW_BLOCK = {"bm": 64, "bn": 64, "tm": 8, "tn": 4}
+"""The tile for 33-64 rows (`row_block`): one 64-row block over all of them, 128 threads of 8×4
+register tiles, with 8-byte vector copies (`vec=2`) and A's and B's copies interleaved."""
+
+ROW_BLOCK_STEPS = 16
+"""The fewest K steps each block of the stream-K wave must get for `row_block` to apply."""
+
+
+def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) -> Tiles | None:
+    """Returns the `ROW_BLOCK` tiling (vec=2) for 33-64 rows where no tile knob is set, or None.
+
+    32-row blocks read every weight twice at these rows; one 64-row block reads it once, and
+    stream-K (four blocks per SM) fills the SMs where its wave gets at least
+    `ROW_BLOCK_STEPS` K steps a block. Measured on the H200 (2026-12-03, benchmarks/RESULTS.md,
+    "eleventh session", run 1; the eighth session's tuner found it first): at 64 rows, 1.13-1.47×
+    the 32×64 tiles' speed at 4096×4096, 14336×4096 and 4096×14336 (31-108 steps a block);
+    0.85× at 1024×4096 (8 steps a block), which keeps 32×64."""
+    if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
+        return None
+    if not 32 < m <= 64 or knobs.streamk == "off" or knobs.copy != "ld":
+        return None
+    tiles = choose_tiles(replace(knobs, **ROW_BLOCK), batch, m, n, target)
+    if isinstance(tiles, str):
+        return None
+    slots = target.sms * REGISTER_FILE_THREADS // tiles.threads
+    steps = _blocks(batch, m, n, tiles.bm, tiles.bn) * -(-k // tiles.bk)
+    return replace(tiles, vec=2) if steps >= ROW_BLOCK_STEPS * slots else None
+
+
 def tile_refusal(t: Tiles, target: Target) -> str | None:
     """Why a tiling cannot run, or None."""
     if t.swizzle and t.copy != "cp_async":

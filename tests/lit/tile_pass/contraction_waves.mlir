@@ -50,6 +50,24 @@ func.func @half_padding(%x: tensor<64x4096xf32>, %w: tensor<14336x4096xf32>) -> 
   func.return %y : tensor<64x14336xf32>
 }
 
+// 48 rows, 64 tiles of one 64-row block (8x4 register tiles, 128 threads) read each weight
+// once, with stream-K giving each of its 528 blocks 31 K steps (row_block); at 1024 columns
+// the 16 tiles would give 8 steps a block: 32x64 tiles.
+// CHECK:      tile.kernel @rows_0_flags
+// CHECK:      tile.kernel @rows_0 grid [528, 1, 1] block [128, 1, 1]
+// CHECK-SAME: plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 16, tm = 8, tn = 4,
+// CHECK-SAME: vec = 2, minblocks = 4, interleave = "on", prefetch = "off", streamk = "on">
+func.func @rows(%x: tensor<48x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<48x4096xf32> {
+  %y = graph.linear %x, %w : (tensor<48x4096xf32>, tensor<4096x4096xf32>) -> tensor<48x4096xf32>
+  func.return %y : tensor<48x4096xf32>
+}
+// CHECK:      tile.kernel @few_steps_0 grid [528, 1, 1] block [128, 1, 1]
+// CHECK-SAME: plan = #tile.plan<contraction, bm = 32, bn = 64,
+func.func @few_steps(%x: tensor<48x4096xf32>, %w: tensor<1024x4096xf32>) -> tensor<48x1024xf32> {
+  %y = graph.linear %x, %w : (tensor<48x4096xf32>, tensor<1024x4096xf32>) -> tensor<48x1024xf32>
+  func.return %y : tensor<48x1024xf32>
+}
+
 // 16 rows: the skinny rule streams the weights (passes/tile/gemm/skinny.py); with it off, 64
 // tiles of 32x64 (128 threads) shared by a stream-K wave of four blocks per SM.
 // CHECK:      tile.kernel @skinny_0 grid [512, 1, 1] block [256, 1, 1]
