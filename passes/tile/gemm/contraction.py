@@ -102,8 +102,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         batch, m, n, k = c.extents
         rows = row_block(knobs, batch, m, n, k, self.target)
         if rows is not None:
-            interleaved = replace(knobs, interleave="on") if knobs.interleave == "auto" else knobs
-            plan = self._plan_tiles(kernel, c, interleaved, copy, rows)
+            plan = self._plan_tiles(kernel, c, knobs, copy, rows)
             if not isinstance(plan, str) and plan.streamk != "off":
                 return plan
         strict = choose_tiles(knobs, batch, m, n, self.target)
@@ -124,7 +123,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
         name = kernel.sym_name.data
         if isinstance(t, str):
             return t
-        t = replace(t, vec=knobs.vec or t.vec)
+        t = replace(t, vec=knobs.vec or 4)
         if refusal := copy_refusal(c, t, name):
             return refusal
         grid = (-(-n // t.bn), -(-m // t.bm), batch)

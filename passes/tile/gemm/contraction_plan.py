@@ -214,21 +214,22 @@ def choose_tiles(
 
 ROW_BLOCK = {"bm": 64, "bn": 64, "tm": 8, "tn": 4}
 """The tile for 33-64 rows (`row_block`): one 64-row block over all of them, 128 threads of 8×4
-register tiles, with 8-byte vector copies (`vec=2`) and A's and B's copies interleaved."""
+register tiles."""
 
 ROW_BLOCK_STEPS = 16
 """The fewest K steps each block of the stream-K wave must get for `row_block` to apply."""
 
 
 def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) -> Tiles | None:
-    """Returns the `ROW_BLOCK` tiling (vec=2) for 33-64 rows where no tile knob is set, or None.
+    """Returns the `ROW_BLOCK` tiling for 33-64 rows where no tile knob is set, or None.
 
     32-row blocks read every weight twice at these rows; one 64-row block reads it once, and
-    stream-K (four blocks per SM) fills the SMs where its wave gets at least
-    `ROW_BLOCK_STEPS` K steps a block. Measured on the H200 (2026-12-03, benchmarks/RESULTS.md,
-    "eleventh session", run 1; the eighth session's tuner found it first): at 64 rows, 1.13-1.47×
-    the 32×64 tiles' speed at 4096×4096, 14336×4096 and 4096×14336 (31-108 steps a block);
-    0.85× at 1024×4096 (8 steps a block), which keeps 32×64."""
+    stream-K (four blocks per SM) fills the SMs where its wave gets at least `ROW_BLOCK_STEPS`
+    K steps a block. Measured on the H200 (2026-12-03, benchmarks/RESULTS.md, "eleventh
+    session", runs 1 and 3; the eighth session's tuner found it first): at 64 rows 1.12-1.40×
+    the 32×64 tiles' speed at 4096×4096, 14336×4096 and 4096×14336 (31-108 steps a block),
+    0.85× at 1024×4096 (8 steps a block), which keeps 32×64; `vec=2` and interleaved copies,
+    which the tuner had added, changed nothing measurable (within 2%)."""
     if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
         return None
     if not 32 < m <= 64 or knobs.streamk == "off" or knobs.copy != "ld":
@@ -238,7 +239,7 @@ def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) 
         return None
     slots = target.sms * REGISTER_FILE_THREADS // tiles.threads
     steps = _blocks(batch, m, n, tiles.bm, tiles.bn) * -(-k // tiles.bk)
-    return replace(tiles, vec=2) if steps >= ROW_BLOCK_STEPS * slots else None
+    return tiles if steps >= ROW_BLOCK_STEPS * slots else None
 
 
 def tile_refusal(t: Tiles, target: Target) -> str | None:

@@ -56,7 +56,7 @@ func.func @half_padding(%x: tensor<64x4096xf32>, %w: tensor<14336x4096xf32>) -> 
 // CHECK:      tile.kernel @rows_0_flags
 // CHECK:      tile.kernel @rows_0 grid [528, 1, 1] block [128, 1, 1]
 // CHECK-SAME: plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 16, tm = 8, tn = 4,
-// CHECK-SAME: vec = 2, minblocks = 4, interleave = "on", prefetch = "off", streamk = "on">
+// CHECK-SAME: minblocks = 4, interleave = "off", prefetch = "off", streamk = "on">
 func.func @rows(%x: tensor<48x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<48x4096xf32> {
   %y = graph.linear %x, %w : (tensor<48x4096xf32>, tensor<4096x4096xf32>) -> tensor<48x4096xf32>
   func.return %y : tensor<48x4096xf32>
