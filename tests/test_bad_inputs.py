@@ -176,6 +176,29 @@ CASES: dict[str, tuple[str, str, str]] = {
         FULL,
         "tinyopt: error: nothing to compile: the module has no graph function",
     ),
+    # loop kernels whose #tile.plan a user (or another pipeline) wrote
+    "plan names no rule": (
+        "plan_unknown_rule.mlir",
+        "tile,to-cuda",
+        "tinyopt: error: tile: kernel @f_0: its plan names no rule nosuch (rules: ",
+    ),
+    "plan names a rule that does not match": (
+        "plan_rule_mismatch.mlir",
+        "tile,to-cuda",
+        "tinyopt: error: tile: kernel @f_0: rule contraction of its plan: not a contraction",
+    ),
+    "plan with a bad knob": (
+        "plan_bad_knob.mlir",
+        "tile,to-cuda",
+        "tinyopt: error: tile: plan of kernel @f_0: knob threads must be a power of two in "
+        "[32, 1024] (or 0 for auto), got 7",
+    ),
+    "graph op in a region, passes out of order": (
+        "graph_op_in_a_region.mlir",
+        "to-cuda",
+        "tinyopt: error: to-cuda: the module still has 'graph.relu' in @f: fuse lowers graph "
+        "functions",
+    ),
     "graph input without fuse": (
         "matmul_f32.mlir",
         "tile,to-cuda",
@@ -304,6 +327,24 @@ def test_passes_raise_only_diagnostics(name: str) -> None:
     `DiagnosticException`, not an AssertionError or another exception."""
     with pytest.raises(DiagnosticException):
         lower((CORPUS / name).read_text(), FULL)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "plan names no rule",
+        "plan names a rule that does not match",
+        "plan with a bad knob",
+        "graph op in a region, passes out of order",
+    ],
+)
+def test_tile_level_passes_refuse_in_process(case: str) -> None:
+    """The same refusals in process (as another xDSL pipeline embedding the passes sees them):
+    a `DiagnosticException` with the CLI's message."""
+    name, pipeline, message = CASES[case]
+    with pytest.raises(DiagnosticException) as refused:
+        lower((CORPUS / name).read_text(), pipeline)
+    assert message.removeprefix("tinyopt: error: ") in str(refused.value)
 
 
 def test_chain_longer_than_the_recursion_limit_is_one_kernel() -> None:
