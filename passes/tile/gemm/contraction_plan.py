@@ -226,7 +226,7 @@ def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) 
     32-row blocks read every weight twice at these rows; one 64-row block reads it once, and
     stream-K (four blocks per SM) fills the SMs where its wave gets at least `ROW_BLOCK_STEPS`
     K steps a block. Measured on the H200 (2026-12-03, benchmarks/RESULTS.md, "eleventh
-    session", runs 1 and 3; the eighth session's tuner found it first): at 64 rows 1.12-1.40×
+    session", runs 1 and 3; the eighth session's tuner found it first): at 64 rows 1.23-1.46×
     the 32×64 tiles' speed at 4096×4096, 14336×4096 and 4096×14336 (31-108 steps a block),
     0.85× at 1024×4096 (8 steps a block), which keeps 32×64; `vec=2` and interleaved copies,
     which the tuner had added, changed nothing measurable (within 2%)."""
