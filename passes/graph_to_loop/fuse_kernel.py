@@ -15,7 +15,7 @@ whose index variables it uses, so a value that depends only on the row is comput
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from itertools import accumulate
 from math import prod
 from typing import Literal
@@ -366,58 +366,32 @@ class KernelBuilder:
             if self._is_load(_unswapped(operand)):
                 continue  # a buffer already (mean pooling, then a linear): read as stored
             outer = point_vars((operand_point[-2] if operand is op.lhs else point[-1],))
-            if reason := self._not_plain(operand, operand_point, outer, set()):
-                raise Materialize(_unswapped(operand), f"a matmul operand that {reason}")
-            if self._mixes_batch(operand, operand_point, point_vars(point[:-2]), set()):
-                raise Materialize(
-                    _unswapped(operand),
-                    "a matmul operand whose index mixes a batch variable with another",
-                )
+            batch = point_vars(point[:-2])
+            for at_load in (
+                lambda load, at: _not_plain(load, at, outer),
+                lambda load, at: _mixes_batch(at, batch),
+            ):
+                if reason := self._first_at_loads(operand, operand_point, at_load):
+                    raise Materialize(_unswapped(operand), f"a matmul operand {reason}")
 
-    def _mixes_batch(
-        self, value: SSAValue, point: Point, batch: set[Var], seen: set[tuple[SSAValue, Point]]
-    ) -> bool:
-        """Whether a load of operand `value` at `point` indexes one dim by a batch variable
-        and another variable together (v at `[b, k, h*64 + n]` in the `[B, T, 3·H·D]` output
-        of GPT-2's fused projection): planning then cannot merge the batch loops into the one
-        batch dim the GEMM rules take, and the attention rules load such rows one element at
-        a time instead of with cp.async (GPT-2's attention at 8×2048 ran at 18 TFLOP/s).
-        """
-        if (value, point) in seen:
-            return False
-        seen.add((value, point))
-        if self._is_load(value):
-            return any((used := point_vars((e,))) & batch and used - batch for e in point)
-        return any(
-            self._mixes_batch(operand, operand_point, batch, seen)
-            for operand, operand_point in _operand_points(value.owner, point)
-        )
-
-    def _not_plain(
-        self, value: SSAValue, point: Point, outer: set[Var], seen: set[tuple[SSAValue, Point]]
+    def _first_at_loads(
+        self, value: SSAValue, point: Point, at_load: Callable[[SSAValue, Point], str | None]
     ) -> str | None:
-        """Say why inlining matmul operand `value` at `point` would keep the GEMM rules from
-        reading it as tiles (they would leave the matmul to a scalar rule), or None; `outer`
-        holds the loop variables of the operand's row (A) or column (B) index.
-
-        Two things do: a load whose index divides a row or column variable (a flattened row
-        index, a convolution's windows; K split into heads and head dims, or a batch index
-        divided by GQA's group size, is fine), and a load of a stored reduction (a norm's row
-        statistics, stored because two kernels read them). A copy of the operand costs one
-        pass over it; the scalar rule costs orders of magnitude more.
-        """
-        if (value, point) in seen:
-            return None
-        seen.add((value, point))
-        if self._is_load(value):
-            if any(_divides(e, outer) for e in point):
-                return "reads its input through a division of its row or column index"
-            if isinstance(value.owner, graph.ReduceOp):
-                return "reads a stored reduction (row statistics)"
-            return None
-        for operand, operand_point in _operand_points(value.owner, point):
-            if reason := self._not_plain(operand, operand_point, outer, seen):
-                return reason
+        """Returns the first of `at_load(load, its point)` that is not None over the loads
+        operand `value` at `point` reads through the ops it inlines (depth first, operands in
+        order, each value at each point once), or None."""
+        seen: set[tuple[SSAValue, Point]] = set()
+        stack = [(value, point)]
+        while stack:
+            value, point = stack.pop()
+            if (value, point) in seen:
+                continue
+            seen.add((value, point))
+            if self._is_load(value):
+                if (found := at_load(value, point)) is not None:
+                    return found
+            else:
+                stack.extend(reversed(_operand_points(value.owner, point)))
         return None
 
     def _scan(
@@ -709,6 +683,35 @@ class KernelBuilder:
         self._blocks[0].add_op(reduce)
         self.fused.append(value)
         return reduce.res[0]
+
+
+def _not_plain(load: SSAValue, point: Point, outer: set[Var]) -> str | None:
+    """Why a matmul operand's `load` at `point` would keep the GEMM rules from reading the
+    operand as tiles (they would leave the matmul to a scalar rule), or None; `outer` holds
+    the loop variables of the operand's row (A) or column (B) index.
+
+    Two things do: an index that divides a row or column variable (a flattened row index, a
+    convolution's windows; K split into heads and head dims, or a batch index divided by GQA's
+    group size, is fine), and a stored reduction (a norm's row statistics, stored because two
+    kernels read them). A copy of the operand costs one pass over it; the scalar rule costs
+    orders of magnitude more.
+    """
+    if any(_divides(e, outer) for e in point):
+        return "that reads its input through a division of its row or column index"
+    if isinstance(load.owner, graph.ReduceOp):
+        return "that reads a stored reduction (row statistics)"
+    return None
+
+
+def _mixes_batch(point: Point, batch: set[Var]) -> str | None:
+    """Why a matmul operand's load at `point` mixes a batch variable with another in one index
+    (v at `[b, k, h*64 + n]` in the `[B, T, 3·H·D]` output of GPT-2's fused projection), or
+    None: planning then cannot merge the batch loops into the one batch dim the GEMM rules
+    take, and the attention rules load such rows one element at a time instead of with
+    cp.async (GPT-2's attention at 8×2048 ran at 18 TFLOP/s)."""
+    if any((used := point_vars((e,))) & batch and used - batch for e in point):
+        return "whose index mixes a batch variable with another"
+    return None
 
 
 def _divides(e: Index, outer: set[Var]) -> bool:
