@@ -1003,10 +1003,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
 
 _MOVES_INTEGERS = {
     "view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "unflatten", "expand",
-    "expand_as", "broadcast_to", "transpose", "permute", "t", "contiguous", "clone", "alias",
-    "detach", "lift_fresh_copy", "to", "_to_copy", "type_as", "slice", "select", "cat", "concat",
-    "_operator.getitem", "split", "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg",
-    "abs", "amax", "amin",
+    "expand_as", "broadcast_to", "transpose", "permute", "t", "numpy_T", "swapaxes", "mT",
+    "contiguous", "clone", "alias", "detach", "detach_", "lift_fresh_copy", "to", "_to_copy",
+    "type_as", "slice", "select", "cat", "concat", "_operator.getitem", "split",
+    "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {

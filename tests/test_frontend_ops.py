@@ -168,6 +168,17 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, torch.tensor([[1, -1], [0, 2]])),
     ),
+    # integers (bounded: an arange) through every transposing op, as the float ops take them
+    "integer_transposes": (
+        Fn(
+            lambda m, a: (
+                a + (torch.arange(36).reshape(6, 6).mT * 2).float(),
+                a + (torch.arange(36).reshape(6, 6).swapaxes(0, 1) - 3).float(),
+                a + (torch.arange(36).reshape(6, 6).T * 2).float(),
+            )
+        ),
+        (_X,),
+    ),
     "addmm": (
         Fn(lambda m, b, x, w: torch.addmm(b, x, w, beta=0.5, alpha=2.0) + torch.addmm(b, x, w)),
         (torch.randn(7), torch.randn(5, 4), torch.randn(4, 7)),
