@@ -984,6 +984,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
             math.prod(node.meta["val"].shape), 1
         )
         return t.bound(node.args[0]) * count
+    if name == "relu":  # its argument's values, or 0
+        return t.bound(node.args[0])
+    if name == "hardtanh":  # values in [min_val, max_val] (by default [-1, 1])
+        return max(abs(_arg(node, 1, "min_val", -1.0)), abs(_arg(node, 2, "max_val", 1.0)))
     if name in _FILL_VALUES:
         return abs(_FILL_VALUES[name])
     if name in ("argmax", "argmin"):

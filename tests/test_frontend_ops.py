@@ -179,6 +179,16 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X,),
     ),
+    "integer_relu_hardtanh": (
+        Fn(
+            lambda m, a: (
+                a + ((torch.arange(36).reshape(6, 6) - 20).relu() * 2).float(),
+                a + (nn.functional.hardtanh(torch.arange(36).view(6, 6) - 20, -3, 5) * 2).float(),
+                a + (nn.functional.hardtanh(torch.arange(36).reshape(6, 6) - 20) - 1).float(),
+            )
+        ),
+        (_X,),
+    ),
     "addmm": (
         Fn(lambda m, b, x, w: torch.addmm(b, x, w, beta=0.5, alpha=2.0) + torch.addmm(b, x, w)),
         (torch.randn(7), torch.randn(5, 4), torch.randn(4, 7)),
