@@ -15,7 +15,7 @@ whose index variables it uses, so a value that depends only on the row is comput
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Iterator, Sequence
 from itertools import accumulate
 from math import prod
 from typing import Literal
@@ -232,8 +232,7 @@ class KernelBuilder:
         buffers, one write kernel after the GEMMs; one holding another reduction gets a buffer
         of its own (a kernel computing it, then the write)."""
         point = tuple(self._fresh_var(extent) for extent in shape_of(op.update))
-        found: list[tuple[SSAValue, Point]] = []
-        self._scan(op.update, point, found, set())
+        found = self._reductions_reached(op.update, point)
         if found and all(isinstance(v.owner, graph.MatmulOp) for v, _ in found):
             raise Materialize(found[0][0], "the update of an in-place write reads it")
         if found:
@@ -269,8 +268,7 @@ class KernelBuilder:
     def _choose_kind(self, loop_vars: Sequence[Var], root_point: Point) -> tuple[Kind, int]:
         """Pick the kernel shape and how many leading loop variables are the outer level."""
         n_vars = len(loop_vars)
-        found: list[tuple[SSAValue, Point]] = []
-        self._scan(self.root, root_point, found, set())
+        found = self._reductions_reached(self.root, root_point)
         matmuls = [(v, p) for v, p in found if isinstance(v.owner, graph.MatmulOp)]
         reductions = [(v, p) for v, p in found if isinstance(v.owner, graph.ReduceOp)]
         if matmuls:
@@ -359,9 +357,7 @@ class KernelBuilder:
             (op.lhs, (*point[:-1], k)),
             (op.rhs, (*point[:-2], k, point[-1])),
         ):
-            found: list[tuple[SSAValue, Point]] = []
-            self._scan(operand, operand_point, found, set())
-            if found:
+            if self._reductions_reached(operand, operand_point):
                 raise Materialize(_layout_source(operand), "a matmul operand holding a reduction")
             if self._is_load(_unswapped(operand)):
                 continue  # a buffer already (mean pooling, then a linear): read as stored
@@ -374,12 +370,10 @@ class KernelBuilder:
                 if reason := self._first_at_loads(operand, operand_point, at_load):
                     raise Materialize(_unswapped(operand), f"a matmul operand {reason}")
 
-    def _first_at_loads(
-        self, value: SSAValue, point: Point, at_load: Callable[[SSAValue, Point], str | None]
-    ) -> str | None:
-        """Returns the first of `at_load(load, its point)` that is not None over the loads
-        operand `value` at `point` reads through the ops it inlines (depth first, operands in
-        order, each value at each point once), or None."""
+    def _inlined(self, value: SSAValue, point: Point) -> Iterator[tuple[SSAValue, Point]]:
+        """Yield each value at each point that inlining `value` at `point` visits, once, in the
+        order of a depth-first walk over operands; loads, reductions and matmuls end a path
+        (iterative: a chain of elementwise ops may be longer than Python's recursion limit)."""
         seen: set[tuple[SSAValue, Point]] = set()
         stack = [(value, point)]
         while stack:
@@ -387,34 +381,25 @@ class KernelBuilder:
             if (value, point) in seen:
                 continue
             seen.add((value, point))
-            if self._is_load(value):
-                if (found := at_load(value, point)) is not None:
-                    return found
-            else:
+            yield value, point
+            if not self._is_load(value) and not _reduces(value):
                 stack.extend(reversed(_operand_points(value.owner, point)))
-        return None
 
-    def _scan(
-        self,
-        value: SSAValue,
-        point: Point,
-        found: list[tuple[SSAValue, Point]],
-        seen: set[tuple[SSAValue, Point]],
-    ) -> None:
-        """Collect the reductions and matmuls reached by inlining `value` at `point`, in the
-        order of a depth-first walk over operands (iterative: a chain of elementwise ops may
-        be longer than Python's recursion limit)."""
-        stack = [(value, point)]
-        while stack:
-            value, point = stack.pop()
-            if (value, point) in seen or self._is_load(value):
-                continue
-            seen.add((value, point))
-            op = value.owner
-            if isinstance(op, graph.ReduceOp | graph.MatmulOp):
-                found.append((value, point))
-                continue
-            stack.extend(reversed(_operand_points(op, point)))
+    def _reductions_reached(self, value: SSAValue, point: Point) -> list[tuple[SSAValue, Point]]:
+        """The reductions and matmuls inlining `value` at `point` reaches, in walk order."""
+        return [
+            (v, p) for v, p in self._inlined(value, point) if not self._is_load(v) and _reduces(v)
+        ]
+
+    def _first_at_loads(
+        self, value: SSAValue, point: Point, at_load: Callable[[SSAValue, Point], str | None]
+    ) -> str | None:
+        """Returns the first of `at_load(load, its point)` that is not None over the loads
+        inlining `value` at `point` reads, in walk order, or None."""
+        for v, p in self._inlined(value, point):
+            if self._is_load(v) and (found := at_load(v, p)) is not None:
+                return found
+        return None
 
     def _reaches(
         self, value: SSAValue, target: SSAValue, seen: set[SSAValue] | None = None
@@ -683,6 +668,11 @@ class KernelBuilder:
         self._blocks[0].add_op(reduce)
         self.fused.append(value)
         return reduce.res[0]
+
+
+def _reduces(value: SSAValue) -> bool:
+    """Whether `value` is a reduction's or a matmul's result (inlining stops there)."""
+    return isinstance(value.owner, graph.ReduceOp | graph.MatmulOp)
 
 
 def _not_plain(load: SSAValue, point: Point, outer: set[Var]) -> str | None:
