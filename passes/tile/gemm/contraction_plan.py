@@ -167,7 +167,7 @@ def _fills(
         return False
     if blocks > sms and (k_shared or blocks >= FULL_ENOUGH * 2 * sms):
         return True
-    held = m * n / (-(-m // bm) * bm * -(-n // bn) * bn)
+    held = m * n / (_blocks(1, m, n, bm, bn) * bm * bn)
     return k_shared and blocks >= FULL_ENOUGH * sms and held >= FULL_ENOUGH
 
 
