@@ -887,6 +887,10 @@ def _logical(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.CompareOp(t.emit(kind(a, b)), t.scalar(0.0, _type(a)), "ne"))
 
 
+HARDTANH_RANGE = (-1.0, 1.0)
+"""`hardtanh`'s default min_val and max_val."""
+
+
 @_handles("clamp", "clamp_min", "clamp_max", "hardtanh")
 def _clamp(t: _Translator, node: Node) -> SSAValue:
     """`min(max(x, low), high)` (NaN stays NaN; low > high gives high, as torch)."""
@@ -898,7 +902,8 @@ def _clamp(t: _Translator, node: Node) -> SSAValue:
     if name in ("clamp", "hardtanh"):
         high = _arg(node, 2, "max_val" if name == "hardtanh" else "max")
     if name == "hardtanh":
-        low, high = (-1.0 if low is None else low), (1.0 if high is None else high)
+        low = HARDTANH_RANGE[0] if low is None else low
+        high = HARDTANH_RANGE[1] if high is None else high
     if low is not None:
         x = t.emit(graph.MaxOp(x, t.operand_like(low, out, node)))
     if high is not None:
@@ -987,7 +992,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name == "relu":  # its argument's values, or 0
         return t.bound(node.args[0])
     if name == "hardtanh":  # values in [min_val, max_val] (by default [-1, 1])
-        return max(abs(_arg(node, 1, "min_val", -1.0)), abs(_arg(node, 2, "max_val", 1.0)))
+        low, high = HARDTANH_RANGE
+        return max(abs(_arg(node, 1, "min_val", low)), abs(_arg(node, 2, "max_val", high)))
     if name in _FILL_VALUES:
         return abs(_FILL_VALUES[name])
     if name in ("argmax", "argmin"):
