@@ -111,7 +111,7 @@ def build_key(source: dict[str, object], pipeline: str, arch: str) -> bytes:
     """Return the key of a build: its input (`source`: the IR text, or what determines a torch
     module's capture), the pipeline with its knobs, the tuning state, tinyopt's source hash,
     xDSL's version, the GPU model, the target architecture and NVRTC's options and version."""
-    from tinyopt.backends.cuda.nvrtc import compile_options, nvrtc_version
+    from tinyopt.backends.cuda.nvrtc import key_options, nvrtc_version
     from tinyopt.passes.autotune.cache import gpu_model
 
     gpu = gpu_model()
@@ -123,7 +123,7 @@ def build_key(source: dict[str, object], pipeline: str, arch: str) -> bytes:
         "xdsl": _xdsl_version(),
         "gpu": gpu,
         "arch": arch,
-        "nvrtc": [list(compile_options(arch)), list(nvrtc_version())],
+        "nvrtc": [list(key_options(arch)), list(nvrtc_version())],
     }
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).digest()
 

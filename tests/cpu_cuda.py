@@ -197,16 +197,20 @@ def _builds() -> Path:
     NVRTC's cubins are (~/.cache/tinyopt/cpu_cuda/VERSION: g++ took about 150 of a suite
     run's 630 CPU seconds on the 2-core VM, 2026-12-03). VERSION hashes what an executable
     depends on besides its source, which names it: the compiler (its path and `--version`),
-    the flags and the emulation header's text, so an edit of cpu_cuda.h builds anew."""
-    shared = os.environ.get(BUILDS_ENV)
-    if shared:
-        return Path(shared)
+    the flags and the emulation header's text, so an edit of cpu_cuda.h builds anew. Either
+    folder is made if it is missing."""
     if not _cache:
-        assert COMPILER is not None
-        version = subprocess.run([COMPILER, "--version"], capture_output=True, text=True).stdout
-        fields = [COMPILER, version, *FLAGS, HEADER.read_text()]
-        key = hashlib.sha256("\0".join(fields).encode()).hexdigest()[:16]
-        folder = Path.home() / ".cache" / "tinyopt" / "cpu_cuda" / key
+        shared = os.environ.get(BUILDS_ENV)
+        if shared:
+            folder = Path(shared)
+        else:
+            assert COMPILER is not None
+            version = subprocess.run(
+                [COMPILER, "--version"], capture_output=True, text=True
+            ).stdout
+            fields = [COMPILER, version, *FLAGS, HEADER.read_text()]
+            key = hashlib.sha256("\0".join(fields).encode()).hexdigest()[:16]
+            folder = Path.home() / ".cache" / "tinyopt" / "cpu_cuda" / key
         folder.mkdir(parents=True, exist_ok=True)
         _cache.append(folder)
     return _cache[0]

@@ -1,5 +1,7 @@
 """Tests of the CUDA backend: NVRTC, the cubin cache, kernel launch and the module runtime."""
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import requires_gpu
@@ -126,6 +128,35 @@ def test_cache_key_depends_on_arch_and_options():
         cache.cache_key(SAXPY, "saxpy", "sm_90a", ("--use_fast_math",)),
     }
     assert len(keys) == 3
+
+
+def test_cache_key_holds_the_headers_text_not_their_folder(tmp_path, monkeypatch):
+    """Two environments whose include folders hold the same headers share cubins; a header
+    whose text differs changes the key."""
+    from tinyopt.backends.cuda import nvrtc
+
+    def key_with(folders: tuple[str, ...]) -> bytes:
+        monkeypatch.setattr(nvrtc, "include_dirs", lambda: folders)
+        nvrtc.headers_digest.cache_clear()
+        return cache.cache_key(SAXPY, "saxpy", "sm_90a")
+
+    originals = nvrtc.include_dirs()
+    copies = []
+    for index, folder in enumerate(originals):
+        copy = tmp_path / f"env{index}"
+        for name in nvrtc.KEY_HEADERS:
+            if (Path(folder) / name).is_file():
+                (copy / name).parent.mkdir(parents=True, exist_ok=True)
+                (copy / name).write_bytes((Path(folder) / name).read_bytes())
+        copies.append(str(copy))
+    try:
+        original = key_with(originals)
+        assert key_with(tuple(copies)) == original
+        edited = next(Path(c) / "cuda_bf16.h" for c in copies if (Path(c) / "cuda_bf16.h").exists())
+        edited.write_bytes(edited.read_bytes() + b"// another version\n")
+        assert key_with(tuple(copies)) != original
+    finally:
+        nvrtc.headers_digest.cache_clear()
 
 
 def test_compile_module_without_gpu():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from cuda.core.utils import FileStreamProgramCache
 
-from tinyopt.backends.cuda.nvrtc import compile_cuda, compile_options, nvrtc_version
+from tinyopt.backends.cuda.nvrtc import compile_cuda, key_options, nvrtc_version
 
 
 def cache_dir() -> Path:
@@ -17,8 +17,9 @@ def cache_dir() -> Path:
 
 
 def cache_key(source: str, name: str, arch: str, options: tuple[str, ...] = ()) -> bytes:
-    """Return the sha256 of the source, kernel name, arch, full NVRTC options and version."""
-    fields = [source, name, arch, list(compile_options(arch, options)), list(nvrtc_version())]
+    """Return the sha256 of the source, kernel name, arch, NVRTC options (the include folders
+    by their headers' text: `key_options`) and NVRTC's version."""
+    fields = [source, name, arch, list(key_options(arch, options)), list(nvrtc_version())]
     return hashlib.sha256(json.dumps(fields).encode()).digest()
 
 

@@ -1,6 +1,7 @@
 """Compile CUDA C++ to a cubin with NVRTC; this needs no GPU."""
 
 import functools
+import hashlib
 import os
 
 from cuda.bindings import driver, nvrtc
@@ -37,6 +38,43 @@ def include_dirs() -> tuple[str, ...]:
     fallbacks = {"cudart": toolkit, "cccl": os.path.join(toolkit, "cccl")}
     dirs = [find_nvidia_header_directory(lib) or path for lib, path in fallbacks.items()]
     return tuple(d for d in dict.fromkeys(dirs) if os.path.isdir(d))
+
+
+KEY_HEADERS = (
+    "cuda_fp16.h",
+    "cuda_fp16.hpp",
+    "cuda_bf16.h",
+    "cuda_bf16.hpp",
+    "cuda/std/__cccl/version.h",
+)
+"""The headers whose text stands for the include folders in a cache key: the two the kernels
+include (with their implementations) and CCCL's version."""
+
+
+@functools.cache
+def headers_digest() -> str:
+    """Return the sha256 of the KEY_HEADERS found in `include_dirs()` (each name with its text,
+    or with nothing where none is found): what the include folders contribute to a cubin, in
+    place of their paths, which differ from one virtual environment to the next."""
+    digest = hashlib.sha256()
+    for name in KEY_HEADERS:
+        digest.update(name.encode() + b"\0")
+        for folder in include_dirs():
+            path = os.path.join(folder, name)
+            if os.path.isfile(path):
+                with open(path, "rb") as header:
+                    digest.update(header.read())
+                break
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def key_options(arch: str, options: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Return `compile_options` as a cache key holds them: the include folders' paths replaced
+    by `headers_digest()`, so a fresh environment with the same headers finds the cubins of
+    an earlier one."""
+    kept = tuple(o for o in compile_options(arch, options) if not o.startswith("-I"))
+    return (*kept, f"headers={headers_digest()}")
 
 
 def compile_options(arch: str, options: tuple[str, ...] = ()) -> tuple[str, ...]:
