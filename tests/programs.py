@@ -794,6 +794,10 @@ CASES = [
     # 33-64 rows: one 64-row block of 8×4 register tiles over all rows (row_block), stream-K.
     Case("linear_f32_row_block_48x4096x4096", skinny(48, 4096, 4096)),
     Case("linear_f32_row_block_relu_33x2056x4104", skinny(33, 2056, 4104, epilogue="relu")),
+    # Fewer tiles of 8×8 register tiles than the SMs, mostly rows and columns: stream-K over
+    # 128×128 tiles (229 rows, 64 tiles) and 64×64 tiles (170 rows, ragged K).
+    Case("linear_f32_streamk_128x128_229x4000x4096", skinny(229, 4000, 4096)),
+    Case("linear_f32_streamk_64x64_relu_170x2000x4099", skinny(170, 2000, 4099, epilogue="relu")),
     # interleave=on: A's next K slice copied during the first half of the step's FMAs, B's
     # during the second; where `auto` leaves it off (ragged tiles, a batch).
     Case(

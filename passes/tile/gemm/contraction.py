@@ -106,7 +106,7 @@ class ContractionRule(Rule[Contraction, Tiles]):
             if not isinstance(plan, str) and plan.streamk != "off":
                 return plan
         strict = choose_tiles(knobs, batch, m, n, self.target)
-        shared = choose_tiles(knobs, batch, m, n, self.target, k_shared=True)
+        shared = choose_tiles(knobs, batch, m, n, self.target, k)
         if isinstance(shared, str) or shared == strict:
             return self._plan_tiles(kernel, c, knobs, copy, strict)
         # A larger tile counting on stream-K to fill the SMs: only where stream-K takes it.

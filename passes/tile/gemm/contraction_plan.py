@@ -146,41 +146,58 @@ PAIRED_THREADS = 256
 has more blocks than SMs; smaller blocks are not, so only their grid can fill the SMs."""
 
 
+STREAM_K_BK = 16
+"""The K step `_fills` counts stream-K's shares in: the register-staged tiles' (`bk` below)."""
+
+STREAM_K_STEPS = 12
+"""The fewest K steps each block of a stream-K wave must get for `_fills` to count on stream-K
+where the grid alone does not fill the SMs. Measured on the H200 (2026-12-03,
+benchmarks/RESULTS.md, "twelfth session", run 6): 231x1024x4096 on 16 tiles of 128x128, 15.5
+steps a block, ran 1.41x cuBLAS against 1.19x on the 32x64 tiles; at 64 rows, 7.75 steps a
+block lost to the 32x64 tiles (eleventh session, `row_block`)."""
+
+
 def _fills(
-    batch: int, m: int, n: int, bm: int, bn: int, threads: int, sms: int, k_shared: bool
+    batch: int, m: int, n: int, bm: int, bn: int, threads: int, sms: int, k_steps: int
 ) -> bool:
-    """Whether a grid of bm×bn blocks keeps the SMs busy at two blocks per SM: it has that
-    many, or, for `PAIRED_THREADS` blocks, more than one per SM and either fills
-    `FULL_ENOUGH` of the slots or has its K steps shared over one whole wave (`k_shared`:
-    stream-K); or, shared so, `FULL_ENOUGH` of one per SM (each tile's K steps shared by
-    about two or three blocks) where the tiles hold at least `FULL_ENOUGH` of their rows
-    and columns (not 128-row tiles over 64 rows: 0.44-0.65× cuBLAS against 0.78-1.15× for
-    32×64 ones, same run).
+    """Whether a grid of bm×bn blocks keeps the SMs busy: it has two blocks per SM; or, for
+    `PAIRED_THREADS` blocks, more than one per SM and either fills `FULL_ENOUGH` of the slots
+    or has its K steps shared over one whole wave (stream-K, `k_steps` > 0: the K steps of a
+    tile); or, shared so, its tiles hold at least `FULL_ENOUGH` of their rows and columns and
+    the wave's blocks (as many per SM as `blocks_per_sm` allows) get at least
+    `STREAM_K_STEPS` K steps each.
 
     Stream-K at 128 128×128 tiles (0.97 per SM) ran 1.14-1.20× faster than at the 512
     64×64 tiles the grid alone would ask for, at 512×4096×4096 and 512×4096×14336
-    (2026-12-03, benchmarks/RESULTS.md, "eleventh session", run 1)."""
+    (2026-12-03, benchmarks/RESULTS.md, "eleventh session", run 1). At 64 tiles of 128×128
+    (231×4096×4096, ×14336) stream-K ran 1.24× cuBLAS against 0.67-0.69× on the 512 32×64
+    tiles the grid chose, and at 160 rows (where 128-row tiles are 62% padding) 192 tiles of
+    64×64 ran 1.33-1.42× against 1.10-1.13× (twelfth session, run 6). Tiles mostly padding
+    lose: 128-row tiles over 64 rows ran 0.44-0.65× cuBLAS against 0.78-1.15× for 32×64."""
     blocks = _blocks(batch, m, n, bm, bn)
     if blocks >= 2 * sms:
         return True
-    if threads != PAIRED_THREADS:
-        return False
-    if blocks > sms and (k_shared or blocks >= FULL_ENOUGH * 2 * sms):
+    if threads == PAIRED_THREADS and blocks > sms and (k_steps or blocks >= FULL_ENOUGH * 2 * sms):
         return True
+    if not k_steps:
+        return False
     held = m * n / (_blocks(1, m, n, bm, bn) * bm * bn)
-    return k_shared and blocks >= FULL_ENOUGH * sms and held >= FULL_ENOUGH
+    slots = sms * max(1, REGISTER_FILE_THREADS // threads)
+    return held >= FULL_ENOUGH and blocks * k_steps >= STREAM_K_STEPS * slots
 
 
 def choose_tiles(
-    knobs: Knobs, batch: int, m: int, n: int, target: Target, k_shared: bool = False
+    knobs: Knobs, batch: int, m: int, n: int, target: Target, k: int = 0
 ) -> Tiles | str:
     """Picks the largest candidate tile that keeps every SM busy with two blocks (`_fills`;
-    with `k_shared`, counting on stream-K to share a grid of one to two blocks per SM over
-    the SMs); knobs override (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved
-    from code docstrings"; 2026-12-02: "The FP32 tile choice between one and two waves")."""
+    with `k` > 0, counting on stream-K to share the `k` reduction of a grid that alone does
+    not fill the SMs); knobs override (measured 2026-11-29: benchmarks/RESULTS.md,
+    "Measurements moved from code docstrings"; 2026-12-02: "The FP32 tile choice between one
+    and two waves"; 2026-12-03, "twelfth session")."""
     for bm, bn, tm, tn in CANDIDATES:
         threads = (bm // tm) * (bn // tn)
-        if _fills(batch, m, n, bm, bn, threads, target.sms, k_shared):
+        k_steps = -(-k // (knobs.bk or STREAM_K_BK))
+        if _fills(batch, m, n, bm, bn, threads, target.sms, k_steps):
             break
     bm, bn = knobs.bm or bm, knobs.bn or bn
     tm, tn = knobs.tm or min(tm, bm // 4), knobs.tn or min(tn, bn // 4)

@@ -50,6 +50,26 @@ func.func @half_padding(%x: tensor<64x4096xf32>, %w: tensor<14336x4096xf32>) -> 
   func.return %y : tensor<64x14336xf32>
 }
 
+// 231 rows: 64 tiles of 128x128 (0.48 a SM, 90% of their rows held) over 256 K steps, 62 a
+// block of the stream-K wave, rather than 512 tiles of 32x64 (4x4 register tiles).
+// CHECK:      tile.kernel @few_held_tiles_0_flags
+// CHECK:      tile.kernel @few_held_tiles_0 grid [264, 1, 1] block [256, 1, 1]
+// CHECK-SAME: plan = #tile.plan<contraction, bm = 128, bn = 128, bk = 16, tm = 8, tn = 8,
+func.func @few_held_tiles(%x: tensor<231x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<231x4096xf32> {
+  %y = graph.linear %x, %w : (tensor<231x4096xf32>, tensor<4096x4096xf32>) -> tensor<231x4096xf32>
+  func.return %y : tensor<231x4096xf32>
+}
+
+// 160 rows, where 128-row tiles would be 62% held: 192 tiles of 64x64 (83% held, 64 threads,
+// eight blocks an SM) with stream-K giving each of its 1056 blocks 46 K steps.
+// CHECK:      tile.kernel @held_64_rows_0_flags
+// CHECK:      tile.kernel @held_64_rows_0 grid [1056, 1, 1] block [64, 1, 1]
+// CHECK-SAME: plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 16, tm = 8, tn = 8,
+func.func @held_64_rows(%x: tensor<160x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<160x4096xf32> {
+  %y = graph.linear %x, %w : (tensor<160x4096xf32>, tensor<4096x4096xf32>) -> tensor<160x4096xf32>
+  func.return %y : tensor<160x4096xf32>
+}
+
 // 48 rows, 64 tiles of one 64-row block (8x4 register tiles, 128 threads) read each weight
 // once, with stream-K giving each of its 528 blocks 31 K steps (row_block); at 1024 columns
 // the 16 tiles would give 8 steps a block: 32x64 tiles.
