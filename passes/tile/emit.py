@@ -60,10 +60,20 @@ class Emitter:
             self.block = outer
 
     def index(self, v: int) -> SSAValue:
+        """An index constant, made once per value and block: a later op of the block (or of a
+        region in it) reuses it while it is still there. The tile pass's CSE would merge the
+        copies, and they were most of its work (90% of the constants the rules emitted over
+        the test programs, 2026-12-03). Constants print as literals, so where one sits does
+        not change the CUDA."""
+        cached = self._consts.get((self.block, v))
+        if cached is not None and cached.owner.parent is self.block:
+            return cached
         # `create`: the op `arith.ConstantOp(IntegerAttr(v, IndexType()))` builds, without the
         # IRDL builder's argument checks (a sixth of the tile pass's time on a Llama block)
         value = {"value": _index_attr(v)}
-        return self.value(arith.ConstantOp.create(result_types=[_INDEX], properties=value))
+        result = self.value(arith.ConstantOp.create(result_types=[_INDEX], properties=value))
+        self._consts[(self.block, v)] = result
+        return result
 
     def f32(self, v: float) -> SSAValue:
         return self.value(arith.ConstantOp(FloatAttr(v, f32)))
