@@ -465,6 +465,154 @@ def _square(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.MulOp(x, x))
 
 
+# ---------------------------------------------------------- activations, log-space, norms
+
+LEAKY_RELU_SLOPE = 0.01
+"""`leaky_relu`'s default negative_slope."""
+
+
+def _work_type(out: TensorType[AnyFloat]) -> TensorType[AnyFloat]:
+    """The type a composite op computes in: f32 for f16/bf16 results (torch's accumulation
+    type), the result's own type otherwise."""
+    if out.element_type in (f16, bf16):
+        return TensorType(f32, out.get_shape())
+    return out
+
+
+@_handles("leaky_relu")
+def _leaky_relu(t: _Translator, node: Node) -> SSAValue:
+    """`x > 0 ? x : x * negative_slope` (NaN stays NaN), as torch computes it."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    slope = t.scalar(float(_arg(node, 1, "negative_slope", LEAKY_RELU_SLOPE)), out)
+    positive = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "gt"))
+    return t.emit(graph.SelectOp(positive, x, t.emit(graph.MulOp(x, slope))))
+
+
+@_handles("hardsigmoid", "hardswish")
+def _hard_sigmoid(t: _Translator, node: Node) -> SSAValue:
+    """`min(max(x + 3, 0), 6) / 6`, and for hardswish `x * min(max(x + 3, 0), 6) / 6`: torch's
+    formulas, in its order."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    shifted = t.emit(graph.AddOp(x, t.scalar(3.0, out)))
+    low = t.emit(graph.MaxOp(shifted, t.scalar(0.0, out)))
+    clamped = t.emit(graph.MinOp(low, t.scalar(6.0, out)))
+    if node.target._overloadpacket.__name__ == "hardswish":  # pyright: ignore
+        clamped = t.emit(graph.MulOp(x, clamped))
+    return t.emit(graph.DivOp(clamped, t.scalar(6.0, out)))
+
+
+@_handles("log_softmax", "_log_softmax")
+def _log_softmax(t: _Translator, node: Node) -> SSAValue:
+    """`s - log(sum(exp(s)))` with `s = x - max(x)` along the dim, in f32 for f16/bf16 results
+    (a row of -inf gives NaN, as torch)."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    shape = out.get_shape()
+    x = t.cast(t.value(node.args[0], node), work.element_type)
+    dim = _dims(node.args[1], len(shape))
+    top = t.broadcast(t.emit(graph.ReduceMaxOp(x, dim, keepdim=True)), shape)
+    shifted = t.emit(graph.SubOp(x, top))
+    total = t.emit(graph.ReduceSumOp(t.emit(graph.ExpOp(shifted)), dim, keepdim=True))
+    result = t.emit(graph.SubOp(shifted, t.broadcast(t.emit(graph.LogOp(total)), shape)))
+    return t.cast(result, out.element_type)
+
+
+@_handles("logsumexp")
+def _logsumexp(t: _Translator, node: Node) -> SSAValue:
+    """`m + log(sum(exp(x - m)))` over the dims, with m the maximum where it is finite and 0
+    where it is infinite (torch's rule: all -inf gives -inf, a +inf gives +inf), in f32 for
+    f16/bf16 results."""
+    out = t.tensor_type(node)
+    x = t.value(node.args[0], node)
+    shape = _type(x).get_shape()
+    x = t.cast(x, _work_type(out).element_type)
+    dims = _dims(_arg(node, 1, "dim"), len(shape))
+    top = t.emit(graph.ReduceMaxOp(x, dims, keepdim=True))
+    kept = _type(top)
+    infinite = t.emit(graph.CompareOp(t.emit(graph.AbsOp(top)), t.scalar(math.inf, kept), "eq"))
+    finite_top = t.emit(graph.SelectOp(infinite, t.scalar(0.0, kept), top))
+    shifted = t.emit(graph.SubOp(x, t.broadcast(finite_top, shape)))
+    total = t.emit(graph.ReduceSumOp(t.emit(graph.ExpOp(shifted)), dims, keepdim=True))
+    result = t.emit(graph.AddOp(t.emit(graph.LogOp(total)), finite_top))
+    return t.cast(t.reshape(result, out.get_shape()), out.element_type)
+
+
+@_handles("sign")
+def _sign(t: _Translator, node: Node) -> SSAValue:
+    """`(x > 0) - (x < 0)`, NaN where x is NaN, as torch (integers as the f32 they are
+    carried in: exact)."""
+    out = t.tensor_type(node)
+    if out.element_type == graph.BOOL:
+        raise t.fail(node, "aten.sign of bool")
+    x = t.operand_like(node.args[0], out, node)
+    zero = t.scalar(0.0, out)
+    above, below = (
+        t.cast(t.emit(graph.CompareOp(x, zero, predicate)), out.element_type)
+        for predicate in ("gt", "lt")
+    )
+    nan = t.emit(graph.CompareOp(x, x, "ne"))
+    return t.emit(graph.SelectOp(nan, x, t.emit(graph.SubOp(above, below))))
+
+
+@_handles("isnan")
+def _isnan(t: _Translator, node: Node) -> SSAValue:
+    """`x != x`: a mask."""
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        return t.scalar(0.0, t.tensor_type(node))  # integers and masks are never NaN
+    return t.emit(graph.CompareOp(x, x, "ne"))
+
+
+@_handles("linalg_vector_norm")
+def _vector_norm(t: _Translator, node: Node) -> SSAValue:
+    """The 2-norm `sqrt(sum(x * x))` over the dims (all by default), in f32 for f16/bf16
+    results; other orders are refused."""
+    order = _arg(node, 1, "ord", 2)
+    if order != 2:
+        raise t.fail(node, f"aten.linalg_vector_norm with ord={order} (only 2)")
+    out = t.tensor_type(node)
+    x = t.value(node.args[0], node)
+    rank = _type(x).get_num_dims()
+    x = t.cast(x, _work_type(out).element_type)
+    dims = _dims(_arg(node, 2, "dim"), rank)
+    keepdim = bool(_arg(node, 3, "keepdim", False))
+    total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), dims, keepdim))
+    return t.cast(t.emit(graph.SqrtOp(total)), out.element_type)
+
+
+@_handles("stack")
+def _stack(t: _Translator, node: Node) -> SSAValue:
+    """Each tensor given a dim of 1 at `dim`, then `cat` along it."""
+    out = t.tensor_type(node)
+    shape = list(out.get_shape())
+    dim = _dims(_arg(node, 1, "dim", 0), len(shape))[0]
+    shape[dim] = 1
+    parts = [t.reshape(t.cast(t.value(a, node), out.element_type), shape) for a in node.args[0]]
+    return parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
+
+
+@_handles("max", "min")
+def _max_min(t: _Translator, node: Node) -> SSAValue:
+    """`max(a, b)` / `min(a, b)` elementwise, or of all elements (`max(x)`); the form over a dim,
+    which also returns indices, is refused (amax / argmax compute each)."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    overload = node.target._overloadname  # pyright: ignore
+    if overload not in ("other", "default"):
+        raise t.fail(
+            node, f"aten.{name}.{overload}, which returns indices too (use a{name} or arg{name})"
+        )
+    out = t.tensor_type(node)
+    if overload == "other":
+        a, b = (t.operand_like(x, out, node) for x in node.args[:2])
+        return t.emit((graph.MaxOp if name == "max" else graph.MinOp)(a, b))
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    dims = list(range(_type(x).get_num_dims()))
+    reduce = graph.ReduceMaxOp if name == "max" else graph.ReduceMinOp
+    return t.emit(reduce(x, dims, keepdim=False))
+
+
 # --------------------------------------------------------------------------- reductions
 
 _REDUCE: dict[str, type[graph.ReduceOp]] = {
@@ -991,6 +1139,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return t.bound(node.args[0]) * count
     if name == "relu":  # its argument's values, or 0
         return t.bound(node.args[0])
+    if name == "sign":
+        return 1
     if name == "hardtanh":  # values in [min_val, max_val] (by default [-1, 1])
         low, high = HARDTANH_RANGE
         return max(abs(_arg(node, 1, "min_val", low)), abs(_arg(node, 2, "max_val", high)))
@@ -1017,6 +1167,7 @@ _MOVES_INTEGERS = {
     "contiguous", "clone", "alias", "detach", "detach_", "lift_fresh_copy", "to", "_to_copy",
     "type_as", "slice", "select", "cat", "concat", "_operator.getitem", "split",
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
+    "stack",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {
@@ -1027,6 +1178,8 @@ _SELECTS_INTEGERS = {
     "clamp_max",
     "maximum",
     "minimum",
+    "max",
+    "min",
 }
 """Ops whose integer results are values of their tensor or number arguments."""
 

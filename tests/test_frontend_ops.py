@@ -220,6 +220,53 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         nn.Conv1d(4, 4, 3, padding="same", groups=4, bias=False),
         (torch.randn(2, 4, 5),),
     ),
+    "leaky_relu_hardswish_hardsigmoid": (
+        Fn(
+            lambda m, a: nn.functional.leaky_relu(a)
+            + nn.functional.leaky_relu(a, 0.2) * nn.functional.hardswish(a)
+            - m.act(a) * nn.functional.hardsigmoid(a),
+            act=nn.LeakyReLU(0.3),
+        ),
+        (_X * 4,),
+    ),
+    "log_softmax_logsumexp": (
+        Fn(
+            lambda m, a: torch.log_softmax(a, -1)
+            + nn.functional.log_softmax(a, dim=1)
+            + torch.logsumexp(a, -1, keepdim=True)
+            + torch.logsumexp(a, (0, 2)).sum()
+        ),
+        (_X * 3,),
+    ),
+    "sign_isnan": (
+        Fn(
+            lambda m, a: torch.sign(a)
+            + torch.isnan(a).float()
+            + torch.where(torch.isnan(a), 0.0, a)
+            + torch.isnan(a > 0).float()
+            + torch.sign(torch.arange(6) - 2)
+        ),
+        (torch.where(_X.abs() < 0.3, 0.0, _X),),
+    ),
+    "vector_norm_normalize": (
+        Fn(
+            lambda m, a: nn.functional.normalize(a, dim=-1)
+            + torch.linalg.vector_norm(a, dim=(1, 2), keepdim=True)
+            + torch.linalg.vector_norm(a)
+        ),
+        (_X,),
+    ),
+    "stack": (
+        Fn(
+            lambda m, a, b: torch.stack([a, b, a * b], dim=1).sum(1)
+            + torch.stack([a, b], -1)[..., 1]
+        ),
+        (_X, _Y),
+    ),
+    "max_min_elementwise_and_whole": (
+        Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
+        (_X, _Y),
+    ),
 }
 
 
@@ -292,7 +339,35 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(1, 2, 5),),
         "cannot capture aten.conv_transpose1d",
     ),
+    "max_over_a_dim": (
+        lambda m, a: torch.max(a, -1).values,
+        (torch.randn(2, 3),),
+        "aten.max.dim, which returns indices too",
+    ),
+    "vector_norm_of_order_1": (
+        lambda m, a: torch.linalg.vector_norm(a, 1, -1),
+        (torch.randn(2, 3),),
+        "aten.linalg_vector_norm with ord=1",
+    ),
 }
+
+
+def test_logsumexp_keeps_torchs_infinities() -> None:
+    """A row of -inf gives -inf and a row holding +inf gives +inf (the maximum taken as 0
+    where it is infinite, as torch does), where a plain max-shift gives NaN."""
+    x = torch.randn(3, 4)
+    x[0] = float("-inf")
+    x[1, 2] = float("inf")
+    module = Fn(lambda m, a: torch.logsumexp(a, -1))
+    cap = capture(module, x)
+    (want,) = _torch_float64(module, (x,))
+    assert want[0] == -np.inf and want[1] == np.inf
+    for got in (
+        run_reference(cap.module, *cap.arguments(x)),
+        run_loop_module(apply_pipeline(cap.module.clone(), "fuse"), "forward", *cap.arguments(x)),
+    ):
+        np.testing.assert_array_equal(got[0][:2], want[:2])
+        np.testing.assert_allclose(got[0][2], want[2], rtol=1e-6)
 
 
 @pytest.mark.parametrize("name", list(REFUSED))
