@@ -46,13 +46,23 @@ def _div(a: float, b: float) -> float:
 
 
 def _exp(x: float) -> float:
-    return math.exp(x) if x < 709.0 else math.inf
+    return math.inf if x >= 709.0 else math.exp(x)  # NaN stays NaN
 
 
 def _log(x: float) -> float:
     if x > 0.0:
         return math.log(x)
     return -math.inf if x == 0.0 else math.nan
+
+
+def _log1p(x: float) -> float:
+    if x > -1.0:
+        return math.log1p(x)
+    return -math.inf if x == -1.0 else math.nan
+
+
+def _expm1(x: float) -> float:
+    return math.inf if x >= 709.0 else math.expm1(x)  # NaN stays NaN
 
 
 def _sqrt(x: float) -> float:
@@ -104,6 +114,8 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.erf": math.erf,
     "math.cos": math.cos,
     "math.sin": math.sin,
+    "math.log1p": _log1p,
+    "math.expm1": _expm1,
     "math.powf": _pow,
 }
 

@@ -206,6 +206,8 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.ErfOp: _erf,
     graph.CosOp: np.cos,
     graph.SinOp: np.sin,
+    graph.Log1pOp: np.log1p,
+    graph.Expm1Op: np.expm1,
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
 

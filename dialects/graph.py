@@ -272,6 +272,20 @@ class ErfOp(UnaryOp):
 
 
 @irdl_op_definition
+class Log1pOp(UnaryOp):
+    """Elementwise log(1 + x), exact near 0 where log of 1 + x is not."""
+
+    name = "graph.log1p"
+
+
+@irdl_op_definition
+class Expm1Op(UnaryOp):
+    """Elementwise exp(x) - 1, exact near 0 where exp(x) - 1 is not."""
+
+    name = "graph.expm1"
+
+
+@irdl_op_definition
 class SiluOp(UnaryOp):
     """Elementwise x * sigmoid(x)."""
 
@@ -1313,6 +1327,8 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
     SiluOp,
     CosOp,
     SinOp,
+    Log1pOp,
+    Expm1Op,
 )
 BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp)

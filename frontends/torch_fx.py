@@ -409,6 +409,8 @@ _UNARY: dict[str, type[graph.UnaryOp]] = {
     "erf": graph.ErfOp,
     "cos": graph.CosOp,
     "sin": graph.SinOp,
+    "log1p": graph.Log1pOp,
+    "expm1": graph.Expm1Op,
 }
 
 
@@ -487,6 +489,69 @@ def _leaky_relu(t: _Translator, node: Node) -> SSAValue:
     slope = t.scalar(float(_arg(node, 1, "negative_slope", LEAKY_RELU_SLOPE)), out)
     positive = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "gt"))
     return t.emit(graph.SelectOp(positive, x, t.emit(graph.MulOp(x, slope))))
+
+
+SELU_ALPHA = 1.6732632423543772848170429916717
+SELU_SCALE = 1.0507009873554804934193349852946
+"""`selu`'s constants (torch's, from Klambauer et al.)."""
+
+
+@_handles("elu", "selu", "celu")
+def _elu(t: _Translator, node: Node) -> SSAValue:
+    """`x > 0 ? x · scale : expm1(x · input_scale) · alpha · scale`, torch's elu; selu is elu
+    with its fixed alpha and scale, celu(x, alpha) elu with input_scale 1 / alpha."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    if name == "selu":
+        alpha, scale, input_scale = SELU_ALPHA, SELU_SCALE, 1.0
+    elif name == "celu":
+        alpha = float(_arg(node, 1, "alpha", 1.0))
+        scale, input_scale = 1.0, 1.0 / alpha
+    else:
+        alpha = float(_arg(node, 1, "alpha", 1.0))
+        scale = float(_arg(node, 2, "scale", 1.0))
+        input_scale = float(_arg(node, 3, "input_scale", 1.0))
+    negative = x
+    if input_scale != 1.0:
+        negative = t.emit(graph.MulOp(x, t.scalar(input_scale, out)))
+    negative = t.emit(graph.MulOp(t.emit(graph.Expm1Op(negative)), t.scalar(alpha * scale, out)))
+    positive = x if scale == 1.0 else t.emit(graph.MulOp(x, t.scalar(scale, out)))
+    above = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "gt"))
+    return t.emit(graph.SelectOp(above, positive, negative))
+
+
+SOFTPLUS_THRESHOLD = 20.0
+"""`softplus`'s default threshold: past it (x · beta) the result is x."""
+
+
+def _softplus_of(t: _Translator, x: SSAValue, beta: float, threshold: float) -> SSAValue:
+    """`x · beta > threshold ? x : log1p(exp(x · beta)) / beta`, torch's softplus."""
+    like = _type(x)
+    scaled = x if beta == 1.0 else t.emit(graph.MulOp(x, t.scalar(beta, like)))
+    smooth = t.emit(graph.Log1pOp(t.emit(graph.ExpOp(scaled))))
+    if beta != 1.0:
+        smooth = t.emit(graph.DivOp(smooth, t.scalar(beta, like)))
+    linear = t.emit(graph.CompareOp(scaled, t.scalar(threshold, like), "gt"))
+    return t.emit(graph.SelectOp(linear, x, smooth))
+
+
+@_handles("softplus")
+def _softplus(t: _Translator, node: Node) -> SSAValue:
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    beta = float(_arg(node, 1, "beta", 1.0))
+    return _softplus_of(t, x, beta, float(_arg(node, 2, "threshold", SOFTPLUS_THRESHOLD)))
+
+
+@_handles("mish")
+def _mish(t: _Translator, node: Node) -> SSAValue:
+    """`x · tanh(log1p(exp(x)))`, torch's mish (no threshold: exp overflows to inf, whose
+    log1p and tanh give x)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    smooth = t.emit(graph.Log1pOp(t.emit(graph.ExpOp(x))))
+    return t.emit(graph.MulOp(x, t.emit(graph.TanhOp(smooth))))
 
 
 @_handles("hardsigmoid", "hardswish")

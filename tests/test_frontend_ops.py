@@ -263,6 +263,17 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, _Y),
     ),
+    "softplus_elu_selu_celu_mish": (
+        Fn(
+            lambda m, a: nn.functional.softplus(a)
+            + nn.functional.softplus(a, beta=2.0, threshold=5.0)
+            + nn.functional.elu(a)
+            + nn.functional.selu(a) * nn.functional.celu(a, 2.0)
+            - nn.functional.mish(a)
+        ),
+        (_X * 4,),
+    ),
+    "log1p_expm1": (Fn(lambda m, a: torch.log1p(a.abs()) + torch.expm1(a)), (_X,)),
     "max_min_elementwise_and_whole": (
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
         (_X, _Y),
@@ -350,6 +361,21 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         "aten.linalg_vector_norm with ord=1",
     ),
 }
+
+
+def test_softplus_and_elu_go_through_log1p_and_expm1() -> None:
+    """softplus and elu are captured with log1p and expm1, which CUDA computes to f32's
+    precision near 0 (softplus of -30 is 9.4e-14, where f32's log(1 + exp(x)) gives 0; elu of
+    -1e-7, where exp(x) - 1 gives -1.19e-7); the loop level matches float64 there to 1e-6."""
+    x = torch.tensor([-30.0, -1e-7, 1e-7, -2.0])
+    module = Fn(lambda m, a: torch.stack([nn.functional.softplus(a), nn.functional.elu(a)]))
+    cap = capture(module, x)
+    names = {op.name for op in cap.module.walk()}
+    assert {"graph.log1p", "graph.expm1"} <= names and "graph.log" not in names
+    (want,) = _torch_float64(module, (x,))
+    fused = apply_pipeline(cap.module.clone(), "fuse")
+    (got,) = run_loop_module(fused, "forward", *cap.arguments(x))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=0)
 
 
 def test_logsumexp_keeps_torchs_infinities() -> None:

@@ -229,6 +229,8 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
     fmath.ErfOp: "erff",
     fmath.CosOp: "cosf",
     fmath.SinOp: "sinf",
+    fmath.Log1pOp: "log1pf",
+    fmath.ExpM1Op: "expm1f",
     fmath.AbsFOp: "fabsf",
     fmath.PowFOp: "powf",
     fmath.FmaOp: "fmaf",

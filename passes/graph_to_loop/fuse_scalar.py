@@ -103,6 +103,8 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.ErfOp: lambda b, a: b.emit(math.ErfOp(a[0])),
     graph.CosOp: lambda b, a: b.emit(math.CosOp(a[0])),
     graph.SinOp: lambda b, a: b.emit(math.SinOp(a[0])),
+    graph.Log1pOp: lambda b, a: b.emit(math.Log1pOp(a[0])),
+    graph.Expm1Op: lambda b, a: b.emit(math.ExpM1Op(a[0])),
     graph.SelectOp: lambda b, a: b.emit(arith.SelectOp(a[0], a[1], a[2])),
 }
 

@@ -44,8 +44,8 @@ MAX_INDEX = 256
 """Largest dim a mask indexes with `graph.iota`: bf16 holds integers exactly up to 256."""
 
 SAFE_UNARY = ("neg", "abs", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf")
-BOUNDED_UNARY = ("cos", "sin")
-POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal")
+BOUNDED_UNARY = ("cos", "sin", "expm1")
+POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "log1p")
 SAFE_BINARY = ("add", "sub", "mul", "max", "min")
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean")
 PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")

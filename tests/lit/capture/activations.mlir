@@ -39,18 +39,33 @@
 // CHECK-NEXT: %sign = graph.select %[[NAN]], %x, %[[DIFF]]
 // CHECK-NEXT: %isnan = graph.compare %y, %y {predicate = "ne"}
 
-// vector_norm: sqrt(sum(x * x)); max of two tensors is graph.max; stack is reshapes and a concat.
+// vector_norm: sqrt(sum(x * x)); max of two tensors is graph.max.
 // CHECK:      %[[SQ:.*]] = graph.mul %x, %x
 // CHECK-NEXT: %[[SS:.*]] = graph.reduce_sum %[[SQ]] {dims = array<i64: 2>}
 // CHECK-NEXT: %linalg_vector_norm = graph.sqrt %[[SS]]
 // CHECK-NEXT: %max = graph.max %x, %y
+
+// softplus: log1p(exp(x)), x itself past the threshold; elu: expm1 where x <= 0; mish:
+// x * tanh(log1p(exp(x))).
+// CHECK:      %[[EXP:.*]] = graph.exp %x
+// CHECK-NEXT: %[[SMOOTH:.*]] = graph.log1p %[[EXP]]
+// CHECK:      %[[BIG:.*]] = graph.compare %x, %{{.*}} {predicate = "gt"}
+// CHECK-NEXT: %softplus = graph.select %[[BIG]], %x, %[[SMOOTH]]
+// CHECK:      graph.expm1 %y
+// CHECK:      %elu = graph.select
+// CHECK:      %[[T:.*]] = graph.tanh
+// CHECK-NEXT: %mish = graph.mul %x, %[[T]]
+
+// stack: each input reshaped with a dim of 1, then a concat.
 // CHECK:      graph.reshape %x : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
 // CHECK:      %stack = graph.concat %{{.*}}, %{{.*}} {dim = 1 : i64}
 
-// The printed kernels hold the slope as a float literal and logsumexp's test of an infinite maximum.
+// The printed kernels hold the slope as a float literal, logsumexp's test of an infinite
+// maximum, and CUDA's log1pf.
 // CUDA:      // kernel @forward_0
 // CUDA:      * 0.2f;
 // CUDA:      // kernel @forward_1
 // CUDA:      = fabsf(
 // CUDA-NEXT: == INFINITY;
 // CUDA:      sqrtf(
+// CUDA:      log1pf(
