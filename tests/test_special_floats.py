@@ -123,3 +123,31 @@ def test_nan_propagates_through_max_min_and_relu_on_the_cpu_emulation() -> None:
     assert np.isnan(want).sum() == 3
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-6)
+
+
+LOG1P_EXPM1_PROGRAM = """func.func @f(%x: tensor<4x40xf32>) -> tensor<4x40xf32> {
+  %a = graph.log1p %x : tensor<4x40xf32>
+  %b = graph.expm1 %x : tensor<4x40xf32>
+  %c = graph.add %a, %b : tensor<4x40xf32>
+  func.return %c : tensor<4x40xf32>
+}"""
+
+
+def test_log1p_and_expm1_keep_f32_precision_near_zero_on_the_cpu_emulation() -> None:
+    # log1p(x) + expm1(x) is about 2x for tiny x; in f32, log(1 + x) and exp(x) - 1 would lose
+    # most of x's digits (1 + 1e-7 rounds to 1 + 1.19e-7). The kernel calls log1pf / expm1f.
+    from cpu_cuda import COMPILER, run_on_cpu
+
+    from tinyopt.dialects import tile
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    module = apply_pipeline(parse(LOG1P_EXPM1_PROGRAM), "fuse,tile,to-cuda")
+    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    assert "log1pf(" in kernel.source.data and "expm1f(" in kernel.source.data
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((4, 40)) * 1e-7).astype(np.float32)
+    x[0, :4] = [0.5, -0.5, 3.0, -0.99]
+    *_, got = run_on_cpu(kernel, [x, np.zeros((4, 40), np.float32)])
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(got, np.log1p(wide) + np.expm1(wide), rtol=1e-6, atol=0)
