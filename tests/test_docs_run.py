@@ -47,6 +47,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import lit_fork
 import pytest
 
 from tinyopt.backends.cuda.nvrtc import gpu_available
@@ -241,9 +242,14 @@ class Result:
     left_out_install: bool = False  # install steps were left out of the commands it ran
 
 
-def _env(scratch: Path, gpu: bool) -> dict[str, str]:
+def _env(scratch: Path, gpu: bool, forks: Path | None = None) -> dict[str, str]:
+    """The environment a block runs in; `forks`: a folder of tests/lit_fork.py's clients,
+    put first on the PATH of CPU blocks (GPU blocks run the real scripts: the server must
+    never fork a process that uses the GPU)."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if forks is not None and not gpu:
+        env["PATH"] = f"{forks}{os.pathsep}{env['PATH']}"
     env["TINYOPT_TUNING_DB"] = str(scratch / ".docs-run-tuning.sqlite")
     env[INNER_ENV] = "1"
     if not gpu:
@@ -251,7 +257,9 @@ def _env(scratch: Path, gpu: bool) -> dict[str, str]:
     return env
 
 
-def run_block(block: Block, scratch: Path, have_gpu: bool, slow: bool) -> Result:
+def run_block(
+    block: Block, scratch: Path, have_gpu: bool, slow: bool, forks: Path | None = None
+) -> Result:
     kind = block.kind
     if kind in ("mlir", "text"):
         return Result(block, "not code", kind)
@@ -259,7 +267,7 @@ def run_block(block: Block, scratch: Path, have_gpu: bool, slow: bool) -> Result
         return Result(block, "skipped", "gpu")
     if "slow" in block.marks and not slow:
         return Result(block, "skipped", "slow")
-    env = _env(scratch, "gpu" in block.marks)
+    env = _env(scratch, "gpu" in block.marks, forks)
     timeout = SLOW_TIMEOUT if "slow" in block.marks else BLOCK_TIMEOUT
     expected, left_out = None, False
     if kind == "python":
@@ -334,11 +342,24 @@ def test_docs_run(tmp_path, record_property):
     gpu_blocks = [b for b in blocks if "gpu" in b.marks]
     chains = [[b] for b in blocks if "gpu" not in b.marks] + [gpu_blocks]
 
-    def run_chain(chain: list[Block]) -> list[Result]:
-        return [run_block(b, scratch, have_gpu, slow) for b in chain]
+    # The CPU blocks' `tinyopt` commands fork from a process that has imported tinyopt
+    # (tests/lit_fork.py, as the lit suite's do; TINYOPT_LIT_FORK=0 runs the real script).
+    forks = tmp_path / "forks"
+    forks.mkdir()
+    use_forks = os.environ.get("TINYOPT_LIT_FORK", "1") != "0"
+    server = lit_fork.start(str(forks)) if use_forks else None
 
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        results = [r for rs in pool.map(run_chain, chains) for r in rs]
+    def run_chain(chain: list[Block]) -> list[Result]:
+        folder = forks if server is not None else None
+        return [run_block(b, scratch, have_gpu, slow, folder) for b in chain]
+
+    try:
+        with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+            results = [r for rs in pool.map(run_chain, chains) for r in rs]
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait()
 
     counts = Counter((r.status, r.reason) for r in results)
     ran = sum(n for (status, _), n in counts.items() if status == "ran")
