@@ -678,6 +678,145 @@ def _max_min(t: _Translator, node: Node) -> SSAValue:
     return t.emit(reduce(x, dims, keepdim=False))
 
 
+
+# ------------------------------------------------------------------- padding and copies
+
+
+def _constant_block(t: _Translator, x: SSAValue, dim: int, size: int, value: float) -> SSAValue:
+    """A tensor of `value` shaped as `x` but `size` long along `dim` (one number, broadcast)."""
+    shape = list(_type(x).get_shape())
+    shape[dim] = size
+    return t.scalar(value, TensorType(_type(x).element_type, shape))
+
+
+@_handles("pad", "constant_pad_nd")
+def _pad(t: _Translator, node: Node) -> SSAValue:
+    """Constant padding of the last dims, (before, after) pairs from the last dim backwards:
+    a concat of the value's blocks around x; a negative amount crops (a slice). Other modes
+    are refused."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    mode = _arg(node, 2, "mode", "constant") if name == "pad" else "constant"
+    if mode != "constant":
+        raise t.fail(node, f"aten.pad with mode={mode!r} (only 'constant')")
+    value = _arg(node, 3, "value", None) if name == "pad" else _arg(node, 2, "value", 0)
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    amounts, rank = list(node.args[1]), out.get_num_dims()
+    for i in range(len(amounts) // 2):
+        dim, (before, after) = rank - 1 - i, amounts[2 * i : 2 * i + 2]
+        extent = _type(x).get_shape()[dim]
+        start, end = max(-before, 0), extent - max(-after, 0)
+        if (start, end) != (0, extent):
+            x = t.emit(graph.SliceOp(x, dim, start, end - start, 1))
+        fill = float(value or 0)
+        parts = [
+            *([_constant_block(t, x, dim, before, fill)] if before > 0 else []),
+            x,
+            *([_constant_block(t, x, dim, after, fill)] if after > 0 else []),
+        ]
+        if len(parts) > 1:
+            x = t.emit(graph.ConcatOp(parts, dim))
+    return x
+
+
+@_handles("roll")
+def _roll(t: _Translator, node: Node) -> SSAValue:
+    """Each dim's last `shift` elements moved to its front: two slices and a concat (over the
+    flattened tensor where no dim is given)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    shifts, dims = _arg(node, 1, "shifts"), _arg(node, 2, "dims", [])
+    shifts = list(shifts) if isinstance(shifts, list | tuple) else [shifts]
+    flat = not dims
+    if flat:
+        x = t.reshape(x, (math.prod(out.get_shape()),))
+    dims = [0] if flat else _dims(dims, out.get_num_dims())
+    for shift, dim in zip(shifts, dims, strict=True):
+        extent = _type(x).get_shape()[dim]
+        k = shift % extent
+        if k:
+            tail = t.emit(graph.SliceOp(x, dim, extent - k, k, 1))
+            head = t.emit(graph.SliceOp(x, dim, 0, extent - k, 1))
+            x = t.emit(graph.ConcatOp([tail, head], dim))
+    return t.reshape(x, out.get_shape())
+
+
+@_handles("repeat")
+def _repeat(t: _Translator, node: Node) -> SSAValue:
+    """`x.repeat(sizes)`: x given the leading dims of size 1 that `sizes` adds, then each dim
+    the concat of its copies."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    sizes = list(node.args[1])
+    x = t.reshape(x, (1,) * (len(sizes) - _type(x).get_num_dims()) + _type(x).get_shape())
+    for dim, copies in enumerate(sizes):
+        if copies > 1:
+            x = t.emit(graph.ConcatOp([x] * copies, dim))
+    return t.reshape(x, out.get_shape())
+
+
+@_handles("repeat_interleave")
+def _repeat_interleave(t: _Translator, node: Node) -> SSAValue:
+    """Each element repeated `repeats` times along `dim` (of the flattened tensor where no dim
+    is given): a dim of 1 after it, broadcast, merged; a tensor of repeats is refused."""
+    repeats = _arg(node, 1, "repeats")
+    if not isinstance(repeats, int):
+        raise t.fail(node, "aten.repeat_interleave with a tensor of repeats")
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    dim = _arg(node, 2, "dim")
+    if dim is None:
+        x, dim = t.reshape(x, (math.prod(_type(x).get_shape()),)), 0
+    shape = list(_type(x).get_shape())
+    dim = _dims(dim, len(shape))[0]
+    spread = shape[: dim + 1] + [1] + shape[dim + 1 :]
+    copies = shape[: dim + 1] + [repeats] + shape[dim + 1 :]
+    x = t.broadcast(t.reshape(x, spread), copies)
+    return t.reshape(x, out.get_shape())
+
+
+@_handles("batch_norm")
+def _batch_norm(t: _Translator, node: Node) -> SSAValue:
+    """Inference batch norm over dim 1: `(x - running_mean) * rsqrt(running_var + eps) *
+    weight + bias`; training mode (batch statistics) is refused."""
+    weight, bias, mean, var, training, _, eps = node.args[1:8]
+    if training:
+        raise t.fail(node, "aten.batch_norm in training mode (call module.eval())")
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    shape = out.get_shape()
+    per_channel = [1, shape[1], *[1] * (len(shape) - 2)]
+
+    def channel(arg: Any) -> SSAValue:
+        value = t.cast(t.value(arg, node), out.element_type)
+        return t.broadcast(t.reshape(value, per_channel), shape)
+
+    centered = t.emit(graph.SubOp(x, channel(mean)))
+    var_eps = t.emit(graph.AddOp(channel(var), t.scalar(float(eps), out)))
+    y = t.emit(graph.MulOp(centered, t.emit(graph.RsqrtOp(var_eps))))
+    if weight is not None:
+        y = t.emit(graph.MulOp(y, channel(weight)))
+    if bias is not None:
+        y = t.emit(graph.AddOp(y, channel(bias)))
+    return y
+
+
+@_handles("any", "all")
+def _any_all(t: _Translator, node: Node) -> SSAValue:
+    """Whether any (all) element is nonzero over the dims (all by default): the largest
+    (smallest) of `x != 0` as 0/1 floats, compared with 0."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:  # a mask or integers: 0 stays 0
+        x = t.cast(x, f32)
+    rank = _type(x).get_num_dims()
+    nonzero = t.cast(t.emit(graph.CompareOp(x, t.scalar(0.0, _type(x)), "ne")), f32)
+    dims = _dims(_arg(node, 1, "dim"), rank)
+    keepdim = bool(_arg(node, 2, "keepdim", False))
+    reduce = graph.ReduceMaxOp if name == "any" else graph.ReduceMinOp
+    folded = t.emit(reduce(nonzero, dims, keepdim))
+    return t.emit(graph.CompareOp(folded, t.scalar(0.0, _type(folded)), "ne"))
+
 # --------------------------------------------------------------------------- reductions
 
 _REDUCE: dict[str, type[graph.ReduceOp]] = {
@@ -1232,7 +1371,7 @@ _MOVES_INTEGERS = {
     "contiguous", "clone", "alias", "detach", "detach_", "lift_fresh_copy", "to", "_to_copy",
     "type_as", "slice", "select", "cat", "concat", "_operator.getitem", "split",
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
-    "stack",
+    "stack", "roll", "repeat", "repeat_interleave",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {
@@ -1245,6 +1384,8 @@ _SELECTS_INTEGERS = {
     "minimum",
     "max",
     "min",
+    "pad",
+    "constant_pad_nd",
 }
 """Ops whose integer results are values of their tensor or number arguments."""
 

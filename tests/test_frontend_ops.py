@@ -47,6 +47,19 @@ def _causal_softmax(m: nn.Module, x: Tensor) -> Tensor:
     return torch.softmax(x.masked_fill(mask == 0, float("-inf")), dim=-1)
 
 
+def _batch_norm(affine: bool) -> nn.BatchNorm1d:
+    """A BatchNorm1d over 6 channels in eval mode with running statistics (and, if `affine`,
+    a weight and bias) other than the defaults."""
+    norm = nn.BatchNorm1d(6, affine=affine).eval()
+    with torch.no_grad():
+        norm.running_mean.uniform_(-1, 1)  # type: ignore[union-attr]
+        norm.running_var.uniform_(0.5, 2)  # type: ignore[union-attr]
+        if affine:
+            norm.weight.uniform_(0.5, 1.5)
+            norm.bias.uniform_(-1, 1)
+    return norm
+
+
 torch.manual_seed(0)
 _X, _Y = torch.randn(3, 6, 6), torch.randn(3, 6, 6)
 
@@ -274,6 +287,31 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         (_X * 4,),
     ),
     "log1p_expm1": (Fn(lambda m, a: torch.log1p(a.abs()) + torch.expm1(a)), (_X,)),
+    "pad_roll_repeat": (
+        Fn(
+            lambda m, a: nn.functional.pad(a, (1, 2)).sum(-1, keepdim=True)
+            + nn.functional.pad(a, (-1, 1, 2, -2), value=3.0)
+            + torch.roll(a, 2, -1)
+            + torch.roll(a, (1, -3), (1, 2))
+            + torch.roll(a, 7)
+            + a.repeat(1, 2, 1)[:, 3:9]
+            + a.repeat_interleave(2, dim=1)[:, ::2]
+            + torch.arange(6).repeat(3).roll(1)[:6]
+        ),
+        (_X,),
+    ),
+    "batch_norm_eval": (
+        Fn(lambda m, a: m.bn(a) + m.plain(a), bn=_batch_norm(True), plain=_batch_norm(False)),
+        (_X,),
+    ),
+    "any_all": (
+        Fn(
+            lambda m, a: (a > 0).any(-1).float()
+            + (a > -2).all(1).float().sum(-1, keepdim=True)
+            + a.any().float()
+        ),
+        (_X,),
+    ),
     "max_min_elementwise_and_whole": (
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
         (_X, _Y),
@@ -349,6 +387,16 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.conv_transpose1d(a, torch.ones(2, 2, 3)),
         (torch.randn(1, 2, 5),),
         "cannot capture aten.conv_transpose1d",
+    ),
+    "reflect_padding": (
+        lambda m, a: nn.functional.pad(a, (1, 1), mode="reflect"),
+        (torch.randn(1, 2, 5),),
+        "aten.pad with mode='reflect'",
+    ),
+    "batch_norm_training": (
+        lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
+        (torch.randn(3, 2, 5),),
+        "aten.batch_norm in training mode",
     ),
     "max_over_a_dim": (
         lambda m, a: torch.max(a, -1).values,

@@ -1,0 +1,35 @@
+// RUN: tinyopt capture %S/layout_ops.py:model > %t.mlir
+// RUN: filecheck %s < %t.mlir
+// RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
+
+// How padding, rolls, repeats, inference batch norm and any/all are captured
+// (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies").
+
+// pad: blocks of the value around x, concatenated along the padded dim.
+// CHECK:      graph.constant dense<-1.000000e+00>
+// CHECK:      %pad = graph.concat %{{.*}}, %x, %{{.*}} {dim = 2 : i64} : (tensor<2x4x1xf32>, tensor<2x4x8xf32>, tensor<2x4x2xf32>) -> tensor<2x4x11xf32>
+
+// roll by 3: the last 3 elements, then the first 5.
+// CHECK:      %[[TAIL:.*]] = graph.slice %x {dim = 2 : i64, start = 5 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x3xf32>
+// CHECK-NEXT: %[[HEAD:.*]] = graph.slice %x {dim = 2 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x5xf32>
+// CHECK-NEXT: %roll = graph.concat %[[TAIL]], %[[HEAD]] {dim = 2 : i64}
+
+// repeat: copies concatenated; repeat_interleave: a dim of 1 broadcast to 2, then merged.
+// CHECK-NEXT: %repeat = graph.concat %x, %x {dim = 1 : i64}
+// CHECK-NEXT: %[[SPREAD:.*]] = graph.reshape %x : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
+// CHECK-NEXT: %[[COPIES:.*]] = graph.broadcast %[[SPREAD]] : tensor<2x4x1x8xf32> -> tensor<2x4x2x8xf32>
+// CHECK-NEXT: %repeat_interleave = graph.reshape %[[COPIES]] : tensor<2x4x2x8xf32> -> tensor<2x8x8xf32>
+
+// batch norm in eval mode: the running statistics per channel (dim 1), rsqrt(var + eps).
+// CHECK:      graph.reshape %b_norm_running_mean : tensor<4xf32> -> tensor<1x4x1xf32>
+// CHECK:      graph.constant dense<1.000000e-05>
+// CHECK:      %[[INV:.*]] = graph.rsqrt
+// CHECK:      %batch_norm = graph.add
+
+// any over a dim: the largest of x != 0, compared with 0.
+// CHECK:      %[[MAX:.*]] = graph.reduce_max %{{.*}} {dims = array<i64: 2>}
+// CHECK:      %any = graph.compare %[[MAX]], %{{.*}} {predicate = "ne"} : tensor<2x4xf32> -> tensor<2x4xi1>
+
+// The kernels print (the pads and slices are index maps of the kernels that read x).
+// CUDA:      // kernel @forward_0
+// CUDA:      rsqrtf(

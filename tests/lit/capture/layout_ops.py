@@ -1,0 +1,25 @@
+"""A module using the padding, copying, inference-norm and any/all ops
+`tests/lit/capture/layout_ops.mlir` checks the capture of."""
+
+import torch
+from torch import nn
+
+
+class LayoutOps(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm = nn.BatchNorm1d(4).eval()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        padded = nn.functional.pad(x, (1, 2), value=-1.0)
+        rolled = torch.roll(x, 3, -1)
+        copies = x.repeat(1, 2, 1) + x.repeat_interleave(2, dim=1)
+        return padded, rolled, copies, self.norm(x), (x > 0).any(-1)
+
+
+def model() -> nn.Module:
+    return LayoutOps().eval()
+
+
+def example_inputs() -> tuple[torch.Tensor]:
+    return (torch.randn(2, 4, 8),)
