@@ -507,6 +507,8 @@ def _elu(t: _Translator, node: Node) -> SSAValue:
         alpha, scale, input_scale = SELU_ALPHA, SELU_SCALE, 1.0
     elif name == "celu":
         alpha = float(_arg(node, 1, "alpha", 1.0))
+        if alpha == 0.0:
+            raise t.fail(node, "aten.celu with alpha=0")
         scale, input_scale = 1.0, 1.0 / alpha
     else:
         alpha = float(_arg(node, 1, "alpha", 1.0))
@@ -525,23 +527,19 @@ SOFTPLUS_THRESHOLD = 20.0
 """`softplus`'s default threshold: past it (x · beta) the result is x."""
 
 
-def _softplus_of(t: _Translator, x: SSAValue, beta: float, threshold: float) -> SSAValue:
-    """`x · beta > threshold ? x : log1p(exp(x · beta)) / beta`, torch's softplus."""
-    like = _type(x)
-    scaled = x if beta == 1.0 else t.emit(graph.MulOp(x, t.scalar(beta, like)))
-    smooth = t.emit(graph.Log1pOp(t.emit(graph.ExpOp(scaled))))
-    if beta != 1.0:
-        smooth = t.emit(graph.DivOp(smooth, t.scalar(beta, like)))
-    linear = t.emit(graph.CompareOp(scaled, t.scalar(threshold, like), "gt"))
-    return t.emit(graph.SelectOp(linear, x, smooth))
-
-
 @_handles("softplus")
 def _softplus(t: _Translator, node: Node) -> SSAValue:
+    """`x · beta > threshold ? x : log1p(exp(x · beta)) / beta`, torch's softplus."""
     out = t.tensor_type(node)
     x = t.operand_like(node.args[0], out, node)
     beta = float(_arg(node, 1, "beta", 1.0))
-    return _softplus_of(t, x, beta, float(_arg(node, 2, "threshold", SOFTPLUS_THRESHOLD)))
+    threshold = float(_arg(node, 2, "threshold", SOFTPLUS_THRESHOLD))
+    scaled = x if beta == 1.0 else t.emit(graph.MulOp(x, t.scalar(beta, out)))
+    smooth = t.emit(graph.Log1pOp(t.emit(graph.ExpOp(scaled))))
+    if beta != 1.0:
+        smooth = t.emit(graph.DivOp(smooth, t.scalar(beta, out)))
+    linear = t.emit(graph.CompareOp(scaled, t.scalar(threshold, out), "gt"))
+    return t.emit(graph.SelectOp(linear, x, smooth))
 
 
 @_handles("mish")
