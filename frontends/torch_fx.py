@@ -1486,3 +1486,73 @@ def _windows(
     stacked = pieces[0] if len(pieces) == 1 else t.emit(graph.ConcatOp(pieces, 2))
     moved = t.emit(graph.TransposeOp(stacked, (0, *range(3, 3 + spatial), 1, 2)))
     return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))
+
+
+# -------------------------------------------------------------------------------- pooling
+
+
+@_handles("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d")
+def _pool(t: _Translator, node: Node) -> SSAValue:
+    """Max or average pooling over the last 1 or 2 dims: every kernel offset a strided slice
+    of x (padded by a concat: -inf for max, 0 for an average that counts the pads), folded
+    with max or add (then divided by the window's size). `ceil_mode` and averages that leave
+    the pads out of the count are refused."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    spatial = 2 if name.endswith("2d") else 1
+    average = name.startswith("avg")
+    kernel = _per_dim(node.args[1], spatial)
+    stride = _per_dim(_arg(node, 2, "stride", None) or kernel, spatial)
+    padding = _per_dim(_arg(node, 3, "padding", 0), spatial)
+    dilation = [1] * spatial if average else _per_dim(_arg(node, 4, "dilation", 1), spatial)
+    ceil_mode = _arg(node, 4 if average else 5, "ceil_mode", False)
+    if ceil_mode:
+        raise t.fail(node, f"aten.{name} with ceil_mode=True")
+    if average and not _arg(node, 5, "count_include_pad", True) and any(padding):
+        raise t.fail(node, f"aten.{name} with count_include_pad=False and padding")
+    if average and _arg(node, 6, "divisor_override", None) is not None:
+        raise t.fail(node, f"aten.{name} with divisor_override")
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    rank = out.get_num_dims()
+    dims = list(range(rank - spatial, rank))
+    for dim, pad in zip(dims, padding, strict=True):
+        if pad:
+            fill = 0.0 if average else -math.inf
+            block = _constant_block(t, x, dim, pad, fill)
+            x = t.emit(graph.ConcatOp([block, x, block], dim))
+    sizes = [out.get_shape()[d] for d in dims]
+    folded: SSAValue | None = None
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        piece = x
+        for dim, offset, size, step, spread in zip(
+            dims, offsets, sizes, stride, dilation, strict=True
+        ):
+            piece = t.emit(graph.SliceOp(piece, dim, offset * spread, size, step))
+        if folded is None:
+            folded = piece
+        else:
+            folded = t.emit((graph.AddOp if average else graph.MaxOp)(folded, piece))
+    assert folded is not None
+    if average:
+        folded = t.emit(graph.DivOp(folded, t.scalar(float(math.prod(kernel)), out)))
+    return folded
+
+
+@_handles("adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d")
+def _adaptive_avg_pool(t: _Translator, node: Node) -> SSAValue:
+    """Adaptive average pooling to sizes that divide the input's: each output element the mean
+    of an equal block (a reshape and a mean; to 1, the mean over the dims). Other sizes, whose
+    windows overlap or differ, are refused."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    shape = list(_type(x).get_shape())
+    spatial = 2 if "2d" in node.target._overloadpacket.__name__ else 1  # pyright: ignore
+    sizes = out.get_shape()[-spatial:]
+    inputs = shape[-spatial:]
+    if any(i % o for i, o in zip(inputs, sizes, strict=True)):
+        raise t.fail(node, f"adaptive average pooling of {inputs} to {list(sizes)} (not a divisor)")
+    split = shape[:-spatial] + [d for i, o in zip(inputs, sizes) for d in (o, i // o)]
+    blocks = t.reshape(x, split)
+    inner = [len(shape) - spatial + 2 * k + 1 for k in range(spatial)]
+    mean = t.emit(graph.ReduceMeanOp(blocks, inner, keepdim=False))
+    return t.reshape(mean, out.get_shape())

@@ -312,6 +312,17 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X,),
     ),
+    "pooling": (
+        Fn(
+            lambda m, a, b: nn.functional.max_pool1d(a, 3, stride=2, padding=1, dilation=2).sum(-1)
+            + nn.functional.avg_pool1d(a, 3, stride=2, padding=1).sum(-1)
+            + nn.functional.max_pool2d(b, 3, 2, 1).sum((2, 3))
+            + nn.functional.avg_pool2d(b, 2).sum((2, 3))
+            + nn.functional.adaptive_avg_pool2d(b, 1).flatten(1)
+            + nn.functional.adaptive_avg_pool2d(b, (1, 2)).sum(-1).flatten(1)
+        ),
+        (_X, torch.randn(3, 6, 7, 8)),
+    ),
     "max_min_elementwise_and_whole": (
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
         (_X, _Y),
@@ -397,6 +408,21 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
         (torch.randn(3, 2, 5),),
         "aten.batch_norm in training mode",
+    ),
+    "pooling_ceil_mode": (
+        lambda m, a: nn.functional.max_pool1d(a, 2, ceil_mode=True),
+        (torch.randn(1, 2, 5),),
+        "aten.max_pool1d with ceil_mode=True",
+    ),
+    "average_pooling_without_the_pads": (
+        lambda m, a: nn.functional.avg_pool1d(a, 3, padding=1, count_include_pad=False),
+        (torch.randn(1, 2, 5),),
+        "count_include_pad=False",
+    ),
+    "adaptive_pooling_to_a_non_divisor": (
+        lambda m, a: nn.functional.adaptive_avg_pool1d(a, 4),
+        (torch.randn(1, 2, 11),),
+        "adaptive average pooling of \\[11\\] to \\[4\\]",
     ),
     "max_over_a_dim": (
         lambda m, a: torch.max(a, -1).values,

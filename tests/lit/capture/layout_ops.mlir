@@ -2,8 +2,8 @@
 // RUN: filecheck %s < %t.mlir
 // RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
 
-// How padding, rolls, repeats, inference batch norm and any/all are captured
-// (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies").
+// How padding, rolls, repeats, pooling, inference batch norm and any/all are captured
+// (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies", "pooling").
 
 // pad: blocks of the value around x, concatenated along the padded dim.
 // CHECK:      graph.constant dense<-1.000000e+00>
@@ -19,6 +19,14 @@
 // CHECK-NEXT: %[[SPREAD:.*]] = graph.reshape %x : tensor<2x4x8xf32> -> tensor<2x4x1x8xf32>
 // CHECK-NEXT: %[[COPIES:.*]] = graph.broadcast %[[SPREAD]] : tensor<2x4x1x8xf32> -> tensor<2x4x2x8xf32>
 // CHECK-NEXT: %repeat_interleave = graph.reshape %[[COPIES]] : tensor<2x4x2x8xf32> -> tensor<2x8x8xf32>
+
+// max_pool1d(x, 2): the window's two strided slices, folded by max; avg_pool1d by add, then a
+// division by the window's size.
+// CHECK:      %[[EVEN:.*]] = graph.slice %x {dim = 2 : i64, start = 0 : i64, step = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %[[ODD:.*]] = graph.slice %x {dim = 2 : i64, start = 1 : i64, step = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT: %max_pool1d = graph.max %[[EVEN]], %[[ODD]]
+// CHECK:      graph.constant dense<2.000000e+00>
+// CHECK:      %avg_pool1d = graph.div
 
 // batch norm in eval mode: the running statistics per channel (dim 1), rsqrt(var + eps).
 // CHECK:      graph.reshape %b_norm_running_mean : tensor<4xf32> -> tensor<1x4x1xf32>

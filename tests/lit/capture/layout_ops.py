@@ -1,4 +1,4 @@
-"""A module using the padding, copying, inference-norm and any/all ops
+"""A module using the padding, copying, inference-norm, any/all and pooling ops
 `tests/lit/capture/layout_ops.mlir` checks the capture of."""
 
 import torch
@@ -14,7 +14,8 @@ class LayoutOps(nn.Module):
         padded = nn.functional.pad(x, (1, 2), value=-1.0)
         rolled = torch.roll(x, 3, -1)
         copies = x.repeat(1, 2, 1) + x.repeat_interleave(2, dim=1)
-        return padded, rolled, copies, self.norm(x), (x > 0).any(-1)
+        pooled = nn.functional.max_pool1d(x, 2) + nn.functional.avg_pool1d(x, 2)
+        return padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled
 
 
 def model() -> nn.Module:
