@@ -799,6 +799,32 @@ def _batch_norm(t: _Translator, node: Node) -> SSAValue:
     return y
 
 
+@_handles("group_norm")
+def _group_norm(t: _Translator, node: Node) -> SSAValue:
+    """Per sample and group of channels (dim 1): `(x - mean) * rsqrt(var + eps)` with the
+    biased variance, in f32 for f16/bf16 results, then the per-channel weight and bias."""
+    groups = node.args[1]
+    weight, bias = _arg(node, 2, "weight"), _arg(node, 3, "bias")
+    eps = float(_arg(node, 4, "eps", 1e-5))
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    shape = out.get_shape()
+    grouped = [shape[0], groups, math.prod(shape[1:]) // groups]
+    x = t.reshape(t.cast(t.value(node.args[0], node), work.element_type), grouped)
+    mean = t.broadcast(t.emit(graph.ReduceMeanOp(x, [2], keepdim=True)), grouped)
+    centered = t.emit(graph.SubOp(x, mean))
+    var = t.emit(graph.ReduceMeanOp(t.emit(graph.MulOp(centered, centered)), [2], keepdim=True))
+    var_eps = t.emit(graph.AddOp(var, t.scalar(eps, _type(var))))
+    y = t.emit(graph.MulOp(centered, t.broadcast(t.emit(graph.RsqrtOp(var_eps)), grouped)))
+    y = t.reshape(y, shape)
+    per_channel = [1, shape[1], *[1] * (len(shape) - 2)]
+    for arg, op in ((weight, graph.MulOp), (bias, graph.AddOp)):
+        if arg is not None:
+            value = t.cast(t.value(arg, node), work.element_type)
+            y = t.emit(op(y, t.broadcast(t.reshape(value, per_channel), shape)))
+    return t.cast(y, out.element_type)
+
+
 @_handles("any", "all")
 def _any_all(t: _Translator, node: Node) -> SSAValue:
     """Whether any (all) element is nonzero over the dims (all by default): the largest

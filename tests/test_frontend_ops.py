@@ -304,6 +304,13 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, a: m.bn(a) + m.plain(a), bn=_batch_norm(True), plain=_batch_norm(False)),
         (_X,),
     ),
+    "group_norm": (
+        Fn(
+            lambda m, a, b: m.norm(a) + nn.functional.group_norm(b, 3).sum((2, 3))[..., None],
+            norm=nn.GroupNorm(2, 6),
+        ),
+        (_X * 2 + 1, torch.randn(3, 6, 4, 5)),
+    ),
     "any_all": (
         Fn(
             lambda m, a: (a > 0).any(-1).float()

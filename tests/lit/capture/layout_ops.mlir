@@ -2,7 +2,7 @@
 // RUN: filecheck %s < %t.mlir
 // RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
 
-// How padding, rolls, repeats, pooling, inference batch norm and any/all are captured
+// How padding, rolls, repeats, pooling, batch and group norm and any/all are captured
 // (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies", "pooling").
 
 // pad: blocks of the value around x, concatenated along the padded dim.
@@ -37,6 +37,17 @@
 // any over a dim: the largest of x != 0, compared with 0.
 // CHECK:      %[[MAX:.*]] = graph.reduce_max %{{.*}} {dims = array<i64: 2>}
 // CHECK:      %any = graph.compare %[[MAX]], %{{.*}} {predicate = "ne"} : tensor<2x4xf32> -> tensor<2x4xi1>
+
+// group norm: x as [N, groups, the rest]; its mean and biased variance over the rest; then
+// the per-channel weight and bias on x's shape.
+// CHECK:      %[[G:.*]] = graph.reshape %x : tensor<2x4x8xf32> -> tensor<2x2x16xf32>
+// CHECK-NEXT: graph.reduce_mean %[[G]] {dims = array<i64: 2>, keepdim = true}
+// CHECK:      %[[C:.*]] = graph.sub %[[G]],
+// CHECK-NEXT: %[[SQ:.*]] = graph.mul %[[C]], %[[C]]
+// CHECK-NEXT: graph.reduce_mean %[[SQ]] {dims = array<i64: 2>, keepdim = true}
+// CHECK:      graph.rsqrt
+// CHECK:      graph.reshape %{{.*}} : tensor<2x2x16xf32> -> tensor<2x4x8xf32>
+// CHECK:      %group_norm = graph.add
 
 // The kernels print (the pads and slices are index maps of the kernels that read x).
 // CUDA:      // kernel @forward_0

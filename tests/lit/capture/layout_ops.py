@@ -1,4 +1,4 @@
-"""A module using the padding, copying, inference-norm, any/all and pooling ops
+"""A module using the padding, copying, norm, any/all and pooling ops
 `tests/lit/capture/layout_ops.mlir` checks the capture of."""
 
 import torch
@@ -9,13 +9,14 @@ class LayoutOps(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.norm = nn.BatchNorm1d(4).eval()
+        self.groups = nn.GroupNorm(2, 4)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         padded = nn.functional.pad(x, (1, 2), value=-1.0)
         rolled = torch.roll(x, 3, -1)
         copies = x.repeat(1, 2, 1) + x.repeat_interleave(2, dim=1)
         pooled = nn.functional.max_pool1d(x, 2) + nn.functional.avg_pool1d(x, 2)
-        return padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled
+        return padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled, self.groups(x)
 
 
 def model() -> nn.Module:
