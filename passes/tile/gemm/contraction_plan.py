@@ -194,9 +194,9 @@ def choose_tiles(
     not fill the SMs); knobs override (measured 2026-11-29: benchmarks/RESULTS.md,
     "Measurements moved from code docstrings"; 2026-12-02: "The FP32 tile choice between one
     and two waves"; 2026-12-03, "twelfth session")."""
+    k_steps = -(-k // (knobs.bk or STREAM_K_BK))
     for bm, bn, tm, tn in CANDIDATES:
         threads = (bm // tm) * (bn // tn)
-        k_steps = -(-k // (knobs.bk or STREAM_K_BK))
         if _fills(batch, m, n, bm, bn, threads, target.sms, k_steps):
             break
     bm, bn = knobs.bm or bm, knobs.bn or bn
