@@ -773,6 +773,15 @@ def _repeat_interleave(t: _Translator, node: Node) -> SSAValue:
     return t.reshape(x, out.get_shape())
 
 
+def _per_channel(
+    t: _Translator, arg: Any, node: Node, shape: Sequence[int], element: Attribute
+) -> SSAValue:
+    """A `[C]` tensor argument (a norm's statistic, weight or bias) broadcast along dim 1 of
+    `shape`."""
+    value = t.cast(t.value(arg, node), element)
+    return t.broadcast(t.reshape(value, [1, shape[1], *[1] * (len(shape) - 2)]), shape)
+
+
 @_handles("batch_norm")
 def _batch_norm(t: _Translator, node: Node) -> SSAValue:
     """Inference batch norm over dim 1: `(x - running_mean) * rsqrt(running_var + eps) *
@@ -783,11 +792,9 @@ def _batch_norm(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
     shape = out.get_shape()
-    per_channel = [1, shape[1], *[1] * (len(shape) - 2)]
 
     def channel(arg: Any) -> SSAValue:
-        value = t.cast(t.value(arg, node), out.element_type)
-        return t.broadcast(t.reshape(value, per_channel), shape)
+        return _per_channel(t, arg, node, shape, out.element_type)
 
     centered = t.emit(graph.SubOp(x, channel(mean)))
     var_eps = t.emit(graph.AddOp(channel(var), t.scalar(float(eps), out)))
@@ -817,11 +824,9 @@ def _group_norm(t: _Translator, node: Node) -> SSAValue:
     var_eps = t.emit(graph.AddOp(var, t.scalar(eps, _type(var))))
     y = t.emit(graph.MulOp(centered, t.broadcast(t.emit(graph.RsqrtOp(var_eps)), grouped)))
     y = t.reshape(y, shape)
-    per_channel = [1, shape[1], *[1] * (len(shape) - 2)]
     for arg, op in ((weight, graph.MulOp), (bias, graph.AddOp)):
         if arg is not None:
-            value = t.cast(t.value(arg, node), work.element_type)
-            y = t.emit(op(y, t.broadcast(t.reshape(value, per_channel), shape)))
+            y = t.emit(op(y, _per_channel(t, arg, node, shape, work.element_type)))
     return t.cast(y, out.element_type)
 
 
@@ -1473,6 +1478,39 @@ def _per_dim(value: Any, spatial: int) -> list[int]:
     return [int(v) for v in (values * spatial if len(values) == 1 else values)]
 
 
+@dataclass(frozen=True)
+class _WindowShape:
+    """A sliding window over some dims of a tensor: its extent, the output's extent, and the
+    stride, padding (each side) and dilation, one per dim."""
+
+    kernel: Sequence[int]
+    sizes: Sequence[int]
+    stride: Sequence[int]
+    padding: Sequence[int]
+    dilation: Sequence[int]
+
+
+def _window_slices(
+    t: _Translator, x: SSAValue, dims: Sequence[int], window: _WindowShape, fill: float
+) -> Iterator[SSAValue]:
+    """Yield, for each offset in the window (row-major), the strided slice of `x` (padded by
+    blocks of `fill` on both sides of each dim) that the offset reads at every output
+    position: what a convolution multiplies and a pooling folds."""
+    for dim, pad in zip(dims, window.padding, strict=True):
+        if pad:
+            block = _constant_block(t, x, dim, pad, fill)
+            x = t.emit(graph.ConcatOp([block, x, block], dim))
+    for offsets in itertools.product(*(range(k) for k in window.kernel)):
+        piece = x
+        for dim, offset, size, step, spread in zip(
+            dims, offsets, window.sizes, window.stride, window.dilation, strict=True
+        ):
+            start = offset * spread
+            if (start, size, step) != (0, _type(piece).get_shape()[dim], 1):
+                piece = t.emit(graph.SliceOp(piece, dim, start, size, step))
+        yield piece
+
+
 def _windows(
     t: _Translator,
     x: SSAValue,
@@ -1495,20 +1533,11 @@ def _windows(
         inner = [3 + 2 * i for i in range(spatial)]
         moved = t.emit(graph.TransposeOp(blocks, (0, *outer, 1, *inner)))
         return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))
-    for i, pad in enumerate(padding):
-        if pad:
-            shape = list(_type(x).get_shape())
-            shape[2 + i] = pad
-            zeros = t.scalar(0.0, TensorType(_type(x).element_type, shape))
-            x = t.emit(graph.ConcatOp([zeros, x, zeros], 2 + i))
-    pieces = []
-    for offsets in itertools.product(*(range(k) for k in kernel)):
-        piece = x
-        for i, (offset, size) in enumerate(zip(offsets, sizes)):
-            start = offset * dilation[i]
-            if (start, size, stride[i]) != (0, _type(piece).get_shape()[2 + i], 1):
-                piece = t.emit(graph.SliceOp(piece, 2 + i, start, size, stride[i]))
-        pieces.append(t.reshape(piece, (n, c, 1, *sizes)))
+    dims = [2 + i for i in range(spatial)]
+    window = _WindowShape(kernel, sizes, stride, padding, dilation)
+    pieces = [
+        t.reshape(piece, (n, c, 1, *sizes)) for piece in _window_slices(t, x, dims, window, 0.0)
+    ]
     stacked = pieces[0] if len(pieces) == 1 else t.emit(graph.ConcatOp(pieces, 2))
     moved = t.emit(graph.TransposeOp(stacked, (0, *range(3, 3 + spatial), 1, 2)))
     return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))
@@ -1541,19 +1570,10 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     x = t.cast(t.value(node.args[0], node), out.element_type)
     rank = out.get_num_dims()
     dims = list(range(rank - spatial, rank))
-    for dim, pad in zip(dims, padding, strict=True):
-        if pad:
-            fill = 0.0 if average else -math.inf
-            block = _constant_block(t, x, dim, pad, fill)
-            x = t.emit(graph.ConcatOp([block, x, block], dim))
     sizes = [out.get_shape()[d] for d in dims]
+    window = _WindowShape(kernel, sizes, stride, padding, dilation)
     folded: SSAValue | None = None
-    for offsets in itertools.product(*(range(k) for k in kernel)):
-        piece = x
-        for dim, offset, size, step, spread in zip(
-            dims, offsets, sizes, stride, dilation, strict=True
-        ):
-            piece = t.emit(graph.SliceOp(piece, dim, offset * spread, size, step))
+    for piece in _window_slices(t, x, dims, window, 0.0 if average else -math.inf):
         if folded is None:
             folded = piece
         else:
