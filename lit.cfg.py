@@ -32,23 +32,13 @@ def _fork_server() -> str | None:
     """Start tests/lit_fork.py's server and return a folder holding its clients (a `tinyopt` and
     a `filecheck`), or None where it cannot run (then RUN lines run the real scripts)."""
     import atexit
-    import shutil
-    import tempfile
 
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "tests"))
     import lit_fork
 
-    folder = tempfile.mkdtemp(prefix="tinyopt-lit-")
-    server = lit_fork.start(folder)
-
-    def stop() -> None:
-        if server is not None:
-            server.terminate()
-            server.wait()
-        shutil.rmtree(folder, ignore_errors=True)
-
-    atexit.register(stop)
-    return folder if server is not None else None
+    serving = lit_fork.Serving()
+    atexit.register(serving.__exit__)
+    return serving.__enter__()
 
 
 # RUN lines' `tinyopt` and `filecheck` fork from a server that has imported them

@@ -74,6 +74,28 @@ def start(folder: str) -> subprocess.Popen[bytes] | None:
     return server
 
 
+class Serving:
+    """`with Serving() as folder:` a server (`start`) in a fresh temporary folder for the
+    block: `folder` holds its clients, or is None where it cannot run (the caller then runs
+    the real scripts); on leaving, the server stops and the folder is removed. (A class, not
+    a contextlib generator: every client imports this module, and imports cost it time.)"""
+
+    def __enter__(self) -> str | None:
+        import tempfile
+
+        self.folder = tempfile.mkdtemp(prefix="tinyopt-fork-")
+        self.server = start(self.folder)
+        return self.folder if self.server is not None else None
+
+    def __exit__(self, *exc: object) -> None:
+        import shutil
+
+        if self.server is not None:
+            self.server.terminate()
+            self.server.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def client(real: str, address: str) -> None:
     """Run the script `real` with `sys.argv[1:]` through the server at `address` (exec `real`
     where no server answers)."""

@@ -15,10 +15,8 @@ buffer) is refused by `fuse`.
 from __future__ import annotations
 
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -277,18 +275,13 @@ def tinyopt() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
     has imported tinyopt (tests/lit_fork.py; the real script where the server cannot run),
     which saves the 0.45 s of imports each of these 50 processes spent otherwise. Exit status,
     stdout, stderr and files written are the process's own, as with the script."""
-    folder = tempfile.mkdtemp(prefix="tinyopt-fork-")
-    server = lit_fork.start(folder)
-    script = str(Path(folder) / "tinyopt") if server is not None else TINYOPT
+    with lit_fork.Serving() as folder:
+        script = str(Path(folder) / "tinyopt") if folder is not None else TINYOPT
 
-    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([script, *args], cwd=cwd, capture_output=True, text=True)
+        def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([script, *args], cwd=cwd, capture_output=True, text=True)
 
-    yield run
-    if server is not None:
-        server.terminate()
-        server.wait()
-    shutil.rmtree(folder, ignore_errors=True)
+        yield run
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -37,6 +37,7 @@ a block exits non-zero, its output differs from the shown output, or a marker is
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -344,22 +345,15 @@ def test_docs_run(tmp_path, record_property):
 
     # The CPU blocks' `tinyopt` commands fork from a process that has imported tinyopt
     # (tests/lit_fork.py, as the lit suite's do; TINYOPT_LIT_FORK=0 runs the real script).
-    forks = tmp_path / "forks"
-    forks.mkdir()
     use_forks = os.environ.get("TINYOPT_LIT_FORK", "1") != "0"
-    server = lit_fork.start(str(forks)) if use_forks else None
+    with lit_fork.Serving() if use_forks else contextlib.nullcontext() as folder:
+        forks = Path(folder) if folder is not None else None
 
-    def run_chain(chain: list[Block]) -> list[Result]:
-        folder = forks if server is not None else None
-        return [run_block(b, scratch, have_gpu, slow, folder) for b in chain]
+        def run_chain(chain: list[Block]) -> list[Result]:
+            return [run_block(b, scratch, have_gpu, slow, forks) for b in chain]
 
-    try:
         with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
             results = [r for rs in pool.map(run_chain, chains) for r in rs]
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait()
 
     counts = Counter((r.status, r.reason) for r in results)
     ran = sum(n for (status, _), n in counts.items() if status == "ran")
