@@ -92,6 +92,20 @@ def test_infinities_reach_the_kernel_through_text() -> None:
 
 
 
+def _only_kernel_for_the_cpu_emulation(program: str):  # noqa: ANN202
+    """The one CUDA kernel `program` lowers to, for tests/cpu_cuda.py to run (the test is
+    skipped where g++ is missing)."""
+    from cpu_cuda import COMPILER
+
+    from tinyopt.dialects import tile
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    module = apply_pipeline(parse(program), "fuse,tile,to-cuda")
+    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    return kernel
+
+
 NAN_PROGRAM = """func.func @f(%x: tensor<4x40xf32>, %y: tensor<4x40xf32>) -> tensor<4x40xf32> {
   %r = graph.relu %x : tensor<4x40xf32>
   %n = graph.min %r, %y : tensor<4x40xf32>
@@ -104,15 +118,11 @@ def test_nan_propagates_through_max_min_and_relu_on_the_cpu_emulation() -> None:
     # torch's maximum, minimum and relu give NaN for a NaN operand; CUDA's fmaxf / fminf
     # return the other operand, which made kernels drop NaNs that the loop IR executor kept
     # (a max reduction prints the same helper: tests/lit/to_cuda/nan_propagating.mlir).
-    from cpu_cuda import COMPILER, run_on_cpu
+    from cpu_cuda import run_on_cpu
 
     from tinyopt.backends.reference import run_reference
-    from tinyopt.dialects import tile
 
-    if COMPILER is None:
-        pytest.skip("g++ not found")
-    module = apply_pipeline(parse(NAN_PROGRAM), "fuse,tile,to-cuda")
-    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    kernel = _only_kernel_for_the_cpu_emulation(NAN_PROGRAM)
     rng = np.random.default_rng(0)
     x, y = (rng.standard_normal((4, 40)).astype(np.float32) for _ in range(2))
     x[1, 7] = x[3, 39] = np.nan
@@ -136,14 +146,9 @@ LOG1P_EXPM1_PROGRAM = """func.func @f(%x: tensor<4x40xf32>) -> tensor<4x40xf32> 
 def test_log1p_and_expm1_keep_f32_precision_near_zero_on_the_cpu_emulation() -> None:
     # log1p(x) + expm1(x) is about 2x for tiny x; in f32, log(1 + x) and exp(x) - 1 would lose
     # most of x's digits (1 + 1e-7 rounds to 1 + 1.19e-7). The kernel calls log1pf / expm1f.
-    from cpu_cuda import COMPILER, run_on_cpu
+    from cpu_cuda import run_on_cpu
 
-    from tinyopt.dialects import tile
-
-    if COMPILER is None:
-        pytest.skip("g++ not found")
-    module = apply_pipeline(parse(LOG1P_EXPM1_PROGRAM), "fuse,tile,to-cuda")
-    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    kernel = _only_kernel_for_the_cpu_emulation(LOG1P_EXPM1_PROGRAM)
     assert "log1pf(" in kernel.source.data and "expm1f(" in kernel.source.data
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((4, 40)) * 1e-7).astype(np.float32)
