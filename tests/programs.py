@@ -565,6 +565,23 @@ CASES = [
         gated(130, 136, 520),
         tile_with("mma=wgmma bn=256 store=smem"),
     ),
+    # bn=192: three 64-column chunks of an N-major B, 192 rows of a K-major one, 96
+    # accumulators a consumer thread; ragged last column and row tiles, an epilogue reading u.
+    Case(
+        "matmul_bf16_wgmma_bn192_300x520x200",
+        matmul_plain(300, 520, 200),
+        tile_with("mma=wgmma bn=192"),
+    ),
+    Case(
+        "linear_bf16_wgmma_bn192_bm64_136x400x264",
+        matmul_plain(136, 400, 264, b_layout="nk"),
+        tile_with("mma=wgmma bm=64 bn=192"),
+    ),
+    Case(
+        "gated_bf16_wgmma_bn192_direct_200x392x136",
+        gated(200, 136, 392),
+        tile_with("mma=wgmma bn=192 store=direct"),
+    ),
     # persistent=1: 132 blocks walk the tiles (272, 405 and 153 here, so blocks take 1 to 4),
     # the ring's slots and phases carrying on from one tile to the next.
     Case(

@@ -126,7 +126,20 @@ KNOBS: tuple[Knob, ...] = (
     Knob("rows", powers(1, 32)),
     Knob("cols", powers(1, 8)),
     Knob("bm", powers(16, 256)),
-    Knob("bn", powers(16, 256)),
+    Knob(
+        "bn",
+        powers(16, 256),
+        when=(
+            (
+                "mma",
+                "wgmma",
+                Domain(
+                    "a power of two in [16, 256] or 192 with mma=wgmma (or 0 for auto)",
+                    (*powers(16, 256).values, 192),
+                ),
+            ),
+        ),
+    ),
     Knob("bk", powers(4, 64)),
     Knob("tm", powers(1, 16)),
     Knob("tn", powers(1, 16)),

@@ -76,7 +76,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     paired contraction as one dual GEMM."""
 
     name = "wgmma"
-    reads = "bm=0,64,128 bn=0,64,128,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
+    reads = "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")

@@ -242,6 +242,11 @@ underestimate at larger K). The H100 figure this replaced, 0.85 for 128×128, pi
 for 3000³, 0.60× cuBLAS, where 128×256 ran 0.67× and the tuner's best 128×256 plan 0.76×."""
 
 
+WIDE_STAGES = {256: 3, 192: 4}
+"""Ring depth of the wide blocks (at most `MAX_STAGES` for the others): 3 measured best for
+bn = 256; 4 the most that fit beside the staging tiles for bn = 192."""
+
+
 SMALL_M = 64
 """Rows at most which a GEMM takes 64×64 blocks (`choose_wgmma_tiles`)."""
 
@@ -297,7 +302,7 @@ def choose_wgmma_tiles(
             bn = 2 * SMALL_M if dual else SMALL_M
         else:
             bn = _wave_cheapest_block(batch, m, n, target.sms, dual, bm)[1]
-    stages = knobs.stages or (3 if bn == 256 else MAX_STAGES)
+    stages = knobs.stages or WIDE_STAGES.get(bn, MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
     t = WgmmaTiles(
@@ -321,9 +326,9 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         )
     if bm not in (64, 128):
         return _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
-    if bn not in (64, 128, 256):
-        return _fail(f"needs bn = 64, 128 or 256, got bn={bn}")
-    if dual and bn == 64:
+    if bn not in (64, 128, 192, 256):
+        return _fail(f"needs bn = 64, 128, 192 or 256, got bn={bn}")
+    if dual and bn not in (128, 256):
         return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
     if bk not in (0, BK):
         return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
