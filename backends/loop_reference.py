@@ -116,6 +116,11 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.sin": math.sin,
     "math.log1p": _log1p,
     "math.expm1": _expm1,
+    # numpy's roundings, not math's: those give ints (-0.0 lost) and raise on inf and NaN.
+    "math.floor": lambda a: float(np.floor(a)),
+    "math.ceil": lambda a: float(np.ceil(a)),
+    "math.roundeven": lambda a: float(np.rint(a)),
+    "math.trunc": lambda a: float(np.trunc(a)),
     "math.powf": _pow,
 }
 

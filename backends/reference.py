@@ -208,6 +208,10 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.SinOp: np.sin,
     graph.Log1pOp: np.log1p,
     graph.Expm1Op: np.expm1,
+    graph.FloorOp: np.floor,
+    graph.CeilOp: np.ceil,
+    graph.RoundOp: np.rint,
+    graph.TruncOp: np.trunc,
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
 

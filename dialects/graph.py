@@ -286,6 +286,35 @@ class Expm1Op(UnaryOp):
 
 
 @irdl_op_definition
+class FloorOp(UnaryOp):
+    """Elementwise largest integer not above x (±inf, NaN and ±0 unchanged)."""
+
+    name = "graph.floor"
+
+
+@irdl_op_definition
+class CeilOp(UnaryOp):
+    """Elementwise smallest integer not below x (-0.5 gives -0.0)."""
+
+    name = "graph.ceil"
+
+
+@irdl_op_definition
+class RoundOp(UnaryOp):
+    """Elementwise nearest integer, halves to the even one (2.5 gives 2, -0.5 gives -0.0), as
+    torch.round and numpy.rint."""
+
+    name = "graph.round"
+
+
+@irdl_op_definition
+class TruncOp(UnaryOp):
+    """Elementwise x rounded toward zero to an integer (-1.5 gives -1)."""
+
+    name = "graph.trunc"
+
+
+@irdl_op_definition
 class SiluOp(UnaryOp):
     """Elementwise x * sigmoid(x)."""
 
@@ -1329,6 +1358,10 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
     SinOp,
     Log1pOp,
     Expm1Op,
+    FloorOp,
+    CeilOp,
+    RoundOp,
+    TruncOp,
 )
 BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp)

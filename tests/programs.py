@@ -70,6 +70,18 @@ def transpose_add(rows: int, cols: int) -> str:
 }}"""
 
 
+def rounding(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    """floor, ceil, round and trunc of x: four results, each its own kernel."""
+    x = _t(shape, dtype)
+    return f"""func.func @rounding(%x: {x}) -> ({x}, {x}, {x}, {x}) {{
+  %f = graph.floor %x : {x}
+  %c = graph.ceil %x : {x}
+  %r = graph.round %x : {x}
+  %t = graph.trunc %x : {x}
+  func.return %f, %c, %r, %t : {x}, {x}, {x}, {x}
+}}"""
+
+
 def row_sum(rows: int, cols: int) -> str:
     x, y = _t((rows, cols), "f32"), _t((rows,), "f32")
     return f"""func.func @row_sum(%x: {x}) -> {y} {{
@@ -246,7 +258,13 @@ def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
 
 
 def skinny(
-    m: int, n: int, k: int, dtype: str = "f32", layout: str = "nk", epilogue: str = "", batch: int = 0
+    m: int,
+    n: int,
+    k: int,
+    dtype: str = "f32",
+    layout: str = "nk",
+    epilogue: str = "",
+    batch: int = 0,
 ) -> str:
     """A GEMV or skinny GEMM: `x @ wᵀ` with w `[N, K]` (`nk`, as torch's linear stores it) or
     `x @ w` with w `[K, N]` (`kn`), with a weight per batch entry where `batch` > 0, then
@@ -308,6 +326,9 @@ CASES = [
     Case("bias_gelu_bf16_64x256", bias_gelu((64, 256), "bf16")),
     Case("transpose_add_33x65", transpose_add(33, 65)),
     Case("row_sum_3x1000", row_sum(3, 1000)),
+    Case("rounding_33x65", rounding((33, 65))),
+    Case("rounding_f16_7x1000", rounding((7, 1000), "f16")),
+    Case("rounding_bf16_3x5x130", rounding((3, 5, 130), "bf16")),
     Case("masked_scores_2x3x100x64", masked_scores(2, 3, 100, 64)),
     Case("masked_scores_bf16_3x2x130x64", masked_scores(3, 2, 130, 64, "bf16")),
     Case("batch_into_rows_3x37x20x24", shared_weight_batch_bias(3, 37, 20, 24)),
@@ -913,10 +934,22 @@ CASES = [
     # The skinny-GEMM rule (GEMV, M <= 64): torch-layout decode linears, the k/v width split
     # over K (partial sums, then a fold applying bias + GELU), x @ w layouts, ragged shapes.
     Case("skinny_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16"), tile_with("skinny=on")),
-    Case("skinny_split_bf16_1x1024x4096_bias_gelu", skinny(1, 1024, 4096, "bf16", "nk", "bias_gelu"), tile_with("skinny=on")),
-    Case("skinny_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu"), tile_with("skinny_mma=off")),
+    Case(
+        "skinny_split_bf16_1x1024x4096_bias_gelu",
+        skinny(1, 1024, 4096, "bf16", "nk", "bias_gelu"),
+        tile_with("skinny=on"),
+    ),
+    Case(
+        "skinny_bf16_8x4096x4096_relu",
+        skinny(8, 4096, 4096, "bf16", "nk", "relu"),
+        tile_with("skinny_mma=off"),
+    ),
     Case("skinny_f32_16x4096x1000_bias_gelu", skinny(16, 4096, 1000, "f32", "nk", "bias_gelu")),
-    Case("skinny_split_f32_kn_64x4096x4096", skinny(64, 4096, 4096, "f32", "kn"), tile_with("skinny=on")),
+    Case(
+        "skinny_split_f32_kn_64x4096x4096",
+        skinny(64, 4096, 4096, "f32", "kn"),
+        tile_with("skinny=on"),
+    ),
     Case("skinny_bf16_kn_3x2056x1031", skinny(3, 2056, 1031, "bf16", "kn")),
     Case("skinny_batched_f32_4x1x1000x1030", skinny(1, 1000, 1030, "f32", "nk", batch=4)),
     # The tensor-core skinny rule (skinny_mma, f16/bf16 [N, K] weights): the decode linears at
@@ -926,12 +959,28 @@ CASES = [
     # kwarps, and M = 1.
     Case("skinny_mma_bf16_8x4096x4096_relu", skinny(8, 4096, 4096, "bf16", "nk", "relu")),
     Case("skinny_mma_bf16_4x14336x4096", skinny(4, 14336, 4096, "bf16")),
-    Case("skinny_mma_bf16_16x1024x4096_bias_gelu", skinny(16, 1024, 4096, "bf16", "nk", "bias_gelu")),
-    Case("skinny_mma_bf16_8x4096x4096_stages1", skinny(8, 4096, 4096, "bf16"), tile_with("skinny_mma=on threads=128 kwarps=1 stages=1")),
-    Case("skinny_mma_bf16_64x14336x4096", skinny(64, 14336, 4096, "bf16"), tile_with("skinny_mma=on")),
-    Case("skinny_mma_f16_17x1000x1030_bias_gelu", skinny(17, 1000, 1030, "f16", "nk", "bias_gelu"), tile_with("skinny_mma=on")),
+    Case(
+        "skinny_mma_bf16_16x1024x4096_bias_gelu", skinny(16, 1024, 4096, "bf16", "nk", "bias_gelu")
+    ),
+    Case(
+        "skinny_mma_bf16_8x4096x4096_stages1",
+        skinny(8, 4096, 4096, "bf16"),
+        tile_with("skinny_mma=on threads=128 kwarps=1 stages=1"),
+    ),
+    Case(
+        "skinny_mma_bf16_64x14336x4096", skinny(64, 14336, 4096, "bf16"), tile_with("skinny_mma=on")
+    ),
+    Case(
+        "skinny_mma_f16_17x1000x1030_bias_gelu",
+        skinny(17, 1000, 1030, "f16", "nk", "bias_gelu"),
+        tile_with("skinny_mma=on"),
+    ),
     Case("skinny_mma_batched_bf16_2x9x1000x520", skinny(9, 1000, 520, "bf16", "nk", batch=2)),
-    Case("skinny_mma_gemv_bf16_1x4096x4096", skinny(1, 4096, 4096, "bf16"), tile_with("skinny_mma=on")),
+    Case(
+        "skinny_mma_gemv_bf16_1x4096x4096",
+        skinny(1, 4096, 4096, "bf16"),
+        tile_with("skinny_mma=on"),
+    ),
 ]
 
 EXAMPLE_CASES = [Case(f"example_{p.stem}", p.read_text()) for p in sorted(EXAMPLES.glob("*.mlir"))]

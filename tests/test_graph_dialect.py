@@ -36,6 +36,10 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %silu = graph.silu %x : tensor<4x8xf32>
   %log1p = graph.log1p %x : tensor<4x8xf32>
   %expm1 = graph.expm1 %x : tensor<4x8xf32>
+  %floor = graph.floor %x : tensor<4x8xf32>
+  %ceil = graph.ceil %x : tensor<4x8xf32>
+  %round = graph.round %x : tensor<4x8xf32>
+  %trunc = graph.trunc %x : tensor<4x8xf32>
   %cast = graph.cast %x : tensor<4x8xf32> -> tensor<4x8xf16>
   %add = graph.add %x, %y : tensor<4x8xf32>
   %sub = graph.sub %x, %y : tensor<4x8xf32>
@@ -90,7 +94,7 @@ def test_every_documented_op_is_registered() -> None:
     names = {op.name for op in graph.Graph.operations}
     documented = (
         "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu gelu_tanh erf silu cos sin "
-        "log1p expm1 "
+        "log1p expm1 floor ceil round trunc "
         "cast "
         "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
         "reduce_mean matmul transpose "
@@ -135,7 +139,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.attention",
         "graph.argmax",
     }
-    assert len(graph.UNARY_OPS) == 18 and len(graph.BINARY_OPS) == 7
+    assert len(graph.UNARY_OPS) == 22 and len(graph.BINARY_OPS) == 7
     assert len(graph.REDUCE_OPS) == 4
     assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 

@@ -91,7 +91,6 @@ def test_infinities_reach_the_kernel_through_text() -> None:
     assert "* INFINITY" in cuda and "2.139095e+09" not in cuda
 
 
-
 def _only_kernel_for_the_cpu_emulation(program: str):  # noqa: ANN202
     """The one CUDA kernel `program` lowers to, for tests/cpu_cuda.py to run (the test is
     skipped where g++ is missing)."""
@@ -156,3 +155,38 @@ def test_log1p_and_expm1_keep_f32_precision_near_zero_on_the_cpu_emulation() -> 
     *_, got = run_on_cpu(kernel, [x, np.zeros((4, 40), np.float32)])
     wide = x.astype(np.float64)
     np.testing.assert_allclose(got, np.log1p(wide) + np.expm1(wide), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize(
+    ("op", "call", "rounding"),
+    [
+        ("floor", "floorf", np.floor),
+        ("ceil", "ceilf", np.ceil),
+        ("round", "rintf", np.rint),
+        ("trunc", "truncf", np.trunc),
+    ],
+)
+def test_roundings_keep_halves_signs_and_special_values_on_the_cpu_emulation(
+    op: str, call: str, rounding: np.ufunc
+) -> None:
+    # floorf / ceilf / rintf / truncf give numpy's float64 roundings bit for bit: halves to
+    # even for round (rintf in the default rounding mode), -0.0 where the result is a negative
+    # zero, and ±inf and NaN unchanged.
+    from cpu_cuda import run_on_cpu
+
+    kernel = _only_kernel_for_the_cpu_emulation(
+        f"""func.func @f(%x: tensor<4x40xf32>) -> tensor<4x40xf32> {{
+  %y = graph.{op} %x : tensor<4x40xf32>
+  func.return %y : tensor<4x40xf32>
+}}"""
+    )
+    assert f"{call}(" in kernel.source.data
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((4, 40)) * 4).astype(np.float32)
+    x[0, :10] = [-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.25, 0.25, -0.0, 0.0]
+    x[0, 10:16] = [math.inf, -math.inf, math.nan, 2.0**23 - 0.5, -(2.0**23 - 0.5), 2.0**100]
+    x[1, 0] = np.nextafter(np.float32(0.5), np.float32(0.0))
+    *_, got = run_on_cpu(kernel, [x, np.zeros((4, 40), np.float32)])
+    want = rounding(x.astype(np.float64))
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))

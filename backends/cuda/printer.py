@@ -195,6 +195,7 @@ _UNSIGNED_INFIX: dict[type[Operation], str] = {arith.DivUIOp: "/", arith.RemUIOp
 _INT_CALLS: dict[type[Operation], str] = {arith.MaxSIOp: "max", arith.MinSIOp: "min"}
 """Signed integer ops printed as a call of CUDA's overloaded device `max` / `min`."""
 
+
 def _nan_propagating(op: str) -> str:
     return "\n".join(
         (
@@ -231,6 +232,10 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
     fmath.SinOp: "sinf",
     fmath.Log1pOp: "log1pf",
     fmath.ExpM1Op: "expm1f",
+    fmath.FloorOp: "floorf",
+    fmath.CeilOp: "ceilf",
+    fmath.RoundEvenOp: "rintf",
+    fmath.TruncOp: "truncf",
     fmath.AbsFOp: "fabsf",
     fmath.PowFOp: "powf",
     fmath.FmaOp: "fmaf",

@@ -105,6 +105,10 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.SinOp: lambda b, a: b.emit(math.SinOp(a[0])),
     graph.Log1pOp: lambda b, a: b.emit(math.Log1pOp(a[0])),
     graph.Expm1Op: lambda b, a: b.emit(math.ExpM1Op(a[0])),
+    graph.FloorOp: lambda b, a: b.emit(math.FloorOp(a[0])),
+    graph.CeilOp: lambda b, a: b.emit(math.CeilOp(a[0])),
+    graph.RoundOp: lambda b, a: b.emit(math.RoundEvenOp(a[0])),
+    graph.TruncOp: lambda b, a: b.emit(math.TruncOp(a[0])),
     graph.SelectOp: lambda b, a: b.emit(arith.SelectOp(a[0], a[1], a[2])),
 }
 

@@ -10,7 +10,9 @@ input cast to a mask, on a comparison of arguments or on a band of row and colum
 sometimes returned too (both compared exactly).
 Ops with a restricted domain (log, sqrt, rsqrt, reciprocal, exp, div, pow) get operands
 through `exp(tanh(x))`, in [1/e, e], so values stay finite in every element type; cos and sin
-get `tanh(x)`, so a rounding of their argument stays as small as the argument.
+get `tanh(x)`, so a rounding of their argument stays as small as the argument. floor, ceil,
+round and trunc jump at integers (round at halves), where a rounding of their operand would
+move the result by 1: they round an argument, exact in every element type, and add it to x.
 A mask compares only values every element type holds exactly (arguments, small integers), so
 the device and the reference agree on it element for element; a masked softmax keeps column 0
 of every row, since a fully masked row is NaN.
@@ -46,6 +48,7 @@ MAX_INDEX = 256
 SAFE_UNARY = ("neg", "abs", "tanh", "sigmoid", "relu", "gelu", "gelu_tanh", "silu", "erf")
 BOUNDED_UNARY = ("cos", "sin", "expm1")
 POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "log1p")
+ROUNDING_UNARY = ("floor", "ceil", "round", "trunc")
 SAFE_BINARY = ("add", "sub", "mul", "max", "min")
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean")
 PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -143,7 +146,9 @@ def _shape(draw: st.DrawFn, max_rank: int = 3) -> Shape:
 
 
 def _unary(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
-    op = draw(st.sampled_from(SAFE_UNARY + BOUNDED_UNARY + POSITIVE_UNARY))
+    op = draw(st.sampled_from(SAFE_UNARY + BOUNDED_UNARY + POSITIVE_UNARY + ROUNDING_UNARY))
+    if op in ROUNDING_UNARY:
+        return b.binary("add", x, b.unary(op, _broadcast_operand(draw, b, x[1])))
     if op in POSITIVE_UNARY:
         x = b.positive(x)
     elif op in BOUNDED_UNARY:
