@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32, i32, i64
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f16,
+    f32,
+    i32,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
@@ -326,8 +335,8 @@ class _Translator:
     def translate(self, node: Node) -> None:
         """Translate one call node, recording its result value (a list for a split)."""
         name = _op_name(node.target)
-        if name in _SKIPPED:
-            return
+        if name in _SKIPPED or (name == "_operator.getitem" and not node.users):
+            return  # export picks every part of a tuple, used or not
         value = _HANDLERS[name](self, node)
         if isinstance(value, SSAValue) and isinstance(value.owner, Operation):
             value.name_hint = value.name_hint or node.name
@@ -407,15 +416,23 @@ _UNARY: dict[str, type[graph.UnaryOp]] = {
     "relu": graph.ReluOp,
     "silu": graph.SiluOp,
     "erf": graph.ErfOp,
+    "special_erf": graph.ErfOp,
     "cos": graph.CosOp,
     "sin": graph.SinOp,
     "log1p": graph.Log1pOp,
     "expm1": graph.Expm1Op,
+    "floor": graph.FloorOp,
+    "ceil": graph.CeilOp,
+    "round": graph.RoundOp,
+    "trunc": graph.TruncOp,
+    "fix": graph.TruncOp,
 }
 
 
 @_handles(*_UNARY)
 def _unary(t: _Translator, node: Node) -> SSAValue:
+    if node.kwargs.get("decimals") or len(node.args) > 1:
+        raise t.fail(node, f"{_op_name(node.target)} to a number of decimals")
     out = t.tensor_type(node)
     x = t.operand_like(node.args[0], out, node)
     return t.emit(_UNARY[node.target._overloadpacket.__name__](x))  # pyright: ignore
@@ -566,6 +583,97 @@ def _hard_sigmoid(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.DivOp(clamped, t.scalar(6.0, out)))
 
 
+@_handles("glu")
+def _glu(t: _Translator, node: Node) -> SSAValue:
+    """`a · sigmoid(b)` with a and b the halves of x along the dim (the last by default)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    dim = _dims(_arg(node, 1, "dim", -1), out.get_num_dims())[0]
+    half = out.get_shape()[dim]
+    a, b = (t.emit(graph.SliceOp(x, dim, start, half, 1)) for start in (0, half))
+    return t.emit(graph.MulOp(a, t.emit(graph.SigmoidOp(b))))
+
+
+@_handles("prelu", "_prelu_kernel")
+def _prelu(t: _Translator, node: Node) -> SSAValue:
+    """`x > 0 ? x : weight · x` (NaN stays NaN), the weight one number or one per channel
+    (dim 1)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    weight = t.cast(t.value(node.args[1], node), out.element_type)
+    shape = out.get_shape()
+    if math.prod(_type(weight).get_shape()) == 1 or len(shape) < 2:
+        weight = t.broadcast(t.reshape(weight, [1] * len(shape)), shape)
+    else:
+        weight = _per_channel(t, node.args[1], node, shape, out.element_type)
+    positive = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "gt"))
+    return t.emit(graph.SelectOp(positive, x, t.emit(graph.MulOp(weight, x))))
+
+
+@_handles("log_sigmoid")
+def _log_sigmoid(t: _Translator, node: Node) -> SSAValue:
+    """`min(x, 0) - log1p(exp(-|x|))`, torch's form (no overflow at either end)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    tail = t.emit(graph.Log1pOp(t.emit(graph.ExpOp(t.emit(graph.NegOp(t.emit(graph.AbsOp(x))))))))
+    return t.emit(graph.SubOp(t.emit(graph.MinOp(x, t.scalar(0.0, out))), tail))
+
+
+@_handles("threshold")
+def _threshold(t: _Translator, node: Node) -> SSAValue:
+    """`x <= threshold ? value : x` (NaN stays NaN)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    below = t.emit(graph.CompareOp(x, t.scalar(float(node.args[1]), out), "le"))
+    return t.emit(graph.SelectOp(below, t.scalar(float(node.args[2]), out), x))
+
+
+SHRINK_LAMBDA = 0.5
+"""`hardshrink`'s and `softshrink`'s default lambd."""
+
+
+@_handles("hardshrink", "softshrink")
+def _shrink(t: _Translator, node: Node) -> SSAValue:
+    """hardshrink: `-lambd <= x <= lambd ? 0 : x`; softshrink: `x > lambd ? x - lambd : x <
+    -lambd ? x + lambd : x · 0` (NaN stays NaN in both), torch's forms."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    lambd = float(_arg(node, 1, "lambd", SHRINK_LAMBDA))
+    high, low = t.scalar(lambd, out), t.scalar(-lambd, out)
+    zero = t.scalar(0.0, out)
+    if node.target._overloadpacket.__name__ == "hardshrink":  # pyright: ignore
+        inside = t.emit(
+            graph.MulOp(
+                t.cast(t.emit(graph.CompareOp(x, low, "ge")), out.element_type),
+                t.cast(t.emit(graph.CompareOp(x, high, "le")), out.element_type),
+            )
+        )
+        inside = t.emit(graph.CompareOp(inside, zero, "ne"))
+        return t.emit(graph.SelectOp(inside, zero, x))
+    above = t.emit(graph.CompareOp(x, high, "gt"))
+    below = t.emit(graph.CompareOp(x, low, "lt"))
+    middle = t.emit(
+        graph.SelectOp(below, t.emit(graph.AddOp(x, high)), t.emit(graph.MulOp(x, zero)))
+    )
+    return t.emit(graph.SelectOp(above, t.emit(graph.SubOp(x, high)), middle))
+
+
+_LOG_BASES = {"log2": 2.0, "log10": 10.0}
+
+
+@_handles("log2", "log10", "exp2")
+def _other_base(t: _Translator, node: Node) -> SSAValue:
+    """`log(x) / log(base)` and `exp(x · log(2))`: within a few f32 roundings of CUDA's
+    `log2f`/`log10f`/`exp2f` (for exp2, |x| · 2^-24 more relative error, 1e-6 at |x| = 17)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    if name == "exp2":
+        return t.emit(graph.ExpOp(t.emit(graph.MulOp(x, t.scalar(math.log(2.0), out)))))
+    base = t.scalar(1.0 / math.log(_LOG_BASES[name]), out)
+    return t.emit(graph.MulOp(t.emit(graph.LogOp(x)), base))
+
+
 @_handles("log_softmax", "_log_softmax")
 def _log_softmax(t: _Translator, node: Node) -> SSAValue:
     """`s - log(sum(exp(s)))` with `s = x - max(x)` along the dim, in f32 for f16/bf16 results
@@ -657,15 +765,21 @@ def _stack(t: _Translator, node: Node) -> SSAValue:
 
 
 @_handles("max", "min")
-def _max_min(t: _Translator, node: Node) -> SSAValue:
-    """`max(a, b)` / `min(a, b)` elementwise, or of all elements (`max(x)`); the form over a dim,
-    which also returns indices, is refused (amax / argmax compute each)."""
+def _max_min(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """`max(a, b)` / `min(a, b)` elementwise, of all elements (`max(x)`), or over a dim with
+    the first index of each extreme (`max(x, dim)`: values and indices, NaN the extreme as in
+    torch)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     overload = node.target._overloadname  # pyright: ignore
-    if overload not in ("other", "default"):
-        raise t.fail(
-            node, f"aten.{name}.{overload}, which returns indices too (use a{name} or arg{name})"
-        )
+    if overload == "dim":
+        x = t.value(node.args[0], node)
+        dim, keepdim = _arg(node, 1, "dim"), bool(_arg(node, 2, "keepdim", False))
+        indices = _arg_extreme(t, node, x, dim, keepdim, smallest=name == "min")
+        element = _type(x).element_type
+        x = t.cast(x, f32) if element not in graph.FLOAT_TYPES else x
+        reduce = graph.ReduceMaxOp if name == "max" else graph.ReduceMinOp
+        values = t.emit(reduce(x, _dims(dim, _type(x).get_num_dims()), keepdim))
+        return [t.cast(values, element) if element == graph.BOOL else values, indices]
     out = t.tensor_type(node)
     if overload == "other":
         a, b = (t.operand_like(x, out, node) for x in node.args[:2])
@@ -674,7 +788,6 @@ def _max_min(t: _Translator, node: Node) -> SSAValue:
     dims = list(range(_type(x).get_num_dims()))
     reduce = graph.ReduceMaxOp if name == "max" else graph.ReduceMinOp
     return t.emit(reduce(x, dims, keepdim=False))
-
 
 
 # ------------------------------------------------------------------- padding and copies
@@ -689,13 +802,14 @@ def _constant_block(t: _Translator, x: SSAValue, dim: int, size: int, value: flo
 
 @_handles("pad", "constant_pad_nd")
 def _pad(t: _Translator, node: Node) -> SSAValue:
-    """Constant padding of the last dims, (before, after) pairs from the last dim backwards:
-    a concat of the value's blocks around x; a negative amount crops (a slice). Other modes
-    are refused."""
+    """Padding of the last dims, (before, after) pairs from the last dim backwards: a concat
+    around x of the value's blocks (`constant`), of x's edge broadcast (`replicate`), of x's
+    rows next to the edge in reverse (`reflect`) or of its rows at the other end
+    (`circular`); a negative amount crops (a slice)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     mode = _arg(node, 2, "mode", "constant") if name == "pad" else "constant"
-    if mode != "constant":
-        raise t.fail(node, f"aten.pad with mode={mode!r} (only 'constant')")
+    if mode not in _PAD_MODES:
+        raise t.fail(node, f"aten.pad with mode={mode!r}")
     value = _arg(node, 3, "value", None) if name == "pad" else _arg(node, 2, "value", 0)
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
@@ -703,18 +817,91 @@ def _pad(t: _Translator, node: Node) -> SSAValue:
     for i in range(len(amounts) // 2):
         dim, (before, after) = rank - 1 - i, amounts[2 * i : 2 * i + 2]
         extent = _type(x).get_shape()[dim]
+        if mode != "constant" and (before < 0 or after < 0):
+            raise t.fail(node, f"aten.pad with mode={mode!r} and a negative amount")
         start, end = max(-before, 0), extent - max(-after, 0)
         if (start, end) != (0, extent):
             x = t.emit(graph.SliceOp(x, dim, start, end - start, 1))
-        fill = float(value or 0)
         parts = [
-            *([_constant_block(t, x, dim, before, fill)] if before > 0 else []),
+            *([_pad_block(t, x, dim, before, True, mode, value)] if before > 0 else []),
             x,
-            *([_constant_block(t, x, dim, after, fill)] if after > 0 else []),
+            *([_pad_block(t, x, dim, after, False, mode, value)] if after > 0 else []),
         ]
         if len(parts) > 1:
             x = t.emit(graph.ConcatOp(parts, dim))
     return x
+
+
+_PAD_MODES = ("constant", "replicate", "reflect", "circular")
+
+
+def _pad_block(
+    t: _Translator, x: SSAValue, dim: int, size: int, before: bool, mode: str, value: Any
+) -> SSAValue:
+    """The `size` elements `mode` puts before (or after) x along `dim`."""
+    extent = _type(x).get_shape()[dim]
+    if mode == "constant":
+        return _constant_block(t, x, dim, size, float(value or 0))
+    if mode == "replicate":
+        edge = t.emit(graph.SliceOp(x, dim, 0 if before else extent - 1, 1, 1))
+        shape = list(_type(x).get_shape())
+        shape[dim] = size
+        return t.broadcast(edge, shape)
+    if mode == "circular":
+        return t.emit(graph.SliceOp(x, dim, extent - size if before else 0, size, 1))
+    # reflect: the rows next to the edge (the edge itself left out), nearest row outermost
+    mirrored = t.emit(graph.SliceOp(x, dim, 1 if before else extent - 1 - size, size, 1))
+    return _reversed(t, mirrored, dim)
+
+
+def _reversed(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
+    """`x` with `dim` in reverse order: its rows taken by the index expression `n - 1 - i`."""
+    extent = _type(x).get_shape()[dim]
+    if extent == 1:
+        return x
+    index = TensorType(f32, [extent])
+    last = t.scalar(float(extent - 1), index)
+    return _take(t, x, dim, t.cast(t.emit(graph.SubOp(last, t.emit(graph.IotaOp(index, 0)))), i64))
+
+
+def _take(t: _Translator, x: SSAValue, dim: int, ids: SSAValue) -> SSAValue:
+    """The rows of `x` along `dim` that the 1-D `ids` name: a gather of x with `dim` moved to
+    the front, moved back."""
+    rank = _type(x).get_num_dims()
+    perm = [dim, *(d for d in range(rank) if d != dim)]
+    table = x if dim == 0 else t.emit(graph.TransposeOp(x, perm))
+    gathered = t.emit(graph.GatherOp(table, ids))
+    if dim == 0:
+        return gathered
+    return t.emit(graph.TransposeOp(gathered, [*range(1, dim + 1), 0, *range(dim + 1, rank)]))
+
+
+@_handles("flip")
+def _flip(t: _Translator, node: Node) -> SSAValue:
+    """Each given dim in reverse order (`_reversed`)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    for dim in _dims(list(node.args[1]), out.get_num_dims()):
+        x = _reversed(t, x, dim)
+    return x
+
+
+@_handles("pixel_shuffle", "pixel_unshuffle")
+def _pixel_shuffle(t: _Translator, node: Node) -> SSAValue:
+    """`[N, C·r², H, W]` to `[N, C, H·r, W·r]` (and back for unshuffle): a reshape, a
+    transpose and a reshape."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    r = int(node.args[1])
+    *lead, c, h, w = _type(x).get_shape()
+    k = len(lead)
+    if node.target._overloadpacket.__name__ == "pixel_shuffle":  # pyright: ignore
+        split = t.reshape(x, (*lead, c // (r * r), r, r, h, w))
+        order = (*range(k), k, k + 3, k + 1, k + 4, k + 2)  # [.., C, H, r, W, r]
+    else:
+        split = t.reshape(x, (*lead, c, h // r, r, w // r, r))
+        order = (*range(k), k, k + 2, k + 4, k + 1, k + 3)  # [.., C, r, r, H/r, W/r]
+    return t.reshape(t.emit(graph.TransposeOp(split, order)), out.get_shape())
 
 
 @_handles("roll")
@@ -784,20 +971,30 @@ def _per_channel(
 
 @_handles("batch_norm")
 def _batch_norm(t: _Translator, node: Node) -> SSAValue:
-    """Inference batch norm over dim 1: `(x - running_mean) * rsqrt(running_var + eps) *
-    weight + bias`; training mode (batch statistics) is refused."""
+    """Inference batch norm over dim 1 (`_running_norm`); training mode (batch statistics) is
+    refused."""
     weight, bias, mean, var, training, _, eps = node.args[1:8]
     if training:
         raise t.fail(node, "aten.batch_norm in training mode (call module.eval())")
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
+    return _running_norm(t, node, x, (weight, bias, mean, var), float(eps))
+
+
+def _running_norm(
+    t: _Translator, node: Node, x: SSAValue, arguments: tuple[Any, ...], eps: float
+) -> SSAValue:
+    """`(x - running_mean) * rsqrt(running_var + eps) * weight + bias` per channel (dim 1);
+    `arguments` are (weight, bias, running_mean, running_var), weight and bias optional."""
+    weight, bias, mean, var = arguments
+    out = _type(x)
     shape = out.get_shape()
 
     def channel(arg: Any) -> SSAValue:
         return _per_channel(t, arg, node, shape, out.element_type)
 
     centered = t.emit(graph.SubOp(x, channel(mean)))
-    var_eps = t.emit(graph.AddOp(channel(var), t.scalar(float(eps), out)))
+    var_eps = t.emit(graph.AddOp(channel(var), t.scalar(eps, out)))
     y = t.emit(graph.MulOp(centered, t.emit(graph.RsqrtOp(var_eps))))
     if weight is not None:
         y = t.emit(graph.MulOp(y, channel(weight)))
@@ -808,11 +1005,31 @@ def _batch_norm(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("group_norm")
 def _group_norm(t: _Translator, node: Node) -> SSAValue:
-    """Per sample and group of channels (dim 1): `(x - mean) * rsqrt(var + eps)` with the
-    biased variance, in f32 for f16/bf16 results, then the per-channel weight and bias."""
-    groups = node.args[1]
+    """Per sample and group of channels (dim 1): `_group_statistics_norm`."""
     weight, bias = _arg(node, 2, "weight"), _arg(node, 3, "bias")
     eps = float(_arg(node, 4, "eps", 1e-5))
+    return _group_statistics_norm(t, node, node.args[1], (weight, bias), eps)
+
+
+@_handles("instance_norm")
+def _instance_norm(t: _Translator, node: Node) -> SSAValue:
+    """Each sample's channel normalized over its own elements (a group norm with a group per
+    channel), or, where the module tracks running statistics and is in eval mode, by those
+    (as batch norm)."""
+    weight, bias, mean, var, use_input_stats, _, eps = node.args[1:8]
+    if use_input_stats:
+        channels = t.tensor_type(node).get_shape()[1]
+        return _group_statistics_norm(t, node, channels, (weight, bias), float(eps))
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    return _running_norm(t, node, x, (weight, bias, mean, var), float(eps))
+
+
+def _group_statistics_norm(
+    t: _Translator, node: Node, groups: int, affine: tuple[Any, Any], eps: float
+) -> SSAValue:
+    """`(x - mean) * rsqrt(var + eps)` over each sample's group of channels (dim 1) with the
+    biased variance, in f32 for f16/bf16 results, then the per-channel weight and bias."""
     out = t.tensor_type(node)
     work = _work_type(out)
     shape = out.get_shape()
@@ -824,7 +1041,7 @@ def _group_norm(t: _Translator, node: Node) -> SSAValue:
     var_eps = t.emit(graph.AddOp(var, t.scalar(eps, _type(var))))
     y = t.emit(graph.MulOp(centered, t.broadcast(t.emit(graph.RsqrtOp(var_eps)), grouped)))
     y = t.reshape(y, shape)
-    for arg, op in ((weight, graph.MulOp), (bias, graph.AddOp)):
+    for arg, op in zip(affine, (graph.MulOp, graph.AddOp), strict=True):
         if arg is not None:
             y = t.emit(op(y, _per_channel(t, arg, node, shape, work.element_type)))
     return t.cast(y, out.element_type)
@@ -845,6 +1062,7 @@ def _any_all(t: _Translator, node: Node) -> SSAValue:
     reduce = graph.ReduceMaxOp if name == "any" else graph.ReduceMinOp
     folded = t.emit(reduce(nonzero, dims, keepdim))
     return t.emit(graph.CompareOp(folded, t.scalar(0.0, _type(folded)), "ne"))
+
 
 # --------------------------------------------------------------------------- reductions
 
@@ -899,24 +1117,73 @@ def _variance(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("argmax", "argmin")
 def _argmax(t: _Translator, node: Node) -> SSAValue:
-    """The first index of the largest (smallest) element along a dim: `graph.argmax` (of -x
-    for argmin), an i64 tensor as torch's. NaN counts as the largest, as in torch."""
+    """The first index of the largest (smallest) element along a dim (`_arg_extreme`)."""
     x = t.value(node.args[0], node)
+    dim, keepdim = _arg(node, 1, "dim"), bool(_arg(node, 2, "keepdim", False))
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    index = _arg_extreme(t, node, x, dim, keepdim, smallest=name == "argmin")
+    return t.reshape(index, t.tensor_type(node).get_shape())
+
+
+def _arg_extreme(
+    t: _Translator, node: Node, x: SSAValue, dim: int | None, keepdim: bool, smallest: bool
+) -> SSAValue:
+    """The first index of the largest (smallest) element of `x` along `dim` (of the flattened
+    tensor where it is None): `graph.argmax` (of -x for the smallest), an i64 tensor as
+    torch's. NaN counts as the extreme, as in torch."""
     if _type(x).element_type not in graph.FLOAT_TYPES:  # a mask or integers, exact in f32
         if t.bound(node.args[0]) > EXACT_INTEGERS:
             raise t.fail(node, f"{_op_name(node.target)} of integers beyond 2^24")
         x = t.cast(x, f32)
-    dim, keepdim = _arg(node, 1, "dim"), bool(_arg(node, 2, "keepdim", False))
     if dim is None:
         x = t.reshape(x, (math.prod(_type(x).get_shape()),))
     shape = _type(x).get_shape()
     dim = 0 if dim is None else _dims(dim, len(shape))[0]
     if shape[dim] > graph.ARGMAX_EXTENT:
         raise t.fail(node, f"{_op_name(node.target)} over {shape[dim]} elements, beyond 2^24")
-    if node.target._overloadpacket.__name__ == "argmin":  # pyright: ignore
+    if smallest:
         x = t.emit(graph.NegOp(x))
-    index = t.emit(graph.ArgmaxOp(x, dim, keepdim, i64))
-    return t.reshape(index, t.tensor_type(node).get_shape())
+    return t.emit(graph.ArgmaxOp(x, dim, keepdim, i64))
+
+
+CUMSUM_EXTENT = 16384
+"""Longest dim `cumsum` runs along: each of its n sums is a masked sum over the whole dim,
+n² additions in all (the mask an index expression, no n x n buffer)."""
+
+
+@_handles("cumsum")
+def _cumsum(t: _Translator, node: Node) -> SSAValue:
+    """`y[i] = sum of x[j] for j <= i` along the dim: x broadcast along a new dim of i, the
+    terms past i masked by comparing two index expressions, summed (in f32 for f16/bf16;
+    integers as the f32 they are carried in, exact while the sums stay within 2^24)."""
+    out = t.tensor_type(node)
+    x = t.value(node.args[0], node)
+    shape = list(_type(x).get_shape())
+    rank = len(shape)
+    dim = _dims(node.args[1], rank)[0]
+    n = shape[dim]
+    if (
+        _type(x).element_type not in graph.FLOAT_TYPES
+        and t.bound(node.args[0]) * n > EXACT_INTEGERS
+    ):
+        raise t.fail(node, "aten.cumsum of integers whose sums may pass 2^24")
+    x = t.cast(x, _work_type(out).element_type)
+    if n > CUMSUM_EXTENT:
+        raise t.fail(node, f"aten.cumsum along {n} elements (n² work; at most {CUMSUM_EXTENT})")
+    last = [*(d for d in range(rank) if d != dim), dim]
+    moved = x if dim == rank - 1 else t.emit(graph.TransposeOp(x, last))
+    lead = list(_type(moved).get_shape()[:-1])
+    square = [*lead, n, n]  # [..., i, j]
+    terms = t.broadcast(t.reshape(moved, [*lead, 1, n]), square)
+    index = TensorType(f32, square)
+    rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
+    kept = t.emit(graph.CompareOp(cols, rows, "le"))
+    zero = t.scalar(0.0, _type(terms))
+    sums = t.emit(graph.ReduceSumOp(t.emit(graph.SelectOp(kept, terms, zero)), [rank], False))
+    if dim != rank - 1:
+        back = [last.index(d) for d in range(rank)]
+        sums = t.emit(graph.TransposeOp(sums, back))
+    return t.cast(sums, out.element_type)
 
 
 @_handles("softmax", "_softmax")
@@ -965,6 +1232,150 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
     # reads a [B, H, ...] operand through a division; planning merges the batch loops itself.
     lhs = t.broadcast(lhs, (*batch, *ls[-2:]))
     return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs[-2:]))))
+
+
+@_handles("outer")
+def _outer(t: _Translator, node: Node) -> SSAValue:
+    """`a[:, None] * b[None, :]`."""
+    out = t.tensor_type(node)
+    n, m = out.get_shape()
+    a, b = (t.cast(t.value(x, node), out.element_type) for x in node.args[:2])
+    return t.emit(
+        graph.MulOp(
+            t.broadcast(t.reshape(a, (n, 1)), (n, m)), t.broadcast(t.reshape(b, (1, m)), (n, m))
+        )
+    )
+
+
+@_handles("cosine_similarity")
+def _cosine_similarity(t: _Translator, node: Node) -> SSAValue:
+    """`sum(a / max(|a|, eps) * b / max(|b|, eps))` along the dim (1 by default), a and b
+    broadcast together first: torch's form, in f32 for f16/bf16 results."""
+    import torch
+
+    out = t.tensor_type(node)
+    work = _work_type(out).element_type
+    shape = [int(d) for d in torch.broadcast_shapes(*(a.meta["val"].shape for a in node.args[:2]))]
+    dim = _dims(_arg(node, 2, "dim", 1), len(shape))[0]
+    eps = float(_arg(node, 3, "eps", 1e-8))
+
+    def unit(arg: Any) -> SSAValue:
+        x = t.cast(t.value(arg, node), work)
+        x = t.broadcast(
+            t.reshape(x, [1] * (len(shape) - _type(x).get_num_dims()) + list(_type(x).get_shape())),
+            shape,
+        )
+        norm = t.emit(
+            graph.SqrtOp(t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), [dim], True)))
+        )
+        norm = t.emit(graph.MaxOp(norm, t.scalar(eps, _type(norm))))
+        return t.emit(graph.DivOp(x, t.broadcast(norm, shape)))
+
+    product = t.emit(graph.MulOp(unit(node.args[0]), unit(node.args[1])))
+    return t.cast(t.emit(graph.ReduceSumOp(product, [dim], False)), out.element_type)
+
+
+@_handles("einsum")
+def _einsum(t: _Translator, node: Node) -> SSAValue:
+    """An einsum as a chain of batched matmuls, left to right: each pair's shared labels that
+    a later operand or the output still needs are batch dims, the other shared ones the
+    contraction, the rest the rows and columns; a label only one operand has and nothing
+    later needs is summed out first. Repeated labels in one operand (diagonals) are refused."""
+    out = t.tensor_type(node)
+    terms, output = _einsum_labels(t, node, out.get_num_dims())
+    values = [t.cast(t.value(a, node), out.element_type) for a in node.args[1]]
+    if len(values) != len(terms):
+        raise t.fail(node, f"aten.einsum: {len(terms)} terms for {len(values)} operands")
+    sizes: dict[str, int] = {}
+    for labels, value in zip(terms, values, strict=True):
+        if len(labels) != _type(value).get_num_dims() or len(set(labels)) != len(labels):
+            raise t.fail(
+                node, f"aten.einsum term {''.join(labels)!r} (a diagonal, or the wrong rank)"
+            )
+        for label, size in zip(labels, _type(value).get_shape(), strict=True):
+            sizes[label] = max(sizes.get(label, 1), size)
+    labels, x = terms[0], values[0]
+    for k in range(1, len(values) + 1):
+        later = set(output).union(*terms[k + 1 :]) if k < len(values) else set(output)
+        other = set(terms[k]) if k < len(values) else set()
+        summed = [i for i, label in enumerate(labels) if label not in later | other]
+        if summed:
+            x = t.emit(graph.ReduceSumOp(x, summed, False))
+            labels = [label for label in labels if label not in [labels[i] for i in summed]]
+        if k == len(values):
+            break
+        y, right = values[k], terms[k]
+        summed = [i for i, label in enumerate(right) if label not in later | set(labels)]
+        if summed:
+            y = t.emit(graph.ReduceSumOp(y, summed, False))
+            right = [label for i, label in enumerate(right) if i not in summed]
+        batch = [label for label in labels if label in right and label in later]
+        inner = [label for label in labels if label in right and label not in later]
+        rows = [label for label in labels if label not in right]
+        columns = [label for label in right if label not in labels]
+        lhs = _einsum_arrange(t, x, labels, [batch, rows, inner], sizes)
+        rhs = _einsum_arrange(t, y, right, [batch, inner, columns], sizes)
+        product = t.emit(graph.MatmulOp(lhs, rhs))
+        labels = batch + rows + columns
+        x = t.reshape(product, [sizes[label] for label in labels])
+    order = [labels.index(label) for label in output]
+    if order != list(range(len(order))):
+        x = t.emit(graph.TransposeOp(x, order))
+    return t.reshape(x, out.get_shape())
+
+
+def _einsum_labels(t: _Translator, node: Node, out_rank: int) -> tuple[list[list[str]], list[str]]:
+    """The equation's labels per operand and for the output (`...` spelled as one label per
+    dim it stands for, right-aligned across operands; the output of an implicit equation is
+    the labels used once, sorted, after the ellipsis)."""
+    equation = str(node.args[0]).replace(" ", "")
+    inputs, arrow, output = equation.partition("->")
+    ranks = [a.meta["val"].dim() for a in node.args[1]]
+    ellipsis = max(
+        (
+            r - len(term.replace("...", ""))
+            for term, r in zip(inputs.split(","), ranks)
+            if "..." in term
+        ),
+        default=0,
+    )
+
+    def spell(term: str, rank: int) -> list[str]:
+        head, dots, tail = term.partition("...")
+        if not dots:
+            return list(term)
+        covered = rank - len(head) - len(tail)
+        return [*head, *(f"...{i}" for i in range(ellipsis - covered, ellipsis)), *tail]
+
+    terms = [spell(term, rank) for term, rank in zip(inputs.split(","), ranks)]
+    if arrow:
+        return terms, spell(output, out_rank)
+    counts: dict[str, int] = {}
+    for label in (label for term in terms for label in term):
+        counts[label] = counts.get(label, 0) + 1
+    dots = [f"...{i}" for i in range(ellipsis)]
+    return terms, dots + sorted(
+        label for label, n in counts.items() if n == 1 and not label.startswith("...")
+    )
+
+
+def _einsum_arrange(
+    t: _Translator, x: SSAValue, labels: list[str], groups: list[list[str]], sizes: dict[str, int]
+) -> SSAValue:
+    """`x` transposed to the labels of `groups` in order, broadcast where a dim is 1, and its
+    last two groups merged: `[*batch, rows, columns]`."""
+    flat = [label for group in groups for label in group]
+    order = [labels.index(label) for label in flat]
+    if order != list(range(len(order))):
+        x = t.emit(graph.TransposeOp(x, order))
+    x = t.broadcast(x, [sizes[label] for label in flat])
+    batch, first, second = groups
+    merged = [
+        *(sizes[label] for label in batch),
+        math.prod(sizes[label] for label in first),
+        math.prod(sizes[label] for label in second),
+    ]
+    return t.reshape(x, merged)
 
 
 @_handles("scaled_dot_product_attention")
@@ -1030,12 +1441,24 @@ def _rms_norm(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("layer_norm")
 def _layer_norm(t: _Translator, node: Node) -> SSAValue:
-    weight, bias = _arg(node, 2, "weight"), _arg(node, 3, "bias")
-    if len(node.args[1]) != 1 or weight is None or bias is None:
-        raise t.fail(node, "layer_norm over several dims or without weight and bias")
-    x = t.value(node.args[0], node)
+    """`graph.layer_norm` over the last dims (several merged into one), a missing weight as 1
+    and a missing bias as 0."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    shape = out.get_shape()
+    normalized = len(node.args[1])
+    width = math.prod(shape[len(shape) - normalized :])
+    merged = t.reshape(x, (*shape[: len(shape) - normalized], width))
+    row = TensorType(out.element_type, [width])
+
+    def affine(arg: Any, default: float) -> SSAValue:
+        if arg is None:
+            return t.scalar(default, row)
+        return t.reshape(t.cast(t.value(arg, node), out.element_type), [width])
+
+    weight, bias = affine(_arg(node, 2, "weight"), 1.0), affine(_arg(node, 3, "bias"), 0.0)
     eps = float(_arg(node, 4, "eps", 1e-5))
-    return t.emit(graph.LayerNormOp(x, t.value(weight, node), t.value(bias, node), eps))
+    return t.reshape(t.emit(graph.LayerNormOp(merged, weight, bias, eps)), shape)
 
 
 # ------------------------------------------------------------------------ shape and data
@@ -1191,7 +1614,9 @@ def _getitem(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(node, "operator.getitem of something other than a split")
     part = parts[node.args[1]]
     if part is None:
-        raise t.fail(node, "a split part with no elements")
+        raise t.fail(
+            node, "a result tinyopt does not compute (an empty split part, a pooling's indices)"
+        )
     return part
 
 
@@ -1370,6 +1795,9 @@ def _integer_bound(t: _Translator, node: Node) -> float:
             math.prod(node.meta["val"].shape), 1
         )
         return t.bound(node.args[0]) * count
+    if name == "cumsum":
+        shape = node.args[0].meta["val"].shape
+        return t.bound(node.args[0]) * shape[_dims(node.args[1], len(shape))[0]]
     if name == "relu":  # its argument's values, or 0
         return t.bound(node.args[0])
     if name == "sign":
@@ -1381,6 +1809,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return abs(_FILL_VALUES[name])
     if name in ("argmax", "argmin"):
         return max(node.args[0].meta["val"].shape, default=1)
+    if name in ("max", "min") and node.target._overloadname == "dim":  # pyright: ignore
+        return max(t.bound(node.args[0]), *node.args[0].meta["val"].shape)
     if name in _FILL_ARG:
         return t.bound(node.args[_FILL_ARG[name]])
     if name in _MOVES_INTEGERS:  # the values of tensor arguments only (the rest are shapes)
@@ -1584,21 +2014,114 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     return folded
 
 
-@_handles("adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d")
-def _adaptive_avg_pool(t: _Translator, node: Node) -> SSAValue:
-    """Adaptive average pooling to sizes that divide the input's: each output element the mean
-    of an equal block (a reshape and a mean; to 1, the mean over the dims). Other sizes, whose
-    windows overlap or differ, are refused."""
-    out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+@_handles(
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_max_pool1d",
+    "adaptive_max_pool2d",
+)  # fmt: skip
+def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """Adaptive average or max pooling to sizes that divide the input's: each output element
+    the mean (maximum) of an equal block (a reshape and a reduction). Other sizes, whose
+    windows overlap or differ, are refused, and so are a max pooling's indices."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    maximum = "max" in name
+    x = t.value(node.args[0], node)
     shape = list(_type(x).get_shape())
-    spatial = 2 if "2d" in node.target._overloadpacket.__name__ else 1  # pyright: ignore
-    sizes = out.get_shape()[-spatial:]
+    spatial = 2 if "2d" in name else 1
+    sizes = _per_dim(node.args[1], spatial)
     inputs = shape[-spatial:]
     if any(i % o for i, o in zip(inputs, sizes, strict=True)):
-        raise t.fail(node, f"adaptive average pooling of {inputs} to {list(sizes)} (not a divisor)")
+        raise t.fail(node, f"adaptive pooling of {inputs} to {list(sizes)} (not a divisor)")
     split = shape[:-spatial] + [d for i, o in zip(inputs, sizes) for d in (o, i // o)]
     blocks = t.reshape(x, split)
     inner = [len(shape) - spatial + 2 * k + 1 for k in range(spatial)]
-    mean = t.emit(graph.ReduceMeanOp(blocks, inner, keepdim=False))
-    return t.reshape(mean, out.get_shape())
+    reduce = graph.ReduceMaxOp if maximum else graph.ReduceMeanOp
+    pooled = t.reshape(t.emit(reduce(blocks, inner, keepdim=False)), [*shape[:-spatial], *sizes])
+    return [pooled, None] if maximum else pooled
+
+
+# ---------------------------------------------------------------------------- resampling
+
+
+@_handles("upsample_nearest1d", "upsample_nearest2d", "upsample_linear1d", "upsample_bilinear2d")
+def _upsample(t: _Translator, node: Node) -> SSAValue:
+    """`F.interpolate` in nearest, linear and bilinear modes, one spatial dim at a time: each
+    output row's source rows computed from its index in f32 as torch computes them (index
+    expressions, no buffer), then taken by a gather (nearest) or two gathers weighted and added
+    (linear, in f32 for f16/bf16)."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    linear = "linear" in name
+    spatial = 2 if name.endswith("2d") else 1
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    rest = list(node.args[2:])
+    align = bool(rest.pop(0)) if linear else False
+    if node.target._overloadname == "vec":  # pyright: ignore
+        scales = list(rest[0] or [None] * spatial) if rest else [None] * spatial
+    else:
+        scales = (rest + [None] * spatial)[:spatial]
+    rank = out.get_num_dims()
+    for k in range(spatial):
+        dim = rank - spatial + k
+        source, target = _type(x).get_shape()[dim], out.get_shape()[dim]
+        if linear:
+            x = _linear_resample(t, x, dim, target, align, scales[k])
+        elif source != target:
+            x = _take(t, x, dim, _nearest_sources(t, source, target, scales[k]))
+    return t.cast(x, out.element_type)
+
+
+def _source_scale(source: int, target: int, scale: float | None) -> float:
+    """torch's `compute_scales_value`: 1 / scale_factor where one was given, else the ratio of
+    the sizes, as an f32."""
+    return float(np.float32(1.0 / scale) if scale else np.float32(source) / np.float32(target))
+
+
+def _nearest_sources(t: _Translator, source: int, target: int, scale: float | None) -> SSAValue:
+    """torch's `nearest_idx` for each output row i: `min(floor(i · s), source - 1)` in f32 (s
+    = 1/2 where the output is twice the input, torch's shift)."""
+    s = 0.5 if target == 2 * source else _source_scale(source, target, scale)
+    index = TensorType(f32, [target])
+    scaled = t.emit(graph.MulOp(t.emit(graph.IotaOp(index, 0)), t.scalar(s, index)))
+    rows = t.emit(graph.MinOp(t.emit(graph.FloorOp(scaled)), t.scalar(float(source - 1), index)))
+    return t.cast(rows, i64)
+
+
+def _linear_resample(
+    t: _Translator, x: SSAValue, dim: int, target: int, align: bool, scale: float | None
+) -> SSAValue:
+    """`x[i0] · (1 - w) + x[i1] · w` along `dim` for each output row i: torch's source point p
+    (`area_pixel_compute_source_index`: `s · i` with aligned corners, else `max(s · (i +
+    0.5) - 0.5, 0)`) in f32, i0 = floor(p), i1 the next row within the input, w = p - i0."""
+    source = _type(x).get_shape()[dim]
+    if source == target and not align and scale in (None, 1.0):
+        return x
+    if align:
+        s = (source - 1) / (target - 1) if target > 1 else 0.0
+    else:
+        s = _source_scale(source, target, scale)
+    index = TensorType(f32, [target])
+    point = t.emit(graph.IotaOp(index, 0))
+    if not align:
+        point = t.emit(graph.AddOp(point, t.scalar(0.5, index)))
+    point = t.emit(graph.MulOp(point, t.scalar(s, index)))
+    if not align:
+        shifted = t.emit(graph.SubOp(point, t.scalar(0.5, index)))
+        point = t.emit(graph.MaxOp(shifted, t.scalar(0.0, index)))
+    low = t.emit(graph.FloorOp(point))
+    last = t.scalar(float(source - 1), index)
+    high = t.emit(graph.MinOp(t.emit(graph.AddOp(low, t.scalar(1.0, index))), last))
+    below, above = (_take(t, x, dim, t.cast(rows, i64)) for rows in (low, high))
+    full = _type(below).get_shape()
+    along = [1] * len(full)
+    along[dim] = target
+
+    def spread(weight: SSAValue) -> SSAValue:
+        return t.broadcast(t.reshape(t.cast(weight, _type(x).element_type), along), full)
+
+    weight = t.emit(graph.SubOp(point, low))
+    keep = t.emit(graph.SubOp(t.scalar(1.0, index), weight))
+    return t.emit(
+        graph.AddOp(
+            t.emit(graph.MulOp(below, spread(keep))), t.emit(graph.MulOp(above, spread(weight)))
+        )
+    )

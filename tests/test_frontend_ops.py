@@ -60,6 +60,24 @@ def _batch_norm(affine: bool) -> nn.BatchNorm1d:
     return norm
 
 
+def _prelu(weights: int) -> nn.PReLU:
+    """A PReLU with `weights` slopes (one, or one per channel) drawn in [-1, 1]."""
+    prelu = nn.PReLU(weights)
+    with torch.no_grad():
+        prelu.weight.uniform_(-1, 1)
+    return prelu
+
+
+def _tracked_instance_norm() -> nn.InstanceNorm2d:
+    """An InstanceNorm2d over 6 channels that tracks running statistics, in eval mode (it then
+    normalizes by them, as batch norm)."""
+    norm = nn.InstanceNorm2d(6, track_running_stats=True).eval()
+    with torch.no_grad():
+        norm.running_mean.uniform_(-1, 1)  # type: ignore[union-attr]
+        norm.running_var.uniform_(0.5, 2)  # type: ignore[union-attr]
+    return norm
+
+
 torch.manual_seed(0)
 _X, _Y = torch.randn(3, 6, 6), torch.randn(3, 6, 6)
 
@@ -235,68 +253,81 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     ),
     "leaky_relu_hardswish_hardsigmoid": (
         Fn(
-            lambda m, a: nn.functional.leaky_relu(a)
-            + nn.functional.leaky_relu(a, 0.2) * nn.functional.hardswish(a)
-            - m.act(a) * nn.functional.hardsigmoid(a),
+            lambda m, a: (
+                nn.functional.leaky_relu(a)
+                + nn.functional.leaky_relu(a, 0.2) * nn.functional.hardswish(a)
+                - m.act(a) * nn.functional.hardsigmoid(a)
+            ),
             act=nn.LeakyReLU(0.3),
         ),
         (_X * 4,),
     ),
     "log_softmax_logsumexp": (
         Fn(
-            lambda m, a: torch.log_softmax(a, -1)
-            + nn.functional.log_softmax(a, dim=1)
-            + torch.logsumexp(a, -1, keepdim=True)
-            + torch.logsumexp(a, (0, 2)).sum()
+            lambda m, a: (
+                torch.log_softmax(a, -1)
+                + nn.functional.log_softmax(a, dim=1)
+                + torch.logsumexp(a, -1, keepdim=True)
+                + torch.logsumexp(a, (0, 2)).sum()
+            )
         ),
         (_X * 3,),
     ),
     "sign_isnan": (
         Fn(
-            lambda m, a: torch.sign(a)
-            + torch.isnan(a).float()
-            + torch.where(torch.isnan(a), 0.0, a)
-            + torch.isnan(a > 0).float()
-            + torch.sign(torch.arange(6) - 2)
+            lambda m, a: (
+                torch.sign(a)
+                + torch.isnan(a).float()
+                + torch.where(torch.isnan(a), 0.0, a)
+                + torch.isnan(a > 0).float()
+                + torch.sign(torch.arange(6) - 2)
+            )
         ),
         (torch.where(_X.abs() < 0.3, 0.0, _X),),
     ),
     "vector_norm_normalize": (
         Fn(
-            lambda m, a: nn.functional.normalize(a, dim=-1)
-            + torch.linalg.vector_norm(a, dim=(1, 2), keepdim=True)
-            + torch.linalg.vector_norm(a)
+            lambda m, a: (
+                nn.functional.normalize(a, dim=-1)
+                + torch.linalg.vector_norm(a, dim=(1, 2), keepdim=True)
+                + torch.linalg.vector_norm(a)
+            )
         ),
         (_X,),
     ),
     "stack": (
         Fn(
-            lambda m, a, b: torch.stack([a, b, a * b], dim=1).sum(1)
-            + torch.stack([a, b], -1)[..., 1]
+            lambda m, a, b: (
+                torch.stack([a, b, a * b], dim=1).sum(1) + torch.stack([a, b], -1)[..., 1]
+            )
         ),
         (_X, _Y),
     ),
     "softplus_elu_selu_celu_mish": (
         Fn(
-            lambda m, a: nn.functional.softplus(a)
-            + nn.functional.softplus(a, beta=2.0, threshold=5.0)
-            + nn.functional.elu(a)
-            + nn.functional.selu(a) * nn.functional.celu(a, 2.0)
-            - nn.functional.mish(a)
+            lambda m, a: (
+                nn.functional.softplus(a)
+                + nn.functional.softplus(a, beta=2.0, threshold=5.0)
+                + nn.functional.elu(a)
+                + nn.functional.selu(a) * nn.functional.celu(a, 2.0)
+                - nn.functional.mish(a)
+            )
         ),
         (_X * 4,),
     ),
     "log1p_expm1": (Fn(lambda m, a: torch.log1p(a.abs()) + torch.expm1(a)), (_X,)),
     "pad_roll_repeat": (
         Fn(
-            lambda m, a: nn.functional.pad(a, (1, 2)).sum(-1, keepdim=True)
-            + nn.functional.pad(a, (-1, 1, 2, -2), value=3.0)
-            + torch.roll(a, 2, -1)
-            + torch.roll(a, (1, -3), (1, 2))
-            + torch.roll(a, 7)
-            + a.repeat(1, 2, 1)[:, 3:9]
-            + a.repeat_interleave(2, dim=1)[:, ::2]
-            + torch.arange(6).repeat(3).roll(1)[:6]
+            lambda m, a: (
+                nn.functional.pad(a, (1, 2)).sum(-1, keepdim=True)
+                + nn.functional.pad(a, (-1, 1, 2, -2), value=3.0)
+                + torch.roll(a, 2, -1)
+                + torch.roll(a, (1, -3), (1, 2))
+                + torch.roll(a, 7)
+                + a.repeat(1, 2, 1)[:, 3:9]
+                + a.repeat_interleave(2, dim=1)[:, ::2]
+                + torch.arange(6).repeat(3).roll(1)[:6]
+            )
         ),
         (_X,),
     ),
@@ -313,22 +344,176 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     ),
     "any_all": (
         Fn(
-            lambda m, a: (a > 0).any(-1).float()
-            + (a > -2).all(1).float().sum(-1, keepdim=True)
-            + a.any().float()
+            lambda m, a: (
+                (a > 0).any(-1).float()
+                + (a > -2).all(1).float().sum(-1, keepdim=True)
+                + a.any().float()
+            )
         ),
         (_X,),
     ),
     "pooling": (
         Fn(
-            lambda m, a, b: nn.functional.max_pool1d(a, 3, stride=2, padding=1, dilation=2).sum(-1)
-            + nn.functional.avg_pool1d(a, 3, stride=2, padding=1).sum(-1)
-            + nn.functional.max_pool2d(b, 3, 2, 1).sum((2, 3))
-            + nn.functional.avg_pool2d(b, 2).sum((2, 3))
-            + nn.functional.adaptive_avg_pool2d(b, 1).flatten(1)
-            + nn.functional.adaptive_avg_pool2d(b, (1, 2)).sum(-1).flatten(1)
+            lambda m, a, b: (
+                nn.functional.max_pool1d(a, 3, stride=2, padding=1, dilation=2).sum(-1)
+                + nn.functional.avg_pool1d(a, 3, stride=2, padding=1).sum(-1)
+                + nn.functional.max_pool2d(b, 3, 2, 1).sum((2, 3))
+                + nn.functional.avg_pool2d(b, 2).sum((2, 3))
+                + nn.functional.adaptive_avg_pool2d(b, 1).flatten(1)
+                + nn.functional.adaptive_avg_pool2d(b, (1, 2)).sum(-1).flatten(1)
+            )
         ),
         (_X, torch.randn(3, 6, 7, 8)),
+    ),
+    "max_min_over_a_dim": (
+        Fn(
+            lambda m, a, mask: (
+                torch.max(a, -1).values
+                + torch.min(a, 1, keepdim=True).values.sum(1)
+                + torch.max(a, 1).indices.float()
+                - torch.min(a, -1).indices
+                + torch.max(mask, -1).indices
+            )
+        ),
+        (_X, _X > 0.5),
+    ),
+    "max_over_a_dim_with_ties_and_nan": (
+        Fn(lambda m, a: torch.max(a, -1).values + torch.max(a, -1).indices),
+        (torch.tensor([[1.0, 3.0, 3.0, 0.0], [float("nan"), 1.0, float("nan"), 2.0]]),),
+    ),
+    "flip_and_padding_modes": (
+        Fn(
+            lambda m, a, b: (
+                torch.flip(a, (0, 2)),
+                nn.functional.pad(a, (2, 3), mode="reflect"),
+                nn.functional.pad(a, (1, 4), mode="replicate"),
+                nn.functional.pad(a, (2, 1), mode="circular"),
+                nn.functional.pad(b, (1, 2, 2, 1), mode="reflect"),
+                nn.functional.pad(b, (0, 1, 1, 0), mode="replicate"),
+            )
+        ),
+        (_X, torch.randn(3, 6, 4, 5)),
+    ),
+    "pixel_shuffle_and_unshuffle": (
+        Fn(
+            lambda m, a, b: (
+                nn.functional.pixel_shuffle(a, 2),
+                nn.functional.pixel_unshuffle(b, 3),
+            )
+        ),
+        (torch.randn(2, 8, 3, 5), torch.randn(2, 2, 6, 9)),
+    ),
+    "glu_prelu_shrink_threshold": (
+        Fn(
+            lambda m, a: (
+                nn.functional.glu(a, 1).sum(1, keepdim=True)
+                + m.prelu(a)
+                + m.one(a)
+                + nn.functional.logsigmoid(a * 30)
+                + nn.functional.threshold(a, 0.2, -3.0)
+                + nn.functional.hardshrink(a, 0.7)
+                + nn.functional.softshrink(a)
+            ),
+            prelu=_prelu(6),
+            one=_prelu(1),
+        ),
+        (_X,),
+    ),
+    "other_bases_and_special_erf": (
+        Fn(
+            lambda m, a: (
+                torch.log2(a.abs() + 0.1)
+                + torch.log10(a.abs() + 0.1)
+                + torch.exp2(a * 3)
+                + torch.special.erf(a)
+            )
+        ),
+        (_X,),
+    ),
+    "rounding": (
+        Fn(
+            lambda m, a: (
+                torch.floor(a * 3)
+                + torch.ceil(a * 3)
+                + torch.round(a)
+            + torch.round(a * 2)
+                + torch.trunc(a * 3)
+                + torch.fix(-a * 3)
+            )
+        ),
+        (torch.cat([_X.flatten(), torch.tensor([-2.5, -0.5, 0.5, 1.5, 2.5, -0.0])]),),
+    ),
+    "norms_without_affine_and_per_instance": (
+        Fn(
+            lambda m, a, b: (
+                nn.functional.layer_norm(a, (6, 6))
+                + m.rows(a)
+                + m.instance(b).sum((2, 3))[..., None]
+                + m.tracked(b).mean((2, 3))[..., None]
+            ),
+            rows=nn.LayerNorm(6, elementwise_affine=False),
+            instance=nn.InstanceNorm2d(6, affine=True),
+            tracked=_tracked_instance_norm(),
+        ),
+        (_X * 3 + 1, torch.randn(3, 6, 4, 5)),
+    ),
+    "cosine_similarity_and_outer": (
+        Fn(
+            lambda m, a, b: (
+                nn.functional.cosine_similarity(a, b, dim=-1)[..., None]
+                + nn.functional.cosine_similarity(a, b[0], dim=1)[:, None, :]
+                + torch.outer(a[0, 0], b[1, 2])
+            )
+        ),
+        (_X, _Y),
+    ),
+    "cumsum": (
+        Fn(
+            lambda m, a, mask: (
+                torch.cumsum(a, -1)
+                + torch.cumsum(a, 0)
+                + a.cumsum(1)
+                + mask.float().cumsum(-1)[:, None, :]
+                + (a > 0).cumsum(-1)
+            )
+        ),
+        (_X, torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]])),
+    ),
+    "einsum": (
+        Fn(
+            lambda m, a, b, c: (
+                torch.einsum("bij,bkj->bik", a, b)
+                + torch.einsum("bij,jk->bik", a, c)
+                + torch.einsum("...ij,...jk", a, b)
+                + torch.einsum("bij->bji", a)
+                + torch.einsum("bij,bij->b", a, b)[:, None, None]
+                + torch.einsum("ij,bjk,bkl->bil", c, a, b)
+            )
+        ),
+        (_X, _Y, torch.randn(6, 6)),
+    ),
+    "interpolate": (
+        Fn(
+            lambda m, a, b: (
+                nn.functional.interpolate(a, scale_factor=2),
+                nn.functional.interpolate(a, size=9, mode="linear"),
+                nn.functional.interpolate(a, size=4, mode="linear", align_corners=True),
+                nn.functional.interpolate(b, size=(7, 3), mode="nearest"),
+                nn.functional.interpolate(b, scale_factor=1.5, mode="bilinear"),
+                nn.functional.interpolate(b, size=(9, 11), mode="bilinear", align_corners=True),
+                nn.functional.interpolate(b, size=(2, 5), mode="bilinear"),
+            )
+        ),
+        (_X, torch.randn(3, 6, 4, 5)),
+    ),
+    "adaptive_max_pool": (
+        Fn(
+            lambda m, a, b: (
+                nn.functional.adaptive_max_pool1d(a, 3)
+                + nn.functional.adaptive_max_pool2d(b, (2, 1)).sum(-1)[..., :1]
+            )
+        ),
+        (_X, torch.randn(3, 6, 4, 5)),
     ),
     "max_min_elementwise_and_whole": (
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
@@ -406,10 +591,35 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(1, 2, 5),),
         "cannot capture aten.conv_transpose1d",
     ),
-    "reflect_padding": (
-        lambda m, a: nn.functional.pad(a, (1, 1), mode="reflect"),
-        (torch.randn(1, 2, 5),),
-        "aten.pad with mode='reflect'",
+    "round_to_decimals": (
+        lambda m, a: torch.round(a, decimals=2),
+        (torch.randn(4),),
+        "aten.round to a number of decimals",
+    ),
+    "einsum_diagonal": (
+        lambda m, a: torch.einsum("bii->b", a),
+        (torch.randn(2, 3, 3),),
+        "aten.einsum term 'bii'",
+    ),
+    "cumsum_along_a_long_dim": (
+        lambda m, a: torch.cumsum(a, 0),
+        (torch.randn(16385),),
+        "aten.cumsum along 16385 elements",
+    ),
+    "cumsum_of_large_integers": (
+        lambda m, a, ids: a + ids.cumsum(0),
+        (torch.randn(4), torch.tensor([2**23, 2**23, 1, 1])),
+        "cumsum of integers whose sums may pass 2\\^24",
+    ),
+    "pooling_indices_used": (
+        lambda m, a: nn.functional.adaptive_max_pool1d(a, 1, return_indices=True)[1].float(),
+        (torch.randn(1, 2, 4),),
+        "a pooling's indices",
+    ),
+    "bicubic_interpolation": (
+        lambda m, a: nn.functional.interpolate(a, scale_factor=2, mode="bicubic"),
+        (torch.randn(1, 2, 4, 4),),
+        "cannot capture aten.upsample_bicubic2d",
     ),
     "batch_norm_training": (
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
@@ -429,12 +639,7 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
     "adaptive_pooling_to_a_non_divisor": (
         lambda m, a: nn.functional.adaptive_avg_pool1d(a, 4),
         (torch.randn(1, 2, 11),),
-        "adaptive average pooling of \\[11\\] to \\[4\\]",
-    ),
-    "max_over_a_dim": (
-        lambda m, a: torch.max(a, -1).values,
-        (torch.randn(2, 3),),
-        "aten.max.dim, which returns indices too",
+        "adaptive pooling of \\[11\\] to \\[4\\]",
     ),
     "vector_norm_of_order_1": (
         lambda m, a: torch.linalg.vector_norm(a, 1, -1),
