@@ -816,20 +816,36 @@ def _pad(t: _Translator, node: Node) -> SSAValue:
     amounts, rank = list(node.args[1]), out.get_num_dims()
     for i in range(len(amounts) // 2):
         dim, (before, after) = rank - 1 - i, amounts[2 * i : 2 * i + 2]
-        extent = _type(x).get_shape()[dim]
         if mode != "constant" and (before < 0 or after < 0):
             raise t.fail(node, f"aten.pad with mode={mode!r} and a negative amount")
-        start, end = max(-before, 0), extent - max(-after, 0)
-        if (start, end) != (0, extent):
-            x = t.emit(graph.SliceOp(x, dim, start, end - start, 1))
-        parts = [
-            *([_pad_block(t, x, dim, before, True, mode, value)] if before > 0 else []),
-            x,
-            *([_pad_block(t, x, dim, after, False, mode, value)] if after > 0 else []),
-        ]
-        if len(parts) > 1:
-            x = t.emit(graph.ConcatOp(parts, dim))
+
+        def block(kept: SSAValue, size: int, first: bool, dim: int = dim) -> SSAValue:
+            return _pad_block(t, kept, dim, size, first, mode, value)
+
+        x = _pad_or_crop(t, x, dim, before, after, block)
     return x
+
+
+def _pad_or_crop(
+    t: _Translator,
+    x: SSAValue,
+    dim: int,
+    before: int,
+    after: int,
+    block: Callable[[SSAValue, int, bool], SSAValue],
+) -> SSAValue:
+    """`x` along `dim` with `before` and `after` elements cut off where negative, then
+    `block(x, size, first)` concatenated before and after it where positive."""
+    extent = _type(x).get_shape()[dim]
+    start, end = max(-before, 0), extent - max(-after, 0)
+    if (start, end) != (0, extent):
+        x = t.emit(graph.SliceOp(x, dim, start, end - start, 1))
+    parts = [
+        *([block(x, before, True)] if before > 0 else []),
+        x,
+        *([block(x, after, False)] if after > 0 else []),
+    ]
+    return x if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
 
 
 _PAD_MODES = ("constant", "replicate", "reflect", "circular")
@@ -1184,6 +1200,99 @@ def _cumsum(t: _Translator, node: Node) -> SSAValue:
         back = [last.index(d) for d in range(rank)]
         sums = t.emit(graph.TransposeOp(sums, back))
     return t.cast(sums, out.element_type)
+
+
+RANK_EXTENT = 4096
+"""Longest dim `topk`/`sort` rank along: each element's rank counts the elements before it in
+order, n² comparisons in all (index expressions, no n x n buffer)."""
+
+
+@_handles("topk", "sort", "argsort")
+def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """The k largest (smallest) elements along a dim and their indices, in order (`sort`: all
+    n of them; `argsort`: the indices). Each element's rank is the count of elements that come
+    before it: larger (smaller) ones, NaN counting as the largest as in torch, and equal ones
+    at lower indices; output r then takes the element of rank r (a masked sum with one term).
+    Ties come out in index order (a stable sort)."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    x = t.value(node.args[0], node)
+    element = _type(x).element_type
+    if element not in graph.FLOAT_TYPES:
+        if t.bound(node.args[0]) > EXACT_INTEGERS:
+            raise t.fail(node, f"aten.{name} of integers beyond 2^24")
+        x = t.cast(x, f32)
+    shape = list(_type(x).get_shape())
+    rank = len(shape)
+    if name == "topk":
+        k, dim = int(node.args[1]), _arg(node, 2, "dim", -1)
+        largest = bool(_arg(node, 3, "largest", True))
+    else:
+        k, dim = None, _arg(node, 1, "dim", -1)
+        largest = bool(node.kwargs.get("descending", _arg(node, 2, "descending", False)))
+    dim = _dims(dim, rank)[0]
+    n = shape[dim]
+    k = n if k is None else k
+    if n > RANK_EXTENT:
+        raise t.fail(node, f"aten.{name} along {n} elements (n² work; at most {RANK_EXTENT})")
+    last = [*(d for d in range(rank) if d != dim), dim]
+    moved = x if dim == rank - 1 else t.emit(graph.TransposeOp(x, last))
+    lead = list(_type(moved).get_shape()[:-1])
+    ranks = _ranks(t, moved, largest)  # [..., n]
+    picked = [*lead, k, n]
+    index = TensorType(f32, picked)
+    slot = t.emit(graph.IotaOp(index, len(picked) - 2))
+    match = t.emit(
+        graph.CompareOp(t.broadcast(t.reshape(ranks, [*lead, 1, n]), picked), slot, "eq")
+    )
+
+    def pick(values: SSAValue) -> SSAValue:
+        terms = t.emit(graph.SelectOp(match, values, t.scalar(0.0, _type(values))))
+        return t.emit(graph.ReduceSumOp(terms, [len(picked) - 1], False))
+
+    values = pick(t.broadcast(t.reshape(moved, [*lead, 1, n]), picked))
+    positions = pick(t.emit(graph.IotaOp(index, len(picked) - 1)))
+    if dim != rank - 1:
+        back = [last.index(d) for d in range(rank)]
+        values = t.emit(graph.TransposeOp(values, back))
+        positions = t.emit(graph.TransposeOp(positions, back))
+    indices = t.cast(positions, i64)
+    if name == "argsort":
+        return indices
+    return [t.cast(values, element) if element == graph.BOOL else values, indices]
+
+
+def _ranks(t: _Translator, x: SSAValue, largest: bool) -> SSAValue:
+    """For each element of `x` along its last dim, how many elements come before it in
+    descending (`largest`) or ascending order, NaN the largest, ties by index."""
+    *lead, n = _type(x).get_shape()
+    square = [*lead, n, n]  # [..., i, j]: does element j come before element i?
+    mine = t.broadcast(t.reshape(x, [*lead, n, 1]), square)
+    other = t.broadcast(t.reshape(x, [*lead, 1, n]), square)
+
+    def flag(a: SSAValue, b: SSAValue, predicate: str) -> SSAValue:
+        return t.cast(t.emit(graph.CompareOp(a, b, predicate)), f32)
+
+    nan_other, nan_mine = (flag(v, v, "ne") for v in (other, mine))
+    one = t.scalar(1.0, _type(nan_other))
+    if largest:  # other > mine, or other NaN and mine not
+        ahead = flag(other, mine, "gt")
+        ahead = t.emit(
+            graph.MaxOp(ahead, t.emit(graph.MulOp(nan_other, t.emit(graph.SubOp(one, nan_mine)))))
+        )
+    else:  # other < mine, or mine NaN and other not
+        ahead = flag(other, mine, "lt")
+        ahead = t.emit(
+            graph.MaxOp(ahead, t.emit(graph.MulOp(nan_mine, t.emit(graph.SubOp(one, nan_other)))))
+        )
+    same = t.emit(graph.MaxOp(flag(other, mine, "eq"), t.emit(graph.MulOp(nan_other, nan_mine))))
+    index = TensorType(f32, square)
+    earlier = flag(
+        t.emit(graph.IotaOp(index, len(square) - 1)),
+        t.emit(graph.IotaOp(index, len(square) - 2)),
+        "lt",
+    )
+    before = t.emit(graph.MaxOp(ahead, t.emit(graph.MulOp(same, earlier))))
+    return t.emit(graph.ReduceSumOp(before, [len(square) - 1], False))
 
 
 @_handles("softmax", "_softmax")
@@ -1807,8 +1916,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return max(abs(_arg(node, 1, "min_val", low)), abs(_arg(node, 2, "max_val", high)))
     if name in _FILL_VALUES:
         return abs(_FILL_VALUES[name])
-    if name in ("argmax", "argmin"):
+    if name in ("argmax", "argmin", "argsort"):
         return max(node.args[0].meta["val"].shape, default=1)
+    if name in ("topk", "sort"):  # values of the argument, and indices
+        return max(t.bound(node.args[0]), *node.args[0].meta["val"].shape)
     if name in ("max", "min") and node.target._overloadname == "dim":  # pyright: ignore
         return max(t.bound(node.args[0]), *node.args[0].meta["val"].shape)
     if name in _FILL_ARG:
@@ -1854,28 +1965,19 @@ _SELECTS_INTEGERS = {
 
 @_handles("conv1d", "conv2d", "convolution")
 def _convolution(t: _Translator, node: Node) -> SSAValue:
-    """A 1-D or 2-D convolution as one (batched over groups) matmul of its windows.
-
-    The windows of x (zero-padded by a concat, every kernel offset a strided slice) are laid
-    out as `[N, g, OH*OW, Cg*KH*KW]`, in the order of the weight's flattened
-    `[O, Cg, KH, KW]`; `fuse` inlines the pads and slices as index maps into the GEMM's A
-    loads. A kernel equal to its stride with no padding (a ViT patch embedding) is a
-    reshape and a transpose, with no slices at all.
-    """
+    """A 1-D or 2-D convolution (`_convolve`); `convolution` with `transposed` set is a
+    transposed one (`_transposed_convolution`)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
-    out = t.tensor_type(node)
-    x, weight = (t.cast(t.value(a, node), out.element_type) for a in node.args[:2])
-    bias = _arg(node, 2, "bias")
-    spatial = _type(x).get_num_dims() - 2
     if name == "convolution":
         if node.args[6]:
-            raise t.fail(node, "transposed convolution")
+            return _transposed_convolution(t, node)
         stride, padding, dilation, groups = node.args[3], node.args[4], node.args[5], node.args[8]
     else:
         stride, padding = _arg(node, 3, "stride", 1), _arg(node, 4, "padding", 0)
         dilation, groups = _arg(node, 5, "dilation", 1), _arg(node, 6, "groups", 1)
-    if spatial not in (1, 2) or _type(x).get_num_dims() != _type(weight).get_num_dims():
-        raise t.fail(node, f"convolution over {spatial} spatial dims (1 or 2 are supported)")
+    out = t.tensor_type(node)
+    x, weight = (t.cast(t.value(a, node), out.element_type) for a in node.args[:2])
+    spatial = _convolution_dims(t, node, x, weight)
     stride, dilation = (_per_dim(v, spatial) for v in (stride, dilation))
     kernel = _type(weight).get_shape()[2:]
     if padding == "valid":
@@ -1884,11 +1986,44 @@ def _convolution(t: _Translator, node: Node) -> SSAValue:
         padding = [d * (k - 1) // 2 for d, k in zip(dilation, kernel)]
         if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
             raise t.fail(node, "padding='same' with an asymmetric pad")
-    padding = _per_dim(padding, spatial)
-    n, c = _type(x).get_shape()[:2]
+    window = _WindowShape(kernel, out.get_shape()[2:], stride, _per_dim(padding, spatial), dilation)
+    result = _convolve(t, x, weight, window, groups)
+    return _add_bias(t, node, result, _arg(node, 2, "bias"))
+
+
+def _convolution_dims(t: _Translator, node: Node, x: SSAValue, weight: SSAValue) -> int:
+    """The spatial dims of a convolution (1 or 2; others are refused)."""
+    spatial = _type(x).get_num_dims() - 2
+    if spatial not in (1, 2) or _type(x).get_num_dims() != _type(weight).get_num_dims():
+        raise t.fail(node, f"convolution over {spatial} spatial dims (1 or 2 are supported)")
+    return spatial
+
+
+def _add_bias(t: _Translator, node: Node, result: SSAValue, bias: Any) -> SSAValue:
+    """`result [N, O, *S]` plus a per-channel `bias` (if any)."""
+    if bias is None:
+        return result
+    shape = _type(result).get_shape()
+    element = _type(result).element_type
+    channel = t.reshape(t.cast(t.value(bias, node), element), (shape[1], *[1] * (len(shape) - 2)))
+    return t.emit(graph.AddOp(result, t.broadcast(channel, shape)))
+
+
+def _convolve(
+    t: _Translator, x: SSAValue, weight: SSAValue, window: _WindowShape, groups: int
+) -> SSAValue:
+    """A convolution as one (batched over groups) matmul of its windows.
+
+    The windows of x (zero-padded by a concat, every kernel offset a strided slice) are laid
+    out as `[N, g, OH*OW, Cg*KH*KW]`, in the order of the weight's flattened
+    `[O, Cg, KH, KW]`; `fuse` inlines the pads and slices as index maps into the GEMM's A
+    loads. A kernel equal to its stride with no padding (a ViT patch embedding) is a
+    reshape and a transpose, with no slices at all.
+    """
+    n = _type(x).get_shape()[0]
     o, cg = _type(weight).get_shape()[:2]
-    sizes = out.get_shape()[2:]
-    columns = _windows(t, x, kernel, stride, padding, dilation, sizes)  # [N, OHW, C*KK]
+    kernel, sizes = window.kernel, window.sizes
+    columns = _windows(t, x, window)  # [N, OHW, C*KK]
     kk, hw = math.prod(kernel), math.prod(sizes)
     columns = t.reshape(columns, (n, hw, groups, cg * kk))
     columns = t.emit(graph.TransposeOp(columns, (0, 2, 1, 3)))  # [N, g, OHW, Cg*KK]
@@ -1896,11 +2031,60 @@ def _convolution(t: _Translator, node: Node) -> SSAValue:
     w = t.reshape(weight, (groups, og, cg * kk))
     w = t.broadcast(t.emit(graph.TransposeOp(w, (0, 2, 1))), (n, groups, cg * kk, og))
     product = t.emit(graph.MatmulOp(columns, w))  # [N, g, OHW, Og]
-    result = t.reshape(t.emit(graph.TransposeOp(product, (0, 1, 3, 2))), out.get_shape())
-    if bias is None:
-        return result
-    channel = t.reshape(t.cast(t.value(bias, node), out.element_type), (o, *[1] * spatial))
-    return t.emit(graph.AddOp(result, t.broadcast(channel, out.get_shape())))
+    return t.reshape(t.emit(graph.TransposeOp(product, (0, 1, 3, 2))), (n, o, *sizes))
+
+
+@_handles("conv_transpose1d", "conv_transpose2d")
+def _transposed_convolution(t: _Translator, node: Node) -> SSAValue:
+    """A transposed convolution as the convolution it equals: x with stride - 1 zeros between
+    its elements, padded by dilation · (kernel - 1) - padding on each side (plus
+    output_padding after; a negative amount crops), convolved at stride 1 by the weight with
+    its in and out channels swapped per group and its window reversed."""
+    if node.target._overloadpacket.__name__ == "convolution":  # pyright: ignore
+        stride, padding, dilation = node.args[3:6]
+        extra, groups = node.args[7], node.args[8]
+    else:
+        stride, padding = _arg(node, 3, "stride", 1), _arg(node, 4, "padding", 0)
+        extra, groups = _arg(node, 5, "output_padding", 0), _arg(node, 6, "groups", 1)
+        dilation = _arg(node, 7, "dilation", 1)
+    out = t.tensor_type(node)
+    x, weight = (t.cast(t.value(a, node), out.element_type) for a in node.args[:2])
+    spatial = _convolution_dims(t, node, x, weight)
+    stride, padding, dilation, extra = (
+        _per_dim(v, spatial) for v in (stride, padding, dilation, extra)
+    )
+    c, og, *kernel = _type(weight).get_shape()
+    for i in range(spatial):
+        dim = 2 + i
+        x = _spread(t, x, dim, stride[i])
+        before = dilation[i] * (kernel[i] - 1) - padding[i]
+
+        def zeros(kept: SSAValue, size: int, first: bool, dim: int = dim) -> SSAValue:
+            return _constant_block(t, kept, dim, size, 0.0)
+
+        x = _pad_or_crop(t, x, dim, before, before + extra[i], zeros)
+    flipped = t.reshape(weight, (groups, c // groups, og, *kernel))
+    flipped = t.emit(graph.TransposeOp(flipped, (0, 2, 1, *range(3, 3 + spatial))))
+    flipped = t.reshape(flipped, (groups * og, c // groups, *kernel))
+    for i in range(spatial):
+        flipped = _reversed(t, flipped, 2 + i)
+    sizes = out.get_shape()[2:]
+    window = _WindowShape(kernel, sizes, [1] * spatial, [0] * spatial, dilation)
+    result = _convolve(t, x, flipped, window, groups)
+    return _add_bias(t, node, result, _arg(node, 2, "bias"))
+
+
+def _spread(t: _Translator, x: SSAValue, dim: int, stride: int) -> SSAValue:
+    """`x` with `stride - 1` zeros after each element along `dim` but the last."""
+    if stride == 1:
+        return x
+    shape = list(_type(x).get_shape())
+    extent = shape[dim]
+    column = t.reshape(x, [*shape[: dim + 1], 1, *shape[dim + 1 :]])
+    zeros = _constant_block(t, column, dim + 1, stride - 1, 0.0)
+    spread = t.emit(graph.ConcatOp([column, zeros], dim + 1))
+    merged = t.reshape(spread, [*shape[:dim], extent * stride, *shape[dim + 1 :]])
+    return t.emit(graph.SliceOp(merged, dim, 0, (extent - 1) * stride + 1, 1))
 
 
 def _per_dim(value: Any, spatial: int) -> list[int]:
@@ -1941,16 +2125,10 @@ def _window_slices(
         yield piece
 
 
-def _windows(
-    t: _Translator,
-    x: SSAValue,
-    kernel: Sequence[int],
-    stride: Sequence[int],
-    padding: Sequence[int],
-    dilation: Sequence[int],
-    sizes: Sequence[int],
-) -> SSAValue:
+def _windows(t: _Translator, x: SSAValue, window: _WindowShape) -> SSAValue:
     """Return the windows of `x [N, C, *S]` as `[N, prod(sizes), C * prod(kernel)]`."""
+    kernel, sizes, stride = window.kernel, window.sizes, window.stride
+    padding, dilation = window.padding, window.dilation
     n, c, *space = _type(x).get_shape()
     spatial = len(space)
     if list(kernel) == list(stride) and not any(padding) and set(dilation) == {1}:
@@ -1964,7 +2142,6 @@ def _windows(
         moved = t.emit(graph.TransposeOp(blocks, (0, *outer, 1, *inner)))
         return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))
     dims = [2 + i for i in range(spatial)]
-    window = _WindowShape(kernel, sizes, stride, padding, dilation)
     pieces = [
         t.reshape(piece, (n, c, 1, *sizes)) for piece in _window_slices(t, x, dims, window, 0.0)
     ]

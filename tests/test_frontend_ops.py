@@ -436,7 +436,7 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
                 torch.floor(a * 3)
                 + torch.ceil(a * 3)
                 + torch.round(a)
-            + torch.round(a * 2)
+                + torch.round(a * 2)
                 + torch.trunc(a * 3)
                 + torch.fix(-a * 3)
             )
@@ -479,6 +479,38 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]])),
     ),
+    "topk_and_sort": (
+        Fn(
+            lambda m, a: (
+                torch.topk(a, 3).values,
+                torch.topk(a, 3).indices,
+                torch.topk(a, 2, dim=1, largest=False).values,
+                torch.topk(a, 2, dim=1, largest=False).indices,
+                torch.sort(a, -1).values,
+                torch.sort(a, 0, descending=True).indices,
+                torch.argsort(a, 1),
+            )
+        ),
+        (_X,),
+    ),
+    "sort_ties_nan_and_infinities_in_index_order": (
+        Fn(
+            lambda m, a: (
+                torch.sort(a, dim=-1, stable=True).values,
+                torch.sort(a, dim=-1, stable=True).indices,
+                torch.sort(a, dim=-1, descending=True, stable=True).indices,
+                torch.topk(a, 4).values,
+            )
+        ),
+        (
+            torch.tensor(
+                [
+                    [1.0, float("nan"), -2.0, 1.0, float("-inf"), 0.0],
+                    [float("inf"), 3.0, 3.0, float("nan"), float("nan"), -1.0],
+                ]
+            ),
+        ),
+    ),
     "einsum": (
         Fn(
             lambda m, a, b, c: (
@@ -491,6 +523,20 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             )
         ),
         (_X, _Y, torch.randn(6, 6)),
+    ),
+    "transposed_convolutions": (
+        Fn(
+            lambda m, a, b: (
+                m.up1(a),
+                m.grouped(a),
+                m.up2(b),
+                nn.functional.conv_transpose2d(b, m.up2.weight, None, 1, 1),
+            ),
+            up1=nn.ConvTranspose1d(6, 4, 3, stride=2, padding=1, output_padding=1),
+            grouped=nn.ConvTranspose1d(6, 9, 4, stride=3, padding=2, groups=3, dilation=2),
+            up2=nn.ConvTranspose2d(6, 5, (2, 3), stride=(2, 1), padding=(0, 1)),
+        ),
+        (_X, torch.randn(3, 6, 4, 5)),
     ),
     "interpolate": (
         Fn(
@@ -586,10 +632,15 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(4),),
         "aten.__and__ of int64",
     ),
-    "transposed_convolution": (
-        lambda m, a: nn.functional.conv_transpose1d(a, torch.ones(2, 2, 3)),
-        (torch.randn(1, 2, 5),),
-        "cannot capture aten.conv_transpose1d",
+    "transposed_convolution_in_3d": (
+        lambda m, a: nn.functional.conv_transpose3d(a, torch.ones(2, 2, 1, 1, 1)),
+        (torch.randn(1, 2, 3, 3, 3),),
+        "cannot capture aten.conv_transpose3d",
+    ),
+    "topk_along_a_long_dim": (
+        lambda m, a: torch.topk(a, 2).values,
+        (torch.randn(4097),),
+        "aten.topk along 4097 elements",
     ),
     "round_to_decimals": (
         lambda m, a: torch.round(a, decimals=2),
