@@ -663,15 +663,19 @@ _LOG_BASES = {"log2": 2.0, "log10": 10.0}
 
 @_handles("log2", "log10", "exp2")
 def _other_base(t: _Translator, node: Node) -> SSAValue:
-    """`log(x) / log(base)` and `exp(x · log(2))`: within a few f32 roundings of CUDA's
-    `log2f`/`log10f`/`exp2f` (for exp2, |x| · 2^-24 more relative error, 1e-6 at |x| = 17)."""
+    """`log(x) / log(base)` and `exp(x · log(2))` in f32 (for f16/bf16 too): within a few f32
+    roundings of CUDA's `log2f`/`log10f`/`exp2f` (for exp2, |x| · 2^-24 more relative error,
+    1e-6 at |x| = 17)."""
     out = t.tensor_type(node)
-    x = t.operand_like(node.args[0], out, node)
+    work = _work_type(out)  # the constant in f32: ln 2 in bf16 is 0.2% off, amplified by exp
+    x = t.operand_like(node.args[0], work, node)
     name = node.target._overloadpacket.__name__  # pyright: ignore
     if name == "exp2":
-        return t.emit(graph.ExpOp(t.emit(graph.MulOp(x, t.scalar(math.log(2.0), out)))))
-    base = t.scalar(1.0 / math.log(_LOG_BASES[name]), out)
-    return t.emit(graph.MulOp(t.emit(graph.LogOp(x)), base))
+        result = t.emit(graph.ExpOp(t.emit(graph.MulOp(x, t.scalar(math.log(2.0), work)))))
+    else:
+        base = t.scalar(1.0 / math.log(_LOG_BASES[name]), work)
+        result = t.emit(graph.MulOp(t.emit(graph.LogOp(x)), base))
+    return t.cast(result, out.element_type)
 
 
 @_handles("log_softmax", "_log_softmax")
