@@ -1967,7 +1967,7 @@ _SELECTS_INTEGERS = {
 # ---------------------------------------------------------------------------- convolution
 
 
-@_handles("conv1d", "conv2d", "convolution")
+@_handles("conv1d", "conv2d", "conv3d", "convolution")
 def _convolution(t: _Translator, node: Node) -> SSAValue:
     """A 1-D or 2-D convolution (`_convolve`); `convolution` with `transposed` set is a
     transposed one (`_transposed_convolution`)."""
@@ -1998,8 +1998,8 @@ def _convolution(t: _Translator, node: Node) -> SSAValue:
 def _convolution_dims(t: _Translator, node: Node, x: SSAValue, weight: SSAValue) -> int:
     """The spatial dims of a convolution (1 or 2; others are refused)."""
     spatial = _type(x).get_num_dims() - 2
-    if spatial not in (1, 2) or _type(x).get_num_dims() != _type(weight).get_num_dims():
-        raise t.fail(node, f"convolution over {spatial} spatial dims (1 or 2 are supported)")
+    if spatial not in (1, 2, 3) or _type(x).get_num_dims() != _type(weight).get_num_dims():
+        raise t.fail(node, f"convolution over {spatial} spatial dims (1 to 3 are supported)")
     return spatial
 
 
@@ -2038,7 +2038,7 @@ def _convolve(
     return t.reshape(t.emit(graph.TransposeOp(product, (0, 1, 3, 2))), (n, o, *sizes))
 
 
-@_handles("conv_transpose1d", "conv_transpose2d")
+@_handles("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
 def _transposed_convolution(t: _Translator, node: Node) -> SSAValue:
     """A transposed convolution as the convolution it equals: x with stride - 1 zeros between
     its elements, padded by dilation · (kernel - 1) - padding on each side (plus
@@ -2089,6 +2089,11 @@ def _spread(t: _Translator, x: SSAValue, dim: int, stride: int) -> SSAValue:
     spread = t.emit(graph.ConcatOp([column, zeros], dim + 1))
     merged = t.reshape(spread, [*shape[:dim], extent * stride, *shape[dim + 1 :]])
     return t.emit(graph.SliceOp(merged, dim, 0, (extent - 1) * stride + 1, 1))
+
+
+def _spatial_dims(name: str) -> int:
+    """The spatial dims an op named `..._1d`, `..._2d` or `..._3d` slides over."""
+    return next(d for d in (3, 2, 1) if f"{d}d" in name)
 
 
 def _per_dim(value: Any, spatial: int) -> list[int]:
@@ -2157,14 +2162,14 @@ def _windows(t: _Translator, x: SSAValue, window: _WindowShape) -> SSAValue:
 # -------------------------------------------------------------------------------- pooling
 
 
-@_handles("max_pool1d", "max_pool2d", "avg_pool1d", "avg_pool2d")
+@_handles("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d")
 def _pool(t: _Translator, node: Node) -> SSAValue:
     """Max or average pooling over the last 1 or 2 dims: every kernel offset a strided slice
     of x (padded by a concat: -inf for max, 0 for an average that counts the pads), folded
     with max or add (then divided by the window's size). `ceil_mode` and averages that leave
     the pads out of the count are refused."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
-    spatial = 2 if name.endswith("2d") else 1
+    spatial = _spatial_dims(name)
     average = name.startswith("avg")
     kernel = _per_dim(node.args[1], spatial)
     stride = _per_dim(_arg(node, 2, "stride", None) or kernel, spatial)
@@ -2196,8 +2201,8 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
 
 
 @_handles(
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_max_pool1d",
-    "adaptive_max_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d",
+    "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
 )  # fmt: skip
 def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     """Adaptive average or max pooling to sizes that divide the input's: each output element
@@ -2207,7 +2212,7 @@ def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | Non
     maximum = "max" in name
     x = t.value(node.args[0], node)
     shape = list(_type(x).get_shape())
-    spatial = 2 if "2d" in name else 1
+    spatial = _spatial_dims(name)
     sizes = _per_dim(node.args[1], spatial)
     inputs = shape[-spatial:]
     if any(i % o for i, o in zip(inputs, sizes, strict=True)):
@@ -2223,7 +2228,10 @@ def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | Non
 # ---------------------------------------------------------------------------- resampling
 
 
-@_handles("upsample_nearest1d", "upsample_nearest2d", "upsample_linear1d", "upsample_bilinear2d")
+@_handles(
+    "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d",
+    "upsample_bilinear2d", "upsample_trilinear3d",
+)  # fmt: skip
 def _upsample(t: _Translator, node: Node) -> SSAValue:
     """`F.interpolate` in nearest, linear and bilinear modes, one spatial dim at a time: each
     output row's source rows computed from its index in f32 as torch computes them (index
@@ -2231,7 +2239,7 @@ def _upsample(t: _Translator, node: Node) -> SSAValue:
     (linear, in f32 for f16/bf16)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     linear = "linear" in name
-    spatial = 2 if name.endswith("2d") else 1
+    spatial = _spatial_dims(name)
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
     rest = list(node.args[2:])

@@ -538,6 +538,24 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, torch.randn(3, 6, 4, 5)),
     ),
+    "three_spatial_dims": (
+        Fn(
+            lambda m, a: (
+                m.conv(a),
+                m.patches(a),
+                m.up(a),
+                nn.functional.max_pool3d(a, 2, stride=1, padding=1),
+                nn.functional.avg_pool3d(a, (1, 2, 2)),
+                nn.functional.adaptive_avg_pool3d(a, (1, 2, 1)),
+                nn.functional.interpolate(a, scale_factor=(1, 2, 1.5), mode="trilinear"),
+                nn.functional.interpolate(a, size=(3, 3, 2), mode="nearest"),
+            ),
+            conv=nn.Conv3d(2, 4, (1, 2, 2), padding=(0, 1, 1), stride=(1, 2, 1), groups=2),
+            patches=nn.Conv3d(2, 3, (1, 2, 2), stride=(1, 2, 2)),
+            up=nn.ConvTranspose3d(2, 2, 2, stride=2),
+        ),
+        (torch.randn(1, 2, 2, 4, 3),),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
@@ -662,10 +680,10 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(4),),
         "aten.__and__ of int64",
     ),
-    "transposed_convolution_in_3d": (
-        lambda m, a: nn.functional.conv_transpose3d(a, torch.ones(2, 2, 1, 1, 1)),
-        (torch.randn(1, 2, 3, 3, 3),),
-        "cannot capture aten.conv_transpose3d",
+    "bicubic_upsampling_in_3d": (
+        lambda m, a: nn.functional.interpolate(a, scale_factor=2, mode="bicubic")[:, :, None],
+        (torch.randn(1, 2, 3, 3),),
+        "cannot capture aten.upsample_bicubic2d",
     ),
     "topk_along_a_long_dim": (
         lambda m, a: torch.topk(a, 2).values,
