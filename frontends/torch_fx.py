@@ -1690,6 +1690,50 @@ def _index(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.TransposeOp(gathered, order))
 
 
+GATHER_TERMS = 2**24
+"""Most terms a `torch.gather` may sum per slice: each output element is a masked sum over
+the whole gathered dim (index length × dim length terms per slice)."""
+
+
+@_handles("gather")
+def _gather_along(t: _Translator, node: Node) -> SSAValue:
+    """`torch.gather(x, dim, index)`: `out[.., j, ..] = x[.., index[.., j, ..], ..]` as a masked
+    sum over x's dim (one term where the index matches, the indices compared as f32, exact
+    below 2^24); x is sliced to the index's extent in the other dims. An index out of range
+    gives 0 (torch raises)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    rank = out.get_num_dims()
+    dim = _dims(node.args[1], rank)[0]
+    index = t.cast(t.value(node.args[2], node), f32)
+    shape = list(out.get_shape())
+    n = _type(x).get_shape()[dim]
+    if shape[dim] * n > GATHER_TERMS:
+        raise t.fail(
+            node, f"aten.gather of {shape[dim]} from {n} elements (their product past 2^24)"
+        )
+    for d in range(rank):
+        if d != dim and _type(x).get_shape()[d] != shape[d]:
+            x = t.emit(graph.SliceOp(x, d, 0, shape[d], 1))
+    wide = [*shape, n]  # [.., j, .., k]
+    terms = t.broadcast(
+        t.reshape(_moved_last(t, x, dim), [*shape[:dim], 1, *shape[dim + 1 :], n]), wide
+    )
+    k = t.emit(graph.IotaOp(TensorType(f32, wide), rank))
+    wanted = t.broadcast(t.reshape(index, [*shape, 1]), wide)
+    match = t.emit(graph.CompareOp(wanted, k, "eq"))
+    picked = t.emit(graph.SelectOp(match, terms, t.scalar(0.0, _type(terms))))
+    return t.cast(t.emit(graph.ReduceSumOp(picked, [rank], False)), out.element_type)
+
+
+def _moved_last(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
+    """`x` with `dim` moved to the end."""
+    rank = _type(x).get_num_dims()
+    if dim == rank - 1:
+        return x
+    return t.emit(graph.TransposeOp(x, [*(d for d in range(rank) if d != dim), dim]))
+
+
 @_handles("cat", "concat")
 def _cat(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
@@ -1945,7 +1989,8 @@ _MOVES_INTEGERS = {
     "contiguous", "clone", "alias", "detach", "detach_", "lift_fresh_copy", "to", "_to_copy",
     "type_as", "slice", "select", "cat", "concat", "_operator.getitem", "split",
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
-    "stack", "roll", "repeat", "repeat_interleave",
+    "stack", "roll", "repeat", "repeat_interleave", "flip", "pixel_shuffle", "pixel_unshuffle",
+    "gather", "im2col",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {
@@ -2157,6 +2202,21 @@ def _windows(t: _Translator, x: SSAValue, window: _WindowShape) -> SSAValue:
     stacked = pieces[0] if len(pieces) == 1 else t.emit(graph.ConcatOp(pieces, 2))
     moved = t.emit(graph.TransposeOp(stacked, (0, *range(3, 3 + spatial), 1, 2)))
     return t.reshape(moved, (n, math.prod(sizes), c * math.prod(kernel)))
+
+
+@_handles("im2col")
+def _unfold(t: _Translator, node: Node) -> SSAValue:
+    """`F.unfold`: the windows of `x [N, C, H, W]` as `[N, C·KH·KW, L]` (`_windows`, moved)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    kernel, dilation, padding, stride = (_per_dim(v, 2) for v in node.args[1:5])
+    space = _type(x).get_shape()[2:]
+    sizes = [
+        (size + 2 * p - d * (k - 1) - 1) // s + 1
+        for size, k, d, p, s in zip(space, kernel, dilation, padding, stride, strict=True)
+    ]
+    columns = _windows(t, x, _WindowShape(kernel, sizes, stride, padding, dilation))
+    return t.emit(graph.TransposeOp(columns, (0, 2, 1)))
 
 
 # -------------------------------------------------------------------------------- pooling

@@ -556,6 +556,23 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.randn(1, 2, 2, 4, 3),),
     ),
+    "unfold_and_gather_along_a_dim": (
+        Fn(
+            lambda m, a, b, ids, labels, rows: (
+                nn.functional.unfold(b, (2, 3), dilation=(1, 2), padding=1, stride=(2, 1)),
+                torch.gather(a, 2, ids),
+                torch.gather(a, 0, rows),
+                torch.log_softmax(a, -1).gather(-1, labels[..., None]).squeeze(-1),
+            )
+        ),
+        (
+            _X,
+            torch.randn(3, 6, 4, 5),
+            torch.tensor([[[5, 0, 0, 2]] * 6] * 3),
+            torch.tensor([[1, 5, 0, 3, 3, 2]] * 3),
+            torch.tensor([[[0, 2, 1, 1]] * 3, [[2, 2, 0, 1]] * 3]),
+        ),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
@@ -621,7 +638,7 @@ BF16_CASES = [
     "glu_prelu_shrink_threshold", "other_bases_and_special_erf",
     "norms_without_affine_and_per_instance", "cosine_similarity_and_outer", "cumsum",
     "topk_and_sort", "einsum", "interpolate", "transposed_convolutions", "adaptive_max_pool",
-    "rounding",
+    "rounding", "unfold_and_gather_along_a_dim",
 ]  # fmt: skip
 
 
@@ -689,6 +706,11 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: torch.topk(a, 2).values,
         (torch.randn(4097),),
         "aten.topk along 4097 elements",
+    ),
+    "gather_of_many_from_many": (
+        lambda m, a, ids: torch.gather(a, 0, ids),
+        (torch.randn(5000), torch.zeros(4000, dtype=torch.int64)),
+        "aten.gather of 4000 from 5000 elements",
     ),
     "round_to_decimals": (
         lambda m, a: torch.round(a, decimals=2),
