@@ -14,6 +14,7 @@ from __future__ import annotations
 import gc
 import itertools
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -87,11 +88,27 @@ def capture(
     with _collector_paused():
         try:
             program = torch.export.export(module, tuple(example_inputs))
+            if _mutates(program):
+                with warnings.catch_warnings():  # torch's own use of a deprecated pytree API
+                    warnings.filterwarnings("ignore", "`isinstance.*LeafSpec", FutureWarning)
+                    program = program.run_decompositions({})  # in-place ops made functional
         except Exception as exc:  # torch raises many exception types for untraceable code
             raise FrontendError(
                 f"torch.export cannot trace {type(module).__name__}: {exc}"
             ) from exc
         return _Translator(program, name).run()
+
+
+def _mutates(program: ExportedProgram) -> bool:
+    """Whether the program writes a tensor in place (`x[:, 0] = 0`, `masked_fill_`) by an op
+    with no handler: those become functional ops (`select_scatter`, `masked_fill`) by a second
+    trace, which the other programs are spared (`detach_` is handled as it is)."""
+    return any(
+        node.op == "call_function"
+        and getattr(getattr(node.target, "_schema", None), "is_mutable", False)
+        and _op_name(node.target) not in _HANDLERS
+        for node in program.graph.nodes
+    )
 
 
 @contextmanager
@@ -740,21 +757,35 @@ def _isnan(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.CompareOp(x, x, "ne"))
 
 
-@_handles("linalg_vector_norm")
+@_handles("linalg_vector_norm", "linalg_norm")
 def _vector_norm(t: _Translator, node: Node) -> SSAValue:
-    """The 2-norm `sqrt(sum(x * x))` over the dims (all by default), in f32 for f16/bf16
-    results; other orders are refused."""
+    """A vector norm over the dims (all by default), in f32 for f16/bf16 results: the 2-norm
+    `sqrt(sum(x * x))` (also `linalg.norm`'s default and Frobenius norms), the 1-norm
+    `sum(|x|)` and the ∞-norms `max(|x|)` / `min(|x|)`. Other orders, and `linalg.norm`'s
+    matrix norms, are refused."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
     order = _arg(node, 1, "ord", 2)
-    if order != 2:
-        raise t.fail(node, f"aten.linalg_vector_norm with ord={order} (only 2)")
     out = t.tensor_type(node)
     x = t.value(node.args[0], node)
     rank = _type(x).get_num_dims()
     x = t.cast(x, _work_type(out).element_type)
-    dims = _dims(_arg(node, 2, "dim"), rank)
+    given = _arg(node, 2, "dim")
+    dims = _dims(given, rank)
     keepdim = bool(_arg(node, 3, "keepdim", False))
-    total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), dims, keepdim))
-    return t.cast(t.emit(graph.SqrtOp(total)), out.element_type)
+    if name == "linalg_norm":
+        matrix = isinstance(given, list | tuple) and len(given) == 2
+        if order is None or (order == "fro" and matrix):
+            order = 2
+        elif matrix:
+            raise t.fail(node, f"aten.linalg_norm of a matrix with ord={order}")
+    if order == 2:
+        total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), dims, keepdim))
+        return t.cast(t.emit(graph.SqrtOp(total)), out.element_type)
+    reduce = {1: graph.ReduceSumOp, math.inf: graph.ReduceMaxOp, -math.inf: graph.ReduceMinOp}
+    if order not in reduce:
+        raise t.fail(node, f"aten.{name} with ord={order} (only 1, 2, inf and -inf)")
+    folded = t.emit(reduce[order](t.emit(graph.AbsOp(x)), dims, keepdim))
+    return t.cast(folded, out.element_type)
 
 
 @_handles("stack")
@@ -1799,13 +1830,19 @@ def _compare(t: _Translator, node: Node) -> SSAValue:
 
 
 def _select(t: _Translator, node: Node, cond: Any, a: Any, b: Any) -> SSAValue:
-    """`cond ? a : b` with torch's broadcasting and promotion (a mask result via f32)."""
+    """`cond ? a : b` with torch's broadcasting and promotion (a mask result via f32); each of
+    the three a node argument or a value already built."""
     out = t.tensor_type(node)
     work = TensorType(f32, out.get_shape()) if out.element_type == graph.BOOL else out
     mask_type = TensorType(graph.BOOL, out.get_shape())
     mask = cond if isinstance(cond, SSAValue) else t.operand_like(cond, mask_type, node)
-    a, b = (t.operand_like(x, work, node) for x in (a, b))
-    return t.cast(t.emit(graph.SelectOp(mask, a, b)), out.element_type)
+
+    def operand(x: Any) -> SSAValue:
+        if isinstance(x, SSAValue):
+            return t.broadcast(t.cast(x, work.element_type), work.get_shape())
+        return t.operand_like(x, work, node)
+
+    return t.cast(t.emit(graph.SelectOp(mask, operand(a), operand(b))), out.element_type)
 
 
 @_handles("where")
@@ -1888,14 +1925,148 @@ _FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "scalar_tensor": 0, "fill
 
 @_handles(*_FILL_VALUES, *_FILL_ARG)
 def _fill(t: _Translator, node: Node) -> SSAValue:
-    """A tensor of one value: a one-element constant broadcast where it is read."""
+    """A tensor of one value: a one-element constant (or a one-element tensor) broadcast where
+    it is read."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     value = _FILL_VALUES.get(name)
     if value is None:
         value = node.args[_FILL_ARG[name]]
+    out = t.tensor_type(node)
     if not isinstance(value, bool | int | float):
-        raise t.fail(node, f"{name} with a tensor value")
-    return t.scalar(float(value), t.tensor_type(node))
+        one = t.cast(t.value(value, node), out.element_type)
+        if math.prod(_type(one).get_shape()) != 1:
+            raise t.fail(node, f"{name} with a tensor of {list(_type(one).get_shape())} values")
+        return t.broadcast(t.reshape(one, [1] * out.get_num_dims()), out.get_shape())
+    return t.scalar(float(value), out)
+
+
+@_handles("one_hot")
+def _one_hot(t: _Translator, node: Node) -> SSAValue:
+    """`one_hot(ids, num_classes)`: ids compared with the class index (an index expression),
+    0/1 integers carried in f32 (torch.export refuses num_classes=-1, a size that depends on
+    the values)."""
+    out = t.tensor_type(node)
+    shape = out.get_shape()
+    ids = t.cast(t.value(node.args[0], node), f32)
+    wanted = t.broadcast(t.reshape(ids, [*shape[:-1], 1]), shape)
+    classes_index = t.emit(graph.IotaOp(TensorType(f32, shape), len(shape) - 1))
+    return t.cast(t.emit(graph.CompareOp(wanted, classes_index, "eq")), out.element_type)
+
+
+_LARGEST_FINITE = {
+    f32: float(np.finfo(np.float32).max),
+    f16: 65504.0,
+    bf16: float.fromhex("0x1.FEp127"),
+}
+"""Each float type's largest finite value."""
+
+
+@_handles("nan_to_num")
+def _nan_to_num(t: _Translator, node: Node) -> SSAValue:
+    """NaN to `nan` (0), +inf to `posinf` and -inf to `neginf` (by default the dtype's largest
+    and lowest finite values)."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    top = _LARGEST_FINITE[out.element_type]
+    nan, posinf = _arg(node, 1, "nan", 0.0), _arg(node, 2, "posinf", None)
+    neginf = _arg(node, 3, "neginf", None)
+    replaced = t.emit(
+        graph.SelectOp(t.emit(graph.CompareOp(x, x, "ne")), t.scalar(float(nan or 0.0), out), x)
+    )
+    for value, default in ((posinf, top), (neginf, -top)):
+        bound = t.scalar(math.copysign(math.inf, default), out)
+        hit = t.emit(graph.CompareOp(x, bound, "eq"))
+        target = default if value is None else float(value)
+        replaced = t.emit(graph.SelectOp(hit, t.scalar(target, out), replaced))
+    return replaced
+
+
+@_handles("diff")
+def _diff(t: _Translator, node: Node) -> SSAValue:
+    """`x[1:] - x[:-1]` along the dim, n times; prepend/append are refused."""
+    if _arg(node, 3, "prepend") is not None or _arg(node, 4, "append") is not None:
+        raise t.fail(node, "aten.diff with prepend or append")
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    dim = _dims(_arg(node, 2, "dim", -1), out.get_num_dims())[0]
+    for _ in range(int(_arg(node, 1, "n", 1))):
+        extent = _type(x).get_shape()[dim]
+        later = t.emit(graph.SliceOp(x, dim, 1, extent - 1, 1))
+        x = t.emit(graph.SubOp(later, t.emit(graph.SliceOp(x, dim, 0, extent - 1, 1))))
+    return x
+
+
+@_handles("special_logit", "logit")
+def _logit(t: _Translator, node: Node) -> SSAValue:
+    """`log(z / (1 - z))` with z = x clamped into [eps, 1 - eps] where eps is given."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    z = t.operand_like(node.args[0], work, node)
+    eps = _arg(node, 1, "eps", None)
+    if eps is not None:
+        z = t.emit(graph.MaxOp(z, t.scalar(float(eps), work)))
+        z = t.emit(graph.MinOp(z, t.scalar(1.0 - float(eps), work)))
+    odds = t.emit(graph.DivOp(z, t.emit(graph.SubOp(t.scalar(1.0, work), z))))
+    return t.cast(t.emit(graph.LogOp(odds)), out.element_type)
+
+
+@_handles("copy")
+def _copy(t: _Translator, node: Node) -> SSAValue:
+    """The functional `copy(self, src)`: src cast and broadcast to self's type."""
+    return t.operand_like(node.args[1], t.tensor_type(node), node)
+
+
+@_handles("slice_scatter", "select_scatter")
+def _scatter_into_slice(t: _Translator, node: Node) -> SSAValue:
+    """x with a slice (step 1) or one index along a dim replaced by src: a concat of x before
+    it, src and x after it."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    src = t.cast(t.value(node.args[1], node), out.element_type)
+    shape = list(out.get_shape())
+    dim = _dims(_arg(node, 2, "dim", 0), len(shape))[0]
+    extent = shape[dim]
+    if name == "select_scatter":
+        start = node.args[3] % extent
+        end, step = start + 1, 1
+    else:
+        start, end = _arg(node, 3, "start") or 0, _arg(node, 4, "end")
+        step = _arg(node, 5, "step", 1)
+        start = min(max(start + extent if start < 0 else start, 0), extent)
+        end = extent if end is None else min(max(end + extent if end < 0 else end, 0), extent)
+    if step != 1:
+        raise t.fail(node, f"aten.{name} with step {step}")
+    if end <= start:
+        return x
+    piece = [*shape[:dim], end - start, *shape[dim + 1 :]]
+    parts = [
+        *([t.emit(graph.SliceOp(x, dim, 0, start, 1))] if start > 0 else []),
+        t.reshape(src, piece),
+        *([t.emit(graph.SliceOp(x, dim, end, extent - end, 1))] if end < extent else []),
+    ]
+    return parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
+
+
+@_handles("index_put")
+def _index_put(t: _Translator, node: Node) -> SSAValue:
+    """`x[mask] = values` with one boolean mask (of x's leading dims): where(mask, values, x).
+    Integer indices (a scatter) and accumulation are refused."""
+    out = t.tensor_type(node)
+    indices = [i for i in node.args[1] if i is not None]
+    if len(indices) != 1 or len(node.args[1]) != 1 or _dtype(indices[0]) != "bool":
+        raise t.fail(node, "aten.index_put with integer indices (only one boolean mask)")
+    if _arg(node, 3, "accumulate", False):
+        raise t.fail(node, "aten.index_put with accumulate=True")
+    mask = t.value(indices[0], node)
+    shape = out.get_shape()
+    lead = _type(mask).get_shape()
+    mask = t.broadcast(t.reshape(mask, [*lead, *[1] * (len(shape) - len(lead))]), shape)
+    values = t.value(node.args[2], node)
+    if math.prod(_type(values).get_shape()) != 1:
+        raise t.fail(node, "aten.index_put of a tensor of values (only one value)")
+    one = t.reshape(values, [1] * len(shape))
+    return _select(t, node, mask, t.broadcast(one, shape), node.args[0])
 
 
 @_handles("arange")
@@ -1957,7 +2128,7 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return t.bound(node.args[0]) * shape[_dims(node.args[1], len(shape))[0]]
     if name == "relu":  # its argument's values, or 0
         return t.bound(node.args[0])
-    if name == "sign":
+    if name in ("sign", "one_hot"):
         return 1
     if name == "hardtanh":  # values in [min_val, max_val] (by default [-1, 1])
         low, high = HARDTANH_RANGE

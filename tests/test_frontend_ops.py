@@ -60,12 +60,34 @@ def _batch_norm(affine: bool) -> nn.BatchNorm1d:
     return norm
 
 
+def _written_in_place(a: Tensor) -> tuple[Tensor, ...]:
+    """Tensors built by writes into copies (what `capture` makes functional): a column set, a
+    masked assignment, a slice copied into zeros, an in-place add on a slice, masked_fill_."""
+    column = a.clone()
+    column[:, 0] = 0.5
+    masked = a.clone()
+    masked[a > 0.3] = -1.0
+    padded = torch.zeros(3, 6, 10)
+    padded[..., 2:8] = a
+    shifted = a.clone()
+    shifted[..., 1:] += 1
+    filled = a.clone().masked_fill_(a < -1, 0.0)
+    return column, masked, padded, shifted, filled
+
+
 def _prelu(weights: int) -> nn.PReLU:
     """A PReLU with `weights` slopes (one, or one per channel) drawn in [-1, 1]."""
     prelu = nn.PReLU(weights)
     with torch.no_grad():
         prelu.weight.uniform_(-1, 1)
     return prelu
+
+
+def _put_at(a: Tensor) -> Tensor:
+    """`a` with its element 2 set in a copy: an integer index_put."""
+    b = a.clone()
+    b[torch.tensor([2])] = 1.0
+    return b
 
 
 def _tracked_instance_norm() -> nn.InstanceNorm2d:
@@ -573,6 +595,28 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             torch.tensor([[[0, 2, 1, 1]] * 3, [[2, 2, 0, 1]] * 3]),
         ),
     ),
+    "writes_in_place": (
+        Fn(lambda m, a: _written_in_place(a)),
+        (_X,),
+    ),
+    "one_hot_nan_to_num_diff_logit_norms": (
+        Fn(
+            lambda m, a, ids: (
+                nn.functional.one_hot(ids, 7).float(),
+                torch.nan_to_num(a / (a > 0), nan=1.5, posinf=2.0, neginf=-3.0),
+                torch.diff(a, dim=-1),
+                torch.diff(a, n=2, dim=0),
+                torch.logit(torch.sigmoid(a), eps=1e-3),
+                torch.special.logit(torch.sigmoid(a)),
+                torch.linalg.norm(a, dim=-1),
+                torch.linalg.norm(a, dim=(1, 2)),
+                torch.linalg.vector_norm(a, 1, dim=1),
+                torch.linalg.vector_norm(a, float("inf"), dim=-1),
+                torch.norm(a, p=1, dim=-1),
+            )
+        ),
+        (_X, torch.tensor([[0, 6, 2], [3, 3, 1]])),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
@@ -638,7 +682,8 @@ BF16_CASES = [
     "glu_prelu_shrink_threshold", "other_bases_and_special_erf",
     "norms_without_affine_and_per_instance", "cosine_similarity_and_outer", "cumsum",
     "topk_and_sort", "einsum", "interpolate", "transposed_convolutions", "adaptive_max_pool",
-    "rounding", "unfold_and_gather_along_a_dim",
+    "rounding", "unfold_and_gather_along_a_dim", "writes_in_place",
+    "one_hot_nan_to_num_diff_logit_norms",
 ]  # fmt: skip
 
 
@@ -661,6 +706,17 @@ def test_op_in_bf16_matches_float64_to_bf16s_precision(name: str) -> None:
         error = np.abs(np.asarray(g, np.float64)[finite] - w[finite]).max(initial=0.0) / scale
         assert error <= 1e-2, error
     compile_module(apply_pipeline(cap.module.clone(), PIPELINE), arch="sm_90a")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nan_to_num_defaults_are_the_dtypes_extremes(dtype: torch.dtype) -> None:
+    """NaN becomes 0 and ±inf the dtype's largest and lowest finite values, as torch gives (a
+    float64 run would give float64's)."""
+    x = torch.tensor([float("nan"), float("inf"), float("-inf"), -2.5, 0.0], dtype=dtype)
+    cap = capture(Fn(lambda m, a: torch.nan_to_num(a)), x)
+    fused = apply_pipeline(cap.module.clone(), "fuse")
+    (got,) = run_loop_module(fused, "forward", *cap.arguments(x))
+    np.testing.assert_array_equal(got, torch.nan_to_num(x).float().numpy())
 
 
 def test_causal_mask_is_an_index_expression_not_a_buffer() -> None:
@@ -712,6 +768,21 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(5000), torch.zeros(4000, dtype=torch.int64)),
         "aten.gather of 4000 from 5000 elements",
     ),
+    "input_written_in_place": (
+        lambda m, a: a.masked_fill_(a > 1, 0) * 2,
+        (torch.randn(4),),
+        "the module mutates a buffer or returns a non-tensor",
+    ),
+    "integer_index_put": (
+        lambda m, a: _put_at(a),
+        (torch.randn(4),),
+        "aten.index_put with integer indices",
+    ),
+    "matrix_two_norm": (
+        lambda m, a: torch.linalg.norm(a, 2, dim=(0, 1)),
+        (torch.randn(3, 4),),
+        "aten.linalg_norm of a matrix with ord=2",
+    ),
     "round_to_decimals": (
         lambda m, a: torch.round(a, decimals=2),
         (torch.randn(4),),
@@ -762,10 +833,10 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(1, 2, 11),),
         "adaptive pooling of \\[11\\] to \\[4\\]",
     ),
-    "vector_norm_of_order_1": (
-        lambda m, a: torch.linalg.vector_norm(a, 1, -1),
+    "vector_norm_of_order_3": (
+        lambda m, a: torch.linalg.vector_norm(a, 3, -1),
         (torch.randn(2, 3),),
-        "aten.linalg_vector_norm with ord=1",
+        "aten.linalg_vector_norm with ord=3",
     ),
 }
 
