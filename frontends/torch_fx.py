@@ -1757,6 +1757,70 @@ def _gather_along(t: _Translator, node: Node) -> SSAValue:
     return t.cast(t.emit(graph.ReduceSumOp(picked, [rank], False)), out.element_type)
 
 
+@_handles("scatter", "scatter_add", "index_add")
+def _scatter(t: _Translator, node: Node) -> SSAValue:
+    """`x.scatter(dim, index, value)` (one number), `x.scatter_add(dim, index, src)` and
+    `x.index_add(dim, index, src)`: for each position k along the dim, whether some index
+    entry j names it (compared as f32), and the sum of the src entries that do, over the whole
+    index (a masked sum: at most 2^24 terms a slice). The index must match x's shape but along
+    the dim (index_add's 1-D index is broadcast); scatter of a src tensor (which of duplicate
+    writes wins is unspecified) is refused."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    out = t.tensor_type(node)
+    work = _work_type(out).element_type
+    x = t.cast(t.value(node.args[0], node), work)
+    shape = list(out.get_shape())
+    rank = len(shape)
+    dim = _dims(node.args[1], rank)[0]
+    index = t.cast(t.value(node.args[2], node), f32)
+    source = (
+        node.args[3] if len(node.args) > 3 else node.kwargs.get("value", node.kwargs.get("src"))
+    )
+    if name == "scatter" and not isinstance(source, bool | int | float):
+        raise t.fail(
+            node, "aten.scatter of a src tensor (which duplicate write wins is unspecified)"
+        )
+    if name == "index_add":
+        if _arg(node, 4, "alpha", 1) != 1:
+            raise t.fail(node, "aten.index_add with alpha")
+        m = _type(index).get_shape()[0]
+        along = [1] * rank
+        along[dim] = m
+        wide_index = [*shape[:dim], m, *shape[dim + 1 :]]
+        index = t.broadcast(t.reshape(index, along), wide_index)
+    m = _type(index).get_shape()[dim]
+    expected = [*shape[:dim], m, *shape[dim + 1 :]]
+    if list(_type(index).get_shape()) != expected:
+        raise t.fail(
+            node, f"aten.{name} with an index of {list(_type(index).get_shape())} into {shape}"
+        )
+    n = shape[dim]
+    if n * m > GATHER_TERMS:
+        raise t.fail(node, f"aten.{name} of {m} into {n} elements (their product past 2^24)")
+    lead = [d for i, d in enumerate(shape) if i != dim]
+    wide = [*lead, n, m]  # [.., k, j]
+    named = t.broadcast(t.reshape(_moved_last(t, index, dim), [*lead, 1, m]), wide)
+    k = t.emit(graph.IotaOp(TensorType(f32, wide), len(wide) - 2))
+    hit = t.emit(graph.CompareOp(named, k, "eq"))
+    back = [*range(dim), rank - 1, *range(dim, rank - 1)]
+    if name == "scatter":
+        any_hit = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [len(wide) - 1], False))
+        any_hit = t.emit(graph.CompareOp(any_hit, t.scalar(0.0, _type(any_hit)), "ne"))
+        if dim != rank - 1:
+            any_hit = t.emit(graph.TransposeOp(any_hit, back))
+        return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
+    src = t.cast(t.value(source, node), work)
+    src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
+    added = t.emit(
+        graph.ReduceSumOp(
+            t.emit(graph.SelectOp(hit, src, t.scalar(0.0, _type(src)))), [len(wide) - 1], False
+        )
+    )
+    if dim != rank - 1:
+        added = t.emit(graph.TransposeOp(added, back))
+    return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
+
+
 def _moved_last(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
     """`x` with `dim` moved to the end."""
     rank = _type(x).get_num_dims()

@@ -617,6 +617,21 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, torch.tensor([[0, 6, 2], [3, 3, 1]])),
     ),
+    "scatter_and_index_add": (
+        Fn(
+            lambda m, a, ids, rows: (
+                a.new_zeros(3, 6, 7).scatter(2, ids, 1.0),
+                a.scatter(1, rows, -2.0),
+                a.new_zeros(3, 6, 7).scatter_add(2, ids, a[..., :4]),
+                a.index_add(1, torch.tensor([0, 5, 0]), a[:, :3] * 2),
+            )
+        ),
+        (
+            _X,
+            torch.tensor([[[5, 0, 0, 2]] * 6] * 3),
+            torch.tensor([[[1, 0, 4, 4, 2, 3]] * 2] * 3),
+        ),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
@@ -683,7 +698,7 @@ BF16_CASES = [
     "norms_without_affine_and_per_instance", "cosine_similarity_and_outer", "cumsum",
     "topk_and_sort", "einsum", "interpolate", "transposed_convolutions", "adaptive_max_pool",
     "rounding", "unfold_and_gather_along_a_dim", "writes_in_place",
-    "one_hot_nan_to_num_diff_logit_norms",
+    "one_hot_nan_to_num_diff_logit_norms", "scatter_and_index_add",
 ]  # fmt: skip
 
 
@@ -782,6 +797,11 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: torch.linalg.norm(a, 2, dim=(0, 1)),
         (torch.randn(3, 4),),
         "aten.linalg_norm of a matrix with ord=2",
+    ),
+    "scatter_of_a_src_tensor": (
+        lambda m, a, ids: a.scatter(0, ids, a),
+        (torch.randn(4), torch.tensor([1, 1, 0, 2])),
+        "aten.scatter of a src tensor",
     ),
     "round_to_decimals": (
         lambda m, a: torch.round(a, decimals=2),
