@@ -706,7 +706,8 @@ BF16_CASES = [
 def test_op_in_bf16_matches_float64_to_bf16s_precision(name: str) -> None:
     """The module and its inputs in bf16: the loop level within 1e-2 of float64 relative to
     each output's largest magnitude (measured 0 to 4.8e-3; log2/exp2 with bf16 constants gave
-    1.6e-2), and its CUDA compiles."""
+    1.6e-2). (The f32 test compiles the CUDA; NVRTC for every bf16 case too would cost the
+    suite about half a minute on a cold cache.)"""
     module, inputs = CASES[name]
     module = copy.deepcopy(module).to(torch.bfloat16).eval()
     inputs = tuple(x.to(torch.bfloat16) if x.is_floating_point() else x for x in inputs)
@@ -720,7 +721,6 @@ def test_op_in_bf16_matches_float64_to_bf16s_precision(name: str) -> None:
         scale = max(float(np.abs(w[finite]).max(initial=0.0)), 1e-30)
         error = np.abs(np.asarray(g, np.float64)[finite] - w[finite]).max(initial=0.0) / scale
         assert error <= 1e-2, error
-    compile_module(apply_pipeline(cap.module.clone(), PIPELINE), arch="sm_90a")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
