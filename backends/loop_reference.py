@@ -85,6 +85,13 @@ def _pow(a: float, b: float) -> float:
     return result if isinstance(result, float) else math.nan
 
 
+def _fmod(a: float, b: float) -> float:
+    """C's fmod; `math.fmod` raises where C gives NaN (an infinite a, a zero b)."""
+    if math.isinf(a) or b == 0.0:
+        return math.nan
+    return math.fmod(a, b)
+
+
 _SCALAR: dict[str, Callable[..., Any]] = {
     "arith.addf": lambda a, b: a + b,
     "arith.subf": lambda a, b: a - b,
@@ -122,6 +129,8 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.roundeven": lambda a: float(np.rint(a)),
     "math.trunc": lambda a: float(np.trunc(a)),
     "math.powf": _pow,
+    "math.atan2": math.atan2,
+    "llvm.frem": _fmod,
 }
 
 

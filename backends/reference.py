@@ -190,6 +190,13 @@ def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
     return e / np.sum(e, axis=axis, keepdims=True)
 
 
+def _remainder(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """torch.remainder: fmod's result plus b where it is not 0 and its sign differs from b's;
+    a zero keeps a's sign, where `np.remainder` gives it b's."""
+    m = np.fmod(a, b)
+    return np.where((m != 0) & ((m < 0) != (b < 0)), m + b, m)
+
+
 _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.NegOp: np.negative,
     graph.AbsOp: np.abs,
@@ -223,6 +230,9 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     graph.MaxOp: np.maximum,
     graph.MinOp: np.minimum,
     graph.PowOp: np.power,
+    graph.Atan2Op: np.arctan2,
+    graph.FmodOp: np.fmod,
+    graph.RemainderOp: _remainder,
     graph.MatmulOp: np.matmul,
 }
 

@@ -409,6 +409,34 @@ class PowOp(BinaryOp):
     name = "graph.pow"
 
 
+@irdl_op_definition
+class Atan2Op(BinaryOp):
+    """Elementwise angle of the point (x, y) = (rhs, lhs) in [-pi, pi], as torch.atan2(y, x)
+    and C's atan2: the quadrant from both signs, ±0 and ±inf arguments included (atan2(±0, -1)
+    is ±pi, atan2(inf, inf) is pi/4)."""
+
+    name = "graph.atan2"
+
+
+@irdl_op_definition
+class FmodOp(BinaryOp):
+    """Elementwise C `fmod(lhs, rhs)` (torch.fmod): lhs − n·rhs with n = trunc(lhs / rhs),
+    exact, with the sign of lhs; NaN where lhs is ±inf or rhs is ±0, lhs where rhs is ±inf."""
+
+    name = "graph.fmod"
+
+
+@irdl_op_definition
+class RemainderOp(BinaryOp):
+    """Elementwise torch.remainder(lhs, rhs) (Python's `%`): lhs − n·rhs with n =
+    floor(lhs / rhs), with the sign of rhs. Computed as torch does: `m = fmod(lhs, rhs)`, then
+    `m + rhs` (one rounding: remainder(-1e-30, 1) is 1) where m is not 0 and its sign differs
+    from rhs's. A zero result keeps lhs's sign (numpy.remainder gives it rhs's), and
+    remainder(-5, inf) is inf."""
+
+    name = "graph.remainder"
+
+
 COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 """`graph.compare` predicates; all but `ne` are false when an operand is NaN (IEEE, as torch)."""
 
@@ -1363,7 +1391,18 @@ UNARY_OPS: tuple[type[UnaryOp], ...] = (
     RoundOp,
     TruncOp,
 )
-BINARY_OPS: tuple[type[BinaryOp], ...] = (AddOp, SubOp, MulOp, DivOp, MaxOp, MinOp, PowOp)
+BINARY_OPS: tuple[type[BinaryOp], ...] = (
+    AddOp,
+    SubOp,
+    MulOp,
+    DivOp,
+    MaxOp,
+    MinOp,
+    PowOp,
+    Atan2Op,
+    FmodOp,
+    RemainderOp,
+)
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp)
 MASK_OPS: tuple[type[GraphOp], ...] = (CompareOp, SelectOp)
 """Elementwise ops that make or read masks."""

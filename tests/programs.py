@@ -82,6 +82,19 @@ def rounding(shape: tuple[int, ...], dtype: str = "f32") -> str:
 }}"""
 
 
+def binary_math(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    """atan2, fmod and remainder of a and a row b broadcast over a's rows: three results, each
+    its own kernel."""
+    a, b = _t(shape, dtype), _t(shape[-1:], dtype)
+    return f"""func.func @binary_math(%a: {a}, %b: {b}) -> ({a}, {a}, {a}) {{
+  %bb = graph.broadcast %b : {b} -> {a}
+  %t = graph.atan2 %a, %bb : {a}
+  %f = graph.fmod %a, %bb : {a}
+  %r = graph.remainder %a, %bb : {a}
+  func.return %t, %f, %r : {a}, {a}, {a}
+}}"""
+
+
 def row_sum(rows: int, cols: int) -> str:
     x, y = _t((rows, cols), "f32"), _t((rows,), "f32")
     return f"""func.func @row_sum(%x: {x}) -> {y} {{
@@ -329,6 +342,9 @@ CASES = [
     Case("rounding_33x65", rounding((33, 65))),
     Case("rounding_f16_7x1000", rounding((7, 1000), "f16")),
     Case("rounding_bf16_3x5x130", rounding((3, 5, 130), "bf16")),
+    Case("binary_math_33x65", binary_math((33, 65))),
+    Case("binary_math_f16_7x1000", binary_math((7, 1000), "f16")),
+    Case("binary_math_bf16_3x5x130", binary_math((3, 5, 130), "bf16")),
     Case("masked_scores_2x3x100x64", masked_scores(2, 3, 100, 64)),
     Case("masked_scores_bf16_3x2x130x64", masked_scores(3, 2, 130, 64, "bf16")),
     Case("batch_into_rows_3x37x20x24", shared_weight_batch_bias(3, 37, 20, 24)),

@@ -48,6 +48,9 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %max = graph.max %x, %y : tensor<4x8xf32>
   %min = graph.min %x, %y : tensor<4x8xf32>
   %pow = graph.pow %x, %y : tensor<4x8xf32>
+  %atan2 = graph.atan2 %x, %y : tensor<4x8xf32>
+  %fmod = graph.fmod %x, %y : tensor<4x8xf32>
+  %remainder = graph.remainder %x, %y : tensor<4x8xf32>
   %rs = graph.reduce_sum %x {dims = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   %rm = graph.reduce_max %x {dims = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   %ra = graph.reduce_mean %x {dims = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
@@ -96,8 +99,8 @@ def test_every_documented_op_is_registered() -> None:
         "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu gelu_tanh erf silu cos sin "
         "log1p expm1 floor ceil round trunc "
         "cast "
-        "add sub mul div max min pow compare select iota reduce_sum reduce_max reduce_min "
-        "reduce_mean matmul transpose "
+        "add sub mul div max min pow atan2 fmod remainder compare select iota reduce_sum "
+        "reduce_max reduce_min reduce_mean matmul transpose "
         "reshape broadcast slice concat gather dynamic_slice dynamic_update_slice constant "
         "softmax rms_norm layer_norm linear attention argmax"
     ).split()
@@ -139,7 +142,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.attention",
         "graph.argmax",
     }
-    assert len(graph.UNARY_OPS) == 22 and len(graph.BINARY_OPS) == 7
+    assert len(graph.UNARY_OPS) == 22 and len(graph.BINARY_OPS) == 10
     assert len(graph.REDUCE_OPS) == 4
     assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 

@@ -190,3 +190,44 @@ def test_roundings_keep_halves_signs_and_special_values_on_the_cpu_emulation(
     want = rounding(x.astype(np.float64))
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize(
+    ("op", "call"), [("atan2", "atan2f"), ("fmod", "fmodf"), ("remainder", "fmodf")]
+)
+def test_atan2_fmod_and_remainder_keep_signs_zeros_and_infinities_on_the_cpu_emulation(
+    op: str, call: str
+) -> None:
+    # fmodf is exact, so fmod and remainder (fmodf, then one f32 addition where the sign is
+    # wrong: torch's formula) give the float64 reference rounded to f32 bit for bit, zeros of
+    # the dividend's sign included; atan2f is within an ulp, with C's ±0 and ±π for zeros.
+    from cpu_cuda import run_on_cpu
+
+    from tinyopt.backends.reference import run_reference
+
+    program = f"""func.func @f(%a: tensor<4x40xf32>, %b: tensor<4x40xf32>) -> tensor<4x40xf32> {{
+  %r = graph.{op} %a, %b : tensor<4x40xf32>
+  func.return %r : tensor<4x40xf32>
+}}"""
+    kernel = _only_kernel_for_the_cpu_emulation(program)
+    assert f"{call}(" in kernel.source.data
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((2, 4, 40)) * [[[4.0]], [[1.0]]]).astype(np.float32)
+    inf, nan = math.inf, math.nan
+    pairs = [
+        *((5.0, 3.0), (-5.0, 3.0), (5.0, -3.0), (-5.0, -3.0), (-6.0, 3.0), (6.0, -3.0)),
+        *((0.0, -1.0), (-0.0, -1.0), (-0.0, 1.0), (-5.0, inf), (5.0, -inf), (-0.0, inf)),
+        *((inf, inf), (-inf, -inf), (inf, 2.0), (1.0, 0.0), (1.0, -0.0), (nan, 1.0), (1.0, nan)),
+        (1e30, 0.1),  # a quotient of 10^31
+    ]
+    a[0, : len(pairs)], b[0, : len(pairs)] = zip(*pairs, strict=True)
+    *_, got = run_on_cpu(kernel, [a, b, np.zeros((4, 40), np.float32)])
+    (want,) = run_reference(parse(program), a, b)
+    want = want.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    number = ~np.isnan(want)
+    assert np.array_equal(np.signbit(got[number]), np.signbit(want[number]))
+    if op == "atan2":
+        np.testing.assert_allclose(got, want, rtol=2**-23, atol=0)
+    else:
+        np.testing.assert_array_equal(got, want)

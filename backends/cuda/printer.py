@@ -18,7 +18,7 @@ from io import StringIO
 from typing import IO
 
 import numpy as np
-from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import arith, llvm, memref, scf
 from xdsl.dialects import math as fmath
 from xdsl.dialects.builtin import (
     BFloat16Type,
@@ -238,6 +238,8 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
     fmath.TruncOp: "truncf",
     fmath.AbsFOp: "fabsf",
     fmath.PowFOp: "powf",
+    fmath.Atan2Op: "atan2f",
+    llvm.FRemOp: "fmodf",
     fmath.FmaOp: "fmaf",
 }
 """Float ops printed as a call of a CUDA f32 math function (fp16/bf16 go through f32)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith, llvm, memref
 from xdsl.dialects.builtin import IndexType, TensorType
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -36,7 +36,8 @@ OPS_PER_BYTE = 7
 
 SPECIAL_FUNCTION_OPS = 8
 """What a `math` function (exp, log, rsqrt, erf, ...) or a division costs in FP32 operations:
-each SM has 16 special-function lanes against 128 FP32 lanes."""
+each SM has 16 special-function lanes against 128 FP32 lanes. An fmod (`llvm.frem`, CUDA's
+`fmodf`: a loop of f32 steps) is counted as one too."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,7 @@ def _op_cost(op: Operation) -> int:
     free: they are the addressing, shared by every evaluation)."""
     if isinstance(op, arith.ConstantOp) or any(isinstance(r.type, IndexType) for r in op.results):
         return 0
-    if op.name.startswith("math.") or isinstance(op, arith.DivfOp):
+    if op.name.startswith("math.") or isinstance(op, arith.DivfOp | llvm.FRemOp):
         return SPECIAL_FUNCTION_OPS
     return 1
 

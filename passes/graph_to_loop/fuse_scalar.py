@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from math import pi, sqrt
 from typing import Protocol
 
-from xdsl.dialects import arith, math
+from xdsl.dialects import arith, llvm, math
 from xdsl.dialects.builtin import FloatAttr, IntegerType, f32
 from xdsl.ir import Attribute, Operation, SSAValue
 
@@ -79,6 +79,22 @@ def _pow(b: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
     return b.emit(math.PowFOp(x, y))
 
 
+def _remainder(b: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
+    """torch.remainder(x, y) as torch computes it: `m = fmod(x, y)`, plus y where m is not 0
+    and its sign differs from y's, that is where `y < 0 ? m > 0 : m < 0` (false for a NaN m,
+    which stays NaN); a zero m keeps x's sign, as in torch."""
+    m = b.emit(llvm.FRemOp(x, y))
+    zero = b.const(0.0)
+    wrong_sign = b.emit(
+        arith.SelectOp(
+            b.emit(arith.CmpfOp(y, zero, "olt")),
+            b.emit(arith.CmpfOp(m, zero, "ogt")),
+            b.emit(arith.CmpfOp(m, zero, "olt")),
+        )
+    )
+    return b.emit(arith.SelectOp(wrong_sign, b.emit(arith.AddfOp(m, y)), m))
+
+
 _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.NegOp: lambda b, a: b.emit(arith.NegfOp(a[0])),
     graph.AbsOp: lambda b, a: b.emit(math.AbsFOp(a[0])),
@@ -100,6 +116,10 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     graph.MaxOp: lambda b, a: b.emit(arith.MaximumfOp(a[0], a[1])),
     graph.MinOp: lambda b, a: b.emit(arith.MinimumfOp(a[0], a[1])),
     graph.PowOp: lambda b, a: _pow(b, a[0], a[1]),
+    graph.Atan2Op: lambda b, a: b.emit(math.Atan2Op(a[0], a[1])),
+    # LLVM's `frem` is C's fmod, exact (MLIR's `arith.remf` lowers to it; xDSL has no remf).
+    graph.FmodOp: lambda b, a: b.emit(llvm.FRemOp(a[0], a[1])),
+    graph.RemainderOp: lambda b, a: _remainder(b, a[0], a[1]),
     graph.ErfOp: lambda b, a: b.emit(math.ErfOp(a[0])),
     graph.CosOp: lambda b, a: b.emit(math.CosOp(a[0])),
     graph.SinOp: lambda b, a: b.emit(math.SinOp(a[0])),

@@ -13,6 +13,9 @@ through `exp(tanh(x))`, in [1/e, e], so values stay finite in every element type
 get `tanh(x)`, so a rounding of their argument stays as small as the argument. floor, ceil,
 round and trunc jump at integers (round at halves), where a rounding of their operand would
 move the result by 1: they round an argument, exact in every element type, and add it to x.
+atan2, fmod and remainder jump too (atan2 by 2π where y changes sign left of the origin, fmod
+and remainder at multiples of the divisor): they take new arguments, the divisor clamped to
+[0.5, 2] in magnitude by exact ops, and are added to x.
 A mask compares only values every element type holds exactly (arguments, small integers), so
 the device and the reference agree on it element for element; a masked softmax keeps column 0
 of every row, since a fully masked row is NaN.
@@ -50,6 +53,7 @@ BOUNDED_UNARY = ("cos", "sin", "expm1")
 POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "log1p")
 ROUNDING_UNARY = ("floor", "ceil", "round", "trunc")
 SAFE_BINARY = ("add", "sub", "mul", "max", "min")
+JUMPING_BINARY = ("atan2", "fmod", "remainder")
 REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean")
 PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 NEG_INF = {"f32": "0xFF800000", "f16": "0xFC00", "bf16": "0xFF80"}
@@ -177,7 +181,9 @@ def _constant(draw: st.DrawFn, b: _Builder, literal: str, shape: Shape) -> Value
 
 
 def _binary(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
-    op = draw(st.sampled_from((*SAFE_BINARY, "div", "pow")))
+    op = draw(st.sampled_from((*SAFE_BINARY, "div", "pow", *JUMPING_BINARY)))
+    if op in JUMPING_BINARY:
+        return b.binary("add", x, _jumping_binary(draw, b, op, x[1]))
     y = x if draw(st.integers(0, 4)) == 0 else _broadcast_operand(draw, b, x[1])
     if draw(st.booleans()):
         x, y = y, x
@@ -186,6 +192,19 @@ def _binary(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
     if op == "pow":
         return b.binary(op, b.positive(x), b.unary("tanh", y))
     return b.binary(op, x, y)
+
+
+def _jumping_binary(draw: st.DrawFn, b: _Builder, op: str, shape: Shape) -> Value:
+    """Returns `op` of two new arguments, exact in every element type, so that no rounding
+    moves an operand across a jump; fmod's and remainder's divisor is `±min(max(|d|, 0.5), 2)`
+    (exact too), so it is never near 0."""
+    lhs, rhs = _broadcast_operand(draw, b, shape), _broadcast_operand(draw, b, shape)
+    if op != "atan2":
+        at_least_half = b.binary("max", b.unary("abs", rhs), _constant(draw, b, "0.5", shape))
+        rhs = b.binary("min", at_least_half, _constant(draw, b, "2.0", shape))
+        if draw(st.booleans()):
+            rhs = b.unary("neg", rhs)
+    return b.binary(op, lhs, rhs)
 
 
 def _reduce(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
