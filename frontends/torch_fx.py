@@ -476,6 +476,10 @@ _BINARY: dict[str, type[graph.BinaryOp]] = {
     "pow": graph.PowOp,
     "maximum": graph.MaxOp,
     "minimum": graph.MinOp,
+    "atan2": graph.Atan2Op,
+    "arctan2": graph.Atan2Op,
+    "fmod": graph.FmodOp,
+    "remainder": graph.RemainderOp,
 }
 
 

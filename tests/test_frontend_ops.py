@@ -632,6 +632,18 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             torch.tensor([[[1, 0, 4, 4, 2, 3]] * 2] * 3),
         ),
     ),
+    "atan2_fmod_remainder": (
+        Fn(
+            lambda m, a, b: (
+                torch.atan2(a, b),
+                torch.fmod(a * 3, b),
+                torch.remainder(a * 3, b),
+                (a * 5) % 0.7,
+                torch.fmod(a, -0.3),
+            )
+        ),
+        (_X, _Y.abs() + 0.5),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
@@ -700,6 +712,8 @@ BF16_CASES = [
     "rounding", "unfold_and_gather_along_a_dim", "writes_in_place",
     "one_hot_nan_to_num_diff_logit_norms", "scatter_and_index_add",
 ]  # fmt: skip
+"""The cases whose outputs are continuous in their inputs (fmod and remainder jump where an
+input rounded to bf16 crosses a multiple of the divisor, which float64 does not round)."""
 
 
 @pytest.mark.parametrize("name", BF16_CASES)
