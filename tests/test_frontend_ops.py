@@ -565,7 +565,6 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             lambda m, a: (
                 m.conv(a),
                 m.patches(a),
-                m.up(a),
                 nn.functional.max_pool3d(a, 2, stride=1, padding=1),
                 nn.functional.avg_pool3d(a, (1, 2, 2)),
                 nn.functional.adaptive_avg_pool3d(a, (1, 2, 1)),
@@ -574,7 +573,6 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             ),
             conv=nn.Conv3d(2, 4, (1, 2, 2), padding=(0, 1, 1), stride=(1, 2, 1), groups=2),
             patches=nn.Conv3d(2, 3, (1, 2, 2), stride=(1, 2, 2)),
-            up=nn.ConvTranspose3d(2, 2, 2, stride=2),
         ),
         (torch.randn(1, 2, 2, 4, 3),),
     ),

@@ -1,0 +1,40 @@
+// RUN: tinyopt capture %S/math_ops.py:model > %t.mlir
+// RUN: filecheck %s < %t.mlir
+
+// How atan2, fmod, remainder, rounding, other log bases, threshold, hardshrink, vector norms,
+// a 3-D convolution, outer and logit are captured (tests/lit/capture/math_ops.py;
+// frontends/torch_fx.py).
+
+// atan2, fmod and % are graph ops of their own (C's fmod; remainder with the divisor's sign).
+// CHECK:      %atan2 = graph.atan2 %x, %y : tensor<2x8xf32>
+// CHECK:      %fmod = graph.fmod %x, %{{.*}} : tensor<2x8xf32>
+// CHECK:      %remainder = graph.remainder %x, %{{.*}} : tensor<2x8xf32>
+
+// round (halves to even) and floor, graph ops too; log2 is log times 1 / ln 2, exp2 exp of
+// x times ln 2.
+// CHECK:      %round = graph.round %x
+// CHECK-NEXT: %floor = graph.floor %y
+// CHECK:      %[[LOG:.*]] = graph.log %add_3
+// CHECK-NEXT: %log2 = graph.mul %[[LOG]],
+// CHECK:      %exp2 = graph.exp
+
+// threshold: x <= 0.1 selects 2.0; hardshrink: -l <= y <= l selects 0.
+// CHECK:      %[[LOW:.*]] = graph.compare %x, %{{.*}} {predicate = "le"}
+// CHECK:      %threshold = graph.select %[[LOW]], %{{.*}}, %x
+// CHECK:      %hardshrink = graph.select
+
+// vector norms of order 1 and inf: sums and maxima of |x|.
+// CHECK:      %[[ABS:.*]] = graph.abs %x
+// CHECK-NEXT: %linalg_vector_norm = graph.reduce_sum %[[ABS]] {dims = array<i64: 1>}
+// CHECK:      %linalg_vector_norm_1 = graph.reduce_max %{{.*}} {dims = array<i64: 1>}
+
+// Conv3d with a (1, 2, 2) window: the four window offsets' slices over three spatial dims,
+// then one matmul with the flattened weight.
+// CHECK:      graph.concat %{{.*}} {dim = 2 : i64} : ({{.*}}) -> tensor<1x2x4x2x1x1xf32>
+// CHECK:      graph.matmul %{{.*}} : (tensor<1x1x2x8xf32>, tensor<1x1x8x2xf32>) -> tensor<1x1x2x2xf32>
+// CHECK:      %conv3d = graph.add
+
+// outer: a column times a row, broadcast; logit: log(z / (1 - z)).
+// CHECK:      %outer = graph.mul %{{.*}} : tensor<8x8xf32>
+// CHECK:      %[[ODDS:.*]] = graph.div %sigmoid,
+// CHECK-NEXT: %logit = graph.log %[[ODDS]]
