@@ -2529,15 +2529,16 @@ def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | Non
 
 @_handles(
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d",
-    "upsample_bilinear2d", "upsample_trilinear3d",
+    "upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d",
 )  # fmt: skip
 def _upsample(t: _Translator, node: Node) -> SSAValue:
-    """`F.interpolate` in nearest, linear and bilinear modes, one spatial dim at a time: each
-    output row's source rows computed from its index in f32 as torch computes them (index
-    expressions, no buffer), then taken by a gather (nearest) or two gathers weighted and added
-    (linear, in f32 for f16/bf16)."""
+    """`F.interpolate` in nearest, linear, bilinear, trilinear and bicubic modes, one spatial
+    dim at a time: each output row's source rows computed from its index in f32 as torch
+    computes them (index expressions, no buffer), then taken by a gather (nearest) or by two
+    (linear) or four (cubic) gathers weighted and added (in f32 for f16/bf16)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
-    linear = "linear" in name
+    cubic = "cubic" in name
+    linear = "linear" in name or cubic
     spatial = _spatial_dims(name)
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
@@ -2551,7 +2552,9 @@ def _upsample(t: _Translator, node: Node) -> SSAValue:
     for k in range(spatial):
         dim = rank - spatial + k
         source, target = _type(x).get_shape()[dim], out.get_shape()[dim]
-        if linear:
+        if cubic:
+            x = _cubic_resample(t, x, dim, target, align, scales[k])
+        elif linear:
             x = _linear_resample(t, x, dim, target, align, scales[k])
         elif source != target:
             x = _take(t, x, dim, _nearest_sources(t, source, target, scales[k]))
@@ -2613,3 +2616,70 @@ def _linear_resample(
             t.emit(graph.MulOp(below, spread(keep))), t.emit(graph.MulOp(above, spread(weight)))
         )
     )
+
+
+CUBIC_A = -0.75
+"""The cubic convolution's parameter torch's bicubic interpolation uses (Keys' kernel)."""
+
+
+def _cubic_resample(
+    t: _Translator, x: SSAValue, dim: int, target: int, align: bool, scale: float | None
+) -> SSAValue:
+    """`sum over k < 4 of x[clamp(i0 - 1 + k)] · w_k(p - i0)` along `dim`: torch's bicubic
+    source point p (as `_linear_resample`'s, not clamped at 0), i0 = floor(p), the four rows
+    around it clamped into the input, weighted by the cubic convolution kernel with A = -0.75."""
+    source = _type(x).get_shape()[dim]
+    if align:
+        s = (source - 1) / (target - 1) if target > 1 else 0.0
+    else:
+        s = _source_scale(source, target, scale)
+    index = TensorType(f32, [target])
+
+    def number(value: float) -> SSAValue:
+        return t.scalar(value, index)
+
+    point = t.emit(graph.IotaOp(index, 0))
+    if not align:
+        point = t.emit(graph.AddOp(point, number(0.5)))
+    point = t.emit(graph.MulOp(point, number(s)))
+    if not align:
+        point = t.emit(graph.SubOp(point, number(0.5)))
+    low = t.emit(graph.FloorOp(point))
+    frac = t.emit(graph.SubOp(point, low))
+
+    def near(d: SSAValue) -> SSAValue:  # ((A + 2) d - (A + 3)) d² + 1, for |d| <= 1
+        inner = t.emit(
+            graph.SubOp(t.emit(graph.MulOp(d, number(CUBIC_A + 2))), number(CUBIC_A + 3))
+        )
+        return t.emit(
+            graph.AddOp(t.emit(graph.MulOp(t.emit(graph.MulOp(inner, d)), d)), number(1.0))
+        )
+
+    def far(d: SSAValue) -> SSAValue:  # ((A d - 5 A) d + 8 A) d - 4 A, for 1 < |d| < 2
+        a = t.emit(graph.SubOp(t.emit(graph.MulOp(d, number(CUBIC_A))), number(5 * CUBIC_A)))
+        b = t.emit(graph.AddOp(t.emit(graph.MulOp(a, d)), number(8 * CUBIC_A)))
+        return t.emit(graph.SubOp(t.emit(graph.MulOp(b, d)), number(4 * CUBIC_A)))
+
+    def distance(offset: float) -> SSAValue:
+        return (
+            t.emit(graph.AddOp(frac, number(offset)))
+            if offset >= 0
+            else t.emit(graph.SubOp(number(-offset), frac))
+        )
+
+    weights = [far(distance(1.0)), near(frac), near(distance(-1.0)), far(distance(-2.0))]
+    total: SSAValue | None = None
+    for k, weight in enumerate(weights):
+        rows = t.emit(graph.AddOp(low, number(float(k - 1))))
+        rows = t.emit(
+            graph.MinOp(t.emit(graph.MaxOp(rows, number(0.0))), number(float(source - 1)))
+        )
+        taken = _take(t, x, dim, t.cast(rows, i64))
+        full = list(_type(taken).get_shape())
+        along = [1] * len(full)
+        along[dim] = target
+        spread = t.broadcast(t.reshape(t.cast(weight, _type(x).element_type), along), full)
+        term = t.emit(graph.MulOp(taken, spread))
+        total = term if total is None else t.emit(graph.AddOp(total, term))
+    assert total is not None
+    return total

@@ -652,6 +652,8 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
                 nn.functional.interpolate(b, scale_factor=1.5, mode="bilinear"),
                 nn.functional.interpolate(b, size=(9, 11), mode="bilinear", align_corners=True),
                 nn.functional.interpolate(b, size=(2, 5), mode="bilinear"),
+                nn.functional.interpolate(b, scale_factor=(2, 1.5), mode="bicubic"),
+                nn.functional.interpolate(b, size=(7, 9), mode="bicubic", align_corners=True),
             )
         ),
         (_X, torch.randn(3, 6, 4, 5)),
@@ -780,11 +782,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(4),),
         "aten.__and__ of int64",
     ),
-    "bicubic_upsampling_in_3d": (
-        lambda m, a: nn.functional.interpolate(a, scale_factor=2, mode="bicubic")[:, :, None],
-        (torch.randn(1, 2, 3, 3),),
-        "cannot capture aten.upsample_bicubic2d",
-    ),
     "topk_along_a_long_dim": (
         lambda m, a: torch.topk(a, 2).values,
         (torch.randn(4097),),
@@ -840,10 +837,10 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(1, 2, 4),),
         "a pooling's indices",
     ),
-    "bicubic_interpolation": (
-        lambda m, a: nn.functional.interpolate(a, scale_factor=2, mode="bicubic"),
+    "nearest_exact_interpolation": (
+        lambda m, a: nn.functional.interpolate(a, scale_factor=2, mode="nearest-exact"),
         (torch.randn(1, 2, 4, 4),),
-        "cannot capture aten.upsample_bicubic2d",
+        "cannot capture aten._upsample_nearest_exact2d",
     ),
     "batch_norm_training": (
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
