@@ -2530,6 +2530,7 @@ def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | Non
 @_handles(
     "upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d", "upsample_linear1d",
     "upsample_bilinear2d", "upsample_trilinear3d", "upsample_bicubic2d",
+    "_upsample_nearest_exact1d", "_upsample_nearest_exact2d", "_upsample_nearest_exact3d",
 )  # fmt: skip
 def _upsample(t: _Translator, node: Node) -> SSAValue:
     """`F.interpolate` in nearest, linear, bilinear, trilinear and bicubic modes, one spatial
@@ -2557,7 +2558,8 @@ def _upsample(t: _Translator, node: Node) -> SSAValue:
         elif linear:
             x = _linear_resample(t, x, dim, target, align, scales[k])
         elif source != target:
-            x = _take(t, x, dim, _nearest_sources(t, source, target, scales[k]))
+            exact = "exact" in name
+            x = _take(t, x, dim, _nearest_sources(t, source, target, scales[k], exact))
     return t.cast(x, out.element_type)
 
 
@@ -2567,12 +2569,18 @@ def _source_scale(source: int, target: int, scale: float | None) -> float:
     return float(np.float32(1.0 / scale) if scale else np.float32(source) / np.float32(target))
 
 
-def _nearest_sources(t: _Translator, source: int, target: int, scale: float | None) -> SSAValue:
+def _nearest_sources(
+    t: _Translator, source: int, target: int, scale: float | None, exact: bool = False
+) -> SSAValue:
     """torch's `nearest_idx` for each output row i: `min(floor(i · s), source - 1)` in f32 (s
-    = 1/2 where the output is twice the input, torch's shift)."""
-    s = 0.5 if target == 2 * source else _source_scale(source, target, scale)
+    = 1/2 where the output is twice the input, torch's shift); `nearest-exact` rounds the
+    row's centre instead, `min(floor((i + 0.5) · s), source - 1)`."""
+    s = 0.5 if target == 2 * source and not exact else _source_scale(source, target, scale)
     index = TensorType(f32, [target])
-    scaled = t.emit(graph.MulOp(t.emit(graph.IotaOp(index, 0)), t.scalar(s, index)))
+    rows = t.emit(graph.IotaOp(index, 0))
+    if exact:
+        rows = t.emit(graph.AddOp(rows, t.scalar(0.5, index)))
+    scaled = t.emit(graph.MulOp(rows, t.scalar(s, index)))
     rows = t.emit(graph.MinOp(t.emit(graph.FloorOp(scaled)), t.scalar(float(source - 1), index)))
     return t.cast(rows, i64)
 

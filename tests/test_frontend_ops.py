@@ -654,6 +654,8 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
                 nn.functional.interpolate(b, size=(2, 5), mode="bilinear"),
                 nn.functional.interpolate(b, scale_factor=(2, 1.5), mode="bicubic"),
                 nn.functional.interpolate(b, size=(7, 9), mode="bicubic", align_corners=True),
+                nn.functional.interpolate(b, scale_factor=1.5, mode="nearest-exact"),
+                nn.functional.interpolate(a, size=4, mode="nearest-exact"),
             )
         ),
         (_X, torch.randn(3, 6, 4, 5)),
@@ -837,10 +839,10 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(1, 2, 4),),
         "a pooling's indices",
     ),
-    "nearest_exact_interpolation": (
-        lambda m, a: nn.functional.interpolate(a, scale_factor=2, mode="nearest-exact"),
+    "area_interpolation_to_a_non_divisor": (
+        lambda m, a: nn.functional.interpolate(a, size=(3, 3), mode="area"),
         (torch.randn(1, 2, 4, 4),),
-        "cannot capture aten._upsample_nearest_exact2d",
+        "adaptive pooling of \\[4, 4\\] to \\[3, 3\\]",
     ),
     "batch_norm_training": (
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
