@@ -20,6 +20,7 @@
 
 struct Dim { unsigned x, y, z; };
 thread_local Dim threadIdx;
+thread_local unsigned cpu_cuda_thread;  // x + y·bx + z·bx·by: warps are 32 consecutive ones
 Dim blockIdx;
 alignas(1024) unsigned char cpu_cuda_smem[256 * 1024];
 std::barrier<>* cpu_cuda_block;
@@ -50,8 +51,8 @@ static inline unsigned __cvta_generic_to_shared(const void* p) {
     return (unsigned)((const unsigned char*)p - cpu_cuda_smem);
 }
 static inline void __syncthreads() { cpu_cuda_block->arrive_and_wait(); }
-static inline void warp_sync() { cpu_cuda_warp[threadIdx.x / 32]->arrive_and_wait(); }
-static inline int lane() { return threadIdx.x % 32; }
+static inline void warp_sync() { cpu_cuda_warp[cpu_cuda_thread / 32]->arrive_and_wait(); }
+static inline int lane() { return cpu_cuda_thread % 32; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 
@@ -75,7 +76,7 @@ static inline float __half2float(__half h) { return to_float(h); }
 
 struct WarpExchange { float f[32]; int i[32][6]; const void* p[32]; };
 WarpExchange cpu_cuda_exchange[32];
-static inline WarpExchange& exchange() { return cpu_cuda_exchange[threadIdx.x / 32]; }
+static inline WarpExchange& exchange() { return cpu_cuda_exchange[cpu_cuda_thread / 32]; }
 
 static inline float __shfl_xor_sync(unsigned, float v, int offset, int) {
     WarpExchange& x = exchange();

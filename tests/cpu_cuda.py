@@ -2,7 +2,7 @@
 of kernel schedules on machines without a GPU.
 
 The kernel's CUDA source is compiled as C++ against an emulation of the CUDA subset those
-kernels use (threads, barriers, shared memory, `ldmatrix`, `mma.sync`, `cp.async`, warp
+kernels use (threads of 1-, 2- or 3-D blocks, barriers, shared memory, `ldmatrix`, `mma.sync`, `cp.async`, warp
 shuffles, bf16/f16 conversions, L2 prefetches checked against the buffers); its prelude of
 inline-PTX helpers is replaced by the emulation's. Each CUDA thread is a std::thread, so a
 block of 128 threads over a few key tiles takes seconds: keep shapes small.
@@ -77,8 +77,8 @@ def run_on_cpu(
     body = re.sub(r'asm volatile\("cp\.async\.(commit|wait)_group[^;]*;"[^;]*;', ";", body)
     grid = list(kernel.grid.get_values())
     body = _PREFETCH.sub(rf"cpu_cuda_prefetch(\1, {grid[0]}, {grid[1]});", body)
-    threads = kernel.block.get_values()[0]
-    assert list(kernel.block.get_values())[1:] == [1, 1]
+    bx, by, bz = kernel.block.get_values()
+    threads = bx * by * bz
     args = ", ".join(
         f"({ctype}*)buffers[{k}].data()" if pointer else f"*({ctype}*)buffers[{k}].data()"
         for k, (ctype, pointer) in enumerate(params)
@@ -113,7 +113,11 @@ int main(int argc, char** argv) {{
         for (int w = 0; w < {-(-threads // 32)}; ++w) cpu_cuda_warp[w] = new std::barrier<>(32);
         std::vector<std::thread> running;
         for (unsigned t = 0; t < {threads}; ++t)
-            running.emplace_back([&, t] {{ threadIdx = {{t, 0, 0}}; {name}({args}); }});
+            running.emplace_back([&, t] {{
+                threadIdx = {{t % {bx}, t / {bx} % {by}, t / {bx * by}}};
+                cpu_cuda_thread = t;
+                {name}({args});
+            }});
         for (auto& thread : running) thread.join();
         for (int w = 0; w < {-(-threads // 32)}; ++w) delete cpu_cuda_warp[w];
     }}

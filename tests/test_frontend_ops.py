@@ -750,6 +750,35 @@ def test_nan_to_num_defaults_are_the_dtypes_extremes(dtype: torch.dtype) -> None
     np.testing.assert_array_equal(got, torch.nan_to_num(x).float().numpy())
 
 
+ONE_LAUNCH: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...]]] = {
+    "cumsum": (lambda m, a: torch.cumsum(a, -1), (_X,)),
+    "gather": (lambda m, a, i: torch.gather(a, 2, i), (_X, torch.tensor([[[5, 0, 0, 2]] * 6] * 3))),
+    "one_hot": (
+        lambda m, i: nn.functional.one_hot(i, 7).float(),
+        (torch.tensor([[0, 6, 2], [3, 3, 1]]),),
+    ),
+    "unfold": (lambda m, a: nn.functional.unfold(a[None], (2, 3), padding=1), (_X,)),
+    "writes_in_place": (lambda m, a: _written_in_place(a)[1], (_X,)),
+}
+"""Captured ops whose program is one kernel launch, so the CPU emulation of CUDA
+(tests/cpu_cuda.py) runs the very CUDA a GPU would."""
+
+
+@pytest.mark.parametrize("name", list(ONE_LAUNCH))
+def test_ops_cuda_matches_float64_on_the_cpu_emulation(name: str) -> None:
+    from cpu_cuda import COMPILER
+    from test_attention_masks import run_one_launch_on_cpu
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    fn, inputs = ONE_LAUNCH[name]
+    module = Fn(fn).eval()
+    cap = capture(module, *inputs)
+    got = run_one_launch_on_cpu(str(cap.module), "fuse,tile,to-cuda", cap.arguments(*inputs))
+    (want,) = _torch_float64(module, inputs)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
 def test_causal_mask_is_an_index_expression_not_a_buffer() -> None:
     module, inputs = CASES["masked_fill_causal_softmax"]
     fused = apply_pipeline(capture(module, *inputs).module, "fuse")
