@@ -236,8 +236,16 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     graph.MatmulOp: np.matmul,
 }
 
+
+def _prod(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """np.prod accumulating float16 in float32, as the kernels do (bf16 is held in float32)."""
+    dtype = np.float32 if x.dtype == np.float16 else None
+    return np.prod(x, axis=axis, keepdims=keepdims, dtype=dtype)
+
+
 _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     graph.ReduceSumOp: np.sum,
+    graph.ReduceProdOp: _prod,
     graph.ReduceMaxOp: np.max,
     graph.ReduceMinOp: np.min,
     graph.ReduceMeanOp: np.mean,

@@ -567,6 +567,11 @@ class ReduceSumOp(ReduceOp):
 
 
 @irdl_op_definition
+class ReduceProdOp(ReduceOp):
+    name = "graph.reduce_prod"
+
+
+@irdl_op_definition
 class ReduceMaxOp(ReduceOp):
     name = "graph.reduce_max"
 
@@ -1403,7 +1408,13 @@ BINARY_OPS: tuple[type[BinaryOp], ...] = (
     FmodOp,
     RemainderOp,
 )
-REDUCE_OPS: tuple[type[ReduceOp], ...] = (ReduceSumOp, ReduceMaxOp, ReduceMinOp, ReduceMeanOp)
+REDUCE_OPS: tuple[type[ReduceOp], ...] = (
+    ReduceSumOp,
+    ReduceProdOp,
+    ReduceMaxOp,
+    ReduceMinOp,
+    ReduceMeanOp,
+)
 MASK_OPS: tuple[type[GraphOp], ...] = (CompareOp, SelectOp)
 """Elementwise ops that make or read masks."""
 SHAPE_OPS: tuple[type[GraphOp], ...] = (TransposeOp, ReshapeOp, BroadcastOp)

@@ -103,6 +103,22 @@ def row_sum(rows: int, cols: int) -> str:
 }}"""
 
 
+def products(shape: tuple[int, ...], dtype: str = "f32") -> str:
+    """reduce_prod of exp(x / 64) over x's last dim (a row reduction) and over its other dims,
+    kept (a reduction per column): factors near 1, so products of thousands stay finite."""
+    x, rows = _t(shape, dtype), _t(shape[:-1], dtype)
+    leading = ", ".join(map(str, range(len(shape) - 1)))
+    columns = _t((*(1,) * (len(shape) - 1), shape[-1]), dtype)
+    return f"""func.func @products(%x: {x}) -> ({rows}, {columns}) {{
+  %c = graph.constant dense<1.562500e-02> : {x}
+  %s = graph.mul %x, %c : {x}
+  %e = graph.exp %s : {x}
+  %r = graph.reduce_prod %e {{dims = array<i64: {len(shape) - 1}>}} : {x} -> {rows}
+  %k = graph.reduce_prod %e {{dims = array<i64: {leading}>, keepdim = true}} : {x} -> {columns}
+  func.return %r, %k : {rows}, {columns}
+}}"""
+
+
 def matmul_relu(m: int, n: int, k: int, dtype: str = "f32") -> str:
     x, b, w, y = _t((m, k), dtype), _t((k,), dtype), _t((k, n), dtype), _t((m, n), dtype)
     return f"""func.func @matmul_relu(%x: {x}, %bias: {b}, %w: {w}) -> {y} {{
@@ -339,6 +355,9 @@ CASES = [
     Case("bias_gelu_bf16_64x256", bias_gelu((64, 256), "bf16")),
     Case("transpose_add_33x65", transpose_add(33, 65)),
     Case("row_sum_3x1000", row_sum(3, 1000)),
+    Case("products_33x1000", products((33, 1000))),
+    Case("products_f16_7x4096", products((7, 4096), "f16")),
+    Case("products_bf16_3x5x130", products((3, 5, 130), "bf16")),
     Case("rounding_33x65", rounding((33, 65))),
     Case("rounding_f16_7x1000", rounding((7, 1000), "f16")),
     Case("rounding_bf16_3x5x130", rounding((3, 5, 130), "bf16")),

@@ -52,6 +52,7 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %fmod = graph.fmod %x, %y : tensor<4x8xf32>
   %remainder = graph.remainder %x, %y : tensor<4x8xf32>
   %rs = graph.reduce_sum %x {dims = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
+  %rp = graph.reduce_prod %x {dims = array<i64: 0>, keepdim = true} : tensor<4x8xf32> -> tensor<1x8xf32>
   %rm = graph.reduce_max %x {dims = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
   %ra = graph.reduce_mean %x {dims = array<i64: 0>} : tensor<4x8xf32> -> tensor<8xf32>
   %am = graph.argmax %x {dim = 1 : i64} : tensor<4x8xf32> -> tensor<4xi64>
@@ -100,7 +101,7 @@ def test_every_documented_op_is_registered() -> None:
         "log1p expm1 floor ceil round trunc "
         "cast "
         "add sub mul div max min pow atan2 fmod remainder compare select iota reduce_sum "
-        "reduce_max reduce_min reduce_mean matmul transpose "
+        "reduce_prod reduce_max reduce_min reduce_mean matmul transpose "
         "reshape broadcast slice concat gather dynamic_slice dynamic_update_slice constant "
         "softmax rms_norm layer_norm linear attention argmax"
     ).split()
@@ -143,7 +144,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.argmax",
     }
     assert len(graph.UNARY_OPS) == 22 and len(graph.BINARY_OPS) == 10
-    assert len(graph.REDUCE_OPS) == 4
+    assert len(graph.REDUCE_OPS) == 5
     assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 
 
@@ -157,6 +158,7 @@ def test_builders_infer_result_types() -> None:
         (graph.AddOp(x, x), (2, 3, 8)),
         (graph.ReduceSumOp(x, [2], keepdim=True), (2, 3, 1)),
         (graph.ReduceMaxOp(x, [0, 2]), (3,)),
+        (graph.ReduceProdOp(x, [0, 1, 2]), ()),
         (graph.TransposeOp(x, [2, 0, 1]), (8, 2, 3)),
         (graph.ReshapeOp(x, [6, 8]), (6, 8)),
         (graph.BroadcastOp(b, [4, 16]), (4, 16)),

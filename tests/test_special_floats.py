@@ -231,3 +231,34 @@ def test_atan2_fmod_and_remainder_keep_signs_zeros_and_infinities_on_the_cpu_emu
         np.testing.assert_allclose(got, want, rtol=2**-23, atol=0)
     else:
         np.testing.assert_array_equal(got, want)
+
+
+PRODUCT_PROGRAM = """func.func @f(%x: tensor<6x40xf32>) -> tensor<6xf32> {
+  %p = graph.reduce_prod %x {dims = array<i64: 1>} : tensor<6x40xf32> -> tensor<6xf32>
+  func.return %p : tensor<6xf32>
+}"""
+
+
+def test_row_products_keep_zeros_infinities_and_nan_on_the_cpu_emulation() -> None:
+    # Each lane multiplies its share of the row from 1.0, then the warp's shuffle tree
+    # multiplies the partial products: a zero keeps the product's sign (the xor of the
+    # factors' signs, whatever the order), NaN and 0 · inf give NaN, an overflow gives ±inf.
+    from cpu_cuda import run_on_cpu
+
+    kernel = _only_kernel_for_the_cpu_emulation(PRODUCT_PROGRAM)
+    assert "__shfl_xor_sync(" in kernel.source.data
+    rng = np.random.default_rng(0)
+    x = (rng.uniform(0.5, 1.5, (6, 40)) * rng.choice([-1.0, 1.0], (6, 40))).astype(np.float32)
+    x[0, 9], x[1, 30] = -0.0, 0.0
+    x[2, 17] = math.nan
+    x[3, 3], x[3, 38] = 0.0, -math.inf
+    x[4, :] = 1e5  # 1e200: past f32's range
+    x[5, 21] = math.inf
+    *_, got = run_on_cpu(kernel, [x, np.zeros(6, np.float32)])
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = np.prod(x.astype(np.float64), axis=1).astype(np.float32)
+    assert np.isnan(want[[2, 3]]).all() and np.isinf(want[[4, 5]]).all()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    number = ~np.isnan(want)
+    assert np.array_equal(np.signbit(got[number]), np.signbit(want[number]))
+    np.testing.assert_allclose(got, want, rtol=2.0**-18, atol=0)

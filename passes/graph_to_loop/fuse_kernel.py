@@ -71,11 +71,16 @@ CONTRACTION_ATTR = "tinyopt.contraction"
 
 _IDENTITY = {
     graph.ReduceSumOp: 0.0,
+    graph.ReduceProdOp: 1.0,
     graph.ReduceMeanOp: 0.0,
     graph.ReduceMaxOp: float("-inf"),
     graph.ReduceMinOp: float("inf"),
 }
-_COMBINER = {graph.ReduceMaxOp: arith.MaximumfOp, graph.ReduceMinOp: arith.MinimumfOp}
+_COMBINER = {
+    graph.ReduceProdOp: arith.MulfOp,
+    graph.ReduceMaxOp: arith.MaximumfOp,
+    graph.ReduceMinOp: arith.MinimumfOp,
+}
 
 Kind = Literal["elementwise", "rows", "reduce", "contraction"]
 

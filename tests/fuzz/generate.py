@@ -10,9 +10,11 @@ input cast to a mask, on a comparison of arguments or on a band of row and colum
 sometimes returned too (both compared exactly).
 Ops with a restricted domain (log, sqrt, rsqrt, reciprocal, exp, div, pow) get operands
 through `exp(tanh(x))`, in [1/e, e], so values stay finite in every element type; cos and sin
-get `tanh(x)`, so a rounding of their argument stays as small as the argument. floor, ceil,
-round and trunc jump at integers (round at halves), where a rounding of their operand would
-move the result by 1: they round an argument, exact in every element type, and add it to x.
+get `tanh(x)`, so a rounding of their argument stays as small as the argument. reduce_prod
+multiplies `exp(tanh(x) · 2^-k)`, 2^k at least the count of elements it multiplies, so its
+product stays in [1/e, e]. floor, ceil, round and trunc jump at integers (round at halves),
+where a rounding of their operand would move the result by 1: they round an argument, exact
+in every element type, and add it to x.
 atan2, fmod and remainder jump too (atan2 by 2π where y changes sign left of the origin, fmod
 and remainder at multiples of the divisor): they take new arguments, the divisor clamped to
 [0.5, 2] in magnitude by exact ops, and are added to x.
@@ -54,7 +56,7 @@ POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "log1p")
 ROUNDING_UNARY = ("floor", "ceil", "round", "trunc")
 SAFE_BINARY = ("add", "sub", "mul", "max", "min")
 JUMPING_BINARY = ("atan2", "fmod", "remainder")
-REDUCTIONS = ("reduce_sum", "reduce_max", "reduce_min", "reduce_mean")
+REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean")
 PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 NEG_INF = {"f32": "0xFF800000", "f16": "0xFC00", "bf16": "0xFF80"}
 """-inf as the bits of a dense literal of each element type (how the printer writes it)."""
@@ -215,11 +217,20 @@ def _reduce(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
         keepdim = True  # a rank-0 result has no loop to fuse into; keep a 1-element tensor
     shape = tuple(1 if i in dims else d for i, d in enumerate(x[1]) if keepdim or i not in dims)
     op = draw(st.sampled_from(REDUCTIONS))
+    if op == "reduce_prod":
+        x = _near_one(draw, b, x, prod(x[1][i] for i in dims))
     attrs = f"dims = array<i64: {', '.join(map(str, dims))}>, keepdim = {str(keepdim).lower()}"
     r = b.op(f"{op} {x[0]} {{{attrs}}} : {_t(x[1], b.dtype)} -> {_t(shape, b.dtype)}", shape)
     if keepdim and draw(st.booleans()):
         return b.binary("sub", x, b.broadcast(r, x[1]))
     return r
+
+
+def _near_one(draw: st.DrawFn, b: _Builder, x: Value, count: int) -> Value:
+    """Returns exp(tanh(x) · 2^-k) with 2^k ≥ `count` (exact in every element type): a product
+    of `count` of its elements is exp of at most 1 in magnitude, so it stays in [1/e, e]."""
+    scale = _constant(draw, b, repr(2.0 ** -(count - 1).bit_length()), x[1])
+    return b.unary("exp", b.binary("mul", b.unary("tanh", x), scale))
 
 
 def _argmax(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
