@@ -1138,6 +1138,19 @@ def _reduce(t: _Translator, node: Node) -> SSAValue:
     return t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
 
 
+@_handles("prod")
+def _prod(t: _Translator, node: Node) -> SSAValue:
+    """The product over one dim (`prod(x, dim, keepdim)`) or all elements (`prod(x)`)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    rank = _type(x).get_num_dims()
+    if node.target._overloadname == "default":  # pyright: ignore
+        dims, keepdim = list(range(rank)), False
+    else:
+        dims, keepdim = _dims(_arg(node, 1, "dim"), rank), bool(_arg(node, 2, "keepdim", False))
+    return t.reshape(t.emit(graph.ReduceProdOp(x, dims, keepdim)), out.get_shape())
+
+
 @_handles("var", "std")
 def _variance(t: _Translator, node: Node) -> SSAValue:
     """`var`/`std` over dims: the mean of squared deviations times n / (n - correction)."""

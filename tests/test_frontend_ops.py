@@ -642,6 +642,10 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, _Y.abs() + 0.5),
     ),
+    "prod": (
+        Fn(lambda m, a: (torch.prod(a, -1), torch.prod(a, 1, keepdim=True), torch.prod(a[0, :2]))),
+        (_X,),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
