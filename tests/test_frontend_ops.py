@@ -763,9 +763,24 @@ ONE_LAUNCH: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...]]] = {
     ),
     "unfold": (lambda m, a: nn.functional.unfold(a[None], (2, 3), padding=1), (_X,)),
     "writes_in_place": (lambda m, a: _written_in_place(a)[1], (_X,)),
+    "flip_and_reflect": (
+        lambda m, a: nn.functional.pad(torch.flip(a, (1,)), (2, 3), mode="reflect"),
+        (_X,),
+    ),
+    "bilinear": (
+        lambda m, a: nn.functional.interpolate(a[None], scale_factor=1.5, mode="bilinear"),
+        (_X,),
+    ),
+    "bicubic": (
+        lambda m, a: nn.functional.interpolate(
+            a[None], size=(5, 11), mode="bicubic", align_corners=True
+        ),
+        (_X,),
+    ),
 }
-"""Captured ops whose program is one kernel launch, so the CPU emulation of CUDA
-(tests/cpu_cuda.py) runs the very CUDA a GPU would."""
+"""Captured ops whose program is one kernel launch (gathers by computed rows are computed where
+they are read), so the CPU emulation of CUDA (tests/cpu_cuda.py) runs the very CUDA a GPU
+would."""
 
 
 @pytest.mark.parametrize("name", list(ONE_LAUNCH))

@@ -602,11 +602,15 @@ class KernelBuilder:
                 self._blocks[0].add_op(op)
                 result = op.result
             case Loaded(ids, point):
-                if not self._is_load(ids):  # ids computed from others (negative ids wrapped)
-                    raise Materialize(ids, "gather ids computed in the graph")
-                indices = [self._index(i) for i in point]
-                self._target = self._level(point)
-                loaded = self.emit(memref.LoadOp.get(self._buffer(ids), indices))
+                if self._is_load(ids):
+                    indices = [self._index(i) for i in point]
+                    self._target = self._level(point)
+                    loaded = self.emit(memref.LoadOp.get(self._buffer(ids), indices))
+                elif _computed_per_element(ids):  # a flip's n - 1 - i, an interpolation's rows
+                    loaded = self._value(ids, point)
+                    self._target = self._level(point)
+                else:
+                    raise Materialize(ids, "gather ids computed by a reduction or a contraction")
                 result = self.emit(arith.IndexCastOp(loaded, IndexType()))
             case Scalar(value):
                 self._target = 0
@@ -725,6 +729,29 @@ def _combine(kind: type[Operation]) -> Region:
     combined = kind(*block.args)
     block.add_ops([combined, loop.YieldOp(combined)])
     return Region(block)
+
+
+_PER_ELEMENT = (
+    *ELEMENTWISE_OPS, graph.IotaOp, graph.ConstantOp, graph.BroadcastOp, graph.ReshapeOp,
+    graph.TransposeOp, graph.SliceOp, graph.ConcatOp,
+)  # fmt: skip
+"""Ops whose element at a point is computed from their operands' elements at points an index
+map gives: what a gather's ids may be computed by inside the kernel that gathers."""
+
+
+def _computed_per_element(value: SSAValue) -> bool:
+    """Whether `value` is computed from inputs, constants and indices by `_PER_ELEMENT` ops
+    only (no reduction, contraction or gather), so each id can be computed where it is used."""
+    stack, seen = [value], set()
+    while stack:
+        v = stack.pop()
+        if v in seen or isinstance(v, BlockArgument):
+            continue
+        seen.add(v)
+        if not isinstance(v.owner, _PER_ELEMENT):
+            return False
+        stack.extend(v.owner.operands)
+    return True
 
 
 def _operand_points(op: Operation | None, point: Point) -> list[tuple[SSAValue, Point]]:
