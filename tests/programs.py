@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 from attention_programs import attention, decode_attention
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -68,6 +70,24 @@ def transpose_add(rows: int, cols: int) -> str:
   %z = graph.silu %y : {a}
   func.return %z : {a}
 }}"""
+
+
+STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
+"""How inputs of each element type are held in numpy (bf16 as float32 holding bf16 values)."""
+
+
+def each_op(ops: Sequence[str], operands: int, dtype: str, size: int) -> str:
+    """`@f` of `operands` vectors of `size` elements returning each elementwise graph op of
+    `ops` applied to them, in order."""
+    t = _t((size,), dtype)
+    names = ["x", "y"][:operands]
+    arguments = ", ".join(f"%{n}: {t}" for n in names)
+    applied = ", ".join(f"%{n}" for n in names)
+    lines = "\n".join(f"  %{op} = graph.{op} {applied} : {t}" for op in ops)
+    results, types = ", ".join(f"%{op}" for op in ops), ", ".join([t] * len(ops))
+    return (
+        f"func.func @f({arguments}) -> ({types}) {{\n{lines}\n  func.return {results} : {types}\n}}"
+    )
 
 
 def rounding(shape: tuple[int, ...], dtype: str = "f32") -> str:

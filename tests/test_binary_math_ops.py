@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from programs import STORAGE, each_op
 
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import round_to_bf16, run_reference
@@ -53,21 +54,6 @@ F32_PAIRS = [
 ]
 """Pairs only f32 holds: huge quotients, results that round, subnormals."""
 
-STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
-"""How inputs of each element type are held (bf16 as float32 holding bf16 values)."""
-
-
-def _program(dtype: str, size: int) -> str:
-    """A function of two vectors returning atan2, fmod and remainder of them."""
-    t = f"tensor<{size}x{dtype}>"
-    lines = "\n".join(f"  %{name} = graph.{name} %a, %b : {t}" for name in OPS)
-    results = ", ".join(f"%{name}" for name in OPS)
-    types = ", ".join([t] * len(OPS))
-    return (
-        f"func.func @f(%a: {t}, %b: {t}) -> ({types}) {{\n{lines}\n"
-        f"  func.return {results} : {types}\n}}"
-    )
-
 
 def _held(values: list[float], dtype: str) -> np.ndarray:
     """`values` in the storage of `dtype`, checked to be exact there."""
@@ -93,7 +79,7 @@ def _rounded(x: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def _run(level: str, dtype: str, a: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
-    module = parse(_program(dtype, a.size))
+    module = parse(each_op(list(OPS), 2, dtype, a.size))
     if level == "graph":
         return run_reference(module, a, b)
     return run_loop_module(apply_pipeline(module, "fuse"), "f", a, b)

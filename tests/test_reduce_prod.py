@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 import pytest
+from programs import STORAGE
 
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import round_to_bf16, run_reference
@@ -32,8 +33,6 @@ SPECIAL = {
 }
 """Zeros of both signs, a NaN, and infinities (one meeting a zero) placed in the input."""
 
-STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
-"""How inputs of each element type are held (bf16 as float32 holding bf16 values)."""
 
 RTOL = {"f32": 2.0**-20, "f16": 2.0**-10, "bf16": 2.0**-7}
 """An ulp of each element type, f32's with room for sixty roundings of the running product."""

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from programs import STORAGE, each_op
 
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import round_to_bf16, run_reference
@@ -39,18 +40,6 @@ F32_VALUES = [
 ]
 """Values only f32 holds, at the edges of its fractions."""
 
-STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
-"""How inputs of each element type are held (bf16 as float32 holding bf16 values)."""
-
-
-def _program(dtype: str, size: int) -> str:
-    """A function of one vector returning its floor, ceil, round and trunc."""
-    t = f"tensor<{size}x{dtype}>"
-    lines = "\n".join(f"  %{name} = graph.{name} %x : {t}" for name in ROUNDINGS)
-    results = ", ".join(f"%{name}" for name in ROUNDINGS)
-    types = ", ".join([t] * len(ROUNDINGS))
-    return f"func.func @f(%x: {t}) -> ({types}) {{\n{lines}\n  func.return {results} : {types}\n}}"
-
 
 def _inputs(dtype: str) -> np.ndarray:
     values = VALUES + F32_VALUES if dtype == "f32" else VALUES
@@ -62,7 +51,7 @@ def _inputs(dtype: str) -> np.ndarray:
 
 
 def _run(level: str, dtype: str, x: np.ndarray) -> list[np.ndarray]:
-    module = parse(_program(dtype, x.size))
+    module = parse(each_op(list(ROUNDINGS), 1, dtype, x.size))
     if level == "graph":
         return run_reference(module, x)
     return run_loop_module(apply_pipeline(module, "fuse"), "f", x)
