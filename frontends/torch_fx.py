@@ -430,6 +430,7 @@ _UNARY: dict[str, type[graph.UnaryOp]] = {
     "reciprocal": graph.ReciprocalOp,
     "tanh": graph.TanhOp,
     "sigmoid": graph.SigmoidOp,
+    "special_expit": graph.SigmoidOp,
     "relu": graph.ReluOp,
     "silu": graph.SiluOp,
     "erf": graph.ErfOp,
@@ -487,8 +488,11 @@ _BINARY: dict[str, type[graph.BinaryOp]] = {
 def _binary(t: _Translator, node: Node) -> SSAValue:
     name = node.target._overloadpacket.__name__  # pyright: ignore
     out = t.tensor_type(node)
-    if node.kwargs.get("rounding_mode") is not None:
-        raise t.fail(node, f"aten.div with rounding_mode={node.kwargs['rounding_mode']!r}")
+    mode = node.kwargs.get("rounding_mode")
+    if mode is not None and not (
+        mode in ("trunc", "floor") and out.element_type in graph.FLOAT_TYPES
+    ):
+        raise t.fail(node, f"aten.div with rounding_mode={mode!r} on {_dtype(node)}")
     lhs = t.operand_like(node.args[0], out, node)
     rhs = t.operand_like(node.args[1], out, node)
     alpha = node.kwargs.get("alpha", 1)
@@ -496,7 +500,46 @@ def _binary(t: _Translator, node: Node) -> SSAValue:
         rhs = t.emit(graph.MulOp(rhs, t.scalar(float(alpha), out)))
     if name == "rsub":
         lhs, rhs = rhs, lhs
+    if mode is not None:
+        return _rounded_quotient(t, lhs, rhs, mode)
     return t.emit(_BINARY[name](lhs, rhs))
+
+
+@_handles("floor_divide")
+def _floor_divide(t: _Translator, node: Node) -> SSAValue:
+    out = t.tensor_type(node)
+    if out.element_type not in graph.FLOAT_TYPES:
+        raise t.fail(node, f"aten.floor_divide of {_dtype(node)}")
+    lhs, rhs = (t.operand_like(x, out, node) for x in node.args[:2])
+    return _rounded_quotient(t, lhs, rhs, "floor")
+
+
+def _rounded_quotient(t: _Translator, a: SSAValue, b: SSAValue, mode: str) -> SSAValue:
+    """`trunc(a / b)`, or torch's `div_floor` for `floor`: q = (a - fmod(a, b)) / b, one less
+    where the remainder's sign differs from b's, then floor(q) rounded up where q is more
+    than half past it (exact where `floor(a / b)` would take a quotient that rounded up to an
+    integer); `a / b` where b is 0, and a zero with a / b's sign where q is 0."""
+    quotient = t.emit(graph.DivOp(a, b))
+    if mode == "trunc":
+        return t.emit(graph.TruncOp(quotient))
+    like = _type(a)
+
+    def flag(x: SSAValue, y: SSAValue, predicate: str) -> SSAValue:
+        return t.cast(t.emit(graph.CompareOp(x, y, predicate)), like.element_type)
+
+    zero = t.scalar(0.0, like)
+    rest = t.emit(graph.FmodOp(a, b))
+    q = t.emit(graph.DivOp(t.emit(graph.SubOp(a, rest)), b))
+    signs_differ = t.emit(graph.CompareOp(flag(b, zero, "lt"), flag(rest, zero, "lt"), "ne"))
+    step = t.emit(graph.MulOp(t.cast(signs_differ, like.element_type), flag(rest, zero, "ne")))
+    q = t.emit(graph.SubOp(q, step))
+    floored = t.emit(graph.FloorOp(q))
+    rounded = t.emit(
+        graph.AddOp(floored, flag(t.emit(graph.SubOp(q, floored)), t.scalar(0.5, like), "gt"))
+    )
+    signed_zero = t.emit(graph.MulOp(quotient, zero))
+    result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(q, zero, "ne")), rounded, signed_zero))
+    return t.emit(graph.SelectOp(t.emit(graph.CompareOp(b, zero, "eq")), quotient, result))
 
 
 @_handles("square")
@@ -517,6 +560,151 @@ def _work_type(out: TensorType[AnyFloat]) -> TensorType[AnyFloat]:
     if out.element_type in (f16, bf16):
         return TensorType(f32, out.get_shape())
     return out
+
+
+@_handles("sgn")
+def _sgn(t: _Translator, node: Node) -> SSAValue:
+    """`sgn` of a real tensor is its sign."""
+    return _sign(t, node)
+
+
+@_handles("frac")
+def _frac(t: _Translator, node: Node) -> SSAValue:
+    """`x - trunc(x)` (exact), torch's."""
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    return t.emit(graph.SubOp(x, t.emit(graph.TruncOp(x))))
+
+
+@_handles("lerp")
+def _lerp(t: _Translator, node: Node) -> SSAValue:
+    """`w < 0.5 ? a + w (b - a) : b - (b - a)(1 - w)`, torch's two-sided form (exact at w = 0
+    and w = 1)."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    a, b, w = (t.operand_like(x, work, node) for x in node.args[:3])
+    gap = t.emit(graph.SubOp(b, a))
+    near_a = t.emit(graph.AddOp(a, t.emit(graph.MulOp(w, gap))))
+    rest = t.emit(graph.SubOp(t.scalar(1.0, work), w))
+    near_b = t.emit(graph.SubOp(b, t.emit(graph.MulOp(gap, rest))))
+    low = t.emit(graph.CompareOp(t.emit(graph.AbsOp(w)), t.scalar(0.5, work), "lt"))
+    return t.cast(t.emit(graph.SelectOp(low, near_a, near_b)), out.element_type)
+
+
+@_handles("addcmul", "addcdiv")
+def _add_scaled_product(t: _Translator, node: Node) -> SSAValue:
+    """`x + value · t1 · t2` (addcmul) or `x + value · t1 / t2` (addcdiv)."""
+    out = t.tensor_type(node)
+    x, t1, t2 = (t.operand_like(v, out, node) for v in node.args[:3])
+    divide = node.target._overloadpacket.__name__ == "addcdiv"  # pyright: ignore
+    term = t.emit((graph.DivOp if divide else graph.MulOp)(t1, t2))
+    value = float(_arg(node, 3, "value", 1))
+    if value != 1.0:
+        term = t.emit(graph.MulOp(t.scalar(value, out), term))
+    return t.emit(graph.AddOp(x, term))
+
+
+_TRIGONOMETRIC = {
+    "tan": "tan", "atan": "atan", "arctan": "atan", "asin": "asin", "arcsin": "asin",
+    "acos": "acos", "arccos": "acos",
+}  # fmt: skip
+"""Each trigonometric op's name, aliases to the name they alias."""
+
+
+@_handles(*_TRIGONOMETRIC)
+def _trigonometric(t: _Translator, node: Node) -> SSAValue:
+    """tan as `sin / cos`; atan, asin and acos through `atan2`: `atan2(x, 1)`,
+    `atan2(x, sqrt((1 - x)(1 + x)))` and `atan2(sqrt((1 - x)(1 + x)), x)` (NaN past ±1, as
+    torch); in f32 for f16/bf16."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    x = t.operand_like(node.args[0], work, node)
+    name = _TRIGONOMETRIC[node.target._overloadpacket.__name__]  # pyright: ignore
+    one = t.scalar(1.0, work)
+    if name == "tan":
+        result = t.emit(graph.DivOp(t.emit(graph.SinOp(x)), t.emit(graph.CosOp(x))))
+    elif name == "atan":
+        result = t.emit(graph.Atan2Op(x, one))
+    else:
+        side = t.emit(graph.MulOp(t.emit(graph.SubOp(one, x)), t.emit(graph.AddOp(one, x))))
+        side = t.emit(graph.SqrtOp(side))
+        pair = (x, side) if name == "asin" else (side, x)
+        result = t.emit(graph.Atan2Op(*pair))
+    return t.cast(result, out.element_type)
+
+
+@_handles("sinh", "cosh")
+def _hyperbolic(t: _Translator, node: Node) -> SSAValue:
+    """`cosh = e^(x - ln 2) + e^(-x - ln 2)`; `sinh` the difference, or `(expm1(x) -
+    expm1(-x)) / 2` below |x| = 1 (no cancellation); halves taken in the exponent so the
+    results overflow where torch's do; in f32 for f16/bf16."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    x = t.operand_like(node.args[0], work, node)
+    negated = t.emit(graph.NegOp(x))
+    half = t.scalar(math.log(2.0), work)
+    up, down = (t.emit(graph.ExpOp(t.emit(graph.SubOp(v, half)))) for v in (x, negated))
+    if node.target._overloadpacket.__name__ == "cosh":  # pyright: ignore
+        return t.cast(t.emit(graph.AddOp(up, down)), out.element_type)
+    wide = t.emit(graph.SubOp(up, down))
+    small = t.emit(graph.SubOp(t.emit(graph.Expm1Op(x)), t.emit(graph.Expm1Op(negated))))
+    small = t.emit(graph.MulOp(small, t.scalar(0.5, work)))
+    near_zero = t.emit(graph.CompareOp(t.emit(graph.AbsOp(x)), t.scalar(1.0, work), "lt"))
+    return t.cast(t.emit(graph.SelectOp(near_zero, small, wide)), out.element_type)
+
+
+@_handles("logaddexp")
+def _logaddexp(t: _Translator, node: Node) -> SSAValue:
+    """`m + log1p(exp(-|a - b|))` with m the larger, and a itself where both are the same
+    infinity (torch's rule); in f32 for f16/bf16."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    a, b = (t.operand_like(v, work, node) for v in node.args[:2])
+    top = t.emit(graph.MaxOp(a, b))
+    gap = t.emit(graph.NegOp(t.emit(graph.AbsOp(t.emit(graph.SubOp(a, b))))))
+    smooth = t.emit(graph.AddOp(top, t.emit(graph.Log1pOp(t.emit(graph.ExpOp(gap))))))
+    infinite = t.emit(graph.CompareOp(t.emit(graph.AbsOp(a)), t.scalar(math.inf, work), "eq"))
+    same = t.emit(graph.CompareOp(a, b, "eq"))
+    both = t.emit(graph.MulOp(t.cast(infinite, work.element_type), t.cast(same, work.element_type)))
+    both = t.emit(graph.CompareOp(both, t.scalar(0.0, work), "ne"))
+    return t.cast(t.emit(graph.SelectOp(both, a, smooth)), out.element_type)
+
+
+@_handles("xlogy", "special_xlogy")
+def _xlogy(t: _Translator, node: Node) -> SSAValue:
+    """`x · log(y)`, 0 where x is 0 and NaN where y is NaN (torch's rule)."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    x, y = (t.operand_like(v, work, node) for v in node.args[:2])
+    product = t.emit(graph.MulOp(x, t.emit(graph.LogOp(y))))
+    zero = t.scalar(0.0, work)
+    result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(x, zero, "eq")), zero, product))
+    nan = t.emit(graph.CompareOp(y, y, "ne"))
+    return t.cast(t.emit(graph.SelectOp(nan, y, result)), out.element_type)
+
+
+@_handles("heaviside")
+def _heaviside(t: _Translator, node: Node) -> SSAValue:
+    """`x == 0 ? values : (x > 0)`, torch's (NaN gives 0)."""
+    out = t.tensor_type(node)
+    x, values = (t.operand_like(v, out, node) for v in node.args[:2])
+    above = t.cast(t.emit(graph.CompareOp(x, t.scalar(0.0, out), "gt")), out.element_type)
+    zero = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "eq"))
+    return t.emit(graph.SelectOp(zero, values, above))
+
+
+@_handles("rrelu")
+def _rrelu(t: _Translator, node: Node) -> SSAValue:
+    """In eval mode, a leaky relu with the mean of the two slopes; training (random slopes) is
+    refused."""
+    if _arg(node, 3, "training", False):
+        raise t.fail(node, "aten.rrelu in training mode (random slopes)")
+    out = t.tensor_type(node)
+    x = t.operand_like(node.args[0], out, node)
+    lower, upper = float(_arg(node, 1, "lower", 1 / 8)), float(_arg(node, 2, "upper", 1 / 3))
+    positive = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "ge"))
+    scaled = t.emit(graph.MulOp(x, t.scalar((lower + upper) / 2, out)))
+    return t.emit(graph.SelectOp(positive, x, scaled))
 
 
 @_handles("leaky_relu")
@@ -1151,11 +1339,13 @@ def _prod(t: _Translator, node: Node) -> SSAValue:
     return t.reshape(t.emit(graph.ReduceProdOp(x, dims, keepdim)), out.get_shape())
 
 
-@_handles("var", "std")
-def _variance(t: _Translator, node: Node) -> SSAValue:
-    """`var`/`std` over dims: the mean of squared deviations times n / (n - correction)."""
-    out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+@_handles("var", "std", "var_mean", "std_mean")
+def _variance(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """`var`/`std` over dims: the mean of squared deviations times n / (n - correction);
+    `var_mean`/`std_mean` return the mean too."""
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        x = t.cast(x, f32)
     shape = _type(x).get_shape()
     overload = node.target._overloadname  # pyright: ignore
     if overload == "default":  # var(x, unbiased=True)
@@ -1178,9 +1368,108 @@ def _variance(t: _Translator, node: Node) -> SSAValue:
     total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(centered, centered)), dims, keepdim))
     count = math.prod(shape[d] for d in dims) - correction  # 0 or less gives inf/nan, as torch
     variance = t.emit(graph.DivOp(total, t.scalar(float(count), _type(total))))
-    if node.target._overloadpacket.__name__ == "std":  # pyright: ignore
-        return t.emit(graph.SqrtOp(variance))
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    if name.startswith("std"):
+        variance = t.emit(graph.SqrtOp(variance))
+    if name.endswith("_mean"):
+        return [variance, t.emit(graph.ReduceMeanOp(x, dims, keepdim))]
     return variance
+
+
+@_handles("count_nonzero")
+def _count_nonzero(t: _Translator, node: Node) -> SSAValue:
+    """The number of nonzero elements over the dims (all by default), carried in f32."""
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        x = t.cast(x, f32)
+    nonzero = t.cast(t.emit(graph.CompareOp(x, t.scalar(0.0, _type(x)), "ne")), f32)
+    dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())
+    return t.emit(graph.ReduceSumOp(nonzero, dims, False))
+
+
+@_handles("nanmean", "nansum")
+def _nan_reduction(t: _Translator, node: Node) -> SSAValue:
+    """The sum (mean) of the elements that are not NaN over the dims; all NaN gives 0 (NaN)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())
+    keepdim = bool(_arg(node, 2, "keepdim", False))
+    nan = t.emit(graph.CompareOp(x, x, "ne"))
+    kept = t.emit(graph.SelectOp(nan, t.scalar(0.0, _type(x)), x))
+    total = t.emit(graph.ReduceSumOp(kept, dims, keepdim))
+    if node.target._overloadpacket.__name__ == "nansum":  # pyright: ignore
+        return t.cast(total, out.element_type)
+    counted = t.emit(graph.CompareOp(x, x, "eq"))
+    count = t.emit(graph.ReduceSumOp(t.cast(counted, _type(x).element_type), dims, keepdim))
+    return t.cast(t.emit(graph.DivOp(total, count)), out.element_type)
+
+
+@_handles("aminmax")
+def _aminmax(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """The smallest and the largest element over a dim (all by default)."""
+    x = t.value(node.args[0], node)
+    dim = node.kwargs.get("dim")
+    keepdim = bool(node.kwargs.get("keepdim", False))
+    dims = _dims(dim, _type(x).get_num_dims())
+    return [
+        t.emit(graph.ReduceMinOp(x, dims, keepdim)),
+        t.emit(graph.ReduceMaxOp(x, dims, keepdim)),
+    ]
+
+
+@_handles("diagonal")
+def _diagonal(t: _Translator, node: Node) -> SSAValue:
+    """`x.diagonal(offset, dim1, dim2)`: the two dims moved last and merged, every (m + 1)-th
+    element from the offset's start (a strided slice), the diagonal last as in torch."""
+    x = t.value(node.args[0], node)
+    rank = _type(x).get_num_dims()
+    offset = int(_arg(node, 1, "offset", 0))
+    first, second = _dims([_arg(node, 2, "dim1", 0), _arg(node, 3, "dim2", 1)], rank)
+    order = [*(d for d in range(rank) if d not in (first, second)), first, second]
+    moved = x if order == list(range(rank)) else t.emit(graph.TransposeOp(x, order))
+    *lead, n, m = _type(moved).get_shape()
+    start = offset if offset >= 0 else -offset * m
+    length = t.tensor_type(node).get_shape()[-1]
+    flat = t.reshape(moved, [*lead, n * m])
+    return t.emit(graph.SliceOp(flat, len(lead), start, length, m + 1))
+
+
+@_handles("trace")
+def _trace(t: _Translator, node: Node) -> SSAValue:
+    """The sum of a matrix's diagonal (a strided slice of it flattened)."""
+    out = t.tensor_type(node)
+    x = t.value(node.args[0], node)
+    n, m = _type(x).get_shape()
+    diagonal = t.emit(graph.SliceOp(t.reshape(x, [n * m]), 0, 0, min(n, m), m + 1))
+    return t.reshape(
+        t.emit(graph.ReduceSumOp(t.cast(diagonal, out.element_type), [0], False)), out.get_shape()
+    )
+
+
+@_handles("pairwise_distance")
+def _pairwise_distance(t: _Translator, node: Node) -> SSAValue:
+    """`|| x1 - x2 + eps ||_p` along the last dim (p = 1, 2 or ±inf)."""
+    import torch
+
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    shape = [int(d) for d in torch.broadcast_shapes(*(a.meta["val"].shape for a in node.args[:2]))]
+    full = TensorType(work.element_type, shape)
+    a, b = (t.operand_like(v, full, node) for v in node.args[:2])
+    p = float(_arg(node, 2, "p", 2.0))
+    eps = float(_arg(node, 3, "eps", 1e-6))
+    keepdim = bool(_arg(node, 4, "keepdim", False))
+    gap = t.emit(graph.AbsOp(t.emit(graph.AddOp(t.emit(graph.SubOp(a, b)), t.scalar(eps, full)))))
+    last = [len(shape) - 1]
+    if p == 2:
+        total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(gap, gap)), last, keepdim))
+        result = t.emit(graph.SqrtOp(total))
+    elif p in (1, math.inf, -math.inf):
+        kind = {1: graph.ReduceSumOp, math.inf: graph.ReduceMaxOp, -math.inf: graph.ReduceMinOp}[p]
+        result = t.emit(kind(gap, last, keepdim))
+    else:
+        raise t.fail(node, f"aten.pairwise_distance with p={p} (only 1, 2 and ±inf)")
+    return t.cast(result, out.element_type)
 
 
 @_handles("argmax", "argmin")
@@ -1215,43 +1504,56 @@ def _arg_extreme(
 
 
 CUMSUM_EXTENT = 16384
-"""Longest dim `cumsum` runs along: each of its n sums is a masked sum over the whole dim,
+"""Longest dim the cumulative ops run along: each of its n sums is a masked sum over the whole dim,
 n² additions in all (the mask an index expression, no n x n buffer)."""
 
 
-@_handles("cumsum")
-def _cumsum(t: _Translator, node: Node) -> SSAValue:
-    """`y[i] = sum of x[j] for j <= i` along the dim: x broadcast along a new dim of i, the
-    terms past i masked by comparing two index expressions, summed (in f32 for f16/bf16;
-    integers as the f32 they are carried in, exact while the sums stay within 2^24)."""
-    out = t.tensor_type(node)
+_CUMULATIVE = {
+    "cumsum": (graph.ReduceSumOp, 0.0),
+    "cumprod": (graph.ReduceProdOp, 1.0),
+    "cummax": (graph.ReduceMaxOp, -math.inf),
+    "cummin": (graph.ReduceMinOp, math.inf),
+}
+"""Each cumulative op's reduction and the value masked terms take (its identity)."""
+
+
+@_handles(*_CUMULATIVE)
+def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """`y[i] = x[0] ∘ … ∘ x[i]` along the dim (∘: +, ·, max or min): x broadcast along a new
+    dim of i, the terms past i masked to the identity by comparing two index expressions,
+    reduced (in f32 for f16/bf16; integer sums as the f32 they are carried in, exact while
+    they stay within 2^24; integer products are refused). cummax/cummin give their values;
+    their indices are refused."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    reduce, identity = _CUMULATIVE[name]
     x = t.value(node.args[0], node)
     shape = list(_type(x).get_shape())
     rank = len(shape)
     dim = _dims(node.args[1], rank)[0]
     n = shape[dim]
-    if (
-        _type(x).element_type not in graph.FLOAT_TYPES
-        and t.bound(node.args[0]) * n > EXACT_INTEGERS
-    ):
-        raise t.fail(node, "aten.cumsum of integers whose sums may pass 2^24")
-    x = t.cast(x, _work_type(out).element_type)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        exceeds = t.bound(node.args[0]) * n > EXACT_INTEGERS
+        if name == "cumprod" or (name == "cumsum" and exceeds):
+            raise t.fail(node, f"aten.{name} of integers whose results may pass 2^24")
+    element = _type(x).element_type
+    work = f32 if element not in graph.FLOAT_TYPES or element in (f16, bf16) else element
+    x = t.cast(x, work)
     if n > CUMSUM_EXTENT:
-        raise t.fail(node, f"aten.cumsum along {n} elements (n² work; at most {CUMSUM_EXTENT})")
-    last = [*(d for d in range(rank) if d != dim), dim]
-    moved = x if dim == rank - 1 else t.emit(graph.TransposeOp(x, last))
+        raise t.fail(node, f"aten.{name} along {n} elements (n² work; at most {CUMSUM_EXTENT})")
+    moved = _moved_last(t, x, dim)
     lead = list(_type(moved).get_shape()[:-1])
     square = [*lead, n, n]  # [..., i, j]
     terms = t.broadcast(t.reshape(moved, [*lead, 1, n]), square)
     index = TensorType(f32, square)
     rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
     kept = t.emit(graph.CompareOp(cols, rows, "le"))
-    zero = t.scalar(0.0, _type(terms))
-    sums = t.emit(graph.ReduceSumOp(t.emit(graph.SelectOp(kept, terms, zero)), [rank], False))
+    masked = t.emit(graph.SelectOp(kept, terms, t.scalar(identity, _type(terms))))
+    result = t.emit(reduce(masked, [rank], False))
     if dim != rank - 1:
-        back = [last.index(d) for d in range(rank)]
-        sums = t.emit(graph.TransposeOp(sums, back))
-    return t.cast(sums, out.element_type)
+        result = t.emit(graph.TransposeOp(result, [*range(dim), rank - 1, *range(dim, rank - 1)]))
+    if name in ("cummax", "cummin"):
+        return [t.cast(result, element) if element in graph.FLOAT_TYPES else result, None]
+    return t.cast(result, t.tensor_type(node).element_type)
 
 
 RANK_EXTENT = 4096
@@ -1311,6 +1613,51 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     if name == "argsort":
         return indices
     return [t.cast(values, element) if element == graph.BOOL else values, indices]
+
+
+@_handles("kthvalue", "median")
+def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """The k-th smallest element along a dim and its index (`median`: the lower median, k =
+    (n + 1) // 2, of the dim or of all elements), by ascending ranks (`_ranks`); NaN counts
+    as the largest."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        raise t.fail(node, f"aten.{name} of {_dtype(node.args[0])}")
+    whole = name == "median" and node.target._overloadname == "default"  # pyright: ignore
+    if whole:
+        x, dim, keepdim = t.reshape(x, [math.prod(_type(x).get_shape())]), 0, False
+    elif name == "median":
+        dim, keepdim = _arg(node, 1, "dim", -1), bool(_arg(node, 2, "keepdim", False))
+    else:
+        dim, keepdim = _arg(node, 2, "dim", -1), bool(_arg(node, 3, "keepdim", False))
+    shape = list(_type(x).get_shape())
+    rank = len(shape)
+    dim = _dims(dim, rank)[0]
+    n = shape[dim]
+    if n > RANK_EXTENT:
+        raise t.fail(node, f"aten.{name} along {n} elements (n² work; at most {RANK_EXTENT})")
+    k = (n + 1) // 2 if name == "median" else int(node.args[1])
+    moved = _moved_last(t, x, dim)
+    lead = list(_type(moved).get_shape()[:-1])
+    ranks = _ranks(t, moved, largest=False)
+    match = t.emit(graph.CompareOp(ranks, t.scalar(float(k - 1), _type(ranks)), "eq"))
+    zero = t.scalar(0.0, _type(moved))
+    value = t.emit(
+        graph.ReduceSumOp(t.emit(graph.SelectOp(match, moved, zero)), [len(lead)], False)
+    )
+    index = t.emit(graph.IotaOp(TensorType(f32, [*lead, n]), len(lead)))
+    position = t.emit(
+        graph.ReduceSumOp(
+            t.emit(graph.SelectOp(match, index, t.scalar(0.0, _type(index)))), [len(lead)], False
+        )
+    )
+    if keepdim:
+        kept = [*shape[:dim], 1, *shape[dim + 1 :]]
+        value, position = t.reshape(value, kept), t.reshape(position, kept)
+    if whole:
+        return value
+    return [value, t.cast(position, i64)]
 
 
 def _ranks(t: _Translator, x: SSAValue, largest: bool) -> SSAValue:
@@ -2204,6 +2551,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
             math.prod(node.meta["val"].shape), 1
         )
         return t.bound(node.args[0]) * count
+    if name in ("cummax", "cummin"):
+        return t.bound(node.args[0])
+    if name == "count_nonzero":  # at most the number of elements
+        return math.prod(node.args[0].meta["val"].shape)
     if name == "cumsum":
         shape = node.args[0].meta["val"].shape
         return t.bound(node.args[0]) * shape[_dims(node.args[1], len(shape))[0]]

@@ -646,6 +646,59 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, a: (torch.prod(a, -1), torch.prod(a, 1, keepdim=True), torch.prod(a[0, :2]))),
         (_X,),
     ),
+    "more_math": (
+        Fn(
+            lambda m, a, b: (
+                torch.lerp(a, b, 0.3),
+                torch.lerp(a, b, 0.8),
+                torch.lerp(a, b, torch.sigmoid(b)),
+                torch.addcmul(a, a, b, value=0.5),
+                torch.addcdiv(a, a, b.abs() + 1),
+                torch.frac(a * 3),
+                torch.tan(a),
+                torch.atan(a),
+                torch.asin(a.clamp(-1, 1)),
+                torch.acos(a.clamp(-1, 1)),
+                torch.sinh(a * 2),
+                torch.cosh(a * 2),
+                torch.logaddexp(a, b),
+                torch.xlogy(a, b.abs()),
+                torch.heaviside(a.round(), b),
+                torch.sgn(a),
+                torch.special.expit(a),
+                nn.functional.rrelu(a, training=False),
+                torch.div(a * 7, b.abs() + 0.25, rounding_mode="trunc"),
+                torch.div(a * 7, b, rounding_mode="floor"),
+                torch.floor_divide(a * 7, b),
+            )
+        ),
+        (_X, _Y),
+    ),
+    "more_reductions": (
+        Fn(
+            lambda m, a, b: (
+                torch.count_nonzero(a > 0, -1).float(),
+                torch.nanmean(a / (a > -0.5), -1),
+                torch.nansum(a / (a > -0.5), 1),
+                *torch.var_mean(a, -1),
+                *torch.std_mean(a, (1, 2)),
+                *torch.aminmax(a, dim=1),
+                torch.diagonal(a, 1, 1, 2),
+                torch.diagonal(a, -2),
+                torch.trace(a[0]),
+                nn.functional.pairwise_distance(a, b),
+                nn.functional.pairwise_distance(a, b, p=1),
+                torch.kthvalue(a, 2, -1).values,
+                torch.kthvalue(a, 3, 1).indices,
+                torch.median(a, -1).values,
+                torch.median(a),
+                torch.cumprod(a, -1),
+                torch.cummax(a, 1).values,
+                torch.cummin(a, -1).values,
+            )
+        ),
+        (_X, _Y),
+    ),
     "interpolate": (
         Fn(
             lambda m, a, b: (
@@ -880,7 +933,7 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
     "cumsum_of_large_integers": (
         lambda m, a, ids: a + ids.cumsum(0),
         (torch.randn(4), torch.tensor([2**23, 2**23, 1, 1])),
-        "cumsum of integers whose sums may pass 2\\^24",
+        "cumsum of integers whose results may pass 2\\^24",
     ),
     "pooling_indices_used": (
         lambda m, a: nn.functional.adaptive_max_pool1d(a, 1, return_indices=True)[1].float(),
