@@ -1108,15 +1108,17 @@ def _reversed(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
 
 
 def _take(t: _Translator, x: SSAValue, dim: int, ids: SSAValue) -> SSAValue:
-    """The rows of `x` along `dim` that the 1-D `ids` name: a gather of x with `dim` moved to
-    the front, moved back."""
+    """The rows of `x` along `dim` that `ids` name (x's dim replaced by the ids' dims): a
+    gather of x with `dim` moved to the front, the ids' dims moved back to its place."""
     rank = _type(x).get_num_dims()
     perm = [dim, *(d for d in range(rank) if d != dim)]
     table = x if dim == 0 else t.emit(graph.TransposeOp(x, perm))
-    gathered = t.emit(graph.GatherOp(table, ids))
-    if dim == 0:
+    gathered = t.emit(graph.GatherOp(table, ids))  # [*ids, rest of x without dim]
+    count = _type(ids).get_num_dims()
+    order = [*range(count, count + dim), *range(count), *range(count + dim, count + rank - 1)]
+    if order == list(range(len(order))):
         return gathered
-    return t.emit(graph.TransposeOp(gathered, [*range(1, dim + 1), 0, *range(dim + 1, rank)]))
+    return t.emit(graph.TransposeOp(gathered, order))
 
 
 @_handles("flip")
@@ -1547,10 +1549,7 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     index = TensorType(f32, square)
     rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
     kept = t.emit(graph.CompareOp(cols, rows, "le"))
-    masked = t.emit(graph.SelectOp(kept, terms, t.scalar(identity, _type(terms))))
-    result = t.emit(reduce(masked, [rank], False))
-    if dim != rank - 1:
-        result = t.emit(graph.TransposeOp(result, [*range(dim), rank - 1, *range(dim, rank - 1)]))
+    result = _moved_back(t, _masked_reduce(t, kept, terms, rank, reduce, identity), dim)
     if name in ("cummax", "cummin"):
         return [t.cast(result, element) if element in graph.FLOAT_TYPES else result, None]
     return t.cast(result, t.tensor_type(node).element_type)
@@ -1588,8 +1587,7 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     k = n if k is None else k
     if n > RANK_EXTENT:
         raise t.fail(node, f"aten.{name} along {n} elements (n² work; at most {RANK_EXTENT})")
-    last = [*(d for d in range(rank) if d != dim), dim]
-    moved = x if dim == rank - 1 else t.emit(graph.TransposeOp(x, last))
+    moved = _moved_last(t, x, dim)
     lead = list(_type(moved).get_shape()[:-1])
     ranks = _ranks(t, moved, largest)  # [..., n]
     picked = [*lead, k, n]
@@ -1599,17 +1597,10 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         graph.CompareOp(t.broadcast(t.reshape(ranks, [*lead, 1, n]), picked), slot, "eq")
     )
 
-    def pick(values: SSAValue) -> SSAValue:
-        terms = t.emit(graph.SelectOp(match, values, t.scalar(0.0, _type(values))))
-        return t.emit(graph.ReduceSumOp(terms, [len(picked) - 1], False))
-
-    values = pick(t.broadcast(t.reshape(moved, [*lead, 1, n]), picked))
-    positions = pick(t.emit(graph.IotaOp(index, len(picked) - 1)))
-    if dim != rank - 1:
-        back = [last.index(d) for d in range(rank)]
-        values = t.emit(graph.TransposeOp(values, back))
-        positions = t.emit(graph.TransposeOp(positions, back))
-    indices = t.cast(positions, i64)
+    candidates = t.broadcast(t.reshape(moved, [*lead, 1, n]), picked)
+    values = _moved_back(t, _masked_reduce(t, match, candidates, rank), dim)
+    positions = _masked_reduce(t, match, t.emit(graph.IotaOp(index, rank)), rank)
+    indices = t.cast(_moved_back(t, positions, dim), i64)
     if name == "argsort":
         return indices
     return [t.cast(values, element) if element == graph.BOOL else values, indices]
@@ -1642,16 +1633,9 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     lead = list(_type(moved).get_shape()[:-1])
     ranks = _ranks(t, moved, largest=False)
     match = t.emit(graph.CompareOp(ranks, t.scalar(float(k - 1), _type(ranks)), "eq"))
-    zero = t.scalar(0.0, _type(moved))
-    value = t.emit(
-        graph.ReduceSumOp(t.emit(graph.SelectOp(match, moved, zero)), [len(lead)], False)
-    )
+    value = _masked_reduce(t, match, moved, len(lead))
     index = t.emit(graph.IotaOp(TensorType(f32, [*lead, n]), len(lead)))
-    position = t.emit(
-        graph.ReduceSumOp(
-            t.emit(graph.SelectOp(match, index, t.scalar(0.0, _type(index)))), [len(lead)], False
-        )
-    )
+    position = _masked_reduce(t, match, index, len(lead))
     if keepdim:
         kept = [*shape[:dim], 1, *shape[dim + 1 :]]
         value, position = t.reshape(value, kept), t.reshape(position, kept)
@@ -2075,14 +2059,7 @@ def _index(t: _Translator, node: Node) -> SSAValue:
     wrapped = t.emit(graph.AddOp(ids, t.scalar(float(rows), _type(ids))))
     negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
     ids = t.cast(t.emit(graph.SelectOp(negative, wrapped, ids)), i64)
-    perm = [dim, *(d for d in range(rank) if d != dim)]
-    table = x if dim == 0 else t.emit(graph.TransposeOp(x, perm))
-    gathered = t.emit(graph.GatherOp(table, ids))  # [*ids, rest of x without dim]
-    count = _type(ids).get_num_dims()
-    order = [*range(count, count + dim), *range(count), *range(count + dim, count + rank - 1)]
-    if order == list(range(len(order))):
-        return gathered
-    return t.emit(graph.TransposeOp(gathered, order))
+    return _take(t, x, dim, ids)
 
 
 GATHER_TERMS = 2**24
@@ -2117,8 +2094,7 @@ def _gather_along(t: _Translator, node: Node) -> SSAValue:
     k = t.emit(graph.IotaOp(TensorType(f32, wide), rank))
     wanted = t.broadcast(t.reshape(index, [*shape, 1]), wide)
     match = t.emit(graph.CompareOp(wanted, k, "eq"))
-    picked = t.emit(graph.SelectOp(match, terms, t.scalar(0.0, _type(terms))))
-    return t.cast(t.emit(graph.ReduceSumOp(picked, [rank], False)), out.element_type)
+    return t.cast(_masked_reduce(t, match, terms, rank), out.element_type)
 
 
 @_handles("scatter", "scatter_add", "index_add")
@@ -2166,22 +2142,14 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     named = t.broadcast(t.reshape(_moved_last(t, index, dim), [*lead, 1, m]), wide)
     k = t.emit(graph.IotaOp(TensorType(f32, wide), len(wide) - 2))
     hit = t.emit(graph.CompareOp(named, k, "eq"))
-    back = [*range(dim), rank - 1, *range(dim, rank - 1)]
     if name == "scatter":
         any_hit = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [len(wide) - 1], False))
         any_hit = t.emit(graph.CompareOp(any_hit, t.scalar(0.0, _type(any_hit)), "ne"))
-        if dim != rank - 1:
-            any_hit = t.emit(graph.TransposeOp(any_hit, back))
+        any_hit = _moved_back(t, any_hit, dim)
         return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
     src = t.cast(t.value(source, node), work)
     src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
-    added = t.emit(
-        graph.ReduceSumOp(
-            t.emit(graph.SelectOp(hit, src, t.scalar(0.0, _type(src)))), [len(wide) - 1], False
-        )
-    )
-    if dim != rank - 1:
-        added = t.emit(graph.TransposeOp(added, back))
+    added = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
     return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
 
 
@@ -2191,6 +2159,29 @@ def _moved_last(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
     if dim == rank - 1:
         return x
     return t.emit(graph.TransposeOp(x, [*(d for d in range(rank) if d != dim), dim]))
+
+
+def _moved_back(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
+    """`x` with its last dim moved to `dim` (undoes `_moved_last`)."""
+    rank = _type(x).get_num_dims()
+    if dim == rank - 1:
+        return x
+    return t.emit(graph.TransposeOp(x, [*range(dim), rank - 1, *range(dim, rank - 1)]))
+
+
+def _masked_reduce(
+    t: _Translator,
+    keep: SSAValue,
+    values: SSAValue,
+    dim: int,
+    reduce: type[graph.ReduceOp] = graph.ReduceSumOp,
+    identity: float = 0.0,
+) -> SSAValue:
+    """`values` reduced over `dim` where `keep` holds, the other terms taken as `identity`: a
+    masked sum with one kept term picks that term (topk, gather), with several it adds them
+    (scatter_add) or folds a prefix (cumsum)."""
+    masked = t.emit(graph.SelectOp(keep, values, t.scalar(identity, _type(values))))
+    return t.emit(reduce(masked, [dim], False))
 
 
 @_handles("cat", "concat")
