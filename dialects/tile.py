@@ -16,6 +16,7 @@ from xdsl.dialects.builtin import (
     DenseArrayBase,
     DictionaryAttr,
     Float16Type,
+    Float32Type,
     IndexType,
     IntegerAttr,
     IntegerType,
@@ -24,6 +25,7 @@ from xdsl.dialects.builtin import (
     SymbolNameConstraint,
     UnitAttr,
     f32,
+    i1,
     i32,
     i64,
 )
@@ -275,6 +277,36 @@ class NamedBarrierOp(IRDLOperation):
         if threads <= 0 or threads % 32:
             raise VerifyException(
                 f"tile.named_barrier: threads must be a positive multiple of 32, got {threads}"
+            )
+
+
+@irdl_op_definition
+class NamedBarrierAnyOp(IRDLOperation):
+    """`tile.named_barrier` that also reduces a predicate: every thread that meets at barrier
+    `barrier` gets whether `predicate` held in any of the `threads` threads (`bar.red.or.pred`),
+    a decision the same in all of them."""
+
+    name = "tile.named_barrier_any"
+
+    barrier = operand_def(IndexType)
+    predicate = operand_def(i1)
+    threads = prop_def(IntegerAttr)
+    result = result_def(i1)
+
+    assembly_format = "$barrier `,` $threads `,` $predicate attr-dict"
+
+    def __init__(self, barrier: SSAValue, threads: int, predicate: SSAValue) -> None:
+        super().__init__(
+            operands=[barrier, predicate],
+            properties={"threads": IntegerAttr(threads, i64)},
+            result_types=[i1],
+        )
+
+    def verify_(self) -> None:
+        threads = self.threads.value.data
+        if threads <= 0 or threads % 32:
+            raise VerifyException(
+                f"tile.named_barrier_any: threads must be a positive multiple of 32, got {threads}"
             )
 
 
@@ -1222,13 +1254,23 @@ class CpAsyncWaitOp(IRDLOperation):
 WGMMA_M, WGMMA_K = 64, 16
 """A 16-bit `wgmma.mma_async` is m64nNk16: 64 rows per warpgroup, K steps of 16."""
 
+WGMMA_K_TF32 = 8
+"""A TF32 `wgmma.mma_async` (f32 operands in shared memory read as TF32) is m64nNk8."""
+
+
+def wgmma_k(element: Attribute) -> int:
+    """K per `tile.wgmma` of operands of `element`: 16 for f16/bf16, 8 for f32 (TF32)."""
+    return WGMMA_K_TF32 if element == f32 else WGMMA_K
+
+
 WGMMA_N = (8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256)
 """The N sizes the rule may use (multiples of 8 up to 256; of 16 from 128 on, as for .f32)."""
 
 
 @irdl_op_definition
 class WgmmaOp(IRDLOperation):
-    """One warpgroup-wide `wgmma.mma_async.m64nNk16` with fp32 accumulators: acc += A·B.
+    """One warpgroup-wide `wgmma.mma_async.m64nNk16` with fp32 accumulators: acc += A·B;
+    with f32 operands `m64nNk8` reading them as TF32 (B K-major only), K-steps of 8.
 
     A (64×16, K-major) starts at `a[a_indices]`, B (16×N) at `b[b_indices]`, both in 128-byte
     swizzled shared memory described by matrix descriptors: `a_sbo` is the byte distance
@@ -1251,11 +1293,13 @@ class WgmmaOp(IRDLOperation):
     b_lbo = prop_def(IntegerAttr)
     b_sbo = prop_def(IntegerAttr)
     b_mn_major = opt_prop_def(UnitAttr)
+    overwrite = opt_prop_def(UnitAttr)
+    """acc = A·B (wgmma's scale-d 0) instead of acc += A·B."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
         "$acc `,` $a `[` $a_indices `]` `,` $b `[` $b_indices `]` (`mn_major` $b_mn_major^)? "
-        "attr-dict `:` type($acc) `,` type($a) `,` type($b)"
+        "(`overwrite` $overwrite^)? attr-dict `:` type($acc) `,` type($a) `,` type($b)"
     )
 
     def __init__(
@@ -1270,8 +1314,10 @@ class WgmmaOp(IRDLOperation):
         b_lbo: int,
         b_sbo: int,
         b_mn_major: bool,
+        overwrite: bool = False,
     ) -> None:
         props = _wgmma_properties(b_mn_major, n=n, a_sbo=a_sbo, b_lbo=b_lbo, b_sbo=b_sbo)
+        props["overwrite"] = UnitAttr() if overwrite else None
         super().__init__(operands=[acc, a, a_indices, b, b_indices], properties=props)
 
     @property
@@ -1285,13 +1331,15 @@ class WgmmaOp(IRDLOperation):
         _check_shared_index(self, self.a, self.a_indices)
         b = self.b.type
         assert isinstance(b, MemRefType)
-        if not isinstance(self.element, Float16Type | BFloat16Type) or b.element_type != (
-            self.element
+        if not isinstance(self.element, Float16Type | BFloat16Type | Float32Type) or (
+            b.element_type != self.element
         ):
             raise VerifyException(
-                f"tile.wgmma: A and B must both hold f16 or both bf16, got {self.element} and "
-                f"{b.element_type}"
+                f"tile.wgmma: A and B must both hold f16, both bf16 or both f32 (read as TF32), "
+                f"got {self.element} and {b.element_type}"
             )
+        if self.element == f32 and self.b_mn_major is not None:
+            raise VerifyException("tile.wgmma: a TF32 product takes B K-major only")
 
 
 def _wgmma_properties(b_mn_major: bool, **sizes: int) -> dict[str, Attribute | None]:
@@ -1441,6 +1489,7 @@ Tile = Dialect(
         AllocOp,
         BarrierOp,
         NamedBarrierOp,
+        NamedBarrierAnyOp,
         VectorLoadOp,
         VectorStoreOp,
         WarpReduceOp,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from xdsl.dialects.builtin import MemRefType
+from xdsl.dialects.builtin import MemRefType, f32
 
 from tinyopt.dialects import tile
 
@@ -113,7 +113,19 @@ def wgmma_name(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     where A is, B orientation)."""
     major = "n" if op.b_mn_major is not None else "k"
     a = "_ra" if isinstance(op, tile.WgmmaRegisterAOp) else ""
-    return f"tinyopt_wgmma{a}_m64n{op.n.value.data}k16_{op.element}_{major}"
+    k = tile.wgmma_k(op.element)
+    name = f"tinyopt_wgmma{a}_m64n{op.n.value.data}k{k}_{_wgmma_type(op)}_{major}"
+    return name + ("_set" if _overwrites(op) else "")
+
+
+def _overwrites(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> bool:
+    """Whether the wgmma replaces its accumulators (scale-d 0) rather than adding to them."""
+    return isinstance(op, tile.WgmmaOp) and op.overwrite is not None
+
+
+def _wgmma_type(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
+    """The PTX type of a wgmma's operands: f16, bf16, or tf32 for f32 in shared memory."""
+    return "tf32" if op.element == f32 else str(op.element)
 
 
 def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
@@ -121,7 +133,7 @@ def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     accumulators are read-write operands, scale-d is 1 (accumulate); A is a K-major descriptor
     or four packed registers, B a descriptor as the op says."""
     half = op.n.value.data // 2
-    element = str(op.element)
+    element = _wgmma_type(op)
     trans_b = 1 if op.b_mn_major is not None else 0
     registers = ", ".join(f"%{i}" for i in range(half))
     accumulators = ", ".join(f'"+f"(d[{i}])' for i in range(half))
@@ -134,17 +146,19 @@ def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
         params = "unsigned long long a, unsigned long long b"
         a_operand, inputs = f"%{half}", '"l"(a), "l"(b)'
         b_operand, trans = f"%{half + 1}", f"0, {trans_b}"
+    if element == "tf32":  # no transpose operands: TF32 operands are K-major
+        trans = ""
     scale_d = half + inputs.count("(")
     return _lines(
         f"__device__ __forceinline__ void {wgmma_name(op)}(float (&d)[{half}], {params}) {{",
         '    asm volatile("{\\n.reg .pred p;\\n"',
         f'                 "setp.ne.b32 p, %{scale_d}, 0;\\n"',
-        f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}k16.f32.'
-        f'{element}.{element} "',
+        f'                 "wgmma.mma_async.sync.aligned.m64n{op.n.value.data}'
+        f'k{tile.wgmma_k(op.element)}.f32.{element}.{element} "',
         f'                 "{{{registers}}}, "',
-        f'                 "{a_operand}, {b_operand}, p, 1, 1, {trans};\\n}}"',
+        f'                 "{a_operand}, {b_operand}, p, 1, 1{", " if trans else ""}{trans};\\n}}"',
         f"                 : {accumulators}",
-        f'                 : {inputs}, "r"(1));',
+        f'                 : {inputs}, "r"({0 if _overwrites(op) else 1}));',
         "}",
     )
 

@@ -836,6 +836,19 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f'asm volatile("bar.sync %0, {threads};" :: {operand} : "memory");')
 
     @print_op.register
+    def _(self, op: tile.NamedBarrierAnyOp) -> None:
+        barrier, threads = self.expr(op.barrier), op.threads.value.data
+        result, predicate = self.define(op.result), self.expr(op.predicate)
+        self.line(f"unsigned {result}_any;")
+        self.line(
+            'asm volatile("{ .reg .pred p, q; setp.ne.u32 q, %2, 0; '
+            f'bar.red.or.pred p, %1, {threads}, q; selp.u32 %0, 1, 0, p; }}" '
+            f': "=r"({result}_any) : "r"((unsigned){barrier}), "r"((unsigned){predicate}) '
+            ': "memory");'
+        )
+        self.line(f"bool {result} = {result}_any != 0;")
+
+    @print_op.register
     def _(self, op: tile.MmaSyncOp) -> None:
         results = [self.define(r) for r in op.res]
         self.line(f"float {', '.join(results)};")

@@ -143,13 +143,14 @@ KNOBS: tuple[Knob, ...] = (
     Knob("bk", powers(4, 64)),
     Knob("tm", powers(1, 16)),
     Knob("tn", powers(1, 16)),
-    Knob("mma", one_of("auto", "none", "sync", "wgmma", "tf32")),
+    Knob("mma", one_of("auto", "none", "sync", "wgmma", "tf32", "3xtf32")),
     Knob("copy", one_of("auto", "ld", "cp_async", "tma")),
     Knob(
         "stages",
         one_of(AUTO, 1, 2, words="0 (auto), 1 or 2"),
         when=(
             ("mma", "wgmma", _ring(6, "mma=wgmma")),
+            ("mma", "3xtf32", _ring(4, "mma=3xtf32")),
             ("copy", "cp_async", _ring(4, "copy=cp_async")),
             ("copy", "tma", _ring(6, "copy=tma")),
         ),

@@ -130,7 +130,11 @@ def _auto_splits(
     rule's partial kernel folds in a second pass (it stores its sums as they are)."""
     if choice is not None and choice.rule.name == "mma_sync":
         return auto_splits(c, target), knobs.splitk_mode
-    if choice is not None and isinstance(t := choice.plan, WgmmaTiles):
+    if (
+        choice is not None
+        and choice.rule.name == "wgmma"
+        and isinstance(t := choice.plan, WgmmaTiles)
+    ):
         if t.dual == "off" and not t.persistent:
             return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"
     return 1, knobs.splitk_mode

@@ -17,6 +17,7 @@ from tinyopt.passes.tile.gemm.skinny import SkinnyRule
 from tinyopt.passes.tile.gemm.skinny_mma import SkinnyMmaRule
 from tinyopt.passes.tile.gemm.tf32 import Tf32Rule
 from tinyopt.passes.tile.gemm.wgmma import WgmmaRule
+from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Rule
 from tinyopt.passes.tile.gemm.wgmma_staged import WgmmaStagedRule
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.row_reduction import RowReduction
@@ -33,6 +34,7 @@ RULE_TYPES: tuple[type[Rule], ...] = (
     SkinnyRule,
     WgmmaRule,
     WgmmaStagedRule,
+    Wgmma3xTf32Rule,
     MmaSyncRule,
     Tf32Rule,
     ContractionRule,

@@ -53,6 +53,7 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction, tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
+from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
@@ -76,7 +77,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     paired contraction as one dual GEMM."""
 
     name = "wgmma"
-    reads = "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
+    reads = (
+        "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
+    )
     reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
@@ -112,23 +115,38 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         self, kernel: loop.KernelOp, c: Contraction, t: WgmmaTiles, rewriter: PatternRewriter
     ) -> None:
         element = tensor_core_type(c)
-        batch, m, n, k = c.extents
-        operands = plain_operands(c, k, n)
-        assert element is not None and not isinstance(operands, str)
-        grid = launch_grid(t, batch, m, n, self.target.sms)
-        new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
-        new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
-        rank = len(new.body.block.args[operands.a].type.get_shape())  # type: ignore[attr-defined]
-        a_box = (*[1] * (rank - 2), t.bm, BK)
-        b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, BK)))
-        b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
-        tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
-        _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
-        if t.fastmath == "on":
-            for inner in new.walk():
-                if isinstance(inner, fmath.ExpOp | arith.DivfOp):
-                    inner.properties["fastmath"] = APPROXIMATE
-        replace_kernel(rewriter, kernel, new)
+        assert element is not None
+        emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter)
+
+
+def emit_wgmma_gemm(
+    kernel: loop.KernelOp,
+    c: Contraction,
+    t: WgmmaTiles,
+    element: Attribute,
+    sms: int,
+    rewriter: PatternRewriter,
+) -> None:
+    """Replaces `kernel` by the wgmma GEMM of `c` on operands of `element` (f16/bf16, or f32
+    split into TF32 pairs) with the tiling `t`."""
+    batch, m, n, k = c.extents
+    operands = plain_operands(c, k, n)
+    assert not isinstance(operands, str)
+    grid = launch_grid(t, batch, m, n, sms)
+    new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
+    new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+    rank = len(new.body.block.args[operands.a].type.get_shape())  # type: ignore[attr-defined]
+    bk = SWIZZLE // (element.bitwidth // 8)  # type: ignore[attr-defined]
+    a_box = (*[1] * (rank - 2), t.bm, bk)
+    b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, bk)))
+    b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
+    tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
+    _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
+    if t.fastmath == "on":
+        for inner in new.walk():
+            if isinstance(inner, fmath.ExpOp | arith.DivfOp):
+                inner.properties["fastmath"] = APPROXIMATE
+    replace_kernel(rewriter, kernel, new)
 
 
 def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[int, int, int]:
@@ -170,7 +188,11 @@ class _WgmmaEmitter:
         self.k_base: SSAValue | int = 0
         """The block's first K element: its chunk's, in a split-K partial kernel."""
         self.batch, self.m, self.n, self.k = c.extents
-        self.steps = -(-self.k // BK)
+        self.split = element == f32
+        """f32 operands, each split into two TF32 values for three products (`wgmma_3xtf32.py`)."""
+        self.bk = SWIZZLE // (element.bitwidth // 8)  # type: ignore[attr-defined]
+        """K per step: one 128-byte swizzle row (64 16-bit or 32 f32 elements)."""
+        self.steps = -(-self.k // self.bk)
         self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
 
     def emit(self) -> None:
@@ -185,10 +207,12 @@ class _WgmmaEmitter:
             else:
                 self._origin([*self._grouped(em.add(em.mul(y, self.n_tiles), x)), z])
         shared = tile.SHARED
-        a_shape = [t.stages, t.bm, BK]
+        a_shape = [t.stages, t.bm, self.bk]
         self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
-        b_shape = [t.stages, t.bn // BK, BK, BK] if self.mn_major else [t.stages, t.bn, BK]
+        b_shape = [t.stages, t.bn // BK, BK, BK] if self.mn_major else [t.stages, t.bn, self.bk]
         self.b_smem = em.value(tile.AllocOp(tile.memref_in(b_shape, self.element, shared), True))
+        if self.split:
+            self.splitter = TF32Split(em, self, a_shape, b_shape)
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         if t.store == "smem":
@@ -282,7 +306,7 @@ class _WgmmaEmitter:
         slot = em.rem(ring_step, t.stages)
         em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(ring_step, t.stages, flip=True)))
         em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
-        k0 = em.add(self.k_base, em.mul(step, BK))
+        k0 = em.add(self.k_base, em.mul(step, self.bk))
         zero = em.index(0)
 
         def copy(source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue]) -> None:
@@ -317,25 +341,10 @@ class _WgmmaEmitter:
                         self._produce(step, step)
                         em.op(scf.YieldOp())
             row = em.mul(group, tile.WGMMA_M)
-            with em.for_loop(0, self.steps, 1) as (step, _, _):
-                ring_step = em.add(first_step, step)
-                slot = em.rem(ring_step, t.stages)
-                parity = em.ring_parity(ring_step, t.stages, flip=False)
-                em.op(tile.MbarrierWaitOp(self.full, slot, parity))
-                em.op(tile.WgmmaFenceOp())
-                for kk in range(0, BK, tile.WGMMA_K):
-                    self._wgmma(acc, slot, row, kk)
-                em.op(tile.WgmmaCommitOp())
-                em.op(tile.WgmmaWaitOp(1))
-                started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
-                previous = em.add(ring_step, t.stages - 1)  # ≡ ring_step - 1 (mod stages)
-                with em.when([started]):
-                    em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
-                if not t.ws:
-                    with em.when([self.first, em.less(previous, self.steps)]):
-                        self._produce(previous, previous)
-                em.op(scf.YieldOp())
-            em.op(tile.WgmmaWaitOp(0))
+            if self.split:
+                self._split_k_loop(acc, first_step, row, group)
+            else:
+                self._k_loop(acc, first_step, row)
             if t.persistent:  # the tile's last slot, which the next tile's K loop needs
                 last = em.add(first_step, self.steps - 1)
                 em.op(tile.MbarrierArriveOp(self.empty, em.rem(last, t.stages)))
@@ -344,9 +353,88 @@ class _WgmmaEmitter:
             else:
                 self._epilogue(acc, row)
 
-    def _wgmma(self, acc: SSAValue, slot: SSAValue, row: SSAValue, kk: int) -> None:
-        """One m64nBNk16 product of the slot's A rows `row..row+63` and K columns `kk..kk+15`."""
+    def _k_loop(self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue) -> None:
+        """The K loop of f16/bf16 operands: each step's products accumulate in `acc` on the
+        tensor cores, one wgmma group kept in flight."""
         em, t = self.em, self.t
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
+            ring_step = em.add(first_step, step)
+            slot = em.rem(ring_step, t.stages)
+            parity = em.ring_parity(ring_step, t.stages, flip=False)
+            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+            em.op(tile.WgmmaFenceOp())
+            for kk in range(0, self.bk, tile.WGMMA_K):
+                self._wgmma(acc, slot, row, kk)
+            em.op(tile.WgmmaCommitOp())
+            em.op(tile.WgmmaWaitOp(1))
+            started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
+            previous = em.add(ring_step, t.stages - 1)  # ≡ ring_step - 1 (mod stages)
+            with em.when([started]):
+                em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
+            if not t.ws:
+                with em.when([self.first, em.less(previous, self.steps)]):
+                    self._produce(previous, previous)
+            em.op(scf.YieldOp())
+        em.op(tile.WgmmaWaitOp(0))
+
+    def _split_k_loop(
+        self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue
+    ) -> None:
+        """The K loop of f32 operands: each step split (`wgmma_tf32_split.py`), its three
+        TF32 products (the small terms first) issued into registers of their own, the first
+        overwriting them, then added to the f32 accumulators `acc` once they are done. The
+        tensor cores' own sums are kept to one step's 12 products: their additions drop bits
+        (measured on the H200, 2026-12-04: accumulating all of K in them left 2e-5 relative
+        error at K = 4096 where f32 FMA leaves 8e-7). A step holding an infinity adds its
+        products to `acc` in f32 FMA and zeroes its tiles instead."""
+        em, t, splitter = self.em, self.t, self.splitter
+        products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
+            ring_step = em.add(first_step, step)
+            slot = em.rem(ring_step, t.stages)
+            em.op(
+                tile.MbarrierWaitOp(
+                    self.full, slot, em.ring_parity(ring_step, t.stages, flip=False)
+                )
+            )
+            infinite = splitter.split(slot, group)
+            with em.when([infinite]):
+                splitter.exact_step(acc, slot, row)
+                splitter.clear(slot, group)
+            em.op(tile.WgmmaFenceOp())
+            for kk in range(0, self.bk, tile.WGMMA_K_TF32):
+                self._wgmma(products, slot, row, kk, splitter.a_small, self.b_smem, kk == 0)
+                self._wgmma(products, slot, row, kk, self.a_smem, splitter.b_small)
+                self._wgmma(products, slot, row, kk)
+            em.op(tile.WgmmaCommitOp())
+            em.op(tile.WgmmaWaitOp(0))
+            for r in range(t.bn // 2):
+                index = [em.index(r)]
+                total = em.value(
+                    arith.AddfOp(
+                        em.value(memref.LoadOp.get(acc, index)),
+                        em.value(memref.LoadOp.get(products, index)),
+                    )
+                )
+                em.op(memref.StoreOp.get(total, acc, index))
+            em.op(tile.MbarrierArriveOp(self.empty, slot))
+            em.op(scf.YieldOp())
+
+    def _wgmma(
+        self,
+        acc: SSAValue,
+        slot: SSAValue,
+        row: SSAValue,
+        kk: int,
+        a_smem: SSAValue | None = None,
+        b_smem: SSAValue | None = None,
+        overwrite: bool = False,
+    ) -> None:
+        """One m64nBNk16 (TF32: k8) product of the slot's A rows `row..row+63` and K columns
+        `kk..`, of the ring's tiles or of `a_smem` and `b_smem` (the split's small tiles),
+        added to `acc` or (`overwrite`) replacing it."""
+        em, t = self.em, self.t
+        a_smem, b_smem = a_smem or self.a_smem, b_smem or self.b_smem
         zero, k = em.index(0), em.index(kk)
         if self.mn_major:
             b_index = [slot, zero, k, zero]
@@ -357,15 +445,16 @@ class _WgmmaEmitter:
         em.op(
             tile.WgmmaOp(
                 acc,
-                self.a_smem,
+                a_smem,
                 [slot, row, k],
-                self.b_smem,
+                b_smem,
                 b_index,
                 t.bn,
                 a_sbo=ATOM,
                 b_lbo=b_lbo,
                 b_sbo=ATOM,
                 b_mn_major=self.mn_major,
+                overwrite=overwrite,
             )
         )
 

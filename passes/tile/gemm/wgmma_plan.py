@@ -139,17 +139,13 @@ def operand_buffers(c: Contraction) -> Operands | str:
     for side, value, outer, k_iv in sides:
         index_ops = split_index_ops(side) if split else []
         loads = [op for op in side if op not in index_ops]
-        if (
-            len(loads) != 2
-            or not isinstance(load := loads[0], memref.LoadOp)
-            or not isinstance(ext := loads[1], arith.ExtFOp)
-            or ext.input != load.res
-            or ext.result != value
-        ):
+        if not _plain_load(loads, value):
             return _fail(
                 "needs both operands to be plain loads (TMA copies raw bytes: no prologue math)"
             )
         k = k_index if split else k_iv
+        load = loads[0]
+        assert isinstance(load, memref.LoadOp)
         indices = list(load.indices)
         if indices == [*batch, outer, k]:
             positions.append((load.memref, False))
@@ -168,6 +164,22 @@ def operand_buffers(c: Contraction) -> Operands | str:
     if second_mn_major != b_mn_major:
         return _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
     return Operands(args.index(a), args.index(b), b_mn_major, args.index(second_b))
+
+
+def _plain_load(ops: list[Operation], value: SSAValue) -> bool:
+    """Whether an operand side is one load whose value is the operand: a 16-bit load widened
+    to f32 (`arith.extf`), or an f32 load as it is."""
+    if not ops or not isinstance(load := ops[0], memref.LoadOp):
+        return False
+    if len(ops) == 1:
+        return load.res == value
+    ext = ops[1]
+    return (
+        len(ops) == 2
+        and isinstance(ext, arith.ExtFOp)
+        and ext.input == load.res
+        and (ext.result == value)
+    )
 
 
 def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | None:

@@ -1,8 +1,10 @@
-// RUN: tinyopt %s -p fuse,tile | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{skinny=off}' | filecheck %s --check-prefix=TILES
+// RUN: tinyopt %s -p 'fuse,tile{mma=none}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=none skinny=off}' | filecheck %s --check-prefix=TILES
+// RUN: tinyopt %s -p fuse,tile | filecheck %s --check-prefix=SKINNY
 
 // The FP32 contraction's block tile by waves on the H200's 132 SMs (passes/tile/gemm/
-// contraction_plan.py, choose_tiles and blocks_per_sm).
+// contraction_plan.py, choose_tiles and blocks_per_sm), on CUDA cores (`mma=none`: `auto` runs
+// the larger of these GEMMs as three TF32 products, wgmma_3xtf32.mlir).
 
 // 256 tiles of 128x128 fill 97% of the 264 two-per-SM slots: 128x128, capped at two blocks
 // per SM (128 registers a thread).
@@ -90,8 +92,8 @@ func.func @few_steps(%x: tensor<48x4096xf32>, %w: tensor<1024x4096xf32>) -> tens
 
 // 16 rows: the skinny rule streams the weights (passes/tile/gemm/skinny.py); with it off, 64
 // tiles of 32x64 (128 threads) shared by a stream-K wave of four blocks per SM.
-// CHECK:      tile.kernel @skinny_0 grid [512, 1, 1] block [256, 1, 1]
-// CHECK-SAME: plan = #tile.plan<skinny,
+// SKINNY:      tile.kernel @skinny_0 grid [512, 1, 1] block [256, 1, 1]
+// SKINNY-SAME: plan = #tile.plan<skinny,
 // TILES:      tile.kernel @skinny_0_flags
 // TILES:      tile.kernel @skinny_0 grid [528, 1, 1] block [128, 1, 1]
 // TILES-SAME: tile.min_blocks = 4

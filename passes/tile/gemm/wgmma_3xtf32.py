@@ -1,0 +1,144 @@
+"""Schedule rule for f32 GEMMs on Hopper tensor cores as three TF32 products (`mma=3xtf32`).
+
+An f32 product a·b is taken as small_a·big_b + big_a·small_b + big_a·big_b, where big is the
+f32 rounded to TF32 and small the rest rounded to TF32 (`wgmma_tf32_split.py`); the dropped
+small_a·small_b is below 2^-22 of |a·b|. Each of the three is an m64nNk8 TF32 `wgmma`, so a K
+step costs three times the tensor-core work of one TF32 product, which the H200 runs at
+several times its f32 FMA rate. Each K step's products (12 wgmmas over 32 K elements) are
+summed on the tensor cores in registers of their own, then added to the f32 accumulators on
+the CUDA cores: the tensor cores' additions drop low bits, and over a whole K loop they left
+2e-5 relative error at K = 4096 (H200, 2026-12-04) where per-step promotion leaves 2e-7,
+below the f32 FMA kernel's 8e-7 (tests/test_wgmma_3xtf32.py holds it to f32 order beside
+that kernel). A step holding an infinity or a nonzero value below 2^-114 runs in f32 FMA
+instead, so special values come out as from f32.
+
+The pipeline is the wgmma GEMM's (`wgmma.py`: TMA ring, producer warpgroup, one or two
+consumer warpgroups of 64 rows) with 32-element (128-byte) K steps, each split by the
+consumers into its slot and a second, "small" copy of the slot. TF32 operands must be
+K-major, so B must be `[b?, N, K]` (a linear's weight); A `[b?, M, K]`, rows 16-byte aligned
+(K a multiple of 4). Blocks are at most 128 columns wide (a thread holds bn/2 accumulators and
+bn/2 products). Not taken: an N-major B, a paired contraction (the planner splits it into two
+GEMMs this rule takes), split K, `persistent`, `ws=0`. `mma=auto` takes it for f32 GEMMs
+of more than 64 rows whose grid has at least one block per SM (measured 1.29-1.39x cuBLAS's SGEMM there); smaller
+grids keep the CUDA-core rules, which were not measured against it; `mma=none` keeps every
+f32 GEMM on CUDA-core FMA.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from xdsl.dialects.builtin import f32
+from xdsl.pattern_rewriter import PatternRewriter
+
+from tinyopt.dialects import loop
+from tinyopt.passes.tile.gemm.contraction_match import (
+    Contraction,
+    match_contraction,
+    operand_types,
+)
+from tinyopt.passes.tile.gemm.mma_sync import sums_products
+from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
+from tinyopt.passes.tile.gemm.wgmma_plan import (
+    SMALL_M,
+    WgmmaTiles,
+    choose_wgmma_tiles,
+    plain_operands,
+    wgmma_tile_refusal,
+)
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.rule import Rule
+
+SPLIT_STAGES = {128: 3, 64: 4}
+"""Ring depth by block width: a slot and its small copy take 2·(bm + bn)·128 bytes (64 KiB at
+128×128), so 3 fit beside the staging tiles at bn = 128 and 4 at bn = 64."""
+
+WIDEST = 128
+"""The widest block: a thread holds bn/2 f32 accumulators and as many for a step's products."""
+
+
+@dataclass(frozen=True)
+class Wgmma3xTf32Tiles(WgmmaTiles):
+    """The wgmma GEMM's tiling; each ring slot has a small copy (the ring takes twice the
+    shared memory)."""
+
+    @property
+    def shared_bytes(self) -> int:
+        return super().shared_bytes + self.stages * self.stage_bytes
+
+
+def _fail(message: str) -> str:
+    return f"mma=3xtf32 {message}"
+
+
+class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
+    """Schedules an f32 GEMM as three TF32 wgmma products per K step."""
+
+    name = "wgmma_3xtf32"
+    reads = "bm=0,64,128 bn=0,64,128 stages=0,2,3,4 store=auto,direct group=0,1,8,16"
+    plan_type = Wgmma3xTf32Tiles
+    selector = ("mma", "3xtf32")
+
+    def match(self, kernel: loop.KernelOp) -> Contraction | str:
+        return match_contraction(kernel) or "not a contraction"
+
+    def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> Wgmma3xTf32Tiles | str:
+        batch, m, n, k = c.extents
+        if (types := operand_types(c)) != ["f32"] or not sums_products(c):
+            return _fail(
+                f"applies to sums of products of f32 operands; kernel @{kernel.sym_name.data} "
+                f"reads {' and '.join(types)} (f16/bf16 take mma=sync or mma=wgmma)"
+            )
+        if refusal := _operand_refusal(c):
+            return refusal
+        if knobs.splitk > 1 or knobs.persistent or knobs.dual == "on" or not knobs.ws:
+            return _fail("does not split K, run persistent blocks or dual GEMMs, or run without ws")
+        if knobs.bn > WIDEST:
+            return _fail(
+                f"takes bn up to {WIDEST} (a thread holds bn/2 accumulators and bn/2 products), "
+                f"got bn={knobs.bn}"
+            )
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target)
+        if not isinstance(t, str) and t.bn > WIDEST:
+            t = choose_wgmma_tiles(replace(knobs, bn=WIDEST), batch, m, n, self.target)
+        if isinstance(t, str):
+            return t.replace("mma=wgmma", "mma=3xtf32")
+        blocks = batch * -(-m // t.bm) * -(-n // t.bn)
+        if knobs.mma == "auto" and (blocks < self.target.sms or m <= SMALL_M):
+            return _fail(
+                f"is taken by mma=auto only for more than {SMALL_M} rows and grids of at least "
+                f"one block per SM ({m} rows, {blocks} blocks of {t.bm}×{t.bn} on "
+                f"{self.target.sms} SMs): on smaller ones the CUDA-core rules' smaller tiles "
+                "and stream-K were not measured against it"
+            )
+        stages = knobs.stages or SPLIT_STAGES.get(t.bn, 3)
+        tiles = Wgmma3xTf32Tiles(t.bm, t.bn, stages, t.ws, t.store, 0, t.group, t.fastmath, t.dual)
+        return self.check(kernel, c, tiles) or tiles
+
+    def check(self, kernel: loop.KernelOp, c: Contraction, plan: Wgmma3xTf32Tiles) -> str | None:
+        refusal = _operand_refusal(c) or wgmma_tile_refusal(plan, self.target)
+        if refusal:
+            return refusal.replace("mma=wgmma", "mma=3xtf32")
+        if plan.persistent or plan.dual != "off" or not plan.ws or plan.bn > WIDEST:
+            return _fail(
+                f"does not run persistent blocks, dual GEMMs, without ws or bn over {WIDEST}"
+            )
+        return None
+
+    def emit(
+        self, kernel: loop.KernelOp, c: Contraction, t: Wgmma3xTf32Tiles, rewriter: PatternRewriter
+    ) -> None:
+        emit_wgmma_gemm(kernel, c, t, f32, self.target.sms, rewriter)
+
+
+def _operand_refusal(c: Contraction) -> str | None:
+    """Why the operands are not ones TMA copies into K-major TF32 tiles, or None."""
+    _, _, n, k = c.extents
+    operands = plain_operands(c, k, n)
+    if isinstance(operands, str):
+        return operands.replace("mma=wgmma", "mma=3xtf32")
+    if operands.b_mn_major:
+        return _fail("needs B K-major ([b?, n, k], a linear's weight): TF32 wgmma reads no other")
+    if operands.splits > 1:
+        return _fail("does not split K")
+    return None

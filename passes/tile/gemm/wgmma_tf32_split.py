@@ -1,0 +1,151 @@
+"""The split of the 3xTF32 wgmma GEMM (`wgmma_3xtf32.py`): f32 tiles made into TF32 pairs in
+shared memory, and the exact recomputation of a tile whose operands hold an infinity.
+
+Each K step's f32 tiles arrive by TMA. The consumer threads then split every element x in
+place into `big = rna(x)` (TF32: 10 mantissa bits, `cvt.rna.tf32.f32`) and, in a second
+tile of the same layout, `small = rna(x - big)`, so that x = big + small to about 2^-22 of
+|x|. The split is element by element, so it does not care where the 128-byte swizzle put an
+element: a 16-byte chunk of a tile is read and written back at the same place. The writes
+are made visible to wgmma (the async proxy) by `fence.proxy.async` and a barrier of the
+consumer threads before the step's products are issued.
+
+Special values: with x = ±inf the small terms would hold inf − inf or meet inf · 0, so the
+three products would give NaN where an f32 product gives ±inf; and a subnormal part may be
+flushed to zero by the tensor cores. The split therefore reduces, at the consumers' barrier
+(`bar.red.or.pred`), whether any element of the step has an infinite big part (an infinite
+operand, or a finite one within half a TF32 step of the f32 maximum) or is nonzero below
+`LEAST_SPLIT`: a decision the same in every consumer thread. Such a step is not run on tensor
+cores: each thread adds its accumulators' products of the step in f32 FMA from the tiles,
+each element read back as big + small (x to 2^-22 of |x|, or 2^-137 absolute; small set to 0
+where big is infinite), and the tiles are zeroed so that the step's tensor-core products add
+nothing. So ±inf, NaN and subnormals come out as from an f32 GEMM (slowly: only steps that
+hold such an element take this path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.dialects import arith, memref, scf
+from xdsl.dialects import math as fmath
+from xdsl.dialects.builtin import f32
+from xdsl.ir import SSAValue
+
+from tinyopt.dialects import tile
+from tinyopt.passes.tile.emit import Emitter
+from tinyopt.passes.tile.gemm.wgmma_plan import WARPGROUP
+
+SPLIT_BARRIER = 3
+"""The named barrier the consumer threads meet at after a split (1 and 2 are the staged
+epilogue's, one per consumer warpgroup)."""
+
+LEAST_SPLIT = 2.0**-114
+"""The smallest magnitude split on tensor cores: below it a small part could be subnormal,
+which the tensor cores may flush to zero, so such a step runs in f32 FMA."""
+
+CHUNK = 4
+"""f32 elements per 16-byte shared-memory access of the split."""
+
+
+class TF32Split:
+    """The small tiles, the block's infinity flag and the code that uses them, for the
+    `_WgmmaEmitter` `gemm` (its tiles, thread id, operands and block origin)."""
+
+    def __init__(self, em: Emitter, gemm: Any, a_shape: list[int], b_shape: list[int]) -> None:
+        self.em, self.gemm = em, gemm
+        shared = tile.SHARED
+        self.a_small = em.value(tile.AllocOp(tile.memref_in(a_shape, f32, shared), True))
+        self.b_small = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
+
+    def split(self, slot: SSAValue, group: SSAValue) -> SSAValue:
+        """Splits the slot's A and B tiles: consumer thread i takes the 16-byte chunks i, i +
+        threads, ... of each; then the consumers meet, their writes fenced for wgmma. Returns
+        whether any big part of the step is infinite (the same in every consumer thread)."""
+        em, gemm, t = self.em, self.gemm, self.gemm.t
+        threads = WARPGROUP * t.consumers
+        local = em.add(em.mul(group, WARPGROUP), em.rem(gemm.tid, WARPGROUP))
+        per_row = gemm.bk // CHUNK
+        infinite: SSAValue | None = None
+        inf, zero, least = em.f32(float("inf")), em.f32(0.0), em.f32(LEAST_SPLIT)
+        for raw, small, rows in (
+            (gemm.a_smem, self.a_small, t.bm),
+            (gemm.b_smem, self.b_small, t.bn),
+        ):
+            assert rows * per_row % threads == 0
+            for i in range(rows * per_row // threads):
+                chunk = em.add(local, i * threads)
+                index = [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
+                values = em.op(tile.VectorLoadOp(raw, index, CHUNK)).results
+                bigs, smalls = [], []
+                for value in values:
+                    big = em.value(tile.ToTf32Op(value))
+                    is_inf = em.value(arith.CmpfOp(em.value(fmath.AbsFOp(big)), inf, "oeq"))
+                    rest = em.value(tile.ToTf32Op(em.value(arith.SubfOp(value, big))))
+                    bigs.append(big)
+                    smalls.append(em.value(arith.SelectOp(is_inf, zero, rest)))
+                    magnitude = em.value(fmath.AbsFOp(value))
+                    tiny = em.value(
+                        arith.AndIOp(
+                            em.value(arith.CmpfOp(magnitude, zero, "ogt")),
+                            em.value(arith.CmpfOp(magnitude, least, "olt")),
+                        )
+                    )
+                    special = em.value(arith.OrIOp(is_inf, tiny))
+                    if infinite is not None:
+                        special = em.value(arith.OrIOp(infinite, special))
+                    infinite = special
+                em.op(tile.VectorStoreOp(bigs, raw, index))
+                em.op(tile.VectorStoreOp(smalls, small, index))
+        assert infinite is not None
+        em.op(tile.FenceProxyAsyncOp())
+        return em.value(tile.NamedBarrierAnyOp(em.index(SPLIT_BARRIER), threads, infinite))
+
+    def clear(self, slot: SSAValue, group: SSAValue) -> None:
+        """Zeroes the slot's four tiles once every consumer thread has read them, so the
+        step's tensor-core products add nothing (`exact_step` added them)."""
+        em, gemm, t = self.em, self.gemm, self.gemm.t
+        threads = WARPGROUP * t.consumers
+        em.op(tile.NamedBarrierOp(em.index(SPLIT_BARRIER), threads))
+        local = em.add(em.mul(group, WARPGROUP), em.rem(gemm.tid, WARPGROUP))
+        per_row = gemm.bk // CHUNK
+        zeros = [em.f32(0.0)] * CHUNK
+        tiles = ((gemm.a_smem, self.a_small, t.bm), (gemm.b_smem, self.b_small, t.bn))
+        for big, small, rows in tiles:
+            for i in range(rows * per_row // threads):
+                chunk = em.add(local, i * threads)
+                index = [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
+                for tiles_of in (big, small):
+                    em.op(tile.VectorStoreOp(zeros, tiles_of, index))
+        em.op(tile.FenceProxyAsyncOp())
+        em.op(tile.NamedBarrierOp(em.index(SPLIT_BARRIER), threads))
+
+    def exact_step(self, acc: SSAValue, slot: SSAValue, row: SSAValue) -> None:
+        """Adds the slot's products to the warpgroup's accumulators (rows `row..row + 63` of
+        the block tile, in the wgmma fragment layout) in f32 FMA, each element read as big +
+        small from its 128-byte swizzled place."""
+        em, gemm, t = self.em, self.gemm, self.gemm.t
+        local = em.rem(gemm.tid, WARPGROUP)
+        lane = em.rem(local, 32)
+        first_row = em.add(row, em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4)))
+        first_column = em.mul(em.rem(lane, 4), 2)
+        rows = [em.add(first_row, 8 * half) for half in range(2)]
+        columns = [em.add(first_column, 8 * j + e) for j in range(t.tile_n // 8) for e in range(2)]
+
+        def element(big: SSAValue, small: SSAValue, r: SSAValue, k: SSAValue) -> SSAValue:
+            """Element (r, k) of a swizzled tile: its 16-byte chunk k/4 XOR r%8 of row r."""
+            chunk = em.value(arith.XOrIOp(em.div(k, CHUNK), em.rem(r, 8)))
+            index = [slot, r, em.add(em.mul(chunk, CHUNK), em.rem(k, CHUNK))]
+            parts = [em.value(memref.LoadOp.get(tiles, index)) for tiles in (big, small)]
+            return em.value(arith.AddfOp(*parts))
+
+        with em.for_loop(0, gemm.bk, 1) as (k, _, _):
+            a = [element(gemm.a_smem, self.a_small, r, k) for r in rows]
+            for c, n in enumerate(columns):
+                b = element(gemm.b_smem, self.b_small, n, k)
+                j, e = divmod(c, 2)
+                for half in range(2):
+                    r = em.index(4 * j + 2 * half + e)
+                    old = em.value(memref.LoadOp.get(acc, [r]))
+                    product = em.value(arith.MulfOp(a[half], b))
+                    em.op(memref.StoreOp.get(em.value(arith.AddfOp(old, product)), acc, [r]))
+            em.op(scf.YieldOp())

@@ -1,0 +1,138 @@
+"""`mma=3xtf32`: f32 GEMMs as three TF32 wgmma products, close to f32 and exact on infinities.
+
+On the GPU the error against float64 must stay at f32 FMA's order (the default kernel's, run
+beside it on the same inputs), far below one TF32 product's 3e-4; inputs holding ±inf and NaN
+must give the infinities and NaNs an f32 GEMM gives (torch's, TF32 off), and the finite outputs
+of such a GEMM its accuracy. Without a GPU: the plan, the refusals and the CUDA (the products,
+the split, the reducing barrier) are checked, and NVRTC compiles the kernels.
+"""
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from programs import _t, matmul_plain, mlp, tile_with
+
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.cuda.runtime import compile_module
+from tinyopt.compiler import lower
+from xdsl.utils.exceptions import DiagnosticException
+from tinyopt.dialects import tile
+
+SHAPES = [(512, 512, 2048), (1000, 768, 512), (127, 129, 68), (4095, 300, 260), (64, 200, 32)]
+
+
+def _batched_linear(batch: int, m: int, n: int, k: int) -> str:
+    """`a @ transpose(bt)` over a batch, bt `[b, N, K]`: K-major B, as TF32 wgmma reads it."""
+    a, bt, b, c = (
+        _t((batch, m, k), "f32"),
+        _t((batch, n, k), "f32"),
+        _t((batch, k, n), "f32"),
+        _t((batch, m, n), "f32"),
+    )
+    return f"""func.func @bmm(%a: {a}, %bt: {bt}) -> {c} {{
+  %b = graph.transpose %bt {{perm = array<i64: 0, 2, 1>}} : {bt} -> {b}
+  %c = graph.matmul %a, %b : ({a}, {b}) -> {c}
+  func.return %c : {c}
+}}"""
+
+
+def _kernels(program: str, knobs: str) -> list[tile.CudaKernelOp]:
+    _, module = lower(program, tile_with(knobs))
+    return [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+
+
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_3xtf32_kernel_issues_three_tf32_products(m: int, n: int, k: int) -> None:
+    (kernel,) = _kernels(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32")
+    source = kernel.source.data
+    assert ".f32.tf32.tf32" in source and "cvt.rna.tf32.f32" in source
+    assert "bar.red.or.pred" in source  # the infinity check the consumers agree on
+    body = source[source.index("__global__") :]
+    # small·big, big·small, big·big for each of the four k8 slices of a 32-wide K step
+    assert body.count("tinyopt_wgmma_m64n") == 3 * 4
+
+
+def test_3xtf32_refuses_n_major_weights() -> None:
+    with pytest.raises(DiagnosticException, match="mma=3xtf32 needs B K-major"):
+        _kernels(matmul_plain(256, 256, 256, "f32", b_layout="kn", relu=False), "mma=3xtf32")
+
+
+def test_3xtf32_refuses_rows_tma_cannot_copy() -> None:
+    with pytest.raises(DiagnosticException, match="rows of A and B to be multiples of 16 bytes"):
+        _kernels(matmul_plain(127, 129, 65, "f32", b_layout="nk"), "mma=3xtf32")
+
+
+def test_3xtf32_refuses_bf16() -> None:
+    with pytest.raises(DiagnosticException, match="mma=3xtf32 applies to sums of products of f32"):
+        _kernels(matmul_plain(256, 256, 256, "bf16", b_layout="nk"), "mma=3xtf32")
+
+
+def _run(program: str, knobs: str, seed: int = 0):
+    program_module, module = lower(program, tile_with(knobs))
+    graph = graph_function(program_module)
+    run = compile_module(module, poison=True).function(graph.sym_name.data)
+    return graph, run
+
+
+@requires_gpu
+@pytest.mark.parametrize("m,n,k", SHAPES)
+def test_3xtf32_error_is_f32_order(m: int, n: int, k: int) -> None:
+    program = matmul_plain(m, n, k, "f32", b_layout="nk")
+    errors = {}
+    for knobs in ("mma=3xtf32", "mma=none"):
+        graph, run = _run(program, knobs)
+        inputs, arrays = device_inputs(graph, seed=1)
+        (errors[knobs],) = errors_against_reference(graph, (run(*arrays),), inputs)
+    assert errors["mma=3xtf32"] < max(4 * errors["mma=none"], 2e-6), errors
+
+
+@requires_gpu
+def test_3xtf32_batched_and_mlp() -> None:
+    for program in (_batched_linear(3, 200, 136, 96), mlp((2, 129), 256, 512, "f32")):
+        graph, run = _run(program, "mma=3xtf32")
+        inputs, arrays = device_inputs(graph, seed=2)
+        (error,) = errors_against_reference(graph, (run(*arrays),), inputs)
+        assert error < 2e-6, error
+
+
+@requires_gpu
+def test_3xtf32_infinities_are_f32s() -> None:
+    """±inf and NaN in A and B: the outputs' inf/NaN pattern and signs are torch's f32 GEMM's
+    (cuBLAS, TF32 off), the finite outputs within f32 order of float64."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m, n, k = 300, 260, 200
+    graph, run = _run(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32")
+    inputs, arrays = device_inputs(graph, seed=3)
+    x, w, b = (np.array(a, np.float32) for a in inputs)
+    x[5, 7], x[6, 40], x[200, 199] = np.inf, -np.inf, np.nan
+    w[9, 7], w[11, 100], w[250, 150] = -np.inf, np.inf, 0.0
+    x[7, 150] = np.inf  # meets the zero weight: NaN in f32
+    out = np.asarray(run(x, w, b))
+    ref = torch.nn.functional.linear(*(torch.from_numpy(a).cuda() for a in (x, w, b))).cpu()
+    ref = ref.numpy()
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref))
+    np.testing.assert_array_equal(np.isposinf(out), np.isposinf(ref))
+    np.testing.assert_array_equal(np.isneginf(out), np.isneginf(ref))
+    finite = np.isfinite(ref)
+    exact = x.astype(np.float64) @ w.astype(np.float64).T + b
+    scale = np.linalg.norm(exact[finite])
+    assert np.linalg.norm(out[finite] - exact[finite]) / scale < 2e-6
+
+
+@requires_gpu
+def test_3xtf32_subnormal_operand_is_not_flushed() -> None:
+    """A subnormal activation times a huge weight: 1e-39 · 1e30 = 1e-9, as f32 FMA gives it,
+    not the 0 a tensor core that flushes subnormal inputs would give."""
+    m, n, k = 256, 256, 64
+    graph, run = _run(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32")
+    inputs, _ = device_inputs(graph, seed=4)
+    x, w, b = (np.array(a, np.float32) for a in inputs)
+    x[10, :] = 0.0
+    x[10, 3], w[12, 3], b[12] = 1e-39, 1e30, 0.0
+    out = np.asarray(run(x, w, b))
+    expected = np.float64(np.float32(1e-39)) * 1e30
+    assert abs(out[10, 12] - expected) <= 1e-6 * expected, out[10, 12]
+    exact = x.astype(np.float64) @ w.astype(np.float64).T + b
+    assert np.linalg.norm(out - exact) / np.linalg.norm(exact) < 2e-6
