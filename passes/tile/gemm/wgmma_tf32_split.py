@@ -16,8 +16,8 @@ flushed to zero by the tensor cores. The split therefore reduces, at the consume
 operand, or a finite one within half a TF32 step of the f32 maximum) or is nonzero below
 `LEAST_SPLIT`: a decision the same in every consumer thread. Such a step is not run on tensor
 cores: each thread adds its accumulators' products of the step in f32 FMA from the tiles,
-each element read back as big + small (x to 2^-22 of |x|, or 2^-137 absolute; small set to 0
-where big is infinite), and the tiles are zeroed so that the step's tensor-core products add
+each element read back as big + small (x to 2^-22 of |x|, and exactly below `LEAST_SPLIT`,
+where small keeps the unrounded remainder; small is 0 where big is infinite), and the tiles are zeroed so that the step's tensor-core products add
 nothing. So ±inf, NaN and subnormals come out as from an f32 GEMM (slowly: only steps that
 hold such an element take this path).
 """
@@ -80,9 +80,8 @@ class TF32Split:
                 for value in values:
                     big = em.value(tile.ToTf32Op(value))
                     is_inf = em.value(arith.CmpfOp(em.value(fmath.AbsFOp(big)), inf, "oeq"))
-                    rest = em.value(tile.ToTf32Op(em.value(arith.SubfOp(value, big))))
-                    bigs.append(big)
-                    smalls.append(em.value(arith.SelectOp(is_inf, zero, rest)))
+                    remainder = em.value(arith.SubfOp(value, big))  # exact in f32
+                    rest = em.value(tile.ToTf32Op(remainder))
                     magnitude = em.value(fmath.AbsFOp(value))
                     tiny = em.value(
                         arith.AndIOp(
@@ -90,6 +89,9 @@ class TF32Split:
                             em.value(arith.CmpfOp(magnitude, least, "olt")),
                         )
                     )
+                    rest = em.value(arith.SelectOp(tiny, remainder, rest))
+                    bigs.append(big)
+                    smalls.append(em.value(arith.SelectOp(is_inf, zero, rest)))
                     special = em.value(arith.OrIOp(is_inf, tiny))
                     if infinite is not None:
                         special = em.value(arith.OrIOp(infinite, special))
