@@ -43,7 +43,7 @@ def _kernels(program: str, knobs: str) -> list[tile.CudaKernelOp]:
 
 @pytest.mark.parametrize("m,n,k", SHAPES)
 def test_3xtf32_kernel_issues_three_tf32_products(m: int, n: int, k: int) -> None:
-    (kernel,) = _kernels(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32")
+    (kernel,) = _kernels(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32 splitk=1")
     source = kernel.source.data
     assert ".f32.tf32.tf32" in source and "cvt.rna.tf32.f32" in source
     assert "bar.red.or.pred" in source  # the infinity check the consumers agree on
@@ -136,3 +136,26 @@ def test_3xtf32_subnormal_operand_is_not_flushed() -> None:
     assert abs(out[10, 12] - expected) <= 1e-6 * expected, out[10, 12]
     exact = x.astype(np.float64) @ w.astype(np.float64).T + b
     assert np.linalg.norm(out - exact) / np.linalg.norm(exact) < 2e-6
+
+
+def test_3xtf32_takes_decode_rows_with_split_k() -> None:
+    """64 rows of a 1024×4096 linear: 16 blocks of 64×64, so `auto` splits K (8 chunks, 128
+    blocks) and takes the 3xTF32 rule for the partial sums, folded by a second kernel."""
+    _, module = lower(matmul_plain(64, 1024, 4096, "f32", b_layout="nk"), "fuse,plan")
+    text = str(module)
+    assert "@linear_0_splitk" in text and "plan = #tile.plan<wgmma_3xtf32" in text
+
+
+@requires_gpu
+@pytest.mark.parametrize(
+    "shape,knobs",
+    [((64, 1024, 4096), "mma=auto"), ((256, 520, 1024), "mma=3xtf32 splitk=4")],
+)
+def test_3xtf32_split_k_error_is_f32_order(shape: tuple[int, int, int], knobs: str) -> None:
+    program = matmul_plain(*shape, "f32", b_layout="nk")
+    errors = {}
+    for setting in (knobs, "mma=none"):
+        graph, run = _run(program, setting)
+        inputs, arrays = device_inputs(graph, seed=5)
+        (errors[setting],) = errors_against_reference(graph, (run(*arrays),), inputs)
+    assert errors[knobs] < max(4 * errors["mma=none"], 2e-6), errors

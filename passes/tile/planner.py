@@ -16,7 +16,13 @@ from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
-from tinyopt.passes.tile.gemm.split_k_plan import auto_splits, auto_wgmma_splits, small_grid
+from tinyopt.passes.tile.gemm.split_k_plan import (
+    SPLIT_TF32_STEP_SECONDS,
+    auto_splits,
+    auto_wgmma_splits,
+    small_grid,
+)
+from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
 from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
@@ -125,9 +131,9 @@ def _small_grid(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> Contract
 def _auto_splits(
     c: Contraction, choice: Choice | None, knobs: Knobs, target: Target
 ) -> tuple[int, str]:
-    """`splitk=0`: the split count (and `splitk_mode`) of a small-grid f16/bf16 contraction
-    the mma.sync or the wgmma rule takes unsplit (`choice`; `split_k_plan.py`); the wgmma
-    rule's partial kernel folds in a second pass (it stores its sums as they are)."""
+    """`splitk=0`: the split count (and `splitk_mode`) of a small-grid contraction the
+    mma.sync, the wgmma or the 3xTF32 rule takes unsplit (`choice`; `split_k_plan.py`); the
+    wgmma rules' partial kernels fold in a second pass (they store their sums as they are)."""
     if choice is not None and choice.rule.name == "mma_sync":
         return auto_splits(c, target), knobs.splitk_mode
     if (
@@ -137,6 +143,8 @@ def _auto_splits(
     ):
         if t.dual == "off" and not t.persistent:
             return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"
+    if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
+        return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
     return 1, knobs.splitk_mode
 
 

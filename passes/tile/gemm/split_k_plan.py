@@ -24,9 +24,9 @@ the CUDA-core rule's stream-K, and a GEMM staged for wgmma (`wgmma_staged.py`) i
 
 from __future__ import annotations
 
-from tinyopt.passes.tile.gemm.contraction_match import Contraction
+from tinyopt.passes.tile.gemm.contraction_match import Contraction, operand_types
 from tinyopt.passes.tile.gemm.mma_sync import BK as SYNC_BK
-from tinyopt.passes.tile.gemm.mma_sync import tensor_core_type
+from tinyopt.passes.tile.gemm.mma_sync import sums_products, tensor_core_type
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
 from tinyopt.passes.tile.gemm.wgmma_plan import BK as WGMMA_BK
 from tinyopt.passes.tile.knobs import Knobs
@@ -77,9 +77,14 @@ MOST = 64
 
 
 def small_grid(c: Contraction, knobs: Knobs, target: Target) -> bool:
-    """Whether a split could pay: an f16/bf16 contraction on tensor cores whose output, in the
-    largest blocks (128×256), leaves SMs idle."""
-    if knobs.mma not in ("auto", "sync", "wgmma") or tensor_core_type(c) is None:
+    """Whether a split could pay: an f16/bf16 contraction on tensor cores, or an f32 one the
+    3xTF32 rule may take, whose output, in the largest blocks (128×256), leaves SMs idle."""
+    split_tf32 = knobs.mma in ("auto", "3xtf32") and operand_types(c) == ["f32"]
+    if not split_tf32 and (
+        knobs.mma not in ("auto", "sync", "wgmma") or tensor_core_type(c) is None
+    ):
+        return False
+    if split_tf32 and not sums_products(c):
         return False
     batch, m, n, _ = c.extents
     return batch * -(-m // 128) * -(-n // 256) < target.sms
@@ -105,7 +110,15 @@ def auto_splits(c: Contraction, target: Target) -> int:
     return best
 
 
-def auto_wgmma_splits(c: Contraction, bm: int, columns: int, target: Target) -> int:
+SPLIT_TF32_STEP_SECONDS = 6 * WGMMA_STEP_SECONDS
+"""A 64-wide K step of the 3xTF32 rule (`wgmma_3xtf32.py`): two 32-wide steps of 12 TF32
+wgmmas each where a 16-bit step issues 4 of twice the width, at half the rate per element,
+plus the split (an estimate, not measured)."""
+
+
+def auto_wgmma_splits(
+    c: Contraction, bm: int, columns: int, target: Target, step: float = WGMMA_STEP_SECONDS
+) -> int:
     """The split count `splitk=0` gives contraction `c` on the wgmma rule's bm×`columns`
     blocks (its plan): where they are fewer than the SMs, the power of two `s` whose estimate
 
@@ -114,12 +127,13 @@ def auto_wgmma_splits(c: Contraction, bm: int, columns: int, target: Target) -> 
     is cheapest (and `MARGIN` of the unsplit one or less), over the `s` whose blocks fit one
     wave of one block per SM and whose chunks are whole multiples of 64 with `MIN_WGMMA_STEPS`
     steps or more (the wgmma rule reads K in 64-element TMA boxes and takes only a split whose
-    chunks divide K). Any M: at M ≤ 64 a kernel the wgmma rule takes is its to split."""
+    chunks divide K). Any M: at M ≤ 64 a kernel the wgmma rule takes is its to split. `step`:
+    the time of a 64-wide K step (the 3xTF32 rule's is `SPLIT_TF32_STEP_SECONDS`)."""
     batch, m, n, k = c.extents
     blocks = batch * -(-m // bm) * -(-n // columns)
     if blocks >= target.sms:
         return 1
-    best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * WGMMA_STEP_SECONDS
+    best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * step
     s = 2
     while (
         s <= MOST
@@ -127,7 +141,7 @@ def auto_wgmma_splits(c: Contraction, bm: int, columns: int, target: Target) -> 
         and k % (WGMMA_BK * s) == 0
         and k // (WGMMA_BK * s) >= MIN_WGMMA_STEPS
     ):
-        time = k // (WGMMA_BK * s) * WGMMA_STEP_SECONDS + fold_seconds(s, batch, m, n)
+        time = k // (WGMMA_BK * s) * step + fold_seconds(s, batch, m, n)
         if time < best_time:
             best, best_time = s, time
         s *= 2

@@ -18,10 +18,12 @@ consumers into its slot and a second, "small" copy of the slot. TF32 operands mu
 K-major, so B must be `[b?, N, K]` (a linear's weight); A `[b?, M, K]`, rows 16-byte aligned
 (K a multiple of 4). Blocks are at most 128 columns wide (a thread holds bn/2 accumulators and
 bn/2 products). Not taken: an N-major B, a paired contraction (the planner splits it into two
-GEMMs this rule takes), split K, `persistent`, `ws=0`. `mma=auto` takes it for f32 GEMMs
-of more than 64 rows whose grid has at least one block per SM (measured 1.29-1.39x cuBLAS's SGEMM there); smaller
-grids keep the CUDA-core rules, which were not measured against it; `mma=none` keeps every
-f32 GEMM on CUDA-core FMA.
+GEMMs this rule takes), `persistent`, `ws=0`. K may be split (`splitk`, or on a small grid
+the split `auto_wgmma_splits` estimates with `SPLIT_TF32_STEP_SECONDS`; partial sums folded in
+a second pass). `mma=auto` takes it for f32 GEMMs of 64 rows or more whose grid, split
+included, has at least 3/4 block per SM: it ran 1.29-1.39x cuBLAS's SGEMM on full waves, about
+1.3x the CUDA-core rules' rate per SM, so a grid with more idle SMs would lose to them.
+`mma=none` keeps every f32 GEMM on CUDA-core FMA.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from tinyopt.passes.tile.gemm.contraction_match import (
     operand_types,
 )
 from tinyopt.passes.tile.gemm.mma_sync import sums_products
+from tinyopt.passes.tile.gemm.split_k_plan import SPLIT_TF32_STEP_SECONDS, auto_wgmma_splits
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     SMALL_M,
@@ -91,8 +94,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             )
         if refusal := _operand_refusal(c):
             return refusal
-        if knobs.splitk > 1 or knobs.persistent or knobs.dual == "on" or not knobs.ws:
-            return _fail("does not split K, run persistent blocks or dual GEMMs, or run without ws")
+        if knobs.persistent or knobs.dual == "on" or not knobs.ws:
+            return _fail("does not run persistent blocks or dual GEMMs, or run without ws")
         if knobs.bn > WIDEST:
             return _fail(
                 f"takes bn up to {WIDEST} (a thread holds bn/2 accumulators and bn/2 products), "
@@ -104,12 +107,14 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         if isinstance(t, str):
             return t.replace("mma=wgmma", "mma=3xtf32")
         blocks = batch * -(-m // t.bm) * -(-n // t.bn)
-        if knobs.mma == "auto" and (blocks < self.target.sms or m <= SMALL_M):
+        if plain_operands(c, k, n).splits == 1 and not knobs.splitk:  # type: ignore[union-attr]
+            blocks *= auto_wgmma_splits(c, t.bm, t.bn, self.target, SPLIT_TF32_STEP_SECONDS)
+        if knobs.mma == "auto" and (4 * blocks < 3 * self.target.sms or m < SMALL_M):
             return _fail(
-                f"is taken by mma=auto only for more than {SMALL_M} rows and grids of at least "
-                f"one block per SM ({m} rows, {blocks} blocks of {t.bm}×{t.bn} on "
-                f"{self.target.sms} SMs): on smaller ones the CUDA-core rules' smaller tiles "
-                "and stream-K were not measured against it"
+                f"is taken by mma=auto only for {SMALL_M} rows or more and grids (split K "
+                f"included) of at least 3/4 block per SM ({m} rows, {blocks} blocks of "
+                f"{t.bm}×{t.bn} on {self.target.sms} SMs): it ran 1.3x the CUDA-core rules' "
+                "rate per SM, so a grid leaving more than a quarter of them idle would lose"
             )
         stages = knobs.stages or SPLIT_STAGES.get(t.bn, 3)
         tiles = Wgmma3xTf32Tiles(t.bm, t.bn, stages, t.ws, t.store, 0, t.group, t.fastmath, t.dual)
@@ -139,6 +144,4 @@ def _operand_refusal(c: Contraction) -> str | None:
         return operands.replace("mma=wgmma", "mma=3xtf32")
     if operands.b_mn_major:
         return _fail("needs B K-major ([b?, n, k], a linear's weight): TF32 wgmma reads no other")
-    if operands.splits > 1:
-        return _fail("does not split K")
     return None
