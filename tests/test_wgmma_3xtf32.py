@@ -138,10 +138,14 @@ def test_3xtf32_subnormal_operand_is_not_flushed() -> None:
     assert np.linalg.norm(out - exact) / np.linalg.norm(exact) < 2e-6
 
 
-def test_3xtf32_takes_decode_rows_with_split_k() -> None:
-    """64 rows of a 1024×4096 linear: 16 blocks of 64×64, so `auto` splits K (8 chunks, 128
-    blocks) and takes the 3xTF32 rule for the partial sums, folded by a second kernel."""
-    _, module = lower(matmul_plain(64, 1024, 4096, "f32", b_layout="nk"), "fuse,plan")
+def test_3xtf32_keeps_decode_rows_on_cuda_cores_and_splits_when_asked() -> None:
+    """64 rows of a 1024×4096 linear: `auto` leaves it to the CUDA-core rules (64×64 blocks
+    of three TF32 products lost there on the H200); `mma=3xtf32` splits K over its 16
+    blocks (the partial sums folded by a second kernel)."""
+    program = matmul_plain(64, 1024, 4096, "f32", b_layout="nk")
+    _, module = lower(program, "fuse,plan")
+    assert "wgmma_3xtf32" not in str(module)
+    _, module = lower(program, "fuse,plan{mma=3xtf32}")
     text = str(module)
     assert "@linear_0_splitk" in text and "plan = #tile.plan<wgmma_3xtf32" in text
 
@@ -149,7 +153,7 @@ def test_3xtf32_takes_decode_rows_with_split_k() -> None:
 @requires_gpu
 @pytest.mark.parametrize(
     "shape,knobs",
-    [((64, 1024, 4096), "mma=auto"), ((256, 520, 1024), "mma=3xtf32 splitk=4")],
+    [((64, 1024, 4096), "mma=3xtf32"), ((256, 520, 1024), "mma=3xtf32 splitk=4")],
 )
 def test_3xtf32_split_k_error_is_f32_order(shape: tuple[int, int, int], knobs: str) -> None:
     program = matmul_plain(*shape, "f32", b_layout="nk")

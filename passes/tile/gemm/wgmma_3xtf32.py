@@ -18,12 +18,13 @@ consumers into its slot and a second, "small" copy of the slot. TF32 operands mu
 K-major, so B must be `[b?, N, K]` (a linear's weight); A `[b?, M, K]`, rows 16-byte aligned
 (K a multiple of 4). Blocks are at most 128 columns wide (a thread holds bn/2 accumulators and
 bn/2 products). Not taken: an N-major B, a paired contraction (the planner splits it into two
-GEMMs this rule takes), `persistent`, `ws=0`. K may be split (`splitk`, or on a small grid
-the split `auto_wgmma_splits` estimates with `SPLIT_TF32_STEP_SECONDS`; partial sums folded in
-a second pass). `mma=auto` takes it for f32 GEMMs of 64 rows or more whose grid, split
-included, has at least 3/4 block per SM: it ran 1.29-1.39x cuBLAS's SGEMM on full waves, about
-1.3x the CUDA-core rules' rate per SM, so a grid with more idle SMs would lose to them.
-`mma=none` keeps every f32 GEMM on CUDA-core FMA.
+GEMMs this rule takes), `persistent`, `ws=0`. K may be split (`splitk`, or under
+`mma=3xtf32` on a small grid the split `split_k_plan.auto_wgmma_splits` estimates with
+`SPLIT_TF32_STEP_SECONDS`; partial sums folded in a second pass). `mma=auto` takes the rule
+for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: there it ran
+1.29-1.39x cuBLAS's SGEMM; at 64 rows, on 64×64 blocks with K split, it ran 0.70-0.88x where
+the CUDA-core rules ran 0.85-0.98x (k/v 1.13x against 0.84x: H200, 2026-12-04), so smaller
+grids keep those rules. `mma=none` keeps every f32 GEMM on CUDA-core FMA.
 """
 
 from __future__ import annotations
@@ -40,7 +41,6 @@ from tinyopt.passes.tile.gemm.contraction_match import (
     operand_types,
 )
 from tinyopt.passes.tile.gemm.mma_sync import sums_products
-from tinyopt.passes.tile.gemm.split_k_plan import SPLIT_TF32_STEP_SECONDS, auto_wgmma_splits
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     SMALL_M,
@@ -107,14 +107,13 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         if isinstance(t, str):
             return t.replace("mma=wgmma", "mma=3xtf32")
         blocks = batch * -(-m // t.bm) * -(-n // t.bn)
-        if plain_operands(c, k, n).splits == 1 and not knobs.splitk:  # type: ignore[union-attr]
-            blocks *= auto_wgmma_splits(c, t.bm, t.bn, self.target, SPLIT_TF32_STEP_SECONDS)
-        if knobs.mma == "auto" and (4 * blocks < 3 * self.target.sms or m < SMALL_M):
+        if knobs.mma == "auto" and (blocks < self.target.sms or m <= SMALL_M):
             return _fail(
-                f"is taken by mma=auto only for {SMALL_M} rows or more and grids (split K "
-                f"included) of at least 3/4 block per SM ({m} rows, {blocks} blocks of "
-                f"{t.bm}×{t.bn} on {self.target.sms} SMs): it ran 1.3x the CUDA-core rules' "
-                "rate per SM, so a grid leaving more than a quarter of them idle would lose"
+                f"is taken by mma=auto only for more than {SMALL_M} rows and grids of at least "
+                f"one block per SM ({m} rows, {blocks} blocks of {t.bm}×{t.bn} on "
+                f"{self.target.sms} SMs): 64×64 blocks, split K or not, ran 0.70-0.88x cuBLAS "
+                "at 64 rows where the CUDA-core rules ran 0.85-0.98x (the 3xTF32 rate needs "
+                "full waves of 128-row blocks)"
             )
         stages = knobs.stages or SPLIT_STAGES.get(t.bn, 3)
         tiles = Wgmma3xTf32Tiles(t.bm, t.bn, stages, t.ws, t.store, 0, t.group, t.fastmath, t.dual)
