@@ -780,6 +780,16 @@ CASES = [
         tile_with("mma=3xtf32 splitk=4"),
     ),
     Case(
+        "matmul_relu_3xtf32_kn_257x132x68",
+        matmul_plain(257, 132, 68, "f32", "kn"),
+        tile_with("mma=3xtf32"),
+    ),
+    Case(
+        "bmm_3xtf32_kn_3x200x136x96",
+        batched_matmul(3, 200, 136, 96, "f32"),
+        tile_with("mma=3xtf32"),
+    ),
+    Case(
         "linear_mlp_3xtf32_2x129x256x512",
         mlp((2, 129), 256, 512, "f32"),
         tile_with("mma=3xtf32 store=direct"),

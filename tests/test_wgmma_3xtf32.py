@@ -52,9 +52,18 @@ def test_3xtf32_kernel_issues_three_tf32_products(m: int, n: int, k: int) -> Non
     assert body.count("tinyopt_wgmma_m64n") == 3 * 4
 
 
-def test_3xtf32_refuses_n_major_weights() -> None:
-    with pytest.raises(DiagnosticException, match="mma=3xtf32 needs B K-major"):
-        _kernels(matmul_plain(256, 256, 256, "f32", b_layout="kn", relu=False), "mma=3xtf32")
+def test_3xtf32_takes_n_major_weights_through_a_transposing_split() -> None:
+    """`x @ w` with w `[K, N]`: TMA brings 32-column chunks of w; the split writes its TF32
+    parts into K-major tiles of their own (TF32 wgmma reads no other), so the kernel has a
+    third shared tile for B and the wgmmas read B K-major."""
+    (kernel,) = _kernels(
+        matmul_plain(256, 256, 256, "f32", b_layout="kn", relu=False), "mma=3xtf32 splitk=1"
+    )
+    source = kernel.source.data
+    assert (
+        source.count("reinterpret_cast<float (*)[") == 6
+    )  # A, B, A small, B small, B big, staging
+    assert "_tf32_k(" in source and "_tf32_n" not in source
 
 
 def test_3xtf32_refuses_rows_tma_cannot_copy() -> None:
@@ -75,9 +84,10 @@ def _run(program: str, knobs: str, seed: int = 0):
 
 
 @requires_gpu
+@pytest.mark.parametrize("layout", ["nk", "kn"])
 @pytest.mark.parametrize("m,n,k", SHAPES)
-def test_3xtf32_error_is_f32_order(m: int, n: int, k: int) -> None:
-    program = matmul_plain(m, n, k, "f32", b_layout="nk")
+def test_3xtf32_error_is_f32_order(m: int, n: int, k: int, layout: str) -> None:
+    program = matmul_plain(m, n, k, "f32", b_layout=layout, relu=False)
     errors = {}
     for knobs in ("mma=3xtf32", "mma=none"):
         graph, run = _run(program, knobs)

@@ -138,7 +138,7 @@ def emit_wgmma_gemm(
     rank = len(new.body.block.args[operands.a].type.get_shape())  # type: ignore[attr-defined]
     bk = SWIZZLE // (element.bitwidth // 8)  # type: ignore[attr-defined]
     a_box = (*[1] * (rank - 2), t.bm, bk)
-    b_box = (*[1] * (rank - 2), *((BK, BK) if operands.b_mn_major else (t.tile_n, bk)))
+    b_box = (*[1] * (rank - 2), *((bk, bk) if operands.b_mn_major else (t.tile_n, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
     tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
     _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
@@ -209,10 +209,14 @@ class _WgmmaEmitter:
         shared = tile.SHARED
         a_shape = [t.stages, t.bm, self.bk]
         self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
-        b_shape = [t.stages, t.bn // BK, BK, BK] if self.mn_major else [t.stages, t.bn, self.bk]
+        b_shape = (
+            [t.stages, t.bn // self.bk, self.bk, self.bk]
+            if self.mn_major
+            else [t.stages, t.bn, self.bk]
+        )
         self.b_smem = em.value(tile.AllocOp(tile.memref_in(b_shape, self.element, shared), True))
         if self.split:
-            self.splitter = TF32Split(em, self, a_shape, b_shape)
+            self.splitter = TF32Split(em, self, a_shape, [t.stages, t.bn, self.bk])
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         if t.store == "smem":
@@ -317,9 +321,9 @@ class _WgmmaEmitter:
         # 64-column chunks (N-major), so one m64nBNk16 wgmma multiplies A by both.
         for product, b_global in enumerate(self.b_globals):
             if self.mn_major:
-                for chunk in range(t.tile_n // BK):
-                    n = em.add(self.n0, chunk * BK)
-                    to = [slot, em.index(product * t.tile_n // BK + chunk), zero, zero]
+                for chunk in range(t.tile_n // self.bk):
+                    n = em.add(self.n0, chunk * self.bk)
+                    to = [slot, em.index(product * t.tile_n // self.bk + chunk), zero, zero]
                     copy(b_global, [k0, n], self.b_smem, to)
             else:
                 to = [slot, em.index(product * t.tile_n), zero]
@@ -402,10 +406,11 @@ class _WgmmaEmitter:
                 splitter.exact_step(acc, slot, row)
                 splitter.clear(slot, group)
             em.op(tile.WgmmaFenceOp())
+            b_big = splitter.b_big
             for kk in range(0, self.bk, tile.WGMMA_K_TF32):
-                self._wgmma(products, slot, row, kk, splitter.a_small, self.b_smem, kk == 0)
+                self._wgmma(products, slot, row, kk, splitter.a_small, b_big, kk == 0)
                 self._wgmma(products, slot, row, kk, self.a_smem, splitter.b_small)
-                self._wgmma(products, slot, row, kk)
+                self._wgmma(products, slot, row, kk, self.a_smem, b_big)
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
             for r in range(t.bn // 2):
@@ -436,7 +441,8 @@ class _WgmmaEmitter:
         em, t = self.em, self.t
         a_smem, b_smem = a_smem or self.a_smem, b_smem or self.b_smem
         zero, k = em.index(0), em.index(kk)
-        if self.mn_major:
+        mn_major = self.mn_major and not self.split  # the split's B tiles are K-major
+        if mn_major:
             b_index = [slot, zero, k, zero]
             b_lbo = BK * BK * 2  # next 64-column chunk of N
         else:
@@ -453,7 +459,7 @@ class _WgmmaEmitter:
                 a_sbo=ATOM,
                 b_lbo=b_lbo,
                 b_sbo=ATOM,
-                b_mn_major=self.mn_major,
+                b_mn_major=mn_major,
                 overwrite=overwrite,
             )
         )

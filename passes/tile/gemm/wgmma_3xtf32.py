@@ -14,10 +14,12 @@ instead, so special values come out as from f32.
 
 The pipeline is the wgmma GEMM's (`wgmma.py`: TMA ring, producer warpgroup, one or two
 consumer warpgroups of 64 rows) with 32-element (128-byte) K steps, each split by the
-consumers into its slot and a second, "small" copy of the slot. TF32 operands must be
-K-major, so B must be `[b?, N, K]` (a linear's weight); A `[b?, M, K]`, rows 16-byte aligned
-(K a multiple of 4). Blocks are at most 128 columns wide (a thread holds bn/2 accumulators and
-bn/2 products). Not taken: an N-major B, a paired contraction (the planner splits it into two
+consumers into its slot and a second, "small" copy of the slot. TF32 wgmma reads K-major
+operands only: A `[b?, M, K]`, and B `[b?, N, K]` (a linear's weight) is split in place; an
+N-major B `[b?, K, N]` is split into K-major tiles of its own (one more tile a stage, so
+fewer stages fit). Rows must be 16-byte aligned (K, or N of an N-major B, a multiple of 4).
+Blocks are at most 128 columns wide (a thread holds bn/2 accumulators and
+bn/2 products). Not taken: a paired contraction (the planner splits it into two
 GEMMs this rule takes), `persistent`, `ws=0`. K may be split (`splitk`, or under
 `mma=3xtf32` on a small grid the split `split_k_plan.auto_wgmma_splits` estimates with
 `SPLIT_TF32_STEP_SECONDS`; partial sums folded in a second pass). `mma=auto` takes the rule
@@ -44,6 +46,7 @@ from tinyopt.passes.tile.gemm.mma_sync import sums_products
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     SMALL_M,
+    SWIZZLE,
     WgmmaTiles,
     choose_wgmma_tiles,
     plain_operands,
@@ -110,14 +113,31 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         if knobs.mma == "auto" and (blocks < self.target.sms or m <= SMALL_M):
             return _fail(
                 f"is taken by mma=auto only for more than {SMALL_M} rows and grids of at least "
-                f"one block per SM ({m} rows, {blocks} blocks of {t.bm}×{t.bn} on "
-                f"{self.target.sms} SMs): 64×64 blocks, split K or not, ran 0.70-0.88x cuBLAS "
+                f"one block per SM ({m} rows, {blocks} blocks of {t.bm}x{t.bn} on "
+                f"{self.target.sms} SMs): 64x64 blocks, split K or not, ran 0.70-0.88x cuBLAS "
                 "at 64 rows where the CUDA-core rules ran 0.85-0.98x (the 3xTF32 rate needs "
                 "full waves of 128-row blocks)"
             )
+        if knobs.mma == "auto" and transposed_bytes(c, t):
+            return _fail(
+                "is taken by mma=auto only for a K-major B ([b?, n, k]): the transposing split "
+                "of an N-major B has not been timed against the CUDA-core rules"
+            )
         stages = knobs.stages or SPLIT_STAGES.get(t.bn, 3)
         tiles = Wgmma3xTf32Tiles(t.bm, t.bn, stages, t.ws, t.store, 0, t.group, t.fastmath, t.dual)
+        while not knobs.stages and tiles.stages > 2 and self._over(c, tiles):
+            tiles = replace(tiles, stages=tiles.stages - 1)  # an N-major B's big tile
         return self.check(kernel, c, tiles) or tiles
+
+    def _over(self, c: Contraction, t: Wgmma3xTf32Tiles) -> str | None:
+        """Why the tiles with an N-major B's big tile (`transposed_bytes`) do not fit."""
+        need = t.shared_bytes + transposed_bytes(c, t)
+        if need <= self.target.dynamic_shared:
+            return None
+        return _fail(
+            f"with bm={t.bm} bn={t.bn} stages={t.stages} and an N-major B needs {need} bytes of "
+            f"shared memory, more than the {self.target.dynamic_shared} a block may use"
+        )
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: Wgmma3xTf32Tiles) -> str | None:
         refusal = _operand_refusal(c) or wgmma_tile_refusal(plan, self.target)
@@ -127,7 +147,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             return _fail(
                 f"does not run persistent blocks, dual GEMMs, without ws or bn over {WIDEST}"
             )
-        return None
+        return self._over(c, plan)
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: Wgmma3xTf32Tiles, rewriter: PatternRewriter
@@ -141,6 +161,13 @@ def _operand_refusal(c: Contraction) -> str | None:
     operands = plain_operands(c, k, n)
     if isinstance(operands, str):
         return operands.replace("mma=wgmma", "mma=3xtf32")
-    if operands.b_mn_major:
-        return _fail("needs B K-major ([b?, n, k], a linear's weight): TF32 wgmma reads no other")
     return None
+
+
+def transposed_bytes(c: Contraction, t: Wgmma3xTf32Tiles) -> int:
+    """Shared memory of an N-major B's K-major big tiles (the split writes them transposed;
+    a K-major B's are split in place): `stages` tiles of bn rows of 128 bytes, else 0."""
+    _, _, n, k = c.extents
+    operands = plain_operands(c, k, n)
+    mn_major = not isinstance(operands, str) and operands.b_mn_major
+    return t.stages * t.bn * SWIZZLE if mn_major else 0

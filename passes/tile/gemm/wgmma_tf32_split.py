@@ -17,9 +17,13 @@ operand, or a finite one within half a TF32 step of the f32 maximum) or is nonze
 `LEAST_SPLIT`: a decision the same in every consumer thread. Such a step is not run on tensor
 cores: each thread adds its accumulators' products of the step in f32 FMA from the tiles,
 each element read back as big + small (x to 2^-22 of |x|, and exactly below `LEAST_SPLIT`,
-where small keeps the unrounded remainder; small is 0 where big is infinite), and the tiles are zeroed so that the step's tensor-core products add
-nothing. So ±inf, NaN and subnormals come out as from an f32 GEMM (slowly: only steps that
-hold such an element take this path).
+where small keeps the unrounded remainder; small is 0 where big is infinite), and the tiles
+are zeroed so that the step's tensor-core products add nothing. So ±inf, NaN and subnormals
+come out as from an f32 GEMM (slowly: only steps that hold such an element take this path).
+
+An N-major B (`[b?, K, N]`) arrives as TMA chunks of 32 columns, `[K][32]` each; TF32 wgmma
+reads only K-major operands, so its split writes big and small transposed, element by
+element, into K-major tiles of their own (the ring's chunk is left as it came).
 """
 
 from __future__ import annotations
@@ -56,6 +60,11 @@ class TF32Split:
         shared = tile.SHARED
         self.a_small = em.value(tile.AllocOp(tile.memref_in(a_shape, f32, shared), True))
         self.b_small = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
+        self.b_big = gemm.b_smem
+        """B's big parts, K-major: the ring's tile split in place, or for an N-major B (whose
+        ring tile holds `[N/32][K][32]` chunks) a tile of their own, written transposed."""
+        if gemm.mn_major:
+            self.b_big = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
 
     def split(self, slot: SSAValue, group: SSAValue) -> SSAValue:
         """Splits the slot's A and B tiles: consumer thread i takes the 16-byte chunks i, i +
@@ -71,10 +80,20 @@ class TF32Split:
             (gemm.a_smem, self.a_small, t.bm),
             (gemm.b_smem, self.b_small, t.bn),
         ):
+            transposed = raw is gemm.b_smem and gemm.mn_major
             assert rows * per_row % threads == 0
             for i in range(rows * per_row // threads):
                 chunk = em.add(local, i * threads)
-                index = [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
+                if transposed:  # chunk c: K row (c / per_row) % bk of N chunk c / (bk·per_row)
+                    k = em.rem(em.div(chunk, per_row), gemm.bk)
+                    index = [
+                        slot,
+                        em.div(chunk, gemm.bk * per_row),
+                        k,
+                        em.mul(em.rem(chunk, per_row), CHUNK),
+                    ]
+                else:
+                    index = [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
                 values = em.op(tile.VectorLoadOp(raw, index, CHUNK)).results
                 bigs, smalls = [], []
                 for value in values:
@@ -96,11 +115,35 @@ class TF32Split:
                     if infinite is not None:
                         special = em.value(arith.OrIOp(infinite, special))
                     infinite = special
-                em.op(tile.VectorStoreOp(bigs, raw, index))
-                em.op(tile.VectorStoreOp(smalls, small, index))
+                if transposed:
+                    self._store_transposed(slot, index, k, bigs, smalls)
+                else:
+                    em.op(tile.VectorStoreOp(bigs, raw, index))
+                    em.op(tile.VectorStoreOp(smalls, small, index))
         assert infinite is not None
         em.op(tile.FenceProxyAsyncOp())
         return em.value(tile.NamedBarrierAnyOp(em.index(SPLIT_BARRIER), threads, infinite))
+
+    def _store_transposed(
+        self,
+        slot: SSAValue,
+        index: list[SSAValue],
+        k: SSAValue,
+        bigs: list[SSAValue],
+        smalls: list[SSAValue],
+    ) -> None:
+        """Stores the parts of the 4 columns an N-major chunk read at `index` (K row `k`)
+        into the K-major B tiles: the 16-byte chunk read is chunk (q XOR k%8) of its
+        128-byte row, so it holds columns 32·j + 4·(q XOR k%8) + 0..3."""
+        em, gemm = self.em, self.gemm
+        _, j, _, column = index
+        q = em.div(column, CHUNK)
+        first = em.add(em.mul(j, gemm.bk), em.mul(em.value(arith.XOrIOp(q, em.rem(k, 8))), CHUNK))
+        for lane, (big, small) in enumerate(zip(bigs, smalls, strict=True)):
+            n = em.add(first, lane)
+            where = [slot, n, swizzled(em, n, k)]
+            em.op(memref.StoreOp.get(big, self.b_big, where))
+            em.op(memref.StoreOp.get(small, self.b_small, where))
 
     def clear(self, slot: SSAValue, group: SSAValue) -> None:
         """Zeroes the slot's four tiles once every consumer thread has read them, so the
@@ -111,7 +154,7 @@ class TF32Split:
         local = em.add(em.mul(group, WARPGROUP), em.rem(gemm.tid, WARPGROUP))
         per_row = gemm.bk // CHUNK
         zeros = [em.f32(0.0)] * CHUNK
-        tiles = ((gemm.a_smem, self.a_small, t.bm), (gemm.b_smem, self.b_small, t.bn))
+        tiles = ((gemm.a_smem, self.a_small, t.bm), (self.b_big, self.b_small, t.bn))
         for big, small, rows in tiles:
             for i in range(rows * per_row // threads):
                 chunk = em.add(local, i * threads)
@@ -134,16 +177,15 @@ class TF32Split:
         columns = [em.add(first_column, 8 * j + e) for j in range(t.tile_n // 8) for e in range(2)]
 
         def element(big: SSAValue, small: SSAValue, r: SSAValue, k: SSAValue) -> SSAValue:
-            """Element (r, k) of a swizzled tile: its 16-byte chunk k/4 XOR r%8 of row r."""
-            chunk = em.value(arith.XOrIOp(em.div(k, CHUNK), em.rem(r, 8)))
-            index = [slot, r, em.add(em.mul(chunk, CHUNK), em.rem(k, CHUNK))]
+            """Element (r, k) of a K-major tile pair: big + small."""
+            index = [slot, r, swizzled(em, r, k)]
             parts = [em.value(memref.LoadOp.get(tiles, index)) for tiles in (big, small)]
             return em.value(arith.AddfOp(*parts))
 
         with em.for_loop(0, gemm.bk, 1) as (k, _, _):
             a = [element(gemm.a_smem, self.a_small, r, k) for r in rows]
             for c, n in enumerate(columns):
-                b = element(gemm.b_smem, self.b_small, n, k)
+                b = element(self.b_big, self.b_small, n, k)
                 j, e = divmod(c, 2)
                 for half in range(2):
                     r = em.index(4 * j + 2 * half + e)
@@ -151,3 +193,10 @@ class TF32Split:
                     product = em.value(arith.MulfOp(a[half], b))
                     em.op(memref.StoreOp.get(em.value(arith.AddfOp(old, product)), acc, [r]))
             em.op(scf.YieldOp())
+
+
+def swizzled(em: Emitter, row: SSAValue, k: SSAValue) -> SSAValue:
+    """Where element k of row `row` of a 128-byte swizzled f32 tile lies in the row: in
+    16-byte chunk k/4 XOR row%8 (the TMA and wgmma swizzle of 1024-byte aligned tiles)."""
+    chunk = em.value(arith.XOrIOp(em.div(k, CHUNK), em.rem(row, 8)))
+    return em.add(em.mul(chunk, CHUNK), em.rem(k, CHUNK))
