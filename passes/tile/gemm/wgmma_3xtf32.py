@@ -26,7 +26,11 @@ GEMMs this rule takes), `persistent`, `ws=0`. K may be split (`splitk`, or under
 for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: there it ran
 1.29-1.39x cuBLAS's SGEMM; at 64 rows, on 64×64 blocks with K split, it ran 0.70-0.88x where
 the CUDA-core rules ran 0.85-0.98x (k/v 1.13x against 0.84x: H200, 2026-12-04), so smaller
-grids keep those rules. `mma=none` keeps every f32 GEMM on CUDA-core FMA.
+grids keep those rules. With an N-major B the transposing split costs most of the gain:
+`x @ w` ran 1.07-1.10x cuBLAS against the CUDA-core rules' 0.96-1.01x (4096³, 4000×4096×1024,
+a batch of 16 × 1024³; H200, 2026-12-04), so `auto` leaves N-major B to the CUDA-core rules
+(and their stream-K and L2-prefetch plans) and `mma=3xtf32` asks for it. Under `auto` the rule
+also steps aside for `streamk=on` or `tail`. `mma=none` keeps every f32 GEMM on CUDA-core FMA.
 """
 
 from __future__ import annotations
@@ -97,6 +101,10 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             )
         if refusal := _operand_refusal(c):
             return refusal
+        if knobs.mma == "auto" and knobs.streamk in ("on", "tail"):
+            return _fail(
+                f"steps aside for streamk={knobs.streamk} (a CUDA-core plan) under mma=auto"
+            )
         if knobs.persistent or knobs.dual == "on" or not knobs.ws:
             return _fail("does not run persistent blocks or dual GEMMs, or run without ws")
         if knobs.bn > WIDEST:
@@ -120,8 +128,9 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             )
         if knobs.mma == "auto" and transposed_bytes(c, t):
             return _fail(
-                "is taken by mma=auto only for a K-major B ([b?, n, k]): the transposing split "
-                "of an N-major B has not been timed against the CUDA-core rules"
+                "is taken by mma=auto only for a K-major B ([b?, n, k]): with an N-major B "
+                "the transposing split ran only 1.07-1.10x cuBLAS, where the CUDA-core rules "
+                "keep their stream-K and prefetch plans"
             )
         stages = knobs.stages or SPLIT_STAGES.get(t.bn, 3)
         tiles = Wgmma3xTf32Tiles(t.bm, t.bn, stages, t.ws, t.store, 0, t.group, t.fastmath, t.dual)
