@@ -8,16 +8,21 @@ What is emulated, and how:
   the pointer and the map built at the top of the kernel); `tinyopt_tma_load_Nd` copies the box
   at the coordinates into shared memory densely, zero outside the buffer (as TMA fills), and
   completes its bytes on the mbarrier;
-- the 128-byte swizzle is not applied: TMA and `wgmma` both apply it to the shared address, so
-  reading the logical layout with the descriptor's offsets gives what the hardware multiplies
-  (a descriptor is decoded as the kernel encodes it: start, LBO, SBO);
+- the 128-byte swizzle is applied where the hardware applies it, to the shared-memory byte
+  offset (16-byte chunk XOR 128-byte row within 1024 bytes): TMA writes a swizzled map's box
+  so, and `wgmma` reads its operands through it, so the kernels' own reads of swizzled tiles
+  (the 3xTF32 split and its f32 FMA steps) see the hardware's layout (a descriptor is decoded
+  as the kernel encodes it: start, LBO, SBO);
 - an mbarrier is an expected arrival count, the arrivals and transaction bytes pending and a
   phase bit (a table keyed by its address, under one lock); `try_wait.parity p` returns once
   the phase is no longer p, so a fresh barrier's "previous phase" (parity 1) has completed;
 - `wgmma` m64nNk16 computes each thread's accumulators (rows 16·warp + lane/4 (+8), columns
-  8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; its
-  fence, commit and wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
-- `bar.sync id, 128` is a 128-thread barrier per id.
+  8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; the
+  TF32 m64nNk8 likewise from f32 operands with their low 13 mantissa bits dropped (the `_set`
+  form replacing the accumulators); its fence, commit and wait have nothing left to do, nor
+  has `setmaxnreg` or the proxy fence;
+- `bar.sync id, count` is a barrier of `count` threads per id, `bar.red.or.pred` one that also
+  hands every thread the OR of the predicates; `cvt.rna.tf32.f32` rounds on the CPU.
 """
 
 from __future__ import annotations
@@ -38,15 +43,18 @@ from tinyopt.compiler import lower
 from tinyopt.dialects import loop, tile
 
 PRELUDE = r"""
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <thread>
 #define __shared__ static
-struct CUtensorMap { const unsigned char* base; int rank, element; long long dims[5]; int box[5]; };
-static inline CUtensorMap cpu_tensor_map(const void* base, int rank, int element,
+struct CUtensorMap {
+    const unsigned char* base; int rank, element, swizzle; long long dims[5]; int box[5];
+};
+static inline CUtensorMap cpu_tensor_map(const void* base, int rank, int element, int swizzle,
                                          std::initializer_list<long long> dims,
                                          std::initializer_list<int> box) {
-    CUtensorMap map{(const unsigned char*)base, rank, element, {}, {}};
+    CUtensorMap map{(const unsigned char*)base, rank, element, swizzle, {}, {}};
     int d = 0;
     for (long long v : dims) map.dims[d++] = v;
     d = 0;
@@ -85,6 +93,14 @@ static inline void tinyopt_mbarrier_wait(void* bar, int parity) {
         std::this_thread::yield();
     }
 }
+// The 128-byte swizzle, as TMA and wgmma apply it to a shared-memory byte offset: its 16-byte
+// chunk (bits 4-6) XORed with its 128-byte row within 1024 bytes (bits 7-9).
+static inline long long cpu_swizzle(long long offset) {
+    return offset ^ (((offset >> 7) & 7) << 4);
+}
+static inline const unsigned char* cpu_swizzled(const unsigned char* p) {
+    return cpu_cuda_smem + cpu_swizzle(p - cpu_cuda_smem);
+}
 static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, const int* at) {
     long long total = 1, stride[5];
     for (int d = 0; d < map->rank; ++d) {
@@ -101,8 +117,10 @@ static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, co
             inside = inside && g >= 0 && g < map->dims[d];
             offset += g * stride[d];
         }
-        if (inside) memcpy(out + i * map->element, map->base + offset * map->element, map->element);
-        else memset(out + i * map->element, 0, map->element);
+        unsigned char* to = out + i * map->element;
+        if (map->swizzle) to = (unsigned char*)cpu_swizzled(to);
+        if (inside) memcpy(to, map->base + offset * map->element, map->element);
+        else memset(to, 0, map->element);
     }
     std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
     CpuMbarrier& b = cpu_mbarriers.at(bar);
@@ -142,24 +160,104 @@ static inline void cpu_wgmma(float (&d)[N / 2], unsigned long long a, unsigned l
         int row = 16 * warp + lane / 4 + 8 * (i / 2 % 2);
         int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
         for (int k = 0; k < 16; ++k) {
-            const T* x = (const T*)(as + row % 8 * 128 + row / 8 * a_sbo + 2 * k);
-            const T* y = B_MAJOR == 'k'
-                ? (const T*)(bs + col % 8 * 128 + col / 8 * b_sbo + 2 * k)
-                : (const T*)(bs + col / 64 * b_lbo + col % 64 * 2 + k % 8 * 128 + k / 8 * b_sbo);
+            const T* x = (const T*)cpu_swizzled(as + row % 8 * 128 + row / 8 * a_sbo + 2 * k);
+            const T* y = (const T*)cpu_swizzled(
+                B_MAJOR == 'k'
+                    ? bs + col % 8 * 128 + col / 8 * b_sbo + 2 * k
+                    : bs + col / 64 * b_lbo + col % 64 * 2 + k % 8 * 128 + k / 8 * b_sbo);
             d[i] += to_float(*x) * to_float(*y);
         }
     }
 }
-static std::barrier<> cpu_cuda_named[3] = {std::barrier<>(128), std::barrier<>(128),
-                                           std::barrier<>(128)};
-static inline void cpu_cuda_bar_sync(unsigned id) { cpu_cuda_named[id].arrive_and_wait(); }
+// TF32 (m64nNk8): f32 operands, K-major, read as TF32 (the low 13 mantissa bits dropped);
+// SET: the product replaces the accumulators (scale-d 0).
+static inline float cpu_tf32(float x) {
+    unsigned bits;
+    memcpy(&bits, &x, 4);
+    bits &= 0xFFFFE000u;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+template <int N, bool SET>
+static inline void cpu_wgmma_tf32(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
+    int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+    const unsigned char *as = cpu_desc_start(a), *bs = cpu_desc_start(b);
+    long long a_sbo = cpu_desc_sbo(a), b_sbo = cpu_desc_sbo(b);
+    for (int i = 0; i < N / 2; ++i) {
+        int row = 16 * warp + lane / 4 + 8 * (i / 2 % 2);
+        int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        float sum = SET ? 0.0f : d[i];
+        for (int k = 0; k < 8; ++k) {
+            float x = *(const float*)cpu_swizzled(as + row % 8 * 128 + row / 8 * a_sbo + 4 * k);
+            float y = *(const float*)cpu_swizzled(bs + col % 8 * 128 + col / 8 * b_sbo + 4 * k);
+            sum += cpu_tf32(x) * cpu_tf32(y);
+        }
+        d[i] = sum;
+    }
+}
+static inline float __uint_as_float(unsigned bits) {
+    float x;
+    memcpy(&x, &bits, 4);
+    return x;
+}
+// cvt.rna.tf32.f32: to nearest, ties away from zero, on the 13 bits TF32 drops.
+static inline unsigned cpu_cvt_rna_tf32(float x) {
+    unsigned bits;
+    memcpy(&bits, &x, 4);
+    if ((bits & 0x7F800000u) != 0x7F800000u) bits = (bits + 0x1000u) & 0xFFFFE000u;
+    return bits;
+}
+// Named barriers (bar.sync id, count), made on first use with that count, and the reducing
+// ones (bar.red.or.pred): each thread ORs its predicate in, the barrier's completion takes the
+// OR for every thread to read before any of them can arrive again.
+static std::mutex cpu_cuda_named_lock;
+static std::map<unsigned, std::barrier<>*> cpu_cuda_named;
+static inline void cpu_cuda_bar_sync(unsigned id, int count) {
+    std::barrier<>* b;
+    {
+        std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
+        auto found = cpu_cuda_named.find(id);
+        b = found != cpu_cuda_named.end() ? found->second
+                                           : (cpu_cuda_named[id] = new std::barrier<>(count));
+    }
+    b->arrive_and_wait();
+}
+struct CpuRed { std::atomic<unsigned> any{0}; unsigned result = 0; };
+struct CpuRedDone {
+    CpuRed* red;
+    void operator()() noexcept { red->result = red->any.exchange(0); }
+};
+static std::map<unsigned, std::pair<CpuRed*, std::barrier<CpuRedDone>*>> cpu_cuda_reducing;
+static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned predicate) {
+    std::pair<CpuRed*, std::barrier<CpuRedDone>*> r;
+    {
+        std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
+        auto found = cpu_cuda_reducing.find(id);
+        if (found == cpu_cuda_reducing.end()) {
+            CpuRed* red = new CpuRed;
+            found = cpu_cuda_reducing.emplace(id, std::make_pair(
+                red, new std::barrier<CpuRedDone>(count, CpuRedDone{red}))).first;
+        }
+        r = found->second;
+    }
+    if (predicate) r.first->any.fetch_or(1);
+    r.second->arrive_and_wait();
+    return r.first->result;
+}
 """
 
 WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k16_(bf16|f16)_([nk])\(")
+WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
 TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
 BAR_SYNC = re.compile(
-    r'asm volatile\("bar\.sync %0, 128;" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
+    r'asm volatile\("bar\.sync %0, (\d+);" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
 )
+BAR_RED = re.compile(
+    r'asm volatile\("\{ \.reg \.pred p, q; setp\.ne\.u32 q, %2, 0; bar\.red\.or\.pred p, %1, '
+    r'(\d+), q; selp\.u32 %0, 1, 0, p; \}" : "=r"\((\w+)\) : "r"\(\(unsigned\)(\w+)\), '
+    r'"r"\(\(unsigned\)(\w+)\) : "memory"\);'
+)
+CVT_TF32 = re.compile(r'asm\("cvt\.rna\.tf32\.f32 %0, %1;" : "=r"\((\w+)\) : "f"\((\w+)\)\);')
 OTHER_ASM = re.compile(r"^\s*asm volatile\(.*\);$", re.MULTILINE)
 _C_TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 
@@ -174,12 +272,14 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     maps = []
     for position, name in zip(sorted(specs), names, strict=True):
         spec, shape = specs[position], buffers[position].shape
-        element = "__nv_bfloat16"  # f16 and bf16 are both held as their 16-bit patterns
+        width = buffers[position].dtype.itemsize
+        # f16 and bf16 are both held as their 16-bit patterns
+        element = "float" if width == 4 else "__nv_bfloat16"
         dims = ", ".join(str(d) for d in reversed(shape))
         box = ", ".join(str(b) for b in reversed(spec.box))
         maps.append(
-            f"    const CUtensorMap {name} = cpu_tensor_map({name}_data, {len(shape)}, 2, "
-            f"{{{dims}}}, {{{box}}});\n"
+            f"    const CUtensorMap {name} = cpu_tensor_map({name}_data, {len(shape)}, {width}, "
+            f"{spec.swizzle}, {{{dims}}}, {{{box}}});\n"
         )
         source = source.replace(
             f"const __grid_constant__ CUtensorMap {name}",
@@ -189,7 +289,12 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     body = source.index("{", start) + 1
     source = source[:body] + "\n" + "".join(maps) + source[body:]
     source = WGMMA.sub(lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
-    source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\1);", source)
+    source = WGMMA_TF32.sub(
+        lambda m: f"cpu_wgmma_tf32<{m[1]}, {'true' if m[2] else 'false'}>(", source
+    )
+    source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\2, \1);", source)
+    source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)
+    source = CVT_TF32.sub(r"\1 = cpu_cvt_rna_tf32(\2);", source)
     source = OTHER_ASM.sub("", source)
     source = ALIGNED_SHARED.sub(r"\1 static ", source)
     fake = kernel.clone()

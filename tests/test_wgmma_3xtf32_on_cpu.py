@@ -1,0 +1,60 @@
+"""The 3xTF32 wgmma GEMM (`mma=3xtf32`) run on the CPU: TMA boxes written 128-byte swizzled,
+TF32 products that drop the low 13 mantissa bits, the consumers' reducing barrier
+(tests/cpu_wgmma.py), so the split, its transposed form for an N-major B, the per-step
+promotion, split K and the f32 FMA steps of infinities are checked without a GPU.
+
+Each CUDA thread is a thread of the CPU: one or two blocks of 64 or 128 rows, a few K steps.
+"""
+
+import numpy as np
+import pytest
+from cpu_wgmma import error_on_cpu, run_program_on_cpu
+from programs import matmul_plain, tile_with
+
+from tinyopt.backends.check import graph_function
+from tinyopt.backends.reference import random_inputs
+from tinyopt.compiler import lower
+
+CASES = [
+    ((128, 128, 96), "nk", "mma=3xtf32 bm=128 bn=128 splitk=1"),
+    ((70, 72, 100), "nk", "mma=3xtf32 bm=64 bn=64 splitk=1"),
+    ((64, 64, 72), "kn", "mma=3xtf32 bm=64 bn=64 splitk=1"),
+    ((64, 64, 128), "nk", "mma=3xtf32 bm=64 bn=64 splitk=2"),
+]
+
+
+@pytest.mark.parametrize("shape,layout,knobs", CASES, ids=lambda v: str(v).replace(" ", ""))
+def test_3xtf32_matches_float64_on_cpu(
+    shape: tuple[int, int, int], layout: str, knobs: str
+) -> None:
+    """Within f32 order of float64; one TF32 product alone would be about 3e-4 off, and a
+    swizzle read wrongly far more."""
+    program = matmul_plain(*shape, "f32", b_layout=layout, relu=False)
+    error, _ = error_on_cpu(program, tile_with(knobs), seed=0)
+    assert error < 2e-6, error
+
+
+@pytest.mark.parametrize("layout", ["nk", "kn"])
+def test_3xtf32_infinities_on_cpu(layout: str) -> None:
+    """±inf and NaN in both operands: the steps holding them run in f32 FMA, so the outputs'
+    inf/NaN pattern and signs are float64's, and the finite ones stay at f32 order."""
+    m, n, k = 64, 64, 96
+    program = matmul_plain(m, n, k, "f32", b_layout=layout, relu=False)
+    graph_program, module = lower(program, tile_with("mma=3xtf32 bm=64 bn=64 splitk=1"))
+    inputs = [a.astype(np.float32) for a in random_inputs(graph_function(graph_program), 7)]
+    x, w = inputs[0], inputs[1]
+    weight = w if layout == "kn" else w.T  # a [K, N] view either way
+    x[5, 7], x[6, 40], x[20, 30] = np.inf, -np.inf, np.nan
+    weight[7, 9], weight[70, 11], weight[50, 12] = -np.inf, np.inf, 0.0
+    x[8, 50] = np.inf  # meets the zero weight of column 12: NaN
+    (out,) = run_program_on_cpu(module, inputs)
+    with np.errstate(invalid="ignore"):
+        exact = x.astype(np.float64) @ weight.astype(np.float64)
+        if layout == "nk":
+            exact += inputs[2]  # the linear's bias
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(exact))
+    np.testing.assert_array_equal(np.isposinf(out), np.isposinf(exact))
+    np.testing.assert_array_equal(np.isneginf(out), np.isneginf(exact))
+    finite = np.isfinite(exact)
+    error = np.linalg.norm(out[finite] - exact[finite]) / np.linalg.norm(exact[finite])
+    assert error < 2e-6, error
