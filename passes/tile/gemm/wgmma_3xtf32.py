@@ -20,7 +20,8 @@ N-major B `[b?, K, N]` is split into K-major tiles of its own (one more tile a s
 fewer stages fit). Rows must be 16-byte aligned (K, or N of an N-major B, a multiple of 4).
 Blocks are at most 128 columns wide (a thread holds bn/2 accumulators and
 bn/2 products). Not taken: a paired contraction (the planner splits it into two
-GEMMs this rule takes), `persistent`, `ws=0`. K may be split (`splitk`, or under
+GEMMs this rule takes); `bk`, `persistent` and `ws` are not read (32-wide K steps, blocks
+that are not persistent, a producer warpgroup). K may be split (`splitk`, or under
 `mma=3xtf32` on a small grid the split `split_k_plan.auto_wgmma_splits` estimates with
 `SPLIT_TF32_STEP_SECONDS`; partial sums folded in a second pass). `mma=auto` takes the rule
 for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: there it ran
@@ -105,13 +106,13 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             return _fail(
                 f"steps aside for streamk={knobs.streamk} (a CUDA-core plan) under mma=auto"
             )
-        if knobs.persistent or knobs.dual == "on" or not knobs.ws:
-            return _fail("does not run persistent blocks or dual GEMMs, or run without ws")
         if knobs.bn > WIDEST:
             return _fail(
                 f"takes bn up to {WIDEST} (a thread holds bn/2 accumulators and bn/2 products), "
                 f"got bn={knobs.bn}"
             )
+        # Not read: K steps are 32 f32 (128 bytes), blocks not persistent, a producer warpgroup.
+        knobs = replace(knobs, bk=0, persistent=0, ws=1)
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target)
         if not isinstance(t, str) and t.bn > WIDEST:
             t = choose_wgmma_tiles(replace(knobs, bn=WIDEST), batch, m, n, self.target)
