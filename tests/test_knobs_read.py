@@ -29,7 +29,7 @@ PROGRAMS = {
     "mma_sync": (matmul_plain(256, 192, 128), "fuse", "mma=sync"),
     "wgmma": (swiglu(2048, 128, 512), "fuse", ""),
     "tf32": (matmul_plain(256, 192, 128, "f32"), "fuse", "mma=tf32"),
-    "wgmma_3xtf32": (matmul_plain(512, 256, 128, "f32", "nk"), "fuse", "mma=3xtf32 splitk=1"),
+    "wgmma_3xtf32": (matmul_plain(1024, 128, 64, "f32", "nk"), "fuse", "mma=3xtf32 splitk=1"),
     "attention_decode": (
         decode_attention(1, 8, 2, 1, 300, 64),
         "decompose,fuse,flash-attention",

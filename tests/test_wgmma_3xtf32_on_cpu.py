@@ -17,7 +17,7 @@ from tinyopt.compiler import lower
 
 CASES = [
     ((130, 128, 96), "nk", "mma=3xtf32 bm=128 bn=128 splitk=1"),
-    ((64, 64, 72), "kn", "mma=3xtf32 bm=64 bn=64 splitk=1"),
+    ((64, 64, 96), "kn", "mma=3xtf32 bm=64 bn=64 splitk=1"),
     ((64, 64, 128), "nk", "mma=3xtf32 bm=64 bn=64 splitk=2"),
 ]
 
