@@ -273,11 +273,16 @@ class NamedBarrierOp(IRDLOperation):
         super().__init__(operands=[barrier], properties={"threads": IntegerAttr(threads, i64)})
 
     def verify_(self) -> None:
-        threads = self.threads.value.data
-        if threads <= 0 or threads % 32:
-            raise VerifyException(
-                f"tile.named_barrier: threads must be a positive multiple of 32, got {threads}"
-            )
+        _check_barrier_threads(self)
+
+
+def _check_barrier_threads(op: NamedBarrierOp | NamedBarrierAnyOp) -> None:
+    """A named barrier's thread count is whole warps."""
+    threads = op.threads.value.data
+    if threads <= 0 or threads % 32:
+        raise VerifyException(
+            f"{op.name}: threads must be a positive multiple of 32, got {threads}"
+        )
 
 
 @irdl_op_definition
@@ -303,11 +308,7 @@ class NamedBarrierAnyOp(IRDLOperation):
         )
 
     def verify_(self) -> None:
-        threads = self.threads.value.data
-        if threads <= 0 or threads % 32:
-            raise VerifyException(
-                f"tile.named_barrier_any: threads must be a positive multiple of 32, got {threads}"
-            )
+        _check_barrier_threads(self)
 
 
 @irdl_op_definition

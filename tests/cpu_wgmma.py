@@ -149,28 +149,8 @@ static inline long long cpu_desc_lbo(unsigned long long d) { return ((d >> 16) &
 static inline long long cpu_desc_sbo(unsigned long long d) { return ((d >> 32) & 0x3FFF) << 4; }
 using cpu_bf16 = __nv_bfloat16;
 using cpu_f16 = __half;
-// A: K-major, 128-byte rows in 8-row groups SBO apart. B: K-major like A ('k'), or N-major
-// ('n'): 64-column chunks LBO apart, 128-byte K rows in 8-row groups SBO apart.
-template <typename T, int N, char B_MAJOR>
-static inline void cpu_wgmma(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
-    int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-    const unsigned char *as = cpu_desc_start(a), *bs = cpu_desc_start(b);
-    long long a_sbo = cpu_desc_sbo(a), b_lbo = cpu_desc_lbo(b), b_sbo = cpu_desc_sbo(b);
-    for (int i = 0; i < N / 2; ++i) {
-        int row = 16 * warp + lane / 4 + 8 * (i / 2 % 2);
-        int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
-        for (int k = 0; k < 16; ++k) {
-            const T* x = (const T*)cpu_swizzled(as + row % 8 * 128 + row / 8 * a_sbo + 2 * k);
-            const T* y = (const T*)cpu_swizzled(
-                B_MAJOR == 'k'
-                    ? bs + col % 8 * 128 + col / 8 * b_sbo + 2 * k
-                    : bs + col / 64 * b_lbo + col % 64 * 2 + k % 8 * 128 + k / 8 * b_sbo);
-            d[i] += to_float(*x) * to_float(*y);
-        }
-    }
-}
-// TF32 (m64nNk8): f32 operands, K-major, read as TF32 (the low 13 mantissa bits dropped);
-// SET: the product replaces the accumulators (scale-d 0).
+// An operand as the tensor cores take it: f16/bf16 as they are, f32 as TF32 (its low 13
+// mantissa bits dropped).
 static inline float cpu_tf32(float x) {
     unsigned bits;
     memcpy(&bits, &x, 4);
@@ -178,19 +158,31 @@ static inline float cpu_tf32(float x) {
     memcpy(&x, &bits, 4);
     return x;
 }
-template <int N, bool SET>
-static inline void cpu_wgmma_tf32(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
+template <typename T>
+static inline float cpu_operand(T x) { return to_float(x); }
+static inline float cpu_operand(float x) { return cpu_tf32(x); }
+// m64nNkK, K 16 for 16-bit operands and 8 for TF32 (32 bytes of K either way). A: K-major,
+// 128-byte rows in 8-row groups SBO apart. B: K-major like A ('k'), or N-major ('n', 16-bit
+// only): 128-byte chunks of N LBO apart, 128-byte K rows in 8-row groups SBO apart. SET: the
+// product replaces the accumulators (scale-d 0).
+template <typename T, int N, char B_MAJOR, bool SET = false>
+static inline void cpu_wgmma(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
+    constexpr int width = sizeof(T), K = 32 / width, row_elements = 128 / width;
     int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     const unsigned char *as = cpu_desc_start(a), *bs = cpu_desc_start(b);
-    long long a_sbo = cpu_desc_sbo(a), b_sbo = cpu_desc_sbo(b);
+    long long a_sbo = cpu_desc_sbo(a), b_lbo = cpu_desc_lbo(b), b_sbo = cpu_desc_sbo(b);
     for (int i = 0; i < N / 2; ++i) {
         int row = 16 * warp + lane / 4 + 8 * (i / 2 % 2);
         int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
         float sum = SET ? 0.0f : d[i];
-        for (int k = 0; k < 8; ++k) {
-            float x = *(const float*)cpu_swizzled(as + row % 8 * 128 + row / 8 * a_sbo + 4 * k);
-            float y = *(const float*)cpu_swizzled(bs + col % 8 * 128 + col / 8 * b_sbo + 4 * k);
-            sum += cpu_tf32(x) * cpu_tf32(y);
+        for (int k = 0; k < K; ++k) {
+            const T* x = (const T*)cpu_swizzled(as + row % 8 * 128 + row / 8 * a_sbo + width * k);
+            const T* y = (const T*)cpu_swizzled(
+                B_MAJOR == 'k'
+                    ? bs + col % 8 * 128 + col / 8 * b_sbo + width * k
+                    : bs + col / row_elements * b_lbo + col % row_elements * width
+                          + k % 8 * 128 + k / 8 * b_sbo);
+            sum += cpu_operand(*x) * cpu_operand(*y);
         }
         d[i] = sum;
     }
@@ -290,7 +282,7 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     source = source[:body] + "\n" + "".join(maps) + source[body:]
     source = WGMMA.sub(lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
     source = WGMMA_TF32.sub(
-        lambda m: f"cpu_wgmma_tf32<{m[1]}, {'true' if m[2] else 'false'}>(", source
+        lambda m: f"cpu_wgmma<float, {m[1]}, 'k', {'true' if m[2] else 'false'}>(", source
     )
     source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\2, \1);", source)
     source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)

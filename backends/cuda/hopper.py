@@ -130,7 +130,8 @@ def _wgmma_type(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
 
 def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     """Returns the device function of one `tile.wgmma` or `tile.wgmma_reg_a` variant: all N/2
-    accumulators are read-write operands, scale-d is 1 (accumulate); A is a K-major descriptor
+    accumulators are read-write operands, scale-d is 1 (accumulate) or, for an overwriting
+    `tile.wgmma`, 0 (replace); A is a K-major descriptor
     or four packed registers, B a descriptor as the op says."""
     half = op.n.value.data // 2
     element = _wgmma_type(op)

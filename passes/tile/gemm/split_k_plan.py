@@ -79,12 +79,9 @@ MOST = 64
 def small_grid(c: Contraction, knobs: Knobs, target: Target) -> bool:
     """Whether a split could pay: an f16/bf16 contraction on tensor cores, or an f32 one the
     3xTF32 rule may take, whose output, in the largest blocks (128×256), leaves SMs idle."""
-    split_tf32 = knobs.mma in ("auto", "3xtf32") and operand_types(c) == ["f32"]
-    if not split_tf32 and (
-        knobs.mma not in ("auto", "sync", "wgmma") or tensor_core_type(c) is None
-    ):
-        return False
-    if split_tf32 and not sums_products(c):
+    on_3xtf32 = knobs.mma in ("auto", "3xtf32") and operand_types(c) == ["f32"] and sums_products(c)
+    on_16_bit = knobs.mma in ("auto", "sync", "wgmma") and tensor_core_type(c) is not None
+    if not (on_3xtf32 or on_16_bit):
         return False
     batch, m, n, _ = c.extents
     return batch * -(-m // 128) * -(-n // 256) < target.sms

@@ -67,6 +67,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     _fail,
     approximate_math,
     choose_wgmma_tiles,
+    k_step,
     plain_operands,
     wgmma_tile_refusal,
 )
@@ -136,7 +137,7 @@ def emit_wgmma_gemm(
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
     new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
     rank = len(new.body.block.args[operands.a].type.get_shape())  # type: ignore[attr-defined]
-    bk = SWIZZLE // (element.bitwidth // 8)  # type: ignore[attr-defined]
+    bk = k_step(element)
     a_box = (*[1] * (rank - 2), t.bm, bk)
     b_box = (*[1] * (rank - 2), *((bk, bk) if operands.b_mn_major else (t.tile_n, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
@@ -190,7 +191,7 @@ class _WgmmaEmitter:
         self.batch, self.m, self.n, self.k = c.extents
         self.split = element == f32
         """f32 operands, each split into two TF32 values for three products (`wgmma_3xtf32.py`)."""
-        self.bk = SWIZZLE // (element.bitwidth // 8)  # type: ignore[attr-defined]
+        self.bk = k_step(element)
         """K per step: one 128-byte swizzle row (64 16-bit or 32 f32 elements)."""
         self.steps = -(-self.k // self.bk)
         self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)

@@ -166,7 +166,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
 
 
 def _operand_refusal(c: Contraction) -> str | None:
-    """Why the operands are not ones TMA copies into K-major TF32 tiles, or None."""
+    """Why the operands are not plain loads TMA can copy (`plain_operands`), or None."""
     _, _, n, k = c.extents
     operands = plain_operands(c, k, n)
     if isinstance(operands, str):

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IndexType, MemRefType, bf16, f16
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.emit import index_constant
@@ -23,6 +23,12 @@ BK = 64
 SWIZZLE = 128
 ATOM = 1024
 """Bytes of one 128B-swizzle atom (8 rows of 128 bytes): the descriptors' 8-row stride."""
+
+
+def k_step(element: Attribute) -> int:
+    """Elements of `element` per K step: one 128-byte swizzle row (`BK` = 64 of 16 bits, 32 f32)."""
+    return SWIZZLE // (element.bitwidth // 8)  # type: ignore[attr-defined]
+
 
 STAGE_COLUMNS = 64
 """Accumulator columns a consumer warpgroup stages at a time with `store=smem` (16 KiB per
@@ -178,7 +184,7 @@ def _plain_load(ops: list[Operation], value: SSAValue) -> bool:
         len(ops) == 2
         and isinstance(ext, arith.ExtFOp)
         and ext.input == load.res
-        and (ext.result == value)
+        and ext.result == value
     )
 
 

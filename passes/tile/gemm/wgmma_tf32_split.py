@@ -28,6 +28,7 @@ element, into K-major tiles of their own (the ring's chunk is left as it came).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from xdsl.dialects import arith, memref, scf
@@ -52,8 +53,8 @@ CHUNK = 4
 
 
 class TF32Split:
-    """The small tiles, the block's infinity flag and the code that uses them, for the
-    `_WgmmaEmitter` `gemm` (its tiles, thread id, operands and block origin)."""
+    """The small tiles (and an N-major B's K-major big tile) and the code that uses them, for
+    the `_WgmmaEmitter` `gemm` (its tiles, thread id and step width)."""
 
     def __init__(self, em: Emitter, gemm: Any, a_shape: list[int], b_shape: list[int]) -> None:
         self.em, self.gemm = em, gemm
@@ -71,8 +72,7 @@ class TF32Split:
         threads, ... of each; then the consumers meet, their writes fenced for wgmma. Returns
         whether any big part of the step is infinite (the same in every consumer thread)."""
         em, gemm, t = self.em, self.gemm, self.gemm.t
-        threads = WARPGROUP * t.consumers
-        local = em.add(em.mul(group, WARPGROUP), em.rem(gemm.tid, WARPGROUP))
+        local = self._consumer(group)
         per_row = gemm.bk // CHUNK
         infinite: SSAValue | None = None
         inf, zero, least = em.f32(float("inf")), em.f32(0.0), em.f32(LEAST_SPLIT)
@@ -81,9 +81,7 @@ class TF32Split:
             (gemm.b_smem, self.b_small, t.bn),
         ):
             transposed = raw is gemm.b_smem and gemm.mn_major
-            assert rows * per_row % threads == 0
-            for i in range(rows * per_row // threads):
-                chunk = em.add(local, i * threads)
+            for chunk in self._chunks(local, rows):
                 if transposed:  # chunk c: K row (c / per_row) % bk of N chunk c / (bk·per_row)
                     k = em.rem(em.div(chunk, per_row), gemm.bk)
                     index = [
@@ -93,7 +91,7 @@ class TF32Split:
                         em.mul(em.rem(chunk, per_row), CHUNK),
                     ]
                 else:
-                    index = [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
+                    index = self._k_major(slot, chunk)
                 values = em.op(tile.VectorLoadOp(raw, index, CHUNK)).results
                 bigs, smalls = [], []
                 for value in values:
@@ -122,7 +120,27 @@ class TF32Split:
                     em.op(tile.VectorStoreOp(smalls, small, index))
         assert infinite is not None
         em.op(tile.FenceProxyAsyncOp())
+        threads = WARPGROUP * t.consumers
         return em.value(tile.NamedBarrierAnyOp(em.index(SPLIT_BARRIER), threads, infinite))
+
+    def _consumer(self, group: SSAValue) -> SSAValue:
+        """This thread's number among the consumer threads."""
+        em = self.em
+        return em.add(em.mul(group, WARPGROUP), em.rem(self.gemm.tid, WARPGROUP))
+
+    def _chunks(self, local: SSAValue, rows: int) -> Iterator[SSAValue]:
+        """The 16-byte chunks of a `[rows][bk]` f32 tile that consumer thread `local` takes:
+        local, local + threads, ... (each emitted as the caller reaches it)."""
+        threads = WARPGROUP * self.gemm.t.consumers
+        per_row = self.gemm.bk // CHUNK
+        assert rows * per_row % threads == 0
+        for i in range(rows * per_row // threads):
+            yield self.em.add(local, i * threads)
+
+    def _k_major(self, slot: SSAValue, chunk: SSAValue) -> list[SSAValue]:
+        """The index of 16-byte chunk `chunk` of the slot's K-major tile (row chunk / (bk/4))."""
+        em, per_row = self.em, self.gemm.bk // CHUNK
+        return [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
 
     def _store_transposed(
         self,
@@ -151,14 +169,12 @@ class TF32Split:
         em, gemm, t = self.em, self.gemm, self.gemm.t
         threads = WARPGROUP * t.consumers
         em.op(tile.NamedBarrierOp(em.index(SPLIT_BARRIER), threads))
-        local = em.add(em.mul(group, WARPGROUP), em.rem(gemm.tid, WARPGROUP))
-        per_row = gemm.bk // CHUNK
+        local = self._consumer(group)
         zeros = [em.f32(0.0)] * CHUNK
         tiles = ((gemm.a_smem, self.a_small, t.bm), (self.b_big, self.b_small, t.bn))
         for big, small, rows in tiles:
-            for i in range(rows * per_row // threads):
-                chunk = em.add(local, i * threads)
-                index = [slot, em.div(chunk, per_row), em.mul(em.rem(chunk, per_row), CHUNK)]
+            for chunk in self._chunks(local, rows):
+                index = self._k_major(slot, chunk)
                 for tiles_of in (big, small):
                     em.op(tile.VectorStoreOp(zeros, tiles_of, index))
         em.op(tile.FenceProxyAsyncOp())
