@@ -675,6 +675,14 @@ CASES = [
         gated(1100, 136, 2104),
         tile_with("mma=wgmma bn=128 persistent=1"),
     ),
+    # persistent=auto: 9 x 18 = 162 tiles of 128 x 64 for the first linear (more than the
+    # SMs, so 132 persistent blocks), its bias loaded once for a thread's rows, then GELU; the
+    # second linear's 18 x 3 tiles of 64 x 64 launch one block each.
+    Case(
+        "mlp_bf16_wgmma_auto_persistent_1100x136x1096",
+        mlp(1100, 136, 1096, "bf16"),
+        tile_with("mma=wgmma bn=64"),
+    ),
     # group: tiles launched in groups of block rows, down a group's rows first (14 rows of
     # tiles in groups of 8 and 6; with persistent=1, per batch).
     Case(

@@ -45,7 +45,7 @@ class Knobs:
     copy: str = "auto"
     swizzle: int = 0
     store: str = "auto"
-    persistent: int = 0
+    persistent: int | str = "auto"
     fastmath: str = "auto"
     pairswap: int = 1
     dual: str = "auto"
@@ -192,7 +192,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("cache", one_of(0, 1, words="0 or 1")),
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
     Knob("store", one_of("auto", "direct", "smem")),
-    Knob("persistent", one_of(0, 1, words="0 or 1")),
+    Knob("persistent", one_of("auto", 0, 1, words="auto, 0 or 1")),
     Knob("fastmath", one_of("auto", "off", "on")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),

@@ -13,7 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.knobs import KNOB, Knobs
+from tinyopt.passes.tile.knobs import KNOB, Domain, Knobs
 from tinyopt.passes.tile.target import H200, Target
 
 M = TypeVar("M")
@@ -115,12 +115,18 @@ def plan_from_attr(rule: Rule, attr: tile.PlanAttr) -> Any | str:
         value = values[name]
         if isinstance(value, int) != (kind == "int"):
             return f"knob {name} must be {'an integer' if kind == 'int' else 'a string'}"
-        if value == "auto" or (value == 0 and name in KNOB and "auto" in KNOB[name].domain.words):
+        if value == "auto" or (value == 0 and name in KNOB and _zero_is_auto(KNOB[name].domain)):
             return f"knob {name} must be resolved in a plan, got {value!r} (auto)"
         domains = [KNOB[name].domain, *(d for _, _, d in KNOB[name].when)] if name in KNOB else []
         if domains and not any(d.admits(value) for d in domains):
             return f"knob {name} must be {domains[0].words}, got {value!r}"
     return rule.plan_type(**values)
+
+
+def _zero_is_auto(domain: Domain) -> bool:
+    """Whether 0 stands for "chosen by the heuristic" in an integer knob's domain (its words
+    say so, and "auto" is not a value of its own, as `persistent`'s is)."""
+    return "auto" in domain.words and "auto" not in domain.values
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,11 @@ guarded group of columns waits one memory latency for its load. `EpiloguePrefetc
 two phases: the first issues, for every group of a stretch of the tile, the loads that do not
 depend on the accumulator into registers; the second runs the epilogue reading those
 registers. Both phases are guarded by the same bounds check.
+
+Where every such load is the same for all rows of the tile (a linear's bias: its index is the
+column alone), a group of columns loads once for all of a thread's rows, guarded by the column
+bound only: the MLP's bias epilogue held four copies of each bias value per thread, and a
+persistent GEMM's consumers spilled them (2026-12-04: 208 bytes of stack at 128×256).
 """
 
 from __future__ import annotations
@@ -29,9 +34,13 @@ class EpiloguePrefetch:
         epilogue: Sequence[Operation],
         accumulators: Sequence[SSAValue],
         iv: SSAValue,
+        row: SSAValue,
         groups: int,
+        rows: int,
         width: int,
     ) -> None:
+        """`groups` groups of `width` lanes along `iv` in each of `rows` rows of a thread;
+        `row` the epilogue's row index."""
         self.em, self.iv, self.width = em, iv, width
         stored = {op.memref for op in epilogue if isinstance(op, memref.StoreOp)}
         needs_accumulator = depends_on(epilogue, accumulators)
@@ -43,10 +52,15 @@ class EpiloguePrefetch:
             and op.res not in needs_accumulator
         ]
         self.slice = backward_slice([op.res for op in self.loads], epilogue)
+        by_row = depends_on(epilogue, [row])
+        self.row_invariant = not any(op.res in by_row for op in self.loads)
+        """Whether every prefetched load reads the same for all rows (then a group of columns
+        is issued once for all of them, `issue`'s caller guarding the column alone)."""
         self.rest = [op for op in epilogue if op not in self.loads]
         """The epilogue without the prefetched loads: what the second phase emits."""
+        size = groups * (1 if self.row_invariant else rows) * width
         self.registers = [
-            em.value(tile.AllocOp(tile.memref_in([groups * width], op.res.type, tile.REGISTERS)))
+            em.value(tile.AllocOp(tile.memref_in([size], op.res.type, tile.REGISTERS)))
             for op in self.loads
         ]
         self._slots: dict[object, int] = {}

@@ -522,8 +522,23 @@ class _WgmmaEmitter:
         fragment_swizzle, read_swizzle = self._swizzle(fragment_row), self._swizzle(read_row)
         width = vector_width(c.epilogue, c.n_iv, self.n, 8)
         chunks = t.tile_n // STAGE_COLUMNS  # per product
-        groups = tile.WGMMA_M // 16 * (8 // width)
-        prefetch = EpiloguePrefetch(em, c.epilogue, self.results, c.n_iv, chunks * groups, width)
+        prefetch = EpiloguePrefetch(
+            em,
+            c.epilogue,
+            self.results,
+            c.n_iv,
+            c.m_iv,
+            chunks * 8 // width,
+            tile.WGMMA_M // 16,
+            width,
+        )
+        row_groups = range(0, tile.WGMMA_M, 16 if not prefetch.row_invariant else tile.WGMMA_M)
+
+        def key(chunk: int, rows: int, j0: int) -> tuple[int, int, int]:
+            """The prefetch group of a chunk's columns j0.. in staged row `read_row + rows`:
+            one for all rows where the loads do not depend on the row."""
+            return (chunk, 0 if prefetch.row_invariant else rows, j0)
+
         where: dict[tuple[int, int, int], tuple[SSAValue, SSAValue, SSAValue]] = {}
 
         def staged(product: int) -> list[SSAValue]:
@@ -544,12 +559,14 @@ class _WgmmaEmitter:
             """Issues the epilogue loads of `chunk` into registers (none without such loads)."""
             if chunk == chunks or not prefetch:
                 return
-            for rows in range(0, tile.WGMMA_M, 16):
+            for rows in row_groups:
                 for j0 in range(0, 8, width):
                     m, n, inside = place(chunk, rows, j0)
+                    if prefetch.row_invariant:
+                        inside = em.less(n, self.n)
                     with em.when([inside]):
                         local_map = dict(self.mapping) | {c.m_iv: m}
-                        prefetch.issue((chunk, rows, j0), n, local_map)
+                        prefetch.issue(key(chunk, rows, j0), n, local_map)
 
         issue(0)
         for chunk in range(chunks):
@@ -591,7 +608,7 @@ class _WgmmaEmitter:
                         ]
                         if prefetch:
                             for lane, loaded in zip(
-                                lanes, prefetch.lanes((chunk, rows, j0)), strict=True
+                                lanes, prefetch.lanes(key(chunk, rows, j0)), strict=True
                             ):
                                 lane.update(loaded)
                         LaneEmitter(em, c.n_iv, n_j, width).emit(prefetch.rest, local_map, lanes)

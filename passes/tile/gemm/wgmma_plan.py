@@ -308,7 +308,13 @@ def choose_wgmma_tiles(
     at most `SMALL_M` rows (M = 64 bf16 on the H200, RESULTS.md seventh session run 3:
     0.64-0.88x cuBLAS where 128×128 ran 0.45-0.87x), or fewer 128×128 blocks than a quarter of
     the SMs (run 4: 512³ 16 blocks 1.00x against 0.76x, Llama-3-8B projections at M = 128 with
-    8 or 32 blocks 0.62-0.81x against 0.48-0.67x; at 64 and 112 blocks 64×64 lost)."""
+    8 or 32 blocks 0.62-0.81x against 0.48-0.67x; at 64 and 112 blocks 64×64 lost).
+
+    Persistent blocks (`persistent=auto`) where the grid has more blocks than SMs: the producer
+    fills a block's next tile while its consumers run the epilogue, which a block launched
+    per tile pays as a pipeline fill (2026-12-04, H200, benchmarks/RESULTS.md fifteenth session
+    run 2: 4096³ 0.973 → 0.998× cuBLAS, 16384×14336×4096 0.970 → 0.998, 4000×4096×1024 with
+    GELU 1.08 → 1.21)."""
     wide_blocks = batch * -(-m // 128) * -(-n // (64 if dual else 128))
     small = m <= SMALL_M or 4 * wide_blocks < target.sms
     bm, bn = knobs.bm, knobs.bn
@@ -323,9 +329,10 @@ def choose_wgmma_tiles(
     stages = knobs.stages or WIDE_STAGES.get(bn, MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
-    t = WgmmaTiles(
-        bm, bn, stages, knobs.ws, store, knobs.persistent, group, dual="on" if dual else "off"
-    )
+    blocks = batch * -(-m // bm) * -(-n // (bn // 2 if dual else bn))
+    auto = int(knobs.ws == 1 and blocks > target.sms)
+    persistent = auto if knobs.persistent == "auto" else int(knobs.persistent)
+    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, persistent, group, dual="on" if dual else "off")
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
     return wgmma_tile_refusal(t, target, knobs.bk) or t

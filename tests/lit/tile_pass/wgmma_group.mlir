@@ -1,11 +1,12 @@
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128}' | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128 group=1}' | filecheck %s --check-prefix=ROWS
+// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128 persistent=0}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128 group=1 persistent=0}' | filecheck %s --check-prefix=ROWS
 
-// The default group=16 launches the 16 x 17 tiles of 128 x 128 in groups of 16 block rows
-// (here one group of 272 tiles), down a group's rows first: the block with linear launch
-// index l = 17 y + x computes tile row first + (l mod 272) mod height and tile column
-// (l mod 272) / height, height = min(16 - first, 16) rows in its group. The 132 blocks in
-// flight then cover all 16 rows of 8 or 9 columns, sharing each B tile.
+// With blocks launched per tile (persistent=0), the default group=16 launches the 16 x 17
+// tiles of 128 x 128 in groups of 16 block rows (here one group of 272 tiles), down a
+// group's rows first: the block with linear launch index l = 17 y + x computes tile row
+// first + (l mod 272) mod height and tile column (l mod 272) / height, height = min(16 -
+// first, 16) rows in its group. The 132 blocks in flight then cover all 16 rows of 8 or 9
+// columns, sharing each B tile.
 // CHECK:      %[[X:.*]] = tile.block_id x
 // CHECK-NEXT: %[[Y:.*]] = tile.block_id y
 // CHECK-NEXT: %[[COLUMNS:.*]] = arith.constant 17 : index

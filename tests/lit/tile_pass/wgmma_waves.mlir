@@ -30,10 +30,11 @@ func.func @square_1000(%x: tensor<1000x1000xbf16>, %w: tensor<1000x1000xbf16>) -
   func.return %y : tensor<1000x1000xbf16>
 }
 
-// 3000x3000: 288 blocks of 128x256 in 3 waves (2.2 of work), not 576 of 128x128 in 5 (4.4):
-// a 128x128 block does a quarter less per FLOP than the wave count saves.
-// CHECK:      tile.kernel @square_3000_0 grid [12, 24, 1] block [384, 1, 1]
-// CHECK-SAME: bm = 128, bn = 256
+// 3000x3000: 288 tiles of 128x256 in 3 waves (2.2 of work), not 576 of 128x128 in 5 (4.4):
+// a 128x128 block does a quarter less per FLOP than the wave count saves. More tiles than
+// SMs: 132 persistent blocks walk them.
+// CHECK:      tile.kernel @square_3000_0 grid [132, 1, 1] block [384, 1, 1]
+// CHECK-SAME: bm = 128, bn = 256, stages = 3, ws = 1, store = "smem", persistent = 1
 func.func @square_3000(%x: tensor<3000x3000xbf16>, %w: tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16> {
   %y = graph.linear %x, %w : (tensor<3000x3000xbf16>, tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16>
   func.return %y : tensor<3000x3000xbf16>
