@@ -24,6 +24,32 @@ from tinyopt.passes.loop_rewrites.flash_attention import backward_slice
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, depends_on
 
 
+def prefetched_loads(
+    epilogue: Sequence[Operation], accumulators: Sequence[SSAValue]
+) -> list[memref.LoadOp]:
+    """The epilogue's loads of buffers it does not store to whose values do not depend on
+    the accumulators: the loads `EpiloguePrefetch` issues ahead."""
+    stored = {op.memref for op in epilogue if isinstance(op, memref.StoreOp)}
+    needs_accumulator = depends_on(epilogue, accumulators)
+    return [
+        op
+        for op in epilogue
+        if isinstance(op, memref.LoadOp)
+        and op.memref not in stored
+        and op.res not in needs_accumulator
+    ]
+
+
+def prefetches_by_row(
+    epilogue: Sequence[Operation], accumulators: Sequence[SSAValue], row: SSAValue
+) -> bool:
+    """Whether a prefetched load of the epilogue reads a different value for each row (a
+    residual; not a bias): those are held per row of a thread, 32 registers a load at
+    128×256 blocks."""
+    by_row = depends_on(epilogue, [row])
+    return any(op.res in by_row for op in prefetched_loads(epilogue, accumulators))
+
+
 class EpiloguePrefetch:
     """The accumulator-independent loads of one epilogue, and the registers they land in:
     `issue` names a group (a key) of `width` lanes, `lanes` returns the values they got."""
@@ -42,18 +68,9 @@ class EpiloguePrefetch:
         """`groups` groups of `width` lanes along `iv` in each of `rows` rows of a thread;
         `row` the epilogue's row index."""
         self.em, self.iv, self.width = em, iv, width
-        stored = {op.memref for op in epilogue if isinstance(op, memref.StoreOp)}
-        needs_accumulator = depends_on(epilogue, accumulators)
-        self.loads = [
-            op
-            for op in epilogue
-            if isinstance(op, memref.LoadOp)
-            and op.memref not in stored
-            and op.res not in needs_accumulator
-        ]
+        self.loads = prefetched_loads(epilogue, accumulators)
         self.slice = backward_slice([op.res for op in self.loads], epilogue)
-        by_row = depends_on(epilogue, [row])
-        self.row_invariant = not any(op.res in by_row for op in self.loads)
+        self.row_invariant = not prefetches_by_row(epilogue, accumulators, row)
         """Whether every prefetched load reads the same for all rows (then a group of columns
         is issued once for all of them, `issue`'s caller guarding the column alone)."""
         self.rest = [op for op in epilogue if op not in self.loads]

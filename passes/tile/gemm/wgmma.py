@@ -47,7 +47,7 @@ from xdsl.pattern_rewriter import PatternRewriter
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
-from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch
+from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch, prefetches_by_row
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
@@ -100,7 +100,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         batch, m, n, k = c.extents
         if isinstance(operands := plain_operands(c, k, n), str):
             return operands
-        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual)
+        results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
+        by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row)
         if isinstance(t, str):
             return t
         return replace(t, fastmath="on" if approximate_math(knobs.fastmath, c) else "off")

@@ -296,7 +296,13 @@ def _wave_cheapest_block(
 
 
 def choose_wgmma_tiles(
-    knobs: Knobs, batch: int, m: int, n: int, target: Target, dual: bool = False
+    knobs: Knobs,
+    batch: int,
+    m: int,
+    n: int,
+    target: Target,
+    dual: bool = False,
+    loads_by_row: bool = False,
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128 or
     64×128 blocks and 6 stages when 128×256 would leave SMs idle (`_wave_cheapest_block`);
@@ -314,7 +320,10 @@ def choose_wgmma_tiles(
     fills a block's next tile while its consumers run the epilogue, which a block launched
     per tile pays as a pipeline fill (2026-12-04, H200, benchmarks/RESULTS.md fifteenth session
     run 2: 4096³ 0.973 → 0.998× cuBLAS, 16384×14336×4096 0.970 → 0.998, 4000×4096×1024 with
-    GELU 1.08 → 1.21)."""
+    GELU 1.08 → 1.21). Not where the epilogue prefetches a load per row (`loads_by_row`, a
+    residual): the persistent consumers spill those registers (876 local-memory instructions
+    at 16384×768×768 with a residual; BERT's residual linears at 8×2048 ran 1.6-2.2× slower
+    than with a block per tile, run 5)."""
     wide_blocks = batch * -(-m // 128) * -(-n // (64 if dual else 128))
     small = m <= SMALL_M or 4 * wide_blocks < target.sms
     bm, bn = knobs.bm, knobs.bn
@@ -330,7 +339,7 @@ def choose_wgmma_tiles(
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
     blocks = batch * -(-m // bm) * -(-n // (bn // 2 if dual else bn))
-    auto = int(knobs.ws == 1 and blocks > target.sms)
+    auto = int(knobs.ws == 1 and blocks > target.sms and not loads_by_row)
     persistent = auto if knobs.persistent == "auto" else int(knobs.persistent)
     t = WgmmaTiles(bm, bn, stages, knobs.ws, store, persistent, group, dual="on" if dual else "off")
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
