@@ -132,6 +132,34 @@ def test_wgmma_runs_on_hopper_tensor_cores(tmp_path: Path) -> None:
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
 
 
+def test_persistent_wgmma_linears_keep_their_epilogue_in_registers(tmp_path: Path) -> None:
+    # 4096 x 2048 outputs in 128x256 tiles: 256 tiles, more than the SMs, so persistent blocks
+    # by default. The MLP's first linear (bias, then GELU) holds one copy of its bias per
+    # column group, not one per row: no local memory (a copy per row spilled 208 bytes).
+    # With a residual, a load per row, the default is a block per tile, also without spills.
+    n, k = 2048, 256
+    x, w, b, y = (f"tensor<{s}xbf16>" for s in (f"4096x{k}", f"{n}x{k}", f"{n}", f"4096x{n}"))
+    linear = f"%y = graph.linear %x, %w, %b : ({x}, {w}, {b}) -> {y}"
+    gelu = f"""func.func @up(%x: {x}, %w: {w}, %b: {b}) -> {y} {{
+  {linear}
+  %g = graph.gelu_tanh %y : {y}
+  func.return %g : {y}
+}}"""
+    residual = f"""func.func @residual(%x: {x}, %w: {w}, %b: {b}, %r: {y}) -> {y} {{
+  {linear}
+  %z = graph.add %y, %r : {y}
+  func.return %z : {y}
+}}"""
+    for text in (gelu, residual):
+        _, module = lower(text, "fuse,tile")
+        (kernel,) = [op for op in module.walk() if isinstance(op, tile.KernelOp)]
+        persistent = "persistent = 1" in str(kernel.attributes["plan"])
+        assert persistent == (text is gelu), kernel.attributes["plan"]
+        code = sass(text, "fuse,tile,to-cuda", tmp_path)
+        assert "HGMMA" in code
+        assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+
+
 def test_wgmma_smem_epilogue_moves_16_bytes_per_global_access(tmp_path: Path) -> None:
     # The gated GEMM reads `u` in its epilogue. With store=smem the accumulators go to shared
     # memory (STS.64 pairs, a warpgroup barrier), and every global access of the epilogue, the
