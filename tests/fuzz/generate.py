@@ -532,6 +532,7 @@ KNOB_VALUES: dict[str, tuple[object, ...]] = {
     "splitk": (1, 2, 4, 8),
     "mma": ("none", "sync", "wgmma"),
     "ws": (0, 1),
+    "persistent": ("auto", 0, 1),
 }
 """Values the fuzzer tries for each tile knob (within the domains of docs/knobs.md)."""
 
