@@ -125,6 +125,13 @@ CASES: dict[str, tuple[str, str, str]] = {
     "schedule": ("matmul_f32.mlir", "fuse,tile{schedule=fast}", "tile: schedule must be one of"),
     "splitk": ("matmul_f32.mlir", "fuse,tile{splitk=3}", "tile: splitk must be a power of two"),
     "stages": ("matmul_f32.mlir", "fuse,tile{stages=5}", "tile: stages must be 0 (auto), 1 or 2"),
+    "stages of another rule": (
+        "matmul_f32.mlir",
+        "fuse,tile{stages=4}",
+        "tile: stages must be 0 (auto), 1 or 2, got 4 (taken with mma=wgmma or mma=3xtf32 or "
+        "copy=cp_async or copy=tma)",
+    ),
+    "persistent": ("matmul_f32.mlir", "fuse,tile{persistent=2}", "persistent must be auto, 0 or 1"),
     "option type": ("matmul_f32.mlir", "fuse,tile{bm=wide}", "invalid pass pipeline"),
     # issue 22: hostile inputs that were tracebacks or misleading messages
     "random bytes": (

@@ -218,12 +218,15 @@ KNOB = {k.name: k for k in KNOBS}
 
 
 def check(knobs: Knobs) -> None:
-    """Raises ValueError naming the first knob outside its domain."""
+    """Raises ValueError naming the first knob outside its domain, and the other knobs'
+    settings under which the value would be taken (`stages=4` with `mma=wgmma`, ...)."""
     for knob in KNOBS:
         value = getattr(knobs, knob.name)
         domain = knob.domain_in(knobs)
         if not domain.admits(value):
-            raise ValueError(f"tile: {knob.name} must be {domain.words}, got {value!r}")
+            settings = [f"{o}={v}" for o, v, d in knob.when if d is not domain and d.admits(value)]
+            hint = f" (taken with {' or '.join(settings)})" if settings else ""
+            raise ValueError(f"tile: {knob.name} must be {domain.words}, got {value!r}{hint}")
 
 
 assert {k.name for k in KNOBS} == {f.name for f in fields(Knobs)}, "every Knobs field needs a row"
