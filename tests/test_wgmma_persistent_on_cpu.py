@@ -4,9 +4,9 @@ walking more tiles than that, so some blocks take a second tile whose ring slots
 carry on from the first, and whose staged epilogue reuses the staging tile.
 
 The epilogues: a bias, prefetched once for all of a thread's rows (`epilogue_prefetch.py`), then
-GELU, as the default (`persistent=auto`) lowers an MLP's first linear; and a residual, a load per
-row, which `auto` keeps off persistent blocks for their register pressure but `persistent=1`
-still runs correctly.
+GELU, as the default (`persistent=auto`) lowers an MLP's first linear; and a bias with a
+residual, a load per row, which `auto` keeps off persistent blocks for their register pressure
+(a block per tile) but `persistent=1` still runs correctly.
 """
 
 from __future__ import annotations
@@ -36,8 +36,10 @@ CASES = [
     # 9 x 18 = 162 tiles of 128 x 64 (the last row of tiles partial) for the first linear,
     # persistent by default; then GELU and the second linear.
     ("mlp_1100x136x1096", mlp(1100, 136, 1096, "bf16"), "bn=64"),
-    # A residual read per row, persistent because asked: 143 tiles, a partial last row.
+    # A residual read per row and a bias read once for all rows, persistent because asked:
+    # 143 tiles, a partial last row; then the same with a block per tile, as `auto` runs it.
     ("residual_700x832x128", _residual(700, 832, 128), "bm=64 bn=64 persistent=1"),
+    ("residual_per_tile_700x832x128", _residual(700, 832, 128), "bm=64 bn=64"),
 ]
 
 
@@ -45,6 +47,6 @@ CASES = [
 def test_persistent_wgmma_matches_float64_on_cpu(name: str, text: str, knobs: str) -> None:
     pipeline = tile_with(f"mma=wgmma {knobs}")
     _, module = lower(text, pipeline.replace(",to-cuda", ""))
-    assert "persistent = 1" in str(module), name
+    assert ("persistent = 1" in str(module)) == ("per_tile" not in name), name
     error, tolerance = error_on_cpu(text, pipeline, seed=3)
     assert error <= tolerance, (name, error, tolerance)

@@ -6,15 +6,17 @@ two phases: the first issues, for every group of a stretch of the tile, the load
 depend on the accumulator into registers; the second runs the epilogue reading those
 registers. Both phases are guarded by the same bounds check.
 
-Where every such load is the same for all rows of the tile (a linear's bias: its index is the
-column alone), a group of columns loads once for all of a thread's rows, guarded by the column
-bound only: the MLP's bias epilogue held four copies of each bias value per thread, and a
-persistent GEMM's consumers spilled them (2026-12-04: 208 bytes of stack at 128×256).
+A load that is the same for all rows of the tile (a linear's bias: its index is the column
+alone) is issued once per group of columns for all of a thread's rows, guarded by the column
+bound only; a load per row (a residual) once per row. The MLP's bias epilogue held four copies
+of each bias value per thread, and a persistent GEMM's consumers spilled them (2026-12-04: 208
+bytes of stack at 128×256).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from xdsl.dialects import memref
 from xdsl.ir import Operation, SSAValue
@@ -50,9 +52,22 @@ def prefetches_by_row(
     return any(op.res in by_row for op in prefetched_loads(epilogue, accumulators))
 
 
+@dataclass
+class _Group:
+    """Prefetched loads issued together, the ops computing their indices, their registers
+    and the slot each issued group of lanes took."""
+
+    loads: list[memref.LoadOp]
+    slice: list[Operation]
+    registers: list[SSAValue] = field(default_factory=list)
+    slots: dict[object, int] = field(default_factory=dict)
+
+
 class EpiloguePrefetch:
     """The accumulator-independent loads of one epilogue, and the registers they land in:
-    `issue` names a group (a key) of `width` lanes, `lanes` returns the values they got."""
+    `issue` names a group (a key) of `width` lanes of the loads that are the same for every
+    row (`shared`, a bias) or of those read per row (`by_row`, a residual); `lanes` returns
+    the values a group of lanes got."""
 
     def __init__(
         self,
@@ -68,42 +83,49 @@ class EpiloguePrefetch:
         """`groups` groups of `width` lanes along `iv` in each of `rows` rows of a thread;
         `row` the epilogue's row index."""
         self.em, self.iv, self.width = em, iv, width
-        self.loads = prefetched_loads(epilogue, accumulators)
-        self.slice = backward_slice([op.res for op in self.loads], epilogue)
-        self.row_invariant = not prefetches_by_row(epilogue, accumulators, row)
-        """Whether every prefetched load reads the same for all rows (then a group of columns
-        is issued once for all of them, `issue`'s caller guarding the column alone)."""
-        self.rest = [op for op in epilogue if op not in self.loads]
+        loads = prefetched_loads(epilogue, accumulators)
+        by_row = depends_on(epilogue, [row])
+        self.shared, self.by_row = (
+            _Group(group, backward_slice([op.res for op in group], epilogue))
+            for group in (
+                [op for op in loads if op.res not in by_row],
+                [op for op in loads if op.res in by_row],
+            )
+        )
+        for group, size in ((self.shared, groups * width), (self.by_row, groups * rows * width)):
+            group.registers = [
+                em.value(tile.AllocOp(tile.memref_in([size], op.res.type, tile.REGISTERS)))
+                for op in group.loads
+            ]
+        self.rest = [op for op in epilogue if op not in loads]
         """The epilogue without the prefetched loads: what the second phase emits."""
-        size = groups * (1 if self.row_invariant else rows) * width
-        self.registers = [
-            em.value(tile.AllocOp(tile.memref_in([size], op.res.type, tile.REGISTERS)))
-            for op in self.loads
-        ]
-        self._slots: dict[object, int] = {}
 
     def __bool__(self) -> bool:
-        return bool(self.loads)
+        return bool(self.shared.loads or self.by_row.loads)
 
-    def issue(self, key: object, start: SSAValue, mapping: Mapping) -> None:
-        """Emits the loads of the group at `start` of the lane index (inside its guard) into
-        the next free registers."""
-        em = self.em
-        slot = self._slots[key] = len(self._slots) * self.width
+    def issue(self, key: object, start: SSAValue, mapping: Mapping, by_row: bool) -> None:
+        """Emits the loads of one group (the per-row ones, or those the same for every row) at
+        `start` of the lane index, inside its guard, into the next free registers."""
+        em, group = self.em, self.by_row if by_row else self.shared
+        slot = group.slots[key] = len(group.slots) * self.width
         lanes = LaneEmitter(em, self.iv, start, self.width)
-        lanes.emit(self.slice, mapping)
-        for load, registers in zip(self.loads, self.registers, strict=True):
+        lanes.emit(group.slice, mapping)
+        for load, registers in zip(group.loads, group.registers, strict=True):
             for lane, lane_map in enumerate(lanes.lanes):
                 em.op(memref.StoreOp.get(lane_map[load.res], registers, [em.index(slot + lane)]))
 
-    def lanes(self, key: object) -> list[Mapping]:
-        """Returns, per lane of group `key`, each prefetched load's value read back from its
-        register (emitted where it is called: inside the group's guard)."""
-        em, slot = self.em, self._slots[key]
-        return [
-            {
-                load.res: em.value(memref.LoadOp.get(registers, [em.index(slot + lane)]))
-                for load, registers in zip(self.loads, self.registers, strict=True)
-            }
-            for lane in range(self.width)
-        ]
+    def lanes(self, shared_key: object, row_key: object) -> list[Mapping]:
+        """Returns, per lane, each prefetched load's value read back from its register: the
+        shared loads' of group `shared_key`, the per-row loads' of group `row_key` (emitted where
+        it is called: inside the group's guard)."""
+        em = self.em
+        values: list[Mapping] = [{} for _ in range(self.width)]
+        for group, key in ((self.shared, shared_key), (self.by_row, row_key)):
+            if not group.loads:
+                continue
+            slot = group.slots[key]
+            for lane in range(self.width):
+                for load, registers in zip(group.loads, group.registers, strict=True):
+                    index = [em.index(slot + lane)]
+                    values[lane][load.res] = em.value(memref.LoadOp.get(registers, index))
+        return values

@@ -534,13 +534,6 @@ class _WgmmaEmitter:
             tile.WGMMA_M // 16,
             width,
         )
-        row_groups = range(0, tile.WGMMA_M, 16 if not prefetch.row_invariant else tile.WGMMA_M)
-
-        def key(chunk: int, rows: int, j0: int) -> tuple[int, int, int]:
-            """The prefetch group of a chunk's columns j0.. in staged row `read_row + rows`:
-            one for all rows where the loads do not depend on the row."""
-            return (chunk, 0 if prefetch.row_invariant else rows, j0)
-
         where: dict[tuple[int, int, int], tuple[SSAValue, SSAValue, SSAValue]] = {}
 
         def staged(product: int) -> list[SSAValue]:
@@ -561,14 +554,16 @@ class _WgmmaEmitter:
             """Issues the epilogue loads of `chunk` into registers (none without such loads)."""
             if chunk == chunks or not prefetch:
                 return
-            for rows in row_groups:
+            for rows in range(0, tile.WGMMA_M, 16):
                 for j0 in range(0, 8, width):
                     m, n, inside = place(chunk, rows, j0)
-                    if prefetch.row_invariant:
-                        inside = em.less(n, self.n)
-                    with em.when([inside]):
-                        local_map = dict(self.mapping) | {c.m_iv: m}
-                        prefetch.issue(key(chunk, rows, j0), n, local_map)
+                    local_map = dict(self.mapping) | {c.m_iv: m}
+                    if rows == 0 and prefetch.shared.loads:  # once for all rows
+                        with em.when([em.less(n, self.n)]):
+                            prefetch.issue((chunk, j0), n, local_map, by_row=False)
+                    if prefetch.by_row.loads:
+                        with em.when([inside]):
+                            prefetch.issue((chunk, rows, j0), n, local_map, by_row=True)
 
         issue(0)
         for chunk in range(chunks):
@@ -610,7 +605,7 @@ class _WgmmaEmitter:
                         ]
                         if prefetch:
                             for lane, loaded in zip(
-                                lanes, prefetch.lanes(key(chunk, rows, j0)), strict=True
+                                lanes, prefetch.lanes((chunk, j0), (chunk, rows, j0)), strict=True
                             ):
                                 lane.update(loaded)
                         LaneEmitter(em, c.n_iv, n_j, width).emit(prefetch.rest, local_map, lanes)
