@@ -219,8 +219,14 @@ def test_one_kernel_call_costs_at_most_10_us_more_than_its_kernel(
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from bench_call_overhead import call_cost
 
+    # The best of three medians: the bound is on tinyopt's host path, not on other processes
+    # sharing the CPU (2026-12-04: one median of 16.6 µs against a 5.5 µs kernel with eight
+    # pytest workers compiling on the machine; 5.6 µs of overhead measured alone).
     norm, x = layer_norm
     model = CompiledModel(norm, x)
-    kernels, kernel_us, call_us = call_cost(model, [x])
-    assert kernels == 1
-    assert call_us - kernel_us <= OVERHEAD_LIMIT_US, (kernel_us, call_us)
+    costs = []
+    for _ in range(3):
+        kernels, kernel_us, call_us = call_cost(model, [x])
+        assert kernels == 1
+        costs.append((call_us - kernel_us, kernel_us, call_us))
+    assert min(costs)[0] <= OVERHEAD_LIMIT_US, costs
