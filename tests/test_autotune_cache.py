@@ -166,3 +166,32 @@ def test_two_concurrent_writers(tmp_path: Path) -> None:
         rows = raw.execute("SELECT kernel, config FROM tuned").fetchall()
     assert len(rows) == 100
     assert all(config == '{"threads": 64}' for _, config in rows)  # worker 1's times are lower
+
+
+def _opener(directory: str, barrier: multiprocessing.synchronize.Barrier, rounds: int) -> None:
+    for attempt in range(rounds):
+        barrier.wait(60)
+        with TuningCache(Path(directory) / str(attempt) / "tuning.sqlite") as cache:
+            cache.store("kernel", GPU, Entry({"threads": 64}, 1.0, None, 1, "test"))
+
+
+def test_processes_creating_the_same_file_at_once(tmp_path: Path) -> None:
+    """Several tuners creating a new cache file at the same moment: sqlite answers `database is
+    locked` to some of them at once; that must be waited out, never taken for a corrupt file (a
+    file moved aside under another writer loses its entries or reads as malformed)."""
+    spawn = multiprocessing.get_context("spawn")
+    processes, rounds = 4, 20
+    barrier = spawn.Barrier(processes)
+    openers = [
+        spawn.Process(target=_opener, args=(str(tmp_path), barrier, rounds))
+        for _ in range(processes)
+    ]
+    for opener in openers:
+        opener.start()
+    for opener in openers:
+        opener.join(120)
+    assert [opener.exitcode for opener in openers] == [0] * processes
+    assert not list(tmp_path.glob("*/*.corrupt-*"))
+    for attempt in range(rounds):
+        with sqlite3.connect(tmp_path / str(attempt) / "tuning.sqlite") as raw:
+            assert raw.execute("SELECT count(*) FROM tuned").fetchone() == (1,)

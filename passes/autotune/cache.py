@@ -23,6 +23,8 @@ from tinyopt.source_hash import source_hash
 
 Config = dict[str, int | str]
 
+SQLITE_BUSY = 5  # the primary result code of `database is locked`
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tuned (
     kernel TEXT NOT NULL,
@@ -118,19 +120,31 @@ class TuningCache:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = self._open()
+        except sqlite3.OperationalError:
+            raise
         except sqlite3.DatabaseError:
             path.replace(path.with_name(f"{path.name}.corrupt-{int(time.time())}"))
             self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute(SCHEMA)
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
+        """Connects and creates the table. Another process creating the same file at the same
+        moment makes sqlite answer `database is locked` at once (its busy timeout does not cover
+        the switch to WAL): that is retried for up to a minute, never taken for a corrupt file."""
+        deadline = time.monotonic() + 60
+        while True:
+            db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            try:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute(SCHEMA)
+                return db
+            except sqlite3.OperationalError as error:
+                db.close()
+                if error.sqlite_errorcode & 0xFF != SQLITE_BUSY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
+            except sqlite3.DatabaseError:
+                db.close()
+                raise
 
     def close(self) -> None:
         """Closes the connection."""
