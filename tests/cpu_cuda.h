@@ -3,6 +3,7 @@
 // warp-wide ldmatrix, mma.sync and shuffles exchange their lanes' operands through it).
 // cp.async copies synchronously: a kernel that overwrote a tile other warps still read would
 // give wrong numbers here too.
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -167,3 +168,13 @@ static inline float tinyopt_fmin_nan(float a, float b) { return a != a || b != b
 // CUDA's approximate intrinsics (math.h declares its own __expf): the exact operations here.
 #define __expf(x) expf(x)
 #define __fdividef(a, b) ((a) / (b))
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+// Split-K's partial sums added into the output, and stream-K's fence before it sets a flag.
+static std::mutex cpu_cuda_atomics;
+static inline float atomicAdd(float* p, float v) {
+    std::lock_guard<std::mutex> held(cpu_cuda_atomics);
+    float old = *p;
+    *p = old + v;
+    return old;
+}
+#define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)

@@ -2,10 +2,11 @@
 of kernel schedules on machines without a GPU.
 
 The kernel's CUDA source is compiled as C++ against an emulation of the CUDA subset those
-kernels use (threads of 1-, 2- or 3-D blocks, barriers, shared memory, `ldmatrix`, `mma.sync`, `cp.async`, warp
-shuffles, bf16/f16 conversions, L2 prefetches checked against the buffers); its prelude of
-inline-PTX helpers is replaced by the emulation's. Each CUDA thread is a std::thread, so a
-block of 128 threads over a few key tiles takes seconds: keep shapes small.
+kernels use (threads of 1-, 2- or 3-D blocks, barriers, shared memory, `ldmatrix`, `mma.sync`,
+`cp.async`, warp shuffles, bf16/f16 conversions, L2 prefetches checked against the buffers,
+float atomic adds, stream-K's flags); its prelude of inline-PTX helpers is replaced by the
+emulation's. Each CUDA thread is a std::thread, so a block of 128 threads over a few key tiles
+takes seconds: keep shapes small.
 """
 
 from __future__ import annotations
@@ -35,6 +36,16 @@ _PARAM = re.compile(
 """A buffer parameter (a pointer) or a runtime scalar's (an integer passed by value)."""
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
 """An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
+_FLAG_SET = re.compile(
+    r'asm volatile\("st\.release\.gpu\.global\.b32 \[%0\], 1;" :: "l"\((.*?)\) : "memory"\);'
+)
+_FLAG_LOAD = re.compile(
+    r'asm volatile\("ld\.acquire\.gpu\.global\.b32 %0, \[%1\];" : '
+    r'"=r"\(flag\) : "l"\((.*?)\) : "memory"\);'
+)
+"""Stream-K's flag store and load (`tile.flag_set`, `tile.flag_wait`). Blocks run one after
+another here, so a block only finds the flags of blocks run before it: a load of an unset flag
+(a wait that would hang, or a handoff to a block launched later) aborts."""
 _STORAGE = {
     "__nv_bfloat16": np.uint16,
     "__half": np.uint16,
@@ -44,6 +55,12 @@ _STORAGE = {
     "bool": np.bool_,
 }
 """How each C element type is held in numpy (16-bit floats as their bits)."""
+
+
+def plain_flags(source: str) -> str:
+    """The kernel source with stream-K's flag stores and loads as plain C++ (`_FLAG_LOAD`)."""
+    source = _FLAG_SET.sub(r"*(volatile unsigned*)(\1) = 1;", source)
+    return _FLAG_LOAD.sub(r"flag = *(volatile unsigned*)(\1); if (!flag) abort();", source)
 
 
 def run_on_cpu(
@@ -75,6 +92,7 @@ def run_on_cpu(
     )
     # cp.async groups complete at once here: commits and waits have nothing to do.
     body = re.sub(r'asm volatile\("cp\.async\.(commit|wait)_group[^;]*;"[^;]*;', ";", body)
+    body = plain_flags(body)
     grid = list(kernel.grid.get_values())
     body = _PREFETCH.sub(rf"cpu_cuda_prefetch(\1, {grid[0]}, {grid[1]});", body)
     bx, by, bz = kernel.block.get_values()

@@ -31,7 +31,7 @@ import re
 from collections.abc import Callable
 
 import numpy as np
-from cpu_cuda import run_on_cpu
+from cpu_cuda import plain_flags, run_on_cpu
 from test_sgemm_on_cpu import ALIGNED_SHARED, viewed
 from xdsl.dialects import func, memref
 from xdsl.dialects.builtin import MemRefType, StringAttr
@@ -287,11 +287,23 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\2, \1);", source)
     source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)
     source = CVT_TF32.sub(r"\1 = cpu_cvt_rna_tf32(\2);", source)
-    source = OTHER_ASM.sub("", source)
+    source = OTHER_ASM.sub("", plain_flags(source))
     source = ALIGNED_SHARED.sub(r"\1 static ", source)
     fake = kernel.clone()
     fake.properties["source"] = StringAttr(source)
     return fake
+
+
+_ALLOCATED = {
+    "f32": (np.float32, np.nan),
+    "bf16": (np.uint16, 0x7FC0),
+    "f16": (np.uint16, 0x7E00),
+    "i32": (np.int32, -0x5A5A5A5A),
+    "i64": (np.int64, -0x5A5A5A5A5A5A5A5A),
+    "i1": (np.bool_, True),
+}
+"""How a buffer the host function allocates is held, and the poison it starts as (NaN for the
+floats)."""
 
 
 def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -305,8 +317,7 @@ def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
         if isinstance(op, memref.AllocOp):
             t = op.memref.type
             assert isinstance(t, MemRefType)
-            storage = np.float32 if str(t.element_type) == "f32" else np.uint16
-            fill = np.nan if storage is np.float32 else 0x7FC0
+            storage, fill = _ALLOCATED[str(t.element_type)]
             held[op.memref] = np.full(t.get_shape(), fill, storage)
         elif isinstance(op, loop.LaunchOp):
             sources = [viewed(a) for a in op.args]

@@ -29,21 +29,6 @@ from tinyopt.dialects import loop, tile
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
-ATOMICS = (
-    PRELUDE
-    + r"""
-#include <mutex>
-static std::mutex cpu_cuda_atomics;
-static inline float atomicAdd(float* p, float v) {
-    std::lock_guard<std::mutex> held(cpu_cuda_atomics);
-    float old = *p;
-    *p = old + v;
-    return old;
-}
-"""
-)
-"""The emulation's prelude and `atomicAdd` (split-K's partial sums added into the output)."""
-
 CASES = [
     # (id, program, knobs, the kernels the plan makes: rule names in launch order). Where N is
     # less than 4·M, `skinny=auto` leaves the kernel to the tile rules; `skinny=on` takes it.
@@ -117,7 +102,7 @@ def run_program(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
                 _buffer(s, arrays, held).reshape(a.type.get_shape())  # type: ignore[attr-defined]
                 for a, s in zip(op.args, sources)
             ]
-            for s, out in zip(sources, run_on_cpu(kernel, buffers, ATOMICS)):
+            for s, out in zip(sources, run_on_cpu(kernel, buffers, PRELUDE)):
                 if not isinstance(s, BlockArgument):
                     held[s] = out.reshape(held[s].shape)
     returned = function.body.block.last_op.operands
