@@ -1,4 +1,4 @@
-"""Runs the wgmma GEMM's kernels on the CPU (tests/cpu_cuda.py) with their K loop emulated:
+"""Runs the wgmma kernels (GEMMs, flash attention) on the CPU (tests/cpu_cuda.py) emulated:
 TMA tensor maps, mbarriers and `wgmma` products, so a whole program's launches (staging copies,
 then the TMA + wgmma GEMM) can be checked against float64 without a GPU.
 
@@ -19,8 +19,9 @@ What is emulated, and how:
 - `wgmma` m64nNk16 computes each thread's accumulators (rows 16·warp + lane/4 (+8), columns
   8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; the
   TF32 m64nNk8 likewise from f32 operands with their low 13 mantissa bits dropped (the `_set`
-  form replacing the accumulators); its fence, commit and wait have nothing left to do, nor
-  has `setmaxnreg` or the proxy fence;
+  form replacing the accumulators); with A in registers (flash attention's P·V) each warp's
+  16 rows of A are gathered from its lanes' mma.sync-layout fragments; its fence, commit and
+  wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
 - `bar.sync id, count` is a barrier of `count` threads per id, `bar.red.or.pred` one that also
   hands every thread the OR of the predicates; `cvt.rna.tf32.f32` rounds on the CPU.
 """
@@ -137,6 +138,16 @@ static inline void tinyopt_tma_load_3d(void* dst, const CUtensorMap* map, void* 
     int at[] = {c0, c1, c2};
     cpu_tma_load(dst, map, bar, at);
 }
+static inline void tinyopt_tma_load_4d(void* dst, const CUtensorMap* map, void* bar, int c0,
+                                       int c1, int c2, int c3) {
+    int at[] = {c0, c1, c2, c3};
+    cpu_tma_load(dst, map, bar, at);
+}
+static inline void tinyopt_tma_load_5d(void* dst, const CUtensorMap* map, void* bar, int c0,
+                                       int c1, int c2, int c3, int c4) {
+    int at[] = {c0, c1, c2, c3, c4};
+    cpu_tma_load(dst, map, bar, at);
+}
 static inline unsigned long long tinyopt_wgmma_desc(const void* start, unsigned lbo, unsigned sbo) {
     unsigned long long address = __cvta_generic_to_shared(start);
     return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
@@ -183,6 +194,47 @@ static inline void cpu_wgmma(float (&d)[N / 2], unsigned long long a, unsigned l
                     : bs + col / row_elements * b_lbo + col % row_elements * width
                           + k % 8 * 128 + k / 8 * b_sbo);
             sum += cpu_operand(*x) * cpu_operand(*y);
+        }
+        d[i] = sum;
+    }
+}
+// The same with A in registers (16-bit types): each warp's 16 rows × 16 K as mma.sync's A
+// fragment (a0: row g, K 2t and 2t+1; a1: row g+8; a2 and a3: K + 8), exchanged in the warp.
+template <typename T, int N, char B_MAJOR>
+static inline void cpu_wgmma_ra(float (&d)[N / 2], unsigned a0, unsigned a1, unsigned a2,
+                                unsigned a3, unsigned long long b) {
+    constexpr int width = sizeof(T), row_elements = 128 / width;
+    WarpExchange& x = exchange();
+    int lane = cpu_cuda_thread % 32;
+    int regs[4] = {(int)a0, (int)a1, (int)a2, (int)a3};
+    memcpy(x.i[lane], regs, sizeof regs);
+    warp_sync();
+    float a[16][16];
+    auto lo = [](int v) { return to_float(T{(uint16_t)(v & 0xffff)}); };
+    auto hi = [](int v) { return to_float(T{(uint16_t)((uint32_t)v >> 16)}); };
+    for (int from = 0; from < 32; ++from) {
+        int g = from / 4, t = from % 4;
+        for (int h = 0; h < 2; ++h) {
+            a[g][2 * t + 8 * h] = lo(x.i[from][2 * h]);
+            a[g][2 * t + 8 * h + 1] = hi(x.i[from][2 * h]);
+            a[g + 8][2 * t + 8 * h] = lo(x.i[from][2 * h + 1]);
+            a[g + 8][2 * t + 8 * h + 1] = hi(x.i[from][2 * h + 1]);
+        }
+    }
+    warp_sync();
+    const unsigned char* bs = cpu_desc_start(b);
+    long long b_lbo = cpu_desc_lbo(b), b_sbo = cpu_desc_sbo(b);
+    for (int i = 0; i < N / 2; ++i) {
+        int row = lane / 4 + 8 * (i / 2 % 2);
+        int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        float sum = d[i];
+        for (int k = 0; k < 16; ++k) {
+            const T* y = (const T*)cpu_swizzled(
+                B_MAJOR == 'k'
+                    ? bs + col % 8 * 128 + col / 8 * b_sbo + width * k
+                    : bs + col / row_elements * b_lbo + col % row_elements * width
+                          + k % 8 * 128 + k / 8 * b_sbo);
+            sum += a[row][k] * to_float(*y);
         }
         d[i] = sum;
     }
@@ -239,6 +291,7 @@ static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned pred
 """
 
 WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k16_(bf16|f16)_([nk])\(")
+WGMMA_RA = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k16_(bf16|f16)_([nk])\(")
 WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
 TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
 BAR_SYNC = re.compile(
@@ -281,6 +334,7 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     body = source.index("{", start) + 1
     source = source[:body] + "\n" + "".join(maps) + source[body:]
     source = WGMMA.sub(lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
+    source = WGMMA_RA.sub(lambda m: f"cpu_wgmma_ra<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
     source = WGMMA_TF32.sub(
         lambda m: f"cpu_wgmma<float, {m[1]}, 'k', {'true' if m[2] else 'false'}>(", source
     )

@@ -1,7 +1,9 @@
 """The TMA + wgmma flash-attention schedule (`tile{attn=wgmma}`): NVRTC compiles every variant
-and ptxas keeps it out of local memory (CI, no GPU needed); the kernels it cannot take get a
-diagnostic; on a GPU each variant matches the float64 reference and fully masked rows give 0
-(the checks of tests/test_flash_attention_kernels.py).
+and ptxas keeps it out of local memory (CI, no GPU needed); the variants up to 1000 keys match
+the float64 reference on the CPU emulation (tests/cpu_wgmma.py: TMA, mbarriers, wgmma with A
+in shared memory or registers); the kernels it cannot take get a diagnostic; on a GPU each
+variant matches the float64 reference and fully masked rows give 0 (the checks of
+tests/test_flash_attention_kernels.py).
 
 The variants are those of tests/test_flash_attention_kernels.py (head dims 64 and 128, causal,
 GQA, sequence lengths that are not multiples of the 128-row and 128-key tiles, bf16 and fp16,
@@ -16,6 +18,8 @@ from pathlib import Path
 import pytest
 from attention_programs import attention
 from conftest import requires_gpu
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
 from test_flash_attention_kernels import (
     VARIANTS,
     Variant,
@@ -53,6 +57,17 @@ def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
     assert list(kernel.block.get_values()) == [384, 1, 1]
     compiled = compile_module(module, arch="sm_90a")
     assert kernel.sym_name.data in compiled.kernels
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    "variant", [v for v in WGMMA_VARIANTS if "s4096" not in v.id], ids=lambda v: v.id
+)
+def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
+    _, module = lower(variant.text, variant.pipeline)
+    attention_kernel(module, WGMMA_HELPER)  # the wgmma schedule took it
+    error, tolerance = error_on_cpu(variant.text, variant.pipeline, seed=1)
+    assert error <= tolerance, (error, tolerance)
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
