@@ -2031,9 +2031,14 @@ def _slice(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("embedding")
 def _embedding(t: _Translator, node: Node) -> SSAValue:
+    """`F.embedding`: rows of the table gathered by integer ids, a module input or computed
+    (HF GPT-2's `wpe(torch.arange(S))`: an integer carried in f32, exact, converted to i64); ids
+    out of range are clamped (torch raises)."""
     table, ids = t.value(node.args[0], node), t.value(node.args[1], node)
+    if _dtype(node.args[1]) not in _ID_DTYPES:
+        raise t.fail(node, f"aten.embedding indices of dtype {_dtype(node.args[1])}")
     if _type(ids).element_type not in graph.ID_TYPES:
-        raise t.fail(node, "aten.embedding indices must be a module input of int32 or int64")
+        ids = t.cast(ids, i64)
     return t.emit(graph.GatherOp(table, ids))
 
 

@@ -159,6 +159,13 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, ids: F.embedding(ids, m.table) * 2, table=torch.randn(7, 3)),
         (torch.tensor([[6, 0], [3, 3]], dtype=torch.int32),),
     ),
+    "embedding_of_computed_positions": (  # HF GPT-2's wpe(arange(S)), ids computed in f32
+        Fn(
+            lambda m, x: x + F.embedding(torch.arange(x.shape[1])[None] + 2, m.table),
+            table=torch.randn(9, 8),
+        ),
+        (randn(2, 5, 8),),
+    ),
     "layer_norm_module": (nn.LayerNorm(8), (randn(2, 4, 8),)),
 }
 
