@@ -5,8 +5,9 @@ README.md ("From PyTorch") lists the ops covered. `torch.export.export` is used 
 parameters and buffers lifted to placeholders with a signature naming them, and every node's
 static shape and dtype in `node.meta["val"]` (needed to make broadcasting and type promotion
 explicit). The function's arguments are the module's inputs, then its weights in the order of
-export's signature: parameters, buffers, then tensor constants created in `forward`. Torch is
-imported lazily, so tinyopt itself works without it.
+export's signature: parameters, buffers, then tensor constants created in `forward`, then the
+integer tensors torch computed at capture from constants alone (`_Translator.folded`). Torch
+is imported lazily, so tinyopt itself works without it.
 """
 
 from __future__ import annotations
@@ -178,6 +179,10 @@ class _Translator:
         self.values: dict[Node, SSAValue | list[SSAValue | None]] = {}
         self.bounds: dict[Node, float] = {}
         """A bound on the magnitude of each computed integer tensor."""
+        self.block = Block()
+        self.weights: dict[str, torch.Tensor] = {}
+        self.constants: dict[Node, torch.Tensor | None] = {}
+        """The value of each node computed from constants alone (`constant_value`), or None."""
 
     # ----------------------------------------------------------------------------- helpers
 
@@ -281,6 +286,46 @@ class _Translator:
             return self.cast(number, graph.BOOL)
         return self.broadcast(self.emit(graph.ConstantOp.scalar(value, like)), like.get_shape())
 
+    def constant_value(self, node: Node) -> torch.Tensor | None:
+        """Return the value of a node computed from no input, parameter or buffer (from
+        `arange`, `full`, numbers and the tensors `forward` makes), evaluated by torch on the
+        CPU as eager runs it; None where it depends on one."""
+        from torch.export.graph_signature import InputKind
+        from torch.fx import Node
+        from torch.fx.node import map_arg
+
+        if node in self.constants:
+            return self.constants[node]
+        value = None
+        if node.op == "placeholder":
+            for spec in self.program.graph_signature.input_specs:
+                if spec.arg.name == node.name and spec.kind == InputKind.CONSTANT_TENSOR:
+                    value = self.program.constants[spec.target]  # type: ignore[index]
+        elif node.op == "call_function":
+            sources = [a for a in node.all_input_nodes if isinstance(a, Node)]
+            values = {a: self.constant_value(a) for a in sources}
+            if all(v is not None for v in values.values()):
+                args = map_arg(node.args, lambda a: values[a])
+                kwargs = map_arg(node.kwargs, lambda a: values[a])
+                value = node.target(*args, **kwargs)  # pyright: ignore[reportCallIssue]
+        self.constants[node] = value
+        return value
+
+    def folded(self, node: Node, value: torch.Tensor) -> SSAValue:
+        """Return a constant integer tensor torch computed (`constant_value`) as one more
+        trailing argument, in f32 like every computed integer, with its bound."""
+        import torch
+
+        bound = float(value.abs().max()) if value.numel() else 0.0
+        if bound > EXACT_INTEGERS:
+            raise self.fail(node, f"a constant integer tensor up to {bound:.0f} (past 2^24)")
+        self.bounds[node] = bound
+        name = f"_folded.{node.name}"
+        self.weights[name] = value.to(torch.float32)
+        arg = self.block.insert_arg(self.tensor_type(node), len(self.block.args))
+        arg.name_hint = node.name
+        return arg
+
     def float_like(self, node: Node, args: Sequence[Any]) -> TensorType[AnyFloat]:
         """Return the float type, of `node`'s shape, that torch computes `args` in: their
         promoted dtype if it is a float, else f32 (integers and masks)."""
@@ -310,7 +355,7 @@ class _Translator:
                 raise self.fail(node, f"cannot capture {name}")
         placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         inputs: list[Node] = []
-        weights: dict[str, torch.Tensor] = {}
+        weights = self.weights
         weight_nodes: list[Node] = []
         tensors = {**self.program.constants, **self.program.state_dict}
         for spec in signature.input_specs:
@@ -323,7 +368,9 @@ class _Translator:
                 weight_nodes.append(node)
             else:
                 raise self.fail(node, f"input of kind {spec.kind.name} is not supported")
-        block = Block(arg_types=[self.tensor_type(n) for n in (*inputs, *weight_nodes)])
+        block = self.block = Block(
+            arg_types=[self.tensor_type(n) for n in (*inputs, *weight_nodes)]
+        )
         for node, arg in zip((*inputs, *weight_nodes), block.args, strict=True):
             arg.name_hint = node.name
             self.values[node] = arg
@@ -339,6 +386,9 @@ class _Translator:
                         raise self.fail(node, "the module mutates a buffer or returns a non-tensor")
                     results.append(self.result(out, node))
         block.add_ops([*self.ops, func.ReturnOp(*results)])
+        for op in reversed(self.ops):  # what only a folded node read (graph ops are pure)
+            if not any(r.uses for r in op.results):
+                block.erase_op(op)
         function = func.FuncOp(
             self.name, ([a.type for a in block.args], [r.type for r in results]), Region(block)
         )
@@ -363,7 +413,7 @@ class _Translator:
             for v in (value if isinstance(value, list) else [value])
         )  # else integer inputs, only moved
         if _dtype(node) in _ID_DTYPES:  # bounded integers in their own type (argmax's) too
-            bound = _integer_bound(self, node)
+            bound = self.bounds[node] if node in self.bounds else _integer_bound(self, node)
             if bound < math.inf or computed:
                 self.bounds[node] = bound
             if computed and bound > EXACT_INTEGERS:
@@ -2005,7 +2055,14 @@ def _dropout(t: _Translator, node: Node) -> SSAValue:
 def _to(t: _Translator, node: Node) -> SSAValue:
     source = node.args[0]
     if _dtype(node) in _ID_DTYPES and _dtype(source) not in (*_ID_DTYPES, "bool"):
-        raise t.fail(node, f"conversion of {_dtype(source)} to {_dtype(node)} (truncation)")
+        value = t.constant_value(node)
+        if value is None:
+            raise t.fail(
+                node,
+                f"conversion of {_dtype(source)} to {_dtype(node)} (truncation) of a value "
+                "computed from the inputs or weights",
+            )
+        return t.folded(node, value)
     return t.cast(t.value(source, node), t.tensor_type(node).element_type)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -64,6 +65,19 @@ def assert_matches_float64(module: nn.Module, *inputs: Tensor) -> Capture:
         assert g.shape == tuple(w.shape)
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-6, atol=1e-6)
     return cap
+
+
+def t5_position_bias(m: nn.Module, scores: Tensor) -> Tensor:
+    """HF T5's bidirectional relative position bucket (32 buckets, distance 128): the log
+    bucket of a key's distance truncated to an integer, an embedding of it added to scores."""
+    s = scores.shape[-1]
+    distance = torch.arange(s)[None, :] - torch.arange(s)[:, None]
+    buckets = (distance > 0).to(torch.long) * 16
+    distance = torch.abs(distance)
+    logarithmic = 8 + (torch.log(distance.float() / 8) / math.log(128 / 8) * 8).to(torch.long)
+    logarithmic = torch.min(logarithmic, torch.full_like(logarithmic, 15))
+    buckets = buckets + torch.where(distance < 8, distance, logarithmic)
+    return scores + F.embedding(buckets, m.table).permute(2, 0, 1)[None]
 
 
 torch.manual_seed(0)
@@ -166,6 +180,10 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (randn(2, 5, 8),),
     ),
+    "t5_relative_position_bucket": (  # a truncation of constants, folded by torch at capture
+        Fn(t5_position_bias, table=torch.randn(32, 2)),
+        (randn(1, 2, 140, 140),),
+    ),
     "layer_norm_module": (nn.LayerNorm(8), (randn(2, 4, 8),)),
 }
 
@@ -249,6 +267,23 @@ def test_unsupported_op_is_named_with_its_node() -> None:
 def test_embedding_becomes_gather_on_integer_ids() -> None:
     cap = capture(nn.Embedding(10, 4), torch.tensor([[1, 2, 3]]))
     assert "graph.gather %p_weight, %input : (tensor<10x4xf32>, tensor<1x3xi64>)" in str(cap.module)
+
+
+def test_truncation_of_constants_is_folded_into_an_argument() -> None:
+    """T5's buckets: torch computes the truncated log of positions at capture (a device log
+    could round across an integer where torch's does not); the result is one more trailing
+    argument, the integers in f32."""
+    cap = capture(Fn(t5_position_bias, table=torch.randn(32, 2)), randn(1, 2, 140, 140))
+    (folded,) = [name for name in cap.weights if name.startswith("_folded.")]
+    assert list(cap.weights)[-1] == folded
+    assert cap.weights[folded].dtype == torch.float32
+    assert str(cap.function.args[-1].type) == "tensor<140x140xf32>"
+    assert "graph.log" not in str(cap.module)
+
+
+def test_truncation_of_a_value_computed_from_the_inputs_is_refused() -> None:
+    with pytest.raises(FrontendError, match=r"truncation\) of a value computed from the inputs"):
+        capture(Fn(lambda m, a: (a * 3).long()), randn(4, 8))
 
 
 def test_integer_arithmetic_on_an_input_is_refused() -> None:
