@@ -6,31 +6,45 @@ from collections.abc import Sequence
 
 import numpy as np
 from xdsl.dialects import func
-from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f16, f32
+from xdsl.dialects.builtin import MemRefType, ModuleOp, TensorType, bf16, f8E4M3FN, f8E5M2, f16, f32
 from xdsl.ir import Attribute
 
+from tinyopt.backends.fp8 import fp8_format
 from tinyopt.backends.reference import numpy_dtype, random_inputs, run_reference
 from tinyopt.dialects.runtime_scalar import check_value, describe, runtime_scalars
 
-TOLERANCES: dict[Attribute, float] = {f32: 1e-4, f16: 2e-2, bf16: 2e-2}
-"""Largest relative error ‖out − ref‖ / ‖ref‖ accepted per output element type."""
+TOLERANCES: dict[Attribute, float] = {
+    f32: 1e-4,
+    f16: 2e-2,
+    bf16: 2e-2,
+    f8E4M3FN: 2**-4,
+    f8E5M2: 2**-3,
+}
+"""Largest relative error ‖out − ref‖ / ‖ref‖ accepted per output element type (an 8-bit
+float: the reference rounds where the program casts, so only values rounding to a neighbour
+after a different f32 computation differ, by at most one step of 2^-3 or 2^-2)."""
 
 
 def to_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
-    """Returns the array the runtime takes for `element_type` (bf16 as its uint16 bits).
+    """Returns the array the runtime takes for `element_type` (bf16 as its uint16 bits, FP8 as
+    its uint8 bits).
 
     C order without `np.ascontiguousarray`, which turns a rank-0 array into shape (1,).
     """
     if element_type == bf16:
         bits = np.asarray(array, np.float32, order="C").view(np.uint32) >> 16
         return np.asarray(bits, np.uint16)  # a rank-0 shift gives a numpy scalar
+    if fmt := fp8_format(element_type):
+        return np.asarray(fmt.bits(array), order="C")
     return np.asarray(array, numpy_dtype(element_type), order="C")
 
 
 def from_storage(array: np.ndarray, element_type: Attribute) -> np.ndarray:
-    """Returns runtime output as float64 (bf16 arrives as uint16 bits)."""
+    """Returns runtime output as float64 (bf16 arrives as uint16 bits, FP8 as uint8 bits)."""
     if element_type == bf16:
         return (array.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    if fmt := fp8_format(element_type):
+        return fmt.decode(array)
     return array.astype(np.float64)
 
 

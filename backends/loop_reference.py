@@ -30,6 +30,7 @@ from xdsl.dialects.builtin import (
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
+from tinyopt.backends.fp8 import fp8_format
 from tinyopt.backends.reference import numpy_dtype, round_to_bf16
 from tinyopt.dialects import loop
 from tinyopt.dialects.runtime_scalar import check_value, describe, host_bounds
@@ -155,6 +156,8 @@ def _round(value: float, element_type: Attribute) -> float:
     if element_type == bf16:
         with np.errstate(over="ignore"):
             return float(round_to_bf16(np.array([value], dtype=np.float32))[0])
+    if fmt := fp8_format(element_type):
+        return float(fmt.round(np.array([value]))[0])
     return value
 
 

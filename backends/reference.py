@@ -1,9 +1,9 @@
 """Numpy reference executor for `func.func`s of graph ops (composites included).
 
 Numpy has no bfloat16: arrays for bf16 tensors are float32 arrays holding bf16-representable
-values (see `round_to_bf16`). `random_inputs` follows that convention and `run_reference`
-accepts it. Integer tensors (the ids of `graph.gather`) are int32/int64 arrays, masks (i1)
-bool arrays.
+values (see `round_to_bf16`), and likewise for the 8-bit floats (tinyopt.backends.fp8).
+`random_inputs` follows that convention and `run_reference` accepts it. Integer tensors (the
+ids of `graph.gather`) are int32/int64 arrays, masks (i1) bool arrays.
 """
 
 from __future__ import annotations
@@ -12,10 +12,22 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from xdsl.dialects.builtin import AnyFloat, ModuleOp, TensorType, bf16, f16, f32, i32, i64
+from xdsl.dialects.builtin import (
+    AnyFloat,
+    ModuleOp,
+    TensorType,
+    bf16,
+    f8E4M3FN,
+    f8E5M2,
+    f16,
+    f32,
+    i32,
+    i64,
+)
 from xdsl.dialects.func import FuncOp, ReturnOp
 from xdsl.ir import Attribute, Operation, SSAValue
 
+from tinyopt.backends.fp8 import fp8_format
 from tinyopt.dialects import graph
 from tinyopt.dialects.runtime_scalar import check_value, describe, runtime_scalars
 
@@ -40,6 +52,8 @@ def round_to_bf16(a: np.ndarray) -> np.ndarray:
 _NUMPY_DTYPES = {
     f32: np.float32,
     bf16: np.float32,
+    f8E4M3FN: np.float32,
+    f8E5M2: np.float32,
     f16: np.float16,
     i64: np.int64,
     i32: np.int32,
@@ -48,7 +62,7 @@ _NUMPY_DTYPES = {
 
 
 def numpy_dtype(element_type: Attribute) -> np.dtype:
-    """Return the numpy dtype that stores tensors of `element_type` (bf16 -> float32)."""
+    """Return the numpy dtype that stores tensors of `element_type` (bf16, FP8 -> float32)."""
     if element_type not in _NUMPY_DTYPES:
         raise TypeError(f"no numpy dtype for element type {element_type}")
     return np.dtype(_NUMPY_DTYPES[element_type])
@@ -56,6 +70,8 @@ def numpy_dtype(element_type: Attribute) -> np.dtype:
 
 def _to_element_type(a: np.ndarray, element_type: Attribute) -> np.ndarray:
     """Round `a` to the precision of `element_type`, stored in its numpy dtype."""
+    if fmt := fp8_format(element_type):
+        return fmt.round(a)
     out = a.astype(numpy_dtype(element_type))
     return round_to_bf16(out) if element_type == bf16 else out
 

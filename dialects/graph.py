@@ -1,6 +1,7 @@
 """The `graph` dialect: tensor programs with value semantics (see docs/ir.md).
 
-Every op takes and returns static ranked tensors of f32, f16 or bf16, except: integer
+Every op takes and returns static ranked tensors of f32, f16 or bf16, except: 8-bit floats
+(f8E4M3FN, f8E5M2: what `graph.cast` converts and the data-movement ops carry), integer
 inputs (i32 or i64: the ids `graph.gather` reads, what `graph.cast` converts, the indices
 `graph.argmax` gives) and masks (i1:
 what `graph.compare` makes and `graph.select` reads), which the shape and data-movement ops
@@ -28,6 +29,8 @@ from xdsl.dialects.builtin import (
     StringAttr,
     TensorType,
     bf16,
+    f8E4M3FN,
+    f8E5M2,
     f16,
     f32,
     i32,
@@ -57,11 +60,14 @@ import tinyopt.dialects.hex_floats  # noqa: F401  (hex float elements read as bi
 
 FLOAT_TYPES: tuple[AnyFloat, ...] = (f32, f16, bf16)
 """Element types graph tensors may carry."""
+FP8_TYPES: tuple[AnyFloat, ...] = (f8E4M3FN, f8E5M2)
+"""8-bit float storage: what `graph.cast` converts to and from a float type and the ops that
+only move elements carry; arithmetic takes them after a cast (as torch's float8 tensors)."""
 ID_TYPES: tuple[IntegerType, ...] = (i32, i64)
 """Element types of the ids `graph.gather` reads."""
 BOOL = IntegerType(1)
 """Element type of masks: the result of `graph.compare`, the condition of `graph.select`."""
-DATA_TYPES: tuple[Attribute, ...] = (*FLOAT_TYPES, BOOL, *ID_TYPES)
+DATA_TYPES: tuple[Attribute, ...] = (*FLOAT_TYPES, *FP8_TYPES, BOOL, *ID_TYPES)
 """Element types that ops which only move elements (reshape, slice, ...) may carry."""
 
 MAX_EXTENT = 2**63 - 1
@@ -325,9 +331,11 @@ class SiluOp(UnaryOp):
 class CastOp(GraphOp):
     """Convert a tensor to another element type, keeping its shape.
 
-    Floats convert to floats; an integer input (i32, i64) or a mask (i1) converts to a float
-    (a mask to 0 or 1), a float to a mask (`x != 0`, NaN is true, as in torch), and a float to
-    an integer by truncation (the frontend returns computed integers, exact in f32, this way).
+    Floats convert to floats (8-bit floats, `FP8_TYPES`, to and from f32, f16 and bf16, rounded
+    as torch rounds: tinyopt.backends.fp8); an integer input (i32, i64) or a mask (i1) converts
+    to a float (a mask to 0 or 1), a float to a mask (`x != 0`, NaN is true, as in torch), and
+    a float to an integer by truncation (the frontend returns computed integers, exact in f32,
+    this way).
     """
 
     name = "graph.cast"
@@ -355,6 +363,13 @@ class CastOp(GraphOp):
             src.element_type not in FLOAT_TYPES
         ):
             raise self.fail(f"cannot convert {src.element_type} to {dst.element_type}")
+        if FP8_TYPES.count(src.element_type) + FP8_TYPES.count(dst.element_type) and not (
+            {src.element_type, dst.element_type} & set(FLOAT_TYPES)
+        ):
+            raise self.fail(
+                f"cannot convert {src.element_type} to {dst.element_type} (8-bit floats convert "
+                "to and from f32, f16 and bf16)"
+            )
 
 
 class BinaryOp(GraphOp):

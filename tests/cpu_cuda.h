@@ -73,6 +73,40 @@ static inline __nv_bfloat16 __float2bfloat16_rn(float f) {
 }
 static inline __half __float2half_rn(float f) { _Float16 x = (_Float16)f; __half h; memcpy(&h.bits, &x, 2); return h; }
 static inline float __bfloat162float(__nv_bfloat16 h) { return to_float(h); }
+// 8-bit floats (cuda_fp8.h's one-byte classes, read as `(float)x`) and the printer's
+// conversions to them, rounding as tinyopt.backends.fp8 does: to the nearest of the 256
+// patterns, ties to the even one; e4m3fn saturates (infinity too), e5m2 overflows to infinity.
+template <int E, int M> struct cpu_fp8 {
+    uint8_t __x;
+    static float value(int b) {
+        int exponent = (b >> M) & ((1 << E) - 1), mantissa = b & ((1 << M) - 1);
+        int bias = (1 << (E - 1)) - 1;
+        float magnitude = exponent ? std::ldexp(1.0f + mantissa / float(1 << M), exponent - bias)
+                                   : std::ldexp(mantissa / float(1 << M), 1 - bias);
+        if (exponent == (1 << E) - 1 && (E == 5 || mantissa == (1 << M) - 1))
+            magnitude = E == 5 && mantissa == 0 ? INFINITY : NAN;
+        return b & 0x80 ? -magnitude : magnitude;
+    }
+    explicit operator float() const { return value(__x); }
+    static cpu_fp8 from(float x) {
+        float largest = E == 4 ? 448.0f : 57344.0f;
+        if (x != x) return {uint8_t(E == 4 ? 0x7F : 0x7E)};
+        float a = std::fabs(x);
+        int sign = std::signbit(x) ? 0x80 : 0;
+        if (E == 4 && a > largest) a = largest;
+        if (E == 5 && a >= 61440.0f) return {uint8_t(sign | 0x7C)};
+        int best = 0;
+        for (int b = 1; b < 0x80; ++b) {
+            float v = value(b), d = std::fabs(v - a), e = std::fabs(value(best) - a);
+            if (v == v && !std::isinf(v) && (d < e || (d == e && b % 2 == 0))) best = b;
+        }
+        return {uint8_t(sign | best)};
+    }
+};
+using __nv_fp8_e4m3 = cpu_fp8<4, 3>;
+using __nv_fp8_e5m2 = cpu_fp8<5, 2>;
+static inline __nv_fp8_e4m3 tinyopt_to_e4m3(float x) { return __nv_fp8_e4m3::from(x); }
+static inline __nv_fp8_e5m2 tinyopt_to_e5m2(float x) { return __nv_fp8_e5m2::from(x); }
 static inline float __half2float(__half h) { return to_float(h); }
 
 struct WarpExchange { float f[32]; int i[32][6]; const void* p[32]; };

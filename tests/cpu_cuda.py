@@ -49,12 +49,14 @@ another here, so a block only finds the flags of blocks run before it: a load of
 _STORAGE = {
     "__nv_bfloat16": np.uint16,
     "__half": np.uint16,
+    "__nv_fp8_e4m3": np.uint8,
+    "__nv_fp8_e5m2": np.uint8,
     "float": np.float32,
     "int": np.int32,
     "long long": np.int64,
     "bool": np.bool_,
 }
-"""How each C element type is held in numpy (16-bit floats as their bits)."""
+"""How each C element type is held in numpy (16- and 8-bit floats as their bits)."""
 
 
 def plain_flags(source: str) -> str:

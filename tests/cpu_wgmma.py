@@ -355,6 +355,8 @@ _ALLOCATED = {
     "i32": (np.int32, -0x5A5A5A5A),
     "i64": (np.int64, -0x5A5A5A5A5A5A5A5A),
     "i1": (np.bool_, True),
+    "f8E4M3FN": (np.uint8, 0x7F),
+    "f8E5M2": (np.uint8, 0x7E),
 }
 """How a buffer the host function allocates is held, and the poison it starts as (NaN for the
 floats)."""

@@ -306,6 +306,38 @@ def matmul_transposed(m: int, n: int, k: int, dtype: str = "f32") -> str:
 }}"""
 
 
+def scaled_matmul(m: int, n: int, k: int, fp8: str = "f8E4M3FN", out: str = "bf16") -> str:
+    """`(a @ bᵀ) · scale` cast to `out`, with a `[M, K]` and b `[N, K]` 8-bit floats widened
+    to f32 (exact) and one f32 scale (the product of the operands' per-tensor scales), the
+    form torch's `_scaled_mm` computes."""
+    a, b = _t((m, k), fp8), _t((n, k), fp8)
+    a32, b32, bt, y, z = (_t(s, "f32") for s in ((m, k), (n, k), (k, n), (m, n), (m, n)))
+    scale, result = _t((1,), "f32"), _t((m, n), out)
+    cast = f"  %o = graph.cast %z : {z} -> {result}\n" if out != "f32" else ""
+    return f"""func.func @scaled_mm(%a: {a}, %b: {b}, %s: {scale}) -> {result} {{
+  %a32 = graph.cast %a : {a} -> {a32}
+  %b32 = graph.cast %b : {b} -> {b32}
+  %bt = graph.transpose %b32 {{perm = array<i64: 1, 0>}} : {b32} -> {bt}
+  %y = graph.matmul %a32, %bt : ({a32}, {bt}) -> {y}
+  %sb = graph.broadcast %s : {scale} -> {z}
+  %z = graph.mul %y, %sb : {z}
+{cast}  func.return {"%o" if out != "f32" else "%z"} : {result}
+}}"""
+
+
+def quantize(shape: tuple[int, ...], dtype: str = "bf16") -> str:
+    """x · s quantized to e4m3fn and to e5m2, and the e5m2 values read back in `dtype`."""
+    x = _t(shape, dtype)
+    e4, e5 = _t(shape, "f8E4M3FN"), _t(shape, "f8E5M2")
+    return f"""func.func @quantize(%x: {x}, %s: {x}) -> ({e4}, {e5}, {x}) {{
+  %y = graph.mul %x, %s : {x}
+  %q4 = graph.cast %y : {x} -> {e4}
+  %q5 = graph.cast %y : {x} -> {e5}
+  %back = graph.cast %q5 : {e5} -> {x}
+  func.return %q4, %q5, %back : {e4}, {e5}, {x}
+}}"""
+
+
 def skinny(
     m: int,
     n: int,
@@ -359,6 +391,9 @@ def tile_with(knobs: str) -> str:
 
 
 CASES = [
+    Case("fp8_scaled_mm_e4m3_200x136x264", scaled_matmul(200, 136, 264)),
+    Case("fp8_scaled_mm_e5m2_f32_64x80x100", scaled_matmul(64, 80, 100, "f8E5M2", "f32")),
+    Case("fp8_quantize_bf16_7x33", quantize((7, 33))),
     Case("rmsnorm_64x4096", rmsnorm((64, 4096))),
     Case("rmsnorm_3x4095", rmsnorm((3, 4095))),
     Case("rmsnorm_bf16_3x5x1000", rmsnorm((3, 5, 1000), "bf16")),

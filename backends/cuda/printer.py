@@ -22,6 +22,8 @@ from xdsl.dialects import arith, llvm, memref, scf
 from xdsl.dialects import math as fmath
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    Float8E4M3FNType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     FloatAttr,
@@ -208,6 +210,31 @@ def _nan_propagating(op: str) -> str:
     )
 
 
+FP8_CTYPES: dict[type[Attribute], str] = {
+    Float8E4M3FNType: "__nv_fp8_e4m3",
+    Float8E5M2Type: "__nv_fp8_e5m2",
+}
+"""The C types of the 8-bit floats (cuda_fp8.h: one byte, read as `(float)x`)."""
+
+FP8_HELPERS = (
+    "#include <cuda_fp8.h>",
+    "// f32 to 8-bit floats as torch converts: e4m3fn saturates (infinity too), e5m2 overflows",
+    "// to infinity; to nearest, ties to even.",
+    "__device__ __forceinline__ __nv_fp8_e4m3 tinyopt_to_e4m3(float x) {",
+    "    __nv_fp8_e4m3 r;",
+    "    r.__x = __nv_cvt_float_to_fp8(isinf(x) ? copysignf(448.0f, x) : x, __NV_SATFINITE,"
+    " __NV_E4M3);",
+    "    return r;",
+    "}",
+    "__device__ __forceinline__ __nv_fp8_e5m2 tinyopt_to_e5m2(float x) {",
+    "    __nv_fp8_e5m2 r;",
+    "    r.__x = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E5M2);",
+    "    return r;",
+    "}",
+)
+"""The conversions `from_float` prints for the 8-bit floats (tinyopt.backends.fp8 is the
+reference executors' side of the same rounding)."""
+
 NAN_PROPAGATING: dict[type[Operation], tuple[str, str]] = {
     arith.MaximumfOp: ("tinyopt_fmax_nan", _nan_propagating("max")),
     arith.MinimumfOp: ("tinyopt_fmin_nan", _nan_propagating("min")),
@@ -296,6 +323,7 @@ _RESERVED = (
     )
     | frozenset(_FLOAT_CALLS.values())
     | frozenset(name for name, _ in NAN_PROPAGATING.values())
+    | frozenset(f"tinyopt_to_{c.removeprefix('__nv_fp8_')}" for c in FP8_CTYPES.values())
     | frozenset(hopper.HELPER_NAMES)
 )
 """Names a local must not take: C++ keywords, CUDA built-ins, and the functions we call."""
@@ -515,6 +543,8 @@ class CudaPrinter(BasePrinter[str]):
             return "__half"
         if isinstance(t, BFloat16Type):
             return "__nv_bfloat16"
+        if isinstance(t, Float8E4M3FNType | Float8E5M2Type):
+            return FP8_CTYPES[type(t)]
         if isinstance(t, IndexType):
             return self.index
         if isinstance(t, IntegerType) and t.width.data in (1, 32, 64):
@@ -531,6 +561,8 @@ class CudaPrinter(BasePrinter[str]):
             return f"__half2float({expression})"
         if isinstance(t, BFloat16Type):
             return f"__bfloat162float({expression})"
+        if isinstance(t, Float8E4M3FNType | Float8E5M2Type):
+            return f"(float)({expression})"
         return expression
 
     def from_float(self, expression: str, t: Attribute) -> str:
@@ -539,6 +571,8 @@ class CudaPrinter(BasePrinter[str]):
             return f"__float2half_rn({expression})"
         if isinstance(t, BFloat16Type):
             return f"__float2bfloat16_rn({expression})"
+        if isinstance(t, Float8E4M3FNType | Float8E5M2Type):
+            return f"tinyopt_to_{FP8_CTYPES[type(t)].removeprefix('__nv_fp8_')}({expression})"
         return expression
 
     def element(self, buffer: SSAValue, indices: Sequence[SSAValue]) -> str:
@@ -630,6 +664,9 @@ class CudaPrinter(BasePrinter[str]):
             self.line("#include <cuda_fp16.h>")
         if any(isinstance(t, BFloat16Type) for t in types):
             self.line("#include <cuda_bf16.h>")
+        if any(isinstance(t, Float8E4M3FNType | Float8E5M2Type) for t in types):
+            for text in FP8_HELPERS:
+                self.line(text)
         if _uses_infinity(self.kernel, self.ops):
             for text in INFINITY_MACRO:
                 self.line(text)

@@ -40,12 +40,15 @@ from tinyopt.compile_timer import phase
 from tinyopt.dialects import tile
 from tinyopt.dialects.runtime_scalar import check_value, describe, host_bounds, is_scalar_type
 
-# element type -> (dtype name checked on arrays, numpy storage dtype); integers are the
+# element type -> (dtype name checked on arrays, numpy storage dtype: 16- and 8-bit floats as
+# their bits); integers are the
 # indices an embedding (graph.gather) reads or integer inputs, i1 the masks (C++ `bool`)
 _ELEMENT_TYPES = {
     "f32": ("float32", np.dtype(np.float32)),
     "f16": ("float16", np.dtype(np.float16)),
     "bf16": ("bfloat16", np.dtype(np.uint16)),
+    "f8E4M3FN": ("float8_e4m3fn", np.dtype(np.uint8)),
+    "f8E5M2": ("float8_e5m2", np.dtype(np.uint8)),
     "i64": ("int64", np.dtype(np.int64)),
     "i32": ("int32", np.dtype(np.int32)),
     "i1": ("bool", np.dtype(np.bool_)),
@@ -73,7 +76,8 @@ class _BufferType:
     def accepts(self, array: object) -> bool:
         """Return whether `array` has this shape and element type."""
         name = str(array.dtype).removeprefix("torch.")
-        names = {self.dtype_name, "uint16"} if self.dtype_name == "bfloat16" else {self.dtype_name}
+        bits = {"bfloat16": "uint16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+        names = {self.dtype_name, bits.get(self.dtype_name, self.dtype_name)}
         return tuple(array.shape) == self.shape and name in names
 
     def __str__(self) -> str:
@@ -87,7 +91,8 @@ def _buffer_type(value: SSAValue, where: str) -> _BufferType:
         isinstance(memref_type, MemRefType) and str(memref_type.element_type) in _ELEMENT_TYPES
     ):
         raise CudaModuleError(
-            f"{where}: expected a memref of f32, f16, bf16, i64, i32 or i1, got {memref_type}"
+            f"{where}: expected a memref of f32, f16, bf16, f8E4M3FN, f8E5M2, i64, i32 or i1, "
+            f"got {memref_type}"
         )
     shape = tuple(memref_type.get_shape())
     if any(d < 0 for d in shape):
