@@ -28,6 +28,8 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     TensorType,
     bf16,
+    f8E4M3FN,
+    f8E5M2,
     f16,
     f32,
     i32,
@@ -70,11 +72,12 @@ class Capture:
 
 
 def _to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """Return a tensor's values as numpy (bf16 as float32, which holds them exactly)."""
+    """Return a tensor's values as numpy (bf16 and FP8 as float32, which holds them exactly)."""
     import torch
 
     tensor = tensor.detach().cpu()
-    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).numpy()
+    held = (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2)
+    return (tensor.float() if tensor.dtype in held else tensor).numpy()
 
 
 def capture(
@@ -137,6 +140,8 @@ _DTYPES: dict[str, Attribute] = {
     "float32": f32,
     "float16": f16,
     "bfloat16": bf16,
+    "float8_e4m3fn": f8E4M3FN,
+    "float8_e5m2": f8E5M2,
     "bool": graph.BOOL,
 }
 _ID_DTYPES = {"int64": i64, "int32": i32}
@@ -1753,6 +1758,28 @@ def _addmm(t: _Translator, node: Node) -> SSAValue:
     if beta != 1:
         bias = t.emit(graph.MulOp(bias, t.scalar(float(beta), out)))
     return t.emit(graph.AddOp(product, bias))
+
+
+@_handles("_scaled_mm")
+def _scaled_mm(t: _Translator, node: Node) -> SSAValue:
+    """`torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype)`: the FP8
+    operands widened to f32 (exact), their f32 product times the scales (per tensor, or
+    `[M, 1]` and `[1, N]` per row and column), plus the bias, rounded once to `out_dtype`."""
+    out = t.tensor_type(node)
+    work = TensorType(f32, out.get_shape())
+    a, b = (t.cast(t.value(x, node), f32) for x in node.args[0:2])
+    product = t.emit(graph.MatmulOp(a, b))
+    for arg in node.args[2:4]:
+        scale = t.cast(t.value(arg, node), f32)
+        if _type(scale).get_num_dims() < 2:
+            scale = t.reshape(scale, [1] * (2 - _type(scale).get_num_dims()))
+        product = t.emit(graph.MulOp(product, t.broadcast(scale, work.get_shape())))
+    if _arg(node, 5, "scale_result") is not None:
+        raise t.fail(node, "aten._scaled_mm with scale_result (an FP8 output)")
+    bias = _arg(node, 4, "bias")
+    if bias is not None:  # added in f32, one rounding to out_dtype as torch does
+        product = t.emit(graph.AddOp(product, t.operand_like(bias, work, node)))
+    return t.cast(product, out.element_type)
 
 
 @_handles("linear")

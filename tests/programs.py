@@ -394,6 +394,7 @@ CASES = [
     Case("fp8_scaled_mm_e4m3_200x136x264", scaled_matmul(200, 136, 264)),
     Case("fp8_scaled_mm_e5m2_f32_64x80x100", scaled_matmul(64, 80, 100, "f8E5M2", "f32")),
     Case("fp8_quantize_bf16_7x33", quantize((7, 33))),
+    Case("fp8_quantize_f32_3x1000", quantize((3, 1000), "f32")),
     Case("rmsnorm_64x4096", rmsnorm((64, 4096))),
     Case("rmsnorm_3x4095", rmsnorm((3, 4095))),
     Case("rmsnorm_bf16_3x5x1000", rmsnorm((3, 5, 1000), "bf16")),

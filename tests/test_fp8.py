@@ -72,10 +72,28 @@ def test_fp8_is_storage_arithmetic_takes_it_after_a_cast(body: str, message: str
         parse(text)
 
 
+A, B, C, T = (
+    "tensor<6x10xf8E4M3FN>",
+    "tensor<6x3xf8E4M3FN>",
+    "tensor<6x13xf8E4M3FN>",
+    "tensor<13x6xf8E4M3FN>",
+)
+V, BV, S, W = "tensor<10xf8E5M2>", "tensor<4x10xf8E5M2>", "tensor<6x5xf8E4M3FN>", "tensor<6x5xbf16>"
+MOVE = f"""func.func @move(%a: {A}, %b: {B}, %v: {V}) -> ({T}, {BV}, {W}) {{
+  %c = graph.concat %a, %b {{dim = 1 : i64}} : ({A}, {B}) -> {C}
+  %t = graph.transpose %c {{perm = array<i64: 1, 0>}} : {C} -> {T}
+  %bv = graph.broadcast %v : {V} -> {BV}
+  %s = graph.slice %a {{dim = 1 : i64, start = 1 : i64, step = 2 : i64}} : {A} -> {S}
+  %w = graph.cast %s : {S} -> {W}
+  func.return %t, %bv, %w : {T}, {BV}, {W}
+}}"""
+"""8-bit floats through a concat, a transpose, a broadcast and a strided slice."""
+
 PROGRAMS = {
     "scaled_mm_e4m3": scaled_matmul(40, 24, 72),
     "scaled_mm_e5m2_f32": scaled_matmul(17, 9, 33, "f8E5M2", "f32"),
     "quantize": quantize((5, 13)),
+    "move": MOVE,
 }
 
 
@@ -98,6 +116,18 @@ def test_scaled_matmul_kernels_match_reference_on_cpu(name: str, pipeline: str) 
     """The f32 sums of exact FP8 products: the kernels' output equals the reference's."""
     error, _ = error_on_cpu(PROGRAMS[name], pipeline, seed=2)
     assert error <= 1e-6, error
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+def test_data_movement_kernels_match_reference_on_cpu() -> None:
+    program, module = lower(MOVE, "fuse,tile,to-cuda")
+    graph = graph_function(program)
+    inputs = random_inputs(graph, seed=4)
+    types = [t.element_type for t in graph.function_type.inputs]
+    outputs = run_program_on_cpu(module, [to_storage(a, t) for a, t in zip(inputs, types)])
+    references = run_reference(graph, *inputs)
+    for out, ref, t in zip(outputs, references, graph.function_type.outputs, strict=True):
+        np.testing.assert_array_equal(from_storage(out, t.element_type), ref)
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
@@ -131,3 +161,55 @@ def test_quantize_rounds_every_edge_as_torch_does_on_gpu() -> None:
     references = run_reference(graph, from_storage(x, bf16), np.ones((5, 13), np.float32))
     for out, ref, t in zip(outputs, references, (f8E4M3FN, f8E5M2, bf16), strict=True):
         np.testing.assert_array_equal(from_storage(out, t), ref)
+
+
+def _scaled_mm_module():
+    """`torch._scaled_mm` of FP8 activations and `[N, K]` FP8 weights (passed transposed, as
+    torch requires), with the scales given and an optional bias, to bf16."""
+    import torch
+    from torch import nn
+
+    class ScaledMM(nn.Module):
+        def forward(self, a, w, scale_a, scale_w, bias=None):
+            return torch._scaled_mm(a, w.t(), scale_a, scale_w, bias=bias, out_dtype=torch.bfloat16)
+
+    return ScaledMM()
+
+
+@pytest.mark.parametrize("scales", ["tensor", "rowwise", "bias"])
+def test_scaled_mm_capture_matches_torch(scales: str) -> None:
+    torch = pytest.importorskip("torch")
+    from tinyopt.frontends.torch_fx import capture
+
+    generator = torch.Generator().manual_seed(0)
+    a = (torch.randn(40, 64, generator=generator) * 8).to(torch.float8_e4m3fn)
+    w = torch.randn(24, 64, generator=generator).to(torch.float8_e5m2)
+    if scales == "rowwise":
+        args = (a, w, torch.rand(40, 1, generator=generator), torch.rand(1, 24))
+    else:
+        args = (a, w, torch.tensor(0.25), torch.tensor(3.0))
+    if scales == "bias":
+        args = (*args, torch.randn(24, generator=generator).bfloat16())
+    module = _scaled_mm_module()
+    captured = capture(module, *args)
+    assert "tensor<40x64xf8E4M3FN>" in str(captured.module)
+    (got,) = run_reference(captured.module, *captured.arguments(*args))
+    # one bf16 step apart at most: the reference multiplies in float64, torch in f32
+    np.testing.assert_allclose(got, module(*args).float().numpy(), rtol=2**-7, atol=1e-6)
+
+
+def test_quantizing_module_capture_matches_torch_bits() -> None:
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from tinyopt.frontends.torch_fx import capture
+
+    class Quantize(nn.Module):
+        def forward(self, x):
+            return (x * 1000).to(torch.float8_e4m3fn), (x / 1000).to(torch.float8_e5m2)
+
+    x = torch.randn(6, 50, generator=torch.Generator().manual_seed(1))
+    captured = capture(Quantize(), x)
+    got = run_reference(captured.module, *captured.arguments(x))
+    for out, want in zip(got, Quantize()(x), strict=True):
+        np.testing.assert_array_equal(out, want.float().numpy())
