@@ -15,6 +15,8 @@ from xdsl.dialects.builtin import (
     BFloat16Type,
     DenseArrayBase,
     DictionaryAttr,
+    Float8E4M3FNType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     IndexType,
@@ -1259,8 +1261,15 @@ WGMMA_K_TF32 = 8
 """A TF32 `wgmma.mma_async` (f32 operands in shared memory read as TF32) is m64nNk8."""
 
 
+WGMMA_K_FP8 = 32
+"""K per `tile.wgmma` of 8-bit float operands (32 bytes of K, as for every operand type)."""
+
+
 def wgmma_k(element: Attribute) -> int:
-    """K per `tile.wgmma` of operands of `element`: 16 for f16/bf16, 8 for f32 (TF32)."""
+    """K per `tile.wgmma` of operands of `element`: 16 for f16/bf16, 8 for f32 (TF32), 32 for
+    8-bit floats."""
+    if isinstance(element, Float8E4M3FNType | Float8E5M2Type):
+        return WGMMA_K_FP8
     return WGMMA_K_TF32 if element == f32 else WGMMA_K
 
 
@@ -1332,15 +1341,16 @@ class WgmmaOp(IRDLOperation):
         _check_shared_index(self, self.a, self.a_indices)
         b = self.b.type
         assert isinstance(b, MemRefType)
-        if not isinstance(self.element, Float16Type | BFloat16Type | Float32Type) or (
-            b.element_type != self.element
-        ):
+        types = Float16Type | BFloat16Type | Float32Type | Float8E4M3FNType | Float8E5M2Type
+        if not isinstance(self.element, types) or b.element_type != self.element:
             raise VerifyException(
-                f"tile.wgmma: A and B must both hold f16, both bf16 or both f32 (read as TF32), "
-                f"got {self.element} and {b.element_type}"
+                f"tile.wgmma: A and B must both hold f16, both bf16, both f32 (read as TF32), "
+                f"both f8E4M3FN or both f8E5M2, got {self.element} and {b.element_type}"
             )
-        if self.element == f32 and self.b_mn_major is not None:
-            raise VerifyException("tile.wgmma: a TF32 product takes B K-major only")
+        if self.element.bitwidth in (8, 32) and self.b_mn_major is not None:  # type: ignore[attr-defined]
+            raise VerifyException(
+                f"tile.wgmma: a product of {self.element} operands takes B K-major only"
+            )
 
 
 def _wgmma_properties(b_mn_major: bool, **sizes: int) -> dict[str, Attribute | None]:

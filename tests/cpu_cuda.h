@@ -105,6 +105,7 @@ template <int E, int M> struct cpu_fp8 {
 };
 using __nv_fp8_e4m3 = cpu_fp8<4, 3>;
 using __nv_fp8_e5m2 = cpu_fp8<5, 2>;
+template <int E, int M> static inline float to_float(cpu_fp8<E, M> x) { return (float)x; }
 static inline __nv_fp8_e4m3 tinyopt_to_e4m3(float x) { return __nv_fp8_e4m3::from(x); }
 static inline __nv_fp8_e5m2 tinyopt_to_e5m2(float x) { return __nv_fp8_e5m2::from(x); }
 static inline float __half2float(__half h) { return to_float(h); }

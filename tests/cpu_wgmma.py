@@ -160,6 +160,8 @@ static inline long long cpu_desc_lbo(unsigned long long d) { return ((d >> 16) &
 static inline long long cpu_desc_sbo(unsigned long long d) { return ((d >> 32) & 0x3FFF) << 4; }
 using cpu_bf16 = __nv_bfloat16;
 using cpu_f16 = __half;
+using cpu_e4m3 = __nv_fp8_e4m3;
+using cpu_e5m2 = __nv_fp8_e5m2;
 // An operand as the tensor cores take it: f16/bf16 as they are, f32 as TF32 (its low 13
 // mantissa bits dropped).
 static inline float cpu_tf32(float x) {
@@ -172,7 +174,8 @@ static inline float cpu_tf32(float x) {
 template <typename T>
 static inline float cpu_operand(T x) { return to_float(x); }
 static inline float cpu_operand(float x) { return cpu_tf32(x); }
-// m64nNkK, K 16 for 16-bit operands and 8 for TF32 (32 bytes of K either way). A: K-major,
+// m64nNkK, K 16 for 16-bit operands, 8 for TF32, 32 for 8-bit floats (32 bytes of K each
+// way). A: K-major,
 // 128-byte rows in 8-row groups SBO apart. B: K-major like A ('k'), or N-major ('n', 16-bit
 // only): 128-byte chunks of N LBO apart, 128-byte K rows in 8-row groups SBO apart. SET: the
 // product replaces the accumulators (scale-d 0).
@@ -290,7 +293,7 @@ static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned pred
 }
 """
 
-WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k16_(bf16|f16)_([nk])\(")
+WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k(?:16|32)_(bf16|f16|e4m3|e5m2)_([nk])\(")
 WGMMA_RA = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k16_(bf16|f16)_([nk])\(")
 WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
 TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
@@ -318,8 +321,8 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     for position, name in zip(sorted(specs), names, strict=True):
         spec, shape = specs[position], buffers[position].shape
         width = buffers[position].dtype.itemsize
-        # f16 and bf16 are both held as their 16-bit patterns
-        element = "float" if width == 4 else "__nv_bfloat16"
+        # f16 and bf16 are both held as their 16-bit patterns, the 8-bit floats as bytes
+        element = {4: "float", 2: "__nv_bfloat16", 1: "__nv_fp8_e4m3"}[width]
         dims = ", ".join(str(d) for d in reversed(shape))
         box = ", ".join(str(b) for b in reversed(spec.box))
         maps.append(

@@ -393,6 +393,9 @@ def tile_with(knobs: str) -> str:
 CASES = [
     Case("fp8_scaled_mm_e4m3_200x136x264", scaled_matmul(200, 136, 264)),
     Case("fp8_scaled_mm_e5m2_f32_64x80x100", scaled_matmul(64, 80, 100, "f8E5M2", "f32")),
+    # FP8 on wgmma (rows of whole 16 bytes): ragged tiles, and 512 tiles on persistent blocks.
+    Case("fp8_wgmma_e4m3_300x520x384", scaled_matmul(300, 520, 384)),
+    Case("fp8_wgmma_e5m2_f32_4096x4096x512", scaled_matmul(4096, 4096, 512, "f8E5M2", "f32")),
     Case("fp8_quantize_bf16_7x33", quantize((7, 33))),
     Case("fp8_quantize_f32_3x1000", quantize((3, 1000), "f32")),
     Case("rmsnorm_64x4096", rmsnorm((64, 4096))),

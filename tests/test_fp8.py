@@ -1,9 +1,14 @@
 """8-bit floats (f8E4M3FN, f8E5M2): rounding as torch rounds, the graph dialect's rules for
-them, and programs that quantize and that multiply FP8 operands (the `_scaled_mm` form) run by
-the loop executor and, compiled to CUDA, on the CPU emulation (tests/cpu_cuda.h) against the
-reference executor. The same programs run on a GPU in tests/test_gpu_programs.py."""
+them, the frontend's casts and `_scaled_mm`, and programs that quantize and that multiply FP8
+operands (the `_scaled_mm` form) run by the loop executor and, compiled to CUDA, on the CPU
+emulation (tests/cpu_cuda.h, tests/cpu_wgmma.py) against the reference executor, the GEMM on
+CUDA cores and on wgmma's FP8 tensor cores (with its SASS). The same programs run on a GPU in
+tests/test_gpu_programs.py."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +16,7 @@ from conftest import requires_gpu
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu, run_program_on_cpu
 from programs import quantize, scaled_matmul
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass
 from xdsl.dialects.builtin import bf16, f8E4M3FN, f8E5M2
 from xdsl.utils.exceptions import VerifyException
 
@@ -213,3 +219,43 @@ def test_quantizing_module_capture_matches_torch_bits() -> None:
     got = run_reference(captured.module, *captured.arguments(x))
     for out, want in zip(got, Quantize()(x), strict=True):
         np.testing.assert_array_equal(out, want.float().numpy())
+
+
+WGMMA_CASES = [
+    # (M, N, K, format, output, knobs): the default plan (64x64 blocks at this size), e5m2
+    # with an f32 output, a persistent grid walking two tiles a block (sms=8: 20 tiles of
+    # 128x128), 64x256 blocks, and a block without a producer warpgroup (ws=0).
+    (200, 136, 272, "f8E4M3FN", "bf16", ""),
+    (130, 264, 512, "f8E5M2", "f32", "mma=wgmma"),
+    (300, 520, 384, "f8E4M3FN", "bf16", "sms=8 bn=128"),
+    (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256"),
+    (64, 64, 128, "f8E5M2", "bf16", "mma=wgmma ws=0"),
+]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("m", "n", "k", "fmt", "out", "knobs"), WGMMA_CASES, ids=lambda v: str(v).replace(" ", "_")
+)
+def test_wgmma_fp8_gemm_matches_reference_on_cpu(
+    m: int, n: int, k: int, fmt: str, out: str, knobs: str
+) -> None:
+    """The wgmma GEMM on 8-bit floats (TMA bytes, k32 products) on the CPU emulation: the f32
+    sums of exact FP8 products equal the reference's."""
+    text, pipeline = scaled_matmul(m, n, k, fmt, out), f"fuse,tile{{{knobs}}},to-cuda"
+    planned = str(lower(text, pipeline.removesuffix(",to-cuda"))[1])
+    assert "#tile.plan<wgmma" in planned
+    assert ("persistent = 1" in planned) == ("sms=8" in knobs)
+    error, _ = error_on_cpu(text, pipeline, seed=5)
+    assert error <= 1e-6, error
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(tmp_path: Path) -> None:
+    """4096³: QGMMA (the FP8 wgmma) of 64x256x32 on E4M3 operands fed by TMA, no local memory."""
+    code = sass(scaled_matmul(4096, 4096, 4096), "fuse,tile,to-cuda", tmp_path)
+    assert set(re.findall(r"\bQGMMA\.\w+\.\w+\.\w+\.\w+", code)) == {
+        "QGMMA.64x256x32.F32.E4M3.E4M3"
+    }
+    assert "UTMALDG" in code
+    assert not LOCAL_MEMORY.search(code)

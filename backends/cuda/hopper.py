@@ -123,9 +123,15 @@ def _overwrites(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> bool:
     return isinstance(op, tile.WgmmaOp) and op.overwrite is not None
 
 
+_FP8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}
+
+
 def _wgmma_type(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
-    """The PTX type of a wgmma's operands: f16, bf16, or tf32 for f32 in shared memory."""
-    return "tf32" if op.element == f32 else str(op.element)
+    """The PTX type of a wgmma's operands: f16, bf16, tf32 for f32 in shared memory, e4m3 or
+    e5m2 for the 8-bit floats."""
+    if op.element == f32:
+        return "tf32"
+    return _FP8_PTX.get(str(op.element), str(op.element))
 
 
 def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
@@ -147,7 +153,7 @@ def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
         params = "unsigned long long a, unsigned long long b"
         a_operand, inputs = f"%{half}", '"l"(a), "l"(b)'
         b_operand, trans = f"%{half + 1}", f"0, {trans_b}"
-    if element == "tf32":  # no transpose operands: TF32 operands are K-major
+    if element in ("tf32", *_FP8_PTX.values()):  # no transpose operands: K-major only
         trans = ""
     scale_d = half + inputs.count("(")
     return _lines(

@@ -123,6 +123,8 @@ _TMA_TYPES = {
     "float32": TensorMapDataType.FLOAT32,
     "float16": TensorMapDataType.FLOAT16,
     "bfloat16": TensorMapDataType.BFLOAT16,
+    "float8_e4m3fn": TensorMapDataType.UINT8,  # TMA copies bytes; wgmma reads them as FP8
+    "float8_e5m2": TensorMapDataType.UINT8,
 }
 _TMA_SWIZZLES = {
     0: TensorMapSwizzle.NONE,
@@ -130,7 +132,13 @@ _TMA_SWIZZLES = {
     64: TensorMapSwizzle.SWIZZLE_64B,
     128: TensorMapSwizzle.SWIZZLE_128B,
 }
-_STORAGE = {"float32": np.float32, "float16": np.float16, "bfloat16": np.uint16}
+_STORAGE = {
+    "float32": np.float32,
+    "float16": np.float16,
+    "bfloat16": np.uint16,
+    "float8_e4m3fn": np.uint8,
+    "float8_e5m2": np.uint8,
+}
 
 
 def tensor_map(

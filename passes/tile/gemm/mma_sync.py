@@ -27,7 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type, f32
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float8E4M3FNType,
+    Float8E5M2Type,
+    FloatAttr,
+    Float16Type,
+    f32,
+)
 from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -128,22 +135,26 @@ def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
     return None
 
 
-def tensor_core_type(c: Contraction) -> Attribute | None:
-    """Returns f16 or bf16 when every load of both operand sides reads that type and the
-    contraction sums its products, else None (the contraction is left to other rules)."""
+def tensor_core_type(c: Contraction, fp8: bool = False) -> Attribute | None:
+    """Returns f16 or bf16 (with `fp8`, also f8E4M3FN or f8E5M2: wgmma's) when every load of
+    both operand sides reads that type and the contraction sums its products, else None (the
+    contraction is left to other rules)."""
     loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
     types = {load.memref.type.element_type for load in loads}  # type: ignore[attr-defined]
-    if len(types) != 1 or not isinstance(element := types.pop(), Float16Type | BFloat16Type):
+    kinds = Float16Type | BFloat16Type | (Float8E4M3FNType | Float8E5M2Type if fp8 else Float16Type)
+    if len(types) != 1 or not isinstance(element := types.pop(), kinds):
         return None
     return element if sums_products(c) else None
 
 
-def tensor_core_contraction(c: Contraction | None) -> Contraction | str:
-    """A rule's match of a contraction on f16/bf16 tensor cores: `c`, or why not."""
+def tensor_core_contraction(c: Contraction | None, fp8: bool = False) -> Contraction | str:
+    """A rule's match of a contraction on f16/bf16 tensor cores (with `fp8`, 8-bit floats
+    too): `c`, or why not."""
     if c is None:
         return "not a contraction"
-    if tensor_core_type(c) is None:
-        return "not a sum of products of f16 or bf16 operands (one type)"
+    if tensor_core_type(c, fp8) is None:
+        kinds = "f16, bf16 or 8-bit float" if fp8 else "f16 or bf16"
+        return f"not a sum of products of {kinds} operands (one type)"
     return c
 
 

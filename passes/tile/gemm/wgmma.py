@@ -1,14 +1,19 @@
-"""Schedule rule for f16/bf16 GEMMs on Hopper tensor cores: TMA → swizzled smem → `wgmma`.
+"""Schedule rule for f16/bf16 and FP8 GEMMs on Hopper tensor cores: TMA → swizzled smem →
+`wgmma`.
 
 Taken when the `mma=wgmma` knob is set and a contraction's two operand sides are plain loads of
 one f16/bf16 type (TMA copies raw bytes): A `[b?, M, K]`, B `[b?, K, N]` (N-major) or
-`[b?, N, K]` (K-major), each buffer's rows a multiple of 16 bytes (TMA's stride rule; where they
-are not, `wgmma_staged.py` copies the operand into a padded workspace and the GEMM reading it
+`[b?, N, K]` (K-major); or of one 8-bit float type (f8E4M3FN, f8E5M2, widened to f32 where
+they are loaded: `matmul(cast(a), cast(b))`), B K-major only (the tensor cores do not
+transpose 8-bit operands), one m64nNk32 product per 32 of K. Each buffer's rows must be a
+multiple of 16 bytes (TMA's stride rule; where they are not, `wgmma_staged.py` copies a 16-bit
+operand into a padded workspace and the GEMM reading it
 comes back here); the batch is the grid's z dimension. A contraction the rule cannot take
 raises a diagnostic saying why, since the knob asked for it.
 
 A block computes a BM×BN output tile (BM = 64 per consumer warpgroup, 1 or 2 of them) walking
-K in steps of 64 elements: one 128-byte swizzled row of shared memory per row of A (and of a
+K in steps of 64 elements (128 of 8-bit floats, 32 of f32): one 128-byte swizzled row of
+shared memory per row of A (and of a
 K-major B), or per K row of a 64-column chunk of an N-major B. Each K step occupies one of
 `stages` ring slots in dynamic shared memory, guarded by two mbarriers: `full[s]` completes
 when the TMA bytes of the slot landed, `empty[s]` when every consumer thread has finished
@@ -88,7 +93,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
 
     def match(self, kernel: loop.KernelOp) -> Contraction | str:
         return tensor_core_contraction(
-            match_contraction(kernel) or match_paired_contraction(kernel)
+            match_contraction(kernel) or match_paired_contraction(kernel), fp8=True
         )
 
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> WgmmaTiles | str:
@@ -100,6 +105,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         batch, m, n, k = c.extents
         if isinstance(operands := plain_operands(c, k, n), str):
             return operands
+        if why := _fp8_refusal(c, operands):
+            return why
         results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
         by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row)
@@ -112,14 +119,34 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if (plan.dual == "on") != isinstance(c, PairedContraction):
             return _fail('runs a paired contraction with dual = "on" and no other with it')
         operands = plain_operands(c, k, n)
-        return operands if isinstance(operands, str) else wgmma_tile_refusal(plan, self.target)
+        if isinstance(operands, str):
+            return operands
+        return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: WgmmaTiles, rewriter: PatternRewriter
     ) -> None:
-        element = tensor_core_type(c)
+        element = tensor_core_type(c, fp8=True)
         assert element is not None
         emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter)
+
+
+def _fp8_refusal(c: Contraction, operands: Operands) -> str | None:
+    """Why the GEMM of 8-bit float operands cannot run on wgmma, or None (or not FP8): their
+    products read both operands K-major (no transpose), one GEMM at a time, K whole."""
+    element = tensor_core_type(c, fp8=True)
+    if element is None or element.bitwidth != 8:  # type: ignore[attr-defined]
+        return None
+    if isinstance(c, PairedContraction):
+        return _fail(f"runs no dual GEMM of {element} operands")
+    if operands.b_mn_major:
+        return _fail(
+            f"takes {element} B K-major only (B [N, K], as torch's linear and _scaled_mm hold "
+            "it): the tensor cores do not transpose 8-bit operands"
+        )
+    if operands.splits > 1:
+        return _fail(f"does not split K of {element} operands")
+    return None
 
 
 def emit_wgmma_gemm(
@@ -361,8 +388,8 @@ class _WgmmaEmitter:
                 self._epilogue(acc, row)
 
     def _k_loop(self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue) -> None:
-        """The K loop of f16/bf16 operands: each step's products accumulate in `acc` on the
-        tensor cores, one wgmma group kept in flight."""
+        """The K loop of f16/bf16 or 8-bit float operands: each step's products accumulate in
+        `acc` on the tensor cores, one wgmma group kept in flight."""
         em, t = self.em, self.t
         with em.for_loop(0, self.steps, 1) as (step, _, _):
             ring_step = em.add(first_step, step)
@@ -370,7 +397,7 @@ class _WgmmaEmitter:
             parity = em.ring_parity(ring_step, t.stages, flip=False)
             em.op(tile.MbarrierWaitOp(self.full, slot, parity))
             em.op(tile.WgmmaFenceOp())
-            for kk in range(0, self.bk, tile.WGMMA_K):
+            for kk in range(0, self.bk, tile.wgmma_k(self.element)):
                 self._wgmma(acc, slot, row, kk)
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(1))
@@ -438,9 +465,9 @@ class _WgmmaEmitter:
         b_smem: SSAValue | None = None,
         overwrite: bool = False,
     ) -> None:
-        """One m64nBNk16 (TF32: k8) product of the slot's A rows `row..row+63` and K columns
-        `kk..`, of the ring's tiles or of `a_smem` and `b_smem` (the split's small tiles),
-        added to `acc` or (`overwrite`) replacing it."""
+        """One m64nBNk16 (TF32: k8, 8-bit floats: k32) product of the slot's A rows
+        `row..row+63` and K columns `kk..`, of the ring's tiles or of `a_smem` and `b_smem`
+        (the split's small tiles), added to `acc` or (`overwrite`) replacing it."""
         em, t = self.em, self.t
         a_smem, b_smem = a_smem or self.a_smem, b_smem or self.b_smem
         zero, k = em.index(0), em.index(kk)
