@@ -47,11 +47,11 @@ func.func @f4(%x: tensor<4x8xf32>) {
 // -----
 
 func.func @f5(%x: tensor<4x8xf32>) {
-  // expected-error @+1 {{graph.cast: result element type must be f32, f16, bf16, i1, i32 or i64, got i8}}
+  // expected-error @+1 {{graph.cast: result element type must be f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64, got i8}}
   %y = graph.cast %x : tensor<4x8xf32> -> tensor<4x8xi8>
   func.return
 }
-// CHECK: graph.cast: result element type must be f32, f16, bf16, i1, i32 or i64, got i8
+// CHECK: graph.cast: result element type must be f32, f16, bf16, f8E4M3FN, f8E5M2, i1, i32 or i64, got i8
 
 // -----
 
