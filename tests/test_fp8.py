@@ -259,3 +259,27 @@ def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(tmp_path: Pat
     }
     assert "UTMALDG" in code
     assert not LOCAL_MEMORY.search(code)
+
+
+@requires_gpu
+@pytest.mark.parametrize("shape", [(256, 512, 384), (100, 72, 48)], ids=["wgmma", "cuda_cores"])
+def test_compiled_scaled_mm_matches_torch_on_gpu(shape: tuple[int, int, int]) -> None:
+    """`torch._scaled_mm` captured and run by `CompiledModel` (FP8 tensors bound by address)
+    and by a host function called on torch FP8 tensors: both as torch computes it."""
+    torch = pytest.importorskip("torch")
+    from tinyopt.backends.cuda.runtime import compile_module
+    from tinyopt.frontends.compiled_model import CompiledModel
+
+    m, n, k = shape
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=generator).to(torch.float8_e4m3fn)
+    w = torch.randn(n, k, device="cuda", generator=generator).to(torch.float8_e4m3fn)
+    scales = (torch.tensor(0.5, device="cuda"), torch.tensor(0.25, device="cuda"))
+    module = _scaled_mm_module()
+    want = module(a, w, *scales).double()
+    got = CompiledModel(module, a, w, *scales)(a, w, *scales).double()
+    assert ((got - want).norm() / want.norm()).item() < 2**-8
+    program, lowered = lower(scaled_matmul(m, n, k), "fuse,tile,to-cuda")
+    run = compile_module(lowered).function(graph_function(program).sym_name.data)
+    direct = run(a, w, (scales[0] * scales[1]).reshape(1)).double()
+    assert ((direct - want).norm() / want.norm()).item() < 2**-8

@@ -101,6 +101,10 @@ def device_pointer(array: object, stream: Stream) -> int:
     Nothing is copied: torch and cupy CUDA tensors pass through as they are, and work
     queued on `stream` is ordered after the producer's stream.
     """
+    if str(getattr(array, "dtype", "")).startswith("torch.float8"):  # DLPack may lack FP8
+        import torch
+
+        array = array.view(torch.uint8)  # type: ignore[attr-defined]
     try:
         view = StridedMemoryView.from_any_interface(array, stream_ptr=int(stream.handle))
     except BufferError as exc:
