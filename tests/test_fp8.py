@@ -250,6 +250,28 @@ def test_wgmma_fp8_gemm_matches_reference_on_cpu(
     assert error <= 1e-6, error
 
 
+A8, B8 = "tensor<3x130x256xf8E4M3FN>", "tensor<3x72x256xf8E4M3FN>"
+A32, B32, BT, Y = (f"tensor<3x{s}xf32>" for s in ("130x256", "72x256", "256x72", "130x72"))
+BATCHED = f"""func.func @bmm8(%a: {A8}, %b: {B8}) -> tensor<3x130x72xbf16> {{
+  %a32 = graph.cast %a : {A8} -> {A32}
+  %b32 = graph.cast %b : {B8} -> {B32}
+  %bt = graph.transpose %b32 {{perm = array<i64: 0, 2, 1>}} : {B32} -> {BT}
+  %y = graph.matmul %a32, %bt : ({A32}, {BT}) -> {Y}
+  %o = graph.cast %y : {Y} -> tensor<3x130x72xbf16>
+  func.return %o : tensor<3x130x72xbf16>
+}}"""
+"""A batched FP8 GEMM: the batch is the wgmma grid's z (or, persistent, part of each tile)."""
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("knobs", ["", "mma=wgmma bn=64 sms=4"], ids=["default", "persistent"])
+def test_batched_wgmma_fp8_gemm_matches_reference_on_cpu(knobs: str) -> None:
+    pipeline = f"fuse,tile{{{knobs}}},to-cuda"
+    assert "#tile.plan<wgmma" in str(lower(BATCHED, pipeline.removesuffix(",to-cuda"))[1])
+    error, _ = error_on_cpu(BATCHED, pipeline, seed=6)
+    assert error <= 1e-6, error
+
+
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(tmp_path: Path) -> None:
     """4096³: QGMMA (the FP8 wgmma) of 64x256x32 on E4M3 operands fed by TMA, no local memory."""
