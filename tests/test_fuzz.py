@@ -2,7 +2,8 @@
 
 Each program is fused and its loop IR run by the numpy loop executor against the graph
 reference; then it is lowered with random tile knobs and every kernel compiled by NVRTC for
-sm_90a. A pass refusing a knob combination with a diagnostic is counted, not a failure.
+sm_90a, and some are run on the CPU emulation of their kernels (tests/cpu_cuda.h). A pass
+refusing a knob combination with a diagnostic is counted, not a failure.
 Programs that once failed and were fixed live in tests/fuzz/regressions/ and are replayed.
 """
 
@@ -15,9 +16,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cpu_cuda import COMPILER
 from fuzz.generate import (
     allowed_error,
     check_compiles,
+    check_on_cpu,
     check_loop_level,
     output_error,
     pipelines,
@@ -54,6 +57,16 @@ def test_fused_loop_ir_matches_reference(text: str) -> None:
 def test_random_knobs_compile_with_nvrtc(text: str, pipeline: str) -> None:
     STATS["nvrtc cases"] += 1
     STATS["nvrtc refused"] += check_compiles(text, pipeline).refused is not None
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@settings(FUZZ, max_examples=15)
+@given(programs(), pipelines())
+def test_random_knobs_run_on_the_cpu_emulation(text: str, pipeline: str) -> None:
+    """The kernels themselves, on the CPU emulation, against the reference (run_gpu.py's
+    check without a GPU)."""
+    STATS["emulated cases"] += 1
+    STATS["emulated refused"] += check_on_cpu(text, pipeline).refused is not None
 
 
 def test_programs_draw_every_graph_op_and_element_type() -> None:

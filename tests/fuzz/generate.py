@@ -640,3 +640,35 @@ def check_compiles(text: str, pipeline: str) -> Outcome:
         if op.name == "tile.cuda_kernel":
             cached_compile(op.properties["source"].data, op.properties["sym_name"].data)
     return Outcome()
+
+
+def check_on_cpu(text: str, pipeline: str, seed: int = 0) -> Outcome:
+    """Lowers `text` through `pipeline` and runs its kernels on the CPU emulation
+    (tests/cpu_cuda.h, tests/cpu_wgmma.py); raises AssertionError where an output is further
+    from the float64 reference (or the one rounded at each op) than its dtype allows, as
+    run_gpu.py checks them on a GPU."""
+    from cpu_wgmma import run_program_on_cpu
+
+    program = parse(text)  # a program that does not verify is a bug, not a refusal
+    graph = check.graph_function(program).clone()
+    try:
+        module = apply_pipeline(program, pipeline)
+    except DiagnosticException as exc:
+        return Outcome(str(exc))
+    inputs, arrays = check.device_inputs(graph, seed)
+    arrays = [a.view(np.uint16) if a.dtype == np.float16 else a for a in arrays]
+    outputs = run_program_on_cpu(module, arrays)
+    references = run_reference(graph, *inputs)
+    rounded = run_reference(graph, *inputs, dtype=None)
+    for i, (out, ref, low, t) in enumerate(
+        zip(outputs, references, rounded, graph.function_type.outputs, strict=True)
+    ):
+        element = check.element_type(t)
+        if str(element) == "f16":
+            out = out.view(np.float16)
+        if element in check.TOLERANCES:
+            out = check.from_storage(out, element)
+        error = output_error(out, ref, low)
+        bound = allowed_error(ref, low, check.TOLERANCES.get(element, 0.0))
+        assert error <= bound, f"output {i}: error {error:.3e} > {bound:.1e} (inf: a mask differs)"
+    return Outcome()
