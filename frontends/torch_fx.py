@@ -2399,9 +2399,10 @@ HARDTANH_RANGE = (-1.0, 1.0)
 """`hardtanh`'s default min_val and max_val."""
 
 
-@_handles("clamp", "clamp_min", "clamp_max", "hardtanh")
+@_handles("clamp", "clamp_min", "clamp_max", "hardtanh", "relu6")
 def _clamp(t: _Translator, node: Node) -> SSAValue:
-    """`min(max(x, low), high)` (NaN stays NaN; low > high gives high, as torch)."""
+    """`min(max(x, low), high)` (NaN stays NaN; low > high gives high, as torch); `relu6` is
+    hardtanh on [0, 6]."""
     out = t.tensor_type(node)
     x = t.operand_like(node.args[0], out, node)
     name = node.target._overloadpacket.__name__  # pyright: ignore
@@ -2412,6 +2413,8 @@ def _clamp(t: _Translator, node: Node) -> SSAValue:
     if name == "hardtanh":
         low = HARDTANH_RANGE[0] if low is None else low
         high = HARDTANH_RANGE[1] if high is None else high
+    if name == "relu6":
+        low, high = 0.0, 6.0
     if low is not None:
         x = t.emit(graph.MaxOp(x, t.operand_like(low, out, node)))
     if high is not None:

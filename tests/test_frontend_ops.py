@@ -149,6 +149,7 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
                 + torch.clamp_min(a, 0.3)
                 + torch.clamp_max(a, 0.3)
                 + nn.functional.hardtanh(a, -0.25, 0.25)
+                + nn.functional.relu6(a * 8)
             )
         ),
         (_X,),

@@ -56,6 +56,10 @@
 // CHECK:      %[[T:.*]] = graph.tanh
 // CHECK-NEXT: %mish = graph.mul %x, %[[T]]
 
+// relu6: hardtanh on [0, 6], a max then a min.
+// CHECK:      %[[LOW6:.*]] = graph.max %mul, %{{.*}}
+// CHECK:      %relu6 = graph.min %[[LOW6]], %{{.*}}
+
 // stack: each input reshaped with a dim of 1, then a concat.
 // CHECK:      graph.reshape %x : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>
 // CHECK:      %stack = graph.concat %{{.*}}, %{{.*}} {dim = 1 : i64}

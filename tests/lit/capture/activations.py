@@ -12,7 +12,8 @@ class Activations(nn.Module):
         signs = torch.sign(x) + torch.where(torch.isnan(y), 0.0, y)
         norms = torch.linalg.vector_norm(x, dim=-1) + torch.max(x, y).sum(-1)
         smooth = nn.functional.softplus(x) + nn.functional.elu(y) - nn.functional.mish(x)
-        return leaky, logs, signs, norms, torch.stack([x, y], 1), smooth
+        relu6 = nn.functional.relu6(x * 4)
+        return leaky, logs, signs, norms, torch.stack([x, y], 1), smooth, relu6
 
 
 def model() -> nn.Module:
