@@ -2676,7 +2676,7 @@ _MOVES_INTEGERS = {
     "type_as", "slice", "select", "cat", "concat", "_operator.getitem", "split",
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
     "stack", "roll", "repeat", "repeat_interleave", "flip", "pixel_shuffle", "pixel_unshuffle",
-    "gather", "im2col",
+    "gather", "im2col", "unfold",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {
@@ -2903,6 +2903,25 @@ def _unfold(t: _Translator, node: Node) -> SSAValue:
     ]
     columns = _windows(t, x, _WindowShape(kernel, sizes, stride, padding, dilation))
     return t.emit(graph.TransposeOp(columns, (0, 2, 1)))
+
+
+@_handles("unfold")
+def _tensor_unfold(t: _Translator, node: Node) -> SSAValue:
+    """`x.unfold(dim, size, step)`: the windows of `size` elements `step` apart along `dim`,
+    that dim becoming their count and a last dim of `size` their elements: offset j of every
+    window is the strided slice from j, and the `size` slices are stacked last."""
+    out = t.tensor_type(node)
+    x = t.value(node.args[0], node)
+    shape = list(_type(x).get_shape())
+    dim = _dims(node.args[1], max(len(shape), 1))[0]
+    size, step = int(node.args[2]), int(node.args[3])
+    count = out.get_shape()[dim] if shape else 1
+    moved = [*out.get_shape()[:-1], 1]
+    parts = []
+    for j in range(size):
+        part = x if not shape else t.emit(graph.SliceOp(x, dim, j, count, step))
+        parts.append(t.reshape(part, moved))
+    return parts[0] if size == 1 else t.emit(graph.ConcatOp(parts, len(moved) - 1))
 
 
 # -------------------------------------------------------------------------------- pooling

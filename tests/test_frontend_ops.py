@@ -155,6 +155,10 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         (_X,),
     ),
     "clamp_tensor_bounds": (Fn(lambda m, a, b: a.clamp(min=b, max=b + 1)), (_X, _Y)),
+    "tensor_unfold": (  # windows along the last dim and a leading one, overlapping and not
+        Fn(lambda m, a: a.unfold(-1, 3, 2).sum(-1)[:3] + a.unfold(0, 2, 1).sum(-1)[:, :3]),
+        (torch.randn(4, 7),),
+    ),
     "fills": (
         Fn(
             lambda m, a: (

@@ -2,7 +2,8 @@
 // RUN: filecheck %s < %t.mlir
 // RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
 
-// How padding, rolls, repeats, pooling, batch and group norm and any/all are captured
+// How padding, rolls, repeats, pooling, Tensor.unfold, batch and group norm and any/all are
+// captured
 // (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies", "pooling").
 
 // pad: blocks of the value around x, concatenated along the padded dim.
@@ -27,6 +28,11 @@
 // CHECK-NEXT: %max_pool1d = graph.max %[[EVEN]], %[[ODD]]
 // CHECK:      graph.constant dense<2.000000e+00>
 // CHECK:      %avg_pool1d = graph.div
+
+// Tensor.unfold: offset j of every window is a strided slice from j, the 3 stacked last.
+// CHECK:      %[[W0:.*]] = graph.slice %x {dim = 2 : i64, start = 0 : i64, step = 2 : i64} : tensor<2x4x8xf32> -> tensor<2x4x3xf32>
+// CHECK:      graph.slice %x {dim = 2 : i64, start = 2 : i64, step = 2 : i64}
+// CHECK:      %unfold = graph.concat {{.*}} {dim = 3 : i64} : ({{.*}}) -> tensor<2x4x3x3xf32>
 
 // batch norm in eval mode: the running statistics per channel (dim 1), rsqrt(var + eps).
 // CHECK:      graph.reshape %b_norm_running_mean : tensor<4xf32> -> tensor<1x4x1xf32>

@@ -16,7 +16,9 @@ class LayoutOps(nn.Module):
         rolled = torch.roll(x, 3, -1)
         copies = x.repeat(1, 2, 1) + x.repeat_interleave(2, dim=1)
         pooled = nn.functional.max_pool1d(x, 2) + nn.functional.avg_pool1d(x, 2)
-        return padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled, self.groups(x)
+        windows = x.unfold(-1, 3, 2)  # 3 windows of 3, 2 apart
+        out = (padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled, self.groups(x))
+        return (*out, windows)
 
 
 def model() -> nn.Module:
