@@ -2970,9 +2970,12 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",
 )  # fmt: skip
 def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
-    """Adaptive average or max pooling to sizes that divide the input's: each output element
-    the mean (maximum) of an equal block (a reshape and a reduction). Other sizes, whose
-    windows overlap or differ, are refused, and so are a max pooling's indices."""
+    """Adaptive average or max pooling: to sizes that divide the input's, each output element
+    the mean (maximum) of an equal block (a reshape and a reduction); to other sizes, one
+    spatial dim at a time, output element o the mean (maximum) of the slice from
+    floor(o·in/out) to ceil((o+1)·in/out), as torch's windows, which may differ in size and
+    overlap (a mean of means: the same mean, rounded otherwise). A max pooling's indices are
+    refused."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     maximum = "max" in name
     x = t.value(node.args[0], node)
@@ -2980,12 +2983,20 @@ def _adaptive_pool(t: _Translator, node: Node) -> SSAValue | list[SSAValue | Non
     spatial = _spatial_dims(name)
     sizes = _per_dim(node.args[1], spatial)
     inputs = shape[-spatial:]
+    reduce = graph.ReduceMaxOp if maximum else graph.ReduceMeanOp
     if any(i % o for i, o in zip(inputs, sizes, strict=True)):
-        raise t.fail(node, f"adaptive pooling of {inputs} to {list(sizes)} (not a divisor)")
+        for d, (i, o) in enumerate(zip(inputs, sizes, strict=True)):
+            dim = len(shape) - spatial + d
+            windows = []
+            for k in range(o):
+                start, end = k * i // o, -(-(k + 1) * i // o)
+                window = t.emit(graph.SliceOp(x, dim, start, end - start, 1))
+                windows.append(t.emit(reduce(window, [dim], keepdim=True)))
+            x = windows[0] if o == 1 else t.emit(graph.ConcatOp(windows, dim))
+        return [x, None] if maximum else x
     split = shape[:-spatial] + [d for i, o in zip(inputs, sizes) for d in (o, i // o)]
     blocks = t.reshape(x, split)
     inner = [len(shape) - spatial + 2 * k + 1 for k in range(spatial)]
-    reduce = graph.ReduceMaxOp if maximum else graph.ReduceMeanOp
     pooled = t.reshape(t.emit(reduce(blocks, inner, keepdim=False)), [*shape[:-spatial], *sizes])
     return [pooled, None] if maximum else pooled
 

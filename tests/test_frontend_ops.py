@@ -728,6 +728,18 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, torch.randn(3, 6, 4, 5)),
     ),
+    # 13 -> 6 and 10 -> 4 (and 12, 3): windows of unequal, overlapping spans
+    "adaptive_pool_uneven_windows": (
+        Fn(
+            lambda m, b: (
+                nn.functional.adaptive_avg_pool2d(b, (6, 4))
+                + nn.functional.adaptive_max_pool2d(b, (6, 4))
+                + nn.functional.adaptive_avg_pool2d(b, (12, 3))[:, :, ::2, :2].sum(-1, keepdim=True)
+                + nn.functional.interpolate(b, size=(6, 4), mode="area")
+            )
+        ),
+        (torch.randn(2, 3, 13, 10),),
+    ),
     "max_min_elementwise_and_whole": (
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
         (_X, _Y),
@@ -942,11 +954,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(1, 2, 4),),
         "a pooling's indices",
     ),
-    "area_interpolation_to_a_non_divisor": (
-        lambda m, a: nn.functional.interpolate(a, size=(3, 3), mode="area"),
-        (torch.randn(1, 2, 4, 4),),
-        "adaptive pooling of \\[4, 4\\] to \\[3, 3\\]",
-    ),
     "batch_norm_training": (
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
         (torch.randn(3, 2, 5),),
@@ -961,11 +968,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.avg_pool1d(a, 3, padding=1, count_include_pad=False),
         (torch.randn(1, 2, 5),),
         "count_include_pad=False",
-    ),
-    "adaptive_pooling_to_a_non_divisor": (
-        lambda m, a: nn.functional.adaptive_avg_pool1d(a, 4),
-        (torch.randn(1, 2, 11),),
-        "adaptive pooling of \\[11\\] to \\[4\\]",
     ),
     "vector_norm_of_order_3": (
         lambda m, a: torch.linalg.vector_norm(a, 3, -1),
