@@ -2845,15 +2845,23 @@ class _WindowShape:
 
 
 def _window_slices(
-    t: _Translator, x: SSAValue, dims: Sequence[int], window: _WindowShape, fill: float
+    t: _Translator,
+    x: SSAValue,
+    dims: Sequence[int],
+    window: _WindowShape,
+    fill: float,
+    overhang: Sequence[int] = (),
 ) -> Iterator[SSAValue]:
     """Yield, for each offset in the window (row-major), the strided slice of `x` (padded by
-    blocks of `fill` on both sides of each dim) that the offset reads at every output
-    position: what a convolution multiplies and a pooling folds."""
-    for dim, pad in zip(dims, window.padding, strict=True):
-        if pad:
-            block = _constant_block(t, x, dim, pad, fill)
-            x = t.emit(graph.ConcatOp([block, x, block], dim))
+    blocks of `fill` on both sides of each dim, and `overhang` more after the end: the windows
+    a ceil-mode pooling adds) that the offset reads at every output position: what a
+    convolution multiplies and a pooling folds."""
+    overhang = overhang or [0] * len(dims)
+    for dim, pad, more in zip(dims, window.padding, overhang, strict=True):
+        if pad or more:
+            parts = [_constant_block(t, x, dim, pad, fill)] if pad else []
+            parts += [x, _constant_block(t, x, dim, pad + more, fill)]
+            x = t.emit(graph.ConcatOp(parts, dim))
     for offsets in itertools.product(*(range(k) for k in window.kernel)):
         piece = x
         for dim, offset, size, step, spread in zip(
@@ -2931,8 +2939,10 @@ def _tensor_unfold(t: _Translator, node: Node) -> SSAValue:
 def _pool(t: _Translator, node: Node) -> SSAValue:
     """Max or average pooling over the last 1 or 2 dims: every kernel offset a strided slice
     of x (padded by a concat: -inf for max, 0 for an average that counts the pads), folded
-    with max or add (then divided by the window's size). `ceil_mode` and averages that leave
-    the pads out of the count are refused."""
+    with max or add (then divided by the window's size). With `ceil_mode` the last windows may
+    run past the padded input: they are padded as far with the same fill, and an average
+    divides each by the part of its window inside the padded input, as torch does. Averages
+    that leave the pads out of the count are refused."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     spatial = _spatial_dims(name)
     average = name.startswith("avg")
@@ -2940,9 +2950,6 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     stride = _per_dim(_arg(node, 2, "stride", None) or kernel, spatial)
     padding = _per_dim(_arg(node, 3, "padding", 0), spatial)
     dilation = [1] * spatial if average else _per_dim(_arg(node, 4, "dilation", 1), spatial)
-    ceil_mode = _arg(node, 4 if average else 5, "ceil_mode", False)
-    if ceil_mode:
-        raise t.fail(node, f"aten.{name} with ceil_mode=True")
     if average and not _arg(node, 5, "count_include_pad", True) and any(padding):
         raise t.fail(node, f"aten.{name} with count_include_pad=False and padding")
     if average and _arg(node, 6, "divisor_override", None) is not None:
@@ -2953,16 +2960,33 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     dims = list(range(rank - spatial, rank))
     sizes = [out.get_shape()[d] for d in dims]
     window = _WindowShape(kernel, sizes, stride, padding, dilation)
+    inputs = [_type(x).get_shape()[d] for d in dims]
+    overhang = [  # past the padded input: the windows ceil_mode adds
+        max(0, (o - 1) * s + (k - 1) * d + 1 - (n + 2 * p))
+        for o, s, k, d, n, p in zip(sizes, stride, kernel, dilation, inputs, padding)
+    ]
     folded: SSAValue | None = None
-    for piece in _window_slices(t, x, dims, window, 0.0 if average else -math.inf):
+    for piece in _window_slices(t, x, dims, window, 0.0 if average else -math.inf, overhang):
         if folded is None:
             folded = piece
         else:
             folded = t.emit((graph.AddOp if average else graph.MaxOp)(folded, piece))
     assert folded is not None
-    if average:
-        folded = t.emit(graph.DivOp(folded, t.scalar(float(math.prod(kernel)), out)))
-    return folded
+    if not average:
+        return folded
+    if not any(overhang):
+        return t.emit(graph.DivOp(folded, t.scalar(float(math.prod(kernel)), out)))
+    work = TensorType(f32, out.get_shape())  # window sizes, exact small integers
+    divisor: SSAValue | None = None
+    for dim, s, k, n, p in zip(dims, stride, kernel, inputs, padding):
+        # the window of output o starts at o·s − p; inside the padded input it holds
+        # min(k, n + 2p − o·s) elements (an index expression, as `arange`)
+        steps = t.emit(graph.MulOp(t.emit(graph.IotaOp(work, dim)), t.scalar(float(s), work)))
+        room = t.emit(graph.SubOp(t.scalar(float(n + 2 * p), work), steps))
+        span = t.emit(graph.MinOp(room, t.scalar(float(k), work)))
+        divisor = span if divisor is None else t.emit(graph.MulOp(divisor, span))
+    assert divisor is not None
+    return t.emit(graph.DivOp(folded, t.cast(divisor, out.element_type)))
 
 
 @_handles(
