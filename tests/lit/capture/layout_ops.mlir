@@ -2,8 +2,8 @@
 // RUN: filecheck %s < %t.mlir
 // RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
 
-// How padding, rolls, repeats, pooling, Tensor.unfold, batch and group norm and any/all are
-// captured
+// How padding, rolls, repeats, pooling (ceil_mode, adaptive to a non-divisor), Tensor.unfold,
+// batch and group norm and any/all are captured
 // (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies", "pooling").
 
 // pad: blocks of the value around x, concatenated along the padded dim.
@@ -54,6 +54,19 @@
 // CHECK:      graph.rsqrt
 // CHECK:      graph.reshape %{{.*}} : tensor<2x2x16xf32> -> tensor<2x4x8xf32>
 // CHECK:      %group_norm = graph.add
+
+// avg_pool1d(x, 3, 2, ceil_mode=True): one more block of zeros past the end for the last
+// window, and each window divided by the part of it inside x: min(8 - 2·o, 3).
+// CHECK:      %[[PADDED:.*]] = graph.concat %x, %{{.*}} {dim = 2 : i64} : (tensor<2x4x8xf32>, tensor<2x4x1xf32>) -> tensor<2x4x9xf32>
+// CHECK:      %[[O:.*]] = graph.iota {dim = 2 : i64} : tensor<2x4x4xf32>
+// CHECK:      %[[SPAN:.*]] = graph.min
+// CHECK-NEXT: %avg_pool1d_1 = graph.div %{{.*}}, %[[SPAN]]
+
+// adaptive_avg_pool1d(x, 3) of 8: the means of x[0:3], x[2:6] and x[5:8], concatenated.
+// CHECK:      graph.slice %x {dim = 2 : i64, start = 0 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x3xf32>
+// CHECK:      graph.slice %x {dim = 2 : i64, start = 2 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x4xf32>
+// CHECK:      graph.slice %x {dim = 2 : i64, start = 5 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x3xf32>
+// CHECK:      %adaptive_avg_pool1d = graph.concat
 
 // The kernels print (the pads and slices are index maps of the kernels that read x).
 // CUDA:      // kernel @forward_0

@@ -18,7 +18,9 @@ class LayoutOps(nn.Module):
         pooled = nn.functional.max_pool1d(x, 2) + nn.functional.avg_pool1d(x, 2)
         windows = x.unfold(-1, 3, 2)  # 3 windows of 3, 2 apart
         out = (padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled, self.groups(x))
-        return (*out, windows)
+        ceil = nn.functional.avg_pool1d(x, 3, 2, ceil_mode=True)  # 4 windows, the last of 2
+        uneven = nn.functional.adaptive_avg_pool1d(x, 3)  # windows [0, 3), [2, 6), [5, 8)
+        return (*out, windows, ceil, uneven)
 
 
 def model() -> nn.Module:
