@@ -404,6 +404,24 @@ class _Translator:
             raise FrontendError(f"captured IR does not verify: {exc}") from exc
         return Capture(module, weights)
 
+    def _check_shapes(self, node: Node, value: SSAValue | list[SSAValue | None]) -> None:
+        """Raise a FrontendError where a handler's result does not have the shape torch gives
+        the node: a translation bug caught at capture rather than a wrong-shaped result."""
+        import torch
+
+        vals = node.meta.get("val")
+        vals = vals if isinstance(vals, list | tuple) else [vals]
+        values = value if isinstance(value, list) else [value]
+        for got, val in zip(values, vals, strict=False):
+            if isinstance(got, SSAValue) and isinstance(val, torch.Tensor):
+                shape = tuple(int(d) for d in val.shape)
+                if _type(got).get_shape() != shape:
+                    raise self.fail(
+                        node,
+                        f"internal error: {_op_name(node.target)} captured with shape "
+                        f"{list(_type(got).get_shape())} where torch's is {list(shape)}",
+                    )
+
     def translate(self, node: Node) -> None:
         """Translate one call node, recording its result value (a list for a split)."""
         name = _op_name(node.target)
@@ -412,6 +430,7 @@ class _Translator:
         value = _HANDLERS[name](self, node)
         if isinstance(value, SSAValue) and isinstance(value.owner, Operation):
             value.name_hint = value.name_hint or node.name
+        self._check_shapes(node, value)
         self.values[node] = value
         computed = any(
             isinstance(v, SSAValue) and _type(v).element_type == f32
@@ -2107,8 +2126,8 @@ def _slice(t: _Translator, node: Node) -> SSAValue:
         size = out.get_shape()[dim]
     if size == 0:
         raise t.fail(node, "a slice with no elements")
-    if (start, size, step) == (0, shape[dim], 1):
-        return x
+    if (start, size, step) == (0, shape[dim], 1):  # all of it: a select of a dim of 1 drops it
+        return t.reshape(x, out.get_shape())
     sliced = t.emit(graph.SliceOp(x, dim, start, size, step))
     return t.reshape(sliced, out.get_shape())
 

@@ -149,6 +149,11 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     ),
     "slice": (Fn(lambda m, a: a[..., :4] + a[..., 1::2] - a[:, -4:]), (randn(3, 8),)),
     "select": (Fn(lambda m, a: a[1] + a[:, -1, None]), (randn(4, 4),)),
+    # A select of a dim of 1 drops it (it was kept: the next transpose moved the wrong dims).
+    "select_of_a_dim_of_one": (
+        Fn(lambda m, a: a[:, None][:, 0].transpose(1, 2) + a.unsqueeze(0)[0].transpose(1, 2)),
+        (randn(2, 3, 4),),
+    ),
     "cat_neg": (Fn(lambda m, a, b: torch.cat([-b, a], dim=-1)), (randn(2, 3), randn(2, 5))),
     "rope_tables": (
         Fn(
