@@ -2065,13 +2065,20 @@ def _reshape_or_expand(t: _Translator, node: Node) -> SSAValue:
     return t.reshape(x, out.get_shape())
 
 
-@_handles("transpose", "permute", "t", "numpy_T", "swapaxes", "mT")
+@_handles("transpose", "permute", "t", "numpy_T", "swapaxes", "mT", "movedim")
 def _transpose(t: _Translator, node: Node) -> SSAValue:
     x = t.value(node.args[0], node)
     rank = _type(x).get_num_dims()
     name = node.target._overloadpacket.__name__  # pyright: ignore
     if name == "permute":
         perm = _dims(node.args[1], rank)
+    elif name == "movedim":  # the moved dims at their places, the others in order around them
+        sources, targets = (
+            _dims(a if isinstance(a, list | tuple) else [a], rank) for a in node.args[1:3]
+        )
+        rest = iter(d for d in range(rank) if d not in sources)
+        placed = dict(zip(targets, sources, strict=True))
+        perm = [placed[d] if d in placed else next(rest) for d in range(rank)]
     elif name in ("t", "numpy_T"):
         perm = list(reversed(range(rank)))
     elif name == "mT":
@@ -2088,6 +2095,12 @@ def _transpose(t: _Translator, node: Node) -> SSAValue:
 @_handles("contiguous", "clone", "alias", "detach", "detach_", "lift_fresh_copy")
 def _identity(t: _Translator, node: Node) -> SSAValue:
     return t.value(node.args[0], node)
+
+
+@_handles("view_as", "reshape_as")
+def _view_as(t: _Translator, node: Node) -> SSAValue:
+    """`x.view_as(other)`: x reshaped to other's shape."""
+    return t.reshape(t.value(node.args[0], node), t.tensor_type(node).get_shape())
 
 
 @_handles("dropout")
@@ -2112,14 +2125,17 @@ def _to(t: _Translator, node: Node) -> SSAValue:
     return t.cast(t.value(source, node), t.tensor_type(node).element_type)
 
 
-@_handles("slice", "select")
+@_handles("slice", "select", "narrow")
 def _slice(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     x = t.value(node.args[0], node)
     shape = _type(x).get_shape()
     dim = _dims(_arg(node, 1, "dim", 0), len(shape))[0]
-    if node.target._overloadpacket.__name__ == "select":  # pyright: ignore
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    if name == "select":
         start, size, step = node.args[2] % shape[dim], 1, 1
+    elif name == "narrow":  # x.narrow(dim, start, length)
+        start, size, step = node.args[2] % shape[dim], out.get_shape()[dim], 1
     else:
         start, step = _arg(node, 2, "start") or 0, _arg(node, 4, "step", 1)
         start = min(max(start + shape[dim] if start < 0 else start, 0), shape[dim])
@@ -2619,6 +2635,19 @@ def _arange_start_step(node: Node) -> tuple[float, float]:
     return node.args[0], (_arg(node, 2, "step", 1) if overload == "start_step" else 1)
 
 
+@_handles("eye")
+def _eye(t: _Translator, node: Node) -> SSAValue:
+    """`torch.eye(n, m)`: 1 where the row index equals the column index, an index expression
+    (no n × m buffer)."""
+    out = t.tensor_type(node)
+    shape = out.get_shape()
+    if max(shape) > EXACT_INTEGERS:
+        raise t.fail(node, f"aten.eye of shape {list(shape)}")
+    index = TensorType(f32, shape)
+    rows, cols = (t.emit(graph.IotaOp(index, d)) for d in (0, 1))
+    return t.cast(t.emit(graph.CompareOp(rows, cols, "eq")), out.element_type)
+
+
 @_handles("tril", "triu")
 def _triangle(t: _Translator, node: Node) -> SSAValue:
     """Keep the elements on and below (tril) or above (triu) a diagonal, from the row and
@@ -2662,7 +2691,7 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return t.bound(node.args[0]) * shape[_dims(node.args[1], len(shape))[0]]
     if name == "relu":  # its argument's values, or 0
         return t.bound(node.args[0])
-    if name in ("sign", "one_hot"):
+    if name in ("sign", "one_hot", "eye"):
         return 1
     if name == "hardtanh":  # values in [min_val, max_val] (by default [-1, 1])
         low, high = HARDTANH_RANGE
@@ -2695,7 +2724,7 @@ _MOVES_INTEGERS = {
     "type_as", "slice", "select", "cat", "concat", "_operator.getitem", "split",
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
     "stack", "roll", "repeat", "repeat_interleave", "flip", "pixel_shuffle", "pixel_unshuffle",
-    "gather", "im2col", "unfold",
+    "gather", "im2col", "unfold", "narrow", "movedim", "view_as", "reshape_as",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {

@@ -155,6 +155,20 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         (_X,),
     ),
     "clamp_tensor_bounds": (Fn(lambda m, a, b: a.clamp(min=b, max=b + 1)), (_X, _Y)),
+    "narrow_movedim_view_as": (
+        Fn(
+            lambda m, a, b, c: (
+                a.narrow(1, -3, 2).movedim(0, -1).reshape(2, 8)
+                + b.view_as(c).movedim((0, 1), (1, 0)).t()
+                + c
+            )
+        ),
+        (torch.randn(2, 5, 4), torch.randn(16), torch.randn(2, 8)),
+    ),
+    "eye": (
+        Fn(lambda m, a: a + torch.eye(4, 7)[:, :5] + torch.eye(4).sum(0, keepdim=True).t()),
+        (torch.randn(4, 5),),
+    ),
     "tensor_unfold": (  # windows along the last dim and a leading one, overlapping and not
         Fn(lambda m, a: a.unfold(-1, 3, 2).sum(-1)[:3] + a.unfold(0, 2, 1).sum(-1)[:, :3]),
         (torch.randn(4, 7),),

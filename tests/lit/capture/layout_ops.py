@@ -20,7 +20,8 @@ class LayoutOps(nn.Module):
         out = (padded, rolled, copies, self.norm(x), (x > 0).any(-1), pooled, self.groups(x))
         ceil = nn.functional.avg_pool1d(x, 3, 2, ceil_mode=True)  # 4 windows, the last of 2
         uneven = nn.functional.adaptive_avg_pool1d(x, 3)  # windows [0, 3), [2, 6), [5, 8)
-        return (*out, windows, ceil, uneven)
+        narrowed, moved = x.narrow(-1, 2, 3), x.movedim(0, -1)
+        return (*out, windows, ceil, uneven, narrowed, moved, x + torch.eye(4, 8))
 
 
 def model() -> nn.Module:
