@@ -2635,6 +2635,29 @@ def _arange_start_step(node: Node) -> tuple[float, float]:
     return node.args[0], (_arg(node, 2, "step", 1) if overload == "start_step" else 1)
 
 
+@_handles("linspace")
+def _linspace(t: _Translator, node: Node) -> SSAValue:
+    """`torch.linspace(start, end, steps)` as torch computes it: `start + i·step` for the
+    first half, `end − (steps − 1 − i)·step` for the rest, step = (end − start)/(steps − 1);
+    an index expression."""
+    out = t.tensor_type(node)
+    bounds = [_arg(node, 0, "start"), _arg(node, 1, "end")]
+    if not all(isinstance(b, int | float) for b in bounds):
+        raise t.fail(node, "aten.linspace with tensor bounds")
+    start, end = (float(b) for b in bounds)
+    steps = int(_arg(node, 2, "steps"))
+    work = TensorType(f32, out.get_shape())
+    index = t.emit(graph.IotaOp(work, 0))
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    head = t.emit(graph.MulOp(index, t.scalar(step, work)))
+    head = t.emit(graph.AddOp(head, t.scalar(start, work)))
+    back = t.emit(graph.SubOp(t.scalar(float(steps - 1), work), index))
+    tail = t.emit(graph.MulOp(back, t.scalar(step, work)))
+    tail = t.emit(graph.SubOp(t.scalar(end, work), tail))
+    first = t.emit(graph.CompareOp(index, t.scalar(float(max(steps // 2, 1)), work), "lt"))
+    return t.cast(t.emit(graph.SelectOp(first, head, tail)), out.element_type)
+
+
 @_handles("eye")
 def _eye(t: _Translator, node: Node) -> SSAValue:
     """`torch.eye(n, m)`: 1 where the row index equals the column index, an index expression

@@ -165,6 +165,17 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.randn(2, 5, 4), torch.randn(16), torch.randn(2, 8)),
     ),
+    "linspace": (  # torch's two-sided formula; one step; a descending range
+        Fn(
+            lambda m, a: (
+                a
+                + torch.linspace(-3.5, 7.25, 5)
+                + torch.linspace(2, 0, 5)
+                + torch.linspace(1, 9, 1)
+            )
+        ),
+        (torch.randn(4, 5),),
+    ),
     "eye": (
         Fn(lambda m, a: a + torch.eye(4, 7)[:, :5] + torch.eye(4).sum(0, keepdim=True).t()),
         (torch.randn(4, 5),),

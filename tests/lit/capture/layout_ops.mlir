@@ -3,7 +3,7 @@
 // RUN: tinyopt %t.mlir -p fuse,tile,to-cuda | filecheck %s --check-prefix=CUDA
 
 // How padding, rolls, repeats, pooling (ceil_mode, adaptive to a non-divisor), Tensor.unfold,
-// batch and group norm, any/all, narrow, movedim and eye are captured
+// batch and group norm, any/all, narrow, movedim, linspace and eye are captured
 // (tests/lit/capture/layout_ops.py; frontends/torch_fx.py, "padding and copies", "pooling").
 
 // pad: blocks of the value around x, concatenated along the padded dim.
@@ -68,10 +68,13 @@
 // CHECK:      graph.slice %x {dim = 2 : i64, start = 5 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x3xf32>
 // CHECK:      %adaptive_avg_pool1d = graph.concat
 
-// narrow is a slice; movedim(0, -1) a transpose; torch.eye(4, 8) the rows' index compared
-// with the columns' (an index expression, no buffer).
+// narrow is a slice; movedim(0, -1) a transpose; linspace(0, 1, 8) torch's two-sided formula
+// on an iota; torch.eye(4, 8) the rows' index compared with the columns' (index expressions,
+// no buffers).
 // CHECK:      %narrow = graph.slice %x {dim = 2 : i64, start = 2 : i64, step = 1 : i64} : tensor<2x4x8xf32> -> tensor<2x4x3xf32>
 // CHECK:      %movedim = graph.transpose %x {perm = array<i64: 1, 2, 0>} : tensor<2x4x8xf32> -> tensor<4x8x2xf32>
+// CHECK:      %[[I:.*]] = graph.iota {dim = 0 : i64} : tensor<8xf32>
+// CHECK:      %linspace = graph.select %{{.*}}, %{{.*}}, %{{.*}} : tensor<8xi1>, tensor<8xf32>
 // CHECK:      %[[ROW:.*]] = graph.iota {dim = 0 : i64} : tensor<4x8xf32>
 // CHECK-NEXT: %[[COL:.*]] = graph.iota {dim = 1 : i64} : tensor<4x8xf32>
 // CHECK-NEXT: %[[DIAG:.*]] = graph.compare %[[ROW]], %[[COL]] {predicate = "eq"}

@@ -21,7 +21,8 @@ class LayoutOps(nn.Module):
         ceil = nn.functional.avg_pool1d(x, 3, 2, ceil_mode=True)  # 4 windows, the last of 2
         uneven = nn.functional.adaptive_avg_pool1d(x, 3)  # windows [0, 3), [2, 6), [5, 8)
         narrowed, moved = x.narrow(-1, 2, 3), x.movedim(0, -1)
-        return (*out, windows, ceil, uneven, narrowed, moved, x + torch.eye(4, 8))
+        spaced = x + torch.linspace(0, 1, 8)
+        return (*out, windows, ceil, uneven, narrowed, moved, x + torch.eye(4, 8), spaced)
 
 
 def model() -> nn.Module:
