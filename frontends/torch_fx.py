@@ -1023,6 +1023,23 @@ def _isnan(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.CompareOp(x, x, "ne"))
 
 
+@_handles("isinf", "isposinf", "isneginf", "isfinite")
+def _isinf(t: _Translator, node: Node) -> SSAValue:
+    """Masks of infinite values (`|x| == inf`, or `x == ±inf`) and of finite ones (`x − x ==
+    0`: infinities and NaN give NaN)."""
+    out = t.tensor_type(node)
+    x = t.value(node.args[0], node)
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    if _type(x).element_type not in graph.FLOAT_TYPES:  # integers and masks are finite
+        return t.scalar(1.0 if name == "isfinite" else 0.0, out)
+    if name == "isfinite":
+        zero = t.scalar(0.0, _type(x))
+        return t.emit(graph.CompareOp(t.emit(graph.SubOp(x, x)), zero, "eq"))
+    value = -math.inf if name == "isneginf" else math.inf
+    subject = t.emit(graph.AbsOp(x)) if name == "isinf" else x
+    return t.emit(graph.CompareOp(subject, t.scalar(value, _type(x)), "eq"))
+
+
 @_handles("linalg_vector_norm", "linalg_norm")
 def _vector_norm(t: _Translator, node: Node) -> SSAValue:
     """A vector norm over the dims (all by default), in f32 for f16/bf16 results: the 2-norm
@@ -1820,6 +1837,31 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
     # reads a [B, H, ...] operand through a division; planning merges the batch loops itself.
     lhs = t.broadcast(lhs, (*batch, *ls[-2:]))
     return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs[-2:]))))
+
+
+@_handles("mv", "dot", "addmv")
+def _matrix_vector(t: _Translator, node: Node) -> SSAValue:
+    """`mv(a, x)` and `dot(a, b)` as matmuls of the vectors made columns (and rows), `addmv`
+    as `beta * v + alpha * mv(a, x)`."""
+    out = t.tensor_type(node)
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    operands = node.args[1:3] if name == "addmv" else node.args[:2]
+    a, x = (t.cast(t.value(v, node), out.element_type) for v in operands)
+    if name == "dot":
+        a = t.reshape(a, (1, _type(a).get_shape()[0]))
+    column = t.reshape(x, (_type(x).get_shape()[0], 1))
+    product = t.reshape(t.emit(graph.MatmulOp(a, column)), out.get_shape())
+    if name != "addmv":
+        return product
+    alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
+    if alpha != 1:
+        product = t.emit(graph.MulOp(product, t.scalar(float(alpha), out)))
+    if beta == 0:
+        return product
+    bias = t.operand_like(node.args[0], out, node)
+    if beta != 1:
+        bias = t.emit(graph.MulOp(bias, t.scalar(float(beta), out)))
+    return t.emit(graph.AddOp(product, bias))
 
 
 @_handles("outer")

@@ -165,6 +165,28 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.randn(2, 5, 4), torch.randn(16), torch.randn(2, 8)),
     ),
+    "isinf_isfinite": (  # masks of the special values, as floats
+        Fn(
+            lambda m, a: (
+                torch.isinf(a).float()
+                + 2 * torch.isposinf(a).float()
+                + 4 * torch.isneginf(a).float()
+                + 8 * torch.isfinite(a).float()
+            )
+        ),
+        (torch.tensor([1.0, float("inf"), -float("inf"), float("nan"), -0.0, 3e38]),),
+    ),
+    "mv_dot_addmv": (
+        Fn(
+            lambda m, a, x, v: (
+                torch.mv(a, x)
+                + torch.dot(x, x)
+                + torch.addmv(v, a, x, beta=0.5, alpha=2.0)
+                + torch.addmv(v, a, x)
+            )
+        ),
+        (torch.randn(3, 5), torch.randn(5), torch.randn(3)),
+    ),
     "linspace": (  # torch's two-sided formula; one step; a descending range
         Fn(
             lambda m, a: (

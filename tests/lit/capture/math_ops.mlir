@@ -38,3 +38,13 @@
 // CHECK:      %outer = graph.mul %{{.*}} : tensor<8x8xf32>
 // CHECK:      %[[ODDS:.*]] = graph.div %sigmoid,
 // CHECK-NEXT: %logit = graph.log %[[ODDS]]
+
+// isinf: |x| compared with infinity; isfinite: x - x compared with 0 (NaN for ±inf and NaN);
+// mv: a matmul by the vector made a column.
+// CHECK:      %[[ABS:.*]] = graph.abs %x
+// CHECK:      graph.constant dense<0x7f800000>
+// CHECK:      %isinf = graph.compare %[[ABS]], %{{.*}} {predicate = "eq"}
+// CHECK:      %[[D:.*]] = graph.sub %y, %y
+// CHECK:      %isfinite = graph.compare %[[D]], %{{.*}} {predicate = "eq"}
+// CHECK:      %[[COL:.*]] = graph.matmul %x, %{{.*}} : (tensor<2x8xf32>, tensor<8x1xf32>) -> tensor<2x1xf32>
+// CHECK-NEXT: %mv = graph.reshape %[[COL]] : tensor<2x1xf32> -> tensor<2xf32>

@@ -1,6 +1,6 @@
 """A module using atan2, fmod, remainder, rounding, other log bases, threshold, hardshrink,
-outer, logit, vector norms and a 3-D convolution `tests/lit/capture/math_ops.mlir` checks the
-capture of."""
+outer, logit, vector norms, a 3-D convolution, isinf/isfinite and mv
+`tests/lit/capture/math_ops.mlir` checks the capture of."""
 
 import torch
 from torch import nn
@@ -25,6 +25,8 @@ class MathOps(nn.Module):
             torch.logit(x.sigmoid()),
             norms,
             volume,
+            torch.isinf(x).float() + torch.isfinite(y).float(),
+            torch.mv(x, y[0]),
         )
 
 
