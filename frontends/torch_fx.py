@@ -1839,6 +1839,25 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs[-2:]))))
 
 
+@_handles("_weight_norm")
+def _weight_norm(t: _Translator, node: Node) -> SSAValue:
+    """`nn.utils.weight_norm`'s weight: `v · g / ‖v‖`, the norm over every dim of v but `dim`
+    (over all of them for dim −1)."""
+    out = t.tensor_type(node)
+    v, g = (t.cast(t.value(a, node), out.element_type) for a in node.args[:2])
+    rank = out.get_num_dims()
+    dim = _arg(node, 2, "dim", 0)
+    kept = [] if dim == -1 else _dims(dim, rank)
+    squares = t.emit(
+        graph.ReduceSumOp(
+            t.emit(graph.MulOp(v, v)), [d for d in range(rank) if d not in kept], keepdim=True
+        )
+    )
+    norm = t.broadcast(t.emit(graph.SqrtOp(squares)), out.get_shape())
+    scale = t.broadcast(t.reshape(g, _type(squares).get_shape()), out.get_shape())
+    return t.emit(graph.MulOp(v, t.emit(graph.DivOp(scale, norm))))
+
+
 @_handles("mv", "dot", "addmv")
 def _matrix_vector(t: _Translator, node: Node) -> SSAValue:
     """`mv(a, x)` and `dot(a, b)` as matmuls of the vectors made columns (and rows), `addmv`

@@ -190,6 +190,15 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         (randn(1, 2, 140, 140),),
     ),
     "layer_norm_module": (nn.LayerNorm(8), (randn(2, 4, 8),)),
+    # nn.utils weight norm (Wav2Vec2's positional conv): v · g / ‖v‖ over all dims but one.
+    "weight_norm_conv": (
+        nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 5, padding=2, groups=2)),
+        (randn(1, 4, 9),),
+    ),
+    "weight_norm_linear_dim_1": (
+        nn.utils.parametrizations.weight_norm(nn.Linear(6, 3), dim=1),
+        (randn(2, 6),),
+    ),
 }
 
 

@@ -48,3 +48,10 @@
 // CHECK:      %isfinite = graph.compare %[[D]], %{{.*}} {predicate = "eq"}
 // CHECK:      %[[COL:.*]] = graph.matmul %x, %{{.*}} : (tensor<2x8xf32>, tensor<8x1xf32>) -> tensor<2x1xf32>
 // CHECK-NEXT: %mv = graph.reshape %[[COL]] : tensor<2x1xf32> -> tensor<2xf32>
+
+// weight norm: v · g / ‖v‖, the norm over every dim but dim 0 (the output rows).
+// CHECK:      %[[SQ:.*]] = graph.mul %[[V:p_normed_parametrizations_weight_original1]], %[[V]]
+// CHECK-NEXT: %[[SUM:.*]] = graph.reduce_sum %[[SQ]] {dims = array<i64: 1>, keepdim = true}
+// CHECK-NEXT: %[[NORM:.*]] = graph.sqrt %[[SUM]]
+// CHECK:      %_weight_norm = graph.mul %[[V]], %{{.*}} : tensor<3x8xf32>
+// CHECK-NEXT: %linear = graph.linear %x, %_weight_norm

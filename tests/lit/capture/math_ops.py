@@ -1,5 +1,5 @@
 """A module using atan2, fmod, remainder, rounding, other log bases, threshold, hardshrink,
-outer, logit, vector norms, a 3-D convolution, isinf/isfinite and mv
+outer, logit, vector norms, a 3-D convolution, isinf/isfinite, mv and weight norm
 `tests/lit/capture/math_ops.mlir` checks the capture of."""
 
 import torch
@@ -10,6 +10,7 @@ class MathOps(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.conv = nn.Conv3d(2, 2, (1, 2, 2))
+        self.normed = nn.utils.parametrizations.weight_norm(nn.Linear(8, 3, bias=False))
 
     def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
         angles = torch.atan2(x, y) + torch.fmod(x, 0.5) + x % 0.5
@@ -27,6 +28,7 @@ class MathOps(nn.Module):
             volume,
             torch.isinf(x).float() + torch.isfinite(y).float(),
             torch.mv(x, y[0]),
+            self.normed(x),
         )
 
 
