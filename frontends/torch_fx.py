@@ -91,7 +91,9 @@ def capture(
 
     with _collector_paused():
         try:
-            program = torch.export.export(module, tuple(example_inputs))
+            with warnings.catch_warnings():  # nn.LSTM/GRU's weight list, which export flags
+                warnings.filterwarnings("ignore", "The tensor attributes .* during export")
+                program = torch.export.export(module, tuple(example_inputs))
             if _mutates(program):
                 with warnings.catch_warnings():  # torch's own use of a deprecated pytree API
                     warnings.filterwarnings("ignore", "`isinstance.*LeafSpec", FutureWarning)
@@ -427,7 +429,14 @@ class _Translator:
         name = _op_name(node.target)
         if name in _SKIPPED or (name == "_operator.getitem" and not node.users):
             return  # export picks every part of a tuple, used or not
-        value = _HANDLERS[name](self, node)
+        try:
+            value = _HANDLERS[name](self, node)
+        except (TypeError, ValueError, KeyError, IndexError, AttributeError, AssertionError) as exc:
+            # a handler meeting arguments it does not expect: an error naming the op, never a
+            # traceback of the frontend
+            raise self.fail(
+                node, f"{name} with these arguments: {type(exc).__name__}: {exc}"
+            ) from exc
         if isinstance(value, SSAValue) and isinstance(value.owner, Operation):
             value.name_hint = value.name_hint or node.name
         self._check_shapes(node, value)
@@ -1837,6 +1846,119 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
     # reads a [B, H, ...] operand through a division; planning merges the batch loops itself.
     lhs = t.broadcast(lhs, (*batch, *ls[-2:]))
     return t.emit(graph.MatmulOp(lhs, t.broadcast(rhs, (*batch, *rs[-2:]))))
+
+
+RNN_STEPS = 4096
+"""Most time steps × layers × directions an `nn.LSTM` / `nn.GRU` is unrolled into."""
+
+
+@_handles("lstm", "gru")
+def _recurrent(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """`nn.LSTM` / `nn.GRU` (inference, padded input) unrolled over its static time steps:
+    per layer and direction, the input projections of every step in one linear, then at each
+    step the hidden state's linear and the gates as torch computes them (LSTM i, f, g, o;
+    GRU r, z, n with b_hn inside r's product). Packed sequences, training, projections
+    (`proj_size`) and more than `RNN_STEPS` unrolled steps are refused."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    lstm = name == "lstm"
+    if node.target._overloadname != "input":  # pyright: ignore
+        raise t.fail(node, f"aten.{name} of a packed sequence")
+    has_biases, layers, _, train, bidirectional, batch_first = node.args[3:9]
+    if train:
+        raise t.fail(node, f"aten.{name} in training mode (call module.eval() first)")
+    directions = 2 if bidirectional else 1
+    per = 4 if has_biases else 2
+    params = [t.value(p, node) for p in node.args[2]]
+    if len(params) != layers * directions * per:
+        raise t.fail(node, f"aten.{name} with projections (proj_size)")
+    x = t.value(node.args[0], node)
+    if _type(x).get_num_dims() != 3:
+        raise t.fail(node, f"aten.{name} of an unbatched input")
+    sequence = t.emit(graph.TransposeOp(x, (1, 0, 2))) if batch_first else x
+    steps, batch, _ = _type(sequence).get_shape()
+    if steps * layers * directions > RNN_STEPS:
+        raise t.fail(node, f"aten.{name} of {steps} steps × {layers * directions} unrolled")
+    hidden = _type(params[1]).get_shape()[1]
+    given = node.args[1] if isinstance(node.args[1], list | tuple) else [node.args[1]]
+    states = [t.value(h, node) for h in given]  # h0, and c0 for an LSTM
+    finals: list[list[SSAValue]] = [[] for _ in states]
+    layer_input = sequence
+    for layer in range(layers):
+        outputs = []
+        for direction in range(directions):
+            k = layer * directions + direction
+            w_ih, w_hh, *biases = params[k * per : (k + 1) * per]
+            b_ih, b_hh = biases or (None, None)
+            projected = t.emit(graph.LinearOp(layer_input, w_ih, b_ih))
+            h, c = (
+                t.reshape(t.emit(graph.SliceOp(state, 0, k, 1, 1)), (batch, hidden))
+                for state in (*states, states[0])[:2]
+            )
+            order = range(steps) if direction == 0 else reversed(range(steps))
+            produced: dict[int, SSAValue] = {}
+            for step in order:
+                xp = t.emit(graph.SliceOp(projected, 0, step, 1, 1))
+                xp = t.reshape(xp, (batch, (4 if lstm else 3) * hidden))
+                hp = t.emit(graph.LinearOp(h, w_hh, b_hh))
+                h, c = (_lstm_step if lstm else _gru_step)(t, xp, hp, h, c, hidden)
+                produced[step] = t.reshape(h, (1, batch, hidden))
+            outputs.append(t.emit(graph.ConcatOp([produced[s] for s in range(steps)], 0)))
+            finals[0].append(t.reshape(h, (1, batch, hidden)))
+            if lstm:
+                finals[1].append(t.reshape(c, (1, batch, hidden)))
+        layer_input = outputs[0] if directions == 1 else t.emit(graph.ConcatOp(outputs, 2))
+    result = t.emit(graph.TransposeOp(layer_input, (1, 0, 2))) if batch_first else layer_input
+    ends = [f[0] if len(f) == 1 else t.emit(graph.ConcatOp(f, 0)) for f in finals if f]
+    return [result, *ends]
+
+
+@_handles("lstm_cell", "gru_cell")
+def _recurrent_cell(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
+    """`nn.LSTMCell` / `nn.GRUCell`: one step of `_recurrent`'s (h', and c' for an LSTM)."""
+    lstm = node.target._overloadpacket.__name__ == "lstm_cell"  # pyright: ignore
+    x = t.value(node.args[0], node)
+    given = node.args[1] if isinstance(node.args[1], list | tuple) else [node.args[1]]
+    h, c = ([t.value(v, node) for v in given] + [None])[:2]
+    w_ih, w_hh = (t.value(w, node) for w in node.args[2:4])
+    b_ih, b_hh = (
+        None if b is None else t.value(b, node) for b in (*node.args[4:6], None, None)[:2]
+    )
+    hidden = _type(w_hh).get_shape()[1]
+    xp, hp = t.emit(graph.LinearOp(x, w_ih, b_ih)), t.emit(graph.LinearOp(h, w_hh, b_hh))
+    if lstm:
+        assert c is not None
+        return list(_lstm_step(t, xp, hp, h, c, hidden))
+    return _gru_step(t, xp, hp, h, h, hidden)[0]
+
+
+def _gates(t: _Translator, x: SSAValue, count: int, hidden: int) -> list[SSAValue]:
+    """The `count` blocks of `hidden` columns of `[B, count·hidden]`."""
+    return [t.emit(graph.SliceOp(x, 1, g * hidden, hidden, 1)) for g in range(count)]
+
+
+def _lstm_step(
+    t: _Translator, xp: SSAValue, hp: SSAValue, h: SSAValue, c: SSAValue, hidden: int
+) -> tuple[SSAValue, SSAValue]:
+    """c' = σ(f)·c + σ(i)·tanh(g), h' = σ(o)·tanh(c'), the gates of xp + hp."""
+    i, f, g, o = _gates(t, t.emit(graph.AddOp(xp, hp)), 4, hidden)
+    i, f, o = (t.emit(graph.SigmoidOp(v)) for v in (i, f, o))
+    c = t.emit(
+        graph.AddOp(t.emit(graph.MulOp(f, c)), t.emit(graph.MulOp(i, t.emit(graph.TanhOp(g)))))
+    )
+    return t.emit(graph.MulOp(o, t.emit(graph.TanhOp(c)))), c
+
+
+def _gru_step(
+    t: _Translator, xp: SSAValue, hp: SSAValue, h: SSAValue, c: SSAValue, hidden: int
+) -> tuple[SSAValue, SSAValue]:
+    """r = σ(x_r + h_r), z = σ(x_z + h_z), n = tanh(x_n + r·h_n), h' = (1 − z)·n + z·h."""
+    xr, xz, xn = _gates(t, xp, 3, hidden)
+    hr, hz, hn = _gates(t, hp, 3, hidden)
+    r = t.emit(graph.SigmoidOp(t.emit(graph.AddOp(xr, hr))))
+    z = t.emit(graph.SigmoidOp(t.emit(graph.AddOp(xz, hz))))
+    n = t.emit(graph.TanhOp(t.emit(graph.AddOp(xn, t.emit(graph.MulOp(r, hn))))))
+    keep = t.emit(graph.SubOp(t.scalar(1.0, _type(z)), z))
+    return t.emit(graph.AddOp(t.emit(graph.MulOp(keep, n)), t.emit(graph.MulOp(z, h)))), c
 
 
 @_handles("_weight_norm")

@@ -415,3 +415,63 @@ def test_cli_capture_without_torch_says_how_to_install(
     monkeypatch.setitem(sys.modules, "torch", None)  # makes `import torch` fail
     assert main(["capture", f"{EXAMPLE}:block"]) == 1
     assert "needs PyTorch: pip install -e '.[torch]'" in capsys.readouterr().err
+
+
+class _Recurrent(nn.Module):
+    """An RNN module's outputs as a flat tuple: the sequence, then h_n (and c_n)."""
+
+    def __init__(self, rnn: nn.Module):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x: Tensor, *states: Tensor) -> tuple[Tensor, ...]:
+        given = (states if len(states) > 1 else states[0]) if states else None
+        y, state = self.rnn(x, given) if given is not None else self.rnn(x)
+        return (y, *state) if isinstance(state, tuple) else (y, state)
+
+
+RECURRENT = {
+    "lstm_batch_first": (nn.LSTM(4, 5, batch_first=True), (randn(2, 3, 4),)),
+    "lstm_two_layers_initial_states": (
+        nn.LSTM(4, 5, num_layers=2),
+        (randn(3, 2, 4), randn(2, 2, 5), randn(2, 2, 5)),
+    ),
+    "lstm_bidirectional_no_bias": (
+        nn.LSTM(4, 6, num_layers=2, bidirectional=True, bias=False),
+        (randn(4, 1, 4),),
+    ),
+    "gru_bidirectional_two_layers": (
+        nn.GRU(4, 5, num_layers=2, bidirectional=True, batch_first=True),
+        (randn(2, 5, 4), randn(4, 2, 5)),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(RECURRENT))
+def test_recurrent_modules_unroll_as_torch_computes_them(name: str) -> None:
+    """nn.LSTM / nn.GRU unrolled over their time steps (layers, directions, batch_first,
+    initial states, no biases): every output equals torch's in float64."""
+    rnn, inputs = RECURRENT[name]
+    assert_matches_float64(_Recurrent(rnn).eval(), *inputs)
+
+
+@pytest.mark.parametrize("cell", [nn.LSTMCell(4, 5), nn.GRUCell(4, 5, bias=False)])
+def test_recurrent_cells_match_torch(cell: nn.Module) -> None:
+    lstm = isinstance(cell, nn.LSTMCell)
+    states = (randn(3, 5), randn(3, 5)) if lstm else (randn(3, 5),)
+
+    class Step(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.cell = cell
+
+        def forward(self, x: Tensor, *s: Tensor) -> tuple[Tensor, ...]:
+            out = self.cell(x, s if lstm else s[0])
+            return out if isinstance(out, tuple) else (out,)
+
+    assert_matches_float64(Step().eval(), randn(3, 4), *states)
+
+
+def test_recurrent_module_in_training_mode_is_refused() -> None:
+    with pytest.raises(FrontendError, match=r"aten\.lstm in training mode"):
+        capture(_Recurrent(nn.LSTM(4, 5)).train(), randn(3, 2, 4))
