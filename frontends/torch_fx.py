@@ -1852,15 +1852,18 @@ RNN_STEPS = 4096
 """Most time steps × layers × directions an `nn.LSTM` / `nn.GRU` is unrolled into."""
 
 
-@_handles("lstm", "gru")
+@_handles("lstm", "gru", "rnn_tanh", "rnn_relu")
 def _recurrent(t: _Translator, node: Node) -> list[SSAValue | None]:
-    """`nn.LSTM` / `nn.GRU` (inference, padded input) unrolled over its static time steps:
-    per layer and direction, the input projections of every step in one linear, then at each
-    step the hidden state's linear and the gates as torch computes them (LSTM i, f, g, o;
-    GRU r, z, n with b_hn inside r's product). Packed sequences, training, projections
-    (`proj_size`) and more than `RNN_STEPS` unrolled steps are refused."""
+    """`nn.LSTM` / `nn.GRU` / `nn.RNN` (inference, padded input) unrolled over its static time
+    steps: per layer and direction, the input projections of every step in one linear, then
+    at each step the hidden state's linear and the gates as torch computes them (LSTM i, f,
+    g, o; GRU r, z, n with b_hn inside r's product; RNN tanh or relu of the sum). Packed
+    sequences, training, projections (`proj_size`) and more than `RNN_STEPS` unrolled steps
+    are refused."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     lstm = name == "lstm"
+    step_of = {"lstm": _lstm_step, "gru": _gru_step, "rnn_tanh": _tanh_step, "rnn_relu": _relu_step}
+    gates = {"lstm": 4, "gru": 3}.get(name, 1)
     if node.target._overloadname != "input":  # pyright: ignore
         raise t.fail(node, f"aten.{name} of a packed sequence")
     has_biases, layers, _, train, bidirectional, batch_first = node.args[3:9]
@@ -1898,9 +1901,9 @@ def _recurrent(t: _Translator, node: Node) -> list[SSAValue | None]:
             produced: dict[int, SSAValue] = {}
             for step in order:
                 xp = t.emit(graph.SliceOp(projected, 0, step, 1, 1))
-                xp = t.reshape(xp, (batch, (4 if lstm else 3) * hidden))
+                xp = t.reshape(xp, (batch, gates * hidden))
                 hp = t.emit(graph.LinearOp(h, w_hh, b_hh))
-                h, c = (_lstm_step if lstm else _gru_step)(t, xp, hp, h, c, hidden)
+                h, c = step_of[name](t, xp, hp, h, c, hidden)
                 produced[step] = t.reshape(h, (1, batch, hidden))
             outputs.append(t.emit(graph.ConcatOp([produced[s] for s in range(steps)], 0)))
             finals[0].append(t.reshape(h, (1, batch, hidden)))
@@ -1946,6 +1949,20 @@ def _lstm_step(
         graph.AddOp(t.emit(graph.MulOp(f, c)), t.emit(graph.MulOp(i, t.emit(graph.TanhOp(g)))))
     )
     return t.emit(graph.MulOp(o, t.emit(graph.TanhOp(c)))), c
+
+
+def _tanh_step(
+    t: _Translator, xp: SSAValue, hp: SSAValue, h: SSAValue, c: SSAValue, hidden: int
+) -> tuple[SSAValue, SSAValue]:
+    """h' = tanh(xp + hp)."""
+    return t.emit(graph.TanhOp(t.emit(graph.AddOp(xp, hp)))), c
+
+
+def _relu_step(
+    t: _Translator, xp: SSAValue, hp: SSAValue, h: SSAValue, c: SSAValue, hidden: int
+) -> tuple[SSAValue, SSAValue]:
+    """h' = relu(xp + hp)."""
+    return t.emit(graph.ReluOp(t.emit(graph.AddOp(xp, hp)))), c
 
 
 def _gru_step(

@@ -444,12 +444,17 @@ RECURRENT = {
         nn.GRU(4, 5, num_layers=2, bidirectional=True, batch_first=True),
         (randn(2, 5, 4), randn(4, 2, 5)),
     ),
+    "rnn_tanh_two_layers": (nn.RNN(4, 5, num_layers=2), (randn(3, 2, 4), randn(2, 2, 5))),
+    "rnn_relu_bidirectional": (
+        nn.RNN(4, 5, nonlinearity="relu", bidirectional=True, batch_first=True),
+        (randn(2, 3, 4),),
+    ),
 }
 
 
 @pytest.mark.parametrize("name", list(RECURRENT))
 def test_recurrent_modules_unroll_as_torch_computes_them(name: str) -> None:
-    """nn.LSTM / nn.GRU unrolled over their time steps (layers, directions, batch_first,
+    """nn.LSTM / nn.GRU / nn.RNN unrolled over their time steps (layers, directions, batch_first,
     initial states, no biases): every output equals torch's in float64."""
     rnn, inputs = RECURRENT[name]
     assert_matches_float64(_Recurrent(rnn).eval(), *inputs)
