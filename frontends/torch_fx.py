@@ -1793,7 +1793,12 @@ def _addmm(t: _Translator, node: Node) -> SSAValue:
     """`beta * input + alpha * (a @ b)`; with beta 0 the input is ignored (NaN included)."""
     out = t.tensor_type(node)
     a, b = (t.cast(t.value(x, node), out.element_type) for x in node.args[1:3])
-    product = t.emit(graph.MatmulOp(a, b))
+    return _scaled_sum(t, node, t.emit(graph.MatmulOp(a, b)), out)
+
+
+def _scaled_sum(t: _Translator, node: Node, product: SSAValue, out: TensorType) -> SSAValue:
+    """`beta * input + alpha * product` of the addmm-like ops (input: the node's first
+    argument, ignored with beta 0, NaN included)."""
     alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
     if alpha != 1:
         product = t.emit(graph.MulOp(product, t.scalar(float(alpha), out)))
@@ -1893,10 +1898,11 @@ def _recurrent(t: _Translator, node: Node) -> list[SSAValue | None]:
             w_ih, w_hh, *biases = params[k * per : (k + 1) * per]
             b_ih, b_hh = biases or (None, None)
             projected = t.emit(graph.LinearOp(layer_input, w_ih, b_ih))
-            h, c = (
+            h, *cell = (
                 t.reshape(t.emit(graph.SliceOp(state, 0, k, 1, 1)), (batch, hidden))
-                for state in (*states, states[0])[:2]
+                for state in states
             )
+            c = cell[0] if lstm else h  # only an LSTM has a cell state
             order = range(steps) if direction == 0 else reversed(range(steps))
             produced: dict[int, SSAValue] = {}
             for step in order:
@@ -1923,9 +1929,8 @@ def _recurrent_cell(t: _Translator, node: Node) -> SSAValue | list[SSAValue | No
     given = node.args[1] if isinstance(node.args[1], list | tuple) else [node.args[1]]
     h, c = ([t.value(v, node) for v in given] + [None])[:2]
     w_ih, w_hh = (t.value(w, node) for w in node.args[2:4])
-    b_ih, b_hh = (
-        None if b is None else t.value(b, node) for b in (*node.args[4:6], None, None)[:2]
-    )
+    biases = [*node.args[4:6], None, None][:2]  # absent without biases
+    b_ih, b_hh = (None if b is None else t.value(b, node) for b in biases)
     hidden = _type(w_hh).get_shape()[1]
     xp, hp = t.emit(graph.LinearOp(x, w_ih, b_ih)), t.emit(graph.LinearOp(h, w_hh, b_hh))
     if lstm:
@@ -2009,17 +2014,7 @@ def _matrix_vector(t: _Translator, node: Node) -> SSAValue:
         a = t.reshape(a, (1, _type(a).get_shape()[0]))
     column = t.reshape(x, (_type(x).get_shape()[0], 1))
     product = t.reshape(t.emit(graph.MatmulOp(a, column)), out.get_shape())
-    if name != "addmv":
-        return product
-    alpha, beta = node.kwargs.get("alpha", 1), node.kwargs.get("beta", 1)
-    if alpha != 1:
-        product = t.emit(graph.MulOp(product, t.scalar(float(alpha), out)))
-    if beta == 0:
-        return product
-    bias = t.operand_like(node.args[0], out, node)
-    if beta != 1:
-        bias = t.emit(graph.MulOp(bias, t.scalar(float(beta), out)))
-    return t.emit(graph.AddOp(product, bias))
+    return _scaled_sum(t, node, product, out) if name == "addmv" else product
 
 
 @_handles("outer")
