@@ -14,13 +14,9 @@ import re
 
 import numpy as np
 import pytest
-from cpu_cuda import COMPILER, run_on_cpu
-from test_sgemm_on_cpu import ALIGNED_SHARED, PRELUDE, viewed
-from xdsl.dialects import func, memref
+from cpu_cuda import COMPILER
+from cpu_wgmma import run_program_on_cpu
 from xdsl.dialects.builtin import (
-    MemRefType,
-    ModuleOp,
-    StringAttr,
     TensorType,
     bf16,
     f16,
@@ -28,16 +24,16 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
-from xdsl.ir import Attribute, BlockArgument, SSAValue
+from xdsl.ir import Attribute
 from xdsl.utils.exceptions import VerifyException
 from xdsl.utils.test_value import create_ssa_value
 
 from tinyopt.backends.check import to_storage
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.backends.loop_reference import run_loop_module
-from tinyopt.backends.reference import run_reference
+from tinyopt.backends.reference import numpy_dtype, run_reference
 from tinyopt.compiler import apply_pipeline, parse
-from tinyopt.dialects import graph, loop, tile
+from tinyopt.dialects import graph, loop
 from tinyopt.frontends.compiled_model import PIPELINE
 
 CASES = [
@@ -148,50 +144,7 @@ def test_gpu_pipeline_compiles_with_nvrtc(
     compile_module(module, arch="sm_90a")
 
 
-_STORAGE: dict[str, tuple[type, object]] = {
-    "f32": (np.float32, np.nan),
-    "bf16": (np.uint16, 0x7FC0),
-    "f16": (np.uint16, 0x7E00),
-    "i32": (np.int32, -1),
-    "i64": (np.int64, -1),
-    "i1": (np.bool_, True),
-}
-"""How each buffer element type is held on the CPU emulation, and what fills a fresh one."""
-
 _ELEMENT: dict[str, Attribute] = {"f32": f32, "f16": f16, "bf16": bf16, "i32": i32, "i64": i64}
-
-
-def run_kernels_on_cpu(module: ModuleOp, arrays: list[np.ndarray]) -> list[np.ndarray]:
-    """Runs the host function's launches in order on the CPU emulation over the inputs (in
-    storage form) and the buffers it allocates (filled with NaN, -1 or true: what a kernel
-    leaves unwritten shows); returns the arrays it returns."""
-    (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
-    kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
-    held: dict[SSAValue, np.ndarray] = {}
-    for op in function.body.block.ops:
-        if isinstance(op, memref.AllocOp):
-            t = op.memref.type
-            assert isinstance(t, MemRefType)
-            storage, fill = _STORAGE[str(t.element_type)]
-            held[op.memref] = np.full(t.get_shape(), fill, storage)
-        elif isinstance(op, loop.LaunchOp):
-            kernel = kernels[op.callee.string_value()].clone()
-            source = ALIGNED_SHARED.sub(r"\1 static ", kernel.source.data)
-            kernel.properties["source"] = StringAttr(source)
-            sources = [viewed(a) for a in op.args]
-            buffers = [
-                (arrays[s.index] if isinstance(s, BlockArgument) else held[s]).reshape(
-                    a.type.get_shape()  # type: ignore[attr-defined]
-                )
-                for a, s in zip(op.args, sources, strict=True)
-            ]
-            for s, out in zip(sources, run_on_cpu(kernel, buffers, PRELUDE), strict=True):
-                if not isinstance(s, BlockArgument):
-                    held[s] = out.reshape(held[s].shape)
-        else:
-            assert isinstance(op, memref.CollapseShapeOp | func.ReturnOp), op.name
-    returned = function.body.block.last_op.operands  # type: ignore[union-attr]
-    return [held[viewed(v)] for v in returned]
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
@@ -202,8 +155,8 @@ def test_gpu_kernels_match_float64_on_cpu(name: str, knobs: str) -> None:
     module = apply_pipeline(parse(text), f"decompose,fuse,tile{{{knobs}}},to-cuda")
     x = case_inputs(shape, dim)
     stored = to_storage(x, _ELEMENT[dtype])
-    (got,) = run_kernels_on_cpu(module, [stored.view(np.uint16) if dtype == "f16" else stored])
-    assert got.dtype == _STORAGE[index][0]
+    (got,) = run_program_on_cpu(module, [stored.view(np.uint16) if dtype == "f16" else stored])
+    assert got.dtype == numpy_dtype(_ELEMENT[index])
     np.testing.assert_array_equal(got, first_largest(x, dim, keepdim))
 
 
