@@ -32,9 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from generate import allowed_error, output_error, pipelines, programs
+from generate import output_problems, pipelines, programs
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from reduce import op_count, reduce_program
+from xdsl.dialects.builtin import i32, i64
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends import check
@@ -42,6 +43,7 @@ from tinyopt.backends.cuda.cache import cached_compile
 from tinyopt.backends.cuda.nvrtc import gpu_available
 from tinyopt.backends.reference import run_reference
 from tinyopt.compiler import apply_pipeline, parse
+from tinyopt.dialects import graph
 
 ARCH = "sm_90a"
 """What the pool compiles for: the H200's architecture, as the runtime picks there."""
@@ -88,7 +90,7 @@ def prepare_in_worker(case: tuple[str, str, int]) -> Prepared | str | Exception:
         return RuntimeError(traceback.format_exc())
 
 
-_TYPES = {str(t): t for t in check.TOLERANCES}
+_TYPES = {str(t): t for t in (*check.TOLERANCES, graph.BOOL, i32, i64)}
 """Output element types by name (`Prepared` carries names across processes)."""
 
 
@@ -99,22 +101,9 @@ def run_on_gpu(prepared: Prepared) -> str | None:
     compiled = compile_module(parse(prepared.lowered))
     outputs = compiled["fuzz"](*prepared.device_inputs)
     outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-    bad = []
-    for i, (out, ref, low, name) in enumerate(
-        zip(outputs, prepared.references, prepared.rounded, prepared.output_types, strict=True)
-    ):
-        if name in ("i1", "i32", "i64"):  # masks and argmax's indices: exact
-            wrong = np.count_nonzero(np.asarray(out) != ref)
-            if wrong:
-                bad.append(f"output {i}: {wrong} of {ref.size} mask or index elements differ")
-            continue
-        tolerance = allowed_error(ref, low, check.TOLERANCES[_TYPES[name]])
-        # A program whose output is a cancellation (x - tanh(x) of a small x, the sum of
-        # x - mean(x)) is near 0 in float64 and noise in f32: not a compiler error.
-        error = output_error(check.from_storage(out, _TYPES[name]), ref, low)
-        if not error <= tolerance:
-            bad.append(f"output {i}: {error:.3e} > {tolerance:.1e}")
-    return "; ".join(bad) or None
+    types = [_TYPES[name] for name in prepared.output_types]
+    problems = output_problems(outputs, prepared.references, prepared.rounded, types)
+    return "; ".join(problems) or None
 
 
 def outcome(result: Prepared | str | Exception) -> tuple[str, str | None]:
