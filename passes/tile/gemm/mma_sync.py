@@ -141,7 +141,7 @@ def tensor_core_type(c: Contraction, fp8: bool = False) -> Attribute | None:
     contraction is left to other rules)."""
     loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
     types = {load.memref.type.element_type for load in loads}  # type: ignore[attr-defined]
-    kinds = Float16Type | BFloat16Type | (Float8E4M3FNType | Float8E5M2Type if fp8 else Float16Type)
+    kinds = (Float16Type, BFloat16Type, *((Float8E4M3FNType, Float8E5M2Type) if fp8 else ()))
     if len(types) != 1 or not isinstance(element := types.pop(), kinds):
         return None
     return element if sums_products(c) else None
