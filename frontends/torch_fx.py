@@ -414,6 +414,10 @@ class _Translator:
         vals = node.meta.get("val")
         vals = vals if isinstance(vals, list | tuple) else [vals]
         values = value if isinstance(value, list) else [value]
+        if _op_name(node.target) in _RECURRENT:
+            # torch 2.11's export gives an LSTM's states an extra unit dim ([L, 1, B, H]); the
+            # handler builds them as torch's module returns them, [L·directions, B, H]
+            values = values[:1]
         for got, val in zip(values, vals, strict=False):
             if isinstance(got, SSAValue) and isinstance(val, torch.Tensor):
                 shape = tuple(int(d) for d in val.shape)
@@ -1855,6 +1859,9 @@ def _matmul(t: _Translator, node: Node) -> SSAValue:
 
 RNN_STEPS = 4096
 """Most time steps × layers × directions an `nn.LSTM` / `nn.GRU` is unrolled into."""
+
+
+_RECURRENT = ("aten.lstm", "aten.gru", "aten.rnn_tanh", "aten.rnn_relu")
 
 
 @_handles("lstm", "gru", "rnn_tanh", "rnn_relu")

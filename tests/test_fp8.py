@@ -40,6 +40,10 @@ def _values() -> np.ndarray:
 def test_rounding_bits_and_values_match_torch(fmt, name: str) -> None:
     torch = pytest.importorskip("torch")
     x = _values()
+    if fmt.saturates:  # past 448 + half a step torch 2.11 gives NaN, torch 2.13 saturates
+        beyond = np.abs(x) >= 464
+        np.testing.assert_array_equal(fmt.round(x[beyond]), np.copysign(448.0, x[beyond]))
+        x = x[~beyond]
     converted = torch.from_numpy(x).to(getattr(torch, name))
     want, want_bits = converted.float().numpy(), converted.view(torch.uint8).numpy()
     got = fmt.round(x)
@@ -200,8 +204,12 @@ def test_scaled_mm_capture_matches_torch(scales: str) -> None:
     captured = capture(module, *args)
     assert "tensor<40x64xf8E4M3FN>" in str(captured.module)
     (got,) = run_reference(captured.module, *captured.arguments(*args))
-    # one bf16 step apart at most: the reference multiplies in float64, torch in f32
-    np.testing.assert_allclose(got, module(*args).float().numpy(), rtol=2**-7, atol=1e-6)
+    # torch's product in float64, rounded to bf16 (torch's CPU `_scaled_mm` takes per-tensor
+    # scales only before 2.13); one bf16 step apart at most
+    a64, w64, scale_a, scale_w = (v.double() for v in args[:4])
+    want = (a64 @ w64.t()) * scale_a * scale_w
+    want = want + args[4].double() if scales == "bias" else want
+    np.testing.assert_allclose(got, want.bfloat16().float().numpy(), rtol=2**-7, atol=1e-6)
 
 
 def test_quantizing_module_capture_matches_torch_bits() -> None:
@@ -212,9 +220,11 @@ def test_quantizing_module_capture_matches_torch_bits() -> None:
 
     class Quantize(nn.Module):
         def forward(self, x):
-            return (x * 1000).to(torch.float8_e4m3fn), (x / 1000).to(torch.float8_e5m2)
+            # within e4m3fn's range: past it torch releases differ (NaN in 2.11, ±448 in 2.13)
+            return (x * 100).to(torch.float8_e4m3fn), (x / 1000).to(torch.float8_e5m2)
 
     x = torch.randn(6, 50, generator=torch.Generator().manual_seed(1))
+    assert x.abs().max() * 100 < 448
     captured = capture(Quantize(), x)
     got = run_reference(captured.module, *captured.arguments(x))
     for out, want in zip(got, Quantize()(x), strict=True):
@@ -284,7 +294,7 @@ def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(tmp_path: Pat
 
 
 @requires_gpu
-@pytest.mark.parametrize("shape", [(256, 512, 384), (100, 72, 48)], ids=["wgmma", "cuda_cores"])
+@pytest.mark.parametrize("shape", [(256, 512, 384), (100, 80, 48)], ids=["aligned", "ragged"])
 def test_compiled_scaled_mm_matches_torch_on_gpu(shape: tuple[int, int, int]) -> None:
     """`torch._scaled_mm` captured and run by `CompiledModel` (FP8 tensors bound by address)
     and by a host function called on torch FP8 tensors: both as torch computes it."""
