@@ -414,10 +414,10 @@ class _Translator:
         vals = node.meta.get("val")
         vals = vals if isinstance(vals, list | tuple) else [vals]
         values = value if isinstance(value, list) else [value]
-        if _op_name(node.target) in _RECURRENT:
+        if _recurrent_states(node):
             # torch 2.11's export gives an LSTM's states an extra unit dim ([L, 1, B, H]); the
             # handler builds them as torch's module returns them, [L·directions, B, H]
-            values = values[:1]
+            values = values[:1] if isinstance(value, list) else []
         for got, val in zip(values, vals, strict=False):
             if isinstance(got, SSAValue) and isinstance(val, torch.Tensor):
                 shape = tuple(int(d) for d in val.shape)
@@ -1861,7 +1861,15 @@ RNN_STEPS = 4096
 """Most time steps × layers × directions an `nn.LSTM` / `nn.GRU` is unrolled into."""
 
 
-_RECURRENT = ("aten.lstm", "aten.gru", "aten.rnn_tanh", "aten.rnn_relu")
+def _recurrent_states(node: Node) -> bool:
+    """Whether `node` is a recurrent op (its states' shapes not checked against torch's export,
+    see `_check_shapes`) or picks one of its states."""
+    recurrent = ("aten.lstm", "aten.gru", "aten.rnn_tanh", "aten.rnn_relu")
+    if _op_name(node.target) == "_operator.getitem":
+        source, index = node.args[:2]
+        picked = _op_name(getattr(source, "target", None))
+        return picked in recurrent and isinstance(index, int) and index > 0
+    return _op_name(node.target) in recurrent
 
 
 @_handles("lstm", "gru", "rnn_tanh", "rnn_relu")
