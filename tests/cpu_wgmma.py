@@ -293,7 +293,7 @@ static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned pred
 }
 """
 
-WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k(?:16|32)_(bf16|f16|e4m3|e5m2)_([nk])\(")
+WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k(?:16|32)_(bf16|f16|e4m3|e5m2)_([nk])(_set)?\(")
 WGMMA_RA = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k16_(bf16|f16)_([nk])\(")
 WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
 TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
@@ -336,7 +336,10 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     start = source.index('extern "C" __global__')
     body = source.index("{", start) + 1
     source = source[:body] + "\n" + "".join(maps) + source[body:]
-    source = WGMMA.sub(lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
+    source = WGMMA.sub(
+        lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}', {'true' if m[4] else 'false'}>(",
+        source,
+    )
     source = WGMMA_RA.sub(lambda m: f"cpu_wgmma_ra<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
     source = WGMMA_TF32.sub(
         lambda m: f"cpu_wgmma<float, {m[1]}, 'k', {'true' if m[2] else 'false'}>(", source

@@ -238,7 +238,7 @@ WGMMA_CASES = [
     (200, 136, 272, "f8E4M3FN", "bf16", ""),
     (130, 264, 512, "f8E5M2", "f32", "mma=wgmma"),
     (300, 520, 384, "f8E4M3FN", "bf16", "sms=8 bn=128"),
-    (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256"),
+    (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256 promote=off"),
     (64, 64, 128, "f8E5M2", "bf16", "mma=wgmma ws=0"),
 ]
 
@@ -283,14 +283,20 @@ def test_batched_wgmma_fp8_gemm_matches_reference_on_cpu(knobs: str) -> None:
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
-def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(tmp_path: Path) -> None:
-    """4096³: QGMMA (the FP8 wgmma) of 64x256x32 on E4M3 operands fed by TMA, no local memory."""
-    code = sass(scaled_matmul(4096, 4096, 4096), "fuse,tile,to-cuda", tmp_path)
+@pytest.mark.parametrize(("knobs", "product"), [("", "64x128x32"), ("promote=off", "64x256x32")])
+def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(
+    knobs: str, product: str, tmp_path: Path
+) -> None:
+    """4096³: QGMMA (the FP8 wgmma) on E4M3 operands fed by TMA, no local memory: 128-column
+    blocks whose K steps are promoted to f32 (the default; FADDs of the products), or
+    256-column blocks summing all of K in the tensor cores."""
+    code = sass(scaled_matmul(4096, 4096, 4096), f"fuse,tile{{{knobs}}},to-cuda", tmp_path)
     assert set(re.findall(r"\bQGMMA\.\w+\.\w+\.\w+\.\w+", code)) == {
-        "QGMMA.64x256x32.F32.E4M3.E4M3"
+        f"QGMMA.{product}.F32.E4M3.E4M3"
     }
     assert "UTMALDG" in code
     assert not LOCAL_MEMORY.search(code)
+    assert (len(re.findall(r"\bFADD\b", code)) >= 64) == (knobs == "")
 
 
 @requires_gpu

@@ -47,6 +47,7 @@ class Knobs:
     store: str = "auto"
     persistent: int | str = "auto"
     fastmath: str = "auto"
+    promote: str = "auto"
     pairswap: int = 1
     dual: str = "auto"
     streamk: str = "auto"
@@ -194,6 +195,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("store", one_of("auto", "direct", "smem")),
     Knob("persistent", one_of("auto", 0, 1, words="auto, 0 or 1")),
     Knob("fastmath", one_of("auto", "off", "on")),
+    Knob("promote", one_of("auto", "on", "off")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),
     Knob("interleave", one_of("auto", "on", "off")),

@@ -23,7 +23,9 @@ With `ws=1` warpgroup 0 is the producer (`setmaxnreg` 40; one thread issues the 
 `stages` steps ahead) and warpgroups 1.. the consumers (232), issuing one m64nBNk16 `wgmma` per
 16 of K. With `ws=0` the consumers are the whole block and thread 0 issues each copy `stages -
 1` steps ahead once its slot is released. Consumers keep one wgmma group in flight
-(`wgmma.wait_group 1`) and release the previous step's slot behind it.
+(`wgmma.wait_group 1`) and release the previous step's slot behind it. FP8 K steps are
+promoted by default (`promote`, `_promoted_k_loop`): a step's products are summed in registers
+of their own, then added to the f32 accumulators, so blocks are at most 128 columns wide.
 
 A paired contraction (`paired.py`) runs as a dual GEMM: accumulator columns 0..bn/2 hold the
 first product and bn/2..bn the second, for bn/2 output columns; the producer copies each B
@@ -64,6 +66,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     BK,
     CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
+    PROMOTED_WIDEST,
     STAGE_COLUMNS,
     SWIZZLE,
     WARPGROUP,
@@ -86,7 +89,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = (
         "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     )
-    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off"
+    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -109,10 +112,26 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return why
         results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
         by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
+        fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
+        if knobs.promote == "on" and not fp8:
+            return _fail(
+                "promote=on applies to 8-bit float operands (the tensor cores sum f16/bf16 "
+                "products in f32)"
+            )
+        promote = fp8 and knobs.promote != "off"
+        if promote and knobs.bn > PROMOTED_WIDEST:
+            return _fail(
+                f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
+                f"accumulators and bn/2 products of a step), got bn={knobs.bn}; promote=off "
+                "sums all of K in the tensor cores"
+            )
+        if promote and not knobs.bn:
+            knobs = replace(knobs, bn=PROMOTED_WIDEST)
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row)
         if isinstance(t, str):
             return t
-        return replace(t, fastmath="on" if approximate_math(knobs.fastmath, c) else "off")
+        fastmath = "on" if approximate_math(knobs.fastmath, c) else "off"
+        return replace(t, fastmath=fastmath, promote="on" if promote else "off")
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: WgmmaTiles) -> str | None:
         batch, m, n, k = c.extents
@@ -121,6 +140,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         operands = plain_operands(c, k, n)
         if isinstance(operands, str):
             return operands
+        fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
+        if plan.promote == "on" and not fp8:
+            return _fail("promotes K steps of 8-bit float operands only (promote = \"on\")")
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
     def emit(
@@ -377,9 +399,12 @@ class _WgmmaEmitter:
             row = em.mul(group, tile.WGMMA_M)
             if self.split:
                 self._split_k_loop(acc, first_step, row, group)
+            elif t.promote == "on":
+                self._promoted_k_loop(acc, first_step, row)
             else:
                 self._k_loop(acc, first_step, row)
-            if t.persistent:  # the tile's last slot, which the next tile's K loop needs
+            if t.persistent and t.promote == "off":
+                # the tile's last slot, which the next tile's K loop needs
                 last = em.add(first_step, self.steps - 1)
                 em.op(tile.MbarrierArriveOp(self.empty, em.rem(last, t.stages)))
             if t.store == "smem":
@@ -410,6 +435,46 @@ class _WgmmaEmitter:
                     self._produce(previous, previous)
             em.op(scf.YieldOp())
         em.op(tile.WgmmaWaitOp(0))
+
+    def _promoted_k_loop(self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue) -> None:
+        """The K loop of 8-bit float operands with `promote`: each step's products (four k32
+        wgmmas, 128 of K) summed in registers of their own, the first overwriting them, then
+        added to the f32 accumulators `acc` once they are done, and the slot released. The
+        tensor cores' own FP8 sums keep fewer bits than f32: summing all of K in them left
+        2.1e-4 relative error at K = 512 where f32 leaves 2e-7 (H200, 2026-12-04), the
+        arithmetic of torch's `use_fast_accum=True` (`promote=off`)."""
+        em, t = self.em, self.t
+        products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
+            ring_step = em.add(first_step, step)
+            slot = em.rem(ring_step, t.stages)
+            parity = em.ring_parity(ring_step, t.stages, flip=False)
+            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+            em.op(tile.WgmmaFenceOp())
+            for kk in range(0, self.bk, tile.wgmma_k(self.element)):
+                self._wgmma(products, slot, row, kk, overwrite=kk == 0)
+            em.op(tile.WgmmaCommitOp())
+            em.op(tile.WgmmaWaitOp(0))
+            em.op(tile.MbarrierArriveOp(self.empty, slot))
+            self._add_products(acc, products)
+            if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
+                ahead = em.add(ring_step, t.stages - 1)
+                with em.when([self.first, em.less(ahead, self.steps)]):
+                    self._produce(ahead, ahead)
+            em.op(scf.YieldOp())
+
+    def _add_products(self, acc: SSAValue, products: SSAValue) -> None:
+        """acc[r] += products[r] for each of the thread's accumulators."""
+        em = self.em
+        for r in range(self.t.bn // 2):
+            index = [em.index(r)]
+            total = em.value(
+                arith.AddfOp(
+                    em.value(memref.LoadOp.get(acc, index)),
+                    em.value(memref.LoadOp.get(products, index)),
+                )
+            )
+            em.op(memref.StoreOp.get(total, acc, index))
 
     def _split_k_loop(
         self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue
@@ -443,15 +508,7 @@ class _WgmmaEmitter:
                 self._wgmma(products, slot, row, kk, self.a_smem, b_big)
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
-            for r in range(t.bn // 2):
-                index = [em.index(r)]
-                total = em.value(
-                    arith.AddfOp(
-                        em.value(memref.LoadOp.get(acc, index)),
-                        em.value(memref.LoadOp.get(products, index)),
-                    )
-                )
-                em.op(memref.StoreOp.get(total, acc, index))
+            self._add_products(acc, products)
             em.op(tile.MbarrierArriveOp(self.empty, slot))
             em.op(scf.YieldOp())
 

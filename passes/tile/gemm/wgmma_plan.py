@@ -80,6 +80,9 @@ class WgmmaTiles:
     fastmath: str = "off"
     dual: str = "off"
     """on: a dual GEMM, accumulator columns bn/2..bn holding the second product."""
+    promote: str = "off"
+    """on: each K step's products (8-bit floats) summed in registers of their own, then added
+    to the f32 accumulators on the CUDA cores (`PROMOTED_WIDEST`)."""
 
     @property
     def tile_n(self) -> int:
@@ -347,6 +350,10 @@ def choose_wgmma_tiles(
     return wgmma_tile_refusal(t, target, knobs.bk) or t
 
 
+PROMOTED_WIDEST = 128
+"""The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread."""
+
+
 def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None:
     """Why the wgmma tiling cannot run, or None."""
     bm, bn, stages, dual = t.bm, t.bn, t.stages, t.dual == "on"
@@ -368,6 +375,11 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
     if t.store not in ("direct", "smem") or t.fastmath not in ("on", "off"):
         return _fail("needs store direct or smem and fastmath on or off")
+    if t.promote == "on" and bn > PROMOTED_WIDEST:
+        return _fail(
+            f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
+            f"accumulators and bn/2 products of a step), got bn={bn}"
+        )
     if t.shared_bytes > target.dynamic_shared:
         store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
         return _fail(
