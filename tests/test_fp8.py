@@ -233,13 +233,15 @@ def test_quantizing_module_capture_matches_torch_bits() -> None:
 
 WGMMA_CASES = [
     # (M, N, K, format, output, knobs): the default plan (64x64 blocks at this size), e5m2
-    # with an f32 output, a persistent grid walking two tiles a block (sms=8: 20 tiles of
-    # 128x128), 64x256 blocks, and a block without a producer warpgroup (ws=0).
+    # with an f32 output (K steps promoted by default), persistent grids walking two tiles a
+    # block (sms=8: 20 tiles of 128x128) with and without promoted steps, 64x256 blocks, and
+    # a promoting block without a producer warpgroup (ws=0).
     (200, 136, 272, "f8E4M3FN", "bf16", ""),
     (130, 264, 512, "f8E5M2", "f32", "mma=wgmma"),
     (300, 520, 384, "f8E4M3FN", "bf16", "sms=8 bn=128"),
-    (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256 promote=off"),
-    (64, 64, 128, "f8E5M2", "bf16", "mma=wgmma ws=0"),
+    (300, 520, 384, "f8E4M3FN", "f32", "sms=8 bn=128"),
+    (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256"),
+    (64, 64, 128, "f8E5M2", "bf16", "mma=wgmma ws=0 promote=on"),
 ]
 
 
@@ -256,6 +258,7 @@ def test_wgmma_fp8_gemm_matches_reference_on_cpu(
     planned = str(lower(text, pipeline.removesuffix(",to-cuda"))[1])
     assert "#tile.plan<wgmma" in planned
     assert ("persistent = 1" in planned) == ("sms=8" in knobs)
+    assert ('promote = "on"' in planned) == ("promote=on" in knobs or out == "f32")
     error, _ = error_on_cpu(text, pipeline, seed=5)
     assert error <= 1e-6, error
 
@@ -274,7 +277,9 @@ BATCHED = f"""func.func @bmm8(%a: {A8}, %b: {B8}) -> tensor<3x130x72xbf16> {{
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
-@pytest.mark.parametrize("knobs", ["", "mma=wgmma bn=64 sms=4"], ids=["default", "persistent"])
+@pytest.mark.parametrize(
+    "knobs", ["", "mma=wgmma bn=64 sms=4 promote=on"], ids=["default", "persistent_promoted"]
+)
 def test_batched_wgmma_fp8_gemm_matches_reference_on_cpu(knobs: str) -> None:
     pipeline = f"fuse,tile{{{knobs}}},to-cuda"
     assert "#tile.plan<wgmma" in str(lower(BATCHED, pipeline.removesuffix(",to-cuda"))[1])
@@ -283,20 +288,20 @@ def test_batched_wgmma_fp8_gemm_matches_reference_on_cpu(knobs: str) -> None:
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
-@pytest.mark.parametrize(("knobs", "product"), [("", "64x128x32"), ("promote=off", "64x256x32")])
+@pytest.mark.parametrize(("knobs", "product"), [("promote=on", "64x128x32"), ("", "64x256x32")])
 def test_wgmma_fp8_sass_has_fp8_tensor_core_products_and_no_spills(
     knobs: str, product: str, tmp_path: Path
 ) -> None:
-    """4096³: QGMMA (the FP8 wgmma) on E4M3 operands fed by TMA, no local memory: 128-column
-    blocks whose K steps are promoted to f32 (the default; FADDs of the products), or
-    256-column blocks summing all of K in the tensor cores."""
+    """4096³ to bf16: QGMMA (the FP8 wgmma) on E4M3 operands fed by TMA, no local memory:
+    128-column blocks whose K steps are promoted to f32 (FADDs of the products), or (the
+    default for a 16-bit output) 256-column blocks summing all of K in the tensor cores."""
     code = sass(scaled_matmul(4096, 4096, 4096), f"fuse,tile{{{knobs}}},to-cuda", tmp_path)
     assert set(re.findall(r"\bQGMMA\.\w+\.\w+\.\w+\.\w+", code)) == {
         f"QGMMA.{product}.F32.E4M3.E4M3"
     }
     assert "UTMALDG" in code
     assert not LOCAL_MEMORY.search(code)
-    assert (len(re.findall(r"\bFADD\b", code)) >= 64) == (knobs == "")
+    assert (len(re.findall(r"\bFADD\b", code)) >= 64) == (knobs == "promote=on")
 
 
 @requires_gpu

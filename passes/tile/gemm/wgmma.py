@@ -77,6 +77,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     choose_wgmma_tiles,
     k_step,
     plain_operands,
+    promoted,
     wgmma_tile_refusal,
 )
 
@@ -118,16 +119,15 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "promote=on applies to 8-bit float operands (the tensor cores sum f16/bf16 "
                 "products in f32)"
             )
-        promote = fp8 and knobs.promote != "off"
+        promote = fp8 and promoted(knobs.promote, c)
         if promote and knobs.bn > PROMOTED_WIDEST:
             return _fail(
                 f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
                 f"accumulators and bn/2 products of a step), got bn={knobs.bn}; promote=off "
                 "sums all of K in the tensor cores"
             )
-        if promote and not knobs.bn:
-            knobs = replace(knobs, bn=PROMOTED_WIDEST)
-        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row)
+        widest = PROMOTED_WIDEST if promote else 256
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest)
         if isinstance(t, str):
             return t
         fastmath = "on" if approximate_math(knobs.fastmath, c) else "off"
@@ -142,7 +142,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return operands
         fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
         if plan.promote == "on" and not fp8:
-            return _fail("promotes K steps of 8-bit float operands only (promote = \"on\")")
+            return _fail('promotes K steps of 8-bit float operands only (promote = "on")')
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
     def emit(

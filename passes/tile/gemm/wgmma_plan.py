@@ -263,6 +263,16 @@ underestimate at larger K). The H100 figure this replaced, 0.85 for 128×128, pi
 for 3000³, 0.60× cuBLAS, where 128×256 ran 0.67× and the tuner's best 128×256 plan 0.76×."""
 
 
+PROMOTED_WIDEST = 192
+"""The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread
+(96 + 96 registers at 192, no local memory in the SASS)."""
+
+PROMOTED_EFFICIENCY = {192: 1.0, 128: 0.94}
+"""Throughput per FLOP of 128-row blocks with promoted FP8 steps by width, measured on the
+H200 (benchmarks/RESULTS.md, seventeenth session runs 4-5: 8192³ e4m3 in 21 waves of 128×192
+blocks 922 µs, in 32 waves of 128×128 993 µs)."""
+
+
 WIDE_STAGES = {256: 3, 192: 4}
 """Ring depth of the wide blocks (at most `MAX_STAGES` for the others): 3 measured best for
 bn = 256; 4 the most that fit beside the staging tiles for bn = 192."""
@@ -283,14 +293,22 @@ def _wave_cost(batch: int, m: int, n: int, sms: int, dual: bool, bm: int, bn: in
 
 
 def _wave_cheapest_block(
-    batch: int, m: int, n: int, sms: int, dual: bool, bm: int = 0
+    batch: int, m: int, n: int, sms: int, dual: bool, bm: int = 0, widest: int = 256
 ) -> tuple[int, int]:
     """Returns the block (bm, bn accumulator columns) whose grid takes least time by
-    `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256 and 128.
+    `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256 and 128,
+    or with `widest` under 256 (promoted FP8 steps) among `PROMOTED_EFFICIENCY`'s widths.
     128×256 wherever its grid fits the same number of waves, a narrower block where 128×256
     would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16, 128
     blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
     GEMM's block holds bn/2 columns of each product and takes 128-row blocks."""
+    if widest < 256:  # promoted FP8 steps: their own blocks' throughputs
+        return min(
+            ((128, w) for w in PROMOTED_EFFICIENCY),
+            key=lambda b: (
+                -(-batch * -(-m // 128) * -(-n // b[1]) // sms) * b[1] / PROMOTED_EFFICIENCY[b[1]]
+            ),
+        )
     if bm:
         candidates = [(bm, 256), (bm, 128)]
     else:
@@ -306,6 +324,7 @@ def choose_wgmma_tiles(
     target: Target,
     dual: bool = False,
     loads_by_row: bool = False,
+    widest: int = 256,
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128 or
     64×128 blocks and 6 stages when 128×256 would leave SMs idle (`_wave_cheapest_block`);
@@ -331,13 +350,13 @@ def choose_wgmma_tiles(
     small = m <= SMALL_M or 4 * wide_blocks < target.sms
     bm, bn = knobs.bm, knobs.bn
     if not bm and not bn and not small:
-        bm, bn = _wave_cheapest_block(batch, m, n, target.sms, dual)
+        bm, bn = _wave_cheapest_block(batch, m, n, target.sms, dual, widest=widest)
     bm = bm or (SMALL_M if small else 128)
     if not bn:
         if small and bm == SMALL_M:  # a dual GEMM's 128 columns are 64 of each product
             bn = 2 * SMALL_M if dual else SMALL_M
         else:
-            bn = _wave_cheapest_block(batch, m, n, target.sms, dual, bm)[1]
+            bn = _wave_cheapest_block(batch, m, n, target.sms, dual, bm, widest)[1]
     stages = knobs.stages or WIDE_STAGES.get(bn, MAX_STAGES)
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
@@ -348,10 +367,6 @@ def choose_wgmma_tiles(
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
     return wgmma_tile_refusal(t, target, knobs.bk) or t
-
-
-PROMOTED_WIDEST = 128
-"""The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread."""
 
 
 def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None:
@@ -394,5 +409,22 @@ def approximate_math(fastmath: str, c: Contraction) -> bool:
     when every value it stores is f16/bf16. The K loop has neither op."""
     if fastmath != "auto":
         return fastmath == "on"
+    return _stores_16_bit(c)
+
+
+def promoted(promote: str, c: Contraction) -> bool:
+    """Whether an FP8 GEMM's K steps are promoted to f32 (the `promote` knob): `auto` when the
+    epilogue stores a value wider than 16 bits. Summing all of K in the tensor cores left, with
+    a bf16 output, 2.1e-3 / 2.6e-3 / 3.3e-3 relative error at K = 4096 / 8192 / 14336 where
+    promoted steps leave 1.7e-3, the output's own rounding (torch's `_scaled_mm` 1.7e-3), and
+    ran 1.01-1.06x `_scaled_mm` where promoted 128x192 blocks ran 0.85-0.95x; with an f32
+    output it left 2.1e-4 at K = 512 (H200, 2026-12-04, benchmarks/RESULTS.md seventeenth
+    session runs 4-5)."""
+    if promote != "auto":
+        return promote == "on"
+    return not _stores_16_bit(c)
+
+
+def _stores_16_bit(c: Contraction) -> bool:
     stores = [o for op in c.epilogue for o in op.walk() if isinstance(o, memref.StoreOp)]
     return all(o.value.type in (f16, bf16) for o in stores)

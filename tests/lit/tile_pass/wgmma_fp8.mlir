@@ -1,12 +1,13 @@
-// RUN: tinyopt %s -p fuse,tile,to-cuda | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{promote=off},to-cuda' | filecheck %s --check-prefix=FAST
+// RUN: tinyopt %s -p 'fuse,tile{promote=on},to-cuda' | filecheck %s
+// RUN: tinyopt %s -p fuse,tile,to-cuda | filecheck %s --check-prefix=FAST
 
 // An FP8 GEMM, matmul(cast(a), cast(b)) with b [N, K] (the form of torch's _scaled_mm), is the
 // wgmma rule's by default: TMA copies the bytes (128 of K per swizzled row, a K step of 128
 // elements) and one m64nNk32 e4m3 product issues per 32 of K, with no transpose operands
-// (8-bit operands are K-major only). By default (promote=on) each K step's four products go
-// to registers of their own (the first overwriting them: the `_set` form), then are added to
-// the f32 accumulators once done, so blocks are 128x128 (1024 tiles, persistent).
+// (8-bit operands are K-major only). With promote=on (the default for an f32 output) each K
+// step's four products go to registers of their own (the first overwriting them: the `_set`
+// form), then are added to the f32 accumulators once done, so blocks are 128x128 here (1024
+// tiles, persistent).
 
 // CHECK:      // kernel @scaled_0 grid (132, 1, 1) block (384, 1, 1)
 // CHECK:      __device__ __forceinline__ void tinyopt_wgmma_m64n128k32_e4m3_k_set(float (&d)[64], unsigned long long a, unsigned long long b) {
@@ -26,8 +27,9 @@
 // CHECK-NEXT:   float [[SUM:v[0-9]+]] = [[ACC]] + [[PRODUCT]];
 // CHECK-NEXT:   [[ACCS]][0] = [[SUM]];
 
-// promote=off: all of K summed in the tensor cores' accumulators (torch's use_fast_accum=True),
-// 128x256 blocks (512 tiles, persistent), one wgmma group kept in flight.
+// promote=off (the default for a bf16 output): all of K summed in the tensor cores'
+// accumulators (torch's use_fast_accum=True), 128x256 blocks (512 tiles, persistent), one
+// wgmma group kept in flight.
 
 // FAST:      // kernel @scaled_0 grid (132, 1, 1) block (384, 1, 1)
 // FAST:      __device__ __forceinline__ void tinyopt_wgmma_m64n256k32_e4m3_k(float (&d)[128], unsigned long long a, unsigned long long b) {
