@@ -37,7 +37,7 @@ are multiples of 16 bytes (`Step.runs_at`)."""
 
 def programs() -> list[tuple[str, str, str, float | None]]:
     """Returns (name, program, pipeline, tolerance or None for the output type's): each
-    ladder step at odd shapes, then test matmuls (dual GEMMs and skinny GEMMs too)."""
+    ladder step at odd shapes, then test matmuls (dual GEMMs, skinny and FP8 GEMMs too)."""
     out = []
     for step in LADDER:
         for m, n, k in ODD_SHAPES:
@@ -49,7 +49,7 @@ def programs() -> list[tuple[str, str, str, float | None]]:
     matmuls = [
         c
         for c in CASES
-        if any(w in c.id for w in ("matmul", "bmm", "linear", "swiglu", "gated", "skinny"))
+        if any(w in c.id for w in ("matmul", "bmm", "linear", "swiglu", "gated", "skinny", "fp8"))
     ]
     out += [(c.id, c.text, c.pipeline, c.tolerance) for c in matmuls]
     return out

@@ -396,6 +396,14 @@ CASES = [
     # FP8 on wgmma (rows of whole 16 bytes): ragged tiles, and 512 tiles on persistent blocks.
     Case("fp8_wgmma_e4m3_300x520x384", scaled_matmul(300, 520, 384)),
     Case("fp8_wgmma_e5m2_f32_4096x4096x512", scaled_matmul(4096, 4096, 512, "f8E5M2", "f32")),
+    # K steps promoted to f32: by choice to bf16 (ragged rows), by default to f32 on persistent
+    # 128x192 blocks (24 x 9 tiles on 132 SMs).
+    Case(
+        "fp8_wgmma_promoted_e4m3_1000x776x640",
+        scaled_matmul(1000, 776, 640),
+        tile_with("promote=on"),
+    ),
+    Case("fp8_wgmma_promoted_f32_3000x1544x512", scaled_matmul(3000, 1544, 512, out="f32")),
     Case("fp8_quantize_bf16_7x33", quantize((7, 33))),
     Case("fp8_quantize_f32_3x1000", quantize((3, 1000), "f32")),
     Case("rmsnorm_64x4096", rmsnorm((64, 4096))),
