@@ -385,6 +385,13 @@ def skinny(
 
 TF32_TOLERANCE = 1e-3
 
+FP8_TENSOR_CORE_TOLERANCE = 3e-4
+"""An f32 output of FP8 wgmma products with K steps promoted: the tensor cores sum a step's 128
+products in fewer bits than f32. Measured on the H200 (2026-12-04): 4096³ e4m3 1.26e-4 relative
+error, as torch's `_scaled_mm` (cuBLAS without fast accumulation) in the same run; 1.26e-4 at
+3000×1544×512; 8.3e-5 for e5m2 at 4096×4096×512. Summing all of K there (`promote=off`, torch's
+`use_fast_accum=True`) left 1.33e-3 at 4096³."""
+
 
 def tile_with(knobs: str) -> str:
     return f"fuse,tile{{{knobs}}},to-cuda"
@@ -395,7 +402,13 @@ CASES = [
     Case("fp8_scaled_mm_e5m2_f32_64x80x100", scaled_matmul(64, 80, 100, "f8E5M2", "f32")),
     # FP8 on wgmma (rows of whole 16 bytes): ragged tiles, and 512 tiles on persistent blocks.
     Case("fp8_wgmma_e4m3_300x520x384", scaled_matmul(300, 520, 384)),
-    Case("fp8_wgmma_e5m2_f32_4096x4096x512", scaled_matmul(4096, 4096, 512, "f8E5M2", "f32")),
+    # To f32 (K steps promoted by default): the tensor cores' FP8 sums of a step keep fewer bits
+    # than f32 (FP8_TENSOR_CORE_TOLERANCE).
+    Case(
+        "fp8_wgmma_e5m2_f32_4096x4096x512",
+        scaled_matmul(4096, 4096, 512, "f8E5M2", "f32"),
+        tolerance=FP8_TENSOR_CORE_TOLERANCE,
+    ),
     # K steps promoted to f32: by choice to bf16 (ragged rows), by default to f32 on persistent
     # 128x192 blocks (24 x 9 tiles on 132 SMs).
     Case(
@@ -403,7 +416,11 @@ CASES = [
         scaled_matmul(1000, 776, 640),
         tile_with("promote=on"),
     ),
-    Case("fp8_wgmma_promoted_f32_3000x1544x512", scaled_matmul(3000, 1544, 512, out="f32")),
+    Case(
+        "fp8_wgmma_promoted_f32_3000x1544x512",
+        scaled_matmul(3000, 1544, 512, out="f32"),
+        tolerance=FP8_TENSOR_CORE_TOLERANCE,
+    ),
     Case("fp8_quantize_bf16_7x33", quantize((7, 33))),
     Case("fp8_quantize_f32_3x1000", quantize((3, 1000), "f32")),
     Case("rmsnorm_64x4096", rmsnorm((64, 4096))),

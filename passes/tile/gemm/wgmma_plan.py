@@ -417,9 +417,10 @@ def promoted(promote: str, c: Contraction) -> bool:
     epilogue stores a value wider than 16 bits. Summing all of K in the tensor cores left, with
     a bf16 output, 2.1e-3 / 2.6e-3 / 3.3e-3 relative error at K = 4096 / 8192 / 14336 where
     promoted steps leave 1.7e-3, the output's own rounding (torch's `_scaled_mm` 1.7e-3), and
-    ran 1.01-1.06x `_scaled_mm` where promoted 128x192 blocks ran 0.85-0.95x; with an f32
-    output it left 2.1e-4 at K = 512 (H200, 2026-12-04, benchmarks/RESULTS.md seventeenth
-    session runs 4-5)."""
+    ran 1.01-1.06x `_scaled_mm` where promoted 128x192 blocks ran 0.85-0.95x; to an f32
+    output at 4096³ it left 1.33e-3 where promoted steps leave 1.26e-4, as torch with and
+    without `use_fast_accum` (H200, 2026-12-04, benchmarks/RESULTS.md seventeenth session runs
+    4-7)."""
     if promote != "auto":
         return promote == "on"
     return not _stores_16_bit(c)
