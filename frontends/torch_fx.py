@@ -1818,13 +1818,21 @@ def _scaled_sum(t: _Translator, node: Node, product: SSAValue, out: TensorType) 
 def _scaled_mm(t: _Translator, node: Node) -> SSAValue:
     """`torch._scaled_mm(a, b, scale_a, scale_b, bias, scale_result, out_dtype)`: the FP8
     operands widened to f32 (exact), their f32 product times the scales (per tensor, or
-    `[M, 1]` and `[1, N]` per row and column), plus the bias, rounded once to `out_dtype`."""
+    `[M, 1]` and `[1, N]` per row and column), plus the bias, rounded once to `out_dtype`.
+    Block scales (torch's `BlockWise1x128` / `BlockWise128x128`: scale_a `[M or M/128, K/128]`,
+    scale_b `[K/128, N/128 or N]`) multiply each operand before the product instead, each
+    scale repeated over its block (`_block_spread`)."""
     out = t.tensor_type(node)
     work = TensorType(f32, out.get_shape())
     a, b = (t.cast(t.value(x, node), f32) for x in node.args[0:2])
+    scales = [t.cast(t.value(arg, node), f32) for arg in node.args[2:4]]
+    (m, k), n = _type(a).get_shape(), _type(b).get_shape()[1]
+    if _blockwise(scales, m, n, k):
+        a = t.emit(graph.MulOp(a, _block_spread(t, scales[0], (m, k))))
+        b = t.emit(graph.MulOp(b, _block_spread(t, scales[1], (k, n))))
+        scales = []
     product = t.emit(graph.MatmulOp(a, b))
-    for arg in node.args[2:4]:
-        scale = t.cast(t.value(arg, node), f32)
+    for scale in scales:
         if _type(scale).get_num_dims() < 2:
             scale = t.reshape(scale, [1] * (2 - _type(scale).get_num_dims()))
         product = t.emit(graph.MulOp(product, t.broadcast(scale, work.get_shape())))
@@ -1834,6 +1842,36 @@ def _scaled_mm(t: _Translator, node: Node) -> SSAValue:
     if bias is not None:  # added in f32, one rounding to out_dtype as torch does
         product = t.emit(graph.AddOp(product, t.operand_like(bias, work, node)))
     return t.cast(product, out.element_type)
+
+
+SCALE_BLOCK = 128
+"""Elements of K (and of rows or columns, 128×128) one `_scaled_mm` block scale covers."""
+
+
+def _blockwise(scales: list[SSAValue], m: int, n: int, k: int) -> bool:
+    """Whether `_scaled_mm`'s scales are block scales: shapes torch takes for them
+    (`[M or ⌈M/128⌉, ⌈K/128⌉]`, `[⌈K/128⌉, ⌈N/128⌉ or N]`) and neither per tensor nor per row and
+    column (where K is one block the two forms are the same scales)."""
+    shapes = [tuple(_type(s).get_shape()) for s in scales]
+    blocks = -(-k // SCALE_BLOCK)
+    per_row = shapes[0] in ((), (1,), (1, 1), (m, 1)) and shapes[1] in ((), (1,), (1, 1), (1, n))
+    a_blocks = shapes[0] in ((m, blocks), (-(-m // SCALE_BLOCK), blocks))
+    b_blocks = shapes[1] in ((blocks, n), (blocks, -(-n // SCALE_BLOCK)))
+    return not per_row and a_blocks and b_blocks
+
+
+def _block_spread(t: _Translator, scale: SSAValue, shape: tuple[int, int]) -> SSAValue:
+    """The `[R, C]` block scales of a `shape` operand repeated over their blocks: each dim of
+    `shape` covered by its count of blocks (`extent / count` elements each, 1 or 128)."""
+    counts = _type(scale).get_shape()
+    sizes = [1 if count == extent else SCALE_BLOCK for count, extent in zip(counts, shape)]
+    spread = t.reshape(scale, (counts[0], 1, counts[1], 1))
+    spread = t.broadcast(spread, (counts[0], sizes[0], counts[1], sizes[1]))
+    spread = t.reshape(spread, (counts[0] * sizes[0], counts[1] * sizes[1]))
+    for dim, extent in enumerate(shape):
+        if _type(spread).get_shape()[dim] != extent:
+            spread = t.emit(graph.SliceOp(spread, dim, 0, extent))
+    return spread
 
 
 @_handles("linear")

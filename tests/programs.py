@@ -325,6 +325,52 @@ def scaled_matmul(m: int, n: int, k: int, fp8: str = "f8E4M3FN", out: str = "bf1
 }}"""
 
 
+def block_scaled_matmul(
+    m: int,
+    n: int,
+    k: int,
+    fp8: str = "f8E4M3FN",
+    out: str = "bf16",
+    a_rows: int = 1,
+    b_rows: int = 128,
+) -> str:
+    """`(a · sa) @ (b · sb)ᵀ` to `out`: a `[M, K]` and b `[N, K]` 8-bit floats, each times one
+    f32 scale per 128 of K and per `a_rows` (`b_rows`) rows, 1 or 128 (torch's `_scaled_mm`
+    with `BlockWise1x128` / `BlockWise128x128` scales: sa `[M/a_rows, K/128]`, sb stored
+    `[K/128, N/b_rows]` as torch takes it), each scale broadcast over its block."""
+    kb = -(-k // 128)
+    ma, nb = -(-m // a_rows), -(-n // b_rows)
+    a, b, result = _t((m, k), fp8), _t((n, k), fp8), _t((m, n), out)
+    sa, sb = _t((ma, kb), "f32"), _t((kb, nb), "f32")
+
+    def f(*shape: int) -> str:
+        return _t(shape, "f32")
+
+    def spread(name: str, scale: str, rows: int, blocks: int, extent: int) -> str:
+        """`%{name}` [extent, k]: the scale `[blocks, kb]` repeated over its rows and K."""
+        whole, rows_cut = f(blocks * rows, kb * 128), f(extent, kb * 128)
+        first = "{dim = 0 : i64, start = 0 : i64, step = 1 : i64}"
+        second = "{dim = 1 : i64, start = 0 : i64, step = 1 : i64}"
+        return f"""  %{name}4 = graph.reshape %{scale} : {f(blocks, kb)} -> {f(blocks, 1, kb, 1)}
+  %{name}b = graph.broadcast %{name}4 : {f(blocks, 1, kb, 1)} -> {f(blocks, rows, kb, 128)}
+  %{name}f = graph.reshape %{name}b : {f(blocks, rows, kb, 128)} -> {whole}
+  %{name}r = graph.slice %{name}f {first} : {whole} -> {rows_cut}
+  %{name} = graph.slice %{name}r {second} : {rows_cut} -> {f(extent, k)}
+"""
+
+    return f"""func.func @block_scaled_mm(%a: {a}, %sa: {sa}, %b: {b}, %sb: {sb}) -> {result} {{
+  %a32 = graph.cast %a : {a} -> {f(m, k)}
+{spread("sak", "sa", a_rows, ma, m)}  %ad = graph.mul %a32, %sak : {f(m, k)}
+  %b32 = graph.cast %b : {b} -> {f(n, k)}
+  %sbt = graph.transpose %sb {{perm = array<i64: 1, 0>}} : {sb} -> {f(nb, kb)}
+{spread("sbk", "sbt", b_rows, nb, n)}  %bd = graph.mul %b32, %sbk : {f(n, k)}
+  %bt = graph.transpose %bd {{perm = array<i64: 1, 0>}} : {f(n, k)} -> {f(k, n)}
+  %y = graph.matmul %ad, %bt : ({f(m, k)}, {f(k, n)}) -> {f(m, n)}
+{f"  %o = graph.cast %y : {f(m, n)} -> {result}" if out != "f32" else ""}
+  func.return {"%o" if out != "f32" else "%y"} : {result}
+}}"""
+
+
 def quantize(shape: tuple[int, ...], dtype: str = "bf16") -> str:
     """x · s quantized to e4m3fn and to e5m2, and the e5m2 values read back in `dtype`."""
     x = _t(shape, dtype)
@@ -419,6 +465,14 @@ CASES = [
     Case(
         "fp8_wgmma_promoted_f32_3000x1544x512",
         scaled_matmul(3000, 1544, 512, out="f32"),
+        tolerance=FP8_TENSOR_CORE_TOLERANCE,
+    ),
+    # Block scales (1×128 A, 128×128 B) applied per promoted K step: ragged tiles and K; a
+    # persistent grid with 128×128 scales of both to f32.
+    Case("fp8_block_scaled_e4m3_1000x776x640", block_scaled_matmul(1000, 776, 640)),
+    Case(
+        "fp8_block_scaled_f32_2000x1544x1008",
+        block_scaled_matmul(2000, 1544, 1008, out="f32", a_rows=128),
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
     Case("fp8_quantize_bf16_7x33", quantize((7, 33))),

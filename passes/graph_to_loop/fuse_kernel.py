@@ -368,12 +368,21 @@ class KernelBuilder:
                 continue  # a buffer already (mean pooling, then a linear): read as stored
             outer = point_vars((operand_point[-2] if operand is op.lhs else point[-1],))
             batch = point_vars(point[:-2])
+            scales = self._reads_fp8(operand, operand_point)
             for at_load in (
-                lambda load, at: _not_plain(load, at, outer),
+                lambda load, at: _not_plain(load, at, outer, k if scales else None),
                 lambda load, at: _mixes_batch(at, batch),
             ):
                 if reason := self._first_at_loads(operand, operand_point, at_load):
                     raise Materialize(_unswapped(operand), f"a matmul operand {reason}")
+
+    def _reads_fp8(self, value: SSAValue, point: Point) -> bool:
+        """Whether inlining `value` at `point` loads an 8-bit float buffer (an FP8 operand,
+        which may carry block scales, `_not_plain`)."""
+        return any(
+            self._is_load(v) and v.type.element_type in graph.FP8_TYPES  # type: ignore[attr-defined]
+            for v, _ in self._inlined(value, point)
+        )
 
     def _inlined(self, value: SSAValue, point: Point) -> Iterator[tuple[SSAValue, Point]]:
         """Yield each value at each point that inlining `value` at `point` visits, once, in the
@@ -684,22 +693,54 @@ def _reduces(value: SSAValue) -> bool:
     return isinstance(value.owner, graph.ReduceOp | graph.MatmulOp)
 
 
-def _not_plain(load: SSAValue, point: Point, outer: set[Var]) -> str | None:
+def _not_plain(load: SSAValue, point: Point, outer: set[Var], k: Var | None) -> str | None:
     """Why a matmul operand's `load` at `point` would keep the GEMM rules from reading the
     operand as tiles (they would leave the matmul to a scalar rule), or None; `outer` holds
-    the loop variables of the operand's row (A) or column (B) index.
+    the loop variables of the operand's row (A) or column (B) index, `k` the K variable where
+    the operand is FP8 (else None).
 
     Two things do: an index that divides a row or column variable (a flattened row index, a
     convolution's windows; K split into heads and head dims, or a batch index divided by GQA's
     group size, is fine), and a stored reduction (a norm's row statistics, stored because two
     kernels read them). A copy of the operand costs one pass over it; the scalar rule costs
-    orders of magnitude more.
+    orders of magnitude more. An FP8 operand's 128×128 block scales (an f32 load at the row or
+    column index divided by 128 and K divided by 128) are fine: the wgmma rule applies them
+    per K step (`wgmma_plan.block_scales`).
     """
+    if k is not None and _block_scale_point(load, point, outer, k):
+        return None
     if any(_divides(e, outer) for e in point):
         return "that reads its input through a division of its row or column index"
     if isinstance(load.owner, graph.ReduceOp):
         return "that reads a stored reduction (row statistics)"
     return None
+
+
+SCALE_BLOCK = 128
+"""Elements of K (and of rows or columns) an FP8 block scale covers: one wgmma K step."""
+
+
+def _block_scale_point(load: SSAValue, point: Point, outer: set[Var], k: Var) -> bool:
+    """Whether `load` is an f32 128×128 block scale read at `point`: `[k / SCALE_BLOCK,
+    row / SCALE_BLOCK]` in either order, K's index 0 where K is one block."""
+    if load.type.element_type != f32 or len(point) != 2:  # type: ignore[attr-defined]
+        return False
+
+    def blocked(e: Index, var: Var) -> bool:
+        return (
+            isinstance(e, Bin)
+            and e.kind == "div"
+            and e.lhs == var
+            and isinstance(e.rhs, Const)
+            and e.rhs.value == SCALE_BLOCK
+        )
+
+    for along_k, along_rows in (point, point[::-1]):
+        if (blocked(along_k, k) or along_k == Const(0)) and any(
+            blocked(along_rows, v) for v in outer
+        ):
+            return True
+    return False
 
 
 def _mixes_batch(point: Point, batch: set[Var]) -> str | None:

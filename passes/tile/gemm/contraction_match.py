@@ -35,7 +35,7 @@ class Contraction:
         return (batch[0] if batch else 1, m, n, self.reduce.extents[0])
 
 
-def _slice(ops: Sequence[Operation], value: SSAValue) -> list[Operation]:
+def needed_ops(ops: Sequence[Operation], value: SSAValue) -> list[Operation]:
     """Returns the ops among `ops` that `value` needs, in order."""
     needed = {value}
     picked: list[Operation] = []
@@ -110,7 +110,7 @@ def operand_sides(
     body = inner[:-2]
     if lhs in depends_on(body, [n_iv]) or rhs in depends_on(body, [m_iv]):
         return None
-    return _slice(body, lhs), lhs, _slice(body, rhs), rhs, product
+    return needed_ops(body, lhs), lhs, needed_ops(body, rhs), rhs, product
 
 
 def operand_types(c: Contraction) -> list[str]:

@@ -39,6 +39,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.gemm.block_scales import block_scale_loads
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
 from tinyopt.passes.tile.target import Target
@@ -137,9 +138,12 @@ def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
 
 def tensor_core_type(c: Contraction, fp8: bool = False) -> Attribute | None:
     """Returns f16 or bf16 (with `fp8`, also f8E4M3FN or f8E5M2: wgmma's) when every load of
-    both operand sides reads that type and the contraction sums its products, else None (the
-    contraction is left to other rules)."""
+    both operand sides reads that type (with `fp8`, block scales aside: `block_scales.py`) and
+    the contraction sums its products, else None (the contraction is left to other rules)."""
     loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
+    if fp8:  # an FP8 operand's f32 block scales are applied per K step
+        scales = block_scale_loads(c)
+        loads = [load for load in loads if load not in scales]
     types = {load.memref.type.element_type for load in loads}  # type: ignore[attr-defined]
     kinds = (Float16Type, BFloat16Type, *((Float8E4M3FNType, Float8E5M2Type) if fp8 else ()))
     if len(types) != 1 or not isinstance(element := types.pop(), kinds):

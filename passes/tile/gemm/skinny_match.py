@@ -12,7 +12,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.passes.tile.emit import depends_on
-from tinyopt.passes.tile.gemm.contraction_match import _slice
+from tinyopt.passes.tile.gemm.contraction_match import needed_ops
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
 
 MAX_ROWS = 64
@@ -157,4 +157,4 @@ def _sides(
         lhs, rhs = rhs, lhs
     if lhs in varying or rhs not in varying:
         return "not one operand varying with the output column and one not"
-    return _slice(body, lhs), lhs, _slice(body, rhs), rhs, product
+    return needed_ops(body, lhs), lhs, needed_ops(body, rhs), rhs, product

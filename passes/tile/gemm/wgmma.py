@@ -52,6 +52,7 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.gemm.block_scales import BLOCK as SCALE_BLOCK
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch, prefetches_by_row
@@ -67,10 +68,12 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
     PROMOTED_WIDEST,
+    SCALED_B_WIDEST,
     STAGE_COLUMNS,
     SWIZZLE,
     WARPGROUP,
     Operands,
+    ScaleOperand,
     WgmmaTiles,
     _fail,
     approximate_math,
@@ -119,14 +122,26 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "promote=on applies to 8-bit float operands (the tensor cores sum f16/bf16 "
                 "products in f32)"
             )
-        promote = fp8 and promoted(knobs.promote, c)
+        scaled = operands.a_scale or operands.b_scale
+        if scaled and knobs.promote == "off":
+            return _fail(
+                "applies block scales per K step (promote=on): promote=off sums all of K in "
+                "the tensor cores"
+            )
+        promote = fp8 and (bool(scaled) or promoted(knobs.promote, c))
+        widest = SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST
+        if operands.b_scale and knobs.bn and SCALE_BLOCK % knobs.bn:
+            return _fail(
+                f"takes B block scales with bn dividing {SCALE_BLOCK} (one scale a block and K "
+                f"step), got bn={knobs.bn}"
+            )
         if promote and knobs.bn > PROMOTED_WIDEST:
             return _fail(
                 f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
                 f"accumulators and bn/2 products of a step), got bn={knobs.bn}; promote=off "
                 "sums all of K in the tensor cores"
             )
-        widest = PROMOTED_WIDEST if promote else 256
+        widest = widest if promote else 256
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest)
         if isinstance(t, str):
             return t
@@ -143,6 +158,10 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
         if plan.promote == "on" and not fp8:
             return _fail('promotes K steps of 8-bit float operands only (promote = "on")')
+        if (operands.a_scale or operands.b_scale) and plan.promote != "on":
+            return _fail('applies block scales per K step (promote = "on")')
+        if operands.b_scale and SCALE_BLOCK % plan.bn:
+            return _fail(f"takes B block scales with bn dividing {SCALE_BLOCK}, got bn={plan.bn}")
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
     def emit(
@@ -158,7 +177,8 @@ def _fp8_refusal(c: Contraction, operands: Operands) -> str | None:
     products read both operands K-major (no transpose), one GEMM at a time, K whole."""
     element = tensor_core_type(c, fp8=True)
     if element is None or element.bitwidth != 8:  # type: ignore[attr-defined]
-        return None
+        scaled = operands.a_scale or operands.b_scale
+        return _fail("applies block scales to 8-bit float operands only") if scaled else None
     if isinstance(c, PairedContraction):
         return _fail(f"runs no dual GEMM of {element} operands")
     if operands.b_mn_major:
@@ -168,6 +188,11 @@ def _fp8_refusal(c: Contraction, operands: Operands) -> str | None:
         )
     if operands.splits > 1:
         return _fail(f"does not split K of {element} operands")
+    if operands.b_scale and "row" in operands.b_scale.kinds:
+        return _fail(
+            f"takes B block scales of {SCALE_BLOCK}×{SCALE_BLOCK} (one per 128 columns and 128 "
+            "of K), not one per column"
+        )
     return None
 
 
@@ -235,6 +260,12 @@ class _WgmmaEmitter:
             self.results.append(c.second.reduce.res[0])
             self.inits.append(c.second.reduce.init[0])
         self.mn_major = operands.b_mn_major
+        self.scales = [
+            (args[scale.arg], scale) if scale else None
+            for scale in (operands.a_scale, operands.b_scale)
+        ]
+        """A's and B's FP8 block scales (`block_scales.py`): each K step's products times
+        the step's scales."""
         self.splits, self.chunk = operands.splits, operands.chunk
         self.batched = len(self.a_global.type.get_shape()) == 3  # type: ignore[attr-defined]
         self.k_base: SSAValue | int = 0
@@ -446,6 +477,7 @@ class _WgmmaEmitter:
         (H200, 2026-12-04)."""
         em, t = self.em, self.t
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        rows = self._scale_rows(row) if any(self.scales) else []
         with em.for_loop(0, self.steps, 1) as (step, _, _):
             ring_step = em.add(first_step, step)
             slot = em.rem(ring_step, t.stages)
@@ -454,28 +486,59 @@ class _WgmmaEmitter:
             em.op(tile.WgmmaFenceOp())
             for kk in range(0, self.bk, tile.wgmma_k(self.element)):
                 self._wgmma(products, slot, row, kk, overwrite=kk == 0)
+            factors = self._step_scales(step, rows) if rows else None
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.empty, slot))
-            self._add_products(acc, products)
+            self._add_products(acc, products, factors)
             if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
                 ahead = em.add(ring_step, t.stages - 1)
                 with em.when([self.first, em.less(ahead, self.steps)]):
                     self._produce(ahead, ahead)
             em.op(scf.YieldOp())
 
-    def _add_products(self, acc: SSAValue, products: SSAValue) -> None:
-        """acc[r] += products[r] for each of the thread's accumulators."""
+    def _add_products(
+        self, acc: SSAValue, products: SSAValue, factors: list[SSAValue] | None = None
+    ) -> None:
+        """acc[r] += products[r] for each of the thread's accumulators, times the factor of
+        its row (`factors`: rows 0-7 and 8-15 of the thread's fragment) where given."""
         em = self.em
         for r in range(self.t.bn // 2):
             index = [em.index(r)]
-            total = em.value(
-                arith.AddfOp(
-                    em.value(memref.LoadOp.get(acc, index)),
-                    em.value(memref.LoadOp.get(products, index)),
-                )
-            )
+            product = em.value(memref.LoadOp.get(products, index))
+            if factors:  # accumulator r is in the fragment's row half (r % 4) // 2
+                product = em.value(arith.MulfOp(product, factors[(r % 4) // 2]))
+            total = em.value(arith.AddfOp(em.value(memref.LoadOp.get(acc, index)), product))
             em.op(memref.StoreOp.get(total, acc, index))
+
+    def _scale_rows(self, row: SSAValue) -> list[SSAValue]:
+        """The two rows of the output this thread's accumulators hold (`_epilogue`'s layout),
+        clamped to the last row: where the block scales of A are read."""
+        em = self.em
+        local = em.rem(self.tid, WARPGROUP)
+        lane = em.rem(local, 32)
+        first = em.add(em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4)))
+        last = em.index(self.m - 1)
+        return [em.value(arith.MinSIOp(em.add(first, 8 * half), last)) for half in range(2)]
+
+    def _step_scales(self, step: SSAValue, rows: list[SSAValue]) -> list[SSAValue]:
+        """The factors of K step `step` (block `step` of 128 along K) for the thread's two
+        rows: A's scale of the row times B's of the block's columns (B's blocks are as wide as
+        the block or wider: one scale)."""
+        em = self.em
+
+        def read(scaled: tuple[SSAValue, ScaleOperand], at: SSAValue) -> SSAValue:
+            buffer, scale = scaled
+            index = {"k": lambda: step, "row": lambda: at, "zero": lambda: em.index(0)}
+            index["block"] = lambda: em.div(at, SCALE_BLOCK)
+            return em.value(memref.LoadOp.get(buffer, [index[kind]() for kind in scale.kinds]))
+
+        a_scaled, b_scaled = self.scales
+        factors = [read(a_scaled, r) for r in rows] if a_scaled else []
+        if b_scaled:
+            column = read(b_scaled, self.n0)
+            factors = [em.value(arith.MulfOp(f, column)) for f in factors] or [column, column]
+        return factors
 
     def _split_k_loop(
         self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue

@@ -11,6 +11,7 @@ from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.emit import index_constant
+from tinyopt.passes.tile.gemm.block_scales import split_block_scale
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.knobs import Knobs
@@ -46,6 +47,14 @@ PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 
 
 @dataclass(frozen=True)
+class ScaleOperand:
+    """An operand's f32 block scales (`block_scales.BlockScale`) in kernel argument `arg`."""
+
+    arg: int
+    kinds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Operands:
     """The global buffers of A and B (kernel argument positions) and B's orientation; a dual
     GEMM's second B has B's orientation."""
@@ -58,6 +67,9 @@ class Operands:
     """A split-K partial kernel's K chunks (`split_k.py`): its batch index is b·splits + s, and
     it reads K at s·chunk + k and the operands' batch (if they have one) at b."""
     chunk: int = 0
+    a_scale: ScaleOperand | None = None
+    """A's FP8 block scales (`block_scales.py`), applied per K step."""
+    b_scale: ScaleOperand | None = None
 
     @property
     def bs(self) -> list[int]:
@@ -145,9 +157,17 @@ def operand_buffers(c: Contraction) -> Operands | str:
         second = c.second
         sides.append((second.b_side, second.b_value, c.n_iv, second.reduce.body.block.args[0]))
     positions = []
+    args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
+    scales: list[ScaleOperand | None] = []
     for side, value, outer, k_iv in sides:
         index_ops = split_index_ops(side) if split else []
         loads = [op for op in side if op not in index_ops]
+        scaled = None if split else split_block_scale(loads, value, outer, k_iv)
+        scales.append(None)
+        if scaled:
+            loads, value, scale = scaled
+            position = args.index(scale.load.memref)
+            scales[-1] = ScaleOperand(position, scale.kinds)
         if not _plain_load(loads, value):
             return _fail(
                 "needs both operands to be plain loads (TMA copies raw bytes: no prologue math)"
@@ -166,9 +186,13 @@ def operand_buffers(c: Contraction) -> Operands | str:
                 "shared by both)"
             )
     (a, _), (b, b_mn_major), *second = positions
-    args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
     if not second:
-        return Operands(args.index(a), args.index(b), b_mn_major, None, splits, chunk)
+        a_scale, b_scale = scales
+        return Operands(
+            args.index(a), args.index(b), b_mn_major, None, splits, chunk, a_scale, b_scale
+        )
+    if any(scales):
+        return _fail("runs no dual GEMM with block scales")
     ((second_b, second_mn_major),) = second
     if second_mn_major != b_mn_major:
         return _fail("needs a dual GEMM's two B operands in one layout ([k, n] or [n, k])")
@@ -267,6 +291,9 @@ PROMOTED_WIDEST = 192
 """The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread
 (96 + 96 registers at 192, no local memory in the SASS)."""
 
+SCALED_B_WIDEST = 128
+"""The widest block with B block scales: one scale a block and K step (128 columns)."""
+
 PROMOTED_EFFICIENCY = {192: 1.0, 128: 0.94}
 """Throughput per FLOP of 128-row blocks with promoted FP8 steps by width, measured on the
 H200 (benchmarks/RESULTS.md, seventeenth session runs 4-5: 8192³ e4m3 in 21 waves of 128×192
@@ -304,7 +331,7 @@ def _wave_cheapest_block(
     GEMM's block holds bn/2 columns of each product and takes 128-row blocks."""
     if widest < 256:  # promoted FP8 steps: their own blocks' throughputs
         return min(
-            ((128, w) for w in PROMOTED_EFFICIENCY),
+            ((128, w) for w in PROMOTED_EFFICIENCY if w <= widest),
             key=lambda b: (
                 -(-batch * -(-m // 128) * -(-n // b[1]) // sms) * b[1] / PROMOTED_EFFICIENCY[b[1]]
             ),

@@ -22,8 +22,8 @@
 // CHECK-NEXT:   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
 // CHECK-NEXT:   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 // CHECK-NEXT:   tinyopt_mbarrier_arrive(
-// CHECK-NEXT:   float [[ACC:v[0-9]+]] = [[ACCS]][0];
 // CHECK-NEXT:   float [[PRODUCT:v[0-9]+]] = [[PRODUCTS]][0];
+// CHECK-NEXT:   float [[ACC:v[0-9]+]] = [[ACCS]][0];
 // CHECK-NEXT:   float [[SUM:v[0-9]+]] = [[ACC]] + [[PRODUCT]];
 // CHECK-NEXT:   [[ACCS]][0] = [[SUM]];
 

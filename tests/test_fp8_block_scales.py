@@ -1,0 +1,167 @@
+"""FP8 GEMMs with block scales (torch's `_scaled_mm` with `BlockWise1x128` / `BlockWise128x128`
+scales): kept inside the GEMM by `fuse`, applied per K step by the wgmma rule
+(`passes/tile/gemm/block_scales.py`), captured from torch, refused where the rule cannot."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from conftest import requires_gpu
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
+from programs import block_scaled_matmul
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.compiler import lower
+
+WGMMA_CASES = [
+    # (M, N, K, format, output, rows a scale of A / of B covers, knobs): 1×128 activations and
+    # 128×128 weights (DeepSeek-V3's recipe) on the default plan, ragged tiles and a K that is
+    # not a multiple of 128; a persistent grid; 128×128 scales of both on 64-row blocks (one
+    # block of N: the scale's column index folded to 0); a block without a producer warpgroup;
+    # 64-column blocks walking 128-column scale blocks on a persistent grid.
+    (256, 256, 384, "f8E4M3FN", "f32", 1, 128, ""),
+    (200, 200, 320, "f8E4M3FN", "bf16", 1, 128, ""),
+    (300, 520, 384, "f8E4M3FN", "f32", 1, 128, "sms=4"),
+    (129, 128, 256, "f8E5M2", "f32", 128, 128, "mma=wgmma bm=64"),
+    (300, 130, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma ws=0"),
+    (130, 264, 512, "f8E4M3FN", "f32", 128, 128, "mma=wgmma bn=64 sms=3"),
+]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("m", "n", "k", "fmt", "out", "a_rows", "b_rows", "knobs"),
+    WGMMA_CASES,
+    ids=lambda v: str(v).replace(" ", "_"),
+)
+def test_block_scaled_wgmma_gemm_matches_reference_on_cpu(
+    m: int, n: int, k: int, fmt: str, out: str, a_rows: int, b_rows: int, knobs: str
+) -> None:
+    """One wgmma kernel with promoted K steps, each step's products times A's scale of the
+    row and B's of the block's columns, on the CPU emulation: as the float64 reference."""
+    text = block_scaled_matmul(m, n, k, fmt, out, a_rows, b_rows)
+    pipeline = f"fuse,tile{{{knobs}}},to-cuda"
+    planned = str(lower(text, pipeline.removesuffix(",to-cuda"))[1])
+    assert len(re.findall(r"#tile.plan<", planned)) == 1  # the scales stay in the GEMM
+    assert re.search(r'#tile.plan<wgmma, .*promote = "on"', planned)
+    error, _ = error_on_cpu(text, pipeline, seed=7)
+    assert error <= (1e-6 if out == "f32" else 2**-8), error
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("m", "n", "k", "a_rows", "b_rows"),
+    [(130, 256, 512, 128, 1), (64, 136, 300, 1, 128), (64, 136, 128, 1, 128)],
+    ids=["per_column_b", "unaligned_rows", "one_k_block"],
+)
+def test_block_scales_the_wgmma_rule_does_not_take_run_on_cuda_cores(
+    m: int, n: int, k: int, a_rows: int, b_rows: int
+) -> None:
+    """A B scale per column (1×128), rows TMA cannot copy (K = 300 bytes) and a K of one block
+    (the scales hoisted out of the K loop) leave the GEMM to the CUDA-core rules, which
+    compute it as the reference does."""
+    text = block_scaled_matmul(m, n, k, "f8E4M3FN", "f32", a_rows, b_rows)
+    assert "#tile.plan<wgmma" not in str(lower(text, "fuse,tile")[1])
+    error, _ = error_on_cpu(text, "fuse,tile,to-cuda", seed=8)
+    assert error <= 1e-6, error
+
+
+@pytest.mark.parametrize(
+    ("knobs", "b_rows", "message"),
+    [
+        ("mma=wgmma promote=off", 128, "applies block scales per K step (promote=on)"),
+        ("mma=wgmma bn=192", 128, "takes B block scales with bn dividing 128"),
+        ("mma=wgmma", 1, "takes B block scales of 128×128 (one per 128 columns and 128 of K)"),
+    ],
+    ids=["promote_off", "wide_block", "per_column_b"],
+)
+def test_block_scales_the_wgmma_rule_cannot_apply_are_refused(
+    knobs: str, b_rows: int, message: str
+) -> None:
+    text = block_scaled_matmul(256, 256, 512, "f8E4M3FN", "bf16", 1, b_rows)
+    with pytest.raises(DiagnosticException, match=re.escape(message)):
+        lower(text, f"fuse,tile{{{knobs}}}")
+
+
+def _scaled_mm_module():
+    import torch
+    from torch import nn
+
+    class ScaledMM(nn.Module):
+        def forward(self, a, w, scale_a, scale_w):
+            return torch._scaled_mm(a, w.t(), scale_a, scale_w, out_dtype=torch.bfloat16)
+
+    return ScaledMM()
+
+
+def _block_inputs(m: int, n: int, k: int, a_rows: int, b_rows: int, device: str = "cpu"):
+    """FP8 a `[M, K]`, w `[N, K]` and f32 block scales as torch takes them: scale_a `[M/a_rows,
+    K/128]`, scale_w `[K/128, N/b_rows]` (rounded up)."""
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(m + n + k)
+    kb = -(-k // 128)
+
+    def draw(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device=device, generator=generator)
+
+    a, w = draw(m, k).to(torch.float8_e4m3fn), draw(n, k).to(torch.float8_e4m3fn)
+    scale_a = draw(-(-m // a_rows), kb).abs() + 0.5
+    scale_w = draw(kb, -(-n // b_rows)).abs() + 0.5
+    return a, w, scale_a, scale_w
+
+
+def _dequantized_product(a, w, scale_a, scale_w, a_rows: int, b_rows: int):
+    """(a · scale_a) @ (w · scale_w)ᵀ in float64, each scale repeated over its block."""
+    (m, k), n = a.shape, w.shape[0]
+
+    def spread(scale, rows: int, extent: int):
+        return scale.double().repeat_interleave(rows, 0)[:extent].repeat_interleave(128, 1)[:, :k]
+
+    dequantized_a = a.double() * spread(scale_a, a_rows, m)
+    dequantized_w = w.double() * spread(scale_w.t(), b_rows, n)
+    return dequantized_a @ dequantized_w.t()
+
+
+@pytest.mark.parametrize(
+    ("m", "n", "k", "a_rows", "b_rows"),
+    [(200, 264, 384, 1, 128), (130, 256, 512, 128, 1), (64, 136, 300, 1, 128)],
+    ids=["1x128_128x128", "128x128_1x128", "ragged_k"],
+)
+def test_block_scaled_mm_capture_matches_float64(
+    m: int, n: int, k: int, a_rows: int, b_rows: int
+) -> None:
+    """`torch._scaled_mm` with block scales (torch's CPU build takes per-tensor scales only, so
+    the reference is the float64 product of the dequantized operands, rounded to bf16)."""
+    pytest.importorskip("torch")
+    from tinyopt.backends.reference import run_reference
+    from tinyopt.frontends.torch_fx import capture
+
+    args = _block_inputs(m, n, k, a_rows, b_rows)
+    captured = capture(_scaled_mm_module(), *args)
+    (got,) = run_reference(captured.module, *captured.arguments(*args))
+    want = _dequantized_product(*args, a_rows, b_rows).bfloat16().double().numpy()
+    np.testing.assert_allclose(got, want, rtol=2**-8, atol=1e-6)
+
+
+@requires_gpu
+@pytest.mark.parametrize(
+    ("m", "n", "k", "a_rows", "b_rows"),
+    [(1000, 776, 640, 1, 128), (2000, 1544, 1024, 128, 128), (130, 256, 512, 128, 1)],
+    ids=["1x128_128x128", "persistent_128x128", "cuda_cores"],
+)
+def test_compiled_block_scaled_mm_matches_float64_on_gpu(
+    m: int, n: int, k: int, a_rows: int, b_rows: int
+) -> None:
+    """Captured and run by `CompiledModel` on the GPU: within bf16's rounding of the float64
+    product of the dequantized operands."""
+    pytest.importorskip("torch")
+    from tinyopt.frontends.compiled_model import CompiledModel
+
+    args = _block_inputs(m, n, k, a_rows, b_rows, "cuda")
+    want = _dequantized_product(*args, a_rows, b_rows)
+    got = CompiledModel(_scaled_mm_module(), *args)(*args).double()
+    assert ((got - want).norm() / want.norm()).item() < 2**-8
