@@ -12,6 +12,7 @@ from conftest import requires_gpu
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
 from programs import block_scaled_matmul
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import lower
@@ -49,6 +50,22 @@ def test_block_scaled_wgmma_gemm_matches_reference_on_cpu(
     assert re.search(r'#tile.plan<wgmma, .*promote = "on"', planned)
     error, _ = error_on_cpu(text, pipeline, seed=7)
     assert error <= (1e-6 if out == "f32" else 2**-8), error
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+@pytest.mark.parametrize("a_rows", [1, 128], ids=["1x128", "128x128"])
+def test_block_scaled_sass_has_fp8_products_scaled_by_fma_and_no_spills(
+    a_rows: int, tmp_path
+) -> None:
+    """4096³: QGMMA 64x128x32 on E4M3 operands fed by TMA, each accumulator's step added as
+    one FFMA (products times the step's factor), no local memory."""
+    code = sass(block_scaled_matmul(4096, 4096, 4096, a_rows=a_rows), "fuse,tile,to-cuda", tmp_path)
+    assert set(re.findall(r"\bQGMMA\.\w+\.\w+\.\w+\.\w+", code)) == {
+        "QGMMA.64x128x32.F32.E4M3.E4M3"
+    }
+    assert "UTMALDG" in code
+    assert len(re.findall(r"\bFFMA\b", code)) >= 64
+    assert not LOCAL_MEMORY.search(code)
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
