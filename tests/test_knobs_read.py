@@ -27,7 +27,7 @@ PROGRAMS = {
     "skinny": (skinny(8, 512, 256), "fuse", ""),
     "skinny_mma": (skinny(16, 512, 256, "bf16"), "fuse", "skinny_mma=on"),
     "mma_sync": (matmul_plain(256, 192, 128), "fuse", "mma=sync"),
-    "wgmma": (swiglu(2048, 128, 512), "fuse", ""),
+    "wgmma": (swiglu(2048, 128, 2560), "fuse", ""),
     "tf32": (matmul_plain(256, 192, 128, "f32"), "fuse", "mma=tf32"),
     "wgmma_3xtf32": (matmul_plain(1024, 128, 64, "f32", "nk"), "fuse", "mma=3xtf32 splitk=1"),
     "attention_decode": (

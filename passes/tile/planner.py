@@ -106,14 +106,14 @@ def plan_kernels(
             f"tile: mma={knobs.mma} cannot run kernel @{kernel.sym_name.data}, a sum of "
             f"products that no GEMM rule takes ({reasons})"
         )
-    if (
-        knobs.streamk in ("on", "tail")
-        and choice.rule.name != "contraction"
-        and match_contraction(kernel) is not None
-    ):
+    shares_k = choice.rule.name == "contraction" or (
+        isinstance(choice.plan, WgmmaTiles) and choice.plan.streamk == "tail"
+    )
+    if knobs.streamk in ("on", "tail") and not shares_k and match_contraction(kernel) is not None:
         raise DiagnosticException(
             f"tile: streamk={knobs.streamk} does not apply: it runs on the CUDA cores' "
-            "contraction rule only (mma=none, or auto for f32)"
+            "contraction rule (mma=none, or auto for f32) and, streamk=tail only, on the "
+            "persistent wgmma GEMM"
         )
     pieces = choice.rule.rewrite(module, kernel, choice.match, choice.plan)
     for piece in pieces:

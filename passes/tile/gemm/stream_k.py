@@ -121,7 +121,20 @@ def stream_k_kernels(
     """Puts in `kernel`'s place the flag-zeroing kernel and the kernel with the workspace and
     flags as its last two buffers (`STREAM_K_ATTR` set), launched in that order after the host
     allocates both; returns them."""
-    workspace_type = MemRefType(f32, [blocks, t.tm * t.tn, t.threads])
+    return shared_k_kernels(module, kernel, c, [t.tm * t.tn, t.threads], blocks, tiles)
+
+
+def shared_k_kernels(
+    module: ModuleOp,
+    kernel: loop.KernelOp,
+    c: Contraction,
+    per_block: list[int],
+    blocks: int,
+    tiles: int,
+) -> tuple[loop.KernelOp, loop.KernelOp]:
+    """`stream_k_kernels` with a workspace of `per_block` f32 a block (any rule's layout of a
+    tile's partial sums)."""
+    workspace_type = MemRefType(f32, [blocks, *per_block])
     flags_type = MemRefType(i32, [blocks])
     name = kernel.sym_name.data
     streamed, em, mapping = derived_kernel(kernel, name, [workspace_type, flags_type])

@@ -33,6 +33,10 @@ tile into its half of the slot by that B's own tensor map, and one wgmma multipl
 The thread that holds column c of one product holds column c of the other, so the epilogue
 combines them in registers.
 
+With `streamk=tail` persistent blocks share the last waves' K steps (`wgmma_stream_k.py`):
+a piece of a tile that does not start it writes its partial sums to a workspace and sets its
+block's flag; the block holding the tile's first steps adds them before the epilogue.
+
 The epilogue runs on the accumulators where wgmma leaves them (`store=direct`) or after each
 consumer warpgroup staged them in shared memory (`store=smem`, `_staged_epilogue`), issuing
 its loads of other buffers one chunk ahead (`epilogue_prefetch.py`).
@@ -47,13 +51,15 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import IntegerAttr, f32, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i64
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.gemm.block_scales import BLOCK as SCALE_BLOCK
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction_plan import stream_k_blocks
+from tinyopt.passes.tile.gemm.stream_k import shared_k_kernels
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
 from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch, prefetches_by_row
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -61,6 +67,12 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction, tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
+from tinyopt.passes.tile.gemm.wgmma_stream_k import (
+    Piece,
+    StreamKWalk,
+    shared_tiles,
+    stream_k_refusal,
+)
 from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
@@ -93,7 +105,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = (
         "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     )
-    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto"
+    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto streamk=auto,tail"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -146,7 +158,32 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if isinstance(t, str):
             return t
         fastmath = "on" if approximate_math(knobs.fastmath, c) else "off"
-        return replace(t, fastmath=fastmath, promote="on" if promote else "off")
+        t = replace(t, fastmath=fastmath, promote="on" if promote else "off")
+        if knobs.streamk == "on":
+            return _fail("shares the K steps of the last waves only (streamk=tail)")
+        if knobs.streamk != "tail":
+            return t
+        tiles = batch * -(-m // t.bm) * -(-n // t.tile_n)
+        steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
+        if not t.ws or dual:
+            return _fail("runs streamk=tail with a producer warpgroup (ws=1), on no dual GEMM")
+        if why := stream_k_refusal(tiles, min(self.target.sms, tiles), steps):
+            return _fail(why)
+        return replace(t, persistent=1, streamk="tail")
+
+    def rewrite(
+        self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: WgmmaTiles
+    ) -> list[loop.KernelOp]:
+        """`streamk=tail`: the kernel with the workspace (a row of each consumer thread's
+        partial sums per block) and the blocks' flags, after the kernel zeroing the flags."""
+        if plan.streamk == "off" or stream_k_blocks(kernel)[0]:
+            return []
+        batch, m, n, _ = c.extents
+        tiles = batch * -(-m // plan.bm) * -(-n // plan.tile_n)
+        blocks = min(self.target.sms, tiles)
+        per_block = [WARPGROUP * plan.consumers, plan.bn // 2]
+        shared = shared_tiles(tiles, blocks)
+        return list(shared_k_kernels(module, kernel, c, per_block, blocks, shared))
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: WgmmaTiles) -> str | None:
         batch, m, n, k = c.extents
@@ -162,6 +199,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail('applies block scales per K step (promote = "on")')
         if operands.b_scale and SCALE_BLOCK % plan.bn:
             return _fail(f"takes B block scales with bn dividing {SCALE_BLOCK}, got bn={plan.bn}")
+        if (plan.streamk == "tail") != bool(stream_k_blocks(kernel)[0]):
+            return _fail(
+                "decides streamk when the kernel is planned (stream-K adds its workspace and "
+                "flags): set it as an option of plan or tile, not in a plan"
+            )
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
     def emit(
@@ -235,6 +277,10 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
 
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 
+STREAM_K_BARRIER = 4
+"""The consumer warpgroups' hardware barrier before a partial sum's flag (1 and 2 are the
+staged epilogue's, 3 the TF32 split's)."""
+
 
 class _WgmmaEmitter:
     """Emits the pipelined wgmma GEMM of one block."""
@@ -277,12 +323,21 @@ class _WgmmaEmitter:
         """K per step: one 128-byte swizzle row (64 16-bit or 32 f32 elements)."""
         self.steps = -(-self.k // self.bk)
         self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
+        self.walk: StreamKWalk | None = None
+        """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
+        self.stream_buffers = (args[-2], args[-1])
+        """With `walk`: the partial-sum workspace and the blocks' flags (the last buffers)."""
 
     def emit(self) -> None:
         em, c, t = self.em, self.c, self.t
         for op in c.prologue:
             em.op(op.clone(value_mapper=self.mapping))
         self.tid = em.value(tile.ThreadIdOp("x"))
+        if t.streamk == "tail":
+            kernel = self.a_global.owner.parent_op()  # type: ignore[union-attr]
+            assert isinstance(kernel, tile.KernelOp)
+            tiles = self.n_tiles * self.m_tiles * self.batch
+            self.walk = StreamKWalk(em, tiles, kernel.grid_size[0], self.steps)
         if not t.persistent:
             x, y, z = (em.value(tile.BlockIdOp(d)) for d in "xyz")
             if t.group == 1:
@@ -323,10 +378,13 @@ class _WgmmaEmitter:
         with em.into(then_block):
             em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
             with em.when([self.first]):
-                with self._tiles() as first_step:
-                    with em.for_loop(0, self.steps, 1) as (step, _, _):
-                        self._produce(step, em.add(first_step, step))
-                        em.op(scf.YieldOp())
+                if self.walk:
+                    self.walk.walk(em.value(tile.BlockIdOp("x")), self._produce_piece)
+                else:
+                    with self._tiles() as first_step:
+                        with em.for_loop(0, self.steps, 1) as (step, _, _):
+                            self._produce(step, em.add(first_step, step))
+                            em.op(scf.YieldOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
             em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
@@ -417,37 +475,122 @@ class _WgmmaEmitter:
         epilogue; once per tile of the block."""
         em, t = self.em, self.t
         acc = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
-        inits = [self.mapping.get(i, i) for i in self.inits]
+        if self.walk:
+            block = em.value(tile.BlockIdOp("x"))
+            self.walk.walk(block, lambda piece: self._consume_piece(acc, group, piece, block))
+            return
         with self._tiles() as first_step:
-            for r in range(t.bn // 2):
-                init = inits[r // (t.tile_n // 2)]  # a thread holds tile_n/2 of each product
-                em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
-            if not t.ws:
-                with em.when([self.first]):
-                    with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
-                        self._produce(step, step)
-                        em.op(scf.YieldOp())
-            row = em.mul(group, tile.WGMMA_M)
-            if self.split:
-                self._split_k_loop(acc, first_step, row, group)
-            elif t.promote == "on":
-                self._promoted_k_loop(acc, first_step, row)
-            else:
-                self._k_loop(acc, first_step, row)
-            if t.persistent and t.promote == "off":
-                # the tile's last slot, which the next tile's K loop needs
-                last = em.add(first_step, self.steps - 1)
-                em.op(tile.MbarrierArriveOp(self.empty, em.rem(last, t.stages)))
-            if t.store == "smem":
-                self._staged_epilogue(acc, group)
-            else:
-                self._epilogue(acc, row)
+            self._consume_piece(acc, group, Piece(em.index(0), first_step, 0, self.steps))
 
-    def _k_loop(self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue) -> None:
-        """The K loop of f16/bf16 or 8-bit float operands: each step's products accumulate in
-        `acc` on the tensor cores, one wgmma group kept in flight."""
+    def _consume_piece(
+        self, acc: SSAValue, group: SSAValue, piece: Piece, block: SSAValue | None = None
+    ) -> None:
+        """The K steps of `piece` into `acc` (from the tile's initial values), then the
+        epilogue; for a piece of a shared tile (`streamk=tail`), the partial sums written
+        instead where the piece does not start the tile, or the other pieces' added first."""
         em, t = self.em, self.t
-        with em.for_loop(0, self.steps, 1) as (step, _, _):
+        if self.walk:
+            self._set_tile(piece.tile)
+        inits = [self.mapping.get(i, i) for i in self.inits]
+        for r in range(t.bn // 2):
+            init = inits[r // (t.tile_n // 2)]  # a thread holds tile_n/2 of each product
+            em.op(memref.StoreOp.get(init, acc, [em.index(r)]))
+        if not t.ws:
+            with em.when([self.first]):
+                with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
+                    self._produce(step, step)
+                    em.op(scf.YieldOp())
+        row = em.mul(group, tile.WGMMA_M)
+        first_step, count = piece.ring, piece.count
+        if self.split:
+            self._split_k_loop(acc, first_step, row, group)
+        elif t.promote == "on":
+            self._promoted_k_loop(acc, first_step, row, piece.first, count)
+        else:
+            self._k_loop(acc, first_step, row, count)
+        if t.persistent and t.promote == "off":
+            # the piece's last slot, which the next piece's K loop needs
+            last = em.add(first_step, em.add(count, -1))
+            em.op(tile.MbarrierArriveOp(self.empty, em.rem(last, t.stages)))
+        if not piece.shared:
+            self._tile_epilogue(acc, group, row)
+            return
+        assert self.walk is not None and block is not None
+        starts = em.value(arith.CmpiOp(em.add(piece.first, 0), em.index(0), "eq"))
+        with em.when([starts]):
+            helpers = self.walk.helpers(piece)
+            with em.for_loop(*helpers, 1) as (share, _, _):
+                self._add_partial(acc, self.walk.block_of(share))
+                em.op(scf.YieldOp())
+            self._tile_epilogue(acc, group, row)
+        with em.when([em.value(arith.CmpiOp(em.add(piece.first, 0), em.index(0), "ne"))]):
+            self._write_partial(acc, block)
+
+    def _tile_epilogue(self, acc: SSAValue, group: SSAValue, row: SSAValue) -> None:
+        if self.t.store == "smem":
+            self._staged_epilogue(acc, group)
+        else:
+            self._epilogue(acc, row)
+
+    def _consumer_thread(self) -> SSAValue:
+        """The thread's index among the consumer warpgroups' threads."""
+        return self.em.value(arith.SubiOp(self.tid, self.em.index(WARPGROUP)))
+
+    def _write_partial(self, acc: SSAValue, block: SSAValue) -> None:
+        """Writes the thread's partial sums to the block's row of the workspace, then, once
+        every consumer thread has, sets the block's flag (release)."""
+        em, t = self.em, self.t
+        workspace, flags = self.stream_buffers
+        thread = self._consumer_thread()
+        for r in range(t.bn // 2):
+            value = em.value(memref.LoadOp.get(acc, [em.index(r)]))
+            em.op(memref.StoreOp.get(value, workspace, [block, thread, em.index(r)]))
+        em.op(tile.ThreadFenceOp())
+        em.op(tile.NamedBarrierOp(em.index(STREAM_K_BARRIER), WARPGROUP * t.consumers))
+        with em.when([em.value(arith.CmpiOp(thread, em.index(0), "eq"))]):
+            em.op(tile.FlagSetOp(flags, block))
+
+    def _add_partial(self, acc: SSAValue, helper: SSAValue) -> None:
+        """Waits for block `helper`'s flag (acquire), then adds its partial sums to `acc`."""
+        em, t = self.em, self.t
+        workspace, flags = self.stream_buffers
+        thread = self._consumer_thread()
+        with em.when([em.value(arith.CmpiOp(thread, em.index(0), "eq"))]):
+            em.op(tile.FlagWaitOp(flags, helper))
+        em.op(tile.NamedBarrierOp(em.index(STREAM_K_BARRIER), WARPGROUP * t.consumers))
+        for r in range(t.bn // 2):
+            index = [em.index(r)]
+            part = em.value(memref.LoadOp.get(workspace, [helper, thread, index[0]]))
+            total = em.value(arith.AddfOp(em.value(memref.LoadOp.get(acc, index)), part))
+            em.op(memref.StoreOp.get(total, acc, index))
+
+    def _set_tile(self, index: SSAValue) -> None:
+        """Sets the block's tile to the `index`-th of the walk (the launch order of
+        `_tiles`)."""
+        em = self.em
+        per_batch = self.n_tiles * self.m_tiles
+        self._origin([*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch)])
+
+    def _produce_piece(self, piece: Piece) -> None:
+        """The producer's copies of `piece`'s K steps."""
+        em = self.em
+        self._set_tile(piece.tile)
+        with em.for_loop(0, piece.count, 1) as (i, _, _):
+            self._produce(em.add(piece.first, i), em.add(piece.ring, i))
+            em.op(scf.YieldOp())
+
+    def _k_loop(
+        self,
+        acc: SSAValue,
+        first_step: SSAValue | int,
+        row: SSAValue,
+        count: SSAValue | int | None = None,
+    ) -> None:
+        """The K loop of f16/bf16 or 8-bit float operands (`count` steps, all by default):
+        each step's products accumulate in `acc` on the tensor cores, one wgmma group kept in
+        flight."""
+        em, t = self.em, self.t
+        with em.for_loop(0, self.steps if count is None else count, 1) as (step, _, _):
             ring_step = em.add(first_step, step)
             slot = em.rem(ring_step, t.stages)
             parity = em.ring_parity(ring_step, t.stages, flip=False)
@@ -467,7 +610,14 @@ class _WgmmaEmitter:
             em.op(scf.YieldOp())
         em.op(tile.WgmmaWaitOp(0))
 
-    def _promoted_k_loop(self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue) -> None:
+    def _promoted_k_loop(
+        self,
+        acc: SSAValue,
+        first_step: SSAValue | int,
+        row: SSAValue,
+        first: SSAValue | int = 0,
+        count: SSAValue | int | None = None,
+    ) -> None:
         """The K loop of 8-bit float operands with `promote`: each step's products (four k32
         wgmmas, 128 of K) summed in registers of their own, the first overwriting them, then
         added to the f32 accumulators `acc` once they are done, and the slot released. The
@@ -478,8 +628,9 @@ class _WgmmaEmitter:
         em, t = self.em, self.t
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         rows = self._scale_rows(row) if any(self.scales) else []
-        with em.for_loop(0, self.steps, 1) as (step, _, _):
-            ring_step = em.add(first_step, step)
+        with em.for_loop(0, self.steps if count is None else count, 1) as (i, _, _):
+            ring_step = em.add(first_step, i)
+            step = em.add(first, i)  # of the tile's K steps
             slot = em.rem(ring_step, t.stages)
             parity = em.ring_parity(ring_step, t.stages, flip=False)
             em.op(tile.MbarrierWaitOp(self.full, slot, parity))

@@ -95,6 +95,8 @@ class WgmmaTiles:
     promote: str = "off"
     """on: each K step's products (8-bit floats) summed in registers of their own, then added
     to the f32 accumulators on the CUDA cores (`PROMOTED_WIDEST`)."""
+    streamk: str = "off"
+    """tail: the persistent blocks share the last waves' K steps (`wgmma_stream_k.py`)."""
 
     @property
     def tile_n(self) -> int:
@@ -417,6 +419,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
     if t.store not in ("direct", "smem") or t.fastmath not in ("on", "off"):
         return _fail("needs store direct or smem and fastmath on or off")
+    if t.streamk not in ("off", "tail") or (t.streamk == "tail" and not t.persistent):
+        return _fail("runs streamk=tail (on persistent blocks) or off")
     if t.promote == "on" and bn > PROMOTED_WIDEST:
         return _fail(
             f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "

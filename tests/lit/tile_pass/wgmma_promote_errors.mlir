@@ -6,9 +6,9 @@
 // promote=on is refused with the reason. To a bf16 output the default sums all of K in the
 // tensor cores (promote off); to an f32 output it promotes.
 // WIDE: tile: mma=wgmma with promote=on takes bn up to 192 (a thread holds bn/2 accumulators and bn/2 products of a step), got bn=256; promote=off sums all of K in the tensor cores
-// FAST: tile.kernel @scaled_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "off">
-// FAST: tile.kernel @plain_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "off">
-// FAST: tile.kernel @wide_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "on">
+// FAST: tile.kernel @scaled_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "off", {{.*}}>
+// FAST: tile.kernel @plain_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "off", {{.*}}>
+// FAST: tile.kernel @wide_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "on", {{.*}}>
 func.func @scaled(%a: tensor<256x256xf8E4M3FN>, %b: tensor<256x256xf8E4M3FN>) -> tensor<256x256xbf16> {
   %a32 = graph.cast %a : tensor<256x256xf8E4M3FN> -> tensor<256x256xf32>
   %b32 = graph.cast %b : tensor<256x256xf8E4M3FN> -> tensor<256x256xf32>

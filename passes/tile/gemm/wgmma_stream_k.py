@@ -1,0 +1,114 @@
+"""Stream-K over the last waves of a persistent wgmma GEMM (`streamk=tail`).
+
+A persistent grid of G blocks (one per SM) walks T output tiles; when T is not a multiple of G
+the last round leaves SMs idle (3000³ bf16 at 128×256: 288 tiles, 2.2 waves run as 3). With
+`streamk=tail` each block first runs whole tiles, `T // G - 1` rounds of them, as before; the
+last `G + T % G` tiles' K steps are then shared evenly by the G blocks (Osama et al., PPoPP
+2023: "data-parallel plus one stream-K wave"), so every block runs about `T / G` tiles' worth.
+
+Shares are numbered against the launch order (block b holds share G - 1 - b, as in the
+CUDA-core rules' `stream_k.py`): share s runs the tail of one tile (from a K step past 0 to its
+end), whole tiles, then the head of another (from its first K step); a tile whose steps several
+shares hold is finished by the share holding its first step, the last thing that share runs,
+after it waits for the later shares' flags and adds their partial sums (each share writes at
+most one, of its first piece, to its row of the workspace). A block waits only for blocks
+launched before it, and the later shares' tails are their first work, so the wait is short.
+The producer warpgroup walks the same pieces, so the ring's slots and phases carry over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects import arith, scf
+from xdsl.ir import SSAValue
+
+from tinyopt.passes.tile.emit import Emitter
+
+INDEX_LIMIT = 2**31
+"""Share boundaries are `share · units / G` in 32-bit index arithmetic."""
+
+
+@dataclass
+class Piece:
+    """K steps `first .. first + count` of tile `tile` (its index in the walk), from ring step
+    `ring`; for a shared tile (`shared`), share `share` holds them."""
+
+    tile: SSAValue
+    ring: SSAValue | int
+    first: SSAValue | int
+    count: SSAValue | int
+    shared: bool = False
+    share: SSAValue | None = None
+
+
+def stream_k_refusal(tiles: int, blocks: int, steps: int) -> str | None:
+    """Why a grid of `tiles` tiles of `steps` K steps on `blocks` persistent blocks does not
+    share its last waves' K steps, or None."""
+    if tiles <= blocks:
+        return f"streamk=tail needs more tiles than SMs (persistent blocks), got {tiles} tiles"
+    if tiles % blocks == 0:
+        return f"streamk=tail has nothing to share: {tiles} tiles fill whole waves of {blocks}"
+    if 2 * blocks * blocks * steps >= INDEX_LIMIT:
+        return f"streamk=tail takes at most {INDEX_LIMIT // (2 * blocks * blocks)} K steps a tile"
+    return None
+
+
+def shared_tiles(tiles: int, blocks: int) -> int:
+    """The tiles whose K steps the blocks share: the last `G + T % G`."""
+    return blocks + tiles % blocks
+
+
+class StreamKWalk:
+    """Emits the walk of one persistent block over its whole tiles, then its share."""
+
+    def __init__(self, em: Emitter, tiles: int, blocks: int, steps: int) -> None:
+        self.em, self.tiles, self.blocks, self.steps = em, tiles, blocks, steps
+        self.shared = shared_tiles(tiles, blocks)
+        self.rounds = (tiles - self.shared) // blocks
+        """Rounds of whole tiles before the shared ones."""
+        self.units = self.shared * steps
+
+    def walk(self, block: SSAValue, body: Callable[[Piece], None]) -> None:
+        """Runs `body` on each piece of `block`'s work, in order."""
+        em, steps = self.em, self.steps
+        if self.rounds:
+            with em.for_loop(0, self.rounds, 1) as (turn, _, _):
+                tile = em.add(block, em.mul(turn, self.blocks))
+                body(Piece(tile, em.mul(turn, steps), 0, steps))
+                em.op(scf.YieldOp())
+        share = em.value(arith.SubiOp(em.index(self.blocks - 1), block))
+        start, end = self.first_unit(share), self.first_unit(em.add(share, 1))
+        first_tile, last_tile = em.div(start, steps), em.div(em.add(end, steps - 1), steps)
+        base = self.rounds * steps  # ring steps of the whole tiles before
+        with em.for_loop(first_tile, last_tile, 1) as (index, _, _):
+            begin = em.mul(index, steps)
+            low = em.value(arith.MaxSIOp(start, begin))
+            high = em.value(arith.MinSIOp(end, em.add(begin, steps)))
+            ring = em.add(em.value(arith.SubiOp(low, start)), base)
+            first = em.value(arith.SubiOp(low, begin))
+            count = em.value(arith.SubiOp(high, low))
+            tile = em.add(index, self.rounds * self.blocks)
+            body(Piece(tile, ring, first, count, shared=True, share=share))
+            em.op(scf.YieldOp())
+
+    def first_unit(self, share: SSAValue) -> SSAValue:
+        """The first K step (of the shared tiles' sequence) share `share` holds."""
+        return self.em.div(self.em.mul(share, self.units), self.blocks)
+
+    def share_holding(self, unit: SSAValue) -> SSAValue:
+        """The share holding K step `unit` of the shared tiles' sequence."""
+        em = self.em
+        return em.div(em.add(em.mul(em.add(unit, 1), self.blocks), -1), self.units)
+
+    def helpers(self, piece: Piece) -> tuple[SSAValue, SSAValue]:
+        """The shares after `piece`'s holding the rest of its tile: `range(first, last)`."""
+        em = self.em
+        shared_index = em.value(arith.SubiOp(piece.tile, em.index(self.rounds * self.blocks)))
+        tile_end = em.mul(em.add(shared_index, 1), self.steps)
+        assert piece.share is not None
+        return em.add(piece.share, 1), em.add(self.share_holding(em.add(tile_end, -1)), 1)
+
+    def block_of(self, share: SSAValue) -> SSAValue:
+        return self.em.value(arith.SubiOp(self.em.index(self.blocks - 1), share))

@@ -1,0 +1,85 @@
+"""`streamk=tail` on the persistent wgmma GEMM (`passes/tile/gemm/wgmma_stream_k.py`): whole
+tiles first, then the last waves' K steps shared by every block, partial sums handed over
+through the workspace and the flags; on the CPU emulation against float64, with small `sms`
+so that a few tiles make a tail."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
+from programs import batched_matmul, matmul_plain, scaled_matmul, swiglu
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.compiler import lower
+from tinyopt.passes.tile.gemm.wgmma_stream_k import shared_tiles
+
+CASES = {
+    # 3 x 3 tiles of 128x256 on 4 blocks: no whole round, 5 shared tiles (1.25 a block).
+    "bf16_one_round_shared": (matmul_plain(300, 520, 384, "bf16"), "sms=4"),
+    # 3 x 5 tiles of 128x128 on 4 blocks: one round of whole tiles, then 7 shared.
+    "f16_whole_then_shared": (matmul_plain(330, 600, 256, "f16"), "sms=4 bn=128"),
+    # the batch as part of the tile index; the epilogue from registers.
+    "bf16_batched": (batched_matmul(3, 130, 256, 320, "bf16"), "sms=5 bn=128"),
+    "bf16_direct_store_long_k": (matmul_plain(300, 520, 4096, "bf16"), "sms=4 bn=128 store=direct"),
+    # FP8: K steps promoted (to f32) and not (to bf16).
+    "fp8_promoted": (scaled_matmul(300, 520, 384, "f8E4M3FN", "f32"), "sms=4"),
+    "fp8_fast": (scaled_matmul(300, 520, 640, "f8E4M3FN", "bf16"), "sms=5"),
+    # a SwiGLU: no dual GEMM shares K, so its two products run as two GEMMs that each do.
+    "swiglu_unpaired": (swiglu(300, 256, 512), "mma=wgmma sms=5"),
+}
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("name", list(CASES))
+def test_stream_k_tail_matches_whole_tiles_and_reference(name: str) -> None:
+    """Each output as the reference computes it and, bit for bit in f32 sums of the same
+    products, as without stream-K (the pieces add in K order of their shares)."""
+    text, knobs = CASES[name]
+    pipeline = f"fuse,tile{{streamk=tail {knobs}}},to-cuda"
+    planned = str(lower(text, pipeline.removesuffix(",to-cuda"))[1])
+    assert re.search(r'#tile.plan<wgmma, .*persistent = 1, .*streamk = "tail"', planned)
+    assert re.search(r"tile.kernel @\w+_flags", planned)  # the kernel zeroing the flags
+    error, _ = error_on_cpu(text, pipeline, seed=2)
+    whole, _ = error_on_cpu(text, pipeline.replace("streamk=tail", "streamk=off"), seed=2)
+    limit = 1e-6 if "f32" in name or "promoted" in name else 2**-8
+    assert error <= limit, error
+    assert error == pytest.approx(whole, rel=0.05, abs=1e-7)
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "message"),
+    [
+        (
+            matmul_plain(300, 520, 384, "bf16"),
+            "streamk=on",
+            "shares the K steps of the last waves only",
+        ),
+        (matmul_plain(256, 512, 256, "bf16"), "streamk=tail sms=4 bn=128", "fill whole waves of 4"),
+    ],
+    ids=["on", "whole_waves"],
+)
+def test_stream_k_the_wgmma_rule_cannot_run_is_refused(text: str, knobs: str, message: str) -> None:
+    with pytest.raises(DiagnosticException, match=message):
+        lower(text, f"fuse,tile{{mma=wgmma {knobs}}}")
+
+
+@pytest.mark.parametrize(
+    ("tiles", "blocks", "steps"), [(9, 4, 6), (5, 4, 3), (288, 132, 47), (17, 16, 1)]
+)
+def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
+    tiles: int, blocks: int, steps: int
+) -> None:
+    """The arithmetic `StreamKWalk` emits: the shares' bounds (`first_unit`) are consecutive
+    and cover every unit once, and `share_holding` names the share whose bounds contain a
+    unit."""
+    shared = shared_tiles(tiles, blocks)
+    units = shared * steps
+    bounds = [share * units // blocks for share in range(blocks + 1)]
+    assert bounds[0] == 0 and bounds[-1] == units
+    for unit in range(units):
+        holder = ((unit + 1) * blocks - 1) // units  # StreamKWalk.share_holding
+        assert bounds[holder] <= unit < bounds[holder + 1]
+    assert (tiles - shared) % blocks == 0  # whole rounds before the shared tiles
