@@ -467,6 +467,19 @@ CASES = [
         scaled_matmul(3000, 1544, 512, out="f32"),
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
+    # streamk=tail on persistent wgmma blocks: 288 tiles of 128x256 on 132 SMs, one round of
+    # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks.
+    Case(
+        "bf16_wgmma_streamk_tail_3000x3000x1024",
+        matmul_plain(3000, 3000, 1024, "bf16"),
+        tile_with("streamk=tail"),
+    ),
+    Case(
+        "fp8_wgmma_streamk_tail_f32_3000x3000x1024",
+        scaled_matmul(3000, 3000, 1024, out="f32"),
+        tile_with("streamk=tail"),
+        tolerance=FP8_TENSOR_CORE_TOLERANCE,
+    ),
     # Block scales (1×128 A, 128×128 B) applied per promoted K step: ragged tiles and K; a
     # persistent grid with 128×128 scales of both to f32.
     Case("fp8_block_scaled_e4m3_1000x776x640", block_scaled_matmul(1000, 776, 640)),

@@ -11,6 +11,7 @@ import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
 from programs import batched_matmul, matmul_plain, scaled_matmul, swiglu
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import lower
@@ -83,3 +84,16 @@ def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
         holder = ((unit + 1) * blocks - 1) // units  # StreamKWalk.share_holding
         assert bounds[holder] <= unit < bounds[holder + 1]
     assert (tiles - shared) % blocks == 0  # whole rounds before the shared tiles
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_stream_k_tail_sass_keeps_hgmma_and_no_spills(tmp_path) -> None:
+    """3000³ bf16: the shared kernel still issues HGMMA 64x256x16 and holds its accumulators,
+    workspace handoffs included, in registers (no local memory)."""
+    codes = sass_of_each(
+        matmul_plain(3000, 3000, 3000, "bf16"), "fuse,tile{streamk=tail},to-cuda", tmp_path
+    )
+    (code,) = [code for name, code in codes.items() if not name.endswith("_flags")]
+    assert set(re.findall(r"\bHGMMA\.\w+", code)) == {"HGMMA.64x256x16"}
+    assert "ST.E.STRONG.GPU" in code or "STG.E.STRONG.GPU" in code  # the release of a flag
+    assert not LOCAL_MEMORY.search(code)
