@@ -722,8 +722,10 @@ SCALE_BLOCK = 128
 
 def _block_scale_point(load: SSAValue, point: Point, outer: set[Var], k: Var) -> bool:
     """Whether `load` is an f32 128×128 block scale read at `point`: `[k / SCALE_BLOCK,
-    row / SCALE_BLOCK]` in either order, K's index 0 where K is one block."""
-    if load.type.element_type != f32 or len(point) != 2:  # type: ignore[attr-defined]
+    row / SCALE_BLOCK]` in either order. Not where K is one block: the scale does not vary
+    along K then, so the loop kernel reads it outside the K loop, where no GEMM rule takes it
+    (a copy of the scaled operand keeps the GEMM tiled)."""
+    if load.type.element_type != f32 or len(point) != 2 or k.extent <= SCALE_BLOCK:  # type: ignore[attr-defined]
         return False
 
     def blocked(e: Index, var: Var) -> bool:
@@ -736,9 +738,7 @@ def _block_scale_point(load: SSAValue, point: Point, outer: set[Var], k: Var) ->
         )
 
     for along_k, along_rows in (point, point[::-1]):
-        if (blocked(along_k, k) or along_k == Const(0)) and any(
-            blocked(along_rows, v) for v in outer
-        ):
+        if blocked(along_k, k) and any(blocked(along_rows, v) for v in outer):
             return True
     return False
 
