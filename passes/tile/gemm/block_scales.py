@@ -33,10 +33,6 @@ class BlockScale:
     load: memref.LoadOp
     kinds: tuple[str, ...]
 
-    @property
-    def per_row(self) -> bool:
-        return "row" in self.kinds
-
 
 def split_block_scale(
     side: list[Operation], value: SSAValue, outer: SSAValue, k: SSAValue
