@@ -63,6 +63,9 @@ FLOAT_TYPES: tuple[AnyFloat, ...] = (f32, f16, bf16)
 FP8_TYPES: tuple[AnyFloat, ...] = (f8E4M3FN, f8E5M2)
 """8-bit float storage: what `graph.cast` converts to and from a float type and the ops that
 only move elements carry; arithmetic takes them after a cast (as torch's float8 tensors)."""
+FP8_SCALE_BLOCK = 128
+"""Elements of K (and of rows or columns, 128×128) one FP8 block scale covers (torch's
+`_scaled_mm` `BlockWise1x128` / `BlockWise128x128`): one FP8 wgmma K step."""
 ID_TYPES: tuple[IntegerType, ...] = (i32, i64)
 """Element types of the ids `graph.gather` reads."""
 BOOL = IntegerType(1)

@@ -39,6 +39,7 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.utils.exceptions import VerifyException
 
 from tinyopt.dialects import graph
+from tinyopt.dialects.graph import FP8_SCALE_BLOCK
 
 if TYPE_CHECKING:
     import torch
@@ -1844,19 +1845,15 @@ def _scaled_mm(t: _Translator, node: Node) -> SSAValue:
     return t.cast(product, out.element_type)
 
 
-SCALE_BLOCK = 128
-"""Elements of K (and of rows or columns, 128×128) one `_scaled_mm` block scale covers."""
-
-
 def _blockwise(scales: list[SSAValue], m: int, n: int, k: int) -> bool:
     """Whether `_scaled_mm`'s scales are block scales: shapes torch takes for them
     (`[M or ⌈M/128⌉, ⌈K/128⌉]`, `[⌈K/128⌉, ⌈N/128⌉ or N]`) and neither per tensor nor per row and
     column (where K is one block the two forms are the same scales)."""
     shapes = [tuple(_type(s).get_shape()) for s in scales]
-    blocks = -(-k // SCALE_BLOCK)
+    blocks = -(-k // FP8_SCALE_BLOCK)
     per_row = shapes[0] in ((), (1,), (1, 1), (m, 1)) and shapes[1] in ((), (1,), (1, 1), (1, n))
-    a_blocks = shapes[0] in ((m, blocks), (-(-m // SCALE_BLOCK), blocks))
-    b_blocks = shapes[1] in ((blocks, n), (blocks, -(-n // SCALE_BLOCK)))
+    a_blocks = shapes[0] in ((m, blocks), (-(-m // FP8_SCALE_BLOCK), blocks))
+    b_blocks = shapes[1] in ((blocks, n), (blocks, -(-n // FP8_SCALE_BLOCK)))
     return not per_row and a_blocks and b_blocks
 
 
@@ -1864,7 +1861,7 @@ def _block_spread(t: _Translator, scale: SSAValue, shape: tuple[int, int]) -> SS
     """The `[R, C]` block scales of a `shape` operand repeated over their blocks: each dim of
     `shape` covered by its count of blocks (`extent / count` elements each, 1 or 128)."""
     counts = _type(scale).get_shape()
-    sizes = [1 if count == extent else SCALE_BLOCK for count, extent in zip(counts, shape)]
+    sizes = [1 if count == extent else FP8_SCALE_BLOCK for count, extent in zip(counts, shape)]
     spread = t.reshape(scale, (counts[0], 1, counts[1], 1))
     spread = t.broadcast(spread, (counts[0], sizes[0], counts[1], sizes[1]))
     spread = t.reshape(spread, (counts[0] * sizes[0], counts[1] * sizes[1]))

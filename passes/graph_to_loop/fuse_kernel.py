@@ -35,6 +35,7 @@ from xdsl.ir import Block, BlockArgument, Operation, Region, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import graph, loop
+from tinyopt.dialects.graph import FP8_SCALE_BLOCK
 from tinyopt.passes.graph_to_loop.fuse_index import (
     Bin,
     Const,
@@ -705,7 +706,7 @@ def _not_plain(load: SSAValue, point: Point, outer: set[Var], k: Var | None) -> 
     kernels read them). A copy of the operand costs one pass over it; the scalar rule costs
     orders of magnitude more. An FP8 operand's 128×128 block scales (an f32 load at the row or
     column index divided by 128 and K divided by 128) are fine: the wgmma rule applies them
-    per K step (`wgmma_plan.block_scales`).
+    per K step (`passes/tile/gemm/block_scales.py`).
     """
     if k is not None and _block_scale_point(load, point, outer, k):
         return None
@@ -716,16 +717,12 @@ def _not_plain(load: SSAValue, point: Point, outer: set[Var], k: Var | None) -> 
     return None
 
 
-SCALE_BLOCK = 128
-"""Elements of K (and of rows or columns) an FP8 block scale covers: one wgmma K step."""
-
-
 def _block_scale_point(load: SSAValue, point: Point, outer: set[Var], k: Var) -> bool:
-    """Whether `load` is an f32 128×128 block scale read at `point`: `[k / SCALE_BLOCK,
-    row / SCALE_BLOCK]` in either order. Not where K is one block: the scale does not vary
+    """Whether `load` is an f32 128×128 block scale read at `point`: `[k / FP8_SCALE_BLOCK,
+    row / FP8_SCALE_BLOCK]` in either order. Not where K is one block: the scale does not vary
     along K then, so the loop kernel reads it outside the K loop, where no GEMM rule takes it
     (a copy of the scaled operand keeps the GEMM tiled)."""
-    if load.type.element_type != f32 or len(point) != 2 or k.extent <= SCALE_BLOCK:  # type: ignore[attr-defined]
+    if load.type.element_type != f32 or len(point) != 2 or k.extent <= FP8_SCALE_BLOCK:  # type: ignore[attr-defined]
         return False
 
     def blocked(e: Index, var: Var) -> bool:
@@ -734,7 +731,7 @@ def _block_scale_point(load: SSAValue, point: Point, outer: set[Var], k: Var) ->
             and e.kind == "div"
             and e.lhs == var
             and isinstance(e.rhs, Const)
-            and e.rhs.value == SCALE_BLOCK
+            and e.rhs.value == FP8_SCALE_BLOCK
         )
 
     for along_k, along_rows in (point, point[::-1]):

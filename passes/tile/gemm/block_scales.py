@@ -16,10 +16,8 @@ from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import IntegerAttr, f32
 from xdsl.ir import Operation, SSAValue
 
+from tinyopt.dialects.graph import FP8_SCALE_BLOCK
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, needed_ops
-
-BLOCK = 128
-"""Elements of K (and of rows or columns, 128×128) one scale covers: one FP8 wgmma K step."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,7 @@ def _index_kind(index: SSAValue, outer: SSAValue, k: SSAValue) -> str | None:
     if _is_constant(index, 0):
         return "zero"
     div = index.owner
-    if not isinstance(div, arith.DivUIOp) or not _is_constant(div.rhs, BLOCK):
+    if not isinstance(div, arith.DivUIOp) or not _is_constant(div.rhs, FP8_SCALE_BLOCK):
         return None
     return {outer: "block", k: "k"}.get(div.lhs)
 

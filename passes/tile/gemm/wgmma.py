@@ -56,7 +56,7 @@ from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.gemm.block_scales import BLOCK as SCALE_BLOCK
+from tinyopt.dialects.graph import FP8_SCALE_BLOCK as SCALE_BLOCK
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.contraction_plan import stream_k_blocks
 from tinyopt.passes.tile.gemm.stream_k import shared_k_kernels
