@@ -93,6 +93,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     k_step,
     plain_operands,
     promoted,
+    tile_count,
     wgmma_tile_refusal,
 )
 
@@ -141,7 +142,6 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "the tensor cores"
             )
         promote = fp8 and (bool(scaled) or promoted(knobs.promote, c))
-        widest = SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST
         if operands.b_scale and knobs.bn and SCALE_BLOCK % knobs.bn:
             return _fail(
                 f"takes B block scales with bn dividing {SCALE_BLOCK} (one scale a block and K "
@@ -153,7 +153,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 f"accumulators and bn/2 products of a step), got bn={knobs.bn}; promote=off "
                 "sums all of K in the tensor cores"
             )
-        widest = widest if promote else 256
+        widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest)
         if isinstance(t, str):
             return t
@@ -163,7 +163,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
             return t
-        tiles = batch * -(-m // t.bm) * -(-n // t.tile_n)
+        tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
         if not t.ws or dual:
             return _fail("runs streamk=tail with a producer warpgroup (ws=1), on no dual GEMM")
@@ -179,8 +179,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if plan.streamk == "off" or stream_k_blocks(kernel)[0]:
             return []
         batch, m, n, _ = c.extents
-        tiles = batch * -(-m // plan.bm) * -(-n // plan.tile_n)
-        blocks = min(self.target.sms, tiles)
+        tiles = tile_count(plan, batch, m, n)
+        blocks = launch_grid(plan, batch, m, n, self.target.sms)[0]
         per_block = [WARPGROUP * plan.consumers, plan.bn // 2]
         shared = shared_tiles(tiles, blocks)
         return list(shared_k_kernels(module, kernel, c, per_block, blocks, shared))
@@ -325,8 +325,9 @@ class _WgmmaEmitter:
         self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
-        self.stream_buffers = (args[-2], args[-1])
-        """With `walk`: the partial-sum workspace and the blocks' flags (the last buffers)."""
+        self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
+        """With `streamk=tail`: the partial-sum workspace and the blocks' flags (the last
+        buffers)."""
 
     def emit(self) -> None:
         em, c, t = self.em, self.c, self.t
@@ -334,10 +335,8 @@ class _WgmmaEmitter:
             em.op(op.clone(value_mapper=self.mapping))
         self.tid = em.value(tile.ThreadIdOp("x"))
         if t.streamk == "tail":
-            kernel = self.a_global.owner.parent_op()  # type: ignore[union-attr]
-            assert isinstance(kernel, tile.KernelOp)
             tiles = self.n_tiles * self.m_tiles * self.batch
-            self.walk = StreamKWalk(em, tiles, kernel.grid_size[0], self.steps)
+            self.walk = StreamKWalk(em, tiles, self._blocks(), self.steps)
         if not t.persistent:
             x, y, z = (em.value(tile.BlockIdOp(d)) for d in "xyz")
             if t.group == 1:
@@ -391,6 +390,12 @@ class _WgmmaEmitter:
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 
+    def _blocks(self) -> int:
+        """The persistent grid's blocks: one per SM, fewer where there are fewer tiles."""
+        kernel = self.a_global.owner.parent_op()  # type: ignore[union-attr]
+        assert isinstance(kernel, tile.KernelOp)
+        return kernel.grid_size[0]
+
     def _origin(self, coordinates: list[SSAValue]) -> None:
         """Sets the block tile's first column, row and batch index from its (n, m, batch)
         tile coordinates."""
@@ -433,9 +438,7 @@ class _WgmmaEmitter:
             return
         per_batch = self.n_tiles * self.m_tiles
         tiles = per_batch * self.batch
-        kernel = self.a_global.owner.parent_op()  # type: ignore[union-attr]
-        assert isinstance(kernel, tile.KernelOp)
-        blocks = kernel.grid_size[0]  # one per SM, fewer where there are fewer tiles
+        blocks = self._blocks()
         block = em.value(tile.BlockIdOp("x"))
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
         with em.for_loop(0, mine, 1) as (turn, _, _):
@@ -520,7 +523,7 @@ class _WgmmaEmitter:
         with em.when([starts]):
             helpers = self.walk.helpers(piece)
             with em.for_loop(*helpers, 1) as (share, _, _):
-                self._add_partial(acc, self.walk.block_of(share))
+                self._add_partial(acc, self.walk.counterpart(share))
                 em.op(scf.YieldOp())
             self._tile_epilogue(acc, group, row)
         with em.when([em.value(arith.CmpiOp(em.add(piece.first, 0), em.index(0), "ne"))]):
@@ -559,10 +562,9 @@ class _WgmmaEmitter:
             em.op(tile.FlagWaitOp(flags, helper))
         em.op(tile.NamedBarrierOp(em.index(STREAM_K_BARRIER), WARPGROUP * t.consumers))
         for r in range(t.bn // 2):
-            index = [em.index(r)]
-            part = em.value(memref.LoadOp.get(workspace, [helper, thread, index[0]]))
-            total = em.value(arith.AddfOp(em.value(memref.LoadOp.get(acc, index)), part))
-            em.op(memref.StoreOp.get(total, acc, index))
+            index = em.index(r)
+            part = em.value(memref.LoadOp.get(workspace, [helper, thread, index]))
+            self._accumulate(acc, [index], part)
 
     def _set_tile(self, index: SSAValue) -> None:
         """Sets the block's tile to the `index`-th of the walk (the launch order of
@@ -659,17 +661,31 @@ class _WgmmaEmitter:
             product = em.value(memref.LoadOp.get(products, index))
             if factors:  # accumulator r is in the fragment's row half (r % 4) // 2
                 product = em.value(arith.MulfOp(product, factors[(r % 4) // 2]))
-            total = em.value(arith.AddfOp(em.value(memref.LoadOp.get(acc, index)), product))
-            em.op(memref.StoreOp.get(total, acc, index))
+            self._accumulate(acc, index, product)
 
-    def _scale_rows(self, row: SSAValue) -> list[SSAValue]:
-        """The two rows of the output this thread's accumulators hold (`_epilogue`'s layout),
-        clamped to the last row: where the block scales of A are read."""
+    def _accumulate(self, acc: SSAValue, index: list[SSAValue], value: SSAValue) -> None:
+        """acc[index] += value."""
+        em = self.em
+        total = em.value(arith.AddfOp(em.value(memref.LoadOp.get(acc, index)), value))
+        em.op(memref.StoreOp.get(total, acc, index))
+
+    def _fragment_row(self, row: SSAValue) -> tuple[SSAValue, SSAValue]:
+        """The first output row of this thread's accumulators in the wgmma D fragment of the
+        consumer's rows `row..row+63`, 16·warp + lane/4 (the second is 8 below), and the
+        thread's lane."""
         em = self.em
         local = em.rem(self.tid, WARPGROUP)
         lane = em.rem(local, 32)
-        first = em.add(em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4)))
-        last = em.index(self.m - 1)
+        first = em.add(
+            em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4))
+        )
+        return first, lane
+
+    def _scale_rows(self, row: SSAValue) -> list[SSAValue]:
+        """The two rows of the output this thread's accumulators hold, clamped to the last
+        row: where the block scales of A are read."""
+        em = self.em
+        (first, _), last = self._fragment_row(row), em.index(self.m - 1)
         return [em.value(arith.MinSIOp(em.add(first, 8 * half), last)) for half in range(2)]
 
     def _step_scales(self, step: SSAValue, rows: list[SSAValue]) -> list[SSAValue]:
@@ -770,11 +786,7 @@ class _WgmmaEmitter:
         """Applies the epilogue to each accumulator from the wgmma D fragment layout: thread
         t holds rows 16·warp + lane/4 (+8), columns 8j + 2(lane%4) (+1)."""
         em, t, c = self.em, self.t, self.c
-        local = em.rem(self.tid, WARPGROUP)
-        lane = em.rem(local, 32)
-        group_row = em.add(
-            em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4))
-        )
+        group_row, lane = self._fragment_row(row)
         pair = em.add(self.n0, em.mul(em.rem(lane, 4), 2))
         width = vector_width(c.epilogue, c.n_iv, 2, 2)
         width = width if self.n % width == 0 else 1

@@ -133,6 +133,11 @@ class WgmmaTiles:
         return self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages
 
 
+def tile_count(t: WgmmaTiles, batch: int, m: int, n: int) -> int:
+    """The output tiles of a `batch × m × n` GEMM under `t`."""
+    return batch * -(-m // t.bm) * -(-n // t.tile_n)
+
+
 def _fail(message: str) -> str:
     return f"mma=wgmma {message}"
 
@@ -296,7 +301,7 @@ PROMOTED_WIDEST = 192
 SCALED_B_WIDEST = 128
 """The widest block with B block scales: one scale a block and K step (128 columns)."""
 
-PROMOTED_EFFICIENCY = {192: 1.0, 128: 0.94}
+PROMOTED_EFFICIENCY = {(128, 192): 1.0, (128, 128): 0.94}
 """Throughput per FLOP of 128-row blocks with promoted FP8 steps by width, measured on the
 H200 (benchmarks/RESULTS.md, seventeenth session runs 4-5: 8192³ e4m3 in 21 waves of 128×192
 blocks 922 µs, in 32 waves of 128×128 993 µs)."""
@@ -311,13 +316,22 @@ SMALL_M = 64
 """Rows at most which a GEMM takes 64×64 blocks (`choose_wgmma_tiles`)."""
 
 
-def _wave_cost(batch: int, m: int, n: int, sms: int, dual: bool, bm: int, bn: int) -> float:
+def _wave_cost(
+    batch: int,
+    m: int,
+    n: int,
+    sms: int,
+    dual: bool,
+    bm: int,
+    bn: int,
+    table: dict[tuple[int, int], float] = BLOCK_EFFICIENCY,
+) -> float:
     """A grid of bm×bn blocks' time in waves of one block per SM, each wave costing a block's
-    bm·bn at its shape's efficiency (a 64-row block's width taken at its 128-row one's where
-    the table has no entry)."""
+    bm·bn at its shape's efficiency in `table` (a 64-row block's width taken at its 128-row
+    one's where the table has no entry)."""
     columns = bn // 2 if dual else bn
     blocks = batch * -(-m // bm) * -(-n // columns)
-    efficiency = BLOCK_EFFICIENCY.get((bm, bn)) or BLOCK_EFFICIENCY[(128, bn)]
+    efficiency = table.get((bm, bn)) or table[(128, bn)]
     return -(-blocks // sms) * bm * bn / efficiency
 
 
@@ -332,11 +346,9 @@ def _wave_cheapest_block(
     blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
     GEMM's block holds bn/2 columns of each product and takes 128-row blocks."""
     if widest < 256:  # promoted FP8 steps: their own blocks' throughputs
+        promoted = [b for b in PROMOTED_EFFICIENCY if b[1] <= widest]
         return min(
-            ((128, w) for w in PROMOTED_EFFICIENCY if w <= widest),
-            key=lambda b: (
-                -(-batch * -(-m // 128) * -(-n // b[1]) // sms) * b[1] / PROMOTED_EFFICIENCY[b[1]]
-            ),
+            promoted, key=lambda b: _wave_cost(batch, m, n, sms, dual, *b, PROMOTED_EFFICIENCY)
         )
     if bm:
         candidates = [(bm, 256), (bm, 128)]

@@ -64,7 +64,7 @@ class StreamKWalk:
     """Emits the walk of one persistent block over its whole tiles, then its share."""
 
     def __init__(self, em: Emitter, tiles: int, blocks: int, steps: int) -> None:
-        self.em, self.tiles, self.blocks, self.steps = em, tiles, blocks, steps
+        self.em, self.blocks, self.steps = em, blocks, steps
         self.shared = shared_tiles(tiles, blocks)
         self.rounds = (tiles - self.shared) // blocks
         """Rounds of whole tiles before the shared ones."""
@@ -78,7 +78,7 @@ class StreamKWalk:
                 tile = em.add(block, em.mul(turn, self.blocks))
                 body(Piece(tile, em.mul(turn, steps), 0, steps))
                 em.op(scf.YieldOp())
-        share = em.value(arith.SubiOp(em.index(self.blocks - 1), block))
+        share = self.counterpart(block)
         start, end = self.first_unit(share), self.first_unit(em.add(share, 1))
         first_tile, last_tile = em.div(start, steps), em.div(em.add(end, steps - 1), steps)
         base = self.rounds * steps  # ring steps of the whole tiles before
@@ -110,5 +110,7 @@ class StreamKWalk:
         assert piece.share is not None
         return em.add(piece.share, 1), em.add(self.share_holding(em.add(tile_end, -1)), 1)
 
-    def block_of(self, share: SSAValue) -> SSAValue:
-        return self.em.value(arith.SubiOp(self.em.index(self.blocks - 1), share))
+    def counterpart(self, index: SSAValue) -> SSAValue:
+        """The share block `index` holds, or the block holding share `index`: G - 1 - index
+        (shares are numbered against the launch order)."""
+        return self.em.value(arith.SubiOp(self.em.index(self.blocks - 1), index))
