@@ -167,15 +167,16 @@ def test_block_scaled_mm_capture_matches_float64(
 @requires_gpu
 @pytest.mark.parametrize(
     ("m", "n", "k", "a_rows", "b_rows"),
-    [(1000, 784, 640, 1, 128), (2000, 1552, 1024, 128, 128), (130, 256, 512, 128, 1)],
-    ids=["1x128_128x128", "persistent_128x128", "cuda_cores"],
+    [(1000, 784, 640, 1, 128), (2000, 1552, 1024, 1, 128), (130, 256, 512, 128, 1)],
+    ids=["1x128_128x128", "persistent", "cuda_cores"],
 )
 def test_compiled_block_scaled_mm_matches_float64_on_gpu(
     m: int, n: int, k: int, a_rows: int, b_rows: int
 ) -> None:
     """Captured and run by `CompiledModel` on the GPU: within bf16's rounding of the float64
     product of the dequantized operands. N is a multiple of 16 but not of 128 (a partial last
-    scale block): torch's CUDA `_scaled_mm`, which the capture traces, refuses N off 16."""
+    scale block): torch's CUDA `_scaled_mm`, which the capture traces, refuses N off 16, and
+    takes 128×128 scales on one operand only (torch 2.11)."""
     pytest.importorskip("torch")
     from tinyopt.frontends.compiled_model import CompiledModel
 

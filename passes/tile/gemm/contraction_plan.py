@@ -288,7 +288,7 @@ def tile_refusal(t: Tiles, target: Target) -> str | None:
 STREAM_K_ATTR = "tinyopt.stream_k"
 """Loop-kernel attribute set by `stream_k.shared_k_kernels` (docs/ir.md): [blocks, tiles]; the
 kernel's last two buffers are then the partial-sum workspace (`[blocks, tm·tn, threads]` for
-the contraction rule, `[blocks, consumer threads, bn/2]` for wgmma's `streamk=tail`) and the
+the contraction rule, `[blocks, bn/2, consumer threads]` for wgmma's `streamk=tail`) and the
 blocks' i32 flags `[blocks]`."""
 
 UNROLLED_HELPERS = 8

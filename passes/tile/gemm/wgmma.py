@@ -174,14 +174,15 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     def rewrite(
         self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: WgmmaTiles
     ) -> list[loop.KernelOp]:
-        """`streamk=tail`: the kernel with the workspace (a row of each consumer thread's
-        partial sums per block) and the blocks' flags, after the kernel zeroing the flags."""
+        """`streamk=tail`: the kernel with the workspace (per block, each accumulator register's
+        row of the consumer threads' partial sums, so a warp's store or load of one register is
+        128 contiguous bytes) and the blocks' flags, after the kernel zeroing the flags."""
         if plan.streamk == "off" or stream_k_blocks(kernel)[0]:
             return []
         batch, m, n, _ = c.extents
         tiles = tile_count(plan, batch, m, n)
         blocks = launch_grid(plan, batch, m, n, self.target.sms)[0]
-        per_block = [WARPGROUP * plan.consumers, plan.bn // 2]
+        per_block = [plan.bn // 2, WARPGROUP * plan.consumers]
         shared = shared_tiles(tiles, blocks)
         return list(shared_k_kernels(module, kernel, c, per_block, blocks, shared))
 
@@ -547,7 +548,7 @@ class _WgmmaEmitter:
         thread = self._consumer_thread()
         for r in range(t.bn // 2):
             value = em.value(memref.LoadOp.get(acc, [em.index(r)]))
-            em.op(memref.StoreOp.get(value, workspace, [block, thread, em.index(r)]))
+            em.op(memref.StoreOp.get(value, workspace, [block, em.index(r), thread]))
         em.op(tile.ThreadFenceOp())
         em.op(tile.NamedBarrierOp(em.index(STREAM_K_BARRIER), WARPGROUP * t.consumers))
         with em.when([em.value(arith.CmpiOp(thread, em.index(0), "eq"))]):
@@ -563,7 +564,7 @@ class _WgmmaEmitter:
         em.op(tile.NamedBarrierOp(em.index(STREAM_K_BARRIER), WARPGROUP * t.consumers))
         for r in range(t.bn // 2):
             index = em.index(r)
-            part = em.value(memref.LoadOp.get(workspace, [helper, thread, index]))
+            part = em.value(memref.LoadOp.get(workspace, [helper, index, thread]))
             self._accumulate(acc, [index], part)
 
     def _set_tile(self, index: SSAValue) -> None:
