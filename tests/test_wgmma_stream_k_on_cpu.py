@@ -88,10 +88,10 @@ def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 def test_stream_k_tail_sass_keeps_hgmma_and_no_spills(tmp_path) -> None:
-    """3000³ bf16: the shared kernel still issues HGMMA 64x256x16 and holds its accumulators,
-    workspace handoffs included, in registers (no local memory)."""
+    """3000³ bf16 on 128×256 blocks: the shared kernel still issues HGMMA 64x256x16 and holds
+    its accumulators, workspace handoffs included, in registers (no local memory)."""
     codes = sass_of_each(
-        matmul_plain(3000, 3000, 3000, "bf16"), "fuse,tile{streamk=tail},to-cuda", tmp_path
+        matmul_plain(3000, 3000, 3000, "bf16"), "fuse,tile{streamk=tail bm=128 bn=256},to-cuda", tmp_path
     )
     (code,) = [code for name, code in codes.items() if not name.endswith("_flags")]
     assert set(re.findall(r"\bHGMMA\.\w+", code)) == {"HGMMA.64x256x16"}

@@ -284,15 +284,27 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     return operands
 
 
-BLOCK_EFFICIENCY = {(128, 256): 1.0, (128, 128): 0.65, (64, 128): 0.36}
+BLOCK_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.65, (64, 128): 0.36}
 """Throughput per FLOP of a block shape (bm, bn) relative to 128×256 blocks, at whole waves of
-one block per SM, measured on the H200 (benchmarks/RESULTS.md, eighth session run 3): 128×128
+one block per SM, measured on the H200. 128×192 (eighteenth session, runs 2-3): one whole wave
+at K = 8192 763 TFLOP/s (1536×2112) where 128×256 ran 752 (1536×2816), two waves 744 against
+742, so its narrower tiles cost nothing and it wins where they fill the waves better
+(2000×3000×4096 1.04× cuBLAS against 0.83× on 128×256). 128×128 (eighth session run 3): 128×128
 blocks ran 3000³ in 5 waves at 468 TFLOP/s a wave where 128×256 ran 4096³ at 727 (0.64);
 64×128 blocks ran 1000³ in one wave of 128 blocks in 12.3 µs where 128×128 took 13.7 in one
 wave of 64 (0.56 of 128×128's, at K = 1000 where a block's fixed costs weigh most: an
 underestimate at larger K). The H100 figure this replaced, 0.85 for 128×128, picked 128×128
 for 3000³, 0.60× cuBLAS, where 128×256 ran 0.67× and the tuner's best 128×256 plan 0.76×."""
 
+
+NARROWER_MARGIN = 0.97
+"""How much cheaper by `_wave_cost` a narrower block must be than the widest to be taken: the
+wave count is exact, the efficiencies are measured to a few percent (the run-to-run spread), and
+narrower blocks read more operand bytes per FLOP (8192³ would take 128×192 blocks for an
+estimated 1.5%)."""
+
+DUAL_BLOCKS = ((128, 256), (128, 128))
+"""The blocks of a dual GEMM: 128 rows, bn/2 columns of each product (bn 128 or 256)."""
 
 PROMOTED_WIDEST = 192
 """The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread
@@ -339,8 +351,9 @@ def _wave_cheapest_block(
     batch: int, m: int, n: int, sms: int, dual: bool, bm: int = 0, widest: int = 256
 ) -> tuple[int, int]:
     """Returns the block (bm, bn accumulator columns) whose grid takes least time by
-    `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256 and 128,
-    or with `widest` under 256 (promoted FP8 steps) among `PROMOTED_EFFICIENCY`'s widths.
+    `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256, 192 and
+    128 (a dual GEMM: `DUAL_BLOCKS`' widths), or with `widest` under 256 (promoted FP8 steps)
+    among `PROMOTED_EFFICIENCY`'s widths.
     128×256 wherever its grid fits the same number of waves, a narrower block where 128×256
     would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16, 128
     blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
@@ -351,10 +364,13 @@ def _wave_cheapest_block(
             promoted, key=lambda b: _wave_cost(batch, m, n, sms, dual, *b, PROMOTED_EFFICIENCY)
         )
     if bm:
-        candidates = [(bm, 256), (bm, 128)]
+        candidates = [(bm, 256), (bm, 128)] if dual else [(bm, 256), (bm, 192), (bm, 128)]
     else:
-        candidates = [b for b in BLOCK_EFFICIENCY if not dual or b[0] == 128]
-    return min(candidates, key=lambda b: _wave_cost(batch, m, n, sms, dual, *b))
+        candidates = [b for b in BLOCK_EFFICIENCY if not dual or b in DUAL_BLOCKS]
+    costs = {b: _wave_cost(batch, m, n, sms, dual, *b) for b in candidates}
+    widest = candidates[0]
+    best = min(candidates, key=costs.__getitem__)
+    return best if costs[best] < NARROWER_MARGIN * costs[widest] else widest
 
 
 def choose_wgmma_tiles(
@@ -367,8 +383,9 @@ def choose_wgmma_tiles(
     loads_by_row: bool = False,
     widest: int = 256,
 ) -> WgmmaTiles | str:
-    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×128 or
-    64×128 blocks and 6 stages when 128×256 would leave SMs idle (`_wave_cheapest_block`);
+    """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×192 (4
+    stages), 128×128 or 64×128 blocks (6) when 128×256 would leave SMs idle
+    (`_wave_cheapest_block`);
     a dual GEMM's block computes both
     products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
     5 (snapshot of the fastmath commit: …)"; 2026-12-01: "bf16 GEMM (`python

@@ -1,10 +1,10 @@
-// RUN: tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma stages=4}' | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma ws=0 stages=2}' | filecheck %s --check-prefix=WS0
+// RUN: tinyopt %s -p 'fuse,tile{bm=128 bn=128 mma=wgmma stages=4}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{bm=128 bn=128 mma=wgmma ws=0 stages=2}' | filecheck %s --check-prefix=WS0
 // RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma bk=32}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma bn=256 stages=6}' 2>&1 | filecheck %s --check-prefix=SMEM
 // RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma stages=7}' 2>&1 | filecheck %s --check-prefix=STAGES
 
-// relu(x @ w) in bf16 on Hopper: 256x512 is a small grid, so the block tile is 128x128 (two
+// relu(x @ w) in bf16 on Hopper with the block tile set to 128x128 (two
 // consumer warpgroups of 64x128) after a producer warpgroup (384 threads). x and w are kernel
 // arguments passed as tensor maps with 128-byte swizzle: x's box is 128 rows x 64 of K, w
 // ([K, N], N-major for wgmma) is copied as two 64x64 boxes per K step of 64. Each of the

@@ -1,4 +1,4 @@
-// RUN: tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma store=smem}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{bm=128 bn=128 mma=wgmma store=smem}' | filecheck %s
 // RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma bn=256 stages=5 store=smem}' 2>&1 | filecheck %s --check-prefix=SMEM
 
 // store=smem on a gated GEMM, silu(x @ wg^T) * up with `up` an input: after the K loop each
