@@ -297,14 +297,12 @@ underestimate at larger K). The H100 figure this replaced, 0.85 for 128×128, pi
 for 3000³, 0.60× cuBLAS, where 128×256 ran 0.67× and the tuner's best 128×256 plan 0.76×."""
 
 
-NARROWER_MARGIN = 0.97
+NARROWER_MARGIN = 0.95
 """How much cheaper by `_wave_cost` a narrower block must be than the widest to be taken: the
-wave count is exact, the efficiencies are measured to a few percent (the run-to-run spread), and
-narrower blocks read more operand bytes per FLOP (8192³ would take 128×192 blocks for an
-estimated 1.5%)."""
-
-DUAL_BLOCKS = ((128, 256), (128, 128))
-"""The blocks of a dual GEMM: 128 rows, bn/2 columns of each product (bn 128 or 256)."""
+wave count is exact, the efficiencies hold to about 5% across shapes, and narrower blocks read
+more operand bytes per FLOP. Measured on the H200 (benchmarks/RESULTS.md, eighteenth session
+run 4): 128×192 estimated 25% cheaper at 3000³ ran 1.09-1.12× faster, 6% cheaper at
+1000×14336×4096 1.06× faster, 3.5% cheaper at 5000³ 0.9× as fast."""
 
 PROMOTED_WIDEST = 192
 """The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread
@@ -352,8 +350,10 @@ def _wave_cheapest_block(
 ) -> tuple[int, int]:
     """Returns the block (bm, bn accumulator columns) whose grid takes least time by
     `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256, 192 and
-    128 (a dual GEMM: `DUAL_BLOCKS`' widths), or with `widest` under 256 (promoted FP8 steps)
-    among `PROMOTED_EFFICIENCY`'s widths.
+    128, or with `widest` under 256 (promoted FP8 steps) among `PROMOTED_EFFICIENCY`'s widths.
+    192 columns neither for a dual GEMM (bn/2 of each product: 128 or 256) nor where 128×256
+    blocks fill less than a wave: there the split over K fills the SMs (8B k/v at M = 2048: 96
+    blocks of 128×192 ran 0.75× cuBLAS, 64 of 128×256 split in 2 0.94×).
     128×256 wherever its grid fits the same number of waves, a narrower block where 128×256
     would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16, 128
     blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
@@ -363,10 +363,11 @@ def _wave_cheapest_block(
         return min(
             promoted, key=lambda b: _wave_cost(batch, m, n, sms, dual, *b, PROMOTED_EFFICIENCY)
         )
-    if bm:
-        candidates = [(bm, 256), (bm, 128)] if dual else [(bm, 256), (bm, 192), (bm, 128)]
-    else:
-        candidates = [b for b in BLOCK_EFFICIENCY if not dual or b in DUAL_BLOCKS]
+    candidates = [(bm, 256), (bm, 192), (bm, 128)] if bm else list(BLOCK_EFFICIENCY)
+    if dual and not bm:
+        candidates = [b for b in candidates if b[0] == 128]
+    if dual or batch * -(-m // candidates[0][0]) * -(-n // 256) < sms:
+        candidates = [b for b in candidates if b[1] != 192]
     costs = {b: _wave_cost(batch, m, n, sms, dual, *b) for b in candidates}
     widest = candidates[0]
     best = min(candidates, key=costs.__getitem__)

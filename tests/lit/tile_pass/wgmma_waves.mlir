@@ -2,7 +2,7 @@
 
 // The wgmma rule's block by waves of one block per SM (132 SMs; wgmma_plan.py,
 // _wave_cheapest_block, each block shape at its measured efficiency): 128x256 wherever its grid
-// takes as few waves (or a narrower block is estimated no more than 3% cheaper), 128x192,
+// takes as few waves (or a narrower block is estimated less than 5% cheaper), 128x192,
 // 128x128 or 64x128 where 256 would leave SMs idle, 64x64 where 128x128 blocks would be fewer
 // than a quarter of the SMs.
 
