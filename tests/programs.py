@@ -468,11 +468,23 @@ CASES = [
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
     # streamk=tail on persistent wgmma blocks: 288 tiles of 128x256 on 132 SMs, one round of
-    # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks.
+    # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks; fewer tiles
+    # than SMs (64 rows: 63 tiles of 64x64, 2016 K steps shared by 132 blocks; 1000 rows: 4 x
+    # 21 tiles of 128x128, ragged K).
     Case(
         "bf16_wgmma_streamk_tail_3000x3000x1024",
         matmul_plain(3000, 3000, 1024, "bf16"),
+        tile_with("streamk=tail bm=128 bn=256"),
+    ),
+    Case(
+        "bf16_wgmma_streamk_few_tiles_64x4000x2048",
+        matmul_plain(64, 4000, 2048, "bf16", "nk"),
         tile_with("streamk=tail"),
+    ),
+    Case(
+        "bf16_wgmma_streamk_few_tiles_relu_500x2600x1000",
+        matmul_plain(500, 2600, 1000, "bf16", relu=True),
+        tile_with("streamk=tail bn=128"),
     ),
     Case(
         "fp8_wgmma_streamk_tail_f32_3000x3000x1024",

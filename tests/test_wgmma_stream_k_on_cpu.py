@@ -1,5 +1,6 @@
 """`streamk=tail` on the persistent wgmma GEMM (`passes/tile/gemm/wgmma_stream_k.py`): whole
-tiles first, then the last waves' K steps shared by every block, partial sums handed over
+tiles first, then the last waves' K steps (all of them, on fewer tiles than blocks) shared by
+every block, partial sums handed over
 through the workspace and the flags; on the CPU emulation against float64, with small `sms`
 so that a few tiles make a tail."""
 
@@ -28,6 +29,11 @@ CASES = {
     # FP8: K steps promoted (to f32) and not (to bf16).
     "fp8_promoted": (scaled_matmul(300, 520, 384, "f8E4M3FN", "f32"), "sms=4"),
     "fp8_fast": (scaled_matmul(300, 520, 640, "f8E4M3FN", "bf16"), "sms=5"),
+    # fewer tiles than blocks: all of them shared. 3 x 3 tiles of 128x256 over 16 blocks (3.4
+    # K steps of 6 a block), 8 tiles of 64x64 over 12 (10.7 of 16: the share bounds cut tiles
+    # at different steps).
+    "bf16_fewer_tiles_than_blocks": (matmul_plain(300, 520, 384, "bf16"), "sms=16 bn=256"),
+    "bf16_64_rows": (matmul_plain(64, 512, 1024, "bf16", "nk"), "sms=12"),
     # a SwiGLU: no dual GEMM shares K, so its two products run as two GEMMs that each do.
     "swiglu_unpaired": (swiglu(300, 256, 512), "mma=wgmma sms=5"),
 }
@@ -59,8 +65,13 @@ def test_stream_k_tail_matches_whole_tiles_and_reference(name: str) -> None:
             "shares the K steps of the last waves only",
         ),
         (matmul_plain(256, 512, 256, "bf16"), "streamk=tail sms=4 bn=128", "fill whole waves of 4"),
+        (
+            matmul_plain(128, 256, 128, "bf16"),
+            "streamk=tail sms=8 bn=128",
+            "needs a K step for each of the 8 blocks, got 2 tiles of 2",
+        ),
     ],
-    ids=["on", "whole_waves"],
+    ids=["on", "whole_waves", "fewer_steps_than_blocks"],
 )
 def test_stream_k_the_wgmma_rule_cannot_run_is_refused(text: str, knobs: str, message: str) -> None:
     with pytest.raises(DiagnosticException, match=message):
@@ -68,7 +79,8 @@ def test_stream_k_the_wgmma_rule_cannot_run_is_refused(text: str, knobs: str, me
 
 
 @pytest.mark.parametrize(
-    ("tiles", "blocks", "steps"), [(9, 4, 6), (5, 4, 3), (288, 132, 47), (17, 16, 1)]
+    ("tiles", "blocks", "steps"),
+    [(9, 4, 6), (5, 4, 3), (288, 132, 47), (17, 16, 1), (9, 16, 6), (8, 12, 16), (64, 132, 64)],
 )
 def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
     tiles: int, blocks: int, steps: int
@@ -90,9 +102,8 @@ def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
 def test_stream_k_tail_sass_keeps_hgmma_and_no_spills(tmp_path) -> None:
     """3000³ bf16 on 128×256 blocks: the shared kernel still issues HGMMA 64x256x16 and holds
     its accumulators, workspace handoffs included, in registers (no local memory)."""
-    codes = sass_of_each(
-        matmul_plain(3000, 3000, 3000, "bf16"), "fuse,tile{streamk=tail bm=128 bn=256},to-cuda", tmp_path
-    )
+    pipeline = "fuse,tile{streamk=tail bm=128 bn=256},to-cuda"
+    codes = sass_of_each(matmul_plain(3000, 3000, 3000, "bf16"), pipeline, tmp_path)
     (code,) = [code for name, code in codes.items() if not name.endswith("_flags")]
     assert set(re.findall(r"\bHGMMA\.\w+", code)) == {"HGMMA.64x256x16"}
     assert "ST.E.STRONG.GPU" in code or "STG.E.STRONG.GPU" in code  # the release of a flag

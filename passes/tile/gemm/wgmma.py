@@ -167,7 +167,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
         if not t.ws or dual:
             return _fail("runs streamk=tail with a producer warpgroup (ws=1), on no dual GEMM")
-        if why := stream_k_refusal(tiles, min(self.target.sms, tiles), steps):
+        if why := stream_k_refusal(tiles, self.target.sms, steps):
             return _fail(why)
         return replace(t, persistent=1, streamk="tail")
 
@@ -271,9 +271,12 @@ def emit_wgmma_gemm(
 
 def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[int, int, int]:
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
-    are fewer tiles), each walking tiles blockIdx.x, + gridDim.x, ..."""
+    are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
+    blockIdx.x, + gridDim.x, ..."""
     tiles = (-(-n // t.tile_n), -(-m // t.bm), batch)
-    return (min(sms, prod(tiles)), 1, 1) if t.persistent else tiles
+    if not t.persistent:
+        return tiles
+    return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
 
 
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])

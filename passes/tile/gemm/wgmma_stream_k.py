@@ -5,6 +5,9 @@ the last round leaves SMs idle (3000³ bf16 at 128×256: 288 tiles, 2.2 waves ru
 `streamk=tail` each block first runs whole tiles, `T // G - 1` rounds of them, as before; the
 last `G + T % G` tiles' K steps are then shared evenly by the G blocks (Osama et al., PPoPP
 2023: "data-parallel plus one stream-K wave"), so every block runs about `T / G` tiles' worth.
+A grid of fewer tiles than SMs (T < G) shares all of them: each of the G blocks runs `T / G`
+of a tile's K steps, where one block per tile would leave `G - T` SMs idle, and no second
+kernel adds the parts (as the split over K's fold does).
 
 Shares are numbered against the launch order (block b holds share G - 1 - b, as in the
 CUDA-core rules' `stream_k.py`): share s runs the tail of one tile (from a K step past 0 to its
@@ -46,8 +49,11 @@ class Piece:
 def stream_k_refusal(tiles: int, blocks: int, steps: int) -> str | None:
     """Why a grid of `tiles` tiles of `steps` K steps on `blocks` persistent blocks does not
     share its last waves' K steps, or None."""
-    if tiles <= blocks:
-        return f"streamk=tail needs more tiles than SMs (persistent blocks), got {tiles} tiles"
+    if tiles < blocks and tiles * steps < blocks:
+        return (
+            f"streamk=tail needs a K step for each of the {blocks} blocks, got {tiles} tiles of "
+            f"{steps}"
+        )
     if tiles % blocks == 0:
         return f"streamk=tail has nothing to share: {tiles} tiles fill whole waves of {blocks}"
     if 2 * blocks * blocks * steps >= INDEX_LIMIT:
@@ -56,8 +62,9 @@ def stream_k_refusal(tiles: int, blocks: int, steps: int) -> str | None:
 
 
 def shared_tiles(tiles: int, blocks: int) -> int:
-    """The tiles whose K steps the blocks share: the last `G + T % G`."""
-    return blocks + tiles % blocks
+    """The tiles whose K steps the blocks share: the last `G + T % G`, or all of them where
+    they are fewer than the blocks."""
+    return tiles if tiles < blocks else blocks + tiles % blocks
 
 
 class StreamKWalk:
