@@ -281,11 +281,6 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
 
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 
-OVERLAPPED_WIDEST = 128
-"""The widest block whose promoted FP8 steps alternate between two sets of product registers:
-bn/2 accumulators and twice bn/2 products a thread (64 + 128 at 128; 288 at 192, past the
-consumers' 232)."""
-
 STREAM_K_BARRIER = 4
 """The consumer warpgroups' hardware barrier before a partial sum's flag (1 and 2 are the
 staged epilogue's, 3 the TF32 split's)."""
@@ -635,87 +630,29 @@ class _WgmmaEmitter:
         tensor cores' own FP8 sums keep fewer bits than f32: to an f32 output at 4096³, summing
         all of K in them (`promote=off`) left 1.33e-3 relative error and promoted steps 1.26e-4,
         each what torch's `_scaled_mm` gave with and without `use_fast_accum` in the same run
-        (H200, 2026-12-04).
-
-        Where two steps' products fit beside the accumulators (`OVERLAPPED_WIDEST`, with a
-        producer warpgroup) they alternate between two sets of registers: step i + 1's
-        wgmmas are issued before step i's products are added, so the tensor cores work
-        through the adds (`_overlapped_steps`)."""
+        (H200, 2026-12-04)."""
         em, t = self.em, self.t
-        count = self.steps if count is None else count
-        rows = self._scale_rows(row) if any(self.scales) else []
-        if t.ws and t.bn <= OVERLAPPED_WIDEST:
-            self._overlapped_steps(acc, first_step, row, first, count, rows)
-            return
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
-        with em.for_loop(0, count, 1) as (i, _, _):
-            slot = self._issue_step(products, em.add(first_step, i), row)
+        rows = self._scale_rows(row) if any(self.scales) else []
+        with em.for_loop(0, self.steps if count is None else count, 1) as (i, _, _):
+            ring_step = em.add(first_step, i)
+            step = em.add(first, i)  # of the tile's K steps
+            slot = em.rem(ring_step, t.stages)
+            parity = em.ring_parity(ring_step, t.stages, flip=False)
+            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+            em.op(tile.WgmmaFenceOp())
+            for kk in range(0, self.bk, tile.wgmma_k(self.element)):
+                self._wgmma(products, slot, row, kk, overwrite=kk == 0)
+            factors = self._step_scales(step, rows) if rows else None
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
-            self._add_step(acc, products, slot, em.add(first, i), rows)
+            em.op(tile.MbarrierArriveOp(self.empty, slot))
+            self._add_products(acc, products, factors)
             if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
-                ahead = em.add(em.add(first_step, i), t.stages - 1)
+                ahead = em.add(ring_step, t.stages - 1)
                 with em.when([self.first, em.less(ahead, self.steps)]):
                     self._produce(ahead, ahead)
             em.op(scf.YieldOp())
-
-    def _overlapped_steps(
-        self,
-        acc: SSAValue,
-        first_step: SSAValue | int,
-        row: SSAValue,
-        first: SSAValue | int,
-        count: SSAValue | int,
-        rows: list[SSAValue],
-    ) -> None:
-        """Promoted K steps `0..count` with step i's products in set i % 2: each iteration
-        issues the next step's wgmmas (none after the last: its commit makes an empty group),
-        waits until one group is left in flight (the current step's done) and adds the
-        current step's products to `acc` while the next one's run."""
-        em, t = self.em, self.t
-        shape = tile.memref_in([t.bn // 2], f32, tile.REGISTERS)
-        sets = [em.value(tile.AllocOp(shape)) for _ in range(2)]
-        with em.when([em.less(em.index(0), count)]):
-            self._issue_step(sets[0], first_step, row)
-            em.op(tile.WgmmaCommitOp())
-        with em.for_loop(0, count, 2) as (pair, _, _):
-            for parity in range(2):
-                i = em.add(pair, parity)
-                with em.when([em.less(i, count)] if parity else []):
-                    following = em.add(i, 1)
-                    with em.when([em.less(following, count)]):
-                        self._issue_step(sets[1 - parity], em.add(first_step, following), row)
-                    em.op(tile.WgmmaCommitOp())
-                    em.op(tile.WgmmaWaitOp(1))
-                    slot = em.rem(em.add(first_step, i), t.stages)
-                    self._add_step(acc, sets[parity], slot, em.add(first, i), rows)
-            em.op(scf.YieldOp())
-
-    def _issue_step(self, products: SSAValue, ring_step: SSAValue | int, row: SSAValue) -> SSAValue:
-        """Waits for ring step `ring_step`'s slot and issues its wgmmas into `products` (the
-        first overwriting them), uncommitted; returns the slot."""
-        em, t = self.em, self.t
-        ring_step = em.index(ring_step) if isinstance(ring_step, int) else ring_step
-        slot = em.rem(ring_step, t.stages)
-        parity = em.ring_parity(ring_step, t.stages, flip=False)
-        em.op(tile.MbarrierWaitOp(self.full, slot, parity))
-        em.op(tile.WgmmaFenceOp())
-        for kk in range(0, self.bk, tile.wgmma_k(self.element)):
-            self._wgmma(products, slot, row, kk, overwrite=kk == 0)
-        return slot
-
-    def _add_step(
-        self,
-        acc: SSAValue,
-        products: SSAValue,
-        slot: SSAValue,
-        step: SSAValue | int,
-        rows: list[SSAValue],
-    ) -> None:
-        """Releases the done step's slot and adds its products to `acc`, scaled by the block
-        scales of K step `step` of the tile where there are some."""
-        self.em.op(tile.MbarrierArriveOp(self.empty, slot))
-        self._add_products(acc, products, self._step_scales(step, rows) if rows else None)
 
     def _add_products(
         self, acc: SSAValue, products: SSAValue, factors: list[SSAValue] | None = None
