@@ -289,8 +289,8 @@ BLOCK_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.65, (64, 128
 one block per SM, measured on the H200. 128×192 (eighteenth session, runs 2-3): one whole wave
 at K = 8192 763 TFLOP/s (1536×2112) where 128×256 ran 752 (1536×2816), two waves 744 against
 742, so its narrower tiles cost nothing and it wins where they fill the waves better
-(2000×3000×4096 1.04× cuBLAS against 0.83× on 128×256). 128×128 (eighth session run 3): 128×128
-blocks ran 3000³ in 5 waves at 468 TFLOP/s a wave where 128×256 ran 4096³ at 727 (0.64);
+(2000×3000×4096 1.04× cuBLAS against 0.83× on 128×256). 128×128 (eighth session run 3):
+128×128 blocks ran 3000³ in 5 waves at 468 TFLOP/s a wave where 128×256 ran 4096³ at 727 (0.64);
 64×128 blocks ran 1000³ in one wave of 128 blocks in 12.3 µs where 128×128 took 13.7 in one
 wave of 64 (0.56 of 128×128's, at K = 1000 where a block's fixed costs weigh most: an
 underestimate at larger K). The H100 figure this replaced, 0.85 for 128×128, picked 128×128
