@@ -235,13 +235,15 @@ WGMMA_CASES = [
     # (M, N, K, format, output, knobs): the default plan (64x64 blocks at this size), e5m2
     # with an f32 output (K steps promoted by default), persistent grids walking two tiles a
     # block (sms=8: 20 tiles of 128x128) with and without promoted steps, 64x256 blocks, and
-    # a promoting block without a producer warpgroup (ws=0).
+    # a promoting block without a producer warpgroup (ws=0), and 128x192 blocks summing all of
+    # K in the tensor cores (what the wave choice takes at 3000x3000, bf16 out).
     (200, 136, 272, "f8E4M3FN", "bf16", ""),
     (130, 264, 512, "f8E5M2", "f32", "mma=wgmma"),
     (300, 520, 384, "f8E4M3FN", "bf16", "sms=8 bn=128"),
     (300, 520, 384, "f8E4M3FN", "f32", "sms=8 bn=128"),
     (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256"),
     (64, 64, 128, "f8E5M2", "bf16", "mma=wgmma ws=0 promote=on"),
+    (300, 520, 640, "f8E4M3FN", "bf16", "mma=wgmma bn=192 sms=8"),
 ]
 
 
