@@ -259,6 +259,16 @@ class BarrierOp(IRDLOperation):
 
 
 @irdl_op_definition
+class WarpBarrierOp(IRDLOperation):
+    """Waits until every lane of the thread's warp arrives; orders the warp's shared-memory
+    accesses (`__syncwarp()`, all 32 lanes): a barrier for data only the warp writes and
+    reads, e.g. its own cp.async copies."""
+
+    name = "tile.warp_barrier"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
 class NamedBarrierOp(IRDLOperation):
     """Waits until `threads` threads (whole warps) arrive at hardware barrier `barrier` (1..15;
     0 is the block's `__syncthreads`): `bar.sync barrier, threads`, a barrier for part of the
@@ -1499,6 +1509,7 @@ Tile = Dialect(
         ThreadIdOp,
         AllocOp,
         BarrierOp,
+        WarpBarrierOp,
         NamedBarrierOp,
         NamedBarrierAnyOp,
         VectorLoadOp,

@@ -53,6 +53,7 @@ static inline unsigned __cvta_generic_to_shared(const void* p) {
 }
 static inline void __syncthreads() { cpu_cuda_block->arrive_and_wait(); }
 static inline void warp_sync() { cpu_cuda_warp[cpu_cuda_thread / 32]->arrive_and_wait(); }
+static inline void __syncwarp() { warp_sync(); }
 static inline int lane() { return cpu_cuda_thread % 32; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }

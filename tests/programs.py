@@ -555,6 +555,18 @@ CASES = [
         decode_attention(1, 32, 8, 1, 4096, 128),
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
+    # the same with each key-parallel warp on its own ring (akwarps_sync=warp), and with a
+    # causal chunk and mask over two splits.
+    Case(
+        "decode_attention_warp_sync_gqa4_b1_s4096_bf16",
+        decode_attention(1, 32, 8, 1, 4096, 128),
+        "decompose,fuse,flash-attention,tile{akwarps_sync=warp},to-cuda",
+    ),
+    Case(
+        "decode_attention_warp_sync_sq4_causal_mask_b2_s1000_bf16",
+        decode_attention(2, 32, 8, 4, 1000, 128, mask=((2, 1, 1, 1000), "i1"), causal=True),
+        "decompose,fuse,flash-attention,tile{akwarps_sync=warp asplits=2},to-cuda",
+    ),
     Case(
         "decode_attention_sq4_causal_mask_b2_s1000_bf16",
         decode_attention(2, 32, 8, 4, 1000, 128, mask=((2, 1, 1, 1000), "i1"), causal=True),

@@ -255,6 +255,31 @@ def test_key_parallel_warps_match_float64_on_cpu(case: str, warps: int) -> None:
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("case", "warps"),
+    [
+        ("sq1_gqa4_b2_s1000_split3", 4),
+        ("sq3_gqa4_s37_causal", 4),
+        ("sq4_gqa4_s300_causal_split2", 2),
+    ],
+)
+def test_key_parallel_warps_on_own_rings_match_float64_on_cpu(case: str, warps: int) -> None:
+    """`akwarps_sync=warp`: each warp waits at `__syncwarp` for its own copies (warps with no
+    tile in the last round included), the block meeting only at the merge."""
+    text, knobs = WARP_CASES[case]
+    knobs = f"{knobs} akwarps={warps} akwarps_sync=warp".strip()
+    program, module = lower(text, f"{FUSED},tile{{{knobs}}},to-cuda")
+    (partial,) = [s for s in _sources(module) if "__syncwarp" in s]
+    loop_body = partial[: partial.index("__syncwarp")]
+    assert "__syncthreads" not in loop_body[loop_body.rindex("for (") :]  # the round's barrier
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=sum(map(ord, case)) + 7 * warps)
+    (result,) = run_program(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < 1e-2, error
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 def test_eight_key_parallel_warps_on_cpu() -> None:
     """Eight warps (three merge rounds) over two chunks of a causal chunk of 2 queries."""
     text, knobs = decode_attention(1, 8, 2, 2, 200, 48, causal=True), "akwarps=8 asplits=2"

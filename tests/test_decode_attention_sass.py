@@ -118,6 +118,20 @@ def test_key_parallel_warps_have_no_local_memory_at_other_shapes(tmp_path: Path)
             assert not LOCAL_MEMORY.search(code), knobs
 
 
+def test_warps_on_their_own_rings_drop_the_rounds_block_barriers(tmp_path: Path) -> None:
+    """`akwarps_sync=warp` at eight warps: the two block barriers of each round are gone (the
+    merge's stay), the copies are still 16-byte `cp.async`, no local memory."""
+    text = decode_attention(1, 32, 8, 1, 4096, 128)
+    counts = {}
+    for sync in ("block", "warp"):
+        pipeline = f"decompose,fuse,flash-attention,tile{{akwarps=8 akwarps_sync={sync}}},to-cuda"
+        code = sass_of_each(text, pipeline, tmp_path)["decode_2_decode"]
+        assert not LOCAL_MEMORY.search(code), sync
+        assert re.search(r"\bLDGSTS\.E\.BYPASS\.128\b", code), sync
+        counts[sync] = len(re.findall(r"\bBAR\.SYNC", code))
+    assert counts["warp"] == counts["block"] - 2, counts
+
+
 RUNTIME_L = """
 func.func @f(%q: tensor<1x32x1x128xbf16>, %k: tensor<1x8x32768x128xbf16>,
              %v: tensor<1x8x32768x128xbf16>, %L: tensor<i64>) -> tensor<1x32x1x128xbf16> {

@@ -273,6 +273,7 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
 
 _STATEMENTS: dict[type[Operation], str] = {
     tile.BarrierOp: "__syncthreads();",
+    tile.WarpBarrierOp: "__syncwarp();",
     tile.ThreadFenceOp: "__threadfence();",
     tile.FenceProxyAsyncOp: 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
     tile.CpAsyncCommitOp: 'asm volatile("cp.async.commit_group;" ::: "memory");',

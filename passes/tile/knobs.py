@@ -41,6 +41,7 @@ class Knobs:
     awarps: int = AUTO
     asplits: int = AUTO
     akwarps: int = AUTO
+    akwarps_sync: str = "auto"
     kwarps: int = AUTO
     copy: str = "auto"
     swizzle: int = 0
@@ -169,6 +170,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("akwarps", powers(1, 8)),
+    Knob("akwarps_sync", one_of("auto", "block", "warp")),
     Knob("kwarps", powers(1, 32)),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob("pairswap", one_of(0, 1, words="0 or 1")),

@@ -77,6 +77,10 @@ class DecodePlan:
     akwarps: int
     """Warps of a tensor-core partial block that split its chunk of keys (1: one warp per 16
     query rows; always 1 for the CUDA-core partial kernel and the merge)."""
+    akwarps_sync: str = "block"
+    """How the key-parallel warps (`akwarps` > 1) wait for their K/V copies and free their
+    slots: "block" (`__syncthreads`, every warp in step) or "warp" (`__syncwarp`, each warp
+    on its own ring); "block" for every other decode kernel, whatever the knob says."""
 
 
 @dataclass
@@ -98,7 +102,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     """Schedules decode attention as split-KV blocks per (K/V group, chunk of keys)."""
 
     name = "attention_decode"
-    reads = "attn asplits akwarps"
+    reads = "attn asplits akwarps akwarps_sync"
     plan_type = DecodePlan
     selector = ("attn", "decode")
 
@@ -126,7 +130,10 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             rows, head_v = m.nest.extents[1:]
             head_qk, chunk = m.attention.qk.extents[0], m.attention.reduce.extents[0]
             warps = knobs.akwarps or auto_key_warps(rows, head_qk, head_v, chunk)
-            return key_warps_refusal(warps, rows, head_qk, head_v) or DecodePlan(m.splits, warps)
+            sync = knobs.akwarps_sync if knobs.akwarps_sync == "warp" and warps > 1 else "block"
+            return key_warps_refusal(warps, rows, head_qk, head_v) or DecodePlan(
+                m.splits, warps, sync
+            )
         groups = m.rows // m.group
         if m.on_tensor_cores:
             warps = knobs.akwarps or auto_key_warps(m.group, m.head_qk, m.head_v, m.keys)
@@ -149,7 +156,8 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         chunk, splits = key_chunk(m.keys, asked)
         if not knobs.akwarps and m.on_tensor_cores:
             warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk)
-        return DecodePlan(splits, warps)
+        warp_sync = knobs.akwarps_sync == "warp" and warps > 1
+        return DecodePlan(splits, warps, "warp" if warp_sync else "block")
 
     def _split_costs(self, m: DecodeAttention, warps: int) -> tuple[int, float] | str:
         """The partial blocks one SM holds and the merge's cost per split (`auto_splits`'s
@@ -174,6 +182,10 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             )
         if not 1 <= plan.asplits <= MAX_SPLITS:
             return f"asplits must be in [1, {MAX_SPLITS}], got {plan.asplits}"
+        if plan.akwarps_sync not in ("block", "warp"):
+            return f"akwarps_sync must be block or warp, got {plan.akwarps_sync}"
+        if plan.akwarps_sync == "warp" and plan.akwarps == 1:
+            return "akwarps_sync=warp needs key-parallel warps (akwarps > 1)"
         if m.attention is None or not m.tensor_cores:
             if plan.akwarps != 1:
                 return f"akwarps must be 1 for this decode kernel, got {plan.akwarps}"
@@ -212,7 +224,8 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
             resident = resident_blocks(rows, m.attention.qk.extents[0], head_v, warps)
             new.attributes["tile.min_blocks"] = IntegerAttr(resident, i64)
-            KeyWarpEmitter(em, m.attention, mapping, warps, key_count(m.nest)).emit()
+            warp_sync = plan.akwarps_sync == "warp"
+            KeyWarpEmitter(em, m.attention, mapping, warps, key_count(m.nest), warp_sync).emit()
         elif m.tensor_cores:
             warps = warps_for(rows)
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))

@@ -25,7 +25,9 @@ keys) and every warp holds all of the group's rows (at most 16: one m16 tile):
   attention's own epilogue), so the partial state's format and the merge kernel do not change.
 
 The barriers are the block's (`__syncthreads`): warps run the same rounds, a warp past the end
-of the keys skipping its tile's work.
+of the keys skipping its tile's work. With `akwarps_sync=warp` (opt-in, not yet timed) a
+round's two barriers are the warp's own (`__syncwarp`): each warp waits only for its own
+copies, the block meeting again at the merge.
 """
 
 from __future__ import annotations
@@ -56,13 +58,21 @@ class KeyWarpEmitter(_AttentionEmitter):
     """Emits the decode partial kernel's block of `warps` key-parallel warps."""
 
     def __init__(
-        self, em: Emitter, a: Attention, mapping: Mapping, warps: int, key_count: SSAValue | None
+        self,
+        em: Emitter,
+        a: Attention,
+        mapping: Mapping,
+        warps: int,
+        key_count: SSAValue | None,
+        warp_sync: bool = False,
     ) -> None:
         super().__init__(em, a, mapping, 1, 1)
         self.key_count = key_count
         assert self.s_q <= MMA_M, "planning gives key-parallel warps at most 16 rows"
         self.key_warps = warps
         self.bn = WARP_KEYS
+        self.warp_sync = warp_sync
+        """`akwarps_sync=warp`: the rounds' barriers are the warp's, not the block's."""
 
     def emit(self) -> None:
         em, a = self.em, self.a
@@ -123,12 +133,12 @@ class KeyWarpEmitter(_AttentionEmitter):
             slot = em.add(first_slot, em.rem(em.div(round0, stride), WARP_SLOTS))
             if k.copied or v.copied:
                 em.op(tile.CpAsyncWaitOp(WARP_SLOTS - 1))
-            em.op(tile.BarrierOp())
+            em.op(self._round_barrier())
             with em.when([em.less(j0, end)] if not isinstance(end, int) or end % stride else []):
                 scores = self.scores(q_frags, k_smem, slot)
                 probs = self.softmax(self.masked(scores, j0))
                 self.multiply_v(probs, v_smem, slot)
-            em.op(tile.BarrierOp())
+            em.op(self._round_barrier())
             ahead = em.add(j0, WARP_SLOTS * stride)
             with em.when([em.less(ahead, end)]):
                 for side in (k, v):
@@ -138,6 +148,12 @@ class KeyWarpEmitter(_AttentionEmitter):
         self.merge_warps()
         with em.when([em.less(self.warp, 1)]):
             self.epilogue()
+
+    def _round_barrier(self) -> tile.BarrierOp | tile.WarpBarrierOp:
+        """The barrier before a round's tile is read and before its slot is refilled: only the
+        warp's own lanes copy into and read a warp's slots, so the warp's barrier orders them
+        (`akwarps_sync=warp`); the block's keeps every warp in step."""
+        return tile.WarpBarrierOp() if self.warp_sync else tile.BarrierOp()
 
     def q_fragments(self) -> list[list[SSAValue]]:
         """Returns Q's A fragments of the block's m16 tile, one per k16 step, loaded from
