@@ -555,12 +555,17 @@ CASES = [
         decode_attention(1, 32, 8, 1, 4096, 128),
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
-    # the same with each key-parallel warp on its own ring (akwarps_sync=warp), and with a
-    # causal chunk and mask over two splits.
+    # the same with each key-parallel warp on its own barriers (akwarps_sync=warp), with rings
+    # of three tiles, and with a causal chunk and mask over two splits.
     Case(
         "decode_attention_warp_sync_gqa4_b1_s4096_bf16",
         decode_attention(1, 32, 8, 1, 4096, 128),
         "decompose,fuse,flash-attention,tile{akwarps_sync=warp},to-cuda",
+    ),
+    Case(
+        "decode_attention_warp_sync_3_slots_gqa4_b1_s4096_bf16",
+        decode_attention(1, 32, 8, 1, 4096, 128),
+        "decompose,fuse,flash-attention,tile{akwarps_sync=warp aslots=3},to-cuda",
     ),
     Case(
         "decode_attention_warp_sync_sq4_causal_mask_b2_s1000_bf16",

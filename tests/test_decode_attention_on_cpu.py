@@ -9,7 +9,8 @@ loop-level rewrite itself is checked against the reference executor first.
 Key-parallel warps (`akwarps`, decode_warps.py): 1, 2, 4 and auto over key counts that are not
 multiples of the warps' 16-key tiles (37, 1000: a last round where some warps have a partial
 tile and others none), a runtime number of valid keys (1, 37, all of a 200-key cache),
-causal chunks (Sq > 1, up to the 16 rows of one m16 tile), GQA, Dv ≠ D and f16. Needs g++
+causal chunks (Sq > 1, up to the 16 rows of one m16 tile), GQA, Dv ≠ D and f16; the warps on
+their own barriers (`akwarps_sync=warp`) and rings of 3 and 4 tiles (`aslots`). Needs g++
 (C++20); no GPU.
 """
 
@@ -256,24 +257,30 @@ def test_key_parallel_warps_match_float64_on_cpu(case: str, warps: int) -> None:
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 @pytest.mark.parametrize(
-    ("case", "warps"),
+    ("case", "knobs"),
     [
-        ("sq1_gqa4_b2_s1000_split3", 4),
-        ("sq3_gqa4_s37_causal", 4),
-        ("sq4_gqa4_s300_causal_split2", 2),
+        ("sq1_gqa4_b2_s1000_split3", "akwarps=4 akwarps_sync=warp"),
+        ("sq3_gqa4_s37_causal", "akwarps=4 akwarps_sync=warp aslots=3"),
+        ("sq4_gqa4_s300_causal_split2", "akwarps=2 akwarps_sync=warp aslots=4"),
+        ("sq1_gqa4_b2_s1000_split1", "akwarps=8 aslots=3"),
+        ("sq1_gqa4_s130_d96_dv80_split1", "akwarps=4 aslots=4"),
     ],
 )
-def test_key_parallel_warps_on_own_rings_match_float64_on_cpu(case: str, warps: int) -> None:
+def test_key_parallel_rings_match_float64_on_cpu(case: str, knobs: str) -> None:
     """`akwarps_sync=warp`: each warp waits at `__syncwarp` for its own copies (warps with no
-    tile in the last round included), the block meeting only at the merge."""
-    text, knobs = WARP_CASES[case]
-    knobs = f"{knobs} akwarps={warps} akwarps_sync=warp".strip()
-    program, module = lower(text, f"{FUSED},tile{{{knobs}}},to-cuda")
-    (partial,) = [s for s in _sources(module) if "__syncwarp" in s]
-    loop_body = partial[: partial.index("__syncwarp")]
-    assert "__syncthreads" not in loop_body[loop_body.rindex("for (") :]  # the round's barrier
+    tile in the last round included), the block meeting only at the merge; `aslots`: rings of
+    3 and 4 tiles per warp (a chunk of fewer rounds than slots included)."""
+    text, case_knobs = WARP_CASES[case]
+    every = f"{case_knobs} {knobs}".strip()
+    program, module = lower(text, f"{FUSED},tile{{{every}}},to-cuda")
+    (partial,) = [s for s in _sources(module) if "cp.async.wait_group" in s]
+    slots = int(knobs.partition("aslots=")[2] or 2)
+    assert f"cp.async.wait_group {slots - 1};" in partial
+    if "akwarps_sync=warp" in knobs:
+        loop_body = partial[: partial.index("__syncwarp")]
+        assert "__syncthreads" not in loop_body[loop_body.rindex("for (") :]  # round barrier
     graph = graph_function(program)
-    inputs, arrays = device_inputs(graph, seed=sum(map(ord, case)) + 7 * warps)
+    inputs, arrays = device_inputs(graph, seed=sum(map(ord, case + knobs)))
     (result,) = run_program(module, arrays)
     (error,) = errors_against_reference(graph, [result], inputs)
     assert error < 1e-2, error

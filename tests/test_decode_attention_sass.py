@@ -105,13 +105,15 @@ def test_key_parallel_warps_copy_16_bytes_within_their_registers(tmp_path: Path)
 
 def test_key_parallel_warps_have_no_local_memory_at_other_shapes(tmp_path: Path) -> None:
     """Two and eight warps at D = 128, a causal chunk of 16 rows (4 queries x GQA 4), D = 64
-    (auto: two warps) and Dv = 64: no spills."""
+    (auto: two warps), Dv = 64, and rings of three and four tiles: no spills."""
     for text, knobs in [
         (decode_attention(1, 32, 8, 1, 4096, 128), "akwarps=2"),
         (decode_attention(1, 32, 8, 1, 4096, 128), "akwarps=8"),
         (decode_attention(1, 32, 8, 4, 4096, 128, causal=True), "akwarps=4"),
         (decode_attention(8, 32, 8, 1, 4096, 64), ""),
         (decode_attention(1, 32, 8, 1, 4096, 128, 64), ""),
+        (decode_attention(1, 32, 8, 1, 4096, 128), "akwarps=8 aslots=3 akwarps_sync=warp"),
+        (decode_attention(1, 32, 8, 1, 4096, 128), "akwarps=4 aslots=4"),
     ]:
         pipeline = f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda"
         for code in sass_of_each(text, pipeline, tmp_path).values():

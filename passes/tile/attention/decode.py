@@ -21,7 +21,9 @@ a flash-attention kernel of R rows per batch index:
 
 The split count (knob `asplits`) and the key-parallel warps (knob `akwarps`) come from the
 shape: keys, groups, the block's shared memory and registers and the SM count
-(`decode_plan.py`). docs/flash_attention.md, "Decode".
+(`decode_plan.py`). How those warps meet each round (`akwarps_sync`) and how deep their rings
+are (`aslots`) are knobs whose auto values keep the block's barrier and two slots.
+docs/flash_attention.md, "Decode".
 """
 from __future__ import annotations
 
@@ -41,6 +43,7 @@ from tinyopt.passes.tile.attention.decode_plan import (
     MAX_SPLITS,
     MERGE_COST_PER_SPLIT,
     WARP_KEYS,
+    WARP_SLOTS,
     auto_key_warps,
     auto_splits,
     blocks_per_sm,
@@ -81,6 +84,18 @@ class DecodePlan:
     """How the key-parallel warps (`akwarps` > 1) wait for their K/V copies and free their
     slots: "block" (`__syncthreads`, every warp in step) or "warp" (`__syncwarp`, each warp
     on its own ring); "block" for every other decode kernel, whatever the knob says."""
+    aslots: int = WARP_SLOTS
+    """Tiles in each key-parallel warp's K/V ring, `aslots` - 1 of them in flight while one is
+    read (2 for every other decode kernel)."""
+
+
+def _warps_plan(splits: int, warps: int, knobs: Knobs) -> DecodePlan:
+    """The plan of `splits` chunks on blocks of `warps` warps: the key-parallel warps' barriers
+    and ring depth from the knobs (for one warp per 16 rows, the block's and two)."""
+    if warps == 1:
+        return DecodePlan(splits, 1)
+    sync = "warp" if knobs.akwarps_sync == "warp" else "block"
+    return DecodePlan(splits, warps, sync, knobs.aslots or WARP_SLOTS)
 
 
 @dataclass
@@ -102,7 +117,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     """Schedules decode attention as split-KV blocks per (K/V group, chunk of keys)."""
 
     name = "attention_decode"
-    reads = "attn asplits akwarps akwarps_sync"
+    reads = "attn asplits akwarps akwarps_sync aslots"
     plan_type = DecodePlan
     selector = ("attn", "decode")
 
@@ -124,20 +139,20 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         return match_decode_attention(kernel)
 
     def plan(self, kernel: loop.KernelOp, m: DecodeMatch, knobs: Knobs) -> DecodePlan | str:
+        slots = knobs.aslots or WARP_SLOTS
         if isinstance(m, DecodePiece):
             if m.attention is None or not m.tensor_cores:
                 return DecodePlan(m.splits, 1)
             rows, head_v = m.nest.extents[1:]
             head_qk, chunk = m.attention.qk.extents[0], m.attention.reduce.extents[0]
-            warps = knobs.akwarps or auto_key_warps(rows, head_qk, head_v, chunk)
-            sync = knobs.akwarps_sync if knobs.akwarps_sync == "warp" and warps > 1 else "block"
-            return key_warps_refusal(warps, rows, head_qk, head_v) or DecodePlan(
-                m.splits, warps, sync
+            warps = knobs.akwarps or auto_key_warps(rows, head_qk, head_v, chunk, slots)
+            return key_warps_refusal(warps, rows, head_qk, head_v, slots) or _warps_plan(
+                m.splits, warps, knobs
             )
         groups = m.rows // m.group
         if m.on_tensor_cores:
-            warps = knobs.akwarps or auto_key_warps(m.group, m.head_qk, m.head_v, m.keys)
-            if reason := key_warps_refusal(warps, m.group, m.head_qk, m.head_v):
+            warps = knobs.akwarps or auto_key_warps(m.group, m.head_qk, m.head_v, m.keys, slots)
+            if reason := key_warps_refusal(warps, m.group, m.head_qk, m.head_v, slots):
                 return reason
         elif knobs.akwarps > 1:
             return (
@@ -146,7 +161,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             )
         else:
             warps = 1
-        costs = self._split_costs(m, warps)
+        costs = self._split_costs(m, warps, slots if warps > 1 else WARP_SLOTS)
         if isinstance(costs, str):
             return costs
         resident, per_split = costs
@@ -155,15 +170,18 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         )
         chunk, splits = key_chunk(m.keys, asked)
         if not knobs.akwarps and m.on_tensor_cores:
-            warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk)
-        warp_sync = knobs.akwarps_sync == "warp" and warps > 1
-        return DecodePlan(splits, warps, "warp" if warp_sync else "block")
+            warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk, slots)
+        return _warps_plan(splits, warps, knobs)
 
-    def _split_costs(self, m: DecodeAttention, warps: int) -> tuple[int, float] | str:
+    def _split_costs(
+        self, m: DecodeAttention, warps: int, slots: int
+    ) -> tuple[int, float] | str:
         """The partial blocks one SM holds and the merge's cost per split (`auto_splits`'s
-        inputs) for `warps` key-parallel warps, or why no CUDA-core tile fits the group."""
+        inputs) for `warps` key-parallel warps with rings of `slots` tiles, or why no CUDA-core
+        tile fits the group."""
         if m.on_tensor_cores:
-            return resident_blocks(m.group, m.head_qk, m.head_v, warps), MERGE_COST_PER_SPLIT
+            resident = resident_blocks(m.group, m.head_qk, m.head_v, warps, slots)
+            return resident, MERGE_COST_PER_SPLIT
         geometry = decode_simt_geometry(m.group, m.head_qk, m.head_v, self.target)
         if isinstance(geometry, str):
             return geometry
@@ -184,14 +202,18 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             return f"asplits must be in [1, {MAX_SPLITS}], got {plan.asplits}"
         if plan.akwarps_sync not in ("block", "warp"):
             return f"akwarps_sync must be block or warp, got {plan.akwarps_sync}"
-        if plan.akwarps_sync == "warp" and plan.akwarps == 1:
-            return "akwarps_sync=warp needs key-parallel warps (akwarps > 1)"
+        if plan.akwarps == 1 and (plan.akwarps_sync, plan.aslots) != ("block", WARP_SLOTS):
+            return (
+                "akwarps_sync=warp and aslots other than 2 need key-parallel warps "
+                "(akwarps > 1)"
+            )
         if m.attention is None or not m.tensor_cores:
             if plan.akwarps != 1:
                 return f"akwarps must be 1 for this decode kernel, got {plan.akwarps}"
             return None
         rows, head_v = m.nest.extents[1:]
-        return key_warps_refusal(plan.akwarps, rows, m.attention.qk.extents[0], head_v)
+        head_qk = m.attention.qk.extents[0]
+        return key_warps_refusal(plan.akwarps, rows, head_qk, head_v, plan.aslots)
 
     def rewrite(
         self, module: ModuleOp, kernel: loop.KernelOp, m: DecodeMatch, plan: DecodePlan
@@ -202,7 +224,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         # split count the cost model picks for the step's number of keys.
         key_parallel = m.on_tensor_cores and plan.akwarps > 1
         round_keys = plan.akwarps * WARP_KEYS if key_parallel else BN
-        costs = self._split_costs(m, plan.akwarps)
+        costs = self._split_costs(m, plan.akwarps, plan.aslots)
         assert not isinstance(costs, str), "planning refuses a group no tile fits"
         resident, per_split = costs
         _, splits = key_chunk(m.keys, plan.asplits)
@@ -222,10 +244,18 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         if m.tensor_cores and plan.akwarps > 1:
             warps = plan.akwarps
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
-            resident = resident_blocks(rows, m.attention.qk.extents[0], head_v, warps)
+            head_qk = m.attention.qk.extents[0]
+            resident = resident_blocks(rows, head_qk, head_v, warps, plan.aslots)
             new.attributes["tile.min_blocks"] = IntegerAttr(resident, i64)
-            warp_sync = plan.akwarps_sync == "warp"
-            KeyWarpEmitter(em, m.attention, mapping, warps, key_count(m.nest), warp_sync).emit()
+            KeyWarpEmitter(
+                em,
+                m.attention,
+                mapping,
+                warps,
+                key_count(m.nest),
+                plan.akwarps_sync == "warp",
+                plan.aslots,
+            ).emit()
         elif m.tensor_cores:
             warps = warps_for(rows)
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))

@@ -48,8 +48,11 @@ KEY_WARPS = (1, 2, 4, 8)
 WARP_KEYS = 16
 """Keys per K/V tile of one key-parallel warp: one k16 step of P·V, two n8 tiles of S."""
 WARP_SLOTS = 2
-"""Tiles in each key-parallel warp's ring: the next one flies while one is used, and both
-while the warp waits."""
+"""Tiles in each key-parallel warp's ring (`aslots` = 0): the next one flies while one is
+used, and both while the warp waits."""
+WARP_RINGS = (2, 3, 4)
+"""The `aslots` values: tiles in each key-parallel warp's ring, `aslots` - 1 in flight while
+one is used."""
 MAX_WARPS_HEAD_DIM = 128
 """Largest head dim of key-parallel warps: each keeps Q's fragments (head_qk / 4 registers)
 and O (head_v / 2) in registers for the whole chunk."""
@@ -81,15 +84,17 @@ def _aligned(sizes: list[int]) -> int:
     return end + DYNAMIC_ALIGN
 
 
-def shared_bytes(rows: int, head_qk: int, head_v: int, warps: int = 1) -> int:
+def shared_bytes(
+    rows: int, head_qk: int, head_v: int, warps: int = 1, slots: int = WARP_SLOTS
+) -> int:
     """Dynamic shared memory a tensor-core decode block asks for: with one warp per 16 rows
     (`warps` = 1), its Q rows and the two-slot K and V rings of 64-key tiles; with `warps`
-    key-parallel warps, each warp's ring of WARP_KEYS-key tiles and the buffer the warps
-    merge through (half of them write their state in each round)."""
+    key-parallel warps, each warp's ring of `slots` WARP_KEYS-key tiles and the buffer the
+    warps merge through (half of them write their state in each round)."""
     if warps == 1:
         q = warps_for(rows) * MMA_M * (head_qk + PAD) * 2
         return _aligned([q, *(SLOTS * BN * (h + PAD) * 2 for h in (head_qk, head_v))])
-    rings = [warps * WARP_SLOTS * WARP_KEYS * (h + PAD) * 2 for h in (head_qk, head_v)]
+    rings = [warps * slots * WARP_KEYS * (h + PAD) * 2 for h in (head_qk, head_v)]
     merge = warps // 2 * rows * (head_v + MERGE_ROW_PAD) * 4
     return _aligned([*rings, merge])
 
@@ -99,12 +104,22 @@ def blocks_per_sm(block_shared: int) -> int:
     return max(1, min(MAX_BLOCKS_PER_SM, SHARED_PER_SM // (block_shared + 1024)))
 
 
-def key_warps_refusal(warps: int, rows: int, head_qk: int, head_v: int) -> str | None:
-    """Why a tensor-core decode block cannot run `warps` key-parallel warps, or None."""
+def key_warps_refusal(
+    warps: int, rows: int, head_qk: int, head_v: int, slots: int = WARP_SLOTS
+) -> str | None:
+    """Why a tensor-core decode block cannot run `warps` key-parallel warps with rings of
+    `slots` tiles, or None."""
     if warps not in KEY_WARPS:
         return f"akwarps must be one of {KEY_WARPS}, got {warps}"
+    if slots not in WARP_RINGS:
+        return f"aslots must be one of {WARP_RINGS}, got {slots}"
     if warps == 1:
         return None
+    if (need := shared_bytes(rows, head_qk, head_v, warps, slots) + 1024) > SHARED_PER_SM:
+        return (
+            f"akwarps={warps} with aslots={slots} needs {need} bytes of shared memory, more "
+            f"than an SM's {SHARED_PER_SM}"
+        )
     if rows > MMA_M:
         return (
             f"akwarps={warps} needs at most {MMA_M} query rows per K/V group (one m16 tile a "
@@ -123,10 +138,13 @@ def key_warp_registers(head_qk: int, head_v: int) -> int:
     return -(-(KEY_WARP_BASE_REGISTERS + head_qk // 4 + head_v // 2) // 8) * 8
 
 
-def resident_blocks(rows: int, head_qk: int, head_v: int, warps: int) -> int:
-    """Tensor-core decode blocks of `warps` key-parallel warps one SM holds (shared memory and,
-    for several warps, registers: the kernel's `__launch_bounds__` asks for this many)."""
-    by_shared = blocks_per_sm(shared_bytes(rows, head_qk, head_v, warps))
+def resident_blocks(
+    rows: int, head_qk: int, head_v: int, warps: int, slots: int = WARP_SLOTS
+) -> int:
+    """Tensor-core decode blocks of `warps` key-parallel warps (rings of `slots` tiles) one SM
+    holds (shared memory and, for several warps, registers: the kernel's `__launch_bounds__`
+    asks for this many)."""
+    by_shared = blocks_per_sm(shared_bytes(rows, head_qk, head_v, warps, slots))
     if warps == 1:
         return by_shared
     threads = warps * 32
@@ -134,18 +152,20 @@ def resident_blocks(rows: int, head_qk: int, head_v: int, warps: int) -> int:
     return max(1, min(by_shared, by_registers, MAX_WARPS_PER_SM // warps))
 
 
-def auto_key_warps(rows: int, head_qk: int, head_v: int, chunk: int) -> int:
-    """`akwarps` = 0: the most key-parallel warps a block may have (`KEY_WARPS`, refusals
-    aside), no more than the chunk's WARP_KEYS-key tiles. Measured on the H200 (2026-12-03,
+def auto_key_warps(
+    rows: int, head_qk: int, head_v: int, chunk: int, slots: int = WARP_SLOTS
+) -> int:
+    """`akwarps` = 0: the most key-parallel warps a block may have (`KEY_WARPS`, refusals,
+    shared memory for rings of `slots` tiles among them, aside), no more than the chunk's
+    WARP_KEYS-key tiles. Measured on the H200 (2026-12-03,
     RESULTS.md, seventh session run 2; GQA 32/8, D 128, bf16): 8 warps a block, one block an
     SM, ran 1.04/0.94/0.95/0.94x cuDNN at B1 L4096, B1 L32768, B8 L32768, B64 L4096, against
     0.89/0.84/0.92/0.90 for 4 (three blocks, 12 warps an SM) and 0.85-0.91 for 1 and 2: a block
     whose warps stream more tiles of one chunk at once needs fewer splits and merges."""
     best = 1
     for warps in KEY_WARPS[1:]:
-        if key_warps_refusal(warps, rows, head_qk, head_v) is None:
-            if shared_bytes(rows, head_qk, head_v, warps) + 1024 <= SHARED_PER_SM:
-                best = warps
+        if key_warps_refusal(warps, rows, head_qk, head_v, slots) is None:
+            best = warps
     tiles = -(-chunk // WARP_KEYS)
     return min(best, 1 << (tiles.bit_length() - 1))
 

@@ -7,15 +7,15 @@ keys) and every warp holds all of the group's rows (at most 16: one m16 tile):
 
 - the chunk is walked in rounds of W tiles of WARP_KEYS (16) keys, warp w taking tile w of
   each round, so warp w sees keys w·16.., (W + w)·16.., ...; each warp copies its own tiles
-  (16-byte `cp.async` from its 32 lanes) into its own WARP_SLOTS-slot ring, so a block of four
-  warps takes the shared memory one warp with 64-key tiles took;
-- the first WARP_SLOTS rounds' copies are issued before anything else; Q's A fragments are
+  (16-byte `cp.async` from its 32 lanes) into its own ring of `aslots` slots (auto: WARP_SLOTS,
+  2), so a block of four warps takes the shared memory one warp with 64-key tiles took;
+- the first `aslots` rounds' copies are issued before anything else; Q's A fragments are
   loaded from global memory straight into registers while they fly (no shared copy of Q);
 - per round: wait for this thread's oldest copies (`cp.async.wait_group 1`) and barrier; S,
   the online softmax and P·V on the warp's tile (the `attn=sync` emitter's own steps, at 16
   keys a tile); barrier (every warp is done with its slot); issue the copies of the tile
-  WARP_SLOTS rounds ahead into the slot just read. While a warp waits, both of its slots are
-  in flight;
+  `aslots` rounds ahead into the slot just read. While a warp waits, all of its slots are in
+  flight;
 - each warp keeps its own (m, l, acc); after the last round the W states merge through shared
   memory in log2(W) rounds of the attention's (m, l, acc) combine (warp w + W/2 into warp w,
   then w + W/4, ...: a fixed order, so the result is deterministic), each lane combining its
@@ -65,6 +65,7 @@ class KeyWarpEmitter(_AttentionEmitter):
         warps: int,
         key_count: SSAValue | None,
         warp_sync: bool = False,
+        slots: int = WARP_SLOTS,
     ) -> None:
         super().__init__(em, a, mapping, 1, 1)
         self.key_count = key_count
@@ -73,6 +74,8 @@ class KeyWarpEmitter(_AttentionEmitter):
         self.bn = WARP_KEYS
         self.warp_sync = warp_sync
         """`akwarps_sync=warp`: the rounds' barriers are the warp's, not the block's."""
+        self.slots = slots
+        """Tiles in each warp's ring (`aslots`)."""
 
     def emit(self) -> None:
         em, a = self.em, self.a
@@ -92,7 +95,8 @@ class KeyWarpEmitter(_AttentionEmitter):
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
         element = a.element
-        ring = warps * WARP_SLOTS
+        slots = self.slots
+        ring = warps * slots
         k_smem = self.alloc([ring, self.bn, self.head_qk + PAD], element, tile.SHARED)
         v_smem = self.alloc([ring, self.bn, self.head_v + PAD], element, tile.SHARED)
         row = self.head_v + MERGE_ROW_PAD
@@ -110,8 +114,8 @@ class KeyWarpEmitter(_AttentionEmitter):
             )
         stride = warps * self.bn
         mine = em.mul(self.warp, self.bn)
-        first_slot = em.mul(self.warp, WARP_SLOTS)
-        for ahead in range(WARP_SLOTS):
+        first_slot = em.mul(self.warp, slots)
+        for ahead in range(slots):
             origin = em.add(mine, ahead * stride)
             with em.when([em.less(origin, end)]):
                 for side in (k, v):
@@ -130,16 +134,16 @@ class KeyWarpEmitter(_AttentionEmitter):
                 self.store(fzero, self.o, 0, dt, r)
         with em.for_loop(0, end, stride) as (round0, _, _):
             j0 = em.add(round0, mine)
-            slot = em.add(first_slot, em.rem(em.div(round0, stride), WARP_SLOTS))
+            slot = em.add(first_slot, em.rem(em.div(round0, stride), slots))
             if k.copied or v.copied:
-                em.op(tile.CpAsyncWaitOp(WARP_SLOTS - 1))
+                em.op(tile.CpAsyncWaitOp(slots - 1))
             em.op(self._round_barrier())
             with em.when([em.less(j0, end)] if not isinstance(end, int) or end % stride else []):
                 scores = self.scores(q_frags, k_smem, slot)
                 probs = self.softmax(self.masked(scores, j0))
                 self.multiply_v(probs, v_smem, slot)
             em.op(self._round_barrier())
-            ahead = em.add(j0, WARP_SLOTS * stride)
+            ahead = em.add(j0, slots * stride)
             with em.when([em.less(ahead, end)]):
                 for side in (k, v):
                     self.issue(side, ahead, slot)

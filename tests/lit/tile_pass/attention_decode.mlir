@@ -5,6 +5,8 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{akwarps=1 asplits=32}' | filecheck %s --check-prefix=ONE
 // RUN: not tinyopt %s -p 'decompose,fuse,flash-attention,plan{asplits=300}' 2>&1 | filecheck %s --check-prefix=BAD
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{akwarps_sync=warp}' | filecheck %s --check-prefix=WARP
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{aslots=3}' | filecheck %s --check-prefix=SLOTS
+// RUN: not tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=decode akwarps=8 aslots=4}' 2>&1 | filecheck %s --check-prefix=NOROOM
 
 // A decode step (one query per head) of GQA attention, 32 query heads over 8 KV heads, 4096
 // keys, D = 128, bf16: the decode rule (attn=decode, taken by attn=auto) cuts the keys into
@@ -16,15 +18,15 @@
 // divides. Both kernels show the split count; the merge kernel, which has no warps to split
 // keys between, akwarps = 1.
 
-// PLAN:      loop.kernel @decode_2_decode({{.*}}memref<88x4xf32>, {{.*}}memref<88x4xf32>, {{.*}}memref<88x4x128xf32>) attributes {tinyopt.decode_partial = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 8, akwarps_sync = "block">}
+// PLAN:      loop.kernel @decode_2_decode({{.*}}memref<88x4xf32>, {{.*}}memref<88x4xf32>, {{.*}}memref<88x4x128xf32>) attributes {tinyopt.decode_partial = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 8, akwarps_sync = "block", aslots = 2>}
 // PLAN:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [88, 4, 128]
 // PLAN:        loop.reduce (%{{.*}}) in [384] init
-// PLAN:      loop.kernel @decode_2_merge({{.*}}) attributes {tinyopt.decode_merge = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 1, akwarps_sync = "block">}
+// PLAN:      loop.kernel @decode_2_merge({{.*}}) attributes {tinyopt.decode_merge = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 1, akwarps_sync = "block", aslots = 2>}
 // PLAN:        loop.reduce (%{{.*}}) in [11] init
 // PLAN:      loop.launch @decode_2_decode
 // PLAN-NEXT: loop.launch @decode_2_merge
 
-// FOUR: plan = #tile.plan<attention_decode, asplits = 4, akwarps = 8, akwarps_sync = "block">
+// FOUR: plan = #tile.plan<attention_decode, asplits = 4, akwarps = 8, akwarps_sync = "block", aslots = 2>
 // FOUR: loop.reduce (%{{.*}}) in [1024] init
 
 // NONE:     plan = #tile.plan<sequential
@@ -39,7 +41,7 @@
 // (tile.warp_barrier, `__syncwarp`) before reading a tile and before refilling its slot; the
 // block meets (tile.barrier) only to merge the warps' states. The merge kernel has no warps
 // to split keys between and keeps "block".
-// WARP:      tile.kernel @decode_2_decode {{.*}}akwarps = 8, akwarps_sync = "warp">
+// WARP:      tile.kernel @decode_2_decode {{.*}}akwarps = 8, akwarps_sync = "warp", aslots = 2>
 // WARP:        scf.for
 // WARP:          tile.cp_async_wait
 // WARP-NEXT:     tile.warp_barrier
@@ -48,7 +50,15 @@
 // WARP-NOT:      tile.barrier
 // WARP:          tile.warp_barrier
 // WARP:        tile.barrier
-// WARP:      tile.kernel @decode_2_merge {{.*}}akwarps = 1, akwarps_sync = "block">
+// WARP:      tile.kernel @decode_2_merge {{.*}}akwarps = 1, akwarps_sync = "block", aslots = 2>
+
+// aslots=3: each warp's ring holds three 16-key tiles (24 slots of K and of V for 8 warps),
+// two in flight while one is read: the wait leaves two groups of copies pending.
+// SLOTS:      tile.kernel @decode_2_decode {{.*}}akwarps = 8, akwarps_sync = "block", aslots = 3>
+// SLOTS:        tile.alloc dynamic : memref<24x16x136xbf16, 3 : i32>
+// SLOTS:        tile.cp_async_wait 2
+// Four slots for eight warps would take more shared memory than an SM has.
+// NOROOM: error: tile: akwarps=8 with aslots=4 needs 289280 bytes of shared memory, more than an SM's 233472
 
 // One warp per block (akwarps = 1): 64-key tiles in a two-slot ring.
 // ONE: tile.kernel @decode_2_decode grid [1, 256, 1] block [32, 1, 1]
