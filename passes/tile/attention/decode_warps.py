@@ -11,9 +11,9 @@ keys) and every warp holds all of the group's rows (at most 16: one m16 tile):
   2), so a block of four warps takes the shared memory one warp with 64-key tiles took;
 - the first `aslots` rounds' copies are issued before anything else; Q's A fragments are
   loaded from global memory straight into registers while they fly (no shared copy of Q);
-- per round: wait for this thread's oldest copies (`cp.async.wait_group 1`) and barrier; S,
-  the online softmax and P·V on the warp's tile (the `attn=sync` emitter's own steps, at 16
-  keys a tile); barrier (every warp is done with its slot); issue the copies of the tile
+- per round: wait for this thread's oldest copies (`cp.async.wait_group aslots - 1`) and
+  barrier; S, the online softmax and P·V on the warp's tile (the `attn=sync` emitter's own
+  steps, at 16 keys a tile); barrier (every warp is done with its slot); issue the copies of the tile
   `aslots` rounds ahead into the slot just read. While a warp waits, all of its slots are in
   flight;
 - each warp keeps its own (m, l, acc); after the last round the W states merge through shared
