@@ -11,8 +11,10 @@ float64; the first line gives a device-to-device copy's bandwidth (read + write)
 grids and plans (the split count `asplits`).
 
 Usage: python benchmarks/bench_decode_attention.py [--shapes 1x4096 1x32768 8x32768 64x4096]
-       [--heads 32 --kv-heads 8 --head-dim 128 --queries 1] [--knobs 'asplits=16'] [--out a.md]
-       [--lower-only]
+       [--heads 32 --kv-heads 8 --head-dim 128 --queries 1] [--knobs 'asplits=16' ...]
+       [--out a.md] [--lower-only]
+`--knobs` may be given several times: each setting is a row of its own (`tinyopt [knobs]`)
+against the same cuDNN and flash times.
 """
 
 from __future__ import annotations
@@ -67,22 +69,30 @@ def main() -> None:
     parser.add_argument("--kv-heads", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--queries", type=int, default=1, help="queries per head (Sq)")
-    parser.add_argument("--knobs", default="", help="extra tile knobs, e.g. 'asplits=16'")
+    parser.add_argument(
+        "--knobs", action="append", help="extra tile knobs, e.g. 'asplits=16' (repeatable)"
+    )
     parser.add_argument("--out", default=None)
     parser.add_argument("--lower-only", action="store_true", help="lower on the CPU and stop")
     args = parser.parse_args()
-    knobs = f"{{{args.knobs}}}" if args.knobs else ""
+    settings = args.knobs or [""]
     if args.lower_only:
         for shape in args.shapes:
             batch, keys = (int(x) for x in shape.split("x"))
-            print(f"B{batch} L{keys}:")
-            for line in kernels_of(program(args, batch, keys), knobs):
-                print(f"  {line}")
+            for setting in settings:
+                print(f"B{batch} L{keys}{f' [{setting}]' if setting else ''}:")
+                for line in kernels_of(program(args, batch, keys), _braced(setting)):
+                    print(f"  {line}")
         return
-    run_on_gpu(args, knobs)
+    run_on_gpu(args, settings)
 
 
-def run_on_gpu(args: argparse.Namespace, knobs: str) -> None:
+def _braced(setting: str) -> str:
+    """The `tile` pass's options for a knob setting ("" for none)."""
+    return f"{{{setting}}}" if setting else ""
+
+
+def run_on_gpu(args: argparse.Namespace, settings: list[str]) -> None:
     import torch
     from harness import compile_program, median_ms, publish, rel_error
     from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -121,11 +131,14 @@ def run_on_gpu(args: argparse.Namespace, knobs: str) -> None:
                 rows.append((name, ms, rel_error(out[:1], ref)))
             except RuntimeError as e:
                 print(f"{shape} {name}: not run ({str(e).splitlines()[0]})", flush=True)
-        fn = compile_program(program(args, batch, keys), PIPELINE.format(knobs=knobs))
-        out = fn(q, k, v)
-        torch.cuda.synchronize()
-        ms = median_ms(fn.bind(q, k, v))
-        rows.append(("tinyopt", ms, rel_error(out[:1], ref)))
+        for setting in settings:
+            pipeline = PIPELINE.format(knobs=_braced(setting))
+            fn = compile_program(program(args, batch, keys), pipeline)
+            out = fn(q, k, v)
+            torch.cuda.synchronize()
+            ms = median_ms(fn.bind(q, k, v))
+            name = f"tinyopt [{setting}]" if setting else "tinyopt"
+            rows.append((name, ms, rel_error(out[:1], ref)))
         cudnn_ms = rows[0][1] if rows[0][0] == "torch cuDNN" else float("nan")
         for name, ms, err in rows:
             lines.append(
