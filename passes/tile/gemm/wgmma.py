@@ -24,8 +24,9 @@ With `ws=1` warpgroup 0 is the producer (`setmaxnreg` 40; one thread issues the 
 16 of K. With `ws=0` the consumers are the whole block and thread 0 issues each copy `stages -
 1` steps ahead once its slot is released. Consumers keep one wgmma group in flight
 (`wgmma.wait_group 1`) and release the previous step's slot behind it. FP8 K steps are
-promoted by default (`promote`, `_promoted_k_loop`): a step's products are summed in registers
-of their own, then added to the f32 accumulators, so blocks are at most 128 columns wide.
+promoted where the output is f32 or block scales apply (`promote`, `_promoted_k_loop`): a
+step's products are summed in registers of their own, then added to the f32 accumulators, so
+blocks are at most 192 columns wide (128 with B block scales).
 
 A paired contraction (`paired.py`) runs as a dual GEMM: accumulator columns 0..bn/2 hold the
 first product and bn/2..bn the second, for bn/2 output columns; the producer copies each B
@@ -147,18 +148,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 f"takes B block scales with bn dividing {SCALE_BLOCK} (one scale a block and K "
                 f"step), got bn={knobs.bn}"
             )
-        if promote and knobs.bn > PROMOTED_WIDEST:
-            return _fail(
-                f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
-                f"accumulators and bn/2 products of a step), got bn={knobs.bn}; promote=off "
-                "sums all of K in the tensor cores"
-            )
         widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
-        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest)
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote)
         if isinstance(t, str):
             return t
-        fastmath = "on" if approximate_math(knobs.fastmath, c) else "off"
-        t = replace(t, fastmath=fastmath, promote="on" if promote else "off")
+        t = replace(t, fastmath="on" if approximate_math(knobs.fastmath, c) else "off")
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
@@ -395,7 +389,8 @@ class _WgmmaEmitter:
             em.op(scf.YieldOp())
 
     def _blocks(self) -> int:
-        """The persistent grid's blocks: one per SM, fewer where there are fewer tiles."""
+        """The persistent grid's blocks (`launch_grid`): one per SM, fewer where there are fewer
+        tiles but for `streamk=tail`."""
         kernel = self.a_global.owner.parent_op()  # type: ignore[union-attr]
         assert isinstance(kernel, tile.KernelOp)
         return kernel.grid_size[0]

@@ -383,6 +383,7 @@ def choose_wgmma_tiles(
     dual: bool = False,
     loads_by_row: bool = False,
     widest: int = 256,
+    promote: bool = False,
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×192 (4
     stages), 128×128 or 64×128 blocks (6) when 128×256 would leave SMs idle
@@ -422,7 +423,17 @@ def choose_wgmma_tiles(
     blocks = batch * -(-m // bm) * -(-n // (bn // 2 if dual else bn))
     auto = int(knobs.ws == 1 and blocks > target.sms and not loads_by_row)
     persistent = auto if knobs.persistent == "auto" else int(knobs.persistent)
-    t = WgmmaTiles(bm, bn, stages, knobs.ws, store, persistent, group, dual="on" if dual else "off")
+    t = WgmmaTiles(
+        bm,
+        bn,
+        stages,
+        knobs.ws,
+        store,
+        persistent,
+        group,
+        dual="on" if dual else "off",
+        promote="on" if promote else "off",
+    )
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
     return wgmma_tile_refusal(t, target, knobs.bk) or t
@@ -454,7 +465,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
     if t.promote == "on" and bn > PROMOTED_WIDEST:
         return _fail(
             f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
-            f"accumulators and bn/2 products of a step), got bn={bn}"
+            f"accumulators and bn/2 products of a step), got bn={bn}; promote=off sums all of K "
+            "in the tensor cores"
         )
     if t.shared_bytes > target.dynamic_shared:
         store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
