@@ -15,6 +15,10 @@ from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from tinyopt.dialects import loop, tile
 
 Mapping = dict[SSAValue, SSAValue]
+UNROLL = "tinyopt.unroll"
+"""Attribute of a loop-level `loop.reduce` that `emit_sequential` emits as an unrolled `scf.for`
+(`#pragma unroll`): where its iterations' loads do not depend on the carried state, the
+compiler issues them all before the first combine (the decode merge's splits)."""
 CachedLoad = Callable[[memref.LoadOp, list[SSAValue]], list[SSAValue] | None]
 """Returns per-lane values for a load served from a register cache, or None to load."""
 
@@ -222,7 +226,9 @@ def emit_sequential(em: Emitter, ops: Iterable[Operation], mapping: Mapping) -> 
             _sequential_nest(em, op.extents, op.body.block, mapping, [])
         elif isinstance(op, loop.ReduceOp):
             state = [mapping.get(v, v) for v in op.init]
-            result = _sequential_nest(em, op.extents, op.body.block, mapping, state, op.combine)
+            result = _sequential_nest(
+                em, op.extents, op.body.block, mapping, state, op.combine, UNROLL in op.attributes
+            )
             mapping.update(zip(op.res, result, strict=True))
         else:
             em.op(op.clone(value_mapper=mapping))
@@ -236,13 +242,14 @@ def _sequential_nest(
     mapping: Mapping,
     state: list[SSAValue],
     combine: Region | None = None,
+    unroll: bool = False,
     ivs: Sequence[SSAValue] = (),
 ) -> list[SSAValue]:
     depth = len(ivs)
-    with em.for_loop(0, extents[depth], 1, state) as (iv, carried, for_op):
+    with em.for_loop(0, extents[depth], 1, state, unroll) as (iv, carried, for_op):
         ivs_here = [*ivs, iv]
         if depth + 1 < len(extents):
-            out = _sequential_nest(em, extents, body, mapping, carried, combine, ivs_here)
+            out = _sequential_nest(em, extents, body, mapping, carried, combine, unroll, ivs_here)
         else:
             local = dict(mapping) | dict(zip(body.args, ivs_here, strict=True))
             element = emit_sequential(em, body.ops, local)

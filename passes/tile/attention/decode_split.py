@@ -39,13 +39,18 @@ from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR
 from tinyopt.passes.tile.attention.decode_match import DecodeAttention
 from tinyopt.passes.tile.attention.key_limit import KeyLimit, kernel_scalar_bounds, key_limit
 from tinyopt.passes.tile.attention.mma_sync import BN
-from tinyopt.passes.tile.emit import Emitter, Mapping
+from tinyopt.passes.tile.emit import UNROLL, Emitter, Mapping
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
 
 DECODE_PARTIAL = "tinyopt.decode_partial"
 """Attribute of the regrouped attention kernel: its split count (the decode rule emits it)."""
 DECODE_MERGE = "tinyopt.decode_merge"
 """Attribute of the kernel merging the splits' partial states: the split count."""
+MERGE_UNROLL_SPLITS = 64
+"""Most splits whose merge loop is unrolled, so that a thread's loads of every split's state
+are in flight at once rather than one split's after another's combine. Measured on the H200
+(benchmarks/RESULTS.md, 2026-12-04, nineteenth session): the rolled loop of 16 splits took
+9.1 µs (ncu, L2 flushed), one load latency a split."""
 KEY_COUNT = "tinyopt.key_count"
 """Attribute of the op computing how many keys a partial block takes at run time (its chunk,
 cut from the keys the runtime scalars let the rows see); the schedules stop there."""
@@ -306,6 +311,8 @@ def _merge_kernel(
             em.op(op.clone(value_mapper=mapping))
         init = [mapping.get(v, v) for v in a.reduce.init]
         reduce = loop.ReduceOp([splits], init, combine=a.reduce.combine.clone())
+        if splits <= MERGE_UNROLL_SPLITS:
+            reduce.attributes[UNROLL] = UnitAttr()
         em.op(reduce)
         with em.into(reduce.body.block):
             (s,) = reduce.body.block.args

@@ -16,13 +16,14 @@
 // on every eighth 16-key tile of the chunk, merged in the block. 8 groups at batch 1 take 11
 // chunks of 384 keys (88 blocks). A merge kernel combines the chunks' partial (m, l, acc) and
 // divides. Both kernels show the split count; the merge kernel, which has no warps to split
-// keys between, akwarps = 1.
+// keys between, akwarps = 1. Its loop over the splits is unrolled (tinyopt.unroll, then
+// tile.unroll), so a thread's loads of the 11 partial states are issued together.
 
 // PLAN:      loop.kernel @decode_2_decode({{.*}}memref<88x4xf32>, {{.*}}memref<88x4xf32>, {{.*}}memref<88x4x128xf32>) attributes {tinyopt.decode_partial = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 8, akwarps_sync = "block", aslots = 2>}
 // PLAN:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [88, 4, 128]
 // PLAN:        loop.reduce (%{{.*}}) in [384] init
 // PLAN:      loop.kernel @decode_2_merge({{.*}}) attributes {tinyopt.decode_merge = 11 : i64, plan = #tile.plan<attention_decode, asplits = 11, akwarps = 1, akwarps_sync = "block", aslots = 2>}
-// PLAN:        loop.reduce (%{{.*}}) in [11] init
+// PLAN:        loop.reduce (%{{.*}}) in [11] init({{.*}}) attributes {tinyopt.unroll}
 // PLAN:      loop.launch @decode_2_decode
 // PLAN-NEXT: loop.launch @decode_2_merge
 
@@ -36,6 +37,8 @@
 // TILE: tile.cp_async {{.*}} -> memref<16x16x136xbf16, 3 : i32>
 // TILE: tile.mma_sync
 // TILE: tile.kernel @decode_2_merge grid [32, 1, 1] block [128, 1, 1]
+// TILE: scf.for
+// TILE: } {tile.unroll}
 
 // akwarps_sync=warp: each of the 8 warps waits for its own copies at its own barrier
 // (tile.warp_barrier, `__syncwarp`) before reading a tile and before refilling its slot; the
