@@ -1086,7 +1086,9 @@ class FenceProxyAsyncOp(IRDLOperation):
 class TmaLoadOp(IRDLOperation):
     """Copies the tensor-map box whose first element is `src[coords]` into shared memory at
     `dst[indices]` (`cp.async.bulk.tensor`), completing its bytes on mbarrier `bars[bar]`;
-    `src` is a tensor-map argument, zeros are read outside it, the map swizzles the box."""
+    `src` is a tensor-map argument, zeros are read outside it, the map swizzles the box. With
+    `evict_first` the copy's L2 lines are the first its cache evicts (an `L2::evict_first`
+    cache policy): for data no other block reads again."""
 
     name = "tile.tma_load"
 
@@ -1096,11 +1098,12 @@ class TmaLoadOp(IRDLOperation):
     indices = var_operand_def(IndexType)
     bars = operand_def(MemRefType)
     bar = operand_def(IndexType)
+    evict_first = opt_prop_def(UnitAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
-        "$src `[` $coords `]` `->` $dst `[` $indices `]` `,` $bars `[` $bar `]` attr-dict "
-        "`:` type($src) `->` type($dst) `,` type($bars)"
+        "$src `[` $coords `]` `->` $dst `[` $indices `]` `,` $bars `[` $bar `]` "
+        "(`evict_first` $evict_first^)? attr-dict `:` type($src) `->` type($dst) `,` type($bars)"
     )
 
     def __init__(
@@ -1111,8 +1114,12 @@ class TmaLoadOp(IRDLOperation):
         indices: Sequence[SSAValue],
         bars: SSAValue,
         bar: SSAValue,
+        evict_first: bool = False,
     ) -> None:
-        super().__init__(operands=[src, coords, dst, indices, bars, bar])
+        super().__init__(
+            operands=[src, coords, dst, indices, bars, bar],
+            properties={"evict_first": UnitAttr()} if evict_first else {},
+        )
 
     def spec(self) -> TensorMapArg:
         """Returns the tensor map of the source argument (VerifyException when it has none)."""

@@ -148,6 +148,11 @@ static inline void tinyopt_tma_load_5d(void* dst, const CUtensorMap* map, void* 
     int at[] = {c0, c1, c2, c3, c4};
     cpu_tma_load(dst, map, bar, at);
 }
+// The L2 cache policy changes no value: the evict-first copies are the plain ones.
+#define tinyopt_tma_load_2d_evict_first tinyopt_tma_load_2d
+#define tinyopt_tma_load_3d_evict_first tinyopt_tma_load_3d
+#define tinyopt_tma_load_4d_evict_first tinyopt_tma_load_4d
+#define tinyopt_tma_load_5d_evict_first tinyopt_tma_load_5d
 static inline unsigned long long tinyopt_wgmma_desc(const void* start, unsigned lbo, unsigned sbo) {
     unsigned long long address = __cvta_generic_to_shared(start);
     return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |

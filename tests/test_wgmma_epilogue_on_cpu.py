@@ -37,6 +37,8 @@ template <typename... T> static inline void cpu_cuda_ignore(T...) {}
 #define tinyopt_mbarrier_wait cpu_cuda_ignore
 #define tinyopt_tma_load_2d cpu_cuda_ignore
 #define tinyopt_tma_load_3d cpu_cuda_ignore
+#define tinyopt_tma_load_2d_evict_first cpu_cuda_ignore
+#define tinyopt_tma_load_3d_evict_first cpu_cuda_ignore
 static inline unsigned long long tinyopt_wgmma_desc(const void*, unsigned, unsigned) { return 0; }
 static inline float cpu_cuda_fragment_value(int row, int column) {
     return (float)((row * 7 + column * 3) % 17 - 8) / 8;

@@ -30,7 +30,7 @@ HELPER_NAMES = (
     "tinyopt_mbarrier_arrive_expect_tx",
     "tinyopt_mbarrier_wait",
     "tinyopt_wgmma_desc",
-    *(f"tinyopt_tma_load_{rank}d" for rank in range(1, 6)),
+    *(f"tinyopt_tma_load_{rank}d{hint}" for rank in range(1, 6) for hint in ("", "_evict_first")),
 )
 
 
@@ -79,17 +79,37 @@ def mbarrier_helpers() -> list[str]:
     ]
 
 
-def tma_load_helper(rank: int) -> str:
-    """Returns the device function of a `rank`-D `tile.tma_load` (coordinates innermost first)."""
+def tma_load_name(rank: int, evict_first: bool) -> str:
+    """The device function of a `rank`-D `tile.tma_load`, with or without `evict_first`."""
+    return f"tinyopt_tma_load_{rank}d" + ("_evict_first" if evict_first else "")
+
+
+def tma_load_helper(rank: int, evict_first: bool = False) -> str:
+    """Returns the device function of a `rank`-D `tile.tma_load` (coordinates innermost first);
+    with `evict_first`, its copy carries an L2 evict-first cache policy."""
     coords = ", ".join(f"int c{i}" for i in range(rank))
     operands = ", ".join(f"%{i + 2}" for i in range(rank))
     inputs = ", ".join(f'"r"(c{i})' for i in range(rank))
+    hint, policy, policy_input = "", [], ""
+    if evict_first:
+        hint, policy_input = ".L2::cache_hint", ', "l"(policy)'
+        operands_end = f", %{rank + 3}"
+        policy = [
+            "    unsigned long long policy;",
+            '    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" '
+            ': "=l"(policy));',
+        ]
+    else:
+        operands_end = ""
     return _lines(
-        f"__device__ __forceinline__ void tinyopt_tma_load_{rank}d(void* dst, "
+        f"__device__ __forceinline__ void {tma_load_name(rank, evict_first)}(void* dst, "
         f"const CUtensorMap* map, void* bar, {coords}) {{",
+        *policy,
         f'    asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.'
-        f'mbarrier::complete_tx::bytes [%0], [%1, {{{operands}}}], [%{rank + 2}];"',
-        f'                 :: "r"({_shared("dst")}), "l"(map), {inputs}, "r"({_shared("bar")})',
+        f"mbarrier::complete_tx::bytes{hint} [%0], [%1, {{{operands}}}], [%{rank + 2}]"
+        f'{operands_end};"',
+        f'                 :: "r"({_shared("dst")}), "l"(map), {inputs}, "r"({_shared("bar")})'
+        f"{policy_input}",
         '                 : "memory");',
         "}",
     )

@@ -451,7 +451,7 @@ def _tensor_core_helpers(
         ):
             helpers |= dict.fromkeys(hopper.mbarrier_helpers())
         elif isinstance(op, tile.TmaLoadOp):
-            helpers[hopper.tma_load_helper(len(op.coords))] = None
+            helpers[hopper.tma_load_helper(len(op.coords), op.evict_first is not None)] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
         elif isinstance(op, fmath.Exp2Op) and _approximate(op):
@@ -953,8 +953,8 @@ class CudaPrinter(BasePrinter[str]):
         dst = f"&{self.element(op.dst, op.indices)}"
         bar = f"&{self.element(op.bars, [op.bar])}"
         coords = ", ".join(self.expr(c) for c in reversed(op.coords))
-        rank = len(op.coords)
-        self.line(f"tinyopt_tma_load_{rank}d({dst}, &{self.expr(op.src)}, {bar}, {coords});")
+        name = hopper.tma_load_name(len(op.coords), op.evict_first is not None)
+        self.line(f"{name}({dst}, &{self.expr(op.src)}, {bar}, {coords});")
 
     @print_op.register
     def _(self, op: tile.CpAsyncOp) -> None:

@@ -53,6 +53,7 @@ class Knobs:
     pairswap: int = 1
     dual: str = "auto"
     streamk: str = "auto"
+    evict: str = "auto"
     interleave: str = "auto"
     prefetch: str = "auto"
     skinny: str = "auto"
@@ -202,6 +203,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("promote", one_of("auto", "on", "off")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),
+    Knob("evict", one_of("auto", "off", "a", "b", "ab")),
     Knob("interleave", one_of("auto", "on", "off")),
     Knob("prefetch", one_of("auto", "on", "off")),
     Knob("skinny", one_of("auto", "on", "off")),

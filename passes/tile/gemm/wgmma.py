@@ -91,6 +91,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     _fail,
     approximate_math,
     choose_wgmma_tiles,
+    evicted_operands,
     k_step,
     plain_operands,
     promoted,
@@ -107,7 +108,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = (
         "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
     )
-    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto streamk=auto,tail"
+    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto streamk=auto,tail "
+    reads += "evict=auto,off,ab"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -152,7 +154,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote)
         if isinstance(t, str):
             return t
-        t = replace(t, fastmath="on" if approximate_math(knobs.fastmath, c) else "off")
+        t = replace(
+            t,
+            fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
+            evict=evicted_operands(knobs.evict, t, m, n),
+        )
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
@@ -457,7 +463,8 @@ class _WgmmaEmitter:
         zero = em.index(0)
 
         def copy(source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue]) -> None:
-            em.op(tile.TmaLoadOp(source, [*self.b_index, *at], smem, to, self.full, slot))
+            hint = ("a" if source is self.a_global else "b") in t.evict
+            em.op(tile.TmaLoadOp(source, [*self.b_index, *at], smem, to, self.full, slot, hint))
 
         copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or

@@ -97,6 +97,9 @@ class WgmmaTiles:
     to the f32 accumulators on the CUDA cores (`PROMOTED_WIDEST`)."""
     streamk: str = "off"
     """tail: the persistent blocks share the last waves' K steps (`wgmma_stream_k.py`)."""
+    evict: str = "off"
+    """The operands whose TMA loads carry an L2 evict-first hint: "a", "b", "ab" or "off"
+    (`evicted_operands`)."""
 
     @property
     def tile_n(self) -> int:
@@ -140,6 +143,26 @@ def tile_count(t: WgmmaTiles, batch: int, m: int, n: int) -> int:
 
 def _fail(message: str) -> str:
     return f"mma=wgmma {message}"
+
+
+EVICT_PLANS = ("off", "a", "b", "ab")
+
+
+def evicted_operands(knob: str, t: WgmmaTiles, m: int, n: int) -> str:
+    """The `evict` knob resolved: the operands whose TMA loads carry an L2 evict-first hint.
+    auto: each operand whose every tile is read by blocks that run at the same time, and never
+    again. B where one group of block rows (`group`: the launch walks a column of the group's
+    blocks before the next column) covers M, so a B tile's readers are consecutive blocks; A
+    where one column of blocks covers N. Their lines then give way first in L2, before the
+    other operand's (read again by later blocks) and the rest of the cache (other kernels'
+    outputs, dirty lines awaiting write-back). Measured on the H200 (benchmarks/RESULTS.md,
+    2026-12-04, nineteenth session runs 4-6): the 64- and 128-row bf16 decode linears, 0.75-0.95x
+    cuBLAS without it. Any other value names the operands itself."""
+    if knob != "auto":
+        return knob
+    rows, columns = -(-m // t.bm), -(-n // t.tile_n)
+    hinted = ("a" if columns == 1 else "") + ("b" if rows == 1 or rows <= t.group > 1 else "")
+    return hinted or "off"
 
 
 TMA_ALIGN = 16
@@ -462,6 +485,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail("needs store direct or smem and fastmath on or off")
     if t.streamk not in ("off", "tail") or (t.streamk == "tail" and not t.persistent):
         return _fail("runs streamk=tail (on persistent blocks) or off")
+    if t.evict not in EVICT_PLANS:
+        return _fail(f"takes evict = {', '.join(EVICT_PLANS)} in a plan, got {t.evict!r}")
     if t.promote == "on" and bn > PROMOTED_WIDEST:
         return _fail(
             f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
