@@ -19,7 +19,8 @@ Parts (`--parts`, comma-separated; all by default):
 
 Times are `triton.testing.do_bench` medians (L2 flushed before each run).
 
-Usage: python benchmarks/bench_decode.py [--parts gemv,attention,block,generate] [--out a.md]
+Usage: python benchmarks/bench_decode.py [--parts gemv,attention,block,generate] [--knobs K] [--pdl]
+       [--out a.md]
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ def main() -> None:
     parser.add_argument("--parts", default="gemv,attention,block,generate")
     parser.add_argument("--attention-capacity", type=int, default=32768)
     parser.add_argument("--knobs", default="", help="a tile{...} setting for tinyopt's kernels")
+    parser.add_argument(
+        "--pdl",
+        action="store_true",
+        help="attention and block: kernels launched with programmatic dependent launch "
+        "(to-cuda{pdl=1})",
+    )
     parser.add_argument("--steps", type=int, default=64, help="decode steps of `generate`")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -87,6 +94,11 @@ def gemv(args: argparse.Namespace) -> list[str]:
     return ["## GEMVs and skinny linears", "", *text.splitlines(), ""]
 
 
+def _pdl(args: argparse.Namespace) -> str:
+    """The printer option of `--pdl`."""
+    return "{pdl=1}" if args.pdl else ""
+
+
 def attention_program(batch: int, capacity: int) -> str:
     """Decode attention over a cache of `capacity` keys of which the first `%L` are valid."""
     q = f"tensor<{batch}x32x1x128xbf16>"
@@ -108,7 +120,7 @@ def attention(args: argparse.Namespace) -> list[str]:
 
     capacity = args.attention_capacity
     knobs = f"{{{args.knobs}}}" if args.knobs else ""
-    pipeline = f"decompose,fuse,flash-attention,tile{knobs},to-cuda"
+    pipeline = f"decompose,fuse,flash-attention,tile{knobs},to-cuda" + _pdl(args)
     lines = [
         f"## Decode attention (bf16, 32/8 heads, D 128), tinyopt compiled once for {capacity} "
         "keys with L at run time; torch on exactly L keys",
@@ -180,7 +192,7 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     knobs = f"{{{args.knobs}}}" if args.knobs else ""
-    pipeline = ld.PIPELINE.format(knobs=knobs)
+    pipeline = ld.PIPELINE.format(knobs=knobs) + _pdl(args)
     for batch in BLOCK_BATCHES:
         text = str(ld.block_program(config, batch, 1, ld.element_type(torch.bfloat16)))
         fn = compile_text(text, pipeline, poison=False, sync=False).function("block")
