@@ -325,23 +325,43 @@ class NamedBarrierAnyOp(IRDLOperation):
 
 @irdl_op_definition
 class VectorLoadOp(IRDLOperation):
-    """Loads `n` consecutive elements along the last dimension in one aligned access."""
+    """Loads `n` consecutive elements along the last dimension in one aligned access. With
+    `evict_first` (a 128-bit load from global memory) the load's L2 lines are the first the
+    cache evicts (an `L2::evict_first` cache policy): for data no other block reads again."""
 
     name = "tile.vload"
 
     memref = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
+    evict_first = opt_prop_def(UnitAttr)
     lanes = var_result_def()
 
-    assembly_format = "$memref `[` $indices `]` attr-dict `:` type($memref) `->` type($lanes)"
+    assembly_format = (
+        "$memref `[` $indices `]` (`evict_first` $evict_first^)? attr-dict `:` type($memref) "
+        "`->` type($lanes)"
+    )
 
-    def __init__(self, memref: SSAValue, indices: Sequence[SSAValue], width: int) -> None:
+    def __init__(
+        self, memref: SSAValue, indices: Sequence[SSAValue], width: int, evict_first: bool = False
+    ) -> None:
         t = memref.type
         assert isinstance(t, MemRefType)
-        super().__init__(operands=[memref, indices], result_types=[[t.element_type] * width])
+        super().__init__(
+            operands=[memref, indices],
+            properties={"evict_first": UnitAttr()} if evict_first else {},
+            result_types=[[t.element_type] * width],
+        )
 
     def verify_(self) -> None:
         _check_vector_access(self, self.memref, self.indices, [r.type for r in self.lanes])
+        t = self.memref.type
+        assert isinstance(t, MemRefType)
+        bits = len(self.lanes) * _element_bits(t.element_type)
+        if self.evict_first is not None and (memory_space(t) != GLOBAL or bits != 128):
+            raise VerifyException(
+                f"tile.vload: evict_first needs a 128-bit load from global memory, got {bits} "
+                f"bits from {t}"
+            )
 
 
 @irdl_op_definition

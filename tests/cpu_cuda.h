@@ -197,6 +197,8 @@ static inline int tinyopt_pack_f16(__half lo, __half hi) { return pack(lo.bits, 
 static inline void tinyopt_cp_async_16(void* dst, const void* src, bool valid) {
     if (valid) memcpy(dst, src, 16); else memset(dst, 0, 16);
 }
+// A load's L2 cache policy changes no value: the evict-first load is a plain 16-byte copy.
+static inline void tinyopt_ld_16_evict_first(void* dst, const void* src) { memcpy(dst, src, 16); }
 static inline float tinyopt_exp2_approx(float x) { return exp2f(x); }
 // PTX max.NaN / min.NaN: a NaN operand gives NaN (fmaxf / fminf return the other one).
 static inline float tinyopt_fmax_nan(float a, float b) { return a != a || b != b ? NAN : fmaxf(a, b); }

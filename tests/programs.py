@@ -123,6 +123,18 @@ def row_sum(rows: int, cols: int) -> str:
 }}"""
 
 
+def shifted_row_max(rows: int, cols: int) -> str:
+    """max over each row of x + v, v `[cols]` shared by every row: a row reduction reading x
+    once beside a vector all rows read (what `evict` hints, as a GEMV's weights)."""
+    x, v, y = _t((rows, cols), "f32"), _t((cols,), "f32"), _t((rows,), "f32")
+    return f"""func.func @shifted_row_max(%x: {x}, %v: {v}) -> {y} {{
+  %vb = graph.broadcast %v : {v} -> {x}
+  %s = graph.add %x, %vb : {x}
+  %y = graph.reduce_max %s {{dims = array<i64: 1>}} : {x} -> {y}
+  func.return %y : {y}
+}}"""
+
+
 def products(shape: tuple[int, ...], dtype: str = "f32") -> str:
     """reduce_prod of exp(x / 64) over x's last dim (a row reduction) and over its other dims,
     kept (a reduction per column): factors near 1, so products of thousands stay finite."""

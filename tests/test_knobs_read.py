@@ -9,7 +9,7 @@ from dataclasses import fields
 
 import pytest
 from attention_programs import attention, decode_attention
-from programs import matmul_plain, softmax, bias_gelu, skinny, swiglu
+from programs import bias_gelu, matmul_plain, shifted_row_max, skinny, softmax, swiglu
 
 from tinyopt.compiler import apply_pipeline, context, parse
 from tinyopt.dialects import tile
@@ -42,7 +42,8 @@ PROGRAMS = {
     ),
     "attention": (attention(1, 1, 128, 64, "bf16"), "decompose,fuse,flash-attention", "attn=sync"),
     "attention_simt": (attention(1, 1, 128, 64, "f32"), "decompose,fuse,flash-attention", ""),
-    "row_reduction": (softmax((8, 1000)), "decompose,fuse", ""),
+    # Rows read once past a shared vector (`evict`) beside a softmax's, read twice (`cache`).
+    "row_reduction": (softmax((8, 1000)) + shifted_row_max(64, 1000), "decompose,fuse", ""),
     "elementwise": (bias_gelu((64, 256)), "fuse", ""),
     "sequential": (bias_gelu((64, 256)), "fuse", "schedule=sequential"),
 }

@@ -46,6 +46,22 @@ from tinyopt.passes.tile.limits import index_range
 VEC_TYPE = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_vec { T v[N]; };"
 """The vector type of `tile.vload` / `tile.vstore`: N elements in one aligned access."""
 
+EVICT_FIRST_LOAD = "tinyopt_ld_16_evict_first"
+EVICT_FIRST_LOAD_HELPER = "\n".join(
+    (
+        f"__device__ __forceinline__ void {EVICT_FIRST_LOAD}(void* dst, const void* src) {{",
+        "    unsigned long long policy;",
+        '    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));',
+        "    uint4 v;",
+        '    asm("ld.global.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"',
+        '        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(src), "l"(policy));',
+        "    *reinterpret_cast<uint4*>(dst) = v;",
+        "}",
+    )
+)
+"""The 128-bit global load of a `tile.vload evict_first`: an L2 evict-first cache policy on
+the load (not `volatile`: the compiler may schedule it as any load of read-only data)."""
+
 INFINITY_MACRO = ("#ifndef INFINITY", "#define INFINITY __int_as_float(0x7f800000)", "#endif")
 """NVRTC has no <math.h>, so `INFINITY` is defined from its bit pattern when a kernel needs it."""
 
@@ -320,7 +336,7 @@ _RESERVED = (
     bitand bitor compl not not_eq or or_eq xor xor_eq threadIdx blockIdx blockDim gridDim
     warpSize max min INFINITY tinyopt_vec tinyopt_ldmatrix_x4 tinyopt_ldmatrix_x4_trans
     tinyopt_mma_f16 tinyopt_mma_bf16 tinyopt_mma_tf32 tinyopt_cp_async_4 tinyopt_cp_async_8
-    tinyopt_cp_async_16""".split()
+    tinyopt_cp_async_16 tinyopt_ld_16_evict_first""".split()
     )
     | frozenset(_FLOAT_CALLS.values())
     | frozenset(name for name, _ in NAN_PROPAGATING.values())
@@ -454,6 +470,8 @@ def _tensor_core_helpers(
             helpers[hopper.tma_load_helper(len(op.coords), op.evict_first is not None)] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
+        elif isinstance(op, tile.VectorLoadOp) and op.evict_first is not None:
+            helpers[EVICT_FIRST_LOAD_HELPER] = None
         elif isinstance(op, fmath.Exp2Op) and _approximate(op):
             helpers[EXP2_APPROX] = None
         elif type(op) in NAN_PROPAGATING:
@@ -826,7 +844,11 @@ class CudaPrinter(BasePrinter[str]):
         vec = self.vector_type(op.memref, len(op.lanes))
         temp = self.fresh("vec")
         address = f"&{self.element(op.memref, op.indices)}"
-        self.line(f"{vec} {temp} = *reinterpret_cast<const {vec}*>({address});")
+        if op.evict_first is not None:
+            self.line(f"{vec} {temp};")
+            self.line(f"{EVICT_FIRST_LOAD}(&{temp}, {address});")
+        else:
+            self.line(f"{vec} {temp} = *reinterpret_cast<const {vec}*>({address});")
         for k, lane in enumerate(op.lanes):
             self.let(lane, f"{temp}.v[{k}]")
 

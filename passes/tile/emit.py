@@ -4,7 +4,8 @@ cloning loop-level bodies into tile-level code (sequentially or across vector la
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -123,11 +124,21 @@ class Emitter:
         block = self.value(tile.BlockIdOp("x"))
         return self.add(self.mul(block, per_block), self.value(tile.ThreadIdOp(thread)))
 
-    def load(self, source: SSAValue, indices: Sequence[SSAValue], width: int) -> list[SSAValue]:
-        """Loads `width` consecutive elements: one scalar load, or one vector load."""
+    def load(
+        self, source: SSAValue, indices: Sequence[SSAValue], width: int, evict_first: bool = False
+    ) -> list[SSAValue]:
+        """Loads `width` consecutive elements: one scalar load, or one vector load; with
+        `evict_first`, a 128-bit one from global memory carries the L2 evict-first hint."""
         if width == 1:
             return [self.value(memref.LoadOp.get(source, indices))]
-        return list(self.op(tile.VectorLoadOp(source, indices, width)).results)
+        t = source.type
+        assert isinstance(t, MemRefType)
+        hint = (
+            evict_first
+            and tile.memory_space(t) == tile.GLOBAL
+            and width * t.element_type.bitwidth == 128  # type: ignore[attr-defined]
+        )
+        return list(self.op(tile.VectorLoadOp(source, indices, width, hint)).results)
 
     def delinearize(self, flat: SSAValue, extents: Sequence[int]) -> list[SSAValue]:
         """Splits a row-major linear index into one index per extent."""
@@ -325,6 +336,8 @@ class LaneEmitter:
     width: int
     cached_load: CachedLoad = lambda op, indices: None
     lanes: list[Mapping] = field(default_factory=list)
+    evict_first: Collection[Operation] = frozenset()
+    """The loads whose vector loads carry the L2 evict-first hint (`read_once`)."""
 
     def emit(
         self, ops: Sequence[Operation], mapping: Mapping, per_lane: Sequence[Mapping] = ()
@@ -374,9 +387,28 @@ class LaneEmitter:
         indices = [self.lanes[0].get(i, i) for i in op.indices]
         values = self.cached_load(op, indices)
         if values is None:
-            values = self.em.load(self.lanes[0].get(op.memref, op.memref), indices, self.width)
+            source = self.lanes[0].get(op.memref, op.memref)
+            values = self.em.load(source, indices, self.width, op in self.evict_first)
         for lane_map, v in zip(self.lanes, values, strict=True):
             lane_map[op.res] = v
+
+
+def read_once(
+    ops: Iterable[Operation], owners: Sequence[SSAValue], along: SSAValue
+) -> frozenset[memref.LoadOp]:
+    """The loads among `ops` (nested ones too) that read each element of their buffer once in
+    the kernel: the only load of their buffer, indexed by each of `owners` (the indices a
+    block owns alone: a GEMV's output rows, a skinny GEMM's output columns, and their batch)
+    and by `along` (the reduction's). Their 128-bit loads take the L2 evict-first hint (knob
+    `evict`): the weights a GEMV streams, whose lines no block reads again, give way in L2
+    before the activations every block reads."""
+    loads = [op for top in ops for op in top.walk() if isinstance(op, memref.LoadOp)]
+    count = Counter(op.memref for op in loads)
+    return frozenset(
+        op
+        for op in loads
+        if count[op.memref] == 1 and all(v in op.indices for v in [*owners, along])
+    )
 
 
 def _uses(op: Operation, dependent: set[SSAValue]) -> bool:

@@ -203,7 +203,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("promote", one_of("auto", "on", "off")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),
-    Knob("evict", one_of("auto", "off", "a", "b", "ab")),
+    Knob("evict", one_of("auto", "off", "once", "a", "b", "ab")),
     Knob("interleave", one_of("auto", "on", "off")),
     Knob("prefetch", one_of("auto", "on", "off")),
     Knob("skinny", one_of("auto", "on", "off")),

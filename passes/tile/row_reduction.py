@@ -24,6 +24,7 @@ from tinyopt.passes.tile.emit import (
     depends_on,
     inline_region,
     is_contiguous,
+    read_once,
     vector_width,
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -71,13 +72,17 @@ class RowReductionPlan:
     """The widest vector wanted; the accesses' alignment may give less."""
     cache: int
     """1: a row read twice is kept in registers between its loops."""
+    evict: str = "once"
+    """once: the 128-bit loads of each buffer the kernel reads once beside a vector every row
+    reads (`_streamed`: a GEMV's weights) carry the L2 evict-first hint; off: none. The knob's
+    other values (auto, and the operand names of the contraction rules) read as once here."""
 
 
 class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
     """Maps each row to a group of threads; reductions use the warp or block reduce."""
 
     name = "row_reduction"
-    reads = "threads vec rows cache"
+    reads = "threads vec rows cache evict=once,off"
     plan_type = RowReductionPlan
 
     def match(self, kernel: loop.KernelOp) -> tuple[loop.ParallelOp, int] | str:
@@ -102,7 +107,8 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
             rows_per_block = 1
             if threads <= 32:
                 rows_per_block = next(r for r in (8, 4, 2, 1) if rows % r == 0)
-        plan = RowReductionPlan(threads, rows_per_block, vec, knobs.cache)
+        evict = "off" if knobs.evict == "off" else "once"
+        plan = RowReductionPlan(threads, rows_per_block, vec, knobs.cache, evict)
         return self.check(kernel, nest, plan) or plan
 
     def check(
@@ -140,10 +146,28 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
         row = em.global_id(rows_per_block, "y")
         mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
         lane = em.value(tile.ThreadIdOp("x"))
-        _RowEmitter(em, lane, threads, width, chunks, plan.cache == 1).emit(
+        streamed = _streamed(outer, inner_loops) if plan.evict != "off" else frozenset()
+        _RowEmitter(em, lane, threads, width, chunks, plan.cache == 1, streamed).emit(
             list(outer.body.block.ops), inner_loops, mapping
         )
         replace_kernel(rewriter, kernel, new)
+
+
+def _streamed(
+    outer: loop.ParallelOp, inner_loops: Sequence[loop.ParallelOp | loop.ReduceOp]
+) -> frozenset[Operation]:
+    """The loads `evict` hints: in each inner loop that also reads a vector every row shares
+    (a GEMV's x), those `read_once` finds (its weights), whose lines would otherwise push the
+    shared vector's out of L2. Without a shared vector nothing is hinted: the kernel's own
+    reads gain nothing, and a later kernel may read the rows again."""
+    rows = [iv for iv, n in zip(outer.body.block.args, outer.extents, strict=True) if n > 1]
+    streamed: frozenset[Operation] = frozenset()
+    for inner in inner_loops:
+        along = inner.regions[0].block.args[0]
+        loads = [op for op in inner.walk() if isinstance(op, memref.LoadOp)]
+        if any(along in op.indices and not set(rows) & set(op.indices) for op in loads):
+            streamed |= read_once(outer.body.block.ops, rows, along)
+    return streamed
 
 
 def _inner_loops(outer: loop.ParallelOp) -> list[loop.ParallelOp | loop.ReduceOp]:
@@ -162,9 +186,18 @@ class _RowEmitter:
     """Emits the body of one row for one thread of the row's group."""
 
     def __init__(
-        self, em: Emitter, lane: SSAValue, threads: int, width: int, chunks: int, cache: bool
+        self,
+        em: Emitter,
+        lane: SSAValue,
+        threads: int,
+        width: int,
+        chunks: int,
+        cache: bool,
+        streamed: frozenset[Operation] = frozenset(),
     ) -> None:
         self.em = em
+        self.streamed = streamed
+        """The loads whose 128-bit loads carry the L2 evict-first hint (`evict`)."""
         self.lane = lane
         self.threads = threads
         self.width = width
@@ -266,7 +299,14 @@ class _RowEmitter:
                 em.value(memref.LoadOp.get(regs, [step, em.index(k)])) for k in range(self.width)
             ]
 
-        return LaneEmitter(em, inner.regions[0].block.args[0], start, self.width, cached_load)
+        return LaneEmitter(
+            em,
+            inner.regions[0].block.args[0],
+            start,
+            self.width,
+            cached_load,
+            evict_first=self.streamed,
+        )
 
     def _reduce(self, op: loop.ReduceOp, mapping: Mapping) -> None:
         em = self.em

@@ -41,6 +41,8 @@ from tinyopt.passes.tile.gemm.skinny_plan import (
     choose_splits,
     column_groups,
     default_threads,
+    evicted_loads,
+    evicted_sides,
     shape_refusal,
     weight_vector,
 )
@@ -54,7 +56,7 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
     """Streams the weights of a contraction with few output rows (GEMV, decode linears)."""
 
     name = "skinny"
-    reads = "threads vec rows=0,1,2,4,8,16 cols=0,1,2,4,8 splitk"
+    reads = "threads vec rows=0,1,2,4,8,16 cols=0,1,2,4,8 splitk evict=auto,off"
     plan_type = SkinnyPlan
     selector = ("skinny", "on")
 
@@ -76,7 +78,9 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
         plan = SkinnyPlan(threads, vec, rows, cols, unroll, 1)
         if refusal := shape_refusal(c, plan):
             return refusal
-        return replace(plan, splits=self._splits(kernel, c, plan, knobs))
+        readers = -(-c.extents[1] // rows)
+        evict = evicted_sides(knobs.evict, c, readers)
+        return replace(plan, splits=self._splits(kernel, c, plan, knobs), evict=evict)
 
     def _splits(
         self, kernel: loop.KernelOp, c: SkinnyContraction, plan: SkinnyPlan, knobs: Knobs
@@ -118,6 +122,8 @@ class _SkinnyEmitter:
     def __init__(self, em: Emitter, c: SkinnyContraction, plan: SkinnyPlan, mapping: Mapping):
         self.em, self.c, self.plan, self.mapping = em, c, plan, mapping
         self.batch, self.m, self.n, self.k = c.extents
+        self.evicted = evicted_loads(c, plan.evict)
+        """The loads whose 128-bit loads carry the L2 evict-first hint (`evict`)."""
 
     def emit(self) -> None:
         em, c, plan = self.em, self.c, self.plan
@@ -177,7 +183,7 @@ class _SkinnyEmitter:
 
     def side(self, ops, value: SSAValue, bound: Mapping, iv: SSAValue, start: SSAValue, width: int):
         """The `width` lane values of an operand side whose loads run along `iv` from `start`."""
-        lanes = LaneEmitter(self.em, iv, start, width)
+        lanes = LaneEmitter(self.em, iv, start, width, evict_first=self.evicted)
         lanes.emit(ops, self.mapping | bound)
         return [m.get(value, value) for m in lanes.lanes]
 

@@ -61,6 +61,7 @@ from tinyopt.passes.tile.gemm.skinny_mma_plan import (
     tensor_core_element,
     weight_vector,
 )
+from tinyopt.passes.tile.gemm.skinny_plan import evicted_loads, evicted_sides
 from tinyopt.passes.tile.gemm.skinny_split import PARTIAL, SPLIT_IN_A_PLAN, split_skinny
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -74,7 +75,7 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
     """Streams the weights of an f16/bf16 skinny GEMM through `mma.sync`, weights as A."""
 
     name = "skinny_mma"
-    reads = "threads=0,128,256,512 vec=0,4,8 kwarps=0,1,2,4,8,16 stages splitk"
+    reads = "threads=0,128,256,512 vec=0,4,8 kwarps=0,1,2,4,8,16 stages splitk evict=auto,off"
     plan_type = SkinnyMmaPlan
     selector = ("skinny_mma", "on")
 
@@ -110,7 +111,9 @@ class SkinnyMmaRule(Rule[SkinnyContraction, SkinnyMmaPlan]):
             plan = replace(plan, kwarps=choose_kwarps(c, plan, self.target.sms))
         if refusal := shape_refusal(c, plan):
             return refusal
-        return replace(plan, splits=self._splits(kernel, c, plan, knobs))
+        # A block holds every row of M: the weights' only readers are its columns' block.
+        evict = evicted_sides(knobs.evict, c, 1)
+        return replace(plan, splits=self._splits(kernel, c, plan, knobs), evict=evict)
 
     def _splits(
         self, kernel: loop.KernelOp, c: SkinnyContraction, plan: SkinnyMmaPlan, knobs: Knobs
@@ -162,6 +165,8 @@ class _SwapAbEmitter:
     ) -> None:
         self.em, self.c, self.plan, self.element, self.mapping = em, c, plan, element, mapping
         self.batch, self.m, self.n, self.k = c.extents
+        self.evicted = evicted_loads(c, plan.evict)
+        """The loads whose 128-bit loads carry the L2 evict-first hint (`evict`)."""
         self.tiles = row_tiles(self.m)
 
     def emit(self) -> None:
@@ -370,7 +375,7 @@ class _SwapAbEmitter:
                 inside = em.all_of([inside, owner])
             if inside is not None:
                 k = em.value(arith.SelectOp(inside, k, em.index(0)))
-            lanes = LaneEmitter(em, c.k_iv, k, vec)
+            lanes = LaneEmitter(em, c.k_iv, k, vec, evict_first=self.evicted)
             lanes.emit(ops, self.mapping | bound)
             got = [self._narrow(m.get(value, value)) for m in lanes.lanes]
             if inside is not None:

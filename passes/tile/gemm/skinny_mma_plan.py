@@ -75,6 +75,8 @@ class SkinnyMmaPlan:
     """1: an iteration's loads, then its products; 2: each iteration first loads the registers
     of the warp's next one (weights and activations, carried by the loop), then runs the
     products of those the previous iteration loaded."""
+    evict: str = "off"
+    """The sides whose 128-bit loads carry the L2 evict-first hint (`evicted_sides`)."""
 
     @property
     def warps(self) -> int:

@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from xdsl.dialects import memref
+from xdsl.ir import Operation
 
-from tinyopt.passes.tile.emit import element_bytes, vector_width
+from tinyopt.passes.tile.emit import depends_on, element_bytes, vector_width
 from tinyopt.passes.tile.gemm.skinny_match import SkinnyContraction
 
 CUDA_CORE_BALANCE = 8
@@ -73,10 +74,49 @@ class SkinnyPlan:
     splits: int
     """K chunks over blocks; more than 1 only while planning: the rule then puts a partial-sum
     kernel (split 1) and a fold in the kernel's place (`skinny_split.py`)."""
+    evict: str = "off"
+    """The sides whose 128-bit loads carry the L2 evict-first hint (`evicted_sides`)."""
 
     @property
     def warps(self) -> int:
         return self.threads // 32
+
+
+CONSECUTIVE_READERS = 16
+"""The most blocks, launched one after another, whose reads of the same weights `evict=auto`
+hints (a skinny GEMM's chunks of M rows): they run at about the same time, as the wgmma rule's
+group of block rows does (benchmarks/RESULTS.md, 2026-12-04, nineteenth session run 5)."""
+
+
+def side_loads(side: list[Operation]) -> frozenset[memref.LoadOp]:
+    """The loads of an operand side's ops (nested ones too)."""
+    return frozenset(o for op in side for o in op.walk() if isinstance(o, memref.LoadOp))
+
+
+def evicted_sides(knob: str, c: SkinnyContraction, readers: int) -> str:
+    """The `evict` knob resolved for a skinny GEMM: the sides whose 128-bit loads carry the L2
+    evict-first hint ("a": the activations, "b": the weights, "ab", "off"). auto: the weights,
+    which the blocks of one group of columns alone read, where those are at most
+    CONSECUTIVE_READERS consecutive blocks (`readers`: the chunks of M rows) and, under a
+    batch, the weights are the batch entry's own (shared ones are read again by each entry's
+    blocks, far apart). Measured on the H200 (benchmarks/RESULTS.md, 2026-12-04, nineteenth
+    session run 9): the bf16 8-row decode linears 0.96-1.00x cuBLAS without it."""
+    if knob not in ("auto", "once"):
+        return knob
+    if readers > CONSECUTIVE_READERS:
+        return "off"
+    if c.batch_iv is not None and c.extents[0] > 1:
+        per_entry = depends_on(c.b_side, [c.batch_iv])
+        if not all(any(i in per_entry for i in op.indices) for op in side_loads(c.b_side)):
+            return "off"
+    return "b"
+
+
+def evicted_loads(c: SkinnyContraction, sides: str) -> frozenset[memref.LoadOp]:
+    """The loads of the sides `sides` names ("a", "b", "ab" or "off")."""
+    return (side_loads(c.a_side) if "a" in sides else frozenset()) | (
+        side_loads(c.b_side) if "b" in sides else frozenset()
+    )
 
 
 WEIGHT_SHARE = 4

@@ -158,7 +158,7 @@ def evicted_operands(knob: str, t: WgmmaTiles, m: int, n: int) -> str:
     outputs, dirty lines awaiting write-back). Measured on the H200 (benchmarks/RESULTS.md,
     2026-12-04, nineteenth session runs 4-6): the 64- and 128-row bf16 decode linears, 0.75-0.95x
     cuBLAS without it. Any other value names the operands itself."""
-    if knob != "auto":
+    if knob not in ("auto", "once"):
         return knob
     rows, columns = -(-m // t.bm), -(-n // t.tile_n)
     hinted = ("a" if columns == 1 else "") + ("b" if rows == 1 or rows <= t.group > 1 else "")

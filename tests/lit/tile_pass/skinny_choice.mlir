@@ -19,7 +19,7 @@ func.func @gemv(%x: tensor<1x4096xbf16>, %w: tensor<14336x4096xbf16>) -> tensor<
 
 // Two rows, 1024 columns (a k/v projection): 512 warps, fewer than 8 per SM, so K is cut in 4 chunks:
 // a partial-sum kernel the rule runs, then a fold applying the epilogue (one thread per point).
-// CHECK:      loop.kernel @kv_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 2, cols = 2, unroll = 4, splits = 1>
+// CHECK:      loop.kernel @kv_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 2, cols = 2, unroll = 4, splits = 1, evict = "{{[a-z]+}}">
 // CHECK:      loop.parallel ({{.*}}) in [4, 2, 1024]
 // CHECK:      loop.kernel @kv_0_reduce({{.*}}) attributes {tinyopt.sequential, plan = #tile.plan<sequential,
 func.func @kv(%x: tensor<2x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<2x1024xbf16> {
@@ -29,7 +29,7 @@ func.func @kv(%x: tensor<2x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<2x1
 }
 
 // Eight rows of bf16: the rule (on wgmma, 32 blocks of 128x128 for 132 SMs).
-// CHECK:      loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8, cols = 2, unroll = 4, splits = 1>
+// CHECK:      loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8, cols = 2, unroll = 4, splits = 1, evict = "{{[a-z]+}}">
 // OFF:        loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<8x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>

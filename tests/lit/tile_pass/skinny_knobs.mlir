@@ -14,7 +14,7 @@ func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<
 }
 
 // WGMMA: loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<wgmma,
-// ON:    loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 16, cols = 2, unroll = 4, splits = 1>
+// ON:    loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 16, cols = 2, unroll = 4, splits = 1, evict = "{{[a-z]+}}">
 func.func @rows64(%x: tensor<64x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<64x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
   %y = graph.matmul %x, %wt : (tensor<64x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<64x4096xbf16>

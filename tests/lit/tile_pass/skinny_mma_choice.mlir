@@ -11,8 +11,8 @@
 // (M <= 8) and to wgmma.
 
 // Eight rows of q/o (4096 x 4096): 128 blocks of 32 columns, K cut over 16 warps.
-// CHECK:      loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2>
-// AUTO:       loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2>
+// CHECK:      loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2, evict = "{{[a-z]+}}">
+// AUTO:       loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2, evict = "{{[a-z]+}}">
 // OFF:        loop.kernel @rows8_0({{.*}}) attributes {plan = #tile.plan<skinny, threads = 256, vec = 8, rows = 8,
 func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<8x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
@@ -21,8 +21,8 @@ func.func @rows8(%x: tensor<8x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<
 }
 
 // Sixteen rows: two 8-row tiles, still two strips a warp.
-// CHECK:      loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2>
-// AUTO:       loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2>
+// CHECK:      loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2, evict = "{{[a-z]+}}">
+// AUTO:       loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2, evict = "{{[a-z]+}}">
 // OFF:        loop.kernel @rows16_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 func.func @rows16(%x: tensor<16x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<16x4096xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<4096x4096xbf16> -> tensor<4096x4096xbf16>
@@ -32,7 +32,7 @@ func.func @rows16(%x: tensor<16x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tenso
 
 // 64 rows: eight tiles, one strip a warp, 4 warps (2 along K), stages=1 under `on`; auto
 // leaves it to wgmma, with the reason.
-// CHECK:      loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 1, unroll = 8, splits = 1, kwarps = 2, stages = 1>
+// CHECK:      loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 128, vec = 8, strips = 1, unroll = 8, splits = 1, kwarps = 2, stages = 1, evict = "{{[a-z]+}}">
 // AUTO:       loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<wgmma,
 // AUTO-SAME:  "skinny_mma: M = 64 > 16: left to wgmma (measured at M <= 16 only)"
 // OFF:        loop.kernel @rows64_0({{.*}}) attributes {plan = #tile.plan<wgmma,
@@ -78,7 +78,7 @@ func.func @f32(%x: tensor<16x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<16x
 
 // gate/up's 14336 columns at 8 rows: 16 K warps would make 448 blocks (3.4 waves of one block
 // per SM); 4 make 112 blocks of 4 × 32 columns, within one.
-// AUTO:       loop.kernel @wide8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 4, stages = 2>
+// AUTO:       loop.kernel @wide8_0({{.*}}) attributes {plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 4, stages = 2, evict = "{{[a-z]+}}">
 func.func @wide8(%x: tensor<8x4096xbf16>, %w: tensor<14336x4096xbf16>) -> tensor<8x14336xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<14336x4096xbf16> -> tensor<4096x14336xbf16>
   %y = graph.matmul %x, %wt : (tensor<8x4096xbf16>, tensor<4096x14336xbf16>) -> tensor<8x14336xbf16>
@@ -87,7 +87,7 @@ func.func @wide8(%x: tensor<8x4096xbf16>, %w: tensor<14336x4096xbf16>) -> tensor
 
 // k/v's 1024 columns at 16 rows: 32 blocks of 16 K warps leave three quarters of the SMs
 // idle, so K is cut in 4 over blocks (128: one wave), a partial-sum kernel and a fold.
-// AUTO:       loop.kernel @narrow16_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2>
+// AUTO:       loop.kernel @narrow16_0_splitk({{.*}}) attributes {tinyopt.skinny_partial, plan = #tile.plan<skinny_mma, threads = 512, vec = 8, strips = 2, unroll = 2, splits = 1, kwarps = 16, stages = 2, evict = "{{[a-z]+}}">
 // AUTO:       loop.parallel ({{.*}}) in [4, 16, 1024]
 // AUTO:       loop.kernel @narrow16_0_reduce(
 func.func @narrow16(%x: tensor<16x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<16x1024xbf16> {

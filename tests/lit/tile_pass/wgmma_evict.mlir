@@ -28,7 +28,7 @@
 // CUDA:       extern "C" __global__ {{.*}} decode64_0(
 // CUDA:       tinyopt_tma_load_2d(
 // CUDA:       tinyopt_tma_load_2d_evict_first(
-// BAD:        tile: evict must be one of ('auto', 'off', 'a', 'b', 'ab'), got 'on'
+// BAD:        tile: evict must be one of ('auto', 'off', 'once', 'a', 'b', 'ab'), got 'on'
 func.func @decode64(%x: tensor<64x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<64x4096xbf16> {
   %y = graph.linear %x, %w : (tensor<64x4096xbf16>, tensor<4096x4096xbf16>) -> tensor<64x4096xbf16>
   func.return %y : tensor<64x4096xbf16>
