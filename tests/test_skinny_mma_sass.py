@@ -1,7 +1,8 @@
 """The machine code (SASS) of the tensor-core skinny rule (passes/tile/gemm/skinny_mma.py): the
 products are HMMA (m16n8k16), the weights come in 128-bit global loads straight into the
-fragment registers (every load before the last HMMA is LDG.E.128; no LDSM: shared memory only sums the K warps' accumulators at
-the end), with no conversion between the load and the HMMA (no F2FP before the last HMMA: the
+fragment registers (every load before the last HMMA is 128 bits: the weights' LDG.E.128 with
+their L2 evict-first policy, the activations' LDG.E.128.CONSTANT through the read-only path; no
+LDSM: shared memory only sums the K warps' accumulators at the end), with no conversion between the load and the HMMA (no F2FP before the last HMMA: the
 epilogue's rounding comes after), and nothing goes to local memory, at one, two and eight
 8-row activation tiles, with the default plans (16 warps splitting K, stages=2, for one and
 two tiles). Needs cuobjdump and nvdisasm (see test_sass.py).
@@ -36,7 +37,7 @@ def test_skinny_mma_loads_weights_in_128_bits_into_hmma_fragments(
     last_hmma = max(m.start() for m in re.finditer(r"\bHMMA\b", code))
     # The operands' loads (all before the last product; the epilogue's bias loads come after).
     loads = set(re.findall(r"\bLDG\.E[.A-Z0-9]*", code[:last_hmma]))
-    assert loads == {"LDG.E.128.CONSTANT"}, loads
+    assert loads == {"LDG.E.128", "LDG.E.128.CONSTANT"}, loads
     assert not re.search(r"\bLDSM\b", code)
     assert not re.search(r"\bF2FP\b", code[:last_hmma]), "a conversion before the products"
     assert not LOCAL_MEMORY.search(code), "the skinny_mma kernel uses local memory"

@@ -82,7 +82,7 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
     """Maps each row to a group of threads; reductions use the warp or block reduce."""
 
     name = "row_reduction"
-    reads = "threads vec rows cache evict=once,off"
+    reads = "threads vec rows cache evict=auto,off"
     plan_type = RowReductionPlan
 
     def match(self, kernel: loop.KernelOp) -> tuple[loop.ParallelOp, int] | str:
