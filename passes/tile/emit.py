@@ -4,7 +4,6 @@ cloning loop-level bodies into tile-level code (sequentially or across vector la
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -337,7 +336,7 @@ class LaneEmitter:
     cached_load: CachedLoad = lambda op, indices: None
     lanes: list[Mapping] = field(default_factory=list)
     evict_first: Collection[Operation] = frozenset()
-    """The loads whose vector loads carry the L2 evict-first hint (`read_once`)."""
+    """The loads whose vector loads carry the L2 evict-first hint (the rule's, knob `evict`)."""
 
     def emit(
         self, ops: Sequence[Operation], mapping: Mapping, per_lane: Sequence[Mapping] = ()
@@ -391,24 +390,6 @@ class LaneEmitter:
             values = self.em.load(source, indices, self.width, op in self.evict_first)
         for lane_map, v in zip(self.lanes, values, strict=True):
             lane_map[op.res] = v
-
-
-def read_once(
-    ops: Iterable[Operation], owners: Sequence[SSAValue], along: SSAValue
-) -> frozenset[memref.LoadOp]:
-    """The loads among `ops` (nested ones too) that read each element of their buffer once in
-    the kernel: the only load of their buffer, indexed by each of `owners` (the indices a
-    block owns alone: a GEMV's output rows, a skinny GEMM's output columns, and their batch)
-    and by `along` (the reduction's). Their 128-bit loads take the L2 evict-first hint (knob
-    `evict`): the weights a GEMV streams, whose lines no block reads again, give way in L2
-    before the activations every block reads."""
-    loads = [op for top in ops for op in top.walk() if isinstance(op, memref.LoadOp)]
-    count = Counter(op.memref for op in loads)
-    return frozenset(
-        op
-        for op in loads
-        if count[op.memref] == 1 and all(v in op.indices for v in [*owners, along])
-    )
 
 
 def _uses(op: Operation, dependent: set[SSAValue]) -> bool:

@@ -7,7 +7,8 @@ monoid works. With `cache=1` a row read by several inner loops is loaded into re
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -24,7 +25,6 @@ from tinyopt.passes.tile.emit import (
     depends_on,
     inline_region,
     is_contiguous,
-    read_once,
     vector_width,
 )
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -157,7 +157,7 @@ def _streamed(
     outer: loop.ParallelOp, inner_loops: Sequence[loop.ParallelOp | loop.ReduceOp]
 ) -> frozenset[Operation]:
     """The loads `evict` hints: in each inner loop that also reads a vector every row shares
-    (a GEMV's x), those `read_once` finds (its weights), whose lines would otherwise push the
+    (a GEMV's x), those `_read_once` finds (its weights), whose lines would otherwise push the
     shared vector's out of L2. Without a shared vector nothing is hinted: the kernel's own
     reads gain nothing, and a later kernel may read the rows again."""
     rows = [iv for iv, n in zip(outer.body.block.args, outer.extents, strict=True) if n > 1]
@@ -166,8 +166,21 @@ def _streamed(
         along = inner.regions[0].block.args[0]
         loads = [op for op in inner.walk() if isinstance(op, memref.LoadOp)]
         if any(along in op.indices and not set(rows) & set(op.indices) for op in loads):
-            streamed |= read_once(outer.body.block.ops, rows, along)
+            streamed |= _read_once(outer.body.block.ops, rows, along)
     return streamed
+
+
+def _read_once(
+    ops: Iterable[Operation], rows: Sequence[SSAValue], along: SSAValue
+) -> frozenset[memref.LoadOp]:
+    """The loads among `ops` (nested ones too) that read each element of their buffer once in
+    the kernel: the only load of their buffer, indexed by each of the `rows` indices and by
+    `along` (the inner loop's)."""
+    loads = [op for top in ops for op in top.walk() if isinstance(op, memref.LoadOp)]
+    count = Counter(op.memref for op in loads)
+    return frozenset(
+        op for op in loads if count[op.memref] == 1 and all(v in op.indices for v in [*rows, along])
+    )
 
 
 def _inner_loops(outer: loop.ParallelOp) -> list[loop.ParallelOp | loop.ReduceOp]:
