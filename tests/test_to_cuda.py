@@ -12,7 +12,7 @@ from xdsl.dialects import arith, builtin, func, memref, scf
 from xdsl.dialects import math as fmath
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
-from xdsl.utils.exceptions import DiagnosticException
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from tinyopt.backends.cuda.launch import Kernel
 from tinyopt.backends.cuda.nvrtc import compile_cuda
@@ -295,6 +295,43 @@ def test_example_module_compiles() -> None:
     assert "__syncthreads();" in text
     assert "__shfl_xor_sync(0xffffffff, s, offset, 16)" in text
     assert "cuda_bf16" not in text  # the prelude holds only what the kernel uses
+
+
+EVICT_FIRST = """
+tile.kernel @streamed grid [8, 1, 1] block [32, 1, 1]
+    (%w: memref<8x128xf32>, %io: memref<8x128xf32>, %out: memref<8x128xf32>) {
+  %row = tile.block_id x
+  %lane = tile.thread_id x
+  %c4 = arith.constant 4 : index
+  %col = arith.muli %lane, %c4 : index
+  %a, %b, %c, %d = tile.vload %w[%row, %col] evict_first : memref<8x128xf32> -> f32, f32, f32, f32
+  %e, %f, %g, %h = tile.vload %io[%row, %col] evict_first : memref<8x128xf32> -> f32, f32, f32, f32
+  %s = arith.addf %a, %e : f32
+  tile.vstore (%s, %f, %g, %h : f32, f32, f32, f32), %io[%row, %col] : memref<8x128xf32>
+  tile.vstore (%s, %b, %c, %d : f32, f32, f32, f32), %out[%row, %col] : memref<8x128xf32>
+}
+"""
+
+
+def test_evict_first_loads_only_buffers_the_kernel_only_reads() -> None:
+    """A `tile.vload evict_first` prints as the L2 evict-first load (inline PTX with no memory
+    clobber) from a buffer the kernel only reads, and as the plain load from one it also
+    writes, so that the load is never ordered against a store to its buffer."""
+    text = source(EVICT_FIRST)
+    assert "ld.global.L2::cache_hint.v4.u32" in text
+    assert "tinyopt_ld_16_evict_first(&vec, &w[row * 128 + col]);" in text
+    assert "*reinterpret_cast<const tinyopt_vec<float, 4>*>(&io[row * 128 + col]);" in text
+
+
+def test_evict_first_needs_a_128_bit_global_load() -> None:
+    narrow = EVICT_FIRST.replace(
+        "%a, %b, %c, %d = tile.vload %w[%row, %col] evict_first : memref<8x128xf32> -> f32, f32, "
+        "f32, f32",
+        "%a, %b = tile.vload %w[%row, %col] evict_first : memref<8x128xf32> -> f32, f32\n"
+        "  %c, %d = tile.vload %w[%row, %col] : memref<8x128xf32> -> f32, f32",
+    )
+    with pytest.raises(VerifyException, match="evict_first needs a 128-bit load from global"):
+        parse(narrow)
 
 
 def test_vector_accesses_of_f32_and_bf16() -> None:

@@ -430,6 +430,13 @@ def _is_read_only(buffer: SSAValue) -> bool:
     )
 
 
+def _evicts_first(op: tile.VectorLoadOp) -> bool:
+    """Whether a vload prints as the evict-first load: marked so, from a buffer the kernel only
+    reads (the load's inline PTX declares no memory clobber, so it must not be ordered against
+    a store to the same buffer; a buffer the kernel also writes takes the plain load)."""
+    return op.evict_first is not None and _is_read_only(op.memref)
+
+
 def _is_vector_accessed(buffer: SSAValue) -> bool:
     """Tells whether a buffer is used by a vector access, `ldmatrix` or `cp.async` (16-byte
     aligned rows)."""
@@ -470,7 +477,7 @@ def _tensor_core_helpers(
             helpers[hopper.tma_load_helper(len(op.coords), op.evict_first is not None)] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
-        elif isinstance(op, tile.VectorLoadOp) and op.evict_first is not None:
+        elif isinstance(op, tile.VectorLoadOp) and _evicts_first(op):
             helpers[EVICT_FIRST_LOAD_HELPER] = None
         elif isinstance(op, fmath.Exp2Op) and _approximate(op):
             helpers[EXP2_APPROX] = None
@@ -844,7 +851,7 @@ class CudaPrinter(BasePrinter[str]):
         vec = self.vector_type(op.memref, len(op.lanes))
         temp = self.fresh("vec")
         address = f"&{self.element(op.memref, op.indices)}"
-        if op.evict_first is not None:
+        if _evicts_first(op):
             self.line(f"{vec} {temp};")
             self.line(f"{EVICT_FIRST_LOAD}(&{temp}, {address});")
         else:
