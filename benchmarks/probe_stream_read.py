@@ -37,6 +37,24 @@ __device__ __forceinline__ void block_range(long long tiles, long long* first, l
     *first = start;
     *count = end - start;
 }
+struct WarpStream {
+    int lane;
+    long long mine;             // tiles this warp streams: its block's w, w + 8, ...
+    const unsigned char* base;  // its first tile
+    unsigned char* ring;        // its `slots` tiles of shared memory
+};
+__device__ __forceinline__ WarpStream warp_stream(const unsigned char* src, long long tiles,
+                                                  unsigned char* smem, int slots) {
+    int warp = threadIdx.x / 32;
+    long long first, count;
+    block_range(tiles, &first, &count);
+    WarpStream w;
+    w.lane = threadIdx.x % 32;
+    w.mine = count > warp ? (count - warp + WARPS - 1) / WARPS : 0;
+    w.base = src + (first + warp) * TILE;
+    w.ring = smem + warp * slots * TILE;
+    return w;
+}
 __device__ __forceinline__ float consume(const unsigned char* tile, int lane) {
     const uint4* t = reinterpret_cast<const uint4*>(tile);
     unsigned x = 0;
@@ -56,12 +74,11 @@ __device__ __forceinline__ void copy_tile(unsigned char* dst, const unsigned cha
 extern "C" __global__ void __launch_bounds__(256, 1)                                            \
 stream_cp_async_##SLOTS(const unsigned char* __restrict__ src, long long tiles, float* out) {   \
     extern __shared__ __align__(128) unsigned char smem[];                                       \
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;                                        \
-    long long first, count;                                                                      \
-    block_range(tiles, &first, &count);                                                         \
-    long long mine = count > warp ? (count - warp + WARPS - 1) / WARPS : 0;                      \
-    const unsigned char* base = src + (first + warp) * TILE;                                     \
-    unsigned char* ring = smem + warp * SLOTS * TILE;                                            \
+    WarpStream w = warp_stream(src, tiles, smem, SLOTS);                                         \
+    int lane = w.lane;                                                                           \
+    long long mine = w.mine;                                                                     \
+    const unsigned char* base = w.base;                                                          \
+    unsigned char* ring = w.ring;                                                                \
     for (int s = 0; s < SLOTS; ++s) {                                                            \
         if (s < mine) copy_tile(ring + s * TILE, base + (long long)s * WARPS * TILE, lane);      \
         asm volatile("cp.async.commit_group;" ::: "memory");                                     \
@@ -104,12 +121,11 @@ extern "C" __global__ void __launch_bounds__(256, 1)                            
 stream_bulk_##SLOTS(const unsigned char* __restrict__ src, long long tiles, float* out) {       \
     extern __shared__ __align__(128) unsigned char smem[];                                       \
     __shared__ __align__(8) unsigned long long bars[WARPS][SLOTS];                               \
-    int warp = threadIdx.x / 32, lane = threadIdx.x % 32;                                        \
-    long long first, count;                                                                      \
-    block_range(tiles, &first, &count);                                                          \
-    long long mine = count > warp ? (count - warp + WARPS - 1) / WARPS : 0;                      \
-    const unsigned char* base = src + (first + warp) * TILE;                                     \
-    unsigned char* ring = smem + warp * SLOTS * TILE;                                            \
+    WarpStream w = warp_stream(src, tiles, smem, SLOTS);                                         \
+    int warp = threadIdx.x / 32, lane = w.lane;                                                  \
+    long long mine = w.mine;                                                                     \
+    const unsigned char* base = w.base;                                                          \
+    unsigned char* ring = w.ring;                                                                \
     if (lane == 0) {                                                                             \
         for (int s = 0; s < SLOTS; ++s)                                                          \
             asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;"                                \

@@ -161,7 +161,8 @@ def evicted_operands(knob: str, t: WgmmaTiles, m: int, n: int) -> str:
     if knob not in ("auto", "once"):
         return knob
     rows, columns = -(-m // t.bm), -(-n // t.tile_n)
-    hinted = ("a" if columns == 1 else "") + ("b" if rows == 1 or rows <= t.group > 1 else "")
+    b_together = rows == 1 or (t.group > 1 and rows <= t.group)
+    hinted = ("a" if columns == 1 else "") + ("b" if b_together else "")
     return hinted or "off"
 
 
