@@ -70,16 +70,40 @@ def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
     assert error <= tolerance, (error, tolerance)
 
 
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    "variant",
+    [v for v in WGMMA_VARIANTS if v.id in ("d128-bf16-causal-s1000", "d128-f16-s200")],
+    ids=lambda v: v.id,
+)
+def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant) -> None:
+    pipeline = variant.pipeline.replace("attn=wgmma", "attn=wgmma aoverlap=off")
+    _, module = lower(variant.text, pipeline)
+    attention_kernel(module, WGMMA_HELPER)
+    error, tolerance = error_on_cpu(variant.text, pipeline, seed=2)
+    assert error <= tolerance, (error, tolerance)
+
+
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
-@pytest.mark.parametrize(("d", "causal"), [(128, False), (128, True), (64, False)])
+@pytest.mark.parametrize(
+    ("d", "causal", "overlap"),
+    [(128, False, "on"), (128, True, "on"), (64, False, "on"), (128, False, "off")],
+)
 def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
-    d: int, causal: bool, tmp_path: Path
+    d: int, causal: bool, overlap: str, tmp_path: Path
 ) -> None:
     text = attention(1, 2, 4096, d, "bf16", causal=causal)
-    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda"
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma aoverlap={overlap}}},to-cuda"
     (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
-    # Per key tile and consumer warpgroup: D/16 m64n128k16 for S, 128/16 m64nDk16 for P·V.
-    assert len(re.findall(r"\bHGMMA\.64x\d+x16\.F32\.BF16\b", code)) == d // 16 + 8
+    hgmma = re.findall(r"\bHGMMA\.64x\d+x16\.F32\.BF16\b[^;]*;", code)
+    # Per key tile and consumer warpgroup: D/16 m64n128k16 for S, 128/16 m64nDk16 for P·V, in
+    # one loop (off); overlapped, the first tile's S and the last tile's P·V are outside it.
+    # Each group of products ends in one HGMMA that carries the scoreboard (gsb0): had ptxas
+    # serialized them (C7513), every HGMMA would.
+    loops = 2 if overlap == "on" else 1
+    assert len(hgmma) == loops * (d // 16 + 8)
+    assert sum("gsb0" in h for h in hgmma) == 2 * loops
+    assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in code) == (overlap == "on")
     assert "UTMALDG" in code
     assert "MUFU.EX2" in code
     assert not LOCAL_MEMORY.search(code)

@@ -560,8 +560,12 @@ class _AttentionEmitter:
             else:
                 self.em.op(op.clone(value_mapper=local))
 
-    def softmax(self, x: list[list[list[SSAValue]]]) -> list[list[list[SSAValue]]]:
-        """Updates the running max and sum of the lane's rows, rescales O, returns P:
+    def softmax(
+        self, x: list[list[list[SSAValue]]], alphas: list[SSAValue] | None = None
+    ) -> list[list[list[SSAValue]]]:
+        """Updates the running max and sum of the lane's rows, rescales O, returns P (with
+        `alphas`, O is left alone and each row's factor appended there, in (m-tile, half)
+        order, for `rescale_o` once no wgmma writes O):
         p = exp2(x·log2 e − M') with M' = max(M·log2 e, lowest finite f32). Where a score may
         be a finite value too low for x·log2 e (`_low_scores`), p = exp2((x − M')·log2 e) with
         M' = max(M, lowest finite f32) instead: a row whose scores are all the lowest finite
@@ -610,12 +614,19 @@ class _AttentionEmitter:
                 scaled = self.f(arith.MulfOp(self.load(self.l, mt, h), alpha))
                 self.store(self.f(arith.AddfOp(scaled, row_sum)), self.l, mt, h)
                 self.store(new, self.m, mt, h)
-                for dt in range(self.head_v // MMA_N):
-                    for c in range(2):
-                        at = self.o_index(mt, dt, 2 * h + c)
-                        o = self.load(self.o, *at)
-                        self.store(self.f(arith.MulfOp(o, alpha)), self.o, *at)
+                if alphas is None:
+                    self.rescale_o(mt, h, alpha)
+                else:
+                    alphas.append(alpha)
         return probs
+
+    def rescale_o(self, mt: int, h: int, alpha: SSAValue) -> None:
+        """Multiplies the O accumulators of the lane's row `h` of m-tile `mt` by `alpha`."""
+        for dt in range(self.head_v // MMA_N):
+            for c in range(2):
+                at = self.o_index(mt, dt, 2 * h + c)
+                o = self.load(self.o, *at)
+                self.store(self.f(arith.MulfOp(o, alpha)), self.o, *at)
 
     def exp2(self, x: SSAValue, log2e: SSAValue, floor: SSAValue) -> SSAValue:
         """Returns exp2(x·log2 e − floor): one FFMA and one MUFU.EX2 (p and alpha lie in [0, 1]:

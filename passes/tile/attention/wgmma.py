@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from math import prod
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f32, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f32, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -141,13 +141,17 @@ class AttentionWgmmaPlan:
     heads_first: int
     """1: the grid runs heads fastest (every head's longest query tiles first; causal kernels
     whose K and V fit in `HEADS_FIRST_BYTES`), 0: query tiles fastest."""
+    overlap: int = 1
+    """1 (`aoverlap=auto` or `on`): a tile's softmax runs while the previous tile's P·V is in
+    flight (`overlapped_key_loop`); 0 (`off`): each product is waited for before the softmax
+    or the next tile (`key_loop`)."""
 
 
 class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn"
+    reads = "attn aoverlap"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -159,11 +163,13 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return sides
         _, k, v = sides
         fits = _bytes(kernel, k.arg) + _bytes(kernel, v.arg) <= HEADS_FIRST_BYTES
-        return AttentionWgmmaPlan(int(a.causal and fits))
+        return AttentionWgmmaPlan(int(a.causal and fits), int(knobs.aoverlap != "off"))
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
         if plan.heads_first not in (0, 1):
             return f"heads_first must be 0 or 1, got {plan.heads_first}"
+        if plan.overlap not in (0, 1):
+            return f"overlap must be 0 or 1, got {plan.overlap}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -192,7 +198,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(BN), SWIZZLE),
             ],
         )
-        _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first).emit()
+        _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first, bool(plan.overlap)).emit()
         replace_kernel(rewriter, kernel, new)
 
 
@@ -212,12 +218,19 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
     """Emits the producer and consumer warpgroups of one block."""
 
     def __init__(
-        self, em: Emitter, a: Attention, mapping: Mapping, sides: list[_TmaSide], heads_first: bool
+        self,
+        em: Emitter,
+        a: Attention,
+        mapping: Mapping,
+        sides: list[_TmaSide],
+        heads_first: bool,
+        overlap: bool,
     ) -> None:
         super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
         self.bn = BN
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first = heads_first
+        self.overlap = overlap
 
     def o_index(self, mt: int, dt: int, r: int) -> tuple[int, ...]:
         return (4 * dt + r,)
@@ -315,11 +328,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         lane, warp = em.rem(local, 32), em.div(local, 32)
         self.g, self.t = em.div(lane, 4), em.rem(lane, 4)
         self.row_w = em.mul(warp, 16)
-        wg_row = em.mul(group, tile.WGMMA_M)
+        self.wg_row = em.mul(group, tile.WGMMA_M)
         self.m = self.alloc([1, 2], f32, tile.REGISTERS)
         self.l = self.alloc([1, 2], f32, tile.REGISTERS)
         self.o = self.alloc([self.head_v // 2], f32, tile.REGISTERS)
-        s_acc = self.alloc([BN // 2], f32, tile.REGISTERS)
+        self.s_acc = self.alloc([BN // 2], f32, tile.REGISTERS)
         minus_inf, zero = em.f32(float("-inf")), em.f32(0.0)
         for h in range(2):
             self.store(minus_inf, self.m, 0, h)
@@ -327,56 +340,130 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         for r in range(self.head_v // 2):
             self.store(zero, self.o, r)
         em.op(tile.MbarrierWaitOp(self.bars["q_full"], em.index(0), em.index(0)))
+        if self.overlap:
+            self.overlapped_key_loop()
+        else:
+            self.key_loop()
+        self.epilogue()
+
+    def key_loop(self) -> None:
+        """Per key tile: S = Q·Kᵀ, wait, softmax (rescaling O), O += P·V, wait."""
+        em = self.em
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
             slot = em.rem(t, SLOTS)
             parity = em.ring_parity(t, SLOTS, flip=False)
-            j0 = em.mul(t, BN)
             em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
-            for r in range(BN // 2):
-                self.store(zero, s_acc, r)
             em.op(tile.WgmmaFenceOp())
-            for kk in range(0, self.head_qk, tile.WGMMA_K):
-                chunk, column = em.index(kk // BK), em.index(kk % BK)
-                em.op(
-                    tile.WgmmaOp(
-                        s_acc,
-                        self.q_smem,
-                        [chunk, wg_row, column],
-                        self.k_smem,
-                        [slot, chunk, em.index(0), column],
-                        BN,
-                        a_sbo=ATOM,
-                        b_lbo=16,  # unused for K-major swizzled layouts
-                        b_sbo=ATOM,
-                        b_mn_major=False,
-                    )
-                )
-            em.op(tile.WgmmaCommitOp())
+            self.issue_scores(slot)
             em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
-            scores = [[[self.load(s_acc, 4 * n + r) for r in range(4)] for n in range(BN // 8)]]
-            probs = self.softmax(self.masked(scores, j0))
+            probs = self.softmax(self.masked(self.scores(), em.mul(t, BN)))
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
-            self.multiply_v(probs, self.v_smem, slot)
+            frags = self.p_fragments(probs)
+            em.op(tile.WgmmaFenceOp())
+            self.issue_pv(frags, slot)
+            em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
             em.op(scf.YieldOp())
-        self.epilogue()
 
-    def multiply_v(
-        self, probs: list[list[list[SSAValue]]], v_smem: SSAValue, slot: SSAValue
-    ) -> None:
-        """O += P·V: BN/16 wgmma with P's packed registers as A and V N-major from `v_smem`."""
+    def overlapped_key_loop(self) -> None:
+        """FA3's intra-warpgroup overlap: tile t's S = Q·Kᵀ and tile t−1's O += P·V are issued
+        together, and tile t's softmax runs while the P·V product is in flight; O is rescaled
+        by tile t's factors once that product is done. P waits in registers between tiles."""
         em = self.em
-        (p,) = probs
-        frags = [self.p_fragment(p, kk) for kk in range(BN // tile.WGMMA_K)]
+        zero = em.index(0)
+        p_regs = self.alloc([BN // tile.WGMMA_K, 4], i32, tile.REGISTERS)
+        em.op(tile.MbarrierWaitOp(self.bars["k_full"], zero, zero))
         em.op(tile.WgmmaFenceOp())
+        self.issue_scores(zero)
+        em.op(tile.WgmmaWaitOp(0))
+        em.op(tile.MbarrierArriveOp(self.bars["k_empty"], zero))
+        first = self.softmax(self.masked(self.scores(), zero), alphas=[])  # O is still 0
+        self.keep(self.p_fragments(first), p_regs)
+        with em.for_loop(1, self.tiles, 1) as (t, _, _):
+            slot = em.rem(t, SLOTS)
+            parity = em.ring_parity(t, SLOTS, flip=False)
+            before = em.value(arith.SubiOp(t, em.index(1)))
+            before_slot = em.rem(before, SLOTS)
+            before_parity = em.ring_parity(before, SLOTS, flip=False)
+            em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
+            em.op(tile.WgmmaFenceOp())
+            self.issue_scores(slot)
+            em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
+            frags = self.kept(p_regs)
+            em.op(tile.WgmmaFenceOp())
+            self.issue_pv(frags, before_slot)
+            em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
+            em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+            alphas: list[SSAValue] = []
+            probs = self.softmax(self.masked(self.scores(), em.mul(t, BN)), alphas)
+            em.op(tile.WgmmaWaitOp(0))
+            em.op(tile.MbarrierArriveOp(self.bars["v_empty"], before_slot))
+            for h, alpha in enumerate(alphas):
+                self.rescale_o(0, h, alpha)
+            self.keep(self.p_fragments(probs), p_regs)
+            em.op(scf.YieldOp())
+        last = em.value(arith.SubiOp(self.tiles, em.index(1)))
+        last_slot = em.rem(last, SLOTS)
+        last_parity = em.ring_parity(last, SLOTS, flip=False)
+        em.op(tile.MbarrierWaitOp(self.bars["v_full"], last_slot, last_parity))
+        frags = self.kept(p_regs)
+        em.op(tile.WgmmaFenceOp())
+        self.issue_pv(frags, last_slot)
+        em.op(tile.WgmmaWaitOp(0))
+        em.op(tile.MbarrierArriveOp(self.bars["v_empty"], last_slot))
+
+    def issue_scores(self, slot: SSAValue) -> None:
+        """Issues and commits S = Q·Kᵀ for the key tile in `slot` (the first wgmma overwrites
+        S)."""
+        em = self.em
+        for kk in range(0, self.head_qk, tile.WGMMA_K):
+            chunk, column = em.index(kk // BK), em.index(kk % BK)
+            em.op(
+                tile.WgmmaOp(
+                    self.s_acc,
+                    self.q_smem,
+                    [chunk, self.wg_row, column],
+                    self.k_smem,
+                    [slot, chunk, em.index(0), column],
+                    BN,
+                    a_sbo=ATOM,
+                    b_lbo=16,  # unused for K-major swizzled layouts
+                    b_sbo=ATOM,
+                    b_mn_major=False,
+                    overwrite=kk == 0,
+                )
+            )
+        em.op(tile.WgmmaCommitOp())
+
+    def scores(self) -> list[list[list[SSAValue]]]:
+        """S's accumulators as the `mma.sync` schedule's [m-tile][n8 tile][4] lists."""
+        return [[[self.load(self.s_acc, 4 * n + r) for r in range(4)] for n in range(BN // 8)]]
+
+    def p_fragments(self, probs: list[list[list[SSAValue]]]) -> list[list[SSAValue]]:
+        """P packed to the element type, one 4-register A fragment per 16 keys."""
+        (p,) = probs
+        return [self.p_fragment(p, kk) for kk in range(BN // tile.WGMMA_K)]
+
+    def keep(self, frags: list[list[SSAValue]], regs: SSAValue) -> None:
+        for kk, frag in enumerate(frags):
+            for r, value in enumerate(frag):
+                self.store(value, regs, kk, r)
+
+    def kept(self, regs: SSAValue) -> list[list[SSAValue]]:
+        return [[self.load(regs, kk, r) for r in range(4)] for kk in range(BN // tile.WGMMA_K)]
+
+    def issue_pv(self, frags: list[list[SSAValue]], slot: SSAValue) -> None:
+        """Issues and commits O += P·V: BN/16 wgmma with P's packed registers as A and V
+        N-major from `v_smem[slot]`."""
+        em = self.em
         zero = em.index(0)
         for kk, frag in enumerate(frags):
             em.op(
                 tile.WgmmaRegisterAOp(
                     self.o,
                     frag,
-                    v_smem,
+                    self.v_smem,
                     [slot, zero, em.index(kk * tile.WGMMA_K), zero],
                     self.head_v,
                     b_lbo=BN * BK * 2,  # the next 64-column chunk of the head dim
@@ -385,4 +472,3 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 )
             )
         em.op(tile.WgmmaCommitOp())
-        em.op(tile.WgmmaWaitOp(0))

@@ -1,13 +1,13 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile' | filecheck %s
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=sync}' | filecheck %s --check-prefix=SYNC
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{aoverlap=off}' | filecheck %s --check-prefix=OFF
 
 // Causal bf16 attention, S = 200 (not a multiple of the 128-row or 128-key tiles), D = 64.
 // The default (attn=auto) takes the Hopper schedule: 384 threads, q, k and v passed as tensor
 // maps copying 128 rows x 64 columns (128-byte swizzle). A producer warpgroup (40 registers)
 // copies Q once and K(t), V(t) into two-slot rings guarded by full/empty mbarriers; two
 // consumer warpgroups (232 registers) run S = Q.K^T as D/16 = 4 wgmma m64n128k16 from shared
-// memory, release K, then P.V as 128/16 = 8 wgmma with P packed in registers (wgmma_reg_a,
-// V N-major), and release V. The causal grid is (heads, query tiles): blockIdx.y counts the
+// memory, then P.V as 128/16 = 8 wgmma with P packed in registers (wgmma_reg_a, V N-major). The causal grid is (heads, query tiles): blockIdx.y counts the
 // query tiles from the last (longest) one, so every head's longest tiles launch first.
 
 // CHECK:      tile.kernel @attention_2 grid [2, 2, 1] block [384, 1, 1]
@@ -38,21 +38,72 @@
 // CHECK:        %[[O:.*]] = tile.alloc : memref<32xf32, 5 : i32>
 // CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
 // CHECK:        tile.mbarrier_wait %[[QFULL]]
-// CHECK:        tile.mbarrier_wait %[[KFULL]]
-// CHECK:        tile.wgmma_fence
-// CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] {n = 128 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
+// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<8x4xi32, 5 : i32>
+
+// aoverlap=auto (on): the first key tile's S, its softmax, and P kept in registers; then per
+// tile t, S(t) and P(t-1).V(t-1) are in flight together, the softmax of tile t runs once S(t)
+// is done (wait 1) while P.V still runs, and O is rescaled after it (wait 0); the last tile's
+// P.V follows the loop. The first wgmma of S overwrites it (no zeroing).
+// CHECK-NEXT:   tile.mbarrier_wait %[[KFULL]]
+// CHECK-NEXT:   tile.wgmma_fence
+// CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 128 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
 // CHECK-COUNT-3: tile.wgmma %[[S]]
 // CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.wgmma_wait 0
 // CHECK-NEXT:   tile.mbarrier_arrive %[[KEMPTY]]
-// CHECK:        tile.mbarrier_wait %[[VFULL]]
 // CHECK:        tile.pack
+// CHECK:        memref.store %{{.*}}, %[[P]]
+// CHECK:        scf.for
+// CHECK:        tile.mbarrier_wait %[[KFULL]]
+// CHECK-NEXT:   tile.wgmma_fence
+// CHECK-NEXT:   tile.wgmma %[[S]], {{.*}} overwrite
+// CHECK-COUNT-3: tile.wgmma %[[S]]
+// CHECK-NEXT:   tile.wgmma_commit
+// CHECK-NEXT:   tile.mbarrier_wait %[[VFULL]]
+// CHECK-NEXT:   memref.load %[[P]]
 // CHECK:        tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma_reg_a %[[O]], {{{.*}}}, %[[V]][{{.*}}] mn_major {n = 64 : i64, b_lbo = 16384 : i64, b_sbo = 1024 : i64}
 // CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
 // CHECK-NEXT:   tile.wgmma_commit
+// CHECK-NEXT:   tile.wgmma_wait 1
+// CHECK-NEXT:   tile.mbarrier_arrive %[[KEMPTY]]
+// CHECK:        math.exp2
+// CHECK-NOT:    tile.pack
+// CHECK:        tile.wgmma_wait 0
+// CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
+// CHECK:        arith.mulf
+// CHECK:        tile.pack
+// CHECK-COUNT-32: memref.store %{{.*}}, %[[P]]
+// CHECK-NEXT:   }
+// CHECK:        tile.mbarrier_wait %[[VFULL]]
+// CHECK:        tile.wgmma_fence
+// CHECK-NEXT:   tile.wgmma_reg_a %[[O]]
+// CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
+// CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.wgmma_wait 0
 // CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
+
+// aoverlap=off: per key tile S, wait, release K, softmax, P.V, wait, release V.
+// OFF:          tile.setmaxnreg inc 232
+// OFF:          %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
+// OFF-NOT:      memref<8x4xi32
+// OFF:          scf.for
+// OFF:          tile.mbarrier_wait
+// OFF-NEXT:     tile.wgmma_fence
+// OFF-NEXT:     tile.wgmma %[[S]], {{.*}} overwrite
+// OFF-COUNT-3:  tile.wgmma %[[S]]
+// OFF-NEXT:     tile.wgmma_commit
+// OFF-NEXT:     tile.wgmma_wait 0
+// OFF:          math.exp2
+// OFF:          tile.pack
+// OFF:          tile.wgmma_fence
+// OFF-NEXT:     tile.wgmma_reg_a
+// OFF-COUNT-7:  tile.wgmma_reg_a
+// OFF-NEXT:     tile.wgmma_commit
+// OFF-NEXT:     tile.wgmma_wait 0
+// OFF-NEXT:     tile.mbarrier_arrive
+// OFF-NEXT:     }
+// OFF-NOT:      tile.wgmma_reg_a
 
 // attn=sync: the mma.sync schedule (4 warps, cp.async, ldmatrix).
 // SYNC:       tile.kernel @attention_2 grid [2, 2, 1] block [128, 1, 1]
