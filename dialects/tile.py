@@ -272,17 +272,23 @@ class WarpBarrierOp(IRDLOperation):
 class NamedBarrierOp(IRDLOperation):
     """Waits until `threads` threads (whole warps) arrive at hardware barrier `barrier` (1..15;
     0 is the block's `__syncthreads`): `bar.sync barrier, threads`, a barrier for part of the
-    block, e.g. one warpgroup, that orders its shared-memory accesses."""
+    block, e.g. one warpgroup, that orders its shared-memory accesses. With `arrive`, the
+    threads count themselves in and go on without waiting (`bar.arrive`): one group of warps
+    lets another, waiting at the barrier, proceed."""
 
     name = "tile.named_barrier"
 
     barrier = operand_def(IndexType)
     threads = prop_def(IntegerAttr)
+    arrive = opt_prop_def(UnitAttr)
 
-    assembly_format = "$barrier `,` $threads attr-dict"
+    assembly_format = "$barrier `,` $threads (`arrive` $arrive^)? attr-dict"
 
-    def __init__(self, barrier: SSAValue, threads: int) -> None:
-        super().__init__(operands=[barrier], properties={"threads": IntegerAttr(threads, i64)})
+    def __init__(self, barrier: SSAValue, threads: int, arrive: bool = False) -> None:
+        properties: dict[str, Attribute] = {"threads": IntegerAttr(threads, i64)}
+        if arrive:
+            properties["arrive"] = UnitAttr()
+        super().__init__(operands=[barrier], properties=properties)
 
     def verify_(self) -> None:
         _check_barrier_threads(self)

@@ -22,8 +22,9 @@ What is emulated, and how:
   form replacing the accumulators); with A in registers (flash attention's P·V) each warp's
   16 rows of A are gathered from its lanes' mma.sync-layout fragments; its fence, commit and
   wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
-- `bar.sync id, count` is a barrier of `count` threads per id, `bar.red.or.pred` one that also
-  hands every thread the OR of the predicates; `cvt.rna.tf32.f32` rounds on the CPU.
+- `bar.sync id, count` is a barrier of `count` threads per id (`bar.arrive` counts in without
+  waiting), `bar.red.or.pred` one that also hands every thread the OR of the predicates;
+  `cvt.rna.tf32.f32` rounds on the CPU.
 """
 
 from __future__ import annotations
@@ -274,6 +275,17 @@ static inline void cpu_cuda_bar_sync(unsigned id, int count) {
     }
     b->arrive_and_wait();
 }
+// bar.arrive: counts the thread in at barrier `id` without waiting for the others.
+static inline void cpu_cuda_bar_arrive(unsigned id, int count) {
+    std::barrier<>* b;
+    {
+        std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
+        auto found = cpu_cuda_named.find(id);
+        b = found != cpu_cuda_named.end() ? found->second
+                                           : (cpu_cuda_named[id] = new std::barrier<>(count));
+    }
+    (void)b->arrive();
+}
 struct CpuRed { std::atomic<unsigned> any{0}; unsigned result = 0; };
 struct CpuRedDone {
     CpuRed* red;
@@ -303,7 +315,7 @@ WGMMA_RA = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k16_(bf16|f16)_([nk])\(")
 WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
 TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
 BAR_SYNC = re.compile(
-    r'asm volatile\("bar\.sync %0, (\d+);" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
+    r'asm volatile\("bar\.(sync|arrive) %0, (\d+);" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
 )
 BAR_RED = re.compile(
     r'asm volatile\("\{ \.reg \.pred p, q; setp\.ne\.u32 q, %2, 0; bar\.red\.or\.pred p, %1, '
@@ -349,7 +361,7 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     source = WGMMA_TF32.sub(
         lambda m: f"cpu_wgmma<float, {m[1]}, 'k', {'true' if m[2] else 'false'}>(", source
     )
-    source = BAR_SYNC.sub(r"cpu_cuda_bar_sync(\2, \1);", source)
+    source = BAR_SYNC.sub(r"cpu_cuda_bar_\1(\3, \2);", source)
     source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)
     source = CVT_TF32.sub(r"\1 = cpu_cvt_rna_tf32(\2);", source)
     source = OTHER_ASM.sub("", plain_flags(source))

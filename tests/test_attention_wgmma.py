@@ -104,6 +104,8 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
     assert len(hgmma) == loops * (d // 16 + 8)
     assert sum("gsb0" in h for h in hgmma) == 2 * loops
     assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in code) == (overlap == "on")
+    # apingpong=auto, on with the overlap: the warpgroups' turns are named barriers.
+    assert ("BAR.ARV" in code) == (overlap == "on")
     assert "UTMALDG" in code
     assert "MUFU.EX2" in code
     assert not LOCAL_MEMORY.search(code)

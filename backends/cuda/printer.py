@@ -900,7 +900,8 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: tile.NamedBarrierOp) -> None:
         barrier, threads = self.expr(op.barrier), op.threads.value.data
         operand = f'"r"((unsigned){barrier})'
-        self.line(f'asm volatile("bar.sync %0, {threads};" :: {operand} : "memory");')
+        kind = "arrive" if op.arrive is not None else "sync"
+        self.line(f'asm volatile("bar.{kind} %0, {threads};" :: {operand} : "memory");')
 
     @print_op.register
     def _(self, op: tile.NamedBarrierAnyOp) -> None:

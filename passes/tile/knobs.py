@@ -44,6 +44,7 @@ class Knobs:
     akwarps_sync: str = "auto"
     aslots: int = AUTO
     aoverlap: str = "auto"
+    apingpong: str = "auto"
     kwarps: int = AUTO
     copy: str = "auto"
     swizzle: int = 0
@@ -176,6 +177,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("akwarps_sync", one_of("auto", "block", "warp")),
     Knob("aslots", one_of(AUTO, 2, 3, 4, words="0 (auto: 2), 2, 3 or 4")),
     Knob("aoverlap", one_of("auto", "on", "off")),
+    Knob("apingpong", one_of("auto", "on", "off")),
     Knob("kwarps", powers(1, 32)),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob("pairswap", one_of(0, 1, words="0 or 1")),

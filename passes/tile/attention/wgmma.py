@@ -145,13 +145,17 @@ class AttentionWgmmaPlan:
     """1 (`aoverlap=auto` or `on`): a tile's softmax runs while the previous tile's P·V is in
     flight (`overlapped_key_loop`); 0 (`off`): each product is waited for before the softmax
     or the next tile (`key_loop`)."""
+    pingpong: int = 1
+    """1 (`apingpong=auto` or `on`, with the overlap): the two consumer warpgroups take turns
+    to issue their products (FA3's ping-pong), so one's softmax runs while the other's
+    products hold the tensor cores; 0: each issues when it is ready."""
 
 
 class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap"
+    reads = "attn aoverlap apingpong"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -163,13 +167,21 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return sides
         _, k, v = sides
         fits = _bytes(kernel, k.arg) + _bytes(kernel, v.arg) <= HEADS_FIRST_BYTES
-        return AttentionWgmmaPlan(int(a.causal and fits), int(knobs.aoverlap != "off"))
+        overlap = knobs.aoverlap != "off"
+        if knobs.apingpong == "on" and not overlap:
+            return _fail(
+                "apingpong=on takes turns over the overlapped key loop: not with aoverlap=off"
+            )
+        pingpong = overlap and knobs.apingpong != "off"
+        return AttentionWgmmaPlan(int(a.causal and fits), int(overlap), int(pingpong))
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
         if plan.heads_first not in (0, 1):
             return f"heads_first must be 0 or 1, got {plan.heads_first}"
         if plan.overlap not in (0, 1):
             return f"overlap must be 0 or 1, got {plan.overlap}"
+        if plan.pingpong not in (0, plan.overlap):
+            return f"pingpong must be 0 or, with overlap = 1, 1; got {plan.pingpong}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -198,7 +210,9 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(BN), SWIZZLE),
             ],
         )
-        _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first, bool(plan.overlap)).emit()
+        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first)
+        emitter.overlap, emitter.pingpong = bool(plan.overlap), bool(plan.pingpong)
+        emitter.emit()
         replace_kernel(rewriter, kernel, new)
 
 
@@ -224,13 +238,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         mapping: Mapping,
         sides: list[_TmaSide],
         heads_first: bool,
-        overlap: bool,
     ) -> None:
         super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
         self.bn = BN
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first = heads_first
-        self.overlap = overlap
+        self.overlap = self.pingpong = True
 
     def o_index(self, mt: int, dt: int, r: int) -> tuple[int, ...]:
         return (4 * dt + r,)
@@ -341,7 +354,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             self.store(zero, self.o, r)
         em.op(tile.MbarrierWaitOp(self.bars["q_full"], em.index(0), em.index(0)))
         if self.overlap:
-            self.overlapped_key_loop()
+            self.overlapped_key_loop(group)
         else:
             self.key_loop()
         self.epilogue()
@@ -366,12 +379,24 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
             em.op(scf.YieldOp())
 
-    def overlapped_key_loop(self) -> None:
+    def overlapped_key_loop(self, group: SSAValue) -> None:
         """FA3's intra-warpgroup overlap: tile t's S = Q·Kᵀ and tile t−1's O += P·V are issued
         together, and tile t's softmax runs while the P·V product is in flight; O is rescaled
-        by tile t's factors once that product is done. P waits in registers between tiles."""
+        by tile t's factors once that product is done. P waits in registers between tiles.
+        With `pingpong`, the consumer warpgroups issue those products in turns: warpgroup g
+        waits at named barrier 1 + g before issuing and arrives at the other's after; the
+        second warpgroup lets the first start, and the first takes the second's last arrival
+        after the loop, so every barrier phase completes."""
         em = self.em
         zero = em.index(0)
+        one = em.index(1)
+        pair = CONSUMERS * WARPGROUP
+        mine = em.add(group, 1)
+        other = em.value(arith.SubiOp(em.index(2), group))
+        if self.pingpong:
+            second = em.value(arith.CmpiOp(group, one, "eq"))
+            with em.if_(second) as (then_block, _, _), em.into(then_block):
+                em.op(tile.NamedBarrierOp(one, pair, arrive=True))
         p_regs = self.alloc([BN // tile.WGMMA_K, 4], i32, tile.REGISTERS)
         em.op(tile.MbarrierWaitOp(self.bars["k_full"], zero, zero))
         em.op(tile.WgmmaFenceOp())
@@ -387,12 +412,15 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             before_slot = em.rem(before, SLOTS)
             before_parity = em.ring_parity(before, SLOTS, flip=False)
             em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
-            em.op(tile.WgmmaFenceOp())
-            self.issue_scores(slot)
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
             frags = self.kept(p_regs)
+            if self.pingpong:
+                em.op(tile.NamedBarrierOp(mine, pair))
             em.op(tile.WgmmaFenceOp())
+            self.issue_scores(slot)
             self.issue_pv(frags, before_slot)
+            if self.pingpong:
+                em.op(tile.NamedBarrierOp(other, pair, arrive=True))
             em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
             alphas: list[SSAValue] = []
@@ -403,7 +431,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 self.rescale_o(0, h, alpha)
             self.keep(self.p_fragments(probs), p_regs)
             em.op(scf.YieldOp())
-        last = em.value(arith.SubiOp(self.tiles, em.index(1)))
+        if self.pingpong:
+            first_group = em.value(arith.CmpiOp(group, zero, "eq"))
+            with em.if_(first_group) as (then_block, _, _), em.into(then_block):
+                em.op(tile.NamedBarrierOp(one, pair))
+        last = em.value(arith.SubiOp(self.tiles, one))
         last_slot = em.rem(last, SLOTS)
         last_parity = em.ring_parity(last, SLOTS, flip=False)
         em.op(tile.MbarrierWaitOp(self.bars["v_full"], last_slot, last_parity))

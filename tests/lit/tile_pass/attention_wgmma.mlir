@@ -1,6 +1,8 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile' | filecheck %s
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=sync}' | filecheck %s --check-prefix=SYNC
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{aoverlap=off}' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{apingpong=off}' | filecheck %s --check-prefix=SOLO
+// RUN: not tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=wgmma aoverlap=off apingpong=on}' 2>&1 | filecheck %s --check-prefix=BAD
 
 // Causal bf16 attention, S = 200 (not a multiple of the 128-row or 128-key tiles), D = 64.
 // The default (attn=auto) takes the Hopper schedule: 384 threads, q, k and v passed as tensor
@@ -38,13 +40,22 @@
 // CHECK:        %[[O:.*]] = tile.alloc : memref<32xf32, 5 : i32>
 // CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
 // CHECK:        tile.mbarrier_wait %[[QFULL]]
-// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<8x4xi32, 5 : i32>
 
 // aoverlap=auto (on): the first key tile's S, its softmax, and P kept in registers; then per
 // tile t, S(t) and P(t-1).V(t-1) are in flight together, the softmax of tile t runs once S(t)
 // is done (wait 1) while P.V still runs, and O is rescaled after it (wait 0); the last tile's
-// P.V follows the loop. The first wgmma of S overwrites it (no zeroing).
-// CHECK-NEXT:   tile.mbarrier_wait %[[KFULL]]
+// P.V follows the loop. The first wgmma of S overwrites it (no zeroing). apingpong=auto (on):
+// the consumer warpgroups issue those products in turns, each waiting at its named barrier
+// (1 + group) and arriving at the other's (256 threads: both warpgroups); the second lets the
+// first start, and the first takes the second's last arrival after the loop.
+// CHECK-NEXT:   %[[MINE:.*]] = arith.addi %[[GROUP:.*]], %[[ONE:.*]] : index
+// CHECK-NEXT:   %[[OTHER:.*]] = arith.subi %{{.*}}, %[[GROUP]] : index
+// CHECK-NEXT:   %[[SECOND:.*]] = arith.cmpi eq, %[[GROUP]], %[[ONE]] : index
+// CHECK-NEXT:   scf.if %[[SECOND]] {
+// CHECK-NEXT:     tile.named_barrier %[[ONE]], 256 : i64 arrive
+// CHECK-NEXT:   }
+// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<8x4xi32, 5 : i32>
+// CHECK:        tile.mbarrier_wait %[[KFULL]]
 // CHECK-NEXT:   tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 128 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
 // CHECK-COUNT-3: tile.wgmma %[[S]]
@@ -55,16 +66,17 @@
 // CHECK:        memref.store %{{.*}}, %[[P]]
 // CHECK:        scf.for
 // CHECK:        tile.mbarrier_wait %[[KFULL]]
+// CHECK-NEXT:   tile.mbarrier_wait %[[VFULL]]
+// CHECK-NEXT:   memref.load %[[P]]
+// CHECK:        tile.named_barrier %[[MINE]], 256 : i64
 // CHECK-NEXT:   tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma %[[S]], {{.*}} overwrite
 // CHECK-COUNT-3: tile.wgmma %[[S]]
 // CHECK-NEXT:   tile.wgmma_commit
-// CHECK-NEXT:   tile.mbarrier_wait %[[VFULL]]
-// CHECK-NEXT:   memref.load %[[P]]
-// CHECK:        tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma_reg_a %[[O]], {{{.*}}}, %[[V]][{{.*}}] mn_major {n = 64 : i64, b_lbo = 16384 : i64, b_sbo = 1024 : i64}
 // CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
 // CHECK-NEXT:   tile.wgmma_commit
+// CHECK-NEXT:   tile.named_barrier %[[OTHER]], 256 : i64 arrive
 // CHECK-NEXT:   tile.wgmma_wait 1
 // CHECK-NEXT:   tile.mbarrier_arrive %[[KEMPTY]]
 // CHECK:        math.exp2
@@ -75,6 +87,9 @@
 // CHECK:        tile.pack
 // CHECK-COUNT-32: memref.store %{{.*}}, %[[P]]
 // CHECK-NEXT:   }
+// CHECK:        scf.if
+// CHECK-NEXT:     tile.named_barrier %[[ONE]], 256 : i64
+// CHECK-NOT:      arrive
 // CHECK:        tile.mbarrier_wait %[[VFULL]]
 // CHECK:        tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma_reg_a %[[O]]
@@ -82,6 +97,12 @@
 // CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.wgmma_wait 0
 // CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
+
+// apingpong=off: no named barriers.
+// SOLO:         tile.setmaxnreg inc 232
+// SOLO-NOT:     tile.named_barrier
+// SOLO:         tile.wgmma_wait 1
+// SOLO-NOT:     tile.named_barrier
 
 // aoverlap=off: per key tile S, wait, release K, softmax, P.V, wait, release V.
 // OFF:          tile.setmaxnreg inc 232
@@ -104,6 +125,8 @@
 // OFF-NEXT:     tile.mbarrier_arrive
 // OFF-NEXT:     }
 // OFF-NOT:      tile.wgmma_reg_a
+
+// BAD: attn=wgmma apingpong=on takes turns over the overlapped key loop: not with aoverlap=off
 
 // attn=sync: the mma.sync schedule (4 warps, cp.async, ldmatrix).
 // SYNC:       tile.kernel @attention_2 grid [2, 2, 1] block [128, 1, 1]
