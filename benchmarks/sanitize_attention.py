@@ -23,18 +23,28 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 from attention_programs import attention, attention_spelled_out  # noqa: E402
 
 PIPELINE = "decompose,fuse,flash-attention,tile{attn=sync},to-cuda"
+WGMMA = PIPELINE.replace("attn=sync", "attn=wgmma")
 TOLERANCE = 1e-2
 
 
 def programs() -> list[tuple[str, str, str]]:
     """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16, on
-    the mma.sync schedule (`attn=sync`) and again on the TMA + wgmma one (`attn=wgmma`)."""
+    the mma.sync schedule (`attn=sync`) and again on the TMA + wgmma one (`attn=wgmma`), which
+    also runs head dims 32, 96, 192 and 256."""
     sync = _sync_programs()
     wgmma = [
         (f"{name} attn=wgmma", text, pipeline.replace("tile{attn=sync},", "tile{attn=wgmma},"))
         for name, text, pipeline in sync
     ]
-    return sync + wgmma
+    head_dims = [
+        (
+            f"d{d} bf16{' causal' if causal else ''} s{s} attn=wgmma",
+            attention(1, 2, s, d, "bf16", causal),
+            WGMMA,
+        )
+        for d, causal, s in ((32, False, 130), (96, True, 200), (192, True, 150), (256, False, 100))
+    ]
+    return sync + wgmma + head_dims
 
 
 def _sync_programs() -> list[tuple[str, str, str]]:

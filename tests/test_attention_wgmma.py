@@ -7,7 +7,8 @@ tests/test_flash_attention_kernels.py).
 
 The variants are those of tests/test_flash_attention_kernels.py (head dims 64 and 128, causal,
 GQA, sequence lengths that are not multiples of the 128-row and 128-key tiles, bf16 and fp16,
-a mask read from memory).
+a mask read from memory) and `HEAD_DIM_VARIANTS`: head dims from 32 to 256 that are not 64 or
+128.
 """
 
 from __future__ import annotations
@@ -42,12 +43,32 @@ def wgmma(variant: Variant) -> Variant:
 
 WGMMA_VARIANTS = [wgmma(v) for v in VARIANTS]
 
+_WGMMA = "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda"
+HEAD_DIM_VARIANTS = [
+    Variant("d32-bf16-s130", attention(1, 2, 130, 32, "bf16"), _WGMMA),
+    Variant("d48-f16-causal-s200", attention(1, 2, 200, 48, "f16", causal=True), _WGMMA),
+    Variant("d80-bf16-gqa-s150", attention(2, 4, 150, 80, "bf16", kv_heads=2), _WGMMA),
+    # The last 64-column chunk's tail holds the next head's columns here (heads side by side).
+    Variant(
+        "d96-bf16-gqa-causal-s200-heads-last",
+        attention(1, 4, 200, 96, "bf16", causal=True, kv_heads=1, heads_last=True),
+        _WGMMA,
+    ),
+    Variant("d112-bf16-causal-s300", attention(1, 2, 300, 112, "bf16", causal=True), _WGMMA),
+    Variant("d160-f16-s100", attention(2, 1, 100, 160, "f16"), _WGMMA),
+    Variant("d192-bf16-causal-s257", attention(1, 2, 257, 192, "bf16", causal=True), _WGMMA),
+    Variant("d256-bf16-s150", attention(1, 3, 150, 256, "bf16"), _WGMMA),
+    Variant("d256-bf16-causal-s2048", attention(1, 2, 2048, 256, "bf16", causal=True), _WGMMA),
+]
+"""Head dims other than 64 and 128 (multiples of 16 from 32 to 256): 64-column chunks whose
+last one is partly past the head dim, 64-key tiles above D = 128."""
+
 
 WGMMA_HELPER = "tinyopt_wgmma_ra_"
 """What the wgmma schedule's CUDA calls (P·V with A in registers)."""
 
 
-@pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
+@pytest.mark.parametrize("variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS, ids=lambda v: v.id)
 def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
     _, module = lower(variant.text, variant.pipeline)
     kernel = attention_kernel(module, WGMMA_HELPER)
@@ -61,7 +82,9 @@ def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 @pytest.mark.parametrize(
-    "variant", [v for v in WGMMA_VARIANTS if "s4096" not in v.id], ids=lambda v: v.id
+    "variant",
+    [v for v in WGMMA_VARIANTS + HEAD_DIM_VARIANTS if "s4096" not in v.id and "s2048" not in v.id],
+    ids=lambda v: v.id,
 )
 def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
     _, module = lower(variant.text, variant.pipeline)
@@ -87,7 +110,14 @@ def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 @pytest.mark.parametrize(
     ("d", "causal", "overlap"),
-    [(128, False, "on"), (128, True, "on"), (64, False, "on"), (128, False, "off")],
+    [
+        (128, False, "on"),
+        (128, True, "on"),
+        (64, False, "on"),
+        (128, False, "off"),
+        (96, True, "on"),
+        (256, False, "on"),
+    ],
 )
 def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
     d: int, causal: bool, overlap: str, tmp_path: Path
@@ -96,12 +126,16 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
     pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma aoverlap={overlap}}},to-cuda"
     (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
     hgmma = re.findall(r"\bHGMMA\.64x\d+x16\.F32\.BF16\b[^;]*;", code)
-    # Per key tile and consumer warpgroup: D/16 m64n128k16 for S, 128/16 m64nDk16 for P·V, in
-    # one loop (off); overlapped, the first tile's S and the last tile's P·V are outside it.
-    # Each group of products ends in one HGMMA that carries the scoreboard (gsb0): had ptxas
-    # serialized them (C7513), every HGMMA would.
+    # Per key tile of `keys` and consumer warpgroup: D/16 m64n{keys}k16 for S, keys/16
+    # m64nDk16 for P·V, in one loop (off); overlapped, the first tile's S and the last tile's
+    # P·V are outside it. Each group of products ends in one HGMMA that carries the scoreboard
+    # (gsb0): had ptxas serialized them (C7513), every HGMMA would.
+    keys = 128 if d <= 128 else 64
     loops = 2 if overlap == "on" else 1
-    assert len(hgmma) == loops * (d // 16 + 8)
+    assert len(hgmma) == loops * (d // 16 + keys // 16)
+    scores = [h for h in hgmma if "tnspB" not in h]  # P·V reads V N-major (transposed B)
+    assert len(scores) == loops * d // 16
+    assert all(h.startswith(f"HGMMA.64x{keys}x16") for h in scores)
     assert sum("gsb0" in h for h in hgmma) == 2 * loops
     assert ("WARPGROUP.DEPBAR.LE gsb0, 0x1" in code) == (overlap == "on")
     # apingpong=auto, on with the overlap: the warpgroups' turns are named barriers.
@@ -114,13 +148,12 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        (attention(1, 2, 128, 96, "bf16"), "needs head dims in (64, 128), got 96"),
         (
             attention(1, 2, 128, 64, "bf16").replace("%k", "%q").replace(", %q: ", ", %unused: "),
             "needs q, k and v in three different buffers",
         ),
     ],
-    ids=["head-dim-96", "q-is-k"],
+    ids=["q-is-k"],
 )
 def test_wgmma_attention_refuses_what_it_cannot_take(text: str, message: str) -> None:
     with pytest.raises(DiagnosticException, match=re.escape(message)):
@@ -131,7 +164,7 @@ def test_wgmma_attention_refuses_what_it_cannot_take(text: str, message: str) ->
 
 
 @requires_gpu
-@pytest.mark.parametrize("variant", WGMMA_VARIANTS, ids=lambda v: v.id)
+@pytest.mark.parametrize("variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS, ids=lambda v: v.id)
 def test_wgmma_attention_matches_float64(variant: Variant) -> None:
     check_matches_float64(variant, WGMMA_HELPER)
 

@@ -3,7 +3,8 @@
 Taken for the kernels `passes/tile/attention/mma_sync.py` matches when the `attn` knob is `wgmma` or
 `auto` (the default) and q, k and v are each a plain load of the element type (f16/bf16) whose
 last index is the head dim (plus an offset) and whose key (or query) index appears as one whole
-index, so that TMA can copy their tiles; head dims of q·k and of v must be 64 or 128. With
+index, so that TMA can copy their tiles; every head dim the match takes (multiples of 16 up to
+256) is scheduled (`chunks`, `keys_per_tile`). With
 `attn=wgmma` a kernel outside these limits gets a diagnostic that says which one; with
 `attn=auto` it takes the `mma.sync` schedule. A block has a producer warpgroup (TMA copies into
 a two-slot ring guarded by mbarriers) and two consumer warpgroups of 64 query rows each; the
@@ -40,13 +41,26 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
 CONSUMERS = 2
 """Consumer warpgroups per block, 64 query rows each."""
 BM = CONSUMERS * tile.WGMMA_M
-BN = 128
-"""Keys per K/V tile: S is m64n128 per consumer warpgroup (64 f32 registers per thread)."""
 SLOTS = 2
 """K and V tiles are double-buffered: the producer copies tile t+1 while tile t is used."""
-HEAD_DIMS = (64, 128)
-"""Head dims of the schedule: whole 128-byte swizzle rows, and O (D/2 registers per thread) with
-S within the consumers' 232 registers."""
+WIDE_HEAD_DIM = 128
+"""Up to this head dim a K/V tile holds 128 keys; above it 64, so that the two-slot K and V
+rings and Q fit in shared memory (at D = 256: 64 + 64 + 64 KiB) and O (D/2 registers), S
+(keys/2) and P (keys/4) fit in the consumers' 232 registers."""
+
+
+def keys_per_tile(head_qk: int, head_v: int) -> int:
+    """Keys per K/V tile: S is m64nBN per consumer warpgroup (BN/2 f32 registers a thread)."""
+    return 128 if max(head_qk, head_v) <= WIDE_HEAD_DIM else 64
+
+
+def chunks(head_dim: int) -> int:
+    """64-column chunks (128-byte swizzle rows) that hold `head_dim` columns. Every head dim the
+    flash-attention match takes (multiples of 16 up to 256) is copied in such chunks; where it
+    is not a multiple of 64, no wgmma reads the last chunk's tail (S's K steps stop at the head
+    dim, P·V's N is the head dim), so what TMA puts there (zeros past the tensor, or the next
+    head's columns) does not matter."""
+    return -(-head_dim // BK)
 
 
 def _fail(message: str) -> str:
@@ -110,8 +124,6 @@ def _tma_side(
 def _tma_sides(a: Attention) -> tuple[_TmaSide, _TmaSide, _TmaSide] | str:
     """Returns how TMA copies q, k and v, else the sentence that says why it cannot."""
     head_qk, head_v = a.qk.extents[0], a.nest.extents[-1]
-    if head_qk not in HEAD_DIMS or head_v not in HEAD_DIMS:
-        return _fail(f"needs head dims in {HEAD_DIMS}, got {head_qk} (q·k) and {head_v} (v)")
     q = _tma_side(a, a.q_value, a.i, a.e, head_qk, "q")
     k = _tma_side(a, a.k_value, a.j, a.e, head_qk, "k")
     v = _tma_side(a, a.yielded[2], a.j, a.d, head_v, "v")
@@ -202,12 +214,13 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             grid = (prod(batch), -(-s_q // BM), 1)
         new, em, mapping = new_kernel(kernel, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+        bn = keys_per_tile(q.cols, v.cols)
         tile.set_tensor_maps(
             new,
             [
                 tile.TensorMapArg(q.arg, q.box(BM), SWIZZLE),
-                tile.TensorMapArg(k.arg, k.box(BN), SWIZZLE),
-                tile.TensorMapArg(v.arg, v.box(BN), SWIZZLE),
+                tile.TensorMapArg(k.arg, k.box(bn), SWIZZLE),
+                tile.TensorMapArg(v.arg, v.box(bn), SWIZZLE),
             ],
         )
         emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first)
@@ -240,7 +253,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         heads_first: bool,
     ) -> None:
         super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
-        self.bn = BN
+        self.bn = keys_per_tile(self.head_qk, self.head_v)
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first = heads_first
         self.overlap = self.pingpong = True
@@ -260,9 +273,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
         element, shared = a.element, tile.SHARED
-        self.q_smem = self.alloc([self.head_qk // BK, BM, BK], element, shared)
-        self.k_smem = self.alloc([SLOTS, self.head_qk // BK, BN, BK], element, shared)
-        self.v_smem = self.alloc([SLOTS, self.head_v // BK, BN, BK], element, shared)
+        bn = self.bn
+        self.q_smem = self.alloc([chunks(self.head_qk), BM, BK], element, shared)
+        self.k_smem = self.alloc([SLOTS, chunks(self.head_qk), bn, BK], element, shared)
+        self.v_smem = self.alloc([SLOTS, chunks(self.head_v), bn, BK], element, shared)
         counts = {"q_full": 1} | {f"{s}_{kind}": SLOTS for kind in ("full", "empty") for s in "kv"}
         self.bars = bars = {
             name: em.value(tile.AllocOp(tile.memref_in([count], i64, shared)))
@@ -281,7 +295,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         end: SSAValue | int = self.s_k
         if a.causal:
             end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
-        self.tiles = em.div(em.add(end, BN - 1), BN)
+        self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
         warpgroup = em.div(self.tid, WARPGROUP)
         producer = em.value(arith.CmpiOp(warpgroup, em.index(0), "eq"))
         then_block, else_block = Block(), Block()
@@ -301,7 +315,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         `smem[*slot, chunk]`, completing on barrier `bar[slot or 0]`."""
         em = self.em
         zero = em.index(0)
-        for chunk in range(side.cols // BK):
+        for chunk in range(chunks(side.cols)):
             local = dict(self.mapping) | {side.row_iv: row, side.col_iv: em.index(chunk * BK)}
             for op in side.ops:
                 if op is side.load:
@@ -316,19 +330,20 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
     def produce(self) -> None:
         em = self.em
         elements = 2  # bytes of f16/bf16
-        q_bytes = BM * self.head_qk * elements
+        # TMA counts every byte of a box, those it fills past the tensor's end too.
+        q_bytes = BM * chunks(self.head_qk) * BK * elements
         em.op(tile.MbarrierArriveExpectTxOp(self.bars["q_full"], em.index(0), q_bytes))
         self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
             slot = em.rem(t, SLOTS)
             free = em.ring_parity(t, SLOTS, flip=True)
-            j0 = em.mul(t, BN)
+            j0 = em.mul(t, self.bn)
             for side, smem, name in (
                 (self.k_side, self.k_smem, "k"),
                 (self.v_side, self.v_smem, "v"),
             ):
                 em.op(tile.MbarrierWaitOp(self.bars[f"{name}_empty"], slot, free))
-                tile_bytes = BN * side.cols * elements
+                tile_bytes = self.bn * chunks(side.cols) * BK * elements
                 em.op(tile.MbarrierArriveExpectTxOp(self.bars[f"{name}_full"], slot, tile_bytes))
                 self.copy(side, j0, smem, [slot], f"{name}_full")
             em.op(scf.YieldOp())
@@ -345,7 +360,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.m = self.alloc([1, 2], f32, tile.REGISTERS)
         self.l = self.alloc([1, 2], f32, tile.REGISTERS)
         self.o = self.alloc([self.head_v // 2], f32, tile.REGISTERS)
-        self.s_acc = self.alloc([BN // 2], f32, tile.REGISTERS)
+        self.s_acc = self.alloc([self.bn // 2], f32, tile.REGISTERS)
         minus_inf, zero = em.f32(float("-inf")), em.f32(0.0)
         for h in range(2):
             self.store(minus_inf, self.m, 0, h)
@@ -370,7 +385,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             self.issue_scores(slot)
             em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
-            probs = self.softmax(self.masked(self.scores(), em.mul(t, BN)))
+            probs = self.softmax(self.masked(self.scores(), em.mul(t, self.bn)))
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
             frags = self.p_fragments(probs)
             em.op(tile.WgmmaFenceOp())
@@ -397,7 +412,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             second = em.value(arith.CmpiOp(group, one, "eq"))
             with em.if_(second) as (then_block, _, _), em.into(then_block):
                 em.op(tile.NamedBarrierOp(one, pair, arrive=True))
-        p_regs = self.alloc([BN // tile.WGMMA_K, 4], i32, tile.REGISTERS)
+        p_regs = self.alloc([self.bn // tile.WGMMA_K, 4], i32, tile.REGISTERS)
         em.op(tile.MbarrierWaitOp(self.bars["k_full"], zero, zero))
         em.op(tile.WgmmaFenceOp())
         self.issue_scores(zero)
@@ -424,7 +439,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
             alphas: list[SSAValue] = []
-            probs = self.softmax(self.masked(self.scores(), em.mul(t, BN)), alphas)
+            probs = self.softmax(self.masked(self.scores(), em.mul(t, self.bn)), alphas)
             em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.bars["v_empty"], before_slot))
             for h, alpha in enumerate(alphas):
@@ -458,7 +473,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                     [chunk, self.wg_row, column],
                     self.k_smem,
                     [slot, chunk, em.index(0), column],
-                    BN,
+                    self.bn,
                     a_sbo=ATOM,
                     b_lbo=16,  # unused for K-major swizzled layouts
                     b_sbo=ATOM,
@@ -470,12 +485,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
 
     def scores(self) -> list[list[list[SSAValue]]]:
         """S's accumulators as the `mma.sync` schedule's [m-tile][n8 tile][4] lists."""
-        return [[[self.load(self.s_acc, 4 * n + r) for r in range(4)] for n in range(BN // 8)]]
+        return [[[self.load(self.s_acc, 4 * n + r) for r in range(4)] for n in range(self.bn // 8)]]
 
     def p_fragments(self, probs: list[list[list[SSAValue]]]) -> list[list[SSAValue]]:
         """P packed to the element type, one 4-register A fragment per 16 keys."""
         (p,) = probs
-        return [self.p_fragment(p, kk) for kk in range(BN // tile.WGMMA_K)]
+        return [self.p_fragment(p, kk) for kk in range(self.bn // tile.WGMMA_K)]
 
     def keep(self, frags: list[list[SSAValue]], regs: SSAValue) -> None:
         for kk, frag in enumerate(frags):
@@ -483,10 +498,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 self.store(value, regs, kk, r)
 
     def kept(self, regs: SSAValue) -> list[list[SSAValue]]:
-        return [[self.load(regs, kk, r) for r in range(4)] for kk in range(BN // tile.WGMMA_K)]
+        keys = self.bn // tile.WGMMA_K
+        return [[self.load(regs, kk, r) for r in range(4)] for kk in range(keys)]
 
     def issue_pv(self, frags: list[list[SSAValue]], slot: SSAValue) -> None:
-        """Issues and commits O += P·V: BN/16 wgmma with P's packed registers as A and V
+        """Issues and commits O += P·V: keys/16 wgmma with P's packed registers as A and V
         N-major from `v_smem[slot]`."""
         em = self.em
         zero = em.index(0)
@@ -498,7 +514,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                     self.v_smem,
                     [slot, zero, em.index(kk * tile.WGMMA_K), zero],
                     self.head_v,
-                    b_lbo=BN * BK * 2,  # the next 64-column chunk of the head dim
+                    b_lbo=self.bn * BK * 2,  # the next 64-column chunk of the head dim
                     b_sbo=ATOM,
                     b_mn_major=True,
                 )
