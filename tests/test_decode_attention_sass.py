@@ -12,11 +12,10 @@ Needs cuobjdump and nvdisasm, as tests/test_sass.py; skipped where they are not 
 """
 
 import re
-import subprocess
 from pathlib import Path
 
 from attention_programs import decode_attention
-from test_sass import CUOBJDUMP, LOCAL_MEMORY, pytestmark, sass_of_each  # noqa: F401
+from test_sass import LOCAL_MEMORY, cuobjdump, pytestmark, sass_of_each  # noqa: F401
 
 from tinyopt.backends.cuda.cache import cached_compile
 from tinyopt.compiler import lower
@@ -93,12 +92,8 @@ def test_key_parallel_warps_copy_16_bytes_within_their_registers(tmp_path: Path)
     ]
     assert list(partial.block.get_values()) == [128, 1, 1]
     assert "__launch_bounds__(128, 3)" in partial.source.data
-    cubin = tmp_path / "partial.cubin"
-    cubin.write_bytes(cached_compile(partial.source.data, partial.sym_name.data))
-    assert CUOBJDUMP is not None
-    usage = subprocess.run(
-        [CUOBJDUMP, "--dump-resource-usage", str(cubin)], check=True, capture_output=True, text=True
-    ).stdout
+    cubin = cached_compile(partial.source.data, partial.sym_name.data)
+    usage = cuobjdump(cubin, "--dump-resource-usage", tmp_path)
     registers = int(re.search(r"REG:(\d+)", usage).group(1))  # type: ignore[union-attr]
     assert registers <= 168, registers
 

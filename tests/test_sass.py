@@ -9,6 +9,7 @@ packages nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm of the test extra, so CI
 Skipped where neither is found.
 """
 
+import hashlib
 import os
 import re
 import shutil
@@ -71,19 +72,59 @@ def _disassemble(text: str, pipeline: str, tmp_path: Path) -> dict[str, str]:
     _, module = lower(text, pipeline)
     out = {}
     for kernel in [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]:
-        cubin = tmp_path / f"{kernel.sym_name.data}.cubin"
         # The cubin the runtime would load (backends/cuda/cache.py): NVRTC runs on a miss.
-        cubin.write_bytes(cached_compile(kernel.source.data, kernel.sym_name.data))
-        assert CUOBJDUMP is not None
-        dump = subprocess.run(
-            [CUOBJDUMP, "--dump-sass", str(cubin)],
-            check=True,
-            capture_output=True,
-            text=True,
-            env=os.environ | {"PATH": TOOL_PATH},
-        )
-        out[kernel.sym_name.data] = dump.stdout
+        cubin = cached_compile(kernel.source.data, kernel.sym_name.data)
+        out[kernel.sym_name.data] = cuobjdump(cubin, "--dump-sass", tmp_path)
     return out
+
+
+SASS_CACHE_ENV = "TINYOPT_SASS_CACHE"
+"""A folder for `cuobjdump`'s cache in place of ~/.cache/tinyopt/sass, or `off` for none."""
+_tools_key: list[str] = []
+"""The sha256 of the cuobjdump and nvdisasm executables, once `_cuobjdump_key` has read them."""
+
+
+def _cuobjdump_key(cubin: bytes, option: str) -> str:
+    if not _tools_key:
+        digest = hashlib.sha256()
+        for tool in ("cuobjdump", "nvdisasm"):
+            found = shutil.which(tool, path=TOOL_PATH)
+            assert found is not None
+            digest.update(Path(found).read_bytes())
+        _tools_key.append(digest.hexdigest())
+    return hashlib.sha256("\0".join([_tools_key[0], option]).encode() + cubin).hexdigest()
+
+
+def cuobjdump(cubin: bytes, option: str, tmp_path: Path) -> str:
+    """`cuobjdump OPTION` of a cubin: its output, kept between test runs in a cache as NVRTC's
+    cubins and tests/cpu_cuda.py's builds are (~/.cache/tinyopt/sass, or `SASS_CACHE_ENV`'s
+    folder). A call takes about 0.3 s (cuobjdump runs nvdisasm) and the suite makes about 120;
+    an entry is named by the sha256 of the cubin, the option and the two tools' executables,
+    so a new cubin or another CUDA toolkit disassembles anew, and is written under a name of
+    its own before it is renamed into place."""
+    assert CUOBJDUMP is not None
+    setting = os.environ.get(SASS_CACHE_ENV, "")
+    folder = None
+    if setting != "off":
+        folder = Path(setting) if setting else Path.home() / ".cache" / "tinyopt" / "sass"
+        entry = folder / _cuobjdump_key(cubin, option)
+        if entry.exists():
+            return entry.read_text()
+    path = tmp_path / f"{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
+    path.write_bytes(cubin)
+    dump = subprocess.run(
+        [CUOBJDUMP, option, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=os.environ | {"PATH": TOOL_PATH},
+    ).stdout
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        partial = entry.with_name(f"{entry.name}.{os.getpid()}")
+        partial.write_text(dump)
+        os.replace(partial, entry)
+    return dump
 
 
 def sass(text: str, pipeline: str, tmp_path: Path) -> str:
@@ -387,3 +428,26 @@ def test_pdl_waits_before_the_first_global_access(text: str, pipeline: str, tmp_
         first = GLOBAL_ACCESS.search(code)
         assert 0 <= wait and first is not None and wait < first.start(), name
         assert code.count("ACQBULK") == 1 and "PREEXIT" in code, name
+
+
+def test_cuobjdump_cache_gives_the_tools_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cuobjdump`'s cache hands back what the tool prints, one entry per cubin and option."""
+    source = 'extern "C" __global__ void add_one(float* x) { x[threadIdx.x] += 1.0f; }'
+    cubin = cached_compile(source, "add_one")
+    monkeypatch.setenv(SASS_CACHE_ENV, "off")
+    fresh = {o: cuobjdump(cubin, o, tmp_path) for o in ("--dump-sass", "--dump-resource-usage")}
+    assert "FADD" in fresh["--dump-sass"] and "REG:" in fresh["--dump-resource-usage"]
+    assert not list(tmp_path.glob("cache"))
+    monkeypatch.setenv(SASS_CACHE_ENV, str(tmp_path / "cache"))
+    for option, text in fresh.items():
+        assert cuobjdump(cubin, option, tmp_path) == text  # a miss: runs the tool
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+
+    def no_tool(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a hit runs no cuobjdump")
+
+    monkeypatch.setattr(subprocess, "run", no_tool)
+    for option, text in fresh.items():
+        assert cuobjdump(cubin, option, tmp_path) == text
