@@ -107,6 +107,30 @@ def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant
     assert error <= tolerance, (error, tolerance)
 
 
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs"),
+    [
+        (attention(1, 4, 300, 64, "bf16", causal=True, kv_heads=2), "sms=3"),
+        (attention(2, 2, 200, 128, "f16"), "sms=3"),
+        (attention(1, 3, 300, 96, "bf16", causal=True), "sms=2 aoverlap=off"),
+        (attention(1, 3, 300, 192, "bf16", causal=True), "sms=4 apingpong=off"),
+    ],
+    ids=["d64-causal-gqa", "d128-f16", "d96-causal-no-overlap", "d192-causal-no-pingpong"],
+)
+def test_persistent_blocks_walk_several_items_on_cpu(text: str, knobs: str) -> None:
+    """Planned for 2-4 SMs, each block takes 2-4 (query tile, head) items of different key
+    tile counts (causal): the K/V rings, the Q barriers and the warpgroups' turns carry on
+    from one item to the next."""
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
+    _, module = lower(text, pipeline)
+    kernel = attention_kernel(module, WGMMA_HELPER)
+    blocks = int(knobs.split()[0].removeprefix("sms="))
+    assert list(kernel.grid.get_values()) == [blocks, 1, 1]
+    error, tolerance = error_on_cpu(text, pipeline, seed=3)
+    assert error <= tolerance, (error, tolerance)
+
+
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 @pytest.mark.parametrize(
     ("d", "causal", "overlap"),

@@ -35,8 +35,9 @@ PROGRAMS = {
         "decompose,fuse,flash-attention",
         "",
     ),
+    # 140 heads: more work items than the H200's 132 SMs (`persistent`).
     "attention_wgmma": (
-        attention(1, 1, 128, 64, "bf16", causal=True),
+        attention(1, 140, 128, 64, "bf16", causal=True),
         "decompose,fuse,flash-attention",
         "",
     ),

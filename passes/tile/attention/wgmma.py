@@ -14,6 +14,7 @@ score, softmax and epilogue are those of the `mma.sync` schedule. docs/flash_att
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
 
@@ -161,13 +162,17 @@ class AttentionWgmmaPlan:
     """1 (`apingpong=auto` or `on`, with the overlap): the two consumer warpgroups take turns
     to issue their products (FA3's ping-pong), so one's softmax runs while the other's
     products hold the tensor cores; 0: each issues when it is ready."""
+    persistent: int = 1
+    """1 (`persistent=auto` or 1): one block per SM (at most one per work item) walks the
+    (query tile, batch) items in launch order, its producer copying the next item's Q and
+    first K/V tiles while the consumers finish the last one; 0: one block per item."""
 
 
 class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap apingpong"
+    reads = "attn aoverlap apingpong persistent"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -185,7 +190,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 "apingpong=on takes turns over the overlapped key loop: not with aoverlap=off"
             )
         pingpong = overlap and knobs.apingpong != "off"
-        return AttentionWgmmaPlan(int(a.causal and fits), int(overlap), int(pingpong))
+        persistent = 1 if knobs.persistent == "auto" else int(knobs.persistent)
+        return AttentionWgmmaPlan(int(a.causal and fits), int(overlap), int(pingpong), persistent)
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
         if plan.heads_first not in (0, 1):
@@ -194,6 +200,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return f"overlap must be 0 or 1, got {plan.overlap}"
         if plan.pingpong not in (0, plan.overlap):
             return f"pingpong must be 0 or, with overlap = 1, 1; got {plan.pingpong}"
+        if plan.persistent not in (0, 1):
+            return f"persistent must be 0 or 1, got {plan.persistent}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -208,11 +216,9 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         assert not isinstance(sides, str)
         q, k, v = sides
         *batch, s_q, _ = a.nest.extents
-        heads_first = bool(plan.heads_first)
-        grid = (-(-s_q // BM), prod(batch), 1)
-        if heads_first:  # every head's longest query tiles launch first
-            grid = (prod(batch), -(-s_q // BM), 1)
-        new, em, mapping = new_kernel(kernel, grid, ((1 + CONSUMERS) * WARPGROUP, 1, 1))
+        items = -(-s_q // BM) * prod(batch)
+        blocks = min(items, self.target.sms) if plan.persistent else items
+        new, em, mapping = new_kernel(kernel, (blocks, 1, 1), ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         bn = keys_per_tile(q.cols, v.cols)
         tile.set_tensor_maps(
@@ -223,8 +229,9 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(bn), SWIZZLE),
             ],
         )
-        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], heads_first)
+        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], bool(plan.heads_first))
         emitter.overlap, emitter.pingpong = bool(plan.overlap), bool(plan.pingpong)
+        emitter.items, emitter.blocks = items, blocks
         emitter.emit()
         replace_kernel(rewriter, kernel, new)
 
@@ -257,6 +264,9 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first = heads_first
         self.overlap = self.pingpong = True
+        self.items = self.blocks = 1
+        """Work items ((query tile, batch index) pairs) and blocks: block b takes items b,
+        b + blocks, ..."""
 
     def o_index(self, mt: int, dt: int, r: int) -> tuple[int, ...]:
         return (4 * dt + r,)
@@ -264,38 +274,28 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
     def emit(self) -> None:
         em, a = self.em, self.a
         self.tid = em.value(tile.ThreadIdOp("x"))
-        query_tile = em.value(tile.BlockIdOp("y" if self.heads_first else "x"))
-        if a.causal:  # in launch order, the longest (last) query tiles first
-            last = em.index(-(-self.s_q // BM) - 1)
-            query_tile = em.value(arith.SubiOp(last, query_tile))
-        self.q0 = em.mul(query_tile, BM)
-        flat = em.value(tile.BlockIdOp("x" if self.heads_first else "y"))
-        for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
-            self.mapping[iv] = index
         element, shared = a.element, tile.SHARED
         bn = self.bn
         self.q_smem = self.alloc([chunks(self.head_qk), BM, BK], element, shared)
         self.k_smem = self.alloc([SLOTS, chunks(self.head_qk), bn, BK], element, shared)
         self.v_smem = self.alloc([SLOTS, chunks(self.head_v), bn, BK], element, shared)
-        counts = {"q_full": 1} | {f"{s}_{kind}": SLOTS for kind in ("full", "empty") for s in "kv"}
+        counts = {"q_full": 1, "q_empty": 1}
+        counts |= {f"{s}_{kind}": SLOTS for kind in ("full", "empty") for s in "kv"}
         self.bars = bars = {
             name: em.value(tile.AllocOp(tile.memref_in([count], i64, shared)))
             for name, count in counts.items()
         }
+        consumers = CONSUMERS * WARPGROUP
         first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(first) as (then_block, _, _), em.into(then_block):
             em.op(tile.MbarrierInitOp(bars["q_full"], em.index(0), 1))
+            em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(0), consumers))
             for s in range(SLOTS):
                 for side in ("k", "v"):
                     em.op(tile.MbarrierInitOp(bars[f"{side}_full"], em.index(s), 1))
-                    consumers = CONSUMERS * WARPGROUP
                     em.op(tile.MbarrierInitOp(bars[f"{side}_empty"], em.index(s), consumers))
             em.op(tile.FenceProxyAsyncOp())
         em.op(tile.BarrierOp())
-        end: SSAValue | int = self.s_k
-        if a.causal:
-            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
-        self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
         warpgroup = em.div(self.tid, WARPGROUP)
         producer = em.value(arith.CmpiOp(warpgroup, em.index(0), "eq"))
         then_block, else_block = Block(), Block()
@@ -309,6 +309,40 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
             self.consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
+
+    @contextmanager
+    def each_item(self):
+        """Emits the loop over the block's work items, each item's query rows (`q0`), batch
+        indices (`mapping`) and key tiles (`tiles`) set inside; yields the item's number in
+        the block (the parity of its Q barriers) and the number of key tiles the block ran
+        before it (where its tiles fall in the K/V rings)."""
+        em = self.em
+        zero = em.index(0)
+        block = em.value(tile.BlockIdOp("x"))
+        with em.for_loop(block, self.items, self.blocks, [zero, zero]) as (w, (k, t0), _):
+            self.assign_item(w)
+            yield k, t0
+            em.op(scf.YieldOp(em.add(k, 1), em.add(t0, self.tiles)))
+
+    def assign_item(self, w: SSAValue) -> None:
+        """Work item `w` in launch order: query tiles fastest (heads first: batch indices
+        fastest), and under a causal mask the longest (last) query tiles first."""
+        em, a = self.em, self.a
+        query_tiles = -(-self.s_q // BM)
+        batches = self.items // query_tiles
+        if self.heads_first:
+            flat, query_tile = em.rem(w, batches), em.div(w, batches)
+        else:
+            query_tile, flat = em.rem(w, query_tiles), em.div(w, query_tiles)
+        if a.causal:
+            query_tile = em.value(arith.SubiOp(em.index(query_tiles - 1), query_tile))
+        self.q0 = em.mul(query_tile, BM)
+        for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
+            self.mapping[iv] = index
+        end: SSAValue | int = self.s_k
+        if a.causal:
+            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
+        self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
 
     def copy(self, side: _TmaSide, row: SSAValue, smem: SSAValue, slot: list, bar: str) -> None:
         """Issues the TMA copies of `side`'s rows from `row`, one per 64-column chunk, into
@@ -332,25 +366,35 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         elements = 2  # bytes of f16/bf16
         # TMA counts every byte of a box, those it fills past the tensor's end too.
         q_bytes = BM * chunks(self.head_qk) * BK * elements
-        em.op(tile.MbarrierArriveExpectTxOp(self.bars["q_full"], em.index(0), q_bytes))
-        self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
-        with em.for_loop(0, self.tiles, 1) as (t, _, _):
-            slot = em.rem(t, SLOTS)
-            free = em.ring_parity(t, SLOTS, flip=True)
-            j0 = em.mul(t, self.bn)
-            for side, smem, name in (
-                (self.k_side, self.k_smem, "k"),
-                (self.v_side, self.v_smem, "v"),
-            ):
-                em.op(tile.MbarrierWaitOp(self.bars[f"{name}_empty"], slot, free))
-                tile_bytes = self.bn * chunks(side.cols) * BK * elements
-                em.op(tile.MbarrierArriveExpectTxOp(self.bars[f"{name}_full"], slot, tile_bytes))
-                self.copy(side, j0, smem, [slot], f"{name}_full")
-            em.op(scf.YieldOp())
+        zero = em.index(0)
+        with self.each_item() as (k, t0):
+            em.op(tile.MbarrierWaitOp(self.bars["q_empty"], zero, em.ring_parity(k, 1, flip=True)))
+            em.op(tile.MbarrierArriveExpectTxOp(self.bars["q_full"], zero, q_bytes))
+            self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
+            with em.for_loop(0, self.tiles, 1) as (t, _, _):
+                ring = em.add(t0, t)
+                slot = em.rem(ring, SLOTS)
+                free = em.ring_parity(ring, SLOTS, flip=True)
+                j0 = em.mul(t, self.bn)
+                for side, smem, name in (
+                    (self.k_side, self.k_smem, "k"),
+                    (self.v_side, self.v_smem, "v"),
+                ):
+                    em.op(tile.MbarrierWaitOp(self.bars[f"{name}_empty"], slot, free))
+                    tile_bytes = self.bn * chunks(side.cols) * BK * elements
+                    em.op(
+                        tile.MbarrierArriveExpectTxOp(self.bars[f"{name}_full"], slot, tile_bytes)
+                    )
+                    self.copy(side, j0, smem, [slot], f"{name}_full")
+                em.op(scf.YieldOp())
 
     def consume(self, group: SSAValue) -> None:
-        """The key loop of consumer warpgroup `group` (query rows 64·group of the block), then
-        the epilogue."""
+        """Consumer warpgroup `group` (query rows 64·group of each item): per work item, the
+        key loop, then the epilogue. With `pingpong` the warpgroups take turns to issue their
+        products across all of the block's items: warpgroup g waits at named barrier 1 + g
+        before issuing and arrives at the other's after; the second warpgroup lets the first
+        start, and the first takes the second's last arrival at the end, so every barrier phase
+        completes (a turn per item would let the second run a whole phase ahead)."""
         em = self.em
         local = em.value(arith.SubiOp(self.tid, em.index(WARPGROUP)))
         lane, warp = em.rem(local, 32), em.div(local, 32)
@@ -361,25 +405,47 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.l = self.alloc([1, 2], f32, tile.REGISTERS)
         self.o = self.alloc([self.head_v // 2], f32, tile.REGISTERS)
         self.s_acc = self.alloc([self.bn // 2], f32, tile.REGISTERS)
-        minus_inf, zero = em.f32(float("-inf")), em.f32(0.0)
-        for h in range(2):
-            self.store(minus_inf, self.m, 0, h)
-            self.store(zero, self.l, 0, h)
-        for r in range(self.head_v // 2):
-            self.store(zero, self.o, r)
-        em.op(tile.MbarrierWaitOp(self.bars["q_full"], em.index(0), em.index(0)))
-        if self.overlap:
-            self.overlapped_key_loop(group)
-        else:
-            self.key_loop()
-        self.epilogue()
+        self.p_regs = self.alloc([self.bn // tile.WGMMA_K, 4], i32, tile.REGISTERS)
+        zero, one = em.index(0), em.index(1)
+        pair = CONSUMERS * WARPGROUP
+        self.my_turn = em.add(group, 1)
+        self.their_turn = em.value(arith.SubiOp(em.index(2), group))
+        if self.pingpong:
+            second = em.value(arith.CmpiOp(group, one, "eq"))
+            with em.if_(second) as (then_block, _, _), em.into(then_block):
+                em.op(tile.NamedBarrierOp(one, pair, arrive=True))
+        minus_inf, f_zero = em.f32(float("-inf")), em.f32(0.0)
+        with self.each_item() as (k, t0):
+            for h in range(2):
+                self.store(minus_inf, self.m, 0, h)
+                self.store(f_zero, self.l, 0, h)
+            for r in range(self.head_v // 2):
+                self.store(f_zero, self.o, r)
+            q_parity = em.ring_parity(k, 1, flip=False)
+            em.op(tile.MbarrierWaitOp(self.bars["q_full"], zero, q_parity))
+            if self.overlap:
+                self.overlapped_key_loop(t0)
+            else:
+                self.key_loop(t0)
+            self.epilogue()
+        if self.pingpong:
+            first_group = em.value(arith.CmpiOp(group, zero, "eq"))
+            with em.if_(first_group) as (then_block, _, _), em.into(then_block):
+                em.op(tile.NamedBarrierOp(one, pair))
 
-    def key_loop(self) -> None:
-        """Per key tile: S = Q·Kᵀ, wait, softmax (rescaling O), O += P·V, wait."""
+    def ring(self, t0: SSAValue, t: SSAValue | int) -> tuple[SSAValue, SSAValue]:
+        """The K/V ring slot of the item's key tile `t` (the block's tile t0 + t) and the
+        parity of its `full` barriers' phase."""
+        em = self.em
+        step = em.add(t0, t)
+        return em.rem(step, SLOTS), em.ring_parity(step, SLOTS, flip=False)
+
+    def key_loop(self, t0: SSAValue) -> None:
+        """Per key tile: S = Q·Kᵀ, wait, softmax (rescaling O), O += P·V, wait; Q is released
+        after the last S."""
         em = self.em
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
-            slot = em.rem(t, SLOTS)
-            parity = em.ring_parity(t, SLOTS, flip=False)
+            slot, parity = self.ring(t0, t)
             em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
             em.op(tile.WgmmaFenceOp())
             self.issue_scores(slot)
@@ -393,49 +459,40 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
             em.op(scf.YieldOp())
+        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
 
-    def overlapped_key_loop(self, group: SSAValue) -> None:
+    def overlapped_key_loop(self, t0: SSAValue) -> None:
         """FA3's intra-warpgroup overlap: tile t's S = Q·Kᵀ and tile t−1's O += P·V are issued
         together, and tile t's softmax runs while the P·V product is in flight; O is rescaled
         by tile t's factors once that product is done. P waits in registers between tiles.
-        With `pingpong`, the consumer warpgroups issue those products in turns: warpgroup g
-        waits at named barrier 1 + g before issuing and arrives at the other's after; the
-        second warpgroup lets the first start, and the first takes the second's last arrival
-        after the loop, so every barrier phase completes."""
+        With `pingpong` each tile's products are issued in the warpgroup's turn (`consume`).
+        Q is released once the last S is done, before the last P·V."""
         em = self.em
-        zero = em.index(0)
-        one = em.index(1)
+        zero, one = em.index(0), em.index(1)
         pair = CONSUMERS * WARPGROUP
-        mine = em.add(group, 1)
-        other = em.value(arith.SubiOp(em.index(2), group))
-        if self.pingpong:
-            second = em.value(arith.CmpiOp(group, one, "eq"))
-            with em.if_(second) as (then_block, _, _), em.into(then_block):
-                em.op(tile.NamedBarrierOp(one, pair, arrive=True))
-        p_regs = self.alloc([self.bn // tile.WGMMA_K, 4], i32, tile.REGISTERS)
-        em.op(tile.MbarrierWaitOp(self.bars["k_full"], zero, zero))
+        p_regs = self.p_regs
+        slot, parity = self.ring(t0, 0)
+        em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
         em.op(tile.WgmmaFenceOp())
-        self.issue_scores(zero)
+        self.issue_scores(slot)
         em.op(tile.WgmmaWaitOp(0))
-        em.op(tile.MbarrierArriveOp(self.bars["k_empty"], zero))
+        em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
         first = self.softmax(self.masked(self.scores(), zero), alphas=[])  # O is still 0
         self.keep(self.p_fragments(first), p_regs)
         with em.for_loop(1, self.tiles, 1) as (t, _, _):
-            slot = em.rem(t, SLOTS)
-            parity = em.ring_parity(t, SLOTS, flip=False)
-            before = em.value(arith.SubiOp(t, em.index(1)))
-            before_slot = em.rem(before, SLOTS)
-            before_parity = em.ring_parity(before, SLOTS, flip=False)
+            slot, parity = self.ring(t0, t)
+            before = em.value(arith.SubiOp(t, one))
+            before_slot, before_parity = self.ring(t0, before)
             em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
             frags = self.kept(p_regs)
             if self.pingpong:
-                em.op(tile.NamedBarrierOp(mine, pair))
+                em.op(tile.NamedBarrierOp(self.my_turn, pair))
             em.op(tile.WgmmaFenceOp())
             self.issue_scores(slot)
             self.issue_pv(frags, before_slot)
             if self.pingpong:
-                em.op(tile.NamedBarrierOp(other, pair, arrive=True))
+                em.op(tile.NamedBarrierOp(self.their_turn, pair, arrive=True))
             em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
             alphas: list[SSAValue] = []
@@ -446,13 +503,8 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 self.rescale_o(0, h, alpha)
             self.keep(self.p_fragments(probs), p_regs)
             em.op(scf.YieldOp())
-        if self.pingpong:
-            first_group = em.value(arith.CmpiOp(group, zero, "eq"))
-            with em.if_(first_group) as (then_block, _, _), em.into(then_block):
-                em.op(tile.NamedBarrierOp(one, pair))
-        last = em.value(arith.SubiOp(self.tiles, one))
-        last_slot = em.rem(last, SLOTS)
-        last_parity = em.ring_parity(last, SLOTS, flip=False)
+        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], zero))
+        last_slot, last_parity = self.ring(t0, em.value(arith.SubiOp(self.tiles, one)))
         em.op(tile.MbarrierWaitOp(self.bars["v_full"], last_slot, last_parity))
         frags = self.kept(p_regs)
         em.op(tile.WgmmaFenceOp())

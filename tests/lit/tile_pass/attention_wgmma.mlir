@@ -3,42 +3,64 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{aoverlap=off}' | filecheck %s --check-prefix=OFF
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{apingpong=off}' | filecheck %s --check-prefix=SOLO
 // RUN: not tinyopt %s -p 'decompose,fuse,flash-attention,tile{attn=wgmma aoverlap=off apingpong=on}' 2>&1 | filecheck %s --check-prefix=BAD
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{sms=2}' | filecheck %s --check-prefix=TWO-SMS
+// RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{sms=2 persistent=0}' | filecheck %s --check-prefix=ONE-BLOCK
 
 // Causal bf16 attention, S = 200 (not a multiple of the 128-row or 128-key tiles), D = 64.
 // The default (attn=auto) takes the Hopper schedule: 384 threads, q, k and v passed as tensor
-// maps copying 128 rows x 64 columns (128-byte swizzle). A producer warpgroup (40 registers)
-// copies Q once and K(t), V(t) into two-slot rings guarded by full/empty mbarriers; two
-// consumer warpgroups (232 registers) run S = Q.K^T as D/16 = 4 wgmma m64n128k16 from shared
-// memory, then P.V as 128/16 = 8 wgmma with P packed in registers (wgmma_reg_a, V N-major). The causal grid is (heads, query tiles): blockIdx.y counts the
-// query tiles from the last (longest) one, so every head's longest tiles launch first.
+// maps copying 128 rows x 64 columns (128-byte swizzle). persistent=auto: the 4 work items (2
+// query tiles x 2 heads) are walked by min(4, 132 SMs) = 4 blocks, block b taking items b, b +
+// 4, ...; each item's heads come fastest (K and V fit in L2) and its query tiles from the last
+// (longest) one. A producer warpgroup (40 registers) copies each item's Q once Q is free
+// (q_empty) and its K(t), V(t) into two-slot rings guarded by full/empty mbarriers, the rings'
+// slots counted across the block's items; two consumer warpgroups (232 registers) run S =
+// Q.K^T as D/16 = 4 wgmma m64n128k16 from shared memory, then P.V as 128/16 = 8 wgmma with P
+// packed in registers (wgmma_reg_a, V N-major).
 
-// CHECK:      tile.kernel @attention_2 grid [2, 2, 1] block [384, 1, 1]
+// CHECK:      tile.kernel @attention_2 grid [4, 1, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}]
-// CHECK:        %[[Y:.*]] = tile.block_id y
-// CHECK-NEXT:   %[[LAST:.*]] = arith.constant 1 : index
-// CHECK-NEXT:   %[[TILE:.*]] = arith.subi %[[LAST]], %[[Y]] : index
-// CHECK:        tile.block_id x
 // CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<1x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[QFULL:.*]] = tile.alloc : memref<1xi64, 3 : i32>
+// CHECK-NEXT:   %[[QEMPTY:.*]] = tile.alloc : memref<1xi64, 3 : i32>
 // CHECK-NEXT:   %[[KFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK-NEXT:   %[[VFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK-NEXT:   %[[KEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK-NEXT:   %[[VEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
+// CHECK:        tile.mbarrier_init %[[QEMPTY]][%{{.*}}] count 256
 // CHECK:        tile.mbarrier_init %[[KEMPTY]][%{{.*}}] count 256
 // CHECK:        tile.setmaxnreg 40
-// CHECK:        tile.mbarrier_arrive_expect_tx %[[QFULL]][%{{.*}}] bytes 16384
-// CHECK-NEXT:   tile.tma_load %{{.*}} -> %[[Q]]
-// CHECK:        tile.mbarrier_wait %[[KEMPTY]]
-// CHECK-NEXT:   tile.mbarrier_arrive_expect_tx %[[KFULL]]
-// CHECK-NEXT:   tile.tma_load %{{.*}} -> %[[K]]
-// CHECK:        tile.mbarrier_wait %[[VEMPTY]]
-// CHECK-NEXT:   tile.mbarrier_arrive_expect_tx %[[VFULL]]
-// CHECK-NEXT:   tile.tma_load %{{.*}} -> %[[V]]
+// CHECK:        %[[BLOCK:.*]] = tile.block_id x
+// CHECK-NEXT:   %[[FOUR:.*]] = arith.constant 4 : index
+// CHECK-NEXT:   scf.for %[[W:.*]] = %[[BLOCK]] to %[[FOUR]] step %[[FOUR]] iter_args(%[[ITEM:.*]] = %{{.*}}, %[[RAN:.*]] = %{{.*}}) -> (index, index) {
+// CHECK-NEXT:     %[[TWO:.*]] = arith.constant 2 : index
+// CHECK-NEXT:     %[[HEAD:.*]] = arith.remui %[[W]], %[[TWO]] : index
+// CHECK-NEXT:     %[[TILE:.*]] = arith.divui %[[W]], %[[TWO]] : index
+// CHECK-NEXT:     %[[LAST:.*]] = arith.constant 1 : index
+// CHECK-NEXT:     arith.subi %[[LAST]], %[[TILE]] : index
+// CHECK:          tile.mbarrier_wait %[[QEMPTY]]
+// CHECK-NEXT:     tile.mbarrier_arrive_expect_tx %[[QFULL]][%{{.*}}] bytes 16384
+// CHECK-NEXT:     tile.tma_load %{{.*}}[%{{.*}}, %[[HEAD]], %{{.*}}, %{{.*}}] -> %[[Q]]
+// CHECK:          arith.addi %[[RAN]], %{{.*}} : index
+// CHECK:          tile.mbarrier_wait %[[KEMPTY]]
+// CHECK-NEXT:     tile.mbarrier_arrive_expect_tx %[[KFULL]]
+// CHECK-NEXT:     tile.tma_load %{{.*}} -> %[[K]]
+// CHECK:          tile.mbarrier_wait %[[VEMPTY]]
+// CHECK-NEXT:     tile.mbarrier_arrive_expect_tx %[[VFULL]]
+// CHECK-NEXT:     tile.tma_load %{{.*}} -> %[[V]]
 // CHECK:        tile.setmaxnreg inc 232
 // CHECK:        %[[O:.*]] = tile.alloc : memref<32xf32, 5 : i32>
 // CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
+// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<8x4xi32, 5 : i32>
+// CHECK-NEXT:   %[[MINE:.*]] = arith.addi %[[GROUP:.*]], %[[ONE:.*]] : index
+// CHECK-NEXT:   %[[TWO:.*]] = arith.constant 2 : index
+// CHECK-NEXT:   %[[OTHER:.*]] = arith.subi %[[TWO]], %[[GROUP]] : index
+// CHECK-NEXT:   %[[SECOND:.*]] = arith.cmpi eq, %[[GROUP]], %[[ONE]] : index
+// CHECK-NEXT:   scf.if %[[SECOND]] {
+// CHECK-NEXT:     tile.named_barrier %[[ONE]], 256 : i64 arrive
+// CHECK-NEXT:   }
+// CHECK:        scf.for
 // CHECK:        tile.mbarrier_wait %[[QFULL]]
 
 // aoverlap=auto (on): the first key tile's S, its softmax, and P kept in registers; then per
@@ -47,14 +69,9 @@
 // P.V follows the loop. The first wgmma of S overwrites it (no zeroing). apingpong=auto (on):
 // the consumer warpgroups issue those products in turns, each waiting at its named barrier
 // (1 + group) and arriving at the other's (256 threads: both warpgroups); the second lets the
-// first start, and the first takes the second's last arrival after the loop.
-// CHECK-NEXT:   %[[MINE:.*]] = arith.addi %[[GROUP:.*]], %[[ONE:.*]] : index
-// CHECK-NEXT:   %[[OTHER:.*]] = arith.subi %{{.*}}, %[[GROUP]] : index
-// CHECK-NEXT:   %[[SECOND:.*]] = arith.cmpi eq, %[[GROUP]], %[[ONE]] : index
-// CHECK-NEXT:   scf.if %[[SECOND]] {
-// CHECK-NEXT:     tile.named_barrier %[[ONE]], 256 : i64 arrive
-// CHECK-NEXT:   }
-// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<8x4xi32, 5 : i32>
+// first start, and the first takes the second's last arrival after the block's last item. Q is
+// released (q_empty) once the item's last S is done, so the producer copies the next item's Q
+// during the last P.V and the epilogue.
 // CHECK:        tile.mbarrier_wait %[[KFULL]]
 // CHECK-NEXT:   tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 128 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
@@ -87,9 +104,7 @@
 // CHECK:        tile.pack
 // CHECK-COUNT-32: memref.store %{{.*}}, %[[P]]
 // CHECK-NEXT:   }
-// CHECK:        scf.if
-// CHECK-NEXT:     tile.named_barrier %[[ONE]], 256 : i64
-// CHECK-NOT:      arrive
+// CHECK-NEXT:   tile.mbarrier_arrive %[[QEMPTY]]
 // CHECK:        tile.mbarrier_wait %[[VFULL]]
 // CHECK:        tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma_reg_a %[[O]]
@@ -97,6 +112,19 @@
 // CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.wgmma_wait 0
 // CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
+// CHECK:        scf.yield
+// CHECK-NEXT:   }
+// CHECK-NEXT:   %[[FIRST:.*]] = arith.cmpi eq, %[[GROUP]], %{{.*}} : index
+// CHECK-NEXT:   scf.if %[[FIRST]] {
+// CHECK-NEXT:     tile.named_barrier %[[ONE]], 256 : i64
+// CHECK-NEXT:   }
+
+// Planned for 2 SMs, 2 persistent blocks walk the 4 items (item w = block + 2k); with
+// persistent=0, one block per item.
+// TWO-SMS:      tile.kernel @attention_2 grid [2, 1, 1]
+// TWO-SMS:      %[[TWO:.*]] = arith.constant 2 : index
+// TWO-SMS:      scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[TWO]] iter_args
+// ONE-BLOCK:    tile.kernel @attention_2 grid [4, 1, 1]
 
 // apingpong=off: no named barriers.
 // SOLO:         tile.setmaxnreg inc 232
@@ -107,7 +135,7 @@
 // aoverlap=off: per key tile S, wait, release K, softmax, P.V, wait, release V.
 // OFF:          tile.setmaxnreg inc 232
 // OFF:          %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
-// OFF-NOT:      memref<8x4xi32
+// OFF:          scf.for
 // OFF:          scf.for
 // OFF:          tile.mbarrier_wait
 // OFF-NEXT:     tile.wgmma_fence

@@ -8,7 +8,7 @@
 // registers). D = 256 (@attention_5): K/V tiles of 64 keys, so that Q (64 KiB) and two-slot K and
 // V rings (64 KiB each) fit in shared memory; S is m64n64 over 16 K steps, P.V m64n256 over 4.
 
-// CHECK:      tile.kernel @attention_2 grid [1, 2, 1] block [384, 1, 1]
+// CHECK:      tile.kernel @attention_2 grid [2, 1, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}]
 // CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<2x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x2x128x64xbf16, 3 : i32>
@@ -27,7 +27,7 @@
 // CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
 // CHECK-NEXT:   tile.wgmma_commit
 
-// CHECK:      tile.kernel @attention_5 grid [1, 2, 1] block [384, 1, 1]
+// CHECK:      tile.kernel @attention_5 grid [2, 1, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 64, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 64, 64>, swizzle = 128 : i64}]
 // CHECK:        %[[Q5:.*]] = tile.alloc dynamic : memref<4x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K5:.*]] = tile.alloc dynamic : memref<2x4x64x64xbf16, 3 : i32>
