@@ -30,7 +30,7 @@ TOLERANCE = 1e-2
 def programs() -> list[tuple[str, str, str]]:
     """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16, on
     the mma.sync schedule (`attn=sync`) and again on the TMA + wgmma one (`attn=wgmma`), which
-    also runs head dims 32, 96, 192 and 256."""
+    also runs head dims 32, 96, 192 and 256, and more work items than SMs."""
     sync = _sync_programs()
     wgmma = [
         (f"{name} attn=wgmma", text, pipeline.replace("tile{attn=sync},", "tile{attn=wgmma},"))
@@ -44,7 +44,11 @@ def programs() -> list[tuple[str, str, str]]:
         )
         for d, causal, s in ((32, False, 130), (96, True, 200), (192, True, 150), (256, False, 100))
     ]
-    return sync + wgmma + head_dims
+    # 2 query tiles x 140 heads: more items than SMs, so persistent blocks walk several.
+    persistent = [
+        ("d64 bf16 causal s200 h140 attn=wgmma", attention(1, 140, 200, 64, "bf16", True), WGMMA)
+    ]
+    return sync + wgmma + head_dims + persistent
 
 
 def _sync_programs() -> list[tuple[str, str, str]]:
