@@ -131,6 +131,21 @@ def test_persistent_blocks_walk_several_items_on_cpu(text: str, knobs: str) -> N
     assert error <= tolerance, (error, tolerance)
 
 
+@pytest.mark.parametrize(
+    ("s", "causal", "blocks"),
+    [(4096, False, 132), (4096, True, 32 * 40), (1024, True, 132)],
+    ids=["non-causal", "causal-10-rounds", "causal-2-rounds"],
+)
+def test_persistent_auto_by_rounds(s: int, causal: bool, blocks: int) -> None:
+    """`persistent=auto`: one block per SM for a non-causal kernel and for a causal one whose
+    items fill at most 8 rounds of the 132 SMs; one block per item past that (40 heads × 32
+    query tiles = 1280 items, 9.7 rounds)."""
+    text = attention(1, 40, s, 64, "bf16", causal=causal)
+    _, module = lower(text, "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda")
+    kernel = attention_kernel(module, WGMMA_HELPER)
+    assert list(kernel.grid.get_values()) == [blocks, 1, 1]
+
+
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 @pytest.mark.parametrize(
     ("d", "causal", "overlap"),

@@ -163,9 +163,10 @@ class AttentionWgmmaPlan:
     to issue their products (FA3's ping-pong), so one's softmax runs while the other's
     products hold the tensor cores; 0: each issues when it is ready."""
     persistent: int = 1
-    """1 (`persistent=auto` or 1): one block per SM (at most one per work item) walks the
-    (query tile, batch) items in launch order, its producer copying the next item's Q and
-    first K/V tiles while the consumers finish the last one; 0: one block per item."""
+    """1 (`persistent` 1, or auto: see `CAUSAL_PERSISTENT_ROUNDS`): one block per SM (at most
+    one per work item) walks the (query tile, batch) items in launch order, its producer
+    copying the next item's Q and first K/V tiles while the consumers finish the last one; 0:
+    one block per item."""
 
 
 class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
@@ -190,7 +191,12 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 "apingpong=on takes turns over the overlapped key loop: not with aoverlap=off"
             )
         pingpong = overlap and knobs.apingpong != "off"
-        persistent = 1 if knobs.persistent == "auto" else int(knobs.persistent)
+        if knobs.persistent == "auto":
+            *batch, s_q, _ = a.nest.extents
+            items = -(-s_q // BM) * prod(batch)
+            persistent = int(not a.causal or items <= CAUSAL_PERSISTENT_ROUNDS * self.target.sms)
+        else:
+            persistent = int(knobs.persistent)
         return AttentionWgmmaPlan(int(a.causal and fits), int(overlap), int(pingpong), persistent)
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
@@ -235,6 +241,15 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         emitter.emit()
         replace_kernel(rewriter, kernel, new)
 
+
+CAUSAL_PERSISTENT_ROUNDS = 8
+"""`persistent=auto` takes persistent blocks for every non-causal kernel, and for a causal one
+whose items fill at most this many rounds of the SMs. Causal items differ in length, so blocks
+that each take every `blocks`-th item drift apart over many rounds, and the items in flight
+spread over more heads' K and V than one block per item (scheduled by the hardware as SMs free
+up) keeps in L2. On the H200 (RESULTS.md twentieth session run 4), × cuDNN, one block per item
+→ persistent: non-causal 0.79-1.03 → 0.90-1.03 (never lower); causal with 3-6 rounds 0.79-0.96
+→ 0.92-1.01, with 31 rounds (4096 items) 0.86-1.06 → 0.78-0.96."""
 
 HEADS_FIRST_BYTES = 16 << 20
 """A causal grid runs heads fastest (all heads' longest query tiles first) when K and V fit
