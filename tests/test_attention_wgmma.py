@@ -115,8 +115,15 @@ def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant
         (attention(2, 2, 200, 128, "f16"), "sms=3"),
         (attention(1, 3, 300, 96, "bf16", causal=True), "sms=2 aoverlap=off"),
         (attention(1, 3, 300, 192, "bf16", causal=True), "sms=4 apingpong=off"),
+        (attention(1, 4, 400, 64, "bf16", causal=True, kv_heads=2), "sms=3 akeys=192"),
     ],
-    ids=["d64-causal-gqa", "d128-f16", "d96-causal-no-overlap", "d192-causal-no-pingpong"],
+    ids=[
+        "d64-causal-gqa",
+        "d128-f16",
+        "d96-causal-no-overlap",
+        "d192-causal-no-pingpong",
+        "d64-causal-192-keys",
+    ],
 )
 def test_persistent_blocks_walk_several_items_on_cpu(text: str, knobs: str) -> None:
     """Planned for 2-4 SMs, each block takes 2-4 (query tile, head) items of different key
@@ -185,18 +192,29 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
 
 
 @pytest.mark.parametrize(
-    ("text", "message"),
+    ("text", "knobs", "message"),
     [
         (
             attention(1, 2, 128, 64, "bf16").replace("%k", "%q").replace(", %q: ", ", %unused: "),
+            "",
             "needs q, k and v in three different buffers",
         ),
+        (
+            attention(1, 2, 128, 128, "bf16"),
+            "akeys=192",
+            "akeys=192 at head dim 128 holds 208 registers of S, P and O a thread, more than 176",
+        ),
+        (
+            attention(1, 2, 128, 160, "bf16"),
+            "akeys=128",
+            "akeys=128 at head dims 160/160 needs 245760 bytes of shared memory",
+        ),
     ],
-    ids=["q-is-k"],
+    ids=["q-is-k", "keys-registers", "keys-shared-memory"],
 )
-def test_wgmma_attention_refuses_what_it_cannot_take(text: str, message: str) -> None:
+def test_wgmma_attention_refuses_what_it_cannot_take(text: str, knobs: str, message: str) -> None:
     with pytest.raises(DiagnosticException, match=re.escape(message)):
-        lower(text, "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda")
+        lower(text, f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda")
 
 
 # ------------------------------------------------------------------------------ GPU

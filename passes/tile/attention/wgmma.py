@@ -51,8 +51,27 @@ rings and Q fit in shared memory (at D = 256: 64 + 64 + 64 KiB) and O (D/2 regis
 
 
 def keys_per_tile(head_qk: int, head_v: int) -> int:
-    """Keys per K/V tile: S is m64nBN per consumer warpgroup (BN/2 f32 registers a thread)."""
+    """Keys per K/V tile (`akeys=auto`): S is m64nBN per consumer warpgroup (BN/2 f32
+    registers a thread)."""
     return 128 if max(head_qk, head_v) <= WIDE_HEAD_DIM else 64
+
+
+KEY_TILES = (64, 128, 192)
+"""The `akeys` values: wgmma N sizes whose S (keys/2), P (keys/4) and O (D/2) registers a
+thread holds are checked against `HELD_REGISTERS`."""
+HELD_REGISTERS = 176
+"""S, P and O registers a consumer thread may hold (of its 232): 176 at D = 128 with 128 keys
+(64 + 32 + 64 = 160) and at D = 256 with 64 keys (32 + 16 + 128) compile without spills; the
+softmax's temporaries and the addresses take the rest."""
+
+
+def _held(keys: int, head_v: int) -> int:
+    return keys // 2 + keys // 4 + head_v // 2
+
+
+def _shared_bytes(keys: int, head_qk: int, head_v: int) -> int:
+    """Q's 128 rows and the two-slot K and V rings, in 64-column chunks of 16-bit elements."""
+    return 2 * BK * (BM * chunks(head_qk) + SLOTS * keys * (chunks(head_qk) + chunks(head_v)))
 
 
 def chunks(head_dim: int) -> int:
@@ -162,6 +181,8 @@ class AttentionWgmmaPlan:
     """1 (`apingpong=auto` or `on`, with the overlap): the two consumer warpgroups take turns
     to issue their products (FA3's ping-pong), so one's softmax runs while the other's
     products hold the tensor cores; 0: each issues when it is ready."""
+    keys: int = 0
+    """Keys per K/V tile (`akeys`; 0 before planning: `keys_per_tile`)."""
     persistent: int = 1
     """1 (`persistent` 1, or auto: see `CAUSAL_PERSISTENT_ROUNDS`): one block per SM (at most
     one per work item) walks the (query tile, batch) items in launch order, its producer
@@ -173,7 +194,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap apingpong persistent"
+    reads = "attn aoverlap apingpong akeys persistent"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -191,13 +212,26 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 "apingpong=on takes turns over the overlapped key loop: not with aoverlap=off"
             )
         pingpong = overlap and knobs.apingpong != "off"
+        keys = knobs.akeys or keys_per_tile(k.cols, v.cols)
+        if (held := _held(keys, v.cols)) > HELD_REGISTERS:
+            return _fail(
+                f"akeys={keys} at head dim {v.cols} holds {held} registers of S, P and O a "
+                f"thread, more than {HELD_REGISTERS}"
+            )
+        if (smem := _shared_bytes(keys, k.cols, v.cols)) > self.target.dynamic_shared:
+            return _fail(
+                f"akeys={keys} at head dims {k.cols}/{v.cols} needs {smem} bytes of shared "
+                f"memory, more than {self.target.dynamic_shared}"
+            )
         if knobs.persistent == "auto":
             *batch, s_q, _ = a.nest.extents
             items = -(-s_q // BM) * prod(batch)
             persistent = int(not a.causal or items <= CAUSAL_PERSISTENT_ROUNDS * self.target.sms)
         else:
             persistent = int(knobs.persistent)
-        return AttentionWgmmaPlan(int(a.causal and fits), int(overlap), int(pingpong), persistent)
+        return AttentionWgmmaPlan(
+            int(a.causal and fits), int(overlap), int(pingpong), keys, persistent
+        )
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
         if plan.heads_first not in (0, 1):
@@ -206,6 +240,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return f"overlap must be 0 or 1, got {plan.overlap}"
         if plan.pingpong not in (0, plan.overlap):
             return f"pingpong must be 0 or, with overlap = 1, 1; got {plan.pingpong}"
+        if plan.keys not in KEY_TILES:
+            return f"keys must be one of {KEY_TILES}, got {plan.keys}"
         if plan.persistent not in (0, 1):
             return f"persistent must be 0 or 1, got {plan.persistent}"
         sides = _tma_sides(a)
@@ -226,7 +262,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         blocks = min(items, self.target.sms) if plan.persistent else items
         new, em, mapping = new_kernel(kernel, (blocks, 1, 1), ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
-        bn = keys_per_tile(q.cols, v.cols)
+        bn = plan.keys
         tile.set_tensor_maps(
             new,
             [
@@ -236,6 +272,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             ],
         )
         emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], bool(plan.heads_first))
+        emitter.bn = bn
         emitter.overlap, emitter.pingpong = bool(plan.overlap), bool(plan.pingpong)
         emitter.items, emitter.blocks = items, blocks
         emitter.emit()
