@@ -387,8 +387,9 @@ floats)."""
 
 def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Runs the host function's launches in order on the CPU with the wgmma emulation, over the
-    inputs (16-bit floats as their bits) and the buffers it allocates (NaN-filled, so an
-    element never written shows); returns the arrays it returns."""
+    inputs (16-bit floats as their bits, runtime scalars as 0-d arrays) and the buffers it
+    allocates (NaN-filled, so an element never written shows); returns the arrays it
+    returns."""
     (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
     held: dict[SSAValue, np.ndarray] = {}
@@ -401,7 +402,9 @@ def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
         elif isinstance(op, loop.LaunchOp):
             sources = [viewed(a) for a in op.args]
             buffers = [
-                _buffer(s, arrays, held).reshape(a.type.get_shape())  # type: ignore[attr-defined]
+                _buffer(s, arrays, held).reshape(
+                    a.type.get_shape() if isinstance(a.type, MemRefType) else ()  # a scalar
+                )
                 for a, s in zip(op.args, sources, strict=True)
             ]
             kernel = emulated(kernels[op.callee.string_value()], buffers)
