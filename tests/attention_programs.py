@@ -81,11 +81,13 @@ def decode_attention(
     dtype: str = "bf16",
     causal: bool = False,
     mask: tuple[tuple[int, ...], str] | None = None,
+    valid: bool = False,
 ) -> str:
     """Returns `graph.attention` of a decode step or a short chunk: q `[b, h, sq, d]` against
     k `[b, kv, skv, d]` and v `[b, kv, skv, dv]` read in place (GQA: h a multiple of kv), the
-    causal diagonal aligned to the end of the keys, and a mask input of (shape, element type)
-    broadcast to `[b, h, sq, skv]` (i1: true keeps a key; a float type: added)."""
+    causal diagonal aligned to the end of the keys, a mask input of (shape, element type)
+    broadcast to `[b, h, sq, skv]` (i1: true keeps a key; a float type: added), and with
+    `valid` a last input %L, the runtime count of valid keys (`valid(%L)`)."""
     dv = dv or d
 
     def t(*dims: int, element: str = dtype) -> str:
@@ -96,6 +98,8 @@ def decode_attention(
     if mask is not None:
         m = t(*mask[0], element=mask[1])
         args, operands, types = f"{args}, %m: {m}", f"{operands}, %m", f"{types}, {m}"
+    if valid:
+        args, operands = f"{args}, %L: tensor<i64>", f"{operands} valid(%L : tensor<i64>)"
     flag = ", causal = true" if causal else ""
     return (
         f"func.func @decode({args}) -> {out} {{\n"

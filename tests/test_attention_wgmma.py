@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 import pytest
-from attention_programs import attention
+from attention_programs import attention, decode_attention
 from conftest import requires_gpu
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
@@ -138,42 +138,16 @@ def test_persistent_blocks_walk_several_items_on_cpu(text: str, knobs: str) -> N
     assert error <= tolerance, (error, tolerance)
 
 
-def _form(
-    b: int,
-    h: int,
-    kv: int,
-    sq: int,
-    skv: int,
-    d: int,
-    dv: int,
-    causal: bool = False,
-    extra: str = "",
-) -> str:
-    """`graph.attention` (bf16) of q `[b, h, sq, d]` over k `[b, kv, skv, d]`, v `[b, kv, skv,
-    dv]`; `extra` "bool" or "float" adds a mask input, "valid" the runtime key count L."""
-    t = lambda *dims: f"tensor<{'x'.join(map(str, dims))}xbf16>"  # noqa: E731
-    q, k, v, out = t(b, h, sq, d), t(b, kv, skv, d), t(b, kv, skv, dv), t(b, h, sq, dv)
-    args, operands, types, valid = f"%q: {q}, %k: {k}, %v: {v}", "%q, %k, %v", f"{q}, {k}, {v}", ""
-    if extra in ("bool", "float"):
-        m = f"tensor<{b}x1x1x{skv}xi1>" if extra == "bool" else f"tensor<1x{h}x{sq}x{skv}xbf16>"
-        args, operands, types = f"{args}, %m: {m}", f"{operands}, %m", f"{types}, {m}"
-    if extra == "valid":
-        args, valid = f"{args}, %L: tensor<i64>", " valid(%L : tensor<i64>)"
-    flag = ", causal = true" if causal else ""
-    return (
-        f"func.func @f({args}) -> {out} {{\n  %y = graph.attention {operands}{valid} "
-        f"{{scale = 0.125 : f32{flag}}} : ({types}) -> {out}\n  func.return %y : {out}\n}}"
-    )
-
-
 FORMS = {
-    "gqa": _form(1, 4, 2, 200, 200, 64, 64),
-    "chunk-causal-mqa": _form(1, 4, 1, 150, 400, 64, 64, causal=True),
-    "bool-key-mask": _form(2, 2, 2, 130, 300, 64, 64, extra="bool"),
-    "float-mask-causal": _form(2, 2, 1, 200, 200, 64, 64, causal=True, extra="float"),
-    "value-head-dim-of-its-own": _form(1, 2, 2, 200, 300, 128, 64),
-    "runtime-length": _form(1, 4, 2, 200, 512, 64, 64, extra="valid"),
-    "runtime-length-causal": _form(1, 4, 2, 200, 512, 64, 64, causal=True, extra="valid"),
+    "gqa": decode_attention(1, 4, 2, 200, 200, 64),
+    "chunk-causal-mqa": decode_attention(1, 4, 1, 150, 400, 64, causal=True),
+    "bool-key-mask": decode_attention(2, 2, 2, 130, 300, 64, mask=((2, 1, 1, 300), "i1")),
+    "float-mask-causal": decode_attention(
+        2, 2, 1, 200, 200, 64, causal=True, mask=((1, 2, 200, 200), "bf16")
+    ),
+    "value-head-dim-of-its-own": decode_attention(1, 2, 2, 200, 300, 128, 64),
+    "runtime-length": decode_attention(1, 4, 2, 200, 512, 64, valid=True),
+    "runtime-length-causal": decode_attention(1, 4, 2, 200, 512, 64, causal=True, valid=True),
 }
 """The forms of `graph.attention` (GQA, Sq ≠ Skv with the causal diagonal aligned to the end of
 the keys, boolean and additive masks, a value head dim of its own, a runtime count of valid
@@ -191,11 +165,11 @@ def test_wgmma_takes_every_attention_form_on_cpu(form: str) -> None:
     assert error <= tolerance, (error, tolerance)
 
 
-@pytest.mark.parametrize("extra", ["", "valid"])
-def test_decode_forms_plan_the_decode_schedule(extra: str) -> None:
+@pytest.mark.parametrize("valid", [False, True])
+def test_decode_forms_plan_the_decode_schedule(valid: bool) -> None:
     """A decode step (one query row per head, 4 per K/V head; with or without a runtime key
     count) is planned on `attention_decode` (split-KV), and its plan names it."""
-    text = _form(2, 8, 2, 1, 1000, 64, 64, extra=extra)
+    text = decode_attention(2, 8, 2, 1, 1000, 64, valid=valid)
     module = apply_pipeline(parse(text), "decompose,fuse,flash-attention,plan")
     (plan, *_) = [str(k.attributes[tile.PLAN]) for k in loop.kernels(module)]
     assert plan.startswith("#tile.plan<attention_decode")

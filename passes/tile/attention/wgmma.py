@@ -14,6 +14,7 @@ score, softmax and epilogue are those of the `mma.sync` schedule. docs/flash_att
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
 from math import prod
@@ -224,9 +225,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 f"memory, more than {self.target.dynamic_shared}"
             )
         if knobs.persistent == "auto":
-            *batch, s_q, _ = a.nest.extents
-            items = -(-s_q // BM) * prod(batch)
-            persistent = int(not a.causal or items <= CAUSAL_PERSISTENT_ROUNDS * self.target.sms)
+            rounds = CAUSAL_PERSISTENT_ROUNDS * self.target.sms
+            persistent = int(not a.causal or _items(a) <= rounds)
         else:
             persistent = int(knobs.persistent)
         return AttentionWgmmaPlan(
@@ -257,8 +257,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         sides = _tma_sides(a)
         assert not isinstance(sides, str)
         q, k, v = sides
-        *batch, s_q, _ = a.nest.extents
-        items = -(-s_q // BM) * prod(batch)
+        items = _items(a)
         blocks = min(items, self.target.sms) if plan.persistent else items
         new, em, mapping = new_kernel(kernel, (blocks, 1, 1), ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
@@ -271,10 +270,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(bn), SWIZZLE),
             ],
         )
-        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], bool(plan.heads_first))
-        emitter.bn = bn
-        emitter.overlap, emitter.pingpong = bool(plan.overlap), bool(plan.pingpong)
-        emitter.items, emitter.blocks = items, blocks
+        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], plan, items, blocks)
         emitter.emit()
         replace_kernel(rewriter, kernel, new)
 
@@ -294,6 +290,12 @@ in this much of the 50 MB L2 (measured 2026-11-29: benchmarks/RESULTS.md, "Run 6
 for 128×128 wgmma tiles; …"; docs/flash_attention.md, launch order)."""
 
 
+def _items(a: Attention) -> int:
+    """Work items of a kernel: (query tile of BM rows, batch index) pairs."""
+    *batch, s_q, _ = a.nest.extents
+    return -(-s_q // BM) * prod(batch)
+
+
 def _bytes(op: loop.KernelOp, arg: int) -> int:
     t = op.body.block.args[arg].type
     assert isinstance(t, MemRefType)
@@ -309,14 +311,16 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         a: Attention,
         mapping: Mapping,
         sides: list[_TmaSide],
-        heads_first: bool,
+        plan: AttentionWgmmaPlan,
+        items: int,
+        blocks: int,
     ) -> None:
         super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
-        self.bn = keys_per_tile(self.head_qk, self.head_v)
+        self.bn = plan.keys
         self.q_side, self.k_side, self.v_side = sides
-        self.heads_first = heads_first
-        self.overlap = self.pingpong = True
-        self.items = self.blocks = 1
+        self.heads_first, self.overlap = bool(plan.heads_first), bool(plan.overlap)
+        self.pingpong = bool(plan.pingpong)
+        self.items, self.blocks = items, blocks
         """Work items ((query tile, batch index) pairs) and blocks: block b takes items b,
         b + blocks, ..."""
 
@@ -504,12 +508,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.WgmmaWaitOp(0))
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
             probs = self.softmax(self.masked(self.scores(), em.mul(t, self.bn)))
-            em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
-            frags = self.p_fragments(probs)
-            em.op(tile.WgmmaFenceOp())
-            self.issue_pv(frags, slot)
-            em.op(tile.WgmmaWaitOp(0))
-            em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
+            self.multiply_v_and_release(lambda probs=probs: self.p_fragments(probs), slot, parity)
             em.op(scf.YieldOp())
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
 
@@ -557,12 +556,20 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(scf.YieldOp())
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], zero))
         last_slot, last_parity = self.ring(t0, em.value(arith.SubiOp(self.tiles, one)))
-        em.op(tile.MbarrierWaitOp(self.bars["v_full"], last_slot, last_parity))
-        frags = self.kept(p_regs)
+        self.multiply_v_and_release(lambda: self.kept(p_regs), last_slot, last_parity)
+
+    def multiply_v_and_release(
+        self, fragments: Callable[[], list[list[SSAValue]]], slot: SSAValue, parity: SSAValue
+    ) -> None:
+        """Waits for V in `slot`, emits P's fragments (`fragments`), then O += P·V; waits for
+        the product and releases the slot."""
+        em = self.em
+        em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
+        frags = fragments()
         em.op(tile.WgmmaFenceOp())
-        self.issue_pv(frags, last_slot)
+        self.issue_pv(frags, slot)
         em.op(tile.WgmmaWaitOp(0))
-        em.op(tile.MbarrierArriveOp(self.bars["v_empty"], last_slot))
+        em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
 
     def issue_scores(self, slot: SSAValue) -> None:
         """Issues and commits S = Q·Kᵀ for the key tile in `slot` (the first wgmma overwrites
