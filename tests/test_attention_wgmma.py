@@ -165,6 +165,40 @@ def test_wgmma_takes_every_attention_form_on_cpu(form: str) -> None:
     assert error <= tolerance, (error, tolerance)
 
 
+@pytest.mark.parametrize(
+    ("text", "knobs", "message"),
+    [
+        (
+            decode_attention(2, 8, 2, 1, 1000, 64),
+            "attn=wgmma",
+            "attn=wgmma cannot run kernel @decode_2, a flash-attention kernel that no attention "
+            "rule takes (attention_wgmma: ",
+        ),
+        (
+            attention(1, 2, 128, 72, "bf16"),
+            "attn=sync",
+            "(attention: head dims must be multiples of 16 up to 256)",
+        ),
+        (
+            attention(1, 2, 128, 64, "bf16"),
+            "attn=decode",
+            "(attention_decode: 128 query rows share each key and value",
+        ),
+    ],
+    ids=["decode-on-wgmma", "head-dim-72-on-sync", "prefill-on-decode"],
+)
+def test_an_attention_schedule_asked_for_refuses_what_it_cannot_run(
+    text: str, knobs: str, message: str
+) -> None:
+    """An `attn` setting whose rules cannot take an attention kernel is an error naming why
+    (the kernel would otherwise run on the naive generic rules, unasked); `attn=none` asks for
+    those, and `auto` picks the schedule that fits."""
+    with pytest.raises(DiagnosticException, match=re.escape(message)):
+        lower(text, f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda")
+    lower(text, "decompose,fuse,flash-attention,tile{attn=none},to-cuda")
+    lower(text, "decompose,fuse,flash-attention,tile,to-cuda")
+
+
 @pytest.mark.parametrize("valid", [False, True])
 def test_decode_forms_plan_the_decode_schedule(valid: bool) -> None:
     """A decode step (one query row per head, 4 per K/V head; with or without a runtime key

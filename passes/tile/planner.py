@@ -13,6 +13,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
+from tinyopt.passes.tile.attention.attention_match import is_flash_attention
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import split_kernel
@@ -106,6 +107,18 @@ def plan_kernels(
             f"tile: mma={knobs.mma} cannot run kernel @{kernel.sym_name.data}, a sum of "
             f"products that no GEMM rule takes ({reasons})"
         )
+    attention = {r.name for r in rules(target) if r.selector and r.selector[0] == "attn"}
+    if knobs.attn not in ("auto", "none") and choice.rule.name not in attention:
+        if is_flash_attention(kernel):
+            reasons = "; ".join(
+                f"{rule}: {why}"
+                for rule, why in refused
+                if rule in attention and not why.startswith("the knobs select other rules")
+            )
+            raise DiagnosticException(
+                f"tile: attn={knobs.attn} cannot run kernel @{kernel.sym_name.data}, a "
+                f"flash-attention kernel that no attention rule takes ({reasons})"
+            )
     shares_k = choice.rule.name == "contraction" or (
         isinstance(choice.plan, WgmmaTiles) and choice.plan.streamk == "tail"
     )

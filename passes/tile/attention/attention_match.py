@@ -83,6 +83,17 @@ TENSOR_CORE_ELEMENTS = (Float16Type, BFloat16Type)
 """The element types of q, k and v the tensor-core attention rules take."""
 
 
+def is_flash_attention(kernel: loop.KernelOp) -> bool:
+    """Whether the kernel is one the flash-attention rewrite made (its nest holds the marked
+    reduction), whatever its element type, head dims or rows."""
+    ops = list(kernel.body.block.ops)
+    return (
+        len(ops) == 1
+        and isinstance(nest := ops[0], loop.ParallelOp)
+        and any(FLASH_ATTR in op.attributes for op in nest.body.block.ops)
+    )
+
+
 def match_attention(
     kernel: loop.KernelOp, elements: tuple[type, ...] = TENSOR_CORE_ELEMENTS
 ) -> Attention | None:
