@@ -63,6 +63,18 @@ HEAD_DIM_VARIANTS = [
 """Head dims other than 64 and 128 (multiples of 16 from 32 to 256): 64-column chunks whose
 last one is partly past the head dim, 64-key tiles above D = 128."""
 
+NOT_ON_CPU = {
+    "d64-bf16-gqa-s4096",
+    "d128-f16-causal-s4096",
+    "d256-bf16-causal-s2048",
+    "d48-f16-causal-s200",
+    "d112-bf16-causal-s300",
+    "d160-f16-s100",
+}
+"""Variants the CPU emulation leaves to NVRTC and the GPU: the long ones, and head dims whose
+chunking another variant already covers on the CPU (48 as 32: one chunk partly used; 112 as 80
+and 96; 160 as 192: three chunks, 64-key tiles)."""
+
 
 WGMMA_HELPER = "tinyopt_wgmma_ra_"
 """What the wgmma schedule's CUDA calls (P·V with A in registers)."""
@@ -83,7 +95,7 @@ def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 @pytest.mark.parametrize(
     "variant",
-    [v for v in WGMMA_VARIANTS + HEAD_DIM_VARIANTS if "s4096" not in v.id and "s2048" not in v.id],
+    [v for v in WGMMA_VARIANTS + HEAD_DIM_VARIANTS if v.id not in NOT_ON_CPU],
     ids=lambda v: v.id,
 )
 def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
@@ -96,7 +108,7 @@ def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 @pytest.mark.parametrize(
     "variant",
-    [v for v in WGMMA_VARIANTS if v.id in ("d128-bf16-causal-s1000", "d128-f16-s200")],
+    [v for v in WGMMA_VARIANTS if v.id == "d128-bf16-causal-s1000"],
     ids=lambda v: v.id,
 )
 def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant) -> None:
