@@ -4,12 +4,15 @@ Taken for the kernels `passes/tile/attention/mma_sync.py` matches when the `attn
 `auto` (the default) and q, k and v are each a plain load of the element type (f16/bf16) whose
 last index is the head dim (plus an offset) and whose key (or query) index appears as one whole
 index, so that TMA can copy their tiles; every head dim the match takes (multiples of 16 up to
-256) is scheduled (`chunks`, `keys_per_tile`). With
-`attn=wgmma` a kernel outside these limits gets a diagnostic that says which one; with
-`attn=auto` it takes the `mma.sync` schedule. A block has a producer warpgroup (TMA copies into
-a two-slot ring guarded by mbarriers) and two consumer warpgroups of 64 query rows each; the
-score, softmax and epilogue are those of the `mma.sync` schedule. docs/flash_attention.md
-(`attn=wgmma`) describes the schedule, its launch order and resources.
+256) is scheduled (`chunks`, `keys_per_tile`). With `attn=wgmma` a kernel outside these limits
+gets a diagnostic that says which one; with `attn=auto` it takes the `mma.sync` schedule.
+
+A block has a producer warpgroup (TMA copies into two-slot K and V rings guarded by mbarriers)
+and two consumer warpgroups of 64 query rows each; the score, softmax and epilogue are those of
+the `mma.sync` schedule. Knobs: `aoverlap` (a tile's softmax under the previous tile's P·V),
+`apingpong` (the consumer warpgroups take turns to issue their products), `persistent` (blocks
+walk several (query tile, batch) items) and `akeys` (keys per tile). docs/flash_attention.md
+(`attn=wgmma`) describes the schedule, its launch order, resources and measured effects.
 """
 
 from __future__ import annotations
