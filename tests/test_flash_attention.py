@@ -156,6 +156,24 @@ def test_other_programs_are_left_alone() -> None:
         assert str(before) == str(after)
 
 
+@pytest.mark.parametrize(("d", "dv"), [(272, 272), (64, 320)], ids=["d272", "dv320"])
+def test_head_dims_past_256_stay_unfused(d: int, dv: int) -> None:
+    """Every attention schedule stops at head dim 256: past it the pass leaves the three
+    kernels (which the GEMM and row rules run) rather than make one that only the sequential
+    rule would take."""
+    x, kv, out = "tensor<1x2x40x{}xf32>", "tensor<1x2x40x{}xf32>", "tensor<1x2x40x{}xf32>"
+    q, k, v, y = x.format(d), kv.format(d), kv.format(dv), out.format(dv)
+    text = (
+        f"func.func @f(%q: {q}, %k: {k}, %v: {v}) -> {y} {{\n"
+        f"  %y = graph.attention %q, %k, %v {{scale = 0.1 : f32}} : ({q}, {k}, {v}) -> {y}\n"
+        f"  func.return %y : {y}\n}}"
+    )
+    _, before = lower(text, "decompose,fuse")
+    _, after = lower(text, FLASH)
+    assert str(before) == str(after)
+    assert not [op for op in after.walk() if FLASH_ATTR in op.attributes]
+
+
 # ------------------------------------------------------------------------------ numbers
 
 

@@ -45,6 +45,12 @@ from tinyopt.passes.loop_rewrites.reduce_match import (
 FLASH_ATTR = "tinyopt.flash_attention"
 """The attribute of the (m, l, acc) reduction this pass builds."""
 
+MAX_HEAD_DIM = 256
+"""Head dims (of q·k and of v) the pass fuses up to: every attention schedule stops there
+(registers for O, shared memory for the K/V tiles), and a fused kernel no schedule takes would
+run on the sequential rule, each output's loops serial; above it the three kernels stay, the
+two products on the GEMM rules."""
+
 CAUSAL_FLOOR = -1e30
 """A causal mask's masked entries must be at most this (e.g. the lowest finite value)."""
 
@@ -313,6 +319,10 @@ def _match(pv_launch: _Launch, launches: dict[SSAValue, list[_Launch]]) -> _Atte
             if softmax.nest.extents != rows or pv_launch.nest.extents[:-1] != rows:
                 continue
             if found[0].extents != (s_k,):
+                continue
+            qk = _contraction(scores.nest)
+            head_dims = (qk.extents[0] if qk else 0, pv_launch.nest.extents[-1])
+            if max(head_dims) > MAX_HEAD_DIM:
                 continue
             return _Attention(
                 scores, softmax, pv_launch, scores_host, probs_host, score_value, *found

@@ -11,11 +11,14 @@ from xdsl.dialects.builtin import BFloat16Type, FloatAttr, Float16Type
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import loop
-from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR, backward_slice, causal_floor
+from tinyopt.passes.loop_rewrites.flash_attention import (
+    FLASH_ATTR,
+    MAX_HEAD_DIM,
+    backward_slice,
+    causal_floor,
+)
 from tinyopt.passes.tile.gemm.mma_sync import MMA_K
 from tinyopt.passes.tile.emit import depends_on
-
-MAX_HEAD_DIM = 256
 
 
 @dataclass
