@@ -28,6 +28,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
+from tinyopt.passes.tile.split_reduction import split_reduction
 from tinyopt.passes.tile.target import Target
 
 
@@ -93,6 +94,12 @@ def plan_kernels(
         splits, mode = _auto_splits(c, found[0], knobs, target)
     if split and splits > 1:
         pieces = split_kernel(module, kernel, splits, mode)
+        if pieces != (kernel,):
+            for piece in pieces:
+                plan_kernels(module, piece, knobs, target, split=False, why=why)
+            return
+    if split and knobs.schedule == "auto":
+        pieces = split_reduction(module, kernel, target)
         if pieces != (kernel,):
             for piece in pieces:
                 plan_kernels(module, piece, knobs, target, split=False, why=why)

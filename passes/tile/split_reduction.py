@@ -1,0 +1,170 @@
+"""Reductions with fewer rows than SMs, split over their leading reduce dimension.
+
+`x.sum()` or `x.mean()` fuses to a kernel of one row whose `loop.reduce` runs over the whole
+tensor. Scheduled as it is, one thread group (or, for a reduction over several dimensions, which
+is not a row kernel, one thread of the sequential rule) reads every element. With fewer rows
+than SMs, the planner cuts the reduction in two kernels first:
+
+- partial: parallel over (rows, a), each point reducing its share of the rest into a workspace
+  of the reduction's state, `[rows…, a]`;
+- fold: parallel over the rows, reducing each row's `a` states with the same combine, then the
+  kernel's epilogue.
+
+`a` is the leading reduce dimension, or, for a reduction over one long dimension, a divisor of
+it (`SPLIT_MIN_CHUNK` to `SPLIT_MAX_PARTS`). `loop.reduce`'s init is its combine's identity, so
+the split folds the same monoid in another association (a float sum rounds differently, as any
+parallel reduction does). Both pieces are row kernels the ordinary rules schedule.
+"""
+
+from __future__ import annotations
+
+from math import isqrt, prod
+
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.ir import Operation, SSAValue
+
+from tinyopt.dialects import loop
+from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR
+from tinyopt.passes.tile.emit import Emitter
+from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL, derived_kernel, replace_kernels
+from tinyopt.passes.tile.target import Target
+
+SPLIT_MIN_ELEMENTS = 1 << 16
+"""A reduction over fewer elements a row is left whole: one thread group reads it fast enough."""
+SPLIT_MIN_CHUNK = 1024
+"""Elements each point of a split one-dimensional reduction folds, at least."""
+SPLIT_MAX_PARTS = 4096
+"""Parts of a split one-dimensional reduction, at most."""
+
+
+def split_reduction(
+    module: ModuleOp, kernel: loop.KernelOp, target: Target
+) -> tuple[loop.KernelOp, ...]:
+    """Puts a partial and a fold kernel in place of a reduction of fewer rows than SMs, and
+    returns them; returns the kernel where it is not one."""
+    found = _few_row_reduction(kernel, target)
+    if found is None:
+        return (kernel,)
+    nest, reduce, parts = found
+    workspace = [MemRefType(t, [*nest.extents, parts]) for t in reduce.res.types]
+    partial = _partial_kernel(kernel, nest, reduce, parts, workspace)
+    fold = _fold_kernel(kernel, nest, reduce, parts, workspace)
+
+    def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
+        allocs = [memref.AllocOp([], [], t) for t in workspace]
+        return allocs, [[*args, *(a.memref for a in allocs)]] * 2
+
+    replace_kernels(module, kernel, [partial, fold], with_workspace)
+    return partial, fold
+
+
+def _few_row_reduction(
+    kernel: loop.KernelOp, target: Target
+) -> tuple[loop.ParallelOp, loop.ReduceOp, int] | None:
+    """(the nest, its one reduction, the parts to cut it in), for a kernel of fewer rows than
+    SMs whose one `loop.reduce` (with no loop inside) folds enough elements a row."""
+    ops = list(kernel.body.block.ops)
+    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
+        return None
+    if SEQUENTIAL in kernel.attributes or prod(nest.extents) >= target.sms:
+        return None
+    reduces = [op for op in nest.body.block.ops if isinstance(op, loop.ReduceOp)]
+    if len(reduces) != 1:
+        return None
+    (reduce,) = reduces
+    if CONTRACTION_ATTR in reduce.attributes:  # GEMMs and GEMVs: the GEMM rules split K their way
+        return None
+    loops = [op for op in nest.walk() if isinstance(op, loop.ParallelOp | loop.ReduceOp)]
+    if loops != [nest, reduce] or prod(reduce.extents) < SPLIT_MIN_ELEMENTS:
+        return None
+    if len(reduce.extents) > 1:
+        return nest, reduce, reduce.extents[0]
+    parts = _divisor_parts(reduce.extents[0])
+    return (nest, reduce, parts) if parts else None
+
+
+def _divisor_parts(n: int) -> int | None:
+    """The largest divisor of n up to √n and `SPLIT_MAX_PARTS` that leaves chunks of at least
+    `SPLIT_MIN_CHUNK`; None where only a few parts would (a prime n, say)."""
+    for parts in range(min(isqrt(n), SPLIT_MAX_PARTS), 1, -1):
+        if n % parts == 0 and n // parts >= SPLIT_MIN_CHUNK:
+            return parts if parts >= 16 else None
+    return None
+
+
+def _split_ivs(
+    reduce: loop.ReduceOp, parts: int, part: SSAValue, inner: list[SSAValue], em: Emitter
+) -> dict[SSAValue, SSAValue]:
+    """The original reduction's indices at a point (`part`, `inner`) of the split one."""
+    ivs = list(reduce.body.block.args)
+    if len(reduce.extents) > 1:
+        return dict(zip(ivs, [part, *inner], strict=True))
+    chunk = reduce.extents[0] // parts
+    return {ivs[0]: em.add(em.mul(part, chunk), inner[0])}
+
+
+def _partial_kernel(
+    kernel: loop.KernelOp,
+    nest: loop.ParallelOp,
+    reduce: loop.ReduceOp,
+    parts: int,
+    workspace: list[MemRefType],
+) -> loop.KernelOp:
+    """`parallel(rows…, part) { s = reduce(rest) { element }; ws[rows…, part] = s }`."""
+    new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
+    rest = list(reduce.extents[1:]) if len(reduce.extents) > 1 else [reduce.extents[0] // parts]
+    split = loop.ParallelOp([*nest.extents, parts])
+    em.op(split)
+    with em.into(split.body.block):
+        *rows, part = split.body.block.args
+        mapping.update(zip(nest.body.block.args, rows, strict=True))
+        for op in _before(nest, reduce):
+            em.op(op.clone(value_mapper=mapping))
+        init = [mapping.get(v, v) for v in reduce.init]
+        inner = loop.ReduceOp(rest, init, combine=reduce.combine.clone())
+        em.op(inner)
+        with em.into(inner.body.block):
+            mapping.update(_split_ivs(reduce, parts, part, list(inner.body.block.args), em))
+            for op in reduce.body.block.ops:
+                em.op(op.clone(value_mapper=mapping))
+        spaces = new.body.block.args[-len(workspace) :]
+        for value, space in zip(inner.res, spaces, strict=True):
+            em.op(memref.StoreOp.get(value, space, [*rows, part]))
+    return new
+
+
+def _fold_kernel(
+    kernel: loop.KernelOp,
+    nest: loop.ParallelOp,
+    reduce: loop.ReduceOp,
+    parts: int,
+    workspace: list[MemRefType],
+) -> loop.KernelOp:
+    """`parallel(rows…) { s = reduce(part) { ws[rows…, part] }; epilogue(s) }`."""
+    new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_fold", workspace)
+    rows_nest = loop.ParallelOp(list(nest.extents))
+    em.op(rows_nest)
+    with em.into(rows_nest.body.block):
+        rows = list(rows_nest.body.block.args)
+        mapping.update(zip(nest.body.block.args, rows, strict=True))
+        for op in _before(nest, reduce):
+            em.op(op.clone(value_mapper=mapping))
+        init = [mapping.get(v, v) for v in reduce.init]
+        fold = loop.ReduceOp([parts], init, combine=reduce.combine.clone())
+        em.op(fold)
+        with em.into(fold.body.block):
+            (part,) = fold.body.block.args
+            spaces = new.body.block.args[-len(workspace) :]
+            states = [em.value(memref.LoadOp.get(space, [*rows, part])) for space in spaces]
+            em.op(loop.YieldOp(*states))
+        mapping.update(zip(reduce.res, fold.res, strict=True))
+        body = list(nest.body.block.ops)
+        for op in body[body.index(reduce) + 1 :]:
+            em.op(op.clone(value_mapper=mapping))
+    return new
+
+
+def _before(nest: loop.ParallelOp, reduce: loop.ReduceOp) -> list[Operation]:
+    body = list(nest.body.block.ops)
+    return body[: body.index(reduce)]

@@ -1,0 +1,117 @@
+"""Reductions with fewer rows than SMs split in a partial and a fold kernel
+(`passes/tile/split_reduction.py`): the split kernels against the float64 reference at loop
+level, which kernels it leaves alone, the plans the tile pass makes of them, and two programs on
+the CPU emulation of their CUDA."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
+
+from tinyopt.backends import check
+from tinyopt.backends.loop_reference import run_loop_module
+from tinyopt.backends.reference import random_inputs, run_reference
+from tinyopt.compiler import apply_pipeline, parse
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.split_reduction import split_reduction
+from tinyopt.passes.tile.target import Target
+
+
+def _t(shape: tuple[int, ...], element: str = "f32") -> str:
+    return f"tensor<{'x'.join(map(str, shape))}x{element}>" if shape else f"tensor<{element}>"
+
+
+def reduction(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> str:
+    out = tuple(n for d, n in enumerate(shape) if d not in dims)
+    kept = ", ".join(map(str, dims))
+    return (
+        f"func.func @f(%x: {_t(shape)}) -> {_t(out)} {{\n"
+        f"  %r = graph.{op} %x {{dims = array<i64: {kept}>}} : {_t(shape)} -> {_t(out)}\n"
+        f"  func.return %r : {_t(out)}\n}}"
+    )
+
+
+SPLIT = {
+    "mean-of-all-2d": (reduction("reduce_mean", (300, 257), (0, 1)), 300),
+    "sum-of-1d": (reduction("reduce_sum", (131072,), (0,)), 128),
+    "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 300),
+    "prod-of-1d": (reduction("reduce_prod", (65536,), (0,)), 64),
+}
+"""Programs the split takes, and the parts it cuts the reduction in (the leading dimension, or
+a divisor of a single one that leaves chunks of at least 1024)."""
+
+
+@pytest.mark.parametrize("case", SPLIT, ids=list(SPLIT))
+def test_split_kernels_match_the_reference(case: str) -> None:
+    text, parts = SPLIT[case]
+    program = parse(text)
+    fused = apply_pipeline(program.clone(), "decompose,fuse")
+    (kernel,) = loop.kernels(fused)
+    partial, fold = split_reduction(fused, kernel, Target())
+    assert list(partial.body.block.ops)[0].extents[-1] == parts  # type: ignore[attr-defined]
+    assert [k.sym_name.data for k in loop.kernels(fused)] == ["f_0_partial", "f_0_fold"]
+    inputs = random_inputs(program, seed=3)
+    if case == "prod-of-1d":  # near 1, so the product neither overflows nor vanishes
+        inputs = [1 + (x - 0.5) / 1e3 for x in inputs]
+    (got,) = run_loop_module(fused, check.graph_function(program).sym_name.data, *inputs)
+    (exact,) = run_reference(program, *inputs)
+    np.testing.assert_allclose(got, exact, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        reduction("reduce_sum", (131071,), (0,)),  # a prime: no divisor cuts it
+        reduction("reduce_sum", (200, 300), (0, 1)),  # 60000 elements: one group reads them
+        reduction("reduce_sum", (256, 4096), (1,)),  # 256 rows fill the SMs
+    ],
+    ids=["prime-length", "small", "many-rows"],
+)
+def test_other_reductions_are_left_alone(text: str) -> None:
+    fused = apply_pipeline(parse(text), "decompose,fuse")
+    (kernel,) = loop.kernels(fused)
+    assert split_reduction(fused, kernel, Target()) == (kernel,)
+
+
+def test_a_gemv_is_left_to_the_gemm_rules() -> None:
+    """A contraction of few rows (a GEMV into 64 outputs over K = 2^17) keeps its kernel: the
+    GEMM rules split K their own way."""
+    x, w, y = _t((1, 131072)), _t((64, 131072)), _t((1, 64))
+    text = (
+        f"func.func @f(%x: {x}, %w: {w}) -> {y} {{\n"
+        f"  %wt = graph.transpose %w {{perm = array<i64: 1, 0>}} : {w} -> {_t((131072, 64))}\n"
+        f"  %y = graph.matmul %x, %wt : ({x}, {_t((131072, 64))}) -> {y}\n"
+        f"  func.return %y : {y}\n}}"
+    )
+    fused = apply_pipeline(parse(text), "decompose,fuse")
+    for kernel in loop.kernels(fused):
+        assert split_reduction(fused, kernel, Target()) == (kernel,)
+
+
+def test_the_tile_pass_runs_both_pieces_on_the_row_rule() -> None:
+    """`x.mean()` of a 4096 × 4096 matrix: 4096 row sums in parallel, then one row of 4096."""
+    module = apply_pipeline(
+        parse(reduction("reduce_mean", (4096, 4096), (0, 1))), "decompose,fuse,tile"
+    )
+    kernels = [op for op in module.ops if isinstance(op, tile.KernelOp)]
+    assert [(k.sym_name.data, list(k.grid.get_values())[0]) for k in kernels] == [
+        ("f_0_partial", 4096),
+        ("f_0_fold", 1),
+    ]
+    assert all("row_reduction" in str(k.attributes["plan"]) for k in kernels)
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    "text",
+    [
+        reduction("reduce_mean", (40, 1700), (0, 1)),
+        reduction("reduce_max", (65536,), (0,)),
+    ],
+    ids=["mean-2d", "max-1d"],
+)
+def test_split_reductions_match_float64_on_cpu(text: str) -> None:
+    error, tolerance = error_on_cpu(text, "decompose,fuse,tile,to-cuda", seed=2)
+    assert error <= tolerance, (error, tolerance)
