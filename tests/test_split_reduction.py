@@ -38,9 +38,10 @@ SPLIT = {
     "sum-of-1d": (reduction("reduce_sum", (131072,), (0,)), 128),
     "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 300),
     "prod-of-1d": (reduction("reduce_prod", (65536,), (0,)), 64),
+    "mean-over-three-dims-2-rows": (reduction("reduce_mean", (2, 3, 200, 300), (1, 2, 3)), 600),
 }
-"""Programs the split takes, and the parts it cuts the reduction in (the leading dimension, or
-a divisor of a single one that leaves chunks of at least 1024)."""
+"""Programs the split takes, and the parts it cuts the reduction in (the reduce dimensions but
+the last, or a divisor of a single one that leaves chunks of at least 1024)."""
 
 
 @pytest.mark.parametrize("case", SPLIT, ids=list(SPLIT))
@@ -90,17 +91,25 @@ def test_a_gemv_is_left_to_the_gemm_rules() -> None:
         assert split_reduction(fused, kernel, Target()) == (kernel,)
 
 
-def test_the_tile_pass_runs_both_pieces_on_the_row_rule() -> None:
-    """`x.mean()` of a 4096 × 4096 matrix: 4096 row sums in parallel, then one row of 4096."""
-    module = apply_pipeline(
-        parse(reduction("reduce_mean", (4096, 4096), (0, 1))), "decompose,fuse,tile"
-    )
-    kernels = [op for op in module.ops if isinstance(op, tile.KernelOp)]
-    assert [(k.sym_name.data, list(k.grid.get_values())[0]) for k in kernels] == [
-        ("f_0_partial", 4096),
-        ("f_0_fold", 1),
-    ]
-    assert all("row_reduction" in str(k.attributes["plan"]) for k in kernels)
+@pytest.mark.parametrize(
+    ("text", "rows"),
+    [
+        (reduction("reduce_mean", (4096, 4096), (0, 1)), [[1, 4096], [1]]),
+        (reduction("reduce_sum", (2, 3, 200, 300), (1, 2, 3)), [[2, 600], [2]]),
+    ],
+    ids=["mean-of-4096x4096", "sum-over-three-dims"],
+)
+def test_the_planner_runs_both_pieces_on_the_row_rule(text: str, rows: list[list[int]]) -> None:
+    """`x.mean()` of a 4096 × 4096 matrix: 4096 row sums in parallel, then one row of 4096; a
+    sum over three dimensions of 3 × 200 × 300 for each of 2 rows: 1200 rows of 300, then 2
+    rows of 600 (the reduction over several dimensions alone would run on the sequential rule:
+    it is not a row kernel)."""
+    module = apply_pipeline(parse(text), "decompose,fuse,plan")
+    kernels = loop.kernels(module)
+    assert [k.sym_name.data for k in kernels] == ["f_0_partial", "f_0_fold"]
+    nests = [list(next(iter(k.body.block.ops)).extents) for k in kernels]  # type: ignore[attr-defined]
+    assert nests == rows
+    assert all("row_reduction" in str(k.attributes[tile.PLAN]) for k in kernels)
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")

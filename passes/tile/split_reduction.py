@@ -5,13 +5,14 @@ tensor. Scheduled as it is, one thread group (or, for a reduction over several d
 is not a row kernel, one thread of the sequential rule) reads every element. With fewer rows
 than SMs, the planner cuts the reduction in two kernels first:
 
-- partial: parallel over (rows, a), each point reducing its share of the rest into a workspace
-  of the reduction's state, `[rows…, a]`;
+- partial: parallel over (rows, a), each point reducing its share into a workspace of the
+  reduction's state, `[rows…, a]`;
 - fold: parallel over the rows, reducing each row's `a` states with the same combine, then the
   kernel's epilogue.
 
-`a` is the leading reduce dimension, or, for a reduction over one long dimension, a divisor of
-it (`SPLIT_MIN_CHUNK` to `SPLIT_MAX_PARTS`). `loop.reduce`'s init is its combine's identity, so
+`a` is the product of every reduce dimension but the last (each part then folds one row of the
+last), or, for a reduction over one long dimension, a divisor of it (`SPLIT_MIN_CHUNK` to
+`SPLIT_MAX_PARTS`). `loop.reduce`'s init is its combine's identity, so
 the split folds the same monoid in another association (a float sum rounds differently, as any
 parallel reduction does). Both pieces are row kernels the ordinary rules schedule.
 """
@@ -79,7 +80,7 @@ def _few_row_reduction(
     if loops != [nest, reduce] or prod(reduce.extents) < SPLIT_MIN_ELEMENTS:
         return None
     if len(reduce.extents) > 1:
-        return nest, reduce, reduce.extents[0]
+        return nest, reduce, prod(reduce.extents[:-1])
     parts = _divisor_parts(reduce.extents[0])
     return (nest, reduce, parts) if parts else None
 
@@ -99,7 +100,8 @@ def _split_ivs(
     """The original reduction's indices at a point (`part`, `inner`) of the split one."""
     ivs = list(reduce.body.block.args)
     if len(reduce.extents) > 1:
-        return dict(zip(ivs, [part, *inner], strict=True))
+        leading = em.delinearize(part, list(reduce.extents[:-1]))
+        return dict(zip(ivs, [*leading, *inner], strict=True))
     chunk = reduce.extents[0] // parts
     return {ivs[0]: em.add(em.mul(part, chunk), inner[0])}
 
@@ -113,7 +115,7 @@ def _partial_kernel(
 ) -> loop.KernelOp:
     """`parallel(rows…, part) { s = reduce(rest) { element }; ws[rows…, part] = s }`."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
-    rest = list(reduce.extents[1:]) if len(reduce.extents) > 1 else [reduce.extents[0] // parts]
+    rest = [reduce.extents[-1] if len(reduce.extents) > 1 else reduce.extents[0] // parts]
     split = loop.ParallelOp([*nest.extents, parts])
     em.op(split)
     with em.into(split.body.block):
