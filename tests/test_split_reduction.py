@@ -15,7 +15,7 @@ from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.split_reduction import split_reduction
+from tinyopt.passes.tile.split_reduction import flatten_reductions, split_reduction
 from tinyopt.passes.tile.target import Target
 
 
@@ -34,14 +34,14 @@ def reduction(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> str:
 
 
 SPLIT = {
-    "mean-of-all-2d": (reduction("reduce_mean", (300, 257), (0, 1)), 300),
+    "mean-of-all-2d": (reduction("reduce_mean", (300, 257), (0, 1)), 75),
     "sum-of-1d": (reduction("reduce_sum", (131072,), (0,)), 128),
-    "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 300),
+    "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 80),
     "prod-of-1d": (reduction("reduce_prod", (65536,), (0,)), 64),
-    "mean-over-three-dims-2-rows": (reduction("reduce_mean", (2, 3, 200, 300), (1, 2, 3)), 600),
+    "mean-over-three-dims-2-rows": (reduction("reduce_mean", (2, 3, 200, 300), (1, 2, 3)), 160),
 }
-"""Programs the split takes, and the parts it cuts the reduction in (the reduce dimensions but
-the last, or a divisor of a single one that leaves chunks of at least 1024)."""
+"""Programs the split takes (after `flatten_reductions`), and the parts it cuts the reduction in:
+the largest divisor of its length that leaves chunks of at least 1024."""
 
 
 @pytest.mark.parametrize("case", SPLIT, ids=list(SPLIT))
@@ -50,6 +50,9 @@ def test_split_kernels_match_the_reference(case: str) -> None:
     program = parse(text)
     fused = apply_pipeline(program.clone(), "decompose,fuse")
     (kernel,) = loop.kernels(fused)
+    assert flatten_reductions(kernel) == (
+        case in ("mean-of-all-2d", "max-over-two-dims-4-rows", "mean-over-three-dims-2-rows")
+    )
     partial, fold = split_reduction(fused, kernel, Target())
     assert list(partial.body.block.ops)[0].extents[-1] == parts  # type: ignore[attr-defined]
     assert [k.sym_name.data for k in loop.kernels(fused)] == ["f_0_partial", "f_0_fold"]
@@ -95,15 +98,14 @@ def test_a_gemv_is_left_to_the_gemm_rules() -> None:
     ("text", "rows"),
     [
         (reduction("reduce_mean", (4096, 4096), (0, 1)), [[1, 4096], [1]]),
-        (reduction("reduce_sum", (2, 3, 200, 300), (1, 2, 3)), [[2, 600], [2]]),
+        (reduction("reduce_sum", (2, 3, 200, 300), (1, 2, 3)), [[2, 160], [2]]),
     ],
     ids=["mean-of-4096x4096", "sum-over-three-dims"],
 )
 def test_the_planner_runs_both_pieces_on_the_row_rule(text: str, rows: list[list[int]]) -> None:
     """`x.mean()` of a 4096 × 4096 matrix: 4096 row sums in parallel, then one row of 4096; a
-    sum over three dimensions of 3 × 200 × 300 for each of 2 rows: 1200 rows of 300, then 2
-    rows of 600 (the reduction over several dimensions alone would run on the sequential rule:
-    it is not a row kernel)."""
+    sum over three dimensions of 3 × 200 × 300 for each of 2 rows, made one of 180000: 2 × 160
+    parts of 1125, then 2 rows of 160."""
     module = apply_pipeline(parse(text), "decompose,fuse,plan")
     kernels = loop.kernels(module)
     assert [k.sym_name.data for k in kernels] == ["f_0_partial", "f_0_fold"]
@@ -123,4 +125,35 @@ def test_the_planner_runs_both_pieces_on_the_row_rule(text: str, rows: list[list
 )
 def test_split_reductions_match_float64_on_cpu(text: str) -> None:
     error, tolerance = error_on_cpu(text, "decompose,fuse,tile,to-cuda", seed=2)
+    assert error <= tolerance, (error, tolerance)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [((8, 512, 56, 56), (2, 3)), ((8, 1024, 768), (0, 1)), ((256, 512, 512), (1, 2))],
+    ids=["global-average-pool", "over-batch-and-sequence", "two-trailing-dims"],
+)
+def test_reductions_over_several_dimensions_run_on_the_row_rule(
+    args: tuple[tuple[int, ...], tuple[int, ...]],
+) -> None:
+    """A mean over H and W (NCHW), over batch and sequence, or over two trailing dims: one
+    reduction of their product, so the row rule takes it (before, the sequential rule ran each
+    row on one thread)."""
+    module = apply_pipeline(parse(reduction("reduce_mean", *args)), "decompose,fuse,plan")
+    (kernel,) = loop.kernels(module)
+    assert str(kernel.attributes[tile.PLAN]).startswith("#tile.plan<row_reduction")
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    "args",
+    [((2, 64, 9, 7), (2, 3)), ((8, 30, 50), (0, 1))],
+    ids=["pool-2x64x9x7", "over-first-two"],
+)
+def test_flattened_reductions_match_float64_on_cpu(
+    args: tuple[tuple[int, ...], tuple[int, ...]],
+) -> None:
+    error, tolerance = error_on_cpu(
+        reduction("reduce_mean", *args), "decompose,fuse,tile,to-cuda", seed=4
+    )
     assert error <= tolerance, (error, tolerance)

@@ -28,7 +28,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
-from tinyopt.passes.tile.split_reduction import split_reduction
+from tinyopt.passes.tile.split_reduction import flatten_reductions, split_reduction
 from tinyopt.passes.tile.target import Target
 
 
@@ -99,6 +99,7 @@ def plan_kernels(
                 plan_kernels(module, piece, knobs, target, split=False, why=why)
             return
     if split and knobs.schedule == "auto":
+        flatten_reductions(kernel)
         pieces = split_reduction(module, kernel, target)
         if pieces != (kernel,):
             for piece in pieces:

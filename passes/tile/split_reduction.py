@@ -1,20 +1,21 @@
-"""Reductions with fewer rows than SMs, split over their leading reduce dimension.
+"""Reductions the row rule can take: several reduce dimensions made one, and reductions with
+fewer rows than SMs split in two kernels.
 
 `x.sum()` or `x.mean()` fuses to a kernel of one row whose `loop.reduce` runs over the whole
-tensor. Scheduled as it is, one thread group (or, for a reduction over several dimensions, which
-is not a row kernel, one thread of the sequential rule) reads every element. With fewer rows
-than SMs, the planner cuts the reduction in two kernels first:
+tensor. Scheduled as it is, one thread group reads every element. With fewer rows than SMs, the
+planner cuts the reduction in two kernels first:
 
 - partial: parallel over (rows, a), each point reducing its share into a workspace of the
   reduction's state, `[rows…, a]`;
 - fold: parallel over the rows, reducing each row's `a` states with the same combine, then the
   kernel's epilogue.
 
-`a` is the product of every reduce dimension but the last (each part then folds one row of the
-last), or, for a reduction over one long dimension, a divisor of it (`SPLIT_MIN_CHUNK` to
-`SPLIT_MAX_PARTS`). `loop.reduce`'s init is its combine's identity, so
-the split folds the same monoid in another association (a float sum rounds differently, as any
-parallel reduction does). Both pieces are row kernels the ordinary rules schedule.
+A reduction over several dimensions is first made one over a single dimension
+(`flatten_reductions`, for the row rule in any case); `a` is a divisor of its length that leaves
+chunks of at least `SPLIT_MIN_CHUNK` (at most `SPLIT_MAX_PARTS` parts; a length without one, a
+prime, is left whole). `loop.reduce`'s init is its combine's identity, so the split folds the
+same monoid in another association (a float sum rounds differently, as any parallel reduction
+does). Both pieces are row kernels the ordinary rules schedule.
 """
 
 from __future__ import annotations
@@ -60,6 +61,47 @@ def split_reduction(
     return partial, fold
 
 
+def flatten_reductions(kernel: loop.KernelOp) -> bool:
+    """Makes each reduction over several dimensions of a row kernel's nest (a mean over H and W,
+    over the batch and the sequence) a reduction over one, its indices recovered by division:
+    the row rule takes a nest whose reductions are one-dimensional, where the sequential rule
+    would otherwise run each row on one thread. Sums of products are left to the GEMM rules, and
+    nests with loops inside their reductions (attention) alone. Returns whether it changed the
+    kernel."""
+    ops = list(kernel.body.block.ops)
+    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
+        return False
+    inner = [op for op in nest.walk() if op is not nest and isinstance(op, _LOOPS)]
+    wide = [op for op in inner if isinstance(op, loop.ReduceOp) and len(op.extents) > 1]
+    if not wide or any(CONTRACTION_ATTR in op.attributes for op in wide):
+        return False
+    if any(o is not r and isinstance(o, _LOOPS) for r in inner for o in r.walk()):
+        return False
+    for reduce in wide:
+        flat = loop.ReduceOp(
+            [prod(reduce.extents)], list(reduce.init), combine=reduce.combine.clone()
+        )
+        for key, value in reduce.attributes.items():
+            flat.attributes[key] = value
+        block = flat.body.block
+        ivs = Emitter(block).delinearize(block.args[0], list(reduce.extents))
+        for arg, iv in zip(reduce.body.block.args, ivs, strict=True):
+            arg.replace_all_uses_with(iv)
+        for op in list(reduce.body.block.ops):
+            op.detach()
+            block.add_op(op)
+        parent = reduce.parent_block()
+        assert parent is not None
+        parent.insert_op_before(flat, reduce)
+        for old, new in zip(reduce.res, flat.res, strict=True):
+            old.replace_all_uses_with(new)
+        parent.erase_op(reduce)
+    return True
+
+
+_LOOPS = (loop.ParallelOp, loop.ReduceOp)
+
+
 def _few_row_reduction(
     kernel: loop.KernelOp, target: Target
 ) -> tuple[loop.ParallelOp, loop.ReduceOp, int] | None:
@@ -77,10 +119,10 @@ def _few_row_reduction(
     if CONTRACTION_ATTR in reduce.attributes:  # GEMMs and GEMVs: the GEMM rules split K their way
         return None
     loops = [op for op in nest.walk() if isinstance(op, loop.ParallelOp | loop.ReduceOp)]
-    if loops != [nest, reduce] or prod(reduce.extents) < SPLIT_MIN_ELEMENTS:
+    if loops != [nest, reduce] or len(reduce.extents) > 1:  # see `flatten_reductions`
         return None
-    if len(reduce.extents) > 1:
-        return nest, reduce, prod(reduce.extents[:-1])
+    if reduce.extents[0] < SPLIT_MIN_ELEMENTS:
+        return None
     parts = _divisor_parts(reduce.extents[0])
     return (nest, reduce, parts) if parts else None
 
@@ -94,18 +136,6 @@ def _divisor_parts(n: int) -> int | None:
     return None
 
 
-def _split_ivs(
-    reduce: loop.ReduceOp, parts: int, part: SSAValue, inner: list[SSAValue], em: Emitter
-) -> dict[SSAValue, SSAValue]:
-    """The original reduction's indices at a point (`part`, `inner`) of the split one."""
-    ivs = list(reduce.body.block.args)
-    if len(reduce.extents) > 1:
-        leading = em.delinearize(part, list(reduce.extents[:-1]))
-        return dict(zip(ivs, [*leading, *inner], strict=True))
-    chunk = reduce.extents[0] // parts
-    return {ivs[0]: em.add(em.mul(part, chunk), inner[0])}
-
-
 def _partial_kernel(
     kernel: loop.KernelOp,
     nest: loop.ParallelOp,
@@ -115,7 +145,7 @@ def _partial_kernel(
 ) -> loop.KernelOp:
     """`parallel(rows…, part) { s = reduce(rest) { element }; ws[rows…, part] = s }`."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
-    rest = [reduce.extents[-1] if len(reduce.extents) > 1 else reduce.extents[0] // parts]
+    chunk = reduce.extents[0] // parts
     split = loop.ParallelOp([*nest.extents, parts])
     em.op(split)
     with em.into(split.body.block):
@@ -124,10 +154,12 @@ def _partial_kernel(
         for op in _before(nest, reduce):
             em.op(op.clone(value_mapper=mapping))
         init = [mapping.get(v, v) for v in reduce.init]
-        inner = loop.ReduceOp(rest, init, combine=reduce.combine.clone())
+        inner = loop.ReduceOp([chunk], init, combine=reduce.combine.clone())
         em.op(inner)
         with em.into(inner.body.block):
-            mapping.update(_split_ivs(reduce, parts, part, list(inner.body.block.args), em))
+            (k,) = inner.body.block.args
+            (iv,) = reduce.body.block.args
+            mapping[iv] = em.add(em.mul(part, chunk), k)
             for op in reduce.body.block.ops:
                 em.op(op.clone(value_mapper=mapping))
         spaces = new.body.block.args[-len(workspace) :]
