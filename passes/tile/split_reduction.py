@@ -143,7 +143,8 @@ def _partial_kernel(
     parts: int,
     workspace: list[MemRefType],
 ) -> loop.KernelOp:
-    """`parallel(rows…, part) { s = reduce(rest) { element }; ws[rows…, part] = s }`."""
+    """`parallel(rows…, part) { s = reduce(k < chunk) { element(part·chunk + k) };
+    ws[rows…, part] = s }`."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
     chunk = reduce.extents[0] // parts
     split = loop.ParallelOp([*nest.extents, parts])
