@@ -38,6 +38,8 @@ SPLIT_MIN_CHUNK = 1024
 """Elements each point of a split one-dimensional reduction folds, at least."""
 SPLIT_MAX_PARTS = 4096
 """Parts of a split one-dimensional reduction, at most."""
+ALIGNED_CHUNK = 8
+"""Elements in 16 bytes of 16-bit values (two such runs of f32)."""
 
 
 def split_reduction(
@@ -129,11 +131,16 @@ def _few_row_reduction(
 
 def _divisor_parts(n: int) -> int | None:
     """The largest divisor of n up to √n and `SPLIT_MAX_PARTS` that leaves chunks of at least
-    `SPLIT_MIN_CHUNK`; None where only a few parts would (a prime n, say)."""
-    for parts in range(min(isqrt(n), SPLIT_MAX_PARTS), 1, -1):
-        if n % parts == 0 and n // parts >= SPLIT_MIN_CHUNK:
-            return parts if parts >= 16 else None
-    return None
+    `SPLIT_MIN_CHUNK`, preferring chunks of a multiple of `ALIGNED_CHUNK` elements (each part's
+    row then starts 16 bytes aligned, for 16-byte loads); None where fewer than 16 parts would
+    (a prime n, say)."""
+    fits = [
+        parts
+        for parts in range(min(isqrt(n), SPLIT_MAX_PARTS), 15, -1)
+        if n % parts == 0 and n // parts >= SPLIT_MIN_CHUNK
+    ]
+    aligned = [parts for parts in fits if (n // parts) % ALIGNED_CHUNK == 0]
+    return (aligned or fits or [None])[0]
 
 
 def _partial_kernel(
