@@ -154,3 +154,22 @@ def test_refused_configurations_are_not_trials(method: str) -> None:
 def test_a_space_that_is_all_refused_ends() -> None:
     result = mcts(Grid(6, tuple(range(8))), batched(lambda c: REFUSED), Budget(trials=5))
     assert result.history == [] and len(result.refused) == 50
+
+
+def test_a_selector_value_the_planner_refuses_is_not_searched() -> None:
+    """The space of a bf16 prefill attention kernel tries `attn` settings whose own rules take
+    it, not `decode` (whose rule refuses 128 query rows a K/V head, so the planner refuses the
+    setting: its trials would all fail)."""
+    from attention_programs import attention
+
+    from tinyopt.compiler import apply_pipeline, parse
+    from tinyopt.dialects import loop
+    from tinyopt.passes.autotune.space import KernelSpace
+
+    module = apply_pipeline(
+        parse(attention(1, 2, 256, 128, "bf16")), "decompose,fuse,flash-attention"
+    )
+    (kernel,) = loop.kernels(module)
+    space = KernelSpace(kernel)
+    assert (space.rule, space.selector) == ("attention_wgmma", "attn")
+    assert space.choices == ("auto", "sync", "wgmma", "simt", "none")

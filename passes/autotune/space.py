@@ -75,9 +75,19 @@ class KernelSpace:
             self.choices = tuple(
                 v
                 for v in KNOB[self.selector].domain.values
-                if v not in PRECISION_OPT_IN
-                and ruled(kernel, Knobs(**{self.selector: v}))[0] is not None
+                if v not in PRECISION_OPT_IN and self._selects(kernel, v)
             )
+
+    def _selects(self, kernel: loop.KernelOp, value: Value) -> bool:
+        """Whether the selector at `value` has a rule take the kernel: one of the rules it
+        names, or for `auto` and `none` any rule (the planner refuses a value whose own rules
+        all refuse the kernel, e.g. `attn=decode` on a prefill)."""
+        assert self.selector is not None
+        choice, _ = ruled(kernel, Knobs(**{self.selector: value}))
+        if choice is None:
+            return False
+        selector = choice.rule.selector
+        return value in ("auto", "none") or (selector is not None and selector[0] == self.selector)
 
     def rule_for(self, config: Config) -> str | None:
         """Returns the rule whose knobs are searched under (partial) `config`; None where the
