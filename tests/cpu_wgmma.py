@@ -265,26 +265,18 @@ static inline unsigned cpu_cvt_rna_tf32(float x) {
 // OR for every thread to read before any of them can arrive again.
 static std::mutex cpu_cuda_named_lock;
 static std::map<unsigned, std::barrier<>*> cpu_cuda_named;
+static inline std::barrier<>* cpu_cuda_named_barrier(unsigned id, int count) {
+    std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
+    auto found = cpu_cuda_named.find(id);
+    return found != cpu_cuda_named.end() ? found->second
+                                         : (cpu_cuda_named[id] = new std::barrier<>(count));
+}
 static inline void cpu_cuda_bar_sync(unsigned id, int count) {
-    std::barrier<>* b;
-    {
-        std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
-        auto found = cpu_cuda_named.find(id);
-        b = found != cpu_cuda_named.end() ? found->second
-                                           : (cpu_cuda_named[id] = new std::barrier<>(count));
-    }
-    b->arrive_and_wait();
+    cpu_cuda_named_barrier(id, count)->arrive_and_wait();
 }
 // bar.arrive: counts the thread in at barrier `id` without waiting for the others.
 static inline void cpu_cuda_bar_arrive(unsigned id, int count) {
-    std::barrier<>* b;
-    {
-        std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
-        auto found = cpu_cuda_named.find(id);
-        b = found != cpu_cuda_named.end() ? found->second
-                                           : (cpu_cuda_named[id] = new std::barrier<>(count));
-    }
-    (void)b->arrive();
+    (void)cpu_cuda_named_barrier(id, count)->arrive();
 }
 struct CpuRed { std::atomic<unsigned> any{0}; unsigned result = 0; };
 struct CpuRedDone {

@@ -20,6 +20,8 @@ does). Both pieces are row kernels the ordinary rules schedule.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from math import isqrt, prod
 
 from xdsl.dialects import memref
@@ -28,7 +30,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR
-from tinyopt.passes.tile.emit import Emitter
+from tinyopt.passes.tile.emit import Emitter, Mapping
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL, derived_kernel, replace_kernels
 from tinyopt.passes.tile.target import Target
 
@@ -154,14 +156,8 @@ def _partial_kernel(
     ws[rows…, part] = s }`."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
     chunk = reduce.extents[0] // parts
-    split = loop.ParallelOp([*nest.extents, parts])
-    em.op(split)
-    with em.into(split.body.block):
-        *rows, part = split.body.block.args
-        mapping.update(zip(nest.body.block.args, rows, strict=True))
-        for op in _before(nest, reduce):
-            em.op(op.clone(value_mapper=mapping))
-        init = [mapping.get(v, v) for v in reduce.init]
+    with _rows(em, mapping, nest, reduce, [parts]) as (ivs, init):
+        *rows, part = ivs
         inner = loop.ReduceOp([chunk], init, combine=reduce.combine.clone())
         em.op(inner)
         with em.into(inner.body.block):
@@ -185,14 +181,7 @@ def _fold_kernel(
 ) -> loop.KernelOp:
     """`parallel(rows…) { s = reduce(part) { ws[rows…, part] }; epilogue(s) }`."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_fold", workspace)
-    rows_nest = loop.ParallelOp(list(nest.extents))
-    em.op(rows_nest)
-    with em.into(rows_nest.body.block):
-        rows = list(rows_nest.body.block.args)
-        mapping.update(zip(nest.body.block.args, rows, strict=True))
-        for op in _before(nest, reduce):
-            em.op(op.clone(value_mapper=mapping))
-        init = [mapping.get(v, v) for v in reduce.init]
+    with _rows(em, mapping, nest, reduce, []) as (rows, init):
         fold = loop.ReduceOp([parts], init, combine=reduce.combine.clone())
         em.op(fold)
         with em.into(fold.body.block):
@@ -207,6 +196,19 @@ def _fold_kernel(
     return new
 
 
-def _before(nest: loop.ParallelOp, reduce: loop.ReduceOp) -> list[Operation]:
-    body = list(nest.body.block.ops)
-    return body[: body.index(reduce)]
+@contextmanager
+def _rows(
+    em: Emitter, mapping: Mapping, nest: loop.ParallelOp, reduce: loop.ReduceOp, extra: list[int]
+) -> Iterator[tuple[list[SSAValue], list[SSAValue]]]:
+    """Emits a nest over the kernel's rows and `extra` dimensions, maps the old row indices to
+    the new ones and clones the ops before the reduction into it; yields the nest's indices and
+    the reduction's init values there, with the nest's body current."""
+    rows = loop.ParallelOp([*nest.extents, *extra])
+    em.op(rows)
+    with em.into(rows.body.block):
+        ivs = list(rows.body.block.args)
+        mapping.update(zip(nest.body.block.args, ivs, strict=False))
+        body = list(nest.body.block.ops)
+        for op in body[: body.index(reduce)]:
+            em.op(op.clone(value_mapper=mapping))
+        yield ivs, [mapping.get(v, v) for v in reduce.init]

@@ -45,6 +45,9 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
 
 CONSUMERS = 2
 """Consumer warpgroups per block, 64 query rows each."""
+CONSUMER_THREADS = CONSUMERS * WARPGROUP
+"""The threads of both consumer warpgroups: the count of the `empty` barriers and of the named
+barriers of their turns."""
 BM = CONSUMERS * tile.WGMMA_M
 SLOTS = 2
 """K and V tiles are double-buffered: the producer copies tile t+1 while tile t is used."""
@@ -344,15 +347,14 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             name: em.value(tile.AllocOp(tile.memref_in([count], i64, shared)))
             for name, count in counts.items()
         }
-        consumers = CONSUMERS * WARPGROUP
         first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(first) as (then_block, _, _), em.into(then_block):
             em.op(tile.MbarrierInitOp(bars["q_full"], em.index(0), 1))
-            em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(0), consumers))
+            em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(0), CONSUMER_THREADS))
             for s in range(SLOTS):
                 for side in ("k", "v"):
                     em.op(tile.MbarrierInitOp(bars[f"{side}_full"], em.index(s), 1))
-                    em.op(tile.MbarrierInitOp(bars[f"{side}_empty"], em.index(s), consumers))
+                    em.op(tile.MbarrierInitOp(bars[f"{side}_empty"], em.index(s), CONSUMER_THREADS))
             em.op(tile.FenceProxyAsyncOp())
         em.op(tile.BarrierOp())
         warpgroup = em.div(self.tid, WARPGROUP)
@@ -466,13 +468,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.s_acc = self.alloc([self.bn // 2], f32, tile.REGISTERS)
         self.p_regs = self.alloc([self.bn // tile.WGMMA_K, 4], i32, tile.REGISTERS)
         zero, one = em.index(0), em.index(1)
-        pair = CONSUMERS * WARPGROUP
         self.my_turn = em.add(group, 1)
         self.their_turn = em.value(arith.SubiOp(em.index(2), group))
         if self.pingpong:
             second = em.value(arith.CmpiOp(group, one, "eq"))
             with em.if_(second) as (then_block, _, _), em.into(then_block):
-                em.op(tile.NamedBarrierOp(one, pair, arrive=True))
+                em.op(tile.NamedBarrierOp(one, CONSUMER_THREADS, arrive=True))
         minus_inf, f_zero = em.f32(float("-inf")), em.f32(0.0)
         with self.each_item() as (k, t0):
             for h in range(2):
@@ -490,7 +491,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         if self.pingpong:
             first_group = em.value(arith.CmpiOp(group, zero, "eq"))
             with em.if_(first_group) as (then_block, _, _), em.into(then_block):
-                em.op(tile.NamedBarrierOp(one, pair))
+                em.op(tile.NamedBarrierOp(one, CONSUMER_THREADS))
 
     def ring(self, t0: SSAValue, t: SSAValue | int) -> tuple[SSAValue, SSAValue]:
         """The K/V ring slot of the item's key tile `t` (the block's tile t0 + t) and the
@@ -505,11 +506,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         em = self.em
         with em.for_loop(0, self.tiles, 1) as (t, _, _):
             slot, parity = self.ring(t0, t)
-            em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
-            em.op(tile.WgmmaFenceOp())
-            self.issue_scores(slot)
-            em.op(tile.WgmmaWaitOp(0))
-            em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+            self.scores_and_release(slot, parity)
             probs = self.softmax(self.masked(self.scores(), em.mul(t, self.bn)))
             self.multiply_v_and_release(lambda probs=probs: self.p_fragments(probs), slot, parity)
             em.op(scf.YieldOp())
@@ -523,14 +520,8 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         Q is released once the last S is done, before the last P·V."""
         em = self.em
         zero, one = em.index(0), em.index(1)
-        pair = CONSUMERS * WARPGROUP
         p_regs = self.p_regs
-        slot, parity = self.ring(t0, 0)
-        em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
-        em.op(tile.WgmmaFenceOp())
-        self.issue_scores(slot)
-        em.op(tile.WgmmaWaitOp(0))
-        em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+        self.scores_and_release(*self.ring(t0, 0))
         first = self.softmax(self.masked(self.scores(), zero), alphas=[])  # O is still 0
         self.keep(self.p_fragments(first), p_regs)
         with em.for_loop(1, self.tiles, 1) as (t, _, _):
@@ -541,12 +532,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
             frags = self.kept(p_regs)
             if self.pingpong:
-                em.op(tile.NamedBarrierOp(self.my_turn, pair))
+                em.op(tile.NamedBarrierOp(self.my_turn, CONSUMER_THREADS))
             em.op(tile.WgmmaFenceOp())
             self.issue_scores(slot)
             self.issue_pv(frags, before_slot)
             if self.pingpong:
-                em.op(tile.NamedBarrierOp(self.their_turn, pair, arrive=True))
+                em.op(tile.NamedBarrierOp(self.their_turn, CONSUMER_THREADS, arrive=True))
             em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
             alphas: list[SSAValue] = []
@@ -560,6 +551,15 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], zero))
         last_slot, last_parity = self.ring(t0, em.value(arith.SubiOp(self.tiles, one)))
         self.multiply_v_and_release(lambda: self.kept(p_regs), last_slot, last_parity)
+
+    def scores_and_release(self, slot: SSAValue, parity: SSAValue) -> None:
+        """Waits for K in `slot`, computes S = Q·Kᵀ, waits for it and releases the slot."""
+        em = self.em
+        em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
+        em.op(tile.WgmmaFenceOp())
+        self.issue_scores(slot)
+        em.op(tile.WgmmaWaitOp(0))
+        em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
 
     def multiply_v_and_release(
         self, fragments: Callable[[], list[list[SSAValue]]], slot: SSAValue, parity: SSAValue
