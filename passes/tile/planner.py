@@ -115,9 +115,9 @@ def plan_kernels(
             f"tile: mma={knobs.mma} cannot run kernel @{kernel.sym_name.data}, a sum of "
             f"products that no GEMM rule takes ({reasons})"
         )
-    attention = {r.name for r in rules(target) if r.selector and r.selector[0] == "attn"}
-    if knobs.attn not in ("auto", "none") and choice.rule.name not in attention:
-        if is_flash_attention(kernel):
+    if knobs.attn not in ("auto", "none") and is_flash_attention(kernel):
+        attention = {r.name for r in rules(target) if r.selector and r.selector[0] == "attn"}
+        if choice.rule.name not in attention:
             reasons = "; ".join(
                 f"{rule}: {why}"
                 for rule, why in refused
