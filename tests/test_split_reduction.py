@@ -39,10 +39,15 @@ SPLIT = {
     "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 75),
     "prod-of-1d": (reduction("reduce_prod", (65536,), (0,)), 64),
     "mean-over-three-dims-2-rows": (reduction("reduce_mean", (2, 3, 200, 300), (1, 2, 3)), 150),
+    "sum-of-a-prime-length": (reduction("reduce_sum", (131071,), (0,)), 128),
+    "max-of-3-prime-rows": (reduction("reduce_max", (3, 100003), (1,)), 98),
+    "prod-of-a-prime-length": (reduction("reduce_prod", (65537,), (0,)), 65),
 }
 """Programs the split takes (after `flatten_reductions`), and the parts it cuts the reduction in:
 the largest divisor of its length that leaves chunks of at least 1024, of a multiple of 8
-elements where one does."""
+elements where one does; for a prime length, chunks of a multiple of 8 near its square root (at
+least 1024), the last one shorter (131071 = 127 · 1024 + 1023, 100003 = 97 · 1024 + 675, 65537 =
+64 · 1024 + 1: its points past the end fold the init, 0, -inf or 1)."""
 
 
 @pytest.mark.parametrize("case", SPLIT, ids=list(SPLIT))
@@ -58,7 +63,7 @@ def test_split_kernels_match_the_reference(case: str) -> None:
     assert list(partial.body.block.ops)[0].extents[-1] == parts  # type: ignore[attr-defined]
     assert [k.sym_name.data for k in loop.kernels(fused)] == ["f_0_partial", "f_0_fold"]
     inputs = random_inputs(program, seed=3)
-    if case == "prod-of-1d":  # near 1, so the product neither overflows nor vanishes
+    if case.startswith("prod-of"):  # near 1, so the product neither overflows nor vanishes
         inputs = [1 + (x - 0.5) / 1e3 for x in inputs]
     (got,) = run_loop_module(fused, check.graph_function(program).sym_name.data, *inputs)
     (exact,) = run_reference(program, *inputs)
@@ -68,11 +73,10 @@ def test_split_kernels_match_the_reference(case: str) -> None:
 @pytest.mark.parametrize(
     "text",
     [
-        reduction("reduce_sum", (131071,), (0,)),  # a prime: no divisor cuts it
         reduction("reduce_sum", (200, 300), (0, 1)),  # 60000 elements: one group reads them
         reduction("reduce_sum", (256, 4096), (1,)),  # 256 rows fill the SMs
     ],
-    ids=["prime-length", "small", "many-rows"],
+    ids=["small", "many-rows"],
 )
 def test_other_reductions_are_left_alone(text: str) -> None:
     fused = apply_pipeline(parse(text), "decompose,fuse")
@@ -121,8 +125,10 @@ def test_the_planner_runs_both_pieces_on_the_row_rule(text: str, rows: list[list
     [
         reduction("reduce_mean", (40, 1700), (0, 1)),
         reduction("reduce_max", (65536,), (0,)),
+        reduction("reduce_sum", (2, 65539), (1,)),
+        reduction("reduce_min", (65537,), (0,)),
     ],
-    ids=["mean-2d", "max-1d"],
+    ids=["mean-2d", "max-1d", "sum-2-prime-rows", "min-prime"],
 )
 def test_split_reductions_match_float64_on_cpu(text: str) -> None:
     error, tolerance = error_on_cpu(text, "decompose,fuse,tile,to-cuda", seed=2)

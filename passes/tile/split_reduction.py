@@ -12,10 +12,12 @@ planner cuts the reduction in two kernels first:
 
 A reduction over several dimensions is first made one over a single dimension
 (`flatten_reductions`, for the row rule in any case); `a` is a divisor of its length that leaves
-chunks of at least `SPLIT_MIN_CHUNK` (at most `SPLIT_MAX_PARTS` parts; a length without one, a
-prime, is left whole). `loop.reduce`'s init is its combine's identity, so the split folds the
-same monoid in another association (a float sum rounds differently, as any parallel reduction
-does). Both pieces are row kernels the ordinary rules schedule.
+chunks of at least `SPLIT_MIN_CHUNK` (at most `SPLIT_MAX_PARTS` parts). A length without one (a
+prime) is cut in chunks of a multiple of 8 elements with a shorter last one: its points past
+the end fold the init (their index clamped to the last element, their value not used).
+`loop.reduce`'s init is its combine's identity, so the split folds the same monoid in another
+association (a float sum rounds differently, as any parallel reduction does). Both pieces are
+row kernels the ordinary rules schedule.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from math import isqrt, prod
 
-from xdsl.dialects import memref
+from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import MemRefType, ModuleOp
 from xdsl.ir import Operation, SSAValue
 
@@ -52,9 +54,9 @@ def split_reduction(
     found = _few_row_reduction(kernel, target)
     if found is None:
         return (kernel,)
-    nest, reduce, parts = found
+    nest, reduce, parts, chunk = found
     workspace = [MemRefType(t, [*nest.extents, parts]) for t in reduce.res.types]
-    partial = _partial_kernel(kernel, nest, reduce, parts, workspace)
+    partial = _partial_kernel(kernel, nest, reduce, parts, chunk, workspace)
     fold = _fold_kernel(kernel, nest, reduce, parts, workspace)
 
     def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
@@ -108,9 +110,10 @@ _LOOPS = (loop.ParallelOp, loop.ReduceOp)
 
 def _few_row_reduction(
     kernel: loop.KernelOp, target: Target
-) -> tuple[loop.ParallelOp, loop.ReduceOp, int] | None:
-    """(the nest, its one reduction, the parts to cut it in), for a kernel of fewer rows than
-    SMs whose one `loop.reduce` (with no loop inside) folds enough elements a row."""
+) -> tuple[loop.ParallelOp, loop.ReduceOp, int, int] | None:
+    """(the nest, its one reduction, the parts to cut it in, the elements of a part), for a
+    kernel of fewer rows than SMs whose one `loop.reduce` (with no loop inside) folds enough
+    elements a row."""
     ops = list(kernel.body.block.ops)
     if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
         return None
@@ -127,15 +130,19 @@ def _few_row_reduction(
         return None
     if reduce.extents[0] < SPLIT_MIN_ELEMENTS:
         return None
-    parts = _divisor_parts(reduce.extents[0])
-    return (nest, reduce, parts) if parts else None
+    n = reduce.extents[0]
+    if parts := _divisor_parts(n):
+        return nest, reduce, parts, n // parts
+    chunk = max(SPLIT_MIN_CHUNK, -(-n // min(isqrt(n), SPLIT_MAX_PARTS)))
+    chunk = -(-chunk // ALIGNED_CHUNK) * ALIGNED_CHUNK
+    return nest, reduce, -(-n // chunk), chunk
 
 
 def _divisor_parts(n: int) -> int | None:
     """The largest divisor of n up to √n and `SPLIT_MAX_PARTS` that leaves chunks of at least
     `SPLIT_MIN_CHUNK`, preferring chunks of a multiple of `ALIGNED_CHUNK` elements (each part's
     row then starts 16 bytes aligned, for 16-byte loads); None where fewer than 16 parts would
-    (a prime n, say)."""
+    (a prime n, say: cut with a shorter last chunk instead)."""
     fits = [
         parts
         for parts in range(min(isqrt(n), SPLIT_MAX_PARTS), 15, -1)
@@ -150,12 +157,14 @@ def _partial_kernel(
     nest: loop.ParallelOp,
     reduce: loop.ReduceOp,
     parts: int,
+    chunk: int,
     workspace: list[MemRefType],
 ) -> loop.KernelOp:
     """`parallel(rows…, part) { s = reduce(k < chunk) { element(part·chunk + k) };
-    ws[rows…, part] = s }`."""
+    ws[rows…, part] = s }`; where the parts overrun the length n, an index i past it reads
+    element n − 1 and folds the init instead."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
-    chunk = reduce.extents[0] // parts
+    n = reduce.extents[0]
     with _rows(em, mapping, nest, reduce, [parts]) as (ivs, init):
         *rows, part = ivs
         inner = loop.ReduceOp([chunk], init, combine=reduce.combine.clone())
@@ -163,9 +172,18 @@ def _partial_kernel(
         with em.into(inner.body.block):
             (k,) = inner.body.block.args
             (iv,) = reduce.body.block.args
-            mapping[iv] = em.add(em.mul(part, chunk), k)
+            index = em.add(em.mul(part, chunk), k)
+            ragged = parts * chunk != n
+            last = em.index(n - 1)
+            mapping[iv] = em.value(arith.MinSIOp(index, last)) if ragged else index
             for op in reduce.body.block.ops:
-                em.op(op.clone(value_mapper=mapping))
+                if ragged and isinstance(op, loop.YieldOp):
+                    inside = em.value(arith.CmpiOp(index, last, "sle"))
+                    values = [mapping.get(v, v) for v in op.operands]
+                    kept = [em.value(arith.SelectOp(inside, v, i)) for v, i in zip(values, init)]
+                    em.op(loop.YieldOp(*kept))
+                else:
+                    em.op(op.clone(value_mapper=mapping))
         spaces = new.body.block.args[-len(workspace) :]
         for value, space in zip(inner.res, spaces, strict=True):
             em.op(memref.StoreOp.get(value, space, [*rows, part]))
