@@ -34,6 +34,7 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.attention.wgmma import keys_per_tile
 
 
 def wgmma(variant: Variant) -> Variant:
@@ -259,7 +260,7 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
     # m64nDk16 for P·V, in one loop (off); overlapped, the first tile's S and the last tile's
     # P·V are outside it. Each group of products ends in one HGMMA that carries the scoreboard
     # (gsb0): had ptxas serialized them (C7513), every HGMMA would.
-    keys = 128 if d <= 128 else 64
+    keys = keys_per_tile(d, d)  # 192 at D = 64: 96 + 48 + 32 S, P and O registers, no spill
     loops = 2 if overlap == "on" else 1
     assert len(hgmma) == loops * (d // 16 + keys // 16)
     scores = [h for h in hgmma if "tnspB" not in h]  # P·V reads V N-major (transposed B)

@@ -59,8 +59,18 @@ rings and Q fit in shared memory (at D = 256: 64 + 64 + 64 KiB) and O (D/2 regis
 
 def keys_per_tile(head_qk: int, head_v: int) -> int:
     """Keys per K/V tile (`akeys=auto`): S is m64nBN per consumer warpgroup (BN/2 f32
-    registers a thread)."""
-    return 128 if max(head_qk, head_v) <= WIDE_HEAD_DIM else 64
+    registers a thread). 192 up to `NARROW_HEAD_DIM` (S, P and O: 96 + 48 + 32 registers at
+    D = 64), 128 up to `WIDE_HEAD_DIM`, 64 above."""
+    widest = max(head_qk, head_v)
+    return 192 if widest <= NARROW_HEAD_DIM else 128 if widest <= WIDE_HEAD_DIM else 64
+
+
+NARROW_HEAD_DIM = 64
+"""Up to this head dim a K/V tile holds 192 keys: a narrow head's key tile costs little of
+the tensor cores per softmax, and fewer, wider tiles spread the per-tile costs (the waits, the
+row max and sum, O's rescale). On the H200 (benchmarks/RESULTS.md twenty-first session run 1)
+192 against 128 keys at D = 64, × cuDNN: 0.92-0.97 → 0.96-1.02 non-causal, 0.82-0.97 →
+0.83-1.02 causal (S 2048 to 16384, B·S = 16384, H = 32)."""
 
 
 KEY_TILES = (64, 128, 192)

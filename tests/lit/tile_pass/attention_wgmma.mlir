@@ -6,22 +6,23 @@
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{sms=2}' | filecheck %s --check-prefix=TWO-SMS
 // RUN: tinyopt %s -p 'decompose,fuse,flash-attention,tile{sms=2 persistent=0}' | filecheck %s --check-prefix=ONE-BLOCK
 
-// Causal bf16 attention, S = 200 (not a multiple of the 128-row or 128-key tiles), D = 64.
+// Causal bf16 attention, S = 200 (not a multiple of the 128-row or 192-key tiles), D = 64.
 // The default (attn=auto) takes the Hopper schedule: 384 threads, q, k and v passed as tensor
-// maps copying 128 rows x 64 columns (128-byte swizzle). persistent=auto: the 4 work items (2
+// maps copying 128 rows (Q) or 192 keys (K, V: akeys=auto at D <= 64) x 64 columns (128-byte
+// swizzle). persistent=auto: the 4 work items (2
 // query tiles x 2 heads) are walked by min(4, 132 SMs) = 4 blocks, block b taking items b, b +
 // 4, ...; each item's heads come fastest (K and V fit in L2) and its query tiles from the last
 // (longest) one. A producer warpgroup (40 registers) copies each item's Q once Q is free
 // (q_empty) and its K(t), V(t) into two-slot rings guarded by full/empty mbarriers, the rings'
 // slots counted across the block's items; two consumer warpgroups (232 registers) run S =
-// Q.K^T as D/16 = 4 wgmma m64n128k16 from shared memory, then P.V as 128/16 = 8 wgmma with P
+// Q.K^T as D/16 = 4 wgmma m64n192k16 from shared memory, then P.V as 192/16 = 12 wgmma with P
 // packed in registers (wgmma_reg_a, V N-major).
 
 // CHECK:      tile.kernel @attention_2 grid [4, 1, 1] block [384, 1, 1]
-// CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}]
+// CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 192, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 192, 64>, swizzle = 128 : i64}]
 // CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<1x128x64xbf16, 3 : i32>
-// CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
-// CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
+// CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x1x192x64xbf16, 3 : i32>
+// CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x1x192x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[QFULL:.*]] = tile.alloc : memref<1xi64, 3 : i32>
 // CHECK-NEXT:   %[[QEMPTY:.*]] = tile.alloc : memref<1xi64, 3 : i32>
 // CHECK-NEXT:   %[[KFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
@@ -51,8 +52,8 @@
 // CHECK-NEXT:     tile.tma_load %{{.*}} -> %[[V]]
 // CHECK:        tile.setmaxnreg inc 232
 // CHECK:        %[[O:.*]] = tile.alloc : memref<32xf32, 5 : i32>
-// CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
-// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<8x4xi32, 5 : i32>
+// CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<96xf32, 5 : i32>
+// CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<12x4xi32, 5 : i32>
 // CHECK-NEXT:   %[[MINE:.*]] = arith.addi %[[GROUP:.*]], %[[ONE:.*]] : index
 // CHECK-NEXT:   %[[TWO:.*]] = arith.constant 2 : index
 // CHECK-NEXT:   %[[OTHER:.*]] = arith.subi %[[TWO]], %[[GROUP]] : index
@@ -74,7 +75,7 @@
 // during the last P.V and the epilogue.
 // CHECK:        tile.mbarrier_wait %[[KFULL]]
 // CHECK-NEXT:   tile.wgmma_fence
-// CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 128 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
+// CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 192 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
 // CHECK-COUNT-3: tile.wgmma %[[S]]
 // CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.wgmma_wait 0
@@ -90,8 +91,8 @@
 // CHECK-NEXT:   tile.wgmma %[[S]], {{.*}} overwrite
 // CHECK-COUNT-3: tile.wgmma %[[S]]
 // CHECK-NEXT:   tile.wgmma_commit
-// CHECK-NEXT:   tile.wgmma_reg_a %[[O]], {{{.*}}}, %[[V]][{{.*}}] mn_major {n = 64 : i64, b_lbo = 16384 : i64, b_sbo = 1024 : i64}
-// CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
+// CHECK-NEXT:   tile.wgmma_reg_a %[[O]], {{{.*}}}, %[[V]][{{.*}}] mn_major {n = 64 : i64, b_lbo = 24576 : i64, b_sbo = 1024 : i64}
+// CHECK-COUNT-11: tile.wgmma_reg_a %[[O]]
 // CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.named_barrier %[[OTHER]], 256 : i64 arrive
 // CHECK-NEXT:   tile.wgmma_wait 1
@@ -102,13 +103,13 @@
 // CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
 // CHECK:        arith.mulf
 // CHECK:        tile.pack
-// CHECK-COUNT-32: memref.store %{{.*}}, %[[P]]
+// CHECK-COUNT-48: memref.store %{{.*}}, %[[P]]
 // CHECK-NEXT:   }
 // CHECK-NEXT:   tile.mbarrier_arrive %[[QEMPTY]]
 // CHECK:        tile.mbarrier_wait %[[VFULL]]
 // CHECK:        tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma_reg_a %[[O]]
-// CHECK-COUNT-7: tile.wgmma_reg_a %[[O]]
+// CHECK-COUNT-11: tile.wgmma_reg_a %[[O]]
 // CHECK-NEXT:   tile.wgmma_commit
 // CHECK-NEXT:   tile.wgmma_wait 0
 // CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
@@ -134,7 +135,7 @@
 
 // aoverlap=off: per key tile S, wait, release K, softmax, P.V, wait, release V.
 // OFF:          tile.setmaxnreg inc 232
-// OFF:          %[[S:.*]] = tile.alloc : memref<64xf32, 5 : i32>
+// OFF:          %[[S:.*]] = tile.alloc : memref<96xf32, 5 : i32>
 // OFF:          scf.for
 // OFF:          scf.for
 // OFF:          tile.mbarrier_wait
@@ -147,7 +148,7 @@
 // OFF:          tile.pack
 // OFF:          tile.wgmma_fence
 // OFF-NEXT:     tile.wgmma_reg_a
-// OFF-COUNT-7:  tile.wgmma_reg_a
+// OFF-COUNT-11: tile.wgmma_reg_a
 // OFF-NEXT:     tile.wgmma_commit
 // OFF-NEXT:     tile.wgmma_wait 0
 // OFF-NEXT:     tile.mbarrier_arrive
