@@ -3,10 +3,10 @@
 The shapes the row rule alone handled badly (`passes/tile/split_reduction.py`): a reduction
 over a whole tensor or over fewer rows than SMs (split in a partial and a fold kernel), a
 reduction over several dimensions (flattened to one), a prime length (no divisor to split by),
-a reduction over leading dimensions (strided rows). Each row gives tinyopt's time (default
-pipeline, a bound call), torch eager's and torch.compile's, the effective bandwidth (bytes read
-/ time), the ratio to the faster torch and the relative error against float64, and tinyopt's
-kernels with their rules.
+reductions over leading or middle dimensions (strided: neighbouring rows are neighbours in
+memory). Each row gives tinyopt's time (default pipeline, a bound call), torch eager's and
+torch.compile's, the effective bandwidth (bytes read / time), the ratio to the faster torch and
+the relative error against float64, and tinyopt's kernels with their rules.
 
 Usage: python benchmarks/bench_reduction_shapes.py [--out results.md]
 """
@@ -32,6 +32,10 @@ WORKLOADS = (
     ("reduce_mean", (8, 2048, 768), (0, 1), "f32"),
     ("reduce_sum", (1 << 24,), (0,), "bf16"),
     ("reduce_mean", (16, 3, 224, 224), (1, 2, 3), "bf16"),
+    ("reduce_sum", (4096, 4096), (0,), "f32"),
+    ("reduce_sum", (100000, 64), (0,), "f32"),
+    ("reduce_mean", (16, 1 << 20), (0,), "f32"),
+    ("reduce_max", (8, 4096, 1024), (1,), "bf16"),
 )
 """(op, input shape, reduced dims, element type)."""
 TORCH_OPS = {"reduce_sum": torch.sum, "reduce_mean": torch.mean, "reduce_max": torch.amax}

@@ -15,7 +15,12 @@ from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.split_reduction import flatten_reductions, split_reduction
+from tinyopt.passes.tile.split_reduction import (
+    flatten_reductions,
+    split_reduction,
+    split_strided_reduction,
+)
+from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
 from tinyopt.passes.tile.target import Target
 
 
@@ -36,7 +41,6 @@ def reduction(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> str:
 SPLIT = {
     "mean-of-all-2d": (reduction("reduce_mean", (300, 257), (0, 1)), 75),
     "sum-of-1d": (reduction("reduce_sum", (131072,), (0,)), 128),
-    "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 75),
     "prod-of-1d": (reduction("reduce_prod", (65536,), (0,)), 64),
     "mean-over-three-dims-2-rows": (reduction("reduce_mean", (2, 3, 200, 300), (1, 2, 3)), 150),
     "sum-of-a-prime-length": (reduction("reduce_sum", (131071,), (0,)), 128),
@@ -68,6 +72,52 @@ def test_split_kernels_match_the_reference(case: str) -> None:
     (got,) = run_loop_module(fused, check.graph_function(program).sym_name.data, *inputs)
     (exact,) = run_reference(program, *inputs)
     np.testing.assert_allclose(got, exact, rtol=1e-5)
+
+
+STRIDED = {
+    "max-over-two-dims-4-rows": (reduction("reduce_max", (300, 300, 4), (0, 1)), 5625, 16),
+    "sum-over-dim-0-96-rows": (reduction("reduce_sum", (5000, 96), (0,)), 295, 17),
+    "mean-over-batch-and-sequence": (reduction("reduce_mean", (4, 300, 200), (0, 1)), 75, 16),
+    "prod-over-the-middle-dim": (reduction("reduce_prod", (3, 1001, 40), (1,)), 59, 17),
+}
+"""Strided reductions (neighbouring rows are neighbours in memory) and the parts and chunk the
+split cuts them in: enough parts that parts × rows threads fill the 132 SMs' 2048 threads,
+chunks of at least 16 elements, the last chunk shorter where the parts do not divide the length
+(5000 = 294 · 17 + 2, 1001 = 58 · 17 + 15)."""
+
+
+@pytest.mark.parametrize("case", STRIDED, ids=list(STRIDED))
+def test_strided_split_matches_the_reference(case: str) -> None:
+    text, parts, chunk = STRIDED[case]
+    program = parse(text)
+    fused = apply_pipeline(program.clone(), "decompose,fuse")
+    (kernel,) = loop.kernels(fused)
+    flatten_reductions(kernel)
+    assert split_reduction(fused, kernel, Target()) == (kernel,)
+    partial, fold = split_strided_reduction(fused, kernel, Target())
+    nest = list(partial.body.block.ops)[0]
+    assert nest.extents[0] == parts  # type: ignore[attr-defined]
+    (reduce,) = [op for op in nest.walk() if isinstance(op, loop.ReduceOp)]
+    assert list(reduce.extents) == [chunk]
+    assert SEQUENTIAL in partial.attributes and SEQUENTIAL not in fold.attributes
+    inputs = random_inputs(program, seed=5)
+    if case.startswith("prod-"):
+        inputs = [1 + (x - 0.5) / 1e3 for x in inputs]
+    (got,) = run_loop_module(fused, check.graph_function(program).sym_name.data, *inputs)
+    (exact,) = run_reference(program, *inputs)
+    np.testing.assert_allclose(got, exact, rtol=1e-5)
+
+
+def test_a_strided_reduction_of_many_rows_runs_a_thread_per_row() -> None:
+    """With as many rows as the SMs hold threads (2 SMs: 4096), a strided reduction is not
+    split: the sequential rule runs it a thread per row, neighbouring threads reading
+    neighbouring elements."""
+    text = reduction("reduce_sum", (3, 5000), (0,))
+    module = apply_pipeline(parse(text), "decompose,fuse,plan{sms=2}")
+    (kernel,) = loop.kernels(module)
+    assert str(kernel.attributes[tile.PLAN]).startswith("#tile.plan<sequential")
+    error, tolerance = error_on_cpu(text, "decompose,fuse,tile{sms=2},to-cuda", seed=6)
+    assert error <= tolerance, (error, tolerance)
 
 
 @pytest.mark.parametrize(
@@ -137,18 +187,29 @@ def test_split_reductions_match_float64_on_cpu(text: str) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [((8, 512, 56, 56), (2, 3)), ((8, 1024, 768), (0, 1)), ((256, 512, 512), (1, 2))],
-    ids=["global-average-pool", "over-batch-and-sequence", "two-trailing-dims"],
+    [((8, 512, 56, 56), (2, 3)), ((256, 512, 512), (1, 2))],
+    ids=["global-average-pool", "two-trailing-dims"],
 )
 def test_reductions_over_several_dimensions_run_on_the_row_rule(
     args: tuple[tuple[int, ...], tuple[int, ...]],
 ) -> None:
-    """A mean over H and W (NCHW), over batch and sequence, or over two trailing dims: one
-    reduction of their product, so the row rule takes it (before, the sequential rule ran each
-    row on one thread)."""
+    """A mean over H and W (NCHW) or over two trailing dims: one reduction of their product,
+    so the row rule takes it (before, the sequential rule ran each row on one thread)."""
     module = apply_pipeline(parse(reduction("reduce_mean", *args)), "decompose,fuse,plan")
     (kernel,) = loop.kernels(module)
     assert str(kernel.attributes[tile.PLAN]).startswith("#tile.plan<row_reduction")
+
+
+def test_a_mean_over_batch_and_sequence_is_a_strided_split() -> None:
+    """A mean over batch and sequence of 8 × 1024 × 768 reads each of its 768 rows 768 elements
+    apart: a partial kernel a thread per (part, row), rows fastest (342 parts of 24, the last of 8:
+    352 parts would fill the SMs), on the sequential rule, and a fold on the row rule."""
+    text = reduction("reduce_mean", (8, 1024, 768), (0, 1))
+    module = apply_pipeline(parse(text), "decompose,fuse,plan")
+    partial, fold = loop.kernels(module)
+    assert list(next(iter(partial.body.block.ops)).extents) == [342, 768]  # type: ignore[attr-defined]
+    assert str(partial.attributes[tile.PLAN]).startswith("#tile.plan<sequential")
+    assert str(fold.attributes[tile.PLAN]).startswith("#tile.plan<row_reduction")
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")

@@ -28,7 +28,11 @@ from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
-from tinyopt.passes.tile.split_reduction import flatten_reductions, split_reduction
+from tinyopt.passes.tile.split_reduction import (
+    flatten_reductions,
+    split_reduction,
+    split_strided_reduction,
+)
 from tinyopt.passes.tile.target import Target
 
 
@@ -101,6 +105,8 @@ def plan_kernels(
     if split and knobs.schedule == "auto":
         flatten_reductions(kernel)
         pieces = split_reduction(module, kernel, target)
+        if pieces == (kernel,):
+            pieces = split_strided_reduction(module, kernel, target)
         if pieces != (kernel,):
             for piece in pieces:
                 plan_kernels(module, piece, knobs, target, split=False, why=why)

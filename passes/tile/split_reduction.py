@@ -18,6 +18,13 @@ the end fold the init (their index clamped to the last element, their value not 
 `loop.reduce`'s init is its combine's identity, so the split folds the same monoid in another
 association (a float sum rounds differently, as any parallel reduction does). Both pieces are
 row kernels the ordinary rules schedule.
+
+A strided reduction, one whose elements lie a row apart in memory while its rows lie side by
+side (a sum over dim 0, a mean over batch and sequence), is another case: a thread group per
+row would read one element per 32-byte sector. Such a kernel runs on the sequential rule, a
+thread per row, so a warp reads 32 neighbouring rows at once (`split_strided_reduction`); with
+fewer rows than `STRIDED_THREADS_PER_SM` threads per SM, its partial kernel is a thread per
+(part, row), the parts cutting the reduction, and the fold the same as above.
 """
 
 from __future__ import annotations
@@ -27,12 +34,12 @@ from contextlib import contextmanager
 from math import isqrt, prod
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp
+from xdsl.dialects.builtin import MemRefType, ModuleOp, UnitAttr
 from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR
-from tinyopt.passes.tile.emit import Emitter, Mapping
+from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL, derived_kernel, replace_kernels
 from tinyopt.passes.tile.target import Target
 
@@ -44,6 +51,11 @@ SPLIT_MAX_PARTS = 4096
 """Parts of a split one-dimensional reduction, at most."""
 ALIGNED_CHUNK = 8
 """Elements in 16 bytes of 16-bit values (two such runs of f32)."""
+STRIDED_THREADS_PER_SM = 2048
+"""Threads per SM a strided reduction's partial kernel is cut to give (all an SM holds): each
+thread has few loads in flight, so the memory needs many threads."""
+STRIDED_MIN_CHUNK = 16
+"""Elements each thread of a strided partial kernel folds, at least."""
 
 
 def split_reduction(
@@ -57,6 +69,37 @@ def split_reduction(
     nest, reduce, parts, chunk = found
     workspace = [MemRefType(t, [*nest.extents, parts]) for t in reduce.res.types]
     partial = _partial_kernel(kernel, nest, reduce, parts, chunk, workspace)
+    fold = _fold_kernel(kernel, nest, reduce, parts, workspace)
+
+    def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
+        allocs = [memref.AllocOp([], [], t) for t in workspace]
+        return allocs, [[*args, *(a.memref for a in allocs)]] * 2
+
+    replace_kernels(module, kernel, [partial, fold], with_workspace)
+    return partial, fold
+
+
+def split_strided_reduction(
+    module: ModuleOp, kernel: loop.KernelOp, target: Target
+) -> tuple[loop.KernelOp, ...]:
+    """Runs a strided reduction a thread per row: marks the kernel for the sequential rule
+    where its rows give `STRIDED_THREADS_PER_SM` threads per SM, else puts a partial kernel (a
+    thread per part and row, rows fastest) and a fold in its place and returns them; returns
+    the kernel where it is no strided reduction."""
+    found = _one_reduction(kernel)
+    if found is None or SEQUENTIAL in kernel.attributes or not _strided(*found):
+        return (kernel,)
+    nest, reduce = found
+    rows, n = prod(nest.extents), reduce.extents[0]
+    parts = min(-(-target.sms * STRIDED_THREADS_PER_SM // rows), n // STRIDED_MIN_CHUNK)
+    if parts < 2:
+        kernel.attributes[SEQUENTIAL] = UnitAttr()
+        return (kernel,)
+    chunk = -(-n // parts)
+    parts = -(-n // chunk)
+    workspace = [MemRefType(t, [*nest.extents, parts]) for t in reduce.res.types]
+    partial = _partial_kernel(kernel, nest, reduce, parts, chunk, workspace, parts_first=True)
+    partial.attributes[SEQUENTIAL] = UnitAttr()
     fold = _fold_kernel(kernel, nest, reduce, parts, workspace)
 
     def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
@@ -113,22 +156,14 @@ def _few_row_reduction(
 ) -> tuple[loop.ParallelOp, loop.ReduceOp, int, int] | None:
     """(the nest, its one reduction, the parts to cut it in, the elements of a part), for a
     kernel of fewer rows than SMs whose one `loop.reduce` (with no loop inside) folds enough
-    elements a row."""
-    ops = list(kernel.body.block.ops)
-    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
+    contiguous elements a row."""
+    found = _one_reduction(kernel)
+    if found is None or SEQUENTIAL in kernel.attributes:
         return None
-    if SEQUENTIAL in kernel.attributes or prod(nest.extents) >= target.sms:
+    nest, reduce = found
+    if prod(nest.extents) >= target.sms:
         return None
-    reduces = [op for op in nest.body.block.ops if isinstance(op, loop.ReduceOp)]
-    if len(reduces) != 1:
-        return None
-    (reduce,) = reduces
-    if CONTRACTION_ATTR in reduce.attributes:  # GEMMs and GEMVs: the GEMM rules split K their way
-        return None
-    loops = [op for op in nest.walk() if isinstance(op, loop.ParallelOp | loop.ReduceOp)]
-    if loops != [nest, reduce] or len(reduce.extents) > 1:  # see `flatten_reductions`
-        return None
-    if reduce.extents[0] < SPLIT_MIN_ELEMENTS:
+    if reduce.extents[0] < SPLIT_MIN_ELEMENTS or _strided(nest, reduce):
         return None
     n = reduce.extents[0]
     if parts := _divisor_parts(n):
@@ -136,6 +171,39 @@ def _few_row_reduction(
     chunk = max(SPLIT_MIN_CHUNK, -(-n // min(isqrt(n), SPLIT_MAX_PARTS)))
     chunk = -(-chunk // ALIGNED_CHUNK) * ALIGNED_CHUNK
     return nest, reduce, -(-n // chunk), chunk
+
+
+def _one_reduction(kernel: loop.KernelOp) -> tuple[loop.ParallelOp, loop.ReduceOp] | None:
+    """(the nest, its reduction) of a kernel whose one nest holds one one-dimensional
+    `loop.reduce` with no loop inside, that sums no products (GEMMs and GEMVs: the GEMM rules
+    split K their way)."""
+    ops = list(kernel.body.block.ops)
+    if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
+        return None
+    reduces = [op for op in nest.body.block.ops if isinstance(op, loop.ReduceOp)]
+    if len(reduces) != 1:
+        return None
+    (reduce,) = reduces
+    if CONTRACTION_ATTR in reduce.attributes:
+        return None
+    loops = [op for op in nest.walk() if isinstance(op, loop.ParallelOp | loop.ReduceOp)]
+    if loops != [nest, reduce] or len(reduce.extents) > 1:  # see `flatten_reductions`
+        return None
+    return nest, reduce
+
+
+def _strided(nest: loop.ParallelOp, reduce: loop.ReduceOp) -> bool:
+    """Whether the reduction reads its elements a row apart: no load's last index varies with
+    the reduction's index, and some load's last index varies with it and a row index (so
+    neighbouring rows are neighbours in memory)."""
+    ops = list(reduce.body.block.ops)
+    along = depends_on(ops, reduce.body.block.args)
+    across = depends_on(list(nest.body.block.ops), nest.body.block.args)
+    loads = [op for op in reduce.walk() if isinstance(op, memref.LoadOp)]
+    varying = [op for op in loads if any(i in along for i in op.indices)]
+    return bool(varying) and all(
+        op.indices and op.indices[-1] not in along and op.indices[-1] in across for op in varying
+    )
 
 
 def _divisor_parts(n: int) -> int | None:
@@ -159,14 +227,16 @@ def _partial_kernel(
     parts: int,
     chunk: int,
     workspace: list[MemRefType],
+    parts_first: bool = False,
 ) -> loop.KernelOp:
     """`parallel(rows…, part) { s = reduce(k < chunk) { element(part·chunk + k) };
-    ws[rows…, part] = s }`; where the parts overrun the length n, an index i past it reads
-    element n − 1 and folds the init instead."""
+    ws[rows…, part] = s }` (with `parts_first`, the nest runs over (part, rows…)); where the
+    parts overrun the length n, an index i past it reads element n − 1 and folds the init
+    instead."""
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_partial", workspace)
     n = reduce.extents[0]
-    with _rows(em, mapping, nest, reduce, [parts]) as (ivs, init):
-        *rows, part = ivs
+    with _rows(em, mapping, nest, reduce, [parts], parts_first) as (ivs, init):
+        part, *rows = ivs if parts_first else [ivs[-1], *ivs[:-1]]
         inner = loop.ReduceOp([chunk], init, combine=reduce.combine.clone())
         em.op(inner)
         with em.into(inner.body.block):
@@ -216,16 +286,24 @@ def _fold_kernel(
 
 @contextmanager
 def _rows(
-    em: Emitter, mapping: Mapping, nest: loop.ParallelOp, reduce: loop.ReduceOp, extra: list[int]
+    em: Emitter,
+    mapping: Mapping,
+    nest: loop.ParallelOp,
+    reduce: loop.ReduceOp,
+    extra: list[int],
+    extra_first: bool = False,
 ) -> Iterator[tuple[list[SSAValue], list[SSAValue]]]:
-    """Emits a nest over the kernel's rows and `extra` dimensions, maps the old row indices to
-    the new ones and clones the ops before the reduction into it; yields the nest's indices and
-    the reduction's init values there, with the nest's body current."""
-    rows = loop.ParallelOp([*nest.extents, *extra])
+    """Emits a nest over the kernel's rows and `extra` dimensions (after the rows, or before
+    them with `extra_first`), maps the old row indices to the new ones and clones the ops
+    before the reduction into it; yields the nest's indices and the reduction's init values
+    there, with the nest's body current."""
+    extents = [*extra, *nest.extents] if extra_first else [*nest.extents, *extra]
+    rows = loop.ParallelOp(extents)
     em.op(rows)
     with em.into(rows.body.block):
         ivs = list(rows.body.block.args)
-        mapping.update(zip(nest.body.block.args, ivs, strict=False))
+        row_ivs = ivs[len(extra) :] if extra_first else ivs
+        mapping.update(zip(nest.body.block.args, row_ivs, strict=False))
         body = list(nest.body.block.ops)
         for op in body[: body.index(reduce)]:
             em.op(op.clone(value_mapper=mapping))
