@@ -20,7 +20,7 @@ import pytest
 from attention_programs import attention, decode_attention
 from conftest import requires_gpu
 from cpu_cuda import COMPILER
-from cpu_wgmma import error_on_cpu
+from cpu_wgmma import error_on_cpu, run_program_on_cpu
 from test_flash_attention_kernels import (
     VARIANTS,
     Variant,
@@ -31,6 +31,8 @@ from test_flash_attention_kernels import (
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
+from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
+from tinyopt.backends.check import tolerance
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
@@ -176,6 +178,30 @@ def test_wgmma_takes_every_attention_form_on_cpu(form: str) -> None:
     attention_kernel(module, WGMMA_HELPER)
     error, tolerance = error_on_cpu(text, "decompose,fuse,flash-attention,tile,to-cuda", seed=4)
     assert error <= tolerance, (error, tolerance)
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("valid", [200, 383, 1024])
+def test_a_chunk_stops_at_the_runtime_count_of_valid_keys(causal: bool, valid: int) -> None:
+    """A chunk of 200 queries against a cache of 1024 keys holding L valid ones: each item's
+    key loop stops at the last 192-key tile holding a key some row may see (`key_limit.py`),
+    so keys and values past it are never read. Poisoned with NaN there, the output still
+    matches float64 on the clean inputs; the whole loop would carry the NaN through P·V (0 ·
+    NaN)."""
+    text = decode_attention(1, 4, 2, 200, 1024, 64, causal=causal, valid=True)
+    pipeline = "decompose,fuse,flash-attention,tile,to-cuda"
+    program, module = lower(text, pipeline)
+    attention_kernel(module, WGMMA_HELPER)
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=7, scalars={3: valid})
+    past = -(-valid // 192) * 192
+    for side in (1, 2):  # k and v, [1, 2, 1024, 64] bf16 bits
+        arrays[side] = arrays[side].copy()
+        arrays[side][:, :, past:, :] = 0x7FC0
+    (result,) = run_program_on_cpu(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error <= tolerance(graph), error
 
 
 @pytest.mark.parametrize(

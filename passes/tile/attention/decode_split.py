@@ -30,14 +30,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, UnitAttr, f32, i64
+from xdsl.dialects.builtin import IntegerAttr, MemRefType, ModuleOp, UnitAttr, f32, i64
 from xdsl.ir import Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
 from tinyopt.dialects import loop
 from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR
 from tinyopt.passes.tile.attention.decode_match import DecodeAttention
-from tinyopt.passes.tile.attention.key_limit import KeyLimit, kernel_scalar_bounds, key_limit
+from tinyopt.passes.tile.attention.key_limit import (
+    KeyLimit,
+    kernel_scalar_bounds,
+    key_limit,
+    seen_keys,
+)
 from tinyopt.passes.tile.attention.mma_sync import BN
 from tinyopt.passes.tile.emit import UNROLL, Emitter, Mapping
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
@@ -173,7 +178,7 @@ def _partial_kernel(
             maps.clone(op)
         bounded = None
         if limit is not None:
-            seen = _seen_keys(em, limit, mapping, a.keys)
+            seen = seen_keys(em, limit, mapping, a.keys)
             used = _runtime_splits(em, seen, splits, steps)
             start, count = _runtime_chunk(em, seen, gs, splits, used, min(key_tile, chunk), chunk)
             count.owner.attributes[KEY_COUNT] = UnitAttr()
@@ -217,22 +222,6 @@ def _partial_kernel(
             em.op(memref.StoreOp.get(acc, ws_acc, [gs, r, d]))
     _erase_unused(new)
     return new
-
-
-def _seen_keys(em: Emitter, limit: KeyLimit, mapping: Mapping, keys: int) -> SSAValue:
-    """Emits the number of keys any row may see: ⌊(offset + Σ c·scalar) / slope⌋ + 1, in
-    [0, keys] (an index)."""
-    total: SSAValue = em.index(limit.offset)
-    for arg, coefficient in limit.scalars:
-        scalar = mapping.get(arg, arg)
-        as_index = em.value(arith.IndexCastOp(scalar, IndexType()))
-        term = em.value(arith.MuliOp(as_index, em.index(coefficient)))
-        total = em.value(arith.AddiOp(total, term))
-    if limit.slope != 1:
-        total = em.value(arith.FloorDivSIOp(total, em.index(limit.slope)))
-    seen = em.value(arith.AddiOp(total, em.index(1)))
-    seen = em.value(arith.MaxSIOp(seen, em.index(0)))
-    return em.value(arith.MinSIOp(seen, em.index(keys)))
 
 
 def _runtime_splits(

@@ -1,11 +1,11 @@
-"""The last key a decode kernel's rows can see, as a function of its runtime scalars.
+"""The last key an attention kernel's rows can see, as a function of its runtime scalars.
 
 A cache compiled for a capacity of keys holds L valid ones at a step (`graph.attention ...
 valid(%L)`): `decompose` masks the keys past L − Sq + i with −inf, through a window of an iota
 at offset L, which `fuse` inlines as `sitofp(L + j)` compared with the key's own index. The
-decode schedule would still visit every key up to the capacity; this module proves, from the
-score's expression, that every key j with a·j > B(rows, scalars) scores −inf, so the blocks
-stop at the last key the step can see (`decode_split.py`).
+schedules would still visit every key up to the capacity; this module proves, from the score's
+expression, that every key j with a·j > B(rows, scalars) scores −inf, so the blocks stop at the
+last key the step can see (`decode_split.py`; `wgmma.py`, for a chunk of many queries).
 
 The proof reads the selects on the way from the yielded score: `select(c, s, −inf)` masks the
 keys where c is false (`select(c, −inf, s)` where it is true). Where c compares two values that
@@ -29,7 +29,9 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.dialects.runtime_scalar import host_bounds
+from tinyopt.passes.tile.attention.attention_match import Attention
 from tinyopt.passes.tile.attention.decode_match import DecodeAttention
+from tinyopt.passes.tile.emit import Emitter, Mapping
 
 EXACT_FLOAT = 1 << 24
 """Integers of at most this magnitude are exact in f32 (and every sum of two of them below it)."""
@@ -77,13 +79,17 @@ def kernel_scalar_bounds(module: ModuleOp, kernel: loop.KernelOp) -> dict[int, t
     return {p: b for p, b in found.items() if p not in unknown}
 
 
-def key_limit(a: DecodeAttention, bounds: dict[int, tuple[int, int]]) -> KeyLimit | None:
-    """The bound on the keys any row of `a` sees, or None where the score gives none."""
+def key_limit(
+    a: Attention | DecodeAttention, bounds: dict[int, tuple[int, int]]
+) -> KeyLimit | None:
+    """The bound on the keys any row of `a` sees, or None where the score gives none. The
+    nest's indices but the last (the head dim's) are the rows'."""
     j = a.reduce.body.block.args[0]
     kernel = a.nest.parent_op()
     assert isinstance(kernel, loop.KernelOp)
-    ranges: dict[SSAValue, tuple[int, int]] = {j: (0, a.keys - 1)}
-    for iv, extent in zip(a.row_ivs, a.nest.extents[:-1]):
+    rows = a.nest.body.block.args[:-1]
+    ranges: dict[SSAValue, tuple[int, int]] = {j: (0, a.reduce.extents[0] - 1)}
+    for iv, extent in zip(rows, a.nest.extents[:-1]):
         ranges[iv] = (0, extent - 1)
     for position, arg in enumerate(kernel.body.block.args):
         if position in bounds:
@@ -94,11 +100,27 @@ def key_limit(a: DecodeAttention, bounds: dict[int, tuple[int, int]]) -> KeyLimi
         kept_if_true = _is_minus_inf(select.rhs)
         if not kept_if_true and not _is_minus_inf(select.lhs):
             return None
-        bound = _inequality(forms, select.cond, kept_if_true, j, a.row_ivs)
+        bound = _inequality(forms, select.cond, kept_if_true, j, rows)
         if bound is not None:
             return bound
         score = select.lhs if kept_if_true else select.rhs
     return None
+
+
+def seen_keys(em: Emitter, limit: KeyLimit, mapping: Mapping, keys: int) -> SSAValue:
+    """Emits the number of keys any row may see: ⌊(offset + Σ c·scalar) / slope⌋ + 1, in
+    [0, keys] (an index)."""
+    total: SSAValue = em.index(limit.offset)
+    for arg, coefficient in limit.scalars:
+        scalar = mapping.get(arg, arg)
+        as_index = em.value(arith.IndexCastOp(scalar, IndexType()))
+        term = em.value(arith.MuliOp(as_index, em.index(coefficient)))
+        total = em.value(arith.AddiOp(total, term))
+    if limit.slope != 1:
+        total = em.value(arith.FloorDivSIOp(total, em.index(limit.slope)))
+    seen = em.value(arith.AddiOp(total, em.index(1)))
+    seen = em.value(arith.MaxSIOp(seen, em.index(0)))
+    return em.value(arith.MinSIOp(seen, em.index(keys)))
 
 
 def _is_minus_inf(value: SSAValue) -> bool:

@@ -23,12 +23,18 @@ from dataclasses import dataclass
 from math import prod
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, f32, i32, i64
+from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
 from xdsl.ir import Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.attention.attention_match import Attention, match_flash_attention
+from tinyopt.passes.tile.attention.key_limit import (
+    KeyLimit,
+    kernel_scalar_bounds,
+    key_limit,
+    seen_keys,
+)
 from tinyopt.passes.tile.attention.mma_sync import _AttentionEmitter
 from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on, element_bytes
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -286,7 +292,10 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(bn), SWIZZLE),
             ],
         )
-        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], plan, items, blocks)
+        module = kernel.get_toplevel_object()
+        assert isinstance(module, ModuleOp)
+        limit = key_limit(a, kernel_scalar_bounds(module, kernel))
+        emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], plan, items, blocks, limit)
         emitter.emit()
         replace_kernel(rewriter, kernel, new)
 
@@ -330,8 +339,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         plan: AttentionWgmmaPlan,
         items: int,
         blocks: int,
+        limit: KeyLimit | None,
     ) -> None:
         super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
+        self.limit = limit
+        """Where the score proves the keys past a bound of the runtime scalars masked (a cache
+        of L valid keys), each item's key loop stops at the bound (`key_limit.py`)."""
         self.bn = plan.keys
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first, self.overlap = bool(plan.heads_first), bool(plan.overlap)
@@ -410,10 +423,14 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.q0 = em.mul(query_tile, BM)
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
-        end: SSAValue | int = self.s_k
+        end = em.index(self.s_k)
+        if self.limit is not None:
+            end = seen_keys(em, self.limit, self.mapping, self.s_k)
         if a.causal:
-            end = em.value(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, BM)))
+            end = em.value(arith.MinSIOp(end, em.add(self.q0, BM)))
         self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
+        if self.limit is not None:  # a row with no key to see gives what the whole loop gave
+            self.tiles = em.value(arith.MaxSIOp(self.tiles, em.index(1)))
 
     def copy(self, side: _TmaSide, row: SSAValue, smem: SSAValue, slot: list, bar: str) -> None:
         """Issues the TMA copies of `side`'s rows from `row`, one per 64-column chunk, into
