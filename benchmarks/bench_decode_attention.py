@@ -7,12 +7,15 @@ and `sdpa_kernel(FLASH_ATTENTION)`, and tinyopt's `decompose,fuse,flash-attentio
 (every kernel it launches: the split-KV partial kernel and the merge), and prints µs, the K+V
 bytes read per second, the ratio to cuDNN and the relative error of batch entry 0 against
 float64; the first line gives a device-to-device copy's bandwidth (read + write) as the ceiling.
+`--valid N` compiles each shape for its cache length as a capacity and passes the count of
+valid keys N at run time (`valid(%L)`), torch running on the first N keys (with `--queries`
+above 64: a prefill chunk into a cache, on the wgmma schedule, whose key loop stops at N).
 `--lower-only` needs no GPU (nor torch): it lowers each shape and prints the kernels, their
 grids and plans (the split count `asplits`).
 
 Usage: python benchmarks/bench_decode_attention.py [--shapes 1x4096 1x32768 8x32768 64x4096]
        [--heads 32 --kv-heads 8 --head-dim 128 --queries 1] [--knobs 'asplits=16' ...]
-       [--out a.md] [--lower-only]
+       [--valid N] [--out a.md] [--lower-only]
 `--knobs` may be given several times: each setting is a row of its own (`tinyopt [knobs]`)
 against the same cuDNN and flash times.
 """
@@ -40,7 +43,14 @@ def program(args: argparse.Namespace, batch: int, keys: int) -> str:
     several queries, as a prefill chunk is."""
     causal = args.queries > 1
     return decode_attention(
-        batch, args.heads, args.kv_heads, args.queries, keys, args.head_dim, causal=causal
+        batch,
+        args.heads,
+        args.kv_heads,
+        args.queries,
+        keys,
+        args.head_dim,
+        causal=causal,
+        valid=bool(args.valid),
     )
 
 
@@ -72,6 +82,7 @@ def main() -> None:
     parser.add_argument(
         "--knobs", action="append", help="extra tile knobs, e.g. 'asplits=16' (repeatable)"
     )
+    parser.add_argument("--valid", type=int, default=0, help="valid keys at run time (0: all)")
     parser.add_argument("--out", default=None)
     parser.add_argument("--lower-only", action="store_true", help="lower on the CPU and stop")
     args = parser.parse_args()
@@ -101,7 +112,7 @@ def run_on_gpu(args: argparse.Namespace, settings: list[str]) -> None:
     h, kv, d, sq = args.heads, args.kv_heads, args.head_dim, args.queries
     copy_bytes = 1 << 30
     src, dst = (torch.empty(copy_bytes, dtype=torch.uint8, device="cuda") for _ in range(2))
-    copy_gbs = 2 * copy_bytes / median_ms(lambda: dst.copy_(src)) / 1e6
+    copy_gbs = 2 * copy_bytes / median_ms(lambda src=src, dst=dst: dst.copy_(src)) / 1e6
     del src, dst
     lines = [
         f"decode attention bf16, H {h} / KV {kv}, D {d}, {sq} quer{'y' if sq == 1 else 'ies'} "
@@ -114,18 +125,21 @@ def run_on_gpu(args: argparse.Namespace, settings: list[str]) -> None:
         batch, keys = (int(x) for x in shape.split("x"))
         q = torch.randn(batch, h, sq, d, device="cuda").bfloat16()
         k, v = (torch.randn(batch, kv, keys, d, device="cuda").bfloat16() for _ in range(2))
+        valid = args.valid or keys
+        k_valid, v_valid = k[:, :, :valid].contiguous(), v[:, :, :valid].contiguous()
         causal = sq > 1
-        ref = _reference(q[:1], k[:1], v[:1], causal)
-        kv_bytes = 2 * batch * kv * keys * d * 2
+        ref = _reference(q[:1], k_valid[:1], v_valid[:1], causal)
+        kv_bytes = 2 * batch * kv * valid * d * 2
+        scalars = (valid,) if args.valid else ()
         rows = []
         for name, backend in (
             ("torch cuDNN", SDPBackend.CUDNN_ATTENTION),
             ("torch flash", SDPBackend.FLASH_ATTENTION),
         ):
-            mask = _end_aligned_mask(sq, keys) if causal else None
+            mask = _end_aligned_mask(sq, valid) if causal else None
             try:
                 with sdpa_kernel(backend):
-                    call = lambda: sdpa(q, k, v, attn_mask=mask, enable_gqa=True)  # noqa: E731
+                    call = lambda: sdpa(q, k_valid, v_valid, attn_mask=mask, enable_gqa=True)  # noqa: E731
                     out = call()
                     ms = median_ms(call)
                 rows.append((name, ms, rel_error(out[:1], ref)))
@@ -134,9 +148,9 @@ def run_on_gpu(args: argparse.Namespace, settings: list[str]) -> None:
         for setting in settings:
             pipeline = PIPELINE.format(knobs=_braced(setting))
             fn = compile_program(program(args, batch, keys), pipeline)
-            out = fn(q, k, v)
+            out = fn(q, k, v, *scalars)
             torch.cuda.synchronize()
-            ms = median_ms(fn.bind(q, k, v))
+            ms = median_ms(fn.bind(q, k, v, *scalars))
             name = f"tinyopt [{setting}]" if setting else "tinyopt"
             rows.append((name, ms, rel_error(out[:1], ref)))
         cudnn_ms = rows[0][1] if rows[0][0] == "torch cuDNN" else float("nan")
