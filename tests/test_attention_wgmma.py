@@ -263,6 +263,28 @@ def test_persistent_auto_by_rounds(s: int, causal: bool, blocks: int) -> None:
     assert list(kernel.grid.get_values()) == [blocks, 1, 1]
 
 
+@pytest.mark.parametrize(
+    ("b", "h", "s", "causal", "blocks"),
+    [
+        (8, 32, 2048, True, 131),  # 16 query tiles: 132 shares a factor 4 with them
+        (2, 32, 8192, True, 131),  # 64 query tiles
+        (2, 30, 1920, True, 131),  # 15 query tiles: 132 shares a factor 3
+        (8, 32, 2048, False, 132),  # items of one length: every SM
+        (1, 40, 1024, True, 132),  # K and V fit in L2: heads first, rounds of one length
+        (1, 2, 4096, True, 64),  # fewer items than SMs: one block each
+    ],
+)
+def test_persistent_causal_blocks_are_prime_to_the_query_tiles(
+    b: int, h: int, s: int, causal: bool, blocks: int
+) -> None:
+    """Persistent causal blocks walking query tiles fastest take every query tile in turn:
+    their count is the largest up to the SMs that shares no factor with the query tiles."""
+    text = attention(b, h, s, 64, "bf16", causal=causal)
+    _, module = lower(text, "decompose,fuse,flash-attention,tile{persistent=1},to-cuda")
+    kernel = attention_kernel(module, WGMMA_HELPER)
+    assert list(kernel.grid.get_values()) == [blocks, 1, 1]
+
+
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 @pytest.mark.parametrize(
     ("d", "causal", "overlap"),

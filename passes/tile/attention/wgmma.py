@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass
-from math import prod
+from math import gcd, prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects.builtin import IndexType, IntegerAttr, MemRefType, ModuleOp, f32, i32, i64
@@ -280,7 +280,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         assert not isinstance(sides, str)
         q, k, v = sides
         items = _items(a)
-        blocks = min(items, self.target.sms) if plan.persistent else items
+        blocks = _persistent_blocks(a, plan, self.target.sms) if plan.persistent else items
         new, em, mapping = new_kernel(kernel, (blocks, 1, 1), ((1 + CONSUMERS) * WARPGROUP, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         bn = plan.keys
@@ -319,6 +319,20 @@ def _items(a: Attention) -> int:
     """Work items of a kernel: (query tile of BM rows, batch index) pairs."""
     *batch, s_q, _ = a.nest.extents
     return -(-s_q // BM) * prod(batch)
+
+
+def _persistent_blocks(a: Attention, plan: AttentionWgmmaPlan, sms: int) -> int:
+    """Persistent blocks: one per SM, at most one per item. Under a causal mask with query
+    tiles fastest, items' lengths repeat with the query tiles' count Q, and block b takes items
+    b + blocks·r: with blocks and Q sharing a factor g, block b only ever sees the Q/g lengths
+    of its residue (132 blocks, Q = 16: a quarter of them, the longest quarter's blocks doing
+    28 key tiles per 4 items at S = 2048 and 192 keys a tile where the shortest's do 20). So
+    the count is the largest one prime to Q: each block then walks every query tile in turn."""
+    items = _items(a)
+    if items <= sms or not a.causal or plan.heads_first:
+        return min(items, sms)
+    query_tiles = -(-a.nest.extents[-2] // BM)
+    return next(n for n in range(sms, 0, -1) if gcd(n, query_tiles) == 1)
 
 
 def _bytes(op: loop.KernelOp, arg: int) -> int:
