@@ -14,6 +14,8 @@ Usage: python benchmarks/bench_reduction_shapes.py [--out results.md]
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 import time
 
 import torch
@@ -21,6 +23,9 @@ from harness import compile_program, median_ms, publish, rel_error
 
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
+from programs import reduction  # noqa: E402
 
 WORKLOADS = (
     ("reduce_sum", (1 << 24,), (0,), "f32"),
@@ -42,22 +47,6 @@ TORCH_OPS = {"reduce_sum": torch.sum, "reduce_mean": torch.mean, "reduce_max": t
 DTYPES = {"f32": torch.float32, "bf16": torch.bfloat16}
 
 
-def _t(shape: tuple[int, ...], element: str) -> str:
-    return f"tensor<{'x'.join(map(str, shape))}x{element}>" if shape else f"tensor<{element}>"
-
-
-def program(op: str, shape: tuple[int, ...], dims: tuple[int, ...], element: str) -> str:
-    """The graph program of one reduction."""
-    out = tuple(n for d, n in enumerate(shape) if d not in dims)
-    kept = ", ".join(map(str, dims))
-    return (
-        f"func.func @f(%x: {_t(shape, element)}) -> {_t(out, element)} {{\n"
-        f"  %r = graph.{op} %x {{dims = array<i64: {kept}>}} : "
-        f"{_t(shape, element)} -> {_t(out, element)}\n"
-        f"  func.return %r : {_t(out, element)}\n}}"
-    )
-
-
 def plans(text: str) -> str:
     """tinyopt's kernels and their rules, `name: rule` joined by `; `."""
     module = apply_pipeline(parse(text), "fuse,plan")
@@ -74,7 +63,7 @@ def measure(op: str, shape: tuple[int, ...], dims: tuple[int, ...], element: str
     fn = TORCH_OPS[op]
     compiled = torch.compile(lambda a: fn(a, dim=dims))
     compiled(x)
-    text = program(op, shape, dims, element)
+    text = reduction(op, shape, dims, element)
     tiny = compile_program(text)
     err = rel_error(tiny(x), fn(x.double(), dim=dims))
     ms = median_ms(tiny.bind(x))

@@ -25,7 +25,7 @@ def load_example(name: str) -> ModuleType:
 
 
 def _t(shape: tuple[int, ...], dtype: str) -> str:
-    return f"tensor<{'x'.join(map(str, shape))}x{dtype}>"
+    return f"tensor<{'x'.join(map(str, shape))}x{dtype}>" if shape else f"tensor<{dtype}>"
 
 
 def rmsnorm(shape: tuple[int, ...], dtype: str = "f32") -> str:
@@ -120,6 +120,15 @@ def row_sum(rows: int, cols: int) -> str:
     return f"""func.func @row_sum(%x: {x}) -> {y} {{
   %y = graph.reduce_sum %x {{dims = array<i64: 1>}} : {x} -> {y}
   func.return %y : {y}
+}}"""
+
+
+def reduction(op: str, shape: tuple[int, ...], dims: tuple[int, ...], dtype: str = "f32") -> str:
+    """`graph.<op>` (reduce_sum, reduce_mean, reduce_max, ...) of `shape` over `dims`."""
+    x, y = _t(shape, dtype), _t(tuple(n for d, n in enumerate(shape) if d not in dims), dtype)
+    return f"""func.func @f(%x: {x}) -> {y} {{
+  %r = graph.{op} %x {{dims = array<i64: {", ".join(map(str, dims))}>}} : {x} -> {y}
+  func.return %r : {y}
 }}"""
 
 

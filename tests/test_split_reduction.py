@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
+from programs import reduction
 
 from tinyopt.backends import check
 from tinyopt.backends.loop_reference import run_loop_module
@@ -22,20 +23,6 @@ from tinyopt.passes.tile.split_reduction import (
 )
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL
 from tinyopt.passes.tile.target import Target
-
-
-def _t(shape: tuple[int, ...], element: str = "f32") -> str:
-    return f"tensor<{'x'.join(map(str, shape))}x{element}>" if shape else f"tensor<{element}>"
-
-
-def reduction(op: str, shape: tuple[int, ...], dims: tuple[int, ...]) -> str:
-    out = tuple(n for d, n in enumerate(shape) if d not in dims)
-    kept = ", ".join(map(str, dims))
-    return (
-        f"func.func @f(%x: {_t(shape)}) -> {_t(out)} {{\n"
-        f"  %r = graph.{op} %x {{dims = array<i64: {kept}>}} : {_t(shape)} -> {_t(out)}\n"
-        f"  func.return %r : {_t(out)}\n}}"
-    )
 
 
 SPLIT = {
@@ -137,11 +124,11 @@ def test_other_reductions_are_left_alone(text: str) -> None:
 def test_a_gemv_is_left_to_the_gemm_rules() -> None:
     """A contraction of few rows (a GEMV into 64 outputs over K = 2^17) keeps its kernel: the
     GEMM rules split K their own way."""
-    x, w, y = _t((1, 131072)), _t((64, 131072)), _t((1, 64))
+    x, w, y = "tensor<1x131072xf32>", "tensor<64x131072xf32>", "tensor<1x64xf32>"
     text = (
         f"func.func @f(%x: {x}, %w: {w}) -> {y} {{\n"
-        f"  %wt = graph.transpose %w {{perm = array<i64: 1, 0>}} : {w} -> {_t((131072, 64))}\n"
-        f"  %y = graph.matmul %x, %wt : ({x}, {_t((131072, 64))}) -> {y}\n"
+        f"  %wt = graph.transpose %w {{perm = array<i64: 1, 0>}} : {w} -> tensor<131072x64xf32>\n"
+        f"  %y = graph.matmul %x, %wt : ({x}, tensor<131072x64xf32>) -> {y}\n"
         f"  func.return %y : {y}\n}}"
     )
     fused = apply_pipeline(parse(text), "decompose,fuse")

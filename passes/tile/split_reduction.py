@@ -66,17 +66,7 @@ def split_reduction(
     found = _few_row_reduction(kernel, target)
     if found is None:
         return (kernel,)
-    nest, reduce, parts, chunk = found
-    workspace = [MemRefType(t, [*nest.extents, parts]) for t in reduce.res.types]
-    partial = _partial_kernel(kernel, nest, reduce, parts, chunk, workspace)
-    fold = _fold_kernel(kernel, nest, reduce, parts, workspace)
-
-    def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
-        allocs = [memref.AllocOp([], [], t) for t in workspace]
-        return allocs, [[*args, *(a.memref for a in allocs)]] * 2
-
-    replace_kernels(module, kernel, [partial, fold], with_workspace)
-    return partial, fold
+    return _split(module, kernel, *found)
 
 
 def split_strided_reduction(
@@ -96,10 +86,25 @@ def split_strided_reduction(
         kernel.attributes[SEQUENTIAL] = UnitAttr()
         return (kernel,)
     chunk = -(-n // parts)
-    parts = -(-n // chunk)
+    return _split(module, kernel, nest, reduce, -(-n // chunk), chunk, strided=True)
+
+
+def _split(
+    module: ModuleOp,
+    kernel: loop.KernelOp,
+    nest: loop.ParallelOp,
+    reduce: loop.ReduceOp,
+    parts: int,
+    chunk: int,
+    strided: bool = False,
+) -> tuple[loop.KernelOp, loop.KernelOp]:
+    """Puts the partial kernel (with `strided`, a thread per (part, row) on the sequential
+    rule) and the fold in `kernel`'s place, with their workspace `[rows…, parts]` of each of
+    the reduction's results; returns them."""
     workspace = [MemRefType(t, [*nest.extents, parts]) for t in reduce.res.types]
-    partial = _partial_kernel(kernel, nest, reduce, parts, chunk, workspace, parts_first=True)
-    partial.attributes[SEQUENTIAL] = UnitAttr()
+    partial = _partial_kernel(kernel, nest, reduce, parts, chunk, workspace, parts_first=strided)
+    if strided:
+        partial.attributes[SEQUENTIAL] = UnitAttr()
     fold = _fold_kernel(kernel, nest, reduce, parts, workspace)
 
     def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
