@@ -181,18 +181,22 @@ def test_wgmma_takes_every_attention_form_on_cpu(form: str) -> None:
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("attn", ["auto", "sync"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("valid", [200, 383, 1024])
-def test_a_chunk_stops_at_the_runtime_count_of_valid_keys(causal: bool, valid: int) -> None:
-    """A chunk of 200 queries against a cache of 1024 keys holding L valid ones: each item's
-    key loop stops at the last 192-key tile holding a key some row may see (`key_limit.py`),
-    so keys and values past it are never read. Poisoned with NaN there, the output still
-    matches float64 on the clean inputs; the whole loop would carry the NaN through P·V (0 ·
-    NaN)."""
+def test_a_chunk_stops_at_the_runtime_count_of_valid_keys(
+    attn: str, causal: bool, valid: int
+) -> None:
+    """A chunk of 200 queries against a cache of 1024 keys holding L valid ones: the key loop
+    (of each wgmma item, or each `attn=sync` block) stops at the last tile holding a key some
+    row may see (`key_limit.py`), so keys and values past it are never read. Poisoned with NaN
+    past the last 192-key tile, the output still matches float64 on the clean inputs; the whole
+    loop would carry the NaN through P·V (0 · NaN)."""
     text = decode_attention(1, 4, 2, 200, 1024, 64, causal=causal, valid=True)
-    pipeline = "decompose,fuse,flash-attention,tile,to-cuda"
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn={attn}}},to-cuda"
     program, module = lower(text, pipeline)
-    attention_kernel(module, WGMMA_HELPER)
+    if attn == "auto":
+        attention_kernel(module, WGMMA_HELPER)
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=7, scalars={3: valid})
     past = -(-valid // 192) * 192

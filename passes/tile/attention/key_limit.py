@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from xdsl.dialects import arith, func
 from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, IntegerType, ModuleOp
@@ -29,9 +30,11 @@ from xdsl.ir import BlockArgument, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.dialects.runtime_scalar import host_bounds
-from tinyopt.passes.tile.attention.attention_match import Attention
-from tinyopt.passes.tile.attention.decode_match import DecodeAttention
 from tinyopt.passes.tile.emit import Emitter, Mapping
+
+if TYPE_CHECKING:  # the matchers import the schedules that import this module
+    from tinyopt.passes.tile.attention.attention_match import Attention
+    from tinyopt.passes.tile.attention.decode_match import DecodeAttention
 
 EXACT_FLOAT = 1 << 24
 """Integers of at most this magnitude are exact in f32 (and every sum of two of them below it)."""

@@ -18,7 +18,7 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, f32, i1, i64
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, i1, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -38,6 +38,12 @@ from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.attention.attention_match import Attention, match_flash_attention
+from tinyopt.passes.tile.attention.key_limit import (
+    KeyLimit,
+    kernel_scalar_bounds,
+    key_limit,
+    seen_keys,
+)
 
 WARP = 32
 WARPS = 4
@@ -150,7 +156,11 @@ class AttentionSync(Rule[Attention, AttentionPlan]):
             # (measured 2026-11-29: benchmarks/RESULTS.md, "Measurements moved from
             # docs/knobs.md (2026-12-02)").
             new.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
-        _AttentionEmitter(em, a, mapping, warps, rows // warps // MMA_M).emit()
+        emitter = _AttentionEmitter(em, a, mapping, warps, rows // warps // MMA_M)
+        module = kernel.get_toplevel_object()
+        assert isinstance(module, ModuleOp)
+        emitter.limit = key_limit(a, kernel_scalar_bounds(module, kernel))
+        emitter.emit()
         replace_kernel(rewriter, kernel, new)
 
 
@@ -205,12 +215,19 @@ class _AttentionEmitter:
         self.exact = _low_scores(a)
         self.bn = BN
         self.key_count: SSAValue | None = None
+        self.limit: KeyLimit | None = None
+        """Where the score proves the keys past a bound of the runtime scalars masked (a cache
+        of L valid keys), the key loop stops at the bound (`key_limit.py`)."""
         """A decode partial kernel's number of keys at run time (its loop stops there), or
         None: every key up to the reduction's extent."""
 
     def key_end(self) -> SSAValue | int:
         """The end of the key loop: the runtime key count (evaluated from the block's indices
-        and the kernel's scalars), or the reduction's extent."""
+        and the kernel's scalars), the keys a runtime bound lets any row see (at least one),
+        or the reduction's extent."""
+        if self.key_count is None and self.limit is not None:
+            seen = seen_keys(self.em, self.limit, self.mapping, self.s_k)
+            return self.em.value(arith.MaxSIOp(seen, self.em.index(1)))
         if self.key_count is None:
             return self.s_k
         local = dict(self.mapping)
