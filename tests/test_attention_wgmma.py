@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from attention_programs import attention, decode_attention
 from conftest import requires_gpu
@@ -181,18 +182,19 @@ def test_wgmma_takes_every_attention_form_on_cpu(form: str) -> None:
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
-@pytest.mark.parametrize("attn", ["auto", "sync"])
+@pytest.mark.parametrize("attn", ["auto", "sync", "simt"])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("valid", [200, 383, 1024])
 def test_a_chunk_stops_at_the_runtime_count_of_valid_keys(
     attn: str, causal: bool, valid: int
 ) -> None:
     """A chunk of 200 queries against a cache of 1024 keys holding L valid ones: the key loop
-    (of each wgmma item, or each `attn=sync` block) stops at the last tile holding a key some
-    row may see (`key_limit.py`), so keys and values past it are never read. Poisoned with NaN
-    past the last 192-key tile, the output still matches float64 on the clean inputs; the whole
-    loop would carry the NaN through P·V (0 · NaN)."""
-    text = decode_attention(1, 4, 2, 200, 1024, 64, causal=causal, valid=True)
+    (of each wgmma item, each `attn=sync` block, each f32 `attn=simt` block) stops at the last
+    tile holding a key some row may see (`key_limit.py`), so keys and values past it are never
+    read. Poisoned with NaN past the last 192-key tile, the output still matches float64 on the
+    clean inputs; the whole loop would carry the NaN through P·V (0 · NaN)."""
+    dtype = "f32" if attn == "simt" else "bf16"
+    text = decode_attention(1, 4, 2, 200, 1024, 64, dtype=dtype, causal=causal, valid=True)
     pipeline = f"decompose,fuse,flash-attention,tile{{attn={attn}}},to-cuda"
     program, module = lower(text, pipeline)
     if attn == "auto":
@@ -200,9 +202,9 @@ def test_a_chunk_stops_at_the_runtime_count_of_valid_keys(
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=7, scalars={3: valid})
     past = -(-valid // 192) * 192
-    for side in (1, 2):  # k and v, [1, 2, 1024, 64] bf16 bits
+    for side in (1, 2):  # k and v, [1, 2, 1024, 64]: f32, or bf16 bits
         arrays[side] = arrays[side].copy()
-        arrays[side][:, :, past:, :] = 0x7FC0
+        arrays[side][:, :, past:, :] = np.nan if dtype == "f32" else 0x7FC0
     (result,) = run_program_on_cpu(module, arrays)
     (error,) = errors_against_reference(graph, [result], inputs)
     assert error <= tolerance(graph), error

@@ -19,11 +19,19 @@ from __future__ import annotations
 
 from math import prod
 
-from xdsl.dialects.builtin import BFloat16Type, Float16Type, Float32Type, IntegerAttr, i64
+from xdsl.dialects.builtin import (
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    IntegerAttr,
+    ModuleOp,
+    i64,
+)
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop
 from tinyopt.passes.tile.attention.attention_match import Attention, match_attention
+from tinyopt.passes.tile.attention.key_limit import kernel_scalar_bounds, key_limit
 from tinyopt.passes.tile.attention.simt_emit import SimtAttentionEmitter
 from tinyopt.passes.tile.attention.simt_plan import (
     Geometry,
@@ -84,5 +92,8 @@ class AttentionSimt(Rule[Attention, SimtAttentionPlan]):
             # Two blocks per SM: 128 registers a thread at 256 threads (64 accumulators, at
             # bm = 128 and D = 64, spill 48 bytes under that cap; ptxas takes 192 without it).
             new.attributes["tile.min_blocks"] = IntegerAttr(2, i64)
-        SimtAttentionEmitter(em, a, mapping, _geometry(a, plan)).emit()
+        module = kernel.get_toplevel_object()
+        assert isinstance(module, ModuleOp)
+        limit = key_limit(a, kernel_scalar_bounds(module, kernel))
+        SimtAttentionEmitter(em, a, mapping, _geometry(a, plan), limit).emit()
         replace_kernel(rewriter, kernel, new)

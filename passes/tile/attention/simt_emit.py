@@ -28,6 +28,7 @@ from tinyopt.dialects import loop, tile
 from tinyopt.passes.loop_rewrites.flash_attention import backward_slice
 from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
 from tinyopt.passes.tile.attention.attention_match import Attention
+from tinyopt.passes.tile.attention.key_limit import KeyLimit, seen_keys
 from tinyopt.passes.tile.attention.mma_sync import (
     APPROXIMATE,
     LOG2E,
@@ -68,8 +69,18 @@ def copied_f32_load(side: _Side) -> memref.LoadOp | None:
 class SimtAttentionEmitter:
     """Emits one flash-attention kernel as the SIMT block schedule of a geometry."""
 
-    def __init__(self, em: Emitter, a: Attention, mapping: Mapping, g: Geometry) -> None:
+    def __init__(
+        self,
+        em: Emitter,
+        a: Attention,
+        mapping: Mapping,
+        g: Geometry,
+        limit: KeyLimit | None = None,
+    ) -> None:
         self.em, self.a, self.mapping, self.g = em, a, mapping, g
+        self.limit = limit
+        """Where the score proves the keys past a bound of the runtime scalars masked (a cache
+        of L valid keys), the key loop stops at the bound (`key_limit.py`)."""
         *self.batch_extents, self.s_q, self.head_v = a.nest.extents
         self.s_k = a.reduce.extents[0]
         self.head_qk = a.qk.extents[0]
@@ -115,8 +126,11 @@ class SimtAttentionEmitter:
         self.keys = [em.add(self.tx, g.tx * c) for c in range(KEYS_PER_THREAD)]
         self.cols = [em.mul(em.add(self.tx, g.tx * n), g.vw) for n in range(g.groups)]
         end: SSAValue | int = self.s_k
+        if self.limit is not None:
+            seen = seen_keys(em, self.limit, self.mapping, self.s_k)
+            end = self.f(arith.MaxSIOp(seen, em.index(1)))
         if a.causal:
-            end = self.f(arith.MinSIOp(em.index(self.s_k), em.add(self.q0, self.bm)))
+            end = self.f(arith.MinSIOp(em.index(end), em.add(self.q0, self.bm)))
         self.stage(q, self.q0, self.s_q, self.bm)
         self.issue(k, em.index(0))
         self.commit(k, v)
