@@ -32,8 +32,16 @@ from test_flash_attention_kernels import (
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
-from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
-from tinyopt.backends.check import tolerance
+from tinyopt.backends.check import (
+    device_inputs,
+    element_type,
+    errors_against_reference,
+    from_storage,
+    graph_function,
+    relative_error,
+    tolerance,
+)
+from tinyopt.backends.reference import run_reference
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
@@ -216,6 +224,30 @@ def test_a_chunk_stops_at_the_runtime_count_of_valid_keys(
         arrays[side][:, :, past:, :] = np.nan if dtype == "f32" else 0x7FC0
     (result,) = run_program_on_cpu(module, arrays)
     (error,) = errors_against_reference(graph, [result], inputs)
+    assert error <= tolerance(graph), error
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("attn", ["auto", "sync", "simt"])
+def test_a_causal_chunk_stops_each_query_tile_at_its_own_last_key(attn: str) -> None:
+    """A prefill into an empty cache (256 queries, L = 256 of 1024 keys, causal): query row i
+    sees keys ≤ i, so the first query tile (128 rows, or fewer per block) stops at its own
+    last key, within the first 192 keys, not at L for every tile. With the keys and values past
+    192 poisoned with NaN, that tile's rows still match float64 on the clean inputs (a later
+    tile's need those keys, so only the first tile is checked)."""
+    dtype = "f32" if attn == "simt" else "bf16"
+    text = decode_attention(1, 4, 2, 256, 1024, 64, dtype=dtype, causal=True, valid=True)
+    program, module = lower(text, f"decompose,fuse,flash-attention,tile{{attn={attn}}},to-cuda")
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=8, scalars={3: 256})
+    for side in (1, 2):  # k and v, [1, 2, 1024, 64]: f32, or bf16 bits
+        arrays[side] = arrays[side].copy()
+        arrays[side][:, :, 192:, :] = np.nan if dtype == "f32" else 0x7FC0
+    (result,) = run_program_on_cpu(module, arrays)
+    (out_type,) = graph.function_type.outputs.data
+    out = from_storage(result, element_type(out_type))
+    (exact,) = run_reference(graph, *inputs)
+    error = relative_error(out[:, :, :128], exact[:, :, :128])
     assert error <= tolerance(graph), error
 
 

@@ -53,6 +53,10 @@ class KeyLimit:
     offset: int
     scalars: tuple[tuple[BlockArgument, int], ...]
     """(kernel argument, coefficient): the runtime scalars the bound moves with."""
+    rows: tuple[tuple[SSAValue, int, int], ...] = ()
+    """(row index, coefficient c, its largest value): row r's own bound is `offset` − Σ
+    max(0, c·largest) + Σ c·r, so a group of rows may stop earlier than every row (a causal
+    chunk's first query tile)."""
 
 
 def kernel_scalar_bounds(module: ModuleOp, kernel: loop.KernelOp) -> dict[int, tuple[int, int]]:
@@ -110,10 +114,24 @@ def key_limit(
     return None
 
 
-def seen_keys(em: Emitter, limit: KeyLimit, mapping: Mapping, keys: int) -> SSAValue:
+def seen_keys(
+    em: Emitter,
+    limit: KeyLimit,
+    mapping: Mapping,
+    keys: int,
+    rows: dict[SSAValue, tuple[SSAValue, SSAValue]] | None = None,
+) -> SSAValue:
     """Emits the number of keys any row may see: ⌊(offset + Σ c·scalar) / slope⌋ + 1, in
-    [0, keys] (an index)."""
-    total: SSAValue = em.index(limit.offset)
+    [0, keys] (an index). With `rows` (row index → the first and last value a group of rows
+    takes), the row terms of those indices are the group's largest instead of every row's."""
+    offset, terms = limit.offset, []
+    for iv, coefficient, largest in limit.rows:
+        if rows is not None and iv in rows:
+            offset -= max(0, coefficient * largest)
+            terms.append((rows[iv][1 if coefficient > 0 else 0], coefficient))
+    total: SSAValue = em.index(offset)
+    for value, coefficient in terms:
+        total = em.add(total, em.mul(value, coefficient))
     for arg, coefficient in limit.scalars:
         scalar = mapping.get(arg, arg)
         as_index = em.value(arith.IndexCastOp(scalar, IndexType()))
@@ -168,9 +186,12 @@ def _inequality(
     if slope <= 0:
         return None
     offset = -diff.get(None, 0)
+    row_terms = []
     for iv in rows:  # the row terms' largest value over every row
         coefficient = -diff.get(iv, 0)
         offset += max(0, coefficient * forms.ranges[iv][1])
+        if coefficient:
+            row_terms.append((iv, coefficient, forms.ranges[iv][1]))
     scalars = []
     for variable, coefficient in diff.items():
         if variable is None or variable is j or variable in rows:
@@ -178,7 +199,7 @@ def _inequality(
         if not isinstance(variable, BlockArgument):
             return None
         scalars.append((variable, -coefficient))
-    return KeyLimit(slope, offset, tuple(scalars))
+    return KeyLimit(slope, offset, tuple(scalars), tuple(row_terms))
 
 
 def _predicate_name(compare: arith.CmpfOp | arith.CmpiOp) -> str:

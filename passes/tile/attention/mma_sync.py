@@ -226,8 +226,14 @@ class _AttentionEmitter:
         and the kernel's scalars), the keys a runtime bound lets any row see (at least one),
         or the reduction's extent."""
         if self.key_count is None and self.limit is not None:
-            seen = seen_keys(self.em, self.limit, self.mapping, self.s_k)
-            return self.em.value(arith.MaxSIOp(seen, self.em.index(1)))
+            em = self.em
+            rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in self.a.batch}
+            rows[self.a.i] = (
+                self.q0,
+                em.value(arith.MinSIOp(em.add(self.q0, self.bm - 1), em.index(self.s_q - 1))),
+            )
+            seen = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
+            return em.value(arith.MaxSIOp(seen, em.index(1)))
         if self.key_count is None:
             return self.s_k
         local = dict(self.mapping)

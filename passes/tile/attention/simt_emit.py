@@ -127,7 +127,12 @@ class SimtAttentionEmitter:
         self.cols = [em.mul(em.add(self.tx, g.tx * n), g.vw) for n in range(g.groups)]
         end: SSAValue | int = self.s_k
         if self.limit is not None:
-            seen = seen_keys(em, self.limit, self.mapping, self.s_k)
+            rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in a.batch}
+            rows[a.i] = (
+                self.q0,
+                em.value(arith.MinSIOp(em.add(self.q0, self.bm - 1), em.index(self.s_q - 1))),
+            )
+            seen = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
             end = self.f(arith.MaxSIOp(seen, em.index(1)))
         if a.causal:
             end = self.f(arith.MinSIOp(em.index(end), em.add(self.q0, self.bm)))

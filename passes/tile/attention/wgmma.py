@@ -439,7 +439,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             self.mapping[iv] = index
         end = em.index(self.s_k)
         if self.limit is not None:
-            end = seen_keys(em, self.limit, self.mapping, self.s_k)
+            rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in a.batch}
+            rows[a.i] = (
+                self.q0,
+                em.value(arith.MinSIOp(em.add(self.q0, BM - 1), em.index(self.s_q - 1))),
+            )
+            end = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
         if a.causal:
             end = em.value(arith.MinSIOp(end, em.add(self.q0, BM)))
         self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
