@@ -307,7 +307,8 @@ that each take every `blocks`-th item drift apart over many rounds, and the item
 spread over more heads' K and V than one block per item (scheduled by the hardware as SMs free
 up) keeps in L2. On the H200 (RESULTS.md twentieth session run 4), × cuDNN, one block per item
 → persistent: non-causal 0.79-1.03 → 0.90-1.03 (never lower); causal with 3-6 rounds 0.79-0.96
-→ 0.92-1.01, with 31 rounds (4096 items) 0.86-1.06 → 0.78-0.96."""
+→ 0.92-1.01, with 31 rounds (4096 items) 0.86-1.06 → 0.78-0.96. Those ran 132 blocks, before
+`_persistent_blocks` made the causal count prime to the query tiles."""
 
 HEADS_FIRST_BYTES = 16 << 20
 """A causal grid runs heads fastest (all heads' longest query tiles first) when K and V fit
