@@ -110,6 +110,8 @@ template <int E, int M> static inline float to_float(cpu_fp8<E, M> x) { return (
 static inline __nv_fp8_e4m3 tinyopt_to_e4m3(float x) { return __nv_fp8_e4m3::from(x); }
 static inline __nv_fp8_e5m2 tinyopt_to_e5m2(float x) { return __nv_fp8_e5m2::from(x); }
 static inline float __half2float(__half h) { return to_float(h); }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 
 struct WarpExchange { float f[32]; int i[32][6]; const void* p[32]; };
 WarpExchange cpu_cuda_exchange[32];

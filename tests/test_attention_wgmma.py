@@ -45,7 +45,8 @@ from tinyopt.backends.reference import run_reference
 from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
-from tinyopt.passes.tile.attention.wgmma import keys_per_tile
+from tinyopt.passes.tile.attention.mma_sync import EXP2_CUBIC
+from tinyopt.passes.tile.attention.wgmma import fma_tiles, keys_per_tile
 
 
 def wgmma(variant: Variant) -> Variant:
@@ -330,6 +331,49 @@ def test_persistent_causal_blocks_are_prime_to_the_query_tiles(
     _, module = lower(text, "decompose,fuse,flash-attention,tile{persistent=1},to-cuda")
     kernel = attention_kernel(module, WGMMA_HELPER)
     assert list(kernel.grid.get_values()) == [blocks, 1, 1]
+
+
+def test_the_exp2_cubic_is_within_its_error_on_every_fraction() -> None:
+    """`EXP2_CUBIC` in f32 Horner form, as the kernel evaluates it, against 2^f in float64:
+    at most 7.5e-5 relative error over [0, 1), and just below 1 at 0 (so the bits of a result
+    scaled by 2^-126 stay those of a positive number)."""
+    f = np.linspace(0.0, 1.0, 100001, endpoint=False, dtype=np.float32)
+    *rest, last = (np.float32(c) for c in EXP2_CUBIC)
+    p = np.full_like(f, last)
+    for c in reversed(rest):
+        p = p * f + c
+    assert np.max(np.abs(p.astype(np.float64) / 2.0 ** f.astype(np.float64) - 1)) <= 7.5e-5
+    assert 0.99 < EXP2_CUBIC[0] < 1
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(("d", "causal", "fma"), [(64, True, 2), (128, False, 4)])
+def test_exp2_on_fma_matches_float64_on_cpu(d: int, causal: bool, fma: int) -> None:
+    """`afma`: some of P's exponentials by the cubic on the FMA units, the rest on MUFU; the
+    masked keys (S 300: a partial last tile, and the causal diagonal) still weigh exactly 0."""
+    text = attention(1, 2, 300, d, "bf16", causal=causal)
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma afma={fma}}},to-cuda"
+    error, tolerance = error_on_cpu(text, pipeline, seed=5)
+    assert error <= tolerance, (error, tolerance)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_exp2_on_fma_moves_exponentials_off_mufu(tmp_path: Path) -> None:
+    """With `afma=k` at D = 64 (192 keys: 24 n8 tiles), each softmax (the first tile's and the
+    key loop's) takes 4 exponentials a thread per FMA tile off MUFU, 3k tiles: 24k MUFU.EX2
+    fewer. The HGMMA groups (one scoreboard each) and the absence of local memory stay."""
+    text = attention(1, 2, 4096, 64, "bf16")
+    counts = {}
+    for fma in (0, 2, 4):
+        pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma afma={fma}}},to-cuda"
+        (code,) = [
+            c for c in sass_of_each(text, pipeline, tmp_path / str(fma)).values() if "HGMMA" in c
+        ]
+        counts[fma] = len(re.findall(r"\bMUFU\.EX2\b", code))
+        assert sum("gsb0" in line for line in code.splitlines() if "HGMMA" in line) == 4
+        assert not LOCAL_MEMORY.search(code)
+    for fma in (2, 4):
+        assert counts[0] - counts[fma] == 2 * 4 * len(fma_tiles(fma, 192))
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")

@@ -18,7 +18,7 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, i1, i64
+from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, ModuleOp, f32, i1, i32, i64
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -62,6 +62,10 @@ APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
 """`math.exp2` may be approximate (printed as `ex2.approx.ftz`)."""
 LOG2E = 1.4426950408889634
 """log2(e): exp(x) = exp2(x·log2 e)."""
+EXP2_CUBIC = (0.9999251961708069, 0.6958335041999817, 0.2260671854019165, 0.07802450656890869)
+"""c0…c3 of c0 + c1·f + c2·f² + c3·f³ ≈ 2^f on [0, 1): a fit of least relative error (by
+reweighted least squares over Chebyshev nodes, made for this file), at most 7.5e-5: below the
+bf16 (3.9e-3) and f16 (4.9e-4) rounding P gets before P·V."""
 LOWEST_BASE2 = LOWEST_F32 / LOG2E
 """The lowest score whose product with log2 e is finite (about −2.36·10³⁸); below it x·log2 e
 is −inf and the score would count as masked."""
@@ -215,11 +219,13 @@ class _AttentionEmitter:
         self.exact = _low_scores(a)
         self.bn = BN
         self.key_count: SSAValue | None = None
+        """A decode partial kernel's number of keys at run time (its loop stops there), or
+        None: every key up to the reduction's extent."""
         self.limit: KeyLimit | None = None
         """Where the score proves the keys past a bound of the runtime scalars masked (a cache
         of L valid keys), the key loop stops at the bound (`key_limit.py`)."""
-        """A decode partial kernel's number of keys at run time (its loop stops there), or
-        None: every key up to the reduction's extent."""
+        self.fma_tiles: frozenset[int] = frozenset()
+        """The n8 tiles of S whose exp2 runs on the FMA units (`exp2_on_fma`), not MUFU."""
 
     def key_end(self) -> SSAValue | int:
         """The end of the key loop: the runtime key count (evaluated from the block's indices
@@ -627,6 +633,8 @@ class _AttentionEmitter:
                     for c in range(2):
                         if self.exact:
                             p = self.exp2_of_difference(x[mt][n][2 * h + c], floor, log2e)
+                        elif n in self.fma_tiles:
+                            p = self.exp2_on_fma(x[mt][n][2 * h + c], exponent, floor)
                         else:
                             p = self.exp2(x[mt][n][2 * h + c], exponent, floor)
                         probs[mt][n][2 * h + c] = p
@@ -656,6 +664,32 @@ class _AttentionEmitter:
         flushing subnormals to 0 is harmless)."""
         shifted = self.f(arith.SubfOp(self.f(arith.MulfOp(x, log2e)), floor))
         return self.f(fmath.Exp2Op(shifted, APPROXIMATE))
+
+    def exp2_on_fma(self, x: SSAValue, log2e: SSAValue, floor: SSAValue) -> SSAValue:
+        """Returns exp2(x·log2 e − floor) without MUFU (FA4's split of the exponentials between
+        the units): t clamped to ≥ −126, n = ⌊t⌋, 2^(t − n) by the cubic `EXP2_CUBIC` (FFMAs),
+        and n added to its exponent bits; 0 where t ≤ −126 (a masked key's −inf), as MUFU's
+        `ex2.approx.ftz` gives (the cubic's value at 0 is just below 1, so at n = −126 the bits
+        are those of a subnormal, never of a negative number or a NaN)."""
+        em = self.em
+        lowest = em.f32(-126.0)
+        t = self.f(arith.SubfOp(self.f(arith.MulfOp(x, log2e)), floor))
+        t = self.f(arith.MaximumfOp(t, lowest))
+        whole = self.f(fmath.FloorOp(t))
+        frac = self.f(arith.SubfOp(t, whole))
+        *rest, last = EXP2_CUBIC
+        p = em.f32(last)
+        for c in reversed(rest):
+            p = self.f(arith.AddfOp(self.f(arith.MulfOp(p, frac)), em.f32(c)))
+        exponent = self.f(
+            arith.MuliOp(
+                self.f(arith.FPToSIOp(whole, i32)),
+                self.f(arith.ConstantOp(IntegerAttr(1 << 23, i32))),
+            )
+        )
+        bits = self.f(arith.AddiOp(self.f(arith.BitcastOp(p, i32)), exponent))
+        seen = self.f(arith.CmpfOp(t, lowest, "ogt"))
+        return self.f(arith.SelectOp(seen, self.f(arith.BitcastOp(bits, f32)), em.f32(0.0)))
 
     def exp2_of_difference(self, x: SSAValue, floor: SSAValue, log2e: SSAValue) -> SSAValue:
         """Returns exp2((x − floor)·log2 e): subtracting first, the row's maximum gets weight 1

@@ -211,13 +211,16 @@ class AttentionWgmmaPlan:
     one per work item) walks the (query tile, batch) items in launch order, its producer
     copying the next item's Q and first K/V tiles while the consumers finish the last one; 0:
     one block per item."""
+    fma: int = 0
+    """`afma`: of every 8 of S's n8 column tiles, this many take their exp2 on the FMA units
+    (`exp2_on_fma`, spread evenly: `fma_tiles`), the others on MUFU; 0 (auto): none."""
 
 
 class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap apingpong akeys persistent"
+    reads = "attn aoverlap apingpong akeys afma persistent"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -252,7 +255,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         else:
             persistent = int(knobs.persistent)
         return AttentionWgmmaPlan(
-            int(a.causal and fits), int(overlap), int(pingpong), keys, persistent
+            int(a.causal and fits), int(overlap), int(pingpong), keys, persistent, knobs.afma
         )
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
@@ -266,6 +269,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return f"keys must be one of {KEY_TILES}, got {plan.keys}"
         if plan.persistent not in (0, 1):
             return f"persistent must be 0 or 1, got {plan.persistent}"
+        if plan.fma not in range(5):
+            return f"fma must be in [0, 4], got {plan.fma}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -322,6 +327,13 @@ def _items(a: Attention) -> int:
     return -(-s_q // BM) * prod(batch)
 
 
+def fma_tiles(fma: int, keys: int) -> frozenset[int]:
+    """The n8 tiles of S (of `keys` keys) whose exp2 runs on the FMA units: `fma` of every 8,
+    spread evenly (n with (n·fma) mod 8 < fma: 2 of 8 are tiles 0 and 4), so the FFMAs
+    interleave with the MUFU exponentials around them."""
+    return frozenset(n for n in range(keys // 8) if n * fma % 8 < fma)
+
+
 def _persistent_blocks(a: Attention, plan: AttentionWgmmaPlan, sms: int) -> int:
     """Persistent blocks: one per SM, at most one per item. Under a causal mask with query
     tiles fastest, items' lengths repeat with the query tiles' count Q, and block b takes items
@@ -364,6 +376,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first, self.overlap = bool(plan.heads_first), bool(plan.overlap)
         self.pingpong = bool(plan.pingpong)
+        self.fma_tiles = fma_tiles(plan.fma, self.bn)
         self.items, self.blocks = items, blocks
         """Work items ((query tile, batch index) pairs) and blocks: block b takes items b,
         b + blocks, ..."""
