@@ -333,6 +333,42 @@ def test_persistent_causal_blocks_are_prime_to_the_query_tiles(
     assert list(kernel.grid.get_values()) == [blocks, 1, 1]
 
 
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs"),
+    [
+        (attention(1, 2, 300, 64, "bf16", causal=True), "sms=1"),
+        (attention(2, 3, 200, 32, "bf16"), "persistent=0"),
+        (decode_attention(1, 4, 2, 200, 512, 64, causal=True, valid=True), ""),
+    ],
+    ids=["d64-causal-one-block-walks-all", "d32-block-per-item", "gqa-chunk-at-runtime-length"],
+)
+def test_three_consumer_warpgroups_match_float64_on_cpu(text: str, knobs: str) -> None:
+    """`aconsumers=3`: items of 192 query rows (S 300: a partial second item), four
+    warpgroups of 128 threads, 128 keys a tile at D ≤ 64 (S, P and O in 128 of 160 registers)."""
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma aconsumers=3 {knobs}}},to-cuda"
+    _, module = lower(text, pipeline)
+    kernel = attention_kernel(module, WGMMA_HELPER)
+    assert list(kernel.block.get_values()) == [512, 1, 1]
+    error, tolerance = error_on_cpu(text, pipeline, seed=6)
+    assert error <= tolerance, (error, tolerance)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+@pytest.mark.parametrize("d", [64, 128])
+def test_three_consumer_warpgroups_have_no_spills(d: int, tmp_path: Path) -> None:
+    """At 160 registers a consumer thread, the auto key tile (128 keys at D = 64, 64 at D = 128)
+    compiles without local memory, each product one group of HGMMAs (no ping-pong turns)."""
+    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma aconsumers=3},to-cuda"
+    text = attention(1, 2, 4096, d, "bf16", causal=True)
+    (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
+    hgmma = [line for line in code.splitlines() if "HGMMA" in line]
+    assert all(f"HGMMA.64x{128 if d == 64 else 64}x16" in h for h in hgmma if "tnspB" not in h)
+    assert sum("gsb0" in h for h in hgmma) == 4
+    assert "BAR.ARV" not in code
+    assert not LOCAL_MEMORY.search(code)
+
+
 def test_the_exp2_cubic_is_within_its_error_on_every_fraction() -> None:
     """`EXP2_CUBIC` in f32 Horner form, as the kernel evaluates it, against 2^f in float64:
     at most 7.5e-5 relative error over [0, 1), and just below 1 at 0 (so the bits of a result
@@ -432,8 +468,19 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
             "akeys=128",
             "akeys=128 at head dims 160/160 needs 245760 bytes of shared memory",
         ),
+        (
+            attention(1, 2, 128, 64, "bf16"),
+            "aconsumers=3 akeys=192",
+            "akeys=192 at head dim 64 holds 176 registers of S, P and O a thread, more than 128 "
+            "with 3 consumer warpgroups",
+        ),
+        (
+            attention(1, 2, 128, 64, "bf16"),
+            "aconsumers=3 apingpong=on",
+            "apingpong=on takes turns between two consumer warpgroups",
+        ),
     ],
-    ids=["q-is-k", "keys-registers", "keys-shared-memory"],
+    ids=["q-is-k", "keys-registers", "keys-shared-memory", "three-consumers-keys", "three-ping"],
 )
 def test_wgmma_attention_refuses_what_it_cannot_take(text: str, knobs: str, message: str) -> None:
     with pytest.raises(DiagnosticException, match=re.escape(message)):

@@ -8,10 +8,11 @@ index, so that TMA can copy their tiles; every head dim the match takes (multipl
 gets a diagnostic that says which one; with `attn=auto` it takes the `mma.sync` schedule.
 
 A block has a producer warpgroup (TMA copies into two-slot K and V rings guarded by mbarriers)
-and two consumer warpgroups of 64 query rows each; the score, softmax and epilogue are those of
-the `mma.sync` schedule. Knobs: `aoverlap` (a tile's softmax under the previous tile's P·V),
-`apingpong` (the consumer warpgroups take turns to issue their products), `persistent` (blocks
-walk several (query tile, batch) items) and `akeys` (keys per tile). docs/flash_attention.md
+and two (`aconsumers`: or three) consumer warpgroups of 64 query rows each; the score, softmax
+and epilogue are those of the `mma.sync` schedule. Knobs: `aoverlap` (a tile's softmax under
+the previous tile's P·V), `apingpong` (the consumer warpgroups take turns to issue their
+products), `persistent` (blocks walk several (query tile, batch) items), `akeys` (keys per
+tile) and `afma` (some of the exponentials on the FMA units). docs/flash_attention.md
 (`attn=wgmma`) describes the schedule, its launch order, resources and measured effects.
 """
 
@@ -50,11 +51,15 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
 )
 
 CONSUMERS = 2
-"""Consumer warpgroups per block, 64 query rows each."""
-CONSUMER_THREADS = CONSUMERS * WARPGROUP
-"""The threads of both consumer warpgroups: the count of the `empty` barriers and of the named
-barriers of their turns."""
-BM = CONSUMERS * tile.WGMMA_M
+"""Consumer warpgroups per block (`aconsumers=auto`), 64 query rows each."""
+REGISTERS = {2: (PRODUCER_REGISTERS, CONSUMER_REGISTERS), 3: (24, 160)}
+"""`setmaxnreg` budgets (producer, consumer) by consumer warpgroups: 128·(24 + 3·160) = 64512
+of the SM's 65536 registers with three."""
+HELD_REGISTERS = {2: 176, 3: 128}
+"""S, P and O registers a consumer thread may hold, by consumer warpgroups: with two (232
+registers), 176 at D = 128 with 128 keys (64 + 32 + 64 = 160) and at D = 256 with 64 keys
+(32 + 16 + 128) compile without spills; with three (160 registers), 128 at D = 64 with 128 keys
+(64 + 32 + 32) does. The softmax's temporaries and the addresses take the rest."""
 SLOTS = 2
 """K and V tiles are double-buffered: the producer copies tile t+1 while tile t is used."""
 WIDE_HEAD_DIM = 128
@@ -82,19 +87,15 @@ row max and sum, O's rescale). On the H200 (benchmarks/RESULTS.md twenty-first s
 KEY_TILES = (64, 128, 192)
 """The `akeys` values: wgmma N sizes whose S (keys/2), P (keys/4) and O (D/2) registers a
 thread holds are checked against `HELD_REGISTERS`."""
-HELD_REGISTERS = 176
-"""S, P and O registers a consumer thread may hold (of its 232): 176 at D = 128 with 128 keys
-(64 + 32 + 64 = 160) and at D = 256 with 64 keys (32 + 16 + 128) compile without spills; the
-softmax's temporaries and the addresses take the rest."""
 
 
 def _held(keys: int, head_v: int) -> int:
     return keys // 2 + keys // 4 + head_v // 2
 
 
-def _shared_bytes(keys: int, head_qk: int, head_v: int) -> int:
-    """Q's 128 rows and the two-slot K and V rings, in 64-column chunks of 16-bit elements."""
-    return 2 * BK * (BM * chunks(head_qk) + SLOTS * keys * (chunks(head_qk) + chunks(head_v)))
+def _shared_bytes(keys: int, head_qk: int, head_v: int, bm: int) -> int:
+    """Q's `bm` rows and the two-slot K and V rings, in 64-column chunks of 16-bit elements."""
+    return 2 * BK * (bm * chunks(head_qk) + SLOTS * keys * (chunks(head_qk) + chunks(head_v)))
 
 
 def chunks(head_dim: int) -> int:
@@ -214,13 +215,21 @@ class AttentionWgmmaPlan:
     fma: int = 0
     """`afma`: of every 8 of S's n8 column tiles, this many take their exp2 on the FMA units
     (`exp2_on_fma`, spread evenly: `fma_tiles`), the others on MUFU; 0 (auto): none."""
+    consumers: int = CONSUMERS
+    """`aconsumers`: consumer warpgroups, each 64 query rows of an item (2, or 3: 192 rows, 160
+    registers a consumer thread, no ping-pong)."""
+
+    @property
+    def bm(self) -> int:
+        """Query rows of a work item."""
+        return self.consumers * tile.WGMMA_M
 
 
 class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap apingpong akeys afma persistent"
+    reads = "attn aoverlap apingpong akeys afma aconsumers persistent"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -237,25 +246,39 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return _fail(
                 "apingpong=on takes turns over the overlapped key loop: not with aoverlap=off"
             )
-        pingpong = overlap and knobs.apingpong != "off"
-        keys = knobs.akeys or keys_per_tile(k.cols, v.cols)
-        if (held := _held(keys, v.cols)) > HELD_REGISTERS:
+        consumers = knobs.aconsumers or CONSUMERS
+        if knobs.apingpong == "on" and consumers != 2:
+            return _fail("apingpong=on takes turns between two consumer warpgroups")
+        pingpong = overlap and knobs.apingpong != "off" and consumers == 2
+        budget = HELD_REGISTERS[consumers]
+        keys = knobs.akeys or max(
+            (n for n in KEY_TILES if n <= keys_per_tile(k.cols, v.cols)),
+            key=lambda n: (_held(n, v.cols) <= budget, n),
+        )
+        if (held := _held(keys, v.cols)) > budget:
             return _fail(
                 f"akeys={keys} at head dim {v.cols} holds {held} registers of S, P and O a "
-                f"thread, more than {HELD_REGISTERS}"
+                f"thread, more than {budget} with {consumers} consumer warpgroups"
             )
-        if (smem := _shared_bytes(keys, k.cols, v.cols)) > self.target.dynamic_shared:
+        bm = consumers * tile.WGMMA_M
+        if (smem := _shared_bytes(keys, k.cols, v.cols, bm)) > self.target.dynamic_shared:
             return _fail(
                 f"akeys={keys} at head dims {k.cols}/{v.cols} needs {smem} bytes of shared "
                 f"memory, more than {self.target.dynamic_shared}"
             )
         if knobs.persistent == "auto":
             rounds = CAUSAL_PERSISTENT_ROUNDS * self.target.sms
-            persistent = int(not a.causal or _items(a) <= rounds)
+            persistent = int(not a.causal or _items(a, bm) <= rounds)
         else:
             persistent = int(knobs.persistent)
         return AttentionWgmmaPlan(
-            int(a.causal and fits), int(overlap), int(pingpong), keys, persistent, knobs.afma
+            int(a.causal and fits),
+            int(overlap),
+            int(pingpong),
+            keys,
+            persistent,
+            knobs.afma,
+            consumers,
         )
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
@@ -271,6 +294,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return f"persistent must be 0 or 1, got {plan.persistent}"
         if plan.fma not in range(5):
             return f"fma must be in [0, 4], got {plan.fma}"
+        if plan.consumers not in REGISTERS or (plan.pingpong and plan.consumers != 2):
+            return f"consumers must be 2 or 3 (3 without pingpong), got {plan.consumers}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -284,15 +309,16 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
         sides = _tma_sides(a)
         assert not isinstance(sides, str)
         q, k, v = sides
-        items = _items(a)
+        items = _items(a, plan.bm)
         blocks = _persistent_blocks(a, plan, self.target.sms) if plan.persistent else items
-        new, em, mapping = new_kernel(kernel, (blocks, 1, 1), ((1 + CONSUMERS) * WARPGROUP, 1, 1))
+        threads = (1 + plan.consumers) * WARPGROUP
+        new, em, mapping = new_kernel(kernel, (blocks, 1, 1), (threads, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
         bn = plan.keys
         tile.set_tensor_maps(
             new,
             [
-                tile.TensorMapArg(q.arg, q.box(BM), SWIZZLE),
+                tile.TensorMapArg(q.arg, q.box(plan.bm), SWIZZLE),
                 tile.TensorMapArg(k.arg, k.box(bn), SWIZZLE),
                 tile.TensorMapArg(v.arg, v.box(bn), SWIZZLE),
             ],
@@ -321,10 +347,10 @@ in this much of the 50 MB L2 (measured 2026-11-29: benchmarks/RESULTS.md, "Run 6
 for 128×128 wgmma tiles; …"; docs/flash_attention.md, launch order)."""
 
 
-def _items(a: Attention) -> int:
-    """Work items of a kernel: (query tile of BM rows, batch index) pairs."""
+def _items(a: Attention, bm: int) -> int:
+    """Work items of a kernel: (query tile of `bm` rows, batch index) pairs."""
     *batch, s_q, _ = a.nest.extents
-    return -(-s_q // BM) * prod(batch)
+    return -(-s_q // bm) * prod(batch)
 
 
 def fma_tiles(fma: int, keys: int) -> frozenset[int]:
@@ -341,10 +367,10 @@ def _persistent_blocks(a: Attention, plan: AttentionWgmmaPlan, sms: int) -> int:
     of its residue (132 blocks, Q = 16: a quarter of them, the longest quarter's blocks doing
     28 key tiles per 4 items at S = 2048 and 192 keys a tile where the shortest's do 20). So
     the count is the largest one prime to Q: each block then walks every query tile in turn."""
-    items = _items(a)
+    items = _items(a, plan.bm)
     if items <= sms or not a.causal or plan.heads_first:
         return min(items, sms)
-    query_tiles = -(-a.nest.extents[-2] // BM)
+    query_tiles = -(-a.nest.extents[-2] // plan.bm)
     return next(n for n in range(sms, 0, -1) if gcd(n, query_tiles) == 1)
 
 
@@ -368,7 +394,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         blocks: int,
         limit: KeyLimit | None,
     ) -> None:
-        super().__init__(em, a, mapping, warps=4 * CONSUMERS, m_tiles=1)
+        super().__init__(em, a, mapping, warps=4 * plan.consumers, m_tiles=1)
+        self.consumers = plan.consumers
+        self.consumer_threads = plan.consumers * WARPGROUP
+        """The `empty` barriers' count, and (with two consumers) the turns' named barriers'."""
         self.limit = limit
         """Where the score proves the keys past a bound of the runtime scalars masked (a cache
         of L valid keys), each item's key loop stops at the bound (`key_limit.py`)."""
@@ -389,7 +418,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.tid = em.value(tile.ThreadIdOp("x"))
         element, shared = a.element, tile.SHARED
         bn = self.bn
-        self.q_smem = self.alloc([chunks(self.head_qk), BM, BK], element, shared)
+        self.q_smem = self.alloc([chunks(self.head_qk), self.bm, BK], element, shared)
         self.k_smem = self.alloc([SLOTS, chunks(self.head_qk), bn, BK], element, shared)
         self.v_smem = self.alloc([SLOTS, chunks(self.head_v), bn, BK], element, shared)
         counts = {"q_full": 1, "q_empty": 1}
@@ -401,11 +430,15 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(first) as (then_block, _, _), em.into(then_block):
             em.op(tile.MbarrierInitOp(bars["q_full"], em.index(0), 1))
-            em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(0), CONSUMER_THREADS))
+            em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(0), self.consumer_threads))
             for s in range(SLOTS):
                 for side in ("k", "v"):
                     em.op(tile.MbarrierInitOp(bars[f"{side}_full"], em.index(s), 1))
-                    em.op(tile.MbarrierInitOp(bars[f"{side}_empty"], em.index(s), CONSUMER_THREADS))
+                    em.op(
+                        tile.MbarrierInitOp(
+                            bars[f"{side}_empty"], em.index(s), self.consumer_threads
+                        )
+                    )
             em.op(tile.FenceProxyAsyncOp())
         em.op(tile.BarrierOp())
         warpgroup = em.div(self.tid, WARPGROUP)
@@ -413,12 +446,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         then_block, else_block = Block(), Block()
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
         with em.into(then_block):
-            em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
+            em.op(tile.SetMaxNRegOp(REGISTERS[self.consumers][0], inc=False))
             with em.if_(first) as (first_block, _, _), em.into(first_block):
                 self.produce()
             em.op(scf.YieldOp())
         with em.into(else_block):
-            em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
+            em.op(tile.SetMaxNRegOp(REGISTERS[self.consumers][1], inc=True))
             self.consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 
@@ -440,7 +473,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         """Work item `w` in launch order: query tiles fastest (heads first: batch indices
         fastest), and under a causal mask the longest (last) query tiles first."""
         em, a = self.em, self.a
-        query_tiles = -(-self.s_q // BM)
+        query_tiles = -(-self.s_q // self.bm)
         batches = self.items // query_tiles
         if self.heads_first:
             flat, query_tile = em.rem(w, batches), em.div(w, batches)
@@ -448,7 +481,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             query_tile, flat = em.rem(w, query_tiles), em.div(w, query_tiles)
         if a.causal:
             query_tile = em.value(arith.SubiOp(em.index(query_tiles - 1), query_tile))
-        self.q0 = em.mul(query_tile, BM)
+        self.q0 = em.mul(query_tile, self.bm)
         for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
             self.mapping[iv] = index
         end = em.index(self.s_k)
@@ -456,11 +489,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in a.batch}
             rows[a.i] = (
                 self.q0,
-                em.value(arith.MinSIOp(em.add(self.q0, BM - 1), em.index(self.s_q - 1))),
+                em.value(arith.MinSIOp(em.add(self.q0, self.bm - 1), em.index(self.s_q - 1))),
             )
             end = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
         if a.causal:
-            end = em.value(arith.MinSIOp(end, em.add(self.q0, BM)))
+            end = em.value(arith.MinSIOp(end, em.add(self.q0, self.bm)))
         self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
         if self.limit is not None:  # a row with no key to see gives what the whole loop gave
             self.tiles = em.value(arith.MaxSIOp(self.tiles, em.index(1)))
@@ -486,7 +519,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         em = self.em
         elements = 2  # bytes of f16/bf16
         # TMA counts every byte of a box, those it fills past the tensor's end too.
-        q_bytes = BM * chunks(self.head_qk) * BK * elements
+        q_bytes = self.bm * chunks(self.head_qk) * BK * elements
         zero = em.index(0)
         with self.each_item() as (k, t0):
             em.op(tile.MbarrierWaitOp(self.bars["q_empty"], zero, em.ring_parity(k, 1, flip=True)))
@@ -533,7 +566,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         if self.pingpong:
             second = em.value(arith.CmpiOp(group, one, "eq"))
             with em.if_(second) as (then_block, _, _), em.into(then_block):
-                em.op(tile.NamedBarrierOp(one, CONSUMER_THREADS, arrive=True))
+                em.op(tile.NamedBarrierOp(one, self.consumer_threads, arrive=True))
         minus_inf, f_zero = em.f32(float("-inf")), em.f32(0.0)
         with self.each_item() as (k, t0):
             for h in range(2):
@@ -551,7 +584,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         if self.pingpong:
             first_group = em.value(arith.CmpiOp(group, zero, "eq"))
             with em.if_(first_group) as (then_block, _, _), em.into(then_block):
-                em.op(tile.NamedBarrierOp(one, CONSUMER_THREADS))
+                em.op(tile.NamedBarrierOp(one, self.consumer_threads))
 
     def ring(self, t0: SSAValue, t: SSAValue | int) -> tuple[SSAValue, SSAValue]:
         """The K/V ring slot of the item's key tile `t` (the block's tile t0 + t) and the
@@ -592,12 +625,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
             frags = self.kept(p_regs)
             if self.pingpong:
-                em.op(tile.NamedBarrierOp(self.my_turn, CONSUMER_THREADS))
+                em.op(tile.NamedBarrierOp(self.my_turn, self.consumer_threads))
             em.op(tile.WgmmaFenceOp())
             self.issue_scores(slot)
             self.issue_pv(frags, before_slot)
             if self.pingpong:
-                em.op(tile.NamedBarrierOp(self.their_turn, CONSUMER_THREADS, arrive=True))
+                em.op(tile.NamedBarrierOp(self.their_turn, self.consumer_threads, arrive=True))
             em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
             em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
             alphas: list[SSAValue] = []
