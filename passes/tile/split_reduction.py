@@ -39,7 +39,7 @@ from xdsl.ir import Operation, SSAValue
 
 from tinyopt.dialects import loop
 from tinyopt.passes.graph_to_loop.fuse_kernel import CONTRACTION_ATTR
-from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on
+from tinyopt.passes.tile.emit import UNROLL, Emitter, Mapping, depends_on
 from tinyopt.passes.tile.gemm.split_k import SEQUENTIAL, derived_kernel, replace_kernels
 from tinyopt.passes.tile.target import Target
 
@@ -56,6 +56,11 @@ STRIDED_THREADS_PER_SM = 2048
 thread has few loads in flight, so the memory needs many threads."""
 STRIDED_MIN_CHUNK = 16
 """Elements each thread of a strided partial kernel folds, at least."""
+STRIDED_UNROLL = 64
+"""A strided reduction of at most this many elements a thread is unrolled (`UNROLL`): each
+thread issues all of its loads before the first combine, instead of waiting a memory latency
+per element (the decode merge's loop over its splits: 9.8 → 5.6 µs unrolled, RESULTS.md
+nineteenth session)."""
 
 
 def split_reduction(
@@ -84,6 +89,8 @@ def split_strided_reduction(
     parts = min(-(-target.sms * STRIDED_THREADS_PER_SM // rows), n // STRIDED_MIN_CHUNK)
     if parts < 2:
         kernel.attributes[SEQUENTIAL] = UnitAttr()
+        if n <= STRIDED_UNROLL:
+            reduce.attributes[UNROLL] = UnitAttr()
         return (kernel,)
     chunk = -(-n // parts)
     return _split(module, kernel, nest, reduce, -(-n // chunk), chunk, strided=True)
@@ -243,6 +250,8 @@ def _partial_kernel(
     with _rows(em, mapping, nest, reduce, [parts], parts_first) as (ivs, init):
         part, *rows = ivs if parts_first else [ivs[-1], *ivs[:-1]]
         inner = loop.ReduceOp([chunk], init, combine=reduce.combine.clone())
+        if parts_first and chunk <= STRIDED_UNROLL:
+            inner.attributes[UNROLL] = UnitAttr()
         em.op(inner)
         with em.into(inner.body.block):
             (k,) = inner.body.block.args
