@@ -76,6 +76,37 @@ HEAD_DIM_VARIANTS = [
 """Head dims other than 64 and 128 (multiples of 16 from 32 to 256): 64-column chunks whose
 last one is partly past the head dim, 64-key tiles above D = 128."""
 
+
+def _with(knobs: str) -> str:
+    return f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
+
+
+KNOB_VARIANTS = [
+    Variant(
+        "d64-bf16-causal-s1000-afma2",
+        attention(2, 3, 1000, 64, "bf16", causal=True),
+        _with("afma=2"),
+    ),
+    Variant("d128-f16-s777-afma4", attention(1, 4, 777, 128, "f16"), _with("afma=4")),
+    Variant(
+        "d64-bf16-causal-s1500-three-consumers",
+        attention(2, 4, 1500, 64, "bf16", causal=True),
+        _with("aconsumers=3"),
+    ),
+    Variant(
+        "d32-bf16-s3000-three-consumers-afma3",
+        attention(1, 8, 3000, 32, "bf16"),
+        _with("aconsumers=3 afma=3 persistent=1"),
+    ),
+    # K and V past 16 MB: query tiles fastest, 131 persistent blocks over 11 query tiles.
+    Variant(
+        "d128-bf16-causal-s2048-persistent-prime",
+        attention(4, 16, 2048, 128, "bf16", causal=True),
+        _with("persistent=1"),
+    ),
+]
+"""The opt-in knobs of the twenty-first session on the GPU (their CPU tests are below)."""
+
 NOT_ON_CPU = {
     "d64-bf16-gqa-s4096",
     "d128-f16-causal-s4096",
@@ -93,14 +124,17 @@ WGMMA_HELPER = "tinyopt_wgmma_ra_"
 """What the wgmma schedule's CUDA calls (P·V with A in registers)."""
 
 
-@pytest.mark.parametrize("variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS, ids=lambda v: v.id)
+@pytest.mark.parametrize(
+    "variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS + KNOB_VARIANTS, ids=lambda v: v.id
+)
 def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
     _, module = lower(variant.text, variant.pipeline)
     kernel = attention_kernel(module, WGMMA_HELPER)
     source = kernel.source.data
     for piece in ["tinyopt_tma_load_", "setmaxnreg", "tinyopt_pack_", "tinyopt_exp2_approx"]:
         assert piece in source, piece
-    assert list(kernel.block.get_values()) == [384, 1, 1]
+    warpgroups = 4 if "aconsumers=3" in variant.pipeline else 3
+    assert list(kernel.block.get_values()) == [128 * warpgroups, 1, 1]
     compiled = compile_module(module, arch="sm_90a")
     assert kernel.sym_name.data in compiled.kernels
 
@@ -491,7 +525,9 @@ def test_wgmma_attention_refuses_what_it_cannot_take(text: str, knobs: str, mess
 
 
 @requires_gpu
-@pytest.mark.parametrize("variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS, ids=lambda v: v.id)
+@pytest.mark.parametrize(
+    "variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS + KNOB_VARIANTS, ids=lambda v: v.id
+)
 def test_wgmma_attention_matches_float64(variant: Variant) -> None:
     check_matches_float64(variant, WGMMA_HELPER)
 
