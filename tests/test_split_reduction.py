@@ -99,7 +99,7 @@ def test_a_strided_reduction_of_many_rows_runs_a_thread_per_row() -> None:
     """With as many rows as the SMs hold threads (2 SMs: 4096), a strided reduction is not
     split: the sequential rule runs it a thread per row, neighbouring threads reading
     neighbouring elements."""
-    text = reduction("reduce_sum", (3, 5000), (0,))
+    text = reduction("reduce_sum", (3, 30000), (0,))
     module = apply_pipeline(parse(text), "decompose,fuse,plan{sms=2}")
     (kernel,) = loop.kernels(module)
     assert str(kernel.attributes[tile.PLAN]).startswith("#tile.plan<sequential")
@@ -119,6 +119,15 @@ def test_other_reductions_are_left_alone(text: str) -> None:
     fused = apply_pipeline(parse(text), "decompose,fuse")
     (kernel,) = loop.kernels(fused)
     assert split_reduction(fused, kernel, Target()) == (kernel,)
+
+
+def test_a_small_strided_reduction_stays_on_the_row_rule() -> None:
+    """Below 2^16 elements (64 × 768 over dim 0: 49152) a strided reduction keeps its one
+    kernel on the row rule: a split would add a launch to a read of one memory latency."""
+    fused = apply_pipeline(parse(reduction("reduce_mean", (64, 768), (0,))), "decompose,fuse")
+    (kernel,) = loop.kernels(fused)
+    assert split_strided_reduction(fused, kernel, Target()) == (kernel,)
+    assert SEQUENTIAL not in kernel.attributes
 
 
 def test_a_gemv_is_left_to_the_gemm_rules() -> None:

@@ -77,15 +77,18 @@ def split_reduction(
 def split_strided_reduction(
     module: ModuleOp, kernel: loop.KernelOp, target: Target
 ) -> tuple[loop.KernelOp, ...]:
-    """Runs a strided reduction a thread per row: marks the kernel for the sequential rule
-    where its rows give `STRIDED_THREADS_PER_SM` threads per SM, else puts a partial kernel (a
-    thread per part and row, rows fastest) and a fold in its place and returns them; returns
-    the kernel where it is no strided reduction."""
+    """Runs a strided reduction of at least `SPLIT_MIN_ELEMENTS` elements a thread per row:
+    marks the kernel for the sequential rule where its rows give `STRIDED_THREADS_PER_SM`
+    threads per SM, else puts a partial kernel (a thread per part and row, rows fastest) and a
+    fold in its place and returns them; returns the kernel where it is no such reduction (a
+    smaller one stays on the row rule: one memory latency either way, and no second launch)."""
     found = _one_reduction(kernel)
     if found is None or SEQUENTIAL in kernel.attributes or not _strided(*found):
         return (kernel,)
     nest, reduce = found
     rows, n = prod(nest.extents), reduce.extents[0]
+    if rows * n < SPLIT_MIN_ELEMENTS:  # one latency either way: no second launch
+        return (kernel,)
     parts = min(-(-target.sms * STRIDED_THREADS_PER_SM // rows), n // STRIDED_MIN_CHUNK)
     if parts < 2:
         kernel.attributes[SEQUENTIAL] = UnitAttr()
