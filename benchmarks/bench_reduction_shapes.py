@@ -41,6 +41,8 @@ WORKLOADS = (
     ("reduce_sum", (100000, 64), (0,), "f32"),
     ("reduce_mean", (16, 1 << 20), (0,), "f32"),
     ("reduce_max", (8, 4096, 1024), (1,), "bf16"),
+    ("reduce_mean", (64, 768), (0,), "f32"),
+    ("reduce_sum", (512, 768), (0,), "bf16"),
 )
 """(op, input shape, reduced dims, element type)."""
 TORCH_OPS = {"reduce_sum": torch.sum, "reduce_mean": torch.mean, "reduce_max": torch.amax}
