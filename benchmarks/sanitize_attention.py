@@ -20,7 +20,7 @@ from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import lower
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-from attention_programs import attention, attention_spelled_out  # noqa: E402
+from attention_programs import attention, attention_spelled_out, decode_attention  # noqa: E402
 
 PIPELINE = "decompose,fuse,flash-attention,tile{attn=sync},to-cuda"
 WGMMA = PIPELINE.replace("attn=sync", "attn=wgmma")
@@ -30,7 +30,8 @@ TOLERANCE = 1e-2
 def programs() -> list[tuple[str, str, str]]:
     """Returns (name, program, pipeline): head dims 64/128, causal, GQA, odd S, f16/bf16, on
     the mma.sync schedule (`attn=sync`) and again on the TMA + wgmma one (`attn=wgmma`), which
-    also runs head dims 32, 96, 192 and 256, and more work items than SMs."""
+    also runs head dims 32, 96, 192 and 256, more work items than SMs, the opt-in `afma` and
+    `aconsumers=3`, and a prefill chunk at a runtime count of valid keys."""
     sync = _sync_programs()
     wgmma = [
         (f"{name} attn=wgmma", text, pipeline.replace("tile{attn=sync},", "tile{attn=wgmma},"))
@@ -48,7 +49,23 @@ def programs() -> list[tuple[str, str, str]]:
     persistent = [
         ("d64 bf16 causal s200 h140 attn=wgmma", attention(1, 140, 200, 64, "bf16", True), WGMMA)
     ]
-    return sync + wgmma + head_dims + persistent
+    knobs = [
+        (f"d64 bf16 causal s300 {k}", attention(1, 2, 300, 64, "bf16", True), _wgmma_with(k))
+        for k in ("afma=2", "aconsumers=3", "aconsumers=3 afma=4")
+    ]
+    # A prefill chunk into a cache of L valid keys: each query tile stops at its own last key.
+    chunk = [
+        (
+            "d64 bf16 causal chunk s200 of 512 valid attn=wgmma",
+            decode_attention(1, 4, 2, 200, 512, 64, causal=True, valid=True),
+            WGMMA,
+        )
+    ]
+    return sync + wgmma + head_dims + persistent + knobs + chunk
+
+
+def _wgmma_with(knobs: str) -> str:
+    return WGMMA.replace("tile{attn=wgmma}", f"tile{{attn=wgmma {knobs}}}")
 
 
 def _sync_programs() -> list[tuple[str, str, str]]:
