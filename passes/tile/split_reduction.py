@@ -21,10 +21,11 @@ row kernels the ordinary rules schedule.
 
 A strided reduction, one whose elements lie a row apart in memory while its rows lie side by
 side (a sum over dim 0, a mean over batch and sequence), is another case: a thread group per
-row would read one element per 32-byte sector. Such a kernel runs on the sequential rule, a
-thread per row, so a warp reads 32 neighbouring rows at once (`split_strided_reduction`); with
-fewer rows than `STRIDED_THREADS_PER_SM` threads per SM, its partial kernel is a thread per
-(part, row), the parts cutting the reduction, and the fold the same as above.
+row would read one element per 32-byte sector. Of `SPLIT_MIN_ELEMENTS` elements or more, such
+a kernel runs on the sequential rule, a thread per row, so a warp reads 32 neighbouring rows at
+once (`split_strided_reduction`); with fewer rows than `STRIDED_THREADS_PER_SM` threads per
+SM, its partial kernel is a thread per (part, row), the parts cutting the reduction, and the
+fold the same as above.
 """
 
 from __future__ import annotations
