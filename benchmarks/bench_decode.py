@@ -180,7 +180,7 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
 
     config = ld.llama3_8b(layers=1, capacity=BLOCK_CAPACITY)
     model = ld.random_model(config, torch.bfloat16, device="cuda")
-    layer = ld.weights(model)[1:10]
+    layer = ld.weights(model)[1 : 1 + ld.LAYER_WEIGHTS]
     cos, sin = ld.rope_tables(model)
     weight_bytes = sum(w.numel() * w.element_size() for w in layer)
     lines = [

@@ -95,9 +95,7 @@ class LlamaLM(nn.Module):
         return self.lm_head(self.norm(x))
 
 
-def random_model(
-    config: Config, dtype: torch.dtype, seed: int = 0, device: str = "cpu"
-) -> LlamaLM:
+def random_model(config: Config, dtype: torch.dtype, seed: int = 0, device: str = "cpu") -> LlamaLM:
     """A model with seeded random weights (drawn on `device`) scaled so that logits stay O(1)
     through the layers."""
     torch.manual_seed(seed)
@@ -128,9 +126,7 @@ def weights(model: LlamaLM) -> list[Tensor]:
         attn, mlp = layer.self_attn, layer.mlp
         tensors += [
             layer.input_layernorm.weight,
-            attn.q_proj.weight,
-            attn.k_proj.weight,
-            attn.v_proj.weight,
+            torch.cat([attn.q_proj.weight, attn.k_proj.weight, attn.v_proj.weight]),
             attn.o_proj.weight,
             layer.post_attention_layernorm.weight,
             mlp.gate_proj.weight,
@@ -140,6 +136,11 @@ def weights(model: LlamaLM) -> list[Tensor]:
     tensors += [model.norm.weight, model.lm_head.weight, *rope_tables(model)]
     return [t.detach().contiguous() for t in tensors]
 
+
+LAYER_WEIGHTS = 7
+"""A layer's tensors in `weights(model)`: the two norms' weights, q, k and v's projections as
+one `[(heads + 2·kv_heads)·head_dim, hidden]` matrix (one GEMV for the three, as serving
+engines fuse them), o, gate, up and down."""
 
 SCALARS = 2
 """`step_program`'s first arguments are the runtime scalars `pos` and `valid`."""
@@ -180,13 +181,11 @@ class _Builder:
 
 
 def _layer_types(c: Config, dtype: Attribute) -> list[TensorType]:
-    """The types of a layer's nine weights, in `weights(model)`'s order."""
+    """The types of a layer's `LAYER_WEIGHTS` weights, in `weights(model)`'s order."""
     d = c.head_dim
     shapes = [
         (c.hidden,),
-        (c.heads * d, c.hidden),
-        (c.kv_heads * d, c.hidden),
-        (c.kv_heads * d, c.hidden),
+        ((c.heads + 2 * c.kv_heads) * d, c.hidden),
         (c.hidden, c.heads * d),
         (c.hidden,),
         (c.ffn, c.hidden),
@@ -208,13 +207,16 @@ def _layer(
     valid, and the cos and sin rows of those positions): returns the new x and the layer's
     caches with the chunk's keys and values written at pos."""
     pos, valid, cos, sin = where
-    norm1, wq, wk, wv, wo, norm2, wg, wu, wd = layer_weights
+    norm1, wqkv, wo, norm2, wg, wu, wd = layer_weights
     b, s, _ = e.shape(x)
     d = c.head_dim
     h = e(graph.RmsNormOp(x, norm1, c.eps))
-    q = e.rope(e.heads(e(graph.LinearOp(h, wq)), c.heads, d), cos, sin)
-    k = e.rope(e.heads(e(graph.LinearOp(h, wk)), c.kv_heads, d), cos, sin)
-    v = e.heads(e(graph.LinearOp(h, wv)), c.kv_heads, d)
+    qkv = e(graph.LinearOp(h, wqkv))
+    q_cols, kv_cols = c.heads * d, c.kv_heads * d
+    q = e.rope(e.heads(e(graph.SliceOp(qkv, 2, 0, q_cols)), c.heads, d), cos, sin)
+    k = e(graph.SliceOp(qkv, 2, q_cols, kv_cols))
+    k = e.rope(e.heads(k, c.kv_heads, d), cos, sin)
+    v = e.heads(e(graph.SliceOp(qkv, 2, q_cols + kv_cols, kv_cols)), c.kv_heads, d)
     keys = e(graph.DynamicUpdateSliceOp(caches[0], k, pos, 2))
     values = e(graph.DynamicUpdateSliceOp(caches[1], v, pos, 2))
     o = e(graph.AttentionOp(q, keys, values, d**-0.5, causal=True, valid=valid))
@@ -227,8 +229,8 @@ def _layer(
 
 def block_program(config: Config, batch: int, tokens: int, dtype: Attribute = f32) -> ModuleOp:
     """One decoder layer's step alone, `@block`: arguments `pos`, `valid`, the hidden states
-    `x [batch, tokens, hidden]`, the layer's k and v caches, its nine weights, and the cos and
-    sin tables; results the new hidden states and the caches (written in place)."""
+    `x [batch, tokens, hidden]`, the layer's k and v caches, its `LAYER_WEIGHTS` weights, the
+    cos and sin tables; results the new hidden states and the caches (written in place)."""
     c = config
     cache = TensorType(dtype, (batch, c.kv_heads, c.capacity, c.head_dim))
     table = TensorType(dtype, (c.capacity, c.head_dim))
@@ -247,7 +249,8 @@ def block_program(config: Config, batch: int, tokens: int, dtype: Attribute = f3
     pos, valid, x, kcache, vcache = block.args[:5]
     cos = e(graph.DynamicSliceOp(block.args[-2], pos, 0, tokens))
     sin = e(graph.DynamicSliceOp(block.args[-1], pos, 0, tokens))
-    out = _layer(e, c, x, (pos, valid, cos, sin), block.args[5:14], (kcache, vcache))
+    layer_weights = block.args[5 : 5 + LAYER_WEIGHTS]
+    out = _layer(e, c, x, (pos, valid, cos, sin), layer_weights, (kcache, vcache))
     block.add_op(func.ReturnOp(*out))
     results = [v.type for v in out]
     return ModuleOp([func.FuncOp("block", (types, results), Region(block))])
@@ -288,7 +291,7 @@ def step_program(config: Config, batch: int, tokens: int, dtype: Attribute = f32
     caches = list(block.args[3 : 3 + 2 * c.layers])
     history = block.args[3 + 2 * c.layers]
     embed = block.args[4 + 2 * c.layers]
-    per_layer = block.args[5 + 2 * c.layers : 5 + 2 * c.layers + 9 * c.layers]
+    per_layer = block.args[5 + 2 * c.layers : 5 + 2 * c.layers + LAYER_WEIGHTS * c.layers]
     final_norm, lm_head, cos_table, sin_table = block.args[-4:]
 
     x = e(graph.GatherOp(embed, ids))
@@ -297,7 +300,11 @@ def step_program(config: Config, batch: int, tokens: int, dtype: Attribute = f32
     new_caches = []
     for layer in range(c.layers):
         x, keys, values = _layer(
-            e, c, x, (pos, valid, cos, sin), per_layer[9 * layer : 9 * layer + 9],
+            e,
+            c,
+            x,
+            (pos, valid, cos, sin),
+            per_layer[LAYER_WEIGHTS * layer : LAYER_WEIGHTS * (layer + 1)],
             caches[2 * layer : 2 * layer + 2],
         )
         new_caches += [keys, values]

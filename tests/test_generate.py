@@ -91,7 +91,7 @@ def test_block_program_is_torchs_static_cache_layer_step() -> None:
     pos = 9
     with torch.no_grad():
         want = decoder.layer(0, x, torch.tensor([pos]))
-    layer = [w.numpy() for w in ld.weights(model)[1:10]]
+    layer = [w.numpy() for w in ld.weights(model)[1 : 1 + ld.LAYER_WEIGHTS]]
     cos, sin = (t.numpy() for t in ld.rope_tables(model))
     program = parse(str(ld.block_program(SMALL, BATCH, 1)))
     scalars = (np.array(pos), np.array(pos + 1))
