@@ -144,6 +144,19 @@ def seen_keys(
     return em.value(arith.MinSIOp(seen, em.index(keys)))
 
 
+def tile_seen_keys(
+    em: Emitter, limit: KeyLimit, a: Attention, mapping: Mapping, q0: SSAValue, rows: int
+) -> SSAValue:
+    """Emits the keys the query rows q0 … q0 + rows − 1 (clamped to the last) of the batch index
+    in `mapping` may see, at least one: a row with no key to see gives what the whole loop
+    did. The end of a prefill schedule's key loop over a cache of L valid keys."""
+    s_q = a.nest.extents[-2]
+    last = em.value(arith.MinSIOp(em.add(q0, rows - 1), em.index(s_q - 1)))
+    group = {iv: (mapping[iv], mapping[iv]) for iv in a.batch} | {a.i: (q0, last)}
+    seen = seen_keys(em, limit, mapping, a.reduce.extents[0], group)
+    return em.value(arith.MaxSIOp(seen, em.index(1)))
+
+
 def _is_minus_inf(value: SSAValue) -> bool:
     owner = value.owner
     return (

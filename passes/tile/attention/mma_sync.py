@@ -42,7 +42,7 @@ from tinyopt.passes.tile.attention.key_limit import (
     KeyLimit,
     kernel_scalar_bounds,
     key_limit,
-    seen_keys,
+    tile_seen_keys,
 )
 
 WARP = 32
@@ -232,14 +232,7 @@ class _AttentionEmitter:
         and the kernel's scalars), the keys a runtime bound lets any row see (at least one),
         or the reduction's extent."""
         if self.key_count is None and self.limit is not None:
-            em = self.em
-            rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in self.a.batch}
-            rows[self.a.i] = (
-                self.q0,
-                em.value(arith.MinSIOp(em.add(self.q0, self.bm - 1), em.index(self.s_q - 1))),
-            )
-            seen = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
-            return em.value(arith.MaxSIOp(seen, em.index(1)))
+            return tile_seen_keys(self.em, self.limit, self.a, self.mapping, self.q0, self.bm)
         if self.key_count is None:
             return self.s_k
         local = dict(self.mapping)

@@ -28,7 +28,7 @@ from tinyopt.dialects import loop, tile
 from tinyopt.passes.loop_rewrites.flash_attention import backward_slice
 from tinyopt.passes.loop_rewrites.online_softmax import LOWEST_F32
 from tinyopt.passes.tile.attention.attention_match import Attention
-from tinyopt.passes.tile.attention.key_limit import KeyLimit, seen_keys
+from tinyopt.passes.tile.attention.key_limit import KeyLimit, tile_seen_keys
 from tinyopt.passes.tile.attention.mma_sync import (
     APPROXIMATE,
     LOG2E,
@@ -127,13 +127,7 @@ class SimtAttentionEmitter:
         self.cols = [em.mul(em.add(self.tx, g.tx * n), g.vw) for n in range(g.groups)]
         end: SSAValue | int = self.s_k
         if self.limit is not None:
-            rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in a.batch}
-            rows[a.i] = (
-                self.q0,
-                em.value(arith.MinSIOp(em.add(self.q0, self.bm - 1), em.index(self.s_q - 1))),
-            )
-            seen = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
-            end = self.f(arith.MaxSIOp(seen, em.index(1)))
+            end = tile_seen_keys(em, self.limit, a, self.mapping, self.q0, self.bm)
         if a.causal:
             end = self.f(arith.MinSIOp(em.index(end), em.add(self.q0, self.bm)))
         self.stage(q, self.q0, self.s_q, self.bm)

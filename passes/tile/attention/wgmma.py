@@ -34,7 +34,7 @@ from tinyopt.passes.tile.attention.key_limit import (
     KeyLimit,
     kernel_scalar_bounds,
     key_limit,
-    seen_keys,
+    tile_seen_keys,
 )
 from tinyopt.passes.tile.attention.mma_sync import _AttentionEmitter
 from tinyopt.passes.tile.emit import Emitter, Mapping, depends_on, element_bytes
@@ -486,17 +486,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             self.mapping[iv] = index
         end = em.index(self.s_k)
         if self.limit is not None:
-            rows = {iv: (self.mapping[iv], self.mapping[iv]) for iv in a.batch}
-            rows[a.i] = (
-                self.q0,
-                em.value(arith.MinSIOp(em.add(self.q0, self.bm - 1), em.index(self.s_q - 1))),
-            )
-            end = seen_keys(em, self.limit, self.mapping, self.s_k, rows)
+            end = tile_seen_keys(em, self.limit, a, self.mapping, self.q0, self.bm)
         if a.causal:
             end = em.value(arith.MinSIOp(end, em.add(self.q0, self.bm)))
         self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
-        if self.limit is not None:  # a row with no key to see gives what the whole loop gave
-            self.tiles = em.value(arith.MaxSIOp(self.tiles, em.index(1)))
 
     def copy(self, side: _TmaSide, row: SSAValue, smem: SSAValue, slot: list, bar: str) -> None:
         """Issues the TMA copies of `side`'s rows from `row`, one per 64-column chunk, into
