@@ -409,7 +409,11 @@ def _attention(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
         # never over keys past its causal bound (which tiled kernels do not even load).
         past = keys > np.arange(sq)[:, None] + valid - sq
     scores = np.where(past, -np.inf, scores)
-    return _softmax(scores, -1) @ v
+    # As the kernels' acc / max(l, 1): a row whose every score is -inf (a float mask) gives 0,
+    # as torch's attention does; elsewhere l >= 1 (the largest score's term is exactly 1).
+    top = np.max(scores, axis=-1, keepdims=True)
+    terms = np.exp(scores - np.where(top == -np.inf, 0.0, top))
+    return (terms / np.maximum(np.sum(terms, axis=-1, keepdims=True), 1.0)) @ v
 
 
 @_handles(graph.SliceOp)

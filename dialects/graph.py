@@ -1268,10 +1268,12 @@ class AttentionOp(GraphOp):
     (i1) keeps the scores where it is true and masks them elsewhere, as torch's
     `scaled_dot_product_attention` reads it, except that a row it masks everywhere gives the
     mean of v over the row's keys (a masked score is finite and below every kept one, not −inf;
-    torch gives NaN). With `causal`, query i sees the keys j ≤ i + Skv − Sq: the diagonal is
-    aligned to the end of the keys, so a chunk of Sq new queries sees the whole cache before it
-    (decode, chunked prefill; Sq ≤ Skv). A key past that bound always weighs 0: a row whose
-    visible keys a boolean mask masks all gives the mean of v over the visible keys.
+    torch gives 0, and the PyTorch frontend selects 0 there). A row whose every score a float
+    mask makes −inf gives 0, as torch's. With `causal`, query i sees the keys j ≤ i + Skv −
+    Sq: the diagonal is aligned to the end of the keys, so a chunk of Sq new queries sees the
+    whole cache before it (decode, chunked prefill; Sq ≤ Skv). A key past that bound always
+    weighs 0: a row whose visible keys a boolean mask masks all gives the mean of v over the
+    visible keys.
     """
 
     name = "graph.attention"

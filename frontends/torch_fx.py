@@ -40,6 +40,7 @@ from xdsl.utils.exceptions import VerifyException
 
 from tinyopt.dialects import graph
 from tinyopt.dialects.graph import FP8_SCALE_BLOCK
+from tinyopt.frontends.torch_decompositions import decompose_unsupported
 
 if TYPE_CHECKING:
     import torch
@@ -103,7 +104,20 @@ def capture(
             raise FrontendError(
                 f"torch.export cannot trace {type(module).__name__}: {exc}"
             ) from exc
-        return _Translator(program, name).run()
+        program, decomposed = decompose_unsupported(program, _supported)
+        try:
+            return _Translator(program, name).run()
+        except FrontendError as exc:
+            if not decomposed:
+                raise
+            ops = ", ".join(sorted(_op_name(op) for op in decomposed))
+            raise FrontendError(f"{exc}, in torch's decomposition of {ops}") from exc
+
+
+def _supported(target: Any) -> bool:
+    """Whether a call target has a handler (or is one of the ops left out)."""
+    name = _op_name(target)
+    return name in _HANDLERS or name in _SKIPPED
 
 
 def _mutates(program: ExportedProgram) -> bool:
@@ -358,9 +372,8 @@ class _Translator:
 
         signature = self.program.graph_signature
         for node in self.program.graph.nodes:  # name unsupported ops before dtype problems
-            name = _op_name(node.target)
-            if node.op == "call_function" and name not in _HANDLERS and name not in _SKIPPED:
-                raise self.fail(node, f"cannot capture {name}")
+            if node.op == "call_function" and not _supported(node.target):
+                raise self.fail(node, f"cannot capture {_op_name(node.target)}")
         placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         inputs: list[Node] = []
         weights = self.weights
@@ -779,6 +792,43 @@ def _heaviside(t: _Translator, node: Node) -> SSAValue:
     above = t.cast(t.emit(graph.CompareOp(x, t.scalar(0.0, out), "gt")), out.element_type)
     zero = t.emit(graph.CompareOp(x, t.scalar(0.0, out), "eq"))
     return t.emit(graph.SelectOp(zero, values, above))
+
+
+@_handles("hypot")
+def _hypot(t: _Translator, node: Node) -> SSAValue:
+    """`m · sqrt(1 + (s / m)²)` with m and s the larger and smaller magnitude, so no square
+    overflows where the result does not; 0 where both are 0 and inf where either is infinite,
+    the other NaN or not (C's hypot, as torch's); in f32 for f16/bf16."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    a, b = (t.emit(graph.AbsOp(t.operand_like(v, work, node))) for v in node.args[:2])
+    large, small = t.emit(graph.MaxOp(a, b)), t.emit(graph.MinOp(a, b))
+    ratio = t.emit(graph.DivOp(small, large))
+    root = t.emit(
+        graph.SqrtOp(t.emit(graph.AddOp(t.scalar(1.0, work), t.emit(graph.MulOp(ratio, ratio)))))
+    )
+    zero, inf = t.scalar(0.0, work), t.scalar(math.inf, work)
+    result = t.emit(graph.MulOp(large, root))
+    result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(large, zero, "eq")), zero, result))
+    for x in (a, b):
+        result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(x, inf, "eq")), inf, result))
+    return t.cast(result, out.element_type)
+
+
+@_handles("copysign")
+def _copysign(t: _Translator, node: Node) -> SSAValue:
+    """`|a|` with b's sign: negative where b < 0 or b is −0.0 (its reciprocal is −inf). The
+    sign bit of a NaN b is not read: it counts as positive (torch's CPU kernel reads it; NaNs
+    computed on a GPU are positive)."""
+    out = t.tensor_type(node)
+    a, b = (t.operand_like(v, out, node) for v in node.args[:2])
+    magnitude = t.emit(graph.AbsOp(a))
+    negated = t.emit(graph.NegOp(magnitude))
+    zero = t.scalar(0.0, out)
+    result = magnitude
+    for sign in (b, t.emit(graph.ReciprocalOp(b))):
+        result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(sign, zero, "lt")), negated, result))
+    return result
 
 
 @_handles("rrelu")
@@ -1660,6 +1710,39 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     return t.cast(result, t.tensor_type(node).element_type)
 
 
+@_handles("logcumsumexp")
+def _logcumsumexp(t: _Translator, node: Node) -> SSAValue:
+    """`y[i] = m_i + log(Σ_{j ≤ i} exp(x[j] − m_i))` along the dim, m_i the prefix's largest
+    element (taken as 0 where it is infinite, so an all −inf prefix gives −inf and one holding
+    +inf gives +inf, as torch): n² terms as `cumsum`'s, in f32 for f16/bf16."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    shape = list(_type(x).get_shape())
+    rank = len(shape)
+    dim = _dims(node.args[1], rank)[0]
+    n = shape[dim]
+    if n > CUMSUM_EXTENT:
+        raise t.fail(
+            node, f"aten.logcumsumexp along {n} elements (n² work; at most {CUMSUM_EXTENT})"
+        )
+    moved = _moved_last(t, x, dim)
+    lead = list(_type(moved).get_shape()[:-1])
+    square = [*lead, n, n]  # [..., i, j]
+    terms = t.broadcast(t.reshape(moved, [*lead, 1, n]), square)
+    index = TensorType(f32, square)
+    rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
+    kept = t.emit(graph.CompareOp(cols, rows, "le"))
+    top = _masked_reduce(t, kept, terms, rank, graph.ReduceMaxOp, -math.inf)
+    infinite = t.emit(
+        graph.CompareOp(t.emit(graph.AbsOp(top)), t.scalar(math.inf, _type(top)), "eq")
+    )
+    shift = t.emit(graph.SelectOp(infinite, t.scalar(0.0, _type(top)), top))
+    shifted = t.emit(graph.SubOp(terms, t.broadcast(t.reshape(shift, [*lead, n, 1]), square)))
+    total = _masked_reduce(t, kept, t.emit(graph.ExpOp(shifted)), rank)
+    result = t.emit(graph.AddOp(shift, t.emit(graph.LogOp(total))))
+    return t.cast(_moved_back(t, result, dim), out.element_type)
+
+
 RANK_EXTENT = 4096
 """Longest dim `topk`/`sort` rank along: each element's rank counts the elements before it in
 order, n² comparisons in all (index expressions, no n x n buffer)."""
@@ -1813,6 +1896,78 @@ def _scaled_sum(t: _Translator, node: Node, product: SSAValue, out: TensorType) 
     if beta != 1:
         bias = t.emit(graph.MulOp(bias, t.scalar(float(beta), out)))
     return t.emit(graph.AddOp(product, bias))
+
+
+@_handles("addbmm")
+def _addbmm(t: _Translator, node: Node) -> SSAValue:
+    """`beta · input + alpha · Σ_b batch1[b] @ batch2[b]`: one matmul of batch1 as
+    `[N, B·K]` by batch2 as `[B·K, P]`, the batch folded into the contraction."""
+    out = t.tensor_type(node)
+    a, b = (t.cast(t.value(x, node), out.element_type) for x in node.args[1:3])
+    batch, n, k = _type(a).get_shape()
+    rows = t.reshape(t.emit(graph.TransposeOp(a, [1, 0, 2])), [n, batch * k])
+    cols = t.reshape(b, [batch * k, _type(b).get_shape()[2]])
+    return _scaled_sum(t, node, t.emit(graph.MatmulOp(rows, cols)), out)
+
+
+@_handles("bilinear")
+def _bilinear(t: _Translator, node: Node) -> SSAValue:
+    """`y[.., o] = Σ_ij x1[.., i] · W[o, i, j] · x2[.., j] + bias[o]` (`nn.Bilinear`): x1 times
+    W as one matmul (`[N, I] @ [I, O·J]`), then each row's O dot products with x2 over J."""
+    out = t.tensor_type(node)
+    x1, x2, weight = (t.cast(t.value(a, node), out.element_type) for a in node.args[:3])
+    o, i, j = _type(weight).get_shape()
+    n = math.prod(out.get_shape()[:-1])
+    flat = t.reshape(t.emit(graph.TransposeOp(weight, [1, 0, 2])), [i, o * j])
+    mixed = t.reshape(t.emit(graph.MatmulOp(t.reshape(x1, [n, i]), flat)), [n, o, j])
+    right = t.broadcast(t.reshape(x2, [n, 1, j]), [n, o, j])
+    y = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(mixed, right)), [2], False))
+    bias = _arg(node, 3, "bias")
+    if bias is not None:
+        y = t.emit(graph.AddOp(y, t.operand_like(bias, _type(y), node)))
+    return t.reshape(y, out.get_shape())
+
+
+@_handles("cdist", "_cdist_forward")
+def _cdist(t: _Translator, node: Node) -> SSAValue:
+    """`out[.., p, r] = ‖x1[.., p, :] − x2[.., r, :]‖` of order 0, 1, 2, inf or any other
+    positive number, as a reduction over the last dim of the two broadcast against each other
+    (no `[.., P, R, M]` buffer: fusion reads both inside the reduction). Exact where torch, at
+    order 2 past 25 rows, takes `|x|² + |y|² − 2 x·y` and rounds differently; in f32 for
+    f16/bf16."""
+    out = t.tensor_type(node)
+    work = _work_type(out).element_type
+    p = float(_arg(node, 2, "p", 2.0))
+    *lead, rows, cols = out.get_shape()
+    depth = _type(t.value(node.args[0], node)).get_shape()[-1]
+    full = [*lead, rows, cols, depth]
+
+    def spread(arg: Any, axis: int) -> SSAValue:
+        x = t.cast(t.value(arg, node), work)
+        shape = list(_type(x).get_shape())
+        shape.insert(len(shape) - 1 - axis, 1)  # x1: [.., P, 1, M]; x2: [.., 1, R, M]
+        return t.broadcast(t.reshape(x, [1] * (len(full) - len(shape)) + shape), full)
+
+    gap = t.emit(graph.AbsOp(t.emit(graph.SubOp(spread(node.args[0], 0), spread(node.args[1], 1)))))
+    last = [len(full) - 1]
+    if p == 0:
+        nonzero = t.emit(graph.CompareOp(gap, t.scalar(0.0, _type(gap)), "ne"))
+        result = t.emit(graph.ReduceSumOp(t.cast(nonzero, work), last, False))
+    elif p == 1:
+        result = t.emit(graph.ReduceSumOp(gap, last, False))
+    elif p == 2:
+        result = t.emit(
+            graph.SqrtOp(t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(gap, gap)), last, False)))
+        )
+    elif p == math.inf:
+        result = t.emit(graph.ReduceMaxOp(gap, last, False))
+    elif p > 0:
+        powered = t.emit(graph.PowOp(gap, t.scalar(p, _type(gap))))
+        total = t.emit(graph.ReduceSumOp(powered, last, False))
+        result = t.emit(graph.PowOp(total, t.scalar(1.0 / p, _type(total))))
+    else:
+        raise t.fail(node, f"aten.cdist with p={p} (torch takes p ≥ 0)")
+    return t.cast(result, out.element_type)
 
 
 @_handles("_scaled_mm")
@@ -2250,7 +2405,27 @@ def _attention(t: _Translator, node: Node) -> SSAValue:
         attention.verify()
     except VerifyException as exc:
         raise t.fail(node, f"scaled_dot_product_attention: {exc}") from None
-    return t.reshape(t.emit(attention), out.get_shape())
+    result = t.emit(attention)
+    given = _arg(node, 3, "attn_mask")  # torch's is_causal (a mask or not) keeps key 0
+    if given is not None and _type(mask).element_type == graph.BOOL:
+        result = _zero_where_no_key(t, given, mask, result)
+    return t.reshape(result, out.get_shape())
+
+
+def _zero_where_no_key(t: _Translator, given: Node, mask: SSAValue, result: SSAValue) -> SSAValue:
+    """torch's attention gives 0 in a row whose boolean mask keeps no key (`graph.attention`
+    averages v there): `result` where the row keeps a key, else 0. Nothing is added where the
+    mask is computed from constants alone and every row keeps a key (a causal or banded
+    mask). A float mask needs no such select: the attention kernels give 0 in a row whose every
+    score is −inf, as torch does."""
+    fixed = t.constant_value(given)
+    if fixed is not None and bool(fixed.any(-1).all()):
+        return result
+    kept = t.emit(graph.ReduceMaxOp(t.cast(mask, f32), [3], True))
+    spread = t.broadcast(kept, _type(result).get_shape())
+    zero = t.scalar(0.0, _type(spread))
+    keeps = t.emit(graph.CompareOp(spread, zero, "ne"))
+    return t.emit(graph.SelectOp(keeps, result, t.cast(zero, _type(result).element_type)))
 
 
 def _first_key_causal(t: _Translator, sq: int, skv: int) -> SSAValue:
@@ -2348,8 +2523,9 @@ def _view_as(t: _Translator, node: Node) -> SSAValue:
     return t.reshape(t.value(node.args[0], node), t.tensor_type(node).get_shape())
 
 
-@_handles("dropout")
+@_handles("dropout", "alpha_dropout", "feature_dropout", "feature_alpha_dropout")
 def _dropout(t: _Translator, node: Node) -> SSAValue:
+    """Dropout of any kind in eval mode (or with p = 0) is the identity."""
     if _arg(node, 2, "train") and _arg(node, 1, "p") != 0.0:
         raise t.fail(node, "dropout in training mode (call module.eval() first)")
     return t.value(node.args[0], node)
@@ -2952,6 +3128,11 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return t.bound(node.args[0]) * count
     if name in ("cummax", "cummin"):
         return t.bound(node.args[0])
+    if name in ("remainder", "fmod"):  # below the divisor, of an exact dividend
+        dividend, divisor = t.bound(node.args[0]), t.bound(node.args[1])
+        if dividend == math.inf:
+            return math.inf
+        return min(dividend, divisor) if name == "fmod" else divisor
     if name == "count_nonzero":  # at most the number of elements
         return math.prod(node.args[0].meta["val"].shape)
     if name == "cumsum":

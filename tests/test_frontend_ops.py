@@ -9,6 +9,7 @@ after `fuse`, at the loop level; its CUDA is compiled with NVRTC; on a GPU it ru
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -102,6 +103,9 @@ def _tracked_instance_norm() -> nn.InstanceNorm2d:
 
 torch.manual_seed(0)
 _X, _Y = torch.randn(3, 6, 6), torch.randn(3, 6, 6)
+_KEEP = torch.rand(2, 1, 5, 5) > 0.5
+_KEEP[0, 0, 0] = _KEEP[0, 0, 4] = False
+_KEEP[1, 0, :, 1] = True
 
 CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     "compare": (
@@ -801,6 +805,71 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
         (_X, _Y),
     ),
+    # ops export keeps whole, captured through torch's decompositions of them
+    "decomposed_layout_and_contractions": (
+        Fn(
+            lambda m, a, b: (
+                a.tile(1, 2, 1)[:, :6]
+                + torch.rot90(b, 1, (1, 2))
+                + torch.tensordot(a, b, dims=([2], [2])).sum(2)
+                + torch.linalg.multi_dot([a[0], b[1], a[2]])
+                + torch.take_along_dim(a, b.argmax(-1, keepdim=True) - 3, -1)
+            )
+        ),
+        (_X, _Y),
+    ),
+    "decomposed_losses_and_math": (
+        Fn(
+            lambda m, a, b: torch.stack(
+                [
+                    nn.functional.mse_loss(a, b),
+                    nn.functional.l1_loss(a, b),
+                    nn.functional.smooth_l1_loss(a, b, beta=0.5),
+                    nn.functional.huber_loss(a, b, delta=0.7),
+                    nn.functional.binary_cross_entropy_with_logits(a, b.sigmoid()),
+                    nn.functional.kl_div(a.log_softmax(-1), b.softmax(-1), reduction="batchmean"),
+                    torch.linalg.matrix_norm(a).sum(),
+                    (torch.sinc(a) + torch.deg2rad(b) + torch.rad2deg(a)).mean(),
+                ]
+            )
+        ),
+        (_X, _Y),
+    ),
+    "hypot_copysign_edges": (
+        Fn(lambda m, a, b: torch.hypot(a, b) + torch.copysign(a, b) + torch.copysign(b, -2.0)),
+        (
+            torch.tensor([0.0, 1e30, math.inf, math.nan, 3.0, -0.0, 1e-30, 5.0, -7.0]),
+            torch.tensor([0.0, 1e30, math.nan, -math.inf, -4.0, 0.0, 1e-30, -0.0, 2.0]),
+        ),
+    ),
+    "logcumsumexp": (
+        Fn(lambda m, a, b: torch.logcumsumexp(a * 30, 1) + torch.logcumsumexp(b, 0)[:3]),
+        (_X, torch.tensor([-math.inf, -math.inf, 1.0, 100.0, -50.0, math.inf, 2.0])[:, None, None]),
+    ),
+    "cdist_bilinear_addbmm": (
+        Fn(
+            lambda m, a, b: (
+                torch.cdist(a, b)
+                + torch.cdist(a[:1], b, p=1)
+                + torch.cdist(a, b, p=3.5)
+                + torch.cdist(a, b[:, :4], p=float("inf"))[..., :1]
+                + torch.cdist(a.round(), b.round(), p=0)
+                + m.bilinear(a, b)[..., :1]
+                + torch.addbmm(a[0], a, b, beta=0.5, alpha=-2.0)
+            ),
+            bilinear=nn.Bilinear(6, 6, 3),
+        ),
+        (_X, _Y),
+    ),
+    # rows 0 and 4 of batch 0 keep no key: torch's attention gives 0 there
+    "sdpa_boolean_mask_rows_masked_everywhere": (
+        Fn(lambda m, q, k, v, keep: nn.functional.scaled_dot_product_attention(q, k, v, keep)),
+        (*torch.randn(3, 2, 2, 5, 8).unbind(), _KEEP),
+    ),
+    "eval_dropouts": (
+        nn.Sequential(nn.Dropout2d(0.3), nn.FeatureAlphaDropout(0.2), nn.AlphaDropout(0.1)),
+        (_X[None],),
+    ),
 }
 
 
@@ -839,7 +908,7 @@ BF16_CASES = [
     "norms_without_affine_and_per_instance", "cosine_similarity_and_outer", "cumsum",
     "topk_and_sort", "einsum", "interpolate", "transposed_convolutions",
     "unfold_and_gather_along_a_dim", "one_hot_nan_to_num_diff_logit_norms",
-    "scatter_and_index_add",
+    "scatter_and_index_add", "cdist_bilinear_addbmm", "decomposed_losses_and_math",
 ]  # fmt: skip
 """The cases that compute in bf16 (or in f32 from bf16) rather than move values, and whose
 outputs are continuous in their inputs (fmod and remainder jump where an input rounded to bf16
@@ -900,6 +969,13 @@ ONE_LAUNCH: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...]]] = {
             a[None], size=(5, 11), mode="bicubic", align_corners=True
         ),
         (_X,),
+    ),
+    "hypot_copysign": (
+        lambda m, a, b: torch.hypot(a, b) + torch.copysign(a, b),
+        (
+            torch.tensor([0.0, 1e30, math.inf, math.nan, 3.0, -0.0, 1e-30, 5.0, -7.0]),
+            torch.tensor([0.0, 1e30, math.nan, -math.inf, -4.0, 0.0, 1e-30, -0.0, 2.0]),
+        ),
     ),
 }
 """Captured ops whose program is one kernel launch (gathers by computed rows are computed where
@@ -1109,6 +1185,26 @@ def test_gpt2_style_masked_attention_is_the_causal_attention_kernel() -> None:
         sources.append([str(op) for op in lowered.ops if op.name == "tile.cuda_kernel"])
     assert len(sources[0]) == 1
     assert sources[0] == sources[1]
+
+
+def test_attention_rows_masked_everywhere_give_zero_as_torchs() -> None:
+    """A row a boolean mask (an input) or a float mask (−inf) masks everywhere gives 0 through
+    the flash-attention pipeline's loop level, as torch's attention; a boolean mask computed
+    from constants that keeps a key in every row (tril) adds no select after the attention."""
+    q, k, v = torch.randn(3, 2, 2, 5, 8).unbind()
+    additive = torch.zeros(2, 1, 5, 5).masked_fill(~_KEEP, -math.inf)
+    sdpa = nn.functional.scaled_dot_product_attention
+    for mask in (_KEEP, additive):
+        module = Fn(lambda m, q, k, v, mask: sdpa(q, k, v, mask))
+        cap = capture(module, q, k, v, mask)
+        (want,) = _torch_float64(module, (q, k, v, mask))
+        assert np.all(want[0, :, [0, 4]] == 0)
+        lowered = apply_pipeline(cap.module.clone(), "decompose,fuse,flash-attention")
+        (got,) = run_loop_module(lowered, "forward", *cap.arguments(q, k, v, mask))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    causal = Fn(lambda m, q, k, v: sdpa(q, k, v, torch.ones(5, 5, dtype=torch.bool).tril()))
+    (returned,) = capture(causal, q, k, v).function.body.block.last_op.operands
+    assert returned.owner.name == "graph.attention"
 
 
 @pytest.mark.parametrize("batch", [1, 3])

@@ -1,0 +1,66 @@
+"""The ops a capture has no handler for, replaced by torch's own decompositions of them.
+
+`torch.export` keeps many composite ops whole (`tile`, `tensordot`, `mse_loss`, `rot90`,
+`linalg.multi_dot`, …). Each has a decomposition in `torch.export.default_decompositions()`
+into ops the frontend does take, written by torch as the op's reference. Only the ops without
+a handler are decomposed, so what is captured today keeps its exact form (a softmax stays a
+softmax, never its exps and sums), and a program that has none pays nothing.
+
+A decomposition is used only where every op it leads to (after at most `ROUNDS` rounds) has a
+handler; otherwise the capture keeps the original program and its error names the op the user
+wrote (`cannot capture aten.pdist`), not an op of torch's decomposition of it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+ROUNDS = 4
+"""Decomposition rounds: an op's decomposition may use composite ops of its own
+(`cross_entropy_loss` → `nll_loss_nd` → `nll_loss` → `nll_loss_forward`)."""
+
+
+def unsupported_ops(program: ExportedProgram, supported: Callable[[object], bool]) -> set[object]:
+    """The call targets of `program` that `supported` refuses."""
+    return {
+        node.target
+        for node in program.graph.nodes
+        if node.op == "call_function" and not supported(node.target)
+    }
+
+
+def decompose_unsupported(
+    program: ExportedProgram, supported: Callable[[object], bool]
+) -> tuple[ExportedProgram, list[object]]:
+    """Return `program` with its unsupported ops replaced by torch's decompositions, and the
+    ops decomposed; `program` itself and no op where some op would remain unsupported."""
+    import torch
+
+    missing = unsupported_ops(program, supported)
+    if not missing:
+        return program, []
+    table = torch.export.default_decompositions()
+    decomposed: list[object] = []
+    candidate = program
+    for _ in range(ROUNDS):
+        usable = {
+            op: table[op] for op in missing if isinstance(op, torch._ops.OpOverload) and op in table
+        }
+        if not usable:
+            break
+        try:
+            with warnings.catch_warnings():  # torch's own use of a deprecated pytree API
+                warnings.simplefilter("ignore")
+                candidate = candidate.run_decompositions(usable)  # pyright: ignore[reportArgumentType]
+        except Exception:  # torch raises many exception types; the original's error is clearer
+            return program, []
+        decomposed += [op for op in usable if op not in decomposed]
+        missing = unsupported_ops(candidate, supported)
+        if not missing:
+            return candidate, decomposed
+    return program, []
