@@ -58,6 +58,14 @@ CASES = [
      "skinny=on splitk=4", ["skinny", "sequential"]),
     ("split_kn_f32_5x24x96", skinny(5, 24, 96, layout="kn"), "splitk=2",
      ["elementwise", "skinny"]),
+    # The row rule's GEMV with every row preloaded into registers (cache=2): K past a whole
+    # number of the threads' vectors (guarded tails), narrow vectors, a warp a row.
+    ("row_gemv_bf16_1x37x14344_cache2", skinny(1, 37, 14344, "bf16"), "cache=2",
+     ["row_reduction"]),
+    ("row_gemv_f32_1x9x1003_cache2_bias_gelu", skinny(1, 9, 1003, epilogue="bias_gelu"),
+     "cache=2", ["row_reduction"]),
+    ("row_gemv_bf16_1x16x520_cache2_warp_rows4", skinny(1, 16, 520, "bf16"),
+     "cache=2 threads=32 rows=4", ["row_reduction"]),
 ]
 
 

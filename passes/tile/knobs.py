@@ -205,7 +205,7 @@ KNOBS: tuple[Knob, ...] = (
             lambda v: isinstance(v, int) and 0 <= v <= 32,
         ),
     ),
-    Knob("cache", one_of(0, 1, words="0 or 1")),
+    Knob("cache", one_of(0, 1, 2, words="0, 1 or 2")),
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
     Knob("store", one_of("auto", "direct", "smem")),
     Knob("persistent", one_of("auto", 0, 1, words="auto, 0 or 1")),

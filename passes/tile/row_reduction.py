@@ -2,7 +2,9 @@
 
 `threads` threads (a warp or the whole block) stride over each row in vectors of `vec` elements;
 a `loop.reduce` folds with its own combine region per thread, then across the group, so any
-monoid works. With `cache=1` a row read by several inner loops is loaded into registers once.
+monoid works. With `cache=1` a row read by several inner loops is loaded into registers once;
+with `cache=2` a row read by one loop too (a GEMV's x and weights), all of a thread's vectors of
+it loaded before the loop that reads them, so that they are in flight together.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ class RowReductionPlan:
     vec: int
     """The widest vector wanted; the accesses' alignment may give less."""
     cache: int
-    """1: a row read twice is kept in registers between its loops."""
+    """1: a row read twice is kept in registers between its loops; 2: a row read once is loaded
+    into registers too, before its loop (`_RowEmitter.cached_rows`)."""
     evict: str = "once"
     """once: the 128-bit loads of each buffer the kernel reads once beside a vector every row
     reads (`_streamed`: a GEMV's weights) carry the L2 evict-first hint; off: none. The knob's
@@ -147,7 +150,7 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
         mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
         lane = em.value(tile.ThreadIdOp("x"))
         streamed = _streamed(outer, inner_loops) if plan.evict != "off" else frozenset()
-        _RowEmitter(em, lane, threads, width, chunks, plan.cache == 1, streamed).emit(
+        _RowEmitter(em, lane, threads, width, chunks, plan.cache, streamed).emit(
             list(outer.body.block.ops), inner_loops, mapping
         )
         replace_kernel(rewriter, kernel, new)
@@ -205,7 +208,7 @@ class _RowEmitter:
         threads: int,
         width: int,
         chunks: int,
-        cache: bool,
+        cache: int,
         streamed: frozenset[Operation] = frozenset(),
     ) -> None:
         self.em = em
@@ -216,14 +219,14 @@ class _RowEmitter:
         self.width = width
         self.chunks = chunks
         self.steps = -(-chunks // threads)
-        self.cache_enabled = cache
+        self.cache = cache
         self.cached: dict[tuple[SSAValue, tuple[SSAValue, ...]], SSAValue] = {}
 
     def emit(
         self, ops: Sequence[Operation], inner_loops: Sequence[Operation], mapping: Mapping
     ) -> None:
         em = self.em
-        shared_rows = self._rows_read_twice(inner_loops) if self.cache_enabled else []
+        shared_rows = self.cached_rows(inner_loops)
         for op in ops:
             if isinstance(op, loop.ReduceOp):
                 self._preload(shared_rows, mapping)
@@ -237,8 +240,13 @@ class _RowEmitter:
             else:
                 em.op(op.clone(value_mapper=mapping))
 
-    def _rows_read_twice(self, inner_loops: Sequence[Operation]) -> list[memref.LoadOp]:
-        """Returns one load per row buffer read contiguously by at least two inner loops."""
+    def cached_rows(self, inner_loops: Sequence[Operation]) -> list[memref.LoadOp]:
+        """Returns one load per row buffer to hold in registers: with `cache` ≥ 1 each row read
+        contiguously by at least two inner loops (all of them or none, within the register
+        budget); with `cache=2` then each row read by one loop, the streamed ones (a GEMV's
+        weights) first, as many as the budget still holds."""
+        if not self.cache:
+            return []
         seen: dict[tuple[SSAValue, tuple[SSAValue, ...]], list[memref.LoadOp]] = {}
         for inner in inner_loops:
             iv = inner.regions[0].block.args[0]
@@ -250,9 +258,15 @@ class _RowEmitter:
                     if key not in keys:
                         keys.add(key)
                         seen.setdefault(key, []).append(o)
+        per_row = self.steps * self.width
         rows = [loads[0] for loads in seen.values() if len(loads) >= 2]
-        if self.steps * self.width * len(rows) > MAX_CACHED_ELEMENTS:
-            return []
+        if per_row * len(rows) > MAX_CACHED_ELEMENTS:
+            rows = []
+        if self.cache == 2:
+            once = [loads[0] for loads in seen.values() if len(loads) == 1]
+            for load in sorted(once, key=lambda o: o not in self.streamed):
+                if per_row * (len(rows) + 1) <= MAX_CACHED_ELEMENTS:
+                    rows.append(load)
         return rows
 
     def _preload(self, loads: list[memref.LoadOp], mapping: Mapping) -> None:
@@ -273,7 +287,7 @@ class _RowEmitter:
             leading = [mapping.get(i, i) for i in key[1]]
 
             def body(start: SSAValue, step: SSAValue, _: list[SSAValue]) -> list[SSAValue]:
-                values = em.load(source, [*leading, start], self.width)
+                values = em.load(source, [*leading, start], self.width, load in self.streamed)
                 for k, v in enumerate(values):
                     em.op(memref.StoreOp.get(v, regs, [step, em.index(k)]))
                 return []
