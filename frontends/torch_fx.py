@@ -2263,6 +2263,56 @@ def _cosine_similarity(t: _Translator, node: Node) -> SSAValue:
     return t.cast(t.emit(graph.ReduceSumOp(product, [dim], False)), out.element_type)
 
 
+@_handles("nll_loss_forward", "nll_loss2d_forward")
+def _nll_loss(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """torch's nll_loss (and so `cross_entropy` with class indices, which torch decomposes
+    into log_softmax and this): `−x[.., target, ..] · weight[target]` along the class dim (1,
+    or 0 for one sample) where the target is not `ignore_index`, then not reduced, summed, or
+    summed over the picked weights' total; and that total. The class a target names is picked
+    by a masked sum over the classes (the target compared with the class index in f32, exact
+    for fewer than 2^24 classes); a target outside [0, C) picks 0, where torch raises. In f32
+    for f16/bf16."""
+    x = t.value(node.args[0], node)
+    shape = list(_type(x).get_shape())
+    dim = 1 if len(shape) > 1 else 0
+    if shape[dim] > EXACT_INTEGERS:
+        raise t.fail(node, f"aten.nll_loss over {shape[dim]} classes (past 2^24)")
+    out_type = _type(x).element_type
+    work = _work_type(TensorType(out_type, shape))
+    x = t.cast(x, work.element_type)
+    target = t.cast(t.value(node.args[1], node), f32)
+    rows = list(_type(target).get_shape())
+    one_per_row = [*rows[:dim], 1, *rows[dim:]]
+    wanted = t.broadcast(t.reshape(target, one_per_row), shape)
+    hit = t.emit(graph.CompareOp(wanted, t.emit(graph.IotaOp(TensorType(f32, shape), dim)), "eq"))
+    picked = _masked_reduce(t, hit, x, dim)
+    row_type = TensorType(work.element_type, rows)
+    zero, one = t.scalar(0.0, row_type), t.scalar(1.0, row_type)
+    weight = _arg(node, 2, "weight")
+    if weight is not None:
+        w = t.cast(t.value(weight, node), work.element_type)
+        spread = [1] * len(shape)
+        spread[dim] = shape[dim]
+        w = t.broadcast(t.reshape(w, spread), shape)
+        one = _masked_reduce(t, hit, w, dim)
+    ignore = float(_arg(node, 4, "ignore_index", -100))
+    kept = t.emit(graph.CompareOp(target, t.scalar(ignore, _type(target)), "ne"))
+    weights = t.emit(graph.SelectOp(kept, one, zero))
+    losses = t.emit(
+        graph.SelectOp(kept, t.emit(graph.NegOp(t.emit(graph.MulOp(picked, one)))), zero)
+    )
+    everything = list(range(len(rows)))
+    total = t.emit(graph.ReduceSumOp(weights, everything, False)) if rows else weights
+    reduction = int(_arg(node, 3, "reduction", 1))
+    if reduction == 0:
+        result = losses
+    else:
+        result = t.emit(graph.ReduceSumOp(losses, everything, False)) if rows else losses
+        if reduction == 1:
+            result = t.emit(graph.DivOp(result, total))
+    return [t.cast(result, out_type), t.cast(total, out_type)]
+
+
 @_handles("einsum")
 def _einsum(t: _Translator, node: Node) -> SSAValue:
     """An einsum as a chain of batched matmuls, left to right: each pair's shared labels that

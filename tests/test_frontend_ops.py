@@ -866,6 +866,30 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, q, k, v, keep: nn.functional.scaled_dot_product_attention(q, k, v, keep)),
         (*torch.randn(3, 2, 2, 5, 8).unbind(), _KEEP),
     ),
+    # class-index targets: -100 (ignored) and, in 4-D, ignore_index 2 with label smoothing
+    "cross_entropy_and_nll_loss": (
+        Fn(
+            lambda m, x, t, w, x4, t4, t2: torch.cat(
+                [
+                    nn.functional.cross_entropy(x, t)[None],
+                    nn.functional.cross_entropy(x, t, reduction="none", weight=w),
+                    nn.functional.cross_entropy(x, t, reduction="sum", weight=w)[None],
+                    nn.functional.nll_loss(x.log_softmax(-1), t2, ignore_index=3)[None],
+                    nn.functional.cross_entropy(x4, t4, ignore_index=2, label_smoothing=0.1)[None],
+                    nn.functional.cross_entropy(x4, t4, weight=w, reduction="none").flatten(),
+                    nn.functional.cross_entropy(x[0], t[0])[None],
+                ]
+            )
+        ),
+        (
+            torch.randn(5, 7),
+            torch.tensor([3, -100, 0, 6, 2]),
+            torch.rand(7),
+            torch.randn(2, 7, 3, 4),
+            torch.randint(0, 7, (2, 3, 4)),
+            torch.tensor([3, 1, 0, 6, 2]),
+        ),
+    ),
     "eval_dropouts": (
         nn.Sequential(nn.Dropout2d(0.3), nn.FeatureAlphaDropout(0.2), nn.AlphaDropout(0.1)),
         (_X[None],),
@@ -909,6 +933,7 @@ BF16_CASES = [
     "topk_and_sort", "einsum", "interpolate", "transposed_convolutions",
     "unfold_and_gather_along_a_dim", "one_hot_nan_to_num_diff_logit_norms",
     "scatter_and_index_add", "cdist_bilinear_addbmm", "decomposed_losses_and_math",
+    "cross_entropy_and_nll_loss",
 ]  # fmt: skip
 """The cases that compute in bf16 (or in f32 from bf16) rather than move values, and whose
 outputs are continuous in their inputs (fmod and remainder jump where an input rounded to bf16
