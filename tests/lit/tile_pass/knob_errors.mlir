@@ -9,8 +9,8 @@
 // RUN: not tinyopt %s -p 'fuse,tile{rows=3}' 2>&1 | filecheck %s --check-prefix=ROWS3
 // ROWS3: error: tile: rows must be a power of two in [1, 32] (or 0 for auto), got 3
 
-// RUN: not tinyopt %s -p 'fuse,tile{cache=2}' 2>&1 | filecheck %s --check-prefix=CACHE
-// CACHE: error: tile: cache must be 0 or 1, got 2
+// RUN: not tinyopt %s -p 'fuse,tile{cache=3}' 2>&1 | filecheck %s --check-prefix=CACHE
+// CACHE: error: tile: cache must be 0, 1 or 2, got 3
 
 // RUN: not tinyopt %s -p 'fuse,tile{schedule=rows}' 2>&1 | filecheck %s --check-prefix=SCHEDULE
 // SCHEDULE: error: tile: schedule must be one of ('auto', 'sequential'), got 'rows'
