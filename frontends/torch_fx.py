@@ -104,9 +104,10 @@ def capture(
             raise FrontendError(
                 f"torch.export cannot trace {type(module).__name__}: {exc}"
             ) from exc
+        original = program
         program, decomposed = decompose_unsupported(program, _supported)
         try:
-            return _Translator(program, name).run()
+            return _Translator(program, name, original if decomposed else None).run()
         except FrontendError as exc:
             if not decomposed:
                 raise
@@ -194,9 +195,14 @@ def _op_name(target: Any) -> str:
 class _Translator:
     """Translates one exported program node by node into a block of graph ops."""
 
-    def __init__(self, program: ExportedProgram, name: str):
+    def __init__(
+        self, program: ExportedProgram, name: str, original: ExportedProgram | None = None
+    ):
         self.program = program
         self.name = name
+        self.origins = {n.name: n for n in original.graph.nodes} if original else {}
+        """The nodes of the program as exported, where `program` is torch's decomposition of
+        it: an error in a decomposed op cites the source line of the op it came from."""
         self.ops: list[Operation] = []
         self.values: dict[Node, SSAValue | list[SSAValue | None]] = {}
         self.bounds: dict[Node, float] = {}
@@ -209,8 +215,18 @@ class _Translator:
     # ----------------------------------------------------------------------------- helpers
 
     def fail(self, node: Node, message: str) -> FrontendError:
-        """Build a FrontendError about `node` (callers `raise` it)."""
-        return FrontendError(f"{message} (node {node.name}{_source(node)})")
+        """Build a FrontendError about `node` (callers `raise` it), at the user's line of the
+        op it comes from."""
+        return FrontendError(f"{message} (node {node.name}{_source(self.origin(node))})")
+
+    def origin(self, node: Node) -> Node:
+        """The exported node `node` was decomposed from (the first of its `from_node` chain,
+        followed to the exported program), or `node` itself."""
+        sources = node.meta.get("from_node") or []
+        while sources and getattr(sources[0], "from_node", None):
+            sources = sources[0].from_node
+        found = self.origins.get(sources[0].name) if sources else None
+        return found if found is not None else node
 
     def tensor_type(self, node: Node) -> TensorType[AnyFloat]:
         """Return the graph tensor type of a node's (single tensor) result.
@@ -2632,6 +2648,131 @@ def _embedding(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.GatherOp(table, ids))
 
 
+@_handles("bucketize", "searchsorted")
+def _bucketize(t: _Translator, node: Node) -> SSAValue:
+    """Where each value goes in sorted boundaries (1-D, or for `searchsorted` one sequence per
+    row of the values): their count less the count of those at or above it (above it, with
+    `right` or `side="right"`), so NaN and values past the last boundary go to the end, as
+    torch's binary search puts them. A masked count over the boundaries (values × boundaries
+    comparisons), in f32 for f16/bf16; integers are refused past 2^24."""
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    values_arg, bounds_arg = node.args[:2] if name == "bucketize" else node.args[1::-1]
+    if node.kwargs.get("sorter") is not None:
+        raise t.fail(node, "aten.searchsorted with a sorter")
+    right = bool(node.kwargs.get("right", False)) or node.kwargs.get("side") == "right"
+    for arg in (values_arg, bounds_arg):
+        if _dtype(arg) in _ID_DTYPES and t.bound(arg) > EXACT_INTEGERS:
+            raise t.fail(node, f"aten.{name} of integers beyond 2^24")
+    work = t.float_like(node, [values_arg, bounds_arg]).element_type
+    if work in (f16, bf16):
+        work = f32
+    values = t.cast(t.value(values_arg, node), work)
+    bounds = t.cast(t.value(bounds_arg, node), work)
+    shape = list(_type(values).get_shape())
+    count = _type(bounds).get_shape()[-1]
+    full = [*shape, count]
+    if _type(bounds).get_num_dims() == 1:
+        bounds = t.reshape(bounds, [1] * len(shape) + [count])
+    else:
+        bounds = t.reshape(bounds, [*shape[:-1], 1, count])
+    spread = t.broadcast(bounds, full)
+    above = t.emit(
+        graph.CompareOp(
+            spread, t.broadcast(t.reshape(values, [*shape, 1]), full), "gt" if right else "ge"
+        )
+    )
+    ahead = t.emit(graph.ReduceSumOp(t.cast(above, f32), [len(shape)], False))
+    return t.emit(graph.SubOp(t.scalar(float(count), _type(ahead)), ahead))
+
+
+@_handles("embedding_bag", "_embedding_bag")
+def _embedding_bag(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """`nn.EmbeddingBag`'s sum, mean or max of the table's rows over each bag (its first
+    result; reading the others is refused). Bags of one length (a 2-D input: offsets torch
+    computes from constants, evenly spaced) reduce a `[bags, length, dim]` gather; bags given by
+    offsets take a masked reduction over every id (bags · ids terms, at most 2^24). Ids equal
+    to `padding_idx` count for nothing, and a bag with no id left gives 0, as torch's;
+    `per_sample_weights` scale the rows of a sum. In f32 for f16/bf16."""
+    table, ids = t.value(node.args[0], node), t.value(node.args[1], node)
+    mode = int(_arg(node, 4, "mode", 0))
+    weights = _arg(node, 6, "per_sample_weights")
+    last = bool(_arg(node, 7, "include_last_offset", False))
+    padding = _arg(node, 8, "padding_idx")
+    if _type(ids).get_num_dims() != 1:
+        raise t.fail(node, "aten.embedding_bag with ids of rank other than 1")
+    if _type(ids).element_type not in graph.ID_TYPES:
+        ids = t.cast(ids, i64)
+    count = _type(ids).get_shape()[0]
+    rows = t.emit(graph.GatherOp(table, ids))  # [ids, dim]
+    work = _work_type(_type(rows)).element_type
+    rows = t.cast(rows, work)
+    dim = _type(rows).get_shape()[1]
+    if weights is not None:
+        scale = t.cast(t.value(weights, node), work)
+        rows = t.emit(graph.MulOp(rows, t.broadcast(t.reshape(scale, [count, 1]), [count, dim])))
+    kept = t.scalar(1.0, TensorType(f32, [count]))  # 1 per id that counts
+    if padding is not None:
+        ids_f32 = t.cast(ids, f32)
+        other = t.emit(graph.CompareOp(ids_f32, t.scalar(float(padding), _type(ids_f32)), "ne"))
+        kept = t.cast(other, f32)
+    fixed = t.constant_value(node.args[2])
+    starts = [int(v) for v in fixed.tolist()] if fixed is not None and not last else []
+    length = count // len(starts) if starts else 0
+    if length and starts == list(range(0, count, length)) and length * len(starts) == count:
+        bags = len(starts)
+        membership = t.reshape(kept, [bags, length])  # [bag, position in it]
+        terms = t.reshape(rows, [bags, length, dim])
+    else:
+        offsets = t.cast(t.value(node.args[2], node), f32)
+        bags = _type(offsets).get_shape()[0] - int(last)
+        if bags * count > GATHER_TERMS:
+            raise t.fail(node, f"aten.embedding_bag of {bags} bags over {count} ids (past 2^24)")
+        grid = TensorType(f32, [bags, count])
+        lower = t.emit(graph.SliceOp(offsets, 0, 0, bags, 1))
+        if last:
+            upper = t.emit(graph.SliceOp(offsets, 0, 1, bags, 1))
+        else:
+            end = t.scalar(float(count), TensorType(f32, [1]))
+            upper = end
+            if bags > 1:
+                upper = t.emit(
+                    graph.ConcatOp([t.emit(graph.SliceOp(offsets, 0, 1, bags - 1, 1)), end], 0)
+                )
+        position = t.emit(graph.IotaOp(grid, 1))
+        after = t.emit(
+            graph.CompareOp(position, t.broadcast(t.reshape(lower, [bags, 1]), [bags, count]), "ge")
+        )
+        before = t.emit(
+            graph.CompareOp(position, t.broadcast(t.reshape(upper, [bags, 1]), [bags, count]), "lt")
+        )
+        inside = t.emit(graph.SelectOp(after, t.cast(before, f32), t.scalar(0.0, grid)))
+        membership = t.emit(
+            graph.MulOp(inside, t.broadcast(t.reshape(kept, [1, count]), [bags, count]))
+        )
+        terms = t.broadcast(t.reshape(rows, [1, count, dim]), [bags, count, dim])
+    full = _type(terms).get_shape()
+    member = t.emit(
+        graph.CompareOp(
+            t.broadcast(t.reshape(membership, [*full[:2], 1]), full),
+            t.scalar(0.0, TensorType(f32, full)),
+            "ne",
+        )
+    )
+    sizes = t.emit(graph.ReduceSumOp(membership, [1], True))  # [bags, 1]
+    if mode == 2:
+        result = _masked_reduce(t, member, terms, 1, graph.ReduceMaxOp, -math.inf)
+    else:
+        result = _masked_reduce(t, member, terms, 1)
+    if mode == 1:
+        divisor = t.cast(t.emit(graph.MaxOp(sizes, t.scalar(1.0, _type(sizes)))), work)
+        result = t.emit(graph.DivOp(result, t.broadcast(divisor, [bags, dim])))
+    empty = t.emit(graph.CompareOp(sizes, t.scalar(0.0, _type(sizes)), "eq"))
+    result = t.emit(
+        graph.SelectOp(t.broadcast(empty, [bags, dim]), t.scalar(0.0, _type(result)), result)
+    )
+    return [t.cast(result, _type(table).element_type), None, None, None]
+
+
 @_handles("index", "index_select")
 def _index(t: _Translator, node: Node) -> SSAValue:
     """`x[..., ids, ...]` along one dim: a gather of the rows of x moved to the front.
@@ -3199,6 +3340,9 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return abs(_FILL_VALUES[name])
     if name in ("argmax", "argmin", "argsort"):
         return max(node.args[0].meta["val"].shape, default=1)
+    if name in ("bucketize", "searchsorted"):  # at most the boundaries' count
+        bounds = node.args[1] if name == "bucketize" else node.args[0]
+        return bounds.meta["val"].shape[-1]
     if name in ("topk", "sort"):  # values of the argument, and indices
         return max(t.bound(node.args[0]), *node.args[0].meta["val"].shape)
     if name in ("max", "min") and node.target._overloadname == "dim":  # pyright: ignore

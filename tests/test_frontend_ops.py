@@ -890,6 +890,53 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             torch.tensor([3, 1, 0, 6, 2]),
         ),
     ),
+    # a 2-D input (bags of one length), and bags by offsets: an empty one, padding ids, the
+    # last offset included, per-sample weights
+    "embedding_bag": (
+        Fn(
+            lambda m, ids, flat, offsets, w, ends: torch.cat(
+                [
+                    m.mean(ids),
+                    m.padded_max(ids),
+                    m.padded_mean(flat, offsets),
+                    m.sum(flat, offsets, per_sample_weights=w),
+                    m.padded_max(flat, offsets),
+                    m.last(flat, ends),
+                ]
+            ),
+            mean=nn.EmbeddingBag(10, 6, mode="mean"),
+            padded_max=nn.EmbeddingBag(10, 6, mode="max", padding_idx=0),
+            padded_mean=nn.EmbeddingBag(10, 6, mode="mean", padding_idx=0),
+            sum=nn.EmbeddingBag(10, 6, mode="sum"),
+            last=nn.EmbeddingBag(10, 6, mode="sum", include_last_offset=True),
+        ),
+        (
+            torch.tensor([[1, 2, 3, 4], [0, 0, 0, 0], [5, 0, 9, 9]]),
+            torch.tensor([3, 1, 4, 0, 5, 9, 2, 6, 5, 3, 5, 8]),
+            torch.tensor([0, 2, 2, 7]),
+            torch.rand(12),
+            torch.tensor([0, 2, 2, 7, 12]),
+        ),
+    ),
+    # NaN and values past the last boundary go to the end; ties with right and left
+    "bucketize_and_searchsorted": (
+        Fn(
+            lambda m, x, b, rows, s: torch.cat(
+                [
+                    torch.bucketize(x, b).float(),
+                    torch.bucketize(x, b, right=True).float(),
+                    torch.searchsorted(b, x, side="right").float(),
+                    torch.searchsorted(s, rows, right=True).flatten().float(),
+                ]
+            )
+        ),
+        (
+            torch.tensor([-2.0, -1.0, 0.0, 0.5, 1.0, 5.0, math.nan, math.inf, -math.inf]),
+            torch.tensor([-1.0, 0.0, 0.0, 1.0, math.inf]),
+            torch.tensor([[1.5, 0.0, 2.0], [6.0, 9.0, 5.0]]),
+            torch.tensor([[0.0, 1.0, 2.0], [5.0, 6.0, 7.0]]),
+        ),
+    ),
     "eval_dropouts": (
         nn.Sequential(nn.Dropout2d(0.3), nn.FeatureAlphaDropout(0.2), nn.AlphaDropout(0.1)),
         (_X[None],),
@@ -933,7 +980,7 @@ BF16_CASES = [
     "topk_and_sort", "einsum", "interpolate", "transposed_convolutions",
     "unfold_and_gather_along_a_dim", "one_hot_nan_to_num_diff_logit_norms",
     "scatter_and_index_add", "cdist_bilinear_addbmm", "decomposed_losses_and_math",
-    "cross_entropy_and_nll_loss",
+    "cross_entropy_and_nll_loss", "embedding_bag",
 ]  # fmt: skip
 """The cases that compute in bf16 (or in f32 from bf16) rather than move values, and whose
 outputs are continuous in their inputs (fmod and remainder jump where an input rounded to bf16
