@@ -42,8 +42,13 @@ TINY: dict[str, dict[str, int]] = {
     "t5": {"hidden": 32, "heads": 2, "d_kv": 16, "ffn": 64, "layers": 2},
     "vit": {"patch": 4, "hidden": 32, "heads": 2, "ffn": 64},
     "llama3": {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128},
+    "resnet": {"width": 2, "blocks": 1, "classes": 5, "side": 16},
 }
-"""Each model's sizes small enough for the scalar loop executor (ViT: 12×12 images, 10 tokens)."""
+"""Each model's sizes small enough for the scalar loop executor (ViT: 12×12 images, 10 tokens;
+ResNet: one bottleneck a stage, 16×16 images)."""
+
+ON_GPU: dict[str, dict[str, int]] = {"resnet": {"blocks": 1}}
+"""Sizes the GPU test overrides: ResNet with one block a stage (as the others, one layer)."""
 
 BATCH, TOKENS = 2, 8
 
@@ -97,9 +102,10 @@ def test_bf16_capture_stays_within_bf16_tolerance(name: str) -> None:
 @pytest.mark.parametrize("dtype", list(DTYPES))
 @pytest.mark.parametrize("name", list(TINY))
 def test_compiled_model_at_1x16_matches_float64(name: str, dtype: str) -> None:
-    """The real sizes (one layer), batch 1, 16 tokens (ViT: a 64×64 image, 17 tokens)."""
+    """The real sizes (one layer), batch 1, 16 tokens (ViT: a 64×64 image, 17 tokens; ResNet:
+    a 128×128 image, one block a stage)."""
     torch_dtype, element_type = DTYPES[dtype]
-    module, inputs = load_example(f"zoo/{name}.py").example(1, 16)
+    module, inputs = load_example(f"zoo/{name}.py").example(1, 16, **ON_GPU.get(name, {}))
     module = module.to("cuda", torch_dtype)
     inputs = tuple(x.to("cuda", torch_dtype) for x in inputs)
     out = CompiledModel(module, *inputs)(*inputs)
