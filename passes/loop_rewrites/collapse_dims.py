@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import takewhile
+from math import prod
+
+import numpy as np
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import ArrayAttr, IndexType, IntegerAttr, MemRefType, ModuleOp, i64
@@ -21,7 +24,7 @@ from xdsl.ir import Block, BlockArgument, Operation, SSAValue
 from xdsl.rewriter import Rewriter
 
 from tinyopt.dialects import loop
-from tinyopt.passes.graph_to_loop.index_eval import constant_index
+from tinyopt.passes.graph_to_loop.index_eval import constant_index, on_grid
 
 Access = memref.LoadOp | memref.StoreOp
 
@@ -177,7 +180,7 @@ def _rewrite(
     row = body.insert_arg(body.args[a].type, a)
     p, q = body.args[a + 1 : a + 3]
     for buffer, d in merged.items():
-        _retype(kernel, buffer, d, lambda indices, d=d: [*indices[:d], row, *indices[d + 2 :]])
+        _retype(kernel, buffer, d, lambda op, d=d: [*op.indices[:d], row, *op.indices[d + 2 :]])
     if keep_uses and (p.uses or q.uses):
         size = arith.ConstantOp(IntegerAttr(extent, IndexType()))
         outer, inner = arith.DivUIOp(row, size), arith.RemUIOp(row, size)
@@ -195,19 +198,20 @@ def _retype(
     kernel: loop.KernelOp,
     buffer: BlockArgument,
     d: int,
-    new_indices: Callable[[list[SSAValue]], list[SSAValue]],
+    new_indices: Callable[[Access], list[SSAValue]],
+    count: int = 2,
 ) -> None:
-    """Replaces kernel argument `buffer` by one with dims d and d + 1 merged, and each access
-    to it by one at `new_indices` of its indices."""
+    """Replaces kernel argument `buffer` by one with dims d to d + count − 1 merged, and each
+    access to it by one at the indices `new_indices` gives it."""
     old = buffer.type
     assert isinstance(old, MemRefType)
     shape = list(old.get_shape())
-    shape[d : d + 2] = [shape[d] * shape[d + 1]]
+    shape[d : d + count] = [prod(shape[d : d + count])]
     view = kernel.body.block.insert_arg(MemRefType(old.element_type, shape), buffer.index)
     for use in list(buffer.uses):
         op = use.operation
         assert isinstance(op, Access)
-        indices = new_indices(list(op.indices))
+        indices = new_indices(op)
         if isinstance(op, memref.LoadOp):
             new: Operation = memref.LoadOp.get(view, indices)
         else:
@@ -238,12 +242,86 @@ def _drop_unit_dim(kernel: loop.KernelOp) -> dict[int, int]:
             if size == 1 and all(constant_index(op.indices[d]) == 0 for op in accesses):
                 start = d if d + 1 < len(shape) else d - 1
                 position, zeros = buffer.index, {op.indices[d].owner for op in accesses}
-                _retype(kernel, buffer, start, lambda indices, d=d: indices[:d] + indices[d + 1 :])
+                _retype(
+                    kernel, buffer, start, lambda op, d=d: [*op.indices[:d], *op.indices[d + 1 :]]
+                )
                 for zero in zeros:
                     if isinstance(zero, Operation) and not zero.results[0].uses:
                         Rewriter.erase_op(zero)
                 return {position: start}
     return {}
+
+
+def _unraveled(load: memref.LoadOp, shape: list[int]) -> tuple[int, int] | None:
+    """(first dim, count) of the dims of `load`'s buffer whose indices are its K loop's
+    variable k unraveled over them, row-major, k's extent their product: `[n, k / 9, k / 3 %
+    3, k % 3]` of a convolution's `[N, C, 3, 3]` weight read as `[N, C·9]` (a unit dim among
+    them read at 0); None where no two dims are. The indices that do not vary with the output
+    point must be exactly those, consecutive; each is evaluated at every k (at most
+    `UNRAVEL_CHECKED`) against the unraveling."""
+    reduce = load.parent_op()
+    if not isinstance(reduce, loop.ReduceOp) or len(reduce.extents) != 1:
+        return None
+    (extent,) = reduce.extents
+    if extent > UNRAVEL_CHECKED:
+        return None
+    grid = np.arange(extent)
+    values = [on_grid(index, {reduce.body.block.args[0]: grid}) for index in load.indices]
+    known = [d for d, v in enumerate(values) if v is not None]  # k's, and constants (a unit dim)
+    if len(known) < 2 or known != list(range(known[0], known[-1] + 1)):
+        return None
+    d, count = known[0], len(known)
+    if prod(shape[d : d + count]) != extent:
+        return None
+    expected = np.unravel_index(grid, shape[d : d + count])
+    if not all(np.all(values[d + i] == e) for i, e in enumerate(expected)):
+        return None
+    return d, count
+
+
+UNRAVEL_CHECKED = 2**20
+"""Longest K loop whose unraveled indices `_unraveled` checks point by point."""
+
+
+def _collapse_unraveled(kernel: loop.KernelOp) -> list[dict[int, int]]:
+    """Merges the dims of a buffer that every access reads at its K loop's variable unraveled
+    over them into one dim read at the variable itself: a weight reshaped for a GEMM (a
+    convolution's `[Cout, Cin, kh, kw]` as `[Cout, Cin·kh·kw]`) becomes a plain load, which the
+    GEMM rules copy whole (TMA, cp.async) rather than computing an address per element.
+    Returns the pair collapses the launch must pass, as `collapse_dims`'s changes: `count`
+    merged dims are `count − 1` collapses of dims (d, d + 1)."""
+    for buffer in kernel.body.block.args:
+        accesses = _accesses(buffer)
+        if not accesses or not all(isinstance(op, memref.LoadOp) for op in accesses):
+            continue
+        shape = list(buffer.type.get_shape())  # type: ignore[attr-defined]
+        found = {_unraveled(op, shape) for op in accesses}  # type: ignore[arg-type]
+        if len(found) != 1 or (place := found.pop()) is None:
+            continue
+        d, count = place
+        position = buffer.index
+        unraveling = {i.owner for op in accesses for i in op.indices[d : d + count]}
+
+        def at_k(op: Access, d: int = d, count: int = count) -> list[SSAValue]:
+            k = op.parent_op().body.block.args[0]  # type: ignore[union-attr]
+            return [*op.indices[:d], k, *op.indices[d + count :]]
+
+        _retype(kernel, buffer, d, at_k, count)
+        _erase_unused(unraveling)
+        return [{position: d}] * (count - 1)
+    return []
+
+
+def _erase_unused(ops: set[Operation | Block | None]) -> None:
+    """Erases the pure index ops among `ops` left without a use, and then their operands'."""
+    stack = [op for op in ops if isinstance(op, Operation)]
+    while stack:
+        op = stack.pop()
+        if op.parent is None or not isinstance(op, _INDEX_MATH) or any(r.uses for r in op.results):
+            continue
+        operands = [v.owner for v in op.operands if isinstance(v.owner, Operation)]
+        Rewriter.erase_op(op)
+        stack.extend(operands)
 
 
 def _views(host: Block, launch: loop.LaunchOp, dims: dict[int, int]) -> None:
@@ -294,6 +372,8 @@ def collapse_dims(module: ModuleOp, kernel: loop.KernelOp) -> None:
     while len(nest.extents) == 2 and (dims := _drop_unit_dim(kernel)):
         changes.append(dims)
     _sink_operand_indices(nest)
+    while unraveled := _collapse_unraveled(kernel):
+        changes += unraveled
     name = kernel.sym_name.data
     for launch in [op for op in module.walk() if isinstance(op, loop.LaunchOp)]:
         if launch.callee.string_value() == name:

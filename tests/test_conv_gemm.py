@@ -1,0 +1,57 @@
+"""A convolution's GEMM reads its weight `[Cout, Cin, kh, kw]` as `[Cout, Cin·kh·kw]`
+(`collapse_dims._collapse_unraveled`): the K loop's index unraveled over the weight's last dims
+becomes a plain load of a collapsed view, so bf16 convolutions take the wgmma rule (TMA copies
+whole tiles) where the index arithmetic per element kept them on mma_sync. Each convolution
+(3×3 with padding, strided, 1×3 with its unit dim, grouped) runs its CUDA on the CPU emulation
+(tests/cpu_wgmma.py) against float64. Needs torch (capture) and g++.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
+
+torch = pytest.importorskip("torch")
+from torch import nn  # noqa: E402
+
+from tinyopt.compiler import apply_pipeline, parse  # noqa: E402
+from tinyopt.dialects import loop, tile  # noqa: E402
+from tinyopt.frontends.torch_fx import capture  # noqa: E402
+
+CONVOLUTIONS = {
+    # (module, input shape, the GEMM's B operand as its kernel reads it)
+    "3x3_pad1": (nn.Conv2d(16, 24, 3, padding=1, bias=False), (2, 16, 10, 10), [24, 144]),
+    "3x3_stride2_bias": (nn.Conv2d(32, 64, 3, stride=2, padding=1), (2, 32, 9, 9), [64, 288]),
+    "1x3_unit_dim": (nn.Conv2d(16, 32, (1, 3), padding=(0, 1)), (1, 16, 6, 7), [32, 48]),
+    # grouped: a batched GEMM over the groups, its weight transposed by a kernel of its own
+    "3x3_groups2": (nn.Conv2d(16, 32, 3, groups=2, bias=False), (2, 16, 8, 8), [4, 72, 16]),
+}
+
+
+def _captured(name: str) -> str:
+    module, shape, _ = CONVOLUTIONS[name]
+    torch.manual_seed(0)
+    module = module.to(torch.bfloat16).eval()
+    return str(capture(module, torch.randn(shape).bfloat16()).module)
+
+
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_convolution_gemm_reads_the_weight_as_a_matrix_on_wgmma(name: str) -> None:
+    planned = apply_pipeline(parse(_captured(name)), "decompose,fuse,plan")
+    (gemm,) = [
+        k
+        for k in loop.kernels(planned)
+        if k.attributes[tile.PLAN].rule.data != "elementwise"  # type: ignore[union-attr]
+    ]
+    assert gemm.attributes[tile.PLAN].rule.data == "wgmma"  # type: ignore[union-attr]
+    shapes = [list(a.type.get_shape()) for a in gemm.body.block.args]  # type: ignore[attr-defined]
+    assert CONVOLUTIONS[name][2] in shapes, shapes
+    assert not any(op.name in ("arith.divui", "arith.remui") for op in gemm.walk())
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("name", list(CONVOLUTIONS))
+def test_convolution_matches_float64_on_cpu(name: str) -> None:
+    error, tolerance = error_on_cpu(_captured(name), "decompose,fuse,tile,to-cuda", seed=3)
+    assert error <= tolerance, error
