@@ -271,8 +271,8 @@ def _unraveled(load: memref.LoadOp, shape: list[int]) -> tuple[int, int] | None:
     if len(known) < 2 or known != list(range(known[0], known[-1] + 1)):
         return None
     d, count = known[0], len(known)
-    if prod(shape[d : d + count]) != extent:
-        return None
+    if sum(np.ndim(v) == 1 for v in values) < 2 or prod(shape[d : d + count]) != extent:
+        return None  # a unit dim beside k alone is `_drop_unit_dim`'s
     expected = np.unravel_index(grid, shape[d : d + count])
     if not all(np.all(values[d + i] == e) for i, e in enumerate(expected)):
         return None
