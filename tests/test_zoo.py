@@ -42,10 +42,10 @@ TINY: dict[str, dict[str, int]] = {
     "t5": {"hidden": 32, "heads": 2, "d_kv": 16, "ffn": 64, "layers": 2},
     "vit": {"patch": 4, "hidden": 32, "heads": 2, "ffn": 64},
     "llama3": {"hidden": 64, "heads": 4, "kv_heads": 2, "ffn": 128},
-    "resnet": {"width": 2, "blocks": 1, "classes": 5, "side": 16},
+    "resnet": {"width": 2, "blocks": 1, "stages": 2, "classes": 5, "side": 8},
 }
 """Each model's sizes small enough for the scalar loop executor (ViT: 12×12 images, 10 tokens;
-ResNet: one bottleneck a stage, 16×16 images)."""
+ResNet: the first two stages, one bottleneck each, 8×8 images)."""
 
 ON_GPU: dict[str, dict[str, int]] = {"resnet": {"blocks": 1}}
 """Sizes the GPU test overrides: ResNet with one block a stage (as the others, one layer)."""

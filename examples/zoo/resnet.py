@@ -73,11 +73,12 @@ class ResNet(nn.Module):
         classes: int = 1000,
         channels: int = 3,
         side: int = 0,
+        stages: int = 4,
     ):
         super().__init__()
         del side  # the image's, read by `example`
         self.channels = channels
-        counts = (blocks,) * 4 if blocks else (3, 4, 6, 3)
+        counts = ((blocks,) * 4 if blocks else (3, 4, 6, 3))[:stages]
         self.conv1 = nn.Conv2d(channels, width, 7, stride=2, padding=3, bias=False)
         self.bn1 = _norm(width)
         stages = []
@@ -90,20 +91,20 @@ class ResNet(nn.Module):
                 layer.append(Bottleneck(inplanes, planes, stride if block == 0 else 1))
                 inplanes = planes * Bottleneck.expansion
             stages.append(nn.Sequential(*layer))
-        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.stages = nn.Sequential(*stages)
         self.fc = nn.Linear(inplanes, classes)
 
     def forward(self, images: Tensor) -> Tensor:
         x = F.relu(self.bn1(self.conv1(images)))
-        x = F.max_pool2d(x, 3, stride=2, padding=1)
-        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        x = self.stages(F.max_pool2d(x, 3, stride=2, padding=1))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
 def example(batch: int = 1, tokens: int = 16, **sizes: int) -> tuple[ResNet, tuple[Tensor]]:
-    """Return ResNet-50 (`sizes` overrides width, blocks per stage, classes, channels, and the
-    image's side) for the square image of about `tokens` last-stage pixels (`image_side`), with
-    seeded random weights in eval mode, and `batch` random images."""
+    """Return ResNet-50 (`sizes` overrides width, blocks per stage, the number of stages,
+    classes, channels, and the image's side) for the square image of about `tokens`
+    last-stage pixels (`image_side`), with seeded random weights in eval mode, and `batch`
+    random images."""
     torch.manual_seed(0)
     side = sizes.get("side") or image_side(tokens)
     module = ResNet(**sizes).eval()
