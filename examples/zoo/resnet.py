@@ -91,12 +91,16 @@ class ResNet(nn.Module):
                 layer.append(Bottleneck(inplanes, planes, stride if block == 0 else 1))
                 inplanes = planes * Bottleneck.expansion
             stages.append(nn.Sequential(*layer))
-        self.stages = nn.Sequential(*stages)
+        for index, stage in enumerate(stages):  # torchvision's names: its weights load
+            self.add_module(f"layer{index + 1}", stage)
+        self.depth = len(stages)
         self.fc = nn.Linear(inplanes, classes)
 
     def forward(self, images: Tensor) -> Tensor:
         x = F.relu(self.bn1(self.conv1(images)))
-        x = self.stages(F.max_pool2d(x, 3, stride=2, padding=1))
+        x = F.max_pool2d(x, 3, stride=2, padding=1)
+        for index in range(self.depth):
+            x = getattr(self, f"layer{index + 1}")(x)
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(x, 1), 1))
 
 
