@@ -1713,17 +1713,24 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     x = t.cast(x, work)
     if n > CUMSUM_EXTENT:
         raise t.fail(node, f"aten.{name} along {n} elements (n² work; at most {CUMSUM_EXTENT})")
-    moved = _moved_last(t, x, dim)
-    lead = list(_type(moved).get_shape()[:-1])
-    square = [*lead, n, n]  # [..., i, j]
-    terms = t.broadcast(t.reshape(moved, [*lead, 1, n]), square)
-    index = TensorType(f32, square)
-    rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
-    kept = t.emit(graph.CompareOp(cols, rows, "le"))
+    terms, kept = _prefixes(t, x, dim)
     result = _moved_back(t, _masked_reduce(t, kept, terms, rank, reduce, identity), dim)
     if name in ("cummax", "cummin"):
         return [t.cast(result, element) if element in graph.FLOAT_TYPES else result, None]
     return t.cast(result, t.tensor_type(node).element_type)
+
+
+def _prefixes(t: _Translator, x: SSAValue, dim: int) -> tuple[SSAValue, SSAValue]:
+    """`x` with `dim` moved last and broadcast along a new dim before it, `[..., i, j]` holding
+    x[j], and the mask of j ≤ i: a masked reduction over j folds each prefix (index
+    expressions, no n × n buffer)."""
+    moved = _moved_last(t, x, dim)
+    lead, n = list(_type(moved).get_shape()[:-1]), _type(moved).get_shape()[-1]
+    square = [*lead, n, n]
+    terms = t.broadcast(t.reshape(moved, [*lead, 1, n]), square)
+    index = TensorType(f32, square)
+    rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
+    return terms, t.emit(graph.CompareOp(cols, rows, "le"))
 
 
 @_handles("logcumsumexp")
@@ -1741,19 +1748,14 @@ def _logcumsumexp(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(
             node, f"aten.logcumsumexp along {n} elements (n² work; at most {CUMSUM_EXTENT})"
         )
-    moved = _moved_last(t, x, dim)
-    lead = list(_type(moved).get_shape()[:-1])
-    square = [*lead, n, n]  # [..., i, j]
-    terms = t.broadcast(t.reshape(moved, [*lead, 1, n]), square)
-    index = TensorType(f32, square)
-    rows, cols = (t.emit(graph.IotaOp(index, len(square) - k)) for k in (2, 1))
-    kept = t.emit(graph.CompareOp(cols, rows, "le"))
+    terms, kept = _prefixes(t, x, dim)
+    square = _type(terms).get_shape()
     top = _masked_reduce(t, kept, terms, rank, graph.ReduceMaxOp, -math.inf)
     infinite = t.emit(
         graph.CompareOp(t.emit(graph.AbsOp(top)), t.scalar(math.inf, _type(top)), "eq")
     )
     shift = t.emit(graph.SelectOp(infinite, t.scalar(0.0, _type(top)), top))
-    shifted = t.emit(graph.SubOp(terms, t.broadcast(t.reshape(shift, [*lead, n, 1]), square)))
+    shifted = t.emit(graph.SubOp(terms, t.broadcast(t.reshape(shift, [*square[:-1], 1]), square)))
     total = _masked_reduce(t, kept, t.emit(graph.ExpOp(shifted)), rank)
     result = t.emit(graph.AddOp(shift, t.emit(graph.LogOp(total))))
     return t.cast(_moved_back(t, result, dim), out.element_type)
