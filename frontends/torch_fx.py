@@ -1515,10 +1515,13 @@ def _prod(t: _Translator, node: Node) -> SSAValue:
 @_handles("var", "std", "var_mean", "std_mean")
 def _variance(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     """`var`/`std` over dims: the mean of squared deviations times n / (n - correction);
-    `var_mean`/`std_mean` return the mean too."""
+    `var_mean`/`std_mean` return the mean too. In f32 for f16/bf16 (and integers), rounded
+    once at the end as torch's float accumulation is: a mean rounded to bf16 before the
+    deviations gave a spread of bf16 ulps to values that are all equal."""
     x = t.value(node.args[0], node)
-    if _type(x).element_type not in graph.FLOAT_TYPES:
-        x = t.cast(x, f32)
+    element = _type(x).element_type
+    x = t.cast(x, f32 if element not in graph.FLOAT_TYPES or element in (f16, bf16) else element)
+    result = element if element in graph.FLOAT_TYPES else f32
     shape = _type(x).get_shape()
     overload = node.target._overloadname  # pyright: ignore
     if overload == "default":  # var(x, unbiased=True)
@@ -1544,8 +1547,9 @@ def _variance(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     name = node.target._overloadpacket.__name__  # pyright: ignore
     if name.startswith("std"):
         variance = t.emit(graph.SqrtOp(variance))
+    variance = t.cast(variance, result)
     if name.endswith("_mean"):
-        return [variance, t.emit(graph.ReduceMeanOp(x, dims, keepdim))]
+        return [variance, t.cast(t.emit(graph.ReduceMeanOp(x, dims, keepdim)), result)]
     return variance
 
 
