@@ -161,3 +161,22 @@ def test_allowed_error_loosens_only_where_the_rounded_reference_is_far_from_floa
     assert allowed_error(exact, exact.astype(np.float32), 2e-2) == 2e-2
     assert allowed_error(exact, exact * 1.3, 2e-2) == pytest.approx(0.6)
     assert allowed_error(np.array([1, 2]), np.array([1, 2]), 2e-2) == 0.0
+
+
+def test_random_torch_modules_match_torch() -> None:
+    """40 random modules (`fuzz/frontend_fuzz.py`, seed 0) captured, fused and run at the loop
+    level match torch in float64; `python tests/fuzz/frontend_fuzz.py -n 500 --seed N` runs
+    more."""
+    pytest.importorskip("torch")
+    import random
+    import warnings
+
+    from fuzz.frontend_fuzz import run_case
+
+    r = random.Random(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcomes = [run_case(r) for _ in range(40)]
+    failed = [what for outcome, what in outcomes if outcome == "failed"]
+    assert not failed, failed
+    assert sum(outcome == "ok" for outcome, _ in outcomes) >= 30
