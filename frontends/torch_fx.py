@@ -1079,8 +1079,8 @@ def _logsumexp(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("sign")
 def _sign(t: _Translator, node: Node) -> SSAValue:
-    """`(x > 0) - (x < 0)`, NaN where x is NaN, as torch (integers as the f32 they are
-    carried in: exact)."""
+    """`(x > 0) - (x < 0)`, as torch computes it: 0 where x is NaN (numpy's gives NaN;
+    integers as the f32 they are carried in: exact)."""
     out = t.tensor_type(node)
     if out.element_type == graph.BOOL:
         raise t.fail(node, "aten.sign of bool")
@@ -1090,8 +1090,7 @@ def _sign(t: _Translator, node: Node) -> SSAValue:
         t.cast(t.emit(graph.CompareOp(x, zero, predicate)), out.element_type)
         for predicate in ("gt", "lt")
     )
-    nan = t.emit(graph.CompareOp(x, x, "ne"))
-    return t.emit(graph.SelectOp(nan, x, t.emit(graph.SubOp(above, below))))
+    return t.emit(graph.SubOp(above, below))
 
 
 @_handles("isnan")

@@ -363,6 +363,11 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.where(_X.abs() < 0.3, 0.0, _X),),
     ),
+    # torch's sign is (x > 0) - (x < 0): 0 at NaN, where numpy's is NaN
+    "sign_of_nan_inf_and_signed_zero": (
+        Fn(lambda m, a: torch.sign(a) + torch.sgn(a) * 10),
+        (torch.tensor([math.nan, math.inf, -math.inf, -0.0, 0.0, -3.0, 2.5]),),
+    ),
     "vector_norm_normalize": (
         Fn(
             lambda m, a: (

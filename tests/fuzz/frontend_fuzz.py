@@ -38,12 +38,19 @@ UNARY: list[Callable[[Tensor], Tensor]] = [
     lambda x: torch.log(x.abs() + 1), lambda x: x * x, lambda x: torch.clamp(x, -0.5, 0.7),
     lambda x: torch.rsqrt(x.abs() + 0.1), lambda x: F.leaky_relu(x, 0.1),
     lambda x: torch.where(x > 0, x, x * 0.3), lambda x: torch.expm1(x.clamp(max=3)),
-    lambda x: torch.fmod(x, 0.7), lambda x: x % 0.9,
+    lambda x: torch.fmod(x, 0.7), lambda x: x % 0.9, lambda x: x.to(torch.bfloat16).to(x.dtype),
+    lambda x: (x > 0.3).to(x.dtype), lambda x: torch.nan_to_num(torch.log(x)),
+    lambda x: F.pad(x, (1, 2)), lambda x: F.pad(x, (2, 0), mode="replicate") if x.dim() >= 2 else x,
+    lambda x: torch.cummax(x, -1).values, lambda x: x.masked_fill(x < -0.5, 1.5),
+    lambda x: torch.topk(x, 1, -1).values, lambda x: x.sort(-1).values,
+    lambda x: x.argmax(-1).to(x.dtype),
 ]  # fmt: skip
 BINARY: list[Callable[[Tensor, Tensor], Tensor]] = [
     torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, torch.atan2, torch.hypot,
     lambda a, b: a / (b.abs() + 0.5), lambda a, b: torch.where(a > b, a, b * 2),
-    lambda a, b: torch.lerp(a, b, 0.3),
+    lambda a, b: torch.lerp(a, b, 0.3), lambda a, b: torch.logaddexp(a, b),
+    lambda a, b: torch.xlogy(a, b.abs()), lambda a, b: torch.copysign(a, b),
+    lambda a, b: a @ b.transpose(-1, -2) if a.dim() >= 2 and a.shape[-1] == b.shape[-1] else a + b,
 ]  # fmt: skip
 REDUCTIONS: list[Callable[[Tensor, int, bool], Tensor]] = [
     lambda t, d, k: t.sum(d, keepdim=k), lambda t, d, k: t.mean(d, keepdim=k),
