@@ -465,7 +465,10 @@ class _Translator:
             return  # export picks every part of a tuple, used or not
         try:
             value = _HANDLERS[name](self, node)
-        except (TypeError, ValueError, KeyError, IndexError, AttributeError, AssertionError) as exc:
+        except (
+            TypeError, ValueError, KeyError, IndexError, AttributeError, AssertionError,
+            ArithmeticError,
+        ) as exc:  # fmt: skip
             # a handler meeting arguments it does not expect: an error naming the op, never a
             # traceback of the frontend
             raise self.fail(
@@ -529,8 +532,9 @@ def _arg(node: Node, index: int, keyword: str, default: Any = None) -> Any:
 
 
 def _dims(dims: Any, rank: int) -> list[int]:
-    """Normalize a dim, a list of dims or None (all dims) to non-negative ints."""
-    if dims is None or dims == []:
+    """Normalize a dim, a list of dims or None (all dims) to non-negative ints; a 0-d tensor
+    has none (torch takes dim 0 or -1 of it as the tensor itself)."""
+    if dims is None or dims == [] or rank == 0:
         return list(range(rank))
     return [d % rank for d in (dims if isinstance(dims, list | tuple) else [dims])]
 
@@ -1493,6 +1497,8 @@ _REDUCE: dict[str, type[graph.ReduceOp]] = {
 def _reduce(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
+    if _type(x).get_num_dims() == 0:  # sum, mean, amax or amin of a 0-d tensor: itself
+        return x
     dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())
     keepdim = bool(_arg(node, 2, "keepdim", False))
     return t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
@@ -1705,6 +1711,12 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     x = t.value(node.args[0], node)
     shape = list(_type(x).get_shape())
     rank = len(shape)
+    if rank == 0:  # the prefix of a 0-d tensor is itself
+        return (
+            [x, None]
+            if name in ("cummax", "cummin")
+            else t.cast(x, t.tensor_type(node).element_type)
+        )
     dim = _dims(node.args[1], rank)[0]
     n = shape[dim]
     if _type(x).element_type not in graph.FLOAT_TYPES:
@@ -1745,6 +1757,8 @@ def _logcumsumexp(t: _Translator, node: Node) -> SSAValue:
     x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
     shape = list(_type(x).get_shape())
     rank = len(shape)
+    if rank == 0:  # the prefix of a 0-d tensor is itself
+        return t.cast(x, out.element_type)
     dim = _dims(node.args[1], rank)[0]
     n = shape[dim]
     if n > CUMSUM_EXTENT:

@@ -363,6 +363,20 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.where(_X.abs() < 0.3, 0.0, _X),),
     ),
+    # a 0-d tensor's dim 0 (or -1) is the tensor itself: prefixes and reductions over it
+    "zero_dim_prefixes_and_reductions": (
+        Fn(
+            lambda m, a: (
+                (s := a.sum()).cumsum(0)
+                + s.cummax(-1).values
+                + s.logcumsumexp(0)
+                + s.sum(0)
+                + s.amax(-1)
+                + s.mean(0)
+            )
+        ),
+        (_X,),
+    ),
     # torch's sign is (x > 0) - (x < 0): 0 at NaN, where numpy's is NaN
     "sign_of_nan_inf_and_signed_zero": (
         Fn(lambda m, a: torch.sign(a) + torch.sgn(a) * 10),
