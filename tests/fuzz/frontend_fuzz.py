@@ -10,7 +10,7 @@ or layout change from the tables below, in f32 or bf16. The module is captured, 
 module run by torch in float64 on the same (rounded) inputs, relative to the output's largest
 magnitude (at least 1e-2): at most 1e-4 in f32 and 3e-2 in bf16, or four times torch eager's own
 error in the input dtype where that is larger. A module torch cannot run is skipped, one the
-frontend refuses is counted, and an exception past the capture is a failure. Each failure
+frontend refuses is counted, and any other exception is a failure. Each failure
 prints the seed and case that rebuild it, the steps and the error; the exit status is 1 when
 any case failed.
 """
@@ -128,6 +128,8 @@ def run_case(r: random.Random) -> tuple[str, str]:
             captured = capture(module, x, y)
     except FrontendError:
         return "refused", what
+    except Exception as exc:  # the frontend must refuse with a FrontendError, never crash
+        return "failed", f"{what}: capture raised {type(exc).__name__}: {exc}"
     try:
         lowered = apply_pipeline(captured.module.clone(), "decompose,fuse")
         (got,) = run_loop_module(lowered, "forward", *captured.arguments(x, y))
