@@ -33,10 +33,10 @@
 // CHECK:      %[[SAFE:.*]] = graph.select %[[INF]], %{{.*}}, %[[M]]
 // CHECK:      %logsumexp = graph.add %{{.*}}, %[[SAFE]]
 
-// sign: (x > 0) - (x < 0), x itself where x is NaN; isnan is x != x.
-// CHECK:      %[[NAN:.*]] = graph.compare %x, %x {predicate = "ne"}
-// CHECK-NEXT: %[[DIFF:.*]] = graph.sub
-// CHECK-NEXT: %sign = graph.select %[[NAN]], %x, %[[DIFF]]
+// sign: (x > 0) - (x < 0), as torch computes it (0 where x is NaN); isnan is x != x.
+// CHECK:      %[[GT:.*]] = graph.compare %x, %{{.*}} {predicate = "gt"}
+// CHECK:      %[[LT:.*]] = graph.compare %x, %{{.*}} {predicate = "lt"}
+// CHECK:      %sign = graph.sub
 // CHECK-NEXT: %isnan = graph.compare %y, %y {predicate = "ne"}
 
 // vector_norm: sqrt(sum(x * x)); max of two tensors is graph.max.
