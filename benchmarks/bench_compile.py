@@ -6,11 +6,12 @@ reported apart, and the time of each phase: capture, each pass, NVRTC, load, lau
     python benchmarks/bench_compile.py [--cases llama,examples,zoo] [--seq 2048] [--out F]
 
 The programs: the Llama block of bench_llama.py (bf16, seq 2048, hidden 4096, 32 heads, 8 KV
-heads, MLP 14336), every examples/*.mlir, and the zoo's models at 1 × 16 tokens in bf16. Cold
-runs get empty cubin and build caches (`TINYOPT_CACHE_DIR`, `TINYOPT_BUILD_CACHE`), warm runs
-reuse what the cold run left; the tuning cache is off. Without a GPU a build stops at the
-cubins: a torch module is captured, lowered and compiled (no `CompiledModel`, which needs a
-device), and the load and launch phases are left out (the table says so).
+heads, MLP 14336), every examples/*.mlir, and the zoo's models at 1 × 16 tokens in bf16
+(ResNet-50: a 128 × 128 image). Cold runs get empty cubin and build caches
+(`TINYOPT_CACHE_DIR`, `TINYOPT_BUILD_CACHE`), warm runs reuse what the cold run left; the
+tuning cache is off. Without a GPU a build stops at the cubins: a torch module is captured,
+lowered and compiled (no `CompiledModel`, which needs a device), and the load and launch phases
+are left out (the table says so).
 
 Every program's inputs are on the device before the build is timed, as a model's are: the torch
 cases' tensors, and for IR text random arrays uploaded as torch CUDA tensors (which creates the
@@ -33,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-ZOO = ("gpt2", "bert", "t5", "vit", "llama3")
+ZOO = ("gpt2", "bert", "t5", "vit", "llama3", "resnet")
 PHASE_ORDER = ("capture", "parse", "pass", "verify", "nvrtc", "cache", "load", "launch")
 
 
