@@ -3432,8 +3432,22 @@ def _convolution(t: _Translator, node: Node) -> SSAValue:
         if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
             raise t.fail(node, "padding='same' with an asymmetric pad")
     window = _WindowShape(kernel, out.get_shape()[2:], stride, _per_dim(padding, spatial), dilation)
-    result = _convolve(t, x, weight, window, groups)
-    return _add_bias(t, node, result, _arg(node, 2, "bias"))
+    bias = _arg(node, 2, "bias")
+    if groups == 1 and all(k == 1 for k in kernel) and all(s == 1 for s in stride):
+        if not any(window.padding):
+            return _pointwise(t, node, x, weight, bias)
+    return _add_bias(t, node, _convolve(t, x, weight, window, groups), bias)
+
+
+def _pointwise(t: _Translator, node: Node, x: SSAValue, weight: SSAValue, bias: Any) -> SSAValue:
+    """A 1×1 convolution at stride 1 without padding: the weight `[O, C]` times each image's
+    pixels `[C, H·W]`, the output `[N, O, H·W]` as it lies (no windows, no transposes: one GEMM
+    whose A every image shares), the bias a per-row epilogue."""
+    n, c, *sizes = _type(x).get_shape()
+    o = _type(weight).get_shape()[0]
+    w = t.broadcast(t.reshape(weight, (1, o, c)), (n, o, c))
+    product = t.emit(graph.MatmulOp(w, t.reshape(x, (n, c, math.prod(sizes)))))
+    return t.reshape(_add_bias(t, node, product, bias), (n, o, *sizes))
 
 
 def _convolution_dims(t: _Translator, node: Node, x: SSAValue, weight: SSAValue) -> int:
@@ -3463,7 +3477,7 @@ def _convolve(
     out as `[N, g, OH*OW, Cg*KH*KW]`, in the order of the weight's flattened
     `[O, Cg, KH, KW]`; `fuse` inlines the pads and slices as index maps into the GEMM's A
     loads. A kernel equal to its stride with no padding (a ViT patch embedding) is a
-    reshape and a transpose, with no slices at all.
+    reshape and a transpose, with no slices at all (a 1×1 one at stride 1 is `_pointwise`).
     """
     n = _type(x).get_shape()[0]
     o, cg = _type(weight).get_shape()[:2]

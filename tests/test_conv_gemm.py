@@ -1,9 +1,10 @@
 """A convolution's GEMM reads its weight `[Cout, Cin, kh, kw]` as `[Cout, Cin·kh·kw]`
 (`collapse_dims._collapse_unraveled`): the K loop's index unraveled over the weight's last dims
 becomes a plain load of a collapsed view, so bf16 convolutions take the wgmma rule (TMA copies
-whole tiles) where the index arithmetic per element kept them on mma_sync. Each convolution
-(3×3 with padding, strided, 1×3 with its unit dim, grouped) runs its CUDA on the CPU emulation
-(tests/cpu_wgmma.py) against float64. Needs torch (capture) and g++.
+whole tiles) where the index arithmetic per element kept them on mma_sync. A 1×1 convolution
+is the weight times each image's pixels, a wgmma GEMM whose A every batch entry shares. Each
+convolution (3×3 with padding, strided, 1×3 with its unit dim, 1×1, grouped) runs its CUDA on
+the CPU emulation (tests/cpu_wgmma.py) against float64. Needs torch (capture) and g++.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ CONVOLUTIONS = {
     "3x3_pad1": (nn.Conv2d(16, 24, 3, padding=1, bias=False), (2, 16, 10, 10), [24, 144]),
     "3x3_stride2_bias": (nn.Conv2d(32, 64, 3, stride=2, padding=1), (2, 32, 9, 9), [64, 288]),
     "1x3_unit_dim": (nn.Conv2d(16, 32, (1, 3), padding=(0, 1)), (1, 16, 6, 7), [32, 48]),
+    # 1×1: the weight [O, C] times each image's [C, H·W], one A for the whole batch
+    "1x1_pointwise": (nn.Conv2d(24, 40, 1), (3, 24, 4, 8), [40, 24]),
     # grouped: a batched GEMM over the groups, its weight transposed by a kernel of its own
     "3x3_groups2": (nn.Conv2d(16, 32, 3, groups=2, bias=False), (2, 16, 8, 8), [4, 72, 16]),
 }
@@ -48,6 +51,14 @@ def test_convolution_gemm_reads_the_weight_as_a_matrix_on_wgmma(name: str) -> No
     shapes = [list(a.type.get_shape()) for a in gemm.body.block.args]  # type: ignore[attr-defined]
     assert CONVOLUTIONS[name][2] in shapes, shapes
     assert not any(op.name in ("arith.divui", "arith.remui") for op in gemm.walk())
+
+
+def test_pointwise_convolution_needs_no_transposes() -> None:
+    """A 1×1 convolution's GEMM writes the `[N, O, H·W]` output itself: the only other kernel
+    copies the input's pixels into rows (`[N, C, H, W]` read as `[N, C, H·W]`)."""
+    planned = apply_pipeline(parse(_captured("1x1_pointwise")), "decompose,fuse,plan")
+    rules = [k.attributes[tile.PLAN].rule.data for k in loop.kernels(planned)]  # type: ignore[union-attr]
+    assert rules == ["elementwise", "wgmma"], rules
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")

@@ -255,10 +255,13 @@ def emit_wgmma_gemm(
     grid = launch_grid(t, batch, m, n, sms)
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
     new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
-    rank = len(new.body.block.args[operands.a].type.get_shape())  # type: ignore[attr-defined]
+    a_rank, b_rank = (
+        len(new.body.block.args[p].type.get_shape())  # type: ignore[attr-defined]
+        for p in (operands.a, operands.b)
+    )  # A may be shared by B's batch (`operand_buffers`)
     bk = k_step(element)
-    a_box = (*[1] * (rank - 2), t.bm, bk)
-    b_box = (*[1] * (rank - 2), *((bk, bk) if operands.b_mn_major else (t.tile_n, bk)))
+    a_box = (*[1] * (a_rank - 2), t.bm, bk)
+    b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (t.tile_n, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
     tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
     _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
@@ -464,7 +467,9 @@ class _WgmmaEmitter:
 
         def copy(source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue]) -> None:
             hint = ("a" if source is self.a_global else "b") in t.evict
-            em.op(tile.TmaLoadOp(source, [*self.b_index, *at], smem, to, self.full, slot, hint))
+            rank = len(source.type.get_shape())  # type: ignore[attr-defined]
+            batch = self.b_index if rank > len(at) else []  # A shared by the batch: none
+            em.op(tile.TmaLoadOp(source, [*batch, *at], smem, to, self.full, slot, hint))
 
         copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or

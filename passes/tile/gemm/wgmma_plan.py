@@ -176,10 +176,12 @@ def row_misaligned(t: MemRefType) -> bool:
     return (t.get_shape()[-1] * width) % TMA_ALIGN != 0
 
 
-def operand_buffers(c: Contraction) -> Operands | str:
+def operand_buffers(c: Contraction, shared_a: bool = False) -> Operands | str:
     """Returns the buffers of a contraction whose sides are plain loads TMA could copy (rows
     aside), else the sentence that says which limit the contraction is outside. A split-K
-    partial kernel's sides are plain loads at its K chunk (`split_form`)."""
+    partial kernel's sides are plain loads at its K chunk (`split_form`). With `shared_a`, A
+    may be one `[m, k]` matrix for every batch entry of B (a 1×1 convolution's weight against
+    each image's `[C, H·W]`), its TMA copies then without the batch coordinate."""
     split = split_form(c)
     splits, chunk, k_index, batch = split if split else (1, 0, None, c.nest.body.block.args[:-2])
     k_iv = c.reduce.body.block.args[0]
@@ -207,7 +209,9 @@ def operand_buffers(c: Contraction) -> Operands | str:
         load = loads[0]
         assert isinstance(load, memref.LoadOp)
         indices = list(load.indices)
-        if indices == [*batch, outer, k]:
+        if indices == [*batch, outer, k] or (
+            shared_a and batch and not split and outer is c.m_iv and indices == [outer, k]
+        ):
             positions.append((load.memref, False))
         elif outer is c.n_iv and indices == [*batch, k, outer]:
             positions.append((load.memref, True))
@@ -290,7 +294,7 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     the sentence that says which limit the contraction is outside. The rows checked are the
     buffers': a GEMM over operands staged into padded workspaces (`wgmma_staged.py`) reads
     K or N columns of longer rows, which TMA copies past the extents as the zeros there."""
-    operands = operand_buffers(c)
+    operands = operand_buffers(c, shared_a=True)
     if isinstance(operands, str):
         return operands
     if operands.splits > 1 and operands.chunk % BK:
