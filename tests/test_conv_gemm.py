@@ -66,3 +66,30 @@ def test_pointwise_convolution_needs_no_transposes() -> None:
 def test_convolution_matches_float64_on_cpu(name: str) -> None:
     error, tolerance = error_on_cpu(_captured(name), "decompose,fuse,tile,to-cuda", seed=3)
     assert error <= tolerance, error
+
+
+def _shared_weight(o: int, c: int, n: int, pixels: int) -> str:
+    """`relu(w @ x[b] + bias)` for each b: a bf16 `[O, C]` weight every batch entry shares."""
+    w, x, y = (f"tensor<{s}xbf16>" for s in (f"{o}x{c}", f"{n}x{c}x{pixels}", f"{n}x{o}x{pixels}"))
+    wb, b = f"tensor<{n}x{o}x{c}xbf16>", f"tensor<{o}x1xbf16>"
+    return f"""func.func @pointwise(%w: {w}, %x: {x}, %b: {b}) -> {y} {{
+  %wb = graph.broadcast %w : {w} -> {wb}
+  %y = graph.matmul %wb, %x : ({wb}, {x}) -> {y}
+  %bb = graph.broadcast %b : {b} -> {y}
+  %z = graph.add %y, %bb : {y}
+  %r = graph.relu %z : {y}
+  func.return %r : {y}
+}}"""
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("knobs", ["", "persistent=1", "persistent=1 bm=128 bn=256"])
+def test_shared_weight_gemm_matches_float64_on_cpu(knobs: str) -> None:
+    """The wgmma GEMM whose A has no batch index (130 rows: a partial row of tiles; 296
+    columns), a block per tile and persistent blocks walking the batch's tiles."""
+    text = _shared_weight(130, 64, 3, 296)
+    planned = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+    (gemm,) = loop.kernels(planned)
+    assert gemm.attributes[tile.PLAN].rule.data == "wgmma"  # type: ignore[union-attr]
+    error, tolerance = error_on_cpu(text, f"fuse,tile{{{knobs}}},to-cuda", seed=2)
+    assert error <= tolerance, error
