@@ -1144,14 +1144,29 @@ def _vector_norm(t: _Translator, node: Node) -> SSAValue:
             order = 2
         elif matrix:
             raise t.fail(node, f"aten.linalg_norm of a matrix with ord={order}")
-    if order == 2:
-        total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), dims, keepdim))
-        return t.cast(t.emit(graph.SqrtOp(total)), out.element_type)
-    reduce = {1: graph.ReduceSumOp, math.inf: graph.ReduceMaxOp, -math.inf: graph.ReduceMinOp}
-    if order not in reduce:
+    if order not in (1, 2, math.inf, -math.inf):
         raise t.fail(node, f"aten.{name} with ord={order} (only 1, 2, inf and -inf)")
-    folded = t.emit(reduce[order](t.emit(graph.AbsOp(x)), dims, keepdim))
-    return t.cast(folded, out.element_type)
+    return t.cast(_norm(t, x, dims, keepdim, order), out.element_type)
+
+
+def _norm(t: _Translator, x: SSAValue, dims: list[int], keepdim: bool, order: float) -> SSAValue:
+    """The order-`order` vector norm of `x` over `dims`: `sqrt(Σ x²)` (2), `Σ |x|` (1),
+    `max |x|` / `min |x|` (±inf), the count of nonzeros (0), else `(Σ |x|^p)^(1/p)` (p > 0;
+    callers refuse the orders torch does not take)."""
+    if order == 2:
+        return t.emit(
+            graph.SqrtOp(t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), dims, keepdim)))
+        )
+    if order == 0:
+        nonzero = t.emit(graph.CompareOp(x, t.scalar(0.0, _type(x)), "ne"))
+        return t.emit(graph.ReduceSumOp(t.cast(nonzero, _type(x).element_type), dims, keepdim))
+    magnitude = t.emit(graph.AbsOp(x))
+    folds = {1: graph.ReduceSumOp, math.inf: graph.ReduceMaxOp, -math.inf: graph.ReduceMinOp}
+    if order in folds:
+        return t.emit(folds[order](magnitude, dims, keepdim))
+    powered = t.emit(graph.PowOp(magnitude, t.scalar(order, _type(magnitude))))
+    total = t.emit(graph.ReduceSumOp(powered, dims, keepdim))
+    return t.emit(graph.PowOp(total, t.scalar(1.0 / order, _type(total))))
 
 
 @_handles("stack")
@@ -1641,17 +1656,10 @@ def _pairwise_distance(t: _Translator, node: Node) -> SSAValue:
     p = float(_arg(node, 2, "p", 2.0))
     eps = float(_arg(node, 3, "eps", 1e-6))
     keepdim = bool(_arg(node, 4, "keepdim", False))
-    gap = t.emit(graph.AbsOp(t.emit(graph.AddOp(t.emit(graph.SubOp(a, b)), t.scalar(eps, full)))))
-    last = [len(shape) - 1]
-    if p == 2:
-        total = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(gap, gap)), last, keepdim))
-        result = t.emit(graph.SqrtOp(total))
-    elif p in (1, math.inf, -math.inf):
-        kind = {1: graph.ReduceSumOp, math.inf: graph.ReduceMaxOp, -math.inf: graph.ReduceMinOp}[p]
-        result = t.emit(kind(gap, last, keepdim))
-    else:
+    if p not in (1, 2, math.inf, -math.inf):
         raise t.fail(node, f"aten.pairwise_distance with p={p} (only 1, 2 and ±inf)")
-    return t.cast(result, out.element_type)
+    gap = t.emit(graph.AddOp(t.emit(graph.SubOp(a, b)), t.scalar(eps, full)))
+    return t.cast(_norm(t, gap, [len(shape) - 1], keepdim, p), out.element_type)
 
 
 @_handles("argmax", "argmin")
@@ -1983,26 +1991,10 @@ def _cdist(t: _Translator, node: Node) -> SSAValue:
         shape.insert(len(shape) - 1 - axis, 1)  # x1: [.., P, 1, M]; x2: [.., 1, R, M]
         return t.broadcast(t.reshape(x, [1] * (len(full) - len(shape)) + shape), full)
 
-    gap = t.emit(graph.AbsOp(t.emit(graph.SubOp(spread(node.args[0], 0), spread(node.args[1], 1)))))
-    last = [len(full) - 1]
-    if p == 0:
-        nonzero = t.emit(graph.CompareOp(gap, t.scalar(0.0, _type(gap)), "ne"))
-        result = t.emit(graph.ReduceSumOp(t.cast(nonzero, work), last, False))
-    elif p == 1:
-        result = t.emit(graph.ReduceSumOp(gap, last, False))
-    elif p == 2:
-        result = t.emit(
-            graph.SqrtOp(t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(gap, gap)), last, False)))
-        )
-    elif p == math.inf:
-        result = t.emit(graph.ReduceMaxOp(gap, last, False))
-    elif p > 0:
-        powered = t.emit(graph.PowOp(gap, t.scalar(p, _type(gap))))
-        total = t.emit(graph.ReduceSumOp(powered, last, False))
-        result = t.emit(graph.PowOp(total, t.scalar(1.0 / p, _type(total))))
-    else:
+    if p < 0:
         raise t.fail(node, f"aten.cdist with p={p} (torch takes p ≥ 0)")
-    return t.cast(result, out.element_type)
+    gap = t.emit(graph.SubOp(spread(node.args[0], 0), spread(node.args[1], 1)))
+    return t.cast(_norm(t, gap, [len(full) - 1], False, p), out.element_type)
 
 
 @_handles("_scaled_mm")
@@ -3433,9 +3425,9 @@ def _convolution(t: _Translator, node: Node) -> SSAValue:
             raise t.fail(node, "padding='same' with an asymmetric pad")
     window = _WindowShape(kernel, out.get_shape()[2:], stride, _per_dim(padding, spatial), dilation)
     bias = _arg(node, 2, "bias")
-    if groups == 1 and all(k == 1 for k in kernel) and all(s == 1 for s in stride):
-        if not any(window.padding):
-            return _pointwise(t, node, x, weight, bias)
+    pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride)
+    if groups == 1 and pointwise and not any(window.padding):
+        return _pointwise(t, node, x, weight, bias)
     return _add_bias(t, node, _convolve(t, x, weight, window, groups), bias)
 
 

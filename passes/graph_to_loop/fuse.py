@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 from xdsl.context import Context
 from xdsl.dialects import func, memref
@@ -327,12 +328,11 @@ def _build(
     shape is the same and its build asked about none of the roots added since (kernels are
     rebuilt after every new root, and most do not see it: ResNet-50's fusion built 1821
     kernels for its 104), else a new build; raises `Materialize` as `KernelBuilder.build`."""
-    added = list(roots)
     earlier = built.get(root)
     if (
         earlier is not None
         and earlier.store_shape == store_shape
-        and not earlier.asked.intersection(added[earlier.roots :])
+        and not earlier.asked.intersection(islice(roots, earlier.roots, None))
     ):
         earlier.builder.kernel.sym_name = StringAttr(name)
         return earlier.builder
