@@ -70,10 +70,10 @@ def test_random_knobs_run_on_the_cpu_emulation(text: str, pipeline: str) -> None
 
 
 def test_programs_draw_every_graph_op_and_element_type() -> None:
-    """A thousand programs hold every graph op, i1, i32 and i64 arguments and i1 results."""
+    """3000 programs hold every graph op, i1, i32 and i64 arguments and i1 results."""
     seen: Counter[str] = Counter()
 
-    @settings(FUZZ, max_examples=1000)
+    @settings(FUZZ, max_examples=3000)
     @given(programs())
     def draw(text: str) -> None:
         head, body = text.split("\n", 1)

@@ -282,10 +282,9 @@ GPU_PIPELINE = "decompose,fuse,flash-attention,tile,to-cuda"
 """CompiledModel's pipeline, without the tuning cache."""
 
 
-def compiled_step(**options: bool) -> HostFunction:
-    return compile_module(apply_pipeline(parse(STEP), GPU_PIPELINE), arch="sm_90a", **options)[
-        "step"
-    ]
+def compiled_step(pdl: int = 0, **options: bool) -> HostFunction:
+    pipeline = GPU_PIPELINE.replace("to-cuda", f"to-cuda{{pdl={pdl}}}")
+    return compile_module(apply_pipeline(parse(STEP), pipeline), arch="sm_90a", **options)["step"]
 
 
 def test_a_packed_call_checks_the_position_before_writing_anything() -> None:
@@ -311,11 +310,15 @@ def test_a_packed_call_checks_the_position_before_writing_anything() -> None:
 
 
 @requires_gpu
-def test_two_decode_steps_on_the_gpu_by_calls_and_by_graph_replays() -> None:
+@pytest.mark.parametrize("pdl", [0, 1])
+def test_two_decode_steps_on_the_gpu_by_calls_and_by_graph_replays(pdl: int) -> None:
     """The step at position 3 then 4, the caches carried from one to the next: by host function
     calls on torch tensors (the caches come back as the caller's own tensors, updated), then
-    by two replays of one CUDA graph whose position parameter is updated between them."""
+    by two replays of one CUDA graph whose position parameter is updated between them. With
+    `pdl` every edge of the graph is programmatic: each kernel launches while the one before
+    drains and waits for it at its `griddepcontrol.wait`."""
     import torch
+    from cuda.bindings import driver
 
     from tinyopt.backends.cuda.graph_replay import GraphReplay
 
@@ -331,7 +334,7 @@ def test_two_decode_steps_on_the_gpu_by_calls_and_by_graph_replays() -> None:
     def device(arrays: list[np.ndarray]) -> list[torch.Tensor]:
         return [torch.from_numpy(np.asarray(a, np.float32)).cuda() for a in arrays]
 
-    function = compiled_step()
+    function = compiled_step(pdl)
     tensors = device(inputs)
     for pos, (out, kcache, vcache) in zip((3, 4), expected, strict=True):
         got = function(*tensors[:POS], pos, *tensors[POS + 1 :])
@@ -339,7 +342,7 @@ def test_two_decode_steps_on_the_gpu_by_calls_and_by_graph_replays() -> None:
         for result, ref in zip(got, (out, kcache, vcache), strict=True):
             np.testing.assert_allclose(result.cpu().numpy(), ref, rtol=1e-4, atol=1e-5)
 
-    function = compiled_step(poison=False, sync=False)
+    function = compiled_step(pdl, poison=False, sync=False)
     tensors = device(inputs)
     outputs = [torch.empty(s.type.shape, device="cuda") for s in function.outputs]
     arena = torch.empty(max(function.arena_size, 16), dtype=torch.uint8, device="cuda")
@@ -347,6 +350,10 @@ def test_two_decode_steps_on_the_gpu_by_calls_and_by_graph_replays() -> None:
     params[POS] = 0
     given = [*params, *(o.data_ptr() for o in outputs)]
     replay = GraphReplay(function.pack(params, given[len(params) :], arena.data_ptr(), len(params)))
+    count = driver.cuGraphGetEdges(replay.graph)[-1]
+    edges = driver.cuGraphGetEdges(replay.graph, count)[3]
+    assert len(edges) == len(replay.nodes) - 1 >= 2
+    assert {int(edge.type) for edge in edges} == {pdl}
     stream = torch.cuda.current_stream().cuda_stream
     for pos, (out, kcache, vcache) in zip((3, 4), expected, strict=True):
         given[POS] = pos

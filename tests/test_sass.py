@@ -110,6 +110,7 @@ def cuobjdump(cubin: bytes, option: str, tmp_path: Path) -> str:
         entry = folder / _cuobjdump_key(cubin, option)
         if entry.exists():
             return entry.read_text()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / f"{hashlib.sha256(cubin).hexdigest()[:16]}.cubin"
     path.write_bytes(cubin)
     dump = subprocess.run(

@@ -2,8 +2,10 @@
 lengths) and buffer addresses updated at each replay (docs/ir.md, "Runtime scalars").
 
 The graph holds one kernel node per launch of the `PackedCall`, each depending on the one
-before (kernels marked `pdl` run fully serialized here: an edge of a graph built node by node
-has no programmatic serialization; `griddepcontrol` then waits for nothing). A replay writes
+before. The edge into a kernel marked `pdl` is programmatic (leaving the upstream kernel's
+programmatic port, which fires once each of its blocks has run `griddepcontrol.launch_dependents`
+or exited), so its blocks are launched while the upstream kernel drains and wait for it at their
+`griddepcontrol.wait`, as a direct launch with programmatic stream serialization does. A replay writes
 the values given for this call into the packed parameters as a call would (`PackedCall.repoint`,
 which checks each runtime scalar against its bounds first: a position out of range raises
 before anything is queued), then gives every node whose parameters changed its new ones with
@@ -31,6 +33,16 @@ def _checked(result: tuple, what: str) -> object:
     return result[1] if len(result) > 1 else None
 
 
+def _edge(programmatic: bool) -> driver.CUgraphEdgeData:
+    """The edge into a kernel node: full completion and visibility of the node before, or,
+    into a kernel marked `pdl`, the before node's programmatic port."""
+    edge = driver.CUgraphEdgeData()
+    if programmatic:
+        edge.from_port = driver.CU_GRAPH_KERNEL_NODE_PORT_PROGRAMMATIC
+        edge.type = driver.CUgraphDependencyType.CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC
+    return edge
+
+
 class GraphReplay:
     """The launches of `call` as one executable CUDA graph; call it like the packed call."""
 
@@ -43,11 +55,16 @@ class GraphReplay:
         previous: list[object] = []
         for launch in call.launches:
             node = _checked(
-                driver.cuGraphAddKernelNode(
-                    graph, previous, len(previous), launch.node_params()
-                ),
+                driver.cuGraphAddKernelNode(graph, [], 0, launch.node_params()),
                 f"adding kernel '{launch.name}' to a CUDA graph",
             )
+            if previous:
+                _checked(
+                    driver.cuGraphAddDependencies(
+                        graph, previous, [node], [_edge(launch.kernel.pdl)], 1
+                    ),
+                    f"making kernel '{launch.name}' depend on the one before in a CUDA graph",
+                )
             self.nodes[launch] = node
             previous = [node]
         self.graph = graph
