@@ -2,16 +2,18 @@
 lengths) and buffer addresses updated at each replay (docs/ir.md, "Runtime scalars").
 
 The graph holds one kernel node per launch of the `PackedCall`, each depending on the one
-before. The edge into a kernel marked `pdl` is programmatic (leaving the upstream kernel's
-programmatic port, which fires once each of its blocks has run `griddepcontrol.launch_dependents`
-or exited), so its blocks are launched while the upstream kernel drains and wait for it at their
-`griddepcontrol.wait`, as a direct launch with programmatic stream serialization does. A replay writes
-the values given for this call into the packed parameters as a call would (`PackedCall.repoint`,
-which checks each runtime scalar against its bounds first: a position out of range raises
-before anything is queued), then gives every node whose parameters changed its new ones with
-`cuGraphExecKernelNodeSetParams` (the driver copies them; replays already queued keep theirs)
-and launches the graph. A decode step's position thus changes from one replay to the next
-with no recompilation and no device buffer read by every thread.
+before. The edge into a kernel marked `pdl` is programmatic: it leaves the upstream kernel's
+programmatic port, which fires once each of its blocks has run
+`griddepcontrol.launch_dependents` or exited, so the kernel's blocks are launched while the
+upstream kernel drains and wait for it at their `griddepcontrol.wait`, as a direct launch with
+programmatic stream serialization does.
+
+A replay writes the values given for this call into the packed parameters as a call would
+(`PackedCall.repoint`, which checks each runtime scalar against its bounds first: a position
+out of range raises before anything is queued), then gives every node whose parameters
+changed its new ones with `cuGraphExecKernelNodeSetParams` (the driver copies them; replays
+already queued keep theirs) and launches the graph. A decode step's position thus changes
+from one replay to the next with no recompilation and no device buffer read by every thread.
 """
 
 from __future__ import annotations
