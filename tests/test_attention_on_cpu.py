@@ -109,9 +109,16 @@ static inline void cpu_cuda_wgmma(float (&d)[H], A...) {
         d[i] += (float)((t * 131 + i * 31 + blockIdx.x * 977 + blockIdx.y * 1553 + H) % 1021)
                 / 1021 - 0.5f;
 }
+template <int H, typename... A>
+static inline void cpu_cuda_wgmma_set(float (&d)[H], A... a) {
+    for (int i = 0; i < H; ++i) d[i] = 0.0f;
+    cpu_cuda_wgmma(d, a...);
+}
 """
 """Stand-ins for the wgmma schedule's copies, barriers and products: every wgmma (S = Q·Kᵀ and
-P·V alike) adds to each accumulator a value of the block, the thread and the register."""
+P·V alike) adds to each accumulator a value of the block, the thread and the register; a `_set`
+wgmma (scale-d 0: the first product of S = Q·Kᵀ, over accumulators never initialized) writes it
+in place of the accumulator's value, as the hardware does."""
 
 
 def _run_wgmma_faked(text: str) -> np.ndarray:
@@ -121,6 +128,7 @@ def _run_wgmma_faked(text: str) -> np.ndarray:
     (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
     source = kernel.source.data
     maps = TENSOR_MAP.findall(source)
+    source = re.sub(r"tinyopt_wgmma_m64n\d+k16_\w+_set\(", "cpu_cuda_wgmma_set(", source)
     source = re.sub(
         r"tinyopt_wgmma_(ra_)?m64n\d+k16_\w+\(", "cpu_cuda_wgmma(", TENSOR_MAP.sub("", source)
     )
