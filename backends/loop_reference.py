@@ -70,6 +70,11 @@ def _sqrt(x: float) -> float:
     return math.sqrt(x) if x >= 0.0 else math.nan
 
 
+def _periodic(fn: Callable[[float], float]) -> Callable[[float], float]:
+    """`math.sin` or `math.cos` giving NaN at ±inf, as C's do, where `math`'s raise."""
+    return lambda x: math.nan if math.isinf(x) else fn(x)
+
+
 def _max(a: float, b: float) -> float:
     return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
 
@@ -120,8 +125,8 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.rsqrt": lambda a: _div(1.0, _sqrt(a)),
     "math.tanh": math.tanh,
     "math.erf": math.erf,
-    "math.cos": math.cos,
-    "math.sin": math.sin,
+    "math.cos": _periodic(math.cos),
+    "math.sin": _periodic(math.sin),
     "math.log1p": _log1p,
     "math.expm1": _expm1,
     # numpy's roundings, not math's: those give ints (-0.0 lost) and raise on inf and NaN.

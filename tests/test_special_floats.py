@@ -14,6 +14,7 @@ import pytest
 from xdsl.dialects.builtin import DenseIntOrFPElementsAttr, TensorType, bf16, f16, f32
 from xdsl.ir import Attribute
 
+from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import graph
 
@@ -262,3 +263,16 @@ def test_row_products_keep_zeros_infinities_and_nan_on_the_cpu_emulation() -> No
     number = ~np.isnan(want)
     assert np.array_equal(np.signbit(got[number]), np.signbit(want[number]))
     np.testing.assert_allclose(got, want, rtol=2.0**-18, atol=0)
+
+
+@pytest.mark.parametrize("op", ["sin", "cos"])
+def test_sin_and_cos_of_infinities_are_nan_in_the_loop_executor(op: str) -> None:
+    """C's sin and cos give NaN at ±inf (Python's `math` raises): the loop-level executor does
+    as the kernels do, found by the frontend fuzzer (a std of one element, then sin)."""
+    text = f"""func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {{
+      %y = graph.{op} %x : tensor<4xf32>
+      func.return %y : tensor<4xf32>
+    }}"""
+    x = np.array([np.inf, -np.inf, np.nan, 0.5], np.float32)
+    (got,) = run_loop_module(apply_pipeline(parse(text), "fuse"), "f", x)
+    assert np.isnan(got[:3]).all() and got[3] == pytest.approx(getattr(np, op)(0.5))
