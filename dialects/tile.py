@@ -1252,22 +1252,56 @@ class CpAsyncOp(IRDLOperation):
 
 @irdl_op_definition
 class PrefetchL2Op(IRDLOperation):
-    """Asks L2 to fetch the line holding global `src[indices]` (`prefetch.global.L2`): no data
-    comes back to the thread and no register is written, so it costs one issue slot."""
+    """Asks L2 to fetch the line holding global `src[indices]` (`prefetch.global.L2`), or with
+    `bytes` the contiguous range of that many bytes starting there (`cp.async.bulk.prefetch.L2`,
+    sm_90: one instruction the TMA unit carries out; the start and the size 16-byte aligned).
+    No data comes back to the thread and no register is written: it costs one issue slot, and
+    it is safe before the kernel's `tile.grid_dependency_wait`, L2 being coherent."""
 
     name = "tile.prefetch_l2"
 
     src = operand_def(MemRefType)
     indices = var_operand_def(IndexType)
+    bytes = opt_prop_def(IntegerAttr)
 
     irdl_options = (ParsePropInAttrDict(),)
     assembly_format = "$src `[` $indices `]` attr-dict `:` type($src)"
 
-    def __init__(self, src: SSAValue, indices: Sequence[SSAValue]) -> None:
-        super().__init__(operands=[src, indices])
+    def __init__(
+        self, src: SSAValue, indices: Sequence[SSAValue], bytes: int | None = None
+    ) -> None:
+        properties = {} if bytes is None else {"bytes": IntegerAttr(bytes, i64)}
+        super().__init__(operands=[src, indices], properties=properties)
 
     def verify_(self) -> None:
-        _check_indices(self, self.indices, _check_global(self, self.src, "buffer"))
+        t = _check_global(self, self.src, "buffer")
+        _check_indices(self, self.indices, t)
+        if self.bytes is not None and (self.bytes.value.data <= 0 or self.bytes.value.data % 16):
+            raise VerifyException(
+                f"tile.prefetch_l2: bytes must be a positive multiple of 16, "
+                f"got {self.bytes.value.data}"
+            )
+
+
+@irdl_op_definition
+class GridDependencyWaitOp(IRDLOperation):
+    """Where a kernel launched with programmatic dependent launch (`to-cuda{pdl=1}`) waits for
+    the kernel before it to finish and its writes to be visible (`griddepcontrol.wait`), then
+    lets the next kernel launch. Only index arithmetic and `tile.prefetch_l2` may come before
+    it (the printer checks); it sits in the kernel's body, not in a loop or a branch. A kernel
+    without one waits at its first statement; printed without `pdl` it is nothing."""
+
+    name = "tile.grid_dependency_wait"
+
+    irdl_options = (ParsePropInAttrDict(),)
+    assembly_format = "attr-dict"
+
+    def verify_(self) -> None:
+        if not isinstance(self.parent_op(), KernelOp):
+            raise VerifyException(
+                "tile.grid_dependency_wait must be in the body of its tile.kernel, "
+                "not nested in another op"
+            )
 
 
 @irdl_op_definition
@@ -1567,6 +1601,7 @@ Tile = Dialect(
         TmaLoadOp,
         CpAsyncOp,
         PrefetchL2Op,
+        GridDependencyWaitOp,
         CpAsyncCommitOp,
         CpAsyncWaitOp,
         WgmmaOp,

@@ -48,6 +48,25 @@ static inline void cpu_cuda_prefetch(const void* p, unsigned gx, unsigned gy) {
     abort();
 }
 
+// cp.async.bulk.prefetch.L2: aborts unless the bytes [p, p + n) lie in one kernel buffer and
+// p and n are 16-byte multiples (p from the buffer's start); logged as one prefetch of p.
+static inline void cpu_cuda_prefetch_bulk(const void* p, unsigned n, unsigned gx, unsigned gy) {
+    for (size_t k = 0; k < cpu_cuda_buffers->size(); ++k) {
+        const char* base = (*cpu_cuda_buffers)[k].data();
+        if (p >= base && p < base + (*cpu_cuda_buffers)[k].size()) {
+            if ((const char*)p + n > base + (*cpu_cuda_buffers)[k].size()
+                || ((const char*)p - base) % 16 || n % 16) {
+                fprintf(stderr, "bulk prefetch past its buffer or not 16-byte aligned\n");
+                abort();
+            }
+            cpu_cuda_prefetch(p, gx, gy);
+            return;
+        }
+    }
+    fprintf(stderr, "bulk prefetch of an address outside every buffer\n");
+    abort();
+}
+
 static inline unsigned __cvta_generic_to_shared(const void* p) {
     return (unsigned)((const unsigned char*)p - cpu_cuda_smem);
 }

@@ -35,6 +35,10 @@ _PARAM = re.compile(
 )
 """A buffer parameter (a pointer) or a runtime scalar's (an integer passed by value)."""
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
+_BULK_PREFETCH = re.compile(
+    r'asm volatile\("cp\.async\.bulk\.prefetch\.L2\.global \[%0\], %1;" :: '
+    r'"l"\((.*)\), "r"\((\d+)u\) : "memory"\);'
+)
 """An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
 _FLAG_SET = re.compile(
     r'asm volatile\("st\.release\.gpu\.global\.b32 \[%0\], 1;" :: "l"\((.*?)\) : "memory"\);'
@@ -97,6 +101,7 @@ def run_on_cpu(
     body = plain_flags(body)
     grid = list(kernel.grid.get_values())
     body = _PREFETCH.sub(rf"cpu_cuda_prefetch(\1, {grid[0]}, {grid[1]});", body)
+    body = _BULK_PREFETCH.sub(rf"cpu_cuda_prefetch_bulk(\1, \2, {grid[0]}, {grid[1]});", body)
     bx, by, bz = kernel.block.get_values()
     threads = bx * by * bz
     args = ", ".join(

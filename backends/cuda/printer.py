@@ -178,15 +178,16 @@ def pack_helper(element: str) -> str:
 
 PDL_STATEMENTS = (
     "// programmatic dependent launch: wait for the previous kernel to finish and its writes",
-    "// to be visible (before any global access: its buffers may be reused here), then let the",
-    "// next kernel launch; both are no-ops when launched without the attribute",
+    "// to be visible (before any global access but L2 prefetches: its buffers may be reused",
+    "// here), then let the next kernel launch; both are no-ops when launched without it",
     'asm volatile("griddepcontrol.wait;" ::: "memory");',
     'asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',
 )
-"""The first statements of a kernel printed with `pdl` (PTX `griddepcontrol`, sm_90). Every
-block waits at its start, so nothing of the kernel touches global memory before the previous
-grid has completed; every block triggers right after, so the next kernel is launched once all
-of this one's blocks have started, and its blocks take only the SMs this grid leaves free."""
+"""The statements a kernel printed with `pdl` opens with (PTX `griddepcontrol`, sm_90), or
+prints at its `tile.grid_dependency_wait` after a prologue of L2 prefetches. Every block waits
+there, so nothing of the kernel reads or writes global memory before the previous grid has
+completed; every block triggers right after, so the next kernel is launched once all of this
+one's blocks have started, and its blocks take only the SMs this grid leaves free."""
 
 FULL_MASK = "0xffffffff"
 WARP = 32
@@ -669,7 +670,7 @@ class CudaPrinter(BasePrinter[str]):
             bounds.append(str(min_blocks.value.data))
         launch_bounds = f"__launch_bounds__({', '.join(bounds)})"
         with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
-            if self.pdl:
+            if self.pdl and not self._waits_later(op):
                 for text in PDL_STATEMENTS:
                     self.line(text)
             if self.dynamic:
@@ -682,6 +683,26 @@ class CudaPrinter(BasePrinter[str]):
                     f"(({align} - (unsigned)__cvta_generic_to_shared({smem}) % {align}) % {align});"
                 )
             self.print_block(op.body.block.ops)
+
+    def _waits_later(self, kernel: tile.KernelOp) -> bool:
+        """Whether the kernel places its grid dependency wait (`tile.grid_dependency_wait`)
+        after a prologue, which may then only compute and ask L2 for memory: a global access
+        before the wait could read what the kernel before has not yet written."""
+        ops = list(kernel.body.block.ops)
+        wait = next((o for o in ops if isinstance(o, tile.GridDependencyWaitOp)), None)
+        if wait is None:
+            return False
+        for top in ops[: ops.index(wait)]:
+            for o in top.walk():
+                touches = any(
+                    isinstance(v.type, MemRefType) and tile.memory_space(v.type) == tile.GLOBAL
+                    for v in o.operands
+                )
+                if touches and not isinstance(o, tile.PrefetchL2Op):
+                    raise self.fail(
+                        f"{o.name} on global memory before the kernel's grid dependency wait"
+                    )
+        return True
 
     def print_prelude(self) -> None:
         """Prints the headers and helpers the kernel needs, then a blank line."""
@@ -995,8 +1016,20 @@ class CudaPrinter(BasePrinter[str]):
 
     @print_op.register
     def _(self, op: tile.PrefetchL2Op) -> None:
-        line = f"&{self.element(op.src, op.indices)}"
-        self.line(f'asm volatile("prefetch.global.L2 [%0];" :: "l"({line}));')
+        start = f"&{self.element(op.src, op.indices)}"
+        if op.bytes is None:
+            self.line(f'asm volatile("prefetch.global.L2 [%0];" :: "l"({start}));')
+        else:
+            self.line(
+                'asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: '
+                f'"l"({start}), "r"({op.bytes.value.data}u) : "memory");'
+            )
+
+    @print_op.register
+    def _(self, op: tile.GridDependencyWaitOp) -> None:
+        if self.pdl:
+            for text in PDL_STATEMENTS:
+                self.line(text)
 
     @print_op.register
     def _(self, op: tile.CpAsyncWaitOp) -> None:

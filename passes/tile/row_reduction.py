@@ -5,6 +5,11 @@ a `loop.reduce` folds with its own combine region per thread, then across the gr
 monoid works. With `cache=1` a row read by several inner loops is loaded into registers once;
 with `cache=2` a row read by one loop too (a GEMV's x and weights), all of a thread's vectors of
 it loaded before the loop that reads them, so that they are in flight together.
+
+With `prefetch` (on by default) a kernel streaming rows (a GEMV's weights) opens by asking L2
+for each of its rows in one bulk prefetch, then waits for the kernel before it
+(`tile.grid_dependency_wait`): launched with programmatic dependent launch, its blocks fetch
+their weights while that kernel drains, where they would otherwise idle at the wait.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from tinyopt.passes.tile.emit import (
     LaneEmitter,
     Mapping,
     depends_on,
+    element_bytes,
     inline_region,
     is_contiguous,
     vector_width,
@@ -79,13 +85,16 @@ class RowReductionPlan:
     """once: the 128-bit loads of each buffer the kernel reads once beside a vector every row
     reads (`_streamed`: a GEMV's weights) carry the L2 evict-first hint; off: none. The knob's
     other values (auto, and the operand names of the contraction rules) read as once here."""
+    prefetch: str = "on"
+    """on: the streamed rows are asked of L2 before the grid dependency wait
+    (`_prefetch_streamed_rows`); off: the kernel waits at its start. auto reads as on."""
 
 
 class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
     """Maps each row to a group of threads; reductions use the warp or block reduce."""
 
     name = "row_reduction"
-    reads = "threads vec rows cache evict=auto,off"
+    reads = "threads vec rows cache evict=auto,off prefetch=auto,off"
     plan_type = RowReductionPlan
 
     def match(self, kernel: loop.KernelOp) -> tuple[loop.ParallelOp, int] | str:
@@ -111,7 +120,8 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
             if threads <= 32:
                 rows_per_block = next(r for r in (8, 4, 2, 1) if rows % r == 0)
         evict = "off" if knobs.evict == "off" else "once"
-        plan = RowReductionPlan(threads, rows_per_block, vec, knobs.cache, evict)
+        prefetch = "off" if knobs.prefetch == "off" else "on"
+        plan = RowReductionPlan(threads, rows_per_block, vec, knobs.cache, evict, prefetch)
         return self.check(kernel, nest, plan) or plan
 
     def check(
@@ -149,6 +159,8 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
         row = em.global_id(rows_per_block, "y")
         mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
         lane = em.value(tile.ThreadIdOp("x"))
+        if plan.prefetch == "on":
+            _prefetch_streamed_rows(em, lane, _streamed(outer, inner_loops), length, mapping)
         streamed = _streamed(outer, inner_loops) if plan.evict != "off" else frozenset()
         _RowEmitter(em, lane, threads, width, chunks, plan.cache, streamed).emit(
             list(outer.body.block.ops), inner_loops, mapping
@@ -171,6 +183,30 @@ def _streamed(
         if any(along in op.indices and not set(rows) & set(op.indices) for op in loads):
             streamed |= _read_once(outer.body.block.ops, rows, along)
     return streamed
+
+
+def _prefetch_streamed_rows(
+    em: Emitter, lane: SSAValue, streamed: frozenset[Operation], length: int, mapping: Mapping
+) -> None:
+    """Lane 0 of each row's group asks L2 for the row of each streamed load (one bulk prefetch
+    of `length` elements: the row is the buffer's whole last dimension, read along it, a
+    multiple of 16 bytes), then the kernel waits for the kernel before it. Nothing is emitted
+    where no streamed row qualifies (its row index computed in the row's body, say)."""
+    rows = []
+    for load in sorted(streamed, key=lambda o: str(o.memref.name_hint)):
+        assert isinstance(load, memref.LoadOp)
+        t = load.memref.type
+        assert isinstance(t, MemRefType)
+        nbytes = length * element_bytes(t.element_type)
+        leading = list(load.indices)[:-1]
+        if t.get_shape()[-1] == length and nbytes % 16 == 0 and all(i in mapping for i in leading):
+            rows.append((mapping.get(load.memref, load.memref), [mapping[i] for i in leading]))
+    if not rows:
+        return
+    with em.if_(em.less(lane, 1)) as (then_block, _, _), em.into(then_block):
+        for source, leading in rows:
+            em.op(tile.PrefetchL2Op(source, [*leading, em.index(0)], nbytes))
+    em.op(tile.GridDependencyWaitOp())
 
 
 def _read_once(
