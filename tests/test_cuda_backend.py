@@ -273,6 +273,8 @@ def test_module_runs_on_torch_zero_copy_with_bf16():
     torch.testing.assert_close(from_host, out.cpu())
     with pytest.raises(CudaArgumentError, match="C-contiguous"):
         f(torch.zeros(256, 2, device="cuda", dtype=torch.bfloat16)[:, 0])
+    with pytest.raises(CudaArgumentError, match="is not 16-byte aligned"):
+        f(torch.zeros(257, device="cuda", dtype=torch.bfloat16)[1:])  # starts 2 bytes in
 
 
 @requires_gpu

@@ -24,7 +24,7 @@ from typing import Any
 from cuda.bindings import driver
 
 from tinyopt.backends.cuda.errors import CudaArgumentError, CudaLaunchError
-from tinyopt.backends.cuda.launch import PackedLaunch
+from tinyopt.backends.cuda.launch import PackedLaunch, check_aligned
 from tinyopt.backends.cuda.runtime import HostFunction, PackedCall
 
 
@@ -154,6 +154,7 @@ class BoundReplay:
                 f"@{self.function.name} argument {position} must be a contiguous CUDA tensor "
                 f"of {expected}, got {got}"
             )
+        check_aligned(tensor.data_ptr(), f"{type(tensor).__name__} for argument {position}")
         return tensor.data_ptr()
 
     def __call__(self, *values: object, outputs: Sequence[object] | None = None) -> None:

@@ -120,7 +120,22 @@ def device_pointer(array: object, stream: Stream) -> int:
             f"a {type(array).__name__} of shape {view.shape} has strides {view.strides}; "
             "kernels need C-contiguous arrays"
         )
+    check_aligned(view.ptr, type(array).__name__)
     return view.ptr
+
+
+BUFFER_ALIGNMENT = 16
+"""The alignment every buffer's address must have: kernels read and write 16-byte vectors and
+TMA copies from the start of a buffer."""
+
+
+def check_aligned(address: int, what: str) -> None:
+    """Raise `CudaArgumentError` unless `address` is `BUFFER_ALIGNMENT`-byte aligned."""
+    if address % BUFFER_ALIGNMENT:
+        raise CudaArgumentError(
+            f"a {what} at {address:#x} is not {BUFFER_ALIGNMENT}-byte aligned (a view that "
+            "starts inside its storage?); kernels read 16-byte vectors: pass a copy"
+        )
 
 
 _TMA_TYPES = {
