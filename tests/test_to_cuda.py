@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from programs import EXAMPLES, rmsnorm, swiglu
+from programs import EXAMPLES, rmsnorm, skinny, swiglu
 from xdsl.context import Context
 from xdsl.dialects import arith, builtin, func, memref, scf
 from xdsl.dialects import math as fmath
@@ -615,6 +615,40 @@ def test_pdl_opens_every_kernel_with_griddepcontrol_wait(program: str, pdl: int)
     assert {name: k.pdl for name, k in compiled.kernels.items()} == {
         k.sym_name.data: bool(pdl) for k in kernels
     }
+
+
+@pytest.mark.parametrize("prefetch", ["auto", "off"])
+def test_gemv_asks_l2_for_its_weight_rows_before_the_grid_dependency_wait(prefetch: str) -> None:
+    """The row rule's M = 1 GEMV (bf16, K = 4096: 8 KB rows) opens with lane 0's bulk L2
+    prefetch of its block's weight row, then waits for the kernel before it; `prefetch=off`
+    waits at the start; either way no load comes before the wait."""
+    pipeline = f"fuse,tile{{prefetch={prefetch}}},to-cuda{{pdl=1}}"
+    _, module = lower(skinny(1, 1024, 4096, "bf16"), pipeline)
+    (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+    body = body_statements(kernel.source.data)
+    wait = body.index('asm volatile("griddepcontrol.wait;" ::: "memory");')
+    prefetches = [i for i, s in enumerate(body) if "cp.async.bulk.prefetch.L2.global" in s]
+    loads = [i for i, s in enumerate(body) if "tinyopt_ld_16" in s or "reinterpret_cast<const" in s]
+    assert loads and min(loads) > wait
+    if prefetch == "off":
+        assert wait == 0 and not prefetches
+    else:
+        assert len(prefetches) == 1 and prefetches[0] < wait
+        assert '"r"(8192u)' in body[prefetches[0]]
+    compile_module(module, arch="sm_90a")
+
+
+def test_a_load_before_the_grid_dependency_wait_is_refused() -> None:
+    """The printer refuses a kernel whose global loads precede its wait (the wait moved to the
+    end of the body here): under `pdl` they could read what the kernel before has not written."""
+    program, module = lower(skinny(1, 1024, 4096, "bf16"), "fuse,tile")
+    (kernel,) = [op for op in module.ops if isinstance(op, tile.KernelOp)]
+    (wait,) = [op for op in kernel.body.block.ops if isinstance(op, tile.GridDependencyWaitOp)]
+    wait.detach()
+    kernel.body.block.add_op(wait)
+    kernel_source(kernel)  # without pdl the wait prints nothing: nothing to refuse
+    with pytest.raises(DiagnosticException, match="before the kernel's grid dependency wait"):
+        kernel_source(kernel, pdl=True)
 
 
 def test_pdl_must_be_0_or_1() -> None:
