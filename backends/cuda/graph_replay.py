@@ -184,5 +184,7 @@ class BoundReplay:
                     f"{tuple(own.shape)} {own.dtype} on the GPU"
                 )
         given = [self._address(i, v) for i, v in enumerate(values)]
+        for k, target in enumerate(targets):
+            check_aligned(target.data_ptr(), f"result tensor {k}")  # type: ignore[attr-defined]
         given += [t.data_ptr() for t in targets]  # type: ignore[attr-defined]
         self.replay(torch.cuda.current_stream().cuda_stream, given)
