@@ -1228,6 +1228,19 @@ CASES = [
     ),
     Case("skinny_bf16_kn_3x2056x1031", skinny(3, 2056, 1031, "bf16", "kn")),
     Case("skinny_batched_f32_4x1x1000x1030", skinny(1, 1000, 1030, "f32", "nk", batch=4)),
+    # The row rule's GEMV asking L2 for its weight rows before its grid dependency wait
+    # (`prefetch=on`), launched with programmatic dependent launch: a warp per row in blocks of
+    # 8 rows, and f32 with the relu epilogue.
+    Case(
+        "row_gemv_prefetch_pdl_bf16_1x1000x4096",
+        skinny(1, 1000, 4096, "bf16"),
+        "fuse,tile{prefetch=on threads=32 rows=8},to-cuda{pdl=1}",
+    ),
+    Case(
+        "row_gemv_prefetch_pdl_f32_1x1000x1024_relu",
+        skinny(1, 1000, 1024, "f32", "nk", "relu"),
+        "fuse,tile{prefetch=on},to-cuda{pdl=1}",
+    ),
     # The tensor-core skinny rule (skinny_mma, f16/bf16 [N, K] weights): the decode linears at
     # 4, 8 and 16 rows on the auto plan (16 warps splitting K, stages=2; gate/up's 14336
     # columns 4 warps along K), ragged M, N and K, a weight per batch entry; forced

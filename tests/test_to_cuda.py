@@ -617,11 +617,11 @@ def test_pdl_opens_every_kernel_with_griddepcontrol_wait(program: str, pdl: int)
     }
 
 
-@pytest.mark.parametrize("prefetch", ["auto", "off"])
+@pytest.mark.parametrize("prefetch", ["on", "auto", "off"])
 def test_gemv_asks_l2_for_its_weight_rows_before_the_grid_dependency_wait(prefetch: str) -> None:
-    """The row rule's M = 1 GEMV (bf16, K = 4096: 8 KB rows) opens with lane 0's bulk L2
-    prefetch of its block's weight row, then waits for the kernel before it; `prefetch=off`
-    waits at the start; either way no load comes before the wait."""
+    """With `prefetch=on` the row rule's M = 1 GEMV (bf16, K = 4096: 8 KB rows) opens with
+    lane 0's bulk L2 prefetch of its block's weight row, then waits for the kernel before it;
+    `auto` and `off` wait at the start; either way no load comes before the wait."""
     pipeline = f"fuse,tile{{prefetch={prefetch}}},to-cuda{{pdl=1}}"
     _, module = lower(skinny(1, 1024, 4096, "bf16"), pipeline)
     (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
@@ -630,7 +630,7 @@ def test_gemv_asks_l2_for_its_weight_rows_before_the_grid_dependency_wait(prefet
     prefetches = [i for i, s in enumerate(body) if "cp.async.bulk.prefetch.L2.global" in s]
     loads = [i for i, s in enumerate(body) if "tinyopt_ld_16" in s or "reinterpret_cast<const" in s]
     assert loads and min(loads) > wait
-    if prefetch == "off":
+    if prefetch != "on":
         assert wait == 0 and not prefetches
     else:
         assert len(prefetches) == 1 and prefetches[0] < wait
@@ -641,7 +641,7 @@ def test_gemv_asks_l2_for_its_weight_rows_before_the_grid_dependency_wait(prefet
 def test_a_load_before_the_grid_dependency_wait_is_refused() -> None:
     """The printer refuses a kernel whose global loads precede its wait (the wait moved to the
     end of the body here): under `pdl` they could read what the kernel before has not written."""
-    program, module = lower(skinny(1, 1024, 4096, "bf16"), "fuse,tile")
+    program, module = lower(skinny(1, 1024, 4096, "bf16"), "fuse,tile{prefetch=on}")
     (kernel,) = [op for op in module.ops if isinstance(op, tile.KernelOp)]
     (wait,) = [op for op in kernel.body.block.ops if isinstance(op, tile.GridDependencyWaitOp)]
     wait.detach()

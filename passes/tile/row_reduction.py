@@ -6,10 +6,11 @@ monoid works. With `cache=1` a row read by several inner loops is loaded into re
 with `cache=2` a row read by one loop too (a GEMV's x and weights), all of a thread's vectors of
 it loaded before the loop that reads them, so that they are in flight together.
 
-With `prefetch` (on by default) a kernel streaming rows (a GEMV's weights) opens by asking L2
-for each of its rows in one bulk prefetch, then waits for the kernel before it
+With `prefetch=on` a kernel streaming rows (a GEMV's weights) opens by asking L2 for each of
+its rows in one bulk prefetch, then waits for the kernel before it
 (`tile.grid_dependency_wait`): launched with programmatic dependent launch, its blocks fetch
-their weights while that kernel drains, where they would otherwise idle at the wait.
+their weights while that kernel drains, where they would otherwise idle at the wait. It is
+opt-in (`auto` is off) until it is timed on the GPU.
 """
 
 from __future__ import annotations
@@ -85,16 +86,16 @@ class RowReductionPlan:
     """once: the 128-bit loads of each buffer the kernel reads once beside a vector every row
     reads (`_streamed`: a GEMV's weights) carry the L2 evict-first hint; off: none. The knob's
     other values (auto, and the operand names of the contraction rules) read as once here."""
-    prefetch: str = "on"
+    prefetch: str = "off"
     """on: the streamed rows are asked of L2 before the grid dependency wait
-    (`_prefetch_streamed_rows`); off: the kernel waits at its start. auto reads as on."""
+    (`_prefetch_streamed_rows`); off: the kernel waits at its start. auto reads as off."""
 
 
 class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
     """Maps each row to a group of threads; reductions use the warp or block reduce."""
 
     name = "row_reduction"
-    reads = "threads vec rows cache evict=auto,off prefetch=auto,off"
+    reads = "threads vec rows cache evict=auto,off prefetch=auto,on"
     plan_type = RowReductionPlan
 
     def match(self, kernel: loop.KernelOp) -> tuple[loop.ParallelOp, int] | str:
@@ -120,7 +121,7 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
             if threads <= 32:
                 rows_per_block = next(r for r in (8, 4, 2, 1) if rows % r == 0)
         evict = "off" if knobs.evict == "off" else "once"
-        prefetch = "off" if knobs.prefetch == "off" else "on"
+        prefetch = "on" if knobs.prefetch == "on" else "off"
         plan = RowReductionPlan(threads, rows_per_block, vec, knobs.cache, evict, prefetch)
         return self.check(kernel, nest, plan) or plan
 
