@@ -10,7 +10,7 @@ With `prefetch=on` a kernel streaming rows (a GEMV's weights) opens by asking L2
 its rows in one bulk prefetch, then waits for the kernel before it
 (`tile.grid_dependency_wait`): launched with programmatic dependent launch, its blocks fetch
 their weights while that kernel drains, where they would otherwise idle at the wait. It is
-opt-in (`auto` is off) until it is timed on the GPU.
+opt-in (`auto` is off): measured slower on the H200 (docs/knobs.md).
 """
 
 from __future__ import annotations
