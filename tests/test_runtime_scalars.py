@@ -395,7 +395,9 @@ def run_host_on_cpu(module: ModuleOp, arrays: list[np.ndarray]) -> list[np.ndarr
             type_ = op.memref.type
             values[op.memref] = np.zeros(type_.get_shape(), STORAGE[str(type_.element_type)])
         elif isinstance(op, loop.LaunchOp):
-            buffers = run_on_cpu(kernels[op.callee.root_reference.data], [values[a] for a in op.args])
+            buffers = run_on_cpu(
+                kernels[op.callee.root_reference.data], [values[a] for a in op.args]
+            )
             values.update(zip(op.args, buffers, strict=True))
         elif isinstance(op, func.ReturnOp):
             return [values[v] for v in op.arguments]
@@ -445,7 +447,10 @@ def test_the_bounds_of_the_number_of_valid_keys(causal: str) -> None:
     text = ATTENTION.format(causal=causal)
     inputs = random_inputs(parse(text), 0)
     assert lo <= int(inputs[3]) <= 40
-    for bad, message in ((lo - 1, f"below its smallest value {lo}"), (41, "past its largest value 40")):
+    for bad, message in (
+        (lo - 1, f"below its smallest value {lo}"),
+        (41, "past its largest value 40"),
+    ):
         inputs[3] = np.array(bad)
         with pytest.raises(ScalarRangeError, match=f"@f argument 3 \\(%L\\) is {bad}, {message}"):
             run_reference(parse(text), *inputs)
@@ -459,7 +464,9 @@ def test_fused_attention_over_the_valid_keys_on_the_cpu_emulation(rule: str) -> 
     """flash-attention fuses the attention with its valid-keys mask, read as any mask (from a
     buffer a kernel computes from L); the tensor-core rule and the decode rule apply it."""
     text = ATTENTION.format(causal="true")
-    module = apply_pipeline(parse(text), f"decompose,fuse,flash-attention,tile{{attn={rule}}},to-cuda")
+    module = apply_pipeline(
+        parse(text), f"decompose,fuse,flash-attention,tile{{attn={rule}}},to-cuda"
+    )
     graph = parse(text)
     inputs, arrays = device_inputs(next(iter(graph.ops)), seed=3)
     inputs[3] = arrays[3] = np.array(17, np.int64)
