@@ -13,14 +13,16 @@ Parts (`--parts`, comma-separated; all by default):
   eager, `torch.compile` (default and `mode="reduce-overhead"`) on a static-cache step
   (examples/llama_decode.py `TorchDecoder`); the bytes a step must read (the layer's weights
   and the valid part of its caches) over the time, against the copy ceiling measured here;
+- `kernels` (not in the default parts): the batch-1 step's kernels each launched and timed
+  alone, against the step replayed;
 - `generate`: the greedy decode loop (examples/llama_decode.py `Generator`) of the tiny model
   and of two 8B-shaped layers with the vocabulary's embedding and head, tokens/s against the
   same torch loop eager and compiled.
 
 Times are `triton.testing.do_bench` medians (L2 flushed before each run).
 
-Usage: python benchmarks/bench_decode.py [--parts gemv,attention,block,generate] [--knobs K] [--pdl]
-       [--out a.md]
+Usage: python benchmarks/bench_decode.py [--parts gemv,attention,block,kernels,generate] [--knobs K]
+       [--pdl] [--out a.md]
 """
 
 from __future__ import annotations
@@ -71,6 +73,8 @@ def main() -> None:
             lines += attention(args)
         if "block" in parts:
             lines += block(args, ceiling)
+        if "kernels" in parts:
+            lines += kernels(args)
         if "generate" in parts:
             lines += generate(args)
     publish(lines, args.out)
@@ -170,18 +174,54 @@ def _reference(q, k, v):  # noqa: ANN001, ANN202 (torch tensors)
     return torch.softmax(q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5, -1) @ v
 
 
+class _Step:
+    """One 8B-shaped layer's decode step at `batch`, compiled with the knobs of `args` and
+    bound to random bf16 weights and caches: `replay()` replays it as a CUDA graph at the next
+    of the last 128 positions of the cache."""
+
+    def __init__(self, args: argparse.Namespace, model: object, batch: int) -> None:
+        import llama_decode as ld
+        import torch
+
+        from tinyopt.backends.cuda.graph_replay import BoundReplay
+        from tinyopt.compiler import compile_text
+
+        config = model.config  # type: ignore[attr-defined]
+        layer = ld.weights(model)[1 : 1 + ld.LAYER_WEIGHTS]
+        cos, sin = ld.rope_tables(model)
+        knobs = f"{{{args.knobs}}}" if args.knobs else ""
+        pipeline = ld.PIPELINE.format(knobs=knobs) + _pdl(args)
+        text = str(ld.block_program(config, batch, 1, ld.element_type(torch.bfloat16)))
+        fn = compile_text(text, pipeline, poison=False, sync=False).function("block")
+        shape = (batch, config.kv_heads, config.capacity, config.head_dim)
+        self.caches = [torch.randn(shape, device="cuda").bfloat16() for _ in range(2)]
+        self.x = torch.randn(batch, 1, config.hidden, device="cuda").bfloat16()
+        start = BLOCK_CAPACITY - 128
+        self.bound = BoundReplay(fn, [start, start + 1, self.x, *self.caches, *layer, cos, sin], 3)
+        self.positions = itertools.cycle(range(start, BLOCK_CAPACITY))
+
+    def replay(self) -> None:
+        pos = next(self.positions)
+        self.bound(pos, pos + 1, self.x)
+
+
+def _model():  # noqa: ANN202 (a torch model)
+    """A one-layer Llama-3-8B-shaped bf16 model on the GPU, random weights."""
+    import llama_decode as ld
+    import torch
+
+    config = ld.llama3_8b(layers=1, capacity=BLOCK_CAPACITY)
+    return ld.random_model(config, torch.bfloat16, device="cuda")
+
+
 def block(args: argparse.Namespace, ceiling: float) -> list[str]:
     import llama_decode as ld
     import torch
     from harness import median_ms
 
-    from tinyopt.backends.cuda.graph_replay import BoundReplay
-    from tinyopt.compiler import compile_text
-
-    config = ld.llama3_8b(layers=1, capacity=BLOCK_CAPACITY)
-    model = ld.random_model(config, torch.bfloat16, device="cuda")
+    model = _model()
+    config = model.config
     layer = ld.weights(model)[1 : 1 + ld.LAYER_WEIGHTS]
-    cos, sin = ld.rope_tables(model)
     weight_bytes = sum(w.numel() * w.element_size() for w in layer)
     lines = [
         f"## One 8B-shaped layer's decode step (bf16, cache {BLOCK_CAPACITY}, positions "
@@ -191,25 +231,12 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
         "| × compile | × eager | kernels |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
-    knobs = f"{{{args.knobs}}}" if args.knobs else ""
-    pipeline = ld.PIPELINE.format(knobs=knobs) + _pdl(args)
     for batch in BLOCK_BATCHES:
-        text = str(ld.block_program(config, batch, 1, ld.element_type(torch.bfloat16)))
-        fn = compile_text(text, pipeline, poison=False, sync=False).function("block")
-        shape = (batch, config.kv_heads, config.capacity, config.head_dim)
-        caches = [torch.randn(shape, device="cuda").bfloat16() for _ in range(2)]
-        x = torch.randn(batch, 1, config.hidden, device="cuda").bfloat16()
-        start = BLOCK_CAPACITY - 128
-        replay = BoundReplay(fn, [start, start + 1, x, *caches, *layer, cos, sin], 3)
-        positions = itertools.cycle(range(start, BLOCK_CAPACITY))
-
-        def ours() -> None:
-            pos = next(positions)
-            replay(pos, pos + 1, x)
-
-        ms = median_ms(ours)
+        step = _Step(args, model, batch)
+        ms = median_ms(step.replay)
+        x = step.x
         decoder = ld.TorchDecoder(model, batch)
-        decoder.caches[:2] = caches
+        decoder.caches[:2] = step.caches
         pos = torch.tensor([BLOCK_CAPACITY - 1], device="cuda")
         eager = median_ms(lambda: decoder.layer(0, x, pos))
         compiled = torch.compile(decoder.layer)
@@ -221,11 +248,37 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
         lines.append(
             f"| {batch} | {eager * 1e3:.0f} | {default * 1e3:.0f} | {reduced * 1e3:.0f} | "
             f"{ms * 1e3:.0f} | {nbytes / ms / 1e6:.0f} | {nbytes / ms / 1e6 / ceiling:.0%} | "
-            f"{default / ms:.2f} | {eager / ms:.2f} | {len(replay.replay.call.launches)} |"
+            f"{default / ms:.2f} | {eager / ms:.2f} | {len(step.bound.replay.call.launches)} |"
         )
         print(lines[-1], flush=True)
         torch._dynamo.reset()
     return [*lines, ""]
+
+
+def kernels(args: argparse.Namespace) -> list[str]:
+    """The batch-1 decode step's kernels, each launched and timed alone, against the step
+    replayed as one graph: what the boundaries between kernels cost, or save."""
+    import torch
+    from harness import median_ms
+
+    step = _Step(args, _model(), 1)
+    whole = median_ms(step.replay) * 1e3
+    stream = torch.cuda.current_stream().cuda_stream
+    lines = [
+        "## The batch-1 decode step's kernels, each timed alone",
+        "",
+        "| kernel | grid | block | µs alone |",
+        "|---|---|---|---|",
+    ]
+    alone = 0.0
+    for launch in step.bound.replay.call.launches:
+        us = median_ms(lambda launch=launch: launch(stream)) * 1e3
+        alone += us
+        grid, threads = launch.kernel.grid, launch.kernel.block
+        lines.append(f"| {launch.name} | {grid} | {threads} | {us:.1f} |")
+    lines += ["", f"Sum of the kernels alone {alone:.1f} µs; the step replayed {whole:.1f} µs.", ""]
+    print("\n".join(lines), flush=True)
+    return lines
 
 
 def generate(args: argparse.Namespace) -> list[str]:
