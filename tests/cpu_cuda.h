@@ -30,41 +30,38 @@ std::vector<std::vector<char>>* cpu_cuda_buffers;
 FILE* cpu_cuda_prefetch_log;
 std::mutex cpu_cuda_prefetch_lock;
 
+// The index of the kernel buffer holding address p; aborts, naming `what`, where none does.
+static inline size_t cpu_cuda_buffer_of(const void* p, const char* what) {
+    for (size_t k = 0; k < cpu_cuda_buffers->size(); ++k) {
+        const char* base = (*cpu_cuda_buffers)[k].data();
+        if (p >= base && p < base + (*cpu_cuda_buffers)[k].size()) return k;
+    }
+    fprintf(stderr, "%s of an address outside every buffer\n", what);
+    abort();
+}
+
 // prefetch.global.L2: aborts unless the address lies in a kernel buffer; with a log open,
 // writes "block buffer byte-offset" (block: x + y·gx + z·gx·gy, the caller's grid).
 static inline void cpu_cuda_prefetch(const void* p, unsigned gx, unsigned gy) {
-    for (size_t k = 0; k < cpu_cuda_buffers->size(); ++k) {
+    size_t k = cpu_cuda_buffer_of(p, "prefetch");
+    if (cpu_cuda_prefetch_log) {
+        std::lock_guard<std::mutex> hold(cpu_cuda_prefetch_lock);
+        unsigned block = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z);
         const char* base = (*cpu_cuda_buffers)[k].data();
-        if (p >= base && p < base + (*cpu_cuda_buffers)[k].size()) {
-            if (cpu_cuda_prefetch_log) {
-                std::lock_guard<std::mutex> hold(cpu_cuda_prefetch_lock);
-                unsigned block = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z);
-                fprintf(cpu_cuda_prefetch_log, "%u %zu %td\n", block, k, (const char*)p - base);
-            }
-            return;
-        }
+        fprintf(cpu_cuda_prefetch_log, "%u %zu %td\n", block, k, (const char*)p - base);
     }
-    fprintf(stderr, "prefetch of an address outside every buffer\n");
-    abort();
 }
 
 // cp.async.bulk.prefetch.L2: aborts unless the bytes [p, p + n) lie in one kernel buffer and
 // p and n are 16-byte multiples (p from the buffer's start); logged as one prefetch of p.
 static inline void cpu_cuda_prefetch_bulk(const void* p, unsigned n, unsigned gx, unsigned gy) {
-    for (size_t k = 0; k < cpu_cuda_buffers->size(); ++k) {
-        const char* base = (*cpu_cuda_buffers)[k].data();
-        if (p >= base && p < base + (*cpu_cuda_buffers)[k].size()) {
-            if ((const char*)p + n > base + (*cpu_cuda_buffers)[k].size()
-                || ((const char*)p - base) % 16 || n % 16) {
-                fprintf(stderr, "bulk prefetch past its buffer or not 16-byte aligned\n");
-                abort();
-            }
-            cpu_cuda_prefetch(p, gx, gy);
-            return;
-        }
+    const std::vector<char>& buffer = (*cpu_cuda_buffers)[cpu_cuda_buffer_of(p, "bulk prefetch")];
+    size_t offset = (const char*)p - buffer.data();
+    if (offset + n > buffer.size() || offset % 16 || n % 16) {
+        fprintf(stderr, "bulk prefetch past its buffer or not 16-byte aligned\n");
+        abort();
     }
-    fprintf(stderr, "bulk prefetch of an address outside every buffer\n");
-    abort();
+    cpu_cuda_prefetch(p, gx, gy);
 }
 
 static inline unsigned __cvta_generic_to_shared(const void* p) {

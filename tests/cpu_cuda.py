@@ -35,11 +35,12 @@ _PARAM = re.compile(
 )
 """A buffer parameter (a pointer) or a runtime scalar's (an integer passed by value)."""
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
+"""An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
 _BULK_PREFETCH = re.compile(
     r'asm volatile\("cp\.async\.bulk\.prefetch\.L2\.global \[%0\], %1;" :: '
     r'"l"\((.*)\), "r"\((\d+)u\) : "memory"\);'
 )
-"""An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
+"""A bulk L2 prefetch (`tile.prefetch_l2` with `bytes`): its whole range checked, logged as one."""
 _FLAG_SET = re.compile(
     r'asm volatile\("st\.release\.gpu\.global\.b32 \[%0\], 1;" :: "l"\((.*?)\) : "memory"\);'
 )

@@ -160,9 +160,11 @@ class RowReduction(Rule[tuple[loop.ParallelOp, int], RowReductionPlan]):
         row = em.global_id(rows_per_block, "y")
         mapping.update(zip(outer.body.block.args, em.delinearize(row, outer.extents), strict=True))
         lane = em.value(tile.ThreadIdOp("x"))
+        streamed = _streamed(outer, inner_loops)
         if plan.prefetch == "on":
-            _prefetch_streamed_rows(em, lane, _streamed(outer, inner_loops), length, mapping)
-        streamed = _streamed(outer, inner_loops) if plan.evict != "off" else frozenset()
+            _prefetch_streamed_rows(em, lane, streamed, length, mapping)
+        if plan.evict == "off":
+            streamed = frozenset()
         _RowEmitter(em, lane, threads, width, chunks, plan.cache, streamed).emit(
             list(outer.body.block.ops), inner_loops, mapping
         )
@@ -201,11 +203,12 @@ def _prefetch_streamed_rows(
         nbytes = length * element_bytes(t.element_type)
         leading = list(load.indices)[:-1]
         if t.get_shape()[-1] == length and nbytes % 16 == 0 and all(i in mapping for i in leading):
-            rows.append((mapping.get(load.memref, load.memref), [mapping[i] for i in leading]))
+            source = mapping.get(load.memref, load.memref)
+            rows.append((source, [mapping[i] for i in leading], nbytes))
     if not rows:
         return
     with em.if_(em.less(lane, 1)) as (then_block, _, _), em.into(then_block):
-        for source, leading in rows:
+        for source, leading, nbytes in rows:
             em.op(tile.PrefetchL2Op(source, [*leading, em.index(0)], nbytes))
     em.op(tile.GridDependencyWaitOp())
 
