@@ -13,8 +13,8 @@ Parts (`--parts`, comma-separated; all by default):
   eager, `torch.compile` (default and `mode="reduce-overhead"`) on a static-cache step
   (examples/llama_decode.py `TorchDecoder`); the bytes a step must read (the layer's weights
   and the valid part of its caches) over the time, against the copy ceiling measured here;
-- `kernels` (not in the default parts): the batch-1 step's kernels each launched and timed
-  alone, against the step replayed;
+- `kernels` (not in the default parts): each batch's step's kernels launched and timed alone,
+  against the step replayed;
 - `generate`: the greedy decode loop (examples/llama_decode.py `Generator`) of the tiny model
   and of two 8B-shaped layers with the vocabulary's embedding and head, tokens/s against the
   same torch loop eager and compiled.
@@ -256,27 +256,31 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
 
 
 def kernels(args: argparse.Namespace) -> list[str]:
-    """The batch-1 decode step's kernels, each launched and timed alone, against the step
+    """Each batch's decode step's kernels, each launched and timed alone, against the step
     replayed as one graph: what the boundaries between kernels cost, or save."""
     import torch
     from harness import median_ms
 
-    step = _Step(args, _model(), 1)
-    whole = median_ms(step.replay) * 1e3
+    model = _model()
     stream = torch.cuda.current_stream().cuda_stream
-    lines = [
-        "## The batch-1 decode step's kernels, each timed alone",
-        "",
-        "| kernel | grid | block | µs alone |",
-        "|---|---|---|---|",
-    ]
-    alone = 0.0
-    for launch in step.bound.replay.call.launches:
-        us = median_ms(lambda launch=launch: launch(stream)) * 1e3
-        alone += us
-        grid, threads = launch.kernel.grid, launch.kernel.block
-        lines.append(f"| {launch.name} | {grid} | {threads} | {us:.1f} |")
-    lines += ["", f"Sum of the kernels alone {alone:.1f} µs; the step replayed {whole:.1f} µs.", ""]
+    lines = []
+    for batch in BLOCK_BATCHES:
+        step = _Step(args, model, batch)
+        whole = median_ms(step.replay) * 1e3
+        lines += [
+            f"## The batch-{batch} decode step's kernels, each timed alone",
+            "",
+            "| kernel | grid | block | µs alone |",
+            "|---|---|---|---|",
+        ]
+        alone = 0.0
+        for launch in step.bound.replay.call.launches:
+            us = median_ms(lambda launch=launch: launch(stream)) * 1e3
+            alone += us
+            grid, threads = launch.kernel.grid, launch.kernel.block
+            lines.append(f"| {launch.name} | {grid} | {threads} | {us:.1f} |")
+        total = f"Sum of the kernels alone {alone:.1f} µs; the step replayed {whole:.1f} µs."
+        lines += ["", total, ""]
     print("\n".join(lines), flush=True)
     return lines
 
