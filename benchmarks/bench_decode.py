@@ -19,7 +19,8 @@ Parts (`--parts`, comma-separated; all by default):
   and of two 8B-shaped layers with the vocabulary's embedding and head, tokens/s against the
   same torch loop eager and compiled.
 
-Times are `triton.testing.do_bench` medians (L2 flushed before each run).
+Times are `triton.testing.do_bench` medians (L2 flushed before each run); the block's are the
+fastest of three interleaved rounds (`ROUNDS`).
 
 Usage: python benchmarks/bench_decode.py [--parts gemv,attention,block,kernels,generate] [--knobs K]
        [--pdl] [--out a.md]
@@ -233,16 +234,20 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
     ]
     for batch in BLOCK_BATCHES:
         step = _Step(args, model, batch)
-        ms = median_ms(step.replay)
         x = step.x
         decoder = ld.TorchDecoder(model, batch)
         decoder.caches[:2] = step.caches
         pos = torch.tensor([BLOCK_CAPACITY - 1], device="cuda")
-        eager = median_ms(lambda: decoder.layer(0, x, pos))
         compiled = torch.compile(decoder.layer)
-        default = median_ms(lambda: compiled(0, x, pos))
         overhead = torch.compile(decoder.layer, mode="reduce-overhead")
-        reduced = median_ms(lambda: overhead(0, x, pos))
+        calls = {
+            "tinyopt": step.replay,
+            "eager": lambda: decoder.layer(0, x, pos),
+            "compile": lambda: compiled(0, x, pos),
+            "reduce-overhead": lambda: overhead(0, x, pos),
+        }
+        best = _best_of_rounds(calls, median_ms)
+        ms, eager, default, reduced = (best[name] for name in calls)
         # the bytes a step must read: the weights and the valid keys and values (about L)
         nbytes = weight_bytes + 2 * batch * config.kv_heads * BLOCK_CAPACITY * 128 * 2
         lines.append(
@@ -253,6 +258,22 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
         print(lines[-1], flush=True)
         torch._dynamo.reset()
     return [*lines, ""]
+
+
+ROUNDS = 3
+"""Rounds of the block's timings: each call's median is taken in every round, the rounds
+interleaved, and the table keeps each call's fastest. torch's launch-bound steps (eager and
+`torch.compile`'s default mode) move by up to 3x between processes with the host's load; the
+fastest of interleaved rounds is the figure least favourable to tinyopt."""
+
+
+def _best_of_rounds(calls: dict, median_ms) -> dict[str, float]:  # noqa: ANN001 (timer)
+    """Each call's fastest median over ROUNDS interleaved rounds (ms)."""
+    best = dict.fromkeys(calls, float("inf"))
+    for _ in range(ROUNDS):
+        for name, call in calls.items():
+            best[name] = min(best[name], median_ms(call))
+    return best
 
 
 def kernels(args: argparse.Namespace) -> list[str]:
