@@ -27,6 +27,7 @@ from xdsl.dialects.builtin import (
     ModuleOp,
     bf16,
     f16,
+    f32,
 )
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
@@ -153,6 +154,17 @@ _CMPF: dict[int, Callable[[float, float], bool]] = {
 comparisons) and une (true on NaN, as Python's `!=`)."""
 
 
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _to_f32(value: float) -> float:
+    """Round an f32 op's result to f32 (`run_loop_module`'s `round_f32`)."""
+    if -F32_MAX <= value <= F32_MAX or value != value:
+        return float(np.float32(value))
+    with np.errstate(over="ignore"):
+        return float(np.float32(value))
+
+
 def _round(value: float, element_type: Attribute) -> float:
     """Round a scalar to the precision of a narrower float type."""
     if element_type == f16:
@@ -169,7 +181,8 @@ def _round(value: float, element_type: Attribute) -> float:
 class _Interpreter:
     """Runs the ops of loop kernels over numpy buffers."""
 
-    def __init__(self, module: ModuleOp):
+    def __init__(self, module: ModuleOp, round_f32: bool = False):
+        self.round_f32 = round_f32
         self.kernels: dict[str, tuple[_Block, int]] = {}
         self.symbols: dict[str, Operation] = {}
         for op in module.ops:
@@ -213,7 +226,7 @@ class _Interpreter:
         if name not in self.kernels:
             kernel = self.symbols[name]
             assert isinstance(kernel, loop.KernelOp)
-            compiler = _Compiler()
+            compiler = _Compiler(self.round_f32)
             self.kernels[name] = (compiler.block(kernel.body.block), len(compiler.slots))
         body, size = self.kernels[name]
         env: list[Any] = [None] * size
@@ -258,8 +271,9 @@ class _Compiler:
     SSA-value hashing; a kernel body runs once per point of its index space.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, round_f32: bool) -> None:
         self.slots: dict[SSAValue, int] = {}
+        self.round_f32 = round_f32
 
     def slot(self, value: SSAValue) -> int:
         return self.slots.setdefault(value, len(self.slots))
@@ -277,7 +291,10 @@ class _Compiler:
         ins = [self.slot(o) for o in op.operands]
         out = self.slot(op.results[0]) if op.results else -1
         if op.name in _SCALAR:
-            return _scalar_step(_SCALAR[op.name], ins, out)
+            fn = _SCALAR[op.name]
+            if self.round_f32 and op.results and op.results[0].type == f32:
+                return _scalar_step(lambda *a, fn=fn: _to_f32(fn(*a)), ins, out)
+            return _scalar_step(fn, ins, out)
         if op.name == "arith.constant":
             value = op.properties["value"]
             assert isinstance(value, FloatAttr | IntegerAttr)
@@ -350,9 +367,17 @@ def _reduce_step(
     return reduce
 
 
-def run_loop_module(module: ModuleOp, func_name: str, *arrays: np.ndarray) -> list[np.ndarray]:
-    """Run host function `func_name` of a loop-level module on `arrays`; return its results."""
-    interpreter = _Interpreter(module)
+def run_loop_module(
+    module: ModuleOp, func_name: str, *arrays: np.ndarray, round_f32: bool = False
+) -> list[np.ndarray]:
+    """Run host function `func_name` of a loop-level module on `arrays`; return its results.
+
+    Float arithmetic runs in Python floats, rounded at stores and truncations: accuracy tests
+    of an algorithm (a rewrite against its float64 reference) see the algorithm, not f32's
+    rounding. `round_f32` rounds every f32 op's result to f32 as the GPU and torch do, for
+    comparisons with torch's f32 results (the frontend fuzzer), where a tie such as
+    sqrt(x·x) > |x| must come out as it does there."""
+    interpreter = _Interpreter(module, round_f32)
     function = interpreter.symbols.get(func_name)
     if not isinstance(function, func.FuncOp):
         raise ValueError(f"module has no func.func @{func_name}")

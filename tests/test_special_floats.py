@@ -276,3 +276,28 @@ def test_sin_and_cos_of_infinities_are_nan_in_the_loop_executor(op: str) -> None
     x = np.array([np.inf, -np.inf, np.nan, 0.5], np.float32)
     (got,) = run_loop_module(apply_pipeline(parse(text), "fuse"), "f", x)
     assert np.isnan(got[:3]).all() and got[3] == pytest.approx(getattr(np, op)(0.5))
+
+
+def test_loop_executor_rounds_each_f32_op_when_asked() -> None:
+    """`round_f32` makes the loop executor round every f32 op as torch and the GPU do: there
+    sqrt(x·x) is exactly |x| (x·x rounded to f32 first), so `sqrt(x·x) > |x|` is false, where
+    computing in Python floats rounds the sum of squares at its store but not the root, which
+    can make it true
+    (the frontend fuzzer's seed 2309, case 1229: a norm over one element against copysign)."""
+    text = """func.func @f(%x: tensor<64x1xf32>) -> tensor<64xi1> {
+      %s = graph.mul %x, %x : tensor<64x1xf32>
+      %t = graph.reduce_sum %s {dims = array<i64: 1>} : tensor<64x1xf32> -> tensor<64xf32>
+      %r = graph.sqrt %t : tensor<64xf32>
+      %a = graph.reshape %x : tensor<64x1xf32> -> tensor<64xf32>
+      %b = graph.abs %a : tensor<64xf32>
+      %c = graph.compare %r, %b {predicate = "gt"} : tensor<64xf32> -> tensor<64xi1>
+      func.return %c : tensor<64xi1>
+    }"""
+    x = np.random.default_rng(0).standard_normal((64, 1)).astype(np.float32)
+    module = apply_pipeline(parse(text), "fuse")
+    (unrounded,) = run_loop_module(module, "f", x)
+    (rounded,) = run_loop_module(module, "f", x, round_f32=True)
+    assert unrounded.any()  # the f64 intermediates break some ties
+    torch_like = (np.sqrt(x * x) > np.abs(x))[:, 0]  # numpy in f32, one rounding per op
+    assert not torch_like.any()
+    np.testing.assert_array_equal(rounded, torch_like)
