@@ -73,11 +73,11 @@ def test_default_tile_counts_on_stream_k_between_one_and_two_blocks_per_sm() -> 
 
 def test_default_row_block_at_40_rows_on_stream_k() -> None:
     """With 2 SMs, 40 rows of a torch-layout linear (the weights `[N, K]`, N and K ragged) take
-    one 64-row block of 8×4 register tiles (`row_block`: 128 threads) over its 4 column
-    tiles, stream-K sharing their 63 K steps over a wave of 8 blocks (31 steps a block)."""
+    one 64×128 block of 8×8 register tiles (`row_block`: 128 threads) over its 2 column
+    tiles, stream-K sharing their 63 K steps over a wave of 8 blocks (16 steps a block)."""
     text = skinny(40, 200, 1000)
     planned = str(apply_pipeline(parse(text), "fuse,plan{sms=2}"))
-    assert "bm = 64, bn = 64, bk = 16, tm = 8, tn = 4" in planned
+    assert "bm = 64, bn = 128, bk = 16, tm = 8, tn = 8" in planned
     assert 'minblocks = 4, interleave = "off", prefetch = "off", streamk = "on"' in planned
     program, module = lower(text, tile_with("sms=2"))
     kernels = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]

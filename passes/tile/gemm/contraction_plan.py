@@ -229,12 +229,15 @@ def choose_tiles(
     return tile_refusal(tiles, target) or tiles
 
 
-ROW_BLOCK = {"bm": 64, "bn": 64, "tm": 8, "tn": 4}
-"""The tile for 33-64 rows (`row_block`): one 64-row block over all of them, 128 threads of 8×4
-register tiles."""
+ROW_BLOCK = {"bm": 64, "bn": 128, "tm": 8, "tn": 8}
+"""The tile for 33-64 rows (`row_block`): one 64-row block over all of them, 128 threads of 8×8
+register tiles. Measured on the H200 (2026-12-05, RESULTS.md twenty-fourth session, 64 rows,
+× cuBLAS, against 64×64 blocks of 8×4): 4096×14336 1.08 against 0.95, 14336×4096 0.93 against
+0.85, 4096×4096 0.95 against 0.97."""
 
 ROW_BLOCK_STEPS = 16
-"""The fewest K steps each block of the stream-K wave must get for `row_block` to apply."""
+"""The fewest K steps of a 64×64 tile each block of the stream-K wave must get for `row_block`
+to apply (a 64×128 tile's step counts twice: the threshold was measured on 64×64 tiles)."""
 
 
 def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) -> Tiles | None:
@@ -246,17 +249,37 @@ def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) 
     session", runs 1 and 3; the eighth session's tuner found it first): at 64 rows 1.23-1.46×
     the 32×64 tiles' speed at 4096×4096, 14336×4096 and 4096×14336 (31-108 steps a block),
     0.85× at 1024×4096 (8 steps a block), which keeps 32×64; `vec=2` and interleaved copies,
-    which the tuner had added, changed nothing measurable (within 2%)."""
+    which the tuner had added, changed nothing measurable (within 2%). Those were 64×64 blocks
+    of 8×4; `ROW_BLOCK` has been 64×128 of 8×8 since (2026-12-05)."""
+    tiles = _row_block_tiles(knobs, batch, m, n, target)
+    return tiles if tiles and _row_block_steps(tiles, batch, m, n, k, target) else None
+
+
+def starved_row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) -> bool:
+    """Whether 33-64 rows, no tile knob set, are too little work for the CUDA-core rule's
+    `row_block`: its stream-K wave would get fewer than `ROW_BLOCK_STEPS` K steps a block, so
+    the rule falls back to 32-row tiles that read every weight twice (the 3xTF32 rule takes
+    such GEMMs under `mma=auto`: `wgmma_3xtf32.py`)."""
+    tiles = _row_block_tiles(knobs, batch, m, n, target)
+    return tiles is not None and not _row_block_steps(tiles, batch, m, n, k, target)
+
+
+def _row_block_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> Tiles | None:
+    """The `ROW_BLOCK` tiles where 33-64 rows and the knobs leave the tile to it, else None."""
     if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
         return None
     if not 32 < m <= 64 or knobs.streamk == "off" or knobs.copy != "ld":
         return None
     tiles = choose_tiles(replace(knobs, **ROW_BLOCK), batch, m, n, target)
-    if isinstance(tiles, str):
-        return None
+    return None if isinstance(tiles, str) else tiles
+
+
+def _row_block_steps(tiles: Tiles, batch: int, m: int, n: int, k: int, target: Target) -> bool:
+    """Whether the row block's stream-K wave gets `ROW_BLOCK_STEPS` K steps of 64×64 tiles a
+    block."""
     slots = target.sms * REGISTER_FILE_THREADS // tiles.threads
-    steps = _blocks(batch, m, n, tiles.bm, tiles.bn) * -(-k // tiles.bk)
-    return tiles if steps >= ROW_BLOCK_STEPS * slots else None
+    steps = _blocks(batch, m, n, tiles.bm, 64) * -(-k // tiles.bk)
+    return steps >= ROW_BLOCK_STEPS * slots
 
 
 def tile_refusal(t: Tiles, target: Target) -> str | None:

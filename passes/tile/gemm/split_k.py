@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import MemRefType, ModuleOp, f32
+from xdsl.dialects.builtin import MemRefType, ModuleOp, UnitAttr, f32
 from xdsl.ir import Operation, SSAValue
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -24,6 +24,10 @@ from tinyopt.passes.tile.gemm.split_k_atomic import atomic_refusal, atomic_store
 
 SEQUENTIAL = "tinyopt.sequential"
 """Kernel attribute asking the tile pass for one thread per point (the partial-sum fold)."""
+
+SPLIT_PARTIAL = "tinyopt.split_k_partial"
+"""Kernel attribute of a split's partial-sum kernel: its K is one chunk of the whole's, and a
+rule that took the whole for its split takes it too (`wgmma_3xtf32.py`)."""
 
 
 def split_kernel(
@@ -116,6 +120,7 @@ def _partial_kernel(
     batch, m, n, k_extent = c.extents
     chunk = -(-k_extent // splits)
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_splitk", extra)
+    new.attributes[SPLIT_PARTIAL] = UnitAttr()
     nest = loop.ParallelOp([batch * splits, m, n])
     em.op(nest)
     with em.into(nest.body.block):

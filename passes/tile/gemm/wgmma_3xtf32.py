@@ -26,8 +26,10 @@ that are not persistent, a producer warpgroup). K may be split (`splitk`, or und
 `SPLIT_TF32_STEP_SECONDS`; partial sums folded in a second pass). `mma=auto` takes the rule
 for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: there it ran
 1.29-1.39x cuBLAS's SGEMM; at 64 rows, on 64×64 blocks with K split, it ran 0.70-0.88x where
-the CUDA-core rules ran 0.85-0.98x (k/v 1.13x against 0.84x: H200, 2026-12-04), so smaller
-grids keep those rules. With an N-major B the transposing split costs most of the gain:
+the CUDA-core rules ran 0.85-0.98x (H200, 2026-12-04), so smaller grids keep those rules,
+except 33-64 rows too little work for the CUDA-core rule's 64-row block whose K is split
+(`_starved`: 1.07-1.43x cuBLAS where the CUDA cores ran 0.62-0.87x, 2026-12-05).
+With an N-major B the transposing split costs most of the gain:
 `x @ w` ran 1.07-1.10x cuBLAS against the CUDA-core rules' 0.96-1.01x (4096³, 4000×4096×1024,
 a batch of 16 × 1024³; H200, 2026-12-04), so `auto` leaves N-major B to the CUDA-core rules
 (and their stream-K and L2-prefetch plans) and `mma=3xtf32` asks for it. Under `auto` the rule
@@ -47,7 +49,10 @@ from tinyopt.passes.tile.gemm.contraction_match import (
     match_contraction,
     operand_types,
 )
+from tinyopt.passes.tile.gemm.contraction_plan import starved_row_block
 from tinyopt.passes.tile.gemm.mma_sync import sums_products
+from tinyopt.passes.tile.gemm.split_k import SPLIT_PARTIAL
+from tinyopt.passes.tile.gemm.split_k_plan import SPLIT_TF32_STEP_SECONDS, auto_wgmma_splits
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     SMALL_M,
@@ -119,13 +124,15 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         if isinstance(t, str):
             return t.replace("mma=wgmma", "mma=3xtf32")
         blocks = batch * -(-m // t.bm) * -(-n // t.bn)
-        if knobs.mma == "auto" and (blocks < self.target.sms or m <= SMALL_M):
+        small = blocks < self.target.sms or m <= SMALL_M
+        if knobs.mma == "auto" and small and not self._starved(kernel, c, knobs, t):
             return _fail(
                 f"is taken by mma=auto only for more than {SMALL_M} rows and grids of at least "
                 f"one block per SM ({m} rows, {blocks} blocks of {t.bm}x{t.bn} on "
                 f"{self.target.sms} SMs): 64x64 blocks, split K or not, ran 0.70-0.88x cuBLAS "
                 "at 64 rows where the CUDA-core rules ran 0.85-0.98x (the 3xTF32 rate needs "
-                "full waves of 128-row blocks)"
+                "full waves of 128-row blocks), or for 33-64 rows the CUDA-core row block "
+                "starves on with K split"
             )
         if knobs.mma == "auto" and transposed_bytes(c, t):
             return _fail(
@@ -138,6 +145,22 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         while not knobs.stages and tiles.stages > 2 and self._over(c, tiles):
             tiles = replace(tiles, stages=tiles.stages - 1)  # an N-major B's big tile
         return self.check(kernel, c, tiles) or tiles
+
+    def _starved(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, t: WgmmaTiles) -> bool:
+        """Whether `mma=auto` takes a small grid all the same: 33-64 rows too little work for
+        the CUDA-core rule's row block (`starved_row_block`), K split over the blocks (the
+        split's partial kernel, or a kernel `auto_wgmma_splits` will split). Measured on the
+        H200 (2026-12-05, RESULTS.md twenty-fourth session, × cuBLAS, CUDA cores → 3xTF32
+        split): 64×4096×1024 0.83 → 1.13, 36 and 48 rows alike, 40×2048×512 0.62 → 1.07,
+        64×4096×512 0.76 → 1.43, 50×8192×1024 0.87 → 1.10, 64×1024×256 0.46 → 0.68; unsplit
+        (K of 64, 128 or 1000) the 64×64 blocks lost: 1.05 → 0.81, 0.94 → 0.83, 0.73 → 0.37."""
+        batch, m, n, k = c.extents
+        staged = replace(knobs, copy="ld") if knobs.copy == "auto" else knobs
+        if not starved_row_block(staged, batch, m, n, k, self.target):
+            return False
+        if SPLIT_PARTIAL in kernel.attributes:
+            return True
+        return auto_wgmma_splits(c, t.bm, t.tile_n, self.target, SPLIT_TF32_STEP_SECONDS) > 1
 
     def _over(self, c: Contraction, t: Wgmma3xTf32Tiles) -> str | None:
         """Why the tiles with an N-major B's big tile (`transposed_bytes`) do not fit."""
