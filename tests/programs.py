@@ -1105,7 +1105,7 @@ CASES = [
     # The default's 128×128 tiles over fewer tiles than SMs (112 of them, each shared by about
     # two blocks): a torch-layout linear with ragged M and K.
     Case("linear_f32_streamk_few_tiles_500x3584x1000", skinny(500, 3584, 1000)),
-    # 33-64 rows: one 64-row block of 8×4 register tiles over all rows (row_block), stream-K.
+    # 33-64 rows: one 64×128 block of 8×8 register tiles over all rows (row_block), stream-K.
     Case("linear_f32_row_block_48x4096x4096", skinny(48, 4096, 4096)),
     Case("linear_f32_row_block_relu_33x2056x4104", skinny(33, 2056, 4104, epilogue="relu")),
     # Fewer tiles of 8×8 register tiles than the SMs, mostly rows and columns: stream-K over

@@ -86,6 +86,17 @@ def test_default_row_block_at_40_rows_on_stream_k() -> None:
     _matches_float64(text, tile_with("sms=2"))
 
 
+def test_default_row_block_with_relu_at_33_rows_ragged_on_stream_k() -> None:
+    """33 rows (one held of the block's last 32), 330 columns over three 128-wide tiles (the
+    last 74 wide) and K = 1048 (65.5 steps of 16), a ReLU epilogue: the pieces of each tile meet
+    through the workspace and the epilogue runs once, as tests/programs.py's GPU case
+    `linear_f32_row_block_relu_33x2056x4104` does at full size."""
+    text = skinny(33, 330, 1048, epilogue="relu")
+    planned = str(apply_pipeline(parse(text), "fuse,plan{sms=2}"))
+    assert "bm = 64, bn = 128, bk = 16, tm = 8, tn = 8" in planned and 'streamk = "on"' in planned
+    _matches_float64(text, tile_with("sms=2"))
+
+
 @pytest.mark.parametrize(
     ("m", "n", "k", "sms", "tiling", "grid"),
     [
