@@ -160,6 +160,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             return False
         if SPLIT_PARTIAL in kernel.attributes:
             return True
+        if knobs.splitk:  # the planner splits as asked (1: never), where K holds two chunks
+            return knobs.splitk > 1 and k >= 2 * knobs.splitk
         return auto_wgmma_splits(c, t.bm, t.tile_n, self.target, SPLIT_TF32_STEP_SECONDS) > 1
 
     def _over(self, c: Contraction, t: Wgmma3xTf32Tiles) -> str | None:

@@ -1,5 +1,6 @@
 // RUN: tinyopt %s -p 'fuse,plan' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,plan{mma=none}' | filecheck %s --check-prefix=CORES
+// RUN: tinyopt %s -p 'fuse,plan{splitk=1}' | filecheck %s --check-prefix=UNSPLIT
 
 // f32 linears of 33-64 rows too small for the CUDA-core rule's 64-row block (its stream-K wave
 // would get fewer than 16 K steps of a 64x64 tile a block): under mma=auto the 3xTF32 rule
@@ -8,6 +9,8 @@
 // CHECK:      loop.kernel @kv_0_splitk({{.*}}) attributes {tinyopt.split_k_partial, plan = #tile.plan<wgmma_3xtf32, bm = 64, bn = 64,
 // CHECK:      loop.kernel @kv_0_reduce
 // CORES:      loop.kernel @kv_0({{.*}}plan = #tile.plan<contraction, bm = 32, bn = 64,
+// With splitk=1 (never split) the 64x64 blocks would run unsplit: the CUDA cores keep it.
+// UNSPLIT:    loop.kernel @kv_0({{.*}}plan = #tile.plan<contraction, bm = 32, bn = 64,
 func.func @kv(%x: tensor<48x4096xf32>, %w: tensor<1024x4096xf32>) -> tensor<48x1024xf32> {
   %y = graph.linear %x, %w : (tensor<48x4096xf32>, tensor<1024x4096xf32>) -> tensor<48x1024xf32>
   func.return %y : tensor<48x1024xf32>
