@@ -57,3 +57,14 @@ def test_3xtf32_infinities_on_cpu(layout: str) -> None:
     finite = np.isfinite(exact)
     error = np.linalg.norm(out[finite] - exact[finite]) / np.linalg.norm(exact[finite])
     assert error < 2e-6, error
+
+
+def test_3xtf32_starved_rows_by_default_on_cpu() -> None:
+    """48 rows of a 64×1024 linear: too little work for the CUDA cores' 64-row block, so the
+    defaults split K over 3xTF32 blocks (the partial kernel and the fold), which match float64
+    at f32's order."""
+    program = matmul_plain(48, 64, 1024, "f32", b_layout="nk", relu=False)
+    planned = str(lower(program, "fuse,plan")[1])
+    assert "@linear_0_splitk" in planned and "plan = #tile.plan<wgmma_3xtf32" in planned
+    error, _ = error_on_cpu(program, tile_with(""), seed=1)
+    assert error < 2e-6, error
