@@ -32,6 +32,7 @@ import argparse
 import itertools
 import os
 import sys
+from collections.abc import Callable
 
 HERE = os.path.dirname(__file__)
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
@@ -218,7 +219,6 @@ def _model():  # noqa: ANN202 (a torch model)
 def block(args: argparse.Namespace, ceiling: float) -> list[str]:
     import llama_decode as ld
     import torch
-    from harness import median_ms
 
     model = _model()
     config = model.config
@@ -246,7 +246,7 @@ def block(args: argparse.Namespace, ceiling: float) -> list[str]:
             "compile": lambda: compiled(0, x, pos),
             "reduce-overhead": lambda: overhead(0, x, pos),
         }
-        best = _best_of_rounds(calls, median_ms)
+        best = _best_of_rounds(calls)
         ms, eager, default, reduced = (best[name] for name in calls)
         # the bytes a step must read: the weights and the valid keys and values (about L)
         nbytes = weight_bytes + 2 * batch * config.kv_heads * BLOCK_CAPACITY * 128 * 2
@@ -267,8 +267,10 @@ interleaved, and the table keeps each call's fastest. torch's launch-bound steps
 fastest of interleaved rounds is the figure least favourable to tinyopt."""
 
 
-def _best_of_rounds(calls: dict, median_ms) -> dict[str, float]:  # noqa: ANN001 (timer)
+def _best_of_rounds(calls: dict[str, Callable[[], object]]) -> dict[str, float]:
     """Each call's fastest median over ROUNDS interleaved rounds (ms)."""
+    from harness import median_ms
+
     best = dict.fromkeys(calls, float("inf"))
     for _ in range(ROUNDS):
         for name, call in calls.items():

@@ -155,6 +155,9 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         64×4096×512 0.76 → 1.43, 50×8192×1024 0.87 → 1.10, 64×1024×256 0.46 → 0.68; unsplit
         (K of 64, 128 or 1000) the 64×64 blocks lost: 1.05 → 0.81, 0.94 → 0.83, 0.73 → 0.37."""
         batch, m, n, k = c.extents
+        # The rule (under auto) reads a K-major B, which the CUDA-core rule stages by registers;
+        # not `resolve_copy`: in a split's partial kernel B's K index is offset by its chunk, so
+        # `b_k_major` would not see it and the partial would fall to the CUDA cores.
         staged = replace(knobs, copy="ld") if knobs.copy == "auto" else knobs
         if not starved_row_block(staged, batch, m, n, k, self.target):
             return False
