@@ -137,6 +137,7 @@ _SCALAR: dict[str, Callable[..., Any]] = {
     "math.trunc": lambda a: float(np.trunc(a)),
     "math.powf": _pow,
     "math.atan2": math.atan2,
+    "math.copysign": math.copysign,
     "llvm.frem": _fmod,
 }
 

@@ -249,6 +249,7 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     graph.Atan2Op: np.arctan2,
     graph.FmodOp: np.fmod,
     graph.RemainderOp: _remainder,
+    graph.CopySignOp: np.copysign,
     graph.MatmulOp: np.matmul,
 }
 

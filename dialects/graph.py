@@ -455,6 +455,14 @@ class RemainderOp(BinaryOp):
     name = "graph.remainder"
 
 
+@irdl_op_definition
+class CopySignOp(BinaryOp):
+    """Elementwise |lhs| with the sign bit of rhs (torch.copysign, C's copysign): −0.0 counts
+    as negative, and so does a NaN whose sign bit is set."""
+
+    name = "graph.copysign"
+
+
 COMPARE_PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 """`graph.compare` predicates; all but `ne` are false when an operand is NaN (IEEE, as torch)."""
 
@@ -1427,6 +1435,7 @@ BINARY_OPS: tuple[type[BinaryOp], ...] = (
     Atan2Op,
     FmodOp,
     RemainderOp,
+    CopySignOp,
 )
 REDUCE_OPS: tuple[type[ReduceOp], ...] = (
     ReduceSumOp,

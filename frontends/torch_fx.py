@@ -602,6 +602,7 @@ _BINARY: dict[str, type[graph.BinaryOp]] = {
     "arctan2": graph.Atan2Op,
     "fmod": graph.FmodOp,
     "remainder": graph.RemainderOp,
+    "copysign": graph.CopySignOp,
 }
 
 
@@ -833,22 +834,6 @@ def _hypot(t: _Translator, node: Node) -> SSAValue:
     for x in (a, b):
         result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(x, inf, "eq")), inf, result))
     return t.cast(result, out.element_type)
-
-
-@_handles("copysign")
-def _copysign(t: _Translator, node: Node) -> SSAValue:
-    """`|a|` with b's sign: negative where b < 0 or b is −0.0 (its reciprocal is −inf). The
-    sign bit of a NaN b is not read: it counts as positive (torch's CPU kernel reads it; NaNs
-    computed on a GPU are positive)."""
-    out = t.tensor_type(node)
-    a, b = (t.operand_like(v, out, node) for v in node.args[:2])
-    magnitude = t.emit(graph.AbsOp(a))
-    negated = t.emit(graph.NegOp(magnitude))
-    zero = t.scalar(0.0, out)
-    result = magnitude
-    for sign in (b, t.emit(graph.ReciprocalOp(b))):
-        result = t.emit(graph.SelectOp(t.emit(graph.CompareOp(sign, zero, "lt")), negated, result))
-    return result
 
 
 @_handles("rrelu")

@@ -1,8 +1,9 @@
-"""graph.atan2, graph.fmod and graph.remainder against numpy's float64 functions, at the graph
-level (the numpy reference) and at the loop level (fused, run by the loop executor), in f32,
-f16 and bf16: operands of every pairing of signs, ±0, ±inf and NaN, exact multiples, atan2 in
-all four quadrants and on both axes, and remainder as torch's (a zero result keeps the
-dividend's sign, where numpy's takes the divisor's)."""
+"""graph.atan2, graph.fmod, graph.remainder and graph.copysign against numpy's float64
+functions, at the graph level (the numpy reference) and at the loop level (fused, run by the
+loop executor), in f32, f16 and bf16: operands of every pairing of signs, ±0, ±inf and NaN,
+exact multiples, atan2 in all four quadrants and on both axes, remainder as torch's (a zero
+result keeps the dividend's sign, where numpy's takes the divisor's), and copysign reading the
+sign bit of −0.0 and of a negative NaN."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ OPS: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "atan2": np.arctan2,
     "fmod": np.fmod,
     "remainder": _torch_remainder,
+    "copysign": np.copysign,
 }
 """Each graph op and the float64 function it matches."""
 
@@ -38,10 +40,11 @@ LHS = [
 ]
 RHS = [
     *(3.0, -3.0, 0.75, -0.75, 2.5, -2.5),
-    *(0.0, -0.0, math.inf, -math.inf, math.nan),
+    *(0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan),
 ]
 """Every lhs is paired with every rhs: all four pairings of signs (atan2's four quadrants), exact
-multiples (6 of 3, 7.5 and 100 of 2.5), zeros, infinities and NaN on either side. Every value,
+multiples (6 of 3, 7.5 and 100 of 2.5), zeros, infinities and NaN on either side (a negative
+NaN too: copysign reads its sign bit). Every value,
 and every fmod and remainder of two of them, is exact in f32, f16 and bf16."""
 
 F32_PAIRS = [
@@ -112,7 +115,7 @@ def test_signs_zeros_and_infinities_by_hand(level: str) -> None:
     inf, pi = math.inf, float(np.float32(math.pi))
     a = np.array([5, -5, 5, -5, -6, 6, -5, 5, 5, -0.0, 0.0, -0.0], np.float32)
     b = np.array([3, 3, -3, -3, 3, -3, inf, -inf, inf, inf, -1, -1], np.float32)
-    atan2, fmod, remainder = (np.float32(r) for r in _run(level, "f32", a, b))
+    atan2, fmod, remainder, copysign = (np.float32(r) for r in _run(level, "f32", a, b))
     _assert_same(fmod, np.array([2, -2, 2, -2, -0.0, 0, -5, 5, 5, -0.0, 0, -0.0]), "fmod")
     want = np.array([2, 1, -1, -2, -0.0, 0, inf, -inf, 5, -0.0, 0, -0.0])
     _assert_same(remainder, want, "remainder")
@@ -120,14 +123,17 @@ def test_signs_zeros_and_infinities_by_hand(level: str) -> None:
     quadrants = np.float32([1.0303768, -1.0303768, 2.1112158, -2.1112158])
     np.testing.assert_allclose(atan2[:4], quadrants, rtol=1e-6)
     _assert_same(atan2[-4:], np.array([0, -0.0, pi, -pi]), "atan2")
+    want = np.array([5, 5, -5, -5, 6, -6, 5, -5, 5, 0.0, -0.0, -0.0])
+    _assert_same(copysign, want, "copysign")
 
 
-def test_remainder_fmod_and_atan2_match_torch() -> None:
+def test_remainder_fmod_atan2_and_copysign_match_torch() -> None:
     torch = pytest.importorskip("torch")
     a, b = _inputs("f32")
-    atan2, fmod, remainder = _run("loop", "f32", a, b)
+    atan2, fmod, remainder, copysign = _run("loop", "f32", a, b)
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
     _assert_same(fmod, torch.fmod(ta, tb).double().numpy(), "fmod")
     _assert_same(remainder, torch.remainder(ta, tb).double().numpy(), "remainder")
     want = torch.atan2(ta.double(), tb.double()).float().double().numpy()
     _assert_same(atan2, want, "atan2")
+    _assert_same(copysign, torch.copysign(ta, tb).double().numpy(), "copysign")

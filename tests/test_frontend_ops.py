@@ -857,8 +857,8 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     "hypot_copysign_edges": (
         Fn(lambda m, a, b: torch.hypot(a, b) + torch.copysign(a, b) + torch.copysign(b, -2.0)),
         (
-            torch.tensor([0.0, 1e30, math.inf, math.nan, 3.0, -0.0, 1e-30, 5.0, -7.0]),
-            torch.tensor([0.0, 1e30, math.nan, -math.inf, -4.0, 0.0, 1e-30, -0.0, 2.0]),
+            torch.tensor([0.0, 1e30, math.inf, math.nan, 3.0, -0.0, 1e-30, 5.0, -7.0, 2.0]),
+            torch.tensor([0.0, 1e30, math.nan, -math.inf, -4.0, 0.0, 1e-30, -0.0, 2.0, -math.nan]),
         ),
     ),
     "logcumsumexp": (
@@ -1064,8 +1064,8 @@ ONE_LAUNCH: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...]]] = {
     "hypot_copysign": (
         lambda m, a, b: torch.hypot(a, b) + torch.copysign(a, b),
         (
-            torch.tensor([0.0, 1e30, math.inf, math.nan, 3.0, -0.0, 1e-30, 5.0, -7.0]),
-            torch.tensor([0.0, 1e30, math.nan, -math.inf, -4.0, 0.0, 1e-30, -0.0, 2.0]),
+            torch.tensor([0.0, 1e30, math.inf, math.nan, 3.0, -0.0, 1e-30, 5.0, -7.0, 2.0]),
+            torch.tensor([0.0, 1e30, math.nan, -math.inf, -4.0, 0.0, 1e-30, -0.0, 2.0, -math.nan]),
         ),
     ),
 }

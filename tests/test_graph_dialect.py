@@ -51,6 +51,7 @@ func.func @all(%x: tensor<4x8xf32>, %y: tensor<4x8xf32>, %v: tensor<8xf32>, %w: 
   %atan2 = graph.atan2 %x, %y : tensor<4x8xf32>
   %fmod = graph.fmod %x, %y : tensor<4x8xf32>
   %remainder = graph.remainder %x, %y : tensor<4x8xf32>
+  %copysign = graph.copysign %x, %y : tensor<4x8xf32>
   %rs = graph.reduce_sum %x {dims = array<i64: 1>, keepdim = true} : tensor<4x8xf32> -> tensor<4x1xf32>
   %rp = graph.reduce_prod %x {dims = array<i64: 0>, keepdim = true} : tensor<4x8xf32> -> tensor<1x8xf32>
   %rm = graph.reduce_max %x {dims = array<i64: 0, 1>} : tensor<4x8xf32> -> tensor<f32>
@@ -100,7 +101,7 @@ def test_every_documented_op_is_registered() -> None:
         "neg abs exp log sqrt rsqrt reciprocal tanh sigmoid relu gelu gelu_tanh erf silu cos sin "
         "log1p expm1 floor ceil round trunc "
         "cast "
-        "add sub mul div max min pow atan2 fmod remainder compare select iota reduce_sum "
+        "add sub mul div max min pow atan2 fmod remainder copysign compare select iota reduce_sum "
         "reduce_prod reduce_max reduce_min reduce_mean matmul transpose "
         "reshape broadcast slice concat gather dynamic_slice dynamic_update_slice constant "
         "softmax rms_norm layer_norm linear attention argmax"
@@ -143,7 +144,7 @@ def test_op_tuples_cover_the_right_ops() -> None:
         "graph.attention",
         "graph.argmax",
     }
-    assert len(graph.UNARY_OPS) == 22 and len(graph.BINARY_OPS) == 10
+    assert len(graph.UNARY_OPS) == 22 and len(graph.BINARY_OPS) == 11
     assert len(graph.REDUCE_OPS) == 5
     assert {op.name for op in graph.MASK_OPS} == {"graph.compare", "graph.select"}
 

@@ -284,6 +284,7 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
     fmath.PowFOp: "powf",
     fmath.Atan2Op: "atan2f",
     llvm.FRemOp: "fmodf",
+    fmath.CopySignOp: "copysignf",
     fmath.FmaOp: "fmaf",
 }
 """Float ops printed as a call of a CUDA f32 math function (fp16/bf16 go through f32)."""

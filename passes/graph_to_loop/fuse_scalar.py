@@ -120,6 +120,7 @@ _ELEMENTWISE: dict[type[Operation], _Lower] = {
     # LLVM's `frem` is C's fmod, exact (MLIR's `arith.remf` lowers to it; xDSL has no remf).
     graph.FmodOp: lambda b, a: b.emit(llvm.FRemOp(a[0], a[1])),
     graph.RemainderOp: lambda b, a: _remainder(b, a[0], a[1]),
+    graph.CopySignOp: lambda b, a: b.emit(math.CopySignOp(a[0], a[1])),
     graph.ErfOp: lambda b, a: b.emit(math.ErfOp(a[0])),
     graph.CosOp: lambda b, a: b.emit(math.CosOp(a[0])),
     graph.SinOp: lambda b, a: b.emit(math.SinOp(a[0])),

@@ -50,7 +50,9 @@ BINARY: list[Callable[[Tensor, Tensor], Tensor]] = [
     torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, torch.atan2, torch.hypot,
     lambda a, b: a / (b.abs() + 0.5), lambda a, b: torch.where(a > b, a, b * 2),
     lambda a, b: torch.lerp(a, b, 0.3), lambda a, b: torch.logaddexp(a, b),
-    lambda a, b: torch.xlogy(a, b.abs()), lambda a, b: torch.copysign(a, b),
+    # copysign from a NaN-free source: a computed NaN's sign bit is the hardware's (x86 sets it
+    # for 0/0, CUDA does not), so torch on this CPU and the GPU disagree there by design.
+    lambda a, b: torch.xlogy(a, b.abs()), lambda a, b: torch.copysign(a, torch.nan_to_num(b)),
     lambda a, b: a @ b.transpose(-1, -2) if a.dim() >= 2 and a.shape[-1] == b.shape[-1] else a + b,
 ]  # fmt: skip
 REDUCTIONS: list[Callable[[Tensor, int, bool], Tensor]] = [

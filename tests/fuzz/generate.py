@@ -15,9 +15,10 @@ multiplies `exp(tanh(x) · 2^-k)`, 2^k at least the count of elements it multipl
 product stays in [1/e, e]. floor, ceil, round and trunc jump at integers (round at halves),
 where a rounding of their operand would move the result by 1: they round an argument, exact
 in every element type, and add it to x.
-atan2, fmod and remainder jump too (atan2 by 2π where y changes sign left of the origin, fmod
-and remainder at multiples of the divisor): they take new arguments, the divisor clamped to
-[0.5, 2] in magnitude by exact ops, and are added to x.
+atan2, fmod, remainder and copysign jump too (atan2 by 2π where y changes sign left of the
+origin, fmod and remainder at multiples of the divisor, copysign where the sign source changes
+sign): they take new arguments, the divisor (sign source) clamped to [0.5, 2] in magnitude by
+exact ops, and are added to x.
 A mask compares only values every element type holds exactly (arguments, small integers), so
 the device and the reference agree on it element for element; a masked softmax keeps column 0
 of every row, since a fully masked row is NaN.
@@ -57,7 +58,7 @@ BOUNDED_UNARY = ("cos", "sin", "expm1")
 POSITIVE_UNARY = ("exp", "log", "sqrt", "rsqrt", "reciprocal", "log1p")
 ROUNDING_UNARY = ("floor", "ceil", "round", "trunc")
 SAFE_BINARY = ("add", "sub", "mul", "max", "min")
-JUMPING_BINARY = ("atan2", "fmod", "remainder")
+JUMPING_BINARY = ("atan2", "fmod", "remainder", "copysign")
 REDUCTIONS = ("reduce_sum", "reduce_prod", "reduce_max", "reduce_min", "reduce_mean")
 PREDICATES = ("eq", "ne", "lt", "le", "gt", "ge")
 NEG_INF = {"f32": "0xFF800000", "f16": "0xFC00", "bf16": "0xFF80"}
@@ -200,8 +201,8 @@ def _binary(draw: st.DrawFn, b: _Builder, x: Value) -> Value:
 
 def _jumping_binary(draw: st.DrawFn, b: _Builder, op: str, shape: Shape) -> Value:
     """Returns `op` of two new arguments, exact in every element type, so that no rounding
-    moves an operand across a jump; fmod's and remainder's divisor is `±min(max(|d|, 0.5), 2)`
-    (exact too), so it is never near 0."""
+    moves an operand across a jump; fmod's and remainder's divisor (copysign's sign source) is
+    `±min(max(|d|, 0.5), 2)` (exact too), so it is never near 0."""
     lhs, rhs = _broadcast_operand(draw, b, shape), _broadcast_operand(draw, b, shape)
     if op != "atan2":
         at_least_half = b.binary("max", b.unary("abs", rhs), _constant(draw, b, "0.5", shape))

@@ -1,7 +1,7 @@
 // RUN: tinyopt capture %S/math_ops.py:model > %t.mlir
 // RUN: filecheck %s < %t.mlir
 
-// How atan2, fmod, remainder, rounding, other log bases, threshold, hardshrink, vector norms,
+// How atan2, fmod, remainder, copysign, rounding, other log bases, threshold, hardshrink, vector norms,
 // a 3-D convolution, outer and logit are captured (tests/lit/capture/math_ops.py;
 // frontends/torch_fx.py).
 
@@ -55,3 +55,6 @@
 // CHECK-NEXT: %[[NORM:.*]] = graph.sqrt %[[SUM]]
 // CHECK:      %_weight_norm = graph.mul %[[V]], %{{.*}} : tensor<3x8xf32>
 // CHECK-NEXT: %linear = graph.linear %x, %_weight_norm
+
+// copysign: a graph op of its own, reading the sign bit of y (−0.0 and a negative NaN too).
+// CHECK:      %copysign = graph.copysign %x, %y : tensor<2x8xf32>

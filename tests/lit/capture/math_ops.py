@@ -1,5 +1,5 @@
-"""A module using atan2, fmod, remainder, rounding, other log bases, threshold, hardshrink,
-outer, logit, vector norms, a 3-D convolution, isinf/isfinite, mv and weight norm
+"""A module using atan2, fmod, remainder, copysign, rounding, other log bases, threshold,
+hardshrink, outer, logit, vector norms, a 3-D convolution, isinf/isfinite, mv and weight norm
 `tests/lit/capture/math_ops.mlir` checks the capture of."""
 
 import torch
@@ -29,6 +29,7 @@ class MathOps(nn.Module):
             torch.isinf(x).float() + torch.isfinite(y).float(),
             torch.mv(x, y[0]),
             self.normed(x),
+            torch.copysign(x, y),
         )
 
 
