@@ -91,6 +91,13 @@ def capture(
     """
     import torch
 
+    for path, sub in module.named_modules():
+        if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and sub.training:
+            raise FrontendError(
+                f"{type(sub).__name__} {path or type(module).__name__} is in training mode (batch "
+                "statistics, running statistics updated): tinyopt captures inference, call "
+                "module.eval()"
+            )
     with _collector_paused():
         try:
             with warnings.catch_warnings():  # nn.LSTM/GRU's weight list, which export flags
@@ -106,13 +113,18 @@ def capture(
             ) from exc
         original = program
         program, decomposed = decompose_unsupported(program, _supported)
-        try:
-            return _Translator(program, name, original if decomposed else None).run()
-        except FrontendError as exc:
-            if not decomposed:
-                raise
-            ops = ", ".join(sorted(_op_name(op) for op in decomposed))
-            raise FrontendError(f"{exc}, in torch's decomposition of {ops}") from exc
+        return _Translator(program, name, original if decomposed else None).run()
+
+
+def _shape_of_values(node: Node) -> bool:
+    """Whether a node's (first) tensor result has a dim torch.export could not fix: a symbol
+    standing for a size known only from the values."""
+    import torch
+
+    val = node.meta.get("val")
+    if isinstance(val, list | tuple):
+        val = val[0] if val else None
+    return isinstance(val, torch.Tensor) and any(not isinstance(d, int) for d in val.shape)
 
 
 def _supported(target: Any) -> bool:
@@ -216,8 +228,12 @@ class _Translator:
 
     def fail(self, node: Node, message: str) -> FrontendError:
         """Build a FrontendError about `node` (callers `raise` it), at the user's line of the
-        op it comes from."""
-        return FrontendError(f"{message} (node {node.name}{_source(self.origin(node))})")
+        op it comes from, naming that op where `node` is part of torch's decomposition of it."""
+        origin = self.origin(node)
+        within = ""
+        if _op_name(origin.target) != _op_name(node.target):
+            within = f", in torch's decomposition of {_op_name(origin.target)}"
+        return FrontendError(f"{message} (node {node.name}{_source(origin)}){within}")
 
     def origin(self, node: Node) -> Node:
         """The exported node `node` was decomposed from (the first of its `from_node` chain,
@@ -388,7 +404,16 @@ class _Translator:
 
         signature = self.program.graph_signature
         for node in self.program.graph.nodes:  # name unsupported ops before dtype problems
-            if node.op == "call_function" and not _supported(node.target):
+            if node.op != "call_function":
+                continue
+            if _shape_of_values(node):
+                raise self.fail(
+                    node,
+                    f"{_op_name(node.target)} gives a result whose shape depends on the values "
+                    "(a boolean mask index, torch.where(cond), nonzero): tinyopt's shapes are "
+                    "static",
+                )
+            if not _supported(node.target):
                 raise self.fail(node, f"cannot capture {_op_name(node.target)}")
         placeholders = {n.name: n for n in self.program.graph.nodes if n.op == "placeholder"}
         inputs: list[Node] = []
@@ -1398,6 +1423,23 @@ def _batch_norm(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
     return _running_norm(t, node, x, (weight, bias, mean, var), float(eps))
+
+
+@_handles("_native_batch_norm_legit", "_native_batch_norm_legit_functional")
+def _batch_norm_training(t: _Translator, node: Node) -> SSAValue:
+    """What a training-mode `batch_norm` becomes where the program is made functional: refused
+    as `batch_norm` is."""
+    raise t.fail(node, "aten.batch_norm in training mode (call module.eval())")
+
+
+@_handles("_native_batch_norm_legit_no_training")
+def _batch_norm_no_training(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """What `batch_norm` becomes where the program is made functional (a module with an
+    in-place op, e.g. `nn.ReLU(inplace=True)`): (output, saved mean, saved rstd), the saved
+    statistics empty in inference."""
+    weight, bias, mean, var, _, eps = node.args[1:7]
+    x = t.value(node.args[0], node)
+    return [_running_norm(t, node, x, (weight, bias, mean, var), float(eps)), None, None]
 
 
 def _running_norm(

@@ -432,6 +432,12 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, a: m.bn(a) + m.plain(a), bn=_batch_norm(True), plain=_batch_norm(False)),
         (_X,),
     ),
+    "batch_norm_eval_then_an_in_place_relu": (
+        # the in-place op makes the program functional, and batch_norm becomes
+        # _native_batch_norm_legit_no_training (torchvision's `nn.ReLU(inplace=True)`)
+        Fn(lambda m, a: nn.functional.relu(m.bn(a), inplace=True), bn=_batch_norm(True)),
+        (_X,),
+    ),
     "group_norm": (
         Fn(
             lambda m, a, b: m.norm(a) + nn.functional.group_norm(b, 3).sum((2, 3))[..., None],

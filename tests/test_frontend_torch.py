@@ -306,6 +306,37 @@ def test_integer_arithmetic_on_an_input_is_refused() -> None:
         capture(Fn(lambda m, a: a * 2), torch.tensor([1, 2, 3]))
 
 
+def test_batch_norm_module_in_training_mode_is_refused_by_name() -> None:
+    """Refused before the trace: torch.export would make its running-statistics update
+    functional, and the first op refused would be that update's integer counter."""
+    block = nn.Sequential(nn.Conv1d(2, 2, 1), nn.BatchNorm1d(2), nn.ReLU(inplace=True))
+    with pytest.raises(FrontendError, match=r"^BatchNorm1d 1 is in training mode .* module.eval"):
+        capture(block.train(), randn(3, 2, 5))
+
+
+def test_user_error_beside_a_decomposed_op_is_not_blamed_on_the_decomposition() -> None:
+    """cross_entropy is captured through torch's decomposition; a refusal of the user's own
+    op elsewhere in the program names that op's line and no decomposition."""
+    module = Fn(lambda m, a, t: nn.functional.cross_entropy(a, t) + (t.clamp(min=0) * 2).sum())
+    with pytest.raises(FrontendError, match="aten.clamp computes integers unbounded") as error:
+        capture(module, randn(3, 4), torch.tensor([0, 2, 1]))
+    assert "decomposition" not in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("fn", "op"),
+    [
+        (lambda m, a: a[a > 0].sum(), "aten.index"),
+        (lambda m, a: a[torch.where(a > 0)[1]], "aten.where"),
+    ],
+)
+def test_a_shape_the_values_decide_is_refused_at_the_op(fn: Callable, op: str) -> None:
+    """A boolean-mask index or torch.where(cond) gives a size torch.export leaves symbolic:
+    refused at that op, saying why, not at the `sym_size` node export adds after it."""
+    with pytest.raises(FrontendError, match=rf"^{op} gives a result whose shape depends on the"):
+        capture(Fn(fn), randn(4, 4))
+
+
 def test_float64_is_rejected() -> None:
     with pytest.raises(FrontendError, match="dtype torch.float64 is not supported"):
         capture(Fn(lambda m, a: a * 2), randn(4, 8).double())
