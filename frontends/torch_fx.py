@@ -503,11 +503,11 @@ class _Translator:
             value.name_hint = value.name_hint or node.name
         self._check_shapes(node, value)
         self.values[node] = value
+        integers = _integer_results(node, value)  # topk's indices, not its values
         computed = any(
-            isinstance(v, SSAValue) and _type(v).element_type == f32
-            for v in (value if isinstance(value, list) else [value])
-        )  # else integer inputs, only moved
-        if _dtype(node) in _ID_DTYPES:  # bounded integers in their own type (argmax's) too
+            isinstance(v, SSAValue) and _type(v).element_type == f32 for v in integers
+        )  # else integer inputs, only moved, or a result not computed (a pooling's indices)
+        if integers:  # bounded integers in their own type (argmax's) too
             bound = self.bounds[node] if node in self.bounds else _integer_bound(self, node)
             if bound < math.inf or computed:
                 self.bounds[node] = bound
@@ -532,6 +532,18 @@ def _dtype(node: Node) -> str:
         val = val[0]
     dtype = getattr(val, "dtype", None)
     return str(dtype).removeprefix("torch.") if dtype is not None else ""
+
+
+def _integer_results(node: Node, value: SSAValue | list[SSAValue | None]) -> list[SSAValue | None]:
+    """The values translated for a node's integer results (topk's indices, not its values)."""
+    val = node.meta.get("val")
+    vals = val if isinstance(val, list | tuple) else [val]
+    values = value if isinstance(value, list) else [value]
+    return [
+        v
+        for v, meta in zip(values, vals)
+        if str(getattr(meta, "dtype", "")).removeprefix("torch.") in _ID_DTYPES
+    ]
 
 
 Handler = Callable[[_Translator, "Node"], "SSAValue | list[SSAValue | None]"]
@@ -3381,10 +3393,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name in ("bucketize", "searchsorted"):  # at most the boundaries' count
         bounds = node.args[1] if name == "bucketize" else node.args[0]
         return bounds.meta["val"].shape[-1]
-    if name in ("topk", "sort"):  # values of the argument, and indices
-        return max(t.bound(node.args[0]), *node.args[0].meta["val"].shape)
-    if name in ("max", "min") and node.target._overloadname == "dim":  # pyright: ignore
-        return max(t.bound(node.args[0]), *node.args[0].meta["val"].shape)
+    if name in ("topk", "sort") or (
+        name in ("max", "min") and node.target._overloadname == "dim"  # pyright: ignore
+    ):  # values of the argument (integers only where it holds integers), and indices
+        return max(_integer_values_bound(t, node.args[0]), *node.args[0].meta["val"].shape)
     if name in _FILL_ARG:
         return t.bound(node.args[_FILL_ARG[name]])
     if name in _MOVES_INTEGERS:  # the values of tensor arguments only (the rest are shapes)
@@ -3396,6 +3408,12 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name in _SELECTS_INTEGERS:
         return max(t.bound(a) for a in args if isinstance(a, Node | bool | int | float))
     return math.inf
+
+
+def _integer_values_bound(t: _Translator, arg: Node) -> float:
+    """The bound of an argument's values where they are integers (or a mask); 0 for floats,
+    whose values are no integers to bound."""
+    return t.bound(arg) if _dtype(arg) in (*_ID_DTYPES, "bool") else 0
 
 
 _MOVES_INTEGERS = {

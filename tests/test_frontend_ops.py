@@ -596,6 +596,19 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X,),
     ),
+    "arithmetic_on_topk_and_sort_indices": (
+        # indices are integers bounded by the dim's size, whatever the values sorted
+        Fn(
+            lambda m, a: (
+                torch.topk(a, 2).indices * 7 + 1,
+                torch.sort(a, -1, descending=True)
+                .values.softmax(-1)
+                .gather(-1, torch.sort(a, -1, descending=True).indices.argsort(-1)),
+                torch.max(a * 2, 1).indices - 3,
+            )
+        ),
+        (_X,),
+    ),
     "sort_ties_nan_and_infinities_in_index_order": (
         Fn(
             lambda m, a: (
