@@ -31,6 +31,7 @@ from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.loop_rewrites.flash_attention import FLASH_ATTR
 
 requires_gxx = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
@@ -51,6 +52,18 @@ def rows_off(*rows: int):  # noqa: ANN201
     def make(mask: np.ndarray) -> None:
         mask[...] = np.random.default_rng(11).random(mask.shape) < 0.6
         mask[..., list(rows), :] = False
+
+    return make
+
+
+def minus_inf_rows(*rows: int):  # noqa: ANN201
+    """A float mask of random values, a third of them −inf, with `rows` −inf everywhere: such
+    rows give 0, as torch's attention does, on every pipeline (the decomposed softmax too)."""
+
+    def make(mask: np.ndarray) -> None:
+        rng = np.random.default_rng(13)
+        mask[...] = np.where(rng.random(mask.shape) < 0.3, -np.inf, rng.standard_normal(mask.shape))
+        mask[..., list(rows), :] = -np.inf
 
     return make
 
@@ -89,6 +102,14 @@ CASES = {
     "causal_additive_mask": (
         dict(shape=(2, 2, 1, 6, 6, 8, 8), causal=True, mask=((1, 2, 6, 6), "f32")),
         None,
+    ),
+    "additive_mask_rows_minus_inf": (
+        dict(shape=(1, 4, 2, 7, 9, 8, 8), mask=((1, 4, 7, 9), "f32")),
+        minus_inf_rows(0, 5),
+    ),
+    "causal_additive_mask_rows_minus_inf": (
+        dict(shape=(2, 2, 1, 6, 6, 8, 8), causal=True, mask=((1, 2, 6, 6), "f32")),
+        minus_inf_rows(3),
     ),
 }
 
@@ -175,6 +196,17 @@ def test_loop_ir_matches_reference(case: str, dtype: str) -> None:
         (out,) = run_loop_module(module, "att", *inputs)
         error = min(relative(out, exact), relative(out, rounded))
         assert error < TOLERANCE[dtype], (pipeline, error)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_float_mask_attention_is_still_one_flash_kernel(dtype: str) -> None:
+    """decompose's softmax for a float mask (floored maximum, sum at least 1) is the form
+    flash-attention fuses: one kernel, its (m, l, acc) reduction tagged for the tile rules."""
+    spec, make_mask = CASES["additive_mask_rows_minus_inf"]
+    text, _ = program_and_inputs(spec, make_mask, dtype)
+    module = apply_pipeline(parse(text), "decompose,fuse,flash-attention")
+    (kernel,) = loop.kernels(module)
+    assert any(FLASH_ATTR in op.attributes for op in kernel.walk())
 
 
 def run_one_launch_on_cpu(text: str, pipeline: str, inputs: list[np.ndarray]) -> np.ndarray:

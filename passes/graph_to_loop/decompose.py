@@ -81,12 +81,23 @@ def _reshape(rewriter: PatternRewriter, x: SSAValue, shape: Sequence[int]) -> SS
     return _emit(rewriter, graph.ReshapeOp(x, shape))
 
 
-def emit_softmax(rewriter: PatternRewriter, x: SSAValue, dim: int) -> SSAValue:
-    """Emit the numerically stable softmax e / sum(e) with e = exp(x - max(x)) along `dim`."""
+def emit_softmax(
+    rewriter: PatternRewriter, x: SSAValue, dim: int, empty_rows: bool = False
+) -> SSAValue:
+    """Emit the numerically stable softmax e / sum(e) with e = exp(x - max(x)) along `dim`.
+
+    With `empty_rows` (attention under a float mask), a row that is −inf everywhere gives 0,
+    not NaN, as torch's attention does: e = exp(x − max(m, lowest)) and e / max(Σe, 1), the
+    same values wherever m is finite (Σe ≥ 1 there)."""
     row_max = _emit(rewriter, graph.ReduceMaxOp(x, [dim], keepdim=True))
+    if empty_rows:
+        lowest = _LOWEST[_type(x).element_type]
+        row_max = _emit(rewriter, graph.MaxOp(row_max, _splat(rewriter, lowest, row_max)))
     shifted = _emit(rewriter, graph.SubOp(x, _expand(rewriter, row_max, x)))
     e = _emit(rewriter, graph.ExpOp(shifted))
     total = _emit(rewriter, graph.ReduceSumOp(e, [dim], keepdim=True))
+    if empty_rows:
+        total = _emit(rewriter, graph.MaxOp(total, _splat(rewriter, 1.0, total)))
     return _emit(rewriter, graph.DivOp(e, _expand(rewriter, total, e)))
 
 
@@ -219,7 +230,8 @@ class DecomposeAttention(RewritePattern):
             past = float("-inf") if op.mask is not None else None
             causal = self._causal_mask(rewriter, scores, past)
             scores = _emit(rewriter, graph.AddOp(scores, causal))
-        probs = emit_softmax(rewriter, scores, 2)
+        float_mask = op.mask is not None and _type(op.mask).element_type != graph.BOOL
+        probs = emit_softmax(rewriter, scores, 2, empty_rows=float_mask)
         out = _emit(rewriter, graph.MatmulOp(probs, v))
         rewriter.replace(op, [], [_reshape(rewriter, out, [b, h, sq, dv])])
 

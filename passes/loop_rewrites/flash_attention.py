@@ -11,7 +11,7 @@ gives the combine, the match and the numerics.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -180,13 +180,26 @@ def _softmax_kernel(launch: _Launch, scores: SSAValue, probs: SSAValue) -> bool:
     """Tell whether a kernel writes `probs = softmax(scores)` along the last index.
 
     Its nest over (p.., i) holds `m = max_j x_j`, `l = Σ_j exp(x_j − m)` and a nest over j
-    storing `exp(x_j − m) / l`, where x_j loads scores[p.., i, j] (possibly widened).
+    storing `exp(x_j − m) / l`, where x_j loads scores[p.., i, j] (possibly widened); or the
+    form of attention under a float mask, whose rows −inf everywhere give 0 (decompose's
+    `emit_softmax` with `empty_rows`): m floored at a lowest finite value and l at 1, as the
+    fused kernel's combine and its acc / max(l, 1) do.
     """
     body = launch.nest.body.block
     ops = [op for op in body.ops if not isinstance(op, arith.ConstantOp)]
-    if len(ops) != 3:
+    if len(ops) == 5:
+        first, floor, second, at_least_one, out = ops
+        if not (
+            _floored(floor, first, lambda c: c <= F16_LOWEST)
+            and _floored(at_least_one, second, lambda c: c == 1.0)
+        ):
+            return False
+        shift, total = floor.results[0], at_least_one.results[0]
+    elif len(ops) == 3:
+        first, second, out = ops
+        shift, total = (first.results[0], second.results[0])
+    else:
         return False
-    first, second, out = ops
     if not isinstance(first, loop.ReduceOp) or not isinstance(second, loop.ReduceOp):
         return False
     if not isinstance(out, loop.ParallelOp) or first.extents != second.extents:
@@ -207,7 +220,7 @@ def _softmax_kernel(launch: _Launch, scores: SSAValue, probs: SSAValue) -> bool:
         if not isinstance(exp, math.ExpOp) or not isinstance(exp.operand.owner, arith.SubfOp):
             return False
         x, m = exp.operand.owner.operands
-        return m is first.res[0] and row_load(x, iv)
+        return m is shift and row_load(x, iv)
 
     if not row_load(element(first), first.body.block.args[0]):
         return False
@@ -224,9 +237,18 @@ def _softmax_kernel(launch: _Launch, scores: SSAValue, probs: SSAValue) -> bool:
     div = value.owner
     return (
         isinstance(div, arith.DivfOp)
-        and div.rhs is second.res[0]
+        and div.rhs is total
         and shifted_exp(div.lhs, out.body.block.args[0])
     )
+
+
+def _floored(op: Operation, reduce: Operation, bound: Callable[[float], bool]) -> bool:
+    """Whether `op` is `maximumf(reduce's result, c)` with a constant c that `bound` accepts."""
+    if not isinstance(op, arith.MaximumfOp) or not isinstance(reduce, loop.ReduceOp):
+        return False
+    value, floor = op.operands
+    c = _float_constant(floor)
+    return value is reduce.results[0] and c is not None and bound(c)
 
 
 def _pv_kernel(launch: _Launch, probs: SSAValue) -> tuple[loop.ReduceOp, SSAValue] | None:
