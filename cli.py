@@ -235,17 +235,27 @@ class TinyoptMain(xDSLOptMain):
             self._run()
 
     def _run(self) -> None:
-        """Run xdsl-opt's steps; with `-o FILE`, write `FILE.partial` and rename it on success."""
+        """Run xdsl-opt's steps; with `-o FILE`, write `FILE.partial` and rename it on success.
+
+        A symbolic link is followed (the file it names is replaced, the link kept); a target
+        that is no regular file (a device such as /dev/null, a FIFO) is written directly."""
         target = self.args.output_file
         if target is None:
             return super().run()
+        if os.path.isdir(target):
+            raise CliError(f"-o {target}: is a directory")
+        if os.path.exists(target) and not os.path.isfile(target):
+            return super().run()
+        target = os.path.realpath(target)
+        if not os.path.isdir(os.path.dirname(target)):
+            raise CliError(f"-o {self.args.output_file}: no such directory")
         self.args.output_file = partial = f"{target}.partial"
         try:
             super().run()
             os.replace(partial, target)
         finally:
             self.args.output_file = target
-            if os.path.exists(partial):
+            if os.path.lexists(partial):
                 os.remove(partial)
 
     def parse_chunk(

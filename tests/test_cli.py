@@ -232,3 +232,39 @@ def test_run_unknown_function(tmp_path: Path) -> None:
     result = tinyopt("run", "softmax.mlir", "--func", "nope", cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == "tinyopt: error: no function @nope\n"
+
+
+def test_output_through_a_link_replaces_the_file_it_names(tmp_path: Path) -> None:
+    """`-o` writes `FILE.partial` and renames it: through a symbolic link, onto the file the
+    link names, the link kept."""
+    source = tmp_path / "double.mlir"
+    source.write_text(LOOP_MODULE)
+    (tmp_path / "real.mlir").write_text("old\n")
+    (tmp_path / "link.mlir").symlink_to("real.mlir")
+    result = tinyopt(str(source), "-o", "link.mlir", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "link.mlir").is_symlink()
+    assert "loop.kernel @double_0" in (tmp_path / "real.mlir").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["double.mlir", "link.mlir", "real.mlir"]
+
+
+def test_output_to_a_device_writes_into_it() -> None:
+    """A target that is no regular file (/dev/null) is written directly, never replaced."""
+    source = ROOT / "examples" / "softmax.mlir"
+    result = tinyopt(str(source), "-p", "fuse", "-o", "/dev/null")
+    assert result.returncode == 0, result.stderr
+    assert Path("/dev/null").is_char_device()
+
+
+@pytest.mark.parametrize(
+    ("target", "message"),
+    [("missing/out.mlir", "-o missing/out.mlir: no such directory"), (".", "-o .: is a directory")],
+)
+def test_output_to_a_missing_folder_or_a_folder_is_named(
+    tmp_path: Path, target: str, message: str
+) -> None:
+    source = tmp_path / "double.mlir"
+    source.write_text(LOOP_MODULE)
+    result = tinyopt(str(source), "-o", target, cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == f"tinyopt: error: {message}\n"
