@@ -132,6 +132,11 @@ func.func @max_affine(%s: f32, %x: f32) -> f32 attributes {tinyopt.init = [0.0 :
   %r = arith.addf %hm, %x : f32
   func.return %r : f32
 }""",
+    "subtracted": """
+func.func @subtracted(%s: f32, %x: f32) -> f32 attributes {tinyopt.init = [0.0 : f32]} {
+  %r = arith.subf %s, %x : f32
+  func.return %r : f32
+}""",
     "square": """
 func.func @square(%s: f32, %x: f32) -> f32 attributes {tinyopt.init = [0.0 : f32]} {
   %q = arith.mulf %s, %s : f32
@@ -158,6 +163,7 @@ POSITIVE = {
     "attention": "online-softmax rescaling with running maximum m: m = max(m_a, m_b)",
     "affine": "affine maps s ↦ p·s + q: each element gives p = 0.9, q = -2.5 * x",
     "average": "affine maps s ↦ p·s + q: each element gives p = 0.5, q = x * 0.5",
+    "subtracted": "affine maps s ↦ p·s + q: each element gives p = 1, q = x * -1",
     "max_affine": "max-affine maps s ↦ max(c·s + d, e) (c ≥ 0): each element gives c = 0.5, "
     "d = x, e = (x * 0.5) + x",
 }

@@ -299,7 +299,13 @@ def _map_op(alg: _MapAlgebra, name: str, args: list[_Form]) -> _Form:
     if name == "arith.negf":
         return _map_op(alg, "arith.mulf", [args[0], neg1])
     if name == "arith.subf":
-        return _map_op(alg, "arith.addf", [args[0], _map_op(alg, "arith.mulf", [args[1], neg1])])
+        rhs = args[1]
+        negated = (
+            alg.op("arith.mulf", rhs, neg1)
+            if isinstance(rhs, _X)
+            else _map_op(alg, "arith.mulf", [rhs, neg1])
+        )
+        return _map_op(alg, "arith.addf", [args[0], negated])
     if name == "arith.divf" and isinstance(args[1], _X):
         return _map_op(alg, "arith.mulf", [args[0], alg.op("arith.divf", alg.const(1.0), args[1])])
     if name in ("arith.addf", "arith.mulf", "arith.maximumf", "arith.maxnumf"):
