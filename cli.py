@@ -168,6 +168,10 @@ def _target_given(args: Sequence[str]) -> bool:
     return known.target is not None
 
 
+OUTPUT_TARGETS = ("mlir", "cuda")
+"""What `-t` may name: the IR, or the CUDA C of a module after `to-cuda`."""
+
+
 class TinyoptMain(xDSLOptMain):
     """xdsl-opt's driver that prints CUDA C after `to-cuda` and names unknown passes."""
 
@@ -193,6 +197,16 @@ class TinyoptMain(xDSLOptMain):
             return format_help()
 
         arg_parser.format_help = format_help_with_passes  # type: ignore[method-assign]
+
+    def register_all_targets(self) -> None:
+        """Register the output targets tinyopt's modules have: `mlir` and `cuda` (xDSL's
+        assembly, LLVM and other targets expect dialects tinyopt never produces)."""
+        super().register_all_targets()
+        self.available_targets = {
+            name: factory
+            for name, factory in self.available_targets.items()
+            if name in OUTPUT_TARGETS
+        }
 
     def setup_pipeline(self) -> None:
         """Build the pipeline, reporting bad passes or options as `CliError`."""

@@ -109,7 +109,15 @@ def host_bounds(function: func.FuncOp) -> dict[int, tuple[int, int]]:
     for position, attr in enumerate(attrs.data):
         if isinstance(attr, DictionaryAttr) and BOUNDS_ATTR in attr.data:
             value = attr.data[BOUNDS_ATTR]
-            assert isinstance(value, DenseArrayBase)
+            if not (
+                isinstance(value, DenseArrayBase)
+                and value.elt_type == i64
+                and len(value.get_values()) == 2
+            ):
+                raise DiagnosticException(
+                    f"@{function.sym_name.data} argument {position}: {BOUNDS_ATTR} must be "
+                    f"array<i64: lo, hi>, got {value}"
+                )
             lo, hi = value.get_values()
             found[position] = (int(lo), int(hi))
     return found

@@ -181,7 +181,32 @@ CASES: dict[str, tuple[str, str, str]] = {
         FULL,
         "tinyopt: error: nothing to compile: the module has no graph function",
     ),
+    # the twenty-fifth session's hunt: tracebacks before
+    "branches": (
+        "branches.mlir",
+        FULL,
+        "tinyopt: error: fuse: @f has 2 blocks: a graph function is one block of graph ops",
+    ),
+    "bounds of one value": (
+        "bounds_one_value.mlir",
+        "decompose,fuse",
+        "tinyopt: error: fuse: @f argument 1: tinyopt.bounds must be array<i64: lo, hi>, got "
+        "array<i64: 1>",
+    ),
+    "bounds not an array": (
+        "bounds_not_an_array.mlir",
+        "decompose,fuse",
+        "tinyopt: error: fuse: @f argument 1: tinyopt.bounds must be array<i64: lo, hi>, got 5",
+    ),
+    "no SMs": ("matmul_f32.mlir", "fuse,tile{sms=0}", "tile: sms must be in [1, 1024], got 0"),
+    "negative SMs": ("matmul_f32.mlir", "fuse,plan{sms=-1}", "plan: sms must be in [1, 1024]"),
     # loop kernels whose #tile.plan a user (or another pipeline) wrote
+    "plan attribute not a plan": (
+        "plan_not_a_plan.mlir",
+        "tile,to-cuda",
+        "tinyopt: error: kernel @f_0: its plan attribute must be a #tile.plan<rule, knobs>, got "
+        "5 : i64",
+    ),
     "plan names no rule": (
         "plan_unknown_rule.mlir",
         "tile,to-cuda",

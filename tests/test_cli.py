@@ -268,3 +268,14 @@ def test_output_to_a_missing_folder_or_a_folder_is_named(
     result = tinyopt(str(source), "-o", target, cwd=tmp_path)
     assert result.returncode == 1
     assert result.stderr == f"tinyopt: error: {message}\n"
+
+
+def test_only_the_output_targets_tinyopt_produces_are_offered(tmp_path: Path) -> None:
+    """xDSL's assembly, LLVM and other targets expect dialects tinyopt never produces: they
+    were tracebacks or empty output; `-t` offers mlir and cuda."""
+    source = tmp_path / "double.mlir"
+    source.write_text(LOOP_MODULE)
+    result = tinyopt(str(source), "-t", "x86-asm")
+    assert result.returncode == 2
+    assert "invalid choice: 'x86-asm' (choose from cuda, mlir)" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -78,8 +78,14 @@ def _is_graph_function(op: Operation) -> bool:
 
 def _check_signature(function: func.FuncOp) -> None:
     """Refuse a graph function whose arguments or results are not tensors that kernels can
-    hold: static, non-empty shapes of an element type the graph dialect has."""
+    hold: static, non-empty shapes of an element type the graph dialect has; and one whose
+    body is more than one block (branches)."""
     name = function.sym_name.data
+    if len(function.body.blocks) != 1:
+        raise DiagnosticException(
+            f"fuse: @{name} has {len(function.body.blocks)} blocks: a graph function is one "
+            "block of graph ops, without branches"
+        )
     named = [
         *((f"argument {i}", t) for i, t in enumerate(function.function_type.inputs.data)),
         *((f"result {i}", t) for i, t in enumerate(function.function_type.outputs.data)),

@@ -72,7 +72,13 @@ def plan_module(module: ModuleOp, options: Knobs, target: Target, why: bool = Fa
     also gets the reason each rule before its own refused it (`tile.REFUSALS`)."""
     checked(options)
     for kernel in list(loop.kernels(module)):
-        if tile.PLAN not in kernel.attributes:
+        given = kernel.attributes.get(tile.PLAN)
+        if given is not None and not isinstance(given, tile.PlanAttr):
+            raise DiagnosticException(
+                f"kernel @{kernel.sym_name.data}: its {tile.PLAN} attribute must be a "
+                f"#tile.plan<rule, knobs>, got {given}"
+            )
+        if given is None:
             collapse_dims(module, kernel)
             plan_kernels(module, kernel, kernel_knobs(kernel, options), target, why=why)
 

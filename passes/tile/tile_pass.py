@@ -39,7 +39,7 @@ class PlanPass(Knobs, ModulePass):
         if self.why not in (0, 1):
             raise DiagnosticException(f"plan: why must be 0 or 1, got {self.why}")
         refuse_graph_ops(op, "plan")
-        plan_module(op, self, Target(sms=self.sms), bool(self.why))
+        plan_module(op, self, _target(self.sms, "plan"), bool(self.why))
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class TilePass(Knobs, ModulePass):
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         refuse_graph_ops(op, "tile")
-        target = Target(sms=self.sms)
+        target = _target(self.sms, "tile")
         plan_module(op, self, target)
         for kernel in list(loop.kernels(op)):
             _emit(kernel, target)
@@ -65,6 +65,17 @@ class TilePass(Knobs, ModulePass):
         # CUDA stays readable (the CUDA compiler would fold it anyway).
         cse(op)
         dce(op)
+
+
+MAX_SMS = 1024
+"""The most SMs `sms` may name (a GPU has a few hundred at most)."""
+
+
+def _target(sms: int, pass_name: str) -> Target:
+    """The target of an `sms` option, checked."""
+    if not 1 <= sms <= MAX_SMS:
+        raise DiagnosticException(f"{pass_name}: sms must be in [1, {MAX_SMS}], got {sms}")
+    return Target(sms=sms)
 
 
 def _emit(kernel: loop.KernelOp, target: Target) -> None:
