@@ -18,6 +18,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
+import typing
 from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
@@ -148,16 +149,41 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
         reason = " ".join(line.strip() for line in context[2:])
         heading = f"invalid pass pipeline '{spec}': {reason[:1].lower()}{reason[1:]}"
         raise CliError("\n".join([heading.rstrip(": "), *context[:2]])) from None
-    for pass_spec in specs:
+    for pass_spec, given in zip(specs, _option_keys(spec), strict=False):
         if pass_spec.name not in available:
             raise CliError(f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)")
-        options = [f.name for f in dataclasses.fields(available[pass_spec.name]()) if f.init]
-        for option in pass_spec.normalize_parameter_names().parameters:
+        pass_type = available[pass_spec.name]()
+        options = [f.name for f in dataclasses.fields(pass_type) if f.init]
+        hints = typing.get_type_hints(pass_type)
+        repeated = {key for key in given if given.count(key) > 1}
+        if repeated:
+            raise CliError(f"option '{min(repeated)}' given twice for pass '{pass_spec.name}'")
+        for option, values in pass_spec.normalize_parameter_names().parameters.items():
             if option not in options:
                 raise CliError(
                     f"unknown option '{option}' for pass '{pass_spec.name}' "
                     f"(options: {', '.join(options) or 'none'})"
                 )
+            wanted = hints.get(option)
+            if wanted in (int, bool) and not all(type(v) is wanted for v in values):
+                kind = "an integer" if wanted is int else "true or false"
+                shown = " ".join(map(str, values)).lower()
+                raise CliError(
+                    f"option '{option}' of pass '{pass_spec.name}' takes {kind}, got {shown}"
+                )
+
+
+def _option_keys(spec: str) -> list[list[str]]:
+    """The option names written in each pass's braces, in order and with repeats (xDSL's
+    parser keeps the last of a repeated option)."""
+    passes, depth, start = [], 0, 0
+    for i, char in enumerate(f"{spec},"):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            passes.append(spec[start:i])
+            start = i + 1
+    bodies = [p[p.find("{") + 1 : p.rfind("}")] if "{" in p else "" for p in passes]
+    return [re.findall(r"([A-Za-z_][\w-]*)\s*=", body) for body in bodies]
 
 
 def _target_given(args: Sequence[str]) -> bool:

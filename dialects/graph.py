@@ -81,7 +81,8 @@ _FALSE = BoolAttr.from_bool(False)
 
 
 def _fmt_shape(shape: Sequence[int]) -> str:
-    return "x".join(str(d) for d in shape) if shape else "scalar"
+    """`4x8`, `?x8` for a dynamic dim (xDSL holds it as the lowest i64), `scalar` for rank 0."""
+    return "x".join(str(d) if d >= 0 else "?" for d in shape) if shape else "scalar"
 
 
 def reduced_shape(shape: Sequence[int], dims: Sequence[int], keepdim: bool) -> tuple[int, ...]:

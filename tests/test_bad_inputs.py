@@ -132,7 +132,26 @@ CASES: dict[str, tuple[str, str, str]] = {
         "copy=cp_async or copy=tma)",
     ),
     "persistent": ("matmul_f32.mlir", "fuse,tile{persistent=2}", "persistent must be auto, 0 or 1"),
-    "option type": ("matmul_f32.mlir", "fuse,tile{bm=wide}", "invalid pass pipeline"),
+    "option type": (
+        "matmul_f32.mlir",
+        "fuse,tile{bm=wide}",
+        "tinyopt: error: option 'bm' of pass 'tile' takes an integer, got wide",
+    ),
+    "option of a float value": (
+        "matmul_f32.mlir",
+        "fuse,tile{threads=1e3}",
+        "option 'threads' of pass 'tile' takes an integer, got 1e3",
+    ),
+    "flag option": (
+        "matmul_f32.mlir",
+        "fuse{debug=1}",
+        "option 'debug' of pass 'fuse' takes true or false, got 1",
+    ),
+    "option given twice": (
+        "matmul_f32.mlir",
+        "fuse,tile{threads=128 bm=64 threads=256}",
+        "tinyopt: error: option 'threads' given twice for pass 'tile'",
+    ),
     # issue 22: hostile inputs that were tracebacks or misleading messages
     "random bytes": (
         "random_bytes.mlir",

@@ -92,7 +92,11 @@ BAD_INPUTS = {
     ),
     "unknown pass": (EMPTY, ["-p", "fuse,nope"], "tinyopt: error: unknown pass 'nope'"),
     "unknown option": (EMPTY, ["-p", "fuse{nope=1}"], "unknown option 'nope' for pass 'fuse'"),
-    "bad option value": (EMPTY, ["-p", "tile{bm=wide}"], "tinyopt: error: invalid pass pipeline"),
+    "bad option value": (
+        EMPTY,
+        ["-p", "tile{bm=wide}"],
+        "tinyopt: error: option 'bm' of pass 'tile' takes an integer",
+    ),
     "pipeline syntax": (EMPTY, ["-p", "fuse{"], "tinyopt: error: invalid pass pipeline 'fuse{'"),
     "not lowerable": (
         LOOP_MODULE,
