@@ -2835,8 +2835,8 @@ def _index(t: _Translator, node: Node) -> SSAValue:
         dim, ids_arg = _dims(node.args[1], rank)[0], node.args[2]
     else:
         given = [i for i, ids in enumerate(node.args[1]) if ids is not None]
-        if len(given) != 1:
-            raise t.fail(node, "indexing with several index tensors")
+        if len(given) > 1:
+            return _index_adjacent_dims(t, node, x, given)
         dim, ids_arg = given[0], node.args[1][given[0]]
     if _dtype(ids_arg) not in _ID_DTYPES:
         raise t.fail(node, f"indexing with a {_dtype(ids_arg)} tensor (only integer indices)")
@@ -2846,6 +2846,56 @@ def _index(t: _Translator, node: Node) -> SSAValue:
     negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
     ids = t.cast(t.emit(graph.SelectOp(negative, wrapped, ids)), i64)
     return _take(t, x, dim, ids)
+
+
+def _index_adjacent_dims(t: _Translator, node: Node, x: SSAValue, dims: list[int]) -> SSAValue:
+    """`x[ids0, ids1, ...]` over adjacent dims (`h[torch.arange(B), lengths - 1]`): the dims
+    flattened into one and one gather by the row-major id `Σ idsₖ·strideₖ`, the ids broadcast
+    together. Each id counts from the end where negative and is clamped to its dim (torch
+    raises there), so an id out of range never reaches another row."""
+    import torch
+
+    if dims != list(range(dims[0], dims[-1] + 1)):
+        raise t.fail(node, "indexing with index tensors in dims that are not adjacent")
+    args = [node.args[1][d] for d in dims]
+    for arg in args:
+        if _dtype(arg) not in _ID_DTYPES and _dtype(arg) != "bool":
+            raise t.fail(node, f"indexing with a {_dtype(arg)} tensor (only integer indices)")
+        if _dtype(arg) == "bool":
+            raise t.fail(node, "indexing with a boolean mask beside other index tensors")
+    shape = list(_type(x).get_shape())
+    sizes = shape[dims[0] : dims[-1] + 1]
+    if math.prod(sizes) > EXACT_INTEGERS:
+        raise t.fail(
+            node, f"indexing {math.prod(sizes)} elements by several index tensors (past 2^24)"
+        )
+    common = [int(d) for d in torch.broadcast_shapes(*(a.meta["val"].shape for a in args))]
+    flat: SSAValue | None = None
+    for arg, size, stride in zip(
+        args, sizes, [math.prod(sizes[k + 1 :]) for k in range(len(sizes))]
+    ):
+        ids = t.cast(t.value(arg, node), f32)
+        ids = t.reshape(
+            ids, [*[1] * (len(common) - _type(ids).get_num_dims()), *_type(ids).get_shape()]
+        )
+        ids = t.broadcast(ids, common)
+        negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
+        ids = t.emit(
+            graph.SelectOp(
+                negative, t.emit(graph.AddOp(ids, t.scalar(float(size), _type(ids)))), ids
+            )
+        )
+        ids = t.emit(
+            graph.MinOp(
+                t.emit(graph.MaxOp(ids, t.scalar(0.0, _type(ids)))),
+                t.scalar(float(size - 1), _type(ids)),
+            )
+        )
+        term = ids if stride == 1 else t.emit(graph.MulOp(ids, t.scalar(float(stride), _type(ids))))
+        flat = term if flat is None else t.emit(graph.AddOp(flat, term))
+    assert flat is not None
+    table = t.reshape(x, [*shape[: dims[0]], math.prod(sizes), *shape[dims[-1] + 1 :]])
+    return _take(t, table, dims[0], t.cast(flat, i64))
 
 
 GATHER_TERMS = 2**24

@@ -930,6 +930,18 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     ),
     # a 2-D input (bags of one length), and bags by offsets: an empty one, padding ids, the
     # last offset included, per-sample weights
+    "indexing_by_several_index_tensors": (
+        # CLIP's and HF's sequence-classification pooling: a row per batch entry at a computed
+        # position; ids broadcast together, negative ones counting from the end
+        Fn(
+            lambda m, h, ids: (
+                h[torch.arange(h.shape[0]), (ids != 0).sum(-1) - 1],
+                h[torch.tensor([[0], [2]]), torch.tensor([[1, -1, 3]])],
+                h[:, torch.tensor([1, 0, -2]), torch.tensor([2, 5, 0])],
+            )
+        ),
+        (torch.randn(3, 6, 6), torch.tensor([[5, 2, 0, 0, 0, 0], [1] * 6, [7, 0, 0, 0, 0, 0]])),
+    ),
     "embedding_bag": (
         Fn(
             lambda m, ids, flat, offsets, w, ends: torch.cat(
@@ -1206,6 +1218,11 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.avg_pool1d(a, 3, padding=1, count_include_pad=False),
         (torch.randn(1, 2, 5),),
         "count_include_pad=False",
+    ),
+    "index_tensors_in_dims_apart": (
+        lambda m, a: a[torch.tensor([0, 1]), :, torch.tensor([1, 2])],
+        (torch.randn(3, 4, 5),),
+        "index tensors in dims that are not adjacent",
     ),
     "vector_norm_of_order_3": (
         lambda m, a: torch.linalg.vector_norm(a, 3, -1),
