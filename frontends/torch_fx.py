@@ -2944,6 +2944,7 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     name = node.target._overloadpacket.__name__  # pyright: ignore
     out = t.tensor_type(node)
     work = _work_type(out).element_type
+    work = f32 if work == graph.BOOL else work  # a mask scattered as 0 and 1
     x = t.cast(t.value(node.args[0], node), work)
     shape = list(out.get_shape())
     rank = len(shape)
@@ -2952,9 +2953,12 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     source = (
         node.args[3] if len(node.args) > 3 else node.kwargs.get("value", node.kwargs.get("src"))
     )
-    if name == "scatter" and not isinstance(source, bool | int | float):
+    unique = name == "scatter" and _distinct_along(node.args[2], dim, rank)
+    if name == "scatter" and not isinstance(source, bool | int | float) and not unique:
         raise t.fail(
-            node, "aten.scatter of a src tensor (which duplicate write wins is unspecified)"
+            node,
+            "aten.scatter of a src tensor at indices that may repeat (which duplicate write "
+            "wins is unspecified; indices from topk, sort or argsort along the dim are taken)",
         )
     if name == "index_add":
         if _arg(node, 4, "alpha", 1) != 1:
@@ -2982,11 +2986,39 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
         any_hit = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [len(wide) - 1], False))
         any_hit = t.emit(graph.CompareOp(any_hit, t.scalar(0.0, _type(any_hit)), "ne"))
         any_hit = _moved_back(t, any_hit, dim)
-        return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
+        if isinstance(source, bool | int | float):
+            return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
     src = t.cast(t.value(source, node), work)
     src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
     added = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
+    if name == "scatter":  # distinct indices: the one src entry naming k, else x
+        return t.cast(t.emit(graph.SelectOp(any_hit, added, x)), out.element_type)
     return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
+
+
+_SAME_VALUES = ("to", "_to_copy", "clone", "contiguous", "alias", "detach", "lift_fresh_copy")
+"""Ops that pass their argument's values through unchanged."""
+
+
+def _distinct_along(index: Any, dim: int, rank: int) -> bool:
+    """Whether an index tensor's entries are distinct along `dim` by construction: the
+    indices of topk or sort, or argsort's, taken along that dim of a tensor of `rank` dims."""
+    from torch.fx import Node
+
+    while isinstance(index, Node) and _op_name(index.target).removeprefix("aten.") in _SAME_VALUES:
+        index = index.args[0]
+    if not isinstance(index, Node):
+        return False
+    source = index
+    if _op_name(index.target) == "_operator.getitem":
+        if index.args[1] != 1:
+            return False
+        source = index.args[0]
+    name = _op_name(source.target).removeprefix("aten.")
+    if (name == "argsort") == (source is not index) or name not in ("topk", "sort", "argsort"):
+        return False
+    along = _arg(source, 2 if name == "topk" else 1, "dim", -1)
+    return source.args[0].meta["val"].dim() == rank and _dims(along, rank)[0] == dim
 
 
 def _moved_last(t: _Translator, x: SSAValue, dim: int) -> SSAValue:

@@ -942,6 +942,27 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.randn(3, 6, 6), torch.tensor([[5, 2, 0, 0, 0, 0], [1] * 6, [7, 0, 0, 0, 0, 0]])),
     ),
+    "scatter_at_distinct_indices": (
+        # Mixtral's dense routing weights and top-p sampling's mask scattered back: indices
+        # from topk, sort or argsort along the dim never repeat
+        Fn(
+            lambda m, a: (
+                torch.zeros_like(a).scatter(
+                    -1, a.softmax(-1).topk(2, -1).indices, a.softmax(-1).topk(2, -1).values
+                ),
+                a.scatter(1, a.sort(1, descending=True).indices, a.sort(1).values * 2),
+                a.scatter(-1, a.argsort(-1), torch.ones_like(a)),
+                (a.softmax(-1).sort(-1, descending=True).values.cumsum(-1) > 0.5)
+                .scatter(
+                    -1,
+                    a.softmax(-1).sort(-1, descending=True).indices,
+                    a.softmax(-1).sort(-1, descending=True).values.cumsum(-1) > 0.5,
+                )
+                .float(),
+            )
+        ),
+        (_X,),
+    ),
     "embedding_bag": (
         Fn(
             lambda m, ids, flat, offsets, w, ends: torch.cat(
