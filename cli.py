@@ -262,7 +262,10 @@ class TinyoptMain(xDSLOptMain):
             self.pipeline = dataclasses.replace(self.pipeline, callback=to_stderr)
 
     def prepare_input(self) -> tuple[list[tuple[IO[bytes], int]], str]:
-        """Open the input, reporting a file extension no frontend handles as `CliError`."""
+        """Open the input (`-` or none: stdin), reporting a file extension no frontend
+        handles as `CliError`."""
+        if self.args.input_file == "-":
+            self.args.input_file = None
         try:
             return super().prepare_input()
         except ValueError as exc:
@@ -505,17 +508,17 @@ def run_command(args: argparse.Namespace) -> None:
     from tinyopt.backends.cuda.nvrtc import gpu_available
 
     values = _scalar_values(args) if args.scalar else {}
+    tool = TinyoptMain([args.file, "-p", args.passes])
+    module = tool.parse_file()  # the file's own errors first, on any machine
+    try:
+        graph_func = check.graph_function(module, args.func).clone()
+    except KeyError as exc:
+        raise CliError(exc.args[0]) from None
     if not gpu_available():
         raise CliError("no CUDA GPU available")
     from tinyopt.backends.cuda.runtime import compile_module
     from tinyopt.backends.cuda.timing import time_function
 
-    tool = TinyoptMain([args.file, "-p", args.passes])
-    module = tool.parse_file()
-    try:
-        graph_func = check.graph_function(module, args.func).clone()
-    except KeyError as exc:
-        raise CliError(exc.args[0]) from None
     name = graph_func.sym_name.data
     tool.apply_passes(module)
     compiled = compile_module(module)
@@ -803,6 +806,8 @@ def capture_command(args: argparse.Namespace) -> None:
             )
     except CliError:
         raise
+    except SystemExit as exc:
+        raise CliError(f"{path} called sys.exit({exc.code!r}) while being loaded") from None
     except Exception as exc:
         raise CliError(f"{path}: {type(exc).__name__}: {exc}") from None
     logging.disable(logging.ERROR)  # torch.export logs each failed trace before raising it

@@ -12,9 +12,13 @@ is imported lazily, so tinyopt itself works without it.
 
 from __future__ import annotations
 
+import contextlib
 import gc
+import io
 import itertools
+import logging
 import math
+import sys
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -100,7 +104,8 @@ def capture(
             )
     with _collector_paused():
         try:
-            with warnings.catch_warnings():  # nn.LSTM/GRU's weight list, which export flags
+            with warnings.catch_warnings(), _symbolic_shapes_quiet():
+                # nn.LSTM/GRU's weight list, which export flags
                 warnings.filterwarnings("ignore", "The tensor attributes .* during export")
                 program = torch.export.export(module, tuple(example_inputs))
             if _mutates(program):
@@ -109,7 +114,7 @@ def capture(
                     program = program.run_decompositions({})  # in-place ops made functional
         except Exception as exc:  # torch raises many exception types for untraceable code
             raise FrontendError(
-                f"torch.export cannot trace {type(module).__name__}: {exc}"
+                f"torch.export cannot trace {type(module).__name__}: {_export_error(exc)}"
             ) from exc
         original = program
         program, decomposed = decompose_unsupported(program, _supported)
@@ -125,6 +130,35 @@ def _shape_of_values(node: Node) -> bool:
     if isinstance(val, list | tuple):
         val = val[0] if val else None
     return isinstance(val, torch.Tensor) and any(not isinstance(d, int) for d in val.shape)
+
+
+@contextmanager
+def _symbolic_shapes_quiet() -> Iterator[None]:
+    """Keep torch from printing the graph traced so far on stderr when a trace fails (its
+    shape logger's warning, and export's own print of the partial graph; the error says what
+    failed, and where). What else the trace prints on stderr is passed on once it succeeds."""
+    logger = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(printed):
+            yield
+        sys.stderr.write(printed.getvalue())
+    finally:
+        logger.setLevel(level)
+
+
+def _export_error(exc: Exception) -> str:
+    """torch.export's error in brief: its first line, and the user's line that raised it
+    where torch names one (its message goes on with debugging advice)."""
+    lines = str(exc).strip().splitlines()
+    brief = lines[0] if lines else type(exc).__name__
+    marker = "The following call raised this error:"
+    if marker in lines:
+        at = lines[lines.index(marker) + 1 : lines.index(marker) + 3]
+        brief += f" (at {' '.join(line.strip() for line in at)})"
+    return brief
 
 
 def _supported(target: Any) -> bool:

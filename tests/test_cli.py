@@ -283,3 +283,41 @@ def test_only_the_output_targets_tinyopt_produces_are_offered(tmp_path: Path) ->
     assert result.returncode == 2
     assert "invalid choice: 'x86-asm' (choose from cuda, mlir)" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_capture_of_control_flow_on_values_is_one_line_at_the_users_line(tmp_path: Path) -> None:
+    """torch.export prints the graph traced so far and a page of advice when a branch reads a
+    tensor's value: tinyopt says what failed and at which line, in one line."""
+    pytest.importorskip("torch")
+    (tmp_path / "model.py").write_text(
+        "import torch\n\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n"
+        "        if x.sum() > 0:\n            return x * 2\n        return x\n"
+    )
+    result = tinyopt("capture", "model.py:M", "--inputs", "4xf32", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.startswith("tinyopt: error: torch.export cannot trace M: Could not ")
+    assert 'model.py", line 6, in forward if x.sum() > 0:)' in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+
+
+def test_capture_of_a_file_that_exits_says_so(tmp_path: Path) -> None:
+    (tmp_path / "model.py").write_text("import sys\n\nsys.exit(3)\n")
+    result = tinyopt("capture", "model.py:M", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stderr == "tinyopt: error: model.py called sys.exit(3) while being loaded\n"
+
+
+def test_dash_reads_stdin() -> None:
+    result = subprocess.run(
+        [TINYOPT, "-"], input=EMPTY, capture_output=True, text=True, cwd=ROOT, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("builtin.module {")
+
+
+def test_run_names_a_missing_file_before_the_gpu() -> None:
+    result = tinyopt("run", "missing.mlir")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "tinyopt: error: [Errno 2] No such file or directory: 'missing.mlir'\n"
+    )
