@@ -317,3 +317,18 @@ def test_tensor_core_kernel_of_a_fill_with_the_lowest_value_on_cpu() -> None:
     (exact,) = run_reference(parse(text), *inputs)
     assert relative(out, exact) < 2e-2
     assert (np.abs(out[:, [3, 39]]).max(axis=-1) > 0.01).all(), "a masked row averages v"
+
+
+@requires_gxx
+def test_unfused_kernels_give_rows_masked_everywhere_zero_on_cpu() -> None:
+    """The CUDA of the unfused pipeline (scores, the row softmax, P·V: what runs without
+    flash-attention) on the CPU emulation: rows a float mask makes −inf everywhere are 0."""
+    from cpu_wgmma import run_program_on_cpu
+
+    spec, make_mask = CASES["additive_mask_rows_minus_inf"]
+    text, inputs = program_and_inputs(spec, make_mask)
+    _, module = lower(text, "decompose,fuse,tile,to-cuda")
+    (out,) = run_program_on_cpu(module, [np.asarray(a) for a in inputs])
+    (want,) = run_reference(parse(text), *inputs)
+    assert np.all(out[:, :, [0, 5]] == 0)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
