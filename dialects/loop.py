@@ -135,12 +135,16 @@ class KernelOp(IRDLOperation):
         return FunctionType.from_lists([a.type for a in self.body.block.args], [])
 
     def verify_(self) -> None:
+        from tinyopt.dialects.access_range import out_of_range
+
         for arg in self.body.block.args:
             if not isinstance(arg.type, MemRefType) and arg.type not in SCALAR_TYPES:
                 raise VerifyException(
                     f"loop.kernel @{self.sym_name.data}: arguments must be memrefs (buffers) "
                     f"or i32/i64 (runtime scalars, passed by value), got {arg.type}"
                 )
+        if (problem := out_of_range(self)) is not None:
+            raise VerifyException(f"loop.kernel @{self.sym_name.data}: {problem}")
 
 
 @irdl_op_definition

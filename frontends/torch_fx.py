@@ -2693,7 +2693,10 @@ def _to(t: _Translator, node: Node) -> SSAValue:
                 "computed from the inputs or weights",
             )
         return t.folded(node, value)
-    return t.cast(t.value(source, node), t.tensor_type(node).element_type)
+    value = t.value(source, node)
+    if _dtype(node) == _dtype(source) and _type(value).element_type in graph.ID_TYPES:
+        return value  # an integer input's `.long()` on int64: the same tensor, not computed
+    return t.cast(value, t.tensor_type(node).element_type)
 
 
 @_handles("slice", "select", "narrow")

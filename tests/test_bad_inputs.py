@@ -219,6 +219,19 @@ CASES: dict[str, tuple[str, str, str]] = {
     ),
     "no SMs": ("matmul_f32.mlir", "fuse,tile{sms=0}", "tile: sms must be in [1, 1024], got 0"),
     "negative SMs": ("matmul_f32.mlir", "fuse,plan{sms=-1}", "plan: sms must be in [1, 1024]"),
+    # hand-written loop kernels indexing past their buffers (dialects/access_range.py)
+    "loop past its buffer": (
+        "loop_past_its_buffer.mlir",
+        "tile,to-cuda",
+        "loop_past_its_buffer.mlir:2:3: error: loop.kernel @f_0: memref.load of %x "
+        "(memref<4x8xf32>) takes index 1 over [0, 8], outside [0, 7]",
+    ),
+    "loop index shifted below 0": (
+        "loop_shifted_index.mlir",
+        "tile,to-cuda",
+        "loop.kernel @f_0: memref.load of %x (memref<16xf32>) takes index 0 over [-1, 14], "
+        "outside [0, 15]",
+    ),
     # loop kernels whose #tile.plan a user (or another pipeline) wrote
     "plan attribute not a plan": (
         "plan_not_a_plan.mlir",

@@ -930,6 +930,11 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
     ),
     # a 2-D input (bags of one length), and bags by offsets: an empty one, padding ids, the
     # last offset included, per-sample weights
+    "integer_input_converted_to_its_own_dtype": (
+        # HF's `attention_mask.long()` on an int64 mask: the input itself, not a computed integer
+        Fn(lambda m, a, mask: a * mask.long()[:, :, None] + mask.long().float()[:, :, None]),
+        (_X, torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]])),
+    ),
     "indexing_by_several_index_tensors": (
         # CLIP's and HF's sequence-classification pooling: a row per batch entry at a computed
         # position; ids broadcast together, negative ones counting from the end
