@@ -2896,10 +2896,10 @@ def _index_adjacent_dims(t: _Translator, node: Node, x: SSAValue, dims: list[int
         raise t.fail(node, "indexing with index tensors in dims that are not adjacent")
     args = [node.args[1][d] for d in dims]
     for arg in args:
-        if _dtype(arg) not in _ID_DTYPES and _dtype(arg) != "bool":
-            raise t.fail(node, f"indexing with a {_dtype(arg)} tensor (only integer indices)")
         if _dtype(arg) == "bool":
             raise t.fail(node, "indexing with a boolean mask beside other index tensors")
+        if _dtype(arg) not in _ID_DTYPES:
+            raise t.fail(node, f"indexing with a {_dtype(arg)} tensor (only integer indices)")
     shape = list(_type(x).get_shape())
     sizes = shape[dims[0] : dims[-1] + 1]
     if math.prod(sizes) > EXACT_INTEGERS:
@@ -2907,28 +2907,22 @@ def _index_adjacent_dims(t: _Translator, node: Node, x: SSAValue, dims: list[int
             node, f"indexing {math.prod(sizes)} elements by several index tensors (past 2^24)"
         )
     common = [int(d) for d in torch.broadcast_shapes(*(a.meta["val"].shape for a in args))]
+    index = TensorType(f32, common)
+
+    def number(value: float) -> SSAValue:
+        return t.scalar(value, index)
+
     flat: SSAValue | None = None
-    for arg, size, stride in zip(
-        args, sizes, [math.prod(sizes[k + 1 :]) for k in range(len(sizes))]
-    ):
+    for k, (arg, size) in enumerate(zip(args, sizes, strict=True)):
         ids = t.cast(t.value(arg, node), f32)
-        ids = t.reshape(
-            ids, [*[1] * (len(common) - _type(ids).get_num_dims()), *_type(ids).get_shape()]
-        )
-        ids = t.broadcast(ids, common)
-        negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
-        ids = t.emit(
-            graph.SelectOp(
-                negative, t.emit(graph.AddOp(ids, t.scalar(float(size), _type(ids)))), ids
-            )
-        )
-        ids = t.emit(
-            graph.MinOp(
-                t.emit(graph.MaxOp(ids, t.scalar(0.0, _type(ids)))),
-                t.scalar(float(size - 1), _type(ids)),
-            )
-        )
-        term = ids if stride == 1 else t.emit(graph.MulOp(ids, t.scalar(float(stride), _type(ids))))
+        shape_ids = list(_type(ids).get_shape())
+        ids = t.broadcast(t.reshape(ids, [1] * (len(common) - len(shape_ids)) + shape_ids), common)
+        negative = t.emit(graph.CompareOp(ids, number(0.0), "lt"))
+        ids = t.emit(graph.SelectOp(negative, t.emit(graph.AddOp(ids, number(size))), ids))
+        ids = t.emit(graph.MaxOp(ids, number(0.0)))
+        ids = t.emit(graph.MinOp(ids, number(size - 1)))
+        stride = math.prod(sizes[k + 1 :])
+        term = ids if stride == 1 else t.emit(graph.MulOp(ids, number(stride)))
         flat = term if flat is None else t.emit(graph.AddOp(flat, term))
     assert flat is not None
     table = t.reshape(x, [*shape[: dims[0]], math.prod(sizes), *shape[dims[-1] + 1 :]])
@@ -3046,14 +3040,15 @@ def _distinct_along(index: Any, dim: int, rank: int) -> bool:
         index = index.args[0]
     if not isinstance(index, Node):
         return False
-    source = index
-    if _op_name(index.target) == "_operator.getitem":
-        if index.args[1] != 1:
-            return False
+    if _op_name(index.target) == "_operator.getitem":  # topk's or sort's indices
         source = index.args[0]
-    name = _op_name(source.target).removeprefix("aten.")
-    if (name == "argsort") == (source is not index) or name not in ("topk", "sort", "argsort"):
-        return False
+        name = _op_name(source.target).removeprefix("aten.")
+        if index.args[1] != 1 or name not in ("topk", "sort"):
+            return False
+    else:  # argsort's result
+        source, name = index, _op_name(index.target).removeprefix("aten.")
+        if name != "argsort":
+            return False
     along = _arg(source, 2 if name == "topk" else 1, "dim", -1)
     return source.args[0].meta["val"].dim() == rank and _dims(along, rank)[0] == dim
 
