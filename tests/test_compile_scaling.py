@@ -71,3 +71,33 @@ def test_fusion_builds_each_kernel_a_bounded_number_of_times(monkeypatch) -> Non
     kernels = len(list(loop.kernels(lowered)))
     assert kernels == 2 * n
     assert len(builds) <= 3 * kernels, len(builds)
+
+
+def test_chained_windows_are_cut_before_the_kernel_grows() -> None:
+    """YOLO's SPPF, stride-1 5×5 max poolings in a chain: fused whole, four of them inline
+    25⁴ loads per element, and the build (then the cost model, which cut them one pooling at
+    a time) took minutes. A build past `MAX_SCALARS` gives the recomputed value nearest the
+    root a buffer at once: each pooling its own kernel, in well under a second."""
+    import numpy as np
+    import pytest
+
+    torch = pytest.importorskip("torch")
+    from tinyopt.backends.loop_reference import run_loop_module
+    from tinyopt.compiler import apply_pipeline
+    from tinyopt.dialects import loop
+    from tinyopt.frontends.torch_fx import capture
+
+    class Chain(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for _ in range(4):
+                x = torch.nn.functional.max_pool2d(x, 5, 1, 2)
+            return x
+
+    x = torch.randn(1, 2, 7, 9)
+    captured = capture(Chain(), x)
+    start = time.process_time()
+    fused = apply_pipeline(captured.module.clone(), "decompose,fuse")
+    assert time.process_time() - start < 10
+    assert len(list(loop.kernels(fused))) == 4
+    (got,) = run_loop_module(fused, "forward", *captured.arguments(x))
+    np.testing.assert_array_equal(got, Chain()(x).numpy())

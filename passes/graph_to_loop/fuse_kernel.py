@@ -15,7 +15,8 @@ whose index variables it uses, so a value that depends only on the row is comput
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator, Sequence
+from collections import Counter
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import accumulate
 from math import prod
 from typing import Literal
@@ -122,6 +123,12 @@ def _unswapped(value: SSAValue) -> SSAValue:
 def _swaps_inner_dims(perm: Sequence[int]) -> bool:
     rank = len(perm)
     return rank >= 2 and list(perm) == [*range(rank - 2), rank - 1, rank - 2]
+
+
+MAX_SCALARS = 4096
+"""The most scalars (values at points) a kernel's build emits before it gives the most
+recomputed value a buffer: 8× the largest kernel of the test programs and the zoo (496,
+ResNet's stem)."""
 
 
 class Materialize(Exception):
@@ -396,6 +403,8 @@ class KernelBuilder:
             if (value, point) in seen:
                 continue
             seen.add((value, point))
+            if len(seen) > MAX_SCALARS:
+                self._too_many_scalars(seen)
             yield value, point
             if not self._is_load(value) and not _reduces(value):
                 stack.extend(reversed(_operand_points(value.owner, point)))
@@ -502,10 +511,31 @@ class KernelBuilder:
             operands = None if ready else self._inlined_operands(value, point)
             if not operands:
                 self._values[(value, point)] = self._compute(value, point)
+                if len(self._values) > MAX_SCALARS:
+                    self._too_many_scalars(self._values)
                 continue
             stack.append(((value, point), True))
             stack.extend((o, False) for o in reversed(operands) if o not in self._values)
         return self._values[key]
+
+    def _too_many_scalars(self, visited: Iterable[tuple[SSAValue, Point]]) -> None:
+        """Give a buffer to the recomputed value nearest the root (the last in program order
+        visited at two points or more) once the kernel would hold more than `MAX_SCALARS`
+        scalars: chained windows, e.g. three 5×5 poolings, inline 25³ loads per element, which
+        the cost model would cut after the build, one pooling at a time (minutes); nothing if
+        no value is recomputed."""
+        points = Counter(
+            v for v, _ in visited if isinstance(v.owner, ELEMENTWISE_OPS) and not self._is_load(v)
+        )
+        recomputed = [v for v, count in points.items() if count > 1]
+        if recomputed:
+            order = {op: i for i, op in enumerate(self.root.owner.parent_block().ops)}
+            value = max(recomputed, key=lambda v: order.get(v.owner, -1))
+            raise Materialize(
+                value,
+                f"its kernel would compute more than {MAX_SCALARS} scalars, this one at "
+                f"{points[value]} points",
+            )
 
     def _inlined_operands(self, value: SSAValue, point: Point) -> list[tuple[SSAValue, Point]]:
         """Return the operands `_compute` reads to emit `value` at `point` (none where it
