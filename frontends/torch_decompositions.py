@@ -7,8 +7,10 @@ a handler are decomposed, so what is captured today keeps its exact form (a soft
 softmax, never its exps and sums), and a program that has none pays nothing.
 
 A decomposition is used only where every op it leads to (after at most `ROUNDS` rounds) has a
-handler; otherwise the capture keeps the original program and its error names the op the user
-wrote (`cannot capture aten.pdist`), not an op of torch's decomposition of it.
+handler; otherwise the capture keeps that op and its error names the op the user wrote
+(`cannot capture aten.pdist`), not an op of torch's decomposition of it. The other ops are
+decomposed all the same, so the error is about the op that cannot be taken (`grid_sample` of
+an `affine_grid`: the grid is taken, the sampling is named).
 """
 
 from __future__ import annotations
@@ -38,29 +40,51 @@ def decompose_unsupported(
     program: ExportedProgram, supported: Callable[[object], bool]
 ) -> tuple[ExportedProgram, list[object]]:
     """Return `program` with its unsupported ops replaced by torch's decompositions, and the
-    ops decomposed; `program` itself and no op where some op would remain unsupported."""
-    import torch
-
+    ops decomposed. An op whose decomposition leads to an op without a handler is kept (the
+    capture's error then names it, not an op of its decomposition); the others are
+    decomposed all the same, so the error names the op that cannot be taken (`grid_sample`),
+    not one beside it that could (`affine_grid`)."""
     missing = unsupported_ops(program, supported)
     if not missing:
         return program, []
+    found = _decomposed(program, missing, supported, set())
+    if found is not None:
+        return found
+    takeable = {op for op in missing if _decomposed(program, {op}, supported, missing - {op})}
+    if not takeable:
+        return program, []
+    found = _decomposed(program, takeable, supported, missing - takeable)
+    return found if found is not None else (program, [])
+
+
+def _decomposed(
+    program: ExportedProgram,
+    ops: set[object],
+    supported: Callable[[object], bool],
+    kept: set[object],
+) -> tuple[ExportedProgram, list[object]] | None:
+    """`program` with `ops` replaced by torch's decompositions (after at most `ROUNDS`
+    rounds, the decompositions' own composite ops too) and the ops decomposed, or None where
+    an op without a handler other than those `kept` remains."""
+    import torch
+
     table = torch.export.default_decompositions()
     decomposed: list[object] = []
-    candidate = program
+    candidate, pending = program, set(ops)
     for _ in range(ROUNDS):
         usable = {
-            op: table[op] for op in missing if isinstance(op, torch._ops.OpOverload) and op in table
+            op: table[op] for op in pending if isinstance(op, torch._ops.OpOverload) and op in table
         }
         if not usable:
-            break
+            return None
         try:
             with warnings.catch_warnings():  # torch's own use of a deprecated pytree API
                 warnings.simplefilter("ignore")
                 candidate = candidate.run_decompositions(usable)  # pyright: ignore[reportArgumentType]
         except Exception:  # torch raises many exception types; the original's error is clearer
-            return program, []
+            return None
         decomposed += [op for op in usable if op not in decomposed]
-        missing = unsupported_ops(candidate, supported)
-        if not missing:
+        pending = unsupported_ops(candidate, supported) - kept
+        if not pending:
             return candidate, decomposed
-    return program, []
+    return None

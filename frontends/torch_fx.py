@@ -19,6 +19,7 @@ import itertools
 import logging
 import math
 import sys
+import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -157,7 +158,13 @@ def _export_error(exc: Exception) -> str:
     marker = "The following call raised this error:"
     if marker in lines:
         at = lines[lines.index(marker) + 1 : lines.index(marker) + 3]
-        brief += f" (at {' '.join(line.strip() for line in at)})"
+        brief += f" (at {' '.join(line.strip() for line in at).strip()})"
+    frames = [frame.name for frame in traceback.extract_tb(exc.__traceback__)]
+    if "_detect_is_causal_mask" in frames:  # nn.Transformer* comparing a mask with a causal one
+        brief += (
+            "; torch's transformer layers read a float mask's values to tell whether it is "
+            "causal: pass is_causal=True (tgt_is_causal=True to nn.Transformer) with it"
+        )
     return brief
 
 
@@ -3122,7 +3129,9 @@ def _getitem(t: _Translator, node: Node) -> SSAValue:
     part = parts[node.args[1]]
     if part is None:
         raise t.fail(
-            node, "a result tinyopt does not compute (an empty split part, a pooling's indices)"
+            node,
+            f"result {node.args[1]} of {_op_name(node.args[0].target)}, which tinyopt does not "
+            "compute (an empty split part; the indices of a pooling, cummax or cummin)",
         )
     return part
 

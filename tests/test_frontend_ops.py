@@ -1233,7 +1233,12 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
     "pooling_indices_used": (
         lambda m, a: nn.functional.adaptive_max_pool1d(a, 1, return_indices=True)[1].float(),
         (torch.randn(1, 2, 4),),
-        "a pooling's indices",
+        "result 1 of aten.adaptive_max_pool1d, which tinyopt does not compute",
+    ),
+    "cummax_indices_used": (
+        lambda m, a: torch.cummax(a, -1).indices.float(),
+        (torch.randn(2, 5),),
+        "result 1 of aten.cummax, which tinyopt does not compute",
     ),
     "batch_norm_training": (
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),

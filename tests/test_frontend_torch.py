@@ -337,6 +337,40 @@ def test_a_shape_the_values_decide_is_refused_at_the_op(fn: Callable, op: str) -
         capture(Fn(fn), randn(4, 4))
 
 
+def test_refusal_names_the_op_without_a_decomposition_not_one_beside_it() -> None:
+    """affine_grid and grid_sample both lack handlers; affine_grid's decomposition is taken,
+    grid_sample's leads to ops without one: the error names grid_sample (it named the first
+    op of the program, affine_grid, which captures alone)."""
+    module = Fn(
+        lambda m, th, x: F.grid_sample(
+            x, F.affine_grid(th, x.size(), align_corners=False), align_corners=False
+        )
+    )
+    with pytest.raises(FrontendError, match=r"^cannot capture aten\.grid_sampler \(node"):
+        capture(module, randn(2, 2, 3), randn(2, 1, 8, 8))
+
+
+def test_transformer_layers_given_a_float_causal_mask_get_a_hint() -> None:
+    """nn.TransformerEncoder compares a float mask with a causal one to choose its path: a
+    read of the values torch.export cannot trace. The error says to pass is_causal, with
+    which the same module captures."""
+    layer = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False).eval()
+    mask = nn.Transformer.generate_square_subsequent_mask(5)
+
+    class Encode(nn.Module):
+        def __init__(self, is_causal: bool | None) -> None:
+            super().__init__()
+            self.encoder, self.is_causal = encoder, is_causal
+
+        def forward(self, x: Tensor) -> Tensor:
+            return self.encoder(x, mask=mask, is_causal=self.is_causal)
+
+    with pytest.raises(FrontendError, match="pass is_causal=True"):
+        capture(Encode(None), randn(2, 5, 16))  # torch's default: look at the mask
+    assert "graph.attention" in str(capture(Encode(True), randn(2, 5, 16)).module)
+
+
 def test_float64_is_rejected() -> None:
     with pytest.raises(FrontendError, match="dtype torch.float64 is not supported"):
         capture(Fn(lambda m, a: a * 2), randn(4, 8).double())
