@@ -3825,8 +3825,8 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     of x (padded by a concat: -inf for max, 0 for an average that counts the pads), folded
     with max or add (then divided by the window's size). With `ceil_mode` the last windows may
     run past the padded input: they are padded as far with the same fill, and an average
-    divides each by the part of its window inside the padded input, as torch does. Averages
-    that leave the pads out of the count are refused."""
+    divides each by the part of its window inside the padded input, as torch does (inside the
+    input itself with `count_include_pad=False`)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     spatial = _spatial_dims(name)
     average = name.startswith("avg")
@@ -3834,8 +3834,7 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     stride = _per_dim(_arg(node, 2, "stride", None) or kernel, spatial)
     padding = _per_dim(_arg(node, 3, "padding", 0), spatial)
     dilation = [1] * spatial if average else _per_dim(_arg(node, 4, "dilation", 1), spatial)
-    if average and not _arg(node, 5, "count_include_pad", True) and any(padding):
-        raise t.fail(node, f"aten.{name} with count_include_pad=False and padding")
+    counts_pads = _arg(node, 5, "count_include_pad", True)
     if average and _arg(node, 6, "divisor_override", None) is not None:
         raise t.fail(node, f"aten.{name} with divisor_override")
     out = t.tensor_type(node)
@@ -3858,16 +3857,27 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     assert folded is not None
     if not average:
         return folded
-    if not any(overhang):
+    if not any(overhang) and (counts_pads or not any(padding)):
         return t.emit(graph.DivOp(folded, t.scalar(float(math.prod(kernel)), out)))
     work = TensorType(f32, out.get_shape())  # window sizes, exact small integers
     divisor: SSAValue | None = None
     for dim, s, k, n, p in zip(dims, stride, kernel, inputs, padding):
         # the window of output o starts at o·s − p; inside the padded input it holds
-        # min(k, n + 2p − o·s) elements (an index expression, as `arange`)
+        # min(k, n + 2p − o·s) elements, inside the input itself (count_include_pad=False)
+        # min(o·s − p + k, n) − max(o·s − p, 0) (index expressions, as `arange`)
         steps = t.emit(graph.MulOp(t.emit(graph.IotaOp(work, dim)), t.scalar(float(s), work)))
-        room = t.emit(graph.SubOp(t.scalar(float(n + 2 * p), work), steps))
-        span = t.emit(graph.MinOp(room, t.scalar(float(k), work)))
+        if counts_pads:
+            room = t.emit(graph.SubOp(t.scalar(float(n + 2 * p), work), steps))
+            span = t.emit(graph.MinOp(room, t.scalar(float(k), work)))
+        else:
+            start = t.emit(graph.SubOp(steps, t.scalar(float(p), work)))
+            end = t.emit(graph.AddOp(start, t.scalar(float(k), work)))
+            span = t.emit(
+                graph.SubOp(
+                    t.emit(graph.MinOp(end, t.scalar(float(n), work))),
+                    t.emit(graph.MaxOp(start, t.scalar(0.0, work))),
+                )
+            )
         divisor = span if divisor is None else t.emit(graph.MulOp(divisor, span))
     assert divisor is not None
     return t.emit(graph.DivOp(folded, t.cast(divisor, out.element_type)))

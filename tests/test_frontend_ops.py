@@ -827,6 +827,24 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.randn(2, 3, 13, 10),),
     ),
+    "average_pooling_without_the_pads": (  # TF-ported Inception blocks, ResNet-D's shortcut
+        Fn(
+            lambda m, a, b: (
+                nn.functional.avg_pool1d(a, 3, padding=1, count_include_pad=False).sum(-1),
+                nn.functional.avg_pool2d(b, 3, 1, 1, count_include_pad=False).sum((2, 3)),
+                nn.functional.avg_pool2d(b, 3, 2, 1, ceil_mode=True, count_include_pad=False).sum(
+                    (2, 3)
+                ),
+                nn.functional.avg_pool2d(b, 2, 2, ceil_mode=True, count_include_pad=False).sum(
+                    (2, 3)
+                ),
+                nn.functional.avg_pool3d(
+                    b[:, None], (2, 3, 3), 1, (1, 1, 0), count_include_pad=False
+                ).sum((2, 3, 4)),
+            )
+        ),
+        (torch.randn(2, 3, 5), torch.randn(2, 3, 13, 10)),
+    ),
     # 13 -> 6 and 10 -> 4 (and 12, 3): windows of unequal, overlapping spans
     "adaptive_pool_uneven_windows": (
         Fn(
@@ -1244,11 +1262,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
         (torch.randn(3, 2, 5),),
         "aten.batch_norm in training mode",
-    ),
-    "average_pooling_without_the_pads": (
-        lambda m, a: nn.functional.avg_pool1d(a, 3, padding=1, count_include_pad=False),
-        (torch.randn(1, 2, 5),),
-        "count_include_pad=False",
     ),
     "index_tensors_in_dims_apart": (
         lambda m, a: a[torch.tensor([0, 1]), :, torch.tensor([1, 2])],
