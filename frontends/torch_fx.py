@@ -2971,14 +2971,26 @@ def _gather_along(t: _Translator, node: Node) -> SSAValue:
     return t.cast(_masked_reduce(t, match, terms, rank), out.element_type)
 
 
-@_handles("scatter", "scatter_add", "index_add")
+_SCATTER_REDUCTIONS: dict[str, tuple[type[graph.ReduceOp], float, type[graph.BinaryOp]]] = {
+    "sum": (graph.ReduceSumOp, 0.0, graph.AddOp),
+    "mean": (graph.ReduceSumOp, 0.0, graph.AddOp),
+    "prod": (graph.ReduceProdOp, 1.0, graph.MulOp),
+    "amax": (graph.ReduceMaxOp, -math.inf, graph.MaxOp),
+    "amin": (graph.ReduceMinOp, math.inf, graph.MinOp),
+}
+"""`scatter_reduce`'s reductions: the masked reduction, its identity and how x joins in."""
+
+
+@_handles("scatter", "scatter_add", "index_add", "scatter_reduce")
 def _scatter(t: _Translator, node: Node) -> SSAValue:
-    """`x.scatter(dim, index, value)` (one number), `x.scatter_add(dim, index, src)` and
-    `x.index_add(dim, index, src)`: for each position k along the dim, whether some index
-    entry j names it (compared as f32), and the sum of the src entries that do, over the whole
-    index (a masked sum: at most 2^24 terms a slice). The index must match x's shape but along
-    the dim (index_add's 1-D index is broadcast); scatter of a src tensor (which of duplicate
-    writes wins is unspecified) is refused."""
+    """`x.scatter(dim, index, value)` (one number), `x.scatter_add(dim, index, src)`,
+    `x.index_add(dim, index, src)` and `x.scatter_reduce(dim, index, src, reduce)`: for each
+    position k along the dim, whether some index entry j names it (compared as f32), and the
+    reduction (sum; for scatter_reduce also prod, amax, amin, mean) of the src entries that do,
+    over the whole index (a masked reduction: at most 2^24 terms a slice); positions no entry
+    names keep x. The index must match x's shape but along the dim (index_add's 1-D index is
+    broadcast); scatter of a src tensor (which of duplicate writes wins is unspecified) is
+    refused unless its indices are distinct by construction."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     out = t.tensor_type(node)
     work = _work_type(out).element_type
@@ -3028,10 +3040,40 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
             return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
     src = t.cast(t.value(source, node), work)
     src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
+    if name == "scatter_reduce":
+        return t.cast(_scatter_reduced(t, node, x, hit, src, dim), out.element_type)
     added = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
     if name == "scatter":  # distinct indices: the one src entry naming k, else x
         return t.cast(t.emit(graph.SelectOp(any_hit, added, x)), out.element_type)
     return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
+
+
+def _scatter_reduced(
+    t: _Translator, node: Node, x: SSAValue, hit: SSAValue, src: SSAValue, dim: int
+) -> SSAValue:
+    """scatter_reduce at positions k: the `reduce` of the src entries naming k (`hit`, over
+    the last dim), with x's element among them where `include_self`; x where none names k."""
+    how = _arg(node, 4, "reduce", "sum")
+    if how not in _SCATTER_REDUCTIONS:
+        raise t.fail(node, f"aten.scatter_reduce with reduce={how!r}")
+    if how == "mean" and _dtype(node) in _ID_DTYPES:
+        raise t.fail(node, "aten.scatter_reduce's mean of integers (a floor division)")
+    include_self = bool(_arg(node, 5, "include_self", True))
+    reduce, identity, join = _SCATTER_REDUCTIONS[how]
+    last = _type(hit).get_num_dims() - 1
+    folded = _moved_back(t, _masked_reduce(t, hit, src, last, reduce, identity), dim)
+    count = _moved_back(t, t.emit(graph.ReduceSumOp(t.cast(hit, f32), [last], False)), dim)
+    if include_self:
+        folded = t.emit(join(folded, x))
+    if how == "mean":
+        count = t.cast(count, _type(x).element_type)
+        if include_self:
+            count = t.emit(graph.AddOp(count, t.scalar(1.0, _type(count))))
+        folded = t.emit(
+            graph.DivOp(folded, t.emit(graph.MaxOp(count, t.scalar(1.0, _type(count)))))
+        )
+    named = t.emit(graph.CompareOp(count, t.scalar(0.0, _type(count)), "gt"))
+    return t.emit(graph.SelectOp(named, folded, x))
 
 
 _SAME_VALUES = ("to", "_to_copy", "clone", "contiguous", "alias", "detach", "lift_fresh_copy")

@@ -986,6 +986,39 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X,),
     ),
+    "scatter_reduce": (
+        # PyG's segment softmax over edges (amax and sum into nodes, node 4 named by none),
+        # and every other reduction with and without x's own element
+        Fn(
+            lambda m, e, idx: (
+                (
+                    e
+                    - e.new_zeros(5, 3)
+                    .scatter_reduce(0, idx, e, "amax", include_self=False)
+                    .gather(0, idx)
+                ).exp()
+                / e.new_zeros(5, 3)
+                .scatter_reduce(
+                    0,
+                    idx,
+                    (
+                        e
+                        - e.new_zeros(5, 3)
+                        .scatter_reduce(0, idx, e, "amax", include_self=False)
+                        .gather(0, idx)
+                    ).exp(),
+                    "sum",
+                    include_self=False,
+                )
+                .gather(0, idx),
+                e.new_ones(5, 3).scatter_reduce(0, idx, e, "prod"),
+                e.new_full((5, 3), 0.5).scatter_reduce(0, idx, e, "amin"),
+                e.new_full((5, 3), 0.5).scatter_reduce(0, idx, e, "mean"),
+                e.new_full((5, 3), 0.5).scatter_reduce(0, idx, e, "mean", include_self=False),
+            )
+        ),
+        (torch.randn(7, 3), torch.tensor([0, 1, 0, 2, 3, 1, 0])[:, None].expand(7, 3).clone()),
+    ),
     "embedding_bag": (
         Fn(
             lambda m, ids, flat, offsets, w, ends: torch.cat(
