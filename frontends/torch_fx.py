@@ -3925,6 +3925,78 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.DivOp(folded, t.cast(divisor, out.element_type)))
 
 
+GRID_SAMPLE_MODES = {0: "bilinear", 1: "nearest", 2: "bicubic"}
+GRID_SAMPLE_PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
+"""`aten.grid_sampler`'s integer codes for `F.grid_sample`'s mode and padding_mode."""
+
+
+@_handles("grid_sampler", "grid_sampler_2d")
+def _grid_sample(t: _Translator, node: Node) -> SSAValue:
+    """`F.grid_sample(x, grid)` in 2-D, bilinear, zeros or border padding: each output point's
+    source (ix, iy) from the grid in [−1, 1] (`align_corners` as torch unnormalizes it; border
+    clamps it into the input), then the four neighbours at floor(ix), floor(iy) and one past,
+    each a gather of x's rows (x as [N·H·W, C], the row n·H·W + y·W + x computed in f32, exact
+    below 2^24) weighted by the bilinear weights, a neighbour outside the input weighing 0
+    (zeros). Bilinear weights are continuous in (ix, iy): a floor that rounds the other way
+    at an integer moves the result by an ulp, not a pixel."""
+    x_arg, grid_arg, mode, padding, align = node.args[:5]
+    if GRID_SAMPLE_MODES.get(mode) != "bilinear":
+        raise t.fail(node, f"aten.grid_sampler in mode {GRID_SAMPLE_MODES.get(mode, mode)}")
+    if GRID_SAMPLE_PADDINGS.get(padding) not in ("zeros", "border"):
+        paddings = GRID_SAMPLE_PADDINGS.get(padding, padding)
+        raise t.fail(node, f"aten.grid_sampler with padding_mode {paddings}")
+    out = t.tensor_type(node)
+    x, grid = (t.cast(t.value(a, node), f32) for a in (x_arg, grid_arg))
+    n, c, h, w = _type(x).get_shape()
+    _, ho, wo, _ = _type(grid).get_shape()
+    if n * h * w > EXACT_INTEGERS:
+        raise t.fail(node, f"aten.grid_sampler of {n * h * w} input points (past 2^24)")
+    points = TensorType(f32, [n, ho, wo])
+
+    def number(value: float) -> SSAValue:
+        return t.scalar(value, points)
+
+    def source(coordinate: int, size: int) -> SSAValue:
+        g = t.reshape(t.emit(graph.SliceOp(grid, 3, coordinate, 1, 1)), [n, ho, wo])
+        if align:  # ((g + 1) / 2)·(size − 1)
+            scaled = t.emit(
+                graph.MulOp(t.emit(graph.AddOp(g, number(1.0))), number((size - 1) / 2))
+            )
+        else:  # ((g + 1)·size − 1) / 2
+            scaled = t.emit(graph.AddOp(g, number(1.0)))
+            scaled = t.emit(graph.MulOp(scaled, number(size)))
+            scaled = t.emit(graph.DivOp(t.emit(graph.SubOp(scaled, number(1.0))), number(2.0)))
+        if GRID_SAMPLE_PADDINGS[padding] == "border":
+            scaled = t.emit(graph.MinOp(t.emit(graph.MaxOp(scaled, number(0.0))), number(size - 1)))
+        return scaled
+
+    ix, iy = source(0, w), source(1, h)
+    x0, y0 = t.emit(graph.FloorOp(ix)), t.emit(graph.FloorOp(iy))
+    x1, y1 = (t.emit(graph.AddOp(v, number(1.0))) for v in (x0, y0))
+    columns = ((x0, t.emit(graph.SubOp(x1, ix))), (x1, t.emit(graph.SubOp(ix, x0))))
+    rows = ((y0, t.emit(graph.SubOp(y1, iy))), (y1, t.emit(graph.SubOp(iy, y0))))
+    table = t.reshape(t.emit(graph.TransposeOp(x, [0, 2, 3, 1])), [n * h * w, c])
+    base = t.emit(graph.MulOp(t.emit(graph.IotaOp(points, 0)), number(h * w)))
+    total: SSAValue | None = None
+    for (xc, wx), (yc, wy) in itertools.product(columns, rows):
+        weight = t.emit(graph.MulOp(wx, wy))
+        for coordinate, size in ((xc, w), (yc, h)):  # a neighbour outside the input weighs 0
+            for bound, predicate in ((0.0, "ge"), (size - 1, "le")):
+                inside = t.emit(graph.CompareOp(coordinate, number(bound), predicate))
+                weight = t.emit(graph.SelectOp(inside, weight, number(0.0)))
+        xs, ys = (
+            t.emit(graph.MinOp(t.emit(graph.MaxOp(v, number(0.0))), number(size - 1)))
+            for v, size in ((xc, w), (yc, h))
+        )
+        row = t.emit(graph.AddOp(base, t.emit(graph.AddOp(t.emit(graph.MulOp(ys, number(w))), xs))))
+        picked = t.emit(graph.GatherOp(table, t.cast(row, i64)))  # [n, ho, wo, c]
+        weights = t.broadcast(t.reshape(weight, [n, ho, wo, 1]), [n, ho, wo, c])
+        weighted = t.emit(graph.MulOp(picked, weights))
+        total = weighted if total is None else t.emit(graph.AddOp(total, weighted))
+    assert total is not None
+    return t.cast(t.emit(graph.TransposeOp(total, [0, 3, 1, 2])), out.element_type)
+
+
 @_handles(
     "adaptive_avg_pool1d", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool3d",
     "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d",

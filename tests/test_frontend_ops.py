@@ -1019,6 +1019,32 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (torch.randn(7, 3), torch.tensor([0, 1, 0, 2, 3, 1, 0])[:, None].expand(7, 3).clone()),
     ),
+    "grid_sample": (
+        # a spatial transformer's affine grid, then a grid past the input on every side, the
+        # corners and the centre exactly: bilinear, zeros and border padding, both alignments
+        Fn(
+            lambda m, x, theta, g: (
+                nn.functional.grid_sample(
+                    x,
+                    nn.functional.affine_grid(theta, [2, 3, 6, 4], align_corners=False),
+                    align_corners=False,
+                ),
+                nn.functional.grid_sample(x, g, padding_mode="border", align_corners=True),
+                nn.functional.grid_sample(x, g, align_corners=True),
+            )
+        ),
+        (
+            torch.randn(2, 3, 5, 7),
+            torch.randn(2, 2, 3),
+            torch.cat(
+                [
+                    torch.tensor([[[[-1.0, 1.0], [1.0, -1.0], [0.0, 0.0]]]]).expand(2, 1, 3, 2),
+                    torch.rand(2, 3, 3, 2) * 2.6 - 1.3,
+                ],
+                1,
+            ),
+        ),
+    ),
     "embedding_bag": (
         Fn(
             lambda m, ids, flat, offsets, w, ends: torch.cat(
@@ -1295,6 +1321,11 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
         (torch.randn(3, 2, 5),),
         "aten.batch_norm in training mode",
+    ),
+    "grid_sample_nearest": (
+        lambda m, x, g: nn.functional.grid_sample(x, g, mode="nearest", align_corners=False),
+        (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1),
+        "aten.grid_sampler in mode nearest",
     ),
     "index_tensors_in_dims_apart": (
         lambda m, a: a[torch.tensor([0, 1]), :, torch.tensor([1, 2])],

@@ -338,16 +338,15 @@ def test_a_shape_the_values_decide_is_refused_at_the_op(fn: Callable, op: str) -
 
 
 def test_refusal_names_the_op_without_a_decomposition_not_one_beside_it() -> None:
-    """affine_grid and grid_sample both lack handlers; affine_grid's decomposition is taken,
-    grid_sample's leads to ops without one: the error names grid_sample (it named the first
-    op of the program, affine_grid, which captures alone)."""
+    """affine_grid and pdist both lack handlers; affine_grid's decomposition is taken,
+    pdist's leads to ops without one: the error names pdist (it named the first op of the
+    program, affine_grid, which captures alone)."""
     module = Fn(
-        lambda m, th, x: F.grid_sample(
-            x, F.affine_grid(th, x.size(), align_corners=False), align_corners=False
-        )
+        lambda m, th, x: F.affine_grid(th, [2, 1, 4, 4], align_corners=False).sum()
+        + F.pdist(x).sum()
     )
-    with pytest.raises(FrontendError, match=r"^cannot capture aten\.grid_sampler \(node"):
-        capture(module, randn(2, 2, 3), randn(2, 1, 8, 8))
+    with pytest.raises(FrontendError, match=r"^cannot capture aten\.pdist \(node"):
+        capture(module, randn(2, 2, 3), randn(3, 4))
 
 
 def test_transformer_layers_given_a_float_causal_mask_get_a_hint() -> None:
