@@ -342,8 +342,9 @@ def test_refusal_names_the_op_without_a_decomposition_not_one_beside_it() -> Non
     pdist's leads to ops without one: the error names pdist (it named the first op of the
     program, affine_grid, which captures alone)."""
     module = Fn(
-        lambda m, th, x: F.affine_grid(th, [2, 1, 4, 4], align_corners=False).sum()
-        + F.pdist(x).sum()
+        lambda m, th, x: (
+            F.affine_grid(th, [2, 1, 4, 4], align_corners=False).sum() + F.pdist(x).sum()
+        )
     )
     with pytest.raises(FrontendError, match=r"^cannot capture aten\.pdist \(node"):
         capture(module, randn(2, 2, 3), randn(3, 4))
