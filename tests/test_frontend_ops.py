@@ -1195,6 +1195,19 @@ ONE_LAUNCH: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...]]] = {
         ),
         (_X,),
     ),
+    "grid_sample_bilinear": (
+        lambda m, x, g: nn.functional.grid_sample(x, g, align_corners=False),
+        (
+            torch.randn(2, 3, 5, 7),
+            torch.cat(
+                [
+                    torch.tensor([[[[-1.0, 1.0], [1.0, -1.0], [0.0, 0.0]]]]).expand(2, 1, 3, 2),
+                    torch.rand(2, 3, 3, 2) * 2.6 - 1.3,
+                ],
+                1,
+            ),
+        ),
+    ),
     "hypot_copysign": (
         lambda m, a, b: torch.hypot(a, b) + torch.copysign(a, b),
         (
