@@ -3423,14 +3423,17 @@ def _scatter_into_slice(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("index_put")
 def _index_put(t: _Translator, node: Node) -> SSAValue:
-    """`x[mask] = values` with one boolean mask (of x's leading dims): where(mask, values, x).
-    Integer indices (a scatter) and accumulation are refused."""
+    """`x[mask] = values` with one boolean mask (of x's leading dims): where(mask, values, x);
+    or with one 1-D integer index along a dim (`_index_put_at`: `index_copy`, `index_fill`,
+    `x[:, ids] = v`)."""
     out = t.tensor_type(node)
     indices = [i for i in node.args[1] if i is not None]
+    if len(indices) == 1 and _dtype(indices[0]) in _ID_DTYPES:
+        return _index_put_at(t, node, list(node.args[1]).index(indices[0]), indices[0])
     if len(indices) != 1 or len(node.args[1]) != 1 or _dtype(indices[0]) != "bool":
-        raise t.fail(node, "aten.index_put with integer indices (only one boolean mask)")
+        raise t.fail(node, "aten.index_put with several index tensors")
     if _arg(node, 3, "accumulate", False):
-        raise t.fail(node, "aten.index_put with accumulate=True")
+        raise t.fail(node, "aten.index_put of a boolean mask with accumulate=True")
     mask = t.value(indices[0], node)
     shape = out.get_shape()
     lead = _type(mask).get_shape()
@@ -3440,6 +3443,92 @@ def _index_put(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(node, "aten.index_put of a tensor of values (only one value)")
     one = t.reshape(values, [1] * len(shape))
     return _select(t, node, mask, t.broadcast(one, shape), node.args[0])
+
+
+def _index_put_at(t: _Translator, node: Node, dim: int, ids_arg: Node) -> SSAValue:
+    """`x[..., ids, ...] = values` along `dim` with a 1-D integer index (negative ids count from
+    the end): for each position k, whether some id names it (compared as f32) and the sum of
+    the values of those that do (a masked sum, as scatter_add's): added to x with
+    `accumulate`, else x where none names k and the value where one does. A tensor of values
+    written without `accumulate` needs ids distinct by construction (arange, or topk's, sort's
+    or argsort's): which of repeated writes wins is unspecified."""
+    out = t.tensor_type(node)
+    work = _work_type(out).element_type
+    work = f32 if work == graph.BOOL else work
+    x = t.cast(t.value(node.args[0], node), work)
+    shape = list(out.get_shape())
+    ids = t.cast(t.value(ids_arg, node), f32)
+    if _type(ids).get_num_dims() != 1:
+        raise t.fail(node, "aten.index_put at an integer index of more than one dim")
+    n, m = shape[dim], _type(ids).get_shape()[0]
+    if n * m > GATHER_TERMS:
+        raise t.fail(node, f"aten.index_put of {m} into {n} elements (their product past 2^24)")
+    negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
+    ids = t.emit(
+        graph.SelectOp(negative, t.emit(graph.AddOp(ids, t.scalar(float(n), _type(ids)))), ids)
+    )
+    lead = [d for i, d in enumerate(shape) if i != dim]
+    wide = [*lead, n, m]  # [.., k, j]
+    named = t.broadcast(t.reshape(ids, [*[1] * len(lead), 1, m]), wide)
+    hit = t.emit(
+        graph.CompareOp(named, t.emit(graph.IotaOp(TensorType(f32, wide), len(lead))), "eq")
+    )
+    any_hit = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [len(wide) - 1], False))
+    any_hit = _moved_back(
+        t, t.emit(graph.CompareOp(any_hit, t.scalar(0.0, _type(any_hit)), "ne")), dim
+    )
+    accumulate = bool(_arg(node, 3, "accumulate", False))
+    indexed = [*shape[:dim], m, *shape[dim + 1 :]]
+    single = _single_value(node.args[2])
+    if single is not None and not accumulate:  # index_fill: repeated ids write the same value
+        one = t.cast(t.reshape(t.value(single, node), [1] * len(shape)), work)
+        return t.cast(t.emit(graph.SelectOp(any_hit, t.broadcast(one, shape), x)), out.element_type)
+    values = t.cast(t.value(node.args[2], node), work)
+    if not accumulate and not _distinct_ids(ids_arg):
+        raise t.fail(
+            node,
+            "aten.index_put of a tensor of values at ids that may repeat (which write wins is "
+            "unspecified; arange and topk, sort or argsort indices are taken)",
+        )
+    given = list(_type(values).get_shape())
+    values = t.broadcast(t.reshape(values, [1] * (len(indexed) - len(given)) + given), indexed)
+    src = t.broadcast(t.reshape(_moved_last(t, values, dim), [*lead, 1, m]), wide)
+    summed = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
+    written = t.emit(graph.AddOp(x, summed) if accumulate else graph.SelectOp(any_hit, summed, x))
+    return t.cast(written, out.element_type)
+
+
+def _distinct_ids(ids: Any) -> bool:
+    """Whether a 1-D index's entries are distinct by construction: an arange (shifted by a
+    number), or topk's, sort's or argsort's indices (`_distinct_along`)."""
+    from torch.fx import Node
+
+    source = ids
+    while isinstance(source, Node):
+        name = _op_name(source.target).removeprefix("aten.")
+        if name in ("add", "sub") and isinstance(source.args[1], int | float):
+            source = source.args[0]  # a shift keeps entries distinct
+        elif name in _SAME_VALUES:
+            source = source.args[0]
+        else:
+            break
+    if isinstance(source, Node) and _op_name(source.target) == "aten.arange":
+        return True
+    return _distinct_along(ids, 0, 1)
+
+
+def _single_value(values: Any) -> Node | None:
+    """The one-element tensor `values` is broadcast from (index_fill's value, expanded), or
+    None."""
+    from torch.fx import Node
+
+    while isinstance(values, Node):
+        if math.prod(values.meta["val"].shape) == 1:
+            return values
+        if _op_name(values.target).removeprefix("aten.") not in ("expand", "broadcast_to"):
+            return None
+        values = values.args[0]
+    return None
 
 
 @_handles("arange")

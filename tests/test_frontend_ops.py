@@ -85,7 +85,7 @@ def _prelu(weights: int) -> nn.PReLU:
 
 
 def _put_at(a: Tensor) -> Tensor:
-    """`a` with its element 2 set in a copy: an integer index_put."""
+    """`a` with its element 2 set in a copy: an integer index_put of one value."""
     b = a.clone()
     b[torch.tensor([2])] = 1.0
     return b
@@ -1045,6 +1045,25 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             ),
         ),
     ),
+    "index_put_at_integer_ids": (
+        # index_fill and a one-value write (ids repeated and negative: the same value), a copy
+        # at an arange's ids, and writes accumulated at repeated ids (index_put_'s accumulate)
+        Fn(
+            lambda m, a, cache, k, ids, v: (
+                a.index_fill(1, torch.tensor([0, -1, 0]), -1.0),
+                _put_at(a[0]),
+                cache.index_copy(2, torch.arange(3) + 2, k),
+                a[:, 0].index_put((ids,), v, accumulate=True),
+            )
+        ),
+        (
+            _X,
+            torch.zeros(1, 2, 8, 4),
+            torch.randn(1, 2, 3, 4),
+            torch.tensor([1, 2, 1, -1]),
+            torch.randn(4, 6),
+        ),
+    ),
     "embedding_bag": (
         Fn(
             lambda m, ids, flat, offsets, w, ends: torch.cat(
@@ -1285,10 +1304,10 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(4),),
         "the module mutates a buffer or returns a non-tensor",
     ),
-    "integer_index_put": (
-        lambda m, a: _put_at(a),
-        (torch.randn(4),),
-        "aten.index_put with integer indices",
+    "values_written_at_ids_that_may_repeat": (  # HF StaticCache's runtime cache_position
+        lambda m, cache, k, pos: cache.index_copy(2, pos, k),
+        (torch.zeros(1, 2, 8, 4), torch.randn(1, 2, 3, 4), torch.tensor([2, 3, 4])),
+        "aten.index_put of a tensor of values at ids that may repeat",
     ),
     "matrix_two_norm": (
         lambda m, a: torch.linalg.norm(a, 2, dim=(0, 1)),
