@@ -3531,6 +3531,16 @@ def _single_value(values: Any) -> Node | None:
     return None
 
 
+@_handles("tril_indices", "triu_indices")
+def _triangle_indices(t: _Translator, node: Node) -> SSAValue:
+    """The (row, column) pairs of a triangle (DLRM's pairwise interactions), from numbers
+    alone: computed by torch at capture and passed as one more trailing argument."""
+    value = t.constant_value(node)
+    if value is None:
+        raise t.fail(node, f"{_op_name(node.target)} of sizes computed from the inputs")
+    return t.folded(node, value)
+
+
 @_handles("arange")
 def _arange(t: _Translator, node: Node) -> SSAValue:
     """`start + step * i`: an index expression, never a buffer."""

@@ -91,6 +91,14 @@ def _put_at(a: Tensor) -> Tensor:
     return b
 
 
+def _triangles(z: Tensor) -> Tensor:
+    """The entries of each `[6, 6]` matrix of z below its diagonal, plus those above (DLRM's
+    `tril_indices` in forward: indices computed from numbers alone)."""
+    rows, cols = torch.tril_indices(6, 6, offset=-1)
+    upper_rows, upper_cols = torch.triu_indices(6, 6, offset=1)
+    return z[:, rows, cols] + z[:, upper_rows, upper_cols]
+
+
 def _tracked_instance_norm() -> nn.InstanceNorm2d:
     """An InstanceNorm2d over 6 channels that tracks running statistics, in eval mode (it then
     normalizes by them, as batch norm)."""
@@ -1063,6 +1071,10 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             torch.tensor([1, 2, 1, -1]),
             torch.randn(4, 6),
         ),
+    ),
+    "triangle_indices_in_forward": (  # DLRM's pairwise interactions, below and above
+        Fn(lambda m, a: _triangles(a @ a.transpose(1, 2))),
+        (_X,),
     ),
     "embedding_bag": (
         Fn(
