@@ -38,7 +38,7 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
 from tinyopt.compile_timer import active, phase, timing
-from tinyopt.compiler import DEFAULT_PIPELINE
+from tinyopt.compiler import DEFAULT_PIPELINE, option_keys
 from tinyopt.universe import TINYOPT_UNIVERSE
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
         reason = " ".join(line.strip() for line in context[2:])
         heading = f"invalid pass pipeline '{spec}': {reason[:1].lower()}{reason[1:]}"
         raise CliError("\n".join([heading.rstrip(": "), *context[:2]])) from None
-    for pass_spec, given in zip(specs, _option_keys(spec), strict=False):
+    for pass_spec, given in zip(specs, option_keys(spec), strict=False):
         if pass_spec.name not in available:
             raise CliError(f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)")
         pass_type = available[pass_spec.name]()
@@ -171,19 +171,6 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
                 raise CliError(
                     f"option '{option}' of pass '{pass_spec.name}' takes {kind}, got {shown}"
                 )
-
-
-def _option_keys(spec: str) -> list[list[str]]:
-    """The option names written in each pass's braces, in order and with repeats (xDSL's
-    parser keeps the last of a repeated option)."""
-    passes, depth, start = [], 0, 0
-    for i, char in enumerate(f"{spec},"):
-        depth += {"{": 1, "}": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            passes.append(spec[start:i])
-            start = i + 1
-    bodies = [p[p.find("{") + 1 : p.rfind("}")] if "{" in p else "" for p in passes]
-    return [re.findall(r"([A-Za-z_][\w-]*)\s*=", body) for body in bodies]
 
 
 def _target_given(args: Sequence[str]) -> bool:

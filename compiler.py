@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -57,12 +58,28 @@ def _older_objects_frozen() -> Iterator[None]:
         gc.unfreeze()
 
 
+def option_keys(spec: str) -> list[list[str]]:
+    """The option names written in each pass's braces, in order and with repeats (xDSL's
+    parser keeps the last of a repeated option)."""
+    passes, depth, start = [], 0, 0
+    for i, char in enumerate(f"{spec},"):
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            passes.append(spec[start:i])
+            start = i + 1
+    bodies = [p[p.find("{") + 1 : p.rfind("}")] if "{" in p else "" for p in passes]
+    return [re.findall(r"([A-Za-z_][\w-]*)\s*=", body) for body in bodies]
+
+
 def apply_pipeline(
     module: ModuleOp, pipeline: str, ctx: Context | None = None, time_passes: bool = False
 ) -> ModuleOp:
     """Applies a `-p`-style pipeline (e.g. `fuse,tile{threads=128},to-cuda`) in place; with
     `time_passes` (or `$TINYOPT_TIME_PASSES`), prints each pass's and pattern's time on stderr."""
     passes = Universe.get_multiverse().all_passes
+    for keys in option_keys(pipeline):
+        if repeated := sorted({key for key in keys if keys.count(key) > 1}):
+            raise ValueError(f"pipeline '{pipeline}': option '{repeated[0]}' given twice")
     ctx = ctx or context()
     with timing(requested(time_passes)), _older_objects_frozen():
         for module_pass in PassPipeline.parse_spec(passes, pipeline).passes:

@@ -196,13 +196,24 @@ class _Interpreter:
         checked against their bounds first) and return its result buffers."""
         env: Env = {}
         bounds = host_bounds(function)
+        if len(arrays) != len(function.args):
+            raise ValueError(
+                f"@{function.sym_name.data} takes {len(function.args)} arguments, got {len(arrays)}"
+            )
         for arg, array in zip(function.args, arrays, strict=True):
+            name = describe(function, arg)
             if arg.index in bounds:
-                name = describe(function, arg)
                 env[arg] = check_value(name, np.asarray(array)[()], bounds[arg.index])
                 continue
-            assert isinstance(arg.type, MemRefType)
-            env[arg] = np.array(array, dtype=numpy_dtype(arg.type.element_type))
+            if not isinstance(arg.type, MemRefType):
+                raise ValueError(
+                    f"{name} is a {arg.type}: run_loop_module runs loop-level host "
+                    "functions (after fuse), whose arguments are memrefs"
+                )
+            held = np.array(array, dtype=numpy_dtype(arg.type.element_type))
+            if held.shape != arg.type.get_shape():
+                raise ValueError(f"{name} is {arg.type}: got an array of shape {list(held.shape)}")
+            env[arg] = held
         for op in function.body.block.ops:
             if isinstance(op, memref.AllocOp):
                 type_ = op.memref.type
@@ -226,7 +237,11 @@ class _Interpreter:
         """Run kernel `name` on `buffers`, compiling it on its first launch."""
         if name not in self.kernels:
             kernel = self.symbols[name]
-            assert isinstance(kernel, loop.KernelOp)
+            if not isinstance(kernel, loop.KernelOp):
+                raise ValueError(
+                    f"@{name} is a {kernel.name}: run_loop_module runs loop kernels (after fuse, "
+                    "before tile)"
+                )
             compiler = _Compiler(self.round_f32)
             self.kernels[name] = (compiler.block(kernel.body.block), len(compiler.slots))
         body, size = self.kernels[name]

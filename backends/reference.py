@@ -79,6 +79,11 @@ def _to_element_type(a: np.ndarray, element_type: Attribute) -> np.ndarray:
 def _find_func(module_or_func: ModuleOp | FuncOp) -> FuncOp:
     if isinstance(module_or_func, FuncOp):
         return module_or_func
+    if not isinstance(module_or_func, ModuleOp):
+        raise ValueError(
+            f"run_reference takes a parsed module (tinyopt.compiler.parse), got "
+            f"{type(module_or_func).__name__}"
+        )
     for op in module_or_func.ops:
         if isinstance(op, FuncOp) and op.body.blocks:
             return op
@@ -146,6 +151,11 @@ def run_reference(
     for arg, bounds in runtime_scalars(func).items():
         check_value(describe(func, arg), arrays[arg.index], (bounds.lo, bounds.hi))
     for i, (arg, array) in enumerate(zip(args, arrays, strict=True)):
+        if not isinstance(arg.type, TensorType):
+            raise ValueError(
+                f"argument {i} of @{func.sym_name.data} is a {arg.type}: run_reference runs "
+                "graph functions (before fuse), whose arguments are tensors"
+            )
         type_ = _tensor_type(arg)
         if np.shape(array) != type_.get_shape():
             raise ValueError(

@@ -96,6 +96,11 @@ def capture(
     """
     import torch
 
+    if not isinstance(module, torch.nn.Module):
+        raise FrontendError(
+            f"capture takes a torch.nn.Module, got {type(module).__name__} (wrap a function in "
+            "a module whose forward calls it)"
+        )
     for path, sub in module.named_modules():
         if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and sub.training:
             raise FrontendError(
