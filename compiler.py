@@ -13,6 +13,7 @@ from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
 from xdsl.passes import PassPipeline
 from xdsl.universe import Universe
+from xdsl.utils.exceptions import ArgSpecParseError
 
 from tinyopt.compile_timer import phase, requested, timed_pass, timing
 
@@ -82,7 +83,11 @@ def apply_pipeline(
             raise ValueError(f"pipeline '{pipeline}': option '{repeated[0]}' given twice")
     ctx = ctx or context()
     with timing(requested(time_passes)), _older_objects_frozen():
-        for module_pass in PassPipeline.parse_spec(passes, pipeline).passes:
+        try:
+            parsed = PassPipeline.parse_spec(passes, pipeline).passes
+        except ArgSpecParseError as exc:  # xDSL's derives from BaseException, not Exception
+            raise ValueError(f"invalid pass pipeline '{pipeline}': {exc}") from None
+        for module_pass in parsed:
             with timed_pass(module_pass.name):
                 module_pass.apply(ctx, module)
         with phase("verify"):

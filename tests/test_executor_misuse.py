@@ -50,3 +50,10 @@ def test_capture_of_a_function_says_it_takes_a_module() -> None:
 
     with pytest.raises(FrontendError, match="capture takes a torch.nn.Module, got function"):
         capture(lambda t: t + 1, torch.randn(3))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("pipeline", [",fuse", "fuse,,tile", "fuse,tile{", "fuse;tile"])
+def test_a_malformed_pipeline_is_a_value_error(pipeline: str) -> None:
+    """xDSL's parse error derives from BaseException, which `except Exception` misses."""
+    with pytest.raises(ValueError, match=f"invalid pass pipeline '{pipeline}'"):
+        lower(SOFTMAX, pipeline)
