@@ -2891,10 +2891,14 @@ def _index(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(node, f"indexing with a {_dtype(ids_arg)} tensor (only integer indices)")
     rows = _type(x).get_shape()[dim]
     ids = t.cast(t.value(ids_arg, node), f32)  # exact: beyond 2^24 an id is past any dim
-    wrapped = t.emit(graph.AddOp(ids, t.scalar(float(rows), _type(ids))))
+    return _take(t, x, dim, t.cast(_from_the_end(t, ids, rows), i64))
+
+
+def _from_the_end(t: _Translator, ids: SSAValue, size: int) -> SSAValue:
+    """f32 ids with the negative ones counted from the end of a dim of `size`, as torch's."""
+    wrapped = t.emit(graph.AddOp(ids, t.scalar(float(size), _type(ids))))
     negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
-    ids = t.cast(t.emit(graph.SelectOp(negative, wrapped, ids)), i64)
-    return _take(t, x, dim, ids)
+    return t.emit(graph.SelectOp(negative, wrapped, ids))
 
 
 def _index_adjacent_dims(t: _Translator, node: Node, x: SSAValue, dims: list[int]) -> SSAValue:
@@ -2929,9 +2933,7 @@ def _index_adjacent_dims(t: _Translator, node: Node, x: SSAValue, dims: list[int
         ids = t.cast(t.value(arg, node), f32)
         shape_ids = list(_type(ids).get_shape())
         ids = t.broadcast(t.reshape(ids, [1] * (len(common) - len(shape_ids)) + shape_ids), common)
-        negative = t.emit(graph.CompareOp(ids, number(0.0), "lt"))
-        ids = t.emit(graph.SelectOp(negative, t.emit(graph.AddOp(ids, number(size))), ids))
-        ids = t.emit(graph.MaxOp(ids, number(0.0)))
+        ids = t.emit(graph.MaxOp(_from_the_end(t, ids, size), number(0.0)))
         ids = t.emit(graph.MinOp(ids, number(size - 1)))
         stride = math.prod(sizes[k + 1 :])
         term = ids if stride == 1 else t.emit(graph.MulOp(ids, number(stride)))
@@ -3038,9 +3040,7 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     k = t.emit(graph.IotaOp(TensorType(f32, wide), len(wide) - 2))
     hit = t.emit(graph.CompareOp(named, k, "eq"))
     if name == "scatter":
-        any_hit = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [len(wide) - 1], False))
-        any_hit = t.emit(graph.CompareOp(any_hit, t.scalar(0.0, _type(any_hit)), "ne"))
-        any_hit = _moved_back(t, any_hit, dim)
+        any_hit = _named_somewhere(t, hit, dim)
         if isinstance(source, bool | int | float):
             return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
     src = t.cast(t.value(source, node), work)
@@ -3051,6 +3051,14 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     if name == "scatter":  # distinct indices: the one src entry naming k, else x
         return t.cast(t.emit(graph.SelectOp(any_hit, added, x)), out.element_type)
     return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
+
+
+def _named_somewhere(t: _Translator, hit: SSAValue, dim: int) -> SSAValue:
+    """From `hit` `[.., k, j]` (index entry j names position k), whether some entry names each
+    position, the positions moved back to `dim`."""
+    last = _type(hit).get_num_dims() - 1
+    named = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [last], False))
+    return _moved_back(t, t.emit(graph.CompareOp(named, t.scalar(0.0, _type(named)), "ne")), dim)
 
 
 def _scatter_reduced(
@@ -3468,20 +3476,14 @@ def _index_put_at(t: _Translator, node: Node, dim: int, ids_arg: Node) -> SSAVal
     n, m = shape[dim], _type(ids).get_shape()[0]
     if n * m > GATHER_TERMS:
         raise t.fail(node, f"aten.index_put of {m} into {n} elements (their product past 2^24)")
-    negative = t.emit(graph.CompareOp(ids, t.scalar(0.0, _type(ids)), "lt"))
-    ids = t.emit(
-        graph.SelectOp(negative, t.emit(graph.AddOp(ids, t.scalar(float(n), _type(ids)))), ids)
-    )
+    ids = _from_the_end(t, ids, n)
     lead = [d for i, d in enumerate(shape) if i != dim]
     wide = [*lead, n, m]  # [.., k, j]
     named = t.broadcast(t.reshape(ids, [*[1] * len(lead), 1, m]), wide)
     hit = t.emit(
         graph.CompareOp(named, t.emit(graph.IotaOp(TensorType(f32, wide), len(lead))), "eq")
     )
-    any_hit = t.emit(graph.ReduceMaxOp(t.cast(hit, f32), [len(wide) - 1], False))
-    any_hit = _moved_back(
-        t, t.emit(graph.CompareOp(any_hit, t.scalar(0.0, _type(any_hit)), "ne")), dim
-    )
+    any_hit = _named_somewhere(t, hit, dim)
     accumulate = bool(_arg(node, 3, "accumulate", False))
     indexed = [*shape[:dim], m, *shape[dim + 1 :]]
     single = _single_value(node.args[2])
