@@ -584,6 +584,24 @@ CASES = [
         decode_attention(1, 32, 8, 1, 4096, 128),
         "decompose,fuse,flash-attention,tile,to-cuda",
     ),
+    # the same cut by the chunk count (abalance=off) rather than by the grid, and the grid's
+    # cut where each block's run spans several groups (batch 64 of 300 keys) and where one
+    # group spans several blocks unevenly (batch 3 of 5000 keys, 8 KV heads).
+    Case(
+        "decode_attention_unbalanced_gqa4_b1_s4096_bf16",
+        decode_attention(1, 32, 8, 1, 4096, 128),
+        "decompose,fuse,flash-attention,tile{abalance=off},to-cuda",
+    ),
+    Case(
+        "decode_attention_balanced_b64_s300_bf16",
+        decode_attention(64, 32, 8, 1, 300, 128),
+        "decompose,fuse,flash-attention,tile{abalance=on},to-cuda",
+    ),
+    Case(
+        "decode_attention_balanced_b3_s5000_bf16",
+        decode_attention(3, 32, 8, 1, 5000, 128),
+        "decompose,fuse,flash-attention,tile{abalance=on},to-cuda",
+    ),
     # the same with each key-parallel warp on its own barriers (akwarps_sync=warp), with rings
     # of three tiles, and with a causal chunk and mask over two splits.
     Case(

@@ -38,6 +38,7 @@ from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.attention.decode_plan import WARP_KEYS
+from tinyopt.passes.tile.attention.decode_split import BALANCED
 
 FUSED = "decompose,fuse,flash-attention"
 
@@ -376,3 +377,94 @@ def test_key_parallel_warps_over_a_runtime_number_of_keys(
     (out,) = run_host_on_cpu(module, arrays)
     (ref,) = run_reference(parse(text), *inputs)
     assert relative_error(from_storage(out, bf16), ref) < 1e-2
+
+
+BALANCED_CASES = {
+    # id: (program, knobs). The grid's cut (`abalance=on`, decode_split.Balance): runs of C
+    # 16-key tiles laid over the groups end to end, one run a block of 132.
+    # 4 groups of 150 tiles, C = 5: runs cross every group's end at a different offset.
+    "gqa2_b2_s2400_runs_cross_groups": (decode_attention(2, 4, 2, 1, 2400, 32), "akwarps=2"),
+    # 192 groups of 5 tiles, C = 8: a block walks two or three groups.
+    "gqa2_b96_s70_blocks_walk_groups": (decode_attention(96, 4, 2, 1, 70, 32), "akwarps=2"),
+    "gqa2_b96_s70_warp_sync_3_slots": (
+        decode_attention(96, 4, 2, 1, 70, 32),
+        "akwarps=4 akwarps_sync=warp aslots=3",
+    ),
+    # Causal chunk of 3 queries with a boolean mask, Dv ≠ D, 8 warps (C = 16, the least).
+    "sq3_gqa4_b3_s1000_causal_mask_dv48": (
+        decode_attention(3, 8, 2, 3, 1000, 64, 48, mask=((3, 1, 3, 1000), "i1"), causal=True),
+        "akwarps=8",
+    ),
+}
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("case", list(BALANCED_CASES))
+def test_balanced_split_matches_float64_on_cpu(case: str) -> None:
+    """Each block walks the (group, slot) pairs its run spans, storing each pair's state; the
+    merge combines the slots that hold keys (the others, unwritten, are NaN here)."""
+    text, knobs = BALANCED_CASES[case]
+    knobs += " abalance=on"
+    planned = apply_pipeline(parse(text), f"{FUSED},plan{{{knobs}}}")
+    kernels = list(loop.kernels(planned))
+    assert [k.attributes[tile.PLAN].values["abalance"] for k in kernels] == ["on", "on"]  # type: ignore[union-attr]
+    blocks = kernels[0].attributes[BALANCED].value.data  # type: ignore[union-attr]
+    assert blocks % 132 == 0  # the SMs times the blocks one holds
+    program, module = lower(text, f"{FUSED},tile{{{knobs}}},to-cuda")
+    cuda = [k for k in module.ops if isinstance(k, tile.CudaKernelOp)]
+    (partial,) = [k for k in cuda if k.sym_name.data.endswith("_decode")]
+    assert list(partial.grid.get_values()) == [1, blocks, 1]
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=sum(map(ord, case)))
+    if len(inputs) == 4 and inputs[3].dtype == np.bool_:
+        inputs[3][..., 0] = arrays[3][..., 0] = True
+    (result,) = run_program(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < 1e-2, error
+
+
+@pytest.mark.parametrize("case", ["gqa2_b2_s2400_runs_cross_groups", "gqa2_b96_s70_blocks_walk_groups"])
+def test_balanced_split_loop_ir_matches_reference(case: str) -> None:
+    """The balanced loop kernels, (group, slot) pairs with their runs' keys and the merge of
+    each group's filled slots, run by the loop reference executor, equal float64 attention."""
+    text, knobs = BALANCED_CASES[case]
+    program = parse(text.replace("x32xbf16", "x16xbf16"))
+    module = apply_pipeline(program.clone(), f"{FUSED},plan{{{knobs} abalance=on}}")
+    inputs = random_inputs(program, seed=4)
+    (actual,) = run_loop_module(module, graph_function(program).sym_name.data, *inputs)
+    (exact,) = run_reference(program, *inputs)
+    assert relative_error(np.asarray(actual, np.float64), exact) < 1e-2
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("valid", [1, 37, 999])
+def test_balanced_split_over_a_runtime_number_of_keys(valid: int) -> None:
+    """The runs are cut from L at run time: one valid key (one block, the rest idle), 37, and
+    999 of a 1000-key cache."""
+    from test_runtime_scalars import run_host_on_cpu
+
+    text = VALID.format(sq=1, causal="false", n=1000)
+    knobs = "attn=decode akwarps=4 abalance=on"
+    module = apply_pipeline(parse(text), f"{FUSED},tile{{{knobs}}},to-cuda")
+    graph = next(iter(parse(text).ops))
+    inputs, arrays = device_inputs(graph, seed=valid)  # type: ignore[arg-type]
+    inputs[3] = arrays[3] = np.array(valid, np.int64)
+    (out,) = run_host_on_cpu(module, arrays)
+    (ref,) = run_reference(parse(text), *inputs)
+    assert relative_error(from_storage(out, bf16), ref) < 1e-2
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "message"),
+    [
+        (decode_attention(1, 32, 8, 1, 4096, 128), "abalance=on asplits=4", "asplits=0"),
+        (decode_attention(1, 32, 8, 1, 4096, 128, dtype="f32"), "abalance=on", "key-parallel"),
+        (decode_attention(1, 32, 8, 1, 4096, 128), "abalance=on akwarps=1", "key-parallel"),
+    ],
+    ids=["asplits", "f32", "one_warp"],
+)
+def test_balanced_split_is_refused_without_key_warps_or_with_a_split_count(
+    text: str, knobs: str, message: str
+) -> None:
+    with pytest.raises(DiagnosticException, match=message):
+        apply_pipeline(parse(text), f"{FUSED},plan{{attn=decode {knobs}}}")

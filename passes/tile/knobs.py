@@ -43,6 +43,7 @@ class Knobs:
     akwarps: int = AUTO
     akwarps_sync: str = "auto"
     aslots: int = AUTO
+    abalance: str = "auto"
     aoverlap: str = "auto"
     apingpong: str = "auto"
     akeys: int = AUTO
@@ -179,6 +180,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("akwarps", powers(1, 8)),
     Knob("akwarps_sync", one_of("auto", "block", "warp")),
     Knob("aslots", one_of(AUTO, 2, 3, 4, words="0 (auto: 2), 2, 3 or 4")),
+    Knob("abalance", one_of("auto", "on", "off")),
     Knob("aoverlap", one_of("auto", "on", "off")),
     Knob("apingpong", one_of("auto", "on", "off")),
     Knob("akeys", one_of(AUTO, 64, 128, 192, words="0 (auto), 64, 128 or 192")),

@@ -22,7 +22,9 @@ a flash-attention kernel of R rows per batch index:
 The split count (knob `asplits`) and the key-parallel warps (knob `akwarps`) come from the
 shape: keys, groups, the block's shared memory and registers and the SM count
 (`decode_plan.py`). How those warps meet each round (`akwarps_sync`) and how deep their rings
-are (`aslots`) are knobs whose auto values keep the block's barrier and two slots.
+are (`aslots`) are knobs whose auto values keep the block's barrier and two slots. With
+`abalance=on` (opt-in) the keys are cut by the grid instead of by a split count: one run of
+16-key tiles per block of a one-wave grid, over the groups end to end (`decode_split.Balance`).
 docs/flash_attention.md, "Decode".
 """
 from __future__ import annotations
@@ -54,8 +56,11 @@ from tinyopt.passes.tile.attention.decode_plan import (
 )
 from tinyopt.passes.tile.attention.decode_simt import decode_simt_geometry
 from tinyopt.passes.tile.attention.decode_split import (
+    BALANCED,
     DECODE_MERGE,
     DECODE_PARTIAL,
+    Balance,
+    balanced_values,
     key_chunk,
     key_count,
     split_decode,
@@ -68,6 +73,7 @@ from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.sequential import Sequential, SequentialPlan
+from tinyopt.passes.tile.target import Target
 
 MERGE_THREADS = 128
 """Threads per block of the merge kernel (one thread per output element)."""
@@ -87,15 +93,27 @@ class DecodePlan:
     aslots: int = WARP_SLOTS
     """Tiles in each key-parallel warp's K/V ring, `aslots` - 1 of them in flight while one is
     read (2 for every other decode kernel)."""
+    abalance: str = "off"
+    """"on": the keys are cut by the grid, one run of key tiles per block of a grid that
+    fills the SMs once (`decode_split.Balance`); `asplits` is then the slots a group has.
+    Only for key-parallel warps."""
 
 
-def _warps_plan(splits: int, warps: int, knobs: Knobs) -> DecodePlan:
-    """The plan of `splits` chunks on blocks of `warps` warps: the key-parallel warps' barriers
-    and ring depth from the knobs (for one warp per 16 rows, the block's and two)."""
+def _warps_plan(splits: int, warps: int, knobs: Knobs, balance: str = "off") -> DecodePlan:
+    """The plan of `splits` chunks (slots, balanced) on blocks of `warps` warps: the
+    key-parallel warps' barriers and ring depth from the knobs (for one warp per 16 rows, the
+    block's and two)."""
     if warps == 1:
         return DecodePlan(splits, 1)
     sync = "warp" if knobs.akwarps_sync == "warp" else "block"
-    return DecodePlan(splits, warps, sync, knobs.aslots or WARP_SLOTS)
+    return DecodePlan(splits, warps, sync, knobs.aslots or WARP_SLOTS, balance)
+
+
+def balance_for(warps: int, slots: int, resident: int, target: Target) -> Balance:
+    """The balanced split of key-parallel blocks of `warps` warps with rings of `slots` tiles:
+    a grid of the SMs times the blocks one holds, each block's run at least one ring of 16-key
+    tiles per warp."""
+    return Balance(target.sms * resident, WARP_KEYS, warps * slots)
 
 
 @dataclass
@@ -108,6 +126,8 @@ class DecodePiece:
     tensor_cores: bool
     """Whether the regrouped attention suits the tensor cores (else it runs on CUDA cores)."""
     nest: loop.ParallelOp
+    balanced: bool = False
+    """Whether the keys are cut by the grid (`decode_split.Balance`)."""
 
 
 DecodeMatch = DecodeAttention | DecodePiece
@@ -117,37 +137,40 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     """Schedules decode attention as split-KV blocks per (K/V group, chunk of keys)."""
 
     name = "attention_decode"
-    reads = "attn asplits akwarps akwarps_sync aslots"
+    reads = "attn asplits akwarps akwarps_sync aslots abalance"
     plan_type = DecodePlan
     selector = ("attn", "decode")
 
     def match(self, kernel: loop.KernelOp) -> DecodeMatch | str:
         nest = next(iter(kernel.body.block.ops), None)
+        balanced = BALANCED in kernel.attributes
         for attribute in (DECODE_PARTIAL, DECODE_MERGE):
             splits = kernel.attributes.get(attribute)
             if not isinstance(splits, IntegerAttr) or not isinstance(nest, loop.ParallelOp):
                 continue
+            count = splits.value.data
             if attribute == DECODE_MERGE:
-                return DecodePiece(splits.value.data, None, False, nest)
+                return DecodePiece(count, None, False, nest, balanced)
             tensor_cores = match_flash_attention(kernel)
             if not isinstance(tensor_cores, str):
-                return DecodePiece(splits.value.data, tensor_cores, True, nest)
+                return DecodePiece(count, tensor_cores, True, nest, balanced)
             simt = match_attention(kernel, ELEMENTS)
             if simt is None:
                 return "the partial kernel is not a flash-attention kernel any more"
-            return DecodePiece(splits.value.data, simt, False, nest)
+            return DecodePiece(count, simt, False, nest, balanced)
         return match_decode_attention(kernel)
 
     def plan(self, kernel: loop.KernelOp, m: DecodeMatch, knobs: Knobs) -> DecodePlan | str:
         slots = knobs.aslots or WARP_SLOTS
         if isinstance(m, DecodePiece):
             if m.attention is None or not m.tensor_cores:
-                return DecodePlan(m.splits, 1)
+                return DecodePlan(m.splits, 1, abalance="on" if m.balanced else "off")
             rows, head_v = m.nest.extents[1:]
             head_qk, chunk = m.attention.qk.extents[0], m.attention.reduce.extents[0]
             warps = knobs.akwarps or auto_key_warps(rows, head_qk, head_v, chunk, slots)
+            balance = "on" if m.balanced else "off"
             return key_warps_refusal(warps, rows, head_qk, head_v, slots) or _warps_plan(
-                m.splits, warps, knobs
+                m.splits, warps, knobs, balance
             )
         groups = m.rows // m.group
         if m.on_tensor_cores:
@@ -165,6 +188,14 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         if isinstance(costs, str):
             return costs
         resident, per_split = costs
+        if knobs.abalance == "on" and (warps == 1 or knobs.asplits):
+            return (
+                "abalance=on needs key-parallel warps (akwarps > 1: f16/bf16, at most 16 rows a "
+                "group, head dims up to 128) and asplits=0 (the grid sets the split)"
+            )
+        if knobs.abalance == "on":
+            balance = balance_for(warps, slots, resident, self.target)
+            return _warps_plan(balance.slots(groups, m.keys), warps, knobs, "on")
         asked = knobs.asplits or auto_splits(
             groups, m.keys, resident, self.target, warps, per_split
         )
@@ -207,7 +238,18 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
                 "akwarps_sync=warp and aslots other than 2 need key-parallel warps "
                 "(akwarps > 1)"
             )
-        if m.attention is None or not m.tensor_cores:
+        if plan.abalance not in ("on", "off"):
+            return f"abalance must be on or off, got {plan.abalance}"
+        if (plan.abalance == "on") != m.balanced:
+            return (
+                f"abalance is {'on' if m.balanced else 'off'} in the kernel's shape (planning "
+                "cut it); plan the attention kernel again to change it"
+            )
+        if m.balanced and m.attention is not None and plan.akwarps == 1:
+            return "abalance=on needs key-parallel warps (akwarps > 1)"
+        if m.attention is None:
+            return None
+        if not m.tensor_cores:
             if plan.akwarps != 1:
                 return f"akwarps must be 1 for this decode kernel, got {plan.akwarps}"
             return None
@@ -227,6 +269,9 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         costs = self._split_costs(m, plan.akwarps, plan.aslots)
         assert not isinstance(costs, str), "planning refuses a group no tile fits"
         resident, per_split = costs
+        if plan.abalance == "on":
+            balance = balance_for(plan.akwarps, plan.aslots, resident, self.target)
+            return split_decode(module, kernel, m, plan.asplits, round_keys, balance=balance)
         _, splits = key_chunk(m.keys, plan.asplits)
         steps = runtime_splits(
             m.rows // m.group, m.keys, resident, self.target, plan.akwarps, per_split, splits
@@ -243,7 +288,13 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         groups_splits, rows, head_v = m.nest.extents
         if m.tensor_cores and plan.akwarps > 1:
             warps = plan.akwarps
-            new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (warps * WARP, 1, 1))
+            balanced = balanced_values(m.nest) if m.balanced else None
+            grid = groups_splits
+            if balanced is not None:
+                blocks = kernel.attributes[BALANCED]
+                assert isinstance(blocks, IntegerAttr)
+                grid = blocks.value.data
+            new, em, mapping = new_kernel(kernel, (1, grid, 1), (warps * WARP, 1, 1))
             head_qk = m.attention.qk.extents[0]
             resident = resident_blocks(rows, head_qk, head_v, warps, plan.aslots)
             new.attributes["tile.min_blocks"] = IntegerAttr(resident, i64)
@@ -255,6 +306,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
                 key_count(m.nest),
                 plan.akwarps_sync == "warp",
                 plan.aslots,
+                (*balanced, m.splits) if balanced is not None else None,
             ).emit()
         elif m.tensor_cores:
             warps = warps_for(rows)

@@ -66,6 +66,7 @@ class KeyWarpEmitter(_AttentionEmitter):
         key_count: SSAValue | None,
         warp_sync: bool = False,
         slots: int = WARP_SLOTS,
+        balanced: tuple[SSAValue, SSAValue, int] | None = None,
     ) -> None:
         super().__init__(em, a, mapping, 1, 1)
         self.key_count = key_count
@@ -76,6 +77,9 @@ class KeyWarpEmitter(_AttentionEmitter):
         """`akwarps_sync=warp`: the rounds' barriers are the warp's, not the block's."""
         self.slots = slots
         """Tiles in each warp's ring (`aslots`)."""
+        self.balanced = balanced
+        """A balanced split's loop-level U and C (`decode_split.balanced_runs`) and its slots
+        a group: the block walks the (group, slot) pairs its run spans."""
 
     def emit(self) -> None:
         em, a = self.em, self.a
@@ -91,12 +95,8 @@ class KeyWarpEmitter(_AttentionEmitter):
         self.lo8 = em.mul(em.rem(em.div(lane, 8), 2), 8)
         self.hi8 = em.mul(em.div(lane, 16), 8)
         self.q0 = self.row_w = em.index(0)
-        flat = em.value(tile.BlockIdOp("y"))
-        for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
-            self.mapping[iv] = index
         element = a.element
-        slots = self.slots
-        ring = warps * slots
+        ring = warps * self.slots
         k_smem = self.alloc([ring, self.bn, self.head_qk + PAD], element, tile.SHARED)
         v_smem = self.alloc([ring, self.bn, self.head_v + PAD], element, tile.SHARED)
         row = self.head_v + MERGE_ROW_PAD
@@ -106,6 +106,50 @@ class KeyWarpEmitter(_AttentionEmitter):
         v = _Side(a.ops_of(value), value, a.j, a.d, self.head_v, v_smem)
         for side in (k, v):
             side.copied = copied_load(side, element)
+        self.m = self.alloc([1, 2], f32, tile.REGISTERS)
+        self.l = self.alloc([1, 2], f32, tile.REGISTERS)
+        self.o = self.alloc([1, self.head_v // MMA_N, 4], f32, tile.REGISTERS)
+        block = em.value(tile.BlockIdOp("y"))
+        if self.balanced is None:
+            self.at_pair(block)
+            self.chunk(k, v)
+            return
+        # The block's run of C key tiles from b·C spans groups ⌊b·C / U⌋ to ⌊(b·C + C − 1) / U⌋
+        # (none past the last); group g's slot is b − ⌊g·U / C⌋.
+        units, run = (self.cloned(value) for value in self.balanced[:2])
+        slots = self.balanced[2]
+        groups = self.batch_extents[0] // slots
+        begin = em.value(arith.MuliOp(block, run))
+        first = em.value(arith.DivUIOp(begin, units))
+        last = em.value(arith.DivUIOp(em.value(arith.AddiOp(begin, em.value(arith.SubiOp(run, em.index(1))))), units))
+        end = em.value(arith.MinSIOp(em.add(last, 1), em.index(groups)))
+        with em.for_loop(first, end, 1) as (group, _, _):
+            start = em.value(arith.DivUIOp(em.value(arith.MuliOp(group, units)), run))
+            slot = em.value(arith.SubiOp(block, start))
+            self.at_pair(em.add(em.mul(group, slots), slot))
+            self.chunk(k, v)
+            # The merge buffer is read to the end of warp 0's last combine.
+            em.op(tile.BarrierOp())
+            em.op(scf.YieldOp())
+
+    def cloned(self, value: SSAValue) -> SSAValue:
+        """Emits the loop-level ops computing `value` (none of the block's indices) here."""
+        local = dict(self.mapping)
+        for op in self.a.ops_of(value):
+            self.em.op(op.clone(value_mapper=local))
+        return local[value]
+
+    def at_pair(self, flat: SSAValue) -> None:
+        """Maps the partial kernel's (group, slot) index to `flat`."""
+        em, a = self.em, self.a
+        for iv, index in zip(a.batch, em.delinearize(flat, self.batch_extents) if a.batch else []):
+            self.mapping[iv] = index
+
+    def chunk(self, k: _Side, v: _Side) -> None:
+        """Walks the keys of the (group, slot) pair the block is at and stores its state."""
+        em, a = self.em, self.a
+        warps, slots = self.key_warps, self.slots
+        k_smem, v_smem = k.smem, v.smem
         # With a causal mask (rows 0..15 of one query tile) no key past the last row is seen.
         end = self.key_end()
         if a.causal:
@@ -122,9 +166,6 @@ class KeyWarpEmitter(_AttentionEmitter):
                     self.issue(side, origin, em.add(first_slot, ahead))
             self.commit(k, v)
         q_frags = [self.q_fragments()]
-        self.m = self.alloc([1, 2], f32, tile.REGISTERS)
-        self.l = self.alloc([1, 2], f32, tile.REGISTERS)
-        self.o = self.alloc([1, self.head_v // MMA_N, 4], f32, tile.REGISTERS)
         minus_inf, fzero = em.f32(float("-inf")), em.f32(0.0)
         for h in range(2):
             self.store(minus_inf, self.m, 0, h)
