@@ -423,7 +423,9 @@ def test_balanced_split_matches_float64_on_cpu(case: str) -> None:
     assert error < 1e-2, error
 
 
-@pytest.mark.parametrize("case", ["gqa2_b2_s2400_runs_cross_groups", "gqa2_b96_s70_blocks_walk_groups"])
+@pytest.mark.parametrize(
+    "case", ["gqa2_b2_s2400_runs_cross_groups", "gqa2_b96_s70_blocks_walk_groups"]
+)
 def test_balanced_split_loop_ir_matches_reference(case: str) -> None:
     """The balanced loop kernels, (group, slot) pairs with their runs' keys and the merge of
     each group's filled slots, run by the loop reference executor, equal float64 attention."""

@@ -27,6 +27,7 @@ are (`aslots`) are knobs whose auto values keep the block's barrier and two slot
 16-key tiles per block of a one-wave grid, over the groups end to end (`decode_split.Balance`).
 docs/flash_attention.md, "Decode".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -204,9 +205,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk, slots)
         return _warps_plan(splits, warps, knobs)
 
-    def _split_costs(
-        self, m: DecodeAttention, warps: int, slots: int
-    ) -> tuple[int, float] | str:
+    def _split_costs(self, m: DecodeAttention, warps: int, slots: int) -> tuple[int, float] | str:
         """The partial blocks one SM holds and the merge's cost per split (`auto_splits`'s
         inputs) for `warps` key-parallel warps with rings of `slots` tiles, or why no CUDA-core
         tile fits the group."""
@@ -234,10 +233,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
         if plan.akwarps_sync not in ("block", "warp"):
             return f"akwarps_sync must be block or warp, got {plan.akwarps_sync}"
         if plan.akwarps == 1 and (plan.akwarps_sync, plan.aslots) != ("block", WARP_SLOTS):
-            return (
-                "akwarps_sync=warp and aslots other than 2 need key-parallel warps "
-                "(akwarps > 1)"
-            )
+            return "akwarps_sync=warp and aslots other than 2 need key-parallel warps (akwarps > 1)"
         if plan.abalance not in ("on", "off"):
             return f"abalance must be on or off, got {plan.abalance}"
         if (plan.abalance == "on") != m.balanced:
@@ -321,4 +317,3 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             new, em, mapping = new_kernel(kernel, (1, groups_splits, 1), (threads, 1, 1))
             SimtAttentionEmitter(em, m.attention, mapping, geometry).emit()
         replace_kernel(rewriter, kernel, new)
-

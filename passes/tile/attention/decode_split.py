@@ -182,9 +182,7 @@ def split_decode(
         if splits > 1
         else []
     )
-    partial = _partial_kernel(
-        kernel, a, splits, chunk, workspace, limit, key_tile, steps, balance
-    )
+    partial = _partial_kernel(kernel, a, splits, chunk, workspace, limit, key_tile, steps, balance)
     pieces = [partial]
     if splits > 1:
         pieces.append(_merge_kernel(kernel, a, splits, workspace, limit, balance))
@@ -326,7 +324,9 @@ def _balanced_slot(
     block = em.add(first_block(em, group, units, run), em.rem(gs, slots))
     begin = em.value(arith.MuliOp(block, run))
     lo = em.value(arith.MaxSIOp(begin, base))
-    hi = em.value(arith.MinSIOp(em.value(arith.AddiOp(begin, run)), em.value(arith.AddiOp(base, units))))
+    hi = em.value(
+        arith.MinSIOp(em.value(arith.AddiOp(begin, run)), em.value(arith.AddiOp(base, units)))
+    )
     start = em.mul(em.value(arith.SubiOp(lo, base)), balance.key_tile)
     end = em.mul(em.value(arith.SubiOp(hi, base)), balance.key_tile)
     end = em.value(arith.MinSIOp(end, seen))
@@ -448,9 +448,7 @@ def _merge_kernel(
             if filled is not None:
                 written = em.less(s, filled)
                 empty = [em.f32(float("-inf")), em.f32(0.0), em.f32(0.0)]
-                state = [
-                    em.value(arith.SelectOp(written, v, e)) for v, e in zip(state, empty)
-                ]
+                state = [em.value(arith.SelectOp(written, v, e)) for v, e in zip(state, empty)]
             em.op(loop.YieldOp(*state))
         mapping.update(zip(a.reduce.res, reduce.res))
         for op in nest_ops[at + 1 :]:

@@ -121,7 +121,11 @@ class KeyWarpEmitter(_AttentionEmitter):
         groups = self.batch_extents[0] // slots
         begin = em.value(arith.MuliOp(block, run))
         first = em.value(arith.DivUIOp(begin, units))
-        last = em.value(arith.DivUIOp(em.value(arith.AddiOp(begin, em.value(arith.SubiOp(run, em.index(1))))), units))
+        last = em.value(
+            arith.DivUIOp(
+                em.value(arith.AddiOp(begin, em.value(arith.SubiOp(run, em.index(1))))), units
+            )
+        )
         end = em.value(arith.MinSIOp(em.add(last, 1), em.index(groups)))
         with em.for_loop(first, end, 1) as (group, _, _):
             start = em.value(arith.DivUIOp(em.value(arith.MuliOp(group, units)), run))
@@ -153,8 +157,10 @@ class KeyWarpEmitter(_AttentionEmitter):
         # With a causal mask (rows 0..15 of one query tile) no key past the last row is seen.
         end = self.key_end()
         if a.causal:
-            end = min(end, self.bm) if isinstance(end, int) else em.value(
-                arith.MinSIOp(end, em.index(self.bm))
+            end = (
+                min(end, self.bm)
+                if isinstance(end, int)
+                else em.value(arith.MinSIOp(end, em.index(self.bm)))
             )
         stride = warps * self.bn
         mine = em.mul(self.warp, self.bn)
