@@ -698,16 +698,23 @@ def _binary(t: _Translator, node: Node) -> SSAValue:
         mode in ("trunc", "floor") and out.element_type in graph.FLOAT_TYPES
     ):
         raise t.fail(node, f"aten.div with rounding_mode={mode!r} on {_dtype(node)}")
-    lhs = t.operand_like(node.args[0], out, node)
-    rhs = t.operand_like(node.args[1], out, node)
+    work = _mask_work_type(out)
+    lhs = t.operand_like(node.args[0], work, node)
+    rhs = t.operand_like(node.args[1], work, node)
     alpha = node.kwargs.get("alpha", 1)
     if alpha != 1:
-        rhs = t.emit(graph.MulOp(rhs, t.scalar(float(alpha), out)))
+        rhs = t.emit(graph.MulOp(rhs, t.scalar(float(alpha), work)))
     if name == "rsub":
         lhs, rhs = rhs, lhs
     if mode is not None:
         return _rounded_quotient(t, lhs, rhs, mode)
-    return t.emit(_BINARY[name](lhs, rhs))
+    return t.cast(t.emit(_BINARY[name](lhs, rhs)), out.element_type)
+
+
+def _mask_work_type(out: TensorType[AnyFloat]) -> TensorType[AnyFloat]:
+    """The type arithmetic computes `out` in: f32 for a mask (of masks, `+` and `max` are or,
+    `*` and `min` and: on their 0 and 1, any nonzero result true), `out` itself otherwise."""
+    return TensorType(f32, out.get_shape()) if out.element_type == graph.BOOL else out
 
 
 @_handles("floor_divide")
@@ -1265,13 +1272,16 @@ def _max_min(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         values = t.emit(reduce(x, _dims(dim, _type(x).get_num_dims()), keepdim))
         return [t.cast(values, element) if element == graph.BOOL else values, indices]
     out = t.tensor_type(node)
+    work = _mask_work_type(out)
     if overload == "other":
-        a, b = (t.operand_like(x, out, node) for x in node.args[:2])
-        return t.emit((graph.MaxOp if name == "max" else graph.MinOp)(a, b))
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+        a, b = (t.operand_like(x, work, node) for x in node.args[:2])
+        return t.cast(
+            t.emit((graph.MaxOp if name == "max" else graph.MinOp)(a, b)), out.element_type
+        )
+    x = t.cast(t.value(node.args[0], node), work.element_type)
     dims = list(range(_type(x).get_num_dims()))
     reduce = graph.ReduceMaxOp if name == "max" else graph.ReduceMinOp
-    return t.emit(reduce(x, dims, keepdim=False))
+    return t.cast(t.emit(reduce(x, dims, keepdim=False)), out.element_type)
 
 
 # ------------------------------------------------------------------- padding and copies
@@ -1601,7 +1611,9 @@ def _reduce(t: _Translator, node: Node) -> SSAValue:
         return x
     dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())
     keepdim = bool(_arg(node, 2, "keepdim", False))
-    return t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
+    x = t.cast(x, _mask_work_type(out).element_type)
+    reduced = t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
+    return t.cast(reduced, out.element_type)
 
 
 @_handles("prod")
@@ -2986,18 +2998,21 @@ _SCATTER_REDUCTIONS: dict[str, tuple[type[graph.ReduceOp], float, type[graph.Bin
     "amin": (graph.ReduceMinOp, math.inf, graph.MinOp),
 }
 """`scatter_reduce`'s reductions: the masked reduction, its identity and how x joins in."""
+_SCATTER_REDUCE_OF_SCATTER = {"add": "sum", "multiply": "prod"}
+"""`scatter`'s `reduce` names, as `scatter_reduce` names them."""
 
 
 @_handles("scatter", "scatter_add", "index_add", "scatter_reduce")
 def _scatter(t: _Translator, node: Node) -> SSAValue:
     """`x.scatter(dim, index, value)` (one number), `x.scatter_add(dim, index, src)`,
-    `x.index_add(dim, index, src)` and `x.scatter_reduce(dim, index, src, reduce)`: for each
-    position k along the dim, whether some index entry j names it (compared as f32), and the
-    reduction (sum; for scatter_reduce also prod, amax, amin, mean) of the src entries that do,
-    over the whole index (a masked reduction: at most 2^24 terms a slice); positions no entry
-    names keep x. The index must match x's shape but along the dim (index_add's 1-D index is
-    broadcast); scatter of a src tensor (which of duplicate writes wins is unspecified) is
-    refused unless its indices are distinct by construction."""
+    `x.index_add(dim, index, src)`, `x.scatter_reduce(dim, index, src, reduce)` and
+    `x.scatter(dim, index, src or value, reduce=...)`: for each position k along the dim,
+    whether some index entry j names it (compared as f32), and the reduction (sum; for
+    scatter_reduce also prod, amax, amin, mean; scatter's add and multiply) of the src entries
+    that do, over the whole index (a masked reduction: at most 2^24 terms a slice); positions
+    no entry names keep x. The index must match x's shape but along the dim (index_add's 1-D
+    index is broadcast); scatter of a src tensor without a reduce (which of duplicate writes
+    wins is unspecified) is refused unless its indices are distinct by construction."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     out = t.tensor_type(node)
     work = _work_type(out).element_type
@@ -3010,8 +3025,9 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     source = (
         node.args[3] if len(node.args) > 3 else node.kwargs.get("value", node.kwargs.get("src"))
     )
+    reduced = name == "scatter_reduce" or _arg(node, 4, "reduce") is not None
     unique = name == "scatter" and _distinct_along(node.args[2], dim, rank)
-    if name == "scatter" and not isinstance(source, bool | int | float) and not unique:
+    if name == "scatter" and not (reduced or unique or isinstance(source, bool | int | float)):
         raise t.fail(
             node,
             "aten.scatter of a src tensor at indices that may repeat (which duplicate write "
@@ -3039,13 +3055,16 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     named = t.broadcast(t.reshape(_moved_last(t, index, dim), [*lead, 1, m]), wide)
     k = t.emit(graph.IotaOp(TensorType(f32, wide), len(wide) - 2))
     hit = t.emit(graph.CompareOp(named, k, "eq"))
-    if name == "scatter":
+    if name == "scatter" and not reduced:
         any_hit = _named_somewhere(t, hit, dim)
         if isinstance(source, bool | int | float):
             return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
-    src = t.cast(t.value(source, node), work)
-    src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
-    if name == "scatter_reduce":
+    if isinstance(source, bool | int | float):  # scatter's value, added or multiplied
+        src = t.scalar(float(source), TensorType(work, wide))
+    else:
+        src = t.cast(t.value(source, node), work)
+        src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
+    if reduced:
         return t.cast(_scatter_reduced(t, node, x, hit, src, dim), out.element_type)
     added = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
     if name == "scatter":  # distinct indices: the one src entry naming k, else x
@@ -3065,8 +3084,10 @@ def _scatter_reduced(
     t: _Translator, node: Node, x: SSAValue, hit: SSAValue, src: SSAValue, dim: int
 ) -> SSAValue:
     """scatter_reduce at positions k: the `reduce` of the src entries naming k (`hit`, over
-    the last dim), with x's element among them where `include_self`; x where none names k."""
+    the last dim), with x's element among them where `include_self` (always for scatter's
+    reduce); x where none names k."""
     how = _arg(node, 4, "reduce", "sum")
+    how = _SCATTER_REDUCE_OF_SCATTER.get(how, how)
     if how not in _SCATTER_REDUCTIONS:
         raise t.fail(node, f"aten.scatter_reduce with reduce={how!r}")
     if how == "mean" and _dtype(node) in _ID_DTYPES:
@@ -3157,17 +3178,26 @@ def _cat(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.ConcatOp(parts, dim))
 
 
-@_handles("split", "split_with_sizes", "chunk", "unbind")
+@_handles(
+    "split", "split_with_sizes", "chunk", "unbind", "tensor_split", "hsplit", "vsplit", "dsplit"
+)
 def _split(t: _Translator, node: Node) -> list[SSAValue | None]:
-    """Slices of the input along a dim, one per result (`getitem` picks them)."""
+    """Slices of the input along a dim, one per result (`getitem` picks them): each after the
+    one before, or, where tensor_split (hsplit, vsplit, dsplit) is given indices, from the
+    index before it (a Python slice's start: parts may be empty or overlap)."""
     x = t.value(node.args[0], node)
     shape = _type(x).get_shape()
     name = node.target._overloadpacket.__name__  # pyright: ignore
-    dim = _dims(_arg(node, 1 if name == "unbind" else 2, "dim", 0), len(shape))[0]
+    fixed = {"hsplit": min(1, len(shape) - 1), "vsplit": 0, "dsplit": 2}
+    dim = fixed.get(name, _dims(_arg(node, 1 if name == "unbind" else 2, "dim", 0), len(shape))[0])
+    indices = node.args[1] if name in (*fixed, "tensor_split") else None
+    starts = [0, *indices] if isinstance(indices, list | tuple) else None
     parts: list[SSAValue | None] = []
     start = 0
-    for val in node.meta["val"]:
+    for i, val in enumerate(node.meta["val"]):
         size = 1 if name == "unbind" else int(val.shape[dim])
+        if starts is not None:
+            start = min(max(starts[i] + shape[dim] if starts[i] < 0 else starts[i], 0), shape[dim])
         if size == 0:
             parts.append(None)
             continue
@@ -3369,12 +3399,16 @@ def _nan_to_num(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("diff")
 def _diff(t: _Translator, node: Node) -> SSAValue:
-    """`x[1:] - x[:-1]` along the dim, n times; prepend/append are refused."""
-    if _arg(node, 3, "prepend") is not None or _arg(node, 4, "append") is not None:
-        raise t.fail(node, "aten.diff with prepend or append")
+    """`x[1:] - x[:-1]` along the dim, n times, of x between `prepend` and `append`
+    (concatenated to it along the dim)."""
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
     dim = _dims(_arg(node, 2, "dim", -1), out.get_num_dims())[0]
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    prepend, append = (_arg(node, i, key) for i, key in ((3, "prepend"), (4, "append")))
+    before = [t.cast(t.value(prepend, node), out.element_type)] if prepend is not None else []
+    after = [t.cast(t.value(append, node), out.element_type)] if append is not None else []
+    if before or after:
+        x = t.emit(graph.ConcatOp([*before, x, *after], dim))
     for _ in range(int(_arg(node, 1, "n", 1))):
         extent = _type(x).get_shape()[dim]
         later = t.emit(graph.SliceOp(x, dim, 1, extent - 1, 1))
@@ -3645,6 +3679,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         if dividend == math.inf:
             return math.inf
         return min(dividend, divisor) if name == "fmod" else divisor
+    if name in ("floor_divide", "div"):  # by a nonzero integer (torch raises at 0): no larger
+        return t.bound(node.args[0])
     if name == "count_nonzero":  # at most the number of elements
         return math.prod(node.args[0].meta["val"].shape)
     if name == "cumsum":
@@ -3736,15 +3772,26 @@ def _convolution(t: _Translator, node: Node) -> SSAValue:
     if padding == "valid":
         padding = 0
     elif padding == "same":
+        x = _same_padding_remainder(t, x, dilation, kernel)
         padding = [d * (k - 1) // 2 for d, k in zip(dilation, kernel)]
-        if any(d * (k - 1) % 2 for d, k in zip(dilation, kernel)):
-            raise t.fail(node, "padding='same' with an asymmetric pad")
     window = _WindowShape(kernel, out.get_shape()[2:], stride, _per_dim(padding, spatial), dilation)
     bias = _arg(node, 2, "bias")
     pointwise = all(k == 1 for k in kernel) and all(s == 1 for s in stride)
     if groups == 1 and pointwise and not any(window.padding):
         return _pointwise(t, node, x, weight, bias)
     return _add_bias(t, node, _convolve(t, x, weight, window, groups), bias)
+
+
+def _same_padding_remainder(
+    t: _Translator, x: SSAValue, dilation: Sequence[int], kernel: Sequence[int]
+) -> SSAValue:
+    """`x [N, C, *S]` with one zero after the end of each spatial dim whose `padding='same'`
+    total, dilation·(kernel − 1), is odd: torch pads half on each side and the extra one
+    after."""
+    for i, (d, k) in enumerate(zip(dilation, kernel)):
+        if d * (k - 1) % 2:
+            x = t.emit(graph.ConcatOp([x, _constant_block(t, x, 2 + i, 1, 0.0)], 2 + i))
+    return x
 
 
 def _pointwise(t: _Translator, node: Node, x: SSAValue, weight: SSAValue, bias: Any) -> SSAValue:
@@ -3983,8 +4030,7 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     padding = _per_dim(_arg(node, 3, "padding", 0), spatial)
     dilation = [1] * spatial if average else _per_dim(_arg(node, 4, "dilation", 1), spatial)
     counts_pads = _arg(node, 5, "count_include_pad", True)
-    if average and _arg(node, 6, "divisor_override", None) is not None:
-        raise t.fail(node, f"aten.{name} with divisor_override")
+    divisor_override = _arg(node, 6, "divisor_override", None) if average else None
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
     rank = out.get_num_dims()
@@ -4005,6 +4051,8 @@ def _pool(t: _Translator, node: Node) -> SSAValue:
     assert folded is not None
     if not average:
         return folded
+    if divisor_override is not None:
+        return t.emit(graph.DivOp(folded, t.scalar(float(divisor_override), out)))
     if not any(overhang) and (counts_pads or not any(padding)):
         return t.emit(graph.DivOp(folded, t.scalar(float(math.prod(kernel)), out)))
     work = TensorType(f32, out.get_shape())  # window sizes, exact small integers
