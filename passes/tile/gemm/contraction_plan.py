@@ -230,14 +230,22 @@ def choose_tiles(
 
 
 ROW_BLOCK = {"bm": 64, "bn": 128, "tm": 8, "tn": 8}
-"""The tile for 33-64 rows (`row_block`): one 64-row block over all of them, 128 threads of 8×8
-register tiles. Measured on the H200 (2026-12-05, RESULTS.md twenty-fourth session, 64 rows,
-× cuBLAS, against 64×64 blocks of 8×4): 4096×14336 1.08 against 0.95, 14336×4096 0.93 against
-0.85, 4096×4096 0.95 against 0.97."""
+"""The tile for 33-64 rows (`row_block`) where its stream-K wave gets `ROW_BLOCK_WIDE_STEPS`:
+one 64-row block over all of them, 128 threads of 8×8 register tiles."""
+ROW_BLOCK_NARROW = {"bm": 64, "bn": 64, "tm": 8, "tn": 4}
+"""The tile for 33-64 rows with fewer steps a block: 128 threads of 8×4 register tiles."""
 
 ROW_BLOCK_STEPS = 16
 """The fewest K steps of a 64×64 tile each block of the stream-K wave must get for `row_block`
-to apply (a 64×128 tile's step counts twice: the threshold was measured on 64×64 tiles)."""
+to apply."""
+ROW_BLOCK_WIDE_STEPS = 64
+"""The fewest K steps of a 64×64 tile (32 of a 64×128 one) each block of the stream-K wave must
+get for the 64×128 `ROW_BLOCK`: a block's share of its tile pays the pipeline's fill and the
+stream-K fix-up once, so wider tiles, half as many steps a block, need more of them. Measured on
+the H200 (64 rows, × cuBLAS in the same run, 64×128 of 8×8 against 64×64 of 8×4; steps of a
+64×64 tile a block of 528): 4096×14336 (108) 1.08 against 0.95 and 14336×4096 (108) 0.93
+against 0.85 (2026-12-05, RESULTS.md twenty-fourth session); 4096×4096 (31) 0.95 against 0.98
+and 8192×2048 (31) 89.1 µs against 77.1 (twenty-sixth session)."""
 
 
 def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) -> Tiles | None:
@@ -250,9 +258,14 @@ def row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) 
     the 32×64 tiles' speed at 4096×4096, 14336×4096 and 4096×14336 (31-108 steps a block),
     0.85× at 1024×4096 (8 steps a block), which keeps 32×64; `vec=2` and interleaved copies,
     which the tuner had added, changed nothing measurable (within 2%). Those were 64×64 blocks
-    of 8×4; `ROW_BLOCK` has been 64×128 of 8×8 since (2026-12-05)."""
+    of 8×4 (`ROW_BLOCK_NARROW`), kept below `ROW_BLOCK_WIDE_STEPS`; above it `ROW_BLOCK`."""
     tiles = _row_block_tiles(knobs, batch, m, n, target)
-    return tiles if tiles and _row_block_steps(tiles, batch, m, n, k, target) else None
+    steps = _row_block_steps(tiles, batch, m, n, k, target) if tiles else 0
+    if steps < ROW_BLOCK_STEPS:
+        return None
+    if steps >= ROW_BLOCK_WIDE_STEPS:
+        return tiles
+    return _row_block_tiles(knobs, batch, m, n, target, ROW_BLOCK_NARROW)
 
 
 def starved_row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: Target) -> bool:
@@ -261,25 +274,26 @@ def starved_row_block(knobs: Knobs, batch: int, m: int, n: int, k: int, target: 
     the rule falls back to 32-row tiles that read every weight twice (the 3xTF32 rule takes
     such GEMMs under `mma=auto`: `wgmma_3xtf32.py`)."""
     tiles = _row_block_tiles(knobs, batch, m, n, target)
-    return tiles is not None and not _row_block_steps(tiles, batch, m, n, k, target)
+    return tiles is not None and _row_block_steps(tiles, batch, m, n, k, target) < ROW_BLOCK_STEPS
 
 
-def _row_block_tiles(knobs: Knobs, batch: int, m: int, n: int, target: Target) -> Tiles | None:
-    """The `ROW_BLOCK` tiles where 33-64 rows and the knobs leave the tile to it, else None."""
+def _row_block_tiles(
+    knobs: Knobs, batch: int, m: int, n: int, target: Target, tile: dict[str, int] = ROW_BLOCK
+) -> Tiles | None:
+    """The row block's tiles of `tile` where 33-64 rows and the knobs leave the tile to it,
+    else None."""
     if any(getattr(knobs, name) for name in (*TILE_KNOBS, "minblocks")):
         return None
     if not 32 < m <= 64 or knobs.streamk == "off" or knobs.copy != "ld":
         return None
-    tiles = choose_tiles(replace(knobs, **ROW_BLOCK), batch, m, n, target)
+    tiles = choose_tiles(replace(knobs, **tile), batch, m, n, target)
     return None if isinstance(tiles, str) else tiles
 
 
-def _row_block_steps(tiles: Tiles, batch: int, m: int, n: int, k: int, target: Target) -> bool:
-    """Whether the row block's stream-K wave gets `ROW_BLOCK_STEPS` K steps of 64×64 tiles a
-    block."""
+def _row_block_steps(tiles: Tiles, batch: int, m: int, n: int, k: int, target: Target) -> float:
+    """The K steps of 64×64 tiles each block of the row block's stream-K wave gets."""
     slots = target.sms * REGISTER_FILE_THREADS // tiles.threads
-    steps = _blocks(batch, m, n, tiles.bm, 64) * -(-k // tiles.bk)
-    return steps >= ROW_BLOCK_STEPS * slots
+    return _blocks(batch, m, n, tiles.bm, 64) * -(-k // tiles.bk) / slots
 
 
 def tile_refusal(t: Tiles, target: Target) -> str | None:

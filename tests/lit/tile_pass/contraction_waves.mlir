@@ -72,17 +72,25 @@ func.func @held_64_rows(%x: tensor<160x4096xf32>, %w: tensor<4096x4096xf32>) -> 
   func.return %y : tensor<160x4096xf32>
 }
 
-// 48 rows, 32 tiles of one 64x128 block (8x8 register tiles, 128 threads) read each weight
+// 48 rows, 64 tiles of one 64x64 block (8x4 register tiles, 128 threads) read each weight
 // once, with stream-K giving each of its 528 blocks 31 K steps of a 64x64 tile (row_block);
 // at 1024 columns that would be 8 steps a block: 32x64 tiles (under mma=auto, K split over
-// 3xTF32 blocks: wgmma_3xtf32.mlir).
+// 3xTF32 blocks: wgmma_3xtf32.mlir); at 14336 columns, 108 steps a block, 64x128 blocks of
+// 8x8 register tiles, whose steps are twice the work.
 // CHECK:      tile.kernel @rows_0_flags
 // CHECK:      tile.kernel @rows_0 grid [528, 1, 1] block [128, 1, 1]
-// CHECK-SAME: plan = #tile.plan<contraction, bm = 64, bn = 128, bk = 16, tm = 8, tn = 8,
+// CHECK-SAME: plan = #tile.plan<contraction, bm = 64, bn = 64, bk = 16, tm = 8, tn = 4,
 // CHECK-SAME: minblocks = 4, interleave = "off", prefetch = "off", streamk = "on">
 func.func @rows(%x: tensor<48x4096xf32>, %w: tensor<4096x4096xf32>) -> tensor<48x4096xf32> {
   %y = graph.linear %x, %w : (tensor<48x4096xf32>, tensor<4096x4096xf32>) -> tensor<48x4096xf32>
   func.return %y : tensor<48x4096xf32>
+}
+// CHECK:      tile.kernel @wide_rows_0 grid [528, 1, 1] block [128, 1, 1]
+// CHECK-SAME: plan = #tile.plan<contraction, bm = 64, bn = 128, bk = 16, tm = 8, tn = 8,
+// CHECK-SAME: streamk = "on">
+func.func @wide_rows(%x: tensor<48x4096xf32>, %w: tensor<14336x4096xf32>) -> tensor<48x14336xf32> {
+  %y = graph.linear %x, %w : (tensor<48x4096xf32>, tensor<14336x4096xf32>) -> tensor<48x14336xf32>
+  func.return %y : tensor<48x14336xf32>
 }
 // CHECK:      tile.kernel @few_steps_0 grid [528, 1, 1] block [128, 1, 1]
 // CHECK-SAME: plan = #tile.plan<contraction, bm = 32, bn = 64,
