@@ -470,3 +470,19 @@ def test_balanced_split_is_refused_without_key_warps_or_with_a_split_count(
 ) -> None:
     with pytest.raises(DiagnosticException, match=message):
         apply_pipeline(parse(text), f"{FUSED},plan{{attn=decode {knobs}}}")
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+def test_one_cached_key_with_a_runtime_count_lowers_and_matches() -> None:
+    """One cached key and a runtime count L (batch 2, two queries): `flash-attention` finds no
+    key reduction to fuse, so the scores' contraction kernel takes %L as an i64 argument, which
+    `collapse_dims` crashed on (found by a random sweep, 2026-12-05); it lowers and matches."""
+    from test_runtime_scalars import run_host_on_cpu
+
+    text = decode_attention(2, 1, 1, 2, 1, 16, valid=True)
+    module = apply_pipeline(parse(text), f"{FUSED},tile,to-cuda")
+    graph = next(iter(parse(text).ops))
+    inputs, arrays = device_inputs(graph, seed=1, scalars={3: 1})  # type: ignore[arg-type]
+    (out,) = run_host_on_cpu(module, arrays)
+    (ref,) = run_reference(parse(text), *inputs)
+    assert relative_error(from_storage(out, bf16), ref) < 1e-2

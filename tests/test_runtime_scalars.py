@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from conftest import requires_gpu
 from cpu_cuda import COMPILER, run_on_cpu
+from test_sgemm_on_cpu import viewed
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import ModuleOp, bf16
+from xdsl.dialects.builtin import MemRefType, ModuleOp, bf16
 from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
@@ -386,7 +387,8 @@ def test_tinyopt_run_checks_a_given_position_before_anything_else(
 
 def run_host_on_cpu(module: ModuleOp, arrays: list[np.ndarray]) -> list[np.ndarray]:
     """Runs a to-cuda module's host function on the CPU emulation, kernel by kernel, on arrays
-    in the runtime's storage (bf16 as its bits, a runtime scalar as a 0-d integer array)."""
+    in the runtime's storage (bf16 as its bits, a runtime scalar as a 0-d integer array); a
+    launch argument that is a `memref.collapse_shape` view reads and writes its buffer."""
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
     (host,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
     values: dict[SSAValue, np.ndarray] = dict(zip(host.args, arrays, strict=True))
@@ -395,12 +397,16 @@ def run_host_on_cpu(module: ModuleOp, arrays: list[np.ndarray]) -> list[np.ndarr
             type_ = op.memref.type
             values[op.memref] = np.zeros(type_.get_shape(), STORAGE[str(type_.element_type)])
         elif isinstance(op, loop.LaunchOp):
-            buffers = run_on_cpu(
-                kernels[op.callee.root_reference.data], [values[a] for a in op.args]
-            )
-            values.update(zip(op.args, buffers, strict=True))
+            held = [values[viewed(a)] for a in op.args]
+            shaped = [
+                h.reshape(a.type.get_shape()) if isinstance(a.type, MemRefType) else h
+                for h, a in zip(held, op.args, strict=True)
+            ]
+            buffers = run_on_cpu(kernels[op.callee.root_reference.data], shaped)
+            for a, h, out in zip(op.args, held, buffers, strict=True):
+                values[viewed(a)] = out.reshape(h.shape)
         elif isinstance(op, func.ReturnOp):
-            return [values[v] for v in op.arguments]
+            return [values[viewed(v)] for v in op.arguments]
     raise AssertionError("the host function has no func.return")
 
 

@@ -234,7 +234,9 @@ def _drop_unit_dim(kernel: loop.KernelOp) -> dict[int, int]:
     (`[1, s, d]` read at `[0, m, k]` becomes `[s, d]` read at `[m, k]`); returns the merged
     dim of the argument retyped, by position, or {}."""
     for buffer in kernel.body.block.args:
-        shape = buffer.type.get_shape()  # type: ignore[attr-defined]
+        if not isinstance(buffer.type, MemRefType):  # a runtime scalar
+            continue
+        shape = buffer.type.get_shape()
         accesses = _accesses(buffer)
         if len(shape) < 2 or not accesses:
             continue
