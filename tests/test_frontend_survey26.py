@@ -4,6 +4,7 @@ captured on the CPU and its reference run checked against torch in float64."""
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -32,12 +33,15 @@ class Fn(nn.Module):
 
 
 def assert_matches_float64(module: nn.Module, *inputs: Tensor) -> None:
-    """The float64 reference on the captured f32 program equals torch in float64."""
-    cap = capture(module.eval(), *inputs)
-    got = run_reference(cap.module, *cap.arguments(*inputs))
-    with torch.no_grad():
-        doubled = (x.double() if x.is_floating_point() else x for x in inputs)
-        want = copy.deepcopy(module).double()(*doubled)
+    """The float64 reference on the captured f32 program equals torch in float64 (torch's own
+    warnings, as scatter's deprecated `reduce` and an odd 'same' padding's copy, ignored)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        cap = capture(module.eval(), *inputs)
+        got = run_reference(cap.module, *cap.arguments(*inputs))
+        with torch.no_grad():
+            doubled = (x.double() if x.is_floating_point() else x for x in inputs)
+            want = copy.deepcopy(module).double()(*doubled)
     want = want if isinstance(want, tuple) else (want,)
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):

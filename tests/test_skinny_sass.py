@@ -44,11 +44,13 @@ def test_skinny_streams_weights_in_128_bit_loads_without_local_memory(
 def test_row_gemv_with_cache_2_issues_every_weight_load_before_its_products(
     tmp_path: Path,
 ) -> None:
-    """`cache=2` on the row rule's GEMV (Llama-3 8B's down projection, K = 14336: 3.5 vectors
-    a thread, the last guarded): all eight 128-bit loads of the thread's x and weight vectors
-    come before its first FFMA, so they are in flight together, where the default interleaves
-    them with the products a pair at a time; nothing goes to local memory."""
-    kernels = sass_of_each(skinny(1, 4096, 14336, "bf16"), tile_with("cache=2"), tmp_path)
+    """`cache=2` on the row rule's GEMV (Llama-3 8B's down projection, K = 14336, on 512
+    threads: 3.5 vectors a thread, the last guarded): all eight 128-bit loads of the thread's x
+    and weight vectors come before its first FFMA, so they are in flight together, where the
+    default interleaves them with the products a pair at a time; nothing goes to local
+    memory."""
+    knobs = tile_with("cache=2 threads=512")
+    kernels = sass_of_each(skinny(1, 4096, 14336, "bf16"), knobs, tmp_path)
     (code,) = kernels.values()
     ops = re.findall(r"\b(LDG\.E\.128|FFMA)\b", code)
     assert ops.index("FFMA") == ops.count("LDG.E.128") == 8, ops
