@@ -424,14 +424,17 @@ def test_balanced_split_matches_float64_on_cpu(case: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "case", ["gqa2_b2_s2400_runs_cross_groups", "gqa2_b96_s70_blocks_walk_groups"]
+    "text",
+    [decode_attention(2, 4, 2, 1, 200, 16), decode_attention(2, 4, 2, 1, 40, 16)],
+    ids=["runs_of_4_over_groups_of_13_tiles", "runs_of_4_over_groups_of_3_tiles"],
 )
-def test_balanced_split_loop_ir_matches_reference(case: str) -> None:
+def test_balanced_split_loop_ir_matches_reference(text: str) -> None:
     """The balanced loop kernels, (group, slot) pairs with their runs' keys and the merge of
-    each group's filled slots, run by the loop reference executor, equal float64 attention."""
-    text, knobs = BALANCED_CASES[case]
-    program = parse(text.replace("x32xbf16", "x16xbf16"))
-    module = apply_pipeline(program.clone(), f"{FUSED},plan{{{knobs} abalance=on}}")
+    each group's filled slots, run by the loop reference executor, equal float64 attention:
+    runs of 4 tiles (the least, two warps of two slots) crossing the ends of groups of 13
+    tiles at every offset, and spanning two groups of 3."""
+    program = parse(text)
+    module = apply_pipeline(program.clone(), f"{FUSED},plan{{akwarps=2 abalance=on}}")
     inputs = random_inputs(program, seed=4)
     (actual,) = run_loop_module(module, graph_function(program).sym_name.data, *inputs)
     (exact,) = run_reference(program, *inputs)
