@@ -3808,6 +3808,12 @@ def _pointwise(t: _Translator, node: Node, x: SSAValue, weight: SSAValue, bias: 
 def _convolution_dims(t: _Translator, node: Node, x: SSAValue, weight: SSAValue) -> int:
     """The spatial dims of a convolution (1 or 2; others are refused)."""
     spatial = _type(x).get_num_dims() - 2
+    if _type(x).get_num_dims() == _type(weight).get_num_dims() - 1:
+        raise t.fail(
+            node,
+            "convolution of an unbatched input (no batch dim; x.unsqueeze(0) before the "
+            "convolution gives one)",
+        )
     if spatial not in (1, 2, 3) or _type(x).get_num_dims() != _type(weight).get_num_dims():
         raise t.fail(node, f"convolution over {spatial} spatial dims (1 to 3 are supported)")
     return spatial

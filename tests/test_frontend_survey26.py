@@ -147,3 +147,10 @@ def test_floor_division_of_bounded_integers_is_exact_and_of_an_input_refused() -
     assert_matches_float64(Fn(_integer_floor_division), torch.randn(2, 6))
     with pytest.raises(FrontendError, match="floor_divide computes integers unbounded"):
         capture(Fn(lambda m, ids: (ids // 2).float()), torch.tensor([5, 7]))
+
+
+def test_unbatched_convolution_is_refused_by_name() -> None:
+    """An input without its batch dim is named as such (it read "convolution over 0 spatial
+    dims")."""
+    with pytest.raises(FrontendError, match="unbatched input"):
+        capture(nn.Conv1d(3, 2, 3), torch.randn(3, 9))
