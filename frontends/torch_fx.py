@@ -333,6 +333,10 @@ class _Translator:
             return math.inf
         if _dtype(arg) == "bool":
             return 1
+        if arg.op == "placeholder" and arg not in self.bounds:
+            value = self.constant_value(arg)  # a constant the module made (`torch.tensor(2)`)
+            if value is not None and not value.is_floating_point():
+                return float(value.abs().max()) if value.numel() else 0.0
         return self.bounds.get(arg, math.inf)
 
     def emit(self, op: Operation) -> SSAValue:

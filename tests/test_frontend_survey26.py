@@ -154,3 +154,17 @@ def test_unbatched_convolution_is_refused_by_name() -> None:
     dims")."""
     with pytest.raises(FrontendError, match="unbatched input"):
         capture(nn.Conv1d(3, 2, 3), torch.randn(3, 9))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, x: x.argmax(-1).clamp(max=torch.tensor(2)).float(),
+        lambda m, x: torch.where(x > 0, x.argmax(-1, keepdim=True), torch.tensor(3)).float(),
+    ],
+    ids=["clamp_by_a_constant", "where_of_a_constant"],
+)
+def test_integer_constants_the_module_makes_are_bounded_by_their_values(fn: Callable) -> None:
+    """`torch.tensor(2)` in forward is a constant input of the exported program: its values
+    bound the integers computed from it (they were refused as unbounded)."""
+    assert_matches_float64(Fn(fn), torch.randn(4, 6))
