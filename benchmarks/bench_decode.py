@@ -143,7 +143,8 @@ def attention(args: argparse.Namespace) -> list[str]:
         k, v = (torch.randn(batch, 8, capacity, 128, device="cuda").bfloat16() for _ in range(2))
         k_valid, v_valid = k[:, :, :keys].contiguous(), v[:, :, :keys].contiguous()
         # The first and the last batch index (the grid's first and last blocks).
-        refs = [_reference(q[i], k_valid[i], v_valid[i]) for i in (slice(0, 1), slice(-1, None))]
+        checked = (slice(0, 1), slice(-1, None))
+        refs = [_reference(q[i], k_valid[i], v_valid[i]) for i in checked]
         times = {}
         backends = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
         for name, backend in backends:
@@ -156,7 +157,7 @@ def attention(args: argparse.Namespace) -> list[str]:
                 print(f"B{batch} L{keys} {name}: not run ({str(e).splitlines()[0]})", flush=True)
         out = fn(q, k, v, keys)
         ours = median_ms(fn.bind(q, k, v, keys))
-        error = max(rel_error(out[i], r) for i, r in zip((slice(0, 1), slice(-1, None)), refs))
+        error = max(rel_error(out[i], r) for i, r in zip(checked, refs, strict=True))
         nbytes = 2 * batch * 8 * keys * 128 * 2
         cudnn = times.get("cudnn", float("nan"))
         lines.append(

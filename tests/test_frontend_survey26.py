@@ -3,50 +3,27 @@ captured on the CPU and its reference run checked against torch in float64."""
 
 from __future__ import annotations
 
-import copy
 import warnings
 from collections.abc import Callable
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
-from torch import Tensor, nn  # noqa: E402
-
-from tinyopt.backends.reference import run_reference  # noqa: E402
+from test_frontend_ops import Fn  # noqa: E402
+from test_frontend_torch import assert_matches_float64 as matches_float64  # noqa: E402
 from tinyopt.frontends.torch_fx import FrontendError, capture  # noqa: E402
-
-
-class Fn(nn.Module):
-    """A module computing `fn(self, *inputs)`, holding optional submodules."""
-
-    def __init__(self, fn: Callable[..., Tensor | tuple[Tensor, ...]], **modules: nn.Module):
-        super().__init__()
-        self.fn = fn
-        for name, module in modules.items():
-            self.add_module(name, module)
-
-    def forward(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
-        return self.fn(self, *xs)
+from torch import Tensor, nn  # noqa: E402
 
 
 def assert_matches_float64(module: nn.Module, *inputs: Tensor) -> None:
-    """The float64 reference on the captured f32 program equals torch in float64 (torch's own
-    warnings, as scatter's deprecated `reduce` and an odd 'same' padding's copy, ignored)."""
+    """test_frontend_torch's check (the capture round-trips, its float64 reference equals torch
+    in float64), torch's own warnings ignored: scatter's deprecated `reduce`, an odd 'same'
+    padding's copy."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        cap = capture(module.eval(), *inputs)
-        got = run_reference(cap.module, *cap.arguments(*inputs))
-        with torch.no_grad():
-            doubled = (x.double() if x.is_floating_point() else x for x in inputs)
-            want = copy.deepcopy(module).double()(*doubled)
-    want = want if isinstance(want, tuple) else (want,)
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        assert g.shape == tuple(w.shape)
-        np.testing.assert_allclose(g, w.double().numpy(), rtol=1e-6, atol=1e-6)
+        matches_float64(module, *inputs)
 
 
 def _scatter_with_reduce(m: nn.Module, x: Tensor, ids: Tensor) -> tuple[Tensor, ...]:
