@@ -755,6 +755,22 @@ CASES = [
     # Hopper (mma=wgmma): TMA zero-fills the tile edges of M, N and K; B [K, N] is read
     # N-major, torch-layout [N, K] weights K-major; batches are 3-D tensor maps.
     Case("matmul_bf16_wgmma_1000", matmul_plain(1000, 1000, 1000), tile_with("mma=wgmma")),
+    # Split K on wgmma in chunks of whole boxes whose last reaches past K (TMA's zeros there):
+    # K = 13080 auto-split (204.4 boxes) with a bias in the fold, K = 200 in 64, 64, 64, 8.
+    Case(
+        "linear_bf16_wgmma_auto_split_past_k_96x80x13080",
+        matmul_plain(96, 80, 13080, "bf16", "nk"),
+    ),
+    Case(
+        "matmul_bf16_wgmma_split_past_k_130x192x200",
+        matmul_plain(130, 192, 200, "bf16", "kn"),
+        tile_with("mma=wgmma splitk=4"),
+    ),
+    # One row of 64×64 blocks, fewer than the SMs: the deepest ring shared memory holds.
+    Case(
+        "linear_bf16_wgmma_deep_ring_48x2944x14256",
+        matmul_plain(48, 2944, 14256, "bf16", "nk", relu=False),
+    ),
     Case(
         "matmul_f16_wgmma_513x264x136",
         matmul_plain(513, 264, 136, "f16"),
@@ -985,6 +1001,11 @@ CASES = [
         "linear_3xtf32_257x132x68",
         matmul_plain(257, 132, 68, "f32", "nk"),
         tile_with("mma=3xtf32"),
+    ),
+    # 33-64 rows starved on the CUDA cores: the auto split on 3xTF32, its last chunk past K.
+    Case(
+        "linear_3xtf32_auto_split_past_k_48x72x1496",
+        matmul_plain(48, 72, 1496, "f32", "nk"),
     ),
     Case(
         "linear_3xtf32_splitk4_300x260x1024",

@@ -3,7 +3,10 @@ partial kernel of `split_k.py` taken by wgmma (each block's TMA boxes start at i
 its operand batch the partial's batch index / splits), then the fold, run on the CPU with the
 K loop emulated (tests/cpu_wgmma.py) against float64: unbatched with a K-major B and a bias in
 the fold, batched with an N-major B, persistent blocks, no producer warpgroup (`ws=0`), f16, and
-the split `splitk=0` picks for a small grid with a long K. A chunk that is not a multiple of 64 stays on mma.sync.
+the split `splitk=0` picks for a small grid with a long K. Chunks of whole 64-element boxes whose
+last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma` or the auto split of a
+kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not a
+multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
 from programs import batched_matmul, matmul_plain, tile_with
+
+from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
@@ -28,6 +33,16 @@ CASES = [
     ("f16_97x72x256", matmul_plain(97, 72, 256, "f16", "kn", relu=False), "splitk=2",
      [2, 97, 72]),
     ("auto_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False), "",
+     [16, 64, 128]),
+    # K = 200 in chunks of 64, 64, 64 and 8; 328 in 192 and 136; 200 in 128 and 72.
+    ("past_k_130x192x200_bias", matmul_plain(130, 192, 200, "bf16", "nk"),
+     "mma=wgmma splitk=4", [4, 130, 192]),
+    ("past_k_bmm_2x70x64x328", batched_matmul(2, 70, 64, 328, "bf16"), "mma=wgmma splitk=2",
+     [4, 70, 64]),
+    ("past_k_f16_97x72x200", matmul_plain(97, 72, 200, "f16", "kn", relu=False),
+     "mma=wgmma splitk=2", [2, 97, 72]),
+    # K = 4000 (62.5 boxes): 16 chunks of 256, the last of 160.
+    ("auto_past_k_64x128x4000", matmul_plain(64, 128, 4000, "bf16", "nk", relu=False), "",
      [16, 64, 128]),
 ]
 
@@ -56,3 +71,9 @@ def test_chunks_off_the_tma_box_stay_on_mma_sync() -> None:
     assert partial.attributes[tile.PLAN].rule.data == "mma_sync"  # type: ignore[union-attr]
     refusals = [r.data for r in partial.attributes[tile.REFUSALS].data]  # type: ignore[union-attr]
     assert any("4 chunks of 50" in r for r in refusals), refusals
+
+
+def test_chunks_off_the_tma_box_are_refused_by_name_under_wgmma() -> None:
+    # K = 100 in 4 chunks: chunks of 64 would leave the last empty, so they are of 25.
+    with pytest.raises(DiagnosticException, match="got 4 chunks of 25"):
+        _kernels(matmul_plain(130, 192, 100, "bf16", "nk"), "mma=wgmma splitk=4")

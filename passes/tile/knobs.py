@@ -102,6 +102,10 @@ def one_of(*values: int | str, words: str | None = None) -> Domain:
     return Domain(words or f"one of {values}", values)
 
 
+WGMMA_DEEPEST_STAGES = 16
+"""The deepest ring `stages` takes with `mma=wgmma` (where shared memory holds it)."""
+
+
 def _ring(most: int, setting: str) -> Domain:
     """The `stages` of a ring: 0 (auto) or 2 to `most`, while `setting` holds."""
     return one_of(AUTO, *range(2, most + 1), words=f"0 (auto) or in [2, {most}] with {setting}")
@@ -159,7 +163,7 @@ KNOBS: tuple[Knob, ...] = (
         "stages",
         one_of(AUTO, 1, 2, words="0 (auto), 1 or 2"),
         when=(
-            ("mma", "wgmma", _ring(6, "mma=wgmma")),
+            ("mma", "wgmma", _ring(WGMMA_DEEPEST_STAGES, "mma=wgmma")),
             ("mma", "3xtf32", _ring(4, "mma=3xtf32")),
             ("copy", "cp_async", _ring(4, "copy=cp_async")),
             ("copy", "tma", _ring(6, "copy=tma")),

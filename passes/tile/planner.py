@@ -99,11 +99,13 @@ def plan_kernels(
             plan_kernels(module, piece, knobs, target, split, why)
         return
     splits, mode, found = knobs.splitk, knobs.splitk_mode, None
+    aligned = knobs.mma in ("wgmma", "3xtf32")
     if split and not splits and (c := _small_grid(kernel, knobs, target)):
         found = refusals(kernel, knobs, target)
         splits, mode = _auto_splits(c, found[0], knobs, target)
+        aligned = found[0] is not None and found[0].rule.name in ("wgmma", "wgmma_3xtf32")
     if split and splits > 1:
-        pieces = split_kernel(module, kernel, splits, mode)
+        pieces = split_kernel(module, kernel, splits, mode, aligned)
         if pieces != (kernel,):
             for piece in pieces:
                 plan_kernels(module, piece, knobs, target, split=False, why=why)

@@ -30,16 +30,35 @@ SPLIT_PARTIAL = "tinyopt.split_k_partial"
 rule that took the whole for its split takes it too (`wgmma_3xtf32.py`)."""
 
 
+def chunk_elements(k_extent: int, splits: int, row: int = 1) -> int:
+    """The K elements of each of `splits` chunks: whole `row`s (a TMA box's 128-byte row,
+    `row_elements`) where that leaves no chunk empty, else ⌈K / splits⌉. The last chunk may
+    reach past K; the partial kernel reads zeros there."""
+    aligned = row * -(-k_extent // (row * splits))
+    return aligned if aligned * (splits - 1) < k_extent else -(-k_extent // splits)
+
+
+def row_elements(c: Contraction) -> int:
+    """The K elements of a wgmma rule's TMA box row: 128 bytes of the narrowest operand, and
+    at least 64 (the K step the rules' chunk check asks for, `wgmma_plan.plain_operands`)."""
+    loads = [o for op in (*c.a_side, *c.b_side) for o in op.walk() if isinstance(o, memref.LoadOp)]
+    widths = [load.memref.type.element_type.bitwidth for load in loads]  # type: ignore[attr-defined]
+    return max(64, 1024 // min(widths)) if widths else 1
+
+
 def split_kernel(
-    module: ModuleOp, kernel: loop.KernelOp, splits: int, mode: str = "auto"
+    module: ModuleOp, kernel: loop.KernelOp, splits: int, mode: str = "auto", aligned: bool = False
 ) -> tuple[loop.KernelOp, ...]:
     """Splits one contraction kernel of the module if its K spans more than one chunk;
     returns the kernels that replace it (partial-sum and fold, or zeroing and partial-sum
     kernels), or the kernel. `mode` `auto` takes atomic adds where the epilogue allows them
-    (`atomic_refusal`), else two passes; `atomic` raises the diagnostic saying why not."""
+    (`atomic_refusal`), else two passes; `atomic` raises the diagnostic saying why not.
+    `aligned`: chunks of whole 128-byte rows of K (`chunk_elements`), as the wgmma rules'
+    TMA boxes need; else ⌈K / splits⌉."""
     c = match_contraction(kernel)
     if c is None or c.extents[3] < 2 * splits:
         return (kernel,)
+    chunk = chunk_elements(c.extents[3], splits, row_elements(c) if aligned else 1)
     refusal = atomic_refusal(c)
     if mode == "atomic" and refusal is not None:
         raise DiagnosticException(
@@ -49,11 +68,11 @@ def split_kernel(
         )
     if mode != "twopass" and refusal is None:
         zero, output = zero_kernel(kernel, c)
-        partial = _partial_kernel(kernel, c, splits, [], atomic_store(c, splits))
+        partial = _partial_kernel(kernel, c, splits, chunk, [], atomic_store(c, splits))
         replace_kernels(module, kernel, [zero, partial], lambda args: ([], [[args[output]], args]))
         return zero, partial
     workspace_type = _workspace_type(c, splits)
-    partial = _partial_kernel(kernel, c, splits, [workspace_type], _workspace_store)
+    partial = _partial_kernel(kernel, c, splits, chunk, [workspace_type], _workspace_store)
     fold = _fold_kernel(kernel, c, splits)
 
     def with_workspace(args: list[SSAValue]) -> tuple[list[Operation], list[list[SSAValue]]]:
@@ -114,11 +133,15 @@ def _workspace_store(
 
 
 def _partial_kernel(
-    kernel: loop.KernelOp, c: Contraction, splits: int, extra: list[MemRefType], store: PartialStore
+    kernel: loop.KernelOp,
+    c: Contraction,
+    splits: int,
+    chunk: int,
+    extra: list[MemRefType],
+    store: PartialStore,
 ) -> loop.KernelOp:
     """Builds `parallel(b·S + s, m, n) { reduce(kk < chunk) { A(k) * B(k) }; store }`."""
     batch, m, n, k_extent = c.extents
-    chunk = -(-k_extent // splits)
     new, em, mapping = derived_kernel(kernel, f"{kernel.sym_name.data}_splitk", extra)
     new.attributes[SPLIT_PARTIAL] = UnitAttr()
     nest = loop.ParallelOp([batch * splits, m, n])

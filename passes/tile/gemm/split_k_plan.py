@@ -28,6 +28,7 @@ from tinyopt.passes.tile.gemm.contraction_match import Contraction, operand_type
 from tinyopt.passes.tile.gemm.mma_sync import BK as SYNC_BK
 from tinyopt.passes.tile.gemm.mma_sync import sums_products, tensor_core_type
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
+from tinyopt.passes.tile.gemm.split_k import chunk_elements
 from tinyopt.passes.tile.gemm.wgmma_plan import BK as WGMMA_BK
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
@@ -119,26 +120,25 @@ def auto_wgmma_splits(
     """The split count `splitk=0` gives contraction `c` on the wgmma rule's bm×`columns`
     blocks (its plan): where they are fewer than the SMs, the power of two `s` whose estimate
 
-        ⌈K / s / 64⌉ · WGMMA_STEP_SECONDS + (s > 1) · (fold and workspace, as above)
+        chunk / 64 · WGMMA_STEP_SECONDS + (s > 1) · (fold and workspace, as above)
 
     is cheapest (and `MARGIN` of the unsplit one or less), over the `s` whose blocks fit one
-    wave of one block per SM and whose chunks are whole multiples of 64 with `MIN_WGMMA_STEPS`
-    steps or more (the wgmma rule reads K in 64-element TMA boxes and takes only a split whose
-    chunks divide K). Any M: at M ≤ 64 a kernel the wgmma rule takes is its to split. `step`:
-    the time of a 64-wide K step (the 3xTF32 rule's is `SPLIT_TF32_STEP_SECONDS`)."""
+    wave of one block per SM and whose chunks are whole multiples of 64 (the wgmma rule reads K
+    in 64-element TMA boxes: `split_k.chunk_elements`, the last chunk reaching past K where
+    they do not divide it) with `MIN_WGMMA_STEPS` steps or more, none of them empty. Any M: at
+    M ≤ 64 a kernel the wgmma rule takes is its to split. `step`: the time of a 64-wide K step
+    (the 3xTF32 rule's is `SPLIT_TF32_STEP_SECONDS`)."""
     batch, m, n, k = c.extents
     blocks = batch * -(-m // bm) * -(-n // columns)
     if blocks >= target.sms:
         return 1
     best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * step
     s = 2
-    while (
-        s <= MOST
-        and blocks * s <= target.sms
-        and k % (WGMMA_BK * s) == 0
-        and k // (WGMMA_BK * s) >= MIN_WGMMA_STEPS
-    ):
-        time = k // (WGMMA_BK * s) * step + fold_seconds(s, batch, m, n)
+    while s <= MOST and blocks * s <= target.sms:
+        chunk = chunk_elements(k, s, WGMMA_BK)
+        if chunk % WGMMA_BK or chunk // WGMMA_BK < MIN_WGMMA_STEPS:
+            break
+        time = chunk // WGMMA_BK * step + fold_seconds(s, batch, m, n)
         if time < best_time:
             best, best_time = s, time
         s *= 2

@@ -91,6 +91,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     _fail,
     approximate_math,
     choose_wgmma_tiles,
+    deepened,
     evicted_operands,
     k_step,
     plain_operands,
@@ -154,6 +155,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote)
         if isinstance(t, str):
             return t
+        if not knobs.stages:
+            t = deepened(t, batch, m, n, k, self.target)
         t = replace(
             t,
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",

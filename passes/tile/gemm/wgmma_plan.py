@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref
-from xdsl.dialects.builtin import IndexType, MemRefType, bf16, f16
+from xdsl.dialects.builtin import FloatAttr, IndexType, MemRefType, bf16, f16
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import tile
@@ -14,7 +14,7 @@ from tinyopt.passes.tile.emit import index_constant
 from tinyopt.passes.tile.gemm.block_scales import split_block_scale
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.target import Target
-from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.knobs import WGMMA_DEEPEST_STAGES, Knobs
 from tinyopt.passes.tile.gemm.paired import PairedContraction
 
 WARPGROUP = 128
@@ -36,7 +36,8 @@ STAGE_COLUMNS = 64
 warpgroup, beside the ring: the other warpgroup's wgmmas may still read the B slots)."""
 
 MAX_STAGES = 6
-"""The deepest ring `stages` allows (6 slots of 128×128 fit beside the staging tiles)."""
+"""The ring depth of blocks that may share an SM (6 slots of 128×128 fit beside the staging
+tiles)."""
 
 GROUP = 16
 """Default `group` (measured 2026-11-29: benchmarks/RESULTS.md, "Run 4 (408d6b1): the `group`
@@ -136,9 +137,38 @@ class WgmmaTiles:
         return self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages
 
 
+def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) -> WgmmaTiles:
+    """`t` with a deeper ring where each block streams B tiles no other block reads (one row of
+    blocks covers M) and each SM runs one block (a persistent grid, or no more blocks than
+    SMs): such a block's K loop waits on its own loads, and the shared memory no second block
+    will use goes to more slots in flight, as many as it holds (at most `WGMMA_DEEPEST_STAGES`)
+    and the K steps need. The wide blocks keep their measured depth (`WIDE_STAGES`).
+
+    Measured on the H200 (benchmarks/RESULTS.md, twenty-seventh session runs 1-2, bf16
+    linears, 6 against 13 slots of 64×64 or 8 of 64×128): one row of blocks, 17-64 rows,
+    1.00-1.18× as fast over 30 random shapes (4096×4096 at 64 rows 19.8 → 17.5 µs) but
+    for the tiniest (48×144×336, 6 K steps: 0.93); several rows of blocks sharing B tiles
+    (96-1000 rows) 0.91-1.20×, so those keep 6."""
+    one_row = -(-m // t.bm) == 1
+    one_block_an_sm = t.persistent or tile_count(t, batch, m, n) <= target.sms
+    if t.bn in WIDE_STAGES or not (one_row and one_block_an_sm):
+        return t
+    steps = -(-k // BK)
+    deepest = t.stages
+    while deepest < min(WGMMA_DEEPEST_STAGES, steps) and (
+        replace(t, stages=deepest + 1).shared_bytes <= target.dynamic_shared
+    ):
+        deepest += 1
+    return replace(t, stages=deepest)
+
+
 def tile_count(t: WgmmaTiles, batch: int, m: int, n: int) -> int:
     """The output tiles of a `batch × m × n` GEMM under `t`."""
     return batch * -(-m // t.bm) * -(-n // t.tile_n)
+
+
+_SLT, _ULT = 2, 6
+"""`arith.cmpi` predicates `slt` and `ult`."""
 
 
 def _fail(message: str) -> str:
@@ -193,6 +223,8 @@ def operand_buffers(c: Contraction, shared_a: bool = False) -> Operands | str:
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
     scales: list[ScaleOperand | None] = []
     for side, value, outer, k_iv in sides:
+        if split:
+            side, value = split_guard(side, value)
         index_ops = split_index_ops(side) if split else []
         loads = [op for op in side if op not in index_ops]
         scaled = None if split else split_block_scale(loads, value, outer, k_iv)
@@ -252,14 +284,23 @@ def _plain_load(ops: list[Operation], value: SSAValue) -> bool:
 
 def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | None:
     """(splits, chunk, the K index, the operands' batch indices) of a split-K partial kernel
-    (`split_k.py`, chunks that divide K): nest `(b·S + s, m, n)`, K read at `s·chunk + k` with
-    `s = (b·S + s) % S`, and the operands' batch at `(b·S + s) / S` where they have one; else
-    None."""
+    (`split_k.py`): nest `(b·S + s, m, n)`, K read at `s·chunk + k` with `s = (b·S + s) % S`,
+    and the operands' batch at `(b·S + s) / S` where they have one; else None. Where the chunks
+    reach past K, the index is clamped, `min(s·chunk + k, K - 1)`, and A's value taken only
+    below K (`split_guard`): the zeros TMA copies past the buffer's K."""
     if len(c.nest.extents) != 3:
         return None
     first, k_iv = c.nest.body.block.args[0], c.reduce.body.block.args[0]
     loads = [op for op in c.a_side if isinstance(op, memref.LoadOp)]
-    if len(loads) != 1 or not isinstance(add := loads[0].indices[-1].owner, arith.AddiOp):
+    if len(loads) != 1:
+        return None
+    k_index = loads[0].indices[-1]
+    if isinstance(clamp := k_index.owner, arith.MinSIOp):
+        k_extent = loads[0].memref.type.get_shape()[-1]  # type: ignore[attr-defined]
+        if index_constant(clamp.rhs) != k_extent - 1:
+            return None
+        k_index = clamp.lhs
+    if not isinstance(add := k_index.owner, arith.AddiOp):
         return None
     if add.rhs != k_iv or not isinstance(mul := add.lhs.owner, arith.MuliOp):
         return None
@@ -278,7 +319,35 @@ def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | No
             or index_constant(div.rhs) != splits
         ):
             return None
-    return splits, chunk, add.result, batch
+    return splits, chunk, loads[0].indices[-1], batch
+
+
+def split_guard(side: list[Operation], value: SSAValue) -> tuple[list[Operation], SSAValue]:
+    """An operand side of a split partial kernel without its guard past K, and its value: for
+    `select(s·chunk + k < K, a, 0.0)` (`split_k._partial_kernel` where the chunks reach past
+    K), the side less the comparison, the select and its zero, and `a`; else both as they are.
+    TMA copies zeros past the buffer's K, so the unguarded load is the guarded value."""
+    select = value.owner
+    if not isinstance(select, arith.SelectOp) or not isinstance(
+        compare := select.cond.owner, arith.CmpiOp
+    ):
+        return side, value
+    zero = select.rhs.owner
+    add = compare.lhs.owner
+    loads = [op for op in side if isinstance(op, memref.LoadOp)]
+    clamp = loads[0].indices[-1].owner if len(loads) == 1 else None
+    if not (
+        isinstance(zero, arith.ConstantOp)
+        and isinstance(zero.value, FloatAttr)
+        and zero.value.value.data == 0.0
+        and compare.predicate.value.data in (_SLT, _ULT)
+        and isinstance(add, arith.AddiOp)
+        and isinstance(clamp, arith.MinSIOp)
+        and clamp.lhs == add.result
+        and index_constant(compare.rhs) == index_constant(clamp.rhs) + 1  # type: ignore[operator]
+    ):
+        return side, value
+    return [op for op in side if op not in (select, compare, zero)], select.lhs
 
 
 def split_index_ops(side: list[Operation]) -> list[Operation]:

@@ -2,7 +2,7 @@
 // RUN: tinyopt %s -p 'fuse,tile{bm=128 bn=128 mma=wgmma ws=0 stages=2}' | filecheck %s --check-prefix=WS0
 // RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma bk=32}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma bn=256 stages=6}' 2>&1 | filecheck %s --check-prefix=SMEM
-// RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma stages=7}' 2>&1 | filecheck %s --check-prefix=STAGES
+// RUN: not tinyopt %s -p 'fuse,tile{bm=128 mma=wgmma stages=17}' 2>&1 | filecheck %s --check-prefix=STAGES
 
 // relu(x @ w) in bf16 on Hopper with the block tile set to 128x128 (two
 // consumer warpgroups of 64x128) after a producer warpgroup (384 threads). x and w are kernel
@@ -49,7 +49,7 @@
 
 // BK: tile: mma=wgmma stages K in steps of 64 (one 128-byte swizzle row), got bk=32
 // SMEM: tile: mma=wgmma with bm=128 bn=256 stages=6 needs 296032 bytes of shared memory, more than the 232448 a block may use
-// STAGES: tile: stages must be 0 (auto) or in [2, 6] with mma=wgmma, got 7
+// STAGES: tile: stages must be 0 (auto) or in [2, 16] with mma=wgmma, got 17
 
 func.func @mm(%x: tensor<256x128xbf16>, %w: tensor<128x512xbf16>) -> tensor<256x512xbf16> {
   %m = graph.matmul %x, %w : (tensor<256x128xbf16>, tensor<128x512xbf16>) -> tensor<256x512xbf16>
