@@ -144,11 +144,12 @@ def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) 
     will use goes to more slots in flight, as many as it holds (at most `WGMMA_DEEPEST_STAGES`)
     and the K steps need. The wide blocks keep their measured depth (`WIDE_STAGES`).
 
-    Measured on the H200 (benchmarks/RESULTS.md, twenty-seventh session runs 1-2, bf16
-    linears, 6 against 13 slots of 64×64 or 8 of 64×128): one row of blocks, 17-64 rows,
-    1.00-1.18× as fast over 30 random shapes (4096×4096 at 64 rows 19.8 → 17.5 µs) but
-    for the tiniest (48×144×336, 6 K steps: 0.93); several rows of blocks sharing B tiles
-    (96-1000 rows) 0.91-1.20×, so those keep 6."""
+    Measured (benchmarks/RESULTS.md, twenty-seventh session; bf16 linears, 6 slots against up
+    to 13 of 64×64): on the H200, 64-row q/o (4096×4096) 19.8 → 17.5 µs, 0.88 → 0.99×
+    cuBLAS, and over 30 random shapes of one row of blocks 0.93-1.18× as fast; deepening
+    grids of several rows of blocks too (96-1000 rows) ran 0.91-1.20×, so those keep 6. On
+    an H100, the rule as it stands, over the 21 shapes it changes only the ring of: 0.92-1.13×
+    (geometric mean 1.02; the losses on 8-17 µs kernels that ran 1.00-1.09× on the H200)."""
     one_row = -(-m // t.bm) == 1
     one_block_an_sm = t.persistent or tile_count(t, batch, m, n) <= target.sms
     if t.bn in WIDE_STAGES or not (one_row and one_block_an_sm):
