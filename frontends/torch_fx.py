@@ -1176,6 +1176,33 @@ def _sign(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.SubOp(above, below))
 
 
+@_handles("fmax", "fmin")
+def _fmax(t: _Translator, node: Node) -> SSAValue:
+    """torch.fmax/fmin: max/min where neither operand is NaN, else the one that is not (NaN only
+    where both are), where maximum/minimum give NaN if either is."""
+    out = t.tensor_type(node)
+    work = _mask_work_type(out)
+    a = t.operand_like(node.args[0], work, node)
+    b = t.operand_like(node.args[1], work, node)
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    result = t.emit((graph.MaxOp if name == "fmax" else graph.MinOp)(a, b))
+    if out.element_type in graph.FLOAT_TYPES:
+        a_nan, b_nan = (t.emit(graph.CompareOp(v, v, "ne")) for v in (a, b))
+        result = t.emit(graph.SelectOp(a_nan, b, t.emit(graph.SelectOp(b_nan, a, result))))
+    return t.cast(result, out.element_type)
+
+
+@_handles("signbit")
+def _signbit(t: _Translator, node: Node) -> SSAValue:
+    """A mask of the values whose sign bit is set: 1 with x's sign below 0 (so -0.0 and a NaN
+    of negative sign are in it, as torch's)."""
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        return t.emit(graph.CompareOp(x, t.scalar(0.0, _type(x)), "lt"))
+    signed = t.emit(graph.CopySignOp(t.scalar(1.0, _type(x)), x))
+    return t.emit(graph.CompareOp(signed, t.scalar(0.0, _type(x)), "lt"))
+
+
 @_handles("isnan")
 def _isnan(t: _Translator, node: Node) -> SSAValue:
     """`x != x`: a mask."""
@@ -3745,6 +3772,8 @@ _SELECTS_INTEGERS = {
     "clamp_max",
     "maximum",
     "minimum",
+    "fmax",
+    "fmin",
     "max",
     "min",
     "pad",
