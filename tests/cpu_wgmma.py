@@ -315,6 +315,12 @@ BAR_RED = re.compile(
     r'"r"\(\(unsigned\)(\w+)\) : "memory"\);'
 )
 CVT_TF32 = re.compile(r'asm\("cvt\.rna\.tf32\.f32 %0, %1;" : "=r"\((\w+)\) : "f"\((\w+)\)\);')
+RED_ADD = re.compile(
+    r'asm volatile\("red\.global\.add\.v\d\.f32 \[%0\], \{[%\d, ]+\};" :: "l"\((.*?)\), '
+    r'((?:"f"\(\w+\)(?:, )?)+) : "memory"\);'
+)
+"""A vector of f32 added into global memory (`tile.vector_atomic_add`: an atomic split's
+partial sums): one `atomicAdd` per lane here."""
 OTHER_ASM = re.compile(r"^\s*asm volatile\(.*\);$", re.MULTILINE)
 _C_TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 
@@ -356,11 +362,18 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     source = BAR_SYNC.sub(r"cpu_cuda_bar_\1(\3, \2);", source)
     source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)
     source = CVT_TF32.sub(r"\1 = cpu_cvt_rna_tf32(\2);", source)
+    source = RED_ADD.sub(_atomic_adds, source)
     source = OTHER_ASM.sub("", plain_flags(source))
     source = ALIGNED_SHARED.sub(r"\1 static ", source)
     fake = kernel.clone()
     fake.properties["source"] = StringAttr(source)
     return fake
+
+
+def _atomic_adds(m: re.Match[str]) -> str:
+    lanes = re.findall(r'"f"\((\w+)\)', m[2])
+    adds = " ".join(f"atomicAdd(cpu_red + {i}, {lane});" for i, lane in enumerate(lanes))
+    return f"{{ float* cpu_red = {m[1]}; {adds} }}"
 
 
 _ALLOCATED = {

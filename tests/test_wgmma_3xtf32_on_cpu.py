@@ -21,6 +21,9 @@ CASES = [
     ((64, 64, 128), "nk", "mma=3xtf32 bm=64 bn=64 splitk=2"),
     # chunks of 128 and 72: the second reaches past K (TMA's zeros for the split's guard)
     ((64, 64, 200), "nk", "mma=3xtf32 bm=64 bn=64 splitk=2"),
+    # no epilogue: the atomic split (a zeroing kernel, partial sums added with `red.global`),
+    # chunks of 640 and 544
+    ((63, 272, 1184), "kn", "mma=3xtf32 splitk=2"),
 ]
 
 
