@@ -337,6 +337,7 @@ def split_guard(side: list[Operation], value: SSAValue) -> tuple[list[Operation]
     add = compare.lhs.owner
     loads = [op for op in side if isinstance(op, memref.LoadOp)]
     clamp = loads[0].indices[-1].owner if len(loads) == 1 else None
+    last = index_constant(clamp.rhs) if isinstance(clamp, arith.MinSIOp) else None
     if not (
         isinstance(zero, arith.ConstantOp)
         and isinstance(zero.value, FloatAttr)
@@ -345,7 +346,8 @@ def split_guard(side: list[Operation], value: SSAValue) -> tuple[list[Operation]
         and isinstance(add, arith.AddiOp)
         and isinstance(clamp, arith.MinSIOp)
         and clamp.lhs == add.result
-        and index_constant(compare.rhs) == index_constant(clamp.rhs) + 1  # type: ignore[operator]
+        and last is not None
+        and index_constant(compare.rhs) == last + 1
     ):
         return side, value
     return [op for op in side if op not in (select, compare, zero)], select.lhs
