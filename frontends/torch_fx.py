@@ -2642,14 +2642,23 @@ def _first_key_causal(t: _Translator, sq: int, skv: int) -> SSAValue:
 
 @_handles("rms_norm")
 def _rms_norm(t: _Translator, node: Node) -> SSAValue:
+    """`graph.rms_norm` over the last dims (several merged into one), a missing weight as 1
+    (`nn.RMSNorm(elementwise_affine=False)`), eps by default the dtype's."""
     import torch
 
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    shape = out.get_shape()
+    normalized = len(node.args[1])
+    width = math.prod(shape[len(shape) - normalized :])
+    merged = t.reshape(x, (*shape[: len(shape) - normalized], width))
     weight, eps = _arg(node, 2, "weight"), _arg(node, 3, "eps")
-    if len(node.args[1]) != 1 or weight is None:
-        raise t.fail(node, "rms_norm over several dims or without a weight")
-    x = t.value(node.args[0], node)
+    if weight is None:
+        scale = t.scalar(1.0, TensorType(out.element_type, [width]))
+    else:
+        scale = t.reshape(t.cast(t.value(weight, node), out.element_type), [width])
     eps = torch.finfo(node.meta["val"].dtype).eps if eps is None else eps
-    return t.emit(graph.RmsNormOp(x, t.value(weight, node), eps))
+    return t.reshape(t.emit(graph.RmsNormOp(merged, scale, eps)), shape)
 
 
 @_handles("layer_norm")
@@ -3469,8 +3478,8 @@ def _copy(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("slice_scatter", "select_scatter")
 def _scatter_into_slice(t: _Translator, node: Node) -> SSAValue:
-    """x with a slice (step 1) or one index along a dim replaced by src: a concat of x before
-    it, src and x after it."""
+    """x with a slice or one index along a dim replaced by src: a concat of x before it, src
+    and x after it (a slice with a step: `_scatter_into_strided_slice`)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
@@ -3486,10 +3495,10 @@ def _scatter_into_slice(t: _Translator, node: Node) -> SSAValue:
         step = _arg(node, 5, "step", 1)
         start = min(max(start + extent if start < 0 else start, 0), extent)
         end = extent if end is None else min(max(end + extent if end < 0 else end, 0), extent)
-    if step != 1:
-        raise t.fail(node, f"aten.{name} with step {step}")
     if end <= start:
         return x
+    if step != 1:
+        return _scatter_into_strided_slice(t, x, src, dim, start, end, step)
     piece = [*shape[:dim], end - start, *shape[dim + 1 :]]
     parts = [
         *([t.emit(graph.SliceOp(x, dim, 0, start, 1))] if start > 0 else []),
@@ -3497,6 +3506,35 @@ def _scatter_into_slice(t: _Translator, node: Node) -> SSAValue:
         *([t.emit(graph.SliceOp(x, dim, end, extent - end, 1))] if end < extent else []),
     ]
     return parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
+
+
+def _scatter_into_strided_slice(
+    t: _Translator, x: SSAValue, src: SSAValue, dim: int, start: int, end: int, step: int
+) -> SSAValue:
+    """x with x[start:end:step] along `dim` replaced by src (`pe[:, 0::2] = sin(...)`): the
+    `count · step` elements from `start` (x padded with zeros where they run past its end)
+    viewed as `[count, step]`, their first column replaced by src, then put back between x's
+    elements before and after them."""
+    shape = list(_type(x).get_shape())
+    lead, tail, extent = shape[:dim], shape[dim + 1 :], shape[dim]
+    count = len(range(start, end, step))
+    stop = start + count * step
+    if stop > extent:
+        zeros = t.scalar(0.0, TensorType(_type(x).element_type, [*lead, stop - extent, *tail]))
+        x = t.emit(graph.ConcatOp([x, zeros], dim))
+    span = t.emit(graph.SliceOp(x, dim, start, count * step, 1))
+    grid = t.reshape(span, [*lead, count, step, *tail])
+    kept = t.emit(graph.SliceOp(grid, dim + 1, 1, step - 1, 1))
+    column = t.reshape(src, [*lead, count, 1, *tail])
+    joined = t.emit(graph.ConcatOp([column, kept], dim + 1))
+    region = t.reshape(joined, [*lead, count * step, *tail])
+    parts = [
+        *([t.emit(graph.SliceOp(x, dim, 0, start, 1))] if start > 0 else []),
+        region,
+        *([t.emit(graph.SliceOp(x, dim, stop, extent - stop, 1))] if stop < extent else []),
+    ]
+    whole = parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
+    return t.emit(graph.SliceOp(whole, dim, 0, extent, 1)) if stop > extent else whole
 
 
 @_handles("index_put")

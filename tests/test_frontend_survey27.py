@@ -1,0 +1,61 @@
+"""Building blocks the twenty-seventh session's capture survey found refused: RMSNorm without
+a weight or over several dims, and slice assignment with a step (the sinusoidal positional
+encoding's `pe[:, 0::2] = sin(...)`), each captured on the CPU and its reference checked
+against torch in float64."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_frontend_ops import Fn  # noqa: E402
+from test_frontend_torch import assert_matches_float64  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    ("norm", "shape"),
+    [
+        (nn.RMSNorm(8, elementwise_affine=False), (3, 5, 8)),
+        (nn.RMSNorm((5, 8)), (3, 5, 8)),
+        (nn.RMSNorm((5, 8), eps=1e-3, elementwise_affine=False), (3, 5, 8)),
+    ],
+    ids=["no_weight", "two_dims", "two_dims_no_weight_eps"],
+)
+def test_rms_norm_without_weight_or_over_several_dims(norm: nn.RMSNorm, shape: tuple) -> None:
+    torch.manual_seed(0)
+    if norm.weight is not None:
+        with torch.no_grad():
+            norm.weight.copy_(torch.randn_like(norm.weight))
+    assert_matches_float64(norm, torch.randn(shape))
+
+
+def _sinusoidal(m: nn.Module, x: Tensor) -> Tensor:
+    n, d = x.shape[-2], x.shape[-1]
+    position = torch.arange(n, dtype=x.dtype).unsqueeze(1)
+    frequency = torch.exp(torch.arange(0, d, 2, dtype=x.dtype) * (-math.log(10000.0) / d))
+    pe = torch.zeros(n, d, dtype=x.dtype)
+    pe[:, 0::2] = torch.sin(position * frequency)
+    pe[:, 1::2] = torch.cos(position * frequency)
+    return x + pe
+
+
+def _strided_assignments(m: nn.Module, x: Tensor) -> Tensor:
+    y = x.clone()
+    y[:, 1:8:3] = x[:, :3] * 2  # columns 1, 4 and 7 of 10: the view's span runs past the end
+    y[2::4] = -x[:2]  # rows 2 and 6 of 7
+    return y
+
+
+def test_sinusoidal_positional_encoding() -> None:
+    torch.manual_seed(0)
+    assert_matches_float64(Fn(_sinusoidal), torch.randn(2, 6, 8))
+    assert_matches_float64(Fn(_sinusoidal), torch.randn(2, 5, 10))
+
+
+def test_slice_assignment_with_a_step() -> None:
+    torch.manual_seed(0)
+    assert_matches_float64(Fn(_strided_assignments), torch.randn(7, 10))
