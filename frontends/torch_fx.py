@@ -3594,11 +3594,12 @@ def _index_put_at(t: _Translator, node: Node, dim: int, ids_arg: Node) -> SSAVal
         one = t.cast(t.reshape(t.value(single, node), [1] * len(shape)), work)
         return t.cast(t.emit(graph.SelectOp(any_hit, t.broadcast(one, shape), x)), out.element_type)
     values = t.cast(t.value(node.args[2], node), work)
-    if not accumulate and not _distinct_ids(ids_arg):
+    if not accumulate and not (_distinct_ids(ids_arg) or _distinct_constant(t, ids_arg, n)):
         raise t.fail(
             node,
             "aten.index_put of a tensor of values at ids that may repeat (which write wins is "
-            "unspecified; arange and topk, sort or argsort indices are taken)",
+            "unspecified; arange, topk, sort or argsort indices and constants without repeats "
+            "are taken)",
         )
     given = list(_type(values).get_shape())
     values = t.broadcast(t.reshape(values, [1] * (len(indexed) - len(given)) + given), indexed)
@@ -3625,6 +3626,18 @@ def _distinct_ids(ids: Any) -> bool:
     if isinstance(source, Node) and _op_name(source.target) == "aten.arange":
         return True
     return _distinct_along(ids, 0, 1)
+
+
+def _distinct_constant(t: _Translator, ids: Any, n: int) -> bool:
+    """Whether `ids` is a constant naming no position of an extent-`n` dim twice (a negative id
+    counting from the end)."""
+    from torch.fx import Node
+
+    fixed = t.constant_value(ids) if isinstance(ids, Node) else None
+    if fixed is None:
+        return False
+    named = [int(v) % n for v in fixed.reshape(-1).tolist()]
+    return len(set(named)) == len(named)
 
 
 def _single_value(values: Any) -> Node | None:

@@ -1,7 +1,8 @@
 """Building blocks the twenty-seventh session's capture survey found refused: RMSNorm without
-a weight or over several dims, and slice assignment with a step (the sinusoidal positional
-encoding's `pe[:, 0::2] = sin(...)`), each captured on the CPU and its reference checked
-against torch in float64."""
+a weight or over several dims, slice assignment with a step (the sinusoidal positional
+encoding's `pe[:, 0::2] = sin(...)`), and writes at constant ids without repeats, each captured
+on the CPU and its reference checked against torch in float64 (constant ids that repeat stay
+refused)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 from test_frontend_ops import Fn  # noqa: E402
 from test_frontend_torch import assert_matches_float64  # noqa: E402
+from tinyopt.frontends.torch_fx import FrontendError, capture  # noqa: E402
 from torch import Tensor, nn  # noqa: E402
 
 
@@ -59,3 +61,27 @@ def test_sinusoidal_positional_encoding() -> None:
 def test_slice_assignment_with_a_step() -> None:
     torch.manual_seed(0)
     assert_matches_float64(Fn(_strided_assignments), torch.randn(7, 10))
+
+
+def test_writes_at_constant_ids_without_repeats() -> None:
+    torch.manual_seed(0)
+    x, src = torch.randn(3, 6), torch.randn(3, 3)
+    assert_matches_float64(Fn(lambda m, x, s: x.index_copy(1, torch.tensor([0, 3, 5]), s)), x, src)
+
+    def put(m: nn.Module, x: Tensor, s: Tensor) -> Tensor:
+        y = x.clone()
+        y[:, torch.tensor([0, -1, 2])] = s  # -1: the last column
+        return y
+
+    assert_matches_float64(Fn(put), x, src)
+
+
+@pytest.mark.parametrize("ids", [[0, 3, 3], [0, 5, -1]], ids=["repeated", "repeated_from_the_end"])
+def test_writes_at_constant_ids_that_repeat_are_refused(ids: list[int]) -> None:
+    def put(m: nn.Module, x: Tensor, s: Tensor) -> Tensor:
+        y = x.clone()
+        y[:, torch.tensor(ids)] = s
+        return y
+
+    with pytest.raises(FrontendError, match="ids that may repeat"):
+        capture(Fn(put), torch.randn(3, 6), torch.randn(3, 3))
