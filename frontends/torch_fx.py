@@ -3813,6 +3813,7 @@ _MOVES_INTEGERS = {
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
     "stack", "roll", "repeat", "repeat_interleave", "flip", "pixel_shuffle", "pixel_unshuffle",
     "gather", "im2col", "unfold", "narrow", "movedim", "view_as", "reshape_as",
+    "slice_scatter", "select_scatter", "copy",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {

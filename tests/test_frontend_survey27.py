@@ -1,6 +1,7 @@
 """Building blocks the twenty-seventh session's capture survey found refused: RMSNorm without
 a weight or over several dims, slice assignment with a step (the sinusoidal positional
-encoding's `pe[:, 0::2] = sin(...)`), and writes at constant ids without repeats, each captured
+encoding's `pe[:, 0::2] = sin(...)`), writes at constant ids without repeats, integer
+writes into slices of bounded integers (Swin's relative index built in forward), each captured
 on the CPU and its reference checked against torch in float64 (constant ids that repeat stay
 refused)."""
 
@@ -85,3 +86,30 @@ def test_writes_at_constant_ids_that_repeat_are_refused(ids: list[int]) -> None:
 
     with pytest.raises(FrontendError, match="ids that may repeat"):
         capture(Fn(put), torch.randn(3, 6), torch.randn(3, 3))
+
+
+class _SwinRelativeBias(nn.Module):
+    """Swin's relative position bias with its index built in forward: integer writes into
+    slices of an arange-derived tensor (`rel[:, :, 0] += ws - 1`), bounded by those values."""
+
+    def __init__(self, ws: int) -> None:
+        super().__init__()
+        self.ws = ws
+        self.table = nn.Parameter(torch.randn((2 * ws - 1) ** 2, 2))
+
+    def forward(self, attn: Tensor) -> Tensor:
+        ws = self.ws
+        coords = torch.stack(torch.meshgrid(torch.arange(ws), torch.arange(ws), indexing="ij"))
+        flat = torch.flatten(coords, 1)
+        rel = (flat[:, :, None] - flat[:, None, :]).permute(1, 2, 0).contiguous()
+        rel[:, :, 0] += ws - 1
+        rel[:, :, 1] += ws - 1
+        rel[:, :, 0] *= 2 * ws - 1
+        index = rel.sum(-1)
+        bias = self.table[index.view(-1)].view(ws * ws, ws * ws, -1).permute(2, 0, 1)
+        return attn + bias[None]
+
+
+def test_integer_writes_into_slices_keep_their_values_bounds() -> None:
+    torch.manual_seed(0)
+    assert_matches_float64(_SwinRelativeBias(3), torch.randn(2, 2, 9, 9))
