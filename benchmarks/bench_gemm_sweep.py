@@ -12,7 +12,11 @@ The shapes (69 in all, `--groups` picks a subset):
 - batched: torch.bmm with batch ∈ {3, 7, 17} and M = N = K ∈ {127, 1000, 4095};
 - random: 20 linears `F.linear(x, w)`, w `[N, K]`, from `random.Random(2026)`: for each shape
   M, N, K are drawn in that order, each `round(exp(uniform(ln 64, ln 8192)))` (log-uniform in
-  [64, 8192]).
+  [64, 8192]);
+- small (not in the default set, not among the 69): 78 linears on small grids, 6 for each M in
+  `SMALL_ROWS` (17-1000), N and K multiples of 8 log-uniform in [64, 16384] and [256, 16384]
+  from `random.Random(5)`: the twenty-seventh session's sweep of shapes nobody named, where
+  long K on a few blocks had run at 0.25-0.5x cuBLAS (benchmarks/RESULTS.md).
 
 Each row gives tinyopt's time (the `fuse,tile,to-cuda` pipeline, heuristics only: no
 `apply-tuned`; a bound call, L2 flushed by `do_bench` before each run), cuBLAS's time
@@ -25,8 +29,9 @@ an output with a non-finite element anywhere gives NaN. A summary follows the ta
 geometric mean of the ratio, its minimum and shape, the 4096³ ratio, the shapes below 0.9×,
 against the issue's bars (geomean ≥ 1.0, none below 0.9, ≥ 1.05 at 4096³).
 
-Usage: python benchmarks/bench_gemm_sweep.py [--groups squares,llama8b,llama70b,batched,random]
-       [--knobs "mma=sync"] [--out sweep.md]
+Usage: python benchmarks/bench_gemm_sweep.py
+       [--groups squares,llama8b,llama70b,batched,random,small] [--knobs "mma=sync"]
+       [--out sweep.md]
        python benchmarks/bench_gemm_sweep.py --lower-only [--groups ...]   # no GPU, no torch:
            lowers each shape on the CPU, prints its kernels' plans and flags shapes that fail
            to lower or whose GEMM is not on tensor cores (no wgmma / mma_sync plan)
@@ -52,6 +57,9 @@ from tinyopt.dialects import loop, tile  # noqa: E402
 from tinyopt.passes.tile.gemm.skinny_split import PARTIAL  # noqa: E402
 
 GROUPS = ("squares", "llama8b", "llama70b", "batched", "random")
+"""The default groups: issue 23's 69 shapes."""
+SMALL_SEED, SMALL_PER_ROW = 5, 6
+SMALL_ROWS = (17, 24, 33, 48, 64, 80, 96, 128, 200, 256, 384, 512, 1000)
 SQUARES = (512, 1000, 1024, 2048, 3000, 4096, 5000, 8192)
 LLAMA = {
     "llama8b": (
@@ -135,6 +143,19 @@ def random_shapes() -> list[tuple[int, int, int]]:
     return out
 
 
+def small_shapes() -> list[tuple[int, int, int]]:
+    """SMALL_PER_ROW (M, N, K) for each M of SMALL_ROWS: N and K multiples of 8, log-uniform in
+    [64, 16384] and [256, 16384], fixed seed."""
+    rng = random.Random(SMALL_SEED)
+    out = []
+    for m in SMALL_ROWS:
+        for _ in range(SMALL_PER_ROW):
+            n = 8 * round(math.exp(rng.uniform(math.log(64), math.log(16384))) / 8)
+            k = 8 * round(math.exp(rng.uniform(math.log(256), math.log(16384))) / 8)
+            out.append((m, n, k))
+    return out
+
+
 def shapes(groups: list[str]) -> list[Shape]:
     out: list[Shape] = []
     for group in groups:
@@ -158,8 +179,13 @@ def shapes(groups: list[str]) -> list[Shape]:
                 Shape(group, f"r{i:02d}", "linear", m, n, k)
                 for i, (m, n, k) in enumerate(random_shapes())
             ]
+        elif group == "small":
+            out += [
+                Shape(group, f"s{i:02d}", "linear", m, n, k)
+                for i, (m, n, k) in enumerate(small_shapes())
+            ]
         else:
-            raise SystemExit(f"unknown group {group!r} (groups: {', '.join(GROUPS)})")
+            raise SystemExit(f"unknown group {group!r} (groups: {', '.join(GROUPS)}, small)")
     return out
 
 
