@@ -20,6 +20,7 @@ from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.gemm.split_k import chunk_elements
 
 CASES = [
     # (id, program, knobs, the partial kernel's loop extents)
@@ -77,3 +78,18 @@ def test_chunks_off_the_tma_box_are_refused_by_name_under_wgmma() -> None:
     # K = 100 in 4 chunks: chunks of 64 would leave the last empty, so they are of 25.
     with pytest.raises(DiagnosticException, match="got 4 chunks of 25"):
         _kernels(matmul_plain(130, 192, 100, "bf16", "nk"), "mma=wgmma splitk=4")
+
+
+def test_chunks_are_whole_boxes_where_none_is_left_empty() -> None:
+    assert chunk_elements(200, 4, 64) == 64  # 64, 64, 64 and 8
+    assert chunk_elements(4096, 8, 64) == 512  # dividing K, as before
+    assert chunk_elements(13080, 16, 64) == 832  # the last of 600
+    assert chunk_elements(100, 4, 64) == 25  # boxes of 64 would leave the last chunk empty
+    assert chunk_elements(1955, 16) == 123  # no alignment asked: ⌈K / splits⌉
+    for k in range(64, 3000, 7):
+        for splits in (2, 3, 4, 8, 16):
+            chunk = chunk_elements(k, splits, 64)
+            if chunk % 64:  # whole boxes would leave a chunk empty
+                assert chunk == -(-k // splits) and (splits - 1) * 64 * -(-k // (64 * splits)) >= k
+            else:
+                assert (splits - 1) * chunk < k <= splits * chunk, (k, splits, chunk)
