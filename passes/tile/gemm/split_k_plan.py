@@ -129,7 +129,7 @@ def auto_wgmma_splits(
     M ≤ 64 a kernel the wgmma rule takes is its to split. `step`: the time of a 64-wide K step
     (the 3xTF32 rule's is `SPLIT_TF32_STEP_SECONDS`). Chunks reaching past K (before,
     only splits dividing K were taken) measured on an H100 (benchmarks/RESULTS.md,
-    twenty-seventh session run 2): 21 bf16 linears whose K the former rule cut less far or not
+    twenty-seventh session run 3): 21 bf16 linears whose K the former rule cut less far or not
     at all, 17-384 rows, 1.10-3.40× as fast (0.28-0.85× cuBLAS → 0.76-1.03×); 6 f32 ones of
     33-64 rows, newly on 3xTF32, 1.13-3.78×."""
     batch, m, n, k = c.extents
