@@ -3007,10 +3007,37 @@ def _gather_along(t: _Translator, node: Node) -> SSAValue:
     below 2^24); x is sliced to the index's extent in the other dims. An index out of range
     gives 0 (torch raises)."""
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    dim = _dims(node.args[1], out.get_num_dims())[0]
+    return _gathered(t, node, t.value(node.args[0], node), dim, t.value(node.args[2], node))
+
+
+@_handles("take_along_dim")
+def _take_along_dim(t: _Translator, node: Node) -> SSAValue:
+    """`torch.take_along_dim(x, index, dim)`: x and the index broadcast against each other in
+    every dim but `dim`, a negative index counted from the end, then `gather`; without `dim`,
+    of both flattened. An index out of range gives 0 (torch raises)."""
+    out = t.tensor_type(node)
+    x, index = t.value(node.args[0], node), t.cast(t.value(node.args[1], node), f32)
+    dim = _arg(node, 2, "dim", None)
+    if dim is None:
+        flat = [math.prod(_type(x).get_shape())]
+        return _gathered(t, node, t.reshape(x, flat), 0, index)
+    shape = list(out.get_shape())
+    dim = _dims(dim, len(shape))[0]
+    n = _type(x).get_shape()[dim]
+    x = t.broadcast(x, [*shape[:dim], n, *shape[dim + 1 :]])
+    index = t.broadcast(index, shape)
+    negative = t.emit(graph.CompareOp(index, t.scalar(0.0, _type(index)), "lt"))
+    wrapped = t.emit(graph.AddOp(index, t.scalar(float(n), _type(index))))
+    return _gathered(t, node, x, dim, t.emit(graph.SelectOp(negative, wrapped, index)))
+
+
+def _gathered(t: _Translator, node: Node, x: SSAValue, dim: int, index: SSAValue) -> SSAValue:
+    """`gather(x, dim, index)` of `node`'s result type (`_gather_along`)."""
+    out = t.tensor_type(node)
+    x = t.cast(x, _work_type(out).element_type)
     rank = out.get_num_dims()
-    dim = _dims(node.args[1], rank)[0]
-    index = t.cast(t.value(node.args[2], node), f32)
+    index = t.cast(index, f32)
     shape = list(out.get_shape())
     n = _type(x).get_shape()[dim]
     if shape[dim] * n > GATHER_TERMS:
@@ -3813,7 +3840,7 @@ _MOVES_INTEGERS = {
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
     "stack", "roll", "repeat", "repeat_interleave", "flip", "pixel_shuffle", "pixel_unshuffle",
     "gather", "im2col", "unfold", "narrow", "movedim", "view_as", "reshape_as",
-    "slice_scatter", "select_scatter", "copy",
+    "slice_scatter", "select_scatter", "copy", "take_along_dim",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {

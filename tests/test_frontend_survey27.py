@@ -113,3 +113,23 @@ class _SwinRelativeBias(nn.Module):
 def test_integer_writes_into_slices_keep_their_values_bounds() -> None:
     torch.manual_seed(0)
     assert_matches_float64(_SwinRelativeBias(3), torch.randn(2, 2, 9, 9))
+
+
+def test_take_along_dim() -> None:
+    """At an input index (negative ones counted from the end), broadcast against x in the other
+    dims either way, at argsort's indices, of integers, and without a dim (both flattened)."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 5)
+    ids = torch.tensor([[0, -1], [1, -2], [4, 2]])
+    assert_matches_float64(Fn(lambda m, x, i: torch.take_along_dim(x, i, dim=1)), x, ids)
+    assert_matches_float64(Fn(lambda m, x, i: torch.take_along_dim(x, i[:1], dim=1)), x, ids)
+    columns = torch.tensor([[0, 4, 2]]).expand(3, 3)
+    assert_matches_float64(Fn(lambda m, x: torch.take_along_dim(x[:1], columns, dim=1)), x)
+    assert_matches_float64(
+        Fn(lambda m, x: torch.take_along_dim(x, x.argsort(dim=0)[:2], dim=0)), x
+    )
+    zeros = torch.zeros(3, 1, dtype=torch.long)
+    assert_matches_float64(
+        Fn(lambda m, x: torch.take_along_dim(x.argmax(-1, keepdim=True), zeros, dim=1).float()), x
+    )
+    assert_matches_float64(Fn(lambda m, x: torch.take_along_dim(x, x.argsort(1)[:, :2] * 3)), x)
