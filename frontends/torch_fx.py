@@ -1810,8 +1810,9 @@ def _arg_extreme(
         if t.bound(node.args[0]) > EXACT_INTEGERS:
             raise t.fail(node, f"{_op_name(node.target)} of integers beyond 2^24")
         x = t.cast(x, f32)
-    if dim is None:
+    if dim is None or not _type(x).get_shape():  # flattened; a 0-d tensor's dim 0 or -1 too
         x = t.reshape(x, (math.prod(_type(x).get_shape()),))
+        dim = None
     shape = _type(x).get_shape()
     dim = 0 if dim is None else _dims(dim, len(shape))[0]
     if shape[dim] > graph.ARGMAX_EXTENT:
@@ -1933,6 +1934,9 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         if t.bound(node.args[0]) > EXACT_INTEGERS:
             raise t.fail(node, f"aten.{name} of integers beyond 2^24")
         x = t.cast(x, f32)
+    zero_d = not _type(x).get_shape()
+    if zero_d:  # one element along its dim 0 (or -1)
+        x = t.reshape(x, (1,))
     shape = list(_type(x).get_shape())
     rank = len(shape)
     if name == "topk":
@@ -1960,6 +1964,12 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     values = _moved_back(t, _masked_reduce(t, match, candidates, rank), dim)
     positions = _masked_reduce(t, match, t.emit(graph.IotaOp(index, rank)), rank)
     indices = t.cast(_moved_back(t, positions, dim), i64)
+    if zero_d:  # torch's results are 0-d again
+        results = node.meta["val"] if name != "argsort" else (None, node.meta["val"])
+        values, indices = (
+            t.reshape(v, list(r.shape)) if r is not None else v
+            for v, r in zip((values, indices), results, strict=True)
+        )
     if name == "argsort":
         return indices
     return [t.cast(values, element) if element == graph.BOOL else values, indices]
@@ -3812,7 +3822,7 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name in ("topk", "sort") or (
         name in ("max", "min") and node.target._overloadname == "dim"  # pyright: ignore
     ):  # values of the argument (integers only where it holds integers), and indices
-        return max(_integer_values_bound(t, node.args[0]), *node.args[0].meta["val"].shape)
+        return max(_integer_values_bound(t, node.args[0]), 1, *node.args[0].meta["val"].shape)
     if name in _FILL_ARG:
         return t.bound(node.args[_FILL_ARG[name]])
     if name in _MOVES_INTEGERS:  # the values of tensor arguments only (the rest are shapes)

@@ -133,3 +133,25 @@ def test_take_along_dim() -> None:
         Fn(lambda m, x: torch.take_along_dim(x.argmax(-1, keepdim=True), zeros, dim=1).float()), x
     )
     assert_matches_float64(Fn(lambda m, x: torch.take_along_dim(x, x.argsort(1)[:, :2] * 3)), x)
+
+
+def test_sorts_and_arg_extremes_of_a_0d_tensor() -> None:
+    """argmax/argmin, topk, sort and argsort of a 0-d tensor (dim 0 or -1): the element itself,
+    index 0; they were refused by an error inside their handlers (found by the frontend fuzzer)."""
+
+    def f(m: nn.Module, x: Tensor) -> tuple[Tensor, ...]:
+        s = x.sum()
+        value, index = s.topk(1)
+        ordered, order = s.sort(-1)
+        return (
+            value + x,
+            index.float(),
+            ordered * 2,
+            order.float(),
+            s.argsort().float(),
+            s.topk(1, largest=False).values,
+            s.argmax(-1).float(),
+            s.argmin(0, keepdim=True).float(),
+        )
+
+    assert_matches_float64(Fn(f), torch.randn(4))

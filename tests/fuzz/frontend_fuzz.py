@@ -44,10 +44,12 @@ UNARY: list[Callable[[Tensor], Tensor]] = [
     lambda x: F.pad(x, (1, 2)), lambda x: F.pad(x, (2, 0), mode="replicate") if x.dim() >= 2 else x,
     lambda x: torch.cummax(x, -1).values, lambda x: x.masked_fill(x < -0.5, 1.5),
     lambda x: torch.topk(x, 1, -1).values, lambda x: x.sort(-1).values,
-    lambda x: x.argmax(-1).to(x.dtype),
+    lambda x: x.argmax(-1).to(x.dtype), lambda x: torch.signbit(x).to(x.dtype),
+    lambda x: torch.take_along_dim(x, x.argsort(-1).flip(-1), -1),
 ]  # fmt: skip
 BINARY: list[Callable[[Tensor, Tensor], Tensor]] = [
     torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, torch.atan2, torch.hypot,
+    torch.fmax, torch.fmin,
     lambda a, b: a / (b.abs() + 0.5), lambda a, b: torch.where(a > b, a, b * 2),
     lambda a, b: torch.lerp(a, b, 0.3), lambda a, b: torch.logaddexp(a, b),
     # copysign from a NaN-free source: a computed NaN's sign bit is the hardware's (x86 sets it
