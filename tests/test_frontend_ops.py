@@ -869,7 +869,8 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         Fn(lambda m, a, b: torch.max(a, b) - torch.min(a, b) + torch.max(a) - torch.min(b)),
         (_X, _Y),
     ),
-    # ops export keeps whole, captured through torch's decompositions of them
+    # ops export keeps whole, captured through torch's decompositions of them (take_along_dim,
+    # at argmax's indices shifted below 0, has its own handler now)
     "decomposed_layout_and_contractions": (
         Fn(
             lambda m, a, b: (
