@@ -3574,6 +3574,61 @@ def _scatter_into_strided_slice(
     return t.emit(graph.SliceOp(whole, dim, 0, extent, 1)) if stop > extent else whole
 
 
+@_handles("masked_scatter")
+def _masked_scatter(t: _Translator, node: Node) -> SSAValue:
+    """`x.masked_scatter(mask, source)`: the positions where the mask holds, in row-major
+    order, take source's elements in turn. Where the mask is constant over x's trailing dims
+    (a broadcast, or an expansion: LLaVA's `(ids == image_token).unsqueeze(-1).expand_as(x)`),
+    a row of those dims at a time: a row's rank among the masked rows (a prefix count, as
+    `cumsum`) picks a row of source viewed as rows of that width; else element by element.
+    More masked rows than source holds repeat its last row (torch raises)."""
+    out = t.tensor_type(node)
+    shape = list(out.get_shape())
+    x = t.cast(t.value(node.args[0], node), out.element_type)
+    unexpanded, given, lead = _mask_rows(node.args[1], shape)
+    rows, width = math.prod(shape[:lead]), math.prod(shape[lead:])
+    if rows > CUMSUM_EXTENT:
+        raise t.fail(
+            node, f"aten.masked_scatter over {rows} rows (n² work; at most {CUMSUM_EXTENT})"
+        )
+    mask = t.cast(t.reshape(t.value(unexpanded, node), given), f32)
+    mask = t.reshape(t.broadcast(mask, [*shape[:lead], *given[lead:]]), [rows])
+    terms, kept = _prefixes(t, mask, 0)  # [rows, rows]: mask[j] where j <= i
+    before = t.emit(graph.SubOp(_masked_reduce(t, kept, terms, 1), mask))  # masked rows before
+    source = t.cast(t.value(node.args[2], node), out.element_type)
+    total = math.prod(_type(source).get_shape())
+    count = total // width
+    if count == 0:
+        return x
+    flat = t.emit(graph.SliceOp(t.reshape(source, [total]), 0, 0, count * width, 1))
+    picked = t.emit(graph.GatherOp(t.reshape(flat, [count, width]), t.cast(before, i64)))
+    held = t.emit(graph.CompareOp(mask, t.scalar(0.0, _type(mask)), "ne"))
+    held = t.broadcast(t.reshape(held, [rows, 1]), [rows, width])
+    written = t.emit(graph.SelectOp(held, picked, t.reshape(x, [rows, width])))
+    return t.reshape(written, shape)
+
+
+def _mask_rows(mask: Any, shape: list[int]) -> tuple[Any, list[int], int]:
+    """The mask before an expansion (`expand`, `expand_as`, `broadcast_to`; else the mask), its
+    shape aligned to `shape`'s rank, and `lead`: the dims from `lead` on are those it is 1 in
+    at the end of `shape` (where `shape` is not), so it holds or not for whole rows of them."""
+    from torch.fx import Node
+
+    source = mask
+    if isinstance(mask, Node) and _op_name(mask.target) in (
+        "aten.expand",
+        "aten.expand_as",
+        "aten.broadcast_to",
+    ):
+        source = mask.args[0]
+    dims = list(source.meta["val"].shape)
+    given = [1] * (len(shape) - len(dims)) + dims
+    lead = len(shape)
+    while lead > 0 and given[lead - 1] == 1 and shape[lead - 1] != 1:
+        lead -= 1
+    return source, given, lead
+
+
 @_handles("index_put")
 def _index_put(t: _Translator, node: Node) -> SSAValue:
     """`x[mask] = values` with one boolean mask (of x's leading dims): where(mask, values, x);

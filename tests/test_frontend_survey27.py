@@ -1,7 +1,8 @@
 """Building blocks the twenty-seventh session's capture survey found refused: RMSNorm without
 a weight or over several dims, slice assignment with a step (the sinusoidal positional
 encoding's `pe[:, 0::2] = sin(...)`), writes at constant ids without repeats, integer
-writes into slices of bounded integers (Swin's relative index built in forward), each captured
+writes into slices of bounded integers (Swin's relative index built in forward), take_along_dim
+at an input index and masked_scatter (LLaVA's merge of image features), each captured
 on the CPU and its reference checked against torch in float64 (constant ids that repeat stay
 refused)."""
 
@@ -155,3 +156,25 @@ def test_sorts_and_arg_extremes_of_a_0d_tensor() -> None:
         )
 
     assert_matches_float64(Fn(f), torch.randn(4))
+
+
+class _ImageFeaturesIntoTokens(nn.Module):
+    """LLaVA's merge: the rows of image features written in turn at the image tokens' rows."""
+
+    def forward(self, ids: Tensor, embeds: Tensor, features: Tensor) -> Tensor:
+        mask = (ids == 7).unsqueeze(-1).expand_as(embeds)
+        return embeds.masked_scatter(mask, features)
+
+
+def test_masked_scatter() -> None:
+    """By rows where the mask is an expansion (LLaVA), with more source than masked rows, with a
+    mask broadcast without an expansion, and element by element."""
+    torch.manual_seed(0)
+    ids = torch.tensor([[1, 7, 7, 2, 3], [7, 4, 7, 7, 5]])
+    merge = _ImageFeaturesIntoTokens()
+    assert_matches_float64(merge, ids, torch.randn(2, 5, 4), torch.randn(5, 4))
+    assert_matches_float64(merge, ids, torch.randn(2, 5, 4), torch.randn(2, 4, 4))
+    rows = Fn(lambda m, x, s: x.masked_scatter(x.sum(-1, keepdim=True) > 0, s))
+    assert_matches_float64(rows, torch.randn(3, 4), torch.randn(3, 4))
+    elements = Fn(lambda m, x, s: x.masked_scatter(x > 0.3, s))
+    assert_matches_float64(elements, torch.randn(3, 4), torch.randn(20))
