@@ -2656,41 +2656,42 @@ def _rms_norm(t: _Translator, node: Node) -> SSAValue:
     (`nn.RMSNorm(elementwise_affine=False)`), eps by default the dtype's."""
     import torch
 
-    out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
-    shape = out.get_shape()
-    normalized = len(node.args[1])
-    width = math.prod(shape[len(shape) - normalized :])
-    merged = t.reshape(x, (*shape[: len(shape) - normalized], width))
-    weight, eps = _arg(node, 2, "weight"), _arg(node, 3, "eps")
-    if weight is None:
-        scale = t.scalar(1.0, TensorType(out.element_type, [width]))
-    else:
-        scale = t.reshape(t.cast(t.value(weight, node), out.element_type), [width])
+    merged, row = _normalized_rows(t, node)
+    eps = _arg(node, 3, "eps")
     eps = torch.finfo(node.meta["val"].dtype).eps if eps is None else eps
-    return t.reshape(t.emit(graph.RmsNormOp(merged, scale, eps)), shape)
+    norm = graph.RmsNormOp(merged, row(_arg(node, 2, "weight"), 1.0), eps)
+    return t.reshape(t.emit(norm), t.tensor_type(node).get_shape())
 
 
 @_handles("layer_norm")
 def _layer_norm(t: _Translator, node: Node) -> SSAValue:
     """`graph.layer_norm` over the last dims (several merged into one), a missing weight as 1
     and a missing bias as 0."""
+    merged, row = _normalized_rows(t, node)
+    weight, bias = row(_arg(node, 2, "weight"), 1.0), row(_arg(node, 3, "bias"), 0.0)
+    eps = float(_arg(node, 4, "eps", 1e-5))
+    norm = graph.LayerNormOp(merged, weight, bias, eps)
+    return t.reshape(t.emit(norm), t.tensor_type(node).get_shape())
+
+
+def _normalized_rows(
+    t: _Translator, node: Node
+) -> tuple[SSAValue, Callable[[Any, float], SSAValue]]:
+    """A norm's input (`args[0]`, in the result's type) with its normalized last dims
+    (`args[1]`) merged into one of `width`, and what makes an affine argument a row of that
+    width: the argument merged alike, or `default` where it is None."""
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
     shape = out.get_shape()
-    normalized = len(node.args[1])
-    width = math.prod(shape[len(shape) - normalized :])
-    merged = t.reshape(x, (*shape[: len(shape) - normalized], width))
-    row = TensorType(out.element_type, [width])
+    lead = len(shape) - len(node.args[1])
+    width = math.prod(shape[lead:])
 
-    def affine(arg: Any, default: float) -> SSAValue:
+    def row(arg: Any, default: float) -> SSAValue:
         if arg is None:
-            return t.scalar(default, row)
+            return t.scalar(default, TensorType(out.element_type, [width]))
         return t.reshape(t.cast(t.value(arg, node), out.element_type), [width])
 
-    weight, bias = affine(_arg(node, 2, "weight"), 1.0), affine(_arg(node, 3, "bias"), 0.0)
-    eps = float(_arg(node, 4, "eps", 1e-5))
-    return t.reshape(t.emit(graph.LayerNormOp(merged, weight, bias, eps)), shape)
+    return t.reshape(x, (*shape[:lead], width)), row
 
 
 # ------------------------------------------------------------------------ shape and data
@@ -3537,12 +3538,7 @@ def _scatter_into_slice(t: _Translator, node: Node) -> SSAValue:
     if step != 1:
         return _scatter_into_strided_slice(t, x, src, dim, start, end, step)
     piece = [*shape[:dim], end - start, *shape[dim + 1 :]]
-    parts = [
-        *([t.emit(graph.SliceOp(x, dim, 0, start, 1))] if start > 0 else []),
-        t.reshape(src, piece),
-        *([t.emit(graph.SliceOp(x, dim, end, extent - end, 1))] if end < extent else []),
-    ]
-    return parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
+    return _spliced(t, x, dim, start, t.reshape(src, piece))
 
 
 def _scatter_into_strided_slice(
@@ -3550,28 +3546,37 @@ def _scatter_into_strided_slice(
 ) -> SSAValue:
     """x with x[start:end:step] along `dim` replaced by src (`pe[:, 0::2] = sin(...)`): the
     `count · step` elements from `start` (x padded with zeros where they run past its end)
-    viewed as `[count, step]`, their first column replaced by src, then put back between x's
-    elements before and after them."""
+    viewed as `[count, step]`, their first column replaced by src, then spliced back."""
     shape = list(_type(x).get_shape())
     lead, tail, extent = shape[:dim], shape[dim + 1 :], shape[dim]
     count = len(range(start, end, step))
-    stop = start + count * step
-    if stop > extent:
-        zeros = t.scalar(0.0, TensorType(_type(x).element_type, [*lead, stop - extent, *tail]))
-        x = t.emit(graph.ConcatOp([x, zeros], dim))
-    span = t.emit(graph.SliceOp(x, dim, start, count * step, 1))
+    padded = x
+    if start + count * step > extent:
+        past = start + count * step - extent
+        zeros = t.scalar(0.0, TensorType(_type(x).element_type, [*lead, past, *tail]))
+        padded = t.emit(graph.ConcatOp([x, zeros], dim))
+    span = t.emit(graph.SliceOp(padded, dim, start, count * step, 1))
     grid = t.reshape(span, [*lead, count, step, *tail])
     kept = t.emit(graph.SliceOp(grid, dim + 1, 1, step - 1, 1))
     column = t.reshape(src, [*lead, count, 1, *tail])
     joined = t.emit(graph.ConcatOp([column, kept], dim + 1))
-    region = t.reshape(joined, [*lead, count * step, *tail])
+    return _spliced(t, x, dim, start, t.reshape(joined, [*lead, count * step, *tail]))
+
+
+def _spliced(t: _Translator, x: SSAValue, dim: int, start: int, region: SSAValue) -> SSAValue:
+    """x with its elements from `start` along `dim` replaced by `region`'s (cut at x's end): a
+    concat of x before them, the region and x after them."""
+    extent = _type(x).get_shape()[dim]
+    length = min(_type(region).get_shape()[dim], extent - start)
+    if length < _type(region).get_shape()[dim]:
+        region = t.emit(graph.SliceOp(region, dim, 0, length, 1))
+    stop = start + length
     parts = [
         *([t.emit(graph.SliceOp(x, dim, 0, start, 1))] if start > 0 else []),
         region,
         *([t.emit(graph.SliceOp(x, dim, stop, extent - stop, 1))] if stop < extent else []),
     ]
-    whole = parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
-    return t.emit(graph.SliceOp(whole, dim, 0, extent, 1)) if stop > extent else whole
+    return parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
 
 
 @_handles("masked_scatter")
