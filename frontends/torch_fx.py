@@ -3037,10 +3037,7 @@ def _take_along_dim(t: _Translator, node: Node) -> SSAValue:
     dim = _dims(dim, len(shape))[0]
     n = _type(x).get_shape()[dim]
     x = t.broadcast(x, [*shape[:dim], n, *shape[dim + 1 :]])
-    index = t.broadcast(index, shape)
-    negative = t.emit(graph.CompareOp(index, t.scalar(0.0, _type(index)), "lt"))
-    wrapped = t.emit(graph.AddOp(index, t.scalar(float(n), _type(index))))
-    return _gathered(t, node, x, dim, t.emit(graph.SelectOp(negative, wrapped, index)))
+    return _gathered(t, node, x, dim, _from_the_end(t, t.broadcast(index, shape), n))
 
 
 def _gathered(t: _Translator, node: Node, x: SSAValue, dim: int, index: SSAValue) -> SSAValue:
@@ -3596,8 +3593,9 @@ def _masked_scatter(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(
             node, f"aten.masked_scatter over {rows} rows (n² work; at most {CUMSUM_EXTENT})"
         )
-    mask = t.cast(t.reshape(t.value(unexpanded, node), given), f32)
-    mask = t.reshape(t.broadcast(mask, [*shape[:lead], *given[lead:]]), [rows])
+    held = t.reshape(t.value(unexpanded, node), given)
+    held = t.reshape(t.broadcast(held, [*shape[:lead], *given[lead:]]), [rows])
+    mask = t.cast(held, f32)
     terms, kept = _prefixes(t, mask, 0)  # [rows, rows]: mask[j] where j <= i
     before = t.emit(graph.SubOp(_masked_reduce(t, kept, terms, 1), mask))  # masked rows before
     source = t.cast(t.value(node.args[2], node), out.element_type)
@@ -3607,7 +3605,6 @@ def _masked_scatter(t: _Translator, node: Node) -> SSAValue:
         return x
     flat = t.emit(graph.SliceOp(t.reshape(source, [total]), 0, 0, count * width, 1))
     picked = t.emit(graph.GatherOp(t.reshape(flat, [count, width]), t.cast(before, i64)))
-    held = t.emit(graph.CompareOp(mask, t.scalar(0.0, _type(mask)), "ne"))
     held = t.broadcast(t.reshape(held, [rows, 1]), [rows, width])
     written = t.emit(graph.SelectOp(held, picked, t.reshape(x, [rows, width])))
     return t.reshape(written, shape)
