@@ -28,7 +28,7 @@ from tinyopt.passes.tile.gemm.contraction_match import Contraction, operand_type
 from tinyopt.passes.tile.gemm.mma_sync import BK as SYNC_BK
 from tinyopt.passes.tile.gemm.mma_sync import sums_products, tensor_core_type
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
-from tinyopt.passes.tile.gemm.split_k import chunk_elements
+from tinyopt.passes.tile.gemm.split_k import chunk_elements, row_elements
 from tinyopt.passes.tile.gemm.wgmma_plan import BK as WGMMA_BK
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
@@ -139,7 +139,7 @@ def auto_wgmma_splits(
     best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * step
     s = 2
     while s <= MOST and blocks * s <= target.sms:
-        chunk = chunk_elements(k, s, WGMMA_BK)
+        chunk = chunk_elements(k, s, row_elements(c))
         if chunk % WGMMA_BK or chunk // WGMMA_BK < MIN_WGMMA_STEPS:
             break
         time = chunk // WGMMA_BK * step + fold_seconds(s, batch, m, n)
