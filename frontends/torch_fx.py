@@ -114,10 +114,13 @@ def capture(
                 # nn.LSTM/GRU's weight list, which export flags
                 warnings.filterwarnings("ignore", "The tensor attributes .* during export")
                 program = torch.export.export(module, tuple(example_inputs))
+                program = _constant_masks_as_ids(program, example_inputs)
             if _mutates(program):
                 with warnings.catch_warnings():  # torch's own use of a deprecated pytree API
                     warnings.filterwarnings("ignore", "`isinstance.*LeafSpec", FutureWarning)
                     program = program.run_decompositions({})  # in-place ops made functional
+        except FrontendError:
+            raise
         except Exception as exc:  # torch raises many exception types for untraceable code
             raise FrontendError(
                 f"torch.export cannot trace {type(module).__name__}: {_export_error(exc)}"
@@ -125,6 +128,81 @@ def capture(
         original = program
         program, decomposed = decompose_unsupported(program, _supported)
         return _Translator(program, name, original if decomposed else None).run()
+
+
+def _constant_masks_as_ids(
+    program: ExportedProgram, example_inputs: Sequence[torch.Tensor]
+) -> ExportedProgram:
+    """Return `program` with each boolean mask index known at capture (`x[:, self.mask]` of a
+    buffer or constant, or a mask computed from those alone) replaced by the integer ids of its
+    True positions (`nonzero`, one tensor per masked dim, new buffers named `_mask_ids_*`), and
+    exported again: the result, a gather, then has the static shape the mask's count of True
+    gives, where torch.export leaves it a symbol of the values. The mask is read at capture: a
+    buffer changed after it still selects the positions it held then (the shape depends on it).
+    A mask that selects nothing is refused (tinyopt has no empty tensors); a mask computed from
+    the inputs is left for `run`'s error."""
+    import torch
+    from torch.fx.node import map_arg
+
+    if not any(_shape_of_values(n) and _is_mask_index(n) for n in program.graph.nodes):
+        return program
+    module = program.module()
+    values: dict[Node, torch.Tensor | None] = {}
+
+    def value(node: Any) -> torch.Tensor | None:
+        """The node's value where buffers and constants alone give it (no parameter)."""
+        if node not in values:
+            found = None
+            if node.op == "get_attr":
+                attr = module
+                for atom in node.target.split("."):
+                    attr = getattr(attr, atom)
+                found = None if isinstance(attr, torch.nn.Parameter) else attr
+            elif node.op == "call_function":
+                inputs = {a: value(a) for a in node.all_input_nodes}
+                if all(v is not None for v in inputs.values()):
+                    args = map_arg(node.args, lambda a: inputs[a])
+                    kwargs = map_arg(node.kwargs, lambda a: inputs[a])
+                    found = node.target(*args, **kwargs)
+            values[node] = found
+        return values[node]
+
+    rewritten = False
+    for node in list(module.graph.nodes):
+        if not _is_mask_index(node):
+            continue
+        indices: list[Any] = []
+        for arg in node.args[1]:
+            mask = value(arg) if arg is not None and _dtype(arg) == "bool" else None
+            if mask is None:
+                indices.append(arg)
+                continue
+            if not mask.any():
+                raise FrontendError(
+                    f"indexing with a constant boolean mask that is all False: the result has "
+                    f"no element, and tinyopt has no empty tensors (node {node.name}"
+                    f"{_source(node)})"
+                )
+            with module.graph.inserting_before(node):
+                for k, ids in enumerate(mask.nonzero(as_tuple=True)):
+                    name = f"_mask_ids_{node.name}_dim{k}"
+                    module.register_buffer(name, ids, persistent=False)
+                    indices.append(module.graph.get_attr(name))
+            rewritten = True
+        node.args = (node.args[0], indices, *node.args[2:])
+    if not rewritten:
+        return program
+    module.recompile()
+    return torch.export.export(module, tuple(example_inputs))
+
+
+def _is_mask_index(node: Node) -> bool:
+    """Whether a node is `aten.index` with a boolean mask among its indices."""
+    return (
+        node.op == "call_function"
+        and _op_name(node.target) == "aten.index"
+        and any(a is not None and _dtype(a) == "bool" for a in node.args[1])
+    )
 
 
 def _shape_of_values(node: Node) -> bool:
@@ -460,8 +538,16 @@ class _Translator:
                 raise self.fail(
                     node,
                     f"{_op_name(node.target)} gives a result whose shape depends on the values "
-                    "(a boolean mask index, torch.where(cond), nonzero): tinyopt's shapes are "
-                    "static",
+                    "(a boolean mask index computed from the inputs, torch.where(cond), "
+                    "nonzero): tinyopt's shapes are static (a constant mask is taken)",
+                )
+            if _dtype(node).startswith("complex"):  # torch.polar, torch.complex, fft
+                name = _op_name(node.target)
+                called = f" (torch.{name[5:]})" if name.startswith("aten.") else ""
+                raise self.fail(
+                    node,
+                    f"{name}{called} gives a {_dtype(node)} tensor: complex outputs are not "
+                    "supported (tinyopt's tensors are real)",
                 )
             if not _supported(node.target):
                 raise self.fail(node, f"cannot capture {_op_name(node.target)}")
@@ -493,8 +579,12 @@ class _Translator:
                 self.translate(node)
             elif node.op == "output":
                 kinds = {s.arg.name: s.kind for s in signature.output_specs}
+                written = (OutputKind.PARAMETER_MUTATION, OutputKind.BUFFER_MUTATION)
                 for out in node.args[0]:
-                    if kinds.get(getattr(out, "name", None)) != OutputKind.USER_OUTPUT:
+                    kind = kinds.get(getattr(out, "name", None))
+                    if kind in written and _op_name(out.target) == "aten.embedding_renorm":
+                        continue  # torch's in-place renorm of the table (`_embedding_renorm`)
+                    if kind != OutputKind.USER_OUTPUT:
                         raise self.fail(node, "the module mutates a buffer or returns a non-tensor")
                     results.append(self.result(out, node))
         block.add_ops([*self.ops, func.ReturnOp(*results)])
@@ -2801,13 +2891,64 @@ def _slice(t: _Translator, node: Node) -> SSAValue:
 def _embedding(t: _Translator, node: Node) -> SSAValue:
     """`F.embedding`: rows of the table gathered by integer ids, a module input or computed
     (HF GPT-2's `wpe(torch.arange(S))`: an integer carried in f32, exact, converted to i64); ids
-    out of range are clamped (torch raises)."""
+    out of range are clamped (torch raises). A table renormed for the lookup (`max_norm`,
+    `_embedding_renorm`) has the rows gathered scaled."""
     table, ids = t.value(node.args[0], node), t.value(node.args[1], node)
     if _dtype(node.args[1]) not in _ID_DTYPES:
         raise t.fail(node, f"aten.embedding indices of dtype {_dtype(node.args[1])}")
     if _type(ids).element_type not in graph.ID_TYPES:
         ids = t.cast(ids, i64)
-    return t.emit(graph.GatherOp(table, ids))
+    rows = t.emit(graph.GatherOp(table, ids))
+    renorm = node.args[0]
+    if _op_name(renorm.target) != "aten.embedding_renorm":
+        return rows
+    return _renormed_rows(t, rows, float(renorm.args[2]), float(renorm.args[3]))
+
+
+@_handles("embedding_renorm")
+def _embedding_renorm(t: _Translator, node: Node) -> SSAValue:
+    """`nn.Embedding(max_norm=...)`'s renorm of the table's rows its ids name, made by torch in
+    place before the lookup: the table passed on as it is, and the lookup at the same ids
+    scales the rows it gathers (`_renormed_rows`), which gives the lookup's result of this one
+    call. The table's write back is not reproduced (the weight stays as it is, where torch's
+    module keeps the renormed rows for its later calls), so the renormed table may feed only
+    lookups at the same ids, or the renorm of a later lookup with the same max_norm (rows
+    already within it are left as they are)."""
+    for user in _readers(node):
+        name = _op_name(user.target) if user.op == "call_function" else user.op
+        lookup = name == "aten.embedding" and user.args[:2] == (node, node.args[1])
+        again = name == "aten.embedding_renorm" and user.args[2:4] == node.args[2:4]
+        if not (lookup or again or name == "output"):
+            raise t.fail(
+                node,
+                "aten.embedding_renorm (nn.Embedding's max_norm) of a table read other than by "
+                "its lookup: torch renorms the table in place, which tinyopt does not reproduce",
+            )
+    return t.value(node.args[0], node)
+
+
+def _readers(node: Node) -> Iterator[Node]:
+    """The nodes that read `node`'s value, looking through `detach` and `alias`."""
+    for user in node.users:
+        if _op_name(user.target) in ("aten.detach", "aten.alias"):
+            yield from _readers(user)
+        else:
+            yield user
+
+
+def _renormed_rows(t: _Translator, rows: SSAValue, max_norm: float, order: float) -> SSAValue:
+    """Gathered rows each scaled by `max_norm / (norm + 1e-7)` where their order-`order` norm
+    exceeds `max_norm`, as torch's `embedding_renorm_` scales them in the table (a repeated id's
+    rows alike); in f32 for f16/bf16."""
+    out = _type(rows)
+    x = t.cast(rows, _work_type(out).element_type)
+    norm = _norm(t, x, [out.get_num_dims() - 1], True, order)
+    shifted = t.emit(graph.AddOp(norm, t.scalar(1e-7, _type(norm))))
+    scale = t.emit(graph.DivOp(t.scalar(max_norm, _type(norm)), shifted))
+    over = t.emit(graph.CompareOp(norm, t.scalar(max_norm, _type(norm)), "gt"))
+    factor = t.emit(graph.SelectOp(over, scale, t.scalar(1.0, _type(norm))))
+    scaled = t.emit(graph.MulOp(x, t.broadcast(factor, out.get_shape())))
+    return t.cast(scaled, out.element_type)
 
 
 @_handles("bucketize", "searchsorted")
@@ -4175,6 +4316,47 @@ def _unfold(t: _Translator, node: Node) -> SSAValue:
     ]
     columns = _windows(t, x, _WindowShape(kernel, sizes, stride, padding, dilation))
     return t.emit(graph.TransposeOp(columns, (0, 2, 1)))
+
+
+@_handles("col2im")
+def _fold(t: _Translator, node: Node) -> SSAValue:
+    """`F.fold`, `F.unfold`'s inverse: `x [N, C·KH·KW, LH·LW]` (or without N) summed into
+    `[N, C, H, W]` where each column's window lies. For each kernel offset, the `[N, C, LH, LW]`
+    values it holds are spread `stride - 1` zeros apart and padded with zeros to sit at
+    `offset · dilation` in the padded output; the KH·KW of them are summed and the padding is
+    cropped. Adds of whole tensors, where a scatter would take a masked sum over every column
+    per output element. In f32 for f16/bf16, as torch accumulates."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    size, kernel, dilation, padding, stride = (_per_dim(v, 2) for v in node.args[1:6])
+    shape = list(out.get_shape())
+    batch, channels = (1, shape[0]) if len(shape) == 3 else shape[:2]
+    counts = [
+        (s + 2 * p - d * (k - 1) - 1) // st + 1
+        for s, k, d, p, st in zip(size, kernel, dilation, padding, stride, strict=True)
+    ]
+    blocks = t.reshape(x, [batch, channels, math.prod(kernel), *counts])
+    padded = [s + 2 * p for s, p in zip(size, padding, strict=True)]
+    total: SSAValue | None = None
+    for index, offsets in enumerate(itertools.product(*(range(k) for k in kernel))):
+        piece = t.emit(graph.SliceOp(blocks, 2, index, 1, 1))
+        piece = t.reshape(piece, [batch, channels, *counts])
+        for i, offset in enumerate(offsets):
+            dim = 2 + i
+            piece = _spread(t, piece, dim, stride[i])
+            before = offset * dilation[i]
+            after = padded[i] - before - _type(piece).get_shape()[dim]
+
+            def zeros(kept: SSAValue, size: int, first: bool, dim: int = dim) -> SSAValue:
+                return _constant_block(t, kept, dim, size, 0.0)
+
+            piece = _pad_or_crop(t, piece, dim, before, after, zeros)
+        total = piece if total is None else t.emit(graph.AddOp(total, piece))
+    assert total is not None
+    for i, (s, p) in enumerate(zip(size, padding, strict=True)):
+        if p:
+            total = t.emit(graph.SliceOp(total, 2 + i, p, s, 1))
+    return t.cast(t.reshape(total, shape), out.element_type)
 
 
 @_handles("unfold")
