@@ -9,7 +9,7 @@ The Llama-3-8B decode linears in torch's layout (`y = x @ wᵀ`, w `[N, K]`, no 
 error against float64, and the kernels with their plans.
 
 Usage: python benchmarks/bench_gemv.py [--m 1,8,16,64] [--dtype f32,bf16] [--knobs "skinny=off"]
-       [--out table.md]
+       [--pdl] [--out table.md]
        python benchmarks/bench_gemv.py --lower-only    # no GPU: each case's kernels and plans
 """
 
@@ -55,6 +55,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="f32,bf16", help="f32 and/or bf16, comma-separated")
     parser.add_argument("--knobs", default="", help="a tile{...} setting, e.g. skinny=off")
     parser.add_argument("--lower-only", action="store_true", help="print the plans, no GPU")
+    parser.add_argument(
+        "--pdl", action="store_true", help="programmatic dependent launch (to-cuda{pdl=1})"
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     cases = [
@@ -69,16 +72,20 @@ def main() -> None:
             for line in plans(skinny(m, n, k, dtype), args.knobs):
                 print(f"    {line}")
         return
-    _measure(cases, args.knobs, args.out)
+    _measure(cases, args.knobs, args.out, args.pdl)
 
 
-def _measure(cases: list[tuple[str, int, int, int, str]], knobs: str, out: str | None) -> None:
+def _measure(
+    cases: list[tuple[str, int, int, int, str]], knobs: str, out: str | None, pdl: bool = False
+) -> None:
     import torch
     from harness import compile_program, median_ms, publish, rel_error
 
     torch.backends.cuda.matmul.allow_tf32 = False
     kinds = {"f32": torch.float32, "bf16": torch.bfloat16}
-    pipeline = f"fuse,tile{{{knobs}}},to-cuda" if knobs else "fuse,tile,to-cuda"
+    pipeline = (f"fuse,tile{{{knobs}}}," if knobs else "fuse,tile,") + (
+        "to-cuda{pdl=1}" if pdl else "to-cuda"
+    )
     rows = []
     for name, m, k, n, dtype in cases:
         torch.manual_seed(0)
@@ -99,7 +106,8 @@ def _measure(cases: list[tuple[str, int, int, int, str]], knobs: str, out: str |
         print(rows[-1], flush=True)
     lines = [
         f"GEMV / skinny linears (x @ wᵀ), {torch.cuda.get_device_name()}, "
-        f"tile{{{knobs}}}; cuBLAS F.linear (TF32 off) in the same run; GB/s = weight bytes / time",
+        f"tile{{{knobs}}}{' to-cuda{pdl=1}' if pdl else ''}; cuBLAS F.linear (TF32 off) in the "
+        "same run; GB/s = weight bytes / time",
         "",
         "| linear | M | K×N | dtype | tinyopt µs | GB/s | cuBLAS µs | cuBLAS GB/s | × cuBLAS "
         "| rel err | kernels: plan |",
