@@ -313,6 +313,49 @@ def test_auto_key_warps_fill_the_sms_and_respect_the_chunk() -> None:
     assert _warps_of(decode_attention(1, 32, 8, 1, 4096, 128, dtype="f32"), "") == 1
 
 
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize("swizzle", ["on", "off"])
+@pytest.mark.parametrize(
+    "case", ["sq1_gqa4_b2_s1000_split3", "sq1_gqa4_s300_d128_dv64_bool_mask_split2"]
+)
+def test_swizzled_and_padded_key_rings_match_float64_on_cpu(case: str, swizzle: str) -> None:
+    """`aswizzle`: the key-parallel warps' K/V rings unpadded, each 16-byte chunk of a row at
+    its chunk XOR the row's low three bits (the cp.async that fills it and the ldmatrix of K
+    and of V transposed that read it), or padded by 16 bytes a row; both against float64, at
+    head dims 64 and 128 (K) with 64 (V)."""
+    text, knobs = WARP_CASES[case]
+    every = f"{knobs} akwarps=4 aswizzle={swizzle}".strip()
+    program, module = lower(text, f"{FUSED},tile{{{every}}},to-cuda")
+    (partial,) = [s for s in _sources(module) if "cp.async.wait_group" in s]
+    head_qk = 128 if "d128" in case else 64
+    padded = f"[16][{head_qk + 8}]" in partial
+    assert padded == (swizzle == "off") and (" ^ " in partial) == (swizzle == "on")
+    graph = graph_function(program)
+    inputs, arrays = device_inputs(graph, seed=sum(map(ord, case + swizzle)))
+    if len(inputs) == 4 and inputs[3].dtype == np.bool_:
+        inputs[3][..., 0] = arrays[3][..., 0] = True
+    (result,) = run_program(module, arrays)
+    (error,) = errors_against_reference(graph, [result], inputs)
+    assert error < 1e-2, error
+
+
+def test_auto_swizzles_only_head_dims_of_whole_chunk_groups() -> None:
+    """auto stores the rings swizzled where both head dims are multiples of 64, else padded;
+    `aswizzle=on` at other head dims is refused by name."""
+    for text, expected in (
+        (WARP_CASES["sq1_gqa4_b2_s1000_split1"][0], "on"),
+        (WARP_CASES["sq1_gqa4_s130_d96_dv80_split1"][0], "off"),
+    ):
+        planned = apply_pipeline(parse(text), f"{FUSED},plan{{akwarps=2}}")
+        (partial,) = [k for k in loop.kernels(planned) if k.sym_name.data.endswith("_decode")]
+        assert partial.attributes[tile.PLAN].values["aswizzle"] == expected  # type: ignore[union-attr]
+    text = WARP_CASES["sq1_gqa4_s130_d96_dv80_split1"][0]
+    with pytest.raises(
+        DiagnosticException, match="aswizzle=on needs head dims that are multiples of 64"
+    ):
+        apply_pipeline(parse(text), f"{FUSED},plan{{attn=decode akwarps=2 aswizzle=on}}")
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -44,6 +44,7 @@ class Knobs:
     akwarps_sync: str = "auto"
     aslots: int = AUTO
     abalance: str = "auto"
+    aswizzle: str = "auto"
     aoverlap: str = "auto"
     apingpong: str = "auto"
     akeys: int = AUTO
@@ -185,6 +186,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("akwarps_sync", one_of("auto", "block", "warp")),
     Knob("aslots", one_of(AUTO, 2, 3, 4, words="0 (auto: 2), 2, 3 or 4")),
     Knob("abalance", one_of("auto", "on", "off")),
+    Knob("aswizzle", one_of("auto", "on", "off")),
     Knob("aoverlap", one_of("auto", "on", "off")),
     Knob("apingpong", one_of("auto", "on", "off")),
     Knob("akeys", one_of(AUTO, 64, 128, 192, words="0 (auto), 64, 128 or 192")),

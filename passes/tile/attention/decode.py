@@ -67,7 +67,7 @@ from tinyopt.passes.tile.attention.decode_split import (
     split_decode,
 )
 from tinyopt.passes.tile.attention.decode_warps import KeyWarpEmitter
-from tinyopt.passes.tile.attention.mma_sync import BN, WARP, _AttentionEmitter
+from tinyopt.passes.tile.attention.mma_sync import BN, SWIZZLE_CHUNKS, WARP, _AttentionEmitter
 from tinyopt.passes.tile.attention.simt import ELEMENTS
 from tinyopt.passes.tile.attention.simt_emit import SimtAttentionEmitter
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
@@ -98,16 +98,38 @@ class DecodePlan:
     """"on": the keys are cut by the grid, one run of key tiles per block of a grid that
     fills the SMs once (`decode_split.Balance`); `asplits` is then the slots a group has.
     Only for key-parallel warps."""
+    aswizzle: str = "off"
+    """"on": the key-parallel warps' K/V rings are stored swizzled, not padded
+    (`mma_sync.SWIZZLE_CHUNKS`): every row 32-byte aligned, so each sector a `cp.async` copies
+    is fetched from L2 once. Head dims that are multiples of 64 only."""
 
 
-def _warps_plan(splits: int, warps: int, knobs: Knobs, balance: str = "off") -> DecodePlan:
+def _warps_plan(
+    splits: int, warps: int, knobs: Knobs, heads: tuple[int, int], balance: str = "off"
+) -> DecodePlan | str:
     """The plan of `splits` chunks (slots, balanced) on blocks of `warps` warps: the
-    key-parallel warps' barriers and ring depth from the knobs (for one warp per 16 rows, the
-    block's and two)."""
+    key-parallel warps' barriers, ring depth and ring layout from the knobs and the head dims
+    `heads` (for one warp per 16 rows, the block's barrier, two padded slots)."""
     if warps == 1:
         return DecodePlan(splits, 1)
     sync = "warp" if knobs.akwarps_sync == "warp" else "block"
-    return DecodePlan(splits, warps, sync, knobs.aslots or WARP_SLOTS, balance)
+    swizzle = swizzle_refusal(*heads)
+    if knobs.aswizzle == "on" and swizzle:
+        return swizzle
+    layout = "on" if knobs.aswizzle != "off" and swizzle is None else "off"
+    return DecodePlan(splits, warps, sync, knobs.aslots or WARP_SLOTS, balance, layout)
+
+
+def swizzle_refusal(head_qk: int, head_v: int) -> str | None:
+    """Why the key rings of these head dims cannot be stored swizzled (`aswizzle`), or None:
+    a row must hold whole groups of `SWIZZLE_CHUNKS` 16-byte chunks."""
+    width = SWIZZLE_CHUNKS * 8
+    if head_qk % width or head_v % width:
+        return (
+            f"aswizzle=on needs head dims that are multiples of {width} (the swizzle permutes "
+            f"{SWIZZLE_CHUNKS} 16-byte chunks of a row), got {head_qk} and {head_v}"
+        )
+    return None
 
 
 def balance_for(warps: int, slots: int, resident: int, target: Target) -> Balance:
@@ -138,7 +160,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
     """Schedules decode attention as split-KV blocks per (K/V group, chunk of keys)."""
 
     name = "attention_decode"
-    reads = "attn asplits akwarps akwarps_sync aslots abalance"
+    reads = "attn asplits akwarps akwarps_sync aslots abalance aswizzle"
     plan_type = DecodePlan
     selector = ("attn", "decode")
 
@@ -171,7 +193,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             warps = knobs.akwarps or auto_key_warps(rows, head_qk, head_v, chunk, slots)
             balance = "on" if m.balanced else "off"
             return key_warps_refusal(warps, rows, head_qk, head_v, slots) or _warps_plan(
-                m.splits, warps, knobs, balance
+                m.splits, warps, knobs, (head_qk, head_v), balance
             )
         groups = m.rows // m.group
         if m.on_tensor_cores:
@@ -196,14 +218,15 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             )
         if knobs.abalance == "on":
             balance = balance_for(warps, slots, resident, self.target)
-            return _warps_plan(balance.slots(groups, m.keys), warps, knobs, "on")
+            heads = (m.head_qk, m.head_v)
+            return _warps_plan(balance.slots(groups, m.keys), warps, knobs, heads, "on")
         asked = knobs.asplits or auto_splits(
             groups, m.keys, resident, self.target, warps, per_split
         )
         chunk, splits = key_chunk(m.keys, asked)
         if not knobs.akwarps and m.on_tensor_cores:
             warps = auto_key_warps(m.group, m.head_qk, m.head_v, chunk, slots)
-        return _warps_plan(splits, warps, knobs)
+        return _warps_plan(splits, warps, knobs, (m.head_qk, m.head_v))
 
     def _split_costs(self, m: DecodeAttention, warps: int, slots: int) -> tuple[int, float] | str:
         """The partial blocks one SM holds and the merge's cost per split (`auto_splits`'s
@@ -236,6 +259,10 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             return "akwarps_sync=warp and aslots other than 2 need key-parallel warps (akwarps > 1)"
         if plan.abalance not in ("on", "off"):
             return f"abalance must be on or off, got {plan.abalance}"
+        if plan.aswizzle not in ("on", "off"):
+            return f"aswizzle must be on or off, got {plan.aswizzle}"
+        if plan.akwarps == 1 and plan.aswizzle == "on":
+            return "aswizzle=on needs key-parallel warps (akwarps > 1)"
         if (plan.abalance == "on") != m.balanced:
             return (
                 f"abalance is {'on' if m.balanced else 'off'} in the kernel's shape (planning "
@@ -251,6 +278,8 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
             return None
         rows, head_v = m.nest.extents[1:]
         head_qk = m.attention.qk.extents[0]
+        if plan.aswizzle == "on" and (reason := swizzle_refusal(head_qk, head_v)):
+            return reason
         return key_warps_refusal(plan.akwarps, rows, head_qk, head_v, plan.aslots)
 
     def rewrite(
@@ -303,6 +332,7 @@ class AttentionDecode(Rule[DecodeMatch, DecodePlan]):
                 plan.akwarps_sync == "warp",
                 plan.aslots,
                 (*balanced, m.splits) if balanced is not None else None,
+                plan.aswizzle == "on",
             ).emit()
         elif m.tensor_cores:
             warps = warps_for(rows)

@@ -50,9 +50,7 @@ def _candidates(rows: int) -> list[SimtAttentionPlan]:
     return [SimtAttentionPlan(bm, KEYS_PER_THREAD * ROW_LANES, lane_rows * ROW_LANES)]
 
 
-def decode_simt_geometry(
-    rows: int, head_qk: int, head_v: int, target: Target
-) -> Geometry | str:
+def decode_simt_geometry(rows: int, head_qk: int, head_v: int, target: Target) -> Geometry | str:
     """Returns the SIMT geometry of a decode block of `rows` query rows, or why none fits."""
     reasons = []
     for plan in _candidates(rows):

@@ -67,6 +67,7 @@ class KeyWarpEmitter(_AttentionEmitter):
         warp_sync: bool = False,
         slots: int = WARP_SLOTS,
         balanced: tuple[SSAValue, SSAValue, int] | None = None,
+        swizzle: bool = False,
     ) -> None:
         super().__init__(em, a, mapping, 1, 1)
         self.key_count = key_count
@@ -80,6 +81,8 @@ class KeyWarpEmitter(_AttentionEmitter):
         self.balanced = balanced
         """A balanced split's loop-level U and C (`decode_split.balanced_runs`) and its slots
         a group: the block walks the (group, slot) pairs its run spans."""
+        self.swizzle = swizzle
+        """`aswizzle=on`: the K/V rings are stored swizzled (`tile_column`), not padded."""
 
     def emit(self) -> None:
         em, a = self.em, self.a
@@ -97,8 +100,11 @@ class KeyWarpEmitter(_AttentionEmitter):
         self.q0 = self.row_w = em.index(0)
         element = a.element
         ring = warps * self.slots
-        k_smem = self.alloc([ring, self.bn, self.head_qk + PAD], element, tile.SHARED)
-        v_smem = self.alloc([ring, self.bn, self.head_v + PAD], element, tile.SHARED)
+        pad = 0 if self.swizzle else PAD
+        k_smem = self.alloc([ring, self.bn, self.head_qk + pad], element, tile.SHARED)
+        v_smem = self.alloc([ring, self.bn, self.head_v + pad], element, tile.SHARED)
+        if self.swizzle:
+            self.swizzled |= {k_smem, v_smem}
         row = self.head_v + MERGE_ROW_PAD
         self.merged = self.alloc([warps // 2, self.s_q, row], f32, tile.SHARED)
         k = _Side(a.ops_of(a.k_value), a.k_value, a.j, a.e, self.head_qk, k_smem)

@@ -56,6 +56,12 @@ SLOTS = 2
 """K and V tiles are double-buffered: the next tile's copies fly while this one is used."""
 PAD = 8
 """Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
+SWIZZLE_CHUNKS = 8
+"""16-byte chunks a swizzled tile's row permutes (`tile_column`): the 8 rows an `ldmatrix`
+reads at one column land on 8 chunk positions of a 128-byte line, so rows need no padding and
+each starts 32-byte aligned (a 16-byte pad leaves every other row's 32-byte sectors split
+across two granules of shared memory, and each `cp.async` sector is then fetched twice from
+L2: benchmarks/RESULTS.md, twenty-eighth session)."""
 Q_REGISTER_DIM = 64
 """Largest q·k head dim whose Q fragments stay in registers for the whole key loop."""
 APPROXIMATE = arith.FastMathFlagsAttr([arith.FastMathFlag.APPROX_FUNC])
@@ -226,6 +232,8 @@ class _AttentionEmitter:
         of L valid keys), the key loop stops at the bound (`key_limit.py`)."""
         self.fma_tiles: frozenset[int] = frozenset()
         """The n8 tiles of S whose exp2 runs on the FMA units (`exp2_on_fma`), not MUFU."""
+        self.swizzled: set[SSAValue] = set()
+        """The key rings stored swizzled (`tile_column`), not padded."""
 
     def key_end(self) -> SSAValue | int:
         """The end of the key loop: the runtime key count (evaluated from the block's indices
@@ -247,6 +255,17 @@ class _AttentionEmitter:
 
     def load(self, buffer: SSAValue, *indices: int) -> SSAValue:
         return self.em.value(memref.LoadOp.get(buffer, [self.em.index(i) for i in indices]))
+
+    def tile_column(self, smem: SSAValue, row: SSAValue, col: SSAValue | int) -> SSAValue:
+        """Where column `col` of row `row` of a key ring's tile is stored: in place, or in a
+        swizzled ring (`swizzled`) at its 16-byte chunk XOR the row's low three bits (an
+        element keeps its place in its chunk)."""
+        em = self.em
+        col = em.index(col) if isinstance(col, int) else col
+        if smem not in self.swizzled:
+            return col
+        key = em.mul(em.rem(row, SWIZZLE_CHUNKS), 8)
+        return em.value(arith.XOrIOp(col, key))
 
     def store(self, value: SSAValue, buffer: SSAValue, *indices: int) -> None:
         self.em.op(memref.StoreOp.get(value, buffer, [self.em.index(i) for i in indices]))
@@ -417,7 +436,7 @@ class _AttentionEmitter:
                         break
                     em.op(op.clone(value_mapper=local))
                 src = [local.get(i, i) for i in load.indices]
-                dst = [slot, row, col]
+                dst = [slot, row, self.tile_column(side.smem, row, col)]
                 em.op(tile.CpAsyncOp(local[load.memref], src, side.smem, dst, 8, valid))
 
     def stage(
@@ -444,7 +463,7 @@ class _AttentionEmitter:
                 with em.into(other):
                     zero = em.value(arith.ConstantOp(FloatAttr(0.0, element)))  # type: ignore[arg-type]
                     em.op(scf.YieldOp(*[zero] * width))
-            at = [*slot, row, col]
+            at = [*slot, row, self.tile_column(side.smem, row, col)]
             if width == 1:
                 em.op(memref.StoreOp.get(if_op.results[0], side.smem, at))
             else:
@@ -473,7 +492,7 @@ class _AttentionEmitter:
             ]
             for jj in range(self.bn // (2 * MMA_N)):
                 row = em.add(em.add(jj * 2 * MMA_N, self.hi8), self.r8)
-                index = [slot, row, em.add(kk, self.lo8)]
+                index = [slot, row, self.tile_column(k_smem, row, em.add(kk, self.lo8))]
                 regs = em.op(tile.LdMatrixOp(k_smem, index, False)).results
                 for mt in range(self.m_tiles):
                     for half in range(2):
@@ -699,11 +718,8 @@ class _AttentionEmitter:
         for kk in range(self.bn // MMA_K):
             a_regs = [self.p_fragment(probs[mt], kk) for mt in range(self.m_tiles)]
             for dd in range(self.head_v // (2 * MMA_N)):
-                index = [
-                    slot,
-                    em.add(kk * MMA_K, em.add(self.lo8, self.r8)),
-                    em.add(dd * 2 * MMA_N, self.hi8),
-                ]
+                row = em.add(kk * MMA_K, em.add(self.lo8, self.r8))
+                index = [slot, row, self.tile_column(v_smem, row, em.add(dd * 2 * MMA_N, self.hi8))]
                 regs = em.op(tile.LdMatrixOp(v_smem, index, True)).results
                 for mt in range(self.m_tiles):
                     for half in range(2):

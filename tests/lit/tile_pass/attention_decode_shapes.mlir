@@ -7,8 +7,8 @@
 // warp's 16 rows; eight warps split the 300 keys of each group's one chunk. A square
 // prefill of 128 queries per head is the tensor-core rules': its 128 rows fill their tiles.
 
-// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 1 : i64, plan = #tile.plan<attention_decode, asplits = 1, akwarps = 8, akwarps_sync = "block", aslots = 2, abalance = "off">
-// CHECK:      loop.kernel @chunk4_2_decode({{.*}}) attributes {tinyopt.decode_partial = 1 : i64, plan = #tile.plan<attention_decode, asplits = 1, akwarps = 8, akwarps_sync = "block", aslots = 2, abalance = "off">
+// CHECK:      loop.kernel @batch64_2_decode({{.*}}) attributes {tinyopt.decode_partial = 1 : i64, plan = #tile.plan<attention_decode, asplits = 1, akwarps = 8, akwarps_sync = "block", aslots = 2, abalance = "off", aswizzle = "on">
+// CHECK:      loop.kernel @chunk4_2_decode({{.*}}) attributes {tinyopt.decode_partial = 1 : i64, plan = #tile.plan<attention_decode, asplits = 1, akwarps = 8, akwarps_sync = "block", aslots = 2, abalance = "off", aswizzle = "on">
 // CHECK:        loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 16, 128]
 // CHECK:      loop.kernel @prefill_{{[0-9]+}}({{.*}}) attributes {plan = #tile.plan<attention_wgmma, {{.*}}refusals = ["attention_decode: 128 query rows share each key and value (more than 64: the tensor-core attention rules' tiles of 64 and 128 rows are full)"]
 
@@ -22,9 +22,9 @@
 // F32: tile.kernel @f32gqa_2_decode grid [1, 256, 1] block [64, 1, 1]
 // F32:   tile.cp_async {{.*}} {width = 4 : i64} : memref<1x8x4096x128xf32> -> memref<64x132xf32, 3 : i32>
 // F32: tile.kernel @f32gqa_2_merge grid [32, 1, 1] block [128, 1, 1]
-// F32: tile.kernel @f32mha_2_decode grid [1, 128, 1] block [64, 1, 1] {{.*}}asplits = 16, akwarps = 1, akwarps_sync = "block", aslots = 2, abalance = "off">
+// F32: tile.kernel @f32mha_2_decode grid [1, 128, 1] block [64, 1, 1] {{.*}}asplits = 16, akwarps = 1, akwarps_sync = "block", aslots = 2, abalance = "off", aswizzle = "off">
 // F32:   tile.cp_async {{.*}} -> memref<64x260xf32, 3 : i32>
-// F32: tile.kernel @f32chunk_2_decode grid [1, 16, 1] block [256, 1, 1] {{.*}}asplits = 16, akwarps = 1, akwarps_sync = "block", aslots = 2, abalance = "off">
+// F32: tile.kernel @f32chunk_2_decode grid [1, 16, 1] block [256, 1, 1] {{.*}}asplits = 16, akwarps = 1, akwarps_sync = "block", aslots = 2, abalance = "off", aswizzle = "off">
 
 func.func @batch64(%q: tensor<64x32x1x128xbf16>, %k: tensor<64x8x4096x128xbf16>, %v: tensor<64x8x4096x128xbf16>) -> tensor<64x32x1x128xbf16> {
   %y = graph.attention %q, %k, %v {scale = 0.0883883461 : f32} : (tensor<64x32x1x128xbf16>, tensor<64x8x4096x128xbf16>, tensor<64x8x4096x128xbf16>) -> tensor<64x32x1x128xbf16>
