@@ -23,7 +23,7 @@ Times are `triton.testing.do_bench` medians (L2 flushed before each run); the bl
 fastest of three interleaved rounds (`ROUNDS`).
 
 Usage: python benchmarks/bench_decode.py [--parts gemv,attention,block,kernels,generate] [--knobs K]
-       [--pdl] [--out a.md]
+       [--no-pdl] [--out a.md]
 """
 
 from __future__ import annotations
@@ -49,10 +49,11 @@ def main() -> None:
     parser.add_argument("--attention-capacity", type=int, default=32768)
     parser.add_argument("--knobs", default="", help="a tile{...} setting for tinyopt's kernels")
     parser.add_argument(
-        "--pdl",
-        action="store_true",
-        help="attention and block: kernels launched with programmatic dependent launch "
-        "(to-cuda{pdl=1})",
+        "--no-pdl",
+        dest="pdl",
+        action="store_false",
+        help="attention and block: kernels launched without programmatic dependent launch "
+        "(to-cuda{pdl=0}; it is on by default)",
     )
     parser.add_argument("--steps", type=int, default=64, help="decode steps of `generate`")
     parser.add_argument("--out", default=None)
@@ -101,8 +102,8 @@ def gemv(args: argparse.Namespace) -> list[str]:
 
 
 def _pdl(args: argparse.Namespace) -> str:
-    """The printer option of `--pdl`."""
-    return "{pdl=1}" if args.pdl else ""
+    """The printer option of `--no-pdl`."""
+    return "" if args.pdl else "{pdl=0}"
 
 
 def attention_program(batch: int, capacity: int) -> str:

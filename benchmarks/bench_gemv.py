@@ -9,7 +9,7 @@ The Llama-3-8B decode linears in torch's layout (`y = x @ wᵀ`, w `[N, K]`, no 
 error against float64, and the kernels with their plans.
 
 Usage: python benchmarks/bench_gemv.py [--m 1,8,16,64] [--dtype f32,bf16] [--knobs "skinny=off"]
-       [--pdl] [--out table.md]
+       [--no-pdl] [--out table.md]
        python benchmarks/bench_gemv.py --lower-only    # no GPU: each case's kernels and plans
 """
 
@@ -56,7 +56,10 @@ def main() -> None:
     parser.add_argument("--knobs", default="", help="a tile{...} setting, e.g. skinny=off")
     parser.add_argument("--lower-only", action="store_true", help="print the plans, no GPU")
     parser.add_argument(
-        "--pdl", action="store_true", help="programmatic dependent launch (to-cuda{pdl=1})"
+        "--no-pdl",
+        dest="pdl",
+        action="store_false",
+        help="no programmatic dependent launch (to-cuda{pdl=0}; it is on by default)",
     )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -76,7 +79,7 @@ def main() -> None:
 
 
 def _measure(
-    cases: list[tuple[str, int, int, int, str]], knobs: str, out: str | None, pdl: bool = False
+    cases: list[tuple[str, int, int, int, str]], knobs: str, out: str | None, pdl: bool = True
 ) -> None:
     import torch
     from harness import compile_program, median_ms, publish, rel_error
@@ -84,7 +87,7 @@ def _measure(
     torch.backends.cuda.matmul.allow_tf32 = False
     kinds = {"f32": torch.float32, "bf16": torch.bfloat16}
     pipeline = (f"fuse,tile{{{knobs}}}," if knobs else "fuse,tile,") + (
-        "to-cuda{pdl=1}" if pdl else "to-cuda"
+        "to-cuda" if pdl else "to-cuda{pdl=0}"
     )
     rows = []
     for name, m, k, n, dtype in cases:
@@ -106,7 +109,7 @@ def _measure(
         print(rows[-1], flush=True)
     lines = [
         f"GEMV / skinny linears (x @ wᵀ), {torch.cuda.get_device_name()}, "
-        f"tile{{{knobs}}}{' to-cuda{pdl=1}' if pdl else ''}; cuBLAS F.linear (TF32 off) in the "
+        f"tile{{{knobs}}}{'' if pdl else ' to-cuda{pdl=0}'}; cuBLAS F.linear (TF32 off) in the "
         "same run; GB/s = weight bytes / time",
         "",
         "| linear | M | K×N | dtype | tinyopt µs | GB/s | cuBLAS µs | cuBLAS GB/s | × cuBLAS "

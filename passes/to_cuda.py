@@ -27,7 +27,7 @@ class ToCudaPass(ModulePass):
 
     name = "to-cuda"
 
-    pdl: int = 0
+    pdl: int = 1
 
     def apply(self, ctx: Context, op: ModuleOp) -> None:
         if self.pdl not in (0, 1):

@@ -180,8 +180,10 @@ PDL_STATEMENTS = (
     "// programmatic dependent launch: wait for the previous kernel to finish and its writes",
     "// to be visible (before any global access but L2 prefetches: its buffers may be reused",
     "// here), then let the next kernel launch; both are no-ops when launched without it",
+    "#if __CUDA_ARCH__ >= 900",
     'asm volatile("griddepcontrol.wait;" ::: "memory");',
     'asm volatile("griddepcontrol.launch_dependents;" ::: "memory");',
+    "#endif",
 )
 """The statements a kernel printed with `pdl` opens with (PTX `griddepcontrol`, sm_90), or
 prints at its `tile.grid_dependency_wait` after a prologue of L2 prefetches. Every block waits

@@ -558,7 +558,8 @@ def compile_module(
     no GPU, running does. With `poison`, every buffer a call allocates is filled with NaN
     first, so unwritten outputs show. With `sync`, calls on device arrays wait for the
     device so faults surface at the call that caused them (numpy calls always wait). A kernel
-    marked `pdl` (`to-cuda{pdl=1}`) needs sm_90 or newer. Kernels named in `cubins` take that
+    marked `pdl` (`to-cuda{pdl=1}`, the default) is launched with programmatic dependent launch
+    on sm_90 or newer, as any other below. Kernels named in `cubins` take that
     cubin (the build cache's); the others are compiled together (`compile_all`: from the cubin
     cache, else NVRTC in parallel processes).
     """
@@ -571,12 +572,9 @@ def compile_module(
         if name == "tile.cuda_kernel":
             props = op.properties
             symbol = props["sym_name"].data
-            pdl = "pdl" in props
-            if pdl and _sm_version(arch) < PDL_SM:
-                raise CudaModuleError(
-                    f"kernel @{symbol} uses programmatic dependent launch (to-cuda{{pdl=1}}), "
-                    f"which needs sm_{PDL_SM} or newer; the target is {arch}"
-                )
+            # Below sm_90 the printed griddepcontrol compiles to nothing and the kernel is
+            # launched as any other.
+            pdl = "pdl" in props and _sm_version(arch) >= PDL_SM
             grid, block = props["grid"].get_values(), props["block"].get_values()
             maps = {spec.arg: (spec.box, spec.swizzle) for spec in tile.tensor_maps(op)}
             smem = props["smem"].value.data

@@ -1,9 +1,11 @@
 // RUN: tinyopt %s -p 'decompose,fuse,tile,to-cuda{pdl=1}' | filecheck %s
-// RUN: tinyopt %s -p 'decompose,fuse,tile,to-cuda' | filecheck %s --check-prefix=OFF
+// RUN: tinyopt %s -p 'decompose,fuse,tile,to-cuda' | filecheck %s
+// RUN: tinyopt %s -p 'decompose,fuse,tile,to-cuda{pdl=0}' | filecheck %s --check-prefix=OFF
 // RUN: tinyopt %s -p 'decompose,fuse,tile,to-cuda{pdl=1}' -t mlir | filecheck %s --check-prefix=IR
 // RUN: not tinyopt %s -p 'decompose,fuse,tile,to-cuda{pdl=2}' 2>&1 | filecheck %s --check-prefix=BAD
 
-// With pdl=1 every kernel opens with griddepcontrol.wait, before anything else of its body
+// With pdl=1 (the default) every kernel opens with griddepcontrol.wait (compiled for sm_90 and
+// newer only), before anything else of its body
 // (here before the dynamic shared memory of the wgmma GEMM is laid out), then
 // griddepcontrol.launch_dependents; the kernel is marked `pdl` for the runtime. Without it,
 // neither is printed.
@@ -13,16 +15,20 @@
 // CHECK-NEXT:     // programmatic dependent launch: wait
 // CHECK-NEXT:     //
 // CHECK-NEXT:     //
+// CHECK-NEXT:     #if __CUDA_ARCH__ >= 900
 // CHECK-NEXT:     asm volatile("griddepcontrol.wait;" ::: "memory");
 // CHECK-NEXT:     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+// CHECK-NEXT:     #endif
 // CHECK-NEXT:     extern __shared__ __align__(1024) unsigned char tinyopt_smem[];
 // CHECK:      // kernel @linear_softmax_1 grid ({{.*}}) block ({{.*}}) smem 0 pdl
 // CHECK:      extern "C" __global__ void {{.*}} linear_softmax_1(
 // CHECK-NEXT:     // programmatic dependent launch: wait
 // CHECK-NEXT:     //
 // CHECK-NEXT:     //
+// CHECK-NEXT:     #if __CUDA_ARCH__ >= 900
 // CHECK-NEXT:     asm volatile("griddepcontrol.wait;" ::: "memory");
 // CHECK-NEXT:     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+// CHECK-NEXT:     #endif
 // CHECK-NEXT:     int v2 = (int)blockIdx.x;
 
 // OFF:     // kernel @linear_softmax_0 grid ({{.*}}) block ({{.*}}) smem {{[0-9]+$}}

@@ -1,4 +1,4 @@
-// RUN: tinyopt %s -p to-cuda | filecheck %s
+// RUN: tinyopt %s -p "to-cuda{pdl=0}" | filecheck %s
 // Hopper ops print as inline PTX: tensor-map arguments become `const __grid_constant__
 // CUtensorMap` parameters (the opaque struct is declared, NVRTC has no cuda.h); dynamic shared
 // buffers are pointers into 1024-byte aligned dynamic shared memory, whose size (plus 1024
