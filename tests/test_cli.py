@@ -186,18 +186,18 @@ def test_capture_with_wrong_input_shape_is_one_line(tmp_path: Path) -> None:
 
 
 def test_capture_refusal_names_the_users_line(tmp_path: Path) -> None:
-    """An op torch's own module emits (nn.Fold's col2im, whose decomposition writes at integer
-    indices) is refused at the user's line that calls the module, not at torch's source, and
-    the error names the op decomposed."""
+    """An op refused inside torch's decomposition of a module's op (nn.MaxUnpool2d at integer
+    indices given as an input: its decomposition adds them unbounded) is refused at the user's
+    line that calls the module, not at torch's source, and the error names the op decomposed."""
     pytest.importorskip("torch")
     (tmp_path / "model.py").write_text(
         "import torch\n\n\nclass M(torch.nn.Module):\n    def __init__(self):\n"
-        "        super().__init__()\n        self.pool = torch.nn.Fold((4, 5), (2, 2))\n\n"
-        "    def forward(self, x):\n        return self.pool(x)\n"
+        "        super().__init__()\n        self.unpool = torch.nn.MaxUnpool2d(2)\n\n"
+        "    def forward(self, x, i):\n        return self.unpool(x, i)\n"
     )
-    result = tinyopt("capture", "model.py:M", "--inputs", "2x12x12xf32", cwd=tmp_path)
+    result = tinyopt("capture", "model.py:M", "--inputs", "1x2x3x3xf32,1x2x3x3xi64", cwd=tmp_path)
     assert result.returncode == 1
-    assert "in torch's decomposition of aten.col2im\n" in result.stderr, result.stderr
+    assert "in torch's decomposition of aten.max_unpool2d\n" in result.stderr, result.stderr
     assert 'model.py", line 10, in forward)' in result.stderr, result.stderr
 
 
