@@ -761,6 +761,11 @@ CASES = [
         "linear_bf16_wgmma_auto_split_past_k_96x80x13080",
         matmul_plain(96, 80, 13080, "bf16", "nk"),
     ),
+    # 108 blocks of 64×64 cannot split within a wave: K (124.25 boxes) split in 4 on 128×128.
+    Case(
+        "linear_bf16_wgmma_square_split_200x1728x7952",
+        matmul_plain(200, 1728, 7952, "bf16", "nk"),
+    ),
     Case(
         "matmul_bf16_wgmma_split_past_k_130x192x200",
         matmul_plain(130, 192, 200, "bf16", "kn"),

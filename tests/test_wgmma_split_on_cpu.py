@@ -6,7 +6,9 @@ the fold, batched with an N-major B, persistent blocks, no producer warpgroup (`
 the split `splitk=0` picks for a small grid with a long K. Chunks of whole 64-element boxes whose
 last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma` or the auto split of a
 kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not a
-multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name.
+multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name. A small grid of 64×64
+blocks too many to split within a wave, over a long K, split on 128×128 blocks instead
+(`split_k_plan.square_split`; `sms` shrinks the grid the rule sees).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ CASES = [
     # K = 4000 (62.5 boxes): 16 chunks of 256, the last of 160.
     ("auto_past_k_64x128x4000", matmul_plain(64, 128, 4000, "bf16", "nk", relu=False), "",
      [16, 64, 128]),
+    # 12 blocks of 64×64 on 10 SMs: 4 chunks of 1536 on 2 of 128×128, the last of 1392.
+    ("square_200x128x6000_relu", matmul_plain(200, 128, 6000, "bf16", "nk"), "sms=10",
+     [4, 200, 128]),
 ]
 
 
@@ -93,3 +98,22 @@ def test_chunks_are_whole_boxes_where_none_is_left_empty() -> None:
                 assert chunk == -(-k // splits) and (splits - 1) * 64 * -(-k // (64 * splits)) >= k
             else:
                 assert (splits - 1) * chunk < k <= splits * chunk, (k, splits, chunk)
+
+
+def _partial_block(text: str, knobs: str) -> tuple[int, int, int]:
+    """The (bm, bn, kernels) of the plan's first kernel: the partial one where K is split."""
+    kernels = _kernels(text, knobs)
+    values = kernels[0].attributes[tile.PLAN].values  # type: ignore[union-attr]
+    return values["bm"], values["bn"], len(kernels)  # type: ignore[return-value]
+
+
+def test_small_grids_split_on_square_blocks_where_narrow_ones_cannot() -> None:
+    """130×128: 6 blocks of 64×64. On 10 SMs they cannot split within a wave, and a K of 72
+    steps splits on 128×128 blocks; on 12 SMs they split themselves; with 64 K steps, or
+    explicit blocks, nothing changes."""
+    text = matmul_plain(130, 128, 4608, "bf16", "nk", relu=False)
+    assert _partial_block(text, "sms=10") == (128, 128, 2)
+    assert _partial_block(text, "sms=12") == (64, 64, 1)
+    assert _partial_block(text, "sms=10 bm=64 bn=64") == (64, 64, 1)
+    short = matmul_plain(130, 128, 4096, "bf16", "nk", relu=False)
+    assert _partial_block(short, "sms=10")[:2] != (128, 128)

@@ -6,7 +6,7 @@ workspace); the kernels that result are planned in turn (docs/ir.md).
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from xdsl.dialects.builtin import ArrayAttr, ModuleOp, StringAttr
 from xdsl.utils.exceptions import DiagnosticException
@@ -16,12 +16,13 @@ from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 from tinyopt.passes.tile.attention.attention_match import is_flash_attention
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
-from tinyopt.passes.tile.gemm.split_k import split_kernel
+from tinyopt.passes.tile.gemm.split_k import SPLIT_PARTIAL, split_kernel
 from tinyopt.passes.tile.gemm.split_k_plan import (
     SPLIT_TF32_STEP_SECONDS,
     auto_splits,
     auto_wgmma_splits,
     small_grid,
+    square_split,
 )
 from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
 from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
@@ -100,15 +101,20 @@ def plan_kernels(
         return
     splits, mode, found = knobs.splitk, knobs.splitk_mode, None
     aligned = knobs.mma in ("wgmma", "3xtf32")
+    partial_knobs = knobs
     if split and not splits and (c := _small_grid(kernel, knobs, target)):
         found = refusals(kernel, knobs, target)
         splits, mode = _auto_splits(c, found[0], knobs, target)
         aligned = found[0] is not None and found[0].rule.name in ("wgmma", "wgmma_3xtf32")
+        if (square := _square_split(c, found[0], knobs, target)) > 1:
+            splits, mode = square, "twopass"
+            partial_knobs = replace(knobs, bm=128, bn=128)
     if split and splits > 1:
         pieces = split_kernel(module, kernel, splits, mode, aligned)
         if pieces != (kernel,):
             for piece in pieces:
-                plan_kernels(module, piece, knobs, target, split=False, why=why)
+                chosen = partial_knobs if SPLIT_PARTIAL in piece.attributes else knobs
+                plan_kernels(module, piece, chosen, target, split=False, why=why)
             return
     if split and knobs.schedule == "auto":
         flatten_reductions(kernel)
@@ -181,6 +187,17 @@ def _auto_splits(
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
         return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
     return 1, knobs.splitk_mode
+
+
+def _square_split(c: Contraction, choice: Choice | None, knobs: Knobs, target: Target) -> int:
+    """`splitk=0` with the block left to the rule: where the wgmma rule takes a small grid on
+    64×64 blocks, the split its partial kernel runs on 128×128 blocks instead
+    (`split_k_plan.square_split`), or 1."""
+    if knobs.bm or knobs.bn or choice is None or not isinstance(t := choice.plan, WgmmaTiles):
+        return 1
+    if choice.rule.name != "wgmma" or (t.bm, t.bn) != (64, 64) or t.dual != "off":
+        return 1
+    return square_split(c, target)
 
 
 def _sums_products(kernel: loop.KernelOp) -> bool:

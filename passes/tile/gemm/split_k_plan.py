@@ -149,6 +149,77 @@ def auto_wgmma_splits(
     return best
 
 
+L2_BYTES_PER_SECOND = 5.0e12
+"""What a grid of wgmma blocks streams from L2 (their A and B tiles, re-read by every block of
+a row or column), fitted on an H100 (benchmarks/RESULTS.md, twenty-eighth session run 4): 64×64
+blocks on 72-128 SMs took 0.25-0.40 µs a K step, 16 KiB a step each, and 128×128 blocks split
+four ways 0.6-1.0 µs, 32 KiB a step each."""
+
+SQUARE_STEP_SECONDS = 2 * WGMMA_STEP_SECONDS
+"""A K step of a 128×128 block on a small grid: four times a 64×64 block's products in about
+twice its time (same run: 0.45-0.5 µs a step unsplit or split in two)."""
+
+SQUARE_MARGIN = 0.85
+"""How much cheaper 128×128 blocks split over K must be estimated than 64×64 ones for the
+small grid to take them (`square_split`)."""
+
+SQUARE_MIN_STEPS = 72
+"""The fewest K steps (of 64) a GEMM takes 128×128 blocks split over K for its small grid
+with: below, the fold's fixed cost is not paid back (H100, twenty-eighth session run 5:
+128×4096×4096, 64 steps, ran 1.00 → 0.86× cuBLAS; 1000×480×4792, 75 steps, 0.70 → 0.74)."""
+
+
+def small_grid_seconds(c: Contraction, bm: int, bn: int, s: int, step: float) -> float:
+    """The estimated time of contraction `c` on bm×bn wgmma blocks with K cut into `s` chunks,
+    one wave of one block an SM: its K steps at `step` each or its tiles' bytes through L2,
+    whichever takes longer (each block reads bm + bn rows of 128 bytes a step), plus the fold.
+    Measured against, same run (H100): 512×520×15608 60.7 µs on 64×64 blocks (61 estimated),
+    43.3 split in four on 128×128 (38); 1000×472×6728 41.5 (40) and 32.2 (30); 1000×480×4792
+    30.3 (29) and 26.0 (24)."""
+    batch, m, n, k = c.extents
+    blocks = batch * -(-m // bm) * -(-n // bn) * s
+    steps = -(-chunk_elements(k, s, row_elements(c)) // WGMMA_BK)
+    through_l2 = blocks * steps * (bm + bn) * 128 / L2_BYTES_PER_SECOND
+    fold = fold_seconds(s, batch, m, n) if s > 1 else 0.0
+    return max(steps * step, through_l2) + fold
+
+
+def square_split(c: Contraction, target: Target) -> int:
+    """Where a small grid of more than `MAX_ROWS` rows takes 64×64 wgmma blocks that cannot be
+    split over K within one wave (twice their count is more than the SMs) and K holds
+    `SQUARE_MIN_STEPS` steps or more, the split of K over 128×128 blocks that fills the SMs if
+    it is estimated `SQUARE_MARGIN` of the cheapest 64×64 split or less (`small_grid_seconds`),
+    else 1. Those 64×64 blocks run all of K unsplit, their steps short of products for the
+    bytes they read: the grid runs at L2's pace, where 128×128 blocks read half the bytes for
+    their products and the split fills the SMs. Measured on an H100, old plan against new in one
+    run (benchmarks/RESULTS.md, twenty-eighth session run 5), × cuBLAS: 80×4088×8592 0.85 →
+    1.01, 200×1728×7952 0.78 → 0.97, 512×520×15608 0.54 → 0.77, 1000×472×6728 0.63 → 0.79,
+    1000×480×4792 0.70 → 0.74, 128×4096×14336 0.99 → 1.03, 598×554×7456 1.68 → 1.77. Where
+    64×64 blocks split themselves (128×424×11952, 128×1024×8192, 582×341×6392, 585×371×11360)
+    the 128×128 split lost (1.05 → 0.90, 1.00 → 0.90, 1.67 → 1.48, 1.82 → 1.64), as it did at
+    64 K steps (128×4096×4096, 1.00 → 0.86)."""
+    batch, m, n, k = c.extents
+    narrow_blocks = batch * -(-m // 64) * -(-n // 64)
+    if m <= MAX_ROWS or 2 * narrow_blocks <= target.sms or k // WGMMA_BK < SQUARE_MIN_STEPS:
+        return 1
+
+    def best(bm: int, bn: int, step: float) -> tuple[float, int]:
+        blocks = batch * -(-m // bm) * -(-n // bn)
+        found = (small_grid_seconds(c, bm, bn, 1, step), 1)
+        s = 2
+        while s <= MOST and blocks * s <= target.sms:
+            chunk = chunk_elements(k, s, row_elements(c))
+            if chunk % WGMMA_BK or chunk // WGMMA_BK < MIN_WGMMA_STEPS:
+                break
+            found = min(found, (small_grid_seconds(c, bm, bn, s, step), s))
+            s *= 2
+        return found
+
+    narrow, _ = best(64, 64, WGMMA_STEP_SECONDS)
+    square, splits = best(128, 128, SQUARE_STEP_SECONDS)
+    return splits if splits > 1 and square <= SQUARE_MARGIN * narrow else 1
+
+
 def fold_seconds(s: int, batch: int, m: int, n: int) -> float:
     """The fold's launch and the f32 workspace's bytes, written once and read once."""
     return FOLD_SECONDS + 8 * s * batch * m * n / WORKSPACE_BYTES_PER_SECOND
