@@ -578,13 +578,20 @@ class _Translator:
             if node.op == "call_function":
                 self.translate(node)
             elif node.op == "output":
-                kinds = {s.arg.name: s.kind for s in signature.output_specs}
+                # by position: a written input returned as it is is two outputs of one node
                 written = (OutputKind.PARAMETER_MUTATION, OutputKind.BUFFER_MUTATION)
-                for out in node.args[0]:
-                    kind = kinds.get(getattr(out, "name", None))
-                    if kind in written and _op_name(out.target) == "aten.embedding_renorm":
+                outs = zip(node.args[0], signature.output_specs, strict=True)
+                for out, spec in outs:
+                    if spec.kind in written and _op_name(out.target) == "aten.embedding_renorm":
                         continue  # torch's in-place renorm of the table (`_embedding_renorm`)
-                    if kind != OutputKind.USER_OUTPUT:
+                    if spec.kind == OutputKind.USER_INPUT_MUTATION:
+                        raise self.fail(
+                            node,
+                            "the module mutates a buffer or returns a non-tensor: it writes its "
+                            f"input {spec.target} in place (tinyopt's functions do not write "
+                            "their arguments: clone it first)",
+                        )
+                    if spec.kind != OutputKind.USER_OUTPUT:
                         raise self.fail(node, "the module mutates a buffer or returns a non-tensor")
                     results.append(self.result(out, node))
         block.add_ops([*self.ops, func.ReturnOp(*results)])
@@ -1323,10 +1330,11 @@ def _isinf(t: _Translator, node: Node) -> SSAValue:
 def _vector_norm(t: _Translator, node: Node) -> SSAValue:
     """A vector norm over the dims (all by default), in f32 for f16/bf16 results: the 2-norm
     `sqrt(sum(x * x))` (also `linalg.norm`'s default and Frobenius norms), the 1-norm
-    `sum(|x|)` and the ∞-norms `max(|x|)` / `min(|x|)`. Other orders, and `linalg.norm`'s
-    matrix norms, are refused."""
+    `sum(|x|)` and the ∞-norms `max(|x|)` / `min(|x|)`, other orders refused; `linalg.norm`'s
+    matrix norms (`_matrix_norm`) but the Frobenius norm, which is the 2-norm over both dims."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
-    order = _arg(node, 1, "ord", 2)
+    given_order = _arg(node, 1, "ord")
+    order = 2 if given_order is None or given_order == "fro" else given_order
     out = t.tensor_type(node)
     x = t.value(node.args[0], node)
     rank = _type(x).get_num_dims()
@@ -1335,14 +1343,33 @@ def _vector_norm(t: _Translator, node: Node) -> SSAValue:
     dims = _dims(given, rank)
     keepdim = bool(_arg(node, 3, "keepdim", False))
     if name == "linalg_norm":
-        matrix = isinstance(given, list | tuple) and len(given) == 2
-        if order is None or (order == "fro" and matrix):
-            order = 2
-        elif matrix:
-            raise t.fail(node, f"aten.linalg_norm of a matrix with ord={order}")
+        # `linalg.norm(A, ord)` of a 2-D A without dims is a matrix norm, as over two dims
+        matrix = (isinstance(given, list | tuple) and len(given) == 2) or (
+            given is None and given_order is not None and rank == 2
+        )
+        if matrix and given_order not in (None, "fro"):
+            norm = _matrix_norm(t, node, x, dims, order)
+            return t.cast(t.reshape(norm, out.get_shape()), out.element_type)
     if order not in (1, 2, math.inf, -math.inf):
         raise t.fail(node, f"aten.{name} with ord={order} (only 1, 2, inf and -inf)")
     return t.cast(_norm(t, x, dims, keepdim, order), out.element_type)
+
+
+def _matrix_norm(t: _Translator, node: Node, x: SSAValue, dims: list[int], order: Any) -> SSAValue:
+    """An induced matrix norm over `dims` (rows, columns), both kept: the largest (ord=1) or
+    smallest (-1) column sum of |x|, the largest (inf) or smallest (-inf) row sum. The
+    spectral (±2) and nuclear norms take singular values, which tinyopt does not compute."""
+    if order not in (1, -1, math.inf, -math.inf):
+        raise t.fail(
+            node,
+            f"aten.linalg_norm of a matrix with ord={order} (singular values; 'fro', 1, -1, "
+            "inf and -inf are taken)",
+        )
+    rows, columns = dims
+    summed, folded = (rows, columns) if abs(order) == 1 else (columns, rows)
+    sums = t.emit(graph.ReduceSumOp(t.emit(graph.AbsOp(x)), [summed], True))
+    fold = graph.ReduceMaxOp if order > 0 else graph.ReduceMinOp
+    return t.emit(fold(sums, [folded], True))
 
 
 def _norm(t: _Translator, x: SSAValue, dims: list[int], keepdim: bool, order: float) -> SSAValue:
@@ -3550,6 +3577,12 @@ _FILL_VALUES = {
     "zeros_like": 0,
     "new_ones": 1,
     "new_zeros": 0,
+    # torch leaves an empty tensor's values unspecified (CLIP's mask is `torch.empty(...)
+    # .fill_(min)`, a buffer written before it is read): zeros are values as good as any
+    "empty": 0,
+    "empty_like": 0,
+    "new_empty": 0,
+    "empty_strided": 0,
 }
 _FILL_ARG = {"full": 1, "full_like": 1, "new_full": 2, "scalar_tensor": 0, "fill": 1}
 """Where each filling op takes its value (by position)."""
@@ -4007,6 +4040,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return t.bound(node.args[0])
     if name in ("sign", "one_hot", "eye"):
         return 1
+    if name == "clamp" and _clamped_both_ways(node):
+        # values in [min, max] (max where min > max): exact of an unbounded input too, whose
+        # rounding to f32 keeps it past the bound it is clamped to
+        return max(t.bound(_arg(node, 1, "min")), t.bound(_arg(node, 2, "max")))
     if name == "hardtanh":  # values in [min_val, max_val] (by default [-1, 1])
         low, high = HARDTANH_RANGE
         return max(abs(_arg(node, 1, "min_val", low)), abs(_arg(node, 2, "max_val", high)))
@@ -4032,6 +4069,11 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name in _SELECTS_INTEGERS:
         return max(t.bound(a) for a in args if isinstance(a, Node | bool | int | float))
     return math.inf
+
+
+def _clamped_both_ways(node: Node) -> bool:
+    """Whether a `clamp` has both a min and a max (`clamp(ids, 0, n - 1)`)."""
+    return _arg(node, 1, "min") is not None and _arg(node, 2, "max") is not None
 
 
 def _integer_values_bound(t: _Translator, arg: Node) -> float:

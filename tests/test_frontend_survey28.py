@@ -160,3 +160,74 @@ def test_polar_is_refused_as_complex() -> None:
     polar = Fn(lambda m, r, angle: torch.polar(r, angle))
     with pytest.raises(FrontendError, match=r"torch\.polar.*complex outputs are not supported"):
         capture(polar, torch.rand(3), torch.randn(3))
+
+
+# The survey's second part (common layers of popular models): a module writing its input in
+# place captured with that input as a second output, `torch.linalg.norm(A, ord)` of a matrix
+# taken as a vector norm, and refusals of `torch.empty` and of an integer clamp to [min, max].
+
+
+def test_a_module_writing_its_input_in_place_is_refused() -> None:
+    """Once captured with the written input as one more output (two outputs where torch
+    returns one)."""
+    with pytest.raises(FrontendError, match="writes its input xs_0 in place"):
+        capture(Fn(lambda m, x: x.mul_(2)), torch.randn(3, 7))
+    with pytest.raises(FrontendError, match="writes its input xs_0 in place"):
+        capture(Fn(lambda m, x, y: (x.add_(y), x * y)[1]), torch.randn(3, 7), torch.randn(3, 7))
+
+
+def _clip_mask(m: nn.Module, scores: Tensor, padding: Tensor) -> Tensor:
+    """CLIP's causal mask, `torch.empty(...).fill_(min).triu_(1)`, and its padding mask."""
+    n = scores.shape[-1]
+    lowest = torch.finfo(scores.dtype).min
+    causal = torch.empty(n, n, dtype=scores.dtype).fill_(lowest).triu_(1)
+    kept = 1.0 - padding[:, None, None, :].to(scores.dtype)
+    return F.softmax(scores + causal + kept.masked_fill(kept.to(torch.bool), lowest), -1)
+
+
+def test_empty_tensors_written_before_they_are_read() -> None:
+    torch.manual_seed(0)
+    padding = torch.tensor([[1, 1, 1, 1, 1, 0, 0], [1] * 7])
+    assert_matches_float64(Fn(_clip_mask), torch.randn(2, 2, 7, 7), padding)
+    filled = Fn(lambda m, x: torch.empty_like(x).copy_(x * 2) + x.new_empty(3, 7).fill_(1.0))
+    assert_matches_float64(filled, torch.randn(3, 7))
+
+
+def test_clamp_of_integer_inputs_to_a_min_and_a_max() -> None:
+    """Bounded by its min and max whatever the ids (`pe[ids.clamp(0, n - 1)]`); a clamp on
+    one side only stays refused."""
+    torch.manual_seed(0)
+    ids = torch.tensor([0, 3, 8, -1, 5, 2, 9])
+
+    def lookups(m: nn.Module, x: Tensor, ids: Tensor) -> Tensor:
+        low, high = torch.full_like(ids, -6), torch.full_like(ids, 5)
+        return x + m.pe[ids.clamp(0, 5)] + m.pe[ids.clamp(4, 2)] + m.pe[ids.clamp(low, high)]
+
+    assert_matches_float64(Fn(lookups, pe=torch.randn(6, 4)), torch.randn(7, 4), ids)
+    one_side = Fn(lambda m, x, ids: x + m.pe[ids.clamp(max=5)], pe=torch.randn(6, 4))
+    with pytest.raises(FrontendError, match="aten.clamp computes integers unbounded"):
+        capture(one_side, torch.randn(7, 4), ids)
+
+
+def test_linalg_norm_of_a_matrix() -> None:
+    """Once a vector norm of the flattened matrix: the induced 1- and ∞-norms (largest column
+    and row sums of |A|, smallest for -1 and -inf), over the dims given in order; Frobenius
+    and the default stay the 2-norm; the spectral and nuclear norms are refused."""
+    torch.manual_seed(0)
+
+    def norms(m: nn.Module, a: Tensor, b: Tensor) -> tuple[Tensor, ...]:
+        return (
+            torch.linalg.norm(a, 1),
+            torch.linalg.norm(a, float("inf")),
+            torch.linalg.norm(a, -1),
+            torch.linalg.norm(a, "fro"),
+            torch.linalg.norm(a),
+            torch.linalg.norm(b, 1, dim=(2, 0), keepdim=True),
+            torch.linalg.norm(b, -float("inf"), dim=(-1, -2)),
+            torch.linalg.matrix_norm(b, 1),
+        )
+
+    assert_matches_float64(Fn(norms), torch.randn(7, 5), torch.randn(2, 7, 5))
+    for order in (2, -2, "nuc"):
+        with pytest.raises(FrontendError, match=f"linalg_norm of a matrix with ord={order}"):
+            capture(Fn(lambda m, a: torch.linalg.norm(a, order)), torch.randn(7, 5))
