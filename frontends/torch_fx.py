@@ -754,11 +754,25 @@ _UNARY: dict[str, type[graph.UnaryOp]] = {
 
 @_handles(*_UNARY)
 def _unary(t: _Translator, node: Node) -> SSAValue:
-    if node.kwargs.get("decimals") or len(node.args) > 1:
-        raise t.fail(node, f"{_op_name(node.target)} to a number of decimals")
     out = t.tensor_type(node)
+    decimals = _arg(node, 1, "decimals", 0)
+    if decimals:
+        return _rounded_to_decimals(t, node, int(decimals))
     x = t.operand_like(node.args[0], out, node)
     return t.emit(_UNARY[node.target._overloadpacket.__name__](x))  # pyright: ignore
+
+
+def _rounded_to_decimals(t: _Translator, node: Node, decimals: int) -> SSAValue:
+    """`round(x, decimals=d)` as torch computes it, in f32 for f16/bf16: `round(x · 10^d) /
+    10^d`, or `round(x / 10^-d) · 10^-d` for d < 0 (halves to even)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    scale = t.scalar(float(10 ** abs(decimals)), _type(x))
+    if decimals > 0:
+        rounded = t.emit(graph.RoundOp(t.emit(graph.MulOp(x, scale))))
+        return t.cast(t.emit(graph.DivOp(rounded, scale)), out.element_type)
+    rounded = t.emit(graph.RoundOp(t.emit(graph.DivOp(x, scale))))
+    return t.cast(t.emit(graph.MulOp(rounded, scale)), out.element_type)
 
 
 @_handles("gelu")
@@ -1330,7 +1344,7 @@ def _isinf(t: _Translator, node: Node) -> SSAValue:
 def _vector_norm(t: _Translator, node: Node) -> SSAValue:
     """A vector norm over the dims (all by default), in f32 for f16/bf16 results: the 2-norm
     `sqrt(sum(x * x))` (also `linalg.norm`'s default and Frobenius norms), the 1-norm
-    `sum(|x|)` and the ∞-norms `max(|x|)` / `min(|x|)`, other orders refused; `linalg.norm`'s
+    `sum(|x|)`, the ∞-norms `max(|x|)` / `min(|x|)` and any other order p (`_norm`); `linalg.norm`'s
     matrix norms (`_matrix_norm`) but the Frobenius norm, which is the 2-norm over both dims."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     given_order = _arg(node, 1, "ord")
@@ -1350,9 +1364,9 @@ def _vector_norm(t: _Translator, node: Node) -> SSAValue:
         if matrix and given_order not in (None, "fro"):
             norm = _matrix_norm(t, node, x, dims, order)
             return t.cast(t.reshape(norm, out.get_shape()), out.element_type)
-    if order not in (1, 2, math.inf, -math.inf):
-        raise t.fail(node, f"aten.{name} with ord={order} (only 1, 2, inf and -inf)")
-    return t.cast(_norm(t, x, dims, keepdim, order), out.element_type)
+    if isinstance(order, str):
+        raise t.fail(node, f"aten.{name} with ord={order} of a vector")
+    return t.cast(_norm(t, x, dims, keepdim, float(order)), out.element_type)
 
 
 def _matrix_norm(t: _Translator, node: Node, x: SSAValue, dims: list[int], order: Any) -> SSAValue:
@@ -1374,8 +1388,8 @@ def _matrix_norm(t: _Translator, node: Node, x: SSAValue, dims: list[int], order
 
 def _norm(t: _Translator, x: SSAValue, dims: list[int], keepdim: bool, order: float) -> SSAValue:
     """The order-`order` vector norm of `x` over `dims`: `sqrt(Σ x²)` (2), `Σ |x|` (1),
-    `max |x|` / `min |x|` (±inf), the count of nonzeros (0), else `(Σ |x|^p)^(1/p)` (p > 0;
-    callers refuse the orders torch does not take)."""
+    `max |x|` / `min |x|` (±inf), the count of nonzeros (0), else `(Σ |x|^p)^(1/p)` (as torch,
+    negative p too: a zero element makes the sum infinite and the norm 0)."""
     if order == 2:
         return t.emit(
             graph.SqrtOp(t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(x, x)), dims, keepdim)))

@@ -400,6 +400,23 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X,),
     ),
+    # any order, as torch: (Σ |x|^p)^(1/p), negative p too, 0 the count of nonzeros
+    "vector_norms_of_other_orders": (
+        Fn(
+            lambda m, a: (
+                torch.linalg.vector_norm(a, 3, -1)
+                + torch.linalg.vector_norm(a, 0.5, -1)
+                + torch.linalg.vector_norm(a, -1.5, -1)
+                + torch.linalg.vector_norm(a, 0, -1)
+            )
+        ),
+        (_X,),
+    ),
+    # round(x · 10^d) / 10^d in f32 (d < 0: round(x / 10^-d) · 10^-d), halves to even
+    "round_to_decimals": (
+        Fn(lambda m, a: torch.round(a * 7, decimals=2) + torch.round(a * 700, decimals=-1)),
+        (_X,),
+    ),
     "stack": (
         Fn(
             lambda m, a, b: (
@@ -1332,11 +1349,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         (torch.randn(4), torch.tensor([1, 1, 0, 2])),
         "aten.scatter of a src tensor",
     ),
-    "round_to_decimals": (
-        lambda m, a: torch.round(a, decimals=2),
-        (torch.randn(4),),
-        "aten.round to a number of decimals",
-    ),
     "einsum_diagonal": (
         lambda m, a: torch.einsum("bii->b", a),
         (torch.randn(2, 3, 3),),
@@ -1376,11 +1388,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: a[torch.tensor([0, 1]), :, torch.tensor([1, 2])],
         (torch.randn(3, 4, 5),),
         "index tensors in dims that are not adjacent",
-    ),
-    "vector_norm_of_order_3": (
-        lambda m, a: torch.linalg.vector_norm(a, 3, -1),
-        (torch.randn(2, 3),),
-        "aten.linalg_vector_norm with ord=3",
     ),
 }
 
