@@ -1890,6 +1890,116 @@ def _diagonal(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.SliceOp(flat, len(lead), start, length, m + 1))
 
 
+@_handles("diagonal_scatter")
+def _diagonal_scatter(t: _Translator, node: Node) -> SSAValue:
+    """`torch.diagonal_scatter(x, src, offset, dim1, dim2)` (`x.diagonal().fill_(v)` or
+    `.copy_(y)` once functional): x where `col - row != offset`, src along the diagonal
+    (`_onto_diagonal`)."""
+    rank = t.tensor_type(node).get_num_dims()
+    offset = int(_arg(node, 2, "offset", 0))
+    first, second = _dims([_arg(node, 3, "dim1", 0), _arg(node, 4, "dim2", 1)], rank)
+    return _onto_diagonal(t, node, node.args[0], node.args[1], offset, first, second)
+
+
+def _onto_diagonal(
+    t: _Translator, node: Node, x: Any, src: Any, offset: int, first: int, second: int
+) -> SSAValue:
+    """x with the diagonal `offset` of its dims `first` (rows) and `second` (columns) replaced
+    by src (`[..., k]`, the other dims in order, as `x.diagonal` gives): a select on the mask of
+    `col - row == offset` (an index expression) between src spread over those dims and x. A
+    src of one value (a fill) is that value broadcast; else its element k sits at row k (column
+    k where the offset is negative), a broadcast along the columns (rows), padded with zeros
+    to the rows (columns) past the diagonal's end, which the mask leaves out."""
+    out = t.tensor_type(node)
+    shape = list(out.get_shape())
+    rank = len(shape)
+    if max(shape[first], shape[second]) > EXACT_INTEGERS:
+        raise t.fail(node, f"{_op_name(node.target)} of shape {shape}")
+    index = TensorType(f32, shape)
+    rows, cols = (t.emit(graph.IotaOp(index, d)) for d in (first, second))
+    gap = t.emit(graph.SubOp(cols, rows))
+    mask = t.emit(graph.CompareOp(gap, t.scalar(float(offset), index), "eq"))
+    work = f32 if out.element_type == graph.BOOL else out.element_type
+    values = t.cast(_one_value(t.value(src, node)), work)
+    if math.prod(_type(values).get_shape()) == 1:
+        values = t.reshape(values, [1] * rank)
+    else:  # [..., k] to [..., k, 1] (or [..., 1, k]), then into x's dim order
+        along, across = (first, second) if offset >= 0 else (second, first)
+        length = _type(values).get_shape()[-1]
+        order = [*(d for d in range(rank) if d not in (first, second)), along, across]
+        values = t.reshape(values, [*_type(values).get_shape(), 1])
+        permutation = [order.index(d) for d in range(rank)]
+        if permutation != list(range(rank)):
+            values = t.emit(graph.TransposeOp(values, permutation))
+        if length < shape[along]:
+            rest = list(_type(values).get_shape())
+            rest[along] = shape[along] - length
+            values = t.emit(graph.ConcatOp([values, t.scalar(0.0, TensorType(work, rest))], along))
+    return _select(t, node, mask, values, x)
+
+
+def _one_value(x: SSAValue) -> SSAValue:
+    """The one-element tensor `x` is a broadcast of (a fill, `t.scalar`), else `x`."""
+    owner = x.owner
+    if isinstance(owner, graph.BroadcastOp):
+        source = owner.operands[0]
+        if math.prod(_type(source).get_shape()) == 1:
+            return source
+    return x
+
+
+def _diagonal_view(t: _Translator, node: Node) -> int:
+    """The offset of the diagonal that `as_strided(x, size, stride, storage_offset)` views (as
+    `fill_diagonal_` decomposes): a contiguous 2-D x of n × m, one dim of stride m + 1 and the
+    whole diagonal's length, from column d (offset d ≥ 0) or row -d (offset d · m). Any other
+    view (a wrapped diagonal of `fill_diagonal_(wrap=True)`, a diagonal of more dims, any other
+    strides) is refused."""
+    source = node.args[0]
+    is_scatter = _op_name(node.target) == "aten.as_strided_scatter"
+    size, stride = (
+        list(_arg(node, i + is_scatter, key)) for i, key in ((1, "size"), (2, "stride"))
+    )
+    start = _arg(node, 3 + is_scatter, "storage_offset", None) or 0
+    val = source.meta["val"]
+    shape = [int(d) for d in val.shape]
+    offset = None
+    if len(shape) == 2 and val.is_contiguous() and val.storage_offset() == 0:
+        n, m = shape
+        offset = start if start < m else -(start // m) if start % m == 0 else None
+        if offset is not None:
+            length = min(n, m - offset) if offset >= 0 else min(n + offset, m)
+            if length <= 0 or size != [length] or stride != [m + 1]:
+                offset = None
+    if offset is None:
+        raise t.fail(
+            node,
+            f"{_op_name(node.target)} with size {size}, stride {stride} and storage offset "
+            f"{start} of a tensor of shape {shape} (strides {list(val.stride())}): only a "
+            "whole diagonal of a contiguous matrix (stride m + 1) is taken",
+        )
+    return offset
+
+
+@_handles("as_strided")
+def _as_strided(t: _Translator, node: Node) -> SSAValue:
+    """`as_strided` viewing a matrix's diagonal (`_diagonal_view`): a strided slice of it
+    flattened, as `x.diagonal(offset)`."""
+    offset = _diagonal_view(t, node)
+    x = t.value(node.args[0], node)
+    n, m = _type(x).get_shape()
+    length = t.tensor_type(node).get_shape()[0]
+    start = offset if offset >= 0 else -offset * m
+    return t.emit(graph.SliceOp(t.reshape(x, [n * m]), 0, start, length, m + 1))
+
+
+@_handles("as_strided_scatter")
+def _as_strided_scatter(t: _Translator, node: Node) -> SSAValue:
+    """`as_strided_scatter` into a matrix's diagonal (`_diagonal_view`; `fill_diagonal_` once
+    functional): as `diagonal_scatter`."""
+    offset = _diagonal_view(t, node)
+    return _onto_diagonal(t, node, node.args[0], node.args[1], offset, 0, 1)
+
+
 @_handles("trace")
 def _trace(t: _Translator, node: Node) -> SSAValue:
     """The sum of a matrix's diagonal (a strided slice of it flattened)."""
@@ -1972,19 +2082,20 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     """`y[i] = x[0] ∘ … ∘ x[i]` along the dim (∘: +, ·, max or min): x broadcast along a new
     dim of i, the terms past i masked to the identity by comparing two index expressions,
     reduced (in f32 for f16/bf16; integer sums as the f32 they are carried in, exact while
-    they stay within 2^24; integer products are refused). cummax/cummin give their values;
-    their indices are refused."""
+    they stay within 2^24; integer products are refused). cummax/cummin give their values and,
+    where they are read, their indices (`_cumulative_indices`)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     reduce, identity = _CUMULATIVE[name]
     x = t.value(node.args[0], node)
     shape = list(_type(x).get_shape())
     rank = len(shape)
-    if rank == 0:  # the prefix of a 0-d tensor is itself
-        return (
-            [x, None]
-            if name in ("cummax", "cummin")
-            else t.cast(x, t.tensor_type(node).element_type)
-        )
+    indexed = name in ("cummax", "cummin") and any(  # the indices are read
+        user.args[1] == 1 and user.users for user in node.users
+    )
+    if rank == 0:  # the prefix of a 0-d tensor is itself, its index 0
+        if name not in ("cummax", "cummin"):
+            return t.cast(x, t.tensor_type(node).element_type)
+        return [x, t.cast(t.scalar(0.0, TensorType(f32, [])), i64) if indexed else None]
     dim = _dims(node.args[1], rank)[0]
     n = shape[dim]
     if _type(x).element_type not in graph.FLOAT_TYPES:
@@ -1997,10 +2108,36 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     if n > CUMSUM_EXTENT:
         raise t.fail(node, f"aten.{name} along {n} elements (n² work; at most {CUMSUM_EXTENT})")
     terms, kept = _prefixes(t, x, dim)
-    result = _moved_back(t, _masked_reduce(t, kept, terms, rank, reduce, identity), dim)
+    folded = _masked_reduce(t, kept, terms, rank, reduce, identity)
+    result = _moved_back(t, folded, dim)
     if name in ("cummax", "cummin"):
-        return [t.cast(result, element) if element in graph.FLOAT_TYPES else result, None]
+        indices = None
+        if indexed:
+            if element not in graph.FLOAT_TYPES and t.bound(node.args[0]) > EXACT_INTEGERS:
+                raise t.fail(node, f"aten.{name} indices of integers that may pass 2^24")
+            indices = _moved_back(t, _cumulative_indices(t, terms, kept, folded), dim)
+        return [t.cast(result, element) if element in graph.FLOAT_TYPES else result, indices]
     return t.cast(result, t.tensor_type(node).element_type)
+
+
+def _cumulative_indices(
+    t: _Translator, terms: SSAValue, kept: SSAValue, folded: SSAValue
+) -> SSAValue:
+    """cummax/cummin's indices, as torch's CPU kernel gives them: the last j ≤ i where x[j]
+    equals the prefix's extreme (ties take the later index), or where the prefix holds NaN
+    (its extreme then), the last NaN. `terms`/`kept` are `_prefixes`' (dim last, [..., i, j]),
+    `folded` the extremes [..., i]; the index a masked max of j (exact in f32 to 2^24), i64."""
+    square = list(_type(terms).get_shape())
+    extreme = t.broadcast(t.reshape(folded, [*square[:-1], 1]), square)
+    index = TensorType(f32, square)
+    cols = t.emit(graph.IotaOp(index, len(square) - 1))
+    # a NaN x[j] never equals the extreme; it is in a prefix whose extreme is NaN itself
+    equal = t.cast(t.emit(graph.CompareOp(terms, extreme, "eq")), f32)
+    nan = t.cast(t.emit(graph.CompareOp(terms, terms, "ne")), f32)
+    hit = t.emit(graph.CompareOp(t.emit(graph.MaxOp(equal, nan)), t.scalar(0.0, index), "ne"))
+    candidates = t.emit(graph.SelectOp(hit, cols, t.scalar(-1.0, index)))
+    last = _masked_reduce(t, kept, candidates, len(square) - 1, graph.ReduceMaxOp, -1.0)
+    return t.cast(last, i64)
 
 
 def _prefixes(t: _Translator, x: SSAValue, dim: int) -> tuple[SSAValue, SSAValue]:
@@ -4036,8 +4173,10 @@ def _integer_bound(t: _Translator, node: Node) -> float:
             math.prod(node.meta["val"].shape), 1
         )
         return t.bound(node.args[0]) * count
-    if name in ("cummax", "cummin"):
-        return t.bound(node.args[0])
+    if name in ("cummax", "cummin"):  # values of the argument, and indices along the dim
+        shape = node.args[0].meta["val"].shape
+        extent = shape[_dims(node.args[1], len(shape))[0]] if len(shape) else 1
+        return max(_integer_values_bound(t, node.args[0]), extent)
     if name in ("remainder", "fmod"):  # below the divisor, of an exact dividend
         dividend, divisor = t.bound(node.args[0]), t.bound(node.args[1])
         if dividend == math.inf:
@@ -4104,7 +4243,8 @@ _MOVES_INTEGERS = {
     "split_with_sizes", "chunk", "unbind", "tril", "triu", "neg", "abs", "amax", "amin",
     "stack", "roll", "repeat", "repeat_interleave", "flip", "pixel_shuffle", "pixel_unshuffle",
     "gather", "im2col", "unfold", "narrow", "movedim", "view_as", "reshape_as",
-    "slice_scatter", "select_scatter", "copy", "take_along_dim",
+    "slice_scatter", "select_scatter", "copy", "take_along_dim", "diagonal", "diagonal_scatter",
+    "as_strided", "as_strided_scatter",
 }  # fmt: skip
 """Ops whose integer results are values of their tensor arguments."""
 _SELECTS_INTEGERS = {

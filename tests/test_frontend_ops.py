@@ -607,6 +607,16 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
         ),
         (_X, torch.tensor([[1, 1, 1, 1, 0, 0], [1] * 6, [1, 0, 0, 0, 0, 0]])),
     ),
+    "cummax_and_cummin_indices": (
+        Fn(
+            lambda m, a: (
+                torch.cummax(a, -1).indices.float(),
+                torch.cummin(a.round(), 1).indices,
+                *torch.cummax(a.round(), 0),
+            )
+        ),
+        (_X,),
+    ),
     "topk_and_sort": (
         Fn(
             lambda m, a: (
@@ -1368,11 +1378,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.adaptive_max_pool1d(a, 1, return_indices=True)[1].float(),
         (torch.randn(1, 2, 4),),
         "result 1 of aten.adaptive_max_pool1d, which tinyopt does not compute",
-    ),
-    "cummax_indices_used": (
-        lambda m, a: torch.cummax(a, -1).indices.float(),
-        (torch.randn(2, 5),),
-        "result 1 of aten.cummax, which tinyopt does not compute",
     ),
     "batch_norm_training": (
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),

@@ -231,3 +231,186 @@ def test_linalg_norm_of_a_matrix() -> None:
     for order in (2, -2, "nuc"):
         with pytest.raises(FrontendError, match=f"linalg_norm of a matrix with ord={order}"):
             capture(Fn(lambda m, a: torch.linalg.norm(a, order)), torch.randn(7, 5))
+
+
+# The survey's third part: writes on a diagonal (`fill_diagonal_`, `torch.diagonal_scatter`,
+# `x.diagonal().fill_(v)` / `.copy_(y)` of a tensor the module made; SimCLR's `sim.fill_diagonal_
+# (-inf)`) as a select on the mask of `col - row == offset`, and cummax/cummin's indices.
+
+INF, NAN = float("inf"), float("nan")
+
+
+def _filled(x: Tensor, value: float, wrap: bool = False) -> Tensor:
+    x.fill_diagonal_(value, wrap=wrap)
+    return x
+
+
+def _diagonal_filled(x: Tensor, value: float, **diagonal: int) -> Tensor:
+    x.diagonal(**diagonal).fill_(value)
+    return x
+
+
+def _diagonal_copied(x: Tensor, src: Tensor, **diagonal: int) -> Tensor:
+    x.diagonal(**diagonal).copy_(src)
+    return x
+
+
+@pytest.mark.parametrize(
+    ("shape", "value", "wrap"),
+    [
+        ((7, 13), -INF, False),
+        ((13, 7), 2.5, False),
+        ((7, 13), NAN, True),
+        ((1, 9), -9e15, False),
+        ((6, 1), 0.0, False),
+        ((5, 5), INF, False),
+    ],
+    ids=["wide", "tall", "wide_wrap_nan", "one_row", "one_column", "square"],
+)
+def test_fill_diagonal_of_a_tensor_the_module_made(
+    shape: tuple[int, int], value: float, wrap: bool
+) -> None:
+    """torch.export's `as_strided` + `as_strided_scatter` of the diagonal (stride m + 1), for
+    non-square matrices too (wrap on a wide matrix changes nothing); `as_strided` reading a
+    diagonal, from its first column or its first row."""
+    torch.manual_seed(0)
+    rows, cols = shape
+    later = [min(rows - 1, cols), cols + 1, cols] if rows > 1 else [min(1, cols - 1), cols + 1, 1]
+
+    def fill(m: nn.Module, x: Tensor) -> tuple[Tensor, ...]:
+        size, stride, start = later
+        diagonal = x.as_strided([min(rows, cols)], [cols + 1])
+        return _filled(x * 2, value, wrap), diagonal, x.as_strided([size], [stride], start)
+
+    assert_matches_float64(Fn(fill), torch.randn(*shape))
+
+
+def test_simclr_similarity_with_its_diagonal_masked() -> None:
+    """`sim = z @ z.T; sim.fill_diagonal_(-inf)` before a softmax over rows, and a similarity
+    whose diagonal is masked with -9e15 through a view: a select on an index expression, no
+    concat."""
+    torch.manual_seed(0)
+
+    def similarity(m: nn.Module, z: Tensor) -> tuple[Tensor, ...]:
+        z = F.normalize(z, dim=-1)
+        sim = z @ z.T / 0.5
+        sim.fill_diagonal_(-INF)
+        masked = _diagonal_filled(z @ z.T, -9e15)
+        return F.log_softmax(sim, -1), masked.softmax(-1)
+
+    assert_matches_float64(Fn(similarity), torch.randn(6, 4))
+    ops = {op.name for op in capture(Fn(similarity), torch.randn(6, 4)).module.walk()}
+    assert "graph.select" in ops and "graph.concat" not in ops
+
+
+def test_a_diagonal_view_filled_or_copied() -> None:
+    """`x.diagonal(offset, dim1, dim2)` written through (torch.export's `diagonal_scatter`):
+    offsets on either side, dims other than the last two and in either order, a tensor src
+    (spread over its diagonal) and a fill."""
+    torch.manual_seed(0)
+
+    def writes(m: nn.Module, x: Tensor, y: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, ...]:
+        return (
+            _diagonal_copied(x * 2, y, offset=1),
+            _diagonal_copied(x * 3, y[:5], offset=-2),
+            _diagonal_filled(x + 1, -INF, offset=-6),
+            _diagonal_copied(a * 2, b, offset=1, dim1=2, dim2=0),
+            _diagonal_filled(a - 1, NAN, offset=-1, dim1=-1, dim2=-2),
+        )
+
+    inputs = torch.randn(7, 13), torch.randn(7), torch.randn(3, 4, 5), torch.randn(4, 2)
+    assert_matches_float64(Fn(writes), *inputs)
+
+
+def test_diagonal_scatter() -> None:
+    torch.manual_seed(0)
+
+    def scatters(m: nn.Module, *xs: Tensor) -> tuple[Tensor, ...]:
+        x, y, a, b, c, d, row, one = xs
+        return (
+            torch.diagonal_scatter(x, y, -3),
+            torch.diagonal_scatter(a, b, -1, 0, 2),
+            torch.diagonal_scatter(a, c, 1, 2, 1),
+            torch.diagonal_scatter(a, d, 0, 1, 2),
+            torch.diagonal_scatter(row, one),
+            torch.diagonal_scatter(x > 0, y > 0, -3).float(),
+        )
+
+    inputs = (
+        torch.randn(7, 13),
+        torch.randn(4),
+        torch.randn(3, 4, 5),
+        torch.randn(4, 2),
+        torch.randn(3, 3),
+        torch.randn(3, 4),
+        torch.randn(1, 6),
+        torch.randn(1),
+    )
+    assert_matches_float64(Fn(scatters), *inputs)
+
+
+def test_diagonal_writes_in_bf16() -> None:
+    """bf16 values moved, not computed: exact (the fill values bf16 holds)."""
+    torch.manual_seed(0)
+
+    def writes(m: nn.Module, x: Tensor, y: Tensor, a: Tensor) -> tuple[Tensor, ...]:
+        return (
+            _filled(x * 1, -INF),
+            torch.diagonal_scatter(x, y, -3),
+            _diagonal_filled(a * 1, 2.5, offset=2, dim1=0, dim2=2),
+        )
+
+    bf16 = torch.bfloat16
+    inputs = torch.randn(7, 13, dtype=bf16), torch.randn(4, dtype=bf16), torch.randn(4, 2, 5)
+    assert_matches_float64(Fn(writes), *(x.to(bf16) for x in inputs))
+
+
+def test_as_strided_other_than_a_whole_diagonal_is_refused() -> None:
+    """A wrapped diagonal (`fill_diagonal_(wrap=True)` of a tall matrix), a diagonal of three
+    dims and other strides are refused, naming the op and the strides; the input written in
+    place stays refused as before."""
+    cases = [
+        (lambda m, x: _filled(x * 1, 2.0, wrap=True), (13, 4), r"size \[7\], stride \[5\]"),
+        (lambda m, x: _filled(x * 1, 2.0), (3, 3, 3), r"size \[3\], stride \[13\]"),
+        (lambda m, x: x.as_strided((3,), (5,)), (4, 4), r"size \[3\], stride \[5\]"),
+        (lambda m, x: x.as_strided((2, 2), (4, 1), 1), (4, 4), r"size \[2, 2\], stride \[4, 1\]"),
+    ]
+    for fn, shape, strides in cases:
+        with pytest.raises(FrontendError, match=rf"aten\.as_strided with {strides}.*whole diag"):
+            capture(Fn(fn), torch.randn(*shape))
+    with pytest.raises(FrontendError, match="writes its input xs_0 in place"):
+        capture(Fn(lambda m, x: _filled(x, 1.0)), torch.randn(3, 4))
+
+
+def test_cummax_and_cummin_indices() -> None:
+    """torch's indices: among ties the last index, NaN once seen (its last index), -0.0 equal
+    to 0.0, an all -inf prefix; along any dim, of 1 x N, 3-D and 0-d tensors and bounded
+    integers."""
+    x = torch.tensor(
+        [
+            [1.0, 3.0, 3.0, 2.0, 3.0, 5.0, 5.0],
+            [2.0, NAN, 1.0, NAN, 9.0, 0.0, 0.0],
+            [-0.0, 0.0, -0.0, 0.0, 1.0, 1.0, -1.0],
+            [-INF, -INF, 4.0, 4.0, INF, INF, 4.0],
+        ]
+    )
+
+    def cumulative(m: nn.Module, x: Tensor, row: Tensor, a: Tensor) -> tuple[Tensor, ...]:
+        return (
+            *torch.cummax(x, 1),
+            *torch.cummin(x, -1),
+            torch.cummax(x, 0).indices,
+            torch.cummin(-x, 0).indices.float(),
+            *torch.cummax(row, 1),
+            torch.cummin(a, 1).indices,
+            torch.cummax(a[0, 0, 0], 0).indices,
+        )
+
+    torch.manual_seed(0)
+    row, a = torch.randn(1, 9).round(), torch.randn(2, 5, 3).round()
+    assert_matches_float64(Fn(cumulative), x, row, a)
+    assert_matches_float64(Fn(cumulative), *(v.to(torch.bfloat16) for v in (x, row, a)))
+    ids = torch.tensor([[1, 5, 5, 2, 7, 7, 12, 10]])
+    assert_matches_float64(Fn(lambda m, ids: torch.cummin(ids.clamp(0, 9), -1)), ids)
+    with pytest.raises(FrontendError, match="aten.cummax indices of integers that may pass"):
+        capture(Fn(lambda m, ids: torch.cummax(ids, -1).indices), ids)
