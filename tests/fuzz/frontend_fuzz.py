@@ -46,6 +46,8 @@ UNARY: list[Callable[[Tensor], Tensor]] = [
     lambda x: torch.topk(x, 1, -1).values, lambda x: x.sort(-1).values,
     lambda x: x.argmax(-1).to(x.dtype), lambda x: torch.signbit(x).to(x.dtype),
     lambda x: torch.take_along_dim(x, x.argsort(-1).flip(-1), -1),
+    lambda x: torch.cummin(x, -1).indices.to(x.dtype), lambda x: torch.round(x, decimals=1),
+    lambda x: x.diagonal_scatter(x.diagonal(0, -2, -1) * 2, 0, -2, -1) if x.dim() >= 2 else x,
 ]  # fmt: skip
 BINARY: list[Callable[[Tensor, Tensor], Tensor]] = [
     torch.add, torch.sub, torch.mul, torch.maximum, torch.minimum, torch.atan2, torch.hypot,
@@ -63,6 +65,7 @@ REDUCTIONS: list[Callable[[Tensor, int, bool], Tensor]] = [
     lambda t, d, k: t.softmax(d), lambda t, d, k: t.log_softmax(d), lambda t, d, k: t.cumsum(d),
     lambda t, d, k: t.std(d, keepdim=k), lambda t, d, k: t.logsumexp(d, keepdim=k),
     lambda t, d, k: t.norm(dim=d, keepdim=k), lambda t, d, k: t.var(d, correction=0, keepdim=k),
+    lambda t, d, k: torch.linalg.vector_norm(t, 3, d, keepdim=k),
 ]  # fmt: skip
 SHAPES = [(3, 5), (2, 3, 4), (7,), (1, 6), (4, 1, 3)]
 
