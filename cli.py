@@ -165,8 +165,11 @@ def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]
                     f"(options: {', '.join(options) or 'none'})"
                 )
             wanted = hints.get(option)
-            if wanted in (int, bool) and not all(type(v) is wanted for v in values):
-                kind = "an integer" if wanted is int else "true or false"
+            if wanted in (int, bool, str) and not all(type(v) is wanted for v in values):
+                kind = {int: "an integer", bool: "true or false", str: "a word"}[wanted]
+                default = next(f.default for f in dataclasses.fields(pass_type) if f.name == option)
+                if wanted is str and isinstance(default, str):
+                    kind = f"a word (its default: {default})"
                 shown = " ".join(map(str, values)).lower()
                 raise CliError(
                     f"option '{option}' of pass '{pass_spec.name}' takes {kind}, got {shown}"

@@ -89,6 +89,8 @@ def scalar_values(graph: func.FuncOp, given: Sequence[str]) -> dict[int, int]:
             value = int(text)
         except ValueError:
             raise ValueError(f"--scalar {item}: {text!r} is not an integer") from None
+        if arg.index in values:
+            raise ValueError(f"--scalar {item}: %{arg.name_hint} is given twice")
         bounds = (scalars[arg].lo, scalars[arg].hi)
         values[arg.index] = check_value(describe(graph, arg), value, bounds)
     return values

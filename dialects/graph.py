@@ -823,7 +823,12 @@ class SliceOp(GraphOp):
         self.check_dim("dim", dim, src.get_num_dims())
         if step < 1:
             raise self.fail(f"step must be at least 1, got {step}")
-        size = dst.get_shape()[dim] if dst.get_num_dims() == src.get_num_dims() else 0
+        if dst.get_num_dims() != src.get_num_dims():
+            raise self.fail(
+                f"result rank must be the operand's, {src.get_num_dims()}, got "
+                f"{dst.get_num_dims()} (a slice keeps dim {dim}; reshape to drop it)"
+            )
+        size = dst.get_shape()[dim]
         shape = list(src.get_shape())
         shape[dim] = size
         self.expect_shape("result", dst, shape)

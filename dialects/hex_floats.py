@@ -7,10 +7,13 @@ constant. Importing this module (the graph dialect does) makes the reading match
 and MLIR: the hex digits are the element's bit pattern, and one wider than the type is an
 error. Decimal elements are read as before, but one its type cannot hold (`dense<300> :
 tensor<1xi8>`, `dense<1.0e+40> : tensor<1xf16>`) is a parse error, where xDSL raised a
-ValueError or OverflowError while building the attribute.
+ValueError or OverflowError while building the attribute, and so is a finite one that would
+round to infinity (`dense<1.0e+39> : tensor<1xbf16>`), where xDSL stored the infinity.
 """
 
 from __future__ import annotations
+
+import math
 
 from xdsl.dialects.builtin import AnyFloat, IntegerType
 from xdsl.parser.attribute_parser import AttrParser
@@ -33,7 +36,11 @@ def _to_type(self: _Element, parser: AttrParser, type_: object) -> object:
         if isinstance(type_, IntegerType) and isinstance(value, int):
             type_.get_normalized_value(value)
         elif isinstance(type_, AnyFloat) and isinstance(value, float):
-            type_.pack([value])
+            # f16 and f32 raise on a finite value past their range; bf16 and the 8-bit
+            # floats round it to infinity (or NaN) instead
+            (stored,) = type_.unpack(type_.pack([value]), 1)
+            if math.isfinite(value) and not math.isfinite(stored):
+                raise OverflowError(value)
     except (ValueError, OverflowError):
         parser.raise_error(f"element {text} is out of range for {type_}", at_position=self.span)
     return value

@@ -132,12 +132,14 @@ def check_value(name: str, value: object, bounds: tuple[int, int]) -> int:
     """Return the integer given for a runtime scalar after checking it against its bounds;
     raises `ScalarRangeError` naming the input and the bound."""
     lo, hi = bounds
-    try:
-        number = int(value)  # type: ignore[call-overload]
-        exact = number == value
-    except (TypeError, ValueError):
-        exact = False
-    if not exact or getattr(value, "shape", ()) != ():
+    exact = False  # an array of one element is refused, not read
+    if getattr(value, "shape", ()) == ():
+        try:
+            number = int(value)  # type: ignore[call-overload]
+            exact = number == value
+        except (TypeError, ValueError, OverflowError):  # OverflowError: an infinite float
+            pass
+    if not exact:
         raise ScalarRangeError(f"{name} is a runtime scalar: give an integer, got {value!r}")
     if number < lo:
         raise ScalarRangeError(f"{name} is {number}, below its smallest value {lo}")

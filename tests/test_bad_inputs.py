@@ -142,6 +142,11 @@ CASES: dict[str, tuple[str, str, str]] = {
         "fuse,tile{threads=1e3}",
         "option 'threads' of pass 'tile' takes an integer, got 1e3",
     ),
+    "word option given a number": (
+        "matmul_f32.mlir",
+        "fuse,tile{align=3}",
+        "tinyopt: error: option 'align' of pass 'tile' takes a word (its default: auto), got 3",
+    ),
     "flag option": (
         "matmul_f32.mlir",
         "fuse{debug=1}",

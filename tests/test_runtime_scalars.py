@@ -21,13 +21,14 @@ from xdsl.ir import SSAValue
 from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from tinyopt.backends.check import device_inputs, from_storage, relative_error
+from tinyopt.backends.cuda.errors import CudaArgumentError
 from tinyopt.backends.cuda.runtime import HostFunction, compile_module
 from tinyopt.backends.loop_reference import run_loop_module
 from tinyopt.backends.reference import random_inputs, run_reference
 from tinyopt.cli import main
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
-from tinyopt.dialects.runtime_scalar import ScalarRangeError
+from tinyopt.dialects.runtime_scalar import ScalarRangeError, check_value
 
 CAPACITY = 16
 
@@ -159,6 +160,13 @@ def test_a_runtime_scalar_is_an_integer() -> None:
     inputs[POS] = np.array(2.5)
     with pytest.raises(ScalarRangeError, match="give an integer, got"):
         run_loop_module(apply_pipeline(parse(STEP), "fuse"), "step", *inputs)
+
+
+@pytest.mark.parametrize("value", [float("inf"), -float("inf"), np.float64("inf"), np.array([3])])
+def test_an_infinite_or_one_element_array_position_is_refused(value: object) -> None:
+    """An infinite float was an OverflowError out of `int()`, not a ScalarRangeError."""
+    with pytest.raises(ScalarRangeError, match="is a runtime scalar: give an integer, got"):
+        check_value("@step argument 5 (%pos)", value, (0, CAPACITY - 1))
 
 
 CACHE = "tensor<1x2x16x8xf32>"
@@ -308,6 +316,11 @@ def test_a_packed_call_checks_the_position_before_writing_anything() -> None:
         function.pack([*params[:POS], 16, *params[POS + 1 :]], outputs, 0, per_call=1)
     with pytest.raises(ScalarRangeError, match="is -1, below its smallest value 0"):
         function(*step_inputs(0)[:POS], -1, *step_inputs(0)[POS + 1 :])
+    with pytest.raises(ScalarRangeError, match="give an integer, got inf"):
+        call.repoint([*params[:POS], float("inf"), *params[POS + 1 :], *outputs])
+    for per_call in (-1, len(params) + 1, 2.0):
+        with pytest.raises(CudaArgumentError, match=r"per_call must be an integer in \[0, 8\]"):
+            function.pack(params, outputs, 0, per_call=per_call)  # type: ignore[arg-type]
 
 
 @requires_gpu
@@ -383,6 +396,16 @@ def test_tinyopt_run_checks_a_given_position_before_anything_else(
     (tmp_path / "step.mlir").write_text(STEP)
     assert main(["run", str(tmp_path / "step.mlir"), "--scalar", item]) == 1
     assert capsys.readouterr().err == f"tinyopt: error: {message}\n"
+
+
+def test_tinyopt_run_refuses_a_scalar_given_twice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The last of two values was taken, silently."""
+    (tmp_path / "step.mlir").write_text(STEP)
+    given = ["--scalar", "pos=1", "--scalar", "%pos=2"]
+    assert main(["run", str(tmp_path / "step.mlir"), *given]) == 1
+    assert capsys.readouterr().err == "tinyopt: error: --scalar %pos=2: %pos is given twice\n"
 
 
 def run_host_on_cpu(module: ModuleOp, arrays: list[np.ndarray]) -> list[np.ndarray]:

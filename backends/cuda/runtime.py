@@ -452,6 +452,11 @@ class HostFunction:
                 f"@{self.name} packs {len(self.params)} parameters and {len(self.outputs)} "
                 f"outputs, got {len(params)} and {len(outputs)}"
             )
+        if not (hasattr(per_call, "__index__") and 0 <= per_call <= len(self.params)):
+            raise CudaArgumentError(
+                f"@{self.name}: per_call must be an integer in [0, {len(self.params)}] (how many "
+                f"of its {len(self.params)} parameters are given at each call), got {per_call!r}"
+            )
         params = [
             t.check(p) if isinstance(t, _ScalarType) else p
             for p, t in zip(params, self.param_types)

@@ -449,6 +449,25 @@ def _store_view(block: Block, buffer: SSAValue, shape: tuple[int, ...]) -> SSAVa
     return view.result
 
 
+def _check_new_symbols(
+    function: func.FuncOp, new_ops: Sequence[Operation], taken: dict[str, Operation]
+) -> None:
+    """Refuse a kernel or constant of `function` named as another symbol of the module (a
+    function `@f_0` beside `@f`, whose first kernel is `@f_0`), then record the new names."""
+    name = function.sym_name.data
+    for new_op in new_ops:
+        symbol = new_op.sym_name.data  # pyright: ignore[reportAttributeAccessIssue]
+        other = taken.get(symbol)
+        if other is not None and other is not function:
+            what = "kernel" if isinstance(new_op, loop.KernelOp) else "constant"
+            raise DiagnosticException(
+                f"fuse: the {what} @{symbol} of @{name} has the name of another symbol of the "
+                f"module ({other.name} @{symbol}): rename @{name} or @{symbol} (the kernels of "
+                f"@{name} are named @{name}_0, @{name}_1, ... and its constants @{name}_cst0, ...)"
+            )
+        taken[symbol] = new_op
+
+
 @dataclass(frozen=True)
 class FusePass(ModulePass):
     """Lower every graph `func.func` to `loop.kernel`s and a host function over memrefs;
@@ -466,6 +485,11 @@ class FusePass(ModulePass):
             DecomposePass().apply(ctx, op)
         CommonSubexpressionElimination().apply(ctx, op)
         module_block = op.body.block
+        taken = {
+            o.sym_name.data: o
+            for o in module_block.ops
+            if isinstance(getattr(o, "sym_name", None), StringAttr)
+        }
         for function in [f for f in module_block.ops if _is_graph_function(f)]:
             assert isinstance(function, func.FuncOp)
             _check_signature(function)
@@ -477,6 +501,7 @@ class FusePass(ModulePass):
             builders = plan_kernels(function, FuseLog(function, self.debug))
             globals_: list[memref.GlobalOp] = []
             host = _host_function(function, builders, globals_, scalars)
+            _check_new_symbols(function, [*globals_, *(b.kernel for b in builders)], taken)
             for new_op in (*globals_, *(b.kernel for b in builders), host):
                 module_block.insert_op_before(new_op, function)
             module_block.erase_op(function)

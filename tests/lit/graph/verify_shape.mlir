@@ -124,3 +124,13 @@ func.func @f13() {
   func.return
 }
 // CHECK: graph.constant: value must be a ranked tensor, got vector<4xf32>
+
+// -----
+
+// A slice of another rank names the ranks (it was "result shape must be 4x0, got 4").
+func.func @f14(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{graph.slice: result rank must be the operand's, 2, got 1 (a slice keeps dim 1; reshape to drop it)}}
+  %y = graph.slice %x {dim = 1 : i64, start = 0 : i64, step = 1 : i64} : tensor<4x8xf32> -> tensor<4xf32>
+  func.return
+}
+// CHECK: graph.slice: result rank must be the operand's, 2, got 1 (a slice keeps dim 1; reshape to drop it)
