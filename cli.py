@@ -493,7 +493,8 @@ def run_command(args: argparse.Namespace) -> None:
 
     Prints the largest relative error over the outputs (and with `--bench` the median time
     and effective bandwidth); raises `CliError` when the error exceeds the dtype's tolerance.
-    Values given with `--scalar` are checked against their bounds first, on any machine.
+    Values given with `--scalar` are checked against their bounds first, then the file and the
+    pipeline, on any machine.
     """
     from tinyopt.backends.cuda.nvrtc import gpu_available
 
@@ -504,13 +505,13 @@ def run_command(args: argparse.Namespace) -> None:
         graph_func = check.graph_function(module, args.func).clone()
     except KeyError as exc:
         raise CliError(exc.args[0]) from None
+    name = graph_func.sym_name.data
+    tool.apply_passes(module)  # the pipeline's errors too, on any machine
     if not gpu_available():
         raise CliError("no CUDA GPU available")
     from tinyopt.backends.cuda.runtime import compile_module
     from tinyopt.backends.cuda.timing import time_function
 
-    name = graph_func.sym_name.data
-    tool.apply_passes(module)
     compiled = compile_module(module)
 
     inputs, device_inputs = check.device_inputs(graph_func, args.seed, values)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from xdsl.dialects import func
 from xdsl.dialects.builtin import ArrayAttr, DenseArrayBase, DictionaryAttr, IntegerType, i64
 from xdsl.ir import BlockArgument
@@ -132,8 +134,8 @@ def check_value(name: str, value: object, bounds: tuple[int, int]) -> int:
     """Return the integer given for a runtime scalar after checking it against its bounds;
     raises `ScalarRangeError` naming the input and the bound."""
     lo, hi = bounds
-    exact = False  # an array of one element is refused, not read
-    if getattr(value, "shape", ()) == ():
+    exact = False  # an array of one element is refused, not read; so is a bool
+    if getattr(value, "shape", ()) == () and not isinstance(value, bool | np.bool_):
         try:
             number = int(value)  # type: ignore[call-overload]
             exact = number == value

@@ -211,6 +211,16 @@ def test_unreadable_input_is_an_error(tmp_path: Path, path: str) -> None:
 
 
 @pytest.mark.skipif(gpu_available(), reason="checks the message shown without a GPU")
+def test_run_names_a_bad_pipeline_before_the_gpu() -> None:
+    """`run` applies the pipeline before it looks for a GPU: a bad knob is named on any
+    machine."""
+    result = tinyopt("run", "examples/softmax.mlir", "-p", "fuse,tile{bm=3},to-cuda")
+    assert result.returncode == 1
+    assert "bm must be a power of two" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.skipif(gpu_available(), reason="checks the message shown without a GPU")
 def test_run_without_gpu() -> None:
     result = tinyopt("run", "examples/softmax.mlir")
     assert result.returncode == 1

@@ -162,9 +162,12 @@ def test_a_runtime_scalar_is_an_integer() -> None:
         run_loop_module(apply_pipeline(parse(STEP), "fuse"), "step", *inputs)
 
 
-@pytest.mark.parametrize("value", [float("inf"), -float("inf"), np.float64("inf"), np.array([3])])
+@pytest.mark.parametrize(
+    "value", [float("inf"), -float("inf"), np.float64("inf"), np.array([3]), True, np.bool_(True)]
+)
 def test_an_infinite_or_one_element_array_position_is_refused(value: object) -> None:
-    """An infinite float was an OverflowError out of `int()`, not a ScalarRangeError."""
+    """An infinite float was an OverflowError out of `int()`, not a ScalarRangeError; a bool
+    (an `int` to Python) is no position either."""
     with pytest.raises(ScalarRangeError, match="is a runtime scalar: give an integer, got"):
         check_value("@step argument 5 (%pos)", value, (0, CAPACITY - 1))
 
