@@ -2281,6 +2281,85 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     return [value, t.cast(position, i64)]
 
 
+@_handles("quantile")
+def _quantile(t: _Translator, node: Node) -> SSAValue:
+    """`torch.quantile` along a dim (or of all elements) at quantiles known at capture (a
+    number, or a constant tensor `forward` makes): position p = q·(n − 1) in ascending order
+    (`_ranks`), the elements of ranks floor(p) and ceil(p) picked (masked sums with one term)
+    and interpolated as `interpolation` says; a row holding NaN gives NaN, as torch's. torch's
+    own decomposition truncates its positions to integers from the values, which is refused.
+    Quantiles from the inputs or weights are refused (the positions would be values)."""
+    from torch.fx import Node
+
+    x = t.value(node.args[0], node)
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        raise t.fail(node, f"aten.quantile of {_dtype(node.args[0])}")
+    q = node.args[1]
+    fixed = t.constant_value(q) if isinstance(q, Node) else None
+    if isinstance(q, Node) and fixed is None:
+        raise t.fail(node, "aten.quantile at quantiles computed from the inputs or weights")
+    levels = [float(q)] if fixed is None else [float(v) for v in fixed.reshape(-1).tolist()]
+    interpolation = node.kwargs.get("interpolation", _arg(node, 4, "interpolation", "linear"))
+    if interpolation not in ("linear", "lower", "higher", "midpoint", "nearest"):
+        raise t.fail(node, f"aten.quantile with interpolation {interpolation}")
+    if not all(0.0 <= level <= 1.0 for level in levels):
+        raise t.fail(node, f"aten.quantile at {levels}: each quantile must be in [0, 1]")
+    shape = list(_type(x).get_shape())
+    dim = _arg(node, 2, "dim")
+    out_shape = list(t.tensor_type(node).get_shape())  # keepdim's, and a dim of q leading
+    each = out_shape[1:] if fixed is not None and fixed.dim() > 0 else out_shape
+    if dim is None:
+        x, dim = t.reshape(x, [math.prod(shape)]), 0
+    moved = _moved_last(t, x, _dims(dim, _type(x).get_num_dims())[0])
+    *lead, n = _type(moved).get_shape()
+    if n > RANK_EXTENT:
+        raise t.fail(node, f"aten.quantile along {n} elements (n² work; at most {RANK_EXTENT})")
+    ranks = _ranks(t, moved, largest=False)
+
+    def ranked(r: int) -> SSAValue:
+        match = t.emit(graph.CompareOp(ranks, t.scalar(float(r), _type(ranks)), "eq"))
+        return _masked_reduce(t, match, moved, len(lead))
+
+    nan = t.cast(t.emit(graph.CompareOp(moved, moved, "ne")), f32)
+    has_nan = t.emit(
+        graph.CompareOp(
+            t.emit(graph.ReduceSumOp(nan, [len(lead)], False)),
+            t.scalar(0.0, TensorType(f32, lead)),
+            "gt",
+        )
+    )
+    last = ranked(n - 1)  # NaN ranks last: the row's NaN where it holds one
+    parts = []
+    for level in levels:
+        position = level * (n - 1)
+        if interpolation == "lower":
+            position = math.floor(position)
+        elif interpolation == "higher":
+            position = math.ceil(position)
+        elif interpolation == "nearest":
+            position = round(position)  # half to even, as torch.round
+        below, above = math.floor(position), math.ceil(position)
+        value = ranked(below)
+        if interpolation in ("linear", "midpoint"):  # lerped even at one rank: inf gives NaN
+            weight = 0.5 if interpolation == "midpoint" else position - below
+            value = _lerp_by(t, value, ranked(above), weight)
+        value = t.emit(graph.SelectOp(has_nan, last, value))
+        parts.append(t.reshape(value, [1, *each]))
+    whole = parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, 0))
+    return t.reshape(whole, out_shape)
+
+
+def _lerp_by(t: _Translator, start: SSAValue, end: SSAValue, weight: float) -> SSAValue:
+    """torch's lerp by a number: `start + w·(end − start)` for w < 0.5, else `end − (end −
+    start)·(1 − w)` (the two differ where an end is infinite, and in rounding)."""
+    step = t.emit(graph.SubOp(end, start))
+    if weight < 0.5:
+        scaled = t.emit(graph.MulOp(step, t.scalar(weight, _type(step))))
+        return t.emit(graph.AddOp(start, scaled))
+    scaled = t.emit(graph.MulOp(step, t.scalar(1.0 - weight, _type(step))))
+    return t.emit(graph.SubOp(end, scaled))
+
+
 def _ranks(t: _Translator, x: SSAValue, largest: bool) -> SSAValue:
     """For each element of `x` along its last dim, how many elements come before it in
     descending (`largest`) or ascending order, NaN the largest, ties by index."""
@@ -3399,7 +3478,7 @@ _SCATTER_REDUCE_OF_SCATTER = {"add": "sum", "multiply": "prod"}
 @_handles("scatter", "scatter_add", "index_add", "scatter_reduce")
 def _scatter(t: _Translator, node: Node) -> SSAValue:
     """`x.scatter(dim, index, value)` (one number), `x.scatter_add(dim, index, src)`,
-    `x.index_add(dim, index, src)`, `x.scatter_reduce(dim, index, src, reduce)` and
+    `x.index_add(dim, index, src, alpha=...)`, `x.scatter_reduce(dim, index, src, reduce)` and
     `x.scatter(dim, index, src or value, reduce=...)`: for each position k along the dim,
     whether some index entry j names it (compared as f32), and the reduction (sum; for
     scatter_reduce also prod, amax, amin, mean; scatter's add and multiply) of the src entries
@@ -3428,8 +3507,6 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
             "wins is unspecified; indices from topk, sort or argsort along the dim are taken)",
         )
     if name == "index_add":
-        if _arg(node, 4, "alpha", 1) != 1:
-            raise t.fail(node, "aten.index_add with alpha")
         m = _type(index).get_shape()[0]
         along = [1] * rank
         along[dim] = m
@@ -3458,6 +3535,9 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     else:
         src = t.cast(t.value(source, node), work)
         src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
+    alpha = _arg(node, 4, "alpha", 1) if name == "index_add" else 1
+    if alpha != 1:  # index_add's src scaled: x + alpha · (sum of the src entries naming k)
+        src = t.emit(graph.MulOp(src, t.scalar(float(alpha), _type(src))))
     if reduced:
         return t.cast(_scatter_reduced(t, node, x, hit, src, dim), out.element_type)
     added = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
@@ -3623,14 +3703,18 @@ _HANDLERS["_operator.getitem"] = _getitem
 
 @_handles("eq", "ne", "lt", "le", "gt", "ge")
 def _compare(t: _Translator, node: Node) -> SSAValue:
-    """A comparison, computed in the operands' promoted float type (f32 for integers)."""
+    """A comparison, computed in the operands' promoted float type (f32 for integers).
+
+    Integers round to f32 monotonically, so against integers of magnitude below 2^24 (held
+    exactly: a number, `arange`, a bool) the order of any integer is unchanged: an integer input
+    of lengths compared with positions (`arange(n) < lengths[:, None]`, a padding mask) is
+    exact. Two integers of unknown magnitude are refused."""
     lhs, rhs = node.args[:2]
     like = t.float_like(node, node.args[:2])
     if all(_dtype(a) in (*_ID_DTYPES, "bool") or isinstance(a, int) for a in (lhs, rhs)):
-        # Integers round to f32; against a number within 2^24 the order is unchanged.
         exact = [t.bound(a) <= EXACT_INTEGERS for a in (lhs, rhs)]
-        numbers = [isinstance(a, int) and exact[i] for i, a in enumerate((lhs, rhs))]
-        if not (all(exact) or any(numbers)):
+        below = [t.bound(a) < EXACT_INTEGERS for a in (lhs, rhs)]
+        if not (all(exact) or any(below)):
             raise t.fail(node, "comparison of integers beyond 2^24 (not exact in f32)")
     a, b = (t.operand_like(x, like, node) for x in (lhs, rhs))
     return t.emit(graph.CompareOp(a, b, node.target._overloadpacket.__name__))  # pyright: ignore

@@ -414,3 +414,60 @@ def test_cummax_and_cummin_indices() -> None:
     assert_matches_float64(Fn(lambda m, ids: torch.cummin(ids.clamp(0, 9), -1)), ids)
     with pytest.raises(FrontendError, match="aten.cummax indices of integers that may pass"):
         capture(Fn(lambda m, ids: torch.cummax(ids, -1).indices), ids)
+
+
+# The twenty-ninth session's survey (small modules of other domains: GNN message passing,
+# DLRM, wav2vec2, Conformer, YOLO, UNet, NeRF, VAE, PixelCNN, losses, resampling, sorting):
+# an integer input compared with positions (a length mask), `index_add(alpha=...)` and
+# `torch.quantile` at quantiles known at capture, each refused before.
+
+
+def test_a_length_mask_from_integer_inputs() -> None:
+    """`arange(n) < lengths[:, None]` with int64 lengths of any magnitude: f32 rounding keeps
+    an integer's order against integers below 2^24. Two integer inputs compared stay refused."""
+    torch.manual_seed(0)
+    mask = Fn(lambda m, x, lengths: x * (torch.arange(x.shape[1])[None] < lengths[:, None]))
+    assert_matches_float64(mask, torch.randn(4, 7), torch.tensor([3, 7, 0, 2**40]))
+    ids = torch.tensor([3, 2**40, -(2**40), 2**24 + 1, 2**24 - 1, -(2**24) - 1, 16777214])
+    for op in (torch.lt, torch.le, torch.gt, torch.ge, torch.eq, torch.ne):
+        near = Fn(lambda m, x, ids, op=op: op(torch.arange(7)[:, None] + 16777208, ids).float() * x)
+        assert_matches_float64(near, torch.randn(7, 7), ids)
+    with pytest.raises(FrontendError, match=r"comparison of integers beyond 2\^24"):
+        capture(Fn(lambda m, a, b: (a < b).float()), torch.tensor([1, 2]), torch.tensor([2, 1]))
+
+
+def test_index_add_with_alpha() -> None:
+    """GNN-style message passing: src rows scaled by alpha, summed into repeated ids."""
+    torch.manual_seed(0)
+    add = Fn(lambda m, x, s: x.index_add(0, m.ids, s, alpha=-2.0), ids=torch.tensor([4, 0, 4]))
+    assert_matches_float64(add, torch.randn(5, 7), torch.randn(3, 7))
+    along = Fn(lambda m, x, s: x.index_add(1, m.ids, s, alpha=0.5), ids=torch.tensor([2, 2]))
+    assert_matches_float64(along, torch.randn(3, 5), torch.randn(3, 2))
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+def test_quantile(interpolation: str) -> None:
+    """torch.quantile at a number and at a constant tensor of quantiles, along a dim, with
+    keepdim and of all elements; rows holding NaN give NaN, infinities interpolate as torch's
+    lerp (inf at the top quantile of a row with inf gives NaN)."""
+    torch.manual_seed(0)
+    x = torch.randn(5, 7)
+    x[1, 3], x[2, 0], x[3, 5], x[4, 1] = float("nan"), float("inf"), -float("inf"), float("inf")
+    x[4, 2] = -float("inf")
+    levels = [0.0, 0.2, 0.25, 0.3, 0.5, 0.6, 0.8, 1.0]
+
+    def quantiles(m: nn.Module, x: Tensor) -> tuple[Tensor, ...]:
+        q = torch.tensor(levels, dtype=x.dtype)
+        return (
+            torch.quantile(x, q, dim=1, interpolation=interpolation),
+            torch.quantile(x, 0.4, dim=0, keepdim=True, interpolation=interpolation),
+            torch.quantile(x[:, 4:], q[1:3], keepdim=True, interpolation=interpolation),
+            torch.quantile(x[0], 0.37, interpolation=interpolation),
+        )
+
+    assert_matches_float64(Fn(quantiles), x)
+
+
+def test_quantile_at_quantiles_from_the_inputs_is_refused() -> None:
+    with pytest.raises(FrontendError, match="aten.quantile at quantiles computed from the inputs"):
+        capture(Fn(lambda m, x, q: torch.quantile(x, q, dim=1)), torch.randn(3, 5), torch.rand(2))
