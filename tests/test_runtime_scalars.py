@@ -324,6 +324,13 @@ def test_a_packed_call_checks_the_position_before_writing_anything() -> None:
     for per_call in (-1, len(params) + 1, 2.0):
         with pytest.raises(CudaArgumentError, match=r"per_call must be an integer in \[0, 8\]"):
             function.pack(params, outputs, 0, per_call=per_call)  # type: ignore[arg-type]
+    for bad in ("x", -16, 1.5, True):
+        with pytest.raises(CudaArgumentError, match="parameter 0 must be a device address"):
+            function.pack([bad, *params[1:]], outputs, 0, per_call=1)  # type: ignore[list-item]
+    with pytest.raises(CudaArgumentError, match="output 0 must be a device address"):
+        function.pack(params, [None, *outputs[1:]], 0, per_call=1)  # type: ignore[list-item]
+    with pytest.raises(CudaArgumentError, match="the arena must be a device address"):
+        function.pack(params, outputs, -1, per_call=1)
 
 
 @requires_gpu

@@ -442,10 +442,10 @@ class HostFunction:
         parameters and the intermediates stay where they were packed.
 
         The addresses must be 16-byte aligned C-contiguous buffers of the parameters' types;
-        packing checks their number only. A runtime scalar parameter takes its value in place
-        of an address, checked against its bounds here and at each call (`PackedCall`): the
-        packed launches pass it by value, so a call (or a CUDA graph's replay) takes the value
-        of that call, with no device buffer.
+        packing checks their number and that each is a non-negative integer. A runtime scalar
+        parameter takes its value in place of an address, checked against its bounds here and
+        at each call (`PackedCall`): the packed launches pass it by value, so a call (or a CUDA
+        graph's replay) takes the value of that call, with no device buffer.
         """
         if len(params) != len(self.params) or len(outputs) != len(self.outputs):
             raise CudaArgumentError(
@@ -461,6 +461,18 @@ class HostFunction:
             t.check(p) if isinstance(t, _ScalarType) else p
             for p, t in zip(params, self.param_types)
         ]
+        addresses = [
+            (f"parameter {i}", p)
+            for i, (p, t) in enumerate(zip(params, self.param_types))
+            if not isinstance(t, _ScalarType)
+        ]
+        addresses += [(f"output {i}", p) for i, p in enumerate(outputs)]
+        for what, address in [*addresses, ("the arena", arena)]:
+            if isinstance(address, bool) or not hasattr(address, "__index__") or address < 0:
+                raise CudaArgumentError(
+                    f"@{self.name}: {what} must be a device address (a non-negative integer), "
+                    f"got {address!r}"
+                )
         pointers = dict(zip(self.params, params))
         pointers.update((s.value, p) for s, p in zip(self.outputs, outputs))
         pointers.update((value, arena + offset) for value, offset in self.offsets.items())
