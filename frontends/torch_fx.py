@@ -4733,17 +4733,20 @@ GRID_SAMPLE_PADDINGS = {0: "zeros", 1: "border", 2: "reflection"}
 
 @_handles("grid_sampler", "grid_sampler_2d")
 def _grid_sample(t: _Translator, node: Node) -> SSAValue:
-    """`F.grid_sample(x, grid)` in 2-D, bilinear, zeros or border padding: each output point's
-    source (ix, iy) from the grid in [−1, 1] (`align_corners` as torch unnormalizes it; border
-    clamps it into the input), then the four neighbours at floor(ix), floor(iy) and one past,
-    each a gather of x's rows (x as [N·H·W, C], the row n·H·W + y·W + x computed in f32, exact
-    below 2^24) weighted by the bilinear weights, a neighbour outside the input weighing 0
-    (zeros). Bilinear weights are continuous in (ix, iy): a floor that rounds the other way
-    at an integer moves the result by an ulp, not a pixel."""
+    """`F.grid_sample(x, grid)` in 2-D, bilinear or nearest, zeros, border or reflection
+    padding: each output point's source (ix, iy) from the grid in [−1, 1] (`align_corners` as
+    torch unnormalizes it; border clamps it into the input, reflection reflects it about the
+    input's edges as torch's `reflect_coordinates` and then clamps it), then the four
+    neighbours at floor(ix), floor(iy) and one past (bilinear), or the one at (ix, iy) rounded
+    half to even as torch's nearbyint (nearest), each a gather of x's rows (x as [N·H·W, C],
+    the row n·H·W + y·W + x computed in f32, exact below 2^24) weighted by the bilinear weights
+    (1 for nearest), a neighbour outside the input weighing 0 (zeros). Bilinear weights are
+    continuous in (ix, iy): a floor that rounds the other way at an integer moves the result by
+    an ulp, not a pixel."""
     x_arg, grid_arg, mode, padding, align = node.args[:5]
-    if GRID_SAMPLE_MODES.get(mode) != "bilinear":
+    if GRID_SAMPLE_MODES.get(mode) not in ("bilinear", "nearest"):
         raise t.fail(node, f"aten.grid_sampler in mode {GRID_SAMPLE_MODES.get(mode, mode)}")
-    if GRID_SAMPLE_PADDINGS.get(padding) not in ("zeros", "border"):
+    if GRID_SAMPLE_PADDINGS.get(padding) not in ("zeros", "border", "reflection"):
         paddings = GRID_SAMPLE_PADDINGS.get(padding, padding)
         raise t.fail(node, f"aten.grid_sampler with padding_mode {paddings}")
     out = t.tensor_type(node)
@@ -4767,15 +4770,38 @@ def _grid_sample(t: _Translator, node: Node) -> SSAValue:
             scaled = t.emit(graph.AddOp(g, number(1.0)))
             scaled = t.emit(graph.MulOp(scaled, number(size)))
             scaled = t.emit(graph.DivOp(t.emit(graph.SubOp(scaled, number(1.0))), number(2.0)))
-        if GRID_SAMPLE_PADDINGS[padding] == "border":
+        if GRID_SAMPLE_PADDINGS[padding] == "reflection":
+            scaled = reflected(
+                scaled, 0 if align else -1, 2 * (size - 1) if align else 2 * size - 1
+            )
+        if GRID_SAMPLE_PADDINGS[padding] in ("border", "reflection"):
             scaled = t.emit(graph.MinOp(t.emit(graph.MaxOp(scaled, number(0.0))), number(size - 1)))
         return scaled
 
+    def reflected(v: SSAValue, twice_low: int, twice_high: int) -> SSAValue:
+        # torch's reflect_coordinates: d = |v − low|, extra = fmod(d, span), flips = d // span;
+        # extra + low after an even count of flips, span − extra + low after an odd one (flips
+        # taken from d − extra, a multiple of span, so that it agrees with the fmod)
+        if twice_low == twice_high:
+            return number(0.0)
+        low, span = twice_low / 2, (twice_high - twice_low) / 2
+        distance = t.emit(graph.AbsOp(t.emit(graph.SubOp(v, number(low)))))
+        extra = t.emit(graph.FmodOp(distance, number(span)))
+        flips = t.emit(graph.SubOp(distance, extra))
+        flips = t.emit(graph.RoundOp(t.emit(graph.DivOp(flips, number(span)))))
+        even = t.emit(graph.CompareOp(t.emit(graph.FmodOp(flips, number(2.0))), number(0.0), "eq"))
+        flipped = t.emit(graph.SubOp(number(span), extra))
+        return t.emit(graph.AddOp(t.emit(graph.SelectOp(even, extra, flipped)), number(low)))
+
     ix, iy = source(0, w), source(1, h)
-    x0, y0 = t.emit(graph.FloorOp(ix)), t.emit(graph.FloorOp(iy))
-    x1, y1 = (t.emit(graph.AddOp(v, number(1.0))) for v in (x0, y0))
-    columns = ((x0, t.emit(graph.SubOp(x1, ix))), (x1, t.emit(graph.SubOp(ix, x0))))
-    rows = ((y0, t.emit(graph.SubOp(y1, iy))), (y1, t.emit(graph.SubOp(iy, y0))))
+    if GRID_SAMPLE_MODES[mode] == "nearest":  # nearbyint: halves to the even neighbour
+        columns: tuple[tuple[SSAValue, SSAValue], ...] = ((t.emit(graph.RoundOp(ix)), number(1.0)),)
+        rows: tuple[tuple[SSAValue, SSAValue], ...] = ((t.emit(graph.RoundOp(iy)), number(1.0)),)
+    else:
+        x0, y0 = t.emit(graph.FloorOp(ix)), t.emit(graph.FloorOp(iy))
+        x1, y1 = (t.emit(graph.AddOp(v, number(1.0))) for v in (x0, y0))
+        columns = ((x0, t.emit(graph.SubOp(x1, ix))), (x1, t.emit(graph.SubOp(ix, x0))))
+        rows = ((y0, t.emit(graph.SubOp(y1, iy))), (y1, t.emit(graph.SubOp(iy, y0))))
     table = t.reshape(t.emit(graph.TransposeOp(x, [0, 2, 3, 1])), [n * h * w, c])
     base = t.emit(graph.MulOp(t.emit(graph.IotaOp(points, 0)), number(h * w)))
     total: SSAValue | None = None

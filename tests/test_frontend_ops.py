@@ -1081,6 +1081,24 @@ CASES: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
             ),
         ),
     ),
+    "grid_sample_nearest_and_reflection": (
+        # nearest with each padding, bilinear with reflection, both alignments, a grid past
+        # the input on every side
+        Fn(
+            lambda m, x, g: (
+                nn.functional.grid_sample(x, g, mode="nearest", align_corners=False),
+                nn.functional.grid_sample(
+                    x, g, mode="nearest", padding_mode="border", align_corners=True
+                ),
+                nn.functional.grid_sample(
+                    x, g, mode="nearest", padding_mode="reflection", align_corners=False
+                ),
+                nn.functional.grid_sample(x, g, padding_mode="reflection", align_corners=True),
+                nn.functional.grid_sample(x, g, padding_mode="reflection", align_corners=False),
+            )
+        ),
+        (torch.randn(2, 3, 5, 7), torch.rand(2, 4, 3, 2) * 2.4 - 1.2),
+    ),
     "index_put_at_integer_ids": (
         # index_fill and a one-value write (ids repeated and negative: the same value), a copy
         # at an arange's ids, and writes accumulated at repeated ids (index_put_'s accumulate)
@@ -1383,11 +1401,6 @@ REFUSED: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], str]] = {
         lambda m, a: nn.functional.batch_norm(a, torch.zeros(2), torch.ones(2), training=True),
         (torch.randn(3, 2, 5),),
         "aten.batch_norm in training mode",
-    ),
-    "grid_sample_nearest": (
-        lambda m, x, g: nn.functional.grid_sample(x, g, mode="nearest", align_corners=False),
-        (torch.randn(1, 2, 4, 4), torch.rand(1, 3, 3, 2) * 2 - 1),
-        "aten.grid_sampler in mode nearest",
     ),
     "index_tensors_in_dims_apart": (
         lambda m, a: a[torch.tensor([0, 1]), :, torch.tensor([1, 2])],

@@ -1,9 +1,9 @@
 """Building blocks the twenty-eighth session's capture survey found refused: indexing by a
 constant boolean mask (a buffer, or a tensor made in forward: a gather of its True positions),
 `F.fold` (col2im, with stride, padding and dilation), `nn.Embedding(max_norm=...)` (the looked-up
-rows renormed) and `torch.polar` (still refused: tinyopt has no complex tensors), each captured
-on the CPU and checked against torch in float64 at the graph level and, after `fuse`, at the
-loop level."""
+rows renormed), `torch.polar` (still refused: tinyopt has no complex tensors) and
+`F.grid_sample` in nearest mode or with reflection padding, each captured on the CPU and checked
+against torch in float64 at the graph level and, after `fuse`, at the loop level."""
 
 from __future__ import annotations
 
@@ -471,3 +471,24 @@ def test_quantile(interpolation: str) -> None:
 def test_quantile_at_quantiles_from_the_inputs_is_refused() -> None:
     with pytest.raises(FrontendError, match="aten.quantile at quantiles computed from the inputs"):
         capture(Fn(lambda m, x, q: torch.quantile(x, q, dim=1)), torch.randn(3, 5), torch.rand(2))
+
+
+# grid values whose source coordinates are exact in f32 and f64: pixel centres, halves
+# between them (ties, which nearest rounds to the even neighbour) and points past the input
+_GRID_EXACT = (-3.0, -2.0, -1.5, -1.25, -1.0, -0.75, -0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0)
+_GRID_EXACT += (1.25, 1.5, 2.0, 3.0)
+
+
+@pytest.mark.parametrize("align_corners", [True, False])
+def test_grid_sample_nearest_and_reflection(align_corners: bool) -> None:
+    torch.manual_seed(0)
+    exact = torch.tensor(_GRID_EXACT)[torch.randint(len(_GRID_EXACT), (2, 4, 3, 2))]
+    grid = torch.cat([exact, torch.rand(2, 4, 3, 2) * 2.4 - 1.2], 2)  # [2, 4, 6, 2]
+    module = Fn(
+        lambda m, x, g: tuple(
+            F.grid_sample(x, g, mode=mode, padding_mode=padding, align_corners=align_corners)
+            for mode in ("nearest", "bilinear")
+            for padding in ("zeros", "border", "reflection")
+        )
+    )
+    assert_matches_float64(module, torch.randn(2, 3, 5, 7), grid)
