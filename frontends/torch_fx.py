@@ -910,12 +910,24 @@ def _lerp(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     work = _work_type(out)
     a, b, w = (t.operand_like(x, work, node) for x in node.args[:3])
+    return t.cast(_lerped(t, a, b, w), out.element_type)
+
+
+def _lerped(t: _Translator, a: SSAValue, b: SSAValue, w: SSAValue | float) -> SSAValue:
+    """torch's two-sided lerp: `a + w (b - a)` where |w| < 0.5, else `b - (b - a)(1 - w)`
+    (the two differ where an end is infinite, and in rounding); a weight known at capture (a
+    number) picks its side here, a tensor one per element."""
     gap = t.emit(graph.SubOp(b, a))
+    like = _type(gap)
+    if not isinstance(w, SSAValue):
+        if abs(w) < 0.5:
+            return t.emit(graph.AddOp(a, t.emit(graph.MulOp(gap, t.scalar(w, like)))))
+        return t.emit(graph.SubOp(b, t.emit(graph.MulOp(gap, t.scalar(1.0 - w, like)))))
     near_a = t.emit(graph.AddOp(a, t.emit(graph.MulOp(w, gap))))
-    rest = t.emit(graph.SubOp(t.scalar(1.0, work), w))
+    rest = t.emit(graph.SubOp(t.scalar(1.0, like), w))
     near_b = t.emit(graph.SubOp(b, t.emit(graph.MulOp(gap, rest))))
-    low = t.emit(graph.CompareOp(t.emit(graph.AbsOp(w)), t.scalar(0.5, work), "lt"))
-    return t.cast(t.emit(graph.SelectOp(low, near_a, near_b)), out.element_type)
+    low = t.emit(graph.CompareOp(t.emit(graph.AbsOp(w)), t.scalar(0.5, like), "lt"))
+    return t.emit(graph.SelectOp(low, near_a, near_b))
 
 
 @_handles("addcmul", "addcdiv")
@@ -2342,22 +2354,11 @@ def _quantile(t: _Translator, node: Node) -> SSAValue:
         value = ranked(below)
         if interpolation in ("linear", "midpoint"):  # lerped even at one rank: inf gives NaN
             weight = 0.5 if interpolation == "midpoint" else position - below
-            value = _lerp_by(t, value, ranked(above), weight)
+            value = _lerped(t, value, ranked(above), weight)
         value = t.emit(graph.SelectOp(has_nan, last, value))
         parts.append(t.reshape(value, [1, *each]))
     whole = parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, 0))
     return t.reshape(whole, out_shape)
-
-
-def _lerp_by(t: _Translator, start: SSAValue, end: SSAValue, weight: float) -> SSAValue:
-    """torch's lerp by a number: `start + w·(end − start)` for w < 0.5, else `end − (end −
-    start)·(1 − w)` (the two differ where an end is infinite, and in rounding)."""
-    step = t.emit(graph.SubOp(end, start))
-    if weight < 0.5:
-        scaled = t.emit(graph.MulOp(step, t.scalar(weight, _type(step))))
-        return t.emit(graph.AddOp(start, scaled))
-    scaled = t.emit(graph.MulOp(step, t.scalar(1.0 - weight, _type(step))))
-    return t.emit(graph.SubOp(end, scaled))
 
 
 def _ranks(t: _Translator, x: SSAValue, largest: bool) -> SSAValue:

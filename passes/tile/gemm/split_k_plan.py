@@ -24,6 +24,8 @@ the CUDA-core rule's stream-K, and a GEMM staged for wgmma (`wgmma_staged.py`) i
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, operand_types
 from tinyopt.passes.tile.gemm.mma_sync import BK as SYNC_BK
 from tinyopt.passes.tile.gemm.mma_sync import sums_products, tensor_core_type
@@ -137,16 +139,24 @@ def auto_wgmma_splits(
     if blocks >= target.sms:
         return 1
     best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * step
-    s = 2
-    while s <= MOST and blocks * s <= target.sms:
-        chunk = chunk_elements(k, s, row_elements(c))
-        if chunk % WGMMA_BK or chunk // WGMMA_BK < MIN_WGMMA_STEPS:
-            break
+    for s, chunk in wgmma_splits(c, blocks, target):
         time = chunk // WGMMA_BK * step + fold_seconds(s, batch, m, n)
         if time < best_time:
             best, best_time = s, time
-        s *= 2
     return best
+
+
+def wgmma_splits(c: Contraction, blocks: int, target: Target) -> Iterator[tuple[int, int]]:
+    """The splits s > 1 of contraction `c` a grid of `blocks` wgmma blocks may take, with their
+    chunks of K: powers of two up to `MOST` whose blocks fit one wave of one block an SM, each
+    chunk whole 64-element boxes (`split_k.chunk_elements`) of `MIN_WGMMA_STEPS` steps or more."""
+    s = 2
+    while s <= MOST and blocks * s <= target.sms:
+        chunk = chunk_elements(c.extents[3], s, row_elements(c))
+        if chunk % WGMMA_BK or chunk // WGMMA_BK < MIN_WGMMA_STEPS:
+            return
+        yield s, chunk
+        s *= 2
 
 
 L2_BYTES_PER_SECOND = 5.0e12
@@ -204,16 +214,10 @@ def square_split(c: Contraction, target: Target) -> int:
         return 1
 
     def best(bm: int, bn: int, step: float) -> tuple[float, int]:
-        blocks = batch * -(-m // bm) * -(-n // bn)
-        found = (small_grid_seconds(c, bm, bn, 1, step), 1)
-        s = 2
-        while s <= MOST and blocks * s <= target.sms:
-            chunk = chunk_elements(k, s, row_elements(c))
-            if chunk % WGMMA_BK or chunk // WGMMA_BK < MIN_WGMMA_STEPS:
-                break
-            found = min(found, (small_grid_seconds(c, bm, bn, s, step), s))
-            s *= 2
-        return found
+        splits = wgmma_splits(c, batch * -(-m // bm) * -(-n // bn), target)
+        return min(
+            (small_grid_seconds(c, bm, bn, s, step), s) for s in [1, *(s for s, _ in splits)]
+        )
 
     narrow, _ = best(64, 64, WGMMA_STEP_SECONDS)
     square, splits = best(128, 128, SQUARE_STEP_SECONDS)
