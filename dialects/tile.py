@@ -1461,14 +1461,17 @@ def _check_wgmma(op: WgmmaOp | WgmmaRegisterAOp, offsets: Sequence[str]) -> None
 
 @irdl_op_definition
 class WgmmaRegisterAOp(IRDLOperation):
-    """`wgmma.mma_async.m64nNk16` with A in registers: acc += A·B.
+    """`wgmma.mma_async.m64nNk16` with A in registers: acc += A·B (`overwrite`: acc = A·B).
 
     Each thread gives A as four i32 registers of two packed f16/bf16 values (`tile.pack`) in
     the `mma.sync` m16n8k16 A-fragment layout of its warp's 16 rows (warp w of the warpgroup
     holds rows 16w..16w+15): register 0 row lane/4, columns 2(lane%4) (+1); register 1 eight
     rows down; registers 2 and 3 the same eight columns on. So an m64nN accumulator of
     `tile.wgmma`, rounded and packed pairwise, is the A operand of the next product (flash
-    attention's P·V). B and `acc` are as in `tile.wgmma`.
+    attention's P·V). With an f32 B the product is TF32 `m64nNk8` (B K-major): each register
+    holds one TF32 value's bits, register 0 at row lane/4, K lane%4, register 1 eight rows
+    down, registers 2 and 3 four K on (the 3xTF32 GEMM's weights, `wgmma_tf32_split.py`).
+    B and `acc` are as in `tile.wgmma`.
     """
 
     name = "tile.wgmma_reg_a"
@@ -1481,11 +1484,13 @@ class WgmmaRegisterAOp(IRDLOperation):
     b_lbo = prop_def(IntegerAttr)
     b_sbo = prop_def(IntegerAttr)
     b_mn_major = opt_prop_def(UnitAttr)
+    overwrite = opt_prop_def(UnitAttr)
+    """acc = A·B (wgmma's scale-d 0) instead of acc += A·B."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
         "$acc `,` `{` $a `}` `,` $b `[` $b_indices `]` (`mn_major` $b_mn_major^)? "
-        "attr-dict `:` type($acc) `,` type($b)"
+        "(`overwrite` $overwrite^)? attr-dict `:` type($acc) `,` type($b)"
     )
 
     def __init__(
@@ -1498,8 +1503,10 @@ class WgmmaRegisterAOp(IRDLOperation):
         b_lbo: int,
         b_sbo: int,
         b_mn_major: bool,
+        overwrite: bool = False,
     ) -> None:
         props = _wgmma_properties(b_mn_major, n=n, b_lbo=b_lbo, b_sbo=b_sbo)
+        props["overwrite"] = UnitAttr() if overwrite else None
         super().__init__(operands=[acc, a, b, b_indices], properties=props)
 
     @property
@@ -1514,8 +1521,12 @@ class WgmmaRegisterAOp(IRDLOperation):
             raise VerifyException(
                 f"tile.wgmma_reg_a: A is 4 packed registers per thread, got {len(self.a)}"
             )
-        if not isinstance(self.element, Float16Type | BFloat16Type):
-            raise VerifyException(f"tile.wgmma_reg_a: B must hold f16 or bf16, got {self.element}")
+        if not isinstance(self.element, Float16Type | BFloat16Type | Float32Type):
+            raise VerifyException(
+                f"tile.wgmma_reg_a: B must hold f16, bf16 or f32 (TF32), got {self.element}"
+            )
+        if self.element == f32 and self.b_mn_major is not None:
+            raise VerifyException("tile.wgmma_reg_a: a TF32 product takes B K-major only")
 
 
 @irdl_op_definition

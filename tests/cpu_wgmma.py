@@ -19,8 +19,9 @@ What is emulated, and how:
 - `wgmma` m64nNk16 computes each thread's accumulators (rows 16·warp + lane/4 (+8), columns
   8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; the
   TF32 m64nNk8 likewise from f32 operands with their low 13 mantissa bits dropped (the `_set`
-  form replacing the accumulators); with A in registers (flash attention's P·V) each warp's
-  16 rows of A are gathered from its lanes' mma.sync-layout fragments; its fence, commit and
+  form replacing the accumulators); with A in registers (flash attention's P·V, the swapped
+  3xTF32 GEMM's weights) each warp's 16 rows of A are gathered from its lanes' mma.sync-layout
+  fragments; its fence, commit and
   wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
 - `bar.sync id, count` is a barrier of `count` threads per id (`bar.arrive` counts in without
   waiting), `bar.red.or.pred` one that also hands every thread the OR of the predicates;
@@ -248,6 +249,40 @@ static inline void cpu_wgmma_ra(float (&d)[N / 2], unsigned a0, unsigned a1, uns
         d[i] = sum;
     }
 }
+// TF32 with A in registers: each warp's 16 rows × 8 K, one value's bits a register (a0: row
+// g, K t; a1: row g+8; a2 and a3: K + 4), exchanged in the warp; B K-major f32 (TF32).
+template <int N, bool SET>
+static inline void cpu_wgmma_ra_tf32(float (&d)[N / 2], unsigned a0, unsigned a1, unsigned a2,
+                                     unsigned a3, unsigned long long b) {
+    WarpExchange& x = exchange();
+    int lane = cpu_cuda_thread % 32;
+    int regs[4] = {(int)a0, (int)a1, (int)a2, (int)a3};
+    memcpy(x.i[lane], regs, sizeof regs);
+    warp_sync();
+    float a[16][8];
+    for (int from = 0; from < 32; ++from) {
+        int g = from / 4, t = from % 4;
+        for (int r = 0; r < 4; ++r) {
+            float v;
+            memcpy(&v, &x.i[from][r], 4);
+            a[g + 8 * (r % 2)][t + 4 * (r / 2)] = cpu_tf32(v);
+        }
+    }
+    warp_sync();
+    const unsigned char* bs = cpu_desc_start(b);
+    long long b_sbo = cpu_desc_sbo(b);
+    for (int i = 0; i < N / 2; ++i) {
+        int row = lane / 4 + 8 * (i / 2 % 2);
+        int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
+        float sum = SET ? 0.0f : d[i];
+        for (int k = 0; k < 8; ++k) {
+            const float* y =
+                (const float*)cpu_swizzled(bs + col % 8 * 128 + col / 8 * b_sbo + 4 * k);
+            sum += a[row][k] * cpu_tf32(*y);
+        }
+        d[i] = sum;
+    }
+}
 static inline float __uint_as_float(unsigned bits) {
     float x;
     memcpy(&x, &bits, 4);
@@ -305,6 +340,7 @@ static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned pred
 WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k(?:16|32)_(bf16|f16|e4m3|e5m2)_([nk])(_set)?\(")
 WGMMA_RA = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k16_(bf16|f16)_([nk])\(")
 WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
+WGMMA_RA_TF32 = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k8_tf32_k(_set)?\(")
 TENSOR_MAP = re.compile(r"const __grid_constant__ CUtensorMap (\w+)")
 BAR_SYNC = re.compile(
     r'asm volatile\("bar\.(sync|arrive) %0, (\d+);" :: "r"\(\(unsigned\)(\w+)\) : "memory"\);'
@@ -358,6 +394,9 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     source = WGMMA_RA.sub(lambda m: f"cpu_wgmma_ra<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)
     source = WGMMA_TF32.sub(
         lambda m: f"cpu_wgmma<float, {m[1]}, 'k', {'true' if m[2] else 'false'}>(", source
+    )
+    source = WGMMA_RA_TF32.sub(
+        lambda m: f"cpu_wgmma_ra_tf32<{m[1]}, {'true' if m[2] else 'false'}>(", source
     )
     source = BAR_SYNC.sub(r"cpu_cuda_bar_\1(\3, \2);", source)
     source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)

@@ -1012,6 +1012,19 @@ CASES = [
         "linear_3xtf32_auto_split_past_k_48x72x1496",
         matmul_plain(48, 72, 1496, "f32", "nk"),
     ),
+    # 17-64 rows (swap=auto): the weights' rows are the product's A, split in registers; the
+    # block's columns are the rows, ragged; K split (the last chunk past K) or not, 64-row blocks.
+    Case("linear_3xtf32_swap_auto_20x200x1000", matmul_plain(20, 200, 1000, "f32", "nk")),
+    Case(
+        "linear_3xtf32_swap_61x136x4100_splitk4",
+        matmul_plain(61, 136, 4100, "f32", "nk"),
+        tile_with("mma=3xtf32 swap=on splitk=4"),
+    ),
+    Case(
+        "linear_3xtf32_swap_bm64_bn32_17x72x264",
+        matmul_plain(17, 72, 264, "f32", "nk"),
+        tile_with("mma=3xtf32 swap=on bm=64 bn=32 splitk=1"),
+    ),
     Case(
         "linear_3xtf32_splitk4_300x260x1024",
         matmul_plain(300, 260, 1024, "f32", "nk"),
@@ -1149,9 +1162,18 @@ CASES = [
     # The default's 128×128 tiles over fewer tiles than SMs (112 of them, each shared by about
     # two blocks): a torch-layout linear with ragged M and K.
     Case("linear_f32_streamk_few_tiles_500x3584x1000", skinny(500, 3584, 1000)),
-    # 33-64 rows: one 64×128 block of 8×8 register tiles over all rows (row_block), stream-K.
-    Case("linear_f32_row_block_48x4096x4096", skinny(48, 4096, 4096)),
-    Case("linear_f32_row_block_relu_33x2056x4104", skinny(33, 2056, 4104, epilogue="relu")),
+    # 33-64 rows on the CUDA cores (swap=off; auto takes them on 3xTF32): one 64×128 block of
+    # 8×8 register tiles over all rows (row_block), stream-K.
+    Case(
+        "linear_f32_row_block_48x4096x4096",
+        skinny(48, 4096, 4096),
+        tile_with("swap=off"),
+    ),
+    Case(
+        "linear_f32_row_block_relu_33x2056x4104",
+        skinny(33, 2056, 4104, epilogue="relu"),
+        tile_with("swap=off"),
+    ),
     # Fewer tiles of 8×8 register tiles than the SMs, mostly rows and columns: stream-K over
     # 128×128 tiles (229 rows, 64 tiles) and 64×64 tiles (170 rows, ragged K).
     Case("linear_f32_streamk_128x128_229x4000x4096", skinny(229, 4000, 4096)),

@@ -77,14 +77,14 @@ def test_default_row_block_at_40_rows_on_stream_k() -> None:
     tile a block, too few for 64×128 ones) over its 4 column tiles, stream-K sharing their 63
     K steps over a wave of 8 blocks."""
     text = skinny(40, 200, 1000)
-    planned = str(apply_pipeline(parse(text), "fuse,plan{sms=2}"))
+    planned = str(apply_pipeline(parse(text), "fuse,plan{sms=2 swap=off}"))
     assert "bm = 64, bn = 64, bk = 16, tm = 8, tn = 4" in planned
     assert 'minblocks = 4, interleave = "off", prefetch = "off", streamk = "on"' in planned
-    program, module = lower(text, tile_with("sms=2"))
+    program, module = lower(text, tile_with("sms=2 swap=off"))
     kernels = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]
     assert [list(k.grid.get_values()) for k in kernels][-1] == [8, 1, 1]
     assert [list(k.block.get_values()) for k in kernels][-1] == [128, 1, 1]
-    _matches_float64(text, tile_with("sms=2"))
+    _matches_float64(text, tile_with("sms=2 swap=off"))
 
 
 def test_default_row_block_with_relu_at_33_rows_ragged_on_stream_k() -> None:
@@ -94,9 +94,9 @@ def test_default_row_block_with_relu_at_33_rows_ragged_on_stream_k() -> None:
     workspace and the epilogue runs once, as tests/programs.py's GPU case
     `linear_f32_row_block_relu_33x2056x4104` does at full size."""
     text = skinny(33, 330, 1048, epilogue="relu")
-    planned = str(apply_pipeline(parse(text), "fuse,plan{sms=1}"))
+    planned = str(apply_pipeline(parse(text), "fuse,plan{sms=1 swap=off}"))
     assert "bm = 64, bn = 128, bk = 16, tm = 8, tn = 8" in planned and 'streamk = "on"' in planned
-    _matches_float64(text, tile_with("sms=1"))
+    _matches_float64(text, tile_with("sms=1 swap=off"))
 
 
 @pytest.mark.parametrize(

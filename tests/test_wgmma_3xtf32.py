@@ -153,17 +153,35 @@ def test_3xtf32_subnormal_operand_is_not_flushed() -> None:
 
 
 def test_3xtf32_takes_only_the_decode_rows_the_cuda_cores_starve_on() -> None:
-    """64 rows of a 1024×4096 linear: too little work for the CUDA-core rule's 64-row block
-    (8 K steps a block of its stream-K wave), so `auto` splits K over 16 blocks of three TF32
-    products (the partial sums folded by a second kernel; 1.13x cuBLAS against 0.83x on the
-    H200); 64 rows of 4096×4096 keep the CUDA cores, where 64×64 TF32 blocks lost; `mma=none`
-    keeps both on the CUDA cores."""
+    """With `swap=off`, 64 rows of a 1024×4096 linear: too little work for the CUDA-core
+    rule's 64-row block (8 K steps a block of its stream-K wave), so `auto` splits K over 16
+    blocks of three TF32 products (the partial sums folded by a second kernel; 1.13x cuBLAS
+    against 0.83x on the H200); 64 rows of 4096×4096 keep the CUDA cores, where 64×64 TF32
+    blocks lost; `mma=none` keeps both on the CUDA cores."""
     starved = matmul_plain(64, 1024, 4096, "f32", b_layout="nk")
-    text = str(lower(starved, "fuse,plan")[1])
+    text = str(lower(starved, "fuse,plan{swap=off}")[1])
     assert "@linear_0_splitk" in text and "plan = #tile.plan<wgmma_3xtf32" in text
     assert "wgmma_3xtf32" not in str(lower(starved, "fuse,plan{mma=none}")[1])
     busy = matmul_plain(64, 4096, 4096, "f32", b_layout="nk")
-    assert "wgmma_3xtf32" not in str(lower(busy, "fuse,plan")[1])
+    assert "wgmma_3xtf32" not in str(lower(busy, "fuse,plan{swap=off}")[1])
+
+
+def test_3xtf32_swaps_17_to_64_rows_of_a_linear() -> None:
+    """`swap=auto` takes f32 linears of 17-64 rows (past the skinny rule's CUDA-core balance)
+    with B `[N, K]` on the swapped plan; 16 rows stay with the skinny rule, `x @ w` (B `[K, N]`)
+    with the CUDA-core rules, and `swap=on` names why it cannot take `x @ w`."""
+
+    def plan(m: int, layout: str, knobs: str = "") -> str:
+        return str(
+            lower(matmul_plain(m, 4096, 1024, "f32", b_layout=layout), f"fuse,plan{{{knobs}}}")[1]
+        )
+
+    for m in (17, 40, 64):
+        assert 'swap = "on"' in plan(m, "nk")
+    assert "wgmma_3xtf32" not in plan(16, "nk") and 'swap = "on"' not in plan(65, "nk")
+    assert 'swap = "on"' not in plan(40, "kn")
+    with pytest.raises(DiagnosticException, match=r"swap=on needs B \[N, K\]"):
+        lower(matmul_plain(40, 4096, 1024, "f32", b_layout="kn"), "fuse,plan{mma=3xtf32 swap=on}")
 
 
 @requires_gpu

@@ -24,6 +24,11 @@ CASES = [
     # no epilogue: the atomic split (a zeroing kernel, partial sums added with `red.global`),
     # chunks of 640 and 544
     ((63, 272, 1184), "kn", "mma=3xtf32 splitk=2"),
+    # swap: B's rows split in registers as wgmma's A, A's rows the block's ragged columns
+    ((48, 136, 96), "nk", "mma=3xtf32 swap=on splitk=1"),
+    ((20, 64, 64), "nk", "mma=3xtf32 swap=on bm=64 bn=32 splitk=1"),
+    ((64, 64, 200), "nk", "mma=3xtf32 swap=on splitk=2"),
+    ((150, 72, 64), "nk", "mma=3xtf32 swap=on splitk=1"),
 ]
 
 
@@ -38,13 +43,16 @@ def test_3xtf32_matches_float64_on_cpu(
     assert error < 2e-6, error
 
 
-@pytest.mark.parametrize("layout", ["kn"])
-def test_3xtf32_infinities_on_cpu(layout: str) -> None:
+@pytest.mark.parametrize(
+    "layout,knobs",
+    [("kn", "mma=3xtf32 bm=64 bn=64 splitk=1"), ("nk", "mma=3xtf32 swap=on bm=64 splitk=1")],
+)
+def test_3xtf32_infinities_on_cpu(layout: str, knobs: str) -> None:
     """±inf and NaN in both operands: the steps holding them run in f32 FMA, so the outputs'
     inf/NaN pattern and signs are float64's, and the finite ones stay at f32 order."""
     m, n, k = 64, 64, 96
     program = matmul_plain(m, n, k, "f32", b_layout=layout, relu=False)
-    graph_program, module = lower(program, tile_with("mma=3xtf32 bm=64 bn=64 splitk=1"))
+    graph_program, module = lower(program, tile_with(knobs))
     inputs = [a.astype(np.float32) for a in random_inputs(graph_function(graph_program), 7)]
     x, w = inputs[0], inputs[1]
     weight = w if layout == "kn" else w.T  # a [K, N] view either way

@@ -140,7 +140,7 @@ def wgmma_name(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
 
 def _overwrites(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> bool:
     """Whether the wgmma replaces its accumulators (scale-d 0) rather than adding to them."""
-    return isinstance(op, tile.WgmmaOp) and op.overwrite is not None
+    return op.overwrite is not None
 
 
 _FP8_PTX = {"f8E4M3FN": "e4m3", "f8E5M2": "e5m2"}

@@ -185,7 +185,8 @@ def _auto_splits(
         if t.dual == "off" and not t.persistent:
             return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
-        return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
+        rows, columns = (t.tile_n, t.bm) if t.swap == "on" else (t.bm, t.tile_n)
+        return auto_wgmma_splits(c, rows, columns, target, SPLIT_TF32_STEP_SECONDS), "twopass"
     return 1, knobs.splitk_mode
 
 

@@ -52,7 +52,7 @@ from math import prod
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i64
+from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i32, i64
 from xdsl.ir import Attribute, Block, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
@@ -74,7 +74,7 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     shared_tiles,
     stream_k_refusal,
 )
-from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
+from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split, split_fragment
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
@@ -249,13 +249,16 @@ def emit_wgmma_gemm(
     element: Attribute,
     sms: int,
     rewriter: PatternRewriter,
+    swapped: bool = False,
 ) -> None:
     """Replaces `kernel` by the wgmma GEMM of `c` on operands of `element` (f16/bf16, or f32
-    split into TF32 pairs) with the tiling `t`."""
+    split into TF32 pairs) with the tiling `t`; `swapped` (f32, a K-major B): the block's
+    consumer rows walk B's N and its columns A's M, A being B's rows split in registers (the
+    3xTF32 rule's `swap`)."""
     batch, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     assert not isinstance(operands, str)
-    grid = launch_grid(t, batch, m, n, sms)
+    grid = launch_grid(t, batch, n, m, sms) if swapped else launch_grid(t, batch, m, n, sms)
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
     new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
     a_rank, b_rank = (
@@ -263,11 +266,13 @@ def emit_wgmma_gemm(
         for p in (operands.a, operands.b)
     )  # A may be shared by B's batch (`operand_buffers`)
     bk = k_step(element)
-    a_box = (*[1] * (a_rank - 2), t.bm, bk)
-    b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (t.tile_n, bk)))
+    rows, columns = (t.tile_n, t.bm) if swapped else (t.bm, t.tile_n)
+    a_box = (*[1] * (a_rank - 2), rows, bk)
+    b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (columns, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
     tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
-    _WgmmaEmitter(em, c, t, element, operands, mapping, list(new.body.block.args)).emit()
+    args = list(new.body.block.args)
+    _WgmmaEmitter(em, c, t, element, operands, mapping, args, swapped).emit()
     if t.fastmath == "on":
         for inner in new.walk():
             if isinstance(inner, fmath.ExpOp | arith.DivfOp):
@@ -304,11 +309,19 @@ class _WgmmaEmitter:
         operands: Operands,
         mapping: Mapping,
         args: list[SSAValue],
+        swapped: bool = False,
     ) -> None:
         self.em, self.c, self.t, self.element = em, c, t, element
         self.mapping = mapping
+        self.swapped = swapped
+        """The tiles' roles swapped (`emit_wgmma_gemm`): the ring's A tile holds B's rows, its
+        B tile A's rows; m0 and n0 are then the block's first row of B and of A."""
         self.a_global = args[operands.a]
         self.b_globals = [args[b] for b in operands.bs]
+        self.batched = len(self.a_global.type.get_shape()) == 3  # type: ignore[attr-defined]
+        if swapped:
+            (b_global,) = self.b_globals
+            self.a_global, self.b_globals = b_global, [self.a_global]
         self.results = [c.reduce.res[0]]
         """The K loops' sums, as the epilogue reads them (`WgmmaTiles.dual`)."""
         self.inits = [c.reduce.init[0]]
@@ -323,7 +336,6 @@ class _WgmmaEmitter:
         """A's and B's FP8 block scales (`block_scales.py`): each K step's products times
         the step's scales."""
         self.splits, self.chunk = operands.splits, operands.chunk
-        self.batched = len(self.a_global.type.get_shape()) == 3  # type: ignore[attr-defined]
         self.k_base: SSAValue | int = 0
         """The block's first K element: its chunk's, in a split-K partial kernel."""
         self.batch, self.m, self.n, self.k = c.extents
@@ -333,6 +345,8 @@ class _WgmmaEmitter:
         """K per step: one 128-byte swizzle row (64 16-bit or 32 f32 elements)."""
         self.steps = -(-self.k // self.bk)
         self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
+        if swapped:
+            self.n_tiles, self.m_tiles = -(-self.m // t.tile_n), -(-self.n // t.bm)
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
@@ -363,7 +377,8 @@ class _WgmmaEmitter:
         )
         self.b_smem = em.value(tile.AllocOp(tile.memref_in(b_shape, self.element, shared), True))
         if self.split:
-            self.splitter = TF32Split(em, self, a_shape, [t.stages, t.bn, self.bk])
+            split_a = None if self.swapped else a_shape  # swapped: A split in registers
+            self.splitter = TF32Split(em, self, split_a, [t.stages, t.bn, self.bk])
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         if t.store == "smem":
@@ -519,7 +534,9 @@ class _WgmmaEmitter:
                     em.op(scf.YieldOp())
         row = em.mul(group, tile.WGMMA_M)
         first_step, count = piece.ring, piece.count
-        if self.split:
+        if self.split and self.swapped:
+            self._swapped_k_loop(acc, first_step, row, group)
+        elif self.split:
             self._split_k_loop(acc, first_step, row, group)
         elif t.promote == "on":
             self._promoted_k_loop(acc, first_step, row, piece.first, count)
@@ -544,7 +561,9 @@ class _WgmmaEmitter:
             self._write_partial(acc, block)
 
     def _tile_epilogue(self, acc: SSAValue, group: SSAValue, row: SSAValue) -> None:
-        if self.t.store == "smem":
+        if self.swapped:
+            self._swapped_epilogue(acc, row)
+        elif self.t.store == "smem":
             self._staged_epilogue(acc, group)
         else:
             self._epilogue(acc, row)
@@ -690,9 +709,7 @@ class _WgmmaEmitter:
         em = self.em
         local = em.rem(self.tid, WARPGROUP)
         lane = em.rem(local, 32)
-        first = em.add(
-            em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4))
-        )
+        first = em.add(em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4)))
         return first, lane
 
     def _scale_rows(self, row: SSAValue) -> list[SSAValue]:
@@ -756,6 +773,90 @@ class _WgmmaEmitter:
             self._add_products(acc, products)
             em.op(tile.MbarrierArriveOp(self.empty, slot))
             em.op(scf.YieldOp())
+
+    def _swapped_k_loop(
+        self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue
+    ) -> None:
+        """The K loop of f32 operands with the roles swapped: each step, the thread reads its
+        TF32 fragments of the slot's A rows (B's) and splits them in registers
+        (`split_fragment`) while the consumers split the B tile (A's rows) in shared memory;
+        each k8 slice's three products (small·big, big·small, big·big) take A from the
+        registers, into registers of their own, added to `acc` once done, as in
+        `_split_k_loop`. A step holding an infinity or a tiny value in either operand adds its
+        products in f32 FMA, its B tiles and A registers zeroed."""
+        em, t, splitter = self.em, self.t, self.splitter
+        products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        local = em.rem(self.tid, WARPGROUP)
+        lane = em.rem(local, 32)
+        warp_row = em.add(row, em.mul(em.div(local, 32), 16))
+        zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
+            ring_step = em.add(first_step, step)
+            slot = em.rem(ring_step, t.stages)
+            em.op(
+                tile.MbarrierWaitOp(
+                    self.full, slot, em.ring_parity(ring_step, t.stages, flip=False)
+                )
+            )
+            fragments = [
+                split_fragment(em, self.a_smem, slot, warp_row, kk, lane)
+                for kk in range(0, self.bk, tile.WGMMA_K_TF32)
+            ]
+            special = fragments[0][2][0]
+            for _, _, flags in fragments:
+                for flag in flags:
+                    special = em.value(arith.OrIOp(special, flag))
+            infinite = splitter.split(slot, group, special)
+            with em.when([infinite]):
+                splitter.exact_step(acc, slot, row)
+                splitter.clear(slot, group)
+            em.op(tile.WgmmaFenceOp())
+            b_big = splitter.b_big
+            for kk, (bigs, smalls, _) in zip(
+                range(0, self.bk, tile.WGMMA_K_TF32), fragments, strict=True
+            ):
+                bigs, smalls = (
+                    [em.value(arith.SelectOp(infinite, zero, r)) for r in registers]
+                    for registers in (bigs, smalls)
+                )
+                b_index = [slot, em.index(0), em.index(kk)]
+                for a, b_smem in ((smalls, b_big), (bigs, splitter.b_small), (bigs, b_big)):
+                    em.op(
+                        tile.WgmmaRegisterAOp(
+                            products,
+                            a,
+                            b_smem,
+                            b_index,
+                            t.bn,
+                            b_lbo=16,
+                            b_sbo=ATOM,
+                            b_mn_major=False,
+                            overwrite=kk == 0 and a is smalls,
+                        )
+                    )
+            em.op(tile.WgmmaCommitOp())
+            em.op(tile.WgmmaWaitOp(0))
+            self._add_products(acc, products)
+            em.op(tile.MbarrierArriveOp(self.empty, slot))
+            em.op(scf.YieldOp())
+
+    def _swapped_epilogue(self, acc: SSAValue, row: SSAValue) -> None:
+        """Applies the epilogue to each accumulator of the swapped product (`swapped`): the
+        thread's D fragment rows 16·warp + lane/4 (+8) of the block are output columns (B's
+        rows from m0), its fragment columns 8j + 2(lane%4) (+1) output rows (A's from n0). A
+        warp's store of one accumulator covers 8 consecutive columns of 4 rows."""
+        em, t, c = self.em, self.t, self.c
+        column0, lane = self._fragment_row(row)  # B's row: the output's column
+        row0 = em.add(self.n0, em.mul(em.rem(lane, 4), 2))
+        for r in range(t.bn // 2):
+            n = em.add(column0, 8 * (r // 2 % 2))
+            m = em.add(row0, 8 * (r // 4) + r % 2)
+            with em.when([em.less(m, self.m), em.less(n, self.n)]):
+                value = em.value(memref.LoadOp.get(acc, [em.index(r)]))
+                local_map = dict(self.mapping) | {c.m_iv: m}
+                LaneEmitter(em, c.n_iv, n, 1).emit(
+                    c.epilogue, local_map, [{self.results[0]: value}]
+                )
 
     def _wgmma(
         self,

@@ -54,9 +54,11 @@ from tinyopt.passes.tile.gemm.mma_sync import sums_products
 from tinyopt.passes.tile.gemm.split_k import SPLIT_PARTIAL
 from tinyopt.passes.tile.gemm.split_k_plan import SPLIT_TF32_STEP_SECONDS, auto_wgmma_splits
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
+from tinyopt.passes.tile.gemm.skinny_plan import CUDA_CORE_BALANCE
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     SMALL_M,
     SWIZZLE,
+    WARPGROUP,
     WgmmaTiles,
     choose_wgmma_tiles,
     plain_operands,
@@ -64,6 +66,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
 )
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
+from tinyopt.passes.tile.target import Target
 
 SPLIT_STAGES = {128: 3, 64: 4}
 """Ring depth by block width: a slot and its small copy take 2·(bm + bn)·128 bytes (64 KiB at
@@ -73,14 +76,29 @@ WIDEST = 128
 """The widest block: a thread holds bn/2 f32 accumulators and as many for a step's products."""
 
 
+SWAP_WIDTHS = (32, 64, 128)
+"""The `swap` block's widths (A's rows a block takes): a power of two whose tile's 16-byte
+chunks the 128 or 256 consumer threads split evenly (bn = 32 with bm = 128: 256 chunks)."""
+
+SWAP_STAGES = 4
+"""The `swap` ring's default depth: a slot of 128 B rows and 64 A rows with A's small copy
+is 32 KiB."""
+
+
 @dataclass(frozen=True)
 class Wgmma3xTf32Tiles(WgmmaTiles):
     """The wgmma GEMM's tiling; each ring slot has a small copy (the ring takes twice the
-    shared memory)."""
+    shared memory), or with `swap` a small copy of its A rows only."""
+
+    swap: str = "off"
+    """on: the block's consumer rows are bm of B's rows (a `[N, K]` weight), its columns bn of
+    A's, and B's TF32 fragments are split in registers (A from registers in `wgmma`): the
+    output tile is transposed in the accumulators."""
 
     @property
     def shared_bytes(self) -> int:
-        return super().shared_bytes + self.stages * self.stage_bytes
+        small = self.bn * SWIZZLE if self.swap == "on" else self.stage_bytes
+        return super().shared_bytes + self.stages * small
 
 
 def _fail(message: str) -> str:
@@ -91,7 +109,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
     """Schedules an f32 GEMM as three TF32 wgmma products per K step."""
 
     name = "wgmma_3xtf32"
-    reads = "bm=0,64,128 bn=0,64,128 stages=0,2,3,4 store=auto,direct group=0,1,8,16"
+    reads = "bm=0,64,128 bn=0,64,128 stages=0,2,3,4 store=auto,direct group=0,1,8,16 swap"
     plan_type = Wgmma3xTf32Tiles
     selector = ("mma", "3xtf32")
 
@@ -118,6 +136,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             )
         # Not read: K steps are 32 f32 (128 bytes), blocks not persistent, a producer warpgroup.
         knobs = replace(knobs, bk=0, persistent=0, ws=1)
+        if (swapped := self._swapped(kernel, c, knobs)) is not None:
+            return swapped
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target)
         if not isinstance(t, str) and t.bn > WIDEST:
             t = choose_wgmma_tiles(replace(knobs, bn=WIDEST), batch, m, n, self.target)
@@ -145,6 +165,28 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         while not knobs.stages and tiles.stages > 2 and self._over(c, tiles):
             tiles = replace(tiles, stages=tiles.stages - 1)  # an N-major B's big tile
         return self.check(kernel, c, tiles) or tiles
+
+    def _swapped(
+        self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs
+    ) -> Wgmma3xTf32Tiles | str | None:
+        """The `swap` plan where `swap` asks for it or `auto` takes it, or why `swap=on`
+        cannot run; None for the plain plan. `auto` takes it for f32 linears of 17 to 64 rows
+        with a `[N, K]` weight: more FMAs per weight byte than CUDA cores keep up with
+        (`skinny_plan.CUDA_CORE_BALANCE`, where the skinny rule stops) and too few rows for
+        the plain tiles' 64 of A."""
+        batch, m, n, k = c.extents
+        operands = plain_operands(c, k, n)
+        assert not isinstance(operands, str)
+        if knobs.swap == "off" or (knobs.swap == "auto" and not auto_swaps(c)):
+            return None
+        if operands.b_mn_major:
+            return _fail("swap=on needs B [N, K] (its rows are the product's A, K-major)")
+        bm = knobs.bm or (128 if n > 64 else 64)
+        bn = knobs.bn or next((w for w in SWAP_WIDTHS if w >= m), SWAP_WIDTHS[-1])
+        t = Wgmma3xTf32Tiles(
+            bm, bn, knobs.stages or SWAP_STAGES, 1, "direct", 0, 1, "off", "off", swap="on"
+        )
+        return swap_refusal(t, self.target) or t
 
     def _starved(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, t: WgmmaTiles) -> bool:
         """Whether `mma=auto` takes a small grid all the same: 33-64 rows too little work for
@@ -178,6 +220,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         )
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: Wgmma3xTf32Tiles) -> str | None:
+        if plan.swap == "on":
+            return _operand_refusal(c) or swap_refusal(plan, self.target)
         refusal = _operand_refusal(c) or wgmma_tile_refusal(plan, self.target)
         if refusal:
             return refusal.replace("mma=wgmma", "mma=3xtf32")
@@ -190,7 +234,39 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: Wgmma3xTf32Tiles, rewriter: PatternRewriter
     ) -> None:
-        emit_wgmma_gemm(kernel, c, t, f32, self.target.sms, rewriter)
+        emit_wgmma_gemm(kernel, c, t, f32, self.target.sms, rewriter, t.swap == "on")
+
+
+def auto_swaps(c: Contraction) -> bool:
+    """Whether `swap=auto` takes contraction `c`: 17 to `SMALL_M` rows, more than the CUDA
+    cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`), a K-major B."""
+    _, m, n, k = c.extents
+    operands = plain_operands(c, k, n)
+    if isinstance(operands, str) or operands.b_mn_major:
+        return False
+    return 2 * m / 4 > CUDA_CORE_BALANCE and m <= SMALL_M
+
+
+def swap_refusal(t: Wgmma3xTf32Tiles, target: Target) -> str | None:
+    """Why the `swap` tiling cannot run, or None."""
+    if t.bm not in (64, 128) or t.bn not in SWAP_WIDTHS:
+        return _fail(
+            f"with swap takes bm = 64 or 128 rows of B and bn = {', '.join(map(str, SWAP_WIDTHS))}"
+            f" rows of A, got bm={t.bm} bn={t.bn}"
+        )
+    if t.bn * SWIZZLE // 16 % (t.consumers * WARPGROUP):
+        return _fail(
+            f"with swap needs bn·8 16-byte chunks a multiple of the {t.consumers * WARPGROUP} "
+            f"consumer threads (bm={t.bm}), got bn={t.bn}"
+        )
+    if not 2 <= t.stages <= 4:
+        return _fail(f"takes stages in [2, 4], got {t.stages}")
+    if t.shared_bytes > target.dynamic_shared:
+        return _fail(
+            f"with swap bm={t.bm} bn={t.bn} stages={t.stages} needs {t.shared_bytes} bytes of "
+            f"shared memory, more than the {target.dynamic_shared} a block may use"
+        )
+    return None
 
 
 def _operand_refusal(c: Contraction) -> str | None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import f32
+from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
 
 from tinyopt.dialects import tile
@@ -56,10 +56,16 @@ class TF32Split:
     """The small tiles (and an N-major B's K-major big tile) and the code that uses them, for
     the `_WgmmaEmitter` `gemm` (its tiles, thread id and step width)."""
 
-    def __init__(self, em: Emitter, gemm: Any, a_shape: list[int], b_shape: list[int]) -> None:
+    def __init__(
+        self, em: Emitter, gemm: Any, a_shape: list[int] | None, b_shape: list[int]
+    ) -> None:
+        """`a_shape` None: A is split in registers (`split_fragment`), only B in shared
+        memory."""
         self.em, self.gemm = em, gemm
         shared = tile.SHARED
-        self.a_small = em.value(tile.AllocOp(tile.memref_in(a_shape, f32, shared), True))
+        self.a_small = (
+            em.value(tile.AllocOp(tile.memref_in(a_shape, f32, shared), True)) if a_shape else None
+        )
         self.b_small = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
         self.b_big = gemm.b_smem
         """B's big parts, K-major: the ring's tile split in place, or for an N-major B (whose
@@ -67,19 +73,20 @@ class TF32Split:
         if gemm.mn_major:
             self.b_big = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
 
-    def split(self, slot: SSAValue, group: SSAValue) -> SSAValue:
-        """Splits the slot's A and B tiles: consumer thread i takes the 16-byte chunks i, i +
-        threads, ... of each; then the consumers meet, their writes fenced for wgmma. Returns
-        whether any big part of the step is infinite (the same in every consumer thread)."""
+    def split(self, slot: SSAValue, group: SSAValue, also: SSAValue | None = None) -> SSAValue:
+        """Splits the slot's A and B tiles (B's only where A is split in registers): consumer
+        thread i takes the 16-byte chunks i, i + threads, ... of each; then the consumers meet,
+        their writes fenced for wgmma. Returns whether any big part of the step is infinite or
+        any part tiny, or this thread's `also` holds, in any consumer thread (the same in
+        every one)."""
         em, gemm, t = self.em, self.gemm, self.gemm.t
         local = self._consumer(group)
         per_row = gemm.bk // CHUNK
         infinite: SSAValue | None = None
-        inf, zero, least = em.f32(float("inf")), em.f32(0.0), em.f32(LEAST_SPLIT)
-        for raw, small, rows in (
-            (gemm.a_smem, self.a_small, t.bm),
-            (gemm.b_smem, self.b_small, t.bn),
-        ):
+        tiles = [(gemm.b_smem, self.b_small, t.bn)]
+        if self.a_small is not None:
+            tiles.insert(0, (gemm.a_smem, self.a_small, t.bm))
+        for raw, small, rows in tiles:
             transposed = raw is gemm.b_smem and gemm.mn_major
             for chunk in self._chunks(local, rows):
                 if transposed:  # chunk c: K row (c / per_row) % bk of N chunk c / (bk·per_row)
@@ -95,30 +102,17 @@ class TF32Split:
                 values = em.op(tile.VectorLoadOp(raw, index, CHUNK)).results
                 bigs, smalls = [], []
                 for value in values:
-                    big = em.value(tile.ToTf32Op(value))
-                    is_inf = em.value(arith.CmpfOp(em.value(fmath.AbsFOp(big)), inf, "oeq"))
-                    remainder = em.value(arith.SubfOp(value, big))  # exact in f32
-                    rest = em.value(tile.ToTf32Op(remainder))
-                    magnitude = em.value(fmath.AbsFOp(value))
-                    tiny = em.value(
-                        arith.AndIOp(
-                            em.value(arith.CmpfOp(magnitude, zero, "ogt")),
-                            em.value(arith.CmpfOp(magnitude, least, "olt")),
-                        )
-                    )
-                    rest = em.value(arith.SelectOp(tiny, remainder, rest))
+                    big, rest, infinite = split_value(em, value, infinite)
                     bigs.append(big)
-                    smalls.append(em.value(arith.SelectOp(is_inf, zero, rest)))
-                    special = em.value(arith.OrIOp(is_inf, tiny))
-                    if infinite is not None:
-                        special = em.value(arith.OrIOp(infinite, special))
-                    infinite = special
+                    smalls.append(rest)
                 if transposed:
                     self._store_transposed(slot, index, k, bigs, smalls)
                 else:
                     em.op(tile.VectorStoreOp(bigs, raw, index))
                     em.op(tile.VectorStoreOp(smalls, small, index))
         assert infinite is not None
+        if also is not None:
+            infinite = em.value(arith.OrIOp(infinite, also))
         em.op(tile.FenceProxyAsyncOp())
         threads = WARPGROUP * t.consumers
         return em.value(tile.NamedBarrierAnyOp(em.index(SPLIT_BARRIER), threads, infinite))
@@ -173,6 +167,8 @@ class TF32Split:
         zeros = [em.f32(0.0)] * CHUNK
         tiles = ((gemm.a_smem, self.a_small, t.bm), (self.b_big, self.b_small, t.bn))
         for big, small, rows in tiles:
+            if small is None:
+                continue
             for chunk in self._chunks(local, rows):
                 index = self._k_major(slot, chunk)
                 for tiles_of in (big, small):
@@ -192,14 +188,15 @@ class TF32Split:
         rows = [em.add(first_row, 8 * half) for half in range(2)]
         columns = [em.add(first_column, 8 * j + e) for j in range(t.tile_n // 8) for e in range(2)]
 
-        def element(big: SSAValue, small: SSAValue, r: SSAValue, k: SSAValue) -> SSAValue:
-            """Element (r, k) of a K-major tile pair: big + small."""
+        def element(big: SSAValue, small: SSAValue | None, r: SSAValue, k: SSAValue) -> SSAValue:
+            """Element (r, k) of a K-major tile pair: big + small (of a tile not split in
+            shared memory, the f32 as it came)."""
             index = [slot, r, swizzled(em, r, k)]
-            parts = [em.value(memref.LoadOp.get(tiles, index)) for tiles in (big, small)]
-            return em.value(arith.AddfOp(*parts))
+            parts = [em.value(memref.LoadOp.get(t, index)) for t in (big, small) if t]
+            return em.value(arith.AddfOp(*parts)) if small else parts[0]
 
         with em.for_loop(0, gemm.bk, 1) as (k, _, _):
-            a = [element(gemm.a_smem, self.a_small, r, k) for r in rows]
+            a = [element(gemm.a_smem, self.a_small, r, k) for r in rows]  # raw: no a_small
             for c, n in enumerate(columns):
                 b = element(self.b_big, self.b_small, n, k)
                 j, e = divmod(c, 2)
@@ -209,6 +206,53 @@ class TF32Split:
                     product = em.value(arith.MulfOp(a[half], b))
                     em.op(memref.StoreOp.get(em.value(arith.AddfOp(old, product)), acc, [r]))
             em.op(scf.YieldOp())
+
+
+def split_value(
+    em: Emitter, value: SSAValue, special: SSAValue | None
+) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """Splits an f32 into TF32 big and small parts (small = 0 where big is infinite; the
+    unrounded remainder below `LEAST_SPLIT`) and returns them with `special` or-ed with
+    whether the value needs f32 FMA (big infinite, or nonzero below `LEAST_SPLIT`)."""
+    inf, zero, least = em.f32(float("inf")), em.f32(0.0), em.f32(LEAST_SPLIT)
+    big = em.value(tile.ToTf32Op(value))
+    is_inf = em.value(arith.CmpfOp(em.value(fmath.AbsFOp(big)), inf, "oeq"))
+    remainder = em.value(arith.SubfOp(value, big))  # exact in f32
+    rest = em.value(tile.ToTf32Op(remainder))
+    magnitude = em.value(fmath.AbsFOp(value))
+    tiny = em.value(
+        arith.AndIOp(
+            em.value(arith.CmpfOp(magnitude, zero, "ogt")),
+            em.value(arith.CmpfOp(magnitude, least, "olt")),
+        )
+    )
+    rest = em.value(arith.SelectOp(tiny, remainder, rest))
+    small = em.value(arith.SelectOp(is_inf, zero, rest))
+    flagged = em.value(arith.OrIOp(is_inf, tiny))
+    if special is not None:
+        flagged = em.value(arith.OrIOp(special, flagged))
+    return big, small, flagged
+
+
+def split_fragment(
+    em: Emitter, a_smem: SSAValue, slot: SSAValue, row: SSAValue, kk: int, lane: SSAValue
+) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue]]:
+    """Reads this thread's TF32 A fragment of the m64nNk8 product at K `kk` of the slot's
+    128-byte swizzled f32 tile, rows `row..row+63` (its warp's 16 at `row` + 16·warp, given
+    in `row`): the values at (row + lane/4 (+8), kk + lane%4 (+4)), in `tile.wgmma_reg_a`'s
+    register order, and splits each. Returns the big parts' and the small parts' bits (i32
+    registers) and the values' special flags (`split_value`)."""
+    bigs, smalls, specials = [], [], []
+    group, quad = em.div(lane, 4), em.rem(lane, 4)
+    for register in range(4):
+        r = em.add(row, em.add(group, 8 * (register % 2)))
+        k = em.add(quad, kk + 4 * (register // 2))
+        value = em.value(memref.LoadOp.get(a_smem, [slot, r, swizzled(em, r, k)]))
+        big, small, special = split_value(em, value, None)
+        bigs.append(em.value(arith.BitcastOp(big, i32)))
+        smalls.append(em.value(arith.BitcastOp(small, i32)))
+        specials.append(special)
+    return bigs, smalls, specials
 
 
 def swizzled(em: Emitter, row: SSAValue, k: SSAValue) -> SSAValue:
