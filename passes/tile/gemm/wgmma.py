@@ -296,6 +296,14 @@ STREAM_K_BARRIER = 4
 """The consumer warpgroups' hardware barrier before a partial sum's flag (1 and 2 are the
 staged epilogue's, 3 the TF32 split's)."""
 
+PRODUCER_SPLIT_BARRIER = 3
+"""The swapped 3xTF32 plan's producer warpgroup's barrier, where its threads agree whether a
+slot's B tile needs f32 FMA (its consumers never split in shared memory)."""
+
+VOTE_BARRIER = 5
+"""The swapped plan's first per-consumer-warpgroup barrier (5 + warpgroup): where a
+warpgroup agrees whether a step runs in f32 FMA."""
+
 
 class _WgmmaEmitter:
     """Emits the pipelined wgmma GEMM of one block."""
@@ -381,6 +389,9 @@ class _WgmmaEmitter:
             self.splitter = TF32Split(em, self, split_a, [t.stages, t.bn, self.bk])
         self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
         self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
+        if self.swapped:  # the producer's split of each slot's B tile, and its verdict
+            self.ready = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
+            self.special = em.value(tile.AllocOp(tile.memref_in([t.stages], i32, shared)))
         if t.store == "smem":
             products = [t.products] if t.dual == "on" else []
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
@@ -390,6 +401,8 @@ class _WgmmaEmitter:
             for s in range(t.stages):
                 em.op(tile.MbarrierInitOp(self.full, em.index(s), 1))
                 em.op(tile.MbarrierInitOp(self.empty, em.index(s), WARPGROUP * t.consumers))
+                if self.swapped:
+                    em.op(tile.MbarrierInitOp(self.ready, em.index(s), WARPGROUP))
             em.op(tile.FenceProxyAsyncOp())
         em.op(tile.BarrierOp())
         warpgroup = em.div(self.tid, WARPGROUP)
@@ -401,14 +414,17 @@ class _WgmmaEmitter:
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
         with em.into(then_block):
             em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
-            with em.when([self.first]):
-                if self.walk:
-                    self.walk.walk(em.value(tile.BlockIdOp("x")), self._produce_piece)
-                else:
-                    with self._tiles() as first_step:
-                        with em.for_loop(0, self.steps, 1) as (step, _, _):
-                            self._produce(step, em.add(first_step, step))
-                            em.op(scf.YieldOp())
+            if self.swapped:
+                self._swapped_produce()
+            else:
+                with em.when([self.first]):
+                    if self.walk:
+                        self.walk.walk(em.value(tile.BlockIdOp("x")), self._produce_piece)
+                    else:
+                        with self._tiles() as first_step:
+                            with em.for_loop(0, self.steps, 1) as (step, _, _):
+                                self._produce(step, em.add(first_step, step))
+                                em.op(scf.YieldOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
             em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
@@ -774,53 +790,89 @@ class _WgmmaEmitter:
             em.op(tile.MbarrierArriveOp(self.empty, slot))
             em.op(scf.YieldOp())
 
+    def _swapped_produce(self) -> None:
+        """The producer warpgroup of the swapped plan: thread 0 keeps the ring's TMA copies
+        `stages - 1` steps ahead, and the warpgroup splits each landed slot's B tile (A's
+        rows) into its TF32 big and small tiles (`TF32Split.split_rows`), zeroes them where
+        any element needs f32 FMA, records that verdict for the consumers and signals the
+        slot `ready`. The split of a step runs while the consumers multiply the one before."""
+        em, t, splitter = self.em, self.t, self.splitter
+        with em.when([self.first]):
+            with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
+                self._produce(step, step)
+                em.op(scf.YieldOp())
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
+            slot = em.rem(step, t.stages)
+            parity = em.ring_parity(step, t.stages, flip=False)
+            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+            mine = splitter.split_rows(slot, self.tid, WARPGROUP)
+            barrier = em.index(PRODUCER_SPLIT_BARRIER)
+            special = em.value(tile.NamedBarrierAnyOp(barrier, WARPGROUP, mine))
+            with em.when([special]):
+                splitter.clear_rows(slot, self.tid, WARPGROUP)
+            with em.when([self.first]):
+                one = em.value(arith.ConstantOp(IntegerAttr(1, i32)))
+                zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
+                flag = em.value(arith.SelectOp(special, one, zero))
+                em.op(memref.StoreOp.get(flag, self.special, [slot]))
+            em.op(tile.FenceProxyAsyncOp())
+            em.op(tile.MbarrierArriveOp(self.ready, slot))
+            ahead = em.add(step, t.stages - 1)
+            with em.when([self.first, em.less(ahead, self.steps)]):
+                self._produce(ahead, ahead)
+            em.op(scf.YieldOp())
+
     def _swapped_k_loop(
         self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue
     ) -> None:
-        """The K loop of f32 operands with the roles swapped: each step, the thread reads its
-        TF32 fragments of the slot's A rows (B's) and splits them in registers
-        (`split_fragment`) while the consumers split the B tile (A's rows) in shared memory;
-        each k8 slice's three products (small·big, big·small, big·big) take A from the
-        registers, into registers of their own, added to `acc` once done, as in
-        `_split_k_loop`. A step holding an infinity or a tiny value in either operand adds its
-        products in f32 FMA, its B tiles and A registers zeroed."""
+        """The K loop of f32 operands with the roles swapped: each step, once the producer
+        has split the slot's B tile (`_swapped_produce`), the thread reads its TF32 fragments
+        of the slot's A rows (B's) and splits them in registers (`split_fragment`); each k8
+        slice's three products (small·big, big·small, big·big) take A from the registers,
+        into registers of their own, added to `acc` once done, as in `_split_k_loop`. The
+        warpgroup agrees on its own (`bar.red.or`) whether the step holds an infinity or a
+        tiny value in its A rows or anywhere in B: such a step adds its products in f32 FMA
+        from the tiles as they came, and its A registers are zeroed (B's tiles are zeroed by
+        the producer where B holds it). The two consumer warpgroups never wait for each
+        other, so one's splits run beside the other's products."""
         em, t, splitter = self.em, self.t, self.splitter
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         local = em.rem(self.tid, WARPGROUP)
         lane = em.rem(local, 32)
         warp_row = em.add(row, em.mul(em.div(local, 32), 16))
         zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
+        vote = em.add(group, VOTE_BARRIER)
         with em.for_loop(0, self.steps, 1) as (step, _, _):
             ring_step = em.add(first_step, step)
             slot = em.rem(ring_step, t.stages)
-            em.op(
-                tile.MbarrierWaitOp(
-                    self.full, slot, em.ring_parity(ring_step, t.stages, flip=False)
-                )
-            )
+            parity = em.ring_parity(ring_step, t.stages, flip=False)
+            em.op(tile.MbarrierWaitOp(self.ready, slot, parity))
             fragments = [
                 split_fragment(em, self.a_smem, slot, warp_row, kk, lane)
                 for kk in range(0, self.bk, tile.WGMMA_K_TF32)
             ]
-            special = fragments[0][2][0]
+            flag = em.value(memref.LoadOp.get(self.special, [slot]))
+            special = em.value(arith.CmpiOp(flag, zero, "ne"))
             for _, _, flags in fragments:
-                for flag in flags:
-                    special = em.value(arith.OrIOp(special, flag))
-            infinite = splitter.split(slot, group, special)
-            with em.when([infinite]):
+                for one in flags:
+                    special = em.value(arith.OrIOp(special, one))
+            special = em.value(tile.NamedBarrierAnyOp(vote, WARPGROUP, special))
+            with em.when([special]):
                 splitter.exact_step(acc, slot, row)
-                splitter.clear(slot, group)
+            operands = [  # every A register is set before the first wgmma reads one
+                [
+                    [em.value(arith.SelectOp(special, zero, r)) for r in registers]
+                    for registers in pair
+                ]
+                for *pair, _ in fragments
+            ]
             em.op(tile.WgmmaFenceOp())
-            b_big = splitter.b_big
-            for kk, (bigs, smalls, _) in zip(
-                range(0, self.bk, tile.WGMMA_K_TF32), fragments, strict=True
+            for kk, (bigs, smalls) in zip(
+                range(0, self.bk, tile.WGMMA_K_TF32), operands, strict=True
             ):
-                bigs, smalls = (
-                    [em.value(arith.SelectOp(infinite, zero, r)) for r in registers]
-                    for registers in (bigs, smalls)
-                )
                 b_index = [slot, em.index(0), em.index(kk)]
-                for a, b_smem in ((smalls, b_big), (bigs, splitter.b_small), (bigs, b_big)):
+                pairs = ((smalls, splitter.b_big), (bigs, splitter.b_small), (bigs, splitter.b_big))
+                for a, b_smem in pairs:
                     em.op(
                         tile.WgmmaRegisterAOp(
                             products,

@@ -58,7 +58,6 @@ from tinyopt.passes.tile.gemm.skinny_plan import CUDA_CORE_BALANCE
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     SMALL_M,
     SWIZZLE,
-    WARPGROUP,
     WgmmaTiles,
     choose_wgmma_tiles,
     plain_operands,
@@ -77,12 +76,12 @@ WIDEST = 128
 
 
 SWAP_WIDTHS = (32, 64, 128)
-"""The `swap` block's widths (A's rows a block takes): a power of two whose tile's 16-byte
-chunks the 128 or 256 consumer threads split evenly (bn = 32 with bm = 128: 256 chunks)."""
+"""The `swap` block's widths (A's rows a block takes): powers of two whose tile's 16-byte
+chunks the producer warpgroup's 128 threads split evenly."""
 
 SWAP_STAGES = 4
-"""The `swap` ring's default depth: a slot of 128 B rows and 64 A rows with A's small copy
-is 32 KiB."""
+"""The `swap` ring's default depth (fewer where they do not fit): a slot of 128 B rows and
+64 A rows with A's big and small tiles is 40 KiB."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,8 @@ class Wgmma3xTf32Tiles(WgmmaTiles):
 
     @property
     def shared_bytes(self) -> int:
-        small = self.bn * SWIZZLE if self.swap == "on" else self.stage_bytes
-        return super().shared_bytes + self.stages * small
+        split = 2 * self.bn * SWIZZLE if self.swap == "on" else self.stage_bytes
+        return super().shared_bytes + self.stages * split
 
 
 def _fail(message: str) -> str:
@@ -186,6 +185,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         t = Wgmma3xTf32Tiles(
             bm, bn, knobs.stages or SWAP_STAGES, 1, "direct", 0, 1, "off", "off", swap="on"
         )
+        while not knobs.stages and t.stages > 2 and t.shared_bytes > self.target.dynamic_shared:
+            t = replace(t, stages=t.stages - 1)
         return swap_refusal(t, self.target) or t
 
     def _starved(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, t: WgmmaTiles) -> bool:
@@ -253,11 +254,6 @@ def swap_refusal(t: Wgmma3xTf32Tiles, target: Target) -> str | None:
         return _fail(
             f"with swap takes bm = 64 or 128 rows of B and bn = {', '.join(map(str, SWAP_WIDTHS))}"
             f" rows of A, got bm={t.bm} bn={t.bn}"
-        )
-    if t.bn * SWIZZLE // 16 % (t.consumers * WARPGROUP):
-        return _fail(
-            f"with swap needs bn·8 16-byte chunks a multiple of the {t.consumers * WARPGROUP} "
-            f"consumer threads (bm={t.bm}), got bn={t.bn}"
         )
     if not 2 <= t.stages <= 4:
         return _fail(f"takes stages in [2, 4], got {t.stages}")

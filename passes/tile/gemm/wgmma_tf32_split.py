@@ -59,8 +59,9 @@ class TF32Split:
     def __init__(
         self, em: Emitter, gemm: Any, a_shape: list[int] | None, b_shape: list[int]
     ) -> None:
-        """`a_shape` None: A is split in registers (`split_fragment`), only B in shared
-        memory."""
+        """`a_shape` None: A is split in registers (`split_fragment`), and B's parts are
+        written by the producer warpgroup into tiles of their own (`split_rows`), B's ring
+        tile left as it came."""
         self.em, self.gemm = em, gemm
         shared = tile.SHARED
         self.a_small = (
@@ -70,8 +71,36 @@ class TF32Split:
         self.b_big = gemm.b_smem
         """B's big parts, K-major: the ring's tile split in place, or for an N-major B (whose
         ring tile holds `[N/32][K][32]` chunks) a tile of their own, written transposed."""
-        if gemm.mn_major:
+        if gemm.mn_major or a_shape is None:
             self.b_big = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
+
+    def split_rows(self, slot: SSAValue, thread: SSAValue, threads: int) -> SSAValue:
+        """Splits the slot's B tile (as it came, K-major) into its big and small tiles:
+        thread `thread` of `threads` takes the 16-byte chunks thread, thread + threads, ...
+        Returns whether any of its elements needs f32 FMA (`split_value`), in this thread."""
+        em, gemm = self.em, self.gemm
+        special: SSAValue | None = None
+        for chunk in self._chunks(thread, gemm.t.bn, threads):
+            index = self._k_major(slot, chunk)
+            bigs, smalls = [], []
+            for value in em.op(tile.VectorLoadOp(gemm.b_smem, index, CHUNK)).results:
+                big, small, special = split_value(em, value, special)
+                bigs.append(big)
+                smalls.append(small)
+            em.op(tile.VectorStoreOp(bigs, self.b_big, index))
+            em.op(tile.VectorStoreOp(smalls, self.b_small, index))
+        assert special is not None
+        return special
+
+    def clear_rows(self, slot: SSAValue, thread: SSAValue, threads: int) -> None:
+        """Zeroes the chunks of the slot's B big and small tiles `split_rows` wrote in this
+        thread, so that the step's tensor-core products add nothing."""
+        em = self.em
+        zeros = [em.f32(0.0)] * CHUNK
+        for chunk in self._chunks(thread, self.gemm.t.bn, threads):
+            index = self._k_major(slot, chunk)
+            for tiles_of in (self.b_big, self.b_small):
+                em.op(tile.VectorStoreOp(zeros, tiles_of, index))
 
     def split(self, slot: SSAValue, group: SSAValue, also: SSAValue | None = None) -> SSAValue:
         """Splits the slot's A and B tiles (B's only where A is split in registers): consumer
@@ -122,10 +151,11 @@ class TF32Split:
         em = self.em
         return em.add(em.mul(group, WARPGROUP), em.rem(self.gemm.tid, WARPGROUP))
 
-    def _chunks(self, local: SSAValue, rows: int) -> Iterator[SSAValue]:
-        """The 16-byte chunks of a `[rows][bk]` f32 tile that consumer thread `local` takes:
-        local, local + threads, ... (each emitted as the caller reaches it)."""
-        threads = WARPGROUP * self.gemm.t.consumers
+    def _chunks(self, local: SSAValue, rows: int, threads: int = 0) -> Iterator[SSAValue]:
+        """The 16-byte chunks of a `[rows][bk]` f32 tile that thread `local` of `threads` (by
+        default the consumer threads) takes: local, local + threads, ... (each emitted as the
+        caller reaches it)."""
+        threads = threads or WARPGROUP * self.gemm.t.consumers
         per_row = self.gemm.bk // CHUNK
         assert rows * per_row % threads == 0
         for i in range(rows * per_row // threads):
@@ -179,7 +209,8 @@ class TF32Split:
     def exact_step(self, acc: SSAValue, slot: SSAValue, row: SSAValue) -> None:
         """Adds the slot's products to the warpgroup's accumulators (rows `row..row + 63` of
         the block tile, in the wgmma fragment layout) in f32 FMA, each element read as big +
-        small from its 128-byte swizzled place."""
+        small from its 128-byte swizzled place (where A is split in registers, A and B as
+        they came)."""
         em, gemm, t = self.em, self.gemm, self.gemm.t
         local = em.rem(gemm.tid, WARPGROUP)
         lane = em.rem(local, 32)
@@ -197,8 +228,9 @@ class TF32Split:
 
         with em.for_loop(0, gemm.bk, 1) as (k, _, _):
             a = [element(gemm.a_smem, self.a_small, r, k) for r in rows]  # raw: no a_small
+            b_tiles = (self.b_big, self.b_small) if self.a_small else (gemm.b_smem, None)
             for c, n in enumerate(columns):
-                b = element(self.b_big, self.b_small, n, k)
+                b = element(*b_tiles, n, k)
                 j, e = divmod(c, 2)
                 for half in range(2):
                     r = em.index(4 * j + 2 * half + e)
