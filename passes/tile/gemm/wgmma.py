@@ -74,7 +74,7 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     shared_tiles,
     stream_k_refusal,
 )
-from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split, split_fragment
+from tinyopt.passes.tile.gemm.wgmma_tf32_split import SpecialScan, TF32Split, split_fragment
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
@@ -837,6 +837,9 @@ class _WgmmaEmitter:
         other, so one's splits run beside the other's products."""
         em, t, splitter = self.em, self.t, self.splitter
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        slices = self.bk // tile.WGMMA_K_TF32
+        registers = em.value(tile.AllocOp(tile.memref_in([slices * 8], i32, tile.REGISTERS)))
+        """The step's A registers: per k8 slice its 4 big parts, then its 4 small ones."""
         local = em.rem(self.tid, WARPGROUP)
         lane = em.rem(local, 32)
         warp_row = em.add(row, em.mul(em.div(local, 32), 16))
@@ -847,30 +850,30 @@ class _WgmmaEmitter:
             slot = em.rem(ring_step, t.stages)
             parity = em.ring_parity(ring_step, t.stages, flip=False)
             em.op(tile.MbarrierWaitOp(self.ready, slot, parity))
-            fragments = [
-                split_fragment(em, self.a_smem, slot, warp_row, kk, lane)
-                for kk in range(0, self.bk, tile.WGMMA_K_TF32)
-            ]
+            scan = SpecialScan(em)
+            fragments = split_fragment(em, self.a_smem, slot, warp_row, lane, scan)
+            for s, (bigs, smalls) in enumerate(fragments):
+                for r, value in enumerate(bigs + smalls):
+                    em.op(memref.StoreOp.get(value, registers, [em.index(8 * s + r)]))
             flag = em.value(memref.LoadOp.get(self.special, [slot]))
             special = em.value(arith.CmpiOp(flag, zero, "ne"))
-            for _, _, flags in fragments:
-                for one in flags:
-                    special = em.value(arith.OrIOp(special, one))
+            special = em.value(arith.OrIOp(special, scan.special()))
             special = em.value(tile.NamedBarrierAnyOp(vote, WARPGROUP, special))
             with em.when([special]):
                 splitter.exact_step(acc, slot, row)
-            operands = [  # every A register is set before the first wgmma reads one
+                for r in range(slices * 8):
+                    em.op(memref.StoreOp.get(zero, registers, [em.index(r)]))
+            operands = [
                 [
-                    [em.value(arith.SelectOp(special, zero, r)) for r in registers]
-                    for registers in pair
+                    em.value(memref.LoadOp.get(registers, [em.index(r)]))
+                    for r in range(8 * s, 8 * s + 8)
                 ]
-                for *pair, _ in fragments
-            ]
+                for s in range(slices)
+            ]  # every A register is set before the first wgmma reads one
             em.op(tile.WgmmaFenceOp())
-            for kk, (bigs, smalls) in zip(
-                range(0, self.bk, tile.WGMMA_K_TF32), operands, strict=True
-            ):
-                b_index = [slot, em.index(0), em.index(kk)]
+            for s, parts in enumerate(operands):
+                bigs, smalls = parts[:4], parts[4:]
+                b_index = [slot, em.index(0), em.index(s * tile.WGMMA_K_TF32)]
                 pairs = ((smalls, splitter.b_big), (bigs, splitter.b_small), (bigs, splitter.b_big))
                 for a, b_smem in pairs:
                     em.op(
@@ -883,7 +886,7 @@ class _WgmmaEmitter:
                             b_lbo=16,
                             b_sbo=ATOM,
                             b_mn_major=False,
-                            overwrite=kk == 0 and a is smalls,
+                            overwrite=s == 0 and a is smalls,
                         )
                     )
             em.op(tile.WgmmaCommitOp())

@@ -28,12 +28,13 @@ element, into K-major tiles of their own (the ring's chunk is left as it came).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
 from typing import Any
 
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
-from xdsl.dialects.builtin import f32, i32
+from xdsl.dialects.builtin import IntegerAttr, f32, i32
 from xdsl.ir import SSAValue
 
 from tinyopt.dialects import tile
@@ -75,22 +76,29 @@ class TF32Split:
             self.b_big = em.value(tile.AllocOp(tile.memref_in(b_shape, f32, shared), True))
 
     def split_rows(self, slot: SSAValue, thread: SSAValue, threads: int) -> SSAValue:
-        """Splits the slot's B tile (as it came, K-major) into its big and small tiles:
-        thread `thread` of `threads` takes the 16-byte chunks thread, thread + threads, ...
-        Returns whether any of its elements needs f32 FMA (`split_value`), in this thread."""
+        """Splits the slot's B tile (as it came, K-major) into its big and small tiles, each
+        element moved from its K position p to the wgmma column `swapped_column(p)` (the
+        order `split_fragment` reads A's rows in): thread `thread` of `threads` takes the
+        16-byte chunks thread, thread + threads, ... Returns whether any of its elements
+        needs f32 FMA (`SpecialScan`), in this thread."""
         em, gemm = self.em, self.gemm
-        special: SSAValue | None = None
+        scan = SpecialScan(em)
+        per_row = gemm.bk // CHUNK
         for chunk in self._chunks(thread, gemm.t.bn, threads):
             index = self._k_major(slot, chunk)
-            bigs, smalls = [], []
-            for value in em.op(tile.VectorLoadOp(gemm.b_smem, index, CHUNK)).results:
-                big, small, special = split_value(em, value, special)
-                bigs.append(big)
-                smalls.append(small)
-            em.op(tile.VectorStoreOp(bigs, self.b_big, index))
-            em.op(tile.VectorStoreOp(smalls, self.b_small, index))
-        assert special is not None
-        return special
+            n = index[1]
+            # the chunk's place in the swizzled row holds K chunk place XOR row % 8
+            q = em.value(arith.XOrIOp(em.rem(chunk, per_row), em.rem(n, 8)))
+            values = em.op(tile.VectorLoadOp(gemm.b_smem, index, CHUNK)).results
+            for e, value in enumerate(values):
+                big, small = scan.split(value)
+                # K position 4q + e: column 8·(2·(q%2) + e/2) + q/2 + 4·(e%2)
+                column = em.add(em.mul(em.rem(q, 2), 16), em.div(q, 2))
+                column = em.add(column, 8 * (e // 2) + 4 * (e % 2))
+                where = [slot, n, swizzled(em, n, column)]
+                em.op(memref.StoreOp.get(big, self.b_big, where))
+                em.op(memref.StoreOp.get(small, self.b_small, where))
+        return scan.special()
 
     def clear_rows(self, slot: SSAValue, thread: SSAValue, threads: int) -> None:
         """Zeroes the chunks of the slot's B big and small tiles `split_rows` wrote in this
@@ -266,25 +274,100 @@ def split_value(
     return big, small, flagged
 
 
+class SpecialScan:
+    """Splits f32 values into TF32 big and small parts (`cvt.rna`, then the remainder, whose
+    low 13 bits the tensor cores drop: 1.72-1.76e-7 relative error against float64 at
+    48×136×{32..160} on the CPU emulation where a rounded remainder gave 1.66-1.76e-7, and a
+    truncated big part 3.7-3.8e-7), and
+    keeps, across them, whether any needs f32 FMA: an infinite big part (|x| at or past
+    `ROUNDS_TO_INF`, or NaN) or a nonzero |x| below `LEAST_SPLIT`, found from the largest and
+    the least nonzero magnitude's bits (two integer min/max a value, no branch). The parts
+    are exact only where no value needs FMA; a step holding one runs in f32 FMA instead."""
+
+    def __init__(self, em: Emitter) -> None:
+        self.em = em
+        self.largest: SSAValue | None = None
+        """The largest |x| bits seen (NaN's above infinity's)."""
+        self.least: SSAValue | None = None
+        """The least of (|x| bits - 1) XOR 2^31 seen, signed: a nonzero magnitude's bits
+        less 2^31 + 1, in their order, zero's the largest of all; so the least is the
+        smallest nonzero magnitude's where there is one."""
+
+    def split(self, value: SSAValue) -> tuple[SSAValue, SSAValue]:
+        em = self.em
+        big = em.value(tile.ToTf32Op(value))
+        small = em.value(arith.SubfOp(value, big))  # the tensor cores drop its low 13 bits
+        bits = em.value(arith.BitcastOp(value, i32))
+        magnitude = em.value(arith.AndIOp(bits, _i32(em, 0x7FFFFFFF)))
+        below = em.value(arith.SubiOp(magnitude, _i32(em, 1)))  # -1 for zero, no overflow
+        shifted = em.value(arith.XOrIOp(below, _i32(em, -(1 << 31))))
+        if self.largest is None:
+            self.largest, self.least = magnitude, shifted
+        else:
+            assert self.least is not None
+            self.largest = em.value(arith.MaxSIOp(self.largest, magnitude))
+            self.least = em.value(arith.MinSIOp(self.least, shifted))
+        return big, small
+
+    def special(self) -> SSAValue:
+        """Whether any value split so far needs f32 FMA."""
+        em = self.em
+        assert self.largest is not None and self.least is not None
+        huge = em.value(arith.CmpiOp(self.largest, _i32(em, ROUNDS_TO_INF), "sge"))
+        tiny_bits = _f32_bits(LEAST_SPLIT) - 1 - (1 << 31)  # as `least` holds it
+        tiny = em.value(arith.CmpiOp(self.least, _i32(em, tiny_bits), "slt"))
+        return em.value(arith.OrIOp(huge, tiny))
+
+
+ROUNDS_TO_INF = 0x7F7FF000
+"""The bits of the least f32 magnitude that `cvt.rna.tf32.f32` rounds to infinity (half a
+TF32 step past the largest finite TF32, 0x7F7FE000)."""
+
+
+def _i32(em: Emitter, value: int) -> SSAValue:
+    return em.value(arith.ConstantOp(IntegerAttr(value, i32)))
+
+
+def _f32_bits(value: float) -> int:
+    return struct.unpack("<i", struct.pack("<f", value))[0]
+
+
+def swapped_column(p: int) -> int:
+    """The wgmma column (8·slice + c, of the four k8 slices of a 32-wide step) that K
+    position `p` of a step is multiplied at in the swapped plan: so that a thread's A
+    fragment (columns lane%4 and lane%4 + 4 of every slice) is 8 consecutive K positions,
+    8·(lane%4)..+7, two 16-byte loads a row. Column 8s + c holds K position 8·(c%4) + 2s +
+    c/4; a sum over K does not depend on its order, so B's split tiles are permuted alike."""
+    j = p % 8
+    return 8 * (j // 2) + p // 8 + 4 * (j % 2)
+
+
 def split_fragment(
-    em: Emitter, a_smem: SSAValue, slot: SSAValue, row: SSAValue, kk: int, lane: SSAValue
-) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue]]:
-    """Reads this thread's TF32 A fragment of the m64nNk8 product at K `kk` of the slot's
-    128-byte swizzled f32 tile, rows `row..row+63` (its warp's 16 at `row` + 16·warp, given
-    in `row`): the values at (row + lane/4 (+8), kk + lane%4 (+4)), in `tile.wgmma_reg_a`'s
-    register order, and splits each. Returns the big parts' and the small parts' bits (i32
-    registers) and the values' special flags (`split_value`)."""
-    bigs, smalls, specials = [], [], []
+    em: Emitter, a_smem: SSAValue, slot: SSAValue, row: SSAValue, lane: SSAValue, scan: SpecialScan
+) -> list[tuple[list[SSAValue], list[SSAValue]]]:
+    """Reads this thread's TF32 A fragments of a 32-wide step's four m64nNk8 products from
+    the slot's 128-byte swizzled f32 tile, rows `row..row+63` (its warp's 16 at `row` +
+    16·warp, given in `row`), in the permuted K order of `swapped_column`: K positions
+    8·(lane%4)..+7 of rows lane/4 and lane/4 + 8, as two 16-byte loads each. Returns, per
+    k8 slice s, the big parts' and the small parts' bits (i32) in `tile.wgmma_reg_a`'s
+    register order: (row lane/4, K 8·(lane%4) + 2s), eight rows down, then K + 1 of both."""
     group, quad = em.div(lane, 4), em.rem(lane, 4)
-    for register in range(4):
-        r = em.add(row, em.add(group, 8 * (register % 2)))
-        k = em.add(quad, kk + 4 * (register // 2))
-        value = em.value(memref.LoadOp.get(a_smem, [slot, r, swizzled(em, r, k)]))
-        big, small, special = split_value(em, value, None)
-        bigs.append(em.value(arith.BitcastOp(big, i32)))
-        smalls.append(em.value(arith.BitcastOp(small, i32)))
-        specials.append(special)
-    return bigs, smalls, specials
+    rows = []
+    for half in range(2):
+        r = em.add(row, em.add(group, 8 * half))
+        values: list[SSAValue] = []
+        for part in range(2):
+            k = em.add(em.mul(quad, 8), 4 * part)
+            index = [slot, r, swizzled(em, r, k)]
+            values += em.op(tile.VectorLoadOp(a_smem, index, CHUNK)).results
+        rows.append([scan.split(v) for v in values])
+    slices = []
+    for step in range(4):
+        pairs = [rows[0][2 * step], rows[1][2 * step], rows[0][2 * step + 1], rows[1][2 * step + 1]]
+        bigs = [em.value(arith.BitcastOp(big, i32)) for big, _ in pairs]
+        smalls = [em.value(arith.BitcastOp(small, i32)) for _, small in pairs]
+        slices.append((bigs, smalls))
+    return slices
 
 
 def swizzled(em: Emitter, row: SSAValue, k: SSAValue) -> SSAValue:
