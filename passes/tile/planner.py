@@ -23,6 +23,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
     auto_wgmma_splits,
     small_grid,
     square_split,
+    swap_splits,
 )
 from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
 from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
@@ -185,8 +186,9 @@ def _auto_splits(
         if t.dual == "off" and not t.persistent:
             return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
-        rows, columns = (t.tile_n, t.bm) if t.swap == "on" else (t.bm, t.tile_n)
-        return auto_wgmma_splits(c, rows, columns, target, SPLIT_TF32_STEP_SECONDS), "twopass"
+        if t.swap == "on":
+            return swap_splits(c, t.bm, t.tile_n, target), "twopass"
+        return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
     return 1, knobs.splitk_mode
 
 

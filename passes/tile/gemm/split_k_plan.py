@@ -224,6 +224,46 @@ def square_split(c: Contraction, target: Target) -> int:
     return splits if splits > 1 and square <= SQUARE_MARGIN * narrow else 1
 
 
+SWAP_STEP_SECONDS = 1.0e-6
+"""A 32-wide K step of a block of the swapped 3xTF32 plan (128 rows of B by 64 of A, 24
+TF32 wgmmas and the split of its fragments; H100, RESULTS.md twenty-ninth session run 4:
+64×4096×14336 on 112 blocks, 128 steps each, in 133 µs)."""
+
+SWAP_BLOCK_SECONDS = 2e-6
+"""A block's fixed cost beside its steps: its ring filling before the first step and its
+epilogue (an estimate)."""
+
+
+def swap_splits(c: Contraction, bm: int, bn: int, target: Target) -> int:
+    """The split count `splitk=0` gives the swapped 3xTF32 plan (bm rows of B, bn of A a
+    block; one block an SM): the `s` up to `MOST` whose estimate
+
+        ⌈blocks · s / SMs⌉ · (steps(s) · SWAP_STEP_SECONDS + SWAP_BLOCK_SECONDS)
+            + (s > 1) · fold_seconds(s)
+
+    is least, over the `s` whose chunks (`split_k.chunk_elements`, whole 64-element boxes)
+    keep `MIN_WGMMA_STEPS` steps of 32 and leave none empty. Unlike `auto_wgmma_splits`
+    the blocks may take several waves: a grid of 74 blocks on 132 SMs (45×15072×9352) leaves
+    58 idle unsplit, and in 7 chunks fills four waves nearly whole."""
+    batch, m, n, k = c.extents
+    blocks = batch * -(-n // bm) * -(-m // bn)
+
+    def seconds(s: int) -> float:
+        chunk = chunk_elements(k, s, WGMMA_BK)
+        waves = -(-blocks * s // target.sms)
+        loop = waves * (-(-chunk // 32) * SWAP_STEP_SECONDS + SWAP_BLOCK_SECONDS)
+        return loop + (fold_seconds(s, batch, m, n) if s > 1 else 0.0)
+
+    best, best_time = 1, MARGIN * seconds(1)
+    for s in range(2, MOST + 1):
+        chunk = chunk_elements(k, s, WGMMA_BK)
+        if chunk % WGMMA_BK or chunk < MIN_WGMMA_STEPS * 32:
+            break  # a chunk of part of a box (one would be empty), or too few steps
+        if (time := seconds(s)) < best_time:
+            best, best_time = s, time
+    return best
+
+
 def fold_seconds(s: int, batch: int, m: int, n: int) -> float:
     """The fold's launch and the f32 workspace's bytes, written once and read once."""
     return FOLD_SECONDS + 8 * s * batch * m * n / WORKSPACE_BYTES_PER_SECOND

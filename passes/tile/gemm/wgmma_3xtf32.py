@@ -176,7 +176,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         batch, m, n, k = c.extents
         operands = plain_operands(c, k, n)
         assert not isinstance(operands, str)
-        if knobs.swap == "off" or (knobs.swap == "auto" and not auto_swaps(c)):
+        partial = SPLIT_PARTIAL in kernel.attributes  # K is a chunk its split chose
+        if knobs.swap == "off" or (knobs.swap == "auto" and not auto_swaps(c, partial)):
             return None
         if operands.b_mn_major:
             return _fail("swap=on needs B [N, K] (its rows are the product's A, K-major)")
@@ -238,12 +239,19 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         emit_wgmma_gemm(kernel, c, t, f32, self.target.sms, rewriter, t.swap == "on")
 
 
-def auto_swaps(c: Contraction) -> bool:
+SWAP_MIN_K = 256
+"""The shortest K `swap=auto` takes (8 steps of 32): at K = 64 and 128 the swapped plan's
+fixed costs lost to the CUDA cores (64×64×256 0.85 against 0.97x cuBLAS, 64×128×1024 0.88
+against 1.01; H100, RESULTS.md twenty-ninth session run 4); from K = 432 on it won or tied."""
+
+
+def auto_swaps(c: Contraction, partial: bool = False) -> bool:
     """Whether `swap=auto` takes contraction `c`: 17 to `SMALL_M` rows, more than the CUDA
-    cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`), a K-major B."""
+    cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`), a K-major B, K of `SWAP_MIN_K` or
+    more (but in a split's `partial` kernel, whose K is one chunk)."""
     _, m, n, k = c.extents
     operands = plain_operands(c, k, n)
-    if isinstance(operands, str) or operands.b_mn_major:
+    if isinstance(operands, str) or operands.b_mn_major or (k < SWAP_MIN_K and not partial):
         return False
     return 2 * m / 4 > CUDA_CORE_BALANCE and m <= SMALL_M
 
