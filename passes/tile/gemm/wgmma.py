@@ -834,30 +834,18 @@ class _WgmmaEmitter:
         tiny value in its A rows or anywhere in B: such a step adds its products in f32 FMA
         from the tiles as they came, and its A registers are zeroed (B's tiles are zeroed by
         the producer where B holds it). The two consumer warpgroups never wait for each
-        other, so one's splits run beside the other's products, and each splits its next
-        step while its own products of the step before run."""
+        other, so one's splits run beside the other's products."""
         em, t, splitter = self.em, self.t, self.splitter
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         slices = self.bk // tile.WGMMA_K_TF32
-        registers = [
-            em.value(tile.AllocOp(tile.memref_in([slices * 8], i32, tile.REGISTERS)))
-            for _ in range(2)
-        ]
-        """Two steps' A registers, even steps' and odd ones': per k8 slice its 4 big parts,
-        then its 4 small ones."""
+        registers = em.value(tile.AllocOp(tile.memref_in([slices * 8], i32, tile.REGISTERS)))
+        """The step's A registers: per k8 slice its 4 big parts, then its 4 small ones."""
         local = em.rem(self.tid, WARPGROUP)
         lane = em.rem(local, 32)
         warp_row = em.add(row, em.mul(em.div(local, 32), 16))
         zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
         vote = em.add(group, VOTE_BARRIER)
-
-        def slot_of(step: SSAValue) -> SSAValue:
-            return em.rem(em.add(first_step, step), t.stages)
-
-        def prepare(step: SSAValue, held: SSAValue) -> None:
-            """Waits for `step`'s slot, splits its A fragments into `held`, and where the
-            warpgroup finds an element needing FMA, adds the step's products in f32 FMA and
-            zeroes `held`."""
+        with em.for_loop(0, self.steps, 1) as (step, _, _):
             ring_step = em.add(first_step, step)
             slot = em.rem(ring_step, t.stages)
             parity = em.ring_parity(ring_step, t.stages, flip=False)
@@ -866,7 +854,7 @@ class _WgmmaEmitter:
             fragments = split_fragment(em, self.a_smem, slot, warp_row, lane, scan)
             for s, (bigs, smalls) in enumerate(fragments):
                 for r, value in enumerate(bigs + smalls):
-                    em.op(memref.StoreOp.get(value, held, [em.index(8 * s + r)]))
+                    em.op(memref.StoreOp.get(value, registers, [em.index(8 * s + r)]))
             flag = em.value(memref.LoadOp.get(self.special, [slot]))
             special = em.value(arith.CmpiOp(flag, zero, "ne"))
             special = em.value(arith.OrIOp(special, scan.special()))
@@ -874,13 +862,12 @@ class _WgmmaEmitter:
             with em.when([special]):
                 splitter.exact_step(acc, slot, row)
                 for r in range(slices * 8):
-                    em.op(memref.StoreOp.get(zero, held, [em.index(r)]))
-
-        def issue(step: SSAValue, held: SSAValue) -> None:
-            """Issues `step`'s 12 products from the A registers `held`."""
-            slot = slot_of(step)
+                    em.op(memref.StoreOp.get(zero, registers, [em.index(r)]))
             operands = [
-                [em.value(memref.LoadOp.get(held, [em.index(r)])) for r in range(8 * s, 8 * s + 8)]
+                [
+                    em.value(memref.LoadOp.get(registers, [em.index(r)]))
+                    for r in range(8 * s, 8 * s + 8)
+                ]
                 for s in range(slices)
             ]  # every A register is set before the first wgmma reads one
             em.op(tile.WgmmaFenceOp())
@@ -903,28 +890,9 @@ class _WgmmaEmitter:
                         )
                     )
             em.op(tile.WgmmaCommitOp())
-
-        def finish(step: SSAValue) -> None:
-            """Waits for `step`'s products, adds them to `acc` and releases its slot."""
             em.op(tile.WgmmaWaitOp(0))
             self._add_products(acc, products)
-            em.op(tile.MbarrierArriveOp(self.empty, slot_of(step)))
-
-        # Two steps an iteration, so each step's A registers are a buffer of their own: a
-        # step's products run on the tensor cores while the next step is split.
-        prepare(em.index(0), registers[0])
-        with em.for_loop(0, self.steps, 2) as (step, _, _):
-            odd = em.add(step, 1)
-            issue(step, registers[0])
-            with em.when([em.less(odd, self.steps)]):
-                prepare(odd, registers[1])
-            finish(step)
-            with em.when([em.less(odd, self.steps)]):
-                issue(odd, registers[1])
-                after = em.add(step, 2)
-                with em.when([em.less(after, self.steps)]):
-                    prepare(after, registers[0])
-                finish(odd)
+            em.op(tile.MbarrierArriveOp(self.empty, slot))
             em.op(scf.YieldOp())
 
     def _swapped_epilogue(self, acc: SSAValue, row: SSAValue) -> None:
