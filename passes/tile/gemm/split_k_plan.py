@@ -257,8 +257,10 @@ def swap_splits(c: Contraction, bm: int, bn: int, target: Target) -> int:
     best, best_time = 1, MARGIN * seconds(1)
     for s in range(2, MOST + 1):
         chunk = chunk_elements(k, s, WGMMA_BK)
-        if chunk % WGMMA_BK or chunk < MIN_WGMMA_STEPS * 32:
-            break  # a chunk of part of a box (one would be empty), or too few steps
+        if chunk < MIN_WGMMA_STEPS * 32:
+            break
+        if chunk % WGMMA_BK:
+            continue  # whole boxes would leave a chunk empty
         if (time := seconds(s)) < best_time:
             best, best_time = s, time
     return best
