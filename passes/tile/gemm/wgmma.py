@@ -74,7 +74,12 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     shared_tiles,
     stream_k_refusal,
 )
-from tinyopt.passes.tile.gemm.wgmma_tf32_split import SpecialScan, TF32Split, split_fragment
+from tinyopt.passes.tile.gemm.wgmma_swapped import (
+    swapped_epilogue,
+    swapped_k_loop,
+    swapped_produce,
+)
+from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
@@ -296,14 +301,6 @@ STREAM_K_BARRIER = 4
 """The consumer warpgroups' hardware barrier before a partial sum's flag (1 and 2 are the
 staged epilogue's, 3 the TF32 split's)."""
 
-PRODUCER_SPLIT_BARRIER = 3
-"""The swapped 3xTF32 plan's producer warpgroup's barrier, where its threads agree whether a
-slot's B tile needs f32 FMA (its consumers never split in shared memory)."""
-
-VOTE_BARRIER = 5
-"""The swapped plan's first per-consumer-warpgroup barrier (5 + warpgroup): where a
-warpgroup agrees whether a step runs in f32 FMA."""
-
 
 class _WgmmaEmitter:
     """Emits the pipelined wgmma GEMM of one block."""
@@ -415,7 +412,7 @@ class _WgmmaEmitter:
         with em.into(then_block):
             em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
             if self.swapped:
-                self._swapped_produce()
+                swapped_produce(self)
             else:
                 with em.when([self.first]):
                     if self.walk:
@@ -551,7 +548,7 @@ class _WgmmaEmitter:
         row = em.mul(group, tile.WGMMA_M)
         first_step, count = piece.ring, piece.count
         if self.split and self.swapped:
-            self._swapped_k_loop(acc, first_step, row, group)
+            swapped_k_loop(self, acc, first_step, row, group)
         elif self.split:
             self._split_k_loop(acc, first_step, row, group)
         elif t.promote == "on":
@@ -578,7 +575,7 @@ class _WgmmaEmitter:
 
     def _tile_epilogue(self, acc: SSAValue, group: SSAValue, row: SSAValue) -> None:
         if self.swapped:
-            self._swapped_epilogue(acc, row)
+            swapped_epilogue(self, acc, row)
         elif self.t.store == "smem":
             self._staged_epilogue(acc, group)
         else:
@@ -789,129 +786,6 @@ class _WgmmaEmitter:
             self._add_products(acc, products)
             em.op(tile.MbarrierArriveOp(self.empty, slot))
             em.op(scf.YieldOp())
-
-    def _swapped_produce(self) -> None:
-        """The producer warpgroup of the swapped plan: thread 0 keeps the ring's TMA copies
-        `stages - 1` steps ahead, and the warpgroup splits each landed slot's B tile (A's
-        rows) into its TF32 big and small tiles (`TF32Split.split_rows`), zeroes them where
-        any element needs f32 FMA, records that verdict for the consumers and signals the
-        slot `ready`. The split of a step runs while the consumers multiply the one before."""
-        em, t, splitter = self.em, self.t, self.splitter
-        with em.when([self.first]):
-            with em.for_loop(0, min(t.stages - 1, self.steps), 1) as (step, _, _):
-                self._produce(step, step)
-                em.op(scf.YieldOp())
-        with em.for_loop(0, self.steps, 1) as (step, _, _):
-            slot = em.rem(step, t.stages)
-            parity = em.ring_parity(step, t.stages, flip=False)
-            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
-            mine = splitter.split_rows(slot, self.tid, WARPGROUP)
-            barrier = em.index(PRODUCER_SPLIT_BARRIER)
-            special = em.value(tile.NamedBarrierAnyOp(barrier, WARPGROUP, mine))
-            with em.when([special]):
-                splitter.clear_rows(slot, self.tid, WARPGROUP)
-            with em.when([self.first]):
-                one = em.value(arith.ConstantOp(IntegerAttr(1, i32)))
-                zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
-                flag = em.value(arith.SelectOp(special, one, zero))
-                em.op(memref.StoreOp.get(flag, self.special, [slot]))
-            em.op(tile.FenceProxyAsyncOp())
-            em.op(tile.MbarrierArriveOp(self.ready, slot))
-            ahead = em.add(step, t.stages - 1)
-            with em.when([self.first, em.less(ahead, self.steps)]):
-                self._produce(ahead, ahead)
-            em.op(scf.YieldOp())
-
-    def _swapped_k_loop(
-        self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue
-    ) -> None:
-        """The K loop of f32 operands with the roles swapped: each step, once the producer
-        has split the slot's B tile (`_swapped_produce`), the thread reads its TF32 fragments
-        of the slot's A rows (B's) and splits them in registers (`split_fragment`); each k8
-        slice's three products (small·big, big·small, big·big) take A from the registers,
-        into registers of their own, added to `acc` once done, as in `_split_k_loop`. The
-        warpgroup agrees on its own (`bar.red.or`) whether the step holds an infinity or a
-        tiny value in its A rows or anywhere in B: such a step adds its products in f32 FMA
-        from the tiles as they came, and its A registers are zeroed (B's tiles are zeroed by
-        the producer where B holds it). The two consumer warpgroups never wait for each
-        other, so one's splits run beside the other's products."""
-        em, t, splitter = self.em, self.t, self.splitter
-        products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
-        slices = self.bk // tile.WGMMA_K_TF32
-        registers = em.value(tile.AllocOp(tile.memref_in([slices * 8], i32, tile.REGISTERS)))
-        """The step's A registers: per k8 slice its 4 big parts, then its 4 small ones."""
-        local = em.rem(self.tid, WARPGROUP)
-        lane = em.rem(local, 32)
-        warp_row = em.add(row, em.mul(em.div(local, 32), 16))
-        zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
-        vote = em.add(group, VOTE_BARRIER)
-        with em.for_loop(0, self.steps, 1) as (step, _, _):
-            ring_step = em.add(first_step, step)
-            slot = em.rem(ring_step, t.stages)
-            parity = em.ring_parity(ring_step, t.stages, flip=False)
-            em.op(tile.MbarrierWaitOp(self.ready, slot, parity))
-            scan = SpecialScan(em)
-            fragments = split_fragment(em, self.a_smem, slot, warp_row, lane, scan)
-            for s, (bigs, smalls) in enumerate(fragments):
-                for r, value in enumerate(bigs + smalls):
-                    em.op(memref.StoreOp.get(value, registers, [em.index(8 * s + r)]))
-            flag = em.value(memref.LoadOp.get(self.special, [slot]))
-            special = em.value(arith.CmpiOp(flag, zero, "ne"))
-            special = em.value(arith.OrIOp(special, scan.special()))
-            special = em.value(tile.NamedBarrierAnyOp(vote, WARPGROUP, special))
-            with em.when([special]):
-                splitter.exact_step(acc, slot, row)
-                for r in range(slices * 8):
-                    em.op(memref.StoreOp.get(zero, registers, [em.index(r)]))
-            operands = [
-                [
-                    em.value(memref.LoadOp.get(registers, [em.index(r)]))
-                    for r in range(8 * s, 8 * s + 8)
-                ]
-                for s in range(slices)
-            ]  # every A register is set before the first wgmma reads one
-            em.op(tile.WgmmaFenceOp())
-            for s, parts in enumerate(operands):
-                bigs, smalls = parts[:4], parts[4:]
-                b_index = [slot, em.index(0), em.index(s * tile.WGMMA_K_TF32)]
-                pairs = ((smalls, splitter.b_big), (bigs, splitter.b_small), (bigs, splitter.b_big))
-                for a, b_smem in pairs:
-                    em.op(
-                        tile.WgmmaRegisterAOp(
-                            products,
-                            a,
-                            b_smem,
-                            b_index,
-                            t.bn,
-                            b_lbo=16,
-                            b_sbo=ATOM,
-                            b_mn_major=False,
-                            overwrite=s == 0 and a is smalls,
-                        )
-                    )
-            em.op(tile.WgmmaCommitOp())
-            em.op(tile.WgmmaWaitOp(0))
-            self._add_products(acc, products)
-            em.op(tile.MbarrierArriveOp(self.empty, slot))
-            em.op(scf.YieldOp())
-
-    def _swapped_epilogue(self, acc: SSAValue, row: SSAValue) -> None:
-        """Applies the epilogue to each accumulator of the swapped product (`swapped`): the
-        thread's D fragment rows 16·warp + lane/4 (+8) of the block are output columns (B's
-        rows from m0), its fragment columns 8j + 2(lane%4) (+1) output rows (A's from n0). A
-        warp's store of one accumulator covers 8 consecutive columns of 4 rows."""
-        em, t, c = self.em, self.t, self.c
-        column0, lane = self._fragment_row(row)  # B's row: the output's column
-        row0 = em.add(self.n0, em.mul(em.rem(lane, 4), 2))
-        for r in range(t.bn // 2):
-            n = em.add(column0, 8 * (r // 2 % 2))
-            m = em.add(row0, 8 * (r // 4) + r % 2)
-            with em.when([em.less(m, self.m), em.less(n, self.n)]):
-                value = em.value(memref.LoadOp.get(acc, [em.index(r)]))
-                local_map = dict(self.mapping) | {c.m_iv: m}
-                LaneEmitter(em, c.n_iv, n, 1).emit(
-                    c.epilogue, local_map, [{self.results[0]: value}]
-                )
 
     def _wgmma(
         self,

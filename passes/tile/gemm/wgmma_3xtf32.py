@@ -28,7 +28,11 @@ for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: the
 1.29-1.39x cuBLAS's SGEMM; at 64 rows, on 64×64 blocks with K split, it ran 0.70-0.88x where
 the CUDA-core rules ran 0.85-0.98x (H200, 2026-12-04), so smaller grids keep those rules,
 except 33-64 rows too little work for the CUDA-core rule's 64-row block whose K is split
-(`_starved`: 1.07-1.43x cuBLAS where the CUDA cores ran 0.62-0.87x, 2026-12-05).
+(`_starved`: 1.07-1.43x cuBLAS where the CUDA cores ran 0.62-0.87x, 2026-12-05). Before
+all that, `swap` (auto: linears of 17-64 rows, K of 256 or more, `auto_swaps`) runs the GEMM
+with its sides exchanged (`wgmma_swapped.py`): 1.50-1.69x cuBLAS at the Llama-8B linears of
+64 rows where the CUDA cores ran 0.94-1.20x (H100, 2026-12-05, RESULTS.md twenty-ninth
+session run 11).
 With an N-major B the transposing split costs most of the gain:
 `x @ w` ran 1.07-1.10x cuBLAS against the CUDA-core rules' 0.96-1.01x (4096³, 4000×4096×1024,
 a batch of 16 × 1024³; H200, 2026-12-04), so `auto` leaves N-major B to the CUDA-core rules

@@ -77,10 +77,10 @@ class TF32Split:
 
     def split_rows(self, slot: SSAValue, thread: SSAValue, threads: int) -> SSAValue:
         """Splits the slot's B tile (as it came, K-major) into its big and small tiles, each
-        element moved from its K position p to the wgmma column `swapped_column(p)` (the
-        order `split_fragment` reads A's rows in): thread `thread` of `threads` takes the
-        16-byte chunks thread, thread + threads, ... Returns whether any of its elements
-        needs f32 FMA (`SpecialScan`), in this thread."""
+        element moved from its K position to the wgmma column `split_fragment` reads A's rows
+        at (position 8·(c%4) + 2s + c/4 at column 8s + c of slice s): thread `thread` of
+        `threads` takes the 16-byte chunks thread, thread + threads, ... Returns whether any
+        of its elements needs f32 FMA (`SpecialScan`), in this thread."""
         em, gemm = self.em, self.gemm
         scan = SpecialScan(em)
         per_row = gemm.bk // CHUNK
@@ -332,25 +332,17 @@ def _f32_bits(value: float) -> int:
     return struct.unpack("<i", struct.pack("<f", value))[0]
 
 
-def swapped_column(p: int) -> int:
-    """The wgmma column (8·slice + c, of the four k8 slices of a 32-wide step) that K
-    position `p` of a step is multiplied at in the swapped plan: so that a thread's A
-    fragment (columns lane%4 and lane%4 + 4 of every slice) is 8 consecutive K positions,
-    8·(lane%4)..+7, two 16-byte loads a row. Column 8s + c holds K position 8·(c%4) + 2s +
-    c/4; a sum over K does not depend on its order, so B's split tiles are permuted alike."""
-    j = p % 8
-    return 8 * (j // 2) + p // 8 + 4 * (j % 2)
-
-
 def split_fragment(
     em: Emitter, a_smem: SSAValue, slot: SSAValue, row: SSAValue, lane: SSAValue, scan: SpecialScan
 ) -> list[tuple[list[SSAValue], list[SSAValue]]]:
     """Reads this thread's TF32 A fragments of a 32-wide step's four m64nNk8 products from
     the slot's 128-byte swizzled f32 tile, rows `row..row+63` (its warp's 16 at `row` +
-    16·warp, given in `row`), in the permuted K order of `swapped_column`: K positions
+    16·warp, given in `row`), in a permuted K order: K positions
     8·(lane%4)..+7 of rows lane/4 and lane/4 + 8, as two 16-byte loads each. Returns, per
     k8 slice s, the big parts' and the small parts' bits (i32) in `tile.wgmma_reg_a`'s
-    register order: (row lane/4, K 8·(lane%4) + 2s), eight rows down, then K + 1 of both."""
+    register order: (row lane/4, K 8·(lane%4) + 2s), eight rows down, then K + 1 of both.
+    That is, column 8s + c of slice s holds K position 8·(c%4) + 2s + c/4; a sum over K does
+    not depend on its order, so B's split tiles are permuted alike (`TF32Split.split_rows`)."""
     group, quad = em.div(lane, 4), em.rem(lane, 4)
     rows = []
     for half in range(2):
