@@ -171,6 +171,21 @@ def matmul_relu(m: int, n: int, k: int, dtype: str = "f32") -> str:
 }}"""
 
 
+def batched_linear(batch: int, m: int, n: int, k: int) -> str:
+    """`a @ transpose(bt)` over a batch, bt `[b, N, K]`: K-major B, as TF32 wgmma reads it."""
+    a, bt, b, c = (
+        _t((batch, m, k), "f32"),
+        _t((batch, n, k), "f32"),
+        _t((batch, k, n), "f32"),
+        _t((batch, m, n), "f32"),
+    )
+    return f"""func.func @bmm(%a: {a}, %bt: {bt}) -> {c} {{
+  %b = graph.transpose %bt {{perm = array<i64: 0, 2, 1>}} : {bt} -> {b}
+  %c = graph.matmul %a, %b : ({a}, {b}) -> {c}
+  func.return %c : {c}
+}}"""
+
+
 def batched_matmul(batch: int, m: int, n: int, k: int, dtype: str = "f32") -> str:
     a, b, c = _t((batch, m, k), dtype), _t((batch, k, n), dtype), _t((batch, m, n), dtype)
     return f"""func.func @bmm(%a: {a}, %b: {b}) -> {c} {{

@@ -10,7 +10,7 @@ the split, the reducing barrier) are checked, and NVRTC compiles the kernels.
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from programs import _t, matmul_plain, mlp, tile_with
+from programs import batched_linear, matmul_plain, mlp, tile_with
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
 from tinyopt.backends.cuda.runtime import compile_module
@@ -21,21 +21,6 @@ from tinyopt.dialects import tile
 SHAPES = [(512, 512, 2048), (1000, 768, 512), (127, 129, 68), (4095, 300, 260), (64, 200, 32)]
 KN_SHAPES = [(512, 512, 2048), (1000, 768, 512), (127, 132, 68), (4095, 300, 260), (64, 200, 32)]
 """For `x @ w` (w `[K, N]`, TMA rows N wide): N, as K, a multiple of 4."""
-
-
-def _batched_linear(batch: int, m: int, n: int, k: int) -> str:
-    """`a @ transpose(bt)` over a batch, bt `[b, N, K]`: K-major B, as TF32 wgmma reads it."""
-    a, bt, b, c = (
-        _t((batch, m, k), "f32"),
-        _t((batch, n, k), "f32"),
-        _t((batch, k, n), "f32"),
-        _t((batch, m, n), "f32"),
-    )
-    return f"""func.func @bmm(%a: {a}, %bt: {bt}) -> {c} {{
-  %b = graph.transpose %bt {{perm = array<i64: 0, 2, 1>}} : {bt} -> {b}
-  %c = graph.matmul %a, %b : ({a}, {b}) -> {c}
-  func.return %c : {c}
-}}"""
 
 
 def _kernels(program: str, knobs: str) -> list[tile.CudaKernelOp]:
@@ -102,7 +87,7 @@ def test_3xtf32_error_is_f32_order(m: int, n: int, k: int, layout: str) -> None:
 
 @requires_gpu
 def test_3xtf32_batched_and_mlp() -> None:
-    for program in (_batched_linear(3, 200, 136, 96), mlp((2, 129), 256, 512, "f32")):
+    for program in (batched_linear(3, 200, 136, 96), mlp((2, 129), 256, 512, "f32")):
         graph, run = _run(program, "mma=3xtf32")
         inputs, arrays = device_inputs(graph, seed=2)
         (error,) = errors_against_reference(graph, (run(*arrays),), inputs)

@@ -9,7 +9,7 @@ Each CUDA thread is a thread of the CPU: one or two blocks of 64 or 128 rows, a 
 import numpy as np
 import pytest
 from cpu_wgmma import error_on_cpu, run_program_on_cpu
-from programs import matmul_plain, tile_with
+from programs import batched_linear, matmul_plain, tile_with
 
 from tinyopt.backends.check import graph_function
 from tinyopt.backends.reference import random_inputs
@@ -30,6 +30,17 @@ CASES = [
     ((64, 64, 200), "nk", "mma=3xtf32 swap=on splitk=2"),
     ((150, 72, 64), "nk", "mma=3xtf32 swap=on splitk=1"),
 ]
+
+
+@pytest.mark.parametrize(
+    "batch,knobs",
+    [(3, "mma=3xtf32 swap=on splitk=1"), (1, "mma=3xtf32 swap=on splitk=4 splitk_mode=atomic")],
+)
+def test_3xtf32_swap_batched_and_atomic_on_cpu(batch: int, knobs: str) -> None:
+    """The swapped plan over a batch of weights `[b, N, K]` (the grid's z), and split K with
+    its partial sums added atomically into a zeroed output (no epilogue to apply)."""
+    error, _ = error_on_cpu(batched_linear(batch, 40, 72, 512), tile_with(knobs), seed=3)
+    assert error < 2e-6, error
 
 
 @pytest.mark.parametrize("shape,layout,knobs", CASES, ids=lambda v: str(v).replace(" ", ""))

@@ -226,7 +226,7 @@ def square_split(c: Contraction, target: Target) -> int:
 
 SWAP_STEP_SECONDS = 1.0e-6
 """A 32-wide K step of a block of the swapped 3xTF32 plan (128 rows of B by 64 of A, 24
-TF32 wgmmas and the split of its fragments; H100, RESULTS.md twenty-ninth session run 4:
+TF32 wgmmas and the split of its fragments; H100, RESULTS.md twenty-ninth session run 3:
 64×4096×14336 on 112 blocks, 128 steps each, in 133 µs)."""
 
 SWAP_BLOCK_SECONDS = 2e-6

@@ -32,7 +32,7 @@ except 33-64 rows too little work for the CUDA-core rule's 64-row block whose K 
 all that, `swap` (auto: linears of 17-64 rows, K of 256 or more, `auto_swaps`) runs the GEMM
 with its sides exchanged (`wgmma_swapped.py`): 1.50-1.69x cuBLAS at the Llama-8B linears of
 64 rows where the CUDA cores ran 0.94-1.20x (H100, 2026-12-05, RESULTS.md twenty-ninth
-session run 11).
+session run 7).
 With an N-major B the transposing split costs most of the gain:
 `x @ w` ran 1.07-1.10x cuBLAS against the CUDA-core rules' 0.96-1.01x (4096³, 4000×4096×1024,
 a batch of 16 × 1024³; H200, 2026-12-04), so `auto` leaves N-major B to the CUDA-core rules
@@ -246,7 +246,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
 SWAP_MIN_K = 256
 """The shortest K `swap=auto` takes (8 steps of 32): at K = 64 and 128 the swapped plan's
 fixed costs lost to the CUDA cores (64×64×256 0.85 against 0.97x cuBLAS, 64×128×1024 0.88
-against 1.01; H100, RESULTS.md twenty-ninth session run 4); from K = 432 on it won or tied."""
+against 1.01; H100, RESULTS.md twenty-ninth session run 3); from K = 432 on it won or tied."""
 
 
 def auto_swaps(c: Contraction, partial: bool = False) -> bool:
