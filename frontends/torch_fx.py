@@ -656,6 +656,7 @@ class _Translator:
         )  # else integer inputs, only moved, or a result not computed (a pooling's indices)
         if integers:  # bounded integers in their own type (argmax's) too
             bound = self.bounds[node] if node in self.bounds else _integer_bound(self, node)
+            bound = math.inf if math.isnan(bound) else bound  # never passed as exact
             if bound < math.inf or computed:
                 self.bounds[node] = bound
             if computed and bound > EXACT_INTEGERS:
@@ -815,12 +816,18 @@ def _binary(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(node, f"aten.div with rounding_mode={mode!r} on {_dtype(node)}")
     work = _mask_work_type(out)
     lhs = t.operand_like(node.args[0], work, node)
+    exponent = node.args[1]
+    if name == "pow" and type(exponent) in (int, float) and exponent in (0.5, -0.5):
+        # torch computes a number exponent of ±0.5 as sqrt and rsqrt (on the CPU and CUDA),
+        # not as pow: NaN at -inf, ∓0 and -inf at -0 (pow gives +inf or +0 there)
+        root = graph.SqrtOp(lhs) if exponent > 0 else graph.RsqrtOp(lhs)
+        return t.cast(t.emit(root), out.element_type)
     rhs = t.operand_like(node.args[1], work, node)
-    alpha = node.kwargs.get("alpha", 1)
+    if name == "rsub":  # other - alpha · input
+        lhs, rhs = rhs, lhs
+    alpha = _arg(node, 2, "alpha", 1)  # positional in the .Scalar overloads (`rsub(x, 3.0, 2)`)
     if alpha != 1:
         rhs = t.emit(graph.MulOp(rhs, t.scalar(float(alpha), work)))
-    if name == "rsub":
-        lhs, rhs = rhs, lhs
     if mode is not None:
         return _rounded_quotient(t, lhs, rhs, mode)
     return t.cast(t.emit(_BINARY[name](lhs, rhs)), out.element_type)
@@ -2259,7 +2266,7 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
 def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     """The k-th smallest element along a dim and its index (`median`: the lower median, k =
     (n + 1) // 2, of the dim or of all elements), by ascending ranks (`_ranks`); NaN counts
-    as the largest."""
+    as the largest, and a median of a row holding NaN is NaN (its first NaN), as torch's."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     x = t.value(node.args[0], node)
     if _type(x).element_type not in graph.FLOAT_TYPES:
@@ -2281,7 +2288,14 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     moved = _moved_last(t, x, dim)
     lead = list(_type(moved).get_shape()[:-1])
     ranks = _ranks(t, moved, largest=False)
-    match = t.emit(graph.CompareOp(ranks, t.scalar(float(k - 1), _type(ranks)), "eq"))
+    target = t.scalar(float(k - 1), _type(ranks))
+    if name == "median":  # torch's median of a row holding NaN: its first NaN (NaNs rank last)
+        nan = t.cast(t.emit(graph.CompareOp(moved, moved, "ne")), f32)
+        count = t.broadcast(t.emit(graph.ReduceSumOp(nan, [len(lead)], True)), [*lead, n])
+        first_nan = t.emit(graph.SubOp(t.scalar(float(n), _type(count)), count))
+        has_nan = t.emit(graph.CompareOp(count, t.scalar(0.0, _type(count)), "gt"))
+        target = t.emit(graph.SelectOp(has_nan, first_nan, target))
+    match = t.emit(graph.CompareOp(ranks, target, "eq"))
     value = _masked_reduce(t, match, moved, len(lead))
     index = t.emit(graph.IotaOp(TensorType(f32, [*lead, n]), len(lead)))
     position = _masked_reduce(t, match, index, len(lead))
@@ -3884,8 +3898,8 @@ def _nan_to_num(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("diff")
 def _diff(t: _Translator, node: Node) -> SSAValue:
-    """`x[1:] - x[:-1]` along the dim, n times, of x between `prepend` and `append`
-    (concatenated to it along the dim)."""
+    """`x[1:] - x[:-1]` along the dim (`x[1:] != x[:-1]` of a mask), n times, of x between
+    `prepend` and `append` (concatenated to it along the dim)."""
     out = t.tensor_type(node)
     dim = _dims(_arg(node, 2, "dim", -1), out.get_num_dims())[0]
     x = t.cast(t.value(node.args[0], node), out.element_type)
@@ -3897,7 +3911,11 @@ def _diff(t: _Translator, node: Node) -> SSAValue:
     for _ in range(int(_arg(node, 1, "n", 1))):
         extent = _type(x).get_shape()[dim]
         later = t.emit(graph.SliceOp(x, dim, 1, extent - 1, 1))
-        x = t.emit(graph.SubOp(later, t.emit(graph.SliceOp(x, dim, 0, extent - 1, 1))))
+        earlier = t.emit(graph.SliceOp(x, dim, 0, extent - 1, 1))
+        if out.element_type == graph.BOOL:  # torch's diff of a mask: logical_xor, a mask
+            x = t.emit(graph.CompareOp(t.cast(later, f32), t.cast(earlier, f32), "ne"))
+        else:
+            x = t.emit(graph.SubOp(later, earlier))
     return x
 
 
@@ -4249,10 +4267,12 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name == "arange":
         start, step = _arange_start_step(node)
         return max(abs(start), abs(start + step * (int(node.meta["val"].shape[0]) - 1)))
-    if name in ("add", "sub", "rsub"):
-        return (t.bound(node.args[0]) + t.bound(node.args[1])) * abs(node.kwargs.get("alpha", 1))
+    if name in ("add", "sub", "rsub"):  # a ± alpha·b (rsub: b - alpha·a): alpha scales one
+        alpha = abs(_arg(node, 2, "alpha", 1))
+        scaled, other = (node.args[0], node.args[1]) if name == "rsub" else node.args[1::-1]
+        return t.bound(other) + _bound_product(alpha, t.bound(scaled))
     if name == "mul":
-        return t.bound(node.args[0]) * t.bound(node.args[1])
+        return _bound_product(t.bound(node.args[0]), t.bound(node.args[1]))
     if name == "sum":
         count = math.prod(node.args[0].meta["val"].shape) / max(
             math.prod(node.meta["val"].shape), 1
@@ -4307,6 +4327,12 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name in _SELECTS_INTEGERS:
         return max(t.bound(a) for a in args if isinstance(a, Node | bool | int | float))
     return math.inf
+
+
+def _bound_product(a: float, b: float) -> float:
+    """The bound of a product of integers bounded by `a` and `b`: 0 where either is 0 (a
+    product with an exact zero is zero; `inf * 0` would be NaN, which passes every check)."""
+    return 0.0 if a == 0 or b == 0 else a * b
 
 
 def _clamped_both_ways(node: Node) -> bool:
