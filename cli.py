@@ -18,7 +18,6 @@ import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
-import typing
 from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
@@ -27,7 +26,6 @@ from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
-    ArgSpecParseError,
     DiagnosticException,
     ParseError,
     VerifyException,
@@ -38,7 +36,8 @@ from xdsl.xdsl_opt_main import xDSLOptMain
 from tinyopt.backends import check
 from tinyopt.backends.cuda.errors import CudaError
 from tinyopt.compile_timer import active, phase, timing
-from tinyopt.compiler import DEFAULT_PIPELINE, option_keys
+from tinyopt import compiler
+from tinyopt.compiler import DEFAULT_PIPELINE
 from tinyopt.universe import TINYOPT_UNIVERSE
 
 if TYPE_CHECKING:
@@ -140,40 +139,12 @@ def _subcommand_summaries() -> str:
 
 
 def check_pipeline(spec: str, available: dict[str, Callable[[], type[ModulePass]]]) -> None:
-    """Raise `CliError` naming the first unknown pass or option of a pipeline, if any."""
+    """Raise `CliError` naming the first unknown pass or option of a pipeline, if any (the
+    Python API's check, `compiler.check_pipeline`, which raises `PipelineError`)."""
     try:
-        specs = list(parse_pipeline(spec))
-    except ArgSpecParseError as exc:
-        # drop the heading and the pass-pipeline:1:N line; the message follows the caret
-        context = str(exc).splitlines()[2:]
-        reason = " ".join(line.strip() for line in context[2:])
-        heading = f"invalid pass pipeline '{spec}': {reason[:1].lower()}{reason[1:]}"
-        raise CliError("\n".join([heading.rstrip(": "), *context[:2]])) from None
-    for pass_spec, given in zip(specs, option_keys(spec), strict=False):
-        if pass_spec.name not in available:
-            raise CliError(f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)")
-        pass_type = available[pass_spec.name]()
-        options = [f.name for f in dataclasses.fields(pass_type) if f.init]
-        hints = typing.get_type_hints(pass_type)
-        repeated = {key for key in given if given.count(key) > 1}
-        if repeated:
-            raise CliError(f"option '{min(repeated)}' given twice for pass '{pass_spec.name}'")
-        for option, values in pass_spec.normalize_parameter_names().parameters.items():
-            if option not in options:
-                raise CliError(
-                    f"unknown option '{option}' for pass '{pass_spec.name}' "
-                    f"(options: {', '.join(options) or 'none'})"
-                )
-            wanted = hints.get(option)
-            if wanted in (int, bool, str) and not all(type(v) is wanted for v in values):
-                kind = {int: "an integer", bool: "true or false", str: "a word"}[wanted]
-                default = next(f.default for f in dataclasses.fields(pass_type) if f.name == option)
-                if wanted is str and isinstance(default, str):
-                    kind = f"a word (its default: {default})"
-                shown = " ".join(map(str, values)).lower()
-                raise CliError(
-                    f"option '{option}' of pass '{pass_spec.name}' takes {kind}, got {shown}"
-                )
+        compiler.check_pipeline(spec, available)
+    except compiler.PipelineError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _target_given(args: Sequence[str]) -> bool:
@@ -275,6 +246,8 @@ class TinyoptMain(xDSLOptMain):
         target = self.args.output_file
         if target is None:
             return super().run()
+        if not target:
+            raise CliError("-o needs a file name, got ''")
         if os.path.isdir(target):
             raise CliError(f"-o {target}: is a directory")
         if os.path.exists(target) and not os.path.isfile(target):
@@ -618,10 +591,31 @@ def tune_parser() -> argparse.ArgumentParser:
     return parser
 
 
+TUNE_POSITIVE = 1e-9
+"""The least a time option of `tinyopt tune` may be (any positive number of seconds)."""
+
+TUNE_LIMITS = {
+    "budget": 1,
+    "time": TUNE_POSITIVE,
+    "patience": 1,
+    "jobs": 1,
+    "batch": 1,
+    "timeout": TUNE_POSITIVE,
+}
+"""The least value of each numeric option of `tinyopt tune` (a search of 0 trials, a timeout of
+-5 seconds or 0 build processes cannot run)."""
+
+
 def tune_command(args: argparse.Namespace) -> None:
     """Tune every kernel of a graph function, print a summary and store the results."""
     from tinyopt.backends.cuda.nvrtc import arch_of_current_device, gpu_available
 
+    for option, least in TUNE_LIMITS.items():
+        value = getattr(args, option)
+        if value is not None and not value >= least:
+            at_least = "positive" if least == TUNE_POSITIVE else f"at least {least}"
+            raise CliError(f"--{option} must be {at_least}, got {value}")
+    program = _tuning_program(args, "sm_90a")  # the file's and the pipeline's errors first
     if not gpu_available():
         raise CliError(
             "tinyopt tune measures candidates on a CUDA GPU and none is available "
@@ -633,7 +627,7 @@ def tune_command(args: argparse.Namespace) -> None:
     from tinyopt.passes.autotune.tuner import tune
     from tinyopt.passes.autotune.workers import GpuMeasurer
 
-    program = _tuning_program(args, arch_of_current_device())
+    program = dataclasses.replace(program, arch=arch_of_current_device())
     budget = Budget(args.budget, args.time, args.patience)
     path, gpu = db_path(), gpu_model()
     end = "\r" if sys.stderr.isatty() else "\n"
@@ -690,7 +684,9 @@ def explain_command(args: argparse.Namespace) -> None:
     program = _tuning_program(args, arch_of_current_device() if gpu else "sm_90a")
     try:
         base, change = explain.parse_config(args.base), explain.parse_config(args.knob)
-        explain.parse_config(f"{args.base} {args.knob}")
+        if not change:
+            raise ValueError("--knob names no knob (give the change, e.g. 'stages=1')")
+        explain.check_config({**base, **change})
         kernel = explain.pick_kernel(program, args.kernel)
     except (ValueError, KeyError) as exc:
         raise CliError(exc.args[0]) from None

@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import re
-from collections.abc import Iterator
+import typing
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.parser import Parser
-from xdsl.passes import PassPipeline
+from xdsl.passes import ModulePass, PassPipeline
 from xdsl.universe import Universe
-from xdsl.utils.exceptions import ArgSpecParseError
+from xdsl.utils.arg_spec import parse_pipeline
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
 
 from tinyopt.compile_timer import phase, requested, timed_pass, timing
 
@@ -72,21 +75,110 @@ def option_keys(spec: str) -> list[list[str]]:
     return [re.findall(r"([A-Za-z_][\w-]*)\s*=", body) for body in bodies]
 
 
+class PipelineError(DiagnosticException, ValueError):
+    """A pipeline the passes cannot be built from: malformed text, an unknown pass or option, an
+    option given twice or given a value of the wrong kind. A `DiagnosticException` (as the passes'
+    own refusals) and a `ValueError` (as these were before)."""
+
+
+def _option_value(value: object) -> str:
+    """An option's value as the message shows it: `true`, `64`, `"64"` (a quoted number)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, str) and re.fullmatch(r"[-+]?\d+", value):
+        return f'"{value}"'
+    return str(value)
+
+
+def _knob_domain(pass_name: str, option: str) -> str:
+    """`; KNOB must be ...` for an option of `tile` or `plan` that is a schedule knob, else ''."""
+    if pass_name not in ("tile", "plan"):
+        return ""
+    from tinyopt.passes.tile.knobs import KNOB
+
+    knob = KNOB.get(option)
+    return f"; {option} must be {knob.domain.words}" if knob else ""
+
+
+_CHECKED: set[str] = set()
+"""Pipelines `check_pipeline` passed against all registered passes (a tuner checks one many
+times; each check costs about 2 ms)."""
+
+
+def check_pipeline(
+    spec: str, available: dict[str, Callable[[], type[ModulePass]]] | None = None
+) -> None:
+    """Raises `PipelineError` naming the first problem of a `-p`-style pipeline: malformed text
+    (with the caret xDSL's parser puts under it), an unknown pass or option, an option given
+    twice, or a value of the wrong kind (naming the option, what it takes and, for a `tile`
+    knob, its domain)."""
+    if available is None:
+        if spec in _CHECKED:
+            return
+        check_pipeline(spec, Universe.get_multiverse().all_passes)
+        _CHECKED.add(spec)
+        return
+    try:
+        specs = list(parse_pipeline(spec))
+    except ArgSpecParseError as exc:  # xDSL's derives from BaseException, not Exception
+        # drop the heading and the pass-pipeline:1:N line; the message follows the caret
+        context = str(exc).splitlines()[2:]
+        reason = " ".join(line.strip() for line in context[2:])
+        heading = f"invalid pass pipeline '{spec}': {reason[:1].lower()}{reason[1:]}"
+        raise PipelineError("\n".join([heading.rstrip(": "), *context[:2]])) from None
+    for pass_spec, given in zip(specs, option_keys(spec), strict=False):
+        if pass_spec.name not in available:
+            raise PipelineError(
+                f"unknown pass '{pass_spec.name}' (see `tinyopt --help` for the passes)"
+            )
+        pass_type = available[pass_spec.name]()
+        fields = {f.name: f for f in dataclasses.fields(pass_type) if f.init}
+        try:
+            hints = typing.get_type_hints(pass_type)
+        except Exception:  # an annotation that does not resolve: leave the check to xDSL
+            hints = {}
+        repeated = {key for key in given if given.count(key) > 1}
+        if repeated:
+            raise PipelineError(f"option '{min(repeated)}' given twice for pass '{pass_spec.name}'")
+        for option, values in pass_spec.normalize_parameter_names().parameters.items():
+            if option not in fields:
+                raise PipelineError(
+                    f"unknown option '{option}' for pass '{pass_spec.name}' "
+                    f"(options: {', '.join(fields) or 'none'})"
+                )
+            wanted = hints.get(option)
+            if wanted in (int, bool, str) and (
+                not values or not all(type(v) is wanted for v in values)
+            ):
+                kind = {int: "an integer", bool: "true or false", str: "a word"}[wanted]
+                default = fields[option].default
+                if wanted is str and isinstance(default, str):
+                    kind = f"a word (its default: {default})"
+                shown = " ".join(map(_option_value, values)) or "no value"
+                raise PipelineError(
+                    f"option '{option}' of pass '{pass_spec.name}' takes {kind}, got {shown}"
+                    f"{_knob_domain(pass_spec.name, option)}"
+                )
+
+
 def apply_pipeline(
     module: ModuleOp, pipeline: str, ctx: Context | None = None, time_passes: bool = False
 ) -> ModuleOp:
     """Applies a `-p`-style pipeline (e.g. `fuse,tile{threads=128},to-cuda`) in place; with
-    `time_passes` (or `$TINYOPT_TIME_PASSES`), prints each pass's and pattern's time on stderr."""
+    `time_passes` (or `$TINYOPT_TIME_PASSES`), prints each pass's and pattern's time on stderr.
+    A pipeline that cannot be built raises `PipelineError` (`check_pipeline`)."""
+    if not isinstance(pipeline, str):
+        raise TypeError(f"the pipeline must be a string such as 'fuse,tile', got {pipeline!r}")
+    check_pipeline(pipeline)
     passes = Universe.get_multiverse().all_passes
-    for keys in option_keys(pipeline):
-        if repeated := sorted({key for key in keys if keys.count(key) > 1}):
-            raise ValueError(f"pipeline '{pipeline}': option '{repeated[0]}' given twice")
     ctx = ctx or context()
     with timing(requested(time_passes)), _older_objects_frozen():
         try:
             parsed = PassPipeline.parse_spec(passes, pipeline).passes
         except ArgSpecParseError as exc:  # xDSL's derives from BaseException, not Exception
-            raise ValueError(f"invalid pass pipeline '{pipeline}': {exc}") from None
+            raise PipelineError(f"invalid pass pipeline '{pipeline}': {exc}") from None
+        except ValueError as exc:  # anything check_pipeline lets through
+            raise PipelineError(f"invalid pass pipeline '{pipeline}': {exc}") from None
         for module_pass in parsed:
             with timed_pass(module_pass.name):
                 module_pass.apply(ctx, module)
@@ -100,6 +192,8 @@ def lower(
 ) -> tuple[ModuleOp, ModuleOp]:
     """Parses a program and lowers a copy; returns (the program, the lowered module). With
     `time_passes` (or `$TINYOPT_TIME_PASSES`), prints where the time went on stderr."""
+    if not isinstance(text, str):
+        raise TypeError(f"lower takes the program's MLIR text (a str), got {type(text).__name__}")
     with timing(requested(time_passes)):
         program = parse(text)
         return program, apply_pipeline(program.clone(), pipeline)

@@ -78,6 +78,14 @@ def _missing_step(module: ModuleOp) -> str:
                     f"the graph function @{op.sym_name.data}: fuse lowers it to loop kernels, "
                     "before tile and to-cuda (-p fuse,tile,to-cuda)"
                 )
+    for op in module.walk():
+        if not isinstance(op, func.FuncOp) or not op.body.blocks:
+            continue
+        if op.function_type.inputs.data and not op.function_type.outputs.data:
+            return (
+                f"nothing to compile: @{op.sym_name.data} returns nothing, so it has no kernel "
+                "(a graph function's kernels compute the values it returns)"
+            )
     return (
         "nothing to compile: the module has no graph function (a func.func with tensor "
         "arguments or results) and no kernels"

@@ -16,6 +16,11 @@ def refuse_graph_ops(module: ModuleOp, pass_name: str) -> None:
             continue
         for op in top.walk():
             if op.dialect_name() == "graph":
+                if isinstance(top, ModuleOp):  # fuse lowers the functions of the top module
+                    raise DiagnosticException(
+                        f"{pass_name}: '{op.name}' is inside a nested builtin.module, which fuse "
+                        "does not enter: put the graph functions at the top level of the module"
+                    )
                 name = top.properties.get("sym_name")
                 where = f" in @{name.data}" if isinstance(name, StringAttr) else ""
                 raise DiagnosticException(

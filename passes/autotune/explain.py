@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import io
+import re
 
 from tinyopt.compiler import apply_pipeline, context
 from tinyopt.dialects import loop
@@ -22,15 +23,24 @@ def parse_config(text: str) -> Config:
         name, sep, value = word.partition("=")
         if not sep or name not in KNOB:
             raise ValueError(f"expected knob=value with a knob of {sorted(KNOB)}, got '{word}'")
-        default = KNOB[name].default
-        if isinstance(default, int):
-            if not value.lstrip("-").isdigit():
+        if name in config:
+            raise ValueError(f"tile: {name} is given twice in '{text}'")
+        number = re.fullmatch(r"-?[0-9]+", value)
+        if isinstance(KNOB[name].default, int):
+            if not number:
                 raise ValueError(f"tile: {name} takes an integer, got '{value}'")
             config[name] = int(value)
+        elif number and any(type(v) is int for v in KNOB[name].domain.values):
+            config[name] = int(value)  # `persistent`: auto, 0 or 1
         else:
             config[name] = value
-    check(Knobs(**config))
+    check_config(config)
     return config
+
+
+def check_config(config: Config) -> None:
+    """Raises ValueError naming the first knob of `config` outside its domain."""
+    check(Knobs(**config))
 
 
 def pick_kernel(program: Program, name: str | None) -> loop.KernelOp:
