@@ -248,6 +248,16 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
 
+def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """C's `pow`: numpy takes an exponent of 0.5 as a square root, which gives NaN at -inf and
+    -0 at -0 where `pow` (and `powf` on the GPU) gives +inf and +0."""
+    power = np.power(x, y)
+    half = np.asarray(y) == 0.5
+    return np.where(half & (x == -np.inf), np.inf, np.where(half & (x == 0), 0.0, power)).astype(
+        power.dtype
+    )
+
+
 _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     graph.AddOp: np.add,
     graph.SubOp: np.subtract,
@@ -255,7 +265,7 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     graph.DivOp: np.divide,
     graph.MaxOp: np.maximum,
     graph.MinOp: np.minimum,
-    graph.PowOp: np.power,
+    graph.PowOp: _pow,
     graph.Atan2Op: np.arctan2,
     graph.FmodOp: np.fmod,
     graph.RemainderOp: _remainder,

@@ -137,3 +137,23 @@ def test_remainder_fmod_atan2_and_copysign_match_torch() -> None:
     want = torch.atan2(ta.double(), tb.double()).float().double().numpy()
     _assert_same(atan2, want, "atan2")
     _assert_same(copysign, torch.copysign(ta, tb).double().numpy(), "copysign")
+
+
+@pytest.mark.parametrize("level", ["graph", "loop"])
+def test_pow_of_a_half_is_c_pow(level: str) -> None:
+    """`graph.pow` is C's `pow`: with an exponent of 0.5 it is +inf at -inf and +0 at -0, where
+    a plain square root (numpy's shortcut, and the loop's before) gives NaN and -0; elsewhere it
+    is the square root. (torch's `x ** 0.5` is the plain square root: the frontend captures it
+    as `graph.sqrt`.)"""
+    text = """func.func @f(%x: tensor<8xf32>) -> tensor<8xf32> {
+  %half = graph.constant dense<5.000000e-01> : tensor<8xf32>
+  %y = graph.pow %x, %half : tensor<8xf32>
+  func.return %y : tensor<8xf32>
+}"""
+    x = np.array([-math.inf, -0.0, 0.0, 4.0, math.inf, math.nan, -1.0, 2.25], np.float32)
+    want = np.array([math.inf, 0.0, 0.0, 2.0, math.inf, math.nan, math.nan, 1.5])
+    if level == "graph":
+        (got,) = run_reference(parse(text), x)
+    else:
+        (got,) = run_loop_module(apply_pipeline(parse(text), "fuse"), "f", x)
+    _assert_same(np.asarray(got, np.float64), want, "pow")

@@ -61,9 +61,11 @@ def _gelu_tanh(b: ScalarBuilder, x: SSAValue) -> SSAValue:
 
 
 def _pow(b: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
-    """`x ** y`; a constant exponent of 2, 3, 0.5, -1 or -2 is multiplies, a square root or a
-    reciprocal (as torch computes them, exact where `powf` is not, and a fraction of its cost
-    in a GEMM epilogue: GPT-2's GELU cubes its input)."""
+    """`x ** y` as C's `pow`; a constant exponent of 2, 3, 0.5, -1 or -2 is multiplies, a
+    square root or a reciprocal (exact where `powf` is not, and a fraction of its cost in a
+    GEMM epilogue: GPT-2's GELU cubes its input). The square root keeps `pow`'s values where
+    it differs: pow(-0, 0.5) = +0 (sqrt(x + 0)) and pow(-inf, 0.5) = +inf (torch's `x ** 0.5`
+    is a plain sqrt, which the frontend captures as `graph.sqrt`)."""
     owner = y.owner
     if isinstance(owner, arith.ConstantOp) and isinstance(owner.value, FloatAttr):
         exponent = owner.value.value.data
@@ -75,7 +77,9 @@ def _pow(b: ScalarBuilder, x: SSAValue, y: SSAValue) -> SSAValue:
         if exponent == -1.0:
             return b.emit(arith.DivfOp(b.const(1.0), x))
         if exponent == 0.5:
-            return b.emit(math.SqrtOp(x))
+            root = b.emit(math.SqrtOp(b.emit(arith.AddfOp(x, b.const(0.0)))))
+            minus_inf = b.emit(arith.CmpfOp(x, b.const(float("-inf")), "oeq"))
+            return b.emit(arith.SelectOp(minus_inf, b.const(float("inf")), root))
     return b.emit(math.PowFOp(x, y))
 
 
