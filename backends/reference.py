@@ -248,6 +248,7 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
 
+
 def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """C's `pow`: numpy takes an exponent of 0.5 as a square root, which gives NaN at -inf and
     -0 at -0 where `pow` (and `powf` on the GPU) gives +inf and +0."""
