@@ -1022,10 +1022,12 @@ CASES = [
         matmul_plain(257, 132, 68, "f32", "nk"),
         tile_with("mma=3xtf32"),
     ),
-    # 33-64 rows starved on the CUDA cores: the auto split on 3xTF32, its last chunk past K.
+    # 33-64 rows starved on the CUDA cores, swap=off: the auto split on 3xTF32, its last chunk
+    # past K.
     Case(
         "linear_3xtf32_auto_split_past_k_48x72x1496",
         matmul_plain(48, 72, 1496, "f32", "nk"),
+        tile_with("swap=off"),
     ),
     # 17-64 rows (swap=auto): the weights' rows are the product's A, split in registers; the
     # block's columns are the rows, ragged; K split (the last chunk past K) or not, 64-row blocks.
