@@ -102,7 +102,8 @@ def capture(
             "a module whose forward calls it)"
         )
     for path, sub in module.named_modules():
-        if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm) and sub.training:
+        batch_norm = isinstance(sub, torch.nn.modules.batchnorm._BatchNorm)
+        if batch_norm and sub.training and sub.track_running_stats:  # else batch statistics
             raise FrontendError(
                 f"{type(sub).__name__} {path or type(module).__name__} is in training mode (batch "
                 "statistics, running statistics updated): tinyopt captures inference, call "
@@ -529,6 +530,7 @@ class _Translator:
     def run(self) -> Capture:
         """Translate the whole program and return the capture."""
         from torch.export.graph_signature import InputKind, OutputKind
+        from torch.fx import Node
 
         signature = self.program.graph_signature
         for node in self.program.graph.nodes:  # name unsupported ops before dtype problems
@@ -581,7 +583,19 @@ class _Translator:
                 # by position: a written input returned as it is is two outputs of one node
                 written = (OutputKind.PARAMETER_MUTATION, OutputKind.BUFFER_MUTATION)
                 outs = zip(node.args[0], signature.output_specs, strict=True)
-                for out, spec in outs:
+                for position, (out, spec) in enumerate(outs):
+                    if not isinstance(out, Node):  # a None or a number the module returns
+                        hint = (
+                            " (nn.MultiheadAttention's weights with need_weights=False, say: "
+                            "take its [0])"
+                            if out is None
+                            else ""
+                        )
+                        raise self.fail(
+                            node,
+                            f"the module returns {out!r}, not a tensor, as its output "
+                            f"{position}{hint}: tinyopt's functions return only tensors",
+                        )
                     if spec.kind in written and _op_name(out.target) == "aten.embedding_renorm":
                         continue  # torch's in-place renorm of the table (`_embedding_renorm`)
                     if spec.kind == OutputKind.USER_INPUT_MUTATION:
@@ -1664,9 +1678,12 @@ def _per_channel(
 
 @_handles("batch_norm")
 def _batch_norm(t: _Translator, node: Node) -> SSAValue:
-    """Inference batch norm over dim 1 (`_running_norm`); training mode (batch statistics) is
-    refused."""
+    """Inference batch norm over dim 1 (`_running_norm`); batch statistics where there are no
+    running statistics to update (`track_running_stats=False`: `_batch_statistics_norm`);
+    training mode that updates running statistics is refused."""
     weight, bias, mean, var, training, _, eps = node.args[1:8]
+    if training and mean is None and var is None:
+        return _batch_statistics_norm(t, node, (weight, bias), float(eps))
     if training:
         raise t.fail(node, "aten.batch_norm in training mode (call module.eval())")
     out = t.tensor_type(node)
@@ -1675,10 +1692,38 @@ def _batch_norm(t: _Translator, node: Node) -> SSAValue:
 
 
 @_handles("_native_batch_norm_legit", "_native_batch_norm_legit_functional")
-def _batch_norm_training(t: _Translator, node: Node) -> SSAValue:
-    """What a training-mode `batch_norm` becomes where the program is made functional: refused
-    as `batch_norm` is."""
+def _batch_norm_training(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """What a training-mode `batch_norm` becomes where the program is made functional: with no
+    running statistics (`_native_batch_norm_legit.no_stats`, a `track_running_stats=False`
+    module) the batch statistics norm, (output, saved mean, saved rstd) with the saved
+    statistics left out; one that updates running statistics is refused as `batch_norm` is."""
+    if node.target._overloadname == "no_stats":  # pyright: ignore
+        weight, bias, _, _, eps = node.args[1:6]
+        return [_batch_statistics_norm(t, node, (weight, bias), float(eps)), None, None]
     raise t.fail(node, "aten.batch_norm in training mode (call module.eval())")
+
+
+def _batch_statistics_norm(
+    t: _Translator, node: Node, affine: tuple[Any, Any], eps: float
+) -> SSAValue:
+    """`(x - mean) * rsqrt(var + eps)` per channel (dim 1) with the batch's statistics (over
+    every dim but 1, the variance biased), in f32 for f16/bf16 results, then the per-channel
+    weight and bias."""
+    x = t.value(node.args[0], node)
+    out = _type(x)  # the input's type and shape
+    shape = out.get_shape()
+    work = _work_type(out)
+    x = t.cast(x, work.element_type)
+    dims = [d for d in range(len(shape)) if d != 1]
+    mean = t.broadcast(t.emit(graph.ReduceMeanOp(x, dims, keepdim=True)), shape)
+    centered = t.emit(graph.SubOp(x, mean))
+    var = t.emit(graph.ReduceMeanOp(t.emit(graph.MulOp(centered, centered)), dims, keepdim=True))
+    var_eps = t.emit(graph.AddOp(var, t.scalar(eps, _type(var))))
+    y = t.emit(graph.MulOp(centered, t.broadcast(t.emit(graph.RsqrtOp(var_eps)), shape)))
+    for arg, op in zip(affine, (graph.MulOp, graph.AddOp), strict=True):
+        if arg is not None:
+            y = t.emit(op(y, _per_channel(t, arg, node, shape, work.element_type)))
+    return t.cast(y, out.element_type)
 
 
 @_handles("_native_batch_norm_legit_no_training")
