@@ -77,18 +77,33 @@ def _periodic(fn: Callable[[float], float]) -> Callable[[float], float]:
 
 
 def _max(a: float, b: float) -> float:
-    return math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+    """`arith.maximumf` (IEEE 754-2019 maximum, PTX `max.NaN`): NaN if either is NaN, and
+    -0.0 below +0.0, where Python's `max` returns its first argument of two equal ones."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == b == 0.0:
+        return b if math.copysign(1.0, a) < 0.0 else a
+    return max(a, b)
 
 
 def _min(a: float, b: float) -> float:
-    return math.nan if math.isnan(a) or math.isnan(b) else min(a, b)
+    """`arith.minimumf`: as `_max`, -0.0 below +0.0."""
+    if math.isnan(a) or math.isnan(b):
+        return math.nan
+    if a == b == 0.0:
+        return a if math.copysign(1.0, a) < 0.0 else b
+    return min(a, b)
 
 
 def _pow(a: float, b: float) -> float:
+    """C's `pow`; Python's raises where it overflows or divides by a zero base, whose
+    infinity takes the base's sign when the exponent is an odd integer: pow(-0.0, -1) and
+    pow(-2, 1025) are -inf."""
     try:
         result = a**b
     except (OverflowError, ZeroDivisionError):
-        return math.inf
+        odd = b.is_integer() and math.fmod(b, 2.0) != 0.0
+        return math.copysign(math.inf, a) if odd else math.inf
     return result if isinstance(result, float) else math.nan
 
 

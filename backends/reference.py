@@ -198,8 +198,11 @@ def _handles(*op_types: type[Operation]) -> Callable[[Handler], Handler]:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    # The tanh form is exact and never overflows, unlike 1 / (1 + exp(-x)).
-    return 0.5 * (1.0 + np.tanh(0.5 * x))
+    """1 / (1 + exp(-x)) for x >= 0, exp(x) / (1 + exp(x)) below: neither overflows, and the
+    tails keep their relative accuracy (sigmoid(-40) is 4.2e-18, where the tanh form
+    0.5 * (1 + tanh(x / 2)) cancels to 0 below about -37)."""
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -233,7 +236,7 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.ReciprocalOp: lambda x: 1.0 / x,
     graph.TanhOp: np.tanh,
     graph.SigmoidOp: _sigmoid,
-    graph.ReluOp: lambda x: np.maximum(x, 0.0),
+    graph.ReluOp: lambda x: _maximum(x, np.zeros_like(x)),
     graph.GeluOp: _gelu,
     graph.GeluTanhOp: _gelu_tanh,
     graph.ErfOp: _erf,
@@ -247,6 +250,31 @@ _UNARY: dict[type[Operation], Callable[[np.ndarray], np.ndarray]] = {
     graph.TruncOp: np.trunc,
     graph.SiluOp: lambda x: x * _sigmoid(x),
 }
+
+
+def _maximum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.maximum` with -0.0 below +0.0, as `arith.maximumf` (IEEE 754-2019 maximum, PTX
+    `max.NaN`) that `graph.max` and `graph.relu` lower to; numpy returns either zero."""
+    return np.where((a == 0) & (b == 0), a + b, np.maximum(a, b))
+
+
+def _minimum(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`np.minimum` with -0.0 below +0.0, as `arith.minimumf`."""
+    return np.where((a == 0) & (b == 0), -(-a - b), np.minimum(a, b))
+
+
+def _reduce_max(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """`np.max`, a maximum of zeros +0.0 where one of them is (the kernels' `maximumf`)."""
+    m = np.max(x, axis=axis, keepdims=keepdims)
+    positive = np.any((x == 0) & ~np.signbit(x), axis=axis, keepdims=keepdims)
+    return np.where(m == 0, np.where(positive, 0.0, -0.0), m).astype(m.dtype)
+
+
+def _reduce_min(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
+    """`np.min`, a minimum of zeros -0.0 where one of them is (the kernels' `minimumf`)."""
+    m = np.min(x, axis=axis, keepdims=keepdims)
+    negative = np.any((x == 0) & np.signbit(x), axis=axis, keepdims=keepdims)
+    return np.where(m == 0, np.where(negative, -0.0, 0.0), m).astype(m.dtype)
 
 
 def _pow(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -264,8 +292,8 @@ _BINARY: dict[type[Operation], Callable[[np.ndarray, np.ndarray], np.ndarray]] =
     graph.SubOp: np.subtract,
     graph.MulOp: np.multiply,
     graph.DivOp: np.divide,
-    graph.MaxOp: np.maximum,
-    graph.MinOp: np.minimum,
+    graph.MaxOp: _maximum,
+    graph.MinOp: _minimum,
     graph.PowOp: _pow,
     graph.Atan2Op: np.arctan2,
     graph.FmodOp: np.fmod,
@@ -284,8 +312,8 @@ def _prod(x: np.ndarray, axis: tuple[int, ...], keepdims: bool) -> np.ndarray:
 _REDUCE: dict[type[Operation], Callable[..., np.ndarray]] = {
     graph.ReduceSumOp: np.sum,
     graph.ReduceProdOp: _prod,
-    graph.ReduceMaxOp: np.max,
-    graph.ReduceMinOp: np.min,
+    graph.ReduceMaxOp: _reduce_max,
+    graph.ReduceMinOp: _reduce_min,
     graph.ReduceMeanOp: np.mean,
 }
 
