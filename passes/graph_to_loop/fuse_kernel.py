@@ -131,6 +131,14 @@ recomputed value a buffer: 8× the largest kernel of the test programs and the z
 ResNet's stem)."""
 
 
+def _past_scalar_limit(count: int) -> bool:
+    """Whether a walk that has `count` scalars asks `_too_many_scalars` again: once past
+    `MAX_SCALARS`, then at each doubling, so a walk with nothing recomputed to give a buffer
+    costs its length, not its square (a Swin mask built by 9 slice writes had walked for
+    minutes)."""
+    return count > MAX_SCALARS and (count == MAX_SCALARS + 1 or not count & (count - 1))
+
+
 class Materialize(Exception):
     """Raised while building a kernel: `value` must be computed by a kernel of its own, for
     `reason` (a phrase `fuse{debug=true}` prints)."""
@@ -403,7 +411,7 @@ class KernelBuilder:
             if (value, point) in seen:
                 continue
             seen.add((value, point))
-            if len(seen) > MAX_SCALARS:
+            if _past_scalar_limit(len(seen)):
                 self._too_many_scalars(seen)
             yield value, point
             if not self._is_load(value) and not _reduces(value):
@@ -511,7 +519,7 @@ class KernelBuilder:
             operands = None if ready else self._inlined_operands(value, point)
             if not operands:
                 self._values[(value, point)] = self._compute(value, point)
-                if len(self._values) > MAX_SCALARS:
+                if _past_scalar_limit(len(self._values)):
                     self._too_many_scalars(self._values)
                 continue
             stack.append(((value, point), True))
