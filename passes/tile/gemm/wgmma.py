@@ -349,9 +349,8 @@ class _WgmmaEmitter:
         self.bk = k_step(element)
         """K per step: one 128-byte swizzle row (64 16-bit or 32 f32 elements)."""
         self.steps = -(-self.k // self.bk)
-        self.n_tiles, self.m_tiles = -(-self.n // t.tile_n), -(-self.m // t.bm)
-        if swapped:
-            self.n_tiles, self.m_tiles = -(-self.m // t.tile_n), -(-self.n // t.bm)
+        rows, columns = (self.n, self.m) if swapped else (self.m, self.n)
+        self.n_tiles, self.m_tiles = -(-columns // t.tile_n), -(-rows // t.bm)
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()

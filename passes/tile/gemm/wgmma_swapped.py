@@ -23,13 +23,13 @@ from __future__ import annotations
 from typing import Any
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import IntegerAttr, f32, i32
+from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
 
 from tinyopt.dialects import tile
 from tinyopt.passes.tile.emit import LaneEmitter
 from tinyopt.passes.tile.gemm.wgmma_plan import ATOM, WARPGROUP
-from tinyopt.passes.tile.gemm.wgmma_tf32_split import SpecialScan, split_fragment
+from tinyopt.passes.tile.gemm.wgmma_tf32_split import SpecialScan, i32_constant, split_fragment
 
 PRODUCER_SPLIT_BARRIER = 3
 """The swapped 3xTF32 plan's producer warpgroup's barrier, where its threads agree whether a
@@ -61,9 +61,7 @@ def swapped_produce(gemm: Any) -> None:
         with em.when([special]):
             splitter.clear_rows(slot, gemm.tid, WARPGROUP)
         with em.when([gemm.first]):
-            one = em.value(arith.ConstantOp(IntegerAttr(1, i32)))
-            zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
-            flag = em.value(arith.SelectOp(special, one, zero))
+            flag = em.value(arith.SelectOp(special, i32_constant(em, 1), i32_constant(em, 0)))
             em.op(memref.StoreOp.get(flag, gemm.special, [slot]))
         em.op(tile.FenceProxyAsyncOp())
         em.op(tile.MbarrierArriveOp(gemm.ready, slot))
@@ -94,7 +92,7 @@ def swapped_k_loop(
     local = em.rem(gemm.tid, WARPGROUP)
     lane = em.rem(local, 32)
     warp_row = em.add(row, em.mul(em.div(local, 32), 16))
-    zero = em.value(arith.ConstantOp(IntegerAttr(0, i32)))
+    zero = i32_constant(em, 0)
     vote = em.add(group, VOTE_BARRIER)
     with em.for_loop(0, gemm.steps, 1) as (step, _, _):
         ring_step = em.add(first_step, step)

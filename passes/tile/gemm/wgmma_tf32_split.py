@@ -110,20 +110,20 @@ class TF32Split:
             for tiles_of in (self.b_big, self.b_small):
                 em.op(tile.VectorStoreOp(zeros, tiles_of, index))
 
-    def split(self, slot: SSAValue, group: SSAValue, also: SSAValue | None = None) -> SSAValue:
-        """Splits the slot's A and B tiles (B's only where A is split in registers): consumer
-        thread i takes the 16-byte chunks i, i + threads, ... of each; then the consumers meet,
-        their writes fenced for wgmma. Returns whether any big part of the step is infinite or
-        any part tiny, or this thread's `also` holds, in any consumer thread (the same in
-        every one)."""
+    def split(self, slot: SSAValue, group: SSAValue) -> SSAValue:
+        """Splits the slot's A and B tiles: consumer thread i takes the 16-byte chunks i, i +
+        threads, ... of each; then the consumers meet, their writes fenced for wgmma. Returns
+        whether any big part of the step is infinite or any part tiny, in any consumer thread
+        (the same in every one)."""
         em, gemm, t = self.em, self.gemm, self.gemm.t
+        assert self.a_small is not None  # A split in shared memory
         local = self._consumer(group)
         per_row = gemm.bk // CHUNK
         infinite: SSAValue | None = None
-        tiles = [(gemm.b_smem, self.b_small, t.bn)]
-        if self.a_small is not None:
-            tiles.insert(0, (gemm.a_smem, self.a_small, t.bm))
-        for raw, small, rows in tiles:
+        for raw, small, rows in (
+            (gemm.a_smem, self.a_small, t.bm),
+            (gemm.b_smem, self.b_small, t.bn),
+        ):
             transposed = raw is gemm.b_smem and gemm.mn_major
             for chunk in self._chunks(local, rows):
                 if transposed:  # chunk c: K row (c / per_row) % bk of N chunk c / (bk·per_row)
@@ -148,8 +148,6 @@ class TF32Split:
                     em.op(tile.VectorStoreOp(bigs, raw, index))
                     em.op(tile.VectorStoreOp(smalls, small, index))
         assert infinite is not None
-        if also is not None:
-            infinite = em.value(arith.OrIOp(infinite, also))
         em.op(tile.FenceProxyAsyncOp())
         threads = WARPGROUP * t.consumers
         return em.value(tile.NamedBarrierAnyOp(em.index(SPLIT_BARRIER), threads, infinite))
@@ -205,8 +203,6 @@ class TF32Split:
         zeros = [em.f32(0.0)] * CHUNK
         tiles = ((gemm.a_smem, self.a_small, t.bm), (self.b_big, self.b_small, t.bn))
         for big, small, rows in tiles:
-            if small is None:
-                continue
             for chunk in self._chunks(local, rows):
                 index = self._k_major(slot, chunk)
                 for tiles_of in (big, small):
@@ -277,9 +273,9 @@ def split_value(
 class SpecialScan:
     """Splits f32 values into TF32 big and small parts (`cvt.rna`, then the remainder, whose
     low 13 bits the tensor cores drop: 1.72-1.76e-7 relative error against float64 at
-    48×136×{32..160} on the CPU emulation where a rounded remainder gave 1.66-1.76e-7, and a
-    truncated big part 3.7-3.8e-7), and
-    keeps, across them, whether any needs f32 FMA: an infinite big part (|x| at or past
+    48×136×{32..160} on the CPU emulation, where a rounded remainder gave 1.66-1.76e-7 and a
+    truncated big part 3.7-3.8e-7), and keeps, across them, whether any needs f32 FMA (unlike
+    `split_value`, which makes each value's parts exact): an infinite big part (|x| at or past
     `ROUNDS_TO_INF`, or NaN) or a nonzero |x| below `LEAST_SPLIT`, found from the largest and
     the least nonzero magnitude's bits (two integer min/max a value, no branch). The parts
     are exact only where no value needs FMA; a step holding one runs in f32 FMA instead."""
@@ -298,9 +294,9 @@ class SpecialScan:
         big = em.value(tile.ToTf32Op(value))
         small = em.value(arith.SubfOp(value, big))  # the tensor cores drop its low 13 bits
         bits = em.value(arith.BitcastOp(value, i32))
-        magnitude = em.value(arith.AndIOp(bits, _i32(em, 0x7FFFFFFF)))
-        below = em.value(arith.SubiOp(magnitude, _i32(em, 1)))  # -1 for zero, no overflow
-        shifted = em.value(arith.XOrIOp(below, _i32(em, -(1 << 31))))
+        magnitude = em.value(arith.AndIOp(bits, i32_constant(em, 0x7FFFFFFF)))
+        below = em.value(arith.SubiOp(magnitude, i32_constant(em, 1)))  # -1 for zero, no overflow
+        shifted = em.value(arith.XOrIOp(below, i32_constant(em, -(1 << 31))))
         if self.largest is None:
             self.largest, self.least = magnitude, shifted
         else:
@@ -313,9 +309,9 @@ class SpecialScan:
         """Whether any value split so far needs f32 FMA."""
         em = self.em
         assert self.largest is not None and self.least is not None
-        huge = em.value(arith.CmpiOp(self.largest, _i32(em, ROUNDS_TO_INF), "sge"))
+        huge = em.value(arith.CmpiOp(self.largest, i32_constant(em, ROUNDS_TO_INF), "sge"))
         tiny_bits = _f32_bits(LEAST_SPLIT) - 1 - (1 << 31)  # as `least` holds it
-        tiny = em.value(arith.CmpiOp(self.least, _i32(em, tiny_bits), "slt"))
+        tiny = em.value(arith.CmpiOp(self.least, i32_constant(em, tiny_bits), "slt"))
         return em.value(arith.OrIOp(huge, tiny))
 
 
@@ -324,7 +320,8 @@ ROUNDS_TO_INF = 0x7F7FF000
 TF32 step past the largest finite TF32, 0x7F7FE000)."""
 
 
-def _i32(em: Emitter, value: int) -> SSAValue:
+def i32_constant(em: Emitter, value: int) -> SSAValue:
+    """An i32 constant."""
     return em.value(arith.ConstantOp(IntegerAttr(value, i32)))
 
 
