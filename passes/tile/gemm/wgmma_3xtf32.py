@@ -91,7 +91,8 @@ SWAP_STAGES = 4
 @dataclass(frozen=True)
 class Wgmma3xTf32Tiles(WgmmaTiles):
     """The wgmma GEMM's tiling; each ring slot has a small copy (the ring takes twice the
-    shared memory), or with `swap` a small copy of its A rows only."""
+    shared memory), or with `swap` big and small tiles of its A rows (B's rows are split in
+    registers)."""
 
     swap: str = "off"
     """on: the block's consumer rows are bm of B's rows (a `[N, K]` weight), its columns bn of
