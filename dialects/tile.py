@@ -6,6 +6,7 @@ the ops and the memory spaces (0 global, 3 shared, 5 registers).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
@@ -105,19 +106,25 @@ class KernelOp(IRDLOperation):
     sym_name = prop_def(SymbolNameConstraint())
     grid = prop_def(DenseArrayBase)
     block = prop_def(DenseArrayBase)
+    cluster = opt_prop_def(DenseArrayBase)
+    """Blocks a thread-block cluster groups along x, y and z (sm_90: they run at once, on one
+    GPC, and read each other's shared memory: `tile.cluster_vload`); none: no clusters."""
     body = region_def("single_block")
 
     traits = traits_def(SymbolOpInterface(), IsolatedFromAbove(), NoTerminator())
 
-    def __init__(self, name: str, grid: Sequence[int], block: Sequence[int], body: Region) -> None:
-        super().__init__(
-            properties={
-                "sym_name": StringAttr(name),
-                "grid": _triple(grid),
-                "block": _triple(block),
-            },
-            regions=[body],
-        )
+    def __init__(
+        self,
+        name: str,
+        grid: Sequence[int],
+        block: Sequence[int],
+        body: Region,
+        cluster: Sequence[int] | None = None,
+    ) -> None:
+        properties = {"sym_name": StringAttr(name), "grid": _triple(grid), "block": _triple(block)}
+        if cluster is not None:
+            properties["cluster"] = _triple(cluster)
+        super().__init__(properties=properties, regions=[body])
 
     @property
     def grid_size(self) -> tuple[int, ...]:
@@ -127,10 +134,16 @@ class KernelOp(IRDLOperation):
     def block_size(self) -> tuple[int, ...]:
         return tuple(self.block.get_values())
 
+    @property
+    def cluster_size(self) -> tuple[int, ...] | None:
+        return None if self.cluster is None else tuple(self.cluster.get_values())
+
     def print(self, printer: Printer) -> None:
         printer.print_string(" ")
         printer.print_symbol_name(self.sym_name.data)
         printer.print_string(f" grid {list(self.grid_size)} block {list(self.block_size)} ")
+        if self.cluster_size is not None:
+            printer.print_string(f"cluster {list(self.cluster_size)} ")
         print_signature_and_body(printer, self)
 
     @classmethod
@@ -140,9 +153,13 @@ class KernelOp(IRDLOperation):
         grid = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
         parser.parse_keyword("block")
         block = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+        cluster = None
+        if parser.parse_optional_keyword("cluster"):
+            delimiter = parser.Delimiter.SQUARE
+            cluster = parser.parse_comma_separated_list(delimiter, parser.parse_integer)
         args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
         attrs = parser.parse_optional_attr_dict_with_keyword()
-        op = cls(name, grid, block, parser.parse_region(args))
+        op = cls(name, grid, block, parser.parse_region(args), cluster)
         if attrs:
             op.attributes |= attrs.data
         return op
@@ -150,6 +167,8 @@ class KernelOp(IRDLOperation):
     def verify_(self) -> None:
         where = f"tile.kernel @{self.sym_name.data}"
         _check_launch_shape(where, self.grid_size, self.block_size)
+        if self.cluster_size is not None:
+            _check_cluster(where, self.grid_size, self.cluster_size)
         for arg in self.body.block.args:
             if arg.type in SCALAR_TYPES:  # a runtime scalar, passed by value
                 continue
@@ -180,6 +199,26 @@ def _check_launch_shape(where: str, grid: Sequence[int], block: Sequence[int]) -
     threads = block[0] * block[1] * block[2]
     if threads > 1024:
         raise VerifyException(f"{where}: {threads} threads per block exceed the limit 1024")
+
+
+MAX_CLUSTER = 8
+"""The most blocks a cluster may group without the non-portable opt-in (sm_90)."""
+
+
+def _check_cluster(where: str, grid: Sequence[int], cluster: Sequence[int]) -> None:
+    """Raises VerifyException unless the cluster is 3 positive sizes dividing the grid's, of at
+    most MAX_CLUSTER blocks."""
+    if len(cluster) != 3 or any(v <= 0 for v in cluster):
+        raise VerifyException(f"{where}: cluster must be 3 positive sizes, got {list(cluster)}")
+    if any(g % c for g, c in zip(grid, cluster, strict=True)):
+        raise VerifyException(
+            f"{where}: the grid {list(grid)} must be whole clusters of {list(cluster)}"
+        )
+    if math.prod(cluster) > MAX_CLUSTER:
+        raise VerifyException(
+            f"{where}: a cluster of {math.prod(cluster)} blocks exceeds the portable limit "
+            f"{MAX_CLUSTER}"
+        )
 
 
 class _HardwareIndexOp(IRDLOperation):
@@ -368,6 +407,56 @@ class VectorLoadOp(IRDLOperation):
                 f"tile.vload: evict_first needs a 128-bit load from global memory, got {bits} "
                 f"bits from {t}"
             )
+
+
+@irdl_op_definition
+class ClusterVectorLoadOp(IRDLOperation):
+    """Loads 4 consecutive f32 elements of a dynamic shared-memory buffer as the block of rank
+    `rank` in the thread-block cluster holds them (its copy of the buffer, at the same offset):
+    `mapa.shared::cluster` then `ld.shared::cluster.v4.f32`. The kernel must be launched in
+    clusters (`tile.kernel ... cluster [...]`) and the other block must have written the
+    elements before a `tile.cluster_sync` that this thread passed."""
+
+    name = "tile.cluster_vload"
+
+    memref = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    rank = operand_def(IndexType)
+    lanes = var_result_def()
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$memref `[` $indices `]` `of` $rank attr-dict `:` type($memref) `->` type($lanes)"
+    )
+
+    def __init__(self, memref: SSAValue, indices: Sequence[SSAValue], rank: SSAValue) -> None:
+        super().__init__(operands=[memref, indices, rank], result_types=[[f32] * 4])
+
+    def verify_(self) -> None:
+        _check_vector_access(self, self.memref, self.indices, [r.type for r in self.lanes])
+        t = self.memref.type
+        assert isinstance(t, MemRefType)
+        if memory_space(t) != SHARED or t.element_type != f32 or len(self.lanes) != 4:
+            raise VerifyException(
+                f"tile.cluster_vload: loads 4 f32 elements of shared memory, got "
+                f"{len(self.lanes)} of {t}"
+            )
+        owner = self.memref.owner
+        if not isinstance(owner, AllocOp) or owner.dynamic is None:
+            raise VerifyException(
+                "tile.cluster_vload: reads a dynamic tile.alloc (at one offset in every block)"
+            )
+
+
+@irdl_op_definition
+class ClusterSyncOp(IRDLOperation):
+    """Waits until every thread of every block of the thread-block cluster arrives; orders
+    their shared-memory writes before it to their reads after it (`barrier.cluster.arrive.release`,
+    `barrier.cluster.wait.acquire`). A block that others read must not exit before they
+    pass a later one."""
+
+    name = "tile.cluster_sync"
+    assembly_format = "attr-dict"
 
 
 @irdl_op_definition
@@ -1583,6 +1672,8 @@ Tile = Dialect(
     "tile",
     [
         KernelOp,
+        ClusterVectorLoadOp,
+        ClusterSyncOp,
         BlockIdOp,
         ThreadIdOp,
         AllocOp,

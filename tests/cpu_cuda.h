@@ -3,6 +3,10 @@
 // warp-wide ldmatrix, mma.sync and shuffles exchange their lanes' operands through it).
 // cp.async copies synchronously: a kernel that overwrote a tile other warps still read would
 // give wrong numbers here too.
+// A kernel with `__cluster_dims__` runs its clusters one after another, the blocks of a cluster
+// at once, each block a forked process (`cpu_cuda_cluster`): every global here (blockIdx, the
+// block's barriers, static shared memory, the emulation's tables) is then the block's own,
+// while the kernel buffers and the cluster's shared-memory arenas lie in MAP_SHARED mappings.
 #include <atomic>
 #include <barrier>
 #include <cmath>
@@ -11,22 +15,33 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <span>
 #include <vector>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __restrict__
 #define __align__(n) alignas(n)
+#define __cluster_dims__(...)
 
 struct Dim { unsigned x, y, z; };
 thread_local Dim threadIdx;
 thread_local unsigned cpu_cuda_thread;  // x + y·bx + z·bx·by: warps are 32 consecutive ones
 Dim blockIdx;
-alignas(1024) unsigned char cpu_cuda_smem[256 * 1024];
+// A block's shared memory: the arena of a block outside a cluster; a block of a cluster points
+// cpu_cuda_smem at its rank's arena in cpu_cuda_cluster_smem.
+constexpr size_t CPU_CUDA_SMEM_BYTES = 256 * 1024;
+alignas(1024) unsigned char cpu_cuda_arena[CPU_CUDA_SMEM_BYTES];
+unsigned char* cpu_cuda_smem = cpu_cuda_arena;
 std::barrier<>* cpu_cuda_block;
 std::barrier<>* cpu_cuda_warp[32];
-std::vector<std::vector<char>>* cpu_cuda_buffers;
+std::vector<std::span<char>>* cpu_cuda_buffers;
 FILE* cpu_cuda_prefetch_log;
 std::mutex cpu_cuda_prefetch_lock;
 
@@ -55,7 +70,7 @@ static inline void cpu_cuda_prefetch(const void* p, unsigned gx, unsigned gy) {
 // cp.async.bulk.prefetch.L2: aborts unless the bytes [p, p + n) lie in one kernel buffer and
 // p and n are 16-byte multiples (p from the buffer's start); logged as one prefetch of p.
 static inline void cpu_cuda_prefetch_bulk(const void* p, unsigned n, unsigned gx, unsigned gy) {
-    const std::vector<char>& buffer = (*cpu_cuda_buffers)[cpu_cuda_buffer_of(p, "bulk prefetch")];
+    std::span<char> buffer = (*cpu_cuda_buffers)[cpu_cuda_buffer_of(p, "bulk prefetch")];
     size_t offset = (const char*)p - buffer.data();
     if (offset + n > buffer.size() || offset % 16 || n % 16) {
         fprintf(stderr, "bulk prefetch past its buffer or not 16-byte aligned\n");
@@ -226,11 +241,93 @@ static inline float tinyopt_fmin_nan(float a, float b) { return a != a || b != b
 #define __fdividef(a, b) ((a) / (b))
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 // Split-K's partial sums added into the output, and stream-K's fence before it sets a flag.
-static std::mutex cpu_cuda_atomics;
-static inline float atomicAdd(float* p, float v) {
-    std::lock_guard<std::mutex> held(cpu_cuda_atomics);
-    float old = *p;
-    *p = old + v;
-    return old;
-}
+// Lock-free (a compare-and-swap loop), so the blocks of a cluster, processes, add atomically too.
+static inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>(*p).fetch_add(v); }
 #define __threadfence() std::atomic_thread_fence(std::memory_order_seq_cst)
+
+
+// Thread-block clusters. cpu_cuda_cluster_start makes the cluster's arenas (CPU_CUDA_SMEM_BYTES
+// a rank) and its barrier of every thread of every block, both process-shared; cpu_cuda_cluster
+// runs one cluster: each block forked with its blockIdx and its arena, the arenas filled with
+// 0xFF bytes first (NaN floats: a read of another block's shared memory before it was written
+// shows), and the run stopped where a block fails.
+unsigned char* cpu_cuda_cluster_smem;
+unsigned cpu_cuda_cluster_size;
+pthread_barrier_t* cpu_cuda_cluster_barrier;
+
+// `bytes` (at least one) of a MAP_SHARED mapping, which forked blocks write for the parent.
+static inline void* cpu_cuda_shared(size_t bytes) {
+    void* p = mmap(nullptr, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED) { perror("mmap"); abort(); }
+    return p;
+}
+static inline std::span<char> cpu_cuda_shared_copy(const std::vector<char>& from) {
+    char* to = (char*)cpu_cuda_shared(from.size());
+    memcpy(to, from.data(), from.size());
+    return {to, from.size()};
+}
+static inline void cpu_cuda_cluster_start(unsigned blocks, unsigned threads) {
+    cpu_cuda_cluster_size = blocks;
+    cpu_cuda_cluster_smem = (unsigned char*)cpu_cuda_shared(blocks * CPU_CUDA_SMEM_BYTES);
+    cpu_cuda_cluster_barrier = (pthread_barrier_t*)cpu_cuda_shared(sizeof(pthread_barrier_t));
+    pthread_barrierattr_t shared;
+    pthread_barrierattr_init(&shared);
+    pthread_barrierattr_setpshared(&shared, PTHREAD_PROCESS_SHARED);
+    pthread_barrier_init(cpu_cuda_cluster_barrier, &shared, blocks * threads);
+}
+// block(x, y, z) for the cluster whose first block is (x0, y0, z0), cluster dims cx, cy, cz:
+// the block of rank r = x%cx + (y%cy)·cx + (z%cz)·cx·cy gets arena r.
+template <typename Block>
+static inline void cpu_cuda_cluster(unsigned x0, unsigned y0, unsigned z0, unsigned cx,
+                                    unsigned cy, unsigned cz, Block block) {
+    unsigned blocks = cx * cy * cz;
+    memset(cpu_cuda_cluster_smem, 0xFF, blocks * CPU_CUDA_SMEM_BYTES);
+    fflush(nullptr);  // nothing buffered before the fork is written twice
+    std::vector<pid_t> running;
+    for (unsigned r = 0; r < blocks; ++r) {
+        pid_t pid = fork();
+        if (pid < 0) { perror("fork"); abort(); }
+        if (pid == 0) {
+            cpu_cuda_smem = cpu_cuda_cluster_smem + r * CPU_CUDA_SMEM_BYTES;
+            block(x0 + r % cx, y0 + r / cx % cy, z0 + r / (cx * cy));
+            fflush(nullptr);
+            _exit(0);
+        }
+        running.push_back(pid);
+    }
+    bool failed = false;
+    while (!running.empty()) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid < 0) { perror("waitpid"); abort(); }
+        std::erase(running, pid);
+        if (!failed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+            failed = true;  // the others may wait at a cluster barrier for it: stop them
+            fprintf(stderr, "a block of the cluster at block (%u, %u, %u) failed\n", x0, y0, z0);
+            for (pid_t other : running) kill(other, SIGKILL);
+        }
+    }
+    if (failed) exit(1);
+}
+// barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every thread of every block
+// of the cluster.
+static inline void tinyopt_cluster_sync() {
+    if (!cpu_cuda_cluster_barrier) {
+        fprintf(stderr, "tinyopt_cluster_sync in a kernel without __cluster_dims__\n");
+        abort();
+    }
+    pthread_barrier_wait(cpu_cuda_cluster_barrier);
+}
+// ld.shared::cluster.v4.f32 of the address mapa gives for `local` (this block's shared memory,
+// 16-byte aligned) in the block of cluster rank `rank`.
+static inline void tinyopt_cluster_load_f32x4(float* out, const void* local, unsigned rank) {
+    ptrdiff_t offset = (const unsigned char*)local - cpu_cuda_smem;
+    if (!cpu_cuda_cluster_smem || rank >= cpu_cuda_cluster_size || offset < 0 ||
+        offset + 16 > (ptrdiff_t)CPU_CUDA_SMEM_BYTES || offset % 16) {
+        fprintf(stderr, "tinyopt_cluster_load_f32x4 of rank %u at shared offset %td: outside the "
+                "cluster, its shared memory, or not 16-byte aligned\n", rank, offset);
+        abort();
+    }
+    memcpy(out, cpu_cuda_cluster_smem + rank * CPU_CUDA_SMEM_BYTES + offset, 16);
+}

@@ -7,6 +7,13 @@ kernels use (threads of 1-, 2- or 3-D blocks, barriers, shared memory, `ldmatrix
 float atomic adds, stream-K's flags); its prelude of inline-PTX helpers is replaced by the
 emulation's. Each CUDA thread is a std::thread, so a block of 128 threads over a few key tiles
 takes seconds: keep shapes small.
+
+Blocks run one after another, but a kernel with `__cluster_dims__(cx, cy, cz)` in its signature
+runs its thread-block clusters one after another, the blocks of a cluster at once: each a
+forked process (its own blockIdx, barriers, static shared memory and emulation tables), with
+the kernel buffers and the cluster's dynamic shared-memory arenas in MAP_SHARED mappings;
+`tinyopt_cluster_sync` is a process-shared barrier of all the cluster's threads and
+`tinyopt_cluster_load_f32x4` reads another rank's arena (cpu_cuda.h).
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ _PARAM = re.compile(
     r"(?:const )?((?:long )?\w+)\* __restrict__ (\w+)|const (long long|int) (\w+)(?=[,)])"
 )
 """A buffer parameter (a pointer) or a runtime scalar's (an integer passed by value)."""
+_CLUSTER = re.compile(r"__cluster_dims__\(\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*\)")
+"""A kernel's compile-time cluster dims, in its signature (`__cluster_dims__(1, 1, 4)`): its
+clusters run one after another, the blocks of a cluster at once (`cpu_cuda_cluster`)."""
+CLUSTER_BLOCKS = 8
+"""The most blocks a cluster may have (the portable limit)."""
 _PREFETCH = re.compile(r'asm volatile\("prefetch\.global\.L2 \[%0\];" :: "l"\((.*)\)\);')
 """An L2 prefetch (`tile.prefetch_l2`): checked against the buffers, logged on request."""
 _BULK_PREFETCH = re.compile(
@@ -81,7 +93,8 @@ def run_on_cpu(
     afterwards. `prelude` is C++ placed
     after the emulation header (stand-ins for ops the header does not emulate). An L2 prefetch
     outside every buffer aborts the run; with `prefetch_log` each prefetch is written there as
-    "block buffer byte-offset" (block: the linear block index, x fastest)."""
+    "block buffer byte-offset" (block: the linear block index, x fastest). A kernel with
+    `__cluster_dims__` runs cluster by cluster (`_CLUSTER`)."""
     source = kernel.source.data
     name = kernel.sym_name.data
     start = source.index('extern "C" __global__')
@@ -109,33 +122,10 @@ def run_on_cpu(
         f"({ctype}*)buffers[{k}].data()" if pointer else f"*({ctype}*)buffers[{k}].data()"
         for k, (ctype, pointer) in enumerate(params)
     )
-    main = f"""
-#include <fstream>
-#include <thread>
-#include <vector>
-int main(int argc, char** argv) {{
-    std::vector<std::vector<char>> buffers;
-    for (int k = 1; k < argc; ++k) {{
-        std::ifstream in(argv[k], std::ios::binary);
-        buffers.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }}
-    cpu_cuda_buffers = &buffers;
-    if (const char* log = getenv("CPU_CUDA_PREFETCH_LOG")) cpu_cuda_prefetch_log = fopen(log, "w");
-#ifdef __linux__
-    if (const char* cpu = getenv("CPU_CUDA_CPU")) {{  // every thread on this one CPU
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(atoi(cpu), &one);
-        sched_setaffinity(0, sizeof one, &one);
-    }}
-#endif
-    for (unsigned z = 0; z < {grid[2]}; ++z)
-    for (unsigned y = 0; y < {grid[1]}; ++y)
-    for (unsigned x = 0; x < {grid[0]}; ++x) {{
+    block = f"""
         blockIdx = {{x, y, z}};
         std::barrier<> block({threads});
         cpu_cuda_block = &block;
-        std::vector<std::barrier<>*> warps;
         for (int w = 0; w < {-(-threads // 32)}; ++w) cpu_cuda_warp[w] = new std::barrier<>(32);
         std::vector<std::thread> running;
         for (unsigned t = 0; t < {threads}; ++t)
@@ -145,8 +135,54 @@ int main(int argc, char** argv) {{
                 {name}({args});
             }});
         for (auto& thread : running) thread.join();
-        for (int w = 0; w < {-(-threads // 32)}; ++w) delete cpu_cuda_warp[w];
+        for (int w = 0; w < {-(-threads // 32)}; ++w) delete cpu_cuda_warp[w];"""
+    cluster = _CLUSTER.search(signature)
+    assert cluster or "__cluster_dims__" not in signature, signature
+    if cluster is None:
+        storage = "file"
+        blocks = f"""
+    for (unsigned z = 0; z < {grid[2]}; ++z)
+    for (unsigned y = 0; y < {grid[1]}; ++y)
+    for (unsigned x = 0; x < {grid[0]}; ++x) {{{block}
+    }}"""
+    else:
+        dims = [int(d) for d in cluster.groups()]
+        assert all(g % d == 0 for g, d in zip(grid, dims, strict=True)), (grid, dims)
+        assert dims[0] * dims[1] * dims[2] <= CLUSTER_BLOCKS, dims
+        # Forked blocks write the buffers in a shared mapping; a log line is one write.
+        storage = "cpu_cuda_shared_copy(file)"
+        cx, cy, cz = dims
+        blocks = f"""
+    if (cpu_cuda_prefetch_log) setvbuf(cpu_cuda_prefetch_log, nullptr, _IOLBF, 0);
+    cpu_cuda_cluster_start({cx * cy * cz}, {threads});
+    for (unsigned z0 = 0; z0 < {grid[2]}; z0 += {cz})
+    for (unsigned y0 = 0; y0 < {grid[1]}; y0 += {cy})
+    for (unsigned x0 = 0; x0 < {grid[0]}; x0 += {cx})
+        cpu_cuda_cluster(x0, y0, z0, {cx}, {cy}, {cz},
+                         [&](unsigned x, unsigned y, unsigned z) {{{block}
+        }});"""
+    main = f"""
+#include <fstream>
+#include <thread>
+#include <vector>
+int main(int argc, char** argv) {{
+    std::vector<std::vector<char>> files;
+    std::vector<std::span<char>> buffers;
+    for (int k = 1; k < argc; ++k) {{
+        std::ifstream in(argv[k], std::ios::binary);
+        files.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }}
+    for (auto& file : files) buffers.push_back({storage});
+    cpu_cuda_buffers = &buffers;
+    if (const char* log = getenv("CPU_CUDA_PREFETCH_LOG")) cpu_cuda_prefetch_log = fopen(log, "w");
+#ifdef __linux__
+    if (const char* cpu = getenv("CPU_CUDA_CPU")) {{  // every thread on this one CPU
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(atoi(cpu), &one);
+        sched_setaffinity(0, sizeof one, &one);
+    }}
+#endif{blocks}
     for (int k = 1; k < argc; ++k) {{
         std::ofstream out(argv[k], std::ios::binary);
         out.write(buffers[k - 1].data(), buffers[k - 1].size());
@@ -235,9 +271,7 @@ def _builds() -> Path:
             folder = Path(shared)
         else:
             assert COMPILER is not None
-            version = subprocess.run(
-                [COMPILER, "--version"], capture_output=True, text=True
-            ).stdout
+            version = subprocess.run([COMPILER, "--version"], capture_output=True, text=True).stdout
             fields = [COMPILER, version, *FLAGS, HEADER.read_text()]
             key = hashlib.sha256("\0".join(fields).encode()).hexdigest()[:16]
             folder = Path.home() / ".cache" / "tinyopt" / "cpu_cuda" / key

@@ -25,7 +25,12 @@ What is emulated, and how:
   wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
 - `bar.sync id, count` is a barrier of `count` threads per id (`bar.arrive` counts in without
   waiting), `bar.red.or.pred` one that also hands every thread the OR of the predicates;
-  `cvt.rna.tf32.f32` rounds on the CPU.
+  `cvt.rna.tf32.f32` rounds on the CPU;
+- thread-block clusters (`__cluster_dims__`) run cluster by cluster, the blocks of a cluster at
+  once as processes (tests/cpu_cuda.py); the kernels' `tinyopt_cluster_sync` and
+  `tinyopt_cluster_load_f32x4` helpers, like the other `tinyopt_*` ones printed before the
+  kernel, are dropped for the emulation header's. Each block process has its own copy of every
+  table here (mbarriers, named barriers).
 """
 
 from __future__ import annotations

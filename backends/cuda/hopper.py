@@ -30,6 +30,8 @@ HELPER_NAMES = (
     "tinyopt_mbarrier_arrive_expect_tx",
     "tinyopt_mbarrier_wait",
     "tinyopt_wgmma_desc",
+    "tinyopt_cluster_sync",
+    "tinyopt_cluster_load_f32x4",
     *(f"tinyopt_tma_load_{rank}d{hint}" for rank in range(1, 6) for hint in ("", "_evict_first")),
 )
 
@@ -74,6 +76,31 @@ def mbarrier_helpers() -> list[str]:
             f'                     : "=r"(done) : "r"({_shared("bar")}), "r"(parity & 1)',
             '                     : "memory");',
             "    }",
+            "}",
+        ),
+    ]
+
+
+def cluster_helpers() -> list[str]:
+    """Returns the device functions of the cluster ops: the barrier of every thread of the
+    cluster (`tile.cluster_sync`) and the 16-byte load of another block's shared memory
+    (`tile.cluster_vload`)."""
+    return [
+        _lines(
+            "__device__ __forceinline__ void tinyopt_cluster_sync() {",
+            '    asm volatile("barrier.cluster.arrive.release;" ::: "memory");',
+            '    asm volatile("barrier.cluster.wait.acquire;" ::: "memory");',
+            "}",
+        ),
+        _lines(
+            "__device__ __forceinline__ void tinyopt_cluster_load_f32x4(float* out, "
+            "const void* local, unsigned rank) {",
+            "    unsigned remote;",
+            '    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"',
+            f'                 : "=r"(remote) : "r"({_shared("local")}), "r"(rank));',
+            '    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"',
+            '                 : "=f"(out[0]), "=f"(out[1]), "=f"(out[2]), "=f"(out[3])',
+            '                 : "r"(remote) : "memory");',
             "}",
         ),
     ]

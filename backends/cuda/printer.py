@@ -293,6 +293,7 @@ _FLOAT_CALLS: dict[type[Operation], str] = {
 
 _STATEMENTS: dict[type[Operation], str] = {
     tile.BarrierOp: "__syncthreads();",
+    tile.ClusterSyncOp: "tinyopt_cluster_sync();",
     tile.WarpBarrierOp: "__syncwarp();",
     tile.ThreadFenceOp: "__threadfence();",
     tile.FenceProxyAsyncOp: 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
@@ -487,6 +488,8 @@ def _tensor_core_helpers(
             helpers[EXP2_APPROX] = None
         elif type(op) in NAN_PROPAGATING:
             helpers[NAN_PROPAGATING[type(op)][1]] = None
+        elif isinstance(op, tile.ClusterSyncOp | tile.ClusterVectorLoadOp):
+            helpers |= dict.fromkeys(hopper.cluster_helpers())
         elif isinstance(op, tile.WgmmaOp | tile.WgmmaRegisterAOp):
             helpers[hopper.wgmma_desc_helper()] = None
             helpers[hopper.wgmma_helper(op)] = None
@@ -671,8 +674,10 @@ class CudaPrinter(BasePrinter[str]):
         if isinstance(min_blocks, IntegerAttr):
             # Asks ptxas to fit this many blocks per SM in the register file.
             bounds.append(str(min_blocks.value.data))
-        launch_bounds = f"__launch_bounds__({', '.join(bounds)})"
-        with self.braced(f'extern "C" __global__ void {launch_bounds} {name}({params})'):
+        attributes = f"__launch_bounds__({', '.join(bounds)})"
+        if op.cluster_size is not None:  # launched in clusters of these dims
+            attributes = f"__cluster_dims__({', '.join(map(str, op.cluster_size))}) {attributes}"
+        with self.braced(f'extern "C" __global__ void {attributes} {name}({params})'):
             if self.pdl and not self._waits_later(op):
                 for text in PDL_STATEMENTS:
                     self.line(text)
@@ -720,7 +725,8 @@ class CudaPrinter(BasePrinter[str]):
         if _uses_infinity(self.kernel, self.ops):
             for text in INFINITY_MACRO:
                 self.line(text)
-        if any(isinstance(o, tile.VectorLoadOp | tile.VectorStoreOp) for o in self.ops):
+        vectors = tile.VectorLoadOp | tile.VectorStoreOp | tile.ClusterVectorLoadOp
+        if any(isinstance(o, vectors) for o in self.ops):
             self.line(VEC_TYPE)
         for helper in _tensor_core_helpers(self.kernel, self.ops):
             self.line(helper)
@@ -880,6 +886,15 @@ class CudaPrinter(BasePrinter[str]):
             self.line(f"{EVICT_FIRST_LOAD}(&{temp}, {address});")
         else:
             self.line(f"{vec} {temp} = *reinterpret_cast<const {vec}*>({address});")
+        for k, lane in enumerate(op.lanes):
+            self.let(lane, f"{temp}.v[{k}]")
+
+    @print_op.register
+    def _(self, op: tile.ClusterVectorLoadOp) -> None:
+        temp = self.fresh("vec")
+        self.line(f"tinyopt_vec<float, 4> {temp};")
+        address = f"&{self.element(op.memref, op.indices)}"
+        self.line(f"tinyopt_cluster_load_f32x4({temp}.v, {address}, {self.expr(op.rank)});")
         for k, lane in enumerate(op.lanes):
             self.let(lane, f"{temp}.v[{k}]")
 

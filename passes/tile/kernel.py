@@ -12,15 +12,19 @@ from tinyopt.passes.tile.emit import Emitter, Mapping
 
 
 def new_kernel(
-    op: loop.KernelOp, grid: Sequence[int], block: Sequence[int]
+    op: loop.KernelOp,
+    grid: Sequence[int],
+    block: Sequence[int],
+    cluster: Sequence[int] | None = None,
 ) -> tuple[tile.KernelOp, Emitter, Mapping]:
-    """Returns an empty tile kernel with `op`'s buffers and plan, an emitter at its body, and
-    the map from `op`'s buffer arguments to the new kernel's."""
+    """Returns an empty tile kernel with `op`'s buffers and plan (launched in clusters of
+    `cluster` blocks, where given), an emitter at its body, and the map from `op`'s buffer
+    arguments to the new kernel's."""
     body = Block(arg_types=[a.type for a in op.body.block.args])
     for old, new in zip(op.body.block.args, body.args, strict=True):
         if old.name_hint:
             new.name_hint = old.name_hint
-    kernel = tile.KernelOp(op.sym_name.data, grid, block, Region(body))
+    kernel = tile.KernelOp(op.sym_name.data, grid, block, Region(body), cluster)
     if tile.PLAN in op.attributes:  # shown on the tile kernel for reading
         kernel.attributes[tile.PLAN] = op.attributes[tile.PLAN]
     return kernel, Emitter(body), dict(zip(op.body.block.args, body.args, strict=True))

@@ -205,7 +205,7 @@ KNOBS: tuple[Knob, ...] = (
         ),
     ),
     Knob("splitk", powers(1, 64)),
-    Knob("splitk_mode", one_of("auto", "atomic", "twopass")),
+    Knob("splitk_mode", one_of("auto", "atomic", "twopass", "cluster")),
     Knob(
         "minblocks",
         Domain(

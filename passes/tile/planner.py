@@ -26,7 +26,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
     swap_splits,
 )
 from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
-from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
+from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS, WgmmaTiles
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
@@ -110,6 +110,11 @@ def plan_kernels(
         if (square := _square_split(c, found[0], knobs, target)) > 1:
             splits, mode = square, "twopass"
             partial_knobs = replace(knobs, bm=128, bn=128)
+    if split and splits > 1 and mode == "cluster" and match_contraction(kernel) is not None:
+        _plan_cluster_split(
+            kernel, replace(partial_knobs, splitk=splits, splitk_mode=mode), target, why
+        )
+        return
     if split and splits > 1:
         pieces = split_kernel(module, kernel, splits, mode, aligned)
         if pieces != (kernel,):
@@ -184,12 +189,35 @@ def _auto_splits(
         and isinstance(t := choice.plan, WgmmaTiles)
     ):
         if t.dual == "off" and not t.persistent:
-            return auto_wgmma_splits(c, t.bm, t.tile_n, target), "twopass"
+            splits = auto_wgmma_splits(c, t.bm, t.tile_n, target)
+            if knobs.splitk_mode == "cluster":
+                return min(splits, CLUSTER_SPLITS[-1]), "cluster"
+            by_cluster = splits in CLUSTER_SPLITS and knobs.splitk_mode == "auto"
+            return splits, "cluster" if by_cluster else "twopass"
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
         if t.swap == "on":
             return swap_splits(c, t.bm, t.tile_n, target), "twopass"
         return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
     return 1, knobs.splitk_mode
+
+
+def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool) -> None:
+    """Plans contraction `kernel` with K split over clusters of `knobs.splitk` blocks
+    (`splitk_mode=cluster`, `wgmma_cluster.py`), raising where the wgmma rule does not take
+    it so."""
+    choice, refused = refusals(kernel, knobs, target)
+    planned = choice is not None and isinstance(choice.plan, WgmmaTiles)
+    if not planned or choice.plan.cluster != knobs.splitk:  # type: ignore[union-attr]
+        reasons = dict(refused)
+        reason = reasons.get("wgmma") or (
+            f"the {choice.rule.name} rule takes it" if choice else "no rule takes it"
+        )
+        raise DiagnosticException(
+            f"tile: splitk_mode=cluster splits K over a cluster of blocks of the wgmma GEMM "
+            f"(f16/bf16, mma=auto or wgmma), and kernel @{kernel.sym_name.data} is not "
+            f"planned so: {reason}"
+        )
+    _attach(kernel, choice, refused if why else None)
 
 
 def _square_split(c: Contraction, choice: Choice | None, knobs: Knobs, target: Target) -> int:

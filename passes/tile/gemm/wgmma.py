@@ -74,6 +74,11 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     shared_tiles,
     stream_k_refusal,
 )
+from tinyopt.passes.tile.gemm.wgmma_cluster import (
+    cluster_chunk,
+    cluster_epilogue,
+    clustered_tiles,
+)
 from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_epilogue,
     swapped_k_loop,
@@ -160,8 +165,12 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote)
         if isinstance(t, str):
             return t
+        if knobs.splitk_mode == "cluster" and knobs.splitk > 1:
+            t = clustered_tiles(t, c, knobs.splitk, fp8, self.target)
+            if isinstance(t, str):
+                return t
         if not knobs.stages:
-            t = deepened(t, batch, m, n, k, self.target)
+            t = deepened(t, batch, m, n, cluster_chunk(c, t.cluster), self.target)
         t = replace(
             t,
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
@@ -173,8 +182,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return t
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
-        if not t.ws or dual:
-            return _fail("runs streamk=tail with a producer warpgroup (ws=1), on no dual GEMM")
+        if not t.ws or dual or t.cluster > 1:
+            return _fail(
+                "runs streamk=tail with a producer warpgroup (ws=1), on no dual GEMM and no "
+                "split over a cluster"
+            )
         if why := stream_k_refusal(tiles, self.target.sms, steps):
             return _fail(why)
         return replace(t, persistent=1, streamk="tail")
@@ -264,7 +276,8 @@ def emit_wgmma_gemm(
     operands = plain_operands(c, k, n)
     assert not isinstance(operands, str)
     grid = launch_grid(t, batch, n, m, sms) if swapped else launch_grid(t, batch, m, n, sms)
-    new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1))
+    cluster = (1, 1, t.cluster) if t.cluster > 1 else None
+    new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1), cluster)
     new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
     a_rank, b_rank = (
         len(new.body.block.args[p].type.get_shape())  # type: ignore[attr-defined]
@@ -289,7 +302,7 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
     blockIdx.x, + gridDim.x, ..."""
-    tiles = (-(-n // t.tile_n), -(-m // t.bm), batch)
+    tiles = (-(-n // t.tile_n), -(-m // t.bm), batch * t.cluster)
     if not t.persistent:
         return tiles
     return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
@@ -342,13 +355,16 @@ class _WgmmaEmitter:
         the step's scales."""
         self.splits, self.chunk = operands.splits, operands.chunk
         self.k_base: SSAValue | int = 0
-        """The block's first K element: its chunk's, in a split-K partial kernel."""
+        """The block's first K element: its chunk's, in a split-K partial kernel or a block of
+        a cluster splitting K (`wgmma_cluster.py`)."""
         self.batch, self.m, self.n, self.k = c.extents
+        if t.cluster > 1:  # the chunks of K the cluster's blocks walk, as a partial kernel's
+            self.splits, self.chunk = t.cluster, cluster_chunk(c, t.cluster)
         self.split = element == f32
         """f32 operands, each split into two TF32 values for three products (`wgmma_3xtf32.py`)."""
         self.bk = k_step(element)
         """K per step: one 128-byte swizzle row (64 16-bit or 32 f32 elements)."""
-        self.steps = -(-self.k // self.bk)
+        self.steps = -(-(self.chunk if t.cluster > 1 else self.k) // self.bk)
         rows, columns = (self.n, self.m) if swapped else (self.m, self.n)
         self.n_tiles, self.m_tiles = -(-columns // t.tile_n), -(-rows // t.bm)
         self.walk: StreamKWalk | None = None
@@ -383,12 +399,17 @@ class _WgmmaEmitter:
         if self.split:
             split_a = None if self.swapped else a_shape  # swapped: A split in registers
             self.splitter = TF32Split(em, self, split_a, [t.stages, t.bn, self.bk])
-        self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
-        self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
+        # A cluster's blocks keep all their shared memory dynamic: at one offset in each.
+        clustered = t.cluster > 1
+        self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared), clustered))
+        self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared), clustered))
         if self.swapped:  # the producer's split of each slot's B tile, and its verdict
             self.ready = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
             self.special = em.value(tile.AllocOp(tile.memref_in([t.stages], i32, shared)))
-        if t.store == "smem":
+        if clustered:  # the block's whole tile, which the cluster's blocks read
+            staging = [t.consumers, t.tile_n // STAGE_COLUMNS, tile.WGMMA_M, STAGE_COLUMNS]
+            self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
+        elif t.store == "smem":
             products = [t.products] if t.dual == "on" else []
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
@@ -421,6 +442,8 @@ class _WgmmaEmitter:
                             with em.for_loop(0, self.steps, 1) as (step, _, _):
                                 self._produce(step, em.add(first_step, step))
                                 em.op(scf.YieldOp())
+            for _ in range(2 if t.cluster > 1 else 0):  # the consumers' cluster barriers
+                em.op(tile.ClusterSyncOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
             em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
@@ -442,10 +465,12 @@ class _WgmmaEmitter:
         self.m0 = em.mul(coordinates[1], t.bm)
         self.b_index = []
         if len(c.nest.extents) == 3:
-            self.mapping[c.nest.body.block.args[0]] = coordinates[2]
-            self.b_index = [coordinates[2]]
+            batch = em.div(coordinates[2], t.cluster) if t.cluster > 1 else coordinates[2]
+            self.mapping[c.nest.body.block.args[0]] = batch
+            self.b_index = [batch]
         if self.splits > 1:  # batch index b·splits + s: chunk s of K, operand batch b
-            self.b_index = [em.div(coordinates[2], self.splits)] if self.batched else []
+            if t.cluster == 1:  # a partial kernel: its batch is b·splits + s
+                self.b_index = [em.div(coordinates[2], self.splits)] if self.batched else []
             self.k_base = em.mul(em.rem(coordinates[2], self.splits), self.chunk)
 
     def _grouped(self, linear: SSAValue) -> list[SSAValue]:
@@ -575,6 +600,8 @@ class _WgmmaEmitter:
     def _tile_epilogue(self, acc: SSAValue, group: SSAValue, row: SSAValue) -> None:
         if self.swapped:
             swapped_epilogue(self, acc, row)
+        elif self.t.cluster > 1:
+            cluster_epilogue(self, acc, group)
         elif self.t.store == "smem":
             self._staged_epilogue(acc, group)
         else:

@@ -101,6 +101,10 @@ class WgmmaTiles:
     evict: str = "off"
     """The operands whose TMA loads carry an L2 evict-first hint: "a", "b", "ab" or "off"
     (`evicted_operands`)."""
+    cluster: int = 1
+    """K cut into this many chunks, one a block of a thread-block cluster, the partial sums
+    added through the cluster's shared memory before the epilogue (`wgmma_cluster.py`;
+    `splitk_mode=cluster`); 1: each block runs all of K."""
 
     @property
     def tile_n(self) -> int:
@@ -121,7 +125,11 @@ class WgmmaTiles:
 
     @property
     def staging_bytes(self) -> int:
-        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) of `store=smem`."""
+        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) of `store=smem`; with
+        `cluster`, the block's whole f32 tile (bm × bn) and the mbarriers' 1024-byte-aligned
+        places in dynamic shared memory (`wgmma_cluster.py`)."""
+        if self.cluster > 1:
+            return self.bm * self.bn * 4 + 2 * ATOM
         if self.store != "smem":
             return 0
         return self.products * self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4
@@ -150,7 +158,7 @@ def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) 
     grids of several rows of blocks too (96-1000 rows) ran 0.91-1.20×, so those keep 6. On
     an H100, the rule as it stands, over the 21 shapes it changes only the ring of: 0.92-1.13×
     (geometric mean 1.02; the losses on 8-17 µs kernels that ran 1.00-1.09× on the H200)."""
-    one_block_an_sm = t.persistent or tile_count(t, batch, m, n) <= target.sms
+    one_block_an_sm = t.persistent or tile_count(t, batch, m, n) * t.cluster <= target.sms
     if t.bn in WIDE_STAGES or not (m <= t.bm and one_block_an_sm):
         return t
     steps = -(-k // BK)
@@ -174,6 +182,9 @@ _SLT, _ULT = 2, 6
 def _fail(message: str) -> str:
     return f"mma=wgmma {message}"
 
+
+CLUSTER_SPLITS = (1, 2, 4, 8)
+"""The K splits over a cluster's blocks (`WgmmaTiles.cluster`): up to the portable cluster."""
 
 EVICT_PLANS = ("off", "a", "b", "ab")
 
@@ -561,6 +572,13 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail("needs store direct or smem and fastmath on or off")
     if t.streamk not in ("off", "tail") or (t.streamk == "tail" and not t.persistent):
         return _fail("runs streamk=tail (on persistent blocks) or off")
+    if t.cluster not in CLUSTER_SPLITS:
+        return _fail(f"splits K over clusters of 1, 2, 4 or 8 blocks, got cluster={t.cluster}")
+    if t.cluster > 1 and (t.store != "smem" or t.persistent or t.streamk != "off" or dual):
+        return _fail(
+            f"adds a cluster's partial sums (cluster={t.cluster}) in the staged epilogue "
+            "(store=smem) of blocks that are not persistent, in no dual GEMM"
+        )
     if t.evict not in EVICT_PLANS:
         return _fail(f"takes evict = {', '.join(EVICT_PLANS)} in a plan, got {t.evict!r}")
     if t.promote == "on" and bn > PROMOTED_WIDEST:
