@@ -10,11 +10,11 @@ the split, the reducing barrier) are checked, and NVRTC compiles the kernels.
 import numpy as np
 import pytest
 from conftest import requires_gpu
-from programs import batched_linear, matmul_plain, mlp, tile_with
+from programs import batched_linear, matmul_plain, mlp, skinny, tile_with
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
 from tinyopt.backends.cuda.runtime import compile_module
-from tinyopt.compiler import lower
+from tinyopt.compiler import apply_pipeline, lower, parse
 from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.dialects import tile
 
@@ -182,3 +182,22 @@ def test_3xtf32_split_k_error_is_f32_order(shape: tuple[int, int, int], knobs: s
         inputs, arrays = device_inputs(graph, seed=5)
         (errors[setting],) = errors_against_reference(graph, (run(*arrays),), inputs)
     assert errors[knobs] < max(4 * errors["mma=none"], 2e-6), errors
+
+
+@pytest.mark.parametrize(
+    "dtype,knobs,why",
+    [
+        ("bf16", "swap=on", "the wgmma rule takes it (bf16 operands)"),
+        ("f32", "mma=none swap=on", "the knobs select other rules"),
+    ],
+)
+def test_swap_on_where_it_cannot_apply_is_refused(dtype: str, knobs: str, why: str) -> None:
+    """`swap=on` on a GEMM the 3xTF32 rule does not take swapped names the kernel and why
+    (it was ignored: the GEMM ran unswapped)."""
+    text = skinny(64, 1024, 4096, dtype)
+    with pytest.raises(DiagnosticException, match=r"swap=on does not apply to kernel @skinny_0"):
+        try:
+            apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+        except DiagnosticException as e:
+            assert why in str(e), e
+            raise

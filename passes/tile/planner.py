@@ -14,7 +14,11 @@ from xdsl.utils.exceptions import DiagnosticException
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.loop_rewrites.collapse_dims import collapse_dims
 from tinyopt.passes.tile.attention.attention_match import is_flash_attention
-from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
+from tinyopt.passes.tile.gemm.contraction_match import (
+    Contraction,
+    match_contraction,
+    operand_types,
+)
 from tinyopt.passes.tile.gemm.paired import match_paired_contraction, unpair
 from tinyopt.passes.tile.gemm.split_k import SPLIT_PARTIAL, split_kernel
 from tinyopt.passes.tile.gemm.split_k_plan import (
@@ -38,10 +42,11 @@ from tinyopt.passes.tile.split_reduction import (
 from tinyopt.passes.tile.target import Target
 
 
-CONTRACTION_KNOBS = ("dual", "splitk", "splitk_mode", "streamk")
+CONTRACTION_KNOBS = ("dual", "splitk", "splitk_mode", "streamk", "swap")
 """Knobs the planner reads for every contraction, whichever rule takes it: `dual` decides
 whether a paired contraction is split, `splitk`/`splitk_mode` cut K before a rule is chosen,
-and `streamk=on` is refused where a tensor-core rule took the kernel."""
+`streamk=on` is refused where a tensor-core rule took the kernel, and `swap=on` where the
+3xTF32 rule did not take it swapped."""
 
 
 def checked(knobs: Knobs) -> Knobs:
@@ -162,6 +167,15 @@ def plan_kernels(
             "contraction rule (mma=none, or auto for f32) and, streamk=tail only, on the "
             "persistent wgmma GEMM"
         )
+    swapped = isinstance(choice.plan, Wgmma3xTf32Tiles) and choice.plan.swap == "on"
+    if knobs.swap == "on" and not swapped and match_contraction(kernel) is not None:
+        operands = " and ".join(operand_types(match_contraction(kernel)))  # type: ignore[arg-type]
+        taken = f"the {choice.rule.name} rule takes it ({operands} operands)"
+        reason = dict(refused).get("wgmma_3xtf32", taken)
+        raise DiagnosticException(
+            f"tile: swap=on does not apply to kernel @{kernel.sym_name.data}: it swaps the "
+            f"sides of the 3xTF32 wgmma GEMM (f32 operands, B [N, K]); {reason}"
+        )
     pieces = choice.rule.rewrite(module, kernel, choice.match, choice.plan)
     for piece in pieces:
         plan_kernels(module, piece, knobs, target, split=False, why=why)
@@ -190,10 +204,9 @@ def _auto_splits(
     ):
         if t.dual == "off" and not t.persistent:
             splits = auto_wgmma_splits(c, t.bm, t.tile_n, target)
-            if knobs.splitk_mode == "cluster":
+            if knobs.splitk_mode == "cluster":  # opt-in until timed on a GPU (wgmma_cluster.py)
                 return min(splits, CLUSTER_SPLITS[-1]), "cluster"
-            by_cluster = splits in CLUSTER_SPLITS and knobs.splitk_mode == "auto"
-            return splits, "cluster" if by_cluster else "twopass"
+            return splits, "twopass"
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
         if t.swap == "on":
             return swap_splits(c, t.bm, t.tile_n, target), "twopass"

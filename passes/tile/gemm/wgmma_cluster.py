@@ -11,7 +11,10 @@ from all `s` blocks' shared memory (`tile.cluster_vload`, 16 bytes each), adds t
 order (the fold's order) and runs the epilogue on them; a second barrier keeps every block's
 shared memory alive until the others have read it. One kernel, no workspace.
 
-Only the plain f16/bf16 GEMM takes it (not persistent, no dual GEMM, no stream-K; 8-bit
+Opt-in for now (`splitk_mode=cluster`; `splitk=0` splits fold in two passes by default): it
+compiles for sm_90a and runs in the CPU emulation of clusters (tests/test_wgmma_cluster_on_cpu.py)
+but has not run on a GPU yet, where how many clusters of 8 blocks fit at once (one GPC each)
+decides whether a grid of them runs in one wave. Only the plain f16/bf16 GEMM takes it (not persistent, no dual GEMM, no stream-K; 8-bit
 floats are not split, as in `split_k.py`), at most 8 blocks a cluster (the portable limit).
 """
 

@@ -1,7 +1,6 @@
 // RUN: tinyopt %s -p fuse,plan | filecheck %s
 // RUN: tinyopt %s -p 'fuse,plan{splitk=1}' | filecheck %s --check-prefix=OFF
 // RUN: tinyopt %s -p 'fuse,plan{align=on}' | filecheck %s --check-prefix=STAGED
-// RUN: tinyopt %s -p 'fuse,plan{splitk_mode=twopass}' | filecheck %s --check-prefix=TWOPASS
 
 // splitk=0 (auto, split_k_plan.py): an f16/bf16 GEMM on the mma.sync rule whose 64x64 tiles
 // are fewer than the 132 SMs (the wgmma rule's: below) is cut into the power-of-two count of K chunks whose estimate is
@@ -45,17 +44,12 @@ func.func @full_grid(%x: tensor<1024x8192xbf16>, %w: tensor<1024x8192xbf16>) -> 
 
 // 384x128, K = 16384: its rows are aligned, so the wgmma rule takes it: 6 blocks of 64x128.
 // The wgmma split (split_k_plan.auto_wgmma_splits) keeps whole 64-element K steps in chunks
-// that divide K: 8 chunks of 2048 (32 steps of 0.22 us, estimated, against 256 unsplit). A
-// split of at most 8 runs in one kernel, each tile's 8 blocks a cluster adding their partial
-// sums through shared memory (wgmma_cluster.py); splitk_mode=twopass keeps the partial kernel
-// on wgmma, reading K at (its batch index % 8) * 2048, then the fold.
-// CHECK:      loop.kernel @aligned_0(
-// CHECK-SAME: plan = #tile.plan<wgmma, {{.*}} cluster = 8>
-// CHECK-NOT:  @aligned_0_reduce
-// TWOPASS:      loop.kernel @aligned_0_splitk(
-// TWOPASS-SAME: plan = #tile.plan<wgmma, {{.*}} cluster = 1>
-// TWOPASS:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 384, 128]
-// TWOPASS:      loop.kernel @aligned_0_reduce
+// that divide K: 8 chunks of 2048 (32 steps of 0.22 us, estimated, against 256 unsplit), the
+// partial kernel on wgmma reading K at (its batch index % 8) * 2048, then the fold.
+// CHECK:      loop.kernel @aligned_0_splitk(
+// CHECK-SAME: plan = #tile.plan<wgmma
+// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 384, 128]
+// CHECK:      loop.kernel @aligned_0_reduce
 func.func @aligned(%x: tensor<384x16384xbf16>, %w: tensor<128x16384xbf16>) -> tensor<384x128xbf16> {
   %y = graph.linear %x, %w : (tensor<384x16384xbf16>, tensor<128x16384xbf16>) -> tensor<384x128xbf16>
   func.return %y : tensor<384x128xbf16>
