@@ -786,6 +786,30 @@ CASES = [
         matmul_plain(130, 192, 200, "bf16", "kn"),
         tile_with("mma=wgmma splitk=4"),
     ),
+    # Split K over a thread-block cluster (splitk_mode=cluster, wgmma_cluster.py): the k/v
+    # linear of a 64-row decode step in clusters of 8 (half the threads of each block sum its
+    # share); ragged M, N and K (the last chunk past K) with a bias and ReLU in clusters of 2;
+    # two consumer warpgroups and two 64-column chunks a block, in clusters of 4; a batch.
+    Case(
+        "linear_bf16_wgmma_cluster8_64x1024x4096",
+        matmul_plain(64, 1024, 4096, "bf16", "nk", relu=False),
+        tile_with("splitk_mode=cluster"),
+    ),
+    Case(
+        "linear_bf16_wgmma_cluster2_130x200x1000",
+        matmul_plain(130, 200, 1000, "bf16", "nk"),
+        tile_with("mma=wgmma splitk=2 splitk_mode=cluster"),
+    ),
+    Case(
+        "linear_bf16_wgmma_cluster4_bm128_300x384x3000",
+        matmul_plain(300, 384, 3000, "bf16", "nk"),
+        tile_with("bm=128 bn=128 splitk=4 splitk_mode=cluster"),
+    ),
+    Case(
+        "bmm_bf16_wgmma_cluster4_3x100x200x3000",
+        batched_matmul(3, 100, 200, 3000, "bf16"),
+        tile_with("mma=wgmma splitk=4 splitk_mode=cluster"),
+    ),
     # One row of 64×64 blocks, fewer than the SMs: the deepest ring shared memory holds.
     Case(
         "linear_bf16_wgmma_deep_ring_48x2944x14256",
