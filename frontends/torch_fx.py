@@ -1500,6 +1500,7 @@ def _pad(t: _Translator, node: Node) -> SSAValue:
     if mode not in _PAD_MODES:
         raise t.fail(node, f"aten.pad with mode={mode!r}")
     value = _arg(node, 3, "value", None) if name == "pad" else _arg(node, 2, "value", 0)
+    value = _stored(node, value)
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
     amounts, rank = list(node.args[1]), out.get_num_dims()
@@ -3791,9 +3792,17 @@ def _select(t: _Translator, node: Node, cond: Any, a: Any, b: Any) -> SSAValue:
     def operand(x: Any) -> SSAValue:
         if isinstance(x, SSAValue):
             return t.broadcast(t.cast(x, work.element_type), work.get_shape())
-        return t.operand_like(x, work, node)
+        return t.operand_like(_stored(node, x), work, node)
 
     return t.cast(t.emit(graph.SelectOp(mask, operand(a), operand(b))), out.element_type)
+
+
+def _stored(node: Node, value: Any) -> Any:
+    """A Python number as torch stores it in `node`'s dtype: an integer dtype truncates a float
+    toward zero (`torch.full_like(ids, 2.7)` holds 2, `ids.masked_fill(m, -2.7)` writes -2)."""
+    if isinstance(value, float) and math.isfinite(value) and _dtype(node) in _ID_DTYPES:
+        return float(math.trunc(value))
+    return value
 
 
 @_handles("where")
@@ -3897,7 +3906,7 @@ def _fill(t: _Translator, node: Node) -> SSAValue:
         if math.prod(_type(one).get_shape()) != 1:
             raise t.fail(node, f"{name} with a tensor of {list(_type(one).get_shape())} values")
         return t.broadcast(t.reshape(one, [1] * out.get_num_dims()), out.get_shape())
-    return t.scalar(float(value), out)
+    return t.scalar(float(_stored(node, value)), out)
 
 
 @_handles("one_hot")
@@ -4248,7 +4257,10 @@ def _arange_start_step(node: Node) -> tuple[float, float]:
     overload = node.target._overloadname  # pyright: ignore
     if overload == "default":
         return 0, 1
-    return node.args[0], (_arg(node, 2, "step", 1) if overload == "start_step" else 1)
+    start, step = node.args[0], (_arg(node, 2, "step", 1) if overload == "start_step" else 1)
+    if _dtype(node) in _ID_DTYPES:  # torch truncates start, end and step to the integer dtype
+        return math.trunc(start), math.trunc(step)
+    return start, step
 
 
 @_handles("linspace")
