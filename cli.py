@@ -827,6 +827,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             make_parser, command = SUBCOMMANDS[argv[0]]
             args = make_parser().parse_args(argv[1:])
             where = args.target if argv[0] == "capture" else args.file
+            if getattr(args, "seed", 0) < 0:  # numpy's generators raised a ValueError
+                raise CliError(f"--seed must be at least 0, got {args.seed}")
             if command(args) is False:
                 return 1
         else:

@@ -66,7 +66,9 @@ def graph_function(module: ModuleOp, name: str | None = None) -> func.FuncOp:
         if isinstance(op, func.FuncOp) and op.body.blocks:
             if name is None or op.sym_name.data == name:
                 return op
-    raise KeyError(f"no function @{name}" if name else "the module has no function")
+    if name is not None:  # `--func ''` said "the module has no function"
+        raise KeyError("no function @" + (name or '""'))
+    raise KeyError("the module has no function")
 
 
 def scalar_values(graph: func.FuncOp, given: Sequence[str]) -> dict[int, int]:

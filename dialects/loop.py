@@ -46,6 +46,21 @@ SCALAR_TYPES = (i32, i64)
 """Types of the runtime scalars kernels take by value (docs/ir.md)."""
 
 
+def parse_int64(parser: Parser, what: str) -> int:
+    """Parses an integer that the IR holds as an i64 (an extent, a launch size, a knob value),
+    raising at it where it is outside [-2^63, 2^63 - 1] (xDSL's i64 attribute raised a Python
+    ValueError beyond 64 bits and wrapped 2^63 to 2^64 - 1 into negatives)."""
+    start = parser.pos
+    value = parser.parse_integer(allow_boolean=False, context_msg=f" ({what})")
+    if not -(2**63) <= value < 2**63:
+        parser.raise_error(
+            f"{what} {value} is out of range: it must fit a 64-bit signed integer",
+            start,
+            parser.pos,
+        )
+    return value
+
+
 def _bounds(values: Sequence[int]) -> DenseArrayBase:
     return DenseArrayBase.from_list(i64, list(values))
 
@@ -61,7 +76,9 @@ def _parse_index_space(parser: Parser) -> tuple[list[Parser.Argument], list[int]
         parser.Delimiter.PAREN, lambda: parser.parse_argument(expect_type=False)
     )
     parser.parse_keyword("in")
-    extents = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+    extents = parser.parse_comma_separated_list(
+        parser.Delimiter.SQUARE, lambda: parse_int64(parser, "an extent")
+    )
     if len(extents) != len(names):
         parser.raise_error(f"{len(names)} index variables but {len(extents)} extents")
     return [n.resolve(IndexType()) for n in names], extents

@@ -32,6 +32,7 @@ from xdsl.dialects.builtin import (
     i32,
     i64,
 )
+from xdsl.dialects.arith import ConstantOp
 from xdsl.dialects.utils import AbstractYieldOperation
 from xdsl.ir import (
     Attribute,
@@ -71,7 +72,12 @@ from xdsl.traits import (
 )
 from xdsl.utils.exceptions import VerifyException
 
-from tinyopt.dialects.loop import SCALAR_TYPES, format_types, print_signature_and_body
+from tinyopt.dialects.loop import (
+    SCALAR_TYPES,
+    format_types,
+    parse_int64,
+    print_signature_and_body,
+)
 
 DYNAMIC_SHARED_BYTES = 227 * 1024
 """Shared memory a block may use on sm_90 (dynamic, opted in)."""
@@ -150,13 +156,17 @@ class KernelOp(IRDLOperation):
     def parse(cls, parser: Parser) -> KernelOp:
         name = parser.parse_symbol_name().data
         parser.parse_keyword("grid")
-        grid = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+        square = parser.Delimiter.SQUARE
+        grid = parser.parse_comma_separated_list(square, lambda: parse_int64(parser, "a grid size"))
         parser.parse_keyword("block")
-        block = parser.parse_comma_separated_list(parser.Delimiter.SQUARE, parser.parse_integer)
+        block = parser.parse_comma_separated_list(
+            square, lambda: parse_int64(parser, "a block size")
+        )
         cluster = None
         if parser.parse_optional_keyword("cluster"):
-            delimiter = parser.Delimiter.SQUARE
-            cluster = parser.parse_comma_separated_list(delimiter, parser.parse_integer)
+            cluster = parser.parse_comma_separated_list(
+                square, lambda: parse_int64(parser, "a cluster size")
+            )
         args = parser.parse_comma_separated_list(parser.Delimiter.PAREN, parser.parse_argument)
         attrs = parser.parse_optional_attr_dict_with_keyword()
         op = cls(name, grid, block, parser.parse_region(args), cluster)
@@ -446,6 +456,26 @@ class ClusterVectorLoadOp(IRDLOperation):
             raise VerifyException(
                 "tile.cluster_vload: reads a dynamic tile.alloc (at one offset in every block)"
             )
+        kernel = self.parent_op()
+        while kernel is not None and not isinstance(kernel, KernelOp):
+            kernel = kernel.parent_op()
+        if kernel is None:
+            return
+        cluster = kernel.cluster_size
+        if cluster is None:
+            raise VerifyException(
+                f"tile.cluster_vload: reads another block's shared memory, so kernel "
+                f"@{kernel.sym_name.data} must be launched in clusters (cluster [x, y, z])"
+            )
+        rank = self.rank.owner
+        if isinstance(rank, ConstantOp) and isinstance(value := rank.value, IntegerAttr):
+            blocks = math.prod(cluster)
+            if not 0 <= value.value.data < blocks:
+                plural = "s" if blocks > 1 else ""
+                raise VerifyException(
+                    f"tile.cluster_vload: rank {value.value.data} is not a block of kernel "
+                    f"@{kernel.sym_name.data}'s clusters of {blocks} block{plural}"
+                )
 
 
 @irdl_op_definition
@@ -953,7 +983,7 @@ def _parse_knob(parser: AttrParser, values: dict[str, KnobValue]) -> None:
     parser.parse_punctuation("=")
     value = parser.parse_optional_str_literal()
     if value is None:
-        value = parser.parse_integer(allow_boolean=False, context_msg=" (a knob value)")
+        value = parse_int64(parser, "a knob value")
     if name in values:
         parser.raise_error(f"knob {name} is given twice")
     values[name] = value

@@ -49,6 +49,10 @@ def pick_kernel(program: Program, name: str | None) -> loop.KernelOp:
     for kernel in kernels:
         if name is None or kernel.sym_name.data == name:
             return kernel
+    if name is None:  # said "no loop kernel @None"
+        fuse = "fuse" in (p.split("{")[0].strip() for p in program.prefix.split(","))
+        hint = "" if fuse else " (fuse lowers graph functions to loop kernels)"
+        raise KeyError(f"'{program.prefix}' leaves no loop kernel to change{hint}")
     names = ", ".join(k.sym_name.data for k in kernels) or "none"
     raise KeyError(f"no loop kernel @{name} after '{program.prefix}' (kernels: {names})")
 

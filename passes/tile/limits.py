@@ -115,6 +115,15 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> None:
                 f"beyond the 64-bit indices' limit 2^63 - 1"
             )
     if not fits(kernel.grid_size):
+        cluster = kernel.cluster_size
+        if cluster is not None and prod(cluster) > 1:
+            # Folding the grid into x would scatter a cluster's blocks (and break its sizes'
+            # division of the grid): they find each other by their block indices.
+            raise DiagnosticException(
+                f"{where}: its grid {list(kernel.grid_size)} is past the device's limits "
+                f"{list(MAX_GRID)}, and a kernel launched in clusters of {list(cluster)} "
+                "cannot be re-gridded"
+            )
         _regrid(kernel, where)
     lo, hi = index_range(kernel)
     if lo < INT64[0] or hi > INT64[1]:
