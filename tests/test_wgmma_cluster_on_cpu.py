@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
-from programs import batched_matmul, matmul_plain, tile_with
+from programs import batched_matmul, matmul_plain, scaled_matmul, tile_with
+from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
@@ -50,3 +51,67 @@ def test_cluster_split_matches_float64_on_cpu(text: str, knobs: str, blocks: int
     assert plan.rule.data == "wgmma" and plan.values["cluster"] == blocks  # type: ignore[union-attr]
     error, bound = error_on_cpu(text, tile_with(knobs), seed=5)
     assert error < bound, error
+
+
+def _planned(text: str, knobs: str) -> str:
+    return str(apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}"))
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "kernel", "why"),
+    [
+        # K = 128 in 8 chunks of 16: not whole 64-element boxes (error 2.5 had it run)
+        (
+            matmul_plain(64, 64, 128, "bf16", "nk", relu=False),
+            "splitk=1",
+            "linear_0",
+            "chunks of whole 64-element boxes",
+        ),
+        (scaled_matmul(64, 80, 128), "splitk=1", "scaled_mm_0", "8-bit float"),
+        # the partial kernel of a split in two passes, split again (error 1.0 had it run)
+        (
+            matmul_plain(64, 64, 256, "bf16", "nk", relu=False),
+            "splitk=2 splitk_mode=twopass",
+            "linear_0_splitk",
+            "not in a split's partial kernel",
+        ),
+    ],
+    ids=["chunks_off_the_box", "fp8", "partial_kernel"],
+)
+def test_a_written_cluster_plan_the_rule_cannot_run_is_refused(
+    text: str, knobs: str, kernel: str, why: str
+) -> None:
+    """A hand-written `cluster = 8` (or 2) plan is checked as the knob path checks it: it had
+    compiled into a wrong answer where K's chunks are not whole boxes, for 8-bit floats and on
+    a split's partial kernel."""
+    planned = _planned(text, knobs)
+    head, _, tail = planned.partition(f"loop.kernel @{kernel}(")
+    tail = tail.replace("cluster = 1>", "cluster = 8>" if "boxes" in why else "cluster = 2>", 1)
+    with pytest.raises(DiagnosticException, match=f"plan of kernel @{kernel}: .*{why}"):
+        apply_pipeline(parse(f"{head}loop.kernel @{kernel}({tail}"), "tile")
+
+
+@pytest.mark.parametrize(
+    ("knobs", "why"),
+    [
+        ("persistent=1", "not with persistent=1"),
+        ("store=direct", "not with store=direct"),
+        ("swap=on", "swap=on does not apply"),
+    ],
+)
+def test_cluster_knobs_that_clash_are_refused(knobs: str, why: str) -> None:
+    """Knobs set by hand that the cluster split cannot keep are refused by name (they had been
+    overridden: the plan came out with persistent = 0 or store = "smem")."""
+    text = matmul_plain(64, 1024, 4096, "bf16", "nk", relu=False)
+    with pytest.raises(DiagnosticException, match=why):
+        _planned(text, f"splitk=2 splitk_mode=cluster {knobs}")
+
+
+def test_a_wide_block_narrows_to_fit_its_tile_beside_the_ring() -> None:
+    """2048³ takes 128×256 blocks; staging their f32 tile leaves no room for two ring slots,
+    so the cluster split narrows the block to 128 columns (it had been refused as if the user
+    had written the plan)."""
+    text = matmul_plain(2048, 2048, 2048, "bf16", "nk", relu=False)
+    (kernel,) = loop.kernels(apply_pipeline(parse(text), "fuse,plan{splitk=4 splitk_mode=cluster}"))
+    values = kernel.attributes[tile.PLAN].values  # type: ignore[union-attr]
+    assert (values["bm"], values["bn"], values["cluster"]) == (128, 128, 4)

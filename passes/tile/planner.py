@@ -218,6 +218,12 @@ def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why
     """Plans contraction `kernel` with K split over clusters of `knobs.splitk` blocks
     (`splitk_mode=cluster`, `wgmma_cluster.py`), raising where the wgmma rule does not take
     it so."""
+    if knobs.swap == "on":
+        raise DiagnosticException(
+            f"tile: swap=on does not apply to kernel @{kernel.sym_name.data}: it swaps the "
+            "sides of the 3xTF32 wgmma GEMM, which does not split K over a cluster "
+            "(splitk_mode=cluster)"
+        )
     choice, refused = refusals(kernel, knobs, target)
     planned = choice is not None and isinstance(choice.plan, WgmmaTiles)
     if not planned or choice.plan.cluster != knobs.splitk:  # type: ignore[union-attr]

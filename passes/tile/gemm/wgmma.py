@@ -77,6 +77,7 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
 from tinyopt.passes.tile.gemm.wgmma_cluster import (
     cluster_chunk,
     cluster_epilogue,
+    cluster_refusal,
     clustered_tiles,
 )
 from tinyopt.passes.tile.gemm.wgmma_swapped import (
@@ -166,7 +167,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if isinstance(t, str):
             return t
         if knobs.splitk_mode == "cluster" and knobs.splitk > 1:
-            t = clustered_tiles(t, c, knobs.splitk, fp8, self.target)
+            t = clustered_tiles(t, c, knobs, fp8, self.target)
             if isinstance(t, str):
                 return t
         if not knobs.stages:
@@ -225,6 +226,10 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "decides streamk when the kernel is planned (stream-K adds its workspace and "
                 "flags): set it as an option of plan or tile, not in a plan"
             )
+        if plan.cluster > 1:
+            partial = operands.splits > 1
+            if why := cluster_refusal(c, plan.cluster, fp8, partial):
+                return why
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
     def emit(

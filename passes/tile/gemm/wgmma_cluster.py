@@ -12,9 +12,10 @@ order (the fold's order) and runs the epilogue on them; a second barrier keeps e
 shared memory alive until the others have read it. One kernel, no workspace.
 
 Opt-in for now (`splitk_mode=cluster`; `splitk=0` splits fold in two passes by default): it
-compiles for sm_90a and runs in the CPU emulation of clusters (tests/test_wgmma_cluster_on_cpu.py)
-but has not run on a GPU yet, where how many clusters of 8 blocks fit at once (one GPC each)
-decides whether a grid of them runs in one wave. Only the plain f16/bf16 GEMM takes it (not persistent, no dual GEMM, no stream-K; 8-bit
+compiles for sm_90a and runs in the CPU emulation of clusters
+(tests/test_wgmma_cluster_on_cpu.py) but has not run on a GPU yet, where how many clusters of
+8 blocks fit at once (one GPC each) decides whether a grid of them runs in one wave. Only the
+plain f16/bf16 GEMM takes it (blocks launched per tile, no dual GEMM, no stream-K; 8-bit
 floats are not split, as in `split_k.py`), at most 8 blocks a cluster (the portable limit).
 """
 
@@ -30,6 +31,7 @@ from tinyopt.dialects import tile
 from tinyopt.passes.tile.emit import LaneEmitter, vector_width
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.split_k import chunk_elements, row_elements
+from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     BK,
@@ -55,12 +57,54 @@ def cluster_chunk(c: Contraction, splits: int) -> int:
 
 
 def clustered_tiles(
-    t: WgmmaTiles, c: Contraction, splits: int, fp8: bool, target: Target
+    t: WgmmaTiles, c: Contraction, knobs: Knobs, fp8: bool, target: Target
 ) -> WgmmaTiles | str:
-    """`t` with K split over clusters of `splits` blocks (its ring shortened where the block's
-    f32 tile leaves too little shared memory for it), or why it cannot be."""
+    """`t` with K split over clusters of `knobs.splitk` blocks, or why it cannot be: each block
+    stages its whole f32 tile, so the ring gets what shared memory is left (fewer slots, and
+    under an automatic block a narrower one where two slots do not fit)."""
+    splits = knobs.splitk
+    set_by_hand = [
+        f"{name}={value}"
+        for name, value, clash in (
+            ("persistent", knobs.persistent, knobs.persistent == 1),
+            ("store", knobs.store, knobs.store == "direct"),
+            ("streamk", knobs.streamk, knobs.streamk == "tail"),
+        )
+        if clash
+    ]
+    if set_by_hand:
+        return _fail(
+            f"splits K over a cluster (splitk_mode=cluster) in blocks launched per tile that "
+            f"stage their sums in shared memory, not with {' '.join(set_by_hand)}"
+        )
+    why = cluster_refusal(c, splits, fp8)
+    if why is not None:
+        return why
+    widths = [t.bn] + ([w for w in (128, 64) if w < t.bn] if not knobs.bn else [])
+    for bn in widths:
+        fitted = replace(t, bn=bn, cluster=splits, store="smem", persistent=0, streamk="off")
+        while fitted.shared_bytes > target.dynamic_shared and fitted.stages > 2:
+            fitted = replace(fitted, stages=fitted.stages - 1)
+        if fitted.shared_bytes <= target.dynamic_shared:
+            return fitted
+    return _fail(
+        f"splits K over a cluster (splitk_mode=cluster) with each block's f32 tile in shared "
+        f"memory: bm={t.bm} bn={t.bn} with 2 ring slots needs {fitted.shared_bytes} bytes, more "
+        f"than the {target.dynamic_shared} a block may use"
+    )
+
+
+def cluster_refusal(c: Contraction, splits: int, fp8: bool, partial: bool = False) -> str | None:
+    """Why contraction `c` cannot split K over clusters of `splits` blocks, or None: 8-bit
+    float operands are not split (as `split_k.py` does not), nor is a split's partial kernel
+    (`partial`) again, and every chunk must be whole 64-element TMA boxes."""
     if fp8:
         return _fail("does not split K of 8-bit float operands")
+    if partial:
+        return _fail(
+            "splits K over a cluster in a kernel that holds all of K, not in a split's partial "
+            "kernel"
+        )
     if splits not in CLUSTER_SPLITS:
         return _fail(
             f"splits K over clusters of 2, 4 or 8 blocks (splitk_mode=cluster), got splitk={splits}"
@@ -71,10 +115,7 @@ def clustered_tiles(
             f"splits K over a cluster in chunks of whole {BK}-element boxes; K={c.extents[3]} "
             f"in {splits} chunks leaves chunks of {chunk}"
         )
-    t = replace(t, cluster=splits, store="smem", persistent=0, streamk="off")
-    while t.shared_bytes > target.dynamic_shared and t.stages > 2:
-        t = replace(t, stages=t.stages - 1)
-    return t
+    return None
 
 
 def cluster_epilogue(g: _WgmmaEmitter, acc: SSAValue, group: SSAValue) -> None:
