@@ -195,8 +195,8 @@ def _auto_splits(
     """`splitk=0`: the split count (and `splitk_mode`) of a small-grid contraction the
     mma.sync, the wgmma or the 3xTF32 rule takes unsplit (`choice`; `split_k_plan.py`); the
     wgmma rules' partial kernels fold in a second pass (they store their sums as they are)."""
-    if choice is not None and choice.rule.name == "mma_sync":
-        return auto_splits(c, target), knobs.splitk_mode
+    if choice is not None and choice.rule.name == "mma_sync":  # no clusters on mma.sync
+        return auto_splits(c, target), knobs.splitk_mode.replace("cluster", "auto")
     if (
         choice is not None
         and choice.rule.name == "wgmma"
