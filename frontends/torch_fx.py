@@ -574,6 +574,7 @@ class _Translator:
         for node, arg in zip((*inputs, *weight_nodes), block.args, strict=True):
             arg.name_hint = node.name
             self.values[node] = arg
+        self.bounds.update(_bounds_of_looked_up_inputs(self.program, inputs))
 
         results: list[SSAValue] = []
         for node in self.program.graph.nodes:
@@ -1013,6 +1014,49 @@ def _hyperbolic(t: _Translator, node: Node) -> SSAValue:
     return t.cast(t.emit(graph.SelectOp(near_zero, small, wide)), out.element_type)
 
 
+_LARGE_ARGUMENT = 2.0**26
+"""Past it, asinh(x) and acosh(x) are log(x) + ln 2 to f32's precision (the terms left out are
+below 1/(4x²)), and x² would overflow before the argument does."""
+
+
+@_handles("asinh", "arcsinh", "acosh", "arccosh", "atanh", "arctanh")
+def _inverse_hyperbolic(t: _Translator, node: Node) -> SSAValue:
+    """Through log1p, without cancellation: asinh(x) = copysign(log1p(a + a²/(1 + √(1 + a²))),
+    x) for a = |x|, acosh(x) = log1p(y + √y·√(x + 1)) for y = x - 1 (NaN below 1), atanh(x) =
+    log1p(2x/(1 - x))/2 (±inf at ±1, NaN past); asinh and acosh past `_LARGE_ARGUMENT` as
+    log(x) + ln 2. −0 keeps its sign, NaN stays NaN; in f32 for f16/bf16."""
+    out = t.tensor_type(node)
+    work = _work_type(out)
+    x = t.operand_like(node.args[0], work, node)
+    name = node.target._overloadpacket.__name__.removeprefix("arc")  # pyright: ignore
+    name = {"sinh": "asinh", "cosh": "acosh", "tanh": "atanh"}.get(name, name)
+    one = t.scalar(1.0, work)
+
+    def add(a: SSAValue, b: SSAValue) -> SSAValue:
+        return t.emit(graph.AddOp(a, b))
+
+    def mul(a: SSAValue, b: SSAValue) -> SSAValue:
+        return t.emit(graph.MulOp(a, b))
+
+    if name == "atanh":
+        ratio = t.emit(graph.DivOp(add(x, x), t.emit(graph.SubOp(one, x))))
+        result = mul(t.emit(graph.Log1pOp(ratio)), t.scalar(0.5, work))
+        return t.cast(result, out.element_type)
+    a = t.emit(graph.AbsOp(x)) if name == "asinh" else x
+    if name == "asinh":
+        square = mul(a, a)
+        near = add(a, t.emit(graph.DivOp(square, add(one, t.emit(graph.SqrtOp(add(one, square)))))))
+    else:
+        y = t.emit(graph.SubOp(x, one))  # √y NaN below 1 (√(y(x + 1)) is not, below -1)
+        near = add(y, mul(t.emit(graph.SqrtOp(y)), t.emit(graph.SqrtOp(add(x, one)))))
+    far = add(t.emit(graph.LogOp(a)), t.scalar(math.log(2.0), work))
+    large = t.emit(graph.CompareOp(a, t.scalar(_LARGE_ARGUMENT, work), "gt"))
+    result = t.emit(graph.SelectOp(large, far, t.emit(graph.Log1pOp(near))))
+    if name == "asinh":
+        result = t.emit(graph.CopySignOp(result, x))
+    return t.cast(result, out.element_type)
+
+
 @_handles("logaddexp")
 def _logaddexp(t: _Translator, node: Node) -> SSAValue:
     """`m + log1p(exp(-|a - b|))` with m the larger, and a itself where both are the same
@@ -1446,7 +1490,8 @@ def _stack(t: _Translator, node: Node) -> SSAValue:
     shape = list(out.get_shape())
     dim = _dims(_arg(node, 1, "dim", 0), len(shape))[0]
     shape[dim] = 1
-    parts = [t.reshape(t.cast(t.value(a, node), out.element_type), shape) for a in node.args[0]]
+    element = _moved_element_type(t, node, node.args[0])
+    parts = [t.reshape(t.cast(t.value(a, node), element), shape) for a in node.args[0]]
     return parts[0] if len(parts) == 1 else t.emit(graph.ConcatOp(parts, dim))
 
 
@@ -1561,13 +1606,64 @@ def _pad_block(
 
 
 def _reversed(t: _Translator, x: SSAValue, dim: int) -> SSAValue:
-    """`x` with `dim` in reverse order: its rows taken by the index expression `n - 1 - i`."""
+    """`x` with `dim` in reverse order: its rows taken by the index expression `n - 1 - i`
+    (integers kept in their type, which a gather does not take, by `_reversed_by_slices`)."""
     extent = _type(x).get_shape()[dim]
     if extent == 1:
         return x
+    if _type(x).element_type in graph.ID_TYPES:
+        reversed_ = _reversed_by_slices(t, x, dim)
+        if reversed_ is not None:
+            return reversed_
+        x = t.cast(x, f32)  # exact where bounded (`translate` checks the result's bound)
     index = TensorType(f32, [extent])
     last = t.scalar(float(extent - 1), index)
     return _take(t, x, dim, t.cast(t.emit(graph.SubOp(last, t.emit(graph.IotaOp(index, 0)))), i64))
+
+
+REVERSED_SLICES = 256
+"""Most slices `_reversed_by_slices` takes of one dim (the sum of its size's prime factors)."""
+
+
+def _reversed_by_slices(t: _Translator, x: SSAValue, dim: int) -> SSAValue | None:
+    """`x` (integers in their own type) with `dim` in reverse order, without arithmetic: the
+    dim split into its prime factors p₁ × … × pₖ (row-major digits of the index), each digit
+    reversed by concatenating its p slices last to first, which reverses the whole index
+    (n − 1 − Σ dᵢ·sᵢ = Σ (pᵢ − 1 − dᵢ)·sᵢ). None past `REVERSED_SLICES` slices."""
+    shape = list(_type(x).get_shape())
+    factors: list[int] = []
+    rest, p = shape[dim], 2
+    while rest > 1:
+        if p * p > rest:  # rest is prime
+            factors.append(rest)
+            break
+        while rest % p == 0:
+            factors.append(p)
+            rest //= p
+        p += 1
+    if sum(factors) > REVERSED_SLICES:
+        return None
+    split = t.reshape(x, [*shape[:dim], *factors, *shape[dim + 1 :]])
+    for k, size in enumerate(factors):
+        axis = dim + k
+        parts = [t.emit(graph.SliceOp(split, axis, i, 1, 1)) for i in reversed(range(size))]
+        split = t.emit(graph.ConcatOp(parts, axis))
+    return t.reshape(split, shape)
+
+
+def _moved_element_type(t: _Translator, node: Node, args: Sequence[Any]) -> Attribute:
+    """The element type an op that only moves values (`cat`, `repeat`, `flip`, …) moves them
+    in: integer inputs' own type where every tensor argument is of it, so values are moved
+    exactly whatever they are (computed integers are f32, exact only where bounded); else the
+    node's type."""
+    from torch.fx import Node
+
+    types = {_type(t.value(a, node)).element_type for a in args if isinstance(a, Node)}
+    if len(types) == 1 and next(iter(types)) in graph.ID_TYPES:
+        same = _ID_DTYPES.get(_dtype(node))
+        if same == next(iter(types)):
+            return same
+    return t.tensor_type(node).element_type
 
 
 def _take(t: _Translator, x: SSAValue, dim: int, ids: SSAValue) -> SSAValue:
@@ -1588,7 +1684,7 @@ def _take(t: _Translator, x: SSAValue, dim: int, ids: SSAValue) -> SSAValue:
 def _flip(t: _Translator, node: Node) -> SSAValue:
     """Each given dim in reverse order (`_reversed`)."""
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+    x = t.cast(t.value(node.args[0], node), _moved_element_type(t, node, node.args[:1]))
     for dim in _dims(list(node.args[1]), out.get_num_dims()):
         x = _reversed(t, x, dim)
     return x
@@ -1617,7 +1713,7 @@ def _roll(t: _Translator, node: Node) -> SSAValue:
     """Each dim's last `shift` elements moved to its front: two slices and a concat (over the
     flattened tensor where no dim is given)."""
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+    x = t.cast(t.value(node.args[0], node), _moved_element_type(t, node, node.args[:1]))
     shifts, dims = _arg(node, 1, "shifts"), _arg(node, 2, "dims", [])
     shifts = list(shifts) if isinstance(shifts, list | tuple) else [shifts]
     flat = not dims
@@ -1639,7 +1735,7 @@ def _repeat(t: _Translator, node: Node) -> SSAValue:
     """`x.repeat(sizes)`: x given the leading dims of size 1 that `sizes` adds, then each dim
     the concat of its copies."""
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+    x = t.cast(t.value(node.args[0], node), _moved_element_type(t, node, node.args[:1]))
     sizes = list(node.args[1])
     x = t.reshape(x, (1,) * (len(sizes) - _type(x).get_num_dims()) + _type(x).get_shape())
     for dim, copies in enumerate(sizes):
@@ -1656,7 +1752,7 @@ def _repeat_interleave(t: _Translator, node: Node) -> SSAValue:
     if not isinstance(repeats, int):
         raise t.fail(node, "aten.repeat_interleave with a tensor of repeats")
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+    x = t.cast(t.value(node.args[0], node), _moved_element_type(t, node, node.args[:1]))
     dim = _arg(node, 2, "dim")
     if dim is None:
         x, dim = t.reshape(x, (math.prod(_type(x).get_shape()),)), 0
@@ -2166,7 +2262,13 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     if _type(x).element_type not in graph.FLOAT_TYPES:
         exceeds = t.bound(node.args[0]) * n > EXACT_INTEGERS
         if name == "cumprod" or (name == "cumsum" and exceeds):
-            raise t.fail(node, f"aten.{name} of integers whose results may pass 2^24")
+            hint = (
+                " (an integer input may hold any value: a 0/1 mask taken as `mask.bool()` "
+                "first sums to at most its length)"
+                if t.bound(node.args[0]) == math.inf
+                else ""
+            )
+            raise t.fail(node, f"aten.{name} of integers whose results may pass 2^24{hint}")
     element = _type(x).element_type
     work = f32 if element not in graph.FLOAT_TYPES or element in (f16, bf16) else element
     x = t.cast(x, work)
@@ -3399,8 +3501,10 @@ def _index(t: _Translator, node: Node) -> SSAValue:
     """`x[..., ids, ...]` along one dim: a gather of the rows of x moved to the front.
 
     Negative ids count from the end, as in torch; ids out of range are clamped (torch raises).
+    An integer tensor indexed is taken in f32 (`translate` refuses the result unless bounded).
     """
     x = t.value(node.args[0], node)
+    x = t.cast(x, f32) if _type(x).element_type in graph.ID_TYPES else x
     rank = _type(x).get_num_dims()
     if node.target._overloadpacket.__name__ == "index_select":  # pyright: ignore
         dim, ids_arg = _dims(node.args[1], rank)[0], node.args[2]
@@ -3705,7 +3809,8 @@ def _masked_reduce(
 @_handles("cat", "concat")
 def _cat(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
-    parts = [t.cast(t.value(a, node), out.element_type) for a in node.args[0]]
+    element = _moved_element_type(t, node, node.args[0])
+    parts = [t.cast(t.value(a, node), element) for a in node.args[0]]
     parts = [p for p in parts if math.prod(_type(p).get_shape()) > 0]
     if len(parts) == 1:
         return parts[0]
@@ -4346,6 +4451,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return min(dividend, divisor) if name == "fmod" else divisor
     if name in ("floor_divide", "div"):  # by a nonzero integer (torch raises at 0): no larger
         return t.bound(node.args[0])
+    if name in ("index", "index_select"):  # values of the indexed tensor (not of the ids)
+        return t.bound(node.args[0])
     if name == "count_nonzero":  # at most the number of elements
         return math.prod(node.args[0].meta["val"].shape)
     if name == "cumsum":
@@ -4384,6 +4491,73 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name in _SELECTS_INTEGERS:
         return max(t.bound(a) for a in args if isinstance(a, Node | bool | int | float))
     return math.inf
+
+
+_LOOKUPS = {"embedding": (1, None), "index_select": (2, 1), "gather": (2, 1)}
+"""Ops whose integer argument (at the first position) names positions along a dim of their
+first argument (the dim at the second position; None: dim 0), every one of its elements, and
+torch raises where one is outside [-n, n) (`aten.index` is handled on its own)."""
+_COVERS_INTEGERS = {
+    "view", "reshape", "_unsafe_view", "unsqueeze", "squeeze", "flatten", "unflatten",
+    "expand", "expand_as", "broadcast_to", "transpose", "permute", "t", "numpy_T", "swapaxes",
+    "mT", "movedim", "contiguous", "clone", "alias", "detach", "view_as", "reshape_as",
+    "repeat", "repeat_interleave", "flip", "roll", "cat", "concat", "stack", "neg", "abs",
+}  # fmt: skip
+"""Ops whose result holds every element of their (first or listed) tensor arguments, values
+unchanged or, `neg` and `abs`, of the same magnitude."""
+
+
+def _bounds_of_looked_up_inputs(program: ExportedProgram, inputs: Sequence[Node]) -> dict:
+    """A bound on each integer module input that the program uses, every element of it, to
+    name positions along a dim of n elements (`F.embedding(ids, table)`, `x[ids]`,
+    `index_select`, `gather`; the input itself or a copy holding all of it: a view, `repeat`,
+    `cat`, …): n, as torch raises for an id outside [-n, n) (tinyopt's lookups clamp where
+    torch raises). The bound is proved by the lookup wherever torch gives a result: the
+    program runs every op of its graph, so an id out of range raises there, whatever comes
+    first. The smallest such n over the lookups of an input."""
+    from torch.fx import Node
+
+    integer_inputs = {n for n in inputs if _dtype(n) in _ID_DTYPES}
+    bounds: dict[Node, float] = {}
+
+    def sources(arg: Any, depth: int = 0) -> set[Node]:
+        """The integer inputs every element of which `arg` holds (or, for `neg`/`abs`, holds
+        with its magnitude)."""
+        if not isinstance(arg, Node) or depth > 64:
+            return set()
+        if arg in integer_inputs:
+            return {arg}
+        name = _op_name(arg.target).removeprefix("aten.") if arg.op == "call_function" else ""
+        if name not in _COVERS_INTEGERS or _dtype(arg) not in _ID_DTYPES:
+            return set()
+        if name in ("cat", "concat", "stack"):  # each part is held whole
+            return set().union(*(sources(a, depth + 1) for a in arg.args[0]))
+        return sources(arg.args[0], depth + 1) if arg.args else set()
+
+    def bounded(arg: Any, extent: int) -> None:
+        for found in sources(arg):
+            bounds[found] = min(bounds.get(found, math.inf), float(extent))
+
+    for node in program.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = _op_name(node.target).removeprefix("aten.")
+        if name in _LOOKUPS:
+            position, dim_position = _LOOKUPS[name]
+            table = node.args[0].meta.get("val")
+            shape = tuple(table.shape) if table is not None else ()
+            dim = 0 if dim_position is None else node.args[dim_position]
+            if len(node.args) > position and shape:
+                bounded(node.args[position], int(shape[dim % len(shape)]))
+        elif name == "index" and node.args[0].meta.get("val") is not None:
+            indices = node.args[1]
+            if any(_dtype(i) == "bool" for i in indices if isinstance(i, Node)):
+                continue  # a mask stands for several dims
+            shape = tuple(node.args[0].meta["val"].shape)
+            for dim, ids in enumerate(indices):
+                if isinstance(ids, Node) and dim < len(shape):
+                    bounded(ids, int(shape[dim]))
+    return bounds
 
 
 def _bound_product(a: float, b: float) -> float:

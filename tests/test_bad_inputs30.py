@@ -1,4 +1,4 @@
-"""Bad inputs of the thirty-first session's hunt (split-K over thread-block clusters, and
+"""Bad inputs of the thirtieth session's hunt (split-K over thread-block clusters, and
 integers past 64 bits): each was a Python traceback, a garbled message, or a kernel that could
 not launch or read memory it does not own; now a diagnostic naming the problem. Every test here
 fails on the code before the fix (the docstrings say how). No GPU needed.
