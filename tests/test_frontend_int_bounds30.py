@@ -210,11 +210,11 @@ def test_position_ids_from_an_int64_mask_input_stay_refused() -> None:
 
 
 def test_cumsum_past_2_24_stays_refused() -> None:
-    """n terms bounded by b sum to at most n·b: 8193 · 2^11 and 17 · 2^20 pass 2^24."""
-    wide = Fn(lambda m, mask: (mask.long() * 2048).cumsum(-1).float())
-    with pytest.raises(FrontendError, match="aten.cumsum computes integers up to 16779264"):
-        capture(wide, torch.ones(8193, dtype=torch.bool))
-    assert_matches_float64(wide, torch.ones(8191, dtype=torch.bool))  # 2^24 - 2^11: exact
+    """n terms bounded by b sum to at most n·b: 257 · 2^16 and 17 · 2^20 pass 2^24."""
+    wide = Fn(lambda m, mask: (mask.long() * 65536).cumsum(-1).float())
+    with pytest.raises(FrontendError, match="aten.cumsum computes integers up to 16842752"):
+        capture(wide, torch.ones(257, dtype=torch.bool))
+    assert_matches_float64(wide, torch.ones(255, dtype=torch.bool))  # 2^24 - 2^16: exact
     bounded = Fn(lambda m, ids: (ids.clamp(0, 2**20).cumsum(-1)).float())
     with pytest.raises(FrontendError, match="aten.cumsum computes integers up to 17825792"):
         capture(bounded, torch.zeros(1, 17, dtype=torch.long))
