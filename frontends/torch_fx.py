@@ -4532,7 +4532,9 @@ def _bounds_of_looked_up_inputs(program: ExportedProgram, inputs: Sequence[Node]
             return set()
         if name in ("cat", "concat", "stack"):  # each part is held whole
             return set().union(*(sources(a, depth + 1) for a in arg.args[0]))
-        return sources(arg.args[0], depth + 1) if arg.args else set()
+        if not arg.args or not _holds_every_element(arg):
+            return set()
+        return sources(arg.args[0], depth + 1)
 
     def bounded(arg: Any, extent: int) -> None:
         for found in sources(arg):
@@ -4558,6 +4560,23 @@ def _bounds_of_looked_up_inputs(program: ExportedProgram, inputs: Sequence[Node]
                 if isinstance(ids, Node) and dim < len(shape):
                     bounded(ids, int(shape[dim]))
     return bounds
+
+
+def _holds_every_element(node: Node) -> bool:
+    """Whether the result of data movement `node` holds every element of its first argument:
+    not where it is empty and the argument is not (`repeat` or `expand` to a size 0), nor
+    where `repeat_interleave` takes a tensor of counts (a count of 0 drops an element)."""
+    from torch.fx import Node
+
+    if _op_name(node.target) == "aten.repeat_interleave" and any(
+        isinstance(a, Node) for a in (*node.args[1:], *node.kwargs.values())
+    ):
+        return False
+    source, result = node.args[0], node.meta.get("val")
+    before = source.meta.get("val") if isinstance(source, Node) else None
+    if result is None or before is None:
+        return False
+    return result.numel() > 0 or before.numel() == 0
 
 
 def _bound_product(a: float, b: float) -> float:
