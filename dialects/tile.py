@@ -211,6 +211,14 @@ def _check_launch_shape(where: str, grid: Sequence[int], block: Sequence[int]) -
         raise VerifyException(f"{where}: {threads} threads per block exceed the limit 1024")
 
 
+def _enclosing_kernel(op: Operation) -> KernelOp | None:
+    """The `tile.kernel` that holds `op`, or None outside one."""
+    parent = op.parent_op()
+    while parent is not None and not isinstance(parent, KernelOp):
+        parent = parent.parent_op()
+    return parent
+
+
 MAX_CLUSTER = 8
 """The most blocks a cluster may group without the non-portable opt-in (sm_90)."""
 
@@ -456,9 +464,7 @@ class ClusterVectorLoadOp(IRDLOperation):
             raise VerifyException(
                 "tile.cluster_vload: reads a dynamic tile.alloc (at one offset in every block)"
             )
-        kernel = self.parent_op()
-        while kernel is not None and not isinstance(kernel, KernelOp):
-            kernel = kernel.parent_op()
+        kernel = _enclosing_kernel(self)
         if kernel is None:
             return
         cluster = kernel.cluster_size
@@ -1268,9 +1274,7 @@ class TmaLoadOp(IRDLOperation):
 
     def spec(self) -> TensorMapArg:
         """Returns the tensor map of the source argument (VerifyException when it has none)."""
-        kernel = self.parent_op()
-        while kernel is not None and not isinstance(kernel, KernelOp):
-            kernel = kernel.parent_op()
+        kernel = _enclosing_kernel(self)
         if kernel is None or not isinstance(self.src, BlockArgument):
             raise VerifyException("tile.tma_load: the source must be an argument of a tile.kernel")
         for spec in tensor_maps(kernel):

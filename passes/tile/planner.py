@@ -167,15 +167,7 @@ def plan_kernels(
             "contraction rule (mma=none, or auto for f32) and, streamk=tail only, on the "
             "persistent wgmma GEMM"
         )
-    swapped = isinstance(choice.plan, Wgmma3xTf32Tiles) and choice.plan.swap == "on"
-    if knobs.swap == "on" and not swapped and match_contraction(kernel) is not None:
-        operands = " and ".join(operand_types(match_contraction(kernel)))  # type: ignore[arg-type]
-        taken = f"the {choice.rule.name} rule takes it ({operands} operands)"
-        reason = dict(refused).get("wgmma_3xtf32", taken)
-        raise DiagnosticException(
-            f"tile: swap=on does not apply to kernel @{kernel.sym_name.data}: it swaps the "
-            f"sides of the 3xTF32 wgmma GEMM (f32 operands, B [N, K]); {reason}"
-        )
+    _refuse_unswapped(kernel, knobs, choice, refused)
     pieces = choice.rule.rewrite(module, kernel, choice.match, choice.plan)
     for piece in pieces:
         plan_kernels(module, piece, knobs, target, split=False, why=why)
@@ -218,13 +210,9 @@ def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why
     """Plans contraction `kernel` with K split over clusters of `knobs.splitk` blocks
     (`splitk_mode=cluster`, `wgmma_cluster.py`), raising where the wgmma rule does not take
     it so."""
-    if knobs.swap == "on":
-        raise DiagnosticException(
-            f"tile: swap=on does not apply to kernel @{kernel.sym_name.data}: it swaps the "
-            "sides of the 3xTF32 wgmma GEMM, which does not split K over a cluster "
-            "(splitk_mode=cluster)"
-        )
     choice, refused = refusals(kernel, knobs, target)
+    if choice is not None:
+        _refuse_unswapped(kernel, knobs, choice, refused)
     planned = choice is not None and isinstance(choice.plan, WgmmaTiles)
     if not planned or choice.plan.cluster != knobs.splitk:  # type: ignore[union-attr]
         reasons = dict(refused)
@@ -237,6 +225,22 @@ def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why
             f"planned so: {reason}"
         )
     _attach(kernel, choice, refused if why else None)
+
+
+def _refuse_unswapped(
+    kernel: loop.KernelOp, knobs: Knobs, choice: Choice, refused: list[tuple[str, str]]
+) -> None:
+    """Raises where `swap=on` asks for a contraction the 3xTF32 rule did not take swapped."""
+    swapped = isinstance(choice.plan, Wgmma3xTf32Tiles) and choice.plan.swap == "on"
+    c = match_contraction(kernel)
+    if knobs.swap != "on" or swapped or c is None:
+        return
+    taken = f"the {choice.rule.name} rule takes it ({' and '.join(operand_types(c))} operands)"
+    raise DiagnosticException(
+        f"tile: swap=on does not apply to kernel @{kernel.sym_name.data}: it swaps the sides "
+        f"of the 3xTF32 wgmma GEMM (f32 operands, B [N, K]); "
+        f"{dict(refused).get('wgmma_3xtf32', taken)}"
+    )
 
 
 def _square_split(c: Contraction, choice: Choice | None, knobs: Knobs, target: Target) -> int:

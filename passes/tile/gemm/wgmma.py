@@ -956,18 +956,8 @@ class _WgmmaEmitter:
             if chunk or t.persistent:  # every thread has read the previous chunk (or tile)
                 em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
             for product in range(t.products):
-                tile_index = staged(product)
-                for half in range(2):
-                    row = em.add(fragment_row, 8 * half)
-                    for j in range(STAGE_COLUMNS // 8):
-                        first = 4 * ((product * chunks + chunk) * STAGE_COLUMNS // 8 + j)
-                        pair = [
-                            em.value(memref.LoadOp.get(acc, [em.index(first + 2 * half + e)]))
-                            for e in range(2)
-                        ]
-                        column = em.add(fragment_column, 8 * j)
-                        column = self._staged_column(fragment_swizzle, column)
-                        em.op(tile.VectorStoreOp(pair, self.staging, [*tile_index, row, column]))
+                fragment = (fragment_row, fragment_column, fragment_swizzle)
+                self._stage_chunk(acc, product * chunks + chunk, staged(product), fragment)
             # The next chunk's loads fly while this one is read back and computed; its
             # accumulators are in shared memory now, which frees their registers for them.
             issue(chunk + 1)
@@ -995,6 +985,29 @@ class _WgmmaEmitter:
                             ):
                                 lane.update(loaded)
                         LaneEmitter(em, c.n_iv, n_j, width).emit(prefetch.rest, local_map, lanes)
+
+    def _stage_chunk(
+        self,
+        acc: SSAValue,
+        chunk: int,
+        index: list[SSAValue],
+        fragment: tuple[SSAValue, SSAValue, SSAValue],
+    ) -> None:
+        """Writes the thread's accumulators of 64-column chunk `chunk` (of its bn/2) to the
+        staged tile `self.staging[*index]`, 8-byte pairs at the wgmma D fragment's places
+        (`fragment`: the thread's first row and column there and the row's swizzle)."""
+        em = self.em
+        fragment_row, fragment_column, fragment_swizzle = fragment
+        for half in range(2):
+            row = em.add(fragment_row, 8 * half)
+            for j in range(STAGE_COLUMNS // 8):
+                first = 4 * (chunk * STAGE_COLUMNS // 8 + j)
+                pair = [
+                    em.value(memref.LoadOp.get(acc, [em.index(first + 2 * half + e)]))
+                    for e in range(2)
+                ]
+                column = self._staged_column(fragment_swizzle, em.add(fragment_column, 8 * j))
+                em.op(tile.VectorStoreOp(pair, self.staging, [*index, row, column]))
 
     def _swizzle(self, row: SSAValue) -> SSAValue:
         """Returns 2·(row % 4) + row % 2, what the 16-byte chunks of a staged row are XORed

@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from xdsl.dialects import arith, memref
+from xdsl.dialects import arith
 from xdsl.ir import SSAValue
 
 from tinyopt.dialects import tile
@@ -128,20 +128,9 @@ def cluster_epilogue(g: _WgmmaEmitter, acc: SSAValue, group: SSAValue) -> None:
     warp, lane = em.div(local, 32), em.rem(local, 32)
     # The wgmma D fragment: rows 16·warp + lane/4 (+8), columns 8j + 2(lane%4) (+1).
     fragment_row = em.add(em.mul(warp, 16), em.div(lane, 4))
-    fragment_swizzle = g._swizzle(fragment_row)
-    chunks = t.tile_n // STAGE_COLUMNS
-    for chunk in range(chunks):
-        for half in range(2):
-            row = em.add(fragment_row, 8 * half)
-            for j in range(STAGE_COLUMNS // 8):
-                first = 4 * (chunk * STAGE_COLUMNS // 8 + j)
-                pair = [
-                    em.value(memref.LoadOp.get(acc, [em.index(first + 2 * half + e)]))
-                    for e in range(2)
-                ]
-                column = em.add(em.mul(em.rem(lane, 4), 2), 8 * j)
-                column = g._staged_column(fragment_swizzle, column)
-                em.op(tile.VectorStoreOp(pair, g.staging, [group, em.index(chunk), row, column]))
+    fragment = (fragment_row, em.mul(em.rem(lane, 4), 2), g._swizzle(fragment_row))
+    for chunk in range(t.tile_n // STAGE_COLUMNS):
+        g._stage_chunk(acc, chunk, [group, em.index(chunk)], fragment)
     em.op(tile.ClusterSyncOp())
     _reduce_share(g, group)
     em.op(tile.ClusterSyncOp())
