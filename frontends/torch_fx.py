@@ -509,6 +509,17 @@ class _Translator:
         arg.name_hint = node.name
         return arg
 
+    def folded_floats(self, node: Node, role: str, value: torch.Tensor) -> SSAValue:
+        """Return a float tensor the capture computed for `node` from its arguments alone
+        (resampling weights) as one more trailing argument, in f32."""
+        import torch
+
+        name = f"_folded.{node.name}.{role}"
+        self.weights[name] = value.to(torch.float32)
+        arg = self.block.insert_arg(TensorType(f32, list(value.shape)), len(self.block.args))
+        arg.name_hint = f"{node.name}_{role}"
+        return arg
+
     def float_like(self, node: Node, args: Sequence[Any]) -> TensorType[AnyFloat]:
         """Return the float type, of `node`'s shape, that torch computes `args` in: their
         promoted dtype if it is a float, else f32 (integers and masks)."""
@@ -1417,6 +1428,130 @@ def _isinf(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.CompareOp(subject, t.scalar(value, _type(x)), "eq"))
 
 
+FREXP_EXPONENT_BOUND = 148
+"""The largest exponent magnitude `torch.frexp` gives an f32 (or f16/bf16) value: 2^-149, the
+smallest subnormal, is 0.5 · 2^-148; below 2^128 every value is under 1 · 2^128."""
+
+_HALVINGS = (64, 32, 16, 8, 4, 2, 1)
+"""Binary steps of a power of two: greedily, any exponent to 127 is a sum of them."""
+_DOUBLINGS = (64, *_HALVINGS)
+"""The same with 64 twice: any exponent to 191, past the 149 a subnormal needs."""
+
+
+def _power_of_two(t: _Translator, k: SSAValue) -> SSAValue:
+    """`2^k` for an f32 tensor of integers k in [-149, 127], exact (a subnormal too): a product
+    of the constant powers 2^±64 … 2^±1 that |k|'s binary steps take, where a `pow` on the GPU
+    is accurate only to an ulp or so and `ldexp`/`frexp` must not round."""
+    like = _type(k)
+    negative = t.emit(graph.CompareOp(k, t.scalar(0.0, like), "lt"))
+    remaining = t.emit(graph.AbsOp(k))
+    power = t.scalar(1.0, like)
+    for step in _DOUBLINGS:
+        take = t.emit(graph.CompareOp(remaining, t.scalar(float(step), like), "ge"))
+        factor = t.emit(
+            graph.SelectOp(negative, t.scalar(2.0**-step, like), t.scalar(2.0**step, like))
+        )
+        power = t.emit(graph.SelectOp(take, t.emit(graph.MulOp(power, factor)), power))
+        remaining = t.emit(
+            graph.SelectOp(
+                take, t.emit(graph.SubOp(remaining, t.scalar(float(step), like))), remaining
+            )
+        )
+    return power
+
+
+def _significand(t: _Translator, x: SSAValue) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """`|x| = s · 2^e` with s in [1, 2) for finite nonzero f32 x, and the mask of those x:
+    |x| scaled down by 2^64 … 2^1 while it is at least that, then up by 2^64, 2^64, 2^32 … 2^1
+    while it stays below 2 (a subnormal needs up to 2^149), each step a multiplication by a
+    power of two, exact. s and e are meaningless where the mask is False (0, ±inf, NaN)."""
+    like = _type(x)
+    scaled = t.emit(graph.AbsOp(x))
+    ordinary = t.emit(  # 0 < |x| < inf; NaN compares False
+        graph.CompareOp(
+            t.emit(
+                graph.SelectOp(
+                    t.emit(graph.CompareOp(scaled, t.scalar(math.inf, like), "lt")),
+                    scaled,
+                    t.scalar(0.0, like),
+                )
+            ),
+            t.scalar(0.0, like),
+            "gt",
+        )
+    )
+    exponent = t.scalar(0.0, like)
+
+    def step(take: SSAValue, factor: float, change: float) -> None:
+        nonlocal scaled, exponent
+        scaled = t.emit(
+            graph.SelectOp(take, t.emit(graph.MulOp(scaled, t.scalar(factor, like))), scaled)
+        )
+        moved = t.emit(graph.AddOp(exponent, t.scalar(change, like)))
+        exponent = t.emit(graph.SelectOp(take, moved, exponent))
+
+    for size in _HALVINGS:
+        step(t.emit(graph.CompareOp(scaled, t.scalar(2.0**size, like), "ge")), 2.0**-size, size)
+    for size in _DOUBLINGS:
+        below = t.emit(graph.CompareOp(scaled, t.scalar(2.0 ** (1 - size), like), "lt"))
+        step(below, 2.0**size, -size)
+    return scaled, exponent, ordinary
+
+
+@_handles("frexp")
+def _frexp(t: _Translator, node: Node) -> list[SSAValue | None]:
+    """`x = m · 2^e` with |m| in [0.5, 1) and an int32 e, as torch's (C's) frexp: m and e from
+    `_significand` (m = ±s/2, e + 1), exact at any magnitude (subnormals too); 0, ±inf and NaN
+    give themselves and e = 0. In f32 for f16/bf16 (whose m has their own bits, cast back
+    exactly); e is an integer of magnitude at most `FREXP_EXPONENT_BOUND`."""
+    x = t.cast(t.value(node.args[0], node), f32)
+    like = _type(x)
+    scaled, exponent, ordinary = _significand(t, x)
+    half = t.emit(graph.CopySignOp(t.emit(graph.MulOp(scaled, t.scalar(0.5, like))), x))
+    mantissa = t.emit(graph.SelectOp(ordinary, half, x))
+    shifted = t.emit(graph.AddOp(exponent, t.scalar(1.0, like)))
+    exponent = t.emit(graph.SelectOp(ordinary, shifted, t.scalar(0.0, like)))
+    return [t.cast(mantissa, _DTYPES[_dtype(node)]), exponent]  # the mantissa's dtype
+
+
+LDEXP_SPLIT = (-60, 1)
+"""The range of the first of `ldexp`'s two scalings of a significand in [1, 2): exact there
+(the result normal), and it leaves the second a power of two f32 holds (2^-149 to 2^127)."""
+
+
+@_handles("ldexp")
+def _ldexp(t: _Translator, node: Node) -> SSAValue:
+    """`x · 2^e`. With integer exponents torch's CPU kernel rounds the exact product once
+    (`ldexp(2^100, -160)` is 2^-60, not 2^100 · 0 from an underflowed 2^-160): x = s · 2^k
+    (`_significand`, exact), then s · 2^p with p = k + e clamped to [-209, 128] (below it the
+    result rounds to 0, above it is inf) as (s · 2^a) · 2^(p − a), a = p clamped to
+    `LDEXP_SPLIT`: the first exact, the second rounding once; 0, ±inf and NaN stay themselves.
+    Float exponents are torch's `x · pow(2, e)`. Computed in f32 (for f16/bf16 then rounded
+    once to their type, where f32 holds their whole range)."""
+    out = t.tensor_type(node)
+    work = TensorType(f32, out.get_shape())
+    x = t.operand_like(node.args[0], work, node)
+    if _dtype(node.args[1]) not in _ID_DTYPES:
+        power = t.emit(graph.PowOp(t.scalar(2.0, work), t.operand_like(node.args[1], work, node)))
+        return t.cast(t.emit(graph.MulOp(x, power)), out.element_type)
+    e = t.operand_like(node.args[1], work, node)
+    scaled, exponent, ordinary = _significand(t, x)
+    total = t.emit(graph.AddOp(exponent, e))
+    total = t.emit(
+        graph.MinOp(t.emit(graph.MaxOp(total, t.scalar(-209.0, work))), t.scalar(128.0, work))
+    )
+    low, high = LDEXP_SPLIT
+    first = t.emit(
+        graph.MinOp(
+            t.emit(graph.MaxOp(total, t.scalar(float(low), work))), t.scalar(float(high), work)
+        )
+    )
+    second = t.emit(graph.SubOp(total, first))
+    exact = t.emit(graph.MulOp(scaled, _power_of_two(t, first)))
+    result = t.emit(graph.CopySignOp(t.emit(graph.MulOp(exact, _power_of_two(t, second))), x))
+    return t.cast(t.emit(graph.SelectOp(ordinary, result, x)), out.element_type)
+
+
 @_handles("linalg_vector_norm", "linalg_norm")
 def _vector_norm(t: _Translator, node: Node) -> SSAValue:
     """A vector norm over the dims (all by default), in f32 for f16/bf16 results: the 2-norm
@@ -2262,13 +2397,15 @@ def _cumulative(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     if _type(x).element_type not in graph.FLOAT_TYPES:
         exceeds = t.bound(node.args[0]) * n > EXACT_INTEGERS
         if name == "cumprod" or (name == "cumsum" and exceeds):
-            hint = (
-                " (an integer input may hold any value: a 0/1 mask taken as `mask.bool()` "
-                "first sums to at most its length)"
-                if t.bound(node.args[0]) == math.inf
-                else ""
-            )
-            raise t.fail(node, f"aten.{name} of integers whose results may pass 2^24{hint}")
+            if t.bound(node.args[0]) == math.inf and name == "cumsum":
+                raise t.fail(
+                    node,
+                    "aten.cumsum of integers whose results may pass 2^24: an int32/int64 "
+                    "input may hold any value, and tinyopt computes integer tensors in f32, "
+                    "exact only up to 2^24; a 0/1 mask taken as `mask.bool()` (or `mask != "
+                    "0`, or `mask.clamp(0, 1)`) first sums exactly, to at most its length",
+                )
+            raise t.fail(node, f"aten.{name} of integers whose results may pass 2^24")
     element = _type(x).element_type
     work = f32 if element not in graph.FLOAT_TYPES or element in (f16, bf16) else element
     x = t.cast(x, work)
@@ -3408,6 +3545,67 @@ def _bucketize(t: _Translator, node: Node) -> SSAValue:
     return t.emit(graph.SubOp(t.scalar(float(count), _type(ahead)), ahead))
 
 
+@_handles("histc")
+def _histc(t: _Translator, node: Node) -> SSAValue:
+    """`torch.histc(x, bins, min, max)` as torch's CPU kernel bins each element: in x's own
+    dtype, `trunc((x − min) · bins / (max − min))` (each step rounded to that dtype, so an
+    element near an edge lands where torch puts it, not where exact arithmetic would), max
+    in the last bin, NaN and elements outside [min, max] in none; a masked count per bin
+    (bins × elements comparisons, index expressions). torch counts in x's dtype, so f16/bf16
+    are taken only while that count is exact; `min == max` (the default: the range of the
+    data) is refused."""
+    import torch
+
+    out = t.tensor_type(node)
+    source = node.args[0].meta["val"]
+    bins = int(_arg(node, 1, "bins", 100))
+    low, high = float(_arg(node, 2, "min", 0)), float(_arg(node, 3, "max", 0))
+    if low == high:
+        raise t.fail(
+            node,
+            "aten.histc with min == max (by default both 0) takes its range from the data's "
+            "min and max, which tinyopt does not read at capture: give min < max",
+        )
+    info = torch.finfo(source.dtype)
+    counted = round(2 / info.eps)  # the counts the dtype holds exactly
+    if source.numel() > min(counted, EXACT_INTEGERS):
+        raise t.fail(
+            node,
+            f"aten.histc of {source.numel()} {source.dtype} elements: torch counts in the "
+            f"input's dtype, exact only to {counted}",
+        )
+    if not math.isfinite(low) or not math.isfinite(high) or (high - low) * bins > info.max:
+        raise t.fail(
+            node,
+            f"aten.histc over [{low}, {high}] in {bins} bins: (max − min) · bins overflows "
+            f"{source.dtype} (torch's bin of an element is then undefined)",
+        )
+    x = t.cast(t.reshape(t.value(node.args[0], node), [source.numel()]), f32)
+    like = _type(x)
+
+    def rounded(op: Operation) -> SSAValue:  # to x's dtype, as each step of torch's is
+        return t.cast(t.cast(t.emit(op), out.element_type), f32)
+
+    start, end = (t.scalar(float(torch.tensor(b, dtype=source.dtype)), like) for b in (low, high))
+    offset = rounded(graph.MulOp(rounded(graph.SubOp(x, start)), t.scalar(float(bins), like)))
+    position = rounded(graph.DivOp(offset, rounded(graph.SubOp(end, start))))
+    position = t.emit(graph.TruncOp(position))
+    position = t.emit(graph.MinOp(position, t.scalar(float(bins - 1), like)))
+    inside = t.emit(  # NaN compares False
+        graph.MulOp(
+            t.cast(t.emit(graph.CompareOp(x, start, "ge")), f32),
+            t.cast(t.emit(graph.CompareOp(x, end, "le")), f32),
+        )
+    )
+    square = [bins, source.numel()]
+    rows = t.emit(graph.IotaOp(TensorType(f32, square), 0))
+    spread = t.broadcast(t.reshape(position, [1, source.numel()]), square)
+    hit = t.cast(t.emit(graph.CompareOp(spread, rows, "eq")), f32)
+    kept = t.broadcast(t.reshape(inside, [1, source.numel()]), square)
+    counts = t.emit(graph.ReduceSumOp(t.emit(graph.MulOp(hit, kept)), [1], False))
+    return t.cast(counts, out.element_type)
+
+
 @_handles("embedding_bag", "_embedding_bag")
 def _embedding_bag(t: _Translator, node: Node) -> list[SSAValue | None]:
     """`nn.EmbeddingBag`'s sum, mean or max of the table's rows over each bag (its first
@@ -4370,16 +4568,41 @@ def _arange_start_step(node: Node) -> tuple[float, float]:
 
 @_handles("linspace")
 def _linspace(t: _Translator, node: Node) -> SSAValue:
-    """`torch.linspace(start, end, steps)` as torch computes it: `start + i·step` for the
-    first half, `end − (steps − 1 − i)·step` for the rest, step = (end − start)/(steps − 1);
-    an index expression."""
+    """`torch.linspace(start, end, steps)`: `_evenly_spaced`."""
     out = t.tensor_type(node)
+    start, end = _number_bounds(t, node)
+    return t.cast(_evenly_spaced(t, start, end, out.get_shape()), out.element_type)
+
+
+@_handles("logspace")
+def _logspace(t: _Translator, node: Node) -> SSAValue:
+    """`torch.logspace(start, end, steps, base)`: `pow(base, e)` of the exponents linspace
+    gives (`_evenly_spaced`), in f32 as torch computes them for f32 (rounded to f16/bf16
+    after). Torch's decomposition of it computes in float64, which tinyopt has not; an
+    integer dtype (torch truncates the powers) is refused."""
+    out = t.tensor_type(node)
+    if _dtype(node) in _ID_DTYPES:
+        raise t.fail(node, f"aten.logspace of dtype {_dtype(node)} (only of float dtypes)")
+    start, end = _number_bounds(t, node)
+    exponents = _evenly_spaced(t, start, end, out.get_shape())
+    base = t.scalar(float(_arg(node, 3, "base", 10.0)), _type(exponents))
+    return t.cast(t.emit(graph.PowOp(base, exponents)), out.element_type)
+
+
+def _number_bounds(t: _Translator, node: Node) -> tuple[float, float]:
+    """linspace's and logspace's start and end, which must be numbers."""
     bounds = [_arg(node, 0, "start"), _arg(node, 1, "end")]
     if not all(isinstance(b, int | float) for b in bounds):
-        raise t.fail(node, "aten.linspace with tensor bounds")
-    start, end = (float(b) for b in bounds)
-    steps = int(_arg(node, 2, "steps"))
-    work = TensorType(f32, out.get_shape())
+        raise t.fail(node, f"{_op_name(node.target)} with tensor bounds")
+    return float(bounds[0]), float(bounds[1])
+
+
+def _evenly_spaced(t: _Translator, start: float, end: float, shape: Sequence[int]) -> SSAValue:
+    """`steps` values from start to end as torch's linspace computes them: `start + i·step`
+    for the first half, `end − (steps − 1 − i)·step` for the rest, step = (end − start)/(steps
+    − 1); an f32 index expression."""
+    steps = shape[0]
+    work = TensorType(f32, shape)
     index = t.emit(graph.IotaOp(work, 0))
     step = (end - start) / (steps - 1) if steps > 1 else 0.0
     head = t.emit(graph.MulOp(index, t.scalar(step, work)))
@@ -4388,7 +4611,20 @@ def _linspace(t: _Translator, node: Node) -> SSAValue:
     tail = t.emit(graph.MulOp(back, t.scalar(step, work)))
     tail = t.emit(graph.SubOp(t.scalar(end, work), tail))
     first = t.emit(graph.CompareOp(index, t.scalar(float(max(steps // 2, 1)), work), "lt"))
-    return t.cast(t.emit(graph.SelectOp(first, head, tail)), out.element_type)
+    return t.emit(graph.SelectOp(first, head, tail))
+
+
+@_handles("float_power")
+def _float_power(t: _Translator, node: Node) -> SSAValue:
+    """Refused with its own message: torch.float_power computes and returns float64 whatever
+    its inputs' dtype, and tinyopt's tensors have no float64 (nor would computing it in f32
+    be what it means: an f32 power overflows where float64's does not)."""
+    raise t.fail(
+        node,
+        "aten.float_power (torch.float_power) always computes in and returns float64, and "
+        "float64 results are not supported on the GPU path (tensors are f32, f16 or bf16): "
+        "use torch.pow for a power in the input's dtype",
+    )
 
 
 @_handles("eye")
@@ -4458,6 +4694,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
     if name == "cumsum":
         shape = node.args[0].meta["val"].shape
         return t.bound(node.args[0]) * shape[_dims(node.args[1], len(shape))[0]]
+    if name == "frexp":  # the exponents (the mantissas are floats)
+        return FREXP_EXPONENT_BOUND
     if name == "relu":  # its argument's values, or 0
         return t.bound(node.args[0])
     if name in ("sign", "one_hot", "eye"):
@@ -5237,6 +5475,94 @@ def _linear_resample(
             t.emit(graph.MulOp(below, spread(keep))), t.emit(graph.MulOp(above, spread(weight)))
         )
     )
+
+
+ANTIALIAS_EXTENT = 4096
+"""Longest side an antialiased resampling takes: `_antialias_taps` runs torch's kernel on an
+n × n one-hot probe (in float64) to read its weights."""
+
+
+@_handles("_upsample_bilinear2d_aa", "_upsample_bicubic2d_aa")
+def _antialiased_upsample(t: _Translator, node: Node) -> SSAValue:
+    """`F.interpolate(..., antialias=True)` in bilinear or bicubic mode, one spatial dim at a
+    time: each output row a weighted sum of a window of input rows (`_antialias_taps`, the
+    weights torch's own kernel gives, found at capture), a gather of the taps and a sum of
+    their products with the weights (in f32 for f16/bf16)."""
+    out = t.tensor_type(node)
+    x = t.cast(t.value(node.args[0], node), _work_type(out).element_type)
+    align = bool(node.args[2])
+    if node.target._overloadname == "vec":  # pyright: ignore
+        scales = list(node.args[3] or [None, None]) if len(node.args) > 3 else [None, None]
+    else:
+        scales = [_arg(node, 3, "scales_h"), _arg(node, 4, "scales_w")]
+    rank = out.get_num_dims()
+    (height, width), (rows_out, columns_out) = _type(x).get_shape()[-2:], out.get_shape()[-2:]
+    if 1 in (width, columns_out) and (height != rows_out or scales[0] not in (None, 1.0)):
+        raise t.fail(
+            node,
+            f"{_op_name(node.target)} resampling the height of an image 1 wide (or to 1 wide): "
+            "torch's CPU kernel does not resample each dim in turn there (the output rows of "
+            "a 1-wide image come out equal), so there is no weighted sum of rows to capture",
+        )
+    if max(height, width) > ANTIALIAS_EXTENT:
+        raise t.fail(
+            node,
+            f"{_op_name(node.target)} of a {height} × {width} image (its weights are found "
+            f"from an n × n probe at capture; at most {ANTIALIAS_EXTENT} a side)",
+        )
+    for k in range(2):
+        dim = rank - 2 + k
+        source, target = _type(x).get_shape()[dim], out.get_shape()[dim]
+        rows, weights, inside = _antialias_taps(node, source, target, align, scales[k], k)
+        taps = rows.shape[1]
+        ids = t.cast(t.folded_floats(node, f"rows{k}", rows), i64)
+        taken = _take(t, x, dim, ids)  # dim replaced by [target, taps]
+        full = list(_type(taken).get_shape())
+        along = [1] * len(full)
+        along[dim : dim + 2] = [target, taps]
+        weight = t.cast(t.folded_floats(node, f"weights{k}", weights), _type(x).element_type)
+        terms = t.emit(graph.MulOp(taken, t.broadcast(t.reshape(weight, along), full)))
+        # a tap past a row's window (padding to the widest) adds nothing, not 0 · inf
+        kept = t.cast(t.folded_floats(node, f"window{k}", inside), graph.BOOL)
+        zero = t.scalar(0.0, _type(terms))
+        terms = t.emit(graph.SelectOp(t.broadcast(t.reshape(kept, along), full), terms, zero))
+        x = t.emit(graph.ReduceSumOp(terms, [dim + 1], False))
+    return t.cast(x, out.element_type)
+
+
+def _antialias_taps(
+    node: Node, source: int, target: int, align: bool, scale: float | None, dim: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The input rows (clamped into the input), weights and window mask of each output row's
+    taps [target, taps] along one dim of an antialiased resampling, as torch's kernel has them:
+    the op run in float64 on one-hot rows (row j hot gives column j of the weights) and on
+    rows holding one NaN (NaN where j is in the window, weight 0 at its ends included, as a
+    NaN there reaches torch's result). The other dim is 2 kept 2, whose weights are the
+    identity (torch's kernel mixes the rows of an input 1 wide)."""
+    import torch
+
+    op = node.target._overloadpacket.default  # pyright: ignore
+    shape, size, scales = [1, source, 2, 2], [2, 2], [None, None]
+    shape[2 + dim], size[dim], scales[dim] = source, target, scale
+
+    def resampled(hot: float) -> torch.Tensor:
+        value = torch.tensor(hot, dtype=torch.float64)
+        probe = torch.where(torch.eye(source, dtype=torch.bool), value, 0.0)
+        probe = probe.reshape(source, source, 1).expand(source, source, 2)
+        probe = probe.reshape(shape) if dim == 0 else probe.transpose(1, 2).reshape(shape)
+        result = op(probe, size, align, *scales)  # [1, source, target, 2] or [1, source, 2, target]
+        return (result[0, :, :, 0] if dim == 0 else result[0, :, 0, :]).T
+
+    weights = resampled(1.0)  # [target, source]
+    window = resampled(math.nan).isnan()
+    first = window.to(torch.int64).argmax(1)
+    count = window.sum(1)
+    taps = int(count.max())
+    offsets = torch.arange(taps)
+    rows = (first[:, None] + offsets).clamp(max=source - 1)
+    inside = offsets < count[:, None]
+    taken = torch.where(inside, weights.gather(1, rows), 0.0)
+    return rows.to(torch.float32), taken, inside.to(torch.float32)
 
 
 CUBIC_A = -0.75
