@@ -1,6 +1,9 @@
 // The CUDA subset of tinyopt's mma.sync kernels, emulated on the CPU (tests/cpu_cuda.py):
-// one std::thread per CUDA thread, a std::barrier per block (__syncthreads) and per warp (the
-// warp-wide ldmatrix, mma.sync and shuffles exchange their lanes' operands through it).
+// a block's CUDA threads are fibers (ucontext) on one OS thread, switched only where a thread
+// waits: a barrier per block (__syncthreads) and per warp (the warp-wide ldmatrix, mma.sync and
+// shuffles exchange their lanes' operands through it), named barriers and mbarrier waits. A
+// thread runs on until it waits, so a wait no thread can end is found (all of them waiting, a
+// round without progress) and reported as a deadlock, where threads would hang.
 // cp.async copies synchronously: a kernel that overwrote a tile other warps still read would
 // give wrong numbers here too.
 // A kernel with `__cluster_dims__` runs its clusters one after another, the blocks of a cluster
@@ -8,7 +11,6 @@
 // block's barriers, static shared memory, the emulation's tables) is then the block's own,
 // while the kernel buffers and the cluster's shared-memory arenas lie in MAP_SHARED mappings.
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,6 +23,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <ucontext.h>
 #include <unistd.h>
 #define __global__
 #define __device__
@@ -31,16 +34,108 @@
 #define __cluster_dims__(...)
 
 struct Dim { unsigned x, y, z; };
-thread_local Dim threadIdx;
-thread_local unsigned cpu_cuda_thread;  // x + y·bx + z·bx·by: warps are 32 consecutive ones
+Dim threadIdx;  // the running fiber's, set at each switch
+unsigned cpu_cuda_thread;  // x + y·bx + z·bx·by: warps are 32 consecutive ones
 Dim blockIdx;
 // A block's shared memory: the arena of a block outside a cluster; a block of a cluster points
 // cpu_cuda_smem at its rank's arena in cpu_cuda_cluster_smem.
 constexpr size_t CPU_CUDA_SMEM_BYTES = 256 * 1024;
 alignas(1024) unsigned char cpu_cuda_arena[CPU_CUDA_SMEM_BYTES];
 unsigned char* cpu_cuda_smem = cpu_cuda_arena;
-std::barrier<>* cpu_cuda_block;
-std::barrier<>* cpu_cuda_warp[32];
+
+// Fibers. cpu_cuda_run_block runs a block's threads in rounds, each fiber until it waits
+// (cpu_cuda_poll) or returns; a round in which no fiber made progress (arrived, passed a wait,
+// returned) while some are left is a deadlock. Rounds go through the threads forwards and
+// backwards by turns, so the code between two barriers runs in both orders where it runs more
+// than once: a read of another thread's write with no barrier between them sees the old value
+// in one of the orders.
+constexpr size_t CPU_CUDA_STACK_BYTES = 1 << 20;  // reserved, touched as used
+struct CpuFiber { ucontext_t context; bool done; };
+CpuFiber* cpu_cuda_fibers;
+unsigned cpu_cuda_fiber_count, cpu_cuda_running;
+ucontext_t cpu_cuda_scheduler;
+bool cpu_cuda_progress;
+void (*cpu_cuda_entry)(void*);
+void* cpu_cuda_entry_argument;
+static void cpu_cuda_fiber_start() {
+    cpu_cuda_entry(cpu_cuda_entry_argument);
+    cpu_cuda_fibers[cpu_cuda_running].done = true;
+    cpu_cuda_progress = true;
+}  // returns to the scheduler (uc_link)
+// A waiting fiber gives the CPU to the next one.
+static inline void cpu_cuda_poll() {
+    swapcontext(&cpu_cuda_fibers[cpu_cuda_running].context, &cpu_cuda_scheduler);
+}
+// Runs `thread(t)` for t < threads as the block's fibers (threadIdx from t and the block's
+// x and y sizes bx, by).
+template <typename Thread>
+static inline void cpu_cuda_run_block(unsigned threads, unsigned bx, unsigned by, Thread thread) {
+    static unsigned char* stacks;
+    static unsigned reserved;
+    if (threads > reserved) {
+        if (stacks) munmap(stacks, reserved * CPU_CUDA_STACK_BYTES);
+        stacks = (unsigned char*)mmap(nullptr, threads * CPU_CUDA_STACK_BYTES,
+                                      PROT_READ | PROT_WRITE,
+                                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (stacks == MAP_FAILED) { perror("mmap"); abort(); }
+        reserved = threads;
+    }
+    std::vector<CpuFiber> fibers(threads);
+    cpu_cuda_fibers = fibers.data();
+    cpu_cuda_fiber_count = threads;
+    auto entry = [&]() { thread(cpu_cuda_running); };
+    cpu_cuda_entry = [](void* e) { (*(decltype(entry)*)e)(); };
+    cpu_cuda_entry_argument = &entry;
+    for (unsigned t = 0; t < threads; ++t) {
+        getcontext(&fibers[t].context);
+        fibers[t].context.uc_stack = {stacks + t * CPU_CUDA_STACK_BYTES, 0, CPU_CUDA_STACK_BYTES};
+        fibers[t].context.uc_link = &cpu_cuda_scheduler;
+        fibers[t].done = false;
+        makecontext(&fibers[t].context, cpu_cuda_fiber_start, 0);
+    }
+    for (unsigned round = 0, left = threads; left; ++round) {
+        cpu_cuda_progress = false;
+        for (unsigned i = 0; i < threads; ++i) {
+            unsigned t = round % 2 ? threads - 1 - i : i;
+            if (fibers[t].done) continue;
+            cpu_cuda_running = t;
+            cpu_cuda_thread = t;
+            threadIdx = {t % bx, t / bx % by, t / (bx * by)};
+            swapcontext(&cpu_cuda_scheduler, &fibers[t].context);
+            left -= fibers[t].done;
+        }
+        if (left && !cpu_cuda_progress) {
+            fprintf(stderr, "deadlock: block (%u, %u, %u) has %u threads waiting and none can go "
+                    "on\n", blockIdx.x, blockIdx.y, blockIdx.z, left);
+            abort();
+        }
+    }
+}
+// A barrier of `count` fibers (std::barrier's arrive / arrive_and_wait); `done`, if given, runs
+// when the last one arrives, before any goes on.
+struct cpu_cuda_barrier {
+    unsigned count, arrived = 0, phase = 0;
+    void (*done)(void*) = nullptr;
+    void* state = nullptr;
+    explicit cpu_cuda_barrier(unsigned n) : count(n) {}
+    unsigned arrive() {
+        unsigned at = phase;
+        cpu_cuda_progress = true;
+        if (++arrived == count) {
+            if (done) done(state);
+            arrived = 0;
+            ++phase;
+        }
+        return at;
+    }
+    void wait(unsigned at) {
+        while (phase == at) cpu_cuda_poll();
+        cpu_cuda_progress = true;
+    }
+    void arrive_and_wait() { wait(arrive()); }
+};
+cpu_cuda_barrier* cpu_cuda_block;
+cpu_cuda_barrier* cpu_cuda_warp[32];
 std::vector<std::span<char>>* cpu_cuda_buffers;
 FILE* cpu_cuda_prefetch_log;
 std::mutex cpu_cuda_prefetch_lock;
@@ -253,7 +348,8 @@ static inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>
 // shows), and the run stopped where a block fails.
 unsigned char* cpu_cuda_cluster_smem;
 unsigned cpu_cuda_cluster_size;
-pthread_barrier_t* cpu_cuda_cluster_barrier;
+pthread_barrier_t* cpu_cuda_cluster_barrier;  // of the blocks: each block's last thread waits
+unsigned cpu_cuda_cluster_threads;
 
 // `bytes` (at least one) of a MAP_SHARED mapping, which forked blocks write for the parent.
 static inline void* cpu_cuda_shared(size_t bytes) {
@@ -274,7 +370,8 @@ static inline void cpu_cuda_cluster_start(unsigned blocks, unsigned threads) {
     pthread_barrierattr_t shared;
     pthread_barrierattr_init(&shared);
     pthread_barrierattr_setpshared(&shared, PTHREAD_PROCESS_SHARED);
-    pthread_barrier_init(cpu_cuda_cluster_barrier, &shared, blocks * threads);
+    pthread_barrier_init(cpu_cuda_cluster_barrier, &shared, blocks);
+    cpu_cuda_cluster_threads = threads;
 }
 // block(x, y, z) for the cluster whose first block is (x0, y0, z0), cluster dims cx, cy, cz:
 // the block of rank r = x%cx + (y%cy)·cx + (z%cz)·cx·cy gets arena r.
@@ -311,13 +408,15 @@ static inline void cpu_cuda_cluster(unsigned x0, unsigned y0, unsigned z0, unsig
     if (failed) exit(1);
 }
 // barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every thread of every block
-// of the cluster.
+// of the cluster (the block's threads, then its last one with the other blocks).
 static inline void tinyopt_cluster_sync() {
     if (!cpu_cuda_cluster_barrier) {
         fprintf(stderr, "tinyopt_cluster_sync in a kernel without __cluster_dims__\n");
         abort();
     }
-    pthread_barrier_wait(cpu_cuda_cluster_barrier);
+    static cpu_cuda_barrier threads(cpu_cuda_cluster_threads);
+    threads.done = [](void*) { pthread_barrier_wait(cpu_cuda_cluster_barrier); };
+    threads.arrive_and_wait();
 }
 // ld.shared::cluster.v4.f32 of the address mapa gives for `local` (this block's shared memory,
 // 16-byte aligned) in the block of cluster rank `rank`.

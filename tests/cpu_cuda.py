@@ -5,8 +5,9 @@ The kernel's CUDA source is compiled as C++ against an emulation of the CUDA sub
 kernels use (threads of 1-, 2- or 3-D blocks, barriers, shared memory, `ldmatrix`, `mma.sync`,
 `cp.async`, warp shuffles, bf16/f16 conversions, L2 prefetches checked against the buffers,
 float atomic adds, stream-K's flags); its prelude of inline-PTX helpers is replaced by the
-emulation's. Each CUDA thread is a std::thread, so a block of 128 threads over a few key tiles
-takes seconds: keep shapes small.
+emulation's. A block's CUDA threads are fibers on one OS thread, switched where one waits (a
+barrier, an mbarrier): a thread no other can release aborts the run as a deadlock. Blocks are
+emulated thread by thread, so keep shapes small.
 
 Blocks run one after another, but a kernel with `__cluster_dims__(cx, cy, cz)` in its signature
 runs its thread-block clusters one after another, the blocks of a cluster at once: each a
@@ -122,20 +123,14 @@ def run_on_cpu(
         f"({ctype}*)buffers[{k}].data()" if pointer else f"*({ctype}*)buffers[{k}].data()"
         for k, (ctype, pointer) in enumerate(params)
     )
+    warps = -(-threads // 32)
     block = f"""
         blockIdx = {{x, y, z}};
-        std::barrier<> block({threads});
+        cpu_cuda_barrier block({threads});
         cpu_cuda_block = &block;
-        for (int w = 0; w < {-(-threads // 32)}; ++w) cpu_cuda_warp[w] = new std::barrier<>(32);
-        std::vector<std::thread> running;
-        for (unsigned t = 0; t < {threads}; ++t)
-            running.emplace_back([&, t] {{
-                threadIdx = {{t % {bx}, t / {bx} % {by}, t / {bx * by}}};
-                cpu_cuda_thread = t;
-                {name}({args});
-            }});
-        for (auto& thread : running) thread.join();
-        for (int w = 0; w < {-(-threads // 32)}; ++w) delete cpu_cuda_warp[w];"""
+        for (int w = 0; w < {warps}; ++w) cpu_cuda_warp[w] = new cpu_cuda_barrier(32);
+        cpu_cuda_run_block({threads}, {bx}, {by}, [&](unsigned) {{ {name}({args}); }});
+        for (int w = 0; w < {warps}; ++w) delete cpu_cuda_warp[w];"""
     cluster = _CLUSTER.search(signature)
     assert cluster or "__cluster_dims__" not in signature, signature
     if cluster is None:
@@ -163,7 +158,6 @@ def run_on_cpu(
         }});"""
     main = f"""
 #include <fstream>
-#include <thread>
 #include <vector>
 int main(int argc, char** argv) {{
     std::vector<std::vector<char>> files;
@@ -175,14 +169,7 @@ int main(int argc, char** argv) {{
     for (auto& file : files) buffers.push_back({storage});
     cpu_cuda_buffers = &buffers;
     if (const char* log = getenv("CPU_CUDA_PREFETCH_LOG")) cpu_cuda_prefetch_log = fopen(log, "w");
-#ifdef __linux__
-    if (const char* cpu = getenv("CPU_CUDA_CPU")) {{  // every thread on this one CPU
-        cpu_set_t one;
-        CPU_ZERO(&one);
-        CPU_SET(atoi(cpu), &one);
-        sched_setaffinity(0, sizeof one, &one);
-    }}
-#endif{blocks}
+{blocks}
     for (int k = 1; k < argc; ++k) {{
         std::ofstream out(argv[k], std::ios::binary);
         out.write(buffers[k - 1].data(), buffers[k - 1].size());
@@ -198,9 +185,7 @@ int main(int argc, char** argv) {{
             files.append(work / f"buffer{k}.bin")
             np.ascontiguousarray(array).tofile(files[-1])
         log = {"CPU_CUDA_PREFETCH_LOG": str(prefetch_log)} if prefetch_log else {}
-        subprocess.run(
-            [str(executable), *map(str, files)], check=True, env=os.environ | log | _cpu()
-        )
+        subprocess.run([str(executable), *map(str, files)], check=True, env=os.environ | log)
         return [
             np.fromfile(path, dtype=array.dtype).reshape(array.shape)
             for path, array in zip(files, buffers, strict=True)
@@ -240,10 +225,7 @@ def _prefix() -> Path:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not prefix.exists():
             assert COMPILER is not None
-            text = (
-                f'#include "{HEADER}"\n#include <fstream>\n#include <thread>\n#include <vector>\n'
-                "#ifdef __linux__\n#include <sched.h>\n#endif\n"
-            )
+            text = f'#include "{HEADER}"\n#include <fstream>\n#include <vector>\n'
             # Each is written under another name and renamed; prefix.h, renamed last, says
             # that its .gch is whole (where g++ made one).
             header, gch = folder / "prefix.h.tmp", folder / "prefix.h.gch.tmp"
@@ -282,15 +264,3 @@ def _builds() -> Path:
 
 _cache: list[Path] = []
 """The cache folder, once `_builds` has found it."""
-
-
-def _cpu() -> dict[str, str]:
-    """Under parallel test workers (pytest-xdist's `gwN`), the environment that puts a kernel's
-    threads on one CPU, the worker's (N modulo the CPUs): a thread per CUDA thread meeting at
-    a barrier many times a block runs several times slower where they wait for CPUs that the
-    other workers hold (1.2 s alone, 11 s beside one busy process, 2.1 s there on one CPU)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw") or not hasattr(os, "sched_getaffinity"):
-        return {}
-    cpus = sorted(os.sched_getaffinity(0))
-    return {"CPU_CUDA_CPU": str(cpus[int(worker[2:]) % len(cpus)])}

@@ -51,10 +51,8 @@ from tinyopt.compiler import lower
 from tinyopt.dialects import loop, tile
 
 PRELUDE = r"""
-#include <atomic>
 #include <map>
 #include <mutex>
-#include <thread>
 #define __shared__ static
 struct CUtensorMap {
     const unsigned char* base; int rank, element, swizzle; long long dims[5]; int box[5];
@@ -72,7 +70,9 @@ static inline CUtensorMap cpu_tensor_map(const void* base, int rank, int element
 struct CpuMbarrier { int expected, pending; long long tx; unsigned phase; };
 static std::mutex cpu_mbarrier_lock;
 static std::map<const void*, CpuMbarrier> cpu_mbarriers;
+// Every arrival or completed copy counts as progress for the fibers' deadlock check.
 static inline void cpu_mbarrier_complete(CpuMbarrier& b) {
+    cpu_cuda_progress = true;
     if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.expected; }
 }
 static inline void tinyopt_mbarrier_init(void* bar, int count) {
@@ -96,9 +96,12 @@ static inline void tinyopt_mbarrier_wait(void* bar, int parity) {
     for (;;) {
         {
             std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
-            if ((cpu_mbarriers.at(bar).phase & 1) != (unsigned)(parity & 1)) return;
+            if ((cpu_mbarriers.at(bar).phase & 1) != (unsigned)(parity & 1)) {
+                cpu_cuda_progress = true;
+                return;
+            }
         }
-        std::this_thread::yield();
+        cpu_cuda_poll();
     }
 }
 // The 128-byte swizzle, as TMA and wgmma apply it to a shared-memory byte offset: its 16-byte
@@ -303,13 +306,11 @@ static inline unsigned cpu_cvt_rna_tf32(float x) {
 // Named barriers (bar.sync id, count), made on first use with that count, and the reducing
 // ones (bar.red.or.pred): each thread ORs its predicate in, the barrier's completion takes the
 // OR for every thread to read before any of them can arrive again.
-static std::mutex cpu_cuda_named_lock;
-static std::map<unsigned, std::barrier<>*> cpu_cuda_named;
-static inline std::barrier<>* cpu_cuda_named_barrier(unsigned id, int count) {
-    std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
+static std::map<unsigned, cpu_cuda_barrier*> cpu_cuda_named;
+static inline cpu_cuda_barrier* cpu_cuda_named_barrier(unsigned id, int count) {
     auto found = cpu_cuda_named.find(id);
     return found != cpu_cuda_named.end() ? found->second
-                                         : (cpu_cuda_named[id] = new std::barrier<>(count));
+                                         : (cpu_cuda_named[id] = new cpu_cuda_barrier(count));
 }
 static inline void cpu_cuda_bar_sync(unsigned id, int count) {
     cpu_cuda_named_barrier(id, count)->arrive_and_wait();
@@ -318,27 +319,24 @@ static inline void cpu_cuda_bar_sync(unsigned id, int count) {
 static inline void cpu_cuda_bar_arrive(unsigned id, int count) {
     (void)cpu_cuda_named_barrier(id, count)->arrive();
 }
-struct CpuRed { std::atomic<unsigned> any{0}; unsigned result = 0; };
-struct CpuRedDone {
-    CpuRed* red;
-    void operator()() noexcept { red->result = red->any.exchange(0); }
-};
-static std::map<unsigned, std::pair<CpuRed*, std::barrier<CpuRedDone>*>> cpu_cuda_reducing;
+struct CpuRed { unsigned any = 0, result = 0; };
+static std::map<unsigned, std::pair<CpuRed*, cpu_cuda_barrier*>> cpu_cuda_reducing;
 static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned predicate) {
-    std::pair<CpuRed*, std::barrier<CpuRedDone>*> r;
-    {
-        std::lock_guard<std::mutex> held(cpu_cuda_named_lock);
-        auto found = cpu_cuda_reducing.find(id);
-        if (found == cpu_cuda_reducing.end()) {
-            CpuRed* red = new CpuRed;
-            found = cpu_cuda_reducing.emplace(id, std::make_pair(
-                red, new std::barrier<CpuRedDone>(count, CpuRedDone{red}))).first;
-        }
-        r = found->second;
+    auto found = cpu_cuda_reducing.find(id);
+    if (found == cpu_cuda_reducing.end()) {
+        CpuRed* red = new CpuRed;
+        cpu_cuda_barrier* barrier = new cpu_cuda_barrier(count);
+        barrier->state = red;
+        barrier->done = [](void* r) {
+            ((CpuRed*)r)->result = ((CpuRed*)r)->any;
+            ((CpuRed*)r)->any = 0;
+        };
+        found = cpu_cuda_reducing.emplace(id, std::make_pair(red, barrier)).first;
     }
-    if (predicate) r.first->any.fetch_or(1);
-    r.second->arrive_and_wait();
-    return r.first->result;
+    auto [red, barrier] = found->second;
+    red->any |= predicate != 0;
+    barrier->arrive_and_wait();
+    return red->result;
 }
 """
 

@@ -45,12 +45,14 @@ SMEM = (
 
 SLEEP = r"""
 #include <chrono>
+#include <thread>
 static inline void __nanosleep(unsigned ns) {
-    std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
+    if (cpu_cuda_thread == 0) std::this_thread::sleep_for(std::chrono::nanoseconds(ns));
 }
 """
 """CUDA's `__nanosleep`, which the emulation header does not have: the tests' blocks write
-their shared memory at times apart."""
+their shared memory at times apart. A block's threads run one after another from thread 0
+(cpu_cuda.h's fibers), so thread 0's sleep delays the whole block."""
 
 THREADS, CLUSTER, GRID_Z = 64, 4, 8
 DELAY_NS = 20_000_000

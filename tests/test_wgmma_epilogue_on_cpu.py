@@ -50,8 +50,8 @@ static inline void cpu_cuda_wgmma(float (&d)[H], unsigned long long, unsigned lo
         d[i] += cpu_cuda_fragment_value(16 * warp + lane / 4 + 8 * (i / 2 % 2),
                                         8 * (i / 4) + 2 * (lane % 4) + i % 2);
 }
-static std::barrier<> cpu_cuda_named[3] = {std::barrier<>(128), std::barrier<>(128),
-                                           std::barrier<>(128)};
+static cpu_cuda_barrier cpu_cuda_named[3] = {cpu_cuda_barrier(128), cpu_cuda_barrier(128),
+                                             cpu_cuda_barrier(128)};
 static inline void cpu_cuda_bar_sync(unsigned id) { cpu_cuda_named[id].arrive_and_wait(); }
 """
 """Stand-ins for the K loop's ops and `bar.sync id, 128` (a 128-thread barrier per id)."""
