@@ -75,6 +75,7 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     stream_k_refusal,
 )
 from tinyopt.passes.tile.gemm.wgmma_cluster import (
+    cluster_blocks_per_sm,
     cluster_chunk,
     cluster_epilogue,
     cluster_refusal,
@@ -283,7 +284,7 @@ def emit_wgmma_gemm(
     grid = launch_grid(t, batch, n, m, sms) if swapped else launch_grid(t, batch, m, n, sms)
     cluster = (1, 1, t.cluster) if t.cluster > 1 else None
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1), cluster)
-    new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
+    new.attributes["tile.min_blocks"] = IntegerAttr(cluster_blocks_per_sm(t), i64)
     a_rank, b_rank = (
         len(new.body.block.args[p].type.get_shape())  # type: ignore[attr-defined]
         for p in (operands.a, operands.b)

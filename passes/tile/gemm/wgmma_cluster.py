@@ -32,7 +32,7 @@ from tinyopt.passes.tile.emit import LaneEmitter, vector_width
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.split_k import chunk_elements, row_elements
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.target import Target
+from tinyopt.passes.tile.target import Target, blocks_per_sm
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     BK,
     CLUSTER_SPLITS,
@@ -40,6 +40,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     WARPGROUP,
     WgmmaTiles,
     _fail,
+    tile_count,
 )
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ def clustered_tiles(
 ) -> WgmmaTiles | str:
     """`t` with K split over clusters of `knobs.splitk` blocks, or why it cannot be: each block
     stages its whole f32 tile, so the ring gets what shared memory is left (fewer slots, and
-    under an automatic block a narrower one where two slots do not fit)."""
+    under an automatic block a narrower one where two slots do not fit), and a ring shallow
+    enough for two blocks an SM where a wave of one does not hold every cluster
+    (`_two_blocks_an_sm`)."""
     splits = knobs.splitk
     set_by_hand = [
         f"{name}={value}"
@@ -86,12 +89,48 @@ def clustered_tiles(
         while fitted.shared_bytes > target.dynamic_shared and fitted.stages > 2:
             fitted = replace(fitted, stages=fitted.stages - 1)
         if fitted.shared_bytes <= target.dynamic_shared:
-            return fitted
+            if knobs.stages:
+                return fitted
+            batch, m, n, _ = c.extents
+            return _two_blocks_an_sm(fitted, tile_count(fitted, batch, m, n), target)
     return _fail(
         f"splits K over a cluster (splitk_mode=cluster) with each block's f32 tile in shared "
         f"memory: bm={t.bm} bn={t.bn} with 2 ring slots needs {fitted.shared_bytes} bytes, more "
         f"than the {target.dynamic_shared} a block may use"
     )
+
+
+TWO_BLOCK_THREADS = 256
+"""Blocks of at most this many threads (one consumer warpgroup and the producer) run two an SM
+in a cluster split (`cluster_blocks_per_sm`): 128 registers a thread hold the 64-row block's
+accumulators; a 128-row block's 384 threads would keep 85."""
+
+
+def _two_blocks_an_sm(t: WgmmaTiles, tiles: int, target: Target) -> WgmmaTiles:
+    """`t` with its ring cut until two blocks fit an SM, where one block an SM leaves some of
+    the `tiles` clusters to a second wave and two do not (`Target.cluster_slots`).
+
+    Measured (H100, 2026-12-05, thirty-first session): 64×1024×4096 bf16 in clusters of 8, 16
+    clusters on an 8-slot ring of 146 KiB, one block an SM: 15 clusters at once, the kernel
+    14.5 µs against the two-pass split's 7.9 + 3.8 µs; the last cluster ran alone."""
+    if (
+        t.threads > TWO_BLOCK_THREADS
+        or target.cluster_slots(t.cluster, 1) >= tiles
+        or target.cluster_slots(t.cluster, 2) < tiles
+    ):
+        return t
+    fitted = t
+    while blocks_per_sm(fitted.shared_bytes) < 2 and fitted.stages > 2:
+        fitted = replace(fitted, stages=fitted.stages - 1)
+    return fitted if blocks_per_sm(fitted.shared_bytes) >= 2 else t
+
+
+def cluster_blocks_per_sm(t: WgmmaTiles) -> int:
+    """The blocks an SM that a cluster split's kernel is compiled for (its launch bounds):
+    two where its shared memory and threads allow, else one."""
+    if t.cluster > 1 and t.threads <= TWO_BLOCK_THREADS and blocks_per_sm(t.shared_bytes) >= 2:
+        return 2
+    return 1
 
 
 def cluster_refusal(c: Contraction, splits: int, fp8: bool, partial: bool = False) -> str | None:

@@ -8,13 +8,15 @@
 
 // A 64-row bf16 linear on 16 blocks of 64x64 (k/v of a Llama-3-8B decode step at batch 64):
 // splitk=0 cuts K = 4096 in 8 chunks of 512 (split_k_plan.auto_wgmma_splits). With
-// splitk_mode=cluster (opt-in: not yet timed on a GPU) the 8 chunks run in one kernel
+// splitk_mode=cluster (opt-in) the 8 chunks run in one kernel
 // (passes/tile/gemm/wgmma_cluster.py): each tile's 8 blocks are a cluster
 // (grid z = 8, cluster [1, 1, 8]), block z walks chunk z % 8 of K, stages its f32 tile in its
 // own shared memory and, after the cluster's barrier, sums its eighth of the tile (64 of the
 // 512 groups of 8 columns) from the 8 blocks' shared memory in rank order, then stores it
-// through the epilogue. No workspace, no fold kernel.
-// CHECK:      loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, bm = 64, bn = 64, stages = 8,{{.*}}store = "smem", persistent = 0,{{.*}}cluster = 8>
+// through the epilogue. No workspace, no fold kernel. A wave of one block an SM holds 15
+// clusters of 8 (Target.cluster_slots), not 16: the ring is cut to 5 slots so two blocks fit
+// an SM, and the kernel is compiled for two (launch bounds).
+// CHECK:      loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, bm = 64, bn = 64, stages = 5,{{.*}}store = "smem", persistent = 0,{{.*}}cluster = 8>
 // CHECK-NOT:  loop.kernel @kv_0_reduce
 // TILE:       tile.kernel @kv_0 grid [16, 1, 8] block [256, 1, 1] cluster [1, 1, 8]
 // TILE:       tile.cluster_sync
@@ -24,7 +26,7 @@
 // CUDA:       barrier.cluster.arrive.release
 // CUDA:       mapa.shared::cluster.u32
 // CUDA:       ld.shared::cluster.v4.f32
-// CUDA:       __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(256, 1) kv_0(
+// CUDA:       __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(256, 2) kv_0(
 // CUDA-COUNT-16: tinyopt_cluster_load_f32x4(
 // CUDA-NOT:   tinyopt_cluster_load_f32x4(
 // CUDA:       tinyopt_vec<__nv_bfloat16, 8>
