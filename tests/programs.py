@@ -1053,7 +1053,7 @@ CASES = [
         matmul_plain(48, 72, 1496, "f32", "nk"),
         tile_with("swap=off"),
     ),
-    # 17-64 rows (swap=auto): the weights' rows are the product's A, split in registers; the
+    # 17-128 rows (swap=auto): the weights' rows are the product's A, split in registers; the
     # block's columns are the rows, ragged; K split (the last chunk past K) or not, 64-row blocks.
     Case("linear_3xtf32_swap_auto_20x200x1000", matmul_plain(20, 200, 1000, "f32", "nk")),
     Case(

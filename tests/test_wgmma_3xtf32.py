@@ -151,8 +151,9 @@ def test_3xtf32_takes_only_the_decode_rows_the_cuda_cores_starve_on() -> None:
     assert "wgmma_3xtf32" not in str(lower(busy, "fuse,plan{swap=off}")[1])
 
 
-def test_3xtf32_swaps_17_to_64_rows_of_a_linear() -> None:
-    """`swap=auto` takes f32 linears of 17-64 rows (past the skinny rule's CUDA-core balance)
+def test_3xtf32_swaps_17_to_128_rows_of_a_linear() -> None:
+    """`swap=auto` takes f32 linears of 17-128 rows (past the skinny rule's CUDA-core balance,
+    up to the widest swapped block)
     with B `[N, K]` on the swapped plan; 16 rows stay with the skinny rule, `x @ w` (B `[K, N]`)
     with the CUDA-core rules, and `swap=on` names why it cannot take `x @ w`."""
 
@@ -161,9 +162,9 @@ def test_3xtf32_swaps_17_to_64_rows_of_a_linear() -> None:
             lower(matmul_plain(m, 4096, 1024, "f32", b_layout=layout), f"fuse,plan{{{knobs}}}")[1]
         )
 
-    for m in (17, 40, 64):
+    for m in (17, 40, 64, 65, 97, 128):
         assert 'swap = "on"' in plan(m, "nk")
-    assert "wgmma_3xtf32" not in plan(16, "nk") and 'swap = "on"' not in plan(65, "nk")
+    assert "wgmma_3xtf32" not in plan(16, "nk") and 'swap = "on"' not in plan(129, "nk")
     assert 'swap = "on"' not in plan(40, "kn")
     with pytest.raises(DiagnosticException, match=r"swap=on needs B \[N, K\]"):
         lower(matmul_plain(40, 4096, 1024, "f32", b_layout="kn"), "fuse,plan{mma=3xtf32 swap=on}")

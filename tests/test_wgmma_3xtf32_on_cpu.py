@@ -29,6 +29,8 @@ CASES = [
     ((20, 64, 64), "nk", "mma=3xtf32 swap=on bm=64 bn=32 splitk=1"),
     ((64, 64, 200), "nk", "mma=3xtf32 swap=on splitk=2"),
     ((150, 72, 64), "nk", "mma=3xtf32 swap=on splitk=1"),
+    # the default plan of 65-128 rows: swapped, 128 of x's rows a block (97 ragged)
+    ((97, 136, 288), "nk", ""),
 ]
 
 

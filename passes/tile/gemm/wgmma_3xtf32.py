@@ -29,10 +29,11 @@ for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: the
 the CUDA-core rules ran 0.85-0.98x (H200, 2026-12-04), so smaller grids keep those rules,
 except 33-64 rows too little work for the CUDA-core rule's 64-row block whose K is split
 (`_starved`: 1.07-1.43x cuBLAS where the CUDA cores ran 0.62-0.87x, 2026-12-05). Before
-all that, `swap` (auto: linears of 17-64 rows, K of 256 or more, `auto_swaps`) runs the GEMM
+all that, `swap` (auto: linears of 17-128 rows, K of 256 or more, `auto_swaps`) runs the GEMM
 with its sides exchanged (`wgmma_swapped.py`): 1.50-1.69x cuBLAS at the Llama-8B linears of
 64 rows where the CUDA cores ran 0.94-1.20x (H100, 2026-12-05, RESULTS.md twenty-ninth
-session run 7).
+session run 7), 1.28-1.74x at 12 linears of 72-128 rows where the CUDA-core plans ran
+0.67-1.08x (H100, thirty-first session run 2).
 With an N-major B the transposing split costs most of the gain:
 `x @ w` ran 1.07-1.10x cuBLAS against the CUDA-core rules' 0.96-1.01x (4096³, 4000×4096×1024,
 a batch of 16 × 1024³; H200, 2026-12-04), so `auto` leaves N-major B to the CUDA-core rules
@@ -174,7 +175,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs
     ) -> Wgmma3xTf32Tiles | str | None:
         """The `swap` plan where `swap` asks for it or `auto` takes it, or why `swap=on`
-        cannot run; None for the plain plan. `auto` takes it for f32 linears of 17 to 64 rows
+        cannot run; None for the plain plan. `auto` takes it for f32 linears of 17 to 128 rows
         with a `[N, K]` weight: more FMAs per weight byte than CUDA cores keep up with
         (`skinny_plan.CUDA_CORE_BALANCE`, where the skinny rule stops) and too few rows for
         the plain tiles' 64 of A."""
@@ -251,14 +252,15 @@ against 1.01; H100, RESULTS.md twenty-ninth session run 3); from K = 432 on it w
 
 
 def auto_swaps(c: Contraction, partial: bool = False) -> bool:
-    """Whether `swap=auto` takes contraction `c`: 17 to `SMALL_M` rows, more than the CUDA
-    cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`), a K-major B, K of `SWAP_MIN_K` or
+    """Whether `swap=auto` takes contraction `c`: 17 to 128 rows (the widest swapped block,
+    `SWAP_WIDTHS`), more than the CUDA cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`),
+    a K-major B, K of `SWAP_MIN_K` or
     more (but in a split's `partial` kernel, whose K is one chunk)."""
     _, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     if isinstance(operands, str) or operands.b_mn_major or (k < SWAP_MIN_K and not partial):
         return False
-    return 2 * m / 4 > CUDA_CORE_BALANCE and m <= SMALL_M
+    return 2 * m / 4 > CUDA_CORE_BALANCE and m <= SWAP_WIDTHS[-1]
 
 
 def swap_refusal(t: Wgmma3xTf32Tiles, target: Target) -> str | None:
