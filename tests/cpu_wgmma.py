@@ -42,7 +42,7 @@ import numpy as np
 from cpu_cuda import plain_flags, run_on_cpu
 from test_sgemm_on_cpu import ALIGNED_SHARED, viewed
 from xdsl.dialects import func, memref
-from xdsl.dialects.builtin import MemRefType, StringAttr
+from xdsl.dialects.builtin import MemRefType, ModuleOp, StringAttr
 from xdsl.ir import BlockArgument, SSAValue
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
@@ -469,13 +469,18 @@ def _buffer(value: SSAValue, arrays: list[np.ndarray], held: dict) -> np.ndarray
 
 
 def error_on_cpu(
-    text: str, pipeline: str, seed: int, run: Callable = run_program_on_cpu
+    text: str,
+    pipeline: str,
+    seed: int,
+    run: Callable = run_program_on_cpu,
+    lowered: tuple[ModuleOp, ModuleOp] | None = None,
 ) -> tuple[float, float]:
-    """Lowers a one-output graph program by `pipeline`, runs its launches on the CPU by `run`
-    (this emulation, or another runner of a module's launches) over fresh inputs
-    (`device_inputs` at `seed`; f16 as its bits, an f16 output read back from them) and
-    returns the output's error against the float64 reference and the program's tolerance."""
-    program, module = lower(text, pipeline)
+    """Lowers a one-output graph program by `pipeline` (or takes what `lower` gave for them,
+    `lowered`, where the test has it already), runs its launches on the CPU by `run` (this
+    emulation, or another runner of a module's launches) over fresh inputs (`device_inputs`
+    at `seed`; f16 as its bits, an f16 output read back from them) and returns the output's
+    error against the float64 reference and the program's tolerance."""
+    program, module = lowered or lower(text, pipeline)
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=seed)
     arrays = [a.view(np.uint16) if a.dtype == np.float16 else a for a in arrays]

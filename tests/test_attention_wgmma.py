@@ -146,9 +146,9 @@ def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
     ids=lambda v: v.id,
 )
 def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
-    _, module = lower(variant.text, variant.pipeline)
-    attention_kernel(module, WGMMA_HELPER)  # the wgmma schedule took it
-    error, tolerance = error_on_cpu(variant.text, variant.pipeline, seed=1)
+    lowered = lower(variant.text, variant.pipeline)
+    attention_kernel(lowered[1], WGMMA_HELPER)  # the wgmma schedule took it
+    error, tolerance = error_on_cpu(variant.text, variant.pipeline, seed=1, lowered=lowered)
     assert error <= tolerance, (error, tolerance)
 
 
@@ -160,9 +160,9 @@ def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
 )
 def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant) -> None:
     pipeline = variant.pipeline.replace("attn=wgmma", "attn=wgmma aoverlap=off")
-    _, module = lower(variant.text, pipeline)
-    attention_kernel(module, WGMMA_HELPER)
-    error, tolerance = error_on_cpu(variant.text, pipeline, seed=2)
+    lowered = lower(variant.text, pipeline)
+    attention_kernel(lowered[1], WGMMA_HELPER)
+    error, tolerance = error_on_cpu(variant.text, pipeline, seed=2, lowered=lowered)
     assert error <= tolerance, (error, tolerance)
 
 
@@ -189,11 +189,11 @@ def test_persistent_blocks_walk_several_items_on_cpu(text: str, knobs: str) -> N
     tile counts (causal): the K/V rings, the Q barriers and the warpgroups' turns carry on
     from one item to the next."""
     pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
-    _, module = lower(text, pipeline)
-    kernel = attention_kernel(module, WGMMA_HELPER)
+    lowered = lower(text, pipeline)
+    kernel = attention_kernel(lowered[1], WGMMA_HELPER)
     blocks = int(knobs.split()[0].removeprefix("sms="))
     assert list(kernel.grid.get_values()) == [blocks, 1, 1]
-    error, tolerance = error_on_cpu(text, pipeline, seed=3)
+    error, tolerance = error_on_cpu(text, pipeline, seed=3, lowered=lowered)
     assert error <= tolerance, (error, tolerance)
 
 
@@ -218,9 +218,10 @@ keys), each with more than 64 query rows per K/V head: prefill, not decode."""
 def test_wgmma_takes_every_attention_form_on_cpu(form: str) -> None:
     """`attn=auto` plans each form on this schedule, and it matches float64 (CPU emulation)."""
     text = FORMS[form]
-    _, module = lower(text, "decompose,fuse,flash-attention,tile,to-cuda")
-    attention_kernel(module, WGMMA_HELPER)
-    error, tolerance = error_on_cpu(text, "decompose,fuse,flash-attention,tile,to-cuda", seed=4)
+    pipeline = "decompose,fuse,flash-attention,tile,to-cuda"
+    lowered = lower(text, pipeline)
+    attention_kernel(lowered[1], WGMMA_HELPER)
+    error, tolerance = error_on_cpu(text, pipeline, seed=4, lowered=lowered)
     assert error <= tolerance, (error, tolerance)
 
 
@@ -381,10 +382,10 @@ def test_three_consumer_warpgroups_match_float64_on_cpu(text: str, knobs: str) -
     """`aconsumers=3`: items of 192 query rows (S 300: a partial second item), four
     warpgroups of 128 threads, 128 keys a tile at D ≤ 64 (S, P and O in 128 of 160 registers)."""
     pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma aconsumers=3 {knobs}}},to-cuda"
-    _, module = lower(text, pipeline)
-    kernel = attention_kernel(module, WGMMA_HELPER)
+    lowered = lower(text, pipeline)
+    kernel = attention_kernel(lowered[1], WGMMA_HELPER)
     assert list(kernel.block.get_values()) == [512, 1, 1]
-    error, tolerance = error_on_cpu(text, pipeline, seed=6)
+    error, tolerance = error_on_cpu(text, pipeline, seed=6, lowered=lowered)
     assert error <= tolerance, (error, tolerance)
 
 
