@@ -11,10 +11,12 @@ from all `s` blocks' shared memory (`tile.cluster_vload`, 16 bytes each), adds t
 order (the fold's order) and runs the epilogue on them; a second barrier keeps every block's
 shared memory alive until the others have read it. One kernel, no workspace.
 
-Opt-in for now (`splitk_mode=cluster`; `splitk=0` splits fold in two passes by default): it
-compiles for sm_90a and runs in the CPU emulation of clusters
-(tests/test_wgmma_cluster_on_cpu.py) but has not run on a GPU yet, where how many clusters of
-8 blocks fit at once (one GPC each) decides whether a grid of them runs in one wave. Only the
+Opt-in (`splitk_mode=cluster`; `splitk=0` splits fold in two passes by default). On an H100
+(RESULTS.md, thirty-first session run 1) its programs matched float64, but it ran 0.68-1.06x
+cuBLAS on 14 small-grid bf16 shapes where two passes ran 0.92-1.07x: a cluster runs within one
+GPC, so a wave of one block an SM holds 15 clusters of 8, not 132/8, and the k/v linear's 16
+clusters ran in two waves (ncu: 14.5 µs against 7.9 + 3.8). The ring is now cut for two
+blocks an SM where one leaves clusters over (`_two_blocks_an_sm`), not yet timed. Only the
 plain f16/bf16 GEMM takes it (blocks launched per tile, no dual GEMM, no stream-K; 8-bit
 floats are not split, as in `split_k.py`), at most 8 blocks a cluster (the portable limit).
 """
