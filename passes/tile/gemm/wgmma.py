@@ -80,6 +80,7 @@ from tinyopt.passes.tile.gemm.wgmma_cluster import (
     cluster_epilogue,
     cluster_refusal,
     clustered_tiles,
+    consumer_registers,
 )
 from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_epilogue,
@@ -90,7 +91,6 @@ from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
-    CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
     PROMOTED_WIDEST,
     SCALED_B_WIDEST,
@@ -452,7 +452,7 @@ class _WgmmaEmitter:
                 em.op(tile.ClusterSyncOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
-            em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
+            em.op(tile.SetMaxNRegOp(consumer_registers(t), inc=True))
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 

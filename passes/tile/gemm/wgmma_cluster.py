@@ -38,6 +38,8 @@ from tinyopt.passes.tile.target import Target, blocks_per_sm
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     BK,
     CLUSTER_SPLITS,
+    CONSUMER_REGISTERS,
+    PRODUCER_REGISTERS,
     STAGE_COLUMNS,
     WARPGROUP,
     WgmmaTiles,
@@ -125,6 +127,18 @@ def _two_blocks_an_sm(t: WgmmaTiles, tiles: int, target: Target) -> WgmmaTiles:
     while blocks_per_sm(fitted.shared_bytes) < 2 and fitted.stages > 2:
         fitted = replace(fitted, stages=fitted.stages - 1)
     return fitted if blocks_per_sm(fitted.shared_bytes) >= 2 else t
+
+
+TWO_BLOCK_CONSUMER_REGISTERS = 65536 // 2 // WARPGROUP - PRODUCER_REGISTERS
+"""The consumer warpgroup's `setmaxnreg` where two blocks share an SM: 216, so the two blocks'
+128·(40 + 216) registers fill the SM's 65536 exactly. The one-block budget (232) asks for more
+than the other block leaves, and `setmaxnreg.inc` waits for registers that never come: the
+first two-block cluster kernel hung on an H100 (thirty-first session run 3)."""
+
+
+def consumer_registers(t: WgmmaTiles) -> int:
+    """The consumers' `setmaxnreg` budget for the blocks an SM the kernel is compiled for."""
+    return TWO_BLOCK_CONSUMER_REGISTERS if cluster_blocks_per_sm(t) == 2 else CONSUMER_REGISTERS
 
 
 def cluster_blocks_per_sm(t: WgmmaTiles) -> int:
