@@ -75,12 +75,10 @@ from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     stream_k_refusal,
 )
 from tinyopt.passes.tile.gemm.wgmma_cluster import (
-    cluster_blocks_per_sm,
     cluster_chunk,
     cluster_epilogue,
     cluster_refusal,
     clustered_tiles,
-    consumer_registers,
 )
 from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_epilogue,
@@ -91,6 +89,7 @@ from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
+    CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
     PROMOTED_WIDEST,
     SCALED_B_WIDEST,
@@ -284,7 +283,7 @@ def emit_wgmma_gemm(
     grid = launch_grid(t, batch, n, m, sms) if swapped else launch_grid(t, batch, m, n, sms)
     cluster = (1, 1, t.cluster) if t.cluster > 1 else None
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1), cluster)
-    new.attributes["tile.min_blocks"] = IntegerAttr(cluster_blocks_per_sm(t), i64)
+    new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
     a_rank, b_rank = (
         len(new.body.block.args[p].type.get_shape())  # type: ignore[attr-defined]
         for p in (operands.a, operands.b)
@@ -452,7 +451,7 @@ class _WgmmaEmitter:
                 em.op(tile.ClusterSyncOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
-            em.op(tile.SetMaxNRegOp(consumer_registers(t), inc=True))
+            em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 

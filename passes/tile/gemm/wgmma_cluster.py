@@ -15,8 +15,10 @@ Opt-in (`splitk_mode=cluster`; `splitk=0` splits fold in two passes by default).
 (RESULTS.md, thirty-first session run 1) its programs matched float64, but it ran 0.68-1.06x
 cuBLAS on 14 small-grid bf16 shapes where two passes ran 0.92-1.07x: a cluster runs within one
 GPC, so a wave of one block an SM holds 15 clusters of 8, not 132/8, and the k/v linear's 16
-clusters ran in two waves (ncu: 14.5 µs against 7.9 + 3.8). The ring is now cut for two
-blocks an SM where one leaves clusters over (`_two_blocks_an_sm`), not yet timed. Only the
+clusters ran in two waves (ncu: 14.5 µs against 7.9 + 3.8). Two blocks an SM would hold 30:
+a ring cut for two, compiled with launch bounds for two, hung on an H100 (run 3), the
+consumers' `setmaxnreg` 232 asking for registers the other block held; with a budget of 216
+(commit 172fbea) it is untested, so kernels here run one block an SM. Only the
 plain f16/bf16 GEMM takes it (blocks launched per tile, no dual GEMM, no stream-K; 8-bit
 floats are not split, as in `split_k.py`), at most 8 blocks a cluster (the portable limit).
 """
@@ -34,17 +36,14 @@ from tinyopt.passes.tile.emit import LaneEmitter, vector_width
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.split_k import chunk_elements, row_elements
 from tinyopt.passes.tile.knobs import Knobs
-from tinyopt.passes.tile.target import Target, blocks_per_sm
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     BK,
     CLUSTER_SPLITS,
-    CONSUMER_REGISTERS,
-    PRODUCER_REGISTERS,
     STAGE_COLUMNS,
     WARPGROUP,
     WgmmaTiles,
     _fail,
-    tile_count,
 )
 
 if TYPE_CHECKING:
@@ -66,9 +65,7 @@ def clustered_tiles(
 ) -> WgmmaTiles | str:
     """`t` with K split over clusters of `knobs.splitk` blocks, or why it cannot be: each block
     stages its whole f32 tile, so the ring gets what shared memory is left (fewer slots, and
-    under an automatic block a narrower one where two slots do not fit), and a ring shallow
-    enough for two blocks an SM where a wave of one does not hold every cluster
-    (`_two_blocks_an_sm`)."""
+    under an automatic block a narrower one where two slots do not fit)."""
     splits = knobs.splitk
     set_by_hand = [
         f"{name}={value}"
@@ -93,60 +90,12 @@ def clustered_tiles(
         while fitted.shared_bytes > target.dynamic_shared and fitted.stages > 2:
             fitted = replace(fitted, stages=fitted.stages - 1)
         if fitted.shared_bytes <= target.dynamic_shared:
-            if knobs.stages:
-                return fitted
-            batch, m, n, _ = c.extents
-            return _two_blocks_an_sm(fitted, tile_count(fitted, batch, m, n), target)
+            return fitted
     return _fail(
         f"splits K over a cluster (splitk_mode=cluster) with each block's f32 tile in shared "
         f"memory: bm={t.bm} bn={t.bn} with 2 ring slots needs {fitted.shared_bytes} bytes, more "
         f"than the {target.dynamic_shared} a block may use"
     )
-
-
-TWO_BLOCK_THREADS = 256
-"""Blocks of at most this many threads (one consumer warpgroup and the producer) run two an SM
-in a cluster split (`cluster_blocks_per_sm`): 128 registers a thread hold the 64-row block's
-accumulators; a 128-row block's 384 threads would keep 85."""
-
-
-def _two_blocks_an_sm(t: WgmmaTiles, tiles: int, target: Target) -> WgmmaTiles:
-    """`t` with its ring cut until two blocks fit an SM, where one block an SM leaves some of
-    the `tiles` clusters to a second wave and two do not (`Target.cluster_slots`).
-
-    Measured (H100, 2026-12-05, thirty-first session): 64×1024×4096 bf16 in clusters of 8, 16
-    clusters on an 8-slot ring of 146 KiB, one block an SM: 15 clusters at once, the kernel
-    14.5 µs against the two-pass split's 7.9 + 3.8 µs; the last cluster ran alone."""
-    if (
-        t.threads > TWO_BLOCK_THREADS
-        or target.cluster_slots(t.cluster, 1) >= tiles
-        or target.cluster_slots(t.cluster, 2) < tiles
-    ):
-        return t
-    fitted = t
-    while blocks_per_sm(fitted.shared_bytes) < 2 and fitted.stages > 2:
-        fitted = replace(fitted, stages=fitted.stages - 1)
-    return fitted if blocks_per_sm(fitted.shared_bytes) >= 2 else t
-
-
-TWO_BLOCK_CONSUMER_REGISTERS = 65536 // 2 // WARPGROUP - PRODUCER_REGISTERS
-"""The consumer warpgroup's `setmaxnreg` where two blocks share an SM: 216, so the two blocks'
-128·(40 + 216) registers fill the SM's 65536 exactly. The one-block budget (232) asks for more
-than the other block leaves, and `setmaxnreg.inc` waits for registers that never come: the
-first two-block cluster kernel hung on an H100 (thirty-first session run 3)."""
-
-
-def consumer_registers(t: WgmmaTiles) -> int:
-    """The consumers' `setmaxnreg` budget for the blocks an SM the kernel is compiled for."""
-    return TWO_BLOCK_CONSUMER_REGISTERS if cluster_blocks_per_sm(t) == 2 else CONSUMER_REGISTERS
-
-
-def cluster_blocks_per_sm(t: WgmmaTiles) -> int:
-    """The blocks an SM that a cluster split's kernel is compiled for (its launch bounds):
-    two where its shared memory and threads allow, else one."""
-    if t.cluster > 1 and t.threads <= TWO_BLOCK_THREADS and blocks_per_sm(t.shared_bytes) >= 2:
-        return 2
-    return 1
 
 
 def cluster_refusal(c: Contraction, splits: int, fp8: bool, partial: bool = False) -> str | None:

@@ -14,9 +14,9 @@
 // own shared memory and, after the cluster's barrier, sums its eighth of the tile (64 of the
 // 512 groups of 8 columns) from the 8 blocks' shared memory in rank order, then stores it
 // through the epilogue. No workspace, no fold kernel. A wave of one block an SM holds 15
-// clusters of 8 (Target.cluster_slots), not 16: the ring is cut to 5 slots so two blocks fit
-// an SM, and the kernel is compiled for two (launch bounds).
-// CHECK:      loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, bm = 64, bn = 64, stages = 5,{{.*}}store = "smem", persistent = 0,{{.*}}cluster = 8>
+// clusters of 8 (Target.cluster_slots), not 16, so the ring is not deepened past its 6 slots
+// (wgmma_plan.deepened): no block has an SM of its own.
+// CHECK:      loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, bm = 64, bn = 64, stages = 6,{{.*}}store = "smem", persistent = 0,{{.*}}cluster = 8>
 // CHECK-NOT:  loop.kernel @kv_0_reduce
 // TILE:       tile.kernel @kv_0 grid [16, 1, 8] block [256, 1, 1] cluster [1, 1, 8]
 // TILE:       tile.cluster_sync
@@ -26,7 +26,7 @@
 // CUDA:       barrier.cluster.arrive.release
 // CUDA:       mapa.shared::cluster.u32
 // CUDA:       ld.shared::cluster.v4.f32
-// CUDA:       __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(256, 2) kv_0(
+// CUDA:       __global__ void __cluster_dims__(1, 1, 8) __launch_bounds__(256, 1) kv_0(
 // CUDA-COUNT-16: tinyopt_cluster_load_f32x4(
 // CUDA-NOT:   tinyopt_cluster_load_f32x4(
 // CUDA:       tinyopt_vec<__nv_bfloat16, 8>
