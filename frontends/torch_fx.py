@@ -1533,6 +1533,8 @@ def _ldexp(t: _Translator, node: Node) -> SSAValue:
     x = t.operand_like(node.args[0], work, node)
     if _dtype(node.args[1]) not in _ID_DTYPES:
         power = t.emit(graph.PowOp(t.scalar(2.0, work), t.operand_like(node.args[1], work, node)))
+        # torch's pow(2, e) is e's dtype: a f16/bf16 e's power is rounded to it before the product
+        power = t.cast(t.cast(power, _DTYPES[_dtype(node.args[1])]), f32)
         return t.cast(t.emit(graph.MulOp(x, power)), out.element_type)
     e = t.operand_like(node.args[1], work, node)
     scaled, exponent, ordinary = _significand(t, x)
@@ -3574,11 +3576,21 @@ def _histc(t: _Translator, node: Node) -> SSAValue:
             f"aten.histc of {source.numel()} {source.dtype} elements: torch counts in the "
             f"input's dtype, exact only to {counted}",
         )
-    if not math.isfinite(low) or not math.isfinite(high) or (high - low) * bins > info.max:
+    # torch's kernel multiplies by the bin count as x's dtype holds it (bf16 257 is 256)
+    factor = float(torch.tensor(bins, dtype=source.dtype))
+    if not math.isfinite(low) or not math.isfinite(high) or (high - low) * factor > info.max:
         raise t.fail(
             node,
             f"aten.histc over [{low}, {high}] in {bins} bins: (max − min) · bins overflows "
             f"{source.dtype} (torch's bin of an element is then undefined)",
+        )
+    first, last = (float(torch.tensor(b, dtype=source.dtype)) for b in (low, high))
+    if first == last:
+        raise t.fail(
+            node,
+            f"aten.histc over [{low}, {high}]: min and max round to the same {source.dtype} "
+            f"value {first}, so torch's bins are all empty of width and its bin of an element "
+            "equal to it undefined (0 / 0): give a range the input's dtype tells apart",
         )
     x = t.cast(t.reshape(t.value(node.args[0], node), [source.numel()]), f32)
     like = _type(x)
@@ -3586,8 +3598,8 @@ def _histc(t: _Translator, node: Node) -> SSAValue:
     def rounded(op: Operation) -> SSAValue:  # to x's dtype, as each step of torch's is
         return t.cast(t.cast(t.emit(op), out.element_type), f32)
 
-    start, end = (t.scalar(float(torch.tensor(b, dtype=source.dtype)), like) for b in (low, high))
-    offset = rounded(graph.MulOp(rounded(graph.SubOp(x, start)), t.scalar(float(bins), like)))
+    start, end = t.scalar(first, like), t.scalar(last, like)
+    offset = rounded(graph.MulOp(rounded(graph.SubOp(x, start)), t.scalar(factor, like)))
     position = rounded(graph.DivOp(offset, rounded(graph.SubOp(end, start))))
     position = t.emit(graph.TruncOp(position))
     position = t.emit(graph.MinOp(position, t.scalar(float(bins - 1), like)))
@@ -4576,17 +4588,21 @@ def _linspace(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("logspace")
 def _logspace(t: _Translator, node: Node) -> SSAValue:
-    """`torch.logspace(start, end, steps, base)`: `pow(base, e)` of the exponents linspace
-    gives (`_evenly_spaced`), in f32 as torch computes them for f32 (rounded to f16/bf16
-    after). Torch's decomposition of it computes in float64, which tinyopt has not; an
-    integer dtype (torch truncates the powers) is refused."""
+    """`torch.logspace(start, end, steps, base)`: the values torch's CPU kernel gives, found
+    at capture (`constant_value`) and taken as one more trailing argument. Torch rounds start
+    and end to the dtype first and computes each power in float64 (rounded once to the
+    dtype), which an f32 `pow` of f32 exponents misses by many ulps (bf16 `logspace(0.1, 1.1,
+    3)` is 1.2578, 4, 12.625; 10^30 is off by 4e-6 in f32). An integer dtype (torch truncates
+    the powers) is refused."""
     out = t.tensor_type(node)
     if _dtype(node) in _ID_DTYPES:
         raise t.fail(node, f"aten.logspace of dtype {_dtype(node)} (only of float dtypes)")
-    start, end = _number_bounds(t, node)
-    exponents = _evenly_spaced(t, start, end, out.get_shape())
-    base = t.scalar(float(_arg(node, 3, "base", 10.0)), _type(exponents))
-    return t.cast(t.emit(graph.PowOp(base, exponents)), out.element_type)
+    if out.get_shape()[0] == 0:
+        raise t.fail(node, "aten.logspace of 0 steps (empty tensors are not supported)")
+    value = t.constant_value(node)
+    if value is None:
+        raise t.fail(node, "aten.logspace with tensor bounds computed from an input")
+    return t.cast(t.folded_floats(node, "values", value), out.element_type)
 
 
 def _number_bounds(t: _Translator, node: Node) -> tuple[float, float]:

@@ -274,3 +274,48 @@ def test_logspace() -> None:
 def test_float_power_refused_naming_float64_and_pow() -> None:
     with pytest.raises(FrontendError, match=r"float_power.*returns float64.*use torch.pow"):
         capture(Fn(lambda m, x: torch.float_power(x, 2)), torch.randn(5))
+
+
+# 7. awkward inputs (review of the above)
+
+
+@pytest.mark.parametrize(("dtype", "bins"), [(torch.bfloat16, 257), (torch.float16, 2049)])
+def test_histc_multiplies_by_the_bin_count_in_the_inputs_dtype(
+    dtype: torch.dtype, bins: int
+) -> None:
+    """torch's kernel takes `(x − min) · bins` with bins in x's dtype (bf16 257 is 256, f16
+    2049 is 2048), which moves most elements of the upper half down a bin."""
+    torch.manual_seed(0)
+    x = torch.rand(16).to(dtype)
+    assert_as_torch_in_its_dtype(Fn(lambda m, x: torch.histc(x, bins, -1, 1)), x)
+
+
+def test_histc_refused_where_min_and_max_round_to_one_value() -> None:
+    for dtype, high in [(torch.bfloat16, 1.001), (torch.float32, 1.00000001)]:
+        with pytest.raises(FrontendError, match=r"aten.histc over \[1.0, 1.0.*round to the same"):
+            capture(Fn(lambda m, x: torch.histc(x, 4, 1.0, high)), torch.ones(4, dtype=dtype))
+
+
+def test_logspace_as_torch_rounds_it() -> None:
+    """torch rounds start and end to the dtype and takes each power in float64: bf16
+    `logspace(0.1, 1.1, 3)` is 1.2578, 4, 12.625 (not 3.98, 12.56), and f32's 10^e for e
+    to 30 are each rounded once (not 4e-6 off from an f32 exponent)."""
+    cases = [
+        ((0.1, 3.3, 50), {}, torch.bfloat16),
+        ((-7.3, 4.1, 50), {}, torch.float16),
+        ((0, 30, 301), {}, torch.float32),
+        ((-126, 127, 685), dict(base=2.0), torch.float32),
+    ]
+    for args, options, dtype in cases:
+        spaced = Fn(lambda m, x, a=args, o=options: x + torch.logspace(*a, **o, dtype=dtype))
+        assert_as_torch_in_its_dtype(spaced, torch.zeros(args[2], dtype=dtype))
+    with pytest.raises(FrontendError, match="aten.logspace of 0 steps"):
+        capture(Fn(lambda m, x: torch.logspace(0, 1, 0)), torch.zeros(1))
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_ldexp_of_reduced_float_exponents_rounds_the_power_first(dtype: torch.dtype) -> None:
+    """torch's `x · pow(2, e)` rounds the power to e's dtype before the product."""
+    torch.manual_seed(0)
+    x, e = (torch.randn(200) * 10).to(dtype), (torch.randn(200) * 4).to(dtype)
+    assert_as_torch_in_its_dtype(Fn(lambda m, x, e: torch.ldexp(x, e)), x, e)
