@@ -3,13 +3,14 @@ TF32 products that drop the low 13 mantissa bits, the consumers' reducing barrie
 (tests/cpu_wgmma.py), so the split, its transposed form for an N-major B, the per-step
 promotion, split K and the f32 FMA steps of infinities are checked without a GPU.
 
-Each CUDA thread is a thread of the CPU: one or two blocks of 64 or 128 rows, a few K steps.
+Each CUDA thread is a fiber of the emulation (tests/cpu_cuda.h): one or two blocks of 64 or 128
+rows, a few K steps.
 """
 
 import numpy as np
 import pytest
 from cpu_wgmma import error_on_cpu, run_program_on_cpu
-from programs import batched_linear, matmul_plain, tile_with
+from programs import batched_linear, matmul_plain, mlp, skinny, tile_with
 
 from tinyopt.backends.check import graph_function
 from tinyopt.backends.reference import random_inputs
@@ -42,6 +43,24 @@ def test_3xtf32_swap_batched_and_atomic_on_cpu(batch: int, knobs: str) -> None:
     """The swapped plan over a batch of weights `[b, N, K]` (the grid's z), and split K with
     its partial sums added atomically into a zeroed output (no epilogue to apply)."""
     error, _ = error_on_cpu(batched_linear(batch, 40, 72, 512), tile_with(knobs), seed=3)
+    assert error < 2e-6, error
+
+
+@pytest.mark.parametrize(
+    "program,swapped",
+    [
+        (skinny(65, 200, 260, "f32", epilogue="bias_gelu"), 1),
+        (skinny(127, 72, 512, "f32", epilogue="relu"), 1),
+        (skinny(97, 136, 1000, "f32", batch=3), 1),
+        (mlp((3, 40), 256, 264, "f32"), 2),
+    ],
+    ids=["65_bias_gelu", "127_relu", "97_batch3", "mlp_3x40"],
+)
+def test_default_plan_swaps_65_to_128_rows_on_cpu(program: str, swapped: int) -> None:
+    """The default plan of f32 linears of 65-128 rows (`swap=auto`): ragged rows over a
+    128-row block, an epilogue, a weight per batch entry, an MLP's two linears of 120 rows."""
+    assert str(lower(program, "fuse,plan")[1]).count('swap = "on"') == swapped
+    error, _ = error_on_cpu(program, tile_with(""), seed=3)
     assert error < 2e-6, error
 
 

@@ -1,5 +1,5 @@
 """Persistent wgmma GEMMs run on the CPU (tests/cpu_wgmma.py: TMA boxes, mbarriers, wgmma and
-the named barriers emulated, each CUDA thread a thread of the CPU) against float64: 132 blocks
+the named barriers emulated, each CUDA thread a fiber of the emulation) against float64: 132 blocks
 walking more tiles than that, so some blocks take a second tile whose ring slots and phases
 carry on from the first, and whose staged epilogue reuses the staging tile.
 
