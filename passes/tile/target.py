@@ -6,15 +6,6 @@ from dataclasses import dataclass
 
 from tinyopt.dialects.tile import DYNAMIC_SHARED_BYTES
 
-SHARED_PER_SM = 228 * 1024
-"""Shared memory of one sm_90 SM; each resident block also takes 1 KiB of it."""
-MAX_BLOCKS_PER_SM = 32
-
-
-def blocks_per_sm(block_shared: int) -> int:
-    """Blocks one SM holds at once by shared memory, each using `block_shared` bytes."""
-    return max(1, min(MAX_BLOCKS_PER_SM, SHARED_PER_SM // (block_shared + 1024)))
-
 
 @dataclass(frozen=True)
 class Target:
@@ -28,14 +19,14 @@ class Target:
     dynamic_shared: int = DYNAMIC_SHARED_BYTES
     """Shared memory a block may use, dynamic and opted in."""
 
-    def cluster_slots(self, size: int, per_sm: int) -> int:
-        """Thread-block clusters of `size` blocks that one wave holds at `per_sm` blocks an SM.
-        A cluster runs within one GPC, so clusters of more than 2 blocks leave about one SM in
+    def cluster_slots(self, size: int) -> int:
+        """Thread-block clusters of `size` blocks that one wave holds at one block an SM. A
+        cluster runs within one GPC, so clusters of more than 2 blocks leave about one SM in
         11 idle: cuOccupancyMaxActiveClusters on a 132-SM H100 (2026-12-05, RESULTS.md,
-        thirty-first session) gave 15 clusters of 8 and 30 of 4 at one block an SM (120 SMs),
-        30 of 8 and 62 of 4 at two, 66 of 2 at one (every SM)."""
+        thirty-first session) gave 15 clusters of 8 and 30 of 4 (120 SMs), 66 of 2 (every
+        SM)."""
         sms = self.sms * 10 // 11 if size > 2 else self.sms
-        return per_sm * sms // size
+        return sms // size
 
 
 H200 = Target()

@@ -49,6 +49,7 @@ from tinyopt.passes.tile.attention.decode_plan import (
     WARP_SLOTS,
     auto_key_warps,
     auto_splits,
+    blocks_per_sm,
     key_warps_refusal,
     resident_blocks,
     runtime_splits,
@@ -73,7 +74,7 @@ from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.sequential import Sequential, SequentialPlan
-from tinyopt.passes.tile.target import Target, blocks_per_sm
+from tinyopt.passes.tile.target import Target
 
 MERGE_THREADS = 128
 """Threads per block of the merge kernel (one thread per output element)."""

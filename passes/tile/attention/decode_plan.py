@@ -23,10 +23,13 @@ from __future__ import annotations
 from tinyopt.passes.tile.attention.decode_split import key_chunk
 from tinyopt.passes.tile.attention.mma_sync import BN, PAD, SLOTS
 from tinyopt.passes.tile.gemm.mma_sync import MMA_M
-from tinyopt.passes.tile.target import SHARED_PER_SM, Target, blocks_per_sm
+from tinyopt.passes.tile.target import Target
 
 MAX_SPLITS = 256
 """Most chunks the keys are cut into (the `asplits` knob's bound)."""
+SHARED_PER_SM = 228 * 1024
+"""Shared memory of one sm_90 SM; each resident block also takes 1 KiB of it."""
+MAX_BLOCKS_PER_SM = 32
 BLOCK_COST_TILES = 2
 """A block's cost beyond its key tiles, in key tiles: the first tile's latency and the
 epilogue (an estimate, to be measured: benchmarks/bench_decode_attention.py)."""
@@ -94,6 +97,11 @@ def shared_bytes(
     rings = [warps * slots * WARP_KEYS * (h + PAD) * 2 for h in (head_qk, head_v)]
     merge = warps // 2 * rows * (head_v + MERGE_ROW_PAD) * 4
     return _aligned([*rings, merge])
+
+
+def blocks_per_sm(block_shared: int) -> int:
+    """Decode blocks one SM holds at once, each using `block_shared` bytes of shared memory."""
+    return max(1, min(MAX_BLOCKS_PER_SM, SHARED_PER_SM // (block_shared + 1024)))
 
 
 def key_warps_refusal(

@@ -254,8 +254,8 @@ against 1.01; H100, RESULTS.md twenty-ninth session run 3); from K = 432 on it w
 def auto_swaps(c: Contraction, partial: bool = False) -> bool:
     """Whether `swap=auto` takes contraction `c`: 17 to 128 rows (the widest swapped block,
     `SWAP_WIDTHS`), more than the CUDA cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`),
-    a K-major B, K of `SWAP_MIN_K` or
-    more (but in a split's `partial` kernel, whose K is one chunk)."""
+    a K-major B, K of `SWAP_MIN_K` or more (but in a split's `partial` kernel, whose K is one
+    chunk)."""
     _, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     if isinstance(operands, str) or operands.b_mn_major or (k < SWAP_MIN_K and not partial):

@@ -159,7 +159,7 @@ def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) 
     an H100, the rule as it stands, over the 21 shapes it changes only the ring of: 0.92-1.13×
     (geometric mean 1.02; the losses on 8-17 µs kernels that ran 1.00-1.09× on the H200)."""
     tiles = tile_count(t, batch, m, n)
-    one_wave = target.cluster_slots(t.cluster, 1) >= tiles if t.cluster > 1 else tiles <= target.sms
+    one_wave = target.cluster_slots(t.cluster) >= tiles if t.cluster > 1 else tiles <= target.sms
     one_block_an_sm = t.persistent or one_wave
     if t.bn in WIDE_STAGES or not (m <= t.bm and one_block_an_sm):
         return t
