@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <span>
 #include <vector>
 #include <pthread.h>
@@ -52,7 +51,7 @@ unsigned char* cpu_cuda_smem = cpu_cuda_arena;
 constexpr size_t CPU_CUDA_STACK_BYTES = 1 << 20;  // reserved, touched as used
 struct CpuFiber { ucontext_t context; bool done; };
 CpuFiber* cpu_cuda_fibers;
-unsigned cpu_cuda_fiber_count, cpu_cuda_running;
+unsigned cpu_cuda_running;
 ucontext_t cpu_cuda_scheduler;
 bool cpu_cuda_progress;
 void (*cpu_cuda_entry)(void*);
@@ -82,7 +81,6 @@ static inline void cpu_cuda_run_block(unsigned threads, unsigned bx, unsigned by
     }
     std::vector<CpuFiber> fibers(threads);
     cpu_cuda_fibers = fibers.data();
-    cpu_cuda_fiber_count = threads;
     auto entry = [&]() { thread(cpu_cuda_running); };
     cpu_cuda_entry = [](void* e) { (*(decltype(entry)*)e)(); };
     cpu_cuda_entry_argument = &entry;
@@ -138,7 +136,6 @@ cpu_cuda_barrier* cpu_cuda_block;
 cpu_cuda_barrier* cpu_cuda_warp[32];
 std::vector<std::span<char>>* cpu_cuda_buffers;
 FILE* cpu_cuda_prefetch_log;
-std::mutex cpu_cuda_prefetch_lock;
 
 // The index of the kernel buffer holding address p; aborts, naming `what`, where none does.
 static inline size_t cpu_cuda_buffer_of(const void* p, const char* what) {
@@ -155,7 +152,6 @@ static inline size_t cpu_cuda_buffer_of(const void* p, const char* what) {
 static inline void cpu_cuda_prefetch(const void* p, unsigned gx, unsigned gy) {
     size_t k = cpu_cuda_buffer_of(p, "prefetch");
     if (cpu_cuda_prefetch_log) {
-        std::lock_guard<std::mutex> hold(cpu_cuda_prefetch_lock);
         unsigned block = blockIdx.x + gx * (blockIdx.y + gy * blockIdx.z);
         const char* base = (*cpu_cuda_buffers)[k].data();
         fprintf(cpu_cuda_prefetch_log, "%u %zu %td\n", block, k, (const char*)p - base);
@@ -342,7 +338,7 @@ static inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>
 
 
 // Thread-block clusters. cpu_cuda_cluster_start makes the cluster's arenas (CPU_CUDA_SMEM_BYTES
-// a rank) and its barrier of every thread of every block, both process-shared; cpu_cuda_cluster
+// a rank) and its barrier of the blocks, both process-shared; cpu_cuda_cluster
 // runs one cluster: each block forked with its blockIdx and its arena, the arenas filled with
 // 0xFF bytes first (NaN floats: a read of another block's shared memory before it was written
 // shows), and the run stopped where a block fails.
@@ -414,8 +410,11 @@ static inline void tinyopt_cluster_sync() {
         fprintf(stderr, "tinyopt_cluster_sync in a kernel without __cluster_dims__\n");
         abort();
     }
-    static cpu_cuda_barrier threads(cpu_cuda_cluster_threads);
-    threads.done = [](void*) { pthread_barrier_wait(cpu_cuda_cluster_barrier); };
+    static cpu_cuda_barrier threads = [] {
+        cpu_cuda_barrier b(cpu_cuda_cluster_threads);
+        b.done = [](void*) { pthread_barrier_wait(cpu_cuda_cluster_barrier); };
+        return b;
+    }();
     threads.arrive_and_wait();
 }
 // ld.shared::cluster.v4.f32 of the address mapa gives for `local` (this block's shared memory,

@@ -14,7 +14,7 @@ What is emulated, and how:
   (the 3xTF32 split and its f32 FMA steps) see the hardware's layout (a descriptor is decoded
   as the kernel encodes it: start, LBO, SBO);
 - an mbarrier is an expected arrival count, the arrivals and transaction bytes pending and a
-  phase bit (a table keyed by its address, under one lock); `try_wait.parity p` returns once
+  phase bit (a table keyed by its address); `try_wait.parity p` returns once
   the phase is no longer p, so a fresh barrier's "previous phase" (parity 1) has completed;
 - `wgmma` m64nNk16 computes each thread's accumulators (rows 16·warp + lane/4 (+8), columns
   8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; the
@@ -52,7 +52,6 @@ from tinyopt.dialects import loop, tile
 
 PRELUDE = r"""
 #include <map>
-#include <mutex>
 #define __shared__ static
 struct CUtensorMap {
     const unsigned char* base; int rank, element, swizzle; long long dims[5]; int box[5];
@@ -68,7 +67,6 @@ static inline CUtensorMap cpu_tensor_map(const void* base, int rank, int element
     return map;
 }
 struct CpuMbarrier { int expected, pending; long long tx; unsigned phase; };
-static std::mutex cpu_mbarrier_lock;
 static std::map<const void*, CpuMbarrier> cpu_mbarriers;
 // Every arrival or completed copy counts as progress for the fibers' deadlock check.
 static inline void cpu_mbarrier_complete(CpuMbarrier& b) {
@@ -76,33 +74,22 @@ static inline void cpu_mbarrier_complete(CpuMbarrier& b) {
     if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.expected; }
 }
 static inline void tinyopt_mbarrier_init(void* bar, int count) {
-    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
     cpu_mbarriers[bar] = {count, count, 0, 0};
 }
 static inline void tinyopt_mbarrier_arrive(void* bar) {
-    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
     CpuMbarrier& b = cpu_mbarriers.at(bar);
     if (--b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
     cpu_mbarrier_complete(b);
 }
 static inline void tinyopt_mbarrier_arrive_expect_tx(void* bar, int bytes) {
-    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
     CpuMbarrier& b = cpu_mbarriers.at(bar);
     b.tx += bytes;
     if (--b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
     cpu_mbarrier_complete(b);
 }
 static inline void tinyopt_mbarrier_wait(void* bar, int parity) {
-    for (;;) {
-        {
-            std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
-            if ((cpu_mbarriers.at(bar).phase & 1) != (unsigned)(parity & 1)) {
-                cpu_cuda_progress = true;
-                return;
-            }
-        }
-        cpu_cuda_poll();
-    }
+    while ((cpu_mbarriers.at(bar).phase & 1) == (unsigned)(parity & 1)) cpu_cuda_poll();
+    cpu_cuda_progress = true;
 }
 // The 128-byte swizzle, as TMA and wgmma apply it to a shared-memory byte offset: its 16-byte
 // chunk (bits 4-6) XORed with its 128-byte row within 1024 bytes (bits 7-9).
@@ -133,7 +120,6 @@ static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, co
         if (inside) memcpy(to, map->base + offset * map->element, map->element);
         else memset(to, 0, map->element);
     }
-    std::lock_guard<std::mutex> held(cpu_mbarrier_lock);
     CpuMbarrier& b = cpu_mbarriers.at(bar);
     b.tx -= total * map->element;
     cpu_mbarrier_complete(b);

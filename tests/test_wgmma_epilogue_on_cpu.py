@@ -28,7 +28,6 @@ from tinyopt.dialects import tile
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
 PRELUDE = r"""
-#include <mutex>
 #define __shared__ static
 template <typename... T> static inline void cpu_cuda_ignore(T...) {}
 #define tinyopt_mbarrier_init cpu_cuda_ignore
