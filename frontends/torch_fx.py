@@ -497,27 +497,22 @@ class _Translator:
     def folded(self, node: Node, value: torch.Tensor) -> SSAValue:
         """Return a constant integer tensor torch computed (`constant_value`) as one more
         trailing argument, in f32 like every computed integer, with its bound."""
-        import torch
-
         bound = float(value.abs().max()) if value.numel() else 0.0
         if bound > EXACT_INTEGERS:
             raise self.fail(node, f"a constant integer tensor up to {bound:.0f} (past 2^24)")
         self.bounds[node] = bound
-        name = f"_folded.{node.name}"
-        self.weights[name] = value.to(torch.float32)
-        arg = self.block.insert_arg(self.tensor_type(node), len(self.block.args))
-        arg.name_hint = node.name
-        return arg
+        return self.folded_floats(node, value)
 
-    def folded_floats(self, node: Node, role: str, value: torch.Tensor) -> SSAValue:
-        """Return a float tensor the capture computed for `node` from its arguments alone
-        (resampling weights) as one more trailing argument, in f32."""
+    def folded_floats(self, node: Node, value: torch.Tensor, role: str = "") -> SSAValue:
+        """Return a tensor the capture computed for `node` from its arguments alone (a
+        constant, resampling weights: one of them by `role`) as one more trailing argument,
+        in f32."""
         import torch
 
-        name = f"_folded.{node.name}.{role}"
-        self.weights[name] = value.to(torch.float32)
+        suffix = f".{role}" if role else ""
+        self.weights[f"_folded.{node.name}{suffix}"] = value.to(torch.float32)
         arg = self.block.insert_arg(TensorType(f32, list(value.shape)), len(self.block.args))
-        arg.name_hint = f"{node.name}_{role}"
+        arg.name_hint = node.name + suffix.replace(".", "_")
         return arg
 
     def float_like(self, node: Node, args: Sequence[Any]) -> TensorType[AnyFloat]:
@@ -4580,10 +4575,25 @@ def _arange_start_step(node: Node) -> tuple[float, float]:
 
 @_handles("linspace")
 def _linspace(t: _Translator, node: Node) -> SSAValue:
-    """`torch.linspace(start, end, steps)`: `_evenly_spaced`."""
+    """`torch.linspace(start, end, steps)` as torch computes it: `start + i·step` for the
+    first half, `end − (steps − 1 − i)·step` for the rest, step = (end − start)/(steps − 1);
+    an index expression."""
     out = t.tensor_type(node)
-    start, end = _number_bounds(t, node)
-    return t.cast(_evenly_spaced(t, start, end, out.get_shape()), out.element_type)
+    bounds = [_arg(node, 0, "start"), _arg(node, 1, "end")]
+    if not all(isinstance(b, int | float) for b in bounds):
+        raise t.fail(node, "aten.linspace with tensor bounds")
+    start, end = (float(b) for b in bounds)
+    steps = int(_arg(node, 2, "steps"))
+    work = TensorType(f32, out.get_shape())
+    index = t.emit(graph.IotaOp(work, 0))
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    head = t.emit(graph.MulOp(index, t.scalar(step, work)))
+    head = t.emit(graph.AddOp(head, t.scalar(start, work)))
+    back = t.emit(graph.SubOp(t.scalar(float(steps - 1), work), index))
+    tail = t.emit(graph.MulOp(back, t.scalar(step, work)))
+    tail = t.emit(graph.SubOp(t.scalar(end, work), tail))
+    first = t.emit(graph.CompareOp(index, t.scalar(float(max(steps // 2, 1)), work), "lt"))
+    return t.cast(t.emit(graph.SelectOp(first, head, tail)), out.element_type)
 
 
 @_handles("logspace")
@@ -4602,32 +4612,7 @@ def _logspace(t: _Translator, node: Node) -> SSAValue:
     value = t.constant_value(node)
     if value is None:
         raise t.fail(node, "aten.logspace with tensor bounds computed from an input")
-    return t.cast(t.folded_floats(node, "values", value), out.element_type)
-
-
-def _number_bounds(t: _Translator, node: Node) -> tuple[float, float]:
-    """linspace's and logspace's start and end, which must be numbers."""
-    bounds = [_arg(node, 0, "start"), _arg(node, 1, "end")]
-    if not all(isinstance(b, int | float) for b in bounds):
-        raise t.fail(node, f"{_op_name(node.target)} with tensor bounds")
-    return float(bounds[0]), float(bounds[1])
-
-
-def _evenly_spaced(t: _Translator, start: float, end: float, shape: Sequence[int]) -> SSAValue:
-    """`steps` values from start to end as torch's linspace computes them: `start + i·step`
-    for the first half, `end − (steps − 1 − i)·step` for the rest, step = (end − start)/(steps
-    − 1); an f32 index expression."""
-    steps = shape[0]
-    work = TensorType(f32, shape)
-    index = t.emit(graph.IotaOp(work, 0))
-    step = (end - start) / (steps - 1) if steps > 1 else 0.0
-    head = t.emit(graph.MulOp(index, t.scalar(step, work)))
-    head = t.emit(graph.AddOp(head, t.scalar(start, work)))
-    back = t.emit(graph.SubOp(t.scalar(float(steps - 1), work), index))
-    tail = t.emit(graph.MulOp(back, t.scalar(step, work)))
-    tail = t.emit(graph.SubOp(t.scalar(end, work), tail))
-    first = t.emit(graph.CompareOp(index, t.scalar(float(max(steps // 2, 1)), work), "lt"))
-    return t.emit(graph.SelectOp(first, head, tail))
+    return t.cast(t.folded_floats(node, value, "values"), out.element_type)
 
 
 @_handles("float_power")
@@ -5531,15 +5516,15 @@ def _antialiased_upsample(t: _Translator, node: Node) -> SSAValue:
         source, target = _type(x).get_shape()[dim], out.get_shape()[dim]
         rows, weights, inside = _antialias_taps(node, source, target, align, scales[k], k)
         taps = rows.shape[1]
-        ids = t.cast(t.folded_floats(node, f"rows{k}", rows), i64)
+        ids = t.cast(t.folded_floats(node, rows, f"rows{k}"), i64)
         taken = _take(t, x, dim, ids)  # dim replaced by [target, taps]
         full = list(_type(taken).get_shape())
         along = [1] * len(full)
         along[dim : dim + 2] = [target, taps]
-        weight = t.cast(t.folded_floats(node, f"weights{k}", weights), _type(x).element_type)
+        weight = t.cast(t.folded_floats(node, weights, f"weights{k}"), _type(x).element_type)
         terms = t.emit(graph.MulOp(taken, t.broadcast(t.reshape(weight, along), full)))
         # a tap past a row's window (padding to the widest) adds nothing, not 0 · inf
-        kept = t.cast(t.folded_floats(node, f"window{k}", inside), graph.BOOL)
+        kept = t.cast(t.folded_floats(node, inside, f"window{k}"), graph.BOOL)
         zero = t.scalar(0.0, _type(terms))
         terms = t.emit(graph.SelectOp(t.broadcast(t.reshape(kept, along), full), terms, zero))
         x = t.emit(graph.ReduceSumOp(terms, [dim + 1], False))
