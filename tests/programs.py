@@ -1053,7 +1053,7 @@ CASES = [
         matmul_plain(48, 72, 1496, "f32", "nk"),
         tile_with("swap=off"),
     ),
-    # 17-128 rows (swap=auto): the weights' rows are the product's A, split in registers; the
+    # 17 rows and more (swap=auto): the weights' rows are the product's A, split in registers; the
     # block's columns are the rows, ragged; K split (the last chunk past K) or not, 64-row blocks.
     Case("linear_3xtf32_swap_auto_20x200x1000", matmul_plain(20, 200, 1000, "f32", "nk")),
     Case(
@@ -1069,8 +1069,10 @@ CASES = [
     Case(
         "linear_3xtf32_splitk4_300x260x1024",
         matmul_plain(300, 260, 1024, "f32", "nk"),
-        tile_with("mma=3xtf32 splitk=4"),
+        tile_with("mma=3xtf32 splitk=4 swap=off"),
     ),
+    # Past 128 rows with a full 128-row block of B (swap=auto): three ragged blocks of x's rows.
+    Case("linear_3xtf32_swap_auto_300x260x1024", matmul_plain(300, 260, 1024, "f32", "nk")),
     Case(
         "matmul_relu_3xtf32_kn_257x132x68",
         matmul_plain(257, 132, 68, "f32", "kn"),

@@ -30,7 +30,8 @@ def _kernels(program: str, knobs: str) -> list[tile.CudaKernelOp]:
 
 @pytest.mark.parametrize("m,n,k", [(512, 512, 2048), (127, 129, 68)])
 def test_3xtf32_kernel_issues_three_tf32_products(m: int, n: int, k: int) -> None:
-    (kernel,) = _kernels(matmul_plain(m, n, k, "f32", b_layout="nk"), "mma=3xtf32 splitk=1")
+    plain = "mma=3xtf32 splitk=1 swap=off"
+    (kernel,) = _kernels(matmul_plain(m, n, k, "f32", b_layout="nk"), plain)
     source = kernel.source.data
     assert ".f32.tf32.tf32" in source and "cvt.rna.tf32.f32" in source
     assert "bar.red.or.pred" in source  # the infinity check the consumers agree on
@@ -151,20 +152,22 @@ def test_3xtf32_takes_only_the_decode_rows_the_cuda_cores_starve_on() -> None:
     assert "wgmma_3xtf32" not in str(lower(busy, "fuse,plan{swap=off}")[1])
 
 
-def test_3xtf32_swaps_17_to_128_rows_of_a_linear() -> None:
-    """`swap=auto` takes f32 linears of 17-128 rows (past the skinny rule's CUDA-core balance,
-    up to the widest swapped block)
-    with B `[N, K]` on the swapped plan; 16 rows stay with the skinny rule, `x @ w` (B `[K, N]`)
+def test_3xtf32_swaps_linears_of_17_rows_and_more() -> None:
+    """`swap=auto` takes f32 linears of 17 rows and more (past the skinny rule's CUDA-core
+    balance) with B `[N, K]` on the swapped plan, past 128 rows (the widest swapped block)
+    where B has a full 128-row block; 16 rows stay with the skinny rule, `x @ w` (B `[K, N]`)
     with the CUDA-core rules, and `swap=on` names why it cannot take `x @ w`."""
 
-    def plan(m: int, layout: str, knobs: str = "") -> str:
+    def plan(m: int, layout: str, knobs: str = "", n: int = 4096) -> str:
         return str(
-            lower(matmul_plain(m, 4096, 1024, "f32", b_layout=layout), f"fuse,plan{{{knobs}}}")[1]
+            lower(matmul_plain(m, n, 1024, "f32", b_layout=layout), f"fuse,plan{{{knobs}}}")[1]
         )
 
-    for m in (17, 40, 64, 65, 97, 128):
+    for m in (17, 40, 64, 65, 97, 128, 129, 1000):
         assert 'swap = "on"' in plan(m, "nk")
-    assert "wgmma_3xtf32" not in plan(16, "nk") and 'swap = "on"' not in plan(129, "nk")
+    assert 'swap = "on"' in plan(300, "nk", n=128) and 'swap = "on"' in plan(100, "nk", n=100)
+    assert 'swap = "on"' not in plan(300, "nk", n=100)
+    assert "wgmma_3xtf32" not in plan(16, "nk")
     assert 'swap = "on"' not in plan(40, "kn")
     with pytest.raises(DiagnosticException, match=r"swap=on needs B \[N, K\]"):
         lower(matmul_plain(40, 4096, 1024, "f32", b_layout="kn"), "fuse,plan{mma=3xtf32 swap=on}")

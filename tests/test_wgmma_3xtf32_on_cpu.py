@@ -30,7 +30,7 @@ CASES = [
     ((20, 64, 64), "nk", "mma=3xtf32 swap=on bm=64 bn=32 splitk=1"),
     ((64, 64, 200), "nk", "mma=3xtf32 swap=on splitk=2"),
     ((150, 72, 64), "nk", "mma=3xtf32 swap=on splitk=1"),
-    # the default plan of 65-128 rows: swapped, 128 of x's rows a block (97 ragged)
+    # the default plan of 65 rows and more: swapped, 128 of x's rows a block (97 ragged)
     ((97, 136, 288), "nk", ""),
 ]
 
@@ -53,12 +53,15 @@ def test_3xtf32_swap_batched_and_atomic_on_cpu(batch: int, knobs: str) -> None:
         (skinny(127, 72, 512, "f32", epilogue="relu"), 1),
         (skinny(97, 136, 1000, "f32", batch=3), 1),
         (mlp((3, 40), 256, 264, "f32"), 2),
+        (skinny(300, 260, 320, "f32", epilogue="bias_gelu"), 1),
+        (skinny(131, 128, 256, "f32", batch=2), 1),
     ],
-    ids=["65_bias_gelu", "127_relu", "97_batch3", "mlp_3x40"],
+    ids=["65_bias_gelu", "127_relu", "97_batch3", "mlp_3x40", "300_bias_gelu", "131_batch2"],
 )
-def test_default_plan_swaps_65_to_128_rows_on_cpu(program: str, swapped: int) -> None:
-    """The default plan of f32 linears of 65-128 rows (`swap=auto`): ragged rows over a
-    128-row block, an epilogue, a weight per batch entry, an MLP's two linears of 120 rows."""
+def test_default_plan_swaps_65_rows_and_more_on_cpu(program: str, swapped: int) -> None:
+    """The default plan of f32 linears of 65 rows and more (`swap=auto`): ragged rows over a
+    128-row block (three of them at 300 rows, a row past one at 131), an epilogue, a weight
+    per batch entry, an MLP's two linears of 120 rows."""
     assert str(lower(program, "fuse,plan")[1]).count('swap = "on"') == swapped
     error, _ = error_on_cpu(program, tile_with(""), seed=3)
     assert error < 2e-6, error

@@ -29,11 +29,14 @@ for f32 GEMMs of more than 64 rows whose grid has at least one block per SM: the
 the CUDA-core rules ran 0.85-0.98x (H200, 2026-12-04), so smaller grids keep those rules,
 except 33-64 rows too little work for the CUDA-core rule's 64-row block whose K is split
 (`_starved`: 1.07-1.43x cuBLAS where the CUDA cores ran 0.62-0.87x, 2026-12-05). Before
-all that, `swap` (auto: linears of 17-128 rows, K of 256 or more, `auto_swaps`) runs the GEMM
-with its sides exchanged (`wgmma_swapped.py`): 1.50-1.69x cuBLAS at the Llama-8B linears of
-64 rows where the CUDA cores ran 0.94-1.20x (H100, 2026-12-05, RESULTS.md twenty-ninth
-session run 7), 1.28-1.74x at 12 linears of 72-128 rows where the CUDA-core plans ran
-0.67-1.08x (H100, thirty-first session run 2).
+all that, `swap` (auto: linears of 17 rows or more, past 128 with a full block of weight
+rows, K of 256 or more, `auto_swaps`) runs the GEMM with its sides exchanged
+(`wgmma_swapped.py`): 1.50-1.69x cuBLAS at the Llama-8B linears of 64 rows where the CUDA
+cores ran 0.94-1.20x (H100, 2026-12-05, RESULTS.md twenty-ninth session run 7), 1.28-1.74x at
+12 linears of 72-128 rows where the CUDA-core plans ran 0.67-1.08x (thirty-first session run
+2), 0.93-1.73x at 32 linears of 129-4096 rows where the CUDA-core and plain 3xTF32 plans ran
+0.66-1.48x (thirty-second session run 2; 4096³ 1.45 against 1.19): the swapped block splits
+its weight fragments in registers, the plain one both operands' tiles in shared memory.
 With an N-major B the transposing split costs most of the gain:
 `x @ w` ran 1.07-1.10x cuBLAS against the CUDA-core rules' 0.96-1.01x (4096³, 4000×4096×1024,
 a batch of 16 × 1024³; H200, 2026-12-04), so `auto` leaves N-major B to the CUDA-core rules
@@ -175,10 +178,9 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs
     ) -> Wgmma3xTf32Tiles | str | None:
         """The `swap` plan where `swap` asks for it or `auto` takes it, or why `swap=on`
-        cannot run; None for the plain plan. `auto` takes it for f32 linears of 17 to 128 rows
-        with a `[N, K]` weight: more FMAs per weight byte than CUDA cores keep up with
-        (`skinny_plan.CUDA_CORE_BALANCE`, where the skinny rule stops) and too few rows for
-        the plain tiles' 64 of A."""
+        cannot run; None for the plain plan. `auto` takes it for f32 linears of 17 rows or more
+        with a `[N, K]` weight (`auto_swaps`): more FMAs per weight byte than CUDA cores keep
+        up with (`skinny_plan.CUDA_CORE_BALANCE`, where the skinny rule stops)."""
         batch, m, n, k = c.extents
         operands = plain_operands(c, k, n)
         assert not isinstance(operands, str)
@@ -251,16 +253,24 @@ fixed costs lost to the CUDA cores (64×64×256 0.85 against 0.97x cuBLAS, 64×1
 against 1.01; H100, RESULTS.md twenty-ninth session run 3); from K = 432 on it won or tied."""
 
 
+SWAP_FULL_ROWS = 128
+"""The fewest output columns (B's rows) for which `swap=auto` takes more than 128 rows of A:
+a full 128-row block of B. Measured (H100, RESULTS.md thirty-second session run 2) at N of
+1000, 4096 and 14336 with 129-4096 rows: the swapped plan 0.93-1.73x cuBLAS (every shape at
+or above 1.01 but one), the default before it (CUDA cores to 1000 rows or so, the plain 3xTF32
+tiles past) 0.66-1.48x, slower on all 32 shapes."""
+
+
 def auto_swaps(c: Contraction, partial: bool = False) -> bool:
-    """Whether `swap=auto` takes contraction `c`: 17 to 128 rows (the widest swapped block,
-    `SWAP_WIDTHS`), more than the CUDA cores' FMAs per f32 weight byte (`CUDA_CORE_BALANCE`),
-    a K-major B, K of `SWAP_MIN_K` or more (but in a split's `partial` kernel, whose K is one
-    chunk)."""
+    """Whether `swap=auto` takes contraction `c`: more rows than the CUDA cores' FMAs per f32
+    weight byte keep up with (`CUDA_CORE_BALANCE`, 17 and up), up to 128 (the widest swapped
+    block, `SWAP_WIDTHS`) or past it with `SWAP_FULL_ROWS` columns or more, a K-major B, K of
+    `SWAP_MIN_K` or more (but in a split's `partial` kernel, whose K is one chunk)."""
     _, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     if isinstance(operands, str) or operands.b_mn_major or (k < SWAP_MIN_K and not partial):
         return False
-    return 2 * m / 4 > CUDA_CORE_BALANCE and m <= SWAP_WIDTHS[-1]
+    return 2 * m / 4 > CUDA_CORE_BALANCE and (m <= SWAP_WIDTHS[-1] or n >= SWAP_FULL_ROWS)
 
 
 def swap_refusal(t: Wgmma3xTf32Tiles, target: Target) -> str | None:

@@ -2,7 +2,7 @@
 // RUN: tinyopt %s -p 'fuse,plan{mma=none}' | filecheck %s --check-prefix=CORES
 // RUN: tinyopt %s -p 'fuse,plan{splitk=1 swap=off}' | filecheck %s --check-prefix=UNSPLIT
 
-// With swap=off (swap=auto takes 17-128 rows: swap_3xtf32.mlir), f32 linears of 33-64 rows too
+// With swap=off (swap=auto takes 17 rows and more: swap_3xtf32.mlir), f32 linears of 33-64 rows too
 // small for the CUDA-core rule's 64-row block (its stream-K wave would get fewer than 16 K
 // steps of a 64x64 tile a block): under mma=auto the 3xTF32 rule takes them where K is split
 // over its 64x64 blocks (passes/tile/gemm/wgmma_3xtf32.py, `_starved`); the split's partial

@@ -3,7 +3,8 @@
 // RUN: tinyopt %s -p 'fuse,plan{swap=off}' | filecheck %s --check-prefix=OFF
 // RUN: not tinyopt %s -p 'fuse,plan{mma=3xtf32 swap=on bn=16}' 2>&1 | filecheck %s --check-prefix=NARROW
 
-// f32 linears of 17-128 rows with a [N, K] weight: swap=auto puts the weight's rows on wgmma's
+// f32 linears of 17 rows or more with a [N, K] weight (past 128 rows, of 128 weight rows or
+// more): swap=auto puts the weight's rows on wgmma's
 // A side, 128 a block, and the rows of x on its N side, 64 a block (passes/tile/gemm/
 // wgmma_swapped.py). 14336 weight rows are 112 blocks: one wave, not split.
 // CHECK:      loop.kernel @up_0({{.*}}plan = #tile.plan<wgmma_3xtf32, bm = 128, bn = 64, stages = 4,{{.*}}swap = "on">

@@ -1,9 +1,15 @@
-// RUN: tinyopt %s -p fuse,plan | filecheck %s
-// RUN: tinyopt %s -p 'fuse,tile{mma=3xtf32},to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
+// RUN: tinyopt %s -p 'fuse,plan{swap=off}' | filecheck %s
+// RUN: tinyopt %s -p fuse,plan | filecheck %s --check-prefix=SWAP
+// RUN: tinyopt %s -p 'fuse,tile{mma=3xtf32 swap=off},to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: not tinyopt %s -p 'fuse,tile{mma=3xtf32 bn=256}' 2>&1 | filecheck %s --check-prefix=WIDE
 
 // f32 GEMMs on tensor cores as three TF32 products (passes/tile/gemm/wgmma_3xtf32.py).
-// `auto` takes a torch-layout linear of more than 64 rows whose grid has a block per SM:
+// By default (swap=auto) a torch-layout linear of 17 rows or more with a full 128-row block of
+// weights runs with its sides swapped (wgmma_swapped.py): the weights' rows are wgmma's A.
+// SWAP: loop.kernel @big_0{{.*}}plan = #tile.plan<wgmma_3xtf32, bm = 128, bn = 128,{{.*}}swap = "on">
+// The small grid (16 blocks) splits K in 4 (split_k_plan.swap_splits).
+// SWAP: loop.kernel @small_0_splitk{{.*}}plan = #tile.plan<wgmma_3xtf32, bm = 128, bn = 128,{{.*}}swap = "on">
+// With swap=off `auto` takes a torch-layout linear of more than 64 rows whose grid has a block per SM:
 // 4096x1024 in 128x128 blocks is 256 blocks on 132 SMs.
 // CHECK: loop.kernel @big_0{{.*}}plan = #tile.plan<wgmma_3xtf32, bm = 128, bn = 128, stages = 3
 // A grid of 8x8 = 64 blocks stays on the CUDA cores.
