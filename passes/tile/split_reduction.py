@@ -128,11 +128,12 @@ def _split(
 
 def flatten_reductions(kernel: loop.KernelOp) -> bool:
     """Makes each reduction over several dimensions of a row kernel's nest (a mean over H and W,
-    over the batch and the sequence) a reduction over one, its indices recovered by division:
-    the row rule takes a nest whose reductions are one-dimensional, where the sequential rule
-    would otherwise run each row on one thread. Sums of products are left to the GEMM rules, and
-    nests with loops inside their reductions (attention) alone. Returns whether it changed the
-    kernel."""
+    over the batch and the sequence) a reduction over one, its indices recovered by division,
+    and so each loop over several dimensions beside it (the row's output, as `x - x.sum(dims)`
+    writes it): the row rule takes a nest whose loops are one-dimensional, where the sequential
+    rule would otherwise run each row on one thread. Sums of products are left to the GEMM
+    rules, and nests with loops inside their reductions (attention) alone. Returns whether it
+    changed the kernel."""
     ops = list(kernel.body.block.ops)
     if len(ops) != 1 or not isinstance(nest := ops[0], loop.ParallelOp):
         return False
@@ -146,22 +147,32 @@ def flatten_reductions(kernel: loop.KernelOp) -> bool:
         flat = loop.ReduceOp(
             [prod(reduce.extents)], list(reduce.init), combine=reduce.combine.clone()
         )
-        for key, value in reduce.attributes.items():
-            flat.attributes[key] = value
-        block = flat.body.block
-        ivs = Emitter(block).delinearize(block.args[0], list(reduce.extents))
-        for arg, iv in zip(reduce.body.block.args, ivs, strict=True):
-            arg.replace_all_uses_with(iv)
-        for op in list(reduce.body.block.ops):
-            op.detach()
-            block.add_op(op)
-        parent = reduce.parent_block()
-        assert parent is not None
-        parent.insert_op_before(flat, reduce)
-        for old, new in zip(reduce.res, flat.res, strict=True):
-            old.replace_all_uses_with(new)
-        parent.erase_op(reduce)
+        _flatten_into(reduce, flat)
+    for inside in [op for op in inner if isinstance(op, loop.ParallelOp) and len(op.extents) > 1]:
+        _flatten_into(inside, loop.ParallelOp([prod(inside.extents)]))
     return True
+
+
+def _flatten_into(
+    nest: loop.ReduceOp | loop.ParallelOp, flat: loop.ReduceOp | loop.ParallelOp
+) -> None:
+    """Moves `nest`'s body into the one-dimensional `flat`, its indices recovered from flat's
+    by division, and puts `flat` in its place."""
+    for key, value in nest.attributes.items():
+        flat.attributes[key] = value
+    block = flat.body.block
+    ivs = Emitter(block).delinearize(block.args[0], list(nest.extents))
+    for arg, iv in zip(nest.body.block.args, ivs, strict=True):
+        arg.replace_all_uses_with(iv)
+    for op in list(nest.body.block.ops):
+        op.detach()
+        block.add_op(op)
+    parent = nest.parent_block()
+    assert parent is not None
+    parent.insert_op_before(flat, nest)
+    for old, new in zip(nest.results, flat.results, strict=True):
+        old.replace_all_uses_with(new)
+    parent.erase_op(nest)
 
 
 _LOOPS = (loop.ParallelOp, loop.ReduceOp)
