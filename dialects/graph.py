@@ -689,7 +689,8 @@ class MatmulOp(GraphOp):
         lrank, rrank = lhs.get_num_dims(), rhs.get_num_dims()
         if lrank != rrank or lrank < 2:
             raise self.fail(
-                f"operands must have one rank of at least 2, got lhs rank {lrank}, rhs rank {rrank}"
+                "operands must have the same rank, at least 2 (no broadcasting: broadcast the "
+                f"other operand first), got lhs rank {lrank}, rhs rank {rrank}"
             )
         ls, rs = lhs.get_shape(), rhs.get_shape()
         if ls[:-2] != rs[:-2]:

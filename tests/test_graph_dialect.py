@@ -201,7 +201,8 @@ VERIFY_ERRORS = [
     (
         "%a: tensor<8xf32>, %b: tensor<8x16xf32>",
         "graph.matmul %a, %b : (tensor<8xf32>, tensor<8x16xf32>) -> tensor<16xf32>",
-        "graph.matmul: operands must have one rank of at least 2, got lhs rank 1, rhs rank 2",
+        "graph.matmul: operands must have the same rank, at least 2 (no broadcasting: "
+        "broadcast the other operand first), got lhs rank 1, rhs rank 2",
     ),
     (
         "%x: tensor<4x8xi32>",

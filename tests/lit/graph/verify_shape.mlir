@@ -20,11 +20,11 @@ func.func @f1(%a: tensor<2x4x8xf32>, %b: tensor<3x8x16xf32>) {
 // -----
 
 func.func @f2(%a: tensor<2x4x8xf32>, %b: tensor<8x16xf32>) {
-  // expected-error @+1 {{graph.matmul: operands must have one rank of at least 2, got lhs rank 3, rhs rank 2}}
+  // expected-error @+1 {{graph.matmul: operands must have the same rank, at least 2 (no broadcasting: broadcast the other operand first), got lhs rank 3, rhs rank 2}}
   %c = graph.matmul %a, %b : (tensor<2x4x8xf32>, tensor<8x16xf32>) -> tensor<2x4x16xf32>
   func.return
 }
-// CHECK: graph.matmul: operands must have one rank of at least 2, got lhs rank 3, rhs rank 2
+// CHECK: graph.matmul: operands must have the same rank, at least 2 (no broadcasting: broadcast the other operand first), got lhs rank 3, rhs rank 2
 
 // -----
 
