@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
+import io
 import logging
 import os
 import re
@@ -245,7 +246,15 @@ class TinyoptMain(xDSLOptMain):
         that is no regular file (a device such as /dev/null, a FIFO) is written directly."""
         target = self.args.output_file
         if target is None:
-            return super().run()
+            if not self.args.split_input_file or self.args.verify_diagnostics:
+                return super().run()
+            # Several chunks: print them all once the last one lowered, not the ones before a
+            # chunk that fails (exit 1 after half the output, the rest never processed).
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                super().run()
+            sys.stdout.write(buffer.getvalue())
+            return None
         if not target:
             raise CliError("-o needs a file name, got ''")
         if os.path.isdir(target):

@@ -16,7 +16,8 @@ from xdsl.parser import Parser
 from xdsl.passes import ModulePass, PassPipeline
 from xdsl.universe import Universe
 from xdsl.utils.arg_spec import parse_pipeline
-from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException
+from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
+from xdsl.utils.lexer import Input, Span
 
 from tinyopt.compile_timer import phase, requested, timed_pass, timing
 
@@ -36,10 +37,39 @@ def context() -> Context:
     return ctx
 
 
+class _CheckedParser(Parser):
+    """xDSL's parser refusing a dense constant too large to hold with a `ParseError` at it (a
+    `MemoryError`, or an `OverflowError` past 2^63 elements, before)."""
+
+    def parse_dense_int_or_fp_elements_attr(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        start = self._current_token.span
+        try:
+            return super().parse_dense_int_or_fp_elements_attr(*args, **kwargs)
+        except (MemoryError, OverflowError):
+            raise ParseError(
+                start,
+                "this dense constant does not fit in memory (the parser stores every element, "
+                "a splat's too)",
+            ) from None
+
+
 def parse(text: str, ctx: Context | None = None) -> ModuleOp:
-    """Parses MLIR text (graph, loop or tile level) and verifies it."""
+    """Parses MLIR text (graph, loop or tile level) and verifies it.
+
+    Refuses what the command line refuses (cli.py), as a `ParseError` at the place: text nested
+    more than `cli.MAX_NESTING` levels deep (a `RecursionError` before) and a dense constant
+    too large to hold (a `MemoryError`); a leading byte-order mark is skipped, as there."""
+    from tinyopt.cli import MAX_NESTING, _too_deep  # cli imports this module
+
+    if isinstance(text, str):
+        text = text.removeprefix("\ufeff")
+        if (deep := _too_deep(text)) is not None:
+            raise ParseError(
+                Span(deep, deep + 1, Input(text, "<unknown>")),
+                f"nested more than {MAX_NESTING} levels deep (brackets, regions, types)",
+            )
     with phase("parse"):
-        module = Parser(ctx or context(), text).parse_module()
+        module = _CheckedParser(ctx or context(), text).parse_module()
         module.verify()
     return module
 
@@ -167,6 +197,11 @@ def apply_pipeline(
     """Applies a `-p`-style pipeline (e.g. `fuse,tile{threads=128},to-cuda`) in place; with
     `time_passes` (or `$TINYOPT_TIME_PASSES`), prints each pass's and pattern's time on stderr.
     A pipeline that cannot be built raises `PipelineError` (`check_pipeline`)."""
+    if not isinstance(module, ModuleOp):
+        raise TypeError(
+            f"apply_pipeline takes a parsed ModuleOp (tinyopt.compiler.parse), got "
+            f"{type(module).__name__}"
+        )
     if not isinstance(pipeline, str):
         raise TypeError(f"the pipeline must be a string such as 'fuse,tile', got {pipeline!r}")
     check_pipeline(pipeline)

@@ -88,6 +88,28 @@ def plan_module(module: ModuleOp, options: Knobs, target: Target, why: bool = Fa
         if given is None:
             collapse_dims(module, kernel)
             plan_kernels(module, kernel, kernel_knobs(kernel, options), target, why=why)
+        else:
+            _refuse_overridden(kernel, given, options)
+
+
+def _refuse_overridden(kernel: loop.KernelOp, plan: tile.PlanAttr, options: Knobs) -> None:
+    """Refuses an option the kernel's existing plan contradicts (`-p 'fuse,plan{threads=64},
+    tile{threads=128}'`, or `tile{...}` on IR that carries plans): the plan is followed, so
+    the option would be dropped without a word."""
+    for field in fields(Knobs):
+        value = getattr(options, field.name)
+        # Numbers only: a word may resolve to another in the plan (`evict=once` as "b").
+        if type(value) is not int or value == field.default or field.name not in plan.knobs.data:
+            continue
+        planned = getattr(getattr(plan.knobs.data[field.name], "value", None), "data", None)
+        if type(planned) is int and planned != value:
+            name = getattr(options, "name", "tile")
+            raise DiagnosticException(
+                f"{name}: kernel @{kernel.sym_name.data} already has a plan with "
+                f"{field.name} = {planned!r}, which {name}'s option {field.name}={value} would "
+                "not change (a planned kernel is emitted from its plan): drop the earlier "
+                "`plan` or give it the option, or edit the plan"
+            )
 
 
 def plan_kernels(
