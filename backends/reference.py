@@ -415,17 +415,23 @@ def _softmax_op(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     return _softmax(xs[0], op.dim.value.data)
 
 
+def _statistics_precision(x: np.ndarray) -> np.ndarray:
+    """`x` in at least f32: a norm's statistics and eps are computed in f32 for f16 inputs
+    (as torch and the decomposition compute them), its result rounded once to its type."""
+    return x.astype(np.promote_types(x.dtype, np.float32))
+
+
 @_handles(graph.RmsNormOp)
 def _rms_norm(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.RmsNormOp)
-    x, w = xs
+    x, w = (_statistics_precision(v) for v in xs)
     return x * (1.0 / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + op.eps.value.data)) * w
 
 
 @_handles(graph.LayerNormOp)
 def _layer_norm(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
     assert isinstance(op, graph.LayerNormOp)
-    x, w, b = xs
+    x, w, b = (_statistics_precision(v) for v in xs)
     centered = x - np.mean(x, axis=-1, keepdims=True)
     var = np.mean(centered * centered, axis=-1, keepdims=True)
     return centered / np.sqrt(var + op.eps.value.data) * w + b

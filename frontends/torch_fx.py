@@ -117,6 +117,7 @@ def capture(
                 program = torch.export.export(module, tuple(example_inputs))
                 program = _constant_masks_as_ids(program, example_inputs)
             if _mutates(program):
+                _refuse_overlapping_writes(program)
                 with warnings.catch_warnings():  # torch's own use of a deprecated pytree API
                     warnings.filterwarnings("ignore", "`isinstance.*LeafSpec", FutureWarning)
                     program = program.run_decompositions({})  # in-place ops made functional
@@ -268,6 +269,69 @@ def _mutates(program: ExportedProgram) -> bool:
         and _op_name(node.target) not in _HANDLERS
         for node in program.graph.nodes
     )
+
+
+OVERLAP_CHECKED_ELEMENTS = 2**22
+"""Largest in-place write whose addresses `_refuse_overlapping_writes` compares one by one
+(a larger one overlapping its operand's address range at all is refused)."""
+
+
+def _refuse_overlapping_writes(program: ExportedProgram) -> None:
+    """Refuse an in-place op that reads, through another view of the tensor it writes, an
+    element it writes at another position (`y[..., 1:] += y[..., :-1]`): eager torch updates
+    such a tensor element by element, each read seeing the writes before it (a running sum),
+    while the functional program `run_decompositions` makes of it reads every element before
+    any write. Reading the very elements written, in place (`y.add_(y)`, `y.mul_(y[:, :1])`
+    where that column is not written), is the same either way."""
+    import torch
+    from torch.fx import Node
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def addresses(value: torch.Tensor, shape: Sequence[int]) -> np.ndarray:
+        view = np.full(shape, value.storage_offset(), np.int64)
+        rank = len(shape)
+        for dim, (size, stride) in enumerate(zip(value.shape, value.stride(), strict=True)):
+            along = [1] * rank
+            along[rank - value.dim() + dim] = size
+            view = view + (np.arange(size, dtype=np.int64) * stride).reshape(along)
+        return view
+
+    for node in program.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or not getattr(schema, "is_mutable", False):
+            continue
+        written = node.args[0].meta.get("val") if isinstance(node.args[0], Node) else None
+        if not isinstance(written, torch.Tensor) or written.numel() == 0:
+            continue
+        storage = StorageWeakRef(written.untyped_storage()).cdata
+        for arg in [*node.args[1:], *node.kwargs.values()]:
+            read = arg.meta.get("val") if isinstance(arg, Node) else None
+            if not isinstance(read, torch.Tensor) or read.numel() == 0:
+                continue
+            if StorageWeakRef(read.untyped_storage()).cdata != storage:
+                continue
+            same = (
+                read.shape == written.shape
+                and read.stride() == written.stride()
+                and read.storage_offset() == written.storage_offset()
+            )
+            if same:
+                continue
+            shape = tuple(written.shape)
+            try:
+                broadcast = tuple(torch.broadcast_shapes(read.shape, written.shape)) == shape
+            except RuntimeError:
+                broadcast = False
+            if broadcast and written.numel() <= OVERLAP_CHECKED_ELEMENTS:
+                w, r = addresses(written, shape), addresses(read, shape)
+                if not (np.isin(r, w) & (r != w)).any():
+                    continue
+            raise FrontendError(
+                f"{_op_name(node.target)} writes a tensor in place while reading another view "
+                "of it that overlaps the elements written (eager torch sees its own earlier "
+                "writes, a captured program would not): clone() the operand it reads first "
+                f"(node {node.name}{_source(node)})"
+            )
 
 
 @contextmanager
@@ -1969,22 +2033,28 @@ def _running_norm(
     t: _Translator, node: Node, x: SSAValue, arguments: tuple[Any, ...], eps: float
 ) -> SSAValue:
     """`(x - running_mean) * rsqrt(running_var + eps) * weight + bias` per channel (dim 1);
-    `arguments` are (weight, bias, running_mean, running_var), weight and bias optional."""
+    `arguments` are (weight, bias, running_mean, running_var), weight and bias optional. In
+    f32 for f16 with an eps below f16's smallest normal number (as torch computes it: f16
+    holds 1e-12 as 0, and rsqrt of a small variance past f16's range), rounded once to x's
+    type."""
     weight, bias, mean, var = arguments
     out = _type(x)
+    small_eps = out.element_type == f16 and eps < float(np.finfo(np.float16).tiny)
+    work = TensorType(f32, out.get_shape()) if small_eps else out
     shape = out.get_shape()
+    x = t.cast(x, work.element_type)
 
     def channel(arg: Any) -> SSAValue:
-        return _per_channel(t, arg, node, shape, out.element_type)
+        return _per_channel(t, arg, node, shape, work.element_type)
 
     centered = t.emit(graph.SubOp(x, channel(mean)))
-    var_eps = t.emit(graph.AddOp(channel(var), t.scalar(eps, out)))
+    var_eps = t.emit(graph.AddOp(channel(var), t.scalar(eps, work)))
     y = t.emit(graph.MulOp(centered, t.emit(graph.RsqrtOp(var_eps))))
     if weight is not None:
         y = t.emit(graph.MulOp(y, channel(weight)))
     if bias is not None:
         y = t.emit(graph.AddOp(y, channel(bias)))
-    return y
+    return t.cast(y, out.element_type)
 
 
 @_handles("group_norm")
@@ -3346,9 +3416,19 @@ def _normalized_rows(
     "expand_as", "broadcast_to",
 )  # fmt: skip
 def _reshape_or_expand(t: _Translator, node: Node) -> SSAValue:
+    name = node.target._overloadpacket.__name__  # pyright: ignore
+    if name == "view" and node.target._overloadname == "dtype":  # pyright: ignore
+        # `Tensor.view(dtype)` reinterprets the bits, it does not convert the values
+        source, target = _dtype(node.args[0]), str(node.args[1]).removeprefix("torch.")
+        if source != target:
+            raise t.fail(
+                node,
+                f"Tensor.view({target}) of {source} values reinterprets their bits (a bitcast), "
+                f"which tinyopt does not capture (`.to({target})` converts the values)",
+            )
+        return t.value(node.args[0], node)
     out = t.tensor_type(node)
     x = t.value(node.args[0], node)
-    name = node.target._overloadpacket.__name__  # pyright: ignore
     if name in ("expand", "expand_as", "broadcast_to"):
         return t.broadcast(x, out.get_shape())
     return t.reshape(x, out.get_shape())
@@ -5409,9 +5489,15 @@ def _upsample(t: _Translator, node: Node) -> SSAValue:
             x = _cubic_resample(t, x, dim, target, align, scales[k])
         elif linear:
             x = _linear_resample(t, x, dim, target, align, scales[k])
-        elif source != target:
+        else:
             exact = "exact" in name
-            x = _take(t, x, dim, _nearest_sources(t, source, target, scales[k], exact))
+            # torch's CPU kernel of 2-D nearest (`nearest_idx`) copies where the size is kept
+            # and halves where it doubles, whatever the scale; 1-D and 3-D and nearest-exact
+            # compute every row from the scale
+            shortcut = spatial == 2 and not exact
+            if source != target or not (shortcut or scales[k] in (None, 1.0)):
+                sources = _nearest_sources(t, source, target, scales[k], exact, shortcut)
+                x = _take(t, x, dim, sources)
     return t.cast(x, out.element_type)
 
 
@@ -5421,13 +5507,47 @@ def _source_scale(source: int, target: int, scale: float | None) -> float:
     return float(np.float32(1.0 / scale) if scale else np.float32(source) / np.float32(target))
 
 
+def _exact_scale(source: int, target: int, scale: float, exact: bool) -> float:
+    """A scale s' whose rows `floor((i [+ 0.5]) · s')` are the ones torch's f32 products give
+    (`scale` the f32 torch multiplies by) both in f32 and in exact arithmetic (the float64
+    reference): an f32 product rounding up to an integer, as 3 · 1.6666666 rounds to 5, is
+    below it exactly. `scale` itself where it already is such a scale, else the nearest f32
+    of a few around it that is, else `scale` (the f32 rows are torch's either way)."""
+    rows = np.arange(target, dtype=np.float64) + (0.5 if exact else 0.0)
+    last = source - 1
+
+    def sources(s: float) -> tuple[np.ndarray, np.ndarray]:
+        in_f32 = np.floor((rows.astype(np.float32) * np.float32(s)).astype(np.float32))
+        return np.minimum(in_f32, last), np.minimum(np.floor(rows * s), last)
+
+    wanted, _ = sources(scale)
+    candidates = [np.float32(scale)]
+    for direction in (np.inf, -np.inf):
+        step = np.float32(scale)
+        for _ in range(8):
+            step = np.nextafter(step, np.float32(direction))
+            candidates.append(step)
+    for candidate in sorted(candidates, key=lambda c: abs(float(c) - scale)):
+        in_f32, exactly = sources(float(candidate))
+        if np.array_equal(in_f32, wanted) and np.array_equal(exactly, wanted):
+            return float(candidate)
+    return scale
+
+
 def _nearest_sources(
-    t: _Translator, source: int, target: int, scale: float | None, exact: bool = False
+    t: _Translator,
+    source: int,
+    target: int,
+    scale: float | None,
+    exact: bool = False,
+    shortcut: bool = True,
 ) -> SSAValue:
     """torch's `nearest_idx` for each output row i: `min(floor(i · s), source - 1)` in f32 (s
-    = 1/2 where the output is twice the input, torch's shift); `nearest-exact` rounds the
-    row's centre instead, `min(floor((i + 0.5) · s), source - 1)`."""
-    s = 0.5 if target == 2 * source and not exact else _source_scale(source, target, scale)
+    = 1/2 where the output is twice the input with `shortcut`, torch's shift in its 2-D
+    kernel); `nearest-exact` rounds the row's centre instead, `min(floor((i + 0.5) · s),
+    source - 1)`."""
+    halved = target == 2 * source and not exact and shortcut
+    s = 0.5 if halved else _exact_scale(source, target, _source_scale(source, target, scale), exact)
     index = TensorType(f32, [target])
     rows = t.emit(graph.IotaOp(index, 0))
     if exact:
@@ -5442,9 +5562,11 @@ def _linear_resample(
 ) -> SSAValue:
     """`x[i0] · (1 - w) + x[i1] · w` along `dim` for each output row i: torch's source point p
     (`area_pixel_compute_source_index`: `s · i` with aligned corners, else `max(s · (i +
-    0.5) - 0.5, 0)`) in f32, i0 = floor(p), i1 the next row within the input, w = p - i0."""
+    0.5) - 0.5, 0)`) in f32, i0 = floor(p), i1 the next row within the input, w = p - i0.
+    A dim that keeps its size is copied, whatever the scale (1.19 on 4 rows): torch's CPU
+    linear kernels copy it (bicubic's does not)."""
     source = _type(x).get_shape()[dim]
-    if source == target and not align and scale in (None, 1.0):
+    if source == target:
         return x
     if align:
         s = (source - 1) / (target - 1) if target > 1 else 0.0

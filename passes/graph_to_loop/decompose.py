@@ -2,7 +2,8 @@
 
 softmax, rms_norm, layer_norm, linear and attention become reductions, elementwise ops,
 explicit broadcasts, transposes, reshapes, matmuls and `graph.constant`s, all in the element
-type of the composite's inputs; argmax becomes compares, selects, an iota and reductions
+type of the composite's inputs (but an f16 norm whose eps f16 holds only as a subnormal, or
+as 0, which is computed in f32); argmax becomes compares, selects, an iota and reductions
 computing the index in f32, and a cast to its integer type. gelu is a primitive and stays.
 """
 
@@ -47,6 +48,9 @@ _LOWEST: dict[Attribute, float] = {
     bf16: -3.3895313892515355e38,
 }
 """The most negative finite value of each graph element type."""
+
+F16_TINY = float(np.finfo(np.float16).tiny)
+"""f16's smallest normal number, 2^-14: a norm's eps below it is held with fewer bits."""
 
 MASKED_SCORE = -(2.0**127)
 """The score a boolean attention mask gives the keys it masks (f16 scores get f16's lowest
@@ -109,6 +113,24 @@ def _inv_rms(rewriter: PatternRewriter, sq: SSAValue, eps: float) -> SSAValue:
     return _expand(rewriter, inv, sq)
 
 
+def _widened(rewriter: PatternRewriter, x: SSAValue, eps: float) -> SSAValue:
+    """`x` in f32 where it is f16 and `eps` is below f16's smallest normal number: a norm's
+    statistics, eps and 1 / rms are then computed in f32, as torch computes them (f16 holds
+    such an eps with fewer bits, 1e-8 or 1e-12 as 0: a row of zeros or of equal values gave
+    NaN, where torch gives 0), the result rounded once to f16. bf16 holds any such eps to
+    2^-9 of itself, as f16 holds a normal one to 2^-11: those stay in their type."""
+    if _type(x).element_type == f16 and eps < F16_TINY:
+        return _emit(rewriter, graph.CastOp(x, f32))
+    return x
+
+
+def _narrowed(rewriter: PatternRewriter, x: SSAValue, like: TensorType[AnyFloat]) -> SSAValue:
+    """`x` cast back to `like`'s element type where `_widened` widened it."""
+    if _type(x).element_type != like.element_type:
+        return _emit(rewriter, graph.CastOp(x, like.element_type))
+    return x
+
+
 class DecomposeSoftmax(RewritePattern):
     """softmax(x, dim) -> e / broadcast(sum(e, dim)) with e = exp(x - broadcast(max(x, dim)))."""
 
@@ -122,11 +144,12 @@ class DecomposeRmsNorm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.RmsNormOp, rewriter: PatternRewriter) -> None:
-        x = op.x
-        inv = _inv_rms(rewriter, _emit(rewriter, graph.MulOp(x, x)), op.eps.value.data)
+        eps = op.eps.value.data
+        x, weight = (_widened(rewriter, v, eps) for v in (op.x, op.weight))
+        inv = _inv_rms(rewriter, _emit(rewriter, graph.MulOp(x, x)), eps)
         normed = _emit(rewriter, graph.MulOp(x, inv))
-        out = _emit(rewriter, graph.MulOp(normed, _expand(rewriter, op.weight, x)))
-        rewriter.replace(op, [], [out])
+        out = _emit(rewriter, graph.MulOp(normed, _expand(rewriter, weight, x)))
+        rewriter.replace(op, [], [_narrowed(rewriter, out, _type(op.x))])
 
 
 class DecomposeLayerNorm(RewritePattern):
@@ -134,15 +157,16 @@ class DecomposeLayerNorm(RewritePattern):
 
     @op_type_rewrite_pattern
     def match_and_rewrite(self, op: graph.LayerNormOp, rewriter: PatternRewriter) -> None:
-        x = op.x
+        eps = op.eps.value.data
+        x, weight, bias = (_widened(rewriter, v, eps) for v in (op.x, op.weight, op.bias))
         last = _type(x).get_num_dims() - 1
         mean = _emit(rewriter, graph.ReduceMeanOp(x, [last], keepdim=True))
         centered = _emit(rewriter, graph.SubOp(x, _expand(rewriter, mean, x)))
         sq = _emit(rewriter, graph.MulOp(centered, centered))
-        normed = _emit(rewriter, graph.MulOp(centered, _inv_rms(rewriter, sq, op.eps.value.data)))
-        scaled = _emit(rewriter, graph.MulOp(normed, _expand(rewriter, op.weight, x)))
-        out = _emit(rewriter, graph.AddOp(scaled, _expand(rewriter, op.bias, x)))
-        rewriter.replace(op, [], [out])
+        normed = _emit(rewriter, graph.MulOp(centered, _inv_rms(rewriter, sq, eps)))
+        scaled = _emit(rewriter, graph.MulOp(normed, _expand(rewriter, weight, x)))
+        out = _emit(rewriter, graph.AddOp(scaled, _expand(rewriter, bias, x)))
+        rewriter.replace(op, [], [_narrowed(rewriter, out, _type(op.x))])
 
 
 class DecomposeLinear(RewritePattern):
