@@ -23,7 +23,6 @@ from typing import IO, TYPE_CHECKING
 
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.ir import Operation
-from xdsl.parser import Parser
 from xdsl.passes import ModulePass
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import (
@@ -79,9 +78,8 @@ _OP_NAME = re.compile(r"(?:[%\w.$#-]+\s*(?::\s*\d+\s*)?,?\s*)*=?\s*\"?([\w.]+)")
 """An operation's name after its results (`%a, %b = graph.op` or `"graph.op"`)."""
 
 
-class _LocatingParser(Parser):
-    """xDSL's parser that records where each op starts and refuses a dense constant too large
-    to hold as a `MemoryError` diagnostic."""
+class _LocatingParser(compiler.CheckedParser):
+    """The parser of `tinyopt.compiler.parse` that also records where each op starts."""
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
@@ -97,17 +95,6 @@ class _LocatingParser(Parser):
             raise ParseError(start, f"{what}{exc}") from None
         self.starts[op] = start
         return op
-
-    def parse_dense_int_or_fp_elements_attr(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        start = self._current_token.span
-        try:
-            return super().parse_dense_int_or_fp_elements_attr(*args, **kwargs)
-        except (MemoryError, OverflowError):  # OverflowError: more than 2^63 elements
-            raise ParseError(
-                start,
-                "this dense constant does not fit in memory (the parser stores every element, "
-                "a splat's too)",
-            ) from None
 
 
 def _pass_summaries() -> str:
@@ -292,11 +279,7 @@ class TinyoptMain(xDSLOptMain):
                 "cannot be decoded (tinyopt reads MLIR source)",
                 located=True,
             ) from None
-        if (deep := _too_deep(text)) is not None:
-            span = Span(deep, deep + 1, Input(text, name), start_offset)
-            raise ParseError(
-                span, f"nested more than {MAX_NESTING} levels deep (brackets, regions, types)"
-            )
+        refuse_deep_nesting(text, name, start_offset)
         parser = _LocatingParser(self.ctx, text, name)
         with phase("parse"):
             module = parser.parse_module(not self.args.no_implicit_module)
@@ -362,9 +345,15 @@ def _unclosed_bracket(text: str) -> str | None:
     return f"expected '{_CLOSERS[opener]}' to close the '{opener}' at line {line}, column {column}"
 
 
-def _too_deep(text: str) -> int | None:
-    """Return the offset of the first bracket nested deeper than `MAX_NESTING`, if any."""
-    return _scan_brackets(text, {**_CLOSERS, "<": ">"}, MAX_NESTING)[1]
+def refuse_deep_nesting(text: str, name: str = "<unknown>", start_offset: int = 0) -> None:
+    """Raise a `ParseError` at the first bracket of `text` nested deeper than `MAX_NESTING`
+    (xDSL's recursive parser would raise a `RecursionError`), if any."""
+    deep = _scan_brackets(text, {**_CLOSERS, "<": ">"}, MAX_NESTING)[1]
+    if deep is not None:
+        span = Span(deep, deep + 1, Input(text, name), start_offset)
+        raise ParseError(
+            span, f"nested more than {MAX_NESTING} levels deep (brackets, regions, types)"
+        )
 
 
 def _format_parse_error(error: ParseError) -> str:

@@ -17,7 +17,6 @@ from xdsl.passes import ModulePass, PassPipeline
 from xdsl.universe import Universe
 from xdsl.utils.arg_spec import parse_pipeline
 from xdsl.utils.exceptions import ArgSpecParseError, DiagnosticException, ParseError
-from xdsl.utils.lexer import Input, Span
 
 from tinyopt.compile_timer import phase, requested, timed_pass, timing
 
@@ -37,7 +36,7 @@ def context() -> Context:
     return ctx
 
 
-class _CheckedParser(Parser):
+class CheckedParser(Parser):
     """xDSL's parser refusing a dense constant too large to hold with a `ParseError` at it (a
     `MemoryError`, or an `OverflowError` past 2^63 elements, before)."""
 
@@ -59,17 +58,13 @@ def parse(text: str, ctx: Context | None = None) -> ModuleOp:
     Refuses what the command line refuses (cli.py), as a `ParseError` at the place: text nested
     more than `cli.MAX_NESTING` levels deep (a `RecursionError` before) and a dense constant
     too large to hold (a `MemoryError`); a leading byte-order mark is skipped, as there."""
-    from tinyopt.cli import MAX_NESTING, _too_deep  # cli imports this module
+    from tinyopt.cli import refuse_deep_nesting  # cli imports this module
 
     if isinstance(text, str):
         text = text.removeprefix("\ufeff")
-        if (deep := _too_deep(text)) is not None:
-            raise ParseError(
-                Span(deep, deep + 1, Input(text, "<unknown>")),
-                f"nested more than {MAX_NESTING} levels deep (brackets, regions, types)",
-            )
+        refuse_deep_nesting(text)
     with phase("parse"):
-        module = _CheckedParser(ctx or context(), text).parse_module()
+        module = CheckedParser(ctx or context(), text).parse_module()
         module.verify()
     return module
 

@@ -1152,6 +1152,18 @@ class SoftmaxOp(GraphOp):
         self.check_dim("dim", self.dim.value.data, src.get_num_dims())
 
 
+F16_TINY = 2.0**-14
+"""f16's smallest normal number: an eps below it f16 holds with fewer bits, or as 0."""
+
+
+def norm_in_f32(element: Attribute, eps: float) -> bool:
+    """Whether a norm of `element` values with `eps` computes its statistics, eps and 1 / rms
+    in f32 (its result rounded once to `element`), as torch does: f16 with an eps below its
+    smallest normal number (1e-8 or BERT's 1e-12 are 0 in f16: a row of equal values gave
+    NaN). bf16 holds any such eps to 2^-9 of itself, as f16 holds a normal one to 2^-11."""
+    return element == f16 and eps < F16_TINY
+
+
 class NormOp(GraphOp):
     """Normalization over the last dim with a per-channel weight (shared verifier)."""
 

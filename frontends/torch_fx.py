@@ -278,8 +278,8 @@ OVERLAP_CHECKED_ELEMENTS = 2**22
 
 def _refuse_overlapping_writes(program: ExportedProgram) -> None:
     """Refuse an in-place op that reads, through another view of the tensor it writes, an
-    element it writes at another position (`y[..., 1:] += y[..., :-1]`): eager torch updates
-    such a tensor element by element, each read seeing the writes before it (a running sum),
+    element it writes at another position (`y[..., 1:] += y[..., :-1]`): eager torch's result
+    depends on the order it writes in (here a running sum; it refuses the 1-D form itself),
     while the functional program `run_decompositions` makes of it reads every element before
     any write. Reading the very elements written, in place (`y.add_(y)`, `y.mul_(y[:, :1])`
     where that column is not written), is the same either way."""
@@ -2034,13 +2034,11 @@ def _running_norm(
 ) -> SSAValue:
     """`(x - running_mean) * rsqrt(running_var + eps) * weight + bias` per channel (dim 1);
     `arguments` are (weight, bias, running_mean, running_var), weight and bias optional. In
-    f32 for f16 with an eps below f16's smallest normal number (as torch computes it: f16
-    holds 1e-12 as 0, and rsqrt of a small variance past f16's range), rounded once to x's
-    type."""
+    f32 where `graph.norm_in_f32` says (f16 holds an eps of 1e-12 as 0, and rsqrt of a small
+    variance lies past f16's range), rounded once to x's type."""
     weight, bias, mean, var = arguments
     out = _type(x)
-    small_eps = out.element_type == f16 and eps < float(np.finfo(np.float16).tiny)
-    work = TensorType(f32, out.get_shape()) if small_eps else out
+    work = TensorType(f32, out.get_shape()) if graph.norm_in_f32(out.element_type, eps) else out
     shape = out.get_shape()
     x = t.cast(x, work.element_type)
 

@@ -49,9 +49,6 @@ _LOWEST: dict[Attribute, float] = {
 }
 """The most negative finite value of each graph element type."""
 
-F16_TINY = float(np.finfo(np.float16).tiny)
-"""f16's smallest normal number, 2^-14: a norm's eps below it is held with fewer bits."""
-
 MASKED_SCORE = -(2.0**127)
 """The score a boolean attention mask gives the keys it masks (f16 scores get f16's lowest
 finite value, −65504, which is higher): below every score that is not masked itself, so that
@@ -114,12 +111,9 @@ def _inv_rms(rewriter: PatternRewriter, sq: SSAValue, eps: float) -> SSAValue:
 
 
 def _widened(rewriter: PatternRewriter, x: SSAValue, eps: float) -> SSAValue:
-    """`x` in f32 where it is f16 and `eps` is below f16's smallest normal number: a norm's
-    statistics, eps and 1 / rms are then computed in f32, as torch computes them (f16 holds
-    such an eps with fewer bits, 1e-8 or 1e-12 as 0: a row of zeros or of equal values gave
-    NaN, where torch gives 0), the result rounded once to f16. bf16 holds any such eps to
-    2^-9 of itself, as f16 holds a normal one to 2^-11: those stay in their type."""
-    if _type(x).element_type == f16 and eps < F16_TINY:
+    """`x` in f32 where a norm of its values with `eps` is computed in f32
+    (`graph.norm_in_f32`)."""
+    if graph.norm_in_f32(_type(x).element_type, eps):
         return _emit(rewriter, graph.CastOp(x, f32))
     return x
 
