@@ -47,23 +47,36 @@ def test_3xtf32_swap_batched_and_atomic_on_cpu(batch: int, knobs: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "program,swapped",
+    "program,knobs,swapped",
     [
-        (skinny(65, 200, 260, "f32", epilogue="bias_gelu"), 1),
-        (skinny(127, 72, 512, "f32", epilogue="relu"), 1),
-        (skinny(97, 136, 1000, "f32", batch=3), 1),
-        (mlp((3, 40), 256, 264, "f32"), 2),
-        (skinny(300, 260, 320, "f32", epilogue="bias_gelu"), 1),
-        (skinny(131, 128, 256, "f32", batch=2), 1),
+        (skinny(65, 200, 260, "f32", epilogue="bias_gelu"), "", 1),
+        (skinny(127, 72, 512, "f32", epilogue="relu"), "", 1),
+        (skinny(97, 136, 1000, "f32", batch=3), "", 1),
+        (mlp((3, 40), 256, 264, "f32"), "", 2),
+        (skinny(300, 260, 320, "f32", epilogue="bias_gelu"), "sms=16", 1),
+        (skinny(131, 128, 256, "f32", batch=2), "sms=8", 1),
+        (skinny(300, 260, 320, "f32", epilogue="bias_gelu"), "", 0),
+        (skinny(131, 128, 256, "f32", batch=2), "", 0),
     ],
-    ids=["65_bias_gelu", "127_relu", "97_batch3", "mlp_3x40", "300_bias_gelu", "131_batch2"],
+    ids=[
+        "65_bias_gelu",
+        "127_relu",
+        "97_batch3",
+        "mlp_3x40",
+        "300_bias_gelu",
+        "131_batch2",
+        "300_bias_gelu_132_sms",
+        "131_batch2_132_sms",
+    ],
 )
-def test_default_plan_swaps_65_rows_and_more_on_cpu(program: str, swapped: int) -> None:
+def test_default_plan_swaps_65_rows_and_more_on_cpu(program: str, knobs: str, swapped: int) -> None:
     """The default plan of f32 linears of 65 rows and more (`swap=auto`): ragged rows over a
     128-row block (three of them at 300 rows, a row past one at 131), an epilogue, a weight
-    per batch entry, an MLP's two linears of 120 rows."""
-    assert str(lower(program, "fuse,plan")[1]).count('swap = "on"') == swapped
-    error, _ = error_on_cpu(program, tile_with(""), seed=3)
+    per batch entry, an MLP's two linears of 120 rows. Past 128 rows the swap needs a grid of
+    half the SMs (or a split): the 9 and 4 blocks there take it on 16 and 8 SMs, not on 132
+    (K too short to split), where the other rules run them."""
+    assert str(lower(program, f"fuse,plan{{{knobs}}}")[1]).count('swap = "on"') == swapped
+    error, _ = error_on_cpu(program, tile_with(knobs), seed=3)
     assert error < 2e-6, error
 
 

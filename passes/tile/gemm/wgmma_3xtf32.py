@@ -60,7 +60,11 @@ from tinyopt.passes.tile.gemm.contraction_match import (
 from tinyopt.passes.tile.gemm.contraction_plan import starved_row_block
 from tinyopt.passes.tile.gemm.mma_sync import sums_products
 from tinyopt.passes.tile.gemm.split_k import SPLIT_PARTIAL
-from tinyopt.passes.tile.gemm.split_k_plan import SPLIT_TF32_STEP_SECONDS, auto_wgmma_splits
+from tinyopt.passes.tile.gemm.split_k_plan import (
+    SPLIT_TF32_STEP_SECONDS,
+    auto_wgmma_splits,
+    swap_splits,
+)
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.skinny_plan import CUDA_CORE_BALANCE
 from tinyopt.passes.tile.gemm.wgmma_plan import (
@@ -185,7 +189,9 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         operands = plain_operands(c, k, n)
         assert not isinstance(operands, str)
         partial = SPLIT_PARTIAL in kernel.attributes  # K is a chunk its split chose
-        if knobs.swap == "off" or (knobs.swap == "auto" and not auto_swaps(c, partial)):
+        if knobs.swap == "off":
+            return None
+        if knobs.swap == "auto" and not auto_swaps(c, self.target, partial):
             return None
         if operands.b_mn_major:
             return _fail("swap=on needs B [N, K] (its rows are the product's A, K-major)")
@@ -260,17 +266,36 @@ a full 128-row block of B. Measured (H100, RESULTS.md thirty-second session run 
 or above 1.01 but one), the default before it (CUDA cores to 1000 rows or so, the plain 3xTF32
 tiles past) 0.66-1.48x, slower on all 32 shapes."""
 
+SWAP_MIN_FILL = 2
+"""Past 128 rows, `swap=auto` takes a grid of 128×128 blocks that holds at least 1 / this of
+the SMs, or one its split fills: on 30 random f32 linears of 132-3812 rows (H100, RESULTS.md
+thirty-third session run 1) the swapped plan lost to the other rules on the four grids of 6,
+35, 36 and 45 blocks that K was too short to split (0.46-0.92x cuBLAS against 0.76-1.35x) and
+won or tied on the 26 others, of 60 blocks or more or split (28 and 32 blocks split: 1.16x and
+1.46x as fast); of those, 493×1822×768 on 60 blocks (0.90 against 0.78) falls below. Checked
+on 28 fresh random shapes of 154-1459 rows (run 2): where the condition declines the swap, the
+swapped plan would have run 0.50-0.89x against the default's 0.80-0.96x (ties at 0.90 and
+0.89); where it takes it, 0.73-2.45x against `swap=off`'s 0.53-2.02x, none slower."""
 
-def auto_swaps(c: Contraction, partial: bool = False) -> bool:
+
+def auto_swaps(c: Contraction, target: Target, partial: bool = False) -> bool:
     """Whether `swap=auto` takes contraction `c`: more rows than the CUDA cores' FMAs per f32
     weight byte keep up with (`CUDA_CORE_BALANCE`, 17 and up), up to 128 (the widest swapped
-    block, `SWAP_WIDTHS`) or past it with `SWAP_FULL_ROWS` columns or more, a K-major B, K of
-    `SWAP_MIN_K` or more (but in a split's `partial` kernel, whose K is one chunk)."""
-    _, m, n, k = c.extents
+    block, `SWAP_WIDTHS`) or past it with `SWAP_FULL_ROWS` columns or more and a grid that
+    fills the SMs (`SWAP_MIN_FILL`), a K-major B, K of `SWAP_MIN_K` or more (but in a split's
+    `partial` kernel, whose K is one chunk its split chose)."""
+    batch, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     if isinstance(operands, str) or operands.b_mn_major or (k < SWAP_MIN_K and not partial):
         return False
-    return 2 * m / 4 > CUDA_CORE_BALANCE and (m <= SWAP_WIDTHS[-1] or n >= SWAP_FULL_ROWS)
+    if 2 * m / 4 <= CUDA_CORE_BALANCE:
+        return False
+    if m <= SWAP_WIDTHS[-1] or partial:
+        return True
+    widest = SWAP_WIDTHS[-1]
+    blocks = batch * -(-n // widest) * -(-m // widest)
+    filled = SWAP_MIN_FILL * blocks >= target.sms or swap_splits(c, widest, widest, target) > 1
+    return n >= SWAP_FULL_ROWS and filled
 
 
 def swap_refusal(t: Wgmma3xTf32Tiles, target: Target) -> str | None:
