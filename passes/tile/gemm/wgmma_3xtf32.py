@@ -274,8 +274,8 @@ thirty-third session run 1) the swapped plan lost to the other rules on the four
 won or tied on the 26 others, of 60 blocks or more or split (28 and 32 blocks split: 1.16x and
 1.46x as fast); of those, 493×1822×768 on 60 blocks (0.90 against 0.78) falls below. Checked
 on 28 fresh random shapes of 154-1459 rows (run 2): where the condition declines the swap, the
-swapped plan would have run 0.50-0.89x against the default's 0.80-0.96x (ties at 0.90 and
-0.89); where it takes it, 0.73-2.45x against `swap=off`'s 0.53-2.02x, none slower."""
+swapped plan would have run 0.50-0.90x against the default's 0.80-0.95x on its 10 shapes (two
+ties); where it takes it (16), 0.73-2.45x against `swap=off`'s 0.53-2.02x, none slower."""
 
 
 def auto_swaps(c: Contraction, target: Target, partial: bool = False) -> bool:
