@@ -16,7 +16,7 @@ from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import lower
-from tinyopt.passes.tile.gemm.wgmma_stream_k import shared_tiles
+from tinyopt.passes.tile.gemm.wgmma_stream_k import aligned_head, shared_tiles
 
 CASES = {
     # 3 x 3 tiles of 128x256 on 4 blocks: no whole round, 5 shared tiles (1.25 a block).
@@ -96,6 +96,43 @@ def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
         holder = ((unit + 1) * blocks - 1) // units  # StreamKWalk.share_holding
         assert bounds[holder] <= unit < bounds[holder + 1]
     assert (tiles - shared) % blocks == 0  # whole rounds before the shared tiles
+
+
+@pytest.mark.parametrize(
+    ("tiles", "blocks", "steps"),
+    [(9, 16, 6), (8, 12, 16), (80, 132, 95), (72, 132, 64), (16, 132, 64), (128, 132, 64)],
+)
+def test_aligned_shares_hold_each_tail_step_once_in_distinct_rows(
+    tiles: int, blocks: int, steps: int
+) -> None:
+    """The K-aligned walk on fewer tiles than blocks (`StreamKWalk._aligned_walk`): owners run
+    every tile's first `head` steps; the helpers' bounds over the tails are consecutive, give
+    each helper a step or more, and cover every tail step once; the holder `partials` names
+    holds it; the rows its pieces write (tile + helper) are distinct and within the blocks."""
+    head = aligned_head(tiles, blocks, steps)
+    assert 0 < head < steps and head * blocks >= tiles * steps
+    helpers, tail = blocks - tiles, steps - head
+    tails = tiles * tail
+    bounds = [j * tails // helpers for j in range(helpers + 1)]
+    assert bounds[0] == 0 and bounds[-1] == tails
+    assert all(b - a >= 1 for a, b in zip(bounds, bounds[1:]))  # no helper without a step
+    assert max(b - a for a, b in zip(bounds, bounds[1:])) <= head  # no helper past an owner
+    rows = set()
+    for j in range(helpers):
+        for t in range(bounds[j] // tail, -(-bounds[j + 1] // tail)):
+            low, high = max(bounds[j], t * tail), min(bounds[j + 1], (t + 1) * tail)
+            assert low < high
+            assert ((low + 1) * helpers - 1) // tails == j  # `partials`' holder of the piece
+            assert t + j not in rows and t + j < blocks
+            rows.add(t + j)
+
+
+def test_aligned_walk_is_not_taken_where_a_tail_would_leave_helpers_idle() -> None:
+    """No aligned walk on as many tiles as blocks, where the head would be the whole tile, or
+    where the tails hold fewer steps than there are helpers (contiguous shares then)."""
+    assert aligned_head(132, 132, 64) == 0
+    assert aligned_head(128, 132, 16) == 0  # ⌈128·16 / 132⌉ = 16 steps: nothing left
+    assert aligned_head(3, 16, 2) == 0  # 3 tails of 1 step for 13 helpers
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")

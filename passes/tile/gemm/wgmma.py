@@ -594,13 +594,12 @@ class _WgmmaEmitter:
         assert self.walk is not None and block is not None
         starts = em.value(arith.CmpiOp(em.add(piece.first, 0), em.index(0), "eq"))
         with em.when([starts]):
-            helpers = self.walk.helpers(piece)
-            with em.for_loop(*helpers, 1) as (share, _, _):
-                self._add_partial(acc, self.walk.counterpart(share))
+            with em.for_loop(*self.walk.partials(piece), 1) as (index, _, _):
+                self._add_partial(acc, self.walk.partial_slot(piece, index))
                 em.op(scf.YieldOp())
             self._tile_epilogue(acc, group, row)
         with em.when([em.value(arith.CmpiOp(em.add(piece.first, 0), em.index(0), "ne"))]):
-            self._write_partial(acc, block)
+            self._write_partial(acc, self.walk.slot(piece))
 
     def _tile_epilogue(self, acc: SSAValue, group: SSAValue, row: SSAValue) -> None:
         if self.swapped:
@@ -617,8 +616,8 @@ class _WgmmaEmitter:
         return self.em.value(arith.SubiOp(self.tid, self.em.index(WARPGROUP)))
 
     def _write_partial(self, acc: SSAValue, block: SSAValue) -> None:
-        """Writes the thread's partial sums to the block's row of the workspace, then, once
-        every consumer thread has, sets the block's flag (release)."""
+        """Writes the thread's partial sums to row `block` of the workspace (`walk.slot`), then,
+        once every consumer thread has, sets that row's flag (release)."""
         em, t = self.em, self.t
         workspace, flags = self.stream_buffers
         thread = self._consumer_thread()
@@ -631,7 +630,7 @@ class _WgmmaEmitter:
             em.op(tile.FlagSetOp(flags, block))
 
     def _add_partial(self, acc: SSAValue, helper: SSAValue) -> None:
-        """Waits for block `helper`'s flag (acquire), then adds its partial sums to `acc`."""
+        """Waits for row `helper`'s flag (acquire), then adds its partial sums to `acc`."""
         em, t = self.em, self.t
         workspace, flags = self.stream_buffers
         thread = self._consumer_thread()

@@ -17,6 +17,18 @@ after it waits for the later shares' flags and adds their partial sums (each sha
 most one, of its first piece, to its row of the workspace). A block waits only for blocks
 launched before it, and the later shares' tails are their first work, so the wait is short.
 The producer warpgroup walks the same pieces, so the ring's slots and phases carry over.
+
+A grid of fewer tiles than blocks is shared with the tiles' K kept aligned (`aligned_head`):
+contiguous shares of the tiles' steps start at offsets spread over the whole of K, so blocks
+reading the same rows of A or columns of B read them at different times, and a GEMM whose
+operands L2 holds read them from DRAM three times over (1000×2544×6032 bf16 on an H100: 126 MB
+against 43, RESULTS.md thirty-third session run 3). Instead each of the T tiles has an owner
+block that runs its first W = ⌈T·S / G⌉ steps, all owners in step with each other, and the
+tiles' remaining steps, one after the other, are cut evenly among the other G - T blocks, the
+helpers, whose pieces lie within the last S - W steps; a helper piece is written to the
+workspace row `tile + helper` (the pieces, ordered by position, number their tile and helper
+indices' sums, each at most once), and the owner adds them in K order. Helpers are the first
+blocks launched and never wait, so an owner waits only for blocks launched before it.
 """
 
 from __future__ import annotations
@@ -61,6 +73,17 @@ def stream_k_refusal(tiles: int, blocks: int, steps: int) -> str | None:
     return None
 
 
+def aligned_head(tiles: int, blocks: int, steps: int) -> int:
+    """The steps W each owner runs of its tile where fewer tiles than blocks are shared with K
+    aligned, or 0 where they are not: W = ⌈T·S / G⌉ leaves each tile a tail and each helper at
+    least one step of the tails (so an owner waits only for helpers holding some of its tile)."""
+    if tiles >= blocks:
+        return 0
+    head = -(-tiles * steps // blocks)
+    tail = tiles * (steps - head)
+    return head if head < steps and tail >= blocks - tiles else 0
+
+
 def shared_tiles(tiles: int, blocks: int) -> int:
     """The tiles whose K steps the blocks share: the last `G + T % G`, or all of them where
     they are fewer than the blocks."""
@@ -76,10 +99,18 @@ class StreamKWalk:
         self.rounds = (tiles - self.shared) // blocks
         """Rounds of whole tiles before the shared ones."""
         self.units = self.shared * steps
+        self.head = aligned_head(tiles, blocks, steps)
+        """With K aligned (`aligned_head`): the steps an owner runs of its tile, else 0."""
+        self.helpers_count = blocks - tiles
+        self.tail = steps - self.head
+        """A tile's steps past its owner's."""
 
     def walk(self, block: SSAValue, body: Callable[[Piece], None]) -> None:
         """Runs `body` on each piece of `block`'s work, in order."""
         em, steps = self.em, self.steps
+        if self.head:
+            self._aligned_walk(block, body)
+            return
         if self.rounds:
             with em.for_loop(0, self.rounds, 1) as (turn, _, _):
                 tile = em.add(block, em.mul(turn, self.blocks))
@@ -99,6 +130,55 @@ class StreamKWalk:
             tile = em.add(index, self.rounds * self.blocks)
             body(Piece(tile, ring, first, count, shared=True, share=share))
             em.op(scf.YieldOp())
+
+    def _aligned_walk(self, block: SSAValue, body: Callable[[Piece], None]) -> None:
+        """The K-aligned walk: helper `block` (below G - T) runs its share of the tails, owner
+        `block` its tile's first `head` steps."""
+        em, helpers = self.em, self.helpers_count
+        with em.when([em.less(block, helpers)]):
+            tails = self.shared * self.tail
+            start = em.div(em.mul(block, tails), helpers)
+            end = em.div(em.mul(em.add(block, 1), tails), helpers)
+            first_tile = em.div(start, self.tail)
+            last_tile = em.div(em.add(end, self.tail - 1), self.tail)
+            with em.for_loop(first_tile, last_tile, 1) as (index, _, _):
+                begin = em.mul(index, self.tail)
+                low = em.value(arith.MaxSIOp(start, begin))
+                high = em.value(arith.MinSIOp(end, em.add(begin, self.tail)))
+                ring = em.value(arith.SubiOp(low, start))
+                first = em.add(em.value(arith.SubiOp(low, begin)), self.head)
+                count = em.value(arith.SubiOp(high, low))
+                body(Piece(index, ring, first, count, shared=True, share=block))
+                em.op(scf.YieldOp())
+        with em.when([em.value(arith.CmpiOp(block, em.index(helpers), "sge"))]):
+            owned = em.value(arith.SubiOp(block, em.index(helpers)))
+            body(Piece(owned, 0, 0, self.head, shared=True, share=block))
+
+    def slot(self, piece: Piece) -> SSAValue:
+        """The workspace row and flag a piece that does not start its tile writes: its block's
+        (the one partial sum a contiguous share writes), or with K aligned its tile's and
+        helper's indices summed."""
+        assert piece.share is not None
+        if self.head:
+            return self.em.add(piece.tile, piece.share)
+        return self.counterpart(piece.share)
+
+    def partials(self, piece: Piece) -> tuple[SSAValue, SSAValue]:
+        """The range of the pieces holding the rest of `piece`'s tile (which it starts), in K
+        order: shares after its own, or with K aligned the helpers holding the tile's tail."""
+        if not self.head:
+            return self.helpers(piece)
+        em, tails = self.em, self.shared * self.tail
+
+        def holder(unit: SSAValue) -> SSAValue:  # the helper whose bounds hold tail step `unit`
+            return em.div(em.add(em.mul(em.add(unit, 1), self.helpers_count), -1), tails)
+
+        begin = em.mul(piece.tile, self.tail)
+        return holder(begin), em.add(holder(em.add(begin, self.tail - 1)), 1)
+
+    def partial_slot(self, piece: Piece, index: SSAValue) -> SSAValue:
+        """The workspace row and flag of the `index`-th of `partials(piece)`."""
+        return self.em.add(piece.tile, index) if self.head else self.counterpart(index)
 
     def first_unit(self, share: SSAValue) -> SSAValue:
         """The first K step (of the shared tiles' sequence) share `share` holds."""
