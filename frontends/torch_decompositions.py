@@ -69,6 +69,9 @@ def _decomposed(
     import torch
 
     table = torch.export.default_decompositions()
+    table[torch.ops.aten.cross_entropy_loss.default] = _cross_entropy_loss(
+        table[torch.ops.aten.cross_entropy_loss.default]
+    )
     decomposed: list[object] = []
     candidate, pending = program, set(ops)
     for _ in range(ROUNDS):
@@ -88,3 +91,47 @@ def _decomposed(
         if not pending:
             return candidate, decomposed
     return None
+
+
+def _cross_entropy_loss(default: Callable[..., object]) -> Callable[..., object]:
+    """torch's decomposition of `cross_entropy_loss`, but for class weights with label
+    smoothing and the mean reduction: there torch's (for traced tensors) divides the smoothing
+    term by the target classes' weights gathered at `target.masked_fill(target ==
+    ignore_index, 0)`, an integer `masked_fill` of an input, which the capture refuses (integers
+    in f32 past 2^24). Here those weights are summed over a match of each target with the class
+    index instead (a comparison with an `arange`, exact), the rest as torch's."""
+    import torch
+
+    aten = torch.ops.aten
+
+    def decompose(
+        x: torch.Tensor,
+        target: torch.Tensor,
+        weight: torch.Tensor | None = None,
+        reduction: int = 1,
+        ignore_index: int = -100,
+        label_smoothing: float = 0.0,
+    ) -> object:
+        if (
+            weight is None
+            or label_smoothing <= 0.0
+            or reduction != 1  # Reduction::Mean
+            or target.is_floating_point()  # class probabilities: no gather
+        ):
+            return default(x, target, weight, reduction, ignore_index, label_smoothing)
+        class_dim = 0 if x.dim() == 1 else 1
+        classes = x.shape[class_dim]
+        logp = aten._log_softmax(x, class_dim, False)
+        nll = aten.nll_loss_nd(logp, target, weight, reduction, ignore_index)
+        spread = [1] * x.dim()
+        spread[class_dim] = classes
+        weights = weight.view(spread)
+        ignored = target == ignore_index
+        smooth = -(logp * weights).sum(class_dim)
+        smooth = smooth.masked_fill(ignored, 0.0)
+        named = target.unsqueeze(class_dim) == torch.arange(classes, device=x.device).view(spread)
+        picked = torch.where(named, weights, torch.zeros((), dtype=weights.dtype)).sum(class_dim)
+        total = picked.masked_fill(ignored, 0.0).sum()
+        return (1 - label_smoothing) * nll + smooth.sum() / total * (label_smoothing / classes)
+
+    return decompose

@@ -2562,7 +2562,7 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     """The k largest (smallest) elements along a dim and their indices, in order (`sort`: all
     n of them; `argsort`: the indices). Each element's rank is the count of elements that come
     before it: larger (smaller) ones, NaN counting as the largest as in torch, and equal ones
-    at lower indices; output r then takes the element of rank r (a masked sum with one term).
+    at lower indices; output r then takes the element of rank r (`_picked`).
     Ties come out in index order (a stable sort)."""
     name = node.target._overloadpacket.__name__  # pyright: ignore
     x = t.value(node.args[0], node)
@@ -2598,7 +2598,7 @@ def _topk(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
     )
 
     candidates = t.broadcast(t.reshape(moved, [*lead, 1, n]), picked)
-    values = _moved_back(t, _masked_reduce(t, match, candidates, rank), dim)
+    values = _moved_back(t, _picked(t, match, candidates, rank), dim)
     positions = _masked_reduce(t, match, t.emit(graph.IotaOp(index, rank)), rank)
     indices = t.cast(_moved_back(t, positions, dim), i64)
     if zero_d:  # torch's results are 0-d again
@@ -2646,7 +2646,7 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         has_nan = t.emit(graph.CompareOp(count, t.scalar(0.0, _type(count)), "gt"))
         target = t.emit(graph.SelectOp(has_nan, first_nan, target))
     match = t.emit(graph.CompareOp(ranks, target, "eq"))
-    value = _masked_reduce(t, match, moved, len(lead))
+    value = _picked(t, match, moved, len(lead))
     index = t.emit(graph.IotaOp(TensorType(f32, [*lead, n]), len(lead)))
     position = _masked_reduce(t, match, index, len(lead))
     if keepdim:
@@ -2661,7 +2661,7 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
 def _quantile(t: _Translator, node: Node) -> SSAValue:
     """`torch.quantile` along a dim (or of all elements) at quantiles known at capture (a
     number, or a constant tensor `forward` makes): position p = q·(n − 1) in ascending order
-    (`_ranks`), the elements of ranks floor(p) and ceil(p) picked (masked sums with one term)
+    (`_ranks`), the elements of ranks floor(p) and ceil(p) picked (`_picked`)
     and interpolated as `interpolation` says; a row holding NaN gives NaN, as torch's. torch's
     own decomposition truncates its positions to integers from the values, which is refused.
     Quantiles from the inputs or weights are refused (the positions would be values)."""
@@ -2694,7 +2694,7 @@ def _quantile(t: _Translator, node: Node) -> SSAValue:
 
     def ranked(r: int) -> SSAValue:
         match = t.emit(graph.CompareOp(ranks, t.scalar(float(r), _type(ranks)), "eq"))
-        return _masked_reduce(t, match, moved, len(lead))
+        return _picked(t, match, moved, len(lead))
 
     nan = t.cast(t.emit(graph.CompareOp(moved, moved, "ne")), f32)
     has_nan = t.emit(
@@ -3146,8 +3146,9 @@ def _nll_loss(t: _Translator, node: Node) -> list[SSAValue | None]:
     into log_softmax and this): `−x[.., target, ..] · weight[target]` along the class dim (1,
     or 0 for one sample) where the target is not `ignore_index`, then not reduced, summed, or
     summed over the picked weights' total; and that total. The class a target names is picked
-    by a masked sum over the classes (the target compared with the class index in f32, exact
-    for fewer than 2^24 classes); a target outside [0, C) picks 0, where torch raises. In f32
+    by a masked maximum over the classes (`_picked`: the target compared with the class index
+    in f32, exact for fewer than 2^24 classes); a target outside [0, C) picks −inf (an
+    infinite loss), where torch raises. In f32
     for f16/bf16."""
     x = t.value(node.args[0], node)
     shape = list(_type(x).get_shape())
@@ -3162,7 +3163,7 @@ def _nll_loss(t: _Translator, node: Node) -> list[SSAValue | None]:
     one_per_row = [*rows[:dim], 1, *rows[dim:]]
     wanted = t.broadcast(t.reshape(target, one_per_row), shape)
     hit = t.emit(graph.CompareOp(wanted, t.emit(graph.IotaOp(TensorType(f32, shape), dim)), "eq"))
-    picked = _masked_reduce(t, hit, x, dim)
+    picked = _picked(t, hit, x, dim)
     row_type = TensorType(work.element_type, rows)
     zero, one = t.scalar(0.0, row_type), t.scalar(1.0, row_type)
     weight = _arg(node, 2, "weight")
@@ -3171,7 +3172,7 @@ def _nll_loss(t: _Translator, node: Node) -> list[SSAValue | None]:
         spread = [1] * len(shape)
         spread[dim] = shape[dim]
         w = t.broadcast(t.reshape(w, spread), shape)
-        one = _masked_reduce(t, hit, w, dim)
+        one = _picked(t, hit, w, dim)
     ignore = float(_arg(node, 4, "ignore_index", -100))
     kept = t.emit(graph.CompareOp(target, t.scalar(ignore, _type(target)), "ne"))
     weights = t.emit(graph.SelectOp(kept, one, zero))
@@ -3860,9 +3861,9 @@ the whole gathered dim (index length × dim length terms per slice)."""
 @_handles("gather")
 def _gather_along(t: _Translator, node: Node) -> SSAValue:
     """`torch.gather(x, dim, index)`: `out[.., j, ..] = x[.., index[.., j, ..], ..]` as a masked
-    sum over x's dim (one term where the index matches, the indices compared as f32, exact
-    below 2^24); x is sliced to the index's extent in the other dims. An index out of range
-    gives 0 (torch raises)."""
+    maximum over x's dim (`_picked`: one term where the index matches, the indices compared as
+    f32, exact below 2^24); x is sliced to the index's extent in the other dims. An index out
+    of range gives −inf (torch raises)."""
     out = t.tensor_type(node)
     dim = _dims(node.args[1], out.get_num_dims())[0]
     return _gathered(t, node, t.value(node.args[0], node), dim, t.value(node.args[2], node))
@@ -3872,7 +3873,7 @@ def _gather_along(t: _Translator, node: Node) -> SSAValue:
 def _take_along_dim(t: _Translator, node: Node) -> SSAValue:
     """`torch.take_along_dim(x, index, dim)`: x and the index broadcast against each other in
     every dim but `dim`, a negative index counted from the end, then `gather`; without `dim`,
-    of both flattened. An index out of range gives 0 (torch raises)."""
+    of both flattened. An index out of range gives −inf (torch raises)."""
     out = t.tensor_type(node)
     x, index = t.value(node.args[0], node), t.cast(t.value(node.args[1], node), f32)
     dim = _arg(node, 2, "dim", None)
@@ -3908,7 +3909,7 @@ def _gathered(t: _Translator, node: Node, x: SSAValue, dim: int, index: SSAValue
     k = t.emit(graph.IotaOp(TensorType(f32, wide), rank))
     wanted = t.broadcast(t.reshape(index, [*shape, 1]), wide)
     match = t.emit(graph.CompareOp(wanted, k, "eq"))
-    return t.cast(_masked_reduce(t, match, terms, rank), out.element_type)
+    return t.cast(_picked(t, match, terms, rank), out.element_type)
 
 
 _SCATTER_REDUCTIONS: dict[str, tuple[type[graph.ReduceOp], float, type[graph.BinaryOp]]] = {
@@ -3988,7 +3989,8 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
         src = t.emit(graph.MulOp(src, t.scalar(float(alpha), _type(src))))
     if reduced:
         return t.cast(_scatter_reduced(t, node, x, hit, src, dim), out.element_type)
-    added = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
+    fold = _picked if name == "scatter" else _masked_reduce  # scatter's indices are distinct
+    added = _moved_back(t, fold(t, hit, src, len(wide) - 1), dim)
     if name == "scatter":  # distinct indices: the one src entry naming k, else x
         return t.cast(t.emit(graph.SelectOp(any_hit, added, x)), out.element_type)
     return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
@@ -4083,10 +4085,20 @@ def _masked_reduce(
     identity: float = 0.0,
 ) -> SSAValue:
     """`values` reduced over `dim` where `keep` holds, the other terms taken as `identity`: a
-    masked sum with one kept term picks that term (topk, gather), with several it adds them
-    (scatter_add) or folds a prefix (cumsum)."""
+    masked sum adds the kept terms (scatter_add) or folds a prefix (cumsum); `_picked` takes
+    one term."""
     masked = t.emit(graph.SelectOp(keep, values, t.scalar(identity, _type(values))))
     return t.emit(reduce(masked, [dim], False))
+
+
+def _picked(t: _Translator, keep: SSAValue, values: SSAValue, dim: int) -> SSAValue:
+    """The one term of `values` along `dim` where `keep` holds (topk, gather, a scatter at
+    distinct indices), exactly: of floats a masked maximum over −inf, since a masked sum
+    starts at +0.0 and turns a picked −0.0 into +0.0 (torch keeps −0.0); no term kept gives
+    −inf. Integers (no signed zero) keep the masked sum, no term kept giving 0."""
+    if _type(values).element_type in graph.FLOAT_TYPES:
+        return _masked_reduce(t, keep, values, dim, graph.ReduceMaxOp, -math.inf)
+    return _masked_reduce(t, keep, values, dim)
 
 
 @_handles("cat", "concat")
@@ -4529,9 +4541,9 @@ def _index_put_at(t: _Translator, node: Node, dim: int, ids_arg: Node) -> SSAVal
     """`x[..., ids, ...] = values` along `dim` with a 1-D integer index (negative ids count from
     the end): for each position k, whether some id names it (compared as f32) and the sum of
     the values of those that do (a masked sum, as scatter_add's): added to x with
-    `accumulate`, else x where none names k and the value where one does. A tensor of values
-    written without `accumulate` needs ids distinct by construction (arange, or topk's, sort's
-    or argsort's): which of repeated writes wins is unspecified."""
+    `accumulate`, else x where none names k and the value where one does (`_picked`). A
+    tensor of values written without `accumulate` needs ids distinct by construction (arange,
+    or topk's, sort's or argsort's): which of repeated writes wins is unspecified."""
     out = t.tensor_type(node)
     work = _work_type(out).element_type
     work = f32 if work == graph.BOOL else work
@@ -4568,7 +4580,8 @@ def _index_put_at(t: _Translator, node: Node, dim: int, ids_arg: Node) -> SSAVal
     given = list(_type(values).get_shape())
     values = t.broadcast(t.reshape(values, [1] * (len(indexed) - len(given)) + given), indexed)
     src = t.broadcast(t.reshape(_moved_last(t, values, dim), [*lead, 1, m]), wide)
-    summed = _moved_back(t, _masked_reduce(t, hit, src, len(wide) - 1), dim)
+    fold = _masked_reduce if accumulate else _picked  # ids without repeats: one term each
+    summed = _moved_back(t, fold(t, hit, src, len(wide) - 1), dim)
     written = t.emit(graph.AddOp(x, summed) if accumulate else graph.SelectOp(any_hit, summed, x))
     return t.cast(written, out.element_type)
 
@@ -4655,11 +4668,18 @@ def _arange_start_step(node: Node) -> tuple[float, float]:
 def _linspace(t: _Translator, node: Node) -> SSAValue:
     """`torch.linspace(start, end, steps)` as torch computes it: `start + i·step` for the
     first half, `end − (steps − 1 − i)·step` for the rest, step = (end − start)/(steps − 1);
-    an index expression."""
+    an index expression. Of an integer dtype (torch truncates float64 steps from integer
+    bounds), the values torch gives, found at capture (`constant_value`) and taken as one more
+    trailing argument with their bound."""
     out = t.tensor_type(node)
     bounds = [_arg(node, 0, "start"), _arg(node, 1, "end")]
     if not all(isinstance(b, int | float) for b in bounds):
         raise t.fail(node, "aten.linspace with tensor bounds")
+    if _dtype(node) in _ID_DTYPES:
+        value = t.constant_value(node)
+        if value is None:  # pragma: no cover - numbers as bounds make a constant
+            raise t.fail(node, "aten.linspace of an integer dtype not known at capture")
+        return t.cast(t.folded(node, value), out.element_type)
     start, end = (float(b) for b in bounds)
     steps = int(_arg(node, 2, "steps"))
     work = TensorType(f32, out.get_shape())

@@ -1,0 +1,153 @@
+"""Capture bugs found by the thirty-third session, each fixed or refused by name now:
+
+- A picked −0.0 came out +0.0: `torch.gather`, `take_along_dim`, the values of `topk`, `sort`,
+  `kthvalue`, `median`, `quantile`, `scatter` at distinct indices, `index_put` without
+  `accumulate` and `nll_loss`'s picked class took their element by a masked sum over the dim,
+  and a sum starts at +0.0 (+0.0 + −0.0 is +0.0). They take it by a masked maximum over −inf
+  now (`_picked`), exact for every float, checked bit for bit (the sign of zeros included) at
+  the graph level, at the loop level and in the CUDA the GPU pipeline prints, run on the CPU
+  emulation.
+- `F.cross_entropy` with class weights, label smoothing and the mean reduction was refused as
+  "aten.masked_fill computes integers unbounded": torch's decomposition of it fills the
+  ignored targets with 0 (an integer `masked_fill` of an input) to gather their weights. The
+  capture replaces that decomposition's weight sum by a match of each target with the class
+  index; checked against torch in float64.
+- Integer `torch.linspace` was refused as "aten.linspace computes integers unbounded" (its
+  bounds are numbers): its values are taken from torch at capture, with their bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_frontend_survey28 import assert_matches_float64  # noqa: E402
+from test_frontend_torch import Fn  # noqa: E402
+from tinyopt.backends.loop_reference import run_loop_module  # noqa: E402
+from tinyopt.backends.reference import run_reference  # noqa: E402
+from tinyopt.compiler import apply_pipeline  # noqa: E402
+from tinyopt.frontends.torch_fx import FrontendError, capture  # noqa: E402
+from torch import Tensor, nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+ZEROS = torch.tensor([[-0.0, 1.0, -2.0, 3.0, 0.5], [5.0, -0.0, -3.0, 4.0, -1.5]])
+"""Rows with a −0.0 and no other zero (torch's order of ties is its own)."""
+INDEX = torch.tensor([[0, 2, 0, 4], [1, 1, 3, 0]])
+
+
+def _assert_same_bits(got: np.ndarray, want: Tensor) -> None:
+    want = want.numpy()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+PICKS: dict[str, tuple[nn.Module, tuple[Tensor, ...]]] = {
+    "gather": (Fn(lambda m, x, i: torch.gather(x, 1, i)), (ZEROS, INDEX)),
+    "gather_dim0": (Fn(lambda m, x: torch.gather(x, 0, m.i), i=INDEX[:, :3] % 2), (ZEROS,)),
+    "take_along_dim": (Fn(lambda m, x, i: torch.take_along_dim(x, i, -1)), (ZEROS, INDEX)),
+    "topk": (Fn(lambda m, x: torch.topk(x, 3, dim=1).values), (ZEROS,)),
+    "topk_smallest": (Fn(lambda m, x: torch.topk(x, 4, largest=False).values), (ZEROS,)),
+    "sort": (Fn(lambda m, x: torch.sort(x, dim=-1, descending=True).values), (ZEROS,)),
+    "kthvalue": (Fn(lambda m, x: torch.kthvalue(x, 3, dim=1).values), (ZEROS,)),
+    "median": (Fn(lambda m, x: torch.median(x[:, :3], dim=1).values), (ZEROS,)),
+    "scatter": (
+        Fn(lambda m, x, s: x.scatter(1, torch.argsort(s, dim=1), s)),
+        (torch.ones(2, 5), ZEROS),
+    ),
+    "index_put": (
+        Fn(lambda m, x, v: x.index_put((torch.arange(2),), v)),
+        (torch.ones(2, 5), ZEROS),
+    ),
+    "nll_loss": (
+        Fn(lambda m, x: F.nll_loss(x, m.t, reduction="none"), t=torch.tensor([0, 1])),
+        (ZEROS,),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(PICKS))
+def test_a_picked_negative_zero_keeps_its_sign(name: str) -> None:
+    module, inputs = PICKS[name]
+    cap = capture(module, *inputs)
+    with torch.no_grad():
+        want = module(*inputs)
+    (got,) = run_reference(cap.module, *cap.arguments(*inputs))
+    _assert_same_bits(np.asarray(got, np.float32), want)
+    for pipeline in ("fuse", "decompose,fuse"):
+        lowered = apply_pipeline(cap.module.clone(), pipeline)
+        (got,) = run_loop_module(lowered, "forward", *cap.arguments(*inputs))
+        _assert_same_bits(np.asarray(got, np.float32), want)
+
+
+@pytest.mark.parametrize("name", ["gather", "topk", "sort", "scatter"])
+def test_a_picked_negative_zero_keeps_its_sign_in_cuda_on_the_cpu(name: str) -> None:
+    from cpu_cuda import COMPILER
+    from cpu_wgmma import run_program_on_cpu
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    module, inputs = PICKS[name]
+    cap = capture(module, *inputs)
+    with torch.no_grad():
+        want = module(*inputs)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse,tile,to-cuda")
+    (got,) = run_program_on_cpu(lowered, [np.asarray(a) for a in cap.arguments(*inputs)])
+    _assert_same_bits(got, want)
+
+
+def test_a_picked_f16_negative_zero_keeps_its_sign() -> None:
+    module = Fn(lambda m, x: (torch.gather(x, 1, m.i), torch.topk(x, 2).values), i=INDEX)
+    x = ZEROS.half()
+    cap = capture(module, x)
+    want = module(x)
+    got = run_reference(cap.module, *cap.arguments(x), dtype=None)
+    for g, w in zip(got, want, strict=True):
+        _assert_same_bits(np.asarray(g, np.float32), w.float())
+
+
+@pytest.mark.parametrize(
+    ("shape", "target", "ignore_index"),
+    [
+        ((4, 5), [0, 3, 4, 1], -100),
+        ((4, 5), [0, -100, 4, -100], -100),
+        ((4, 5), [0, 2, 4, 2], 2),
+        ((5,), 3, -100),
+        ((2, 5, 3, 2), [[[0, 1], [4, 2], [3, 3]], [[1, -100], [0, 4], [2, 2]]], -100),
+    ],
+)
+def test_cross_entropy_with_weights_and_label_smoothing(
+    shape: tuple[int, ...], target: list | int, ignore_index: int
+) -> None:
+    torch.manual_seed(0)
+    module = Fn(
+        lambda m, x, t: F.cross_entropy(
+            x, t, weight=m.w, label_smoothing=0.15, ignore_index=ignore_index
+        ),
+        w=torch.rand(5) + 0.1,
+    )
+    assert_matches_float64(module, torch.randn(shape), torch.tensor(target))
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "steps", "dtype"),
+    [(0, 10, 4, torch.int64), (-3, 10, 7, torch.int32), (2.7, -5.5, 6, torch.int64)],
+)
+def test_integer_linspace(start: float, end: float, steps: int, dtype: torch.dtype) -> None:
+    module = Fn(lambda m, x: x * torch.linspace(start, end, steps, dtype=dtype))
+    x = torch.randn(2, steps)
+    cap = capture(module, x)
+    (got,) = run_reference(cap.module, *cap.arguments(x))
+    np.testing.assert_array_equal(np.asarray(got, np.float32), module(x).numpy())
+
+
+def test_integer_linspace_as_an_index() -> None:
+    module = Fn(lambda m, x: x[:, torch.linspace(0, 6, 4, dtype=torch.int64)])
+    assert_matches_float64(module, torch.randn(3, 7))
+
+
+def test_integer_linspace_past_f32s_integers_refused() -> None:
+    module = Fn(lambda m, x: x * torch.linspace(0, 2**30, 3, dtype=torch.int64))
+    with pytest.raises(FrontendError, match=r"constant integer tensor up to 1073741824"):
+        capture(module, torch.randn(2, 3))
