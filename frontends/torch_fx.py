@@ -531,7 +531,14 @@ class _Translator:
         if like.element_type == graph.BOOL:
             number = self.scalar(float(value), TensorType(f32, like.get_shape()))
             return self.cast(number, graph.BOOL)
-        return self.broadcast(self.emit(graph.ConstantOp.scalar(value, like)), like.get_shape())
+        try:
+            number = graph.ConstantOp.scalar(value, like)
+        except OverflowError:  # handlers' errors name the op (`translate`)
+            raise ValueError(
+                f"the number {value:g} is past the range of {like.element_type}, the type this "
+                "op computes in (numbers are held in the tensor's type)"
+            ) from None
+        return self.broadcast(self.emit(number), like.get_shape())
 
     def constant_value(self, node: Node) -> torch.Tensor | None:
         """Return the value of a node computed from no input, parameter or buffer (from
@@ -1788,7 +1795,7 @@ def _pad_block(
     """The `size` elements `mode` puts before (or after) x along `dim`."""
     extent = _type(x).get_shape()[dim]
     if mode == "constant":
-        return _constant_block(t, x, dim, size, float(value or 0))
+        return _constant_block(t, x, dim, size, float(0 if value is None else value))  # -0.0 too
     if mode == "replicate":
         edge = t.emit(graph.SliceOp(x, dim, 0 if before else extent - 1, 1, 1))
         shape = list(_type(x).get_shape())
@@ -1862,13 +1869,21 @@ def _moved_element_type(t: _Translator, node: Node, args: Sequence[Any]) -> Attr
     return t.tensor_type(node).element_type
 
 
+def _rows(t: _Translator, table: SSAValue, ids: SSAValue) -> SSAValue:
+    """`graph.gather` of `table`'s rows by `ids`; a mask's rows gathered as 0/1 floats (the op
+    takes float tables)."""
+    if _type(table).element_type != graph.BOOL:
+        return t.emit(graph.GatherOp(table, ids))
+    return t.cast(t.emit(graph.GatherOp(t.cast(table, f32), ids)), graph.BOOL)
+
+
 def _take(t: _Translator, x: SSAValue, dim: int, ids: SSAValue) -> SSAValue:
     """The rows of `x` along `dim` that `ids` name (x's dim replaced by the ids' dims): a
     gather of x with `dim` moved to the front, the ids' dims moved back to its place."""
     rank = _type(x).get_num_dims()
     perm = [dim, *(d for d in range(rank) if d != dim)]
     table = x if dim == 0 else t.emit(graph.TransposeOp(x, perm))
-    gathered = t.emit(graph.GatherOp(table, ids))  # [*ids, rest of x without dim]
+    gathered = _rows(t, table, ids)  # [*ids, rest of x without dim]
     count = _type(ids).get_num_dims()
     order = [*range(count, count + dim), *range(count), *range(count + dim, count + rank - 1)]
     if order == list(range(len(order))):
@@ -3531,7 +3546,7 @@ def _embedding(t: _Translator, node: Node) -> SSAValue:
         raise t.fail(node, f"aten.embedding indices of dtype {_dtype(node.args[1])}")
     if _type(ids).element_type not in graph.ID_TYPES:
         ids = t.cast(ids, i64)
-    rows = t.emit(graph.GatherOp(table, ids))
+    rows = _rows(t, table, ids)
     renorm = node.args[0]
     if _op_name(renorm.target) != "aten.embedding_renorm":
         return rows
@@ -3890,7 +3905,8 @@ def _take_along_dim(t: _Translator, node: Node) -> SSAValue:
 def _gathered(t: _Translator, node: Node, x: SSAValue, dim: int, index: SSAValue) -> SSAValue:
     """`gather(x, dim, index)` of `node`'s result type (`_gather_along`)."""
     out = t.tensor_type(node)
-    x = t.cast(x, _work_type(out).element_type)
+    work = _work_type(out).element_type
+    x = t.cast(x, f32 if work == graph.BOOL else work)  # a mask picked as 0/1 floats
     rank = out.get_num_dims()
     index = t.cast(index, f32)
     shape = list(out.get_shape())
@@ -4340,7 +4356,11 @@ def _nan_to_num(t: _Translator, node: Node) -> SSAValue:
     nan, posinf = _arg(node, 1, "nan", 0.0), _arg(node, 2, "posinf", None)
     neginf = _arg(node, 3, "neginf", None)
     replaced = t.emit(
-        graph.SelectOp(t.emit(graph.CompareOp(x, x, "ne")), t.scalar(float(nan or 0.0), out), x)
+        graph.SelectOp(
+            t.emit(graph.CompareOp(x, x, "ne")),
+            t.scalar(float(0.0 if nan is None else nan), out),  # nan=-0.0 kept
+            x,
+        )
     )
     for value, default in ((posinf, top), (neginf, -top)):
         bound = t.scalar(math.copysign(math.inf, default), out)
@@ -4468,7 +4488,8 @@ def _masked_scatter(t: _Translator, node: Node) -> SSAValue:
     More masked rows than source holds repeat its last row (torch raises)."""
     out = t.tensor_type(node)
     shape = list(out.get_shape())
-    x = t.cast(t.value(node.args[0], node), out.element_type)
+    work = f32 if out.element_type == graph.BOOL else out.element_type  # a mask as 0/1 floats
+    x = t.cast(t.value(node.args[0], node), work)
     unexpanded, given, lead = _mask_rows(node.args[1], shape)
     rows, width = math.prod(shape[:lead]), math.prod(shape[lead:])
     if rows > CUMSUM_EXTENT:
@@ -4480,16 +4501,16 @@ def _masked_scatter(t: _Translator, node: Node) -> SSAValue:
     mask = t.cast(held, f32)
     terms, kept = _prefixes(t, mask, 0)  # [rows, rows]: mask[j] where j <= i
     before = t.emit(graph.SubOp(_masked_reduce(t, kept, terms, 1), mask))  # masked rows before
-    source = t.cast(t.value(node.args[2], node), out.element_type)
+    source = t.cast(t.value(node.args[2], node), work)
     total = math.prod(_type(source).get_shape())
     count = total // width
     if count == 0:
-        return x
+        return t.cast(x, out.element_type)
     flat = t.emit(graph.SliceOp(t.reshape(source, [total]), 0, 0, count * width, 1))
-    picked = t.emit(graph.GatherOp(t.reshape(flat, [count, width]), t.cast(before, i64)))
+    picked = _rows(t, t.reshape(flat, [count, width]), t.cast(before, i64))
     held = t.broadcast(t.reshape(held, [rows, 1]), [rows, width])
     written = t.emit(graph.SelectOp(held, picked, t.reshape(x, [rows, width])))
-    return t.reshape(written, shape)
+    return t.cast(t.reshape(written, shape), out.element_type)
 
 
 def _mask_rows(mask: Any, shape: list[int]) -> tuple[Any, list[int], int]:

@@ -14,9 +14,25 @@
   index; checked against torch in float64.
 - Integer `torch.linspace` was refused as "aten.linspace computes integers unbounded" (its
   bounds are numbers): its values are taken from torch at capture, with their bound.
+
+Found by the hunt over awkward inputs:
+
+- `torch.where(x > 0, x, -0.0)` gave +0.0 at the loop level (and in CUDA): `fuse` made each
+  f32 constant once per kernel in a dict keyed by its value, where −0.0 is +0.0. Keyed by the
+  sign too now.
+- `F.pad(x, ..., value=-0.0)` and `torch.nan_to_num(x, nan=-0.0)` padded / replaced with +0.0
+  (`value or 0`).
+- A mask (`bool` tensor) flipped, indexed by ids (`x[:, ids]`, `index_select`, an embedding of a
+  mask table), gathered (`gather`, `take_along_dim`) or `masked_scatter`ed failed with "captured
+  IR does not verify" (`graph.gather`/`graph.select` take float tensors): moved as 0/1 floats.
+- A number past the range of the type an op computes in (`x + 1e5`, `torch.where(m, x, -1e9)`
+  of f16 tensors) failed with "OverflowError: float too large to pack with e format"; refused
+  now naming the number and the type.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -151,3 +167,97 @@ def test_integer_linspace_past_f32s_integers_refused() -> None:
     module = Fn(lambda m, x: x * torch.linspace(0, 2**30, 3, dtype=torch.int64))
     with pytest.raises(FrontendError, match=r"constant integer tensor up to 1073741824"):
         capture(module, torch.randn(2, 3))
+
+
+def test_negative_zero_constant_beside_a_positive_one_in_a_kernel() -> None:
+    x = torch.tensor(
+        [[-0.0, 0.0, 1.0, -1.0, math.inf, -math.inf], [2.0, -0.0, -3.0, 0.5, 0.0, 7.0]]
+    )
+    module = Fn(lambda m, x: (torch.where(x > 0, x, -0.0), torch.where(x < 0, 0.0, -x)))
+    cap = capture(module, x)
+    want = module(x)
+    for pipeline in ("fuse", "decompose,fuse"):
+        lowered = apply_pipeline(cap.module.clone(), pipeline)
+        got = run_loop_module(lowered, "forward", *cap.arguments(x))
+        for g, w in zip(got, want, strict=True):
+            _assert_same_bits(np.asarray(g, np.float32), w)
+
+
+def test_negative_zero_constant_in_cuda_on_the_cpu() -> None:
+    from cpu_cuda import COMPILER
+    from cpu_wgmma import run_program_on_cpu
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    x = torch.tensor([[-0.0, 0.0, 1.0, -1.0], [2.0, -0.0, -3.0, 0.5]])
+    module = Fn(lambda m, x: torch.where(x > 0, x, -0.0) * torch.where(x < 0, 0.0, 1.0))
+    cap = capture(module, x)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse,tile,to-cuda")
+    (got,) = run_program_on_cpu(lowered, [np.asarray(a) for a in cap.arguments(x)])
+    _assert_same_bits(got, module(x))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, x: F.pad(x, (1, 2), value=-0.0),
+        lambda m, x: F.pad(x, (1, 1, 2, 0), value=-0.0),
+        lambda m, x: torch.nan_to_num(x, nan=-0.0),
+    ],
+    ids=["pad", "pad_2d", "nan_to_num"],
+)
+def test_negative_zero_fill_values(fn) -> None:
+    x = torch.tensor([[math.nan, 1.0, -0.0], [0.0, math.nan, 2.0]])
+    module = Fn(fn)
+    cap = capture(module, x)
+    want = module(x)
+    (got,) = run_reference(cap.module, *cap.arguments(x))
+    _assert_same_bits(np.asarray(got, np.float32), want)
+    (got,) = run_loop_module(apply_pipeline(cap.module.clone(), "fuse"), "forward", x.numpy())
+    _assert_same_bits(np.asarray(got, np.float32), want)
+
+
+MASK = torch.tensor([[True, False, True, True, False], [False, False, True, False, True]])
+
+
+@pytest.mark.parametrize(
+    ("fn", "extra"),
+    [
+        (lambda m, x: x.flip(1), ()),
+        (lambda m, x: x ^ x.flip(-1), ()),
+        (lambda m, x, i: x[:, i], (torch.tensor([0, 3, 3]),)),
+        (lambda m, x, i: x.index_select(1, i), (torch.tensor([4, 0]),)),
+        (lambda m, x, i: torch.gather(x, 1, i), (torch.tensor([[0, 3], [3, 1]]),)),
+        (lambda m, x, i: torch.take_along_dim(x, i, 1), (torch.tensor([[4, 3], [2, 1]]),)),
+        (lambda m, x, i: F.embedding(i, x), (torch.tensor([1, 0, 1]),)),
+        (lambda m, x, s: x.masked_scatter(x, s), (~MASK,)),
+    ],
+    ids=[
+        "flip", "xor_flip", "index", "index_select", "gather", "take_along_dim", "embedding",
+        "masked_scatter",
+    ],
+)  # fmt: skip
+def test_masks_moved_by_gathers(fn, extra: tuple[Tensor, ...]) -> None:
+    module = Fn(fn)
+    cap = capture(module, MASK, *extra)
+    want = module(MASK, *extra).numpy()
+    (got,) = run_reference(cap.module, *cap.arguments(MASK, *extra))
+    np.testing.assert_array_equal(got, want)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse")
+    (got,) = run_loop_module(lowered, "forward", *cap.arguments(MASK, *extra))
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("fn", "dtype", "number"),
+    [
+        (lambda m, x: x + 1e5, torch.float16, "100000"),
+        (lambda m, x: torch.where(x > 0, x, -1e9), torch.float16, "-1e\\+09"),
+        (lambda m, x: x / 1e5, torch.float16, "100000"),
+        (lambda m, x: x * 1e39, torch.float32, "1e\\+39"),
+    ],
+    ids=["add", "where", "div", "f32"],
+)
+def test_a_number_past_the_ops_type_refused(fn, dtype: torch.dtype, number: str) -> None:
+    with pytest.raises(FrontendError, match=rf"the number {number} is past the range of f(16|32)"):
+        capture(Fn(fn), torch.randn(2, 3).to(dtype))

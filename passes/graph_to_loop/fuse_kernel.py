@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import accumulate
-from math import prod
+from math import copysign, prod
 from typing import Literal
 
 from xdsl.dialects import arith, memref
@@ -213,7 +213,7 @@ class KernelBuilder:
         self._var_arg: dict[Var, SSAValue] = {}
         self._values: dict[tuple[SSAValue, Point], SSAValue] = {}
         self._indices: dict[Index, SSAValue] = {}
-        self._consts: dict[float, SSAValue] = {}
+        self._consts: dict[tuple[float, float], SSAValue] = {}
         self._target = 0
         self._kind: Kind = "elementwise"
         self._matmuls: tuple[SSAValue, ...] = ()
@@ -473,12 +473,14 @@ class KernelBuilder:
     # ------------------------------------------------------------------ scalar emission
 
     def const(self, value: float) -> SSAValue:
-        """Return an f32 constant, created once per kernel at the outermost level."""
-        if value not in self._consts:
+        """Return an f32 constant, created once per kernel at the outermost level (keyed by
+        its sign too: −0.0 == +0.0 as a dict key, and `where(c, x, -0.0)` keeps −0.0)."""
+        key = (value, copysign(1.0, value))
+        if key not in self._consts:
             op = arith.ConstantOp(FloatAttr(value, f32))
             self._blocks[0].add_op(op)
-            self._consts[value] = op.result
-        return self._consts[value]
+            self._consts[key] = op.result
+        return self._consts[key]
 
     def emit(self, op: Operation) -> SSAValue:
         """Append `op` at the current target level and return its result."""
