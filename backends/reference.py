@@ -383,7 +383,8 @@ def _cast(op: Operation, xs: list[np.ndarray]) -> np.ndarray:
         return np.trunc(xs[0])
     if xs[0].dtype.kind != "f":  # a mask or integer input becomes float64, then rounds
         return _to_element_type(xs[0].astype(np.float64), target).astype(np.float64)
-    return _to_element_type(xs[0], target).astype(xs[0].dtype)
+    # in the target's storage, not the source's: f16's 65504 is bf16's 65536, past f16
+    return _to_element_type(xs[0], target)
 
 
 @_handles(graph.TransposeOp)

@@ -4664,9 +4664,22 @@ def _triangle_indices(t: _Translator, node: Node) -> SSAValue:
 
 @_handles("arange")
 def _arange(t: _Translator, node: Node) -> SSAValue:
-    """`start + step * i`: an index expression, never a buffer."""
+    """`start + step * i`: an index expression, never a buffer. Of a float dtype with a start
+    or step not an integer (or values past 2^24), the values torch gives, found at capture
+    (`constant_value`) and taken as one more trailing argument: torch computes them in
+    float64 and rounds once (`arange(0, 1, 0.3)[3]` is f32's 0.9, where f32's 3 · 0.3 is one
+    ulp above)."""
     out = t.tensor_type(node)
     start, step = _arange_start_step(node)
+    n = out.get_shape()[0] if out.get_shape() else 1
+    exact = (
+        all(float(v).is_integer() for v in (start, step))
+        and max(abs(start), abs(start + step * (n - 1))) <= EXACT_INTEGERS
+    )
+    if out.element_type in graph.FLOAT_TYPES and not exact:
+        value = t.constant_value(node)
+        if value is not None:
+            return t.cast(t.folded_floats(node, value), out.element_type)
     iota = t.emit(graph.IotaOp(TensorType(f32, out.get_shape()), 0))
     if step != 1:
         iota = t.emit(graph.MulOp(iota, t.scalar(float(step), _type(iota))))

@@ -28,6 +28,11 @@ Found by the hunt over awkward inputs:
 - A number past the range of the type an op computes in (`x + 1e5`, `torch.where(m, x, -1e9)`
   of f16 tensors) failed with "OverflowError: float too large to pack with e format"; refused
   now naming the number and the type.
+- `torch.arange` of a float dtype with a fractional start or step was one ulp off (f32's
+  `i · step + start` rounds twice, torch computes in float64 and rounds once): its values are
+  taken from torch at capture.
+- The reference executor with `dtype=None` (each op rounded to its type) stored a cast's
+  result in its source's numpy dtype: f16's 65504 cast to bf16 (65536) became inf.
 """
 
 from __future__ import annotations
@@ -261,3 +266,40 @@ def test_masks_moved_by_gathers(fn, extra: tuple[Tensor, ...]) -> None:
 def test_a_number_past_the_ops_type_refused(fn, dtype: torch.dtype, number: str) -> None:
     with pytest.raises(FrontendError, match=rf"the number {number} is past the range of f(16|32)"):
         capture(Fn(fn), torch.randn(2, 3).to(dtype))
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step", "dtype"),
+    [
+        (0, 1, 0.3, torch.float32),
+        (0.1, 2.5, 0.7, torch.float32),
+        (1.0, -1.0, -0.15, torch.float32),
+        (0.1, 2.5, 0.7, torch.float16),
+        (2**24, 2**24 + 8, 1.0, torch.float32),
+    ],
+)
+def test_float_arange_as_torch_rounds_it(
+    start: float, end: float, step: float, dtype: torch.dtype
+) -> None:
+    """torch computes `start + i · step` in float64 and rounds once; f32's product and sum
+    rounded twice (`arange(0, 1, 0.3)[3]` one ulp above f32's 0.9)."""
+    n = len(torch.arange(start, end, step))
+    module = Fn(lambda m, x: x + torch.arange(start, end, step, dtype=dtype))
+    x = torch.zeros(n, dtype=dtype)
+    cap = capture(module, x)
+    want = module(x).float().numpy()
+    (got,) = run_reference(cap.module, *cap.arguments(x), dtype=None)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), want)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse")
+    (got,) = run_loop_module(lowered, "forward", *cap.arguments(x), round_f32=True)
+    np.testing.assert_array_equal(np.asarray(got, np.float32), want)
+
+
+def test_reference_casts_f16_to_bf16_past_f16s_range() -> None:
+    """f16's 65504 is bf16's 65536: the reference (`dtype=None`, each op in its type) stored
+    the cast's result back in f16, as inf."""
+    module = Fn(lambda m, x: x.bfloat16() * 1)
+    x = torch.tensor([65504.0, 65280.0, -65504.0, 1.0009765625]).half()
+    cap = capture(module, x)
+    (got,) = run_reference(cap.module, *cap.arguments(x), dtype=None)
+    np.testing.assert_array_equal(got, module(x).float().numpy())
