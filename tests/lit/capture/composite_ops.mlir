@@ -23,8 +23,8 @@
 // CHECK:      %getitem = graph.div
 // CHECK-NEXT: %getitem_1 = graph.reduce_mean %x {dims = array<i64: 1>}
 
-// kthvalue(x, 3): the element of ascending rank 2, a sum with one selected term.
-// CHECK:      %getitem_2 = graph.reduce_sum %{{.*}} {dims = array<i64: 1>} : tensor<4x4xf32> -> tensor<4xf32>
+// kthvalue(x, 3): the element of ascending rank 2, a maximum with one selected term.
+// CHECK:      %getitem_2 = graph.reduce_max %{{.*}} {dims = array<i64: 1>} : tensor<4x4xf32> -> tensor<4xf32>
 
 // cumprod: terms past i masked to 1, a product over j.
 // CHECK:      %cumprod = graph.reduce_prod %{{.*}} {dims = array<i64: 2>} : tensor<4x4x4xf32> -> tensor<4x4xf32>

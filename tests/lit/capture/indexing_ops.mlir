@@ -14,12 +14,13 @@
 // CHECK:      %gt = graph.compare %x,
 // CHECK:      %index_put = graph.select %gt, %{{.*}}, %select_scatter
 
-// gather(x, 1, ids): for each index entry, a masked sum over x's row (the entry compared
-// with the column number, an index expression).
+// gather(x, 1, ids): for each index entry, a masked maximum over x's row, the others −inf
+// (the entry compared with the column number, an index expression; a masked sum would turn a
+// picked −0.0 into +0.0).
 // CHECK:      %[[COLUMN:.*]] = graph.iota {dim = 2 : i64} : tensor<2x3x8xf32>
 // CHECK:      %[[HIT:.*]] = graph.compare %{{.*}}, %[[COLUMN]] {predicate = "eq"} : tensor<2x3x8xf32> -> tensor<2x3x8xi1>
 // CHECK:      graph.select %[[HIT]],
-// CHECK-NEXT: %gather = graph.reduce_sum %{{.*}} {dims = array<i64: 2>} : tensor<2x3x8xf32> -> tensor<2x3xf32>
+// CHECK-NEXT: %gather = graph.reduce_max %{{.*}} {dims = array<i64: 2>} : tensor<2x3x8xf32> -> tensor<2x3xf32>
 
 // scatter_add: for each position, the sum of the entries whose index names it.
 // CHECK:      %[[POSITION:.*]] = graph.iota {dim = 1 : i64} : tensor<2x8x3xf32>

@@ -16,16 +16,17 @@
 // CHECK-NEXT: graph.compare %[[COL]], %[[ROW]] {predicate = "lt"}
 // CHECK:      %[[RANK:.*]] = graph.reduce_sum %{{.*}} {dims = array<i64: 3>} : tensor<2x4x8x8xf32> -> tensor<2x4x8xf32>
 
-// Output r takes the element of rank r: a sum with one selected term (values, then indices).
+// Output r takes the element of rank r: a maximum with one selected term, the others −inf
+// (values), then a sum with one selected term (indices).
 // CHECK:      %[[SLOT:.*]] = graph.iota {dim = 2 : i64} : tensor<2x4x2x8xf32>
 // CHECK:      %[[MATCH:.*]] = graph.compare %{{.*}}, %[[SLOT]] {predicate = "eq"}
 // CHECK:      graph.select %[[MATCH]],
-// CHECK-NEXT: %getitem = graph.reduce_sum %{{.*}} {dims = array<i64: 3>} : tensor<2x4x2x8xf32> -> tensor<2x4x2xf32>
+// CHECK-NEXT: %getitem = graph.reduce_max %{{.*}} {dims = array<i64: 3>} : tensor<2x4x2x8xf32> -> tensor<2x4x2xf32>
 // CHECK:      %getitem_1 = graph.cast %{{.*}} : tensor<2x4x2xf32> -> tensor<2x4x2xi64>
 
 // sort ascending: the same ranks with "lt".
 // CHECK:      graph.compare %{{.*}}, %{{.*}} {predicate = "lt"} : tensor<2x4x8x8xf32>
-// CHECK:      %getitem_2 = graph.reduce_sum
+// CHECK:      %getitem_2 = graph.reduce_max
 
 // conv_transpose1d, stride 2, padding 1, kernel 3: x with one zero after each element but the
 // last (15 long), one zero each side (dilation · 2 - padding), then a stride-1 convolution by
