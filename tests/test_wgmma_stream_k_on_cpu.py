@@ -34,6 +34,10 @@ CASES = {
     # at different steps).
     "bf16_fewer_tiles_than_blocks": (matmul_plain(300, 520, 384, "bf16"), "sms=16 bn=256"),
     "bf16_64_rows": (matmul_plain(64, 512, 1024, "bf16", "nk"), "sms=12"),
+    # K aligned (`aligned_head`): 9 tiles of 6 steps over 16 blocks (above, heads of 4), 8
+    # tiles of 16 steps over 20 blocks (heads of 7, the tails cut over 12 helpers); the 12
+    # blocks above keep contiguous shares (tails of 5 after heads of 11).
+    "bf16_64_rows_aligned": (matmul_plain(64, 512, 1024, "bf16", "nk"), "sms=20"),
     # a SwiGLU: no dual GEMM shares K, so its two products run as two GEMMs that each do.
     "swiglu_unpaired": (swiglu(300, 256, 512), "mma=wgmma sms=5"),
 }
@@ -100,7 +104,7 @@ def test_every_k_step_of_the_shared_tiles_is_in_exactly_one_share(
 
 @pytest.mark.parametrize(
     ("tiles", "blocks", "steps"),
-    [(9, 16, 6), (8, 12, 16), (80, 132, 95), (72, 132, 64), (16, 132, 64), (128, 132, 64)],
+    [(9, 16, 6), (8, 20, 16), (80, 132, 95), (72, 132, 64), (16, 132, 64), (63, 132, 32)],
 )
 def test_aligned_shares_hold_each_tail_step_once_in_distinct_rows(
     tiles: int, blocks: int, steps: int
@@ -128,11 +132,14 @@ def test_aligned_shares_hold_each_tail_step_once_in_distinct_rows(
 
 
 def test_aligned_walk_is_not_taken_where_a_tail_would_leave_helpers_idle() -> None:
-    """No aligned walk on as many tiles as blocks, where the head would be the whole tile, or
-    where the tails hold fewer steps than there are helpers (contiguous shares then)."""
+    """No aligned walk on as many tiles as blocks, where the head would be the whole tile,
+    where the tails hold fewer steps than there are helpers, or where a tail is shorter than
+    half a head (contiguous shares then)."""
     assert aligned_head(132, 132, 64) == 0
     assert aligned_head(128, 132, 16) == 0  # ⌈128·16 / 132⌉ = 16 steps: nothing left
     assert aligned_head(3, 16, 2) == 0  # 3 tails of 1 step for 13 helpers
+    assert aligned_head(128, 132, 64) == 0  # tails of 1 step after heads of 63
+    assert aligned_head(100, 132, 64) == 0  # tails of 15 after heads of 49
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
