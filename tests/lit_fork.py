@@ -107,6 +107,24 @@ class Serving:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+_SHARED: dict[tuple[str, ...], tuple[Serving, str | None]] = {}
+"""The servers `shared` started, by what they preload, with their client folders."""
+
+
+def shared(preload: tuple[str, ...] = ()) -> str | None:
+    """Return the client folder of a server (`Serving`) that preloads `preload`, started on the
+    first call and kept until this process exits (None where it cannot run): for tests that
+    run `tinyopt` from many test functions, which pytest-xdist hands to a worker in several
+    batches (a module-scoped server would be started again for each)."""
+    if preload not in _SHARED:
+        import atexit
+
+        serving = Serving(preload)
+        _SHARED[preload] = (serving, serving.__enter__())
+        atexit.register(serving.__exit__)
+    return _SHARED[preload][1]
+
+
 def client(real: str, address: str) -> None:
     """Run the script `real` with `sys.argv[1:]` through the server at `address` (exec `real`
     where no server answers)."""

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lit_fork
 import numpy as np
 import pytest
 from xdsl.context import Context
@@ -352,8 +353,11 @@ def test_pass_annotates_and_adds_merges() -> None:
 
 
 def tinyopt(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run the tinyopt command and capture its output."""
-    return subprocess.run([TINYOPT, *args], capture_output=True, text=True)
+    """Run the tinyopt command and capture its output (forked from a server that has imported
+    tinyopt, tests/lit_fork.py, as tests/test_cli.py's; the real script where it cannot run)."""
+    folder = lit_fork.shared()
+    script = str(Path(folder) / "tinyopt") if folder is not None else TINYOPT
+    return subprocess.run([script, *args], capture_output=True, text=True)
 
 
 def test_cli_exit_status(tmp_path: Path) -> None:
