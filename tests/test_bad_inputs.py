@@ -343,14 +343,15 @@ def tinyopt() -> Iterator[Callable[..., subprocess.CompletedProcess[str]]]:
     """Runs the tinyopt command and captures its output: a process forked from a server that
     has imported tinyopt (tests/lit_fork.py; the real script where the server cannot run),
     which saves the 0.45 s of imports each of these 50 processes spent otherwise. Exit status,
-    stdout, stderr and files written are the process's own, as with the script."""
-    with lit_fork.Serving() as folder:
-        script = str(Path(folder) / "tinyopt") if folder is not None else TINYOPT
+    stdout, stderr and files written are the process's own, as with the script. The server is
+    the worker's (`lit_fork.shared`), not started again for each batch of these tests."""
+    folder = lit_fork.shared()
+    script = str(Path(folder) / "tinyopt") if folder is not None else TINYOPT
 
-        def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-            return subprocess.run([script, *args], cwd=cwd, capture_output=True, text=True)
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([script, *args], cwd=cwd, capture_output=True, text=True)
 
-        yield run
+    yield run
 
 
 @pytest.mark.parametrize("case", CASES)
