@@ -10,13 +10,20 @@ from tinyopt.backends.cuda.nvrtc import gpu_available
 
 # No test may read a user's tuning cache through apply-tuned (tests that need one set their own).
 os.environ["TINYOPT_TUNING_DB"] = "off"
-os.environ["TINYOPT_BUILD_CACHE"] = "off"  # nor a build cache: each test builds (tests set their own)
+# Nor a build cache: each test builds (tests that need one set their own).
+os.environ["TINYOPT_BUILD_CACHE"] = "off"
 
 requires_gpu = pytest.mark.skipif(not gpu_available(), reason="no CUDA GPU")
 
 
-# The longest tests, which run one subprocess pool each: the lit suite and the docs run.
-LONGEST = ("tests/test_lit.py::", "tests/test_docs_run.py::test_docs_run")
+# The longest tests, which run one subprocess pool each: the lit suite and the docs run; then
+# the stream-K emulation cases (4-11 s each, two emulated runs a case), which are collected
+# near the end and otherwise were among the last tests a worker ran while the other waited.
+LONGEST = (
+    "tests/test_lit.py::",
+    "tests/test_docs_run.py::test_docs_run",
+    "tests/test_wgmma_stream_k_on_cpu.py::test_stream_k_tail_matches_whole_tiles_and_reference",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
