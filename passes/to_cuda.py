@@ -42,10 +42,14 @@ class ToCudaPass(ModulePass):
                 )
             if isinstance(kernel, tile.KernelOp):
                 kernels.append(kernel)
-        for kernel in kernels:  # re-grids tile IR written past the launch limits
-            fit_launch(kernel, "to-cuda")
+        # Re-grids tile IR written past the launch limits; each kernel's index range, as the
+        # checks found it, sets its printed index type.
+        ranges = [fit_launch(kernel, "to-cuda") for kernel in kernels]
         # Every kernel is printed before any is replaced, so a failure leaves the module as is.
-        printed_kernels = [printed_kernel(kernel, bool(self.pdl)) for kernel in kernels]
+        printed_kernels = [
+            printed_kernel(kernel, bool(self.pdl), indices)
+            for kernel, indices in zip(kernels, ranges, strict=True)
+        ]
         for kernel, (source, smem) in zip(kernels, printed_kernels, strict=True):
             printed = tile.CudaKernelOp(
                 kernel.sym_name.data,

@@ -506,7 +506,13 @@ class CudaPrinter(BasePrinter[str]):
     with the statements of programmatic dependent launch (`PDL_STATEMENTS`).
     """
 
-    def __init__(self, stream: IO[str], kernel: tile.KernelOp, pdl: bool = False) -> None:
+    def __init__(
+        self,
+        stream: IO[str],
+        kernel: tile.KernelOp,
+        pdl: bool = False,
+        indices: tuple[int, int] | None = None,
+    ) -> None:
         super().__init__(stream, indent_num_spaces=4)
         self.kernel = kernel
         self.pdl = pdl
@@ -516,7 +522,7 @@ class CudaPrinter(BasePrinter[str]):
         values = list(_values(kernel))
         self.types = _types(kernel, values)
         memrefs = [t for t in self.types if isinstance(t, MemRefType)]
-        lo, hi = index_range(kernel)
+        lo, hi = index_range(kernel) if indices is None else indices
         wide = any(math.prod(t.get_shape()) >= 2**31 for t in memrefs) or lo < -(2**31)
         self.index = "long long" if wide or hi >= 2**31 else "int"
         self.hints = _unique_hints(kernel, values)
@@ -1202,11 +1208,14 @@ def kernel_source(kernel: tile.KernelOp, pdl: bool = False) -> str:
     return printed_kernel(kernel, pdl)[0]
 
 
-def printed_kernel(kernel: tile.KernelOp, pdl: bool = False) -> tuple[str, int]:
+def printed_kernel(
+    kernel: tile.KernelOp, pdl: bool = False, indices: tuple[int, int] | None = None
+) -> tuple[str, int]:
     """Returns `kernel_source(kernel, pdl)` and the bytes of dynamic shared memory the kernel's
-    launch requests (`hopper.dynamic_layout`)."""
+    launch requests (`hopper.dynamic_layout`). `indices`: the kernel's `limits.index_range`,
+    where the caller has just computed it (`fit_launch`), else it is computed here."""
     stream = StringIO()
-    printer = CudaPrinter(stream, kernel, pdl)
+    printer = CudaPrinter(stream, kernel, pdl, indices)
     printer.print_op(kernel)
     return stream.getvalue() + "\n", printer.dynamic_bytes
 

@@ -78,10 +78,12 @@ def fits(grid: Sequence[int]) -> bool:
     return all(g <= limit for g, limit in zip(grid, MAX_GRID, strict=True))
 
 
-def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> None:
+def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> tuple[int, int]:
     """Re-grids `kernel` where its grid is past the device's limits, then checks its block,
     static shared memory and index range; raises a `DiagnosticException` naming the kernel
-    and the limit where one cannot be met. A kernel within every limit is not changed."""
+    and the limit where one cannot be met. A kernel within every limit is not changed.
+    Returns the kernel's `index_range` as it is after any re-gridding (the CUDA printer's
+    index type reads it: to-cuda hands it on rather than walking the kernel again)."""
     where = f"{stage}: {_where(kernel)}"
     threads = prod(kernel.block_size)
     if threads > MAX_THREADS:
@@ -131,6 +133,7 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> None:
             f"{where}: its index arithmetic reaches {hi if hi > INT64[1] else lo}, beyond the "
             "64-bit indices' limit 2^63 - 1"
         )
+    return lo, hi
 
 
 def _regrid(kernel: tile.KernelOp, where: str) -> None:
