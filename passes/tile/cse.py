@@ -12,7 +12,7 @@ matter. The walk, the side-effect checks, the replacements and the erasures are 
 
 from __future__ import annotations
 
-from xdsl.ir import Block, Operation, Use
+from xdsl.ir import Block, Operation, SSAValue, Use
 from xdsl.traits import (
     IsolatedFromAbove,
     IsTerminator,
@@ -55,11 +55,31 @@ class _Info(OperationInfo):
 
 
 class _KnownOps:
-    """xDSL's `KnownOps` as a chain of scopes: a nested region's table sees its parents'."""
+    """xDSL's `KnownOps` as a chain of scopes: a nested region's table sees its parents'.
+
+    Each scope also keeps the values its ops take as operands (`_operands`), so that
+    `_replace_and_delete` can skip looking up the users of a result no op in the table uses:
+    an op equal to such a user would have that result among its operands."""
 
     def __init__(self, parent: _KnownOps | None = None) -> None:
         self._known_ops: dict[_Info, Operation] = {}
+        self._operands: set[SSAValue] = set()
         self._parent = parent
+
+    def add(self, info: _Info, op: Operation) -> None:
+        """Record `op` under `info` (ops in the table are never changed afterwards)."""
+        self._known_ops[info] = op
+        self._operands.update(op.operands)
+
+    def uses(self, value: SSAValue) -> bool:
+        """Whether some op in the table, in this scope or a parent's, has `value` as an
+        operand."""
+        scope: _KnownOps | None = self
+        while scope is not None:
+            if value in scope._operands:
+                return True
+            scope = scope._parent
+        return False
 
     def find(self, info: _Info) -> Operation | None:
         scope: _KnownOps | None = self
@@ -77,7 +97,7 @@ class _KnownOps:
         return self.find(_Info(k))
 
     def __setitem__(self, k: Operation, v: Operation) -> None:
-        self._known_ops[_Info(k)] = v
+        self.add(_Info(k), v)
 
 
 class FastCSEDriver(CSEDriver):
@@ -94,7 +114,9 @@ class FastCSEDriver(CSEDriver):
             return use.operation not in known
 
         for o, n in zip(op.results, existing.results, strict=True):
-            if all(was_visited(u) for u in o.uses):
+            # A user equal to an op in the table would share its operand `o`: where no op
+            # there uses `o`, no user is in the table (the lookups' answer, without them).
+            if not known.uses(o) or all(was_visited(u) for u in o.uses):
                 o.replace_all_uses_with(n)
         if all(not r.uses for r in op.results):
             self._mark_erasure(op)
@@ -119,13 +141,13 @@ class FastCSEDriver(CSEDriver):
                 ):
                     self._replace_and_delete(op, existing)
                     return
-            known._known_ops[info] = op
+            known.add(info, op)
             return
         info = _Info(op)
         if existing := known.find(info):
             self._replace_and_delete(op, existing)
             return
-        known._known_ops[info] = op
+        known.add(info, op)
 
     def _simplify_block(self, block: Block):
         for op in block.ops:
