@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import re
 import typing
@@ -28,10 +29,20 @@ DEFAULT_PIPELINE = "fuse,apply-tuned,tile,to-cuda"
 a kernel on this GPU model (`apply-tuned`, docs/tuning.md), the heuristics elsewhere."""
 
 
+@functools.cache
+def _multiverse() -> Universe:
+    """xDSL's `Universe.get_multiverse()`, read once per process.
+
+    It reads the `xdsl.universe` entry points of every installed distribution (about 3 ms), and
+    `lower` asked for it three times a program; the installed packages do not change while a
+    process runs, and the dialect and pass tables it returns are only read here."""
+    return Universe.get_multiverse()
+
+
 def context() -> Context:
     """Returns a context with xDSL's dialects and tinyopt's graph, loop and tile loaded."""
     ctx = Context()
-    for name, get in Universe.get_multiverse().all_dialects.items():
+    for name, get in _multiverse().all_dialects.items():
         ctx.register_dialect(name, get)
     return ctx
 
@@ -140,7 +151,7 @@ def check_pipeline(
     if available is None:
         if spec in _CHECKED:
             return
-        check_pipeline(spec, Universe.get_multiverse().all_passes)
+        check_pipeline(spec, _multiverse().all_passes)
         _CHECKED.add(spec)
         return
     try:
@@ -200,7 +211,7 @@ def apply_pipeline(
     if not isinstance(pipeline, str):
         raise TypeError(f"the pipeline must be a string such as 'fuse,tile', got {pipeline!r}")
     check_pipeline(pipeline)
-    passes = Universe.get_multiverse().all_passes
+    passes = _multiverse().all_passes
     ctx = ctx or context()
     with timing(requested(time_passes)), _older_objects_frozen():
         try:
