@@ -7,8 +7,10 @@ The printer adds a helper to a kernel's prelude only when the kernel's IR uses i
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from xdsl.dialects.builtin import MemRefType, f32
+from xdsl.ir import Operation
 
 from tinyopt.dialects import tile
 
@@ -217,12 +219,16 @@ def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     )
 
 
-def dynamic_layout(kernel: tile.KernelOp) -> tuple[dict[tile.AllocOp, int], int]:
+def dynamic_layout(
+    kernel: tile.KernelOp, ops: Iterable[Operation] | None = None
+) -> tuple[dict[tile.AllocOp, int], int]:
     """Returns each dynamic `tile.alloc`'s byte offset in dynamic shared memory and the bytes
-    the launch must request (the buffers, 1024-byte aligned, plus 1024 of alignment slack)."""
+    the launch must request (the buffers, 1024-byte aligned, plus 1024 of alignment slack).
+    `ops`: the kernel's ops in walk order, where the caller has just walked it (the offsets
+    follow that order)."""
     offsets: dict[tile.AllocOp, int] = {}
     end = 0
-    for op in kernel.walk():
+    for op in kernel.walk() if ops is None else ops:
         if isinstance(op, tile.AllocOp) and op.dynamic is not None:
             t = op.result.type
             assert isinstance(t, MemRefType)

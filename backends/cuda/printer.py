@@ -385,9 +385,10 @@ def _sanitize(hint: str) -> str:
     return name if name[0].isalpha() else "v" + name
 
 
-def _values(kernel: tile.KernelOp) -> Iterator[SSAValue]:
-    """Yields every SSA value of the kernel: block arguments and op results, nested included."""
-    for op in kernel.walk():
+def _values(kernel: tile.KernelOp, ops: Iterable[Operation] | None = None) -> Iterator[SSAValue]:
+    """Yields every SSA value of the kernel: block arguments and op results, nested included
+    (`ops`: the kernel's ops in walk order, where the caller has them)."""
+    for op in kernel.walk() if ops is None else ops:
         for region in op.regions:
             for block in region.blocks:
                 yield from block.args
@@ -519,10 +520,10 @@ class CudaPrinter(BasePrinter[str]):
         self.where = f"tile.kernel @{kernel.sym_name.data}"
         # The kernel's ops and values, walked once for the prelude, the names and the types.
         self.ops = list(kernel.walk())
-        values = list(_values(kernel))
+        values = list(_values(kernel, self.ops))
         self.types = _types(kernel, values)
         memrefs = [t for t in self.types if isinstance(t, MemRefType)]
-        lo, hi = index_range(kernel) if indices is None else indices
+        lo, hi = index_range(kernel, self.ops) if indices is None else indices
         wide = any(math.prod(t.get_shape()) >= 2**31 for t in memrefs) or lo < -(2**31)
         self.index = "long long" if wide or hi >= 2**31 else "int"
         self.hints = _unique_hints(kernel, values)
@@ -532,7 +533,7 @@ class CudaPrinter(BasePrinter[str]):
         self.count = 0
         self.started = False
         self.tensor_maps = {spec.arg for spec in tile.tensor_maps(kernel)}
-        self.dynamic, self.dynamic_bytes = hopper.dynamic_layout(kernel)
+        self.dynamic, self.dynamic_bytes = hopper.dynamic_layout(kernel, self.ops)
 
     def line(self, text: str) -> None:
         """Prints one line of C at the current indentation."""

@@ -28,7 +28,7 @@ exactly as the rules emitted them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from math import prod
 
 from xdsl.dialects import arith, scf
@@ -90,9 +90,12 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> tuple[int, int]:
         raise DiagnosticException(
             f"{where}: {threads} threads per block exceed the limit {MAX_THREADS}"
         )
+    # One walk serves the shared-memory checks and, where no re-gridding changes the kernel,
+    # the index range (each walk of a large kernel costs as much as the checks themselves).
+    ops = list(kernel.walk())
     static = sum(
         prod(t.get_shape()) * element_bytes(t.element_type)
-        for op in kernel.walk()
+        for op in ops
         if isinstance(op, tile.AllocOp)
         and op.dynamic is None
         and isinstance(t := op.result.type, MemRefType)
@@ -103,7 +106,7 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> tuple[int, int]:
             f"{where}: {static} bytes of static shared memory exceed the "
             f"{STATIC_SHARED_BYTES} a block may declare"
         )
-    _, dynamic = dynamic_layout(kernel)
+    _, dynamic = dynamic_layout(kernel, ops)
     if static + dynamic > tile.DYNAMIC_SHARED_BYTES:
         raise DiagnosticException(
             f"{where}: {static} bytes of static and {dynamic} of dynamic shared memory exceed "
@@ -127,7 +130,8 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> tuple[int, int]:
                 "cannot be re-gridded"
             )
         _regrid(kernel, where)
-    lo, hi = index_range(kernel)
+        ops = list(kernel.walk())
+    lo, hi = index_range(kernel, ops)
     if lo < INT64[0] or hi > INT64[1]:
         raise DiagnosticException(
             f"{where}: its index arithmetic reaches {hi if hi > INT64[1] else lo}, beyond the "
@@ -214,14 +218,15 @@ def _replace_ids(ids: list[tile.BlockIdOp], values: dict[str, SSAValue]) -> None
         op.erase()
 
 
-def index_range(kernel: tile.KernelOp) -> tuple[int, int]:
+def index_range(kernel: tile.KernelOp, ops: Iterable[Operation] | None = None) -> tuple[int, int]:
     """The smallest and largest value any index the kernel computes may take, where it is known
     from the launch shape, loop bounds and constants; (0, 0) where none is. Values read from
-    memory (a gather's ids) are left out, as is what is computed from them."""
+    memory (a gather's ids) are left out, as is what is computed from them. `ops`: the kernel's
+    ops in walk order, where the caller has just walked it."""
     grid, block = kernel.grid_size, kernel.block_size
     ranges: dict[SSAValue, tuple[int, int]] = {}
     lo, hi = 0, 0
-    for op in kernel.walk():
+    for op in kernel.walk() if ops is None else ops:
         if isinstance(op, scf.ForOp):
             bounds = [ranges.get(v) for v in (op.lb, op.ub)]
             if bounds[0] and bounds[1] and isinstance(op.body.block.args[0].type, IndexType):
