@@ -8,12 +8,12 @@ from xdsl.context import Context
 from xdsl.dialects.builtin import ModuleOp
 from xdsl.passes import ModulePass
 from xdsl.pattern_rewriter import PatternRewriter
-from xdsl.transforms.dead_code_elimination import dce
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.pass_order import refuse_graph_ops
 from tinyopt.passes.tile.cse import cse
+from tinyopt.passes.tile.dce import dce
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.limits import fit_launch
 from tinyopt.passes.tile.planner import plan_module
