@@ -7,25 +7,43 @@ whose hash (name, attributes, properties, result types, operands) is computed ag
 once per lookup (an op in the table never changes: CSE only rewires the operands of ops it has
 not reached yet) and nested regions chain their tables instead of copying them. Lookups find
 the same op: a table never holds two equivalent ops, so which scope is probed first does not
-matter. The walk, the side-effect checks, the replacements and the erasures are xDSL's.
+matter. The walk, the side-effect checks, the replacements and the erasures are xDSL's; the
+checks read an op's effects from one collection (xDSL collected them up to three times, each a
+walk of the op's regions for a loop) and its class's traits from a table.
 """
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 from xdsl.ir import Block, Operation, SSAValue, Use
 from xdsl.traits import (
+    EffectInstance,
     IsolatedFromAbove,
     IsTerminator,
     MemoryEffectKind,
-    is_side_effect_free,
-    only_has_effect,
+    SymbolOpInterface,
+    get_effects,
 )
 from xdsl.transforms.common_subexpression_elimination import (
     CSEDriver,
     OperationInfo,
     has_other_side_effecting_op_in_between,
 )
-from xdsl.transforms.dead_code_elimination import is_trivially_dead
+
+
+def _result_only_effects(op: Operation, effects: AbstractSet[EffectInstance] | None) -> bool:
+    """xDSL's `result_only_effects(op)` (dead_code_elimination.py), given the op's effects:
+    none observable beyond its results (reads, and allocations of values it defines)."""
+    return effects is not None and all(
+        e.kind == MemoryEffectKind.READ
+        or (
+            e.kind == MemoryEffectKind.ALLOC
+            and isinstance(v := e.value, SSAValue)
+            and op.is_ancestor(v.owner)
+        )
+        for e in effects
+    )
 
 
 class _Info(OperationInfo):
@@ -106,6 +124,7 @@ class FastCSEDriver(CSEDriver):
 
     def __init__(self) -> None:
         super().__init__(_known_ops=_KnownOps())  # type: ignore[arg-type]
+        self._op_traits: dict[type[Operation], tuple[bool, bool]] = {}
 
     def _replace_and_delete(self, op: Operation, existing: Operation):
         known = self._known_ops
@@ -122,16 +141,27 @@ class FastCSEDriver(CSEDriver):
             self._mark_erasure(op)
 
     def _simplify_operation(self, op: Operation):
-        if op.has_trait(IsTerminator):
+        # xDSL's `is_trivially_dead`, `is_side_effect_free` and `only_has_effect(op, READ)`
+        # each collect the op's effects again (the whole body of a loop or an `if`, for one);
+        # nothing changes the op between them, so they are decided here from one collection.
+        is_terminator, is_symbol = self._traits_of(type(op))
+        if is_terminator:
             return
-        if is_trivially_dead(op):
+        effects = get_effects(op)
+        if (
+            all(result.first_use is None for result in op.results)
+            and not is_symbol
+            and _result_only_effects(op, effects)
+        ):
             self._mark_erasure(op)
             return
         if any(len(region.blocks) > 1 for region in op.regions):
             return
+        if effects is None:
+            return  # unknown effects: neither side-effect free nor only reading
         known = self._known_ops
-        if not is_side_effect_free(op):
-            if not only_has_effect(op, MemoryEffectKind.READ):
+        if effects:  # not side-effect free
+            if not all(e.kind == MemoryEffectKind.READ for e in effects):
                 return
             info = _Info(op)
             if existing := known.find(info):
@@ -148,6 +178,15 @@ class FastCSEDriver(CSEDriver):
             self._replace_and_delete(op, existing)
             return
         known.add(info, op)
+
+    def _traits_of(self, op_type: type[Operation]) -> tuple[bool, bool]:
+        """Whether ops of a type are terminators, and symbols (`is_trivially_dead` spares
+        both): traits belong to the op's class, so each is looked up once per CSE run."""
+        traits = self._op_traits.get(op_type)
+        if traits is None:
+            traits = (op_type.has_trait(IsTerminator), op_type.has_trait(SymbolOpInterface))
+            self._op_traits[op_type] = traits
+        return traits
 
     def _simplify_block(self, block: Block):
         for op in block.ops:
