@@ -28,6 +28,7 @@ exactly as the rules emitted them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from math import prod
 
@@ -234,16 +235,42 @@ def index_range(kernel: tile.KernelOp, ops: Iterable[Operation] | None = None) -
                 ranges[op.body.block.args[0]] = iv
                 lo, hi = min(lo, iv[0]), max(hi, iv[1])
             continue
-        if len(op.results) != 1 or not isinstance(op.results[0].type, IndexType):
+        results = op.results
+        if len(results) != 1:
+            continue
+        (result,) = results
+        if not isinstance(result.type, IndexType):
             continue
         r = _range(op, ranges, grid, block)
         if r is not None:
-            ranges[op.results[0]] = r
+            ranges[result] = r
             lo, hi = min(lo, r[0]), max(hi, r[1])
     return lo, hi
 
 
 _DIMS = {"x": 0, "y": 1, "z": 2}
+
+
+@functools.cache
+def _kind(op_type: type[Operation]) -> str | None:
+    """Which rule of `_range` an op class takes, or None: the isinstance tests of the rules,
+    in their order, made once per class (an op's class fixes them) rather than per op: they
+    were half of `index_range`'s time, which walks every op of every kernel twice."""
+    kinds = (
+        (arith.ConstantOp, "constant"),
+        (tile.BlockIdOp, "block_id"),
+        (tile.ThreadIdOp, "thread_id"),
+        (arith.SelectOp, "select"),
+        (arith.AddiOp, "add"),
+        (arith.SubiOp, "sub"),
+        (arith.MuliOp, "mul"),
+        (arith.MaxSIOp | arith.MaxUIOp, "max"),
+        (arith.MinSIOp | arith.MinUIOp, "min"),
+        (arith.DivUIOp | arith.DivSIOp | arith.FloorDivSIOp, "div"),
+        (arith.CeilDivUIOp | arith.CeilDivSIOp, "ceil_div"),
+        (arith.RemUIOp | arith.RemSIOp, "rem"),
+    )
+    return next((kind for cls, kind in kinds if issubclass(op_type, cls)), None)
 
 
 def _range(
@@ -253,39 +280,38 @@ def _range(
     block: Sequence[int],
 ) -> tuple[int, int] | None:
     """The interval of an index-typed op's result, or None where it is not known."""
-    if isinstance(op, arith.ConstantOp):
-        value = op.value
+    kind = _kind(type(op))
+    if kind is None:
+        return None
+    if kind == "constant":
+        value = op.value  # type: ignore[attr-defined]
         return (value.value.data,) * 2 if isinstance(value, IntegerAttr) else None
-    if isinstance(op, tile.BlockIdOp):
-        return 0, grid[_DIMS[op.dim.data]] - 1
-    if isinstance(op, tile.ThreadIdOp):
-        return 0, block[_DIMS[op.dim.data]] - 1
+    if kind == "block_id":
+        return 0, grid[_DIMS[op.dim.data]] - 1  # type: ignore[attr-defined]
+    if kind == "thread_id":
+        return 0, block[_DIMS[op.dim.data]] - 1  # type: ignore[attr-defined]
     operands = [ranges.get(v) for v in op.operands]
-    if isinstance(op, arith.SelectOp):
+    if kind == "select":
         a, b = operands[1], operands[2]
         return (min(a[0], b[0]), max(a[1], b[1])) if a and b else None
-    if not operands or any(r is None for r in operands):
-        return None
-    if len(operands) != 2:
+    if len(operands) != 2 or operands[0] is None or operands[1] is None:
         return None
     (a0, a1), (b0, b1) = operands  # type: ignore[misc]
-    if isinstance(op, arith.AddiOp):
+    if kind == "add":
         return a0 + b0, a1 + b1
-    if isinstance(op, arith.SubiOp):
+    if kind == "sub":
         return a0 - b1, a1 - b0
-    if isinstance(op, arith.MuliOp):
+    if kind == "mul":
         products = (a0 * b0, a0 * b1, a1 * b0, a1 * b1)
         return min(products), max(products)
-    if isinstance(op, arith.MaxSIOp | arith.MaxUIOp):
+    if kind == "max":
         return max(a0, b0), max(a1, b1)
-    if isinstance(op, arith.MinSIOp | arith.MinUIOp):
+    if kind == "min":
         return min(a0, b0), min(a1, b1)
     if a0 < 0 or b0 <= 0:  # division and remainder: of non-negative values only
         return None
-    if isinstance(op, arith.DivUIOp | arith.DivSIOp | arith.FloorDivSIOp):
+    if kind == "div":
         return a0 // b1, a1 // b0
-    if isinstance(op, arith.CeilDivUIOp | arith.CeilDivSIOp):
+    if kind == "ceil_div":
         return -(-a0 // b1), -(-a1 // b0)
-    if isinstance(op, arith.RemUIOp | arith.RemSIOp):
-        return (a0, a1) if a1 < b0 else (0, min(a1, b1 - 1))
-    return None
+    return (a0, a1) if a1 < b0 else (0, min(a1, b1 - 1))  # rem
