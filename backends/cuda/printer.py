@@ -455,6 +455,33 @@ def _is_vector_accessed(buffer: SSAValue) -> bool:
     )
 
 
+_HELPER_OPS = (
+    tile.LdMatrixOp
+    | tile.MmaSyncOp
+    | tile.PackOp
+    | tile.MbarrierInitOp
+    | tile.MbarrierArriveOp
+    | tile.MbarrierArriveExpectTxOp
+    | tile.MbarrierWaitOp
+    | tile.TmaLoadOp
+    | tile.CpAsyncOp
+    | tile.VectorLoadOp
+    | fmath.Exp2Op
+    | tile.ClusterSyncOp
+    | tile.ClusterVectorLoadOp
+    | tile.WgmmaOp
+    | tile.WgmmaRegisterAOp
+)
+"""Every op class a branch of `_tensor_core_helpers` tests for, but `NAN_PROPAGATING`'s."""
+
+
+@functools.cache
+def _may_need_helper(op_type: type[Operation]) -> bool:
+    """Whether some branch of `_tensor_core_helpers` may take an op of this class: the others
+    (most of a kernel's ops) skip its dozen isinstance tests, decided once per class."""
+    return issubclass(op_type, _HELPER_OPS) or op_type in NAN_PROPAGATING
+
+
 def _tensor_core_helpers(
     kernel: tile.KernelOp, ops: Iterable[Operation] | None = None
 ) -> list[str]:
@@ -465,6 +492,8 @@ def _tensor_core_helpers(
     if tile.tensor_maps(kernel):
         helpers[hopper.TENSOR_MAP_STRUCT] = None
     for op in kernel.walk() if ops is None else ops:
+        if not _may_need_helper(type(op)):
+            continue
         if isinstance(op, tile.LdMatrixOp):
             helpers[ldmatrix_helper(op.trans is not None)] = None
         elif isinstance(op, tile.MmaSyncOp):
