@@ -21,9 +21,9 @@ from xdsl.traits import (
     EffectInstance,
     IsolatedFromAbove,
     IsTerminator,
+    MemoryEffect,
     MemoryEffectKind,
     SymbolOpInterface,
-    get_effects,
 )
 from xdsl.transforms.common_subexpression_elimination import (
     CSEDriver,
@@ -44,6 +44,24 @@ def _result_only_effects(op: Operation, effects: AbstractSet[EffectInstance] | N
         )
         for e in effects
     )
+
+
+_Traits = tuple[bool, bool, list[MemoryEffect]]
+"""An op class's `FastCSEDriver._traits_of`."""
+
+
+def _effects(op: Operation, traits: list[MemoryEffect]) -> set[EffectInstance] | None:
+    """xDSL's `get_effects(op)` given the op class's memory-effect traits (`traits`): the
+    union of their effects, None where the op has none or one cannot tell."""
+    if not traits:
+        return None
+    effects: set[EffectInstance] = set()
+    for trait in traits:
+        trait_effects = trait.get_effects(op)
+        if trait_effects is None:
+            return None
+        effects.update(trait_effects)
+    return effects
 
 
 class _Info(OperationInfo):
@@ -124,7 +142,7 @@ class FastCSEDriver(CSEDriver):
 
     def __init__(self) -> None:
         super().__init__(_known_ops=_KnownOps())  # type: ignore[arg-type]
-        self._op_traits: dict[type[Operation], tuple[bool, bool]] = {}
+        self._op_traits: dict[type[Operation], _Traits] = {}
 
     def _replace_and_delete(self, op: Operation, existing: Operation):
         known = self._known_ops
@@ -144,10 +162,10 @@ class FastCSEDriver(CSEDriver):
         # xDSL's `is_trivially_dead`, `is_side_effect_free` and `only_has_effect(op, READ)`
         # each collect the op's effects again (the whole body of a loop or an `if`, for one);
         # nothing changes the op between them, so they are decided here from one collection.
-        is_terminator, is_symbol = self._traits_of(type(op))
+        is_terminator, is_symbol, effect_traits = self._traits_of(type(op))
         if is_terminator:
             return
-        effects = get_effects(op)
+        effects = _effects(op, effect_traits)
         if (
             all(result.first_use is None for result in op.results)
             and not is_symbol
@@ -179,12 +197,17 @@ class FastCSEDriver(CSEDriver):
             return
         known.add(info, op)
 
-    def _traits_of(self, op_type: type[Operation]) -> tuple[bool, bool]:
+    def _traits_of(self, op_type: type[Operation]) -> _Traits:
         """Whether ops of a type are terminators, and symbols (`is_trivially_dead` spares
-        both): traits belong to the op's class, so each is looked up once per CSE run."""
+        both), and their memory-effect traits: traits belong to the op's class, so each is
+        looked up once per CSE run."""
         traits = self._op_traits.get(op_type)
         if traits is None:
-            traits = (op_type.has_trait(IsTerminator), op_type.has_trait(SymbolOpInterface))
+            traits = (
+                op_type.has_trait(IsTerminator),
+                op_type.has_trait(SymbolOpInterface),
+                op_type.get_traits_of_type(MemoryEffect),
+            )
             self._op_traits[op_type] = traits
         return traits
 
