@@ -224,8 +224,8 @@ def dynamic_layout(
 ) -> tuple[dict[tile.AllocOp, int], int]:
     """Returns each dynamic `tile.alloc`'s byte offset in dynamic shared memory and the bytes
     the launch must request (the buffers, 1024-byte aligned, plus 1024 of alignment slack).
-    `ops`: the kernel's ops in walk order, where the caller has just walked it (the offsets
-    follow that order)."""
+    `ops`: the kernel's ops (or just its `tile.alloc`s) in walk order, where the caller has just
+    walked it (the offsets follow that order)."""
     offsets: dict[tile.AllocOp, int] = {}
     end = 0
     for op in kernel.walk() if ops is None else ops:

@@ -94,11 +94,11 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> tuple[int, int]:
     # One walk serves the shared-memory checks and, where no re-gridding changes the kernel,
     # the index range (each walk of a large kernel costs as much as the checks themselves).
     ops = list(kernel.walk())
+    allocs = [op for op in ops if isinstance(op, tile.AllocOp)]
     static = sum(
         prod(t.get_shape()) * element_bytes(t.element_type)
-        for op in ops
-        if isinstance(op, tile.AllocOp)
-        and op.dynamic is None
+        for op in allocs
+        if op.dynamic is None
         and isinstance(t := op.result.type, MemRefType)
         and tile.memory_space(t) == tile.SHARED
     )
@@ -107,7 +107,7 @@ def fit_launch(kernel: tile.KernelOp, stage: str = "tile") -> tuple[int, int]:
             f"{where}: {static} bytes of static shared memory exceed the "
             f"{STATIC_SHARED_BYTES} a block may declare"
         )
-    _, dynamic = dynamic_layout(kernel, ops)
+    _, dynamic = dynamic_layout(kernel, allocs)  # it reads the allocs of the walk only
     if static + dynamic > tile.DYNAMIC_SHARED_BYTES:
         raise DiagnosticException(
             f"{where}: {static} bytes of static and {dynamic} of dynamic shared memory exceed "
