@@ -46,10 +46,6 @@ def _result_only_effects(op: Operation, effects: AbstractSet[EffectInstance] | N
     )
 
 
-_Traits = tuple[bool, bool, list[MemoryEffect]]
-"""An op class's `FastCSEDriver._traits_of`."""
-
-
 def _effects(op: Operation, traits: list[MemoryEffect]) -> set[EffectInstance] | None:
     """xDSL's `get_effects(op)` given the op class's memory-effect traits (`traits`): the
     union of their effects, None where the op has none or one cannot tell."""
@@ -62,6 +58,38 @@ def _effects(op: Operation, traits: list[MemoryEffect]) -> set[EffectInstance] |
             return None
         effects.update(trait_effects)
     return effects
+
+
+class OpTraits:
+    """The traits CSE and DCE read of an op, by its class (traits belong to the class): whether
+    it is a terminator, whether a symbol (`is_trivially_dead` spares both), and its
+    memory-effect traits. Each class is looked up once per pass application."""
+
+    def __init__(self) -> None:
+        self._table: dict[type[Operation], tuple[bool, bool, list[MemoryEffect]]] = {}
+
+    def of(self, op_type: type[Operation]) -> tuple[bool, bool, list[MemoryEffect]]:
+        traits = self._table.get(op_type)
+        if traits is None:
+            traits = (
+                op_type.has_trait(IsTerminator),
+                op_type.has_trait(SymbolOpInterface),
+                op_type.get_traits_of_type(MemoryEffect),
+            )
+            self._table[op_type] = traits
+        return traits
+
+    def is_trivially_dead(self, op: Operation) -> bool:
+        """xDSL's `is_trivially_dead(op)`: no result used, not a terminator nor a symbol, and
+        no effect observable beyond its results."""
+        if any(result.first_use is not None for result in op.results):
+            return False
+        is_terminator, is_symbol, effect_traits = self.of(type(op))
+        return (
+            not is_terminator
+            and not is_symbol
+            and _result_only_effects(op, _effects(op, effect_traits))
+        )
 
 
 class _Info(OperationInfo):
@@ -142,7 +170,7 @@ class FastCSEDriver(CSEDriver):
 
     def __init__(self) -> None:
         super().__init__(_known_ops=_KnownOps())  # type: ignore[arg-type]
-        self._op_traits: dict[type[Operation], _Traits] = {}
+        self._traits = OpTraits()
 
     def _replace_and_delete(self, op: Operation, existing: Operation):
         known = self._known_ops
@@ -162,7 +190,7 @@ class FastCSEDriver(CSEDriver):
         # xDSL's `is_trivially_dead`, `is_side_effect_free` and `only_has_effect(op, READ)`
         # each collect the op's effects again (the whole body of a loop or an `if`, for one);
         # nothing changes the op between them, so they are decided here from one collection.
-        is_terminator, is_symbol, effect_traits = self._traits_of(type(op))
+        is_terminator, is_symbol, effect_traits = self._traits.of(type(op))
         if is_terminator:
             return
         effects = _effects(op, effect_traits)
@@ -196,20 +224,6 @@ class FastCSEDriver(CSEDriver):
             self._replace_and_delete(op, existing)
             return
         known.add(info, op)
-
-    def _traits_of(self, op_type: type[Operation]) -> _Traits:
-        """Whether ops of a type are terminators, and symbols (`is_trivially_dead` spares
-        both), and their memory-effect traits: traits belong to the op's class, so each is
-        looked up once per CSE run."""
-        traits = self._op_traits.get(op_type)
-        if traits is None:
-            traits = (
-                op_type.has_trait(IsTerminator),
-                op_type.has_trait(SymbolOpInterface),
-                op_type.get_traits_of_type(MemoryEffect),
-            )
-            self._op_traits[op_type] = traits
-        return traits
 
     def _simplify_block(self, block: Block):
         for op in block.ops:
