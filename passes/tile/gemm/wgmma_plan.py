@@ -464,8 +464,11 @@ def _wave_cheapest_block(
     `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256, 192 and
     128, or with `widest` under 256 (promoted FP8 steps) among `PROMOTED_EFFICIENCY`'s widths.
     192 columns neither for a dual GEMM (bn/2 of each product: 128 or 256) nor where 128×256
-    blocks fill less than a wave: there the split over K fills the SMs (8B k/v at M = 2048: 96
-    blocks of 128×192 ran 0.75× cuBLAS, 64 of 128×256 split in 2 0.94×).
+    blocks split in two still fit one wave: there the split over K fills the SMs (8B k/v at
+    M = 2048: 96 blocks of 128×192 ran 0.75× cuBLAS, 64 of 128×256 split in 2 0.94×). Between
+    half a wave and a wave of 128×256 blocks no split fits, and 128×192 fills more of the SMs
+    (H100, benchmarks/RESULTS.md thirty-fourth session run 3: 1000×2544×6032, 80 blocks against
+    112, 0.71 → 0.90× cuBLAS; 700×3000×4096 0.72 → 0.88; 512×4888×9440 0.74 → 0.94).
     128×256 wherever its grid fits the same number of waves, a narrower block where 128×256
     would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16, 128
     blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
@@ -478,7 +481,7 @@ def _wave_cheapest_block(
     candidates = [(bm, 256), (bm, 192), (bm, 128)] if bm else list(BLOCK_EFFICIENCY)
     if dual and not bm:
         candidates = [b for b in candidates if b[0] == 128]
-    if dual or batch * -(-m // candidates[0][0]) * -(-n // 256) < sms:
+    if dual or 2 * batch * -(-m // candidates[0][0]) * -(-n // 256) <= sms:
         candidates = [b for b in candidates if b[1] != 192]
     costs = {b: _wave_cost(batch, m, n, sms, dual, *b) for b in candidates}
     widest = candidates[0]

@@ -59,13 +59,22 @@ func.func @square_5000(%x: tensor<5000x1024xbf16>, %w: tensor<5000x1024xbf16>) -
   func.return %y : tensor<5000x5000xbf16>
 }
 
-// 2048x1024: 64 blocks of 128x256 fill less than a wave, so 128x192 is not considered (96
-// blocks of it ran 0.75x cuBLAS): 128 blocks of 128x128.
+// 2048x1024: 64 blocks of 128x256 split in two would still fit a wave, so 128x192 is not
+// considered (96 blocks of it ran 0.75x cuBLAS): 128 blocks of 128x128.
 // CHECK:      tile.kernel @under_a_wave_0 grid [8, 16, 1] block [384, 1, 1]
 // CHECK-SAME: bm = 128, bn = 128
 func.func @under_a_wave(%x: tensor<2048x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<2048x1024xbf16> {
   %y = graph.linear %x, %w : (tensor<2048x4096xbf16>, tensor<1024x4096xbf16>) -> tensor<2048x1024xbf16>
   func.return %y : tensor<2048x1024xbf16>
+}
+
+// 1000x2544: 80 blocks of 128x256 fill more than half a wave, too many to split in two within
+// one; 112 blocks of 128x192 fill more of it (0.71 -> 0.90x cuBLAS on an H100).
+// CHECK:      tile.kernel @past_half_a_wave_0 grid [14, 8, 1] block [384, 1, 1]
+// CHECK-SAME: bm = 128, bn = 192, stages = 4, ws = 1, store = "smem", persistent = 0
+func.func @past_half_a_wave(%x: tensor<1000x6032xbf16>, %w: tensor<2544x6032xbf16>) -> tensor<1000x2544xbf16> {
+  %y = graph.linear %x, %w : (tensor<1000x6032xbf16>, tensor<2544x6032xbf16>) -> tensor<1000x2544xbf16>
+  func.return %y : tensor<1000x2544xbf16>
 }
 
 // A dual GEMM's block holds bn/2 columns of each product, 128 or 256 in all, never 192: a
