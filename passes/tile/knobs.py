@@ -141,7 +141,20 @@ KNOBS: tuple[Knob, ...] = (
     Knob("vec", powers(1, 16)),
     Knob("rows", powers(1, 32)),
     Knob("cols", powers(1, 8)),
-    Knob("bm", powers(16, 256)),
+    Knob(
+        "bm",
+        powers(16, 256),
+        when=(
+            (
+                "mma",
+                "wgmma",
+                Domain(
+                    "a power of two in [16, 256] or 192 with mma=wgmma (or 0 for auto)",
+                    (*powers(16, 256).values, 192),
+                ),
+            ),
+        ),
+    ),
     Knob(
         "bn",
         powers(16, 256),

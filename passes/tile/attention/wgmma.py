@@ -47,12 +47,13 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     CONSUMER_REGISTERS,
     PRODUCER_REGISTERS,
     SWIZZLE,
+    TALL_REGISTERS,
     WARPGROUP,
 )
 
 CONSUMERS = 2
 """Consumer warpgroups per block (`aconsumers=auto`), 64 query rows each."""
-REGISTERS = {2: (PRODUCER_REGISTERS, CONSUMER_REGISTERS), 3: (24, 160)}
+REGISTERS = {2: (PRODUCER_REGISTERS, CONSUMER_REGISTERS), 3: TALL_REGISTERS}
 """`setmaxnreg` budgets (producer, consumer) by consumer warpgroups: 128·(24 + 3·160) = 64512
 of the SM's 65536 registers with three."""
 HELD_REGISTERS = {2: 176, 3: 128}

@@ -89,8 +89,6 @@ from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
-    CONSUMER_REGISTERS,
-    PRODUCER_REGISTERS,
     PROMOTED_WIDEST,
     SCALED_B_WIDEST,
     STAGE_COLUMNS,
@@ -107,6 +105,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     k_step,
     plain_operands,
     promoted,
+    registers,
     tile_count,
     wgmma_tile_refusal,
 )
@@ -117,9 +116,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     paired contraction as one dual GEMM."""
 
     name = "wgmma"
-    reads = (
-        "bm=0,64,128 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct persistent "
-    )
+    reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct "
+    reads += "persistent "
     reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto streamk=auto,tail "
     reads += "evict=auto,off,ab"
     plan_type = WgmmaTiles
@@ -163,13 +161,17 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 f"step), got bn={knobs.bn}"
             )
         widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
-        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote)
+        tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
+        tall = tall and knobs.splitk_mode != "cluster"
+        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote, tall)
         if isinstance(t, str):
             return t
         if knobs.splitk_mode == "cluster" and knobs.splitk > 1:
             t = clustered_tiles(t, c, knobs, fp8, self.target)
             if isinstance(t, str):
                 return t
+            if why := wgmma_tile_refusal(t, self.target):
+                return why
         if not knobs.stages:
             t = deepened(t, batch, m, n, cluster_chunk(c, t.cluster), self.target)
         t = replace(
@@ -435,7 +437,7 @@ class _WgmmaEmitter:
         then_block, else_block = Block(), Block()
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
         with em.into(then_block):
-            em.op(tile.SetMaxNRegOp(PRODUCER_REGISTERS, inc=False))
+            em.op(tile.SetMaxNRegOp(registers(t.consumers)[0], inc=False))
             if self.swapped:
                 swapped_produce(self)
             else:
@@ -451,7 +453,7 @@ class _WgmmaEmitter:
                 em.op(tile.ClusterSyncOp())
             em.op(scf.YieldOp())
         with em.into(else_block):
-            em.op(tile.SetMaxNRegOp(CONSUMER_REGISTERS, inc=True))
+            em.op(tile.SetMaxNRegOp(registers(t.consumers)[1], inc=True))
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
 

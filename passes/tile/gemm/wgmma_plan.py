@@ -46,6 +46,21 @@ launch order for wgmma GEMMs")."""
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 """`setmaxnreg` budgets: 128·(40 + 2·232) = 64512 of the SM's 65536 registers."""
 
+TALL_REGISTERS = 24, 160
+"""The budgets of a 192-row block's producer and three consumers: 128·(24 + 3·160) = 64512."""
+
+TALL = 192
+"""The rows of a block of three consumer warpgroups (`tall` in `choose_wgmma_tiles`)."""
+
+TALL_STAGES = 3
+"""The ring depth of 192×192 blocks: 3 slots of 48 KiB fit beside the staging tiles of
+`store=smem` (4 only with `store=direct`, 3000³ 124.7 µs against 110.0 on an H100)."""
+
+
+def registers(consumers: int) -> tuple[int, int]:
+    """The producer's and each consumer's `setmaxnreg` budget for `consumers` warpgroups."""
+    return TALL_REGISTERS if consumers == 3 else (PRODUCER_REGISTERS, CONSUMER_REGISTERS)
+
 
 @dataclass(frozen=True)
 class ScaleOperand:
@@ -396,11 +411,24 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     return operands
 
 
-BLOCK_EFFICIENCY = {(128, 256): 1.0, (128, 192): 1.0, (128, 128): 0.65, (64, 128): 0.36}
+BLOCK_EFFICIENCY = {
+    (128, 256): 1.0,
+    (128, 192): 1.0,
+    (192, 192): 1.05,
+    (128, 128): 0.65,
+    (64, 128): 0.36,
+}
 """Throughput per FLOP of a block shape (bm, bn) relative to 128×256 blocks, at whole waves of
-one block per SM, measured on the H200. 128×192 (eighteenth session, runs 2-3): one whole wave
-at K = 8192 763 TFLOP/s (1536×2112) where 128×256 ran 752 (1536×2816), two waves 744 against
-742, so its narrower tiles cost nothing and it wins where they fill the waves better
+one block per SM, measured on the H200 (192×192 on an H100). 192×192 (three consumer
+warpgroups, `tall`; thirty-fourth session runs 5-6): its operand tiles are 20% fewer bytes per
+FLOP than 128×192's, which counts where every SM streams its tiles from L2 and rows of K start
+off 32-byte sectors (K ≡ 8 mod 16 elements): 3000³ 132.7 → 110.0 µs (0.62 → 0.75× cuBLAS) in
+2 rounds where 128×192 takes 3, 5000³ 545 → 516, and a tie where rows are aligned
+(3000×3000×3008 83.2 → 82.5); on more rounds than 128×256 it lost (4096³ 0.98 → 0.90×), so it
+is taken only where its waves cost no more, 1.05 breaking the tie. 128×192 (eighteenth session,
+runs 2-3): one whole wave at K = 8192 763 TFLOP/s (1536×2112) where 128×256 ran 752
+(1536×2816), two waves 744 against 742, so its narrower tiles cost nothing and it wins where
+they fill the waves better
 (2000×3000×4096 1.04× cuBLAS against 0.83× on 128×256). 128×128 (eighth session run 3):
 128×128 blocks ran 3000³ in 5 waves at 468 TFLOP/s a wave where 128×256 ran 4096³ at 727 (0.64);
 64×128 blocks ran 1000³ in one wave of 128 blocks in 12.3 µs where 128×128 took 13.7 in one
@@ -458,7 +486,14 @@ def _wave_cost(
 
 
 def _wave_cheapest_block(
-    batch: int, m: int, n: int, sms: int, dual: bool, bm: int = 0, widest: int = 256
+    batch: int,
+    m: int,
+    n: int,
+    sms: int,
+    dual: bool,
+    bm: int = 0,
+    widest: int = 256,
+    tall: bool = False,
 ) -> tuple[int, int]:
     """Returns the block (bm, bn accumulator columns) whose grid takes least time by
     `_wave_cost`: among `BLOCK_EFFICIENCY`'s blocks, or with `bm` given the widths 256, 192 and
@@ -472,13 +507,18 @@ def _wave_cheapest_block(
     128×256 wherever its grid fits the same number of waves, a narrower block where 128×256
     would leave SMs idle or add a nearly empty wave (2026-12-02: 4000×1024×4096 bf16, 128
     blocks of 128×256 in one wave ran 1.21× faster than 256 blocks of 128×128 in two). A dual
-    GEMM's block holds bn/2 columns of each product and takes 128-row blocks."""
+    GEMM's block holds bn/2 columns of each product and takes 128-row blocks. 192×192 blocks
+    only where `tall` (a plain GEMM the wgmma rule may give three consumer warpgroups); with
+    `bm` = 192 given, the widths 192 and 128."""
     if widest < 256:  # promoted FP8 steps: their own blocks' throughputs
         promoted = [b for b in PROMOTED_EFFICIENCY if b[1] <= widest]
         return min(
             promoted, key=lambda b: _wave_cost(batch, m, n, sms, dual, *b, PROMOTED_EFFICIENCY)
         )
-    candidates = [(bm, 256), (bm, 192), (bm, 128)] if bm else list(BLOCK_EFFICIENCY)
+    if bm:
+        candidates = [(bm, w) for w in (256, 192, 128) if bm != TALL or w <= TALL]
+    else:
+        candidates = [b for b in BLOCK_EFFICIENCY if tall or b[0] != TALL]
     if dual and not bm:
         candidates = [b for b in candidates if b[0] == 128]
     if dual or 2 * batch * -(-m // candidates[0][0]) * -(-n // 256) <= sms:
@@ -499,9 +539,11 @@ def choose_wgmma_tiles(
     loads_by_row: bool = False,
     widest: int = 256,
     promote: bool = False,
+    tall: bool = False,
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×192 (4
-    stages), 128×128 or 64×128 blocks (6) when 128×256 would leave SMs idle
+    stages), 128×128 or 64×128 blocks (6) when 128×256 would leave SMs idle, or with `tall`
+    192×192 (three consumer warpgroups, 3 stages) where its waves cost no more
     (`_wave_cheapest_block`);
     a dual GEMM's block computes both
     products for half as many output columns (measured 2026-11-29: benchmarks/RESULTS.md, "Run
@@ -525,14 +567,14 @@ def choose_wgmma_tiles(
     small = m <= SMALL_M or 4 * wide_blocks < target.sms
     bm, bn = knobs.bm, knobs.bn
     if not bm and not bn and not small:
-        bm, bn = _wave_cheapest_block(batch, m, n, target.sms, dual, widest=widest)
+        bm, bn = _wave_cheapest_block(batch, m, n, target.sms, dual, widest=widest, tall=tall)
     bm = bm or (SMALL_M if small else 128)
     if not bn:
         if small and bm == SMALL_M:  # a dual GEMM's 128 columns are 64 of each product
             bn = 2 * SMALL_M if dual else SMALL_M
         else:
             bn = _wave_cheapest_block(batch, m, n, target.sms, dual, bm, widest)[1]
-    stages = knobs.stages or WIDE_STAGES.get(bn, MAX_STAGES)
+    stages = knobs.stages or (TALL_STAGES if bm == TALL else WIDE_STAGES.get(bn, MAX_STAGES))
     store = "smem" if knobs.store == "auto" else knobs.store
     group = knobs.group or GROUP
     blocks = batch * -(-m // bm) * -(-n // (bn // 2 if dual else bn))
@@ -565,8 +607,14 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(
             f"needs stages of at least 2 (a ring of TMA slots filled ahead), got stages={stages}"
         )
-    if bm not in (64, 128):
-        return _fail(f"needs bm = 64 or 128 (one or two consumer warpgroups), got bm={bm}")
+    if bm not in (64, 128, TALL):
+        return _fail(f"needs bm = 64, 128 or 192 (one to three consumer warpgroups), got bm={bm}")
+    if bm == TALL and (why := _tall_refusal(t)):
+        return _fail(
+            f"runs 192-row blocks (three consumer warpgroups of {TALL_REGISTERS[1]} registers) "
+            f"with bn up to 192, on no dual GEMM, promoted FP8 steps, cluster split or stream-K; "
+            f"got {why}"
+        )
     if bn not in (64, 128, 192, 256):
         return _fail(f"needs bn = 64, 128, 192 or 256, got bn={bn}")
     if dual and bn not in (128, 256):
@@ -599,6 +647,20 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
             f"shared memory, more than the {target.dynamic_shared} a block may use"
         )
     return None
+
+
+def _tall_refusal(t: WgmmaTiles) -> str:
+    """What of plan `t` a 192-row block does not run, or ""."""
+    for setting, refused in (
+        (f"bn={t.bn}", t.bn > TALL),
+        ("a dual GEMM", t.dual == "on"),
+        ("promote=on", t.promote == "on"),
+        (f"a cluster split of {t.cluster}", t.cluster > 1),
+        (f"streamk={t.streamk}", t.streamk != "off"),
+    ):
+        if refused:
+            return setting
+    return ""
 
 
 def approximate_math(fastmath: str, c: Contraction) -> bool:

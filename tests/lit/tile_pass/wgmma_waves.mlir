@@ -3,8 +3,8 @@
 // The wgmma rule's block by waves of one block per SM (132 SMs; wgmma_plan.py,
 // _wave_cheapest_block, each block shape at its measured efficiency): 128x256 wherever its grid
 // takes as few waves (or a narrower block is estimated less than 5% cheaper), 128x192,
-// 128x128 or 64x128 where 256 would leave SMs idle, 64x64 where 128x128 blocks would be fewer
-// than a quarter of the SMs.
+// 128x128 or 64x128 where 256 would leave SMs idle, 192x192 where its waves cost no more,
+// 64x64 where 128x128 blocks would be fewer than a quarter of the SMs.
 
 // 4000x1024: 128 blocks of 128x256 in one wave, not 256 of 128x128 in two.
 // CHECK:      tile.kernel @wide_0 grid [4, 32, 1] block [384, 1, 1]
@@ -31,11 +31,12 @@ func.func @square_1000(%x: tensor<1000x1000xbf16>, %w: tensor<1000x1000xbf16>) -
   func.return %y : tensor<1000x1000xbf16>
 }
 
-// 3000x3000: 384 tiles of 128x192 in 3 waves (2.9 of work), not 288 of 128x256 in 3 (2.2)
-// nor 576 of 128x128 in 5 (4.4): a 128x192 block does as much per FLOP as a 128x256 one, a
-// 128x128 block a third less. More tiles than SMs: 132 persistent blocks walk them.
-// CHECK:      tile.kernel @square_3000_0 grid [132, 1, 1] block [384, 1, 1]
-// CHECK-SAME: bm = 128, bn = 192, stages = 4, ws = 1, store = "smem", persistent = 1
+// 3000x3000: 256 tiles of 192x192 (three consumer warpgroups) in 2 waves (1.9 of work), the
+// cost of 384 of 128x192 in 3 (2.9) with a fifth fewer operand bytes per FLOP; not 288 of
+// 128x256 in 3 (2.2) nor 576 of 128x128 in 5 (4.4). More tiles than SMs: 132 persistent blocks
+// walk them.
+// CHECK:      tile.kernel @square_3000_0 grid [132, 1, 1] block [512, 1, 1]
+// CHECK-SAME: bm = 192, bn = 192, stages = 3, ws = 1, store = "smem", persistent = 1
 func.func @square_3000(%x: tensor<3000x3000xbf16>, %w: tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16> {
   %y = graph.linear %x, %w : (tensor<3000x3000xbf16>, tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16>
   func.return %y : tensor<3000x3000xbf16>
@@ -51,9 +52,10 @@ func.func @square_8192(%x: tensor<8192x1024xbf16>, %w: tensor<8192x1024xbf16>) -
 }
 
 // 5000x5000: 128x192 blocks (1080 tiles, 9 waves) are estimated 3.5% cheaper than 128x256
-// (800 tiles, 7 waves), under the 5% margin (measured 0.9x as fast): 128x256 stays.
-// CHECK:      tile.kernel @square_5000_0 grid [132, 1, 1] block [384, 1, 1]
-// CHECK-SAME: bm = 128, bn = 256, stages = 3
+// (800 tiles, 7 waves), under the 5% margin (measured 0.9x as fast); 192x192 (729 tiles, 6
+// waves) 8% cheaper: it is taken.
+// CHECK:      tile.kernel @square_5000_0 grid [132, 1, 1] block [512, 1, 1]
+// CHECK-SAME: bm = 192, bn = 192, stages = 3
 func.func @square_5000(%x: tensor<5000x1024xbf16>, %w: tensor<5000x1024xbf16>) -> tensor<5000x5000xbf16> {
   %y = graph.linear %x, %w : (tensor<5000x1024xbf16>, tensor<5000x1024xbf16>) -> tensor<5000x5000xbf16>
   func.return %y : tensor<5000x5000xbf16>
