@@ -483,7 +483,17 @@ class _Translator:
         return self.bounds.get(arg, math.inf)
 
     def emit(self, op: Operation) -> SSAValue:
-        """Append `op` and return its result."""
+        """Append `op` and return its result. A reduction over no dims (of a 0-d tensor, which
+        torch reduces over its "dim 0" as over one element) is its operand itself, a sum or mean
+        plus +0.0 as torch's, which start at +0.0 (−0.0 sums to +0.0): the graph dialect's
+        reductions take at least one dim."""
+        if isinstance(op, graph.ReduceOp) and not op.dim_list:
+            x = op.x
+            op.erase()
+            summed = isinstance(op, graph.ReduceSumOp | graph.ReduceMeanOp)
+            if summed and _type(x).element_type in graph.FLOAT_TYPES:
+                return self.emit(graph.AddOp(x, self.scalar(0.0, _type(x))))
+            return x
         self.ops.append(op)
         return op.results[0]
 
@@ -729,10 +739,7 @@ class _Translator:
             return  # export picks every part of a tuple, used or not
         try:
             value = _HANDLERS[name](self, node)
-        except (
-            TypeError, ValueError, KeyError, IndexError, AttributeError, AssertionError,
-            ArithmeticError,
-        ) as exc:  # fmt: skip
+        except _UNEXPECTED as exc:
             # a handler meeting arguments it does not expect: an error naming the op, never a
             # traceback of the frontend
             raise self.fail(
@@ -747,7 +754,12 @@ class _Translator:
             isinstance(v, SSAValue) and _type(v).element_type == f32 for v in integers
         )  # else integer inputs, only moved, or a result not computed (a pooling's indices)
         if integers:  # bounded integers in their own type (argmax's) too
-            bound = self.bounds[node] if node in self.bounds else _integer_bound(self, node)
+            try:
+                bound = self.bounds[node] if node in self.bounds else _integer_bound(self, node)
+            except _UNEXPECTED as exc:
+                raise self.fail(
+                    node, f"{name}'s integer bound: {type(exc).__name__}: {exc}"
+                ) from exc
             bound = math.inf if math.isnan(bound) else bound  # never passed as exact
             if bound < math.inf or computed:
                 self.bounds[node] = bound
@@ -758,6 +770,12 @@ class _Translator:
                     f"{name} computes integers {reason}; tinyopt computes integer tensors in "
                     f"f32, exact only up to 2^24 (inputs may be any int32/int64)",
                 )
+
+
+_UNEXPECTED = (
+    TypeError, ValueError, KeyError, IndexError, AttributeError, AssertionError, ArithmeticError,
+)  # fmt: skip
+"""What a handler raises on arguments it does not expect (`translate` names the op)."""
 
 
 def _type(x: SSAValue) -> TensorType[AnyFloat]:
@@ -814,6 +832,21 @@ def _dims(dims: Any, rank: int) -> list[int]:
     if dims is None or dims == [] or rank == 0:
         return list(range(rank))
     return [d % rank for d in (dims if isinstance(dims, list | tuple) else [dims])]
+
+
+def _one_element(t: _Translator, x: SSAValue) -> SSAValue:
+    """A 0-d tensor as the one-element 1-d tensor torch takes it for along its dim 0 (or -1),
+    for an op along a dim (softmax, gather, kthvalue, scatter, index_select); any other tensor
+    itself. The handler reshapes its result back to torch's shape (`_torch_shape`)."""
+    return t.reshape(x, [1]) if not _type(x).get_shape() else x
+
+
+def _torch_shape(t: _Translator, node: Node, x: SSAValue, result: int = 0) -> SSAValue:
+    """`x` reshaped to the shape torch gives `node`'s result `result` (its 0-d results, after
+    `_one_element`)."""
+    val = node.meta["val"]
+    val = val[result] if isinstance(val, list | tuple) else val
+    return t.reshape(x, [int(d) for d in val.shape])
 
 
 # ------------------------------------------------------------------------- elementwise ops
@@ -1709,6 +1742,7 @@ def _max_min(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         x = t.value(node.args[0], node)
         dim, keepdim = _arg(node, 1, "dim"), bool(_arg(node, 2, "keepdim", False))
         indices = _arg_extreme(t, node, x, dim, keepdim, smallest=name == "min")
+        indices = _torch_shape(t, node, indices, 1)  # a 0-d x's: 0-d, keepdim or not
         element = _type(x).element_type
         x = t.cast(x, f32) if element not in graph.FLOAT_TYPES else x
         reduce = graph.ReduceMaxOp if name == "max" else graph.ReduceMinOp
@@ -2145,9 +2179,7 @@ _REDUCE: dict[str, type[graph.ReduceOp]] = {
 def _reduce(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     x = t.cast(t.value(node.args[0], node), out.element_type)
-    if _type(x).get_num_dims() == 0:  # sum, mean, amax or amin of a 0-d tensor: itself
-        return x
-    dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())
+    dims = _dims(_arg(node, 1, "dim"), _type(x).get_num_dims())  # 0-d: none (`emit`)
     keepdim = bool(_arg(node, 2, "keepdim", False))
     x = t.cast(x, _mask_work_type(out).element_type)
     reduced = t.emit(_REDUCE[node.target._overloadpacket.__name__](x, dims, keepdim))  # pyright: ignore
@@ -2643,6 +2675,8 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         dim, keepdim = _arg(node, 1, "dim", -1), bool(_arg(node, 2, "keepdim", False))
     else:
         dim, keepdim = _arg(node, 2, "dim", -1), bool(_arg(node, 3, "keepdim", False))
+    zero_d = not _type(x).get_shape()
+    x = _one_element(t, x)
     shape = list(_type(x).get_shape())
     rank = len(shape)
     dim = _dims(dim, rank)[0]
@@ -2669,6 +2703,8 @@ def _kthvalue(t: _Translator, node: Node) -> SSAValue | list[SSAValue | None]:
         value, position = t.reshape(value, kept), t.reshape(position, kept)
     if whole:
         return value
+    if zero_d:  # torch's results are 0-d again, keepdim or not
+        value, position = _torch_shape(t, node, value), _torch_shape(t, node, position, 1)
     return [value, t.cast(position, i64)]
 
 
@@ -2777,8 +2813,9 @@ def _ranks(t: _Translator, x: SSAValue, largest: bool) -> SSAValue:
 @_handles("softmax", "_softmax")
 def _softmax(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
-    x = t.cast(t.value(node.args[0], node), out.element_type)
-    return t.emit(graph.SoftmaxOp(x, _dims(node.args[1], out.get_num_dims())[0]))
+    x = _one_element(t, t.cast(t.value(node.args[0], node), out.element_type))
+    softmax = t.emit(graph.SoftmaxOp(x, _dims(node.args[1], _type(x).get_num_dims())[0]))
+    return _torch_shape(t, node, softmax)
 
 
 # ------------------------------------------------------------------- contractions, norms
@@ -3806,6 +3843,10 @@ def _index(t: _Translator, node: Node) -> SSAValue:
     x = t.cast(x, f32) if _type(x).element_type in graph.ID_TYPES else x
     rank = _type(x).get_num_dims()
     if node.target._overloadpacket.__name__ == "index_select":  # pyright: ignore
+        if rank == 0:  # of a 0-d tensor: its one element, at a 0-d or one-element index
+            ids = t.cast(t.value(node.args[2], node), f32)
+            taken = _take(t, _one_element(t, x), 0, t.cast(_from_the_end(t, ids, 1), i64))
+            return _torch_shape(t, node, taken)
         dim, ids_arg = _dims(node.args[1], rank)[0], node.args[2]
     else:
         given = [i for i, ids in enumerate(node.args[1]) if ids is not None]
@@ -3880,7 +3921,7 @@ def _gather_along(t: _Translator, node: Node) -> SSAValue:
     f32, exact below 2^24); x is sliced to the index's extent in the other dims. An index out
     of range gives −inf (torch raises)."""
     out = t.tensor_type(node)
-    dim = _dims(node.args[1], out.get_num_dims())[0]
+    dim = _dims(node.args[1], max(out.get_num_dims(), 1))[0]  # a 0-d tensor's dim 0 or -1
     return _gathered(t, node, t.value(node.args[0], node), dim, t.value(node.args[2], node))
 
 
@@ -3907,9 +3948,9 @@ def _gathered(t: _Translator, node: Node, x: SSAValue, dim: int, index: SSAValue
     out = t.tensor_type(node)
     work = _work_type(out).element_type
     x = t.cast(x, f32 if work == graph.BOOL else work)  # a mask picked as 0/1 floats
-    rank = out.get_num_dims()
-    index = t.cast(index, f32)
-    shape = list(out.get_shape())
+    x, index = _one_element(t, x), _one_element(t, t.cast(index, f32))  # 0-d: one element
+    shape = list(out.get_shape()) or [1]
+    rank = len(shape)
     n = _type(x).get_shape()[dim]
     if shape[dim] * n > GATHER_TERMS:
         raise t.fail(
@@ -3925,7 +3966,7 @@ def _gathered(t: _Translator, node: Node, x: SSAValue, dim: int, index: SSAValue
     k = t.emit(graph.IotaOp(TensorType(f32, wide), rank))
     wanted = t.broadcast(t.reshape(index, [*shape, 1]), wide)
     match = t.emit(graph.CompareOp(wanted, k, "eq"))
-    return t.cast(_picked(t, match, terms, rank), out.element_type)
+    return t.cast(t.reshape(_picked(t, match, terms, rank), out.get_shape()), out.element_type)
 
 
 _SCATTER_REDUCTIONS: dict[str, tuple[type[graph.ReduceOp], float, type[graph.BinaryOp]]] = {
@@ -3942,6 +3983,11 @@ _SCATTER_REDUCE_OF_SCATTER = {"add": "sum", "multiply": "prod"}
 
 @_handles("scatter", "scatter_add", "index_add", "scatter_reduce")
 def _scatter(t: _Translator, node: Node) -> SSAValue:
+    """`_scattered`, of a 0-d x as of its one element along dim 0 (`_one_element`)."""
+    return _torch_shape(t, node, _scattered(t, node))
+
+
+def _scattered(t: _Translator, node: Node) -> SSAValue:
     """`x.scatter(dim, index, value)` (one number), `x.scatter_add(dim, index, src)`,
     `x.index_add(dim, index, src, alpha=...)`, `x.scatter_reduce(dim, index, src, reduce)` and
     `x.scatter(dim, index, src or value, reduce=...)`: for each position k along the dim,
@@ -3955,11 +4001,11 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     out = t.tensor_type(node)
     work = _work_type(out).element_type
     work = f32 if work == graph.BOOL else work  # a mask scattered as 0 and 1
-    x = t.cast(t.value(node.args[0], node), work)
-    shape = list(out.get_shape())
+    x = _one_element(t, t.cast(t.value(node.args[0], node), work))  # a 0-d x: one element
+    shape = list(_type(x).get_shape())
     rank = len(shape)
     dim = _dims(node.args[1], rank)[0]
-    index = t.cast(t.value(node.args[2], node), f32)
+    index = _one_element(t, t.cast(t.value(node.args[2], node), f32))
     source = (
         node.args[3] if len(node.args) > 3 else node.kwargs.get("value", node.kwargs.get("src"))
     )
@@ -3994,11 +4040,12 @@ def _scatter(t: _Translator, node: Node) -> SSAValue:
     if name == "scatter" and not reduced:
         any_hit = _named_somewhere(t, hit, dim)
         if isinstance(source, bool | int | float):
-            return t.cast(_select(t, node, any_hit, float(source), x), out.element_type)
+            hit_out, x_out = (t.reshape(v, out.get_shape()) for v in (any_hit, x))  # 0-d x
+            return t.cast(_select(t, node, hit_out, float(source), x_out), out.element_type)
     if isinstance(source, bool | int | float):  # scatter's value, added or multiplied
         src = t.scalar(float(source), TensorType(work, wide))
     else:
-        src = t.cast(t.value(source, node), work)
+        src = _one_element(t, t.cast(t.value(source, node), work))
         src = t.broadcast(t.reshape(_moved_last(t, src, dim), [*lead, 1, m]), wide)
     alpha = _arg(node, 4, "alpha", 1) if name == "index_add" else 1
     if alpha != 1:  # index_add's src scaled: x + alpha · (sum of the src entries naming k)
@@ -4826,7 +4873,8 @@ def _integer_bound(t: _Translator, node: Node) -> float:
         return math.prod(node.args[0].meta["val"].shape)
     if name == "cumsum":
         shape = node.args[0].meta["val"].shape
-        return t.bound(node.args[0]) * shape[_dims(node.args[1], len(shape))[0]]
+        extent = shape[_dims(node.args[1], len(shape))[0]] if len(shape) else 1  # 0-d: 1
+        return t.bound(node.args[0]) * extent
     if name == "frexp":  # the exponents (the mantissas are floats)
         return FREXP_EXPONENT_BOUND
     if name == "relu":  # its argument's values, or 0
