@@ -4052,11 +4052,29 @@ def _scattered(t: _Translator, node: Node) -> SSAValue:
         src = t.emit(graph.MulOp(src, t.scalar(float(alpha), _type(src))))
     if reduced:
         return t.cast(_scatter_reduced(t, node, x, hit, src, dim), out.element_type)
-    fold = _picked if name == "scatter" else _masked_reduce  # scatter's indices are distinct
-    added = _moved_back(t, fold(t, hit, src, len(wide) - 1), dim)
     if name == "scatter":  # distinct indices: the one src entry naming k, else x
-        return t.cast(t.emit(graph.SelectOp(any_hit, added, x)), out.element_type)
-    return t.cast(t.emit(graph.AddOp(x, added)), out.element_type)
+        picked = _moved_back(t, _picked(t, hit, src, len(wide) - 1), dim)
+        return t.cast(t.emit(graph.SelectOp(any_hit, picked, x)), out.element_type)
+    return t.cast(t.emit(graph.AddOp(x, _added_at(t, hit, src, dim))), out.element_type)
+
+
+def _added_at(t: _Translator, hit: SSAValue, src: SSAValue, dim: int) -> SSAValue:
+    """What scatter_add, index_add and index_put's accumulate add to x at each position k: the
+    sum of the src entries naming it (`hit` `[.., k, j]`, a masked sum over j), moved back to
+    `dim`; −0.0 where no entry but a −0.0 names k. torch adds the entries to x one by one, and
+    `x + s₁ + s₂ + …` is −0.0 only where x and every sᵢ are −0.0: a masked sum starting at
+    +0.0 would turn x's −0.0 into +0.0, at positions no entry names too, while x + −0.0 is x
+    for every x."""
+    last = _type(hit).get_num_dims() - 1
+    summed = _moved_back(t, _masked_reduce(t, hit, src, last), dim)
+    if _type(src).element_type not in graph.FLOAT_TYPES:
+        return summed
+    negative = t.emit(graph.CopySignOp(t.scalar(1.0, _type(src)), src))  # −1 for −0.0
+    zero = t.emit(graph.CompareOp(src, t.scalar(0.0, _type(src)), "eq"))
+    signed = t.emit(graph.SelectOp(zero, negative, t.scalar(1.0, _type(src))))  # NaN: 1
+    other = _masked_reduce(t, hit, signed, last, graph.ReduceMaxOp, -1.0)  # 1: not only −0.0
+    other = _moved_back(t, t.emit(graph.CompareOp(other, t.scalar(0.0, _type(other)), "gt")), dim)
+    return t.emit(graph.SelectOp(other, summed, t.scalar(-0.0, _type(summed))))
 
 
 def _named_somewhere(t: _Translator, hit: SSAValue, dim: int) -> SSAValue:
@@ -4084,8 +4102,13 @@ def _scatter_reduced(
     last = _type(hit).get_num_dims() - 1
     folded = _moved_back(t, _masked_reduce(t, hit, src, last, reduce, identity), dim)
     count = _moved_back(t, t.emit(graph.ReduceSumOp(t.cast(hit, f32), [last], False)), dim)
-    if include_self:
+    if include_self and join is graph.AddOp:  # x's −0.0 kept as torch's adds keep it
+        folded = t.emit(graph.AddOp(x, _added_at(t, hit, src, dim)))
+    elif include_self:
         folded = t.emit(join(folded, x))
+    elif join is graph.AddOp and _type(folded).element_type in graph.FLOAT_TYPES:
+        # torch's sum without x starts at +0.0: −0.0 entries alone give +0.0
+        folded = t.emit(graph.AddOp(folded, t.scalar(0.0, _type(folded))))
     if how == "mean":
         count = t.cast(count, _type(x).element_type)
         if include_self:
@@ -4648,10 +4671,10 @@ def _index_put_at(t: _Translator, node: Node, dim: int, ids_arg: Node) -> SSAVal
     given = list(_type(values).get_shape())
     values = t.broadcast(t.reshape(values, [1] * (len(indexed) - len(given)) + given), indexed)
     src = t.broadcast(t.reshape(_moved_last(t, values, dim), [*lead, 1, m]), wide)
-    fold = _masked_reduce if accumulate else _picked  # ids without repeats: one term each
-    summed = _moved_back(t, fold(t, hit, src, len(wide) - 1), dim)
-    written = t.emit(graph.AddOp(x, summed) if accumulate else graph.SelectOp(any_hit, summed, x))
-    return t.cast(written, out.element_type)
+    if accumulate:
+        return t.cast(t.emit(graph.AddOp(x, _added_at(t, hit, src, dim))), out.element_type)
+    picked = _moved_back(t, _picked(t, hit, src, len(wide) - 1), dim)  # ids without repeats
+    return t.cast(t.emit(graph.SelectOp(any_hit, picked, x)), out.element_type)
 
 
 def _distinct_ids(ids: Any) -> bool:

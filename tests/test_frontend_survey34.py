@@ -9,6 +9,12 @@
   operand (a sum or mean plus +0.0: torch's sum of −0.0 is +0.0, which `x.sum()` of a 0-d
   −0.0 got wrong before), and the ops along a dim take a 0-d tensor as its one element, their
   results 0-d again, as torch's.
+- −0.0 through `scatter_add`, `index_add` / `index_add_`, `index_put` with `accumulate`,
+  `scatter(reduce='add')` and `scatter_reduce` sum and mean with x's own element came out
+  +0.0, at positions no index names too: x plus a masked sum starting at +0.0, where torch
+  adds the entries to x one by one (`x + s₁ + …` is −0.0 where x and every sᵢ are). The sum
+  added is −0.0 now where no entry but a −0.0 names the position (`_added_at`), and
+  `scatter_reduce`'s sum without x's element is +0.0 there, as torch's (it starts at +0.0).
 """
 
 from __future__ import annotations
@@ -116,8 +122,6 @@ ZERO_D: dict[str, Callable[..., Tensor]] = {
 @pytest.mark.parametrize("value", [1.5, -0.0, math.inf, -math.inf, math.nan])
 @pytest.mark.parametrize("name", list(ZERO_D))
 def test_a_0d_tensor_along_its_dim(name: str, value: float) -> None:
-    if name == "index_add" and value == 0:
-        pytest.xfail("−0.0 + −0.0 through index_add comes out +0.0")
     module = Fn(ZERO_D[name], i=torch.tensor(0))
     assert_matches(module, torch.tensor(value))
 
@@ -145,3 +149,66 @@ def test_a_0d_integer_cumsum_is_refused_by_its_bound_not_a_traceback() -> None:
 def test_a_0d_bounded_integer_cumsum() -> None:
     module = Fn(lambda m, x: x + torch.cumsum(torch.tensor(3), 0))
     assert_matches(module, torch.tensor(1.5))
+
+
+# ------------------------------------------------------------------ −0.0 added by an index
+
+NEGATIVE_ZEROS = torch.tensor([[-0.0, -0.0, -0.0, 1.0, 0.0], [-0.0, 2.0, -0.0, -0.0, -0.0]])
+"""x: −0.0 at positions no index names, named by −0.0 entries only, by +0.0 and by others."""
+SOURCE = torch.tensor([[-0.0, -0.0, 2.0, 0.0], [-0.0, 1.0, -1.0, -0.0]])
+TARGET = torch.tensor([[0, 0, 3, 4], [2, 3, 3, 2]])
+
+ADDED: dict[str, tuple[Callable[..., Tensor], dict[str, Tensor]]] = {
+    "scatter_add": (lambda m, x, s: x.scatter_add(1, m.i, s), {"i": TARGET}),
+    "scatter_reduce_add": (lambda m, x, s: x.scatter(1, m.i, s, reduce="add"), {"i": TARGET}),
+    "scatter_reduce_sum": (lambda m, x, s: x.scatter_reduce(1, m.i, s, "sum"), {"i": TARGET}),
+    "scatter_reduce_mean": (lambda m, x, s: x.scatter_reduce(1, m.i, s, "mean"), {"i": TARGET}),
+    "scatter_reduce_sum_without_x": (
+        lambda m, x, s: x.scatter_reduce(1, m.i, s, "sum", include_self=False),
+        {"i": TARGET},
+    ),
+    "scatter_reduce_mean_without_x": (
+        lambda m, x, s: x.scatter_reduce(1, m.i, s, "mean", include_self=False),
+        {"i": TARGET},
+    ),
+    "index_add": (lambda m, x, s: x.index_add(1, m.i, s), {"i": TARGET[0]}),
+    "index_add_alpha": (lambda m, x, s: x.index_add(1, m.i, s, alpha=-2.0), {"i": TARGET[1]}),
+    "index_add_": (lambda m, x, s: x.clone().index_add_(1, m.i, s), {"i": TARGET[1]}),
+    "index_put_accumulate": (
+        lambda m, x, s: x.index_put((m.i,), torch.cat([s, s[:, :1]], 1), accumulate=True),
+        {"i": torch.tensor([1, 0])},
+    ),
+    "index_put_accumulate_dim1": (
+        lambda m, x, s: torch.ops.aten.index_put(x, [None, m.i], s, True),
+        {"i": TARGET[1]},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ADDED))
+def test_negative_zero_added_at_an_index_keeps_its_sign(name: str) -> None:
+    fn, buffers = ADDED[name]
+    assert_matches(Fn(fn, **buffers), NEGATIVE_ZEROS, SOURCE)
+
+
+def test_negative_zero_added_at_an_index_in_f16() -> None:
+    module = Fn(lambda m, x, s: x.scatter_add(1, m.i, s), i=TARGET)
+    x, s = NEGATIVE_ZEROS.half(), SOURCE.half()
+    cap = capture(module, x, s)
+    (got,) = run_reference(cap.module, *cap.arguments(x, s), dtype=None)
+    _assert_close(np.asarray(got, np.float32), module(x, s).float())
+
+
+def test_negative_zero_added_at_an_index_in_cuda_on_the_cpu() -> None:
+    from cpu_cuda import COMPILER
+    from cpu_wgmma import run_program_on_cpu
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    module = Fn(lambda m, x, s: x.scatter_add(1, m.i, s), i=TARGET)
+    cap = capture(module, NEGATIVE_ZEROS, SOURCE)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse,tile,to-cuda")
+    (got,) = run_program_on_cpu(
+        lowered, [np.asarray(a) for a in cap.arguments(NEGATIVE_ZEROS, SOURCE)]
+    )
+    _assert_close(got, module(NEGATIVE_ZEROS, SOURCE))
