@@ -412,6 +412,8 @@ class _Translator:
         self.weights: dict[str, torch.Tensor] = {}
         self.constants: dict[Node, torch.Tensor | None] = {}
         """The value of each node computed from constants alone (`constant_value`), or None."""
+        self.emitted_by: dict[Operation, Node] = {}
+        """The node each op was translated from (`_refuse_empty_tensors` names it)."""
 
     # ----------------------------------------------------------------------------- helpers
 
@@ -645,8 +647,10 @@ class _Translator:
         weights = self.weights
         weight_nodes: list[Node] = []
         tensors = {**self.program.constants, **self.program.state_dict}
+        kinds: dict[Node, InputKind] = {}
         for spec in signature.input_specs:
             node = placeholders[spec.arg.name]
+            kinds[node] = spec.kind
             if spec.kind == InputKind.USER_INPUT:
                 inputs.append(node)
             elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
@@ -661,6 +665,20 @@ class _Translator:
         for node, arg in zip((*inputs, *weight_nodes), block.args, strict=True):
             arg.name_hint = node.name
             self.values[node] = arg
+            shape = list(_type(arg).get_shape())
+            if 0 in shape:
+                what = (
+                    "input"
+                    if node in inputs
+                    else _PLACEHOLDER_KINDS.get(
+                        kinds[node].name, "constant tensor the module makes"
+                    )
+                )
+                raise self.fail(
+                    node,
+                    f"{what} {node.name} is an empty tensor of shape {shape} (a dim of size 0): "
+                    "tinyopt's tensors have no empty dims",
+                )
         self.bounds.update(_bounds_of_looked_up_inputs(self.program, inputs))
 
         results: list[SSAValue] = []
@@ -700,6 +718,7 @@ class _Translator:
         for op in reversed(self.ops):  # what only a folded node read (graph ops are pure)
             if not any(r.uses for r in op.results):
                 block.erase_op(op)
+        self._refuse_empty_tensors()
         function = func.FuncOp(
             self.name, ([a.type for a in block.args], [r.type for r in results]), Region(block)
         )
@@ -709,6 +728,30 @@ class _Translator:
         except VerifyException as exc:
             raise FrontendError(f"captured IR does not verify: {exc}") from exc
         return Capture(module, weights)
+
+    def _refuse_empty_tensors(self) -> None:
+        """Raise a FrontendError naming the op, and its source line, of the first empty tensor
+        (a dim of size 0) the captured function computes: tinyopt's tensors have none (the
+        graph dialect refuses them; an empty input is refused before translating). An empty
+        tensor no kept op reads (a part of `cat` with no elements, `x[:, :0]` of one) is
+        left out before, as torch's result holds nothing of it."""
+        for op in self.block.ops:
+            node = self.emitted_by.get(op)
+            for value in (*op.operands, *op.results):
+                shape = list(value.type.get_shape()) if isinstance(value.type, TensorType) else []
+                if node is None or 0 not in shape:
+                    continue
+                empty = _empty_shapes(node.meta.get("val"))
+                how = (
+                    f"gives an empty tensor of shape {empty[0]}"
+                    if empty
+                    else f"computes through an empty tensor of shape {shape} ({op.name})"
+                )
+                raise self.fail(
+                    node,
+                    f"{_op_name(node.target)} {how} (a dim of size 0): tinyopt's tensors have "
+                    "no empty dims",
+                )
 
     def _check_shapes(self, node: Node, value: SSAValue | list[SSAValue | None]) -> None:
         """Raise a FrontendError where a handler's result does not have the shape torch gives
@@ -737,14 +780,23 @@ class _Translator:
         name = _op_name(node.target)
         if name in _SKIPPED or (name == "_operator.getitem" and not node.users):
             return  # export picks every part of a tuple, used or not
+        start = len(self.ops)
         try:
             value = _HANDLERS[name](self, node)
         except _UNEXPECTED as exc:
             # a handler meeting arguments it does not expect: an error naming the op, never a
             # traceback of the frontend
+            empty = _empty_shape(node)
+            if empty is not None:
+                raise self.fail(
+                    node,
+                    f"{name} of an empty tensor of shape {empty} (a dim of size 0): tinyopt's "
+                    "tensors have no empty dims",
+                ) from exc
             raise self.fail(
                 node, f"{name} with these arguments: {type(exc).__name__}: {exc}"
             ) from exc
+        self.emitted_by.update((op, node) for op in self.ops[start:])
         if isinstance(value, SSAValue) and isinstance(value.owner, Operation):
             value.name_hint = value.name_hint or node.name
         self._check_shapes(node, value)
@@ -772,10 +824,36 @@ class _Translator:
                 )
 
 
+_PLACEHOLDER_KINDS = {"PARAMETER": "parameter", "BUFFER": "buffer"}
+"""How an error names a weight by its `InputKind` (else a constant tensor the module makes)."""
+
+
 _UNEXPECTED = (
     TypeError, ValueError, KeyError, IndexError, AttributeError, AssertionError, ArithmeticError,
 )  # fmt: skip
 """What a handler raises on arguments it does not expect (`translate` names the op)."""
+
+
+def _empty_shape(node: Node) -> list[int] | None:
+    """The shape of the first empty tensor (a dim of size 0) among `node`'s tensor arguments
+    and results, or None."""
+    from torch.fx.node import map_arg
+
+    found: list[list[int]] = []
+
+    def visit(arg: Node) -> Node:
+        found.extend(_empty_shapes(arg.meta.get("val")))
+        return arg
+
+    map_arg((node.args, node.kwargs), visit)
+    found.extend(_empty_shapes(node.meta.get("val")))
+    return found[0] if found else None
+
+
+def _empty_shapes(val: Any) -> list[list[int]]:
+    """The shapes with a dim of size 0 among a node's value (a tensor or a tuple of them)."""
+    vals = val if isinstance(val, list | tuple) else [val]
+    return [list(v.shape) for v in vals if hasattr(v, "shape") and 0 in v.shape]
 
 
 def _type(x: SSAValue) -> TensorType[AnyFloat]:
@@ -3564,8 +3642,6 @@ def _slice(t: _Translator, node: Node) -> SSAValue:
         start, step = _arg(node, 2, "start") or 0, _arg(node, 4, "step", 1)
         start = min(max(start + shape[dim] if start < 0 else start, 0), shape[dim])
         size = out.get_shape()[dim]
-    if size == 0:
-        raise t.fail(node, "a slice with no elements")
     if (start, size, step) == (0, shape[dim], 1):  # all of it: a select of a dim of 1 drops it
         return t.reshape(x, out.get_shape())
     sliced = t.emit(graph.SliceOp(x, dim, start, size, step))

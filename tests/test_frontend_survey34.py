@@ -15,11 +15,18 @@
   adds the entries to x one by one (`x + s₁ + …` is −0.0 where x and every sᵢ are). The sum
   added is −0.0 now where no entry but a −0.0 names the position (`_added_at`), and
   `scatter_reduce`'s sum without x's element is +0.0 there, as torch's (it starts at +0.0).
+- An empty tensor (a dim of size 0) was refused as "captured IR does not verify: graph.relu:
+  operand shape 0x8 has a dimension of size 0", naming neither the torch op nor its line; an
+  empty input that `cat` left out was captured and failed in `fuse`; `x[:, :0]` was refused
+  even where only `cat` read it (as `new_empty(2, 0)` was not). An empty input, parameter or
+  buffer is refused by name now, and so is the op (with its source line) of the first empty
+  tensor the captured function keeps; an empty part `cat` leaves out is taken.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 
 import numpy as np
@@ -212,3 +219,69 @@ def test_negative_zero_added_at_an_index_in_cuda_on_the_cpu() -> None:
         lowered, [np.asarray(a) for a in cap.arguments(NEGATIVE_ZEROS, SOURCE)]
     )
     _assert_close(got, module(NEGATIVE_ZEROS, SOURCE))
+
+
+# ------------------------------------------------------------------------- empty tensors
+
+EMPTY_INPUTS: dict[str, tuple[Callable[..., Tensor], tuple[Tensor, ...], dict[str, Tensor]]] = {
+    "relu": (lambda m, x: torch.relu(x), (torch.randn(0, 8),), {}),
+    "sum": (lambda m, x: x.sum(1), (torch.randn(4, 0),), {}),
+    "softmax": (lambda m, x: torch.softmax(x, 0), (torch.randn(0, 3),), {}),
+    "linear_k0": (lambda m, x: x @ m.w, (torch.randn(2, 0),), {"w": torch.randn(0, 4)}),
+    "cat": (lambda m, x, y: torch.cat([x, y]), (torch.randn(0, 3), torch.randn(2, 3)), {}),
+    "embedding": (
+        lambda m, i: F.embedding(i, m.w),
+        (torch.zeros(0, dtype=torch.long),),
+        {"w": torch.randn(5, 3)},
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_INPUTS))
+def test_an_empty_input_is_refused_by_name(name: str) -> None:
+    fn, inputs, buffers = EMPTY_INPUTS[name]
+    shape = next(list(x.shape) for x in inputs if 0 in x.shape)
+    with pytest.raises(
+        FrontendError, match=rf"input \w+ is an empty tensor of shape {re.escape(str(shape))} \("
+    ):
+        capture(Fn(fn, **buffers), *inputs)
+
+
+def test_an_empty_buffer_is_refused_by_name() -> None:
+    module = Fn(lambda m, x: torch.gather(x, 0, m.i), i=torch.zeros(0, 3, dtype=torch.long))
+    with pytest.raises(FrontendError, match=r"buffer b_i is an empty tensor of shape \[0, 3\]"):
+        capture(module, torch.randn(2, 3))
+
+
+EMPTY_MADE: dict[str, tuple[Callable[..., Tensor], str, str]] = {
+    "slice_sum": (lambda m, x: x[:, 3:].sum(1), "aten.slice", "[2, 0]"),
+    "slice_matmul": (lambda m, x: x[:, :0] @ x[:, :0].T, "aten.slice", "[2, 0]"),
+    "slice_returned": (lambda m, x: (x * 2, x[:0]), "aten.slice", "[0, 3]"),
+    "zeros": (lambda m, x: x + torch.zeros(0, 3).sum(0), "aten.zeros", "[0, 3]"),
+    "topk_0": (lambda m, x: torch.topk(x, 0, 1).values, "aten.topk", "[2, 0]"),
+    "repeat_0": (lambda m, x: x.repeat(0, 1).sum(0), "aten.repeat", "[0, 3]"),
+    "pad_crop": (lambda m, x: F.pad(x, (-3, 0)).sum(1), "aten.pad", "[2, 0]"),
+    "cat_of_empty_parts": (lambda m, x: torch.cat([x[:, :0], x[:, 3:]], 1), "aten.cat", "[2, 0]"),
+    "arange_0": (lambda m, x: x + torch.arange(0).sum(), "aten.arange", "[0]"),
+}
+
+
+@pytest.mark.parametrize("name", list(EMPTY_MADE))
+def test_an_empty_tensor_made_in_forward_is_refused_naming_its_op(name: str) -> None:
+    fn, op, shape = EMPTY_MADE[name]
+    pattern = rf"{op} (gives an|of an) empty tensor of shape {re.escape(shape)} \(a dim of size 0\)"
+    with pytest.raises(FrontendError, match=pattern) as error:
+        capture(Fn(fn), torch.randn(2, 3))
+    assert "line" in str(error.value)  # the source line of the op
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda m, x: torch.cat([x[:, :0], x], 1) * 2,
+        lambda m, x: torch.cat([x.narrow(1, 1, 0), x, x[:, 3:]], 1),
+        lambda m, x: torch.cat([x.new_empty(2, 0), x], 1),
+    ],
+)
+def test_an_empty_part_cat_leaves_out_is_taken(fn: Callable[..., Tensor]) -> None:
+    assert_matches(Fn(fn), torch.randn(2, 3))
