@@ -963,7 +963,20 @@ def _unary(t: _Translator, node: Node) -> SSAValue:
     if decimals:
         return _rounded_to_decimals(t, node, int(decimals))
     x = t.operand_like(node.args[0], out, node)
-    return t.emit(_UNARY[node.target._overloadpacket.__name__](x))  # pyright: ignore
+    result = t.emit(_UNARY[node.target._overloadpacket.__name__](x))  # pyright: ignore
+    if isinstance(result.owner, graph.ReluOp):  # torch's relu keeps a −0.0 (`_kept_zero`)
+        return _kept_zero(t, x, t.scalar(0.0, out), result)
+    return result
+
+
+def _kept_zero(t: _Translator, x: SSAValue, bound: SSAValue, bounded: SSAValue) -> SSAValue:
+    """`bounded` (max or min of x and a bound, relu) but x itself where x equals the bound:
+    torch's clamp and relu keep x unless it is past the bound, so −0.0 clamped below at +0.0
+    stays −0.0 (at any size, its vectorized loops too), where the IEEE maximum of the graph's
+    `max` / `relu` gives +0.0. NaN still comes out NaN (equal to nothing)."""
+    if _type(x).element_type not in graph.FLOAT_TYPES:
+        return bounded
+    return t.emit(graph.SelectOp(t.emit(graph.CompareOp(x, bound, "eq")), x, bounded))
 
 
 def _rounded_to_decimals(t: _Translator, node: Node, decimals: int) -> SSAValue:
@@ -4429,10 +4442,14 @@ def _clamp(t: _Translator, node: Node) -> SSAValue:
         high = HARDTANH_RANGE[1] if high is None else high
     if name == "relu6":
         low, high = 0.0, 6.0
-    if low is not None:
-        x = t.emit(graph.MaxOp(x, t.operand_like(low, out, node)))
-    if high is not None:
-        x = t.emit(graph.MinOp(x, t.operand_like(high, out, node)))
+    for bound, fold in ((low, graph.MaxOp), (high, graph.MinOp)):
+        if bound is None:
+            continue
+        value = t.operand_like(bound, out, node)
+        folded = t.emit(fold(x, value))
+        # a zero bound, or a tensor's: x kept where it equals the bound (−0.0 at 0, as torch)
+        number = isinstance(bound, int | float)
+        x = folded if number and bound != 0 else _kept_zero(t, x, value, folded)
     return x
 
 

@@ -21,6 +21,15 @@
   even where only `cat` read it (as `new_empty(2, 0)` was not). An empty input, parameter or
   buffer is refused by name now, and so is the op (with its source line) of the first empty
   tensor the captured function keeps; an empty part `cat` leaves out is taken.
+
+Found by the hunt over awkward inputs:
+
+- `relu`, `relu6`, `clamp(min=0)` / `clamp_min(x, 0)` and `clamp(max=-0.0)` turned a −0.0 into
+  +0.0 (or +0.0 into −0.0): the graph's `relu` / `max` / `min` are IEEE maximum / minimum, which
+  order −0.0 below +0.0, where torch's clamp and relu keep x unless it is past the bound (at
+  every size, its vectorized loops too). x is kept where it equals a zero or tensor bound now.
+  (torch's own `maximum` / `max_pool` of −0.0 against +0.0 depend on the argument order and on
+  whether its loop is vectorized, so `graph.max` keeps the IEEE order there.)
 """
 
 from __future__ import annotations
@@ -285,3 +294,50 @@ def test_an_empty_tensor_made_in_forward_is_refused_naming_its_op(name: str) -> 
 )
 def test_an_empty_part_cat_leaves_out_is_taken(fn: Callable[..., Tensor]) -> None:
     assert_matches(Fn(fn), torch.randn(2, 3))
+
+
+# ------------------------------------------------------------- −0.0 through relu and clamp
+
+SIGNED_ZEROS = torch.tensor(
+    [[-0.0, 0.0, -1.5, 2.0, math.nan, -math.inf], [math.inf, -0.0, 0.0, 7.0, -0.0, -3.0]]
+)
+CLAMPS: dict[str, Callable[..., Tensor]] = {
+    "relu": lambda m, x: torch.relu(x),
+    "relu_module": lambda m, x: nn.ReLU()(x),
+    "relu6": lambda m, x: F.relu6(x),
+    "hardtanh_0_1": lambda m, x: F.hardtanh(x, 0.0, 1.0),
+    "clamp_min_0": lambda m, x: x.clamp(min=0),
+    "clamp_min_fn": lambda m, x: torch.clamp_min(x, 0.0),
+    "clamp_0_1": lambda m, x: x.clamp(0.0, 1.0),
+    "clamp_max_negative_zero": lambda m, x: x.clamp(max=-0.0),
+    "clamp_max_0": lambda m, x: x.clamp(max=0.0),
+    "clamp_tensor_bounds": lambda m, x: x.clamp(min=x.flip(1), max=m.b),
+}
+
+
+@pytest.mark.parametrize("name", list(CLAMPS))
+def test_negative_zero_through_relu_and_clamp(name: str) -> None:
+    b = torch.tensor([[0.0, -0.0, 1.0, 5.0, 0.0, 2.0], [0.0, 0.0, -0.0, 1.0, 3.0, 0.0]])
+    assert_matches(Fn(CLAMPS[name], b=b), SIGNED_ZEROS)
+
+
+def test_negative_zero_through_relu_in_bf16() -> None:
+    module = Fn(lambda m, x: (torch.relu(x), x.clamp(min=0.0)))
+    x = SIGNED_ZEROS.bfloat16()
+    cap = capture(module, x)
+    got = run_reference(cap.module, *cap.arguments(x), dtype=None)
+    for g, w in zip(got, module(x), strict=True):
+        _assert_close(np.asarray(g, np.float32), w.float())
+
+
+def test_negative_zero_through_relu_in_cuda_on_the_cpu() -> None:
+    from cpu_cuda import COMPILER
+    from cpu_wgmma import run_program_on_cpu
+
+    if COMPILER is None:
+        pytest.skip("g++ not found")
+    module = Fn(lambda m, x: torch.relu(x) + F.relu6(x) * 0.5)
+    cap = capture(module, SIGNED_ZEROS)
+    lowered = apply_pipeline(cap.module.clone(), "decompose,fuse,tile,to-cuda")
+    (got,) = run_program_on_cpu(lowered, [np.asarray(a) for a in cap.arguments(SIGNED_ZEROS)])
+    _assert_close(got, module(SIGNED_ZEROS))
