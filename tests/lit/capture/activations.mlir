@@ -56,9 +56,12 @@
 // CHECK:      %[[T:.*]] = graph.tanh
 // CHECK-NEXT: %mish = graph.mul %x, %[[T]]
 
-// relu6: hardtanh on [0, 6], a max then a min.
-// CHECK:      %[[LOW6:.*]] = graph.max %mul, %{{.*}}
-// CHECK:      %relu6 = graph.min %[[LOW6]], %{{.*}}
+// relu6: hardtanh on [0, 6], a max (x itself where it equals the bound, so -0.0 stays -0.0 as
+// in torch) then a min.
+// CHECK:      %[[LOW6:.*]] = graph.max %mul, %[[ZERO6:.*]] :
+// CHECK-NEXT: %[[AT6:.*]] = graph.compare %mul, %[[ZERO6]] {predicate = "eq"}
+// CHECK-NEXT: %[[KEPT6:.*]] = graph.select %[[AT6]], %mul, %[[LOW6]]
+// CHECK:      %relu6 = graph.min %[[KEPT6]], %{{.*}}
 
 // stack: each input reshaped with a dim of 1, then a concat.
 // CHECK:      graph.reshape %x : tensor<2x4x8xf32> -> tensor<2x1x4x8xf32>

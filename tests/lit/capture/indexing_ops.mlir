@@ -22,11 +22,15 @@
 // CHECK:      graph.select %[[HIT]],
 // CHECK-NEXT: %gather = graph.reduce_max %{{.*}} {dims = array<i64: 2>} : tensor<2x3x8xf32> -> tensor<2x3xf32>
 
-// scatter_add: for each position, the sum of the entries whose index names it.
+// scatter_add: for each position, the sum of the entries whose index names it, or -0.0 where
+// only -0.0 entries name it (x + -0.0 keeps x's sign, as torch's adds one by one).
 // CHECK:      %[[POSITION:.*]] = graph.iota {dim = 1 : i64} : tensor<2x8x3xf32>
 // CHECK-NEXT: graph.compare %{{.*}}, %[[POSITION]] {predicate = "eq"}
 // CHECK:      %[[ADDED:.*]] = graph.reduce_sum %{{.*}} {dims = array<i64: 2>} : tensor<2x8x3xf32> -> tensor<2x8xf32>
-// CHECK-NEXT: %scatter_add = graph.add %new_zeros, %[[ADDED]]
+// CHECK:      %[[OTHER:.*]] = graph.reduce_max %{{.*}} {dims = array<i64: 2>} : tensor<2x8x3xf32> -> tensor<2x8xf32>
+// CHECK:      %[[NOT_ZERO:.*]] = graph.compare %[[OTHER]], %{{.*}} {predicate = "gt"}
+// CHECK:      %[[SIGNED:.*]] = graph.select %[[NOT_ZERO]], %[[ADDED]], %{{.*}}
+// CHECK-NEXT: %scatter_add = graph.add %new_zeros, %[[SIGNED]]
 
 // one_hot: the ids compared with the class number.
 // CHECK:      %one_hot = graph.cast %{{.*}} : tensor<2x3x8xi1> -> tensor<2x3x8xf32>
