@@ -24,30 +24,44 @@ COPY, GEMM = "elementwise", "wgmma"
 CASES = [
     # (id, program, knobs, the rules of the kernels the plan makes, in launch order)
     # 4095³ scaled down: 127-element rows (254 bytes) for A and B, both staged to 128.
-    ("bmm_2x127x127x127", batched_matmul(2, 127, 127, 127, "bf16"), "align=on",
-     [COPY, COPY, GEMM]),
+    ("bmm_2x127x127x127", batched_matmul(2, 127, 127, 127, "bf16"), "align=on", [COPY, COPY, GEMM]),
     # K misaligned, N aligned: A alone; B's [K, N] rows past K are TMA's zero fill.
     ("bmm_3x70x64x83_a_only", batched_matmul(3, 70, 64, 83, "bf16"), "align=on", [COPY, GEMM]),
     # N misaligned, K aligned: B alone ([K, N] rows padded past N, the output guarded).
     ("bmm_2x65x75x64_b_only", batched_matmul(2, 65, 75, 64, "bf16"), "align=on", [COPY, GEMM]),
     # Primes; x @ w.
-    ("matmul_131x137x139", matmul_plain(131, 137, 139, "bf16", "kn", relu=False), "align=on",
-     [COPY, COPY, GEMM]),
+    (
+        "matmul_131x137x139",
+        matmul_plain(131, 137, 139, "bf16", "kn", relu=False),
+        "align=on",
+        [COPY, COPY, GEMM],
+    ),
     # The torch layout (F.linear: w [N, K], + bias): both rows are K; the padded K columns
     # of both are zeros, so their products add zero.
-    ("linear_130x77x83_bias", matmul_plain(130, 77, 83, "bf16", "nk"), "align=on",
-     [COPY, COPY, GEMM]),
-    ("linear_bn256_130x300x83", matmul_plain(130, 300, 83, "bf16", "nk"), "align=on bn=256",
-     [COPY, COPY, GEMM]),
-    ("linear_f16_97x72x45", matmul_plain(97, 72, 45, "f16", "nk", relu=False), "align=on",
-     [COPY, COPY, GEMM]),
+    (
+        "linear_130x77x83_bias",
+        matmul_plain(130, 77, 83, "bf16", "nk"),
+        "align=on",
+        [COPY, COPY, GEMM],
+    ),
+    (
+        "linear_bn256_130x300x83",
+        matmul_plain(130, 300, 83, "bf16", "nk"),
+        "align=on bn=256",
+        [COPY, COPY, GEMM],
+    ),
+    (
+        "linear_f16_97x72x45",
+        matmul_plain(97, 72, 45, "f16", "nk", relu=False),
+        "align=on",
+        [COPY, COPY, GEMM],
+    ),
     # K = 3: one K step of 64, of which 61 columns are A's padding and B's zero fill (K = 1
     # has no K loop left after `fuse`: `test_k1_is_not_staged`).
     ("bmm_k3_2x67x75x3", batched_matmul(2, 67, 75, 3, "bf16"), "align=on", [COPY, COPY, GEMM]),
     # A batch of 127³ stays on mma.sync, in the small-grid tile (32×32, 4 warps:
     # tests/lit/tile_pass/wgmma_staged.mlir pins it).
-    ("mma_sync_32x32_3x127x127x127", batched_matmul(3, 127, 127, 127, "bf16"), "",
-     ["mma_sync"]),
+    ("mma_sync_32x32_3x127x127x127", batched_matmul(3, 127, 127, 127, "bf16"), "", ["mma_sync"]),
 ]
 
 
@@ -158,3 +172,47 @@ def test_staged_kernels_compile_for_sm90a() -> None:
         _, module = lower(text, tile_with(knobs))
         kernels = {op.sym_name.data for op in module.ops if isinstance(op, tile.CudaKernelOp)}
         assert set(compile_module(module, arch="sm_90a").kernels) == kernels
+
+
+# Rows TMA addresses but that start off 32-byte sectors (K ≡ 8 mod 16 bf16 elements):
+# `sector_staging` copies the operands whose copies save the most by its estimate.
+SECTOR_CASES = [
+    # (id, program, the staged operands' copy kernels, in launch order)
+    ("linear_3000", matmul_plain(3000, 3000, 3000, "bf16", "nk"), ["_pad_b"]),
+    ("linear_1000x4704x4600", matmul_plain(1000, 4704, 4600, "bf16", "nk"), ["_pad_a"]),
+    ("linear_5000", matmul_plain(5000, 5000, 5000, "bf16", "nk"), ["_pad_a", "_pad_b"]),
+    ("linear_4096x1024x3000", matmul_plain(4096, 1024, 3000, "bf16", "nk"), ["_pad_b"]),
+    # Too small for a copy to pay; a small grid the planner splits over K instead.
+    ("linear_1000", matmul_plain(1000, 1000, 1000, "bf16", "nk"), []),
+    ("linear_2048x2048x1000", matmul_plain(2048, 2048, 1000, "bf16", "nk"), []),
+    ("linear_500x1024x20008", matmul_plain(500, 1024, 20008, "bf16", "nk"), []),
+    # Rows on sectors (K a multiple of 16): nothing to stage.
+    ("linear_3008", matmul_plain(3000, 3000, 3008, "bf16", "nk"), []),
+]
+
+
+def _copies(text: str, knobs: str) -> list[str]:
+    module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+    names = [k.sym_name.data for k in loop.kernels(module)]
+    return [name[name.index("_pad_") :] for name in names if "_pad_" in name]
+
+
+@pytest.mark.parametrize(
+    ("text", "copies"), [c[1:] for c in SECTOR_CASES], ids=[c[0] for c in SECTOR_CASES]
+)
+def test_rows_off_sectors_are_staged_where_the_estimate_says(text: str, copies: list[str]) -> None:
+    assert _copies(text, "") == copies
+
+
+@pytest.mark.parametrize("knobs", ["align=off", "mma=wgmma", "streamk=tail", "splitk=2"])
+def test_rows_off_sectors_stay_where_knobs_ask_for_the_gemm_itself(knobs: str) -> None:
+    assert _copies(matmul_plain(3000, 3000, 3000, "bf16", "nk"), knobs) == []
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+def test_rows_off_sectors_staged_match_float64_on_cpu() -> None:
+    # K = 200 (400-byte rows, 16 past a sector): both staged under align=on, padded to 256.
+    text = matmul_plain(130, 136, 200, "bf16", "nk")
+    assert _copies(text, "align=on") == ["_pad_a", "_pad_b"]
+    error, bound = error_on_cpu(text, tile_with("align=on"), seed=11)
+    assert error < bound, error

@@ -85,6 +85,7 @@ from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_k_loop,
     swapped_produce,
 )
+from tinyopt.passes.tile.gemm.wgmma_staged import steps_aside
 from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
@@ -140,6 +141,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return operands
         if why := _fp8_refusal(c, operands):
             return why
+        if not dual and (why := steps_aside(kernel, c, knobs, self.target)):
+            return _fail(why)
         results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
         by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
         fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]

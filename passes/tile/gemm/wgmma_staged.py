@@ -27,9 +27,17 @@ GEMMs are staged from about 1300³; small ones (a batch of 127³) stay on `mma.s
 more launches would cost more than the whole product. At most `SKINNY_ROWS` rows per batch
 entry are never staged in `auto` (the skinny and GEMV rules' shapes keep their plans).
 
+Rows TMA addresses but that start off 32-byte L2 sectors (16 bytes past a multiple of 32: a
+bf16 K ≡ 8 mod 16) slow the wgmma GEMM itself: on an H100 (benchmarks/RESULTS.md, thirty-fourth
+session run 7) its kernel took 1.36-1.67 times as long as on the same operands copied to
+aligned rows (3000³ 106.3 against 75.5 µs, 1000×4704×4600 118.4 against 70.7), B's rows costing
+more than A's. Such operands are staged where `sector_staging` estimates the copies cheaper
+than what they save (`SECTOR_SAVINGS`); the wgmma rule steps aside for it (`steps_aside`).
+
 The knob `align` turns the rule off (`off`), or on wherever it can stage (`on`: no estimate,
 and M ≤ 64 too); `auto` decides by the estimate. Under `mma=sync` or `none` the rule is not
-tried; under `mma=wgmma` the wgmma rule's refusal of the misaligned kernel stands.
+tried; under `mma=wgmma` the wgmma rule's refusal of the misaligned kernel stands, and it keeps
+rows off sectors unstaged.
 """
 
 from __future__ import annotations
@@ -46,8 +54,14 @@ from tinyopt.passes.tile.emit import Emitter
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
-from tinyopt.passes.tile.gemm.wgmma_plan import TMA_ALIGN, operand_buffers, row_misaligned
+from tinyopt.passes.tile.gemm.wgmma_plan import (
+    TMA_ALIGN,
+    operand_buffers,
+    plain_operands,
+    row_misaligned,
+)
 from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.rule import Rule
 
 ROW_ALIGN = 64
@@ -68,6 +82,17 @@ measured)."""
 LAUNCH_SECONDS = 3e-6
 """What one more kernel in the sequence costs besides its bytes: its launch and its ramp-up
 and tail (an estimate)."""
+
+SECTOR = 32
+"""Bytes of an L2 sector: rows starting off a multiple of it read one more per TMA box row."""
+
+SECTOR_SLOWDOWN = 1.4
+"""The wgmma GEMM's time on rows off sectors over `WGMMA_FLOPS_PER_SECOND`'s (H100, thirty-fourth
+session run 7: 1.30 at 3000³, 1.80 at 1000×4704×4600, 1.39 at 5000³, 1.42 at 4096×1024×3000)."""
+
+SECTOR_SAVINGS = {"a": 0.13, "b": 0.25, "a,b": 0.32}
+"""The share of that time staging the operands saves (same run, the GEMM kernel alone: A 11-15%,
+B 17-32%, both 26-40% over those four shapes)."""
 
 SYNC_RELATIVE = 0.35
 """`mma.sync`'s rate on misaligned rows (2-byte loads) relative to `WGMMA_FLOPS_PER_SECOND`:
@@ -132,6 +157,80 @@ def misaligned_operands(kernel: loop.KernelOp, c: Contraction) -> list[_Operand]
     return staged
 
 
+def off_sectors(t: MemRefType) -> bool:
+    """Whether a buffer's rows TMA addresses (whole 16 bytes) start off 32-byte sectors."""
+    width = t.element_type.bitwidth // 8  # type: ignore[attr-defined]
+    return not row_misaligned(t) and (t.get_shape()[-1] * width) % SECTOR != 0
+
+
+def sector_staging(
+    kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target
+) -> list[_Operand] | str:
+    """The operands whose rows start off sectors to stage (`off_sectors`), or why none: all of
+    them under `align=on`, else those whose copies save the most by the estimate
+
+        saved = SECTOR_SAVINGS[staged] · SECTOR_SLOWDOWN · FLOPs / WGMMA_FLOPS_PER_SECOND
+                - (copies: bytes / COPY_BYTES_PER_SECOND + LAUNCH_SECONDS each)
+
+    where that is positive (at 3000³: B, 109.4 → 101.1 µs; 5000³ both, 515.6 → 461.2;
+    1000×4704×4600 A, 117.8 → 105.4; 4096×1024×3000 B, 56.4 → 46.5; not 1000³ nor
+    2048×2048×1000, where every copy lost: H100, thirty-fourth session run 7). Not where 128×256
+    blocks split in two would fit one wave, a grid whose K the planner may split: a staged GEMM
+    is not split; nor where the wgmma rule would not take the staged GEMM either (`plain_operands`:
+    a split's chunks that are not whole TMA boxes)."""
+    operands = plain_operands(c, c.extents[3], c.extents[2])
+    if isinstance(operands, str):
+        return operands
+    args = list(kernel.body.block.args)
+    off = []
+    for name, position in (("a", operands.a), *(("b", b) for b in operands.bs)):
+        t = args[position].type
+        assert isinstance(t, MemRefType)
+        if off_sectors(t) and all(o.arg != position for o in off):
+            off.append(_Operand(name, position, t))
+    if not off:
+        return f"the operands' rows start on {SECTOR}-byte sectors"
+    if knobs.align == "on":
+        return off
+    batch, m, n, k = c.extents
+    if 2 * batch * -(-m // 128) * -(-n // 256) <= target.sms:
+        return "a small grid, whose K the planner may split (a staged GEMM is not split)"
+    if m <= SKINNY_ROWS:
+        return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
+    gemm = SECTOR_SLOWDOWN * 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
+    best, best_saved = [], 0.0
+    for subset in ([o] for o in off) if len(off) < 2 else ([off[0]], [off[1]], off):
+        staged = ",".join(o.name for o in subset)
+        if staged not in SECTOR_SAVINGS:
+            continue
+        copies = sum(LAUNCH_SECONDS + o.bytes_moved() / COPY_BYTES_PER_SECOND for o in subset)
+        saved = SECTOR_SAVINGS[staged] * gemm - copies
+        if saved > best_saved:
+            best, best_saved = subset, saved
+    if not best:
+        return (
+            f"rows start off {SECTOR}-byte sectors, but no copy would pay by the estimate "
+            f"(~{gemm * 1e6:.3g} us of wgmma; align=on stages anyway)"
+        )
+    return best
+
+
+def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target) -> str | None:
+    """Why the wgmma rule leaves a kernel to this rule's copies (operands off sectors worth
+    staging, `sector_staging`), or None."""
+    asked = knobs.streamk in ("on", "tail") or knobs.splitk > 1  # of the wgmma rule itself
+    if asked or not WgmmaStagedRule.considered_under(knobs):
+        return None
+    staged = sector_staging(kernel, c, knobs, target)
+    if isinstance(staged, str):
+        return None
+    names = ", ".join(o.name.upper() for o in staged)
+    return (
+        f"steps aside for wgmma_staged: rows of {names} start off {SECTOR}-byte sectors, and "
+        "copying them to aligned rows pays by the estimate (align=off keeps them)"
+    )
+
+
 def staging_pays(c: Contraction, operands: list[_Operand]) -> tuple[bool, str]:
     """Whether the copies and the wgmma GEMM are estimated to take less time than `mma.sync`
     on the misaligned operands (module docstring), and the estimate in words."""
@@ -155,8 +254,12 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
     selector = ("align", "on")
 
     def considered(self, knobs: Knobs) -> bool:
-        # mma=wgmma leaves a misaligned kernel to the wgmma rule's refusal; sync and none ask
-        # for other rules.
+        return self.considered_under(knobs)
+
+    @staticmethod
+    def considered_under(knobs: Knobs) -> bool:
+        """mma=wgmma leaves a misaligned kernel to the wgmma rule's refusal; sync and none ask
+        for other rules."""
         return knobs.schedule == "auto" and knobs.align != "off" and knobs.mma == "auto"
 
     def match(self, kernel: loop.KernelOp) -> Contraction | str:
@@ -165,7 +268,8 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> Staging | str:
         operands = misaligned_operands(kernel, c)
         if isinstance(operands, str):
-            return operands
+            off = sector_staging(kernel, c, knobs, self.target)
+            return f"{operands}; {off}" if isinstance(off, str) else Staging(_names(off))
         m = c.extents[1]
         if knobs.align == "auto":
             if m <= SKINNY_ROWS:
@@ -175,7 +279,7 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
                 return (
                     f"the copies would not pay, by the estimate: {words} (align=on stages anyway)"
                 )
-        return Staging(",".join(o.name for o in operands))
+        return Staging(_names(operands))
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: Staging) -> str | None:
         return STAGING_IN_A_PLAN
@@ -184,13 +288,27 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
         self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: Staging
     ) -> list[loop.KernelOp]:
         operands = misaligned_operands(kernel, c)
-        assert not isinstance(operands, str)
+        if isinstance(operands, str):  # rows off sectors: the ones the plan names
+            args = kernel.body.block.args
+            found = operand_buffers(c)
+            assert not isinstance(found, str)
+            named = (("a", found.a), *(("b", b) for b in found.bs))
+            staged = plan.operands.split(",")
+            operands = [
+                _Operand(n, p, args[p].type)  # type: ignore[arg-type]
+                for n, p in dict(named).items()
+                if n in staged
+            ]
         return stage_operands(module, kernel, operands)
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, plan: Staging, rewriter: PatternRewriter
     ) -> None:
         raise AssertionError(STAGING_IN_A_PLAN)  # `check` refuses every written plan
+
+
+def _names(operands: list[_Operand]) -> str:
+    return ",".join(o.name for o in operands)
 
 
 def stage_operands(
