@@ -49,7 +49,10 @@ def programs() -> list[tuple[str, str, str, float | None]]:
     matmuls = [
         c
         for c in CASES
-        if any(w in c.id for w in ("matmul", "bmm", "linear", "swiglu", "gated", "skinny", "fp8"))
+        if any(
+            w in c.id
+            for w in ("matmul", "bmm", "linear", "swiglu", "gated", "skinny", "fp8", "wgmma")
+        )
     ]
     out += [(c.id, c.text, c.pipeline, c.tolerance) for c in matmuls]
     return out

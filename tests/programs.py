@@ -522,6 +522,14 @@ CASES = [
         matmul_plain(500, 2600, 1000, "bf16", relu=True),
         tile_with("streamk=tail bn=128"),
     ),
+    # 192-row blocks (three consumer warpgroups) by the wave choice: 256 tiles of 192x192 on
+    # 132 persistent SMs, the last row and column of tiles holding 120 of 192; with a bias and
+    # GELU after (the MLP's first linear), then the second linear.
+    Case("bf16_wgmma_tall_3000x3000x1024", matmul_plain(3000, 3000, 1024, "bf16", "nk")),
+    Case("bf16_wgmma_tall_mlp_3000x1024x3000", mlp(3000, 1024, 3000, "bf16")),
+    # Rows of K (3000: 6000 bytes) 16 bytes off 32-byte sectors: B copied to aligned rows, then
+    # the GEMM on 192-row blocks; a ragged K on the padded workspace's zeros.
+    Case("bf16_wgmma_sector_staged_3000x3000x3000", matmul_plain(3000, 3000, 3000, "bf16", "nk")),
     # the wave choice's 128x192 blocks, K summed in the tensor cores (bf16 out).
     Case("fp8_wgmma_bn192_e4m3_3000x3000x1024", scaled_matmul(3000, 3000, 1024)),
     Case(
