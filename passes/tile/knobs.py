@@ -113,6 +113,13 @@ def _ring(most: int, setting: str) -> Domain:
     return one_of(AUTO, *range(2, most + 1), words=f"0 (auto) or in [2, {most}] with {setting}")
 
 
+WGMMA_BLOCK_SIDE = Domain(
+    "a power of two in [16, 256] or 192 with mma=wgmma (or 0 for auto)",
+    (*powers(16, 256).values, 192),
+)
+"""`bm` and `bn` under `mma=wgmma`: 192 too (three consumer warpgroups, or 192 columns)."""
+
+
 @dataclass(frozen=True)
 class Knob:
     """One row of the knob table: a name, its domain, and its default (the `Knobs` field)."""
@@ -141,34 +148,8 @@ KNOBS: tuple[Knob, ...] = (
     Knob("vec", powers(1, 16)),
     Knob("rows", powers(1, 32)),
     Knob("cols", powers(1, 8)),
-    Knob(
-        "bm",
-        powers(16, 256),
-        when=(
-            (
-                "mma",
-                "wgmma",
-                Domain(
-                    "a power of two in [16, 256] or 192 with mma=wgmma (or 0 for auto)",
-                    (*powers(16, 256).values, 192),
-                ),
-            ),
-        ),
-    ),
-    Knob(
-        "bn",
-        powers(16, 256),
-        when=(
-            (
-                "mma",
-                "wgmma",
-                Domain(
-                    "a power of two in [16, 256] or 192 with mma=wgmma (or 0 for auto)",
-                    (*powers(16, 256).values, 192),
-                ),
-            ),
-        ),
-    ),
+    Knob("bm", powers(16, 256), when=(("mma", "wgmma", WGMMA_BLOCK_SIDE),)),
+    Knob("bn", powers(16, 256), when=(("mma", "wgmma", WGMMA_BLOCK_SIDE),)),
     Knob("bk", powers(4, 64)),
     Knob("tm", powers(1, 16)),
     Knob("tn", powers(1, 16)),

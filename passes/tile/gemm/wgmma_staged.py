@@ -42,6 +42,7 @@ rows off sectors unstaged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from xdsl.dialects import arith, memref
@@ -56,6 +57,7 @@ from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     TMA_ALIGN,
+    Operands,
     operand_buffers,
     plain_operands,
     row_misaligned,
@@ -139,19 +141,27 @@ class _Operand:
         return width * (count + padded)
 
 
+def _operands_where(
+    kernel: loop.KernelOp, operands: Operands, test: Callable[[MemRefType], bool]
+) -> list[_Operand]:
+    """A and each B of `operands` whose buffer passes `test`, each buffer once."""
+    args = list(kernel.body.block.args)
+    found: list[_Operand] = []
+    for name, position in (("a", operands.a), *(("b", b) for b in operands.bs)):
+        t = args[position].type
+        assert isinstance(t, MemRefType)
+        if test(t) and all(o.arg != position for o in found):
+            found.append(_Operand(name, position, t))
+    return found
+
+
 def misaligned_operands(kernel: loop.KernelOp, c: Contraction) -> list[_Operand] | str:
     """The operand buffers of a plain-load contraction whose rows TMA cannot address, or why
     the contraction is not one the wgmma rule could take once they are staged."""
     operands = operand_buffers(c)
     if isinstance(operands, str):
         return operands
-    args = list(kernel.body.block.args)
-    staged = []
-    for name, position in (("a", operands.a), *(("b", b) for b in operands.bs)):
-        t = args[position].type
-        assert isinstance(t, MemRefType)
-        if row_misaligned(t) and all(s.arg != position for s in staged):
-            staged.append(_Operand(name, position, t))
+    staged = _operands_where(kernel, operands, row_misaligned)
     if not staged:
         return f"the operands' rows are multiples of {TMA_ALIGN} bytes: nothing to stage"
     return staged
@@ -181,13 +191,7 @@ def sector_staging(
     operands = plain_operands(c, c.extents[3], c.extents[2])
     if isinstance(operands, str):
         return operands
-    args = list(kernel.body.block.args)
-    off = []
-    for name, position in (("a", operands.a), *(("b", b) for b in operands.bs)):
-        t = args[position].type
-        assert isinstance(t, MemRefType)
-        if off_sectors(t) and all(o.arg != position for o in off):
-            off.append(_Operand(name, position, t))
+    off = _operands_where(kernel, operands, off_sectors)
     if not off:
         return f"the operands' rows start on {SECTOR}-byte sectors"
     if knobs.align == "on":
@@ -289,16 +293,10 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
     ) -> list[loop.KernelOp]:
         operands = misaligned_operands(kernel, c)
         if isinstance(operands, str):  # rows off sectors: the ones the plan names
-            args = kernel.body.block.args
             found = operand_buffers(c)
             assert not isinstance(found, str)
-            named = (("a", found.a), *(("b", b) for b in found.bs))
-            staged = plan.operands.split(",")
-            operands = [
-                _Operand(n, p, args[p].type)  # type: ignore[arg-type]
-                for n, p in dict(named).items()
-                if n in staged
-            ]
+            named = plan.operands.split(",")
+            operands = [o for o in _operands_where(kernel, found, off_sectors) if o.name in named]
         return stage_operands(module, kernel, operands)
 
     def emit(
