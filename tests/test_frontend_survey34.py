@@ -135,6 +135,9 @@ ZERO_D: dict[str, Callable[..., Tensor]] = {
 }
 
 
+# torch's std and var of one element warn that the correction leaves no degree of freedom (NaN).
+@pytest.mark.filterwarnings("ignore:std\\(\\).*degrees of freedom:UserWarning")
+@pytest.mark.filterwarnings("ignore:var\\(\\).*degrees of freedom:UserWarning")
 @pytest.mark.parametrize("value", [1.5, -0.0, math.inf, -math.inf, math.nan])
 @pytest.mark.parametrize("name", list(ZERO_D))
 def test_a_0d_tensor_along_its_dim(name: str, value: float) -> None:
@@ -201,6 +204,8 @@ ADDED: dict[str, tuple[Callable[..., Tensor], dict[str, Tensor]]] = {
 }
 
 
+# torch warns that `scatter`'s reduce argument is deprecated (the form is still captured).
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter:UserWarning")
 @pytest.mark.parametrize("name", list(ADDED))
 def test_negative_zero_added_at_an_index_keeps_its_sign(name: str) -> None:
     fn, buffers = ADDED[name]
