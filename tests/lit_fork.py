@@ -40,46 +40,66 @@ calls."""
 FRONTEND = ("torch", "torch.export", "torch._dynamo", "tinyopt.frontends.torch_fx")
 """What `tinyopt capture` imports (torch.export's first call imports torch._dynamo): 2.2 s of
 CPU time a capture spent on them where the server had not, 0.2 s left for the capture itself.
-The lit suite's and the docs' servers import them too (`preload`); where torch is not
-installed they are left out."""
+The lit suite's and the docs' second servers import them too (`start`'s `capture`), which take
+the `tinyopt capture` commands; where torch is not installed they are left out."""
 
 
-def start(folder: str, preload: tuple[str, ...] = ()) -> subprocess.Popen[bytes] | None:
+def start(
+    folder: str, preload: tuple[str, ...] = (), capture: tuple[str, ...] = ()
+) -> list[subprocess.Popen[bytes]] | None:
     """Start a server listening in `folder` and write a client of it there for each of `TOOLS`
-    (`folder`/tinyopt, `folder`/filecheck); return the server process, which the caller stops
+    (`folder`/tinyopt, `folder`/filecheck); return the server processes, which the caller stops
     (`terminate`), or None where it cannot run: no fork or Unix sockets, a script missing, or
     no answer in 120 s (then nothing is left running). The server imports the modules named in
-    `preload` as well, those that can be imported (e.g. `FRONTEND`), before it answers."""
+    `preload` as well, those that can be imported (e.g. `FRONTEND`), before it answers.
+
+    With `capture` (e.g. `FRONTEND`), a second server that imports those modules too takes
+    the `tinyopt capture` commands, the first one every other command: a fork of a process
+    that has imported torch cost 50 ms more a command here (a `filecheck` 97 ms against 45 ms,
+    2-core VM), which the lit suite's 600 forked commands paid though 11 of them capture."""
     import shutil
     import subprocess
 
     scripts = {tool: shutil.which(tool, path=os.path.dirname(sys.executable)) for tool in TOOLS}
     if None in scripts.values() or not hasattr(os, "fork") or not hasattr(socket, "AF_UNIX"):
         return None
-    address = os.path.join(folder, "socket")
-    server = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), address, *preload],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        env=os.environ | {"TINYOPT_TUNING_DB": "off"},
-    )
-    assert server.stdout is not None
-    with server.stdout:  # the server prints nothing after "ready"
-        ready = select.select([server.stdout], [], [], 120)[0] and server.stdout.readline()
-    if ready != b"ready\n":
-        server.terminate()
-        server.wait()
+    addresses = [os.path.join(folder, "socket")]
+    loads = [preload]
+    if capture:
+        addresses.append(os.path.join(folder, "socket-capture"))
+        loads.append((*preload, *capture))
+    servers = [
+        subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), address, *load],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            env=os.environ | {"TINYOPT_TUNING_DB": "off"},
+        )
+        for address, load in zip(addresses, loads)
+    ]
+    ready = True
+    for server in servers:  # they start side by side
+        assert server.stdout is not None
+        with server.stdout:  # the server prints nothing after "ready"
+            answer = select.select([server.stdout], [], [], 120)[0] and server.stdout.readline()
+        ready = ready and answer == b"ready\n"
+    if not ready:
+        for server in servers:
+            server.terminate()
+            server.wait()
         return None
     tests = os.path.dirname(os.path.abspath(__file__))
     for tool, real in scripts.items():
         path = os.path.join(folder, tool)
+        # Only `tinyopt` captures: `filecheck` is handed the first server's address alone.
+        routes = ", ".join(f"'{address}'" for address in addresses[: 2 if tool == "tinyopt" else 1])
         with open(path, "w") as out:
             out.write(
                 f'#!/bin/sh\nexec "{sys.executable}" -I -S -c "import sys; sys.path.insert(0, '
-                f"'{tests}'); import lit_fork; lit_fork.client('{real}', '{address}')\" \"$@\"\n"
+                f"'{tests}'); import lit_fork; lit_fork.client('{real}', {routes})\" \"$@\"\n"
             )
         os.chmod(path, 0o755)
-    return server
+    return servers
 
 
 class Serving:
@@ -88,22 +108,22 @@ class Serving:
     the real scripts); on leaving, the server stops and the folder is removed. (A class, not
     a contextlib generator: every client imports this module, and imports cost it time.)"""
 
-    def __init__(self, preload: tuple[str, ...] = ()) -> None:
-        self.preload = preload  # `start`'s
+    def __init__(self, preload: tuple[str, ...] = (), capture: tuple[str, ...] = ()) -> None:
+        self.preload, self.capture = preload, capture  # `start`'s
 
     def __enter__(self) -> str | None:
         import tempfile
 
         self.folder = tempfile.mkdtemp(prefix="tinyopt-fork-")
-        self.server = start(self.folder, self.preload)
-        return self.folder if self.server is not None else None
+        self.servers = start(self.folder, self.preload, self.capture)
+        return self.folder if self.servers is not None else None
 
     def __exit__(self, *exc: object) -> None:
         import shutil
 
-        if self.server is not None:
-            self.server.terminate()
-            self.server.wait()
+        for server in self.servers or ():
+            server.terminate()
+            server.wait()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -125,9 +145,12 @@ def shared(preload: tuple[str, ...] = ()) -> str | None:
     return _SHARED[preload][1]
 
 
-def client(real: str, address: str) -> None:
-    """Run the script `real` with `sys.argv[1:]` through the server at `address` (exec `real`
-    where no server answers)."""
+def client(real: str, address: str, capture: str | None = None) -> None:
+    """Run the script `real` with `sys.argv[1:]` through the server at `address`, or at
+    `capture` for a `tinyopt capture` command where that is given (exec `real` where no server
+    answers)."""
+    if capture is not None and sys.argv[1:2] == ["capture"]:
+        address = capture
     request = json.dumps(
         {"argv": [real, *sys.argv[1:]], "cwd": os.getcwd(), "env": dict(os.environ)}
     )

@@ -346,7 +346,8 @@ def test_docs_run(tmp_path, record_property):
     # The CPU blocks' `tinyopt` commands fork from a process that has imported tinyopt
     # (tests/lit_fork.py, as the lit suite's do; TINYOPT_LIT_FORK=0 runs the real script).
     use_forks = os.environ.get("TINYOPT_LIT_FORK", "1") != "0"
-    with lit_fork.Serving(lit_fork.FRONTEND) if use_forks else contextlib.nullcontext() as folder:
+    serving = lit_fork.Serving(capture=lit_fork.FRONTEND)
+    with serving if use_forks else contextlib.nullcontext() as folder:
         forks = Path(folder) if folder is not None else None
 
         def run_chain(chain: list[Block]) -> list[Result]:
