@@ -19,19 +19,20 @@ fork and Unix sockets (Linux, macOS); elsewhere lit.cfg.py leaves the commands a
 
 from __future__ import annotations
 
-import gc
-import json
+# What a client imports is kept to builtin modules (`client`): a RUN line's `tinyopt` or
+# `filecheck` starts a Python that runs this module's `client`, and json, socket, signal and
+# typing took 24 of its 36 ms of CPU time (2-core VM). The server imports the rest itself.
+import _socket
+import marshal
 import os
-import select
-import signal
-import socket
 import sys
-from typing import TYPE_CHECKING
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     import subprocess
 
-_HEADER = 8  # bytes: the length of the request's JSON
+_HEADER = 8  # bytes: the length of the request (`marshal`'s)
 TOOLS = {"tinyopt": ("tinyopt.cli", "main"), "filecheck": ("filecheck.main", "main")}
 """Each command the server runs, by its script's name: the module and function the script
 calls."""
@@ -57,7 +58,9 @@ def start(
     the `tinyopt capture` commands, the first one every other command: a fork of a process
     that has imported torch cost 50 ms more a command here (a `filecheck` 97 ms against 45 ms,
     2-core VM), which the lit suite's 600 forked commands paid though 11 of them capture."""
+    import select
     import shutil
+    import socket
     import subprocess
 
     scripts = {tool: shutil.which(tool, path=os.path.dirname(sys.executable)) for tool in TOOLS}
@@ -151,14 +154,16 @@ def client(real: str, address: str, capture: str | None = None) -> None:
     answers)."""
     if capture is not None and sys.argv[1:2] == ["capture"]:
         address = capture
-    request = json.dumps(
+    data = marshal.dumps(
         {"argv": [real, *sys.argv[1:]], "cwd": os.getcwd(), "env": dict(os.environ)}
     )
-    data = request.encode()
     try:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
         conn.connect(address)
-        socket.send_fds(conn, [len(data).to_bytes(_HEADER, "big")], [0, 1, 2])
+        # socket.send_fds's message: the header, with descriptors 0, 1 and 2 (native ints).
+        fds = b"".join(fd.to_bytes(4, sys.byteorder) for fd in (0, 1, 2))
+        header = len(data).to_bytes(_HEADER, "big")
+        conn.sendmsg([header], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, fds)])
         conn.sendall(data)
     except OSError:
         os.execv(real, [real, *sys.argv[1:]])
@@ -166,7 +171,7 @@ def client(real: str, address: str, capture: str | None = None) -> None:
     while len(status) < 4:
         chunk = conn.recv(4 - len(status))
         if not chunk:  # the child died without a status, of a signal: crash as it did
-            os.kill(os.getpid(), signal.SIGABRT)
+            os.abort()
         status += chunk
     sys.exit(int.from_bytes(status, "big", signed=True))
 
@@ -175,7 +180,11 @@ def serve(address: str, preload: list[str]) -> None:
     """Import the tools and the modules in `preload` that can be imported, listen at
     `address`, print a line when ready, fork a child per request. Exits when the process that
     started it (lit) is gone."""
+    import gc
     import importlib
+    import select
+    import signal
+    import socket
 
     from tinyopt.universe import TINYOPT_UNIVERSE
 
@@ -214,6 +223,8 @@ def serve(address: str, preload: list[str]) -> None:
 
 def _child(conn: socket.socket, mains: dict) -> None:  # type: ignore[type-arg]
     """Take over the client's request and descriptors, run the tool, send the exit status."""
+    import socket
+
     code = 1
     try:
         header, fds, _, _ = socket.recv_fds(conn, _HEADER, 3)
@@ -221,7 +232,7 @@ def _child(conn: socket.socket, mains: dict) -> None:  # type: ignore[type-arg]
         data = b""
         while len(data) < size:
             data += conn.recv(size - len(data))
-        request = json.loads(data)
+        request = marshal.loads(data)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
