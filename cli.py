@@ -173,13 +173,32 @@ class TinyoptMain(xDSLOptMain):
 
         arg_parser.format_help = format_help_with_passes  # type: ignore[method-assign]
 
+    # xDSL's four `register_all_*` each read the `xdsl.universe` entry points of every installed
+    # distribution again (`Universe.get_multiverse`): half of a forked `tinyopt --help`'s
+    # time (lit's RUN lines) and of a small program's. These register the same tables from
+    # the process's one reading (`compiler._multiverse`).
+    def register_all_dialects(self) -> None:
+        """Register every dialect of xDSL's multiverse, as xDSL's driver does."""
+        for name, factory in compiler._multiverse().all_dialects.items():
+            self.ctx.register_dialect(name, factory)
+
+    def register_all_frontends(self) -> None:
+        """Register every frontend of xDSL's multiverse, as xDSL's driver does."""
+        for name, factory in compiler._multiverse().all_frontends.items():
+            if name not in self.available_frontends:
+                self.available_frontends[name] = factory
+
+    def register_all_passes(self) -> None:
+        """Register every pass of xDSL's multiverse, as xDSL's driver does."""
+        for name, factory in compiler._multiverse().all_passes.items():
+            self.register_pass(name, factory)
+
     def register_all_targets(self) -> None:
         """Register the output targets tinyopt's modules have: `mlir` and `cuda` (xDSL's
         assembly, LLVM and other targets expect dialects tinyopt never produces)."""
-        super().register_all_targets()
         self.available_targets = {
             name: factory
-            for name, factory in self.available_targets.items()
+            for name, factory in compiler._multiverse().all_targets.items()
             if name in OUTPUT_TARGETS
         }
 

@@ -186,6 +186,7 @@ def serve(address: str, preload: list[str]) -> None:
     import signal
     import socket
 
+    from tinyopt.compiler import context
     from tinyopt.universe import TINYOPT_UNIVERSE
 
     for module in preload:
@@ -200,6 +201,7 @@ def serve(address: str, preload: list[str]) -> None:
     }
     for get in [*TINYOPT_UNIVERSE.all_dialects.values(), *TINYOPT_UNIVERSE.all_passes.values()]:
         get()
+    context()  # reads xDSL's multiverse, which the children's `tinyopt` reuses
     # As in tests/conftest.py: what is imported is left out of the cyclic collector's passes,
     # which run every 500 000 allocations (the children inherit both).
     gc.freeze()
