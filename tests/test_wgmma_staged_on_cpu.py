@@ -210,9 +210,19 @@ def test_rows_off_sectors_stay_where_knobs_ask_for_the_gemm_itself(knobs: str) -
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
-def test_rows_off_sectors_staged_match_float64_on_cpu() -> None:
-    # K = 200 (400-byte rows, 16 past a sector): both staged under align=on, padded to 256.
-    text = matmul_plain(130, 136, 200, "bf16", "nk")
-    assert _copies(text, "align=on") == ["_pad_a", "_pad_b"]
+@pytest.mark.parametrize(
+    ("text", "copies"),
+    [
+        # K = 200 (400-byte rows, 16 past a sector): both staged, padded to 256.
+        (matmul_plain(130, 136, 200, "bf16", "nk"), ["_pad_a", "_pad_b"]),
+        # An N-major B [K, N] with N = 200 (its rows are N) and A's K = 136 (272 bytes).
+        (matmul_plain(130, 200, 136, "bf16", "kn", relu=False), ["_pad_a", "_pad_b"]),
+        # B's rows on sectors (N = 256): A alone, with the ReLU epilogue.
+        (matmul_plain(130, 256, 136, "bf16", "kn"), ["_pad_a"]),
+    ],
+    ids=["nk_both", "kn_both", "kn_a_only"],
+)
+def test_rows_off_sectors_staged_match_float64_on_cpu(text: str, copies: list[str]) -> None:
+    assert _copies(text, "align=on") == copies
     error, bound = error_on_cpu(text, tile_with("align=on"), seed=11)
     assert error < bound, error
