@@ -225,6 +225,18 @@ def shared_weight_batch_bias(batch: int, m: int, n: int, k: int, dtype: str = "f
 }}"""
 
 
+def shared_a_matmul(batch: int, m: int, n: int, k: int, dtype: str = "bf16") -> str:
+    """`w @ x[b]`: one w `[M, K]` for every batch entry of x `[B, K, N]`, as a 1×1
+    convolution's weight meets each image's `[C, H·W]` pixels (A indexed without the batch)."""
+    w, wb = _t((m, k), dtype), _t((batch, m, k), dtype)
+    x, out = _t((batch, k, n), dtype), _t((batch, m, n), dtype)
+    return f"""func.func @shared_a(%w: {w}, %x: {x}) -> {out} {{
+  %wb = graph.broadcast %w : {w} -> {wb}
+  %y = graph.matmul %wb, %x : ({wb}, {x}) -> {out}
+  func.return %y : {out}
+}}"""
+
+
 def gqa_scores(batch: int, kv: int, group: int, seq: int, dim: int, dtype: str = "f32") -> str:
     """`q @ kᵀ` with q `[B·H, S, D]` (heads merged into the batch, as Llama's f32 attention
     reaches the matmul) and k `[B, KV, S, D]` repeated to H = KV·group heads: the keys are

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu, run_program_on_cpu
-from programs import batched_matmul, matmul_plain, tile_with
+from programs import batched_matmul, matmul_plain, shared_a_matmul, tile_with
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
 from tinyopt.backends.check import tolerance
@@ -59,6 +59,16 @@ CASES = [
     # K = 3: one K step of 64, of which 61 columns are A's padding and B's zero fill (K = 1
     # has no K loop left after `fuse`: `test_k1_is_not_staged`).
     ("bmm_k3_2x67x75x3", batched_matmul(2, 67, 75, 3, "bf16"), "align=on", [COPY, COPY, GEMM]),
+    # One A [M, K] for every batch entry of B (a 1×1 convolution's weight), K = 136 off 32-byte
+    # sectors, N = 264 too: A staged as a matrix, B per entry (sector_staging took A as
+    # `plain_operands` finds it, shared; the rewrite looked for A with the batch index and
+    # failed an assertion, wgmma_cpu_fuzz).
+    (
+        "shared_a_sectors_2x200x264x136",
+        shared_a_matmul(2, 200, 264, 136),
+        "sms=4 align=on",
+        [COPY, COPY, GEMM],
+    ),
     # A batch of 127³ stays on mma.sync, in the small-grid tile (32×32, 4 warps:
     # tests/lit/tile_pass/wgmma_staged.mlir pins it).
     ("mma_sync_32x32_3x127x127x127", batched_matmul(3, 127, 127, 127, "bf16"), "", ["mma_sync"]),
@@ -116,10 +126,13 @@ def test_padded_columns_must_be_zeros() -> None:
         # Small: two more launches would cost more than the product.
         (batched_matmul(17, 127, 127, 127, "bf16"), ["mma_sync"]),
         (matmul_plain(1001, 1001, 1001, "bf16", "nk"), ["mma_sync"]),
+        # A 1×1 convolution's GEMM (one weight [1024, 1000] for 8 images of 4096 pixels):
+        # the weight's rows off sectors, staged (it had failed an assertion).
+        (shared_a_matmul(8, 1024, 4096, 1000), [COPY, GEMM]),
         # Rows already aligned: the wgmma rule takes it as it is.
         (batched_matmul(3, 4095, 4096, 4096, "bf16"), [GEMM]),
     ],
-    ids=["3x4095", "17x4095", "linear_2047", "17x127", "linear_1001", "aligned"],
+    ids=["3x4095", "17x4095", "linear_2047", "17x127", "linear_1001", "conv1x1_sectors", "aligned"],
 )
 def test_auto_stages_where_the_flops_pay_for_the_copies(text: str, rules: list[str]) -> None:
     assert planned_rules(text, "") == rules

@@ -293,7 +293,9 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
     ) -> list[loop.KernelOp]:
         operands = misaligned_operands(kernel, c)
         if isinstance(operands, str):  # rows off sectors: the ones the plan names
-            found = operand_buffers(c)
+            # as `sector_staging` found them (`plain_operands`): A may be one matrix for every
+            # batch entry of B (a 1×1 convolution's weight)
+            found = operand_buffers(c, shared_a=True)
             assert not isinstance(found, str)
             named = plan.operands.split(",")
             operands = [o for o in _operands_where(kernel, found, off_sectors) if o.name in named]
