@@ -4,16 +4,17 @@ wgmma emulation (tests/cpu_wgmma.py) against float64.
     python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v]
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
-without a ReLU, a batched matmul, or an MLP linear → GELU → linear) with dims of 1..400 drawn
-with a bias toward odd, prime, ≡ 8 mod 16 and tile-boundary sizes, M·N·K (summed over the
-MLP's two GEMMs, times the batch) under `BUDGET` so the emulator (a fiber per CUDA thread)
-keeps up; and knobs: `sms` of `SMS` (so the planner takes the plans a 132-SM GPU takes at
-larger shapes: 192-row blocks, 128×192 blocks, persistent grids) with some of `bm=192`,
-`bm=192 bn=128`, `align=on`/`off`, `persistent=1`, `stages=2..4`, `store=direct`,
-`mma=wgmma`. The new planning paths it aims at: 192-row blocks (`wgmma_plan.TALL`, three
-consumer warpgroups, persistent past `sms` tiles), 128×192 blocks between half a wave and a
-wave of 128×256 ones, and the sector staging of rows 16 but not 32 bytes long
-(`wgmma_staged.sector_staging`: `_pad_` copy kernels).
+without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
+linear → GELU → linear, a SwiGLU gate) with dims of 1..400 (K sometimes to 1600) drawn with a
+bias toward odd, prime, ≡ 8 mod 16 and tile-boundary sizes, M·N·K (summed over the GEMMs,
+times the batch) under `BUDGET` so the emulator (a fiber per CUDA thread) keeps up; and
+knobs: `sms` of `SMS` (so the planner takes the plans a 132-SM GPU takes at larger shapes:
+192-row blocks, 128×192 blocks, persistent grids) with some of `bm=192`, `bm=192 bn=128`,
+`bm=192 bn=64`, `bn=192`, `bm=128`, `align=on`/`off`, `persistent=1`, `stages=2..4`,
+`store=direct`, `splitk=2|4`, `mma=wgmma`. The new planning paths it aims at: 192-row blocks
+(`wgmma_plan.TALL`, three consumer warpgroups, persistent past `sms` tiles), 128×192 blocks
+between half a wave and a wave of 128×256 ones, and the sector staging of rows 16 but not 32
+bytes long (`wgmma_staged.sector_staging`: `_pad_` copy kernels).
 
 A planner refusal (`DiagnosticException`) is counted, never a failure; an error above the
 program's tolerance, a NaN, or any other exception fails the case, printed with the seed and
@@ -37,7 +38,8 @@ if str(TESTS) not in sys.path:
 
 import numpy as np  # noqa: E402
 from cpu_wgmma import run_program_on_cpu  # noqa: E402
-from programs import _t, batched_matmul, matmul_plain, mlp, tile_with  # noqa: E402
+from programs import _t, batched_matmul, matmul_plain, mlp, shared_a_matmul, swiglu  # noqa: E402
+from programs import tile_with  # noqa: E402
 from xdsl.dialects.builtin import f16  # noqa: E402
 from xdsl.utils.exceptions import DiagnosticException  # noqa: E402
 
@@ -101,20 +103,36 @@ def _aligned(d: int) -> int:
     return -(-d // 8) * 8
 
 
+FORMS = (
+    "linear_bias", "linear", "matmul", "matmul_relu", "bmm", "mlp", "linear_bias", "linear",
+    "matmul", "bmm", "mlp", "shared_a", "swiglu",
+)  # fmt: skip
+"""The programs drawn, the ones the new paths aim at twice: `shared_a` is one A `[M, K]` for
+every batch entry of B (a 1×1 convolution), `swiglu` two products over one A (a dual GEMM)."""
+
+
 def _program(rng: random.Random, dtype: str, aligned: bool) -> tuple[str, str, int]:
     """(name, text, M·N·K) of a random program; with `aligned`, its contracted rows (K, and N
     where B is `[K, N]`) whole 16 bytes, as the wgmma rule needs."""
-    form = rng.choice(("linear_bias", "linear", "matmul", "matmul_relu", "bmm", "mlp"))
+    form = rng.choice(FORMS)
     # M mostly past 64 rows (the skinny rules' shapes are not what this aims at)
     m = dim(rng, low=rng.choice((1, 65, 65, 65)))
     n, k = dim(rng), dim(rng)
+    if rng.random() < 0.15:  # a long K (grids the planner may split over K)
+        k = rng.choice((k + 512, 2 * k + 512, rng.randint(401, 1600)))
     if aligned:
         k = _aligned(k)
-        n = _aligned(n) if form in ("matmul", "matmul_relu", "bmm", "mlp") else n
+        n = _aligned(n) if form in ("matmul", "matmul_relu", "bmm", "mlp", "shared_a") else n
     if form == "bmm":
         batch = rng.choice((1, 2, 3))
         text = batched_matmul(batch, m, n, k, dtype)
         return f"bmm_{batch}x{m}x{n}x{k}", text, batch * m * n * k
+    if form == "shared_a":
+        batch = rng.choice((1, 2, 3))
+        text = shared_a_matmul(batch, m, n, k, dtype)
+        return f"shared_a_{batch}x{m}x{n}x{k}", text, batch * m * n * k
+    if form == "swiglu":  # a dual GEMM (two [N, K] weights over one x) where wgmma takes it
+        return f"swiglu_{m}x{k}x{n}", swiglu(m, k, n, dtype), 2 * m * n * k
     if form == "mlp":
         # linear(gelu(linear(x [m, n], w1 [k, n])), w2 [n, k]): two GEMMs of m·n·k
         return f"mlp_{m}x{n}x{k}", mlp(m, n, k, dtype), 2 * m * n * k
@@ -134,8 +152,14 @@ MODES = {
     "align_on": ["align=on"],
     "align_off": ["align=off"],
     "wgmma": ["mma=wgmma"],
+    "tall64": ["mma=wgmma", "bm=192", "bn=64"],
+    "bn192": ["mma=wgmma", "bn=192"],
+    "bm128": ["mma=wgmma", "bm=128"],
 }
-WEIGHTS = {"auto": 3, "tall": 2, "tall128": 1, "align_on": 3, "align_off": 1, "wgmma": 1}
+WEIGHTS = {
+    "auto": 3, "tall": 2, "tall128": 1, "align_on": 3, "align_off": 1, "wgmma": 1, "tall64": 1,
+    "bn192": 1, "bm128": 1,
+}  # fmt: skip
 
 
 def _knobs(rng: random.Random, mode: str) -> str:
@@ -146,6 +170,8 @@ def _knobs(rng: random.Random, mode: str) -> str:
         knobs.append(f"stages={rng.randint(2, 4)}")
     if rng.random() < 0.1:
         knobs.append("store=direct")
+    if "mma=wgmma" in knobs and rng.random() < 0.15:  # whole 64-element chunks under wgmma
+        knobs.append(f"splitk={rng.choice((2, 4))}")
     return " ".join(knobs)
 
 
@@ -166,13 +192,16 @@ def case(seed: int, index: int) -> Case:
 
 def plan_paths(text: str, knobs: str) -> set[str]:
     """The new planning paths the plan of `text` under `knobs` takes: "tall" (a 192-row
-    block), "tall_persistent", "128x192", "pad" (a staging copy), "wgmma" (any wgmma kernel).
+    block), "tall_persistent", "128x192", "pad" (a staging copy), "wgmma" (any wgmma kernel),
+    "splitk" (a split-K partial kernel).
     Raises the planner's `DiagnosticException`."""
     module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
     paths = set()
     for kernel in loop.kernels(module):
         if "_pad_" in kernel.sym_name.data:
             paths.add("pad")
+        if kernel.sym_name.data.endswith("_splitk"):
+            paths.add("splitk")
         plan = kernel.attributes[tile.PLAN]
         if plan.rule.data != "wgmma":  # type: ignore[union-attr]
             continue
