@@ -11,7 +11,7 @@ times the batch) under `BUDGET` so the emulator (a fiber per CUDA thread) keeps 
 knobs: `sms` of `SMS` (so the planner takes the plans a 132-SM GPU takes at larger shapes:
 192-row blocks, 128×192 blocks, persistent grids) with some of `bm=192`, `bm=192 bn=128`,
 `bm=192 bn=64`, `bn=192`, `bm=128`, `align=on`/`off`, `persistent=1`, `stages=2..4`,
-`store=direct`, `splitk=2|4`, `mma=wgmma`. The new planning paths it aims at: 192-row blocks
+`store=direct`, `ws=0`, `splitk=2|4`, `mma=wgmma`. The new planning paths it aims at: 192-row blocks
 (`wgmma_plan.TALL`, three consumer warpgroups, persistent past `sms` tiles), 128×192 blocks
 between half a wave and a wave of 128×256 ones, and the sector staging of rows 16 but not 32
 bytes long (`wgmma_staged.sector_staging`: `_pad_` copy kernels).
@@ -170,6 +170,8 @@ def _knobs(rng: random.Random, mode: str) -> str:
         knobs.append(f"stages={rng.randint(2, 4)}")
     if rng.random() < 0.1:
         knobs.append("store=direct")
+    if "persistent=1" not in knobs and rng.random() < 0.1:  # no producer warpgroup
+        knobs.append("ws=0")
     if "mma=wgmma" in knobs and rng.random() < 0.15:  # whole 64-element chunks under wgmma
         knobs.append(f"splitk={rng.choice((2, 4))}")
     return " ".join(knobs)
