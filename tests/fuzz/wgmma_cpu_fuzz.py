@@ -17,8 +17,10 @@ between half a wave and a wave of 128×256 ones, and the sector staging of rows 
 bytes long (`wgmma_staged.sector_staging`: `_pad_` copy kernels).
 
 A planner refusal (`DiagnosticException`) is counted, never a failure; an error above the
-program's tolerance, a NaN, or any other exception fails the case, printed with the seed and
-index that rebuild it (`case(seed, index)`). The exit status is 1 when any case failed.
+program's tolerance (or one element off by more than `ELEMENT_TOLERANCE`), a NaN, a vector
+access off its alignment (UBSan's check, `check_alignment`; `--no-alignment-check` skips it),
+or any other exception fails the case, printed with the seed and index that rebuild it
+(`case(seed, index)`). The exit status is 1 when any case failed.
 """
 
 from __future__ import annotations
@@ -218,6 +220,25 @@ def plan_paths(text: str, knobs: str) -> set[str]:
     return paths
 
 
+def check_alignment(folder: Path) -> None:
+    """Makes this process's emulated kernels abort on a vector access off its alignment, as the
+    GPU faults on one (x86 does not): `tinyopt_vec` aligned as the CUDA printer declares it
+    (`alignas(sizeof(T) * N)`), in a copy of the emulation header written to `folder`, and
+    g++'s UBSan alignment check, fatal. Not for a pytest process: it changes `cpu_cuda`'s
+    header and flags for every test after it."""
+    import cpu_cuda
+
+    plain = "template <typename T, int N> struct tinyopt_vec { T v[N]; };"
+    aligned = "template <typename T, int N> struct alignas(sizeof(T) * N) tinyopt_vec { T v[N]; };"
+    text = cpu_cuda.HEADER.read_text()
+    assert plain in text, "the emulation header's tinyopt_vec changed"
+    folder.mkdir(parents=True, exist_ok=True)
+    header = folder / "cpu_cuda_aligned.h"
+    header.write_text(text.replace(plain, aligned))
+    cpu_cuda.HEADER = header
+    cpu_cuda.FLAGS[:] = [*cpu_cuda.FLAGS, "-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
+
+
 def errors_on_cpu(text: str, knobs: str, seed: int) -> tuple[float, float, float]:
     """The output's relative error ‖out − ref‖ / ‖ref‖ against float64 and its bound (as
     `cpu_wgmma.error_on_cpu`), and its worst element's error relative to the element's
@@ -286,7 +307,16 @@ def main() -> int:
     parser.add_argument("-n", type=int, default=60, help="cases")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    parser.add_argument(
+        "--no-alignment-check",
+        action="store_true",
+        help="let misaligned vector accesses pass (as x86 does; the GPU faults)",
+    )
     args = parser.parse_args()
+    if not args.no_alignment_check:
+        import tempfile
+
+        check_alignment(Path(tempfile.gettempdir()) / "wgmma_cpu_fuzz")
     start = time.monotonic()
     outcomes, exercised, failures = run(args.seed, args.n, args.verbose)
     print(f"seed {args.seed}: {args.n} cases in {time.monotonic() - start:.0f}s: {dict(outcomes)}")
