@@ -5,16 +5,17 @@ wgmma emulation (tests/cpu_wgmma.py) against float64.
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
 without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
-linear → GELU → linear, a SwiGLU gate) with dims of 1..400 (K sometimes to 1600) drawn with a
-bias toward odd, prime, ≡ 8 mod 16 and tile-boundary sizes, M·N·K (summed over the GEMMs,
-times the batch) under `BUDGET` so the emulator (a fiber per CUDA thread) keeps up; and
-knobs: `sms` of `SMS` (so the planner takes the plans a 132-SM GPU takes at larger shapes:
-192-row blocks, 128×192 blocks, persistent grids) with some of `bm=192`, `bm=192 bn=128`,
-`bm=192 bn=64`, `bn=192`, `bm=128`, `align=on`/`off`, `persistent=1`, `stages=2..4`,
-`store=direct`, `ws=0`, `splitk=2|4`, `mma=wgmma`. The new planning paths it aims at: 192-row blocks
-(`wgmma_plan.TALL`, three consumer warpgroups, persistent past `sms` tiles), 128×192 blocks
-between half a wave and a wave of 128×256 ones, and the sector staging of rows 16 but not 32
-bytes long (`wgmma_staged.sector_staging`: `_pad_` copy kernels).
+linear → GELU → linear, a SwiGLU gate, a linear cast to f32, a linear times its SiLU) with
+dims of 1..400 (K sometimes to 1600) drawn with a bias toward odd, prime, ≡ 8 mod 16 and
+tile-boundary sizes, M·N·K (summed over the GEMMs, times the batch) under `BUDGET` so the
+emulator (a fiber per CUDA thread) keeps up; and knobs: `sms` of `SMS` (so the planner takes
+the plans a 132-SM GPU takes at larger shapes: 192-row blocks, 128×192 blocks, persistent
+grids) with some of `bm=192`, `bm=192 bn=128`, `bm=192 bn=64`, `bn=192`, `bm=128`,
+`align=on`/`off`, `persistent=1`, `stages=2..4`, `store=direct`, `ws=0`, `splitk=2|4`,
+`mma=wgmma`. The new planning paths it aims at: 192-row blocks (`wgmma_plan.TALL`, three
+consumer warpgroups, persistent past `sms` tiles), 128×192 blocks between half a wave and a
+wave of 128×256 ones, and the sector staging of rows 16 but not 32 bytes long
+(`wgmma_staged.sector_staging`: `_pad_` copy kernels).
 
 A planner refusal (`DiagnosticException`) is counted, never a failure; an error above the
 program's tolerance (or one element off by more than `ELEMENT_TOLERANCE`), a NaN, a vector
@@ -93,6 +94,27 @@ def linear(m: int, n: int, k: int, dtype: str) -> str:
 }}"""
 
 
+def linear_to_f32(m: int, n: int, k: int, dtype: str) -> str:
+    """`linear(x, w)` cast to an f32 output (the epilogue stores f32: 4 a 16-byte vector)."""
+    x, w, y, y32 = _t((m, k), dtype), _t((n, k), dtype), _t((m, n), dtype), _t((m, n), "f32")
+    return f"""func.func @linear_f32(%x: {x}, %w: {w}) -> {y32} {{
+  %y = graph.linear %x, %w : ({x}, {w}) -> {y}
+  %z = graph.cast %y : {y} -> {y32}
+  func.return %z : {y32}
+}}"""
+
+
+def linear_silu_gate(m: int, n: int, k: int, dtype: str) -> str:
+    """`silu(y) * y` for `y = linear(x, w, b)`: an epilogue reading the product twice."""
+    x, w, y, b = _t((m, k), dtype), _t((n, k), dtype), _t((m, n), dtype), _t((n,), dtype)
+    return f"""func.func @linear_silu(%x: {x}, %w: {w}, %b: {b}) -> {y} {{
+  %y = graph.linear %x, %w, %b : ({x}, {w}, {b}) -> {y}
+  %s = graph.silu %y : {y}
+  %p = graph.mul %s, %y : {y}
+  func.return %p : {y}
+}}"""
+
+
 @dataclass(frozen=True)
 class Case:
     name: str
@@ -107,10 +129,11 @@ def _aligned(d: int) -> int:
 
 FORMS = (
     "linear_bias", "linear", "matmul", "matmul_relu", "bmm", "mlp", "linear_bias", "linear",
-    "matmul", "bmm", "mlp", "shared_a", "swiglu",
+    "matmul", "bmm", "mlp", "shared_a", "swiglu", "linear_f32", "linear_silu",
 )  # fmt: skip
 """The programs drawn, the ones the new paths aim at twice: `shared_a` is one A `[M, K]` for
-every batch entry of B (a 1×1 convolution), `swiglu` two products over one A (a dual GEMM)."""
+every batch entry of B (a 1×1 convolution), `swiglu` two products over one A (a dual GEMM),
+`linear_f32` an f32 output, `linear_silu` an epilogue reading the product twice."""
 
 
 def _program(rng: random.Random, dtype: str, aligned: bool) -> tuple[str, str, int]:
@@ -138,6 +161,10 @@ def _program(rng: random.Random, dtype: str, aligned: bool) -> tuple[str, str, i
     if form == "mlp":
         # linear(gelu(linear(x [m, n], w1 [k, n])), w2 [n, k]): two GEMMs of m·n·k
         return f"mlp_{m}x{n}x{k}", mlp(m, n, k, dtype), 2 * m * n * k
+    if form == "linear_f32":
+        return f"linear_f32_{m}x{n}x{k}", linear_to_f32(m, n, k, dtype), m * n * k
+    if form == "linear_silu":
+        return f"linear_silu_{m}x{n}x{k}", linear_silu_gate(m, n, k, dtype), m * n * k
     if form == "linear_bias":
         text = matmul_plain(m, n, k, dtype, "nk")
     elif form == "linear":
