@@ -220,10 +220,13 @@ def sector_staging(
 
 
 def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target) -> str | None:
-    """Why the wgmma rule leaves a kernel to this rule's copies (operands off sectors worth
-    staging, `sector_staging`), or None."""
+    """Why the wgmma rule leaves a kernel to this rule's copies (f16/bf16 operands off sectors
+    worth staging, `sector_staging`), or None. Never for 8-bit floats, which this rule does not
+    stage (the wgmma rule stepping aside left an FP8 GEMM to FMA on the CUDA cores)."""
     asked = knobs.streamk in ("on", "tail") or knobs.splitk > 1  # of the wgmma rule itself
     if asked or not WgmmaStagedRule.considered_under(knobs):
+        return None
+    if isinstance(tensor_core_contraction(c), str):  # 8-bit floats: this rule stages f16/bf16
         return None
     staged = sector_staging(kernel, c, knobs, target)
     if isinstance(staged, str):
