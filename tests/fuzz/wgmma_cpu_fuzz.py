@@ -5,12 +5,12 @@ wgmma emulation (tests/cpu_wgmma.py) against float64.
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
 without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
-linear → GELU → linear, a SwiGLU gate, a linear cast to f32, a linear times its SiLU) with
-dims of 1..400 (K sometimes to 1600) drawn with a bias toward odd, prime, ≡ 8 mod 16 and
-tile-boundary sizes, M·N·K (summed over the GEMMs, times the batch) under `BUDGET` so the
-emulator (a fiber per CUDA thread) keeps up; and knobs: `sms` of `SMS` (so the planner takes
-the plans a 132-SM GPU takes at larger shapes: 192-row blocks, 128×192 blocks, persistent
-grids) with some of `bm=192`, `bm=192 bn=128`, `bm=192 bn=64`, `bn=192`, `bm=128`,
+linear → GELU → linear, a SwiGLU gate, a linear cast to f32, a linear times its SiLU, an FP8
+`_scaled_mm`) with dims of 1..400 (K sometimes to 1600) drawn with a bias toward odd, prime,
+≡ 8 mod 16 and tile-boundary sizes, M·N·K (summed over the GEMMs, times the batch) under
+`BUDGET` so the emulator (a fiber per CUDA thread) keeps up; and knobs: `sms` of `SMS` (so the
+planner takes the plans a 132-SM GPU takes at larger shapes: 192-row blocks, 128×192 blocks,
+persistent grids) with some of `bm=192`, `bm=192 bn=128`, `bm=192 bn=64`, `bn=192`, `bm=128`,
 `align=on`/`off`, `persistent=1`, `stages=2..4`, `store=direct`, `ws=0`, `splitk=2|4`,
 `mma=wgmma`. The new planning paths it aims at: 192-row blocks (`wgmma_plan.TALL`, three
 consumer warpgroups, persistent past `sms` tiles), 128×192 blocks between half a wave and a
@@ -20,8 +20,9 @@ wave of 128×256 ones, and the sector staging of rows 16 but not 32 bytes long
 A planner refusal (`DiagnosticException`) is counted, never a failure; an error above the
 program's tolerance (or one element off by more than `ELEMENT_TOLERANCE`), a NaN, a vector
 access off its alignment (UBSan's check, `check_alignment`; `--no-alignment-check` skips it),
-or any other exception fails the case, printed with the seed and index that rebuild it
-(`case(seed, index)`). The exit status is 1 when any case failed.
+a plan with fewer wgmma kernels than the same knobs with `align=off` (a staging that leaves a
+GEMM off the tensor cores), or any other exception fails the case, printed with the seed and
+index that rebuild it (`case(seed, index)`). The exit status is 1 when any case failed.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ if str(TESTS) not in sys.path:
 
 import numpy as np  # noqa: E402
 from cpu_wgmma import run_program_on_cpu  # noqa: E402
-from programs import _t, batched_matmul, matmul_plain, mlp, shared_a_matmul, swiglu  # noqa: E402
+from programs import _t, batched_matmul, matmul_plain, mlp, scaled_matmul, shared_a_matmul  # noqa: E402
+from programs import swiglu  # noqa: E402
 from programs import tile_with  # noqa: E402
 from xdsl.dialects.builtin import f16  # noqa: E402
 from xdsl.utils.exceptions import DiagnosticException  # noqa: E402
@@ -129,11 +131,12 @@ def _aligned(d: int) -> int:
 
 FORMS = (
     "linear_bias", "linear", "matmul", "matmul_relu", "bmm", "mlp", "linear_bias", "linear",
-    "matmul", "bmm", "mlp", "shared_a", "swiglu", "linear_f32", "linear_silu",
+    "matmul", "bmm", "mlp", "shared_a", "swiglu", "linear_f32", "linear_silu", "scaled_mm",
 )  # fmt: skip
 """The programs drawn, the ones the new paths aim at twice: `shared_a` is one A `[M, K]` for
 every batch entry of B (a 1×1 convolution), `swiglu` two products over one A (a dual GEMM),
-`linear_f32` an f32 output, `linear_silu` an epilogue reading the product twice."""
+`linear_f32` an f32 output, `linear_silu` an epilogue reading the product twice, `scaled_mm`
+8-bit float operands (its output bf16 or f32, whatever the case's dtype)."""
 
 
 def _program(rng: random.Random, dtype: str, aligned: bool) -> tuple[str, str, int]:
@@ -148,6 +151,11 @@ def _program(rng: random.Random, dtype: str, aligned: bool) -> tuple[str, str, i
     if aligned:
         k = _aligned(k)
         n = _aligned(n) if form in ("matmul", "matmul_relu", "bmm", "mlp", "shared_a") else n
+    if form == "scaled_mm":  # 8-bit floats, `_scaled_mm`'s form: B [N, K], K rows of bytes
+        fp8, out = rng.choice(("f8E4M3FN", "f8E5M2")), rng.choice(("bf16", "f32"))
+        k = -(-k // 16) * 16 if aligned else k
+        name = f"scaled_mm_{m}x{n}x{k}_{fp8}_to_{out}"
+        return name, scaled_matmul(m, n, k, fp8, out), m * n * k
     if form == "bmm":
         batch = rng.choice((1, 2, 3))
         text = batched_matmul(batch, m, n, k, dtype)
@@ -218,7 +226,8 @@ def case(seed: int, index: int) -> Case:
         name, text, work = _program(rng, dtype, aligned)
         if work <= BUDGET:
             break
-    return Case(f"{name}_{dtype}", text, _knobs(rng, mode))
+    name = name if name.startswith("scaled_mm") else f"{name}_{dtype}"
+    return Case(name, text, _knobs(rng, mode))
 
 
 def plan_paths(text: str, knobs: str) -> set[str]:
@@ -287,12 +296,31 @@ def errors_on_cpu(text: str, knobs: str, seed: int) -> tuple[float, float, float
     return relative_error(out, ref), tolerance(graph), worst
 
 
+def wgmma_kernels(text: str, knobs: str) -> int:
+    """The kernels the wgmma rule takes in the plan of `text` under `knobs`."""
+    module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+    plans = [k.attributes[tile.PLAN] for k in loop.kernels(module)]
+    return sum(p.rule.data == "wgmma" for p in plans)  # type: ignore[union-attr]
+
+
+def unaligned(knobs: str) -> str:
+    """`knobs` with `align=off`: no staging, rows off sectors left to the wgmma rule."""
+    return " ".join([*(w for w in knobs.split() if not w.startswith("align=")), "align=off"])
+
+
 def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
-    """("ok" | "refused" | "failed", the plan's paths, a note)."""
+    """("ok" | "refused" | "refused_late" | "failed", the plan's paths, a note). Besides the
+    output's errors, a plan with fewer wgmma kernels than under `align=off` fails: staging
+    only ever moves a GEMM onto wgmma."""
     try:
         paths = plan_paths(c.text, c.knobs)
+        wgmma, wgmma_unaligned = wgmma_kernels(c.text, c.knobs), 0
+        if "align=off" not in c.knobs.split():
+            wgmma_unaligned = wgmma_kernels(c.text, unaligned(c.knobs))
     except DiagnosticException as e:
         return "refused", set(), str(e).splitlines()[0][:160]
+    if wgmma < wgmma_unaligned:
+        return "failed", paths, f"{wgmma} wgmma kernels, {wgmma_unaligned} with align=off"
     try:
         error, bound, worst = errors_on_cpu(c.text, c.knobs, seed)
     except DiagnosticException as e:  # planned, then refused by `tile` or `to-cuda`
