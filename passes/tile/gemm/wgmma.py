@@ -117,9 +117,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     paired contraction as one dual GEMM."""
 
     name = "wgmma"
-    reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws store=auto,direct "
-    reads += "persistent "
-    reads += "group=0,1,8,16 fastmath=auto,off dual=auto,off promote=auto streamk=auto,tail "
+    reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
+    reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
+    reads += "promote=auto streamk=auto,tail "
     reads += "evict=auto,off,ab"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")

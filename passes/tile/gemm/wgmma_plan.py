@@ -485,6 +485,12 @@ def _wave_cost(
     return -(-blocks // sms) * bm * bn / efficiency
 
 
+def wide_split_fits(batch: int, m: int, n: int, sms: int, bm: int = 128) -> bool:
+    """Whether the grid of bm×256 blocks, split over K in two, still fits one wave of one block
+    an SM: a small grid whose SMs the split fills (`split_k_plan.wgmma_splits`' condition)."""
+    return 2 * batch * -(-m // bm) * -(-n // 256) <= sms
+
+
 def _wave_cheapest_block(
     batch: int,
     m: int,
@@ -521,7 +527,7 @@ def _wave_cheapest_block(
         candidates = [b for b in BLOCK_EFFICIENCY if tall or b[0] != TALL]
     if dual and not bm:
         candidates = [b for b in candidates if b[0] == 128]
-    if dual or 2 * batch * -(-m // candidates[0][0]) * -(-n // 256) <= sms:
+    if dual or wide_split_fits(batch, m, n, sms, candidates[0][0]):
         candidates = [b for b in candidates if b[1] != 192]
     costs = {b: _wave_cost(batch, m, n, sms, dual, *b) for b in candidates}
     widest = candidates[0]

@@ -61,6 +61,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     operand_buffers,
     plain_operands,
     row_misaligned,
+    wide_split_fits,
 )
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
@@ -197,18 +198,15 @@ def sector_staging(
     if knobs.align == "on":
         return off
     batch, m, n, k = c.extents
-    if 2 * batch * -(-m // 128) * -(-n // 256) <= target.sms:
+    if wide_split_fits(batch, m, n, target.sms):
         return "a small grid, whose K the planner may split (a staged GEMM is not split)"
     if m <= SKINNY_ROWS:
         return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
     gemm = SECTOR_SLOWDOWN * 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
     best, best_saved = [], 0.0
-    for subset in ([o] for o in off) if len(off) < 2 else ([off[0]], [off[1]], off):
-        staged = ",".join(o.name for o in subset)
-        if staged not in SECTOR_SAVINGS:
-            continue
+    for subset in [[o] for o in off] + ([off] if len(off) > 1 else []):  # A, B, both
         copies = sum(LAUNCH_SECONDS + o.bytes_moved() / COPY_BYTES_PER_SECOND for o in subset)
-        saved = SECTOR_SAVINGS[staged] * gemm - copies
+        saved = SECTOR_SAVINGS[_names(subset)] * gemm - copies
         if saved > best_saved:
             best, best_saved = subset, saved
     if not best:
