@@ -1167,6 +1167,21 @@ class MbarrierArriveOp(_BarrierOp):
 
 
 @irdl_op_definition
+class MbarrierArriveClusterOp(_BarrierOp):
+    """Arrives on the mbarrier at the same shared-memory offset in the block of cluster rank
+    `rank` (`mapa.shared::cluster`, then `mbarrier.arrive.release.cluster`): this block's own
+    for its own rank. The kernel must be launched in clusters and the other block's mbarrier
+    initialized before a `tile.cluster_sync` that this thread passed."""
+
+    name = "tile.mbarrier_arrive_cluster"
+    rank = operand_def(IndexType)
+    assembly_format = "$bars `[` $index `]` `of` $rank attr-dict `:` type($bars)"
+
+    def __init__(self, bars: SSAValue, index: SSAValue, rank: SSAValue) -> None:
+        super().__init__(operands=[bars, index, rank])
+
+
+@irdl_op_definition
 class MbarrierWaitOp(IRDLOperation):
     """Waits until the mbarrier phase of parity `parity % 2` has completed (a loop on
     `mbarrier.try_wait.parity`); the phase before a fresh barrier's first counts as complete."""
@@ -1234,12 +1249,25 @@ class FenceProxyAsyncOp(IRDLOperation):
 
 
 @irdl_op_definition
+class FenceMbarrierInitOp(IRDLOperation):
+    """Makes this thread's mbarrier inits visible to the other blocks of the cluster, whose
+    arrivals and multicast copies may complete on them after the next `tile.cluster_sync`
+    (`fence.mbarrier_init.release.cluster`)."""
+
+    name = "tile.fence_mbarrier_init"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
 class TmaLoadOp(IRDLOperation):
     """Copies the tensor-map box whose first element is `src[coords]` into shared memory at
     `dst[indices]` (`cp.async.bulk.tensor`), completing its bytes on mbarrier `bars[bar]`;
     `src` is a tensor-map argument, zeros are read outside it, the map swizzles the box. With
     `evict_first` the copy's L2 lines are the first its cache evicts (an `L2::evict_first`
-    cache policy): for data no other block reads again."""
+    cache policy): for data no other block reads again. With `multicast` (a mask of cluster
+    ranks) the box lands at the same shared-memory offset in each of those blocks of the
+    thread-block cluster and completes its bytes on the mbarrier at the same offset in each
+    (`.multicast::cluster`): one read of L2 for several blocks."""
 
     name = "tile.tma_load"
 
@@ -1250,11 +1278,13 @@ class TmaLoadOp(IRDLOperation):
     bars = operand_def(MemRefType)
     bar = operand_def(IndexType)
     evict_first = opt_prop_def(UnitAttr)
+    multicast = opt_prop_def(IntegerAttr)
 
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
     assembly_format = (
         "$src `[` $coords `]` `->` $dst `[` $indices `]` `,` $bars `[` $bar `]` "
-        "(`evict_first` $evict_first^)? attr-dict `:` type($src) `->` type($dst) `,` type($bars)"
+        "(`evict_first` $evict_first^)? (`multicast` $multicast^)? attr-dict `:` type($src) "
+        "`->` type($dst) `,` type($bars)"
     )
 
     def __init__(
@@ -1266,11 +1296,18 @@ class TmaLoadOp(IRDLOperation):
         bars: SSAValue,
         bar: SSAValue,
         evict_first: bool = False,
+        multicast: int = 0,
     ) -> None:
-        super().__init__(
-            operands=[src, coords, dst, indices, bars, bar],
-            properties={"evict_first": UnitAttr()} if evict_first else {},
-        )
+        properties: dict[str, Attribute] = {"evict_first": UnitAttr()} if evict_first else {}
+        if multicast:
+            properties["multicast"] = IntegerAttr(multicast, i64)
+        super().__init__(operands=[src, coords, dst, indices, bars, bar], properties=properties)
+
+    @property
+    def cta_mask(self) -> int:
+        """The cluster ranks whose shared memory the box lands in (`multicast`); 0: this
+        block's only."""
+        return 0 if self.multicast is None else self.multicast.value.data
 
     def spec(self) -> TensorMapArg:
         """Returns the tensor map of the source argument (VerifyException when it has none)."""
@@ -1297,6 +1334,11 @@ class TmaLoadOp(IRDLOperation):
             )
         _check_shared_index(self, self.dst, self.indices)
         _check_barrier(self, self.bars, self.bar)
+        if self.multicast is not None and not 0 < self.cta_mask < 1 << MAX_CLUSTER:
+            raise VerifyException(
+                f"tile.tma_load: multicast is a mask of cluster ranks (1 to {MAX_CLUSTER} bits), "
+                f"got {self.cta_mask}"
+            )
         self.spec()
 
 
@@ -1729,8 +1771,10 @@ Tile = Dialect(
         MbarrierInitOp,
         MbarrierArriveExpectTxOp,
         MbarrierArriveOp,
+        MbarrierArriveClusterOp,
         MbarrierWaitOp,
         FenceProxyAsyncOp,
+        FenceMbarrierInitOp,
         ThreadFenceOp,
         FlagSetOp,
         FlagWaitOp,

@@ -32,9 +32,16 @@ HELPER_NAMES = (
     "tinyopt_mbarrier_arrive_expect_tx",
     "tinyopt_mbarrier_wait",
     "tinyopt_wgmma_desc",
+    "tinyopt_mbarrier_arrive_cluster",
+    "tinyopt_fence_mbarrier_init",
     "tinyopt_cluster_sync",
     "tinyopt_cluster_load_f32x4",
-    *(f"tinyopt_tma_load_{rank}d{hint}" for rank in range(1, 6) for hint in ("", "_evict_first")),
+    *(
+        f"tinyopt_tma_load_{rank}d{multicast}{hint}"
+        for rank in range(1, 6)
+        for multicast in ("", "_multicast")
+        for hint in ("", "_evict_first")
+    ),
 )
 
 
@@ -83,6 +90,30 @@ def mbarrier_helpers() -> list[str]:
     ]
 
 
+def cluster_mbarrier_helpers() -> list[str]:
+    """Returns the device functions of the cluster's mbarrier ops: the arrival on the mbarrier
+    at the same shared-memory offset in the block of a cluster rank
+    (`tile.mbarrier_arrive_cluster`), and the fence that makes the block's mbarrier inits
+    visible to the cluster's blocks (`tile.fence_mbarrier_init`)."""
+    return [
+        _lines(
+            "__device__ __forceinline__ void tinyopt_mbarrier_arrive_cluster(void* bar, "
+            "unsigned rank) {",
+            "    unsigned remote;",
+            '    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"',
+            f'                 : "=r"(remote) : "r"({_shared("bar")}), "r"(rank));',
+            '    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"',
+            '                 :: "r"(remote) : "memory");',
+            "}",
+        ),
+        _lines(
+            "__device__ __forceinline__ void tinyopt_fence_mbarrier_init() {",
+            '    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
+            "}",
+        ),
+    ]
+
+
 def cluster_helpers() -> list[str]:
     """Returns the device functions of the cluster ops: the barrier of every thread of the
     cluster (`tile.cluster_sync`) and the 16-byte load of another block's shared memory
@@ -108,37 +139,49 @@ def cluster_helpers() -> list[str]:
     ]
 
 
-def tma_load_name(rank: int, evict_first: bool) -> str:
-    """The device function of a `rank`-D `tile.tma_load`, with or without `evict_first`."""
-    return f"tinyopt_tma_load_{rank}d" + ("_evict_first" if evict_first else "")
+def tma_load_name(rank: int, evict_first: bool, multicast: bool = False) -> str:
+    """The device function of a `rank`-D `tile.tma_load`, with or without `evict_first`, to
+    this block's shared memory or (`multicast`) to several blocks' of the cluster."""
+    return (
+        f"tinyopt_tma_load_{rank}d"
+        + ("_multicast" if multicast else "")
+        + ("_evict_first" if evict_first else "")
+    )
 
 
-def tma_load_helper(rank: int, evict_first: bool = False) -> str:
+def tma_load_helper(rank: int, evict_first: bool = False, multicast: bool = False) -> str:
     """Returns the device function of a `rank`-D `tile.tma_load` (coordinates innermost first);
-    with `evict_first`, its copy carries an L2 evict-first cache policy."""
+    with `evict_first`, its copy carries an L2 evict-first cache policy; with `multicast`, it
+    takes a 16-bit mask of cluster ranks after the mbarrier, and the box lands at the same
+    shared-memory offset in each of those blocks, completing its bytes on the mbarrier at the
+    same offset in each (`.multicast::cluster`)."""
     coords = ", ".join(f"int c{i}" for i in range(rank))
     operands = ", ".join(f"%{i + 2}" for i in range(rank))
     inputs = ", ".join(f'"r"(c{i})' for i in range(rank))
-    hint, policy, policy_input = "", [], ""
+    after_bar = rank + 3  # the next operand's number after dst, map, coordinates and mbarrier
+    mask_param, mask_operand, mask_input, cast = "", "", "", ""
+    if multicast:
+        mask_param, mask_input = "unsigned short mask, ", ', "h"(mask)'
+        mask_operand, after_bar = f", %{after_bar}", after_bar + 1
+        cast = ".multicast::cluster"
+    hint, policy, policy_input, operands_end = "", [], "", ""
     if evict_first:
         hint, policy_input = ".L2::cache_hint", ', "l"(policy)'
-        operands_end = f", %{rank + 3}"
+        operands_end = f", %{after_bar}"
         policy = [
             "    unsigned long long policy;",
             '    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" '
             ': "=l"(policy));',
         ]
-    else:
-        operands_end = ""
     return _lines(
-        f"__device__ __forceinline__ void {tma_load_name(rank, evict_first)}(void* dst, "
-        f"const CUtensorMap* map, void* bar, {coords}) {{",
+        f"__device__ __forceinline__ void {tma_load_name(rank, evict_first, multicast)}("
+        f"void* dst, const CUtensorMap* map, void* bar, {mask_param}{coords}) {{",
         *policy,
         f'    asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.'
-        f"mbarrier::complete_tx::bytes{hint} [%0], [%1, {{{operands}}}], [%{rank + 2}]"
-        f'{operands_end};"',
+        f"mbarrier::complete_tx::bytes{cast}{hint} [%0], [%1, {{{operands}}}], [%{rank + 2}]"
+        f'{mask_operand}{operands_end};"',
         f'                 :: "r"({_shared("dst")}), "l"(map), {inputs}, "r"({_shared("bar")})'
-        f"{policy_input}",
+        f"{mask_input}{policy_input}",
         '                 : "memory");',
         "}",
     )

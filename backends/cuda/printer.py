@@ -297,6 +297,7 @@ _STATEMENTS: dict[type[Operation], str] = {
     tile.WarpBarrierOp: "__syncwarp();",
     tile.ThreadFenceOp: "__threadfence();",
     tile.FenceProxyAsyncOp: 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+    tile.FenceMbarrierInitOp: "tinyopt_fence_mbarrier_init();",
     tile.CpAsyncCommitOp: 'asm volatile("cp.async.commit_group;" ::: "memory");',
     tile.WgmmaFenceOp: 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',
     tile.WgmmaCommitOp: 'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',
@@ -461,6 +462,8 @@ _HELPER_OPS = (
     | tile.PackOp
     | tile.MbarrierInitOp
     | tile.MbarrierArriveOp
+    | tile.MbarrierArriveClusterOp
+    | tile.FenceMbarrierInitOp
     | tile.MbarrierArriveExpectTxOp
     | tile.MbarrierWaitOp
     | tile.TmaLoadOp
@@ -508,8 +511,11 @@ def _tensor_core_helpers(
             | tile.MbarrierWaitOp,
         ):
             helpers |= dict.fromkeys(hopper.mbarrier_helpers())
+        elif isinstance(op, tile.MbarrierArriveClusterOp | tile.FenceMbarrierInitOp):
+            helpers |= dict.fromkeys(hopper.cluster_mbarrier_helpers())
         elif isinstance(op, tile.TmaLoadOp):
-            helpers[hopper.tma_load_helper(len(op.coords), op.evict_first is not None)] = None
+            evict_first, multicast = op.evict_first is not None, op.cta_mask != 0
+            helpers[hopper.tma_load_helper(len(op.coords), evict_first, multicast)] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
         elif isinstance(op, tile.VectorLoadOp) and _evicts_first(op):
@@ -1040,6 +1046,10 @@ class CudaPrinter(BasePrinter[str]):
         self.line(f"tinyopt_mbarrier_arrive({self.barrier(op)});")
 
     @print_op.register
+    def _(self, op: tile.MbarrierArriveClusterOp) -> None:
+        self.line(f"tinyopt_mbarrier_arrive_cluster({self.barrier(op)}, {self.expr(op.rank)});")
+
+    @print_op.register
     def _(self, op: tile.MbarrierWaitOp) -> None:
         self.line(f"tinyopt_mbarrier_wait({self.barrier(op)}, {self.expr(op.parity)});")
 
@@ -1063,8 +1073,9 @@ class CudaPrinter(BasePrinter[str]):
         dst = f"&{self.element(op.dst, op.indices)}"
         bar = f"&{self.element(op.bars, [op.bar])}"
         coords = ", ".join(self.expr(c) for c in reversed(op.coords))
-        name = hopper.tma_load_name(len(op.coords), op.evict_first is not None)
-        self.line(f"{name}({dst}, &{self.expr(op.src)}, {bar}, {coords});")
+        name = hopper.tma_load_name(len(op.coords), op.evict_first is not None, op.cta_mask != 0)
+        mask = f"{op.cta_mask}, " if op.cta_mask else ""
+        self.line(f"{name}({dst}, &{self.expr(op.src)}, {bar}, {mask}{coords});")
 
     @print_op.register
     def _(self, op: tile.CpAsyncOp) -> None:
