@@ -1167,18 +1167,23 @@ class MbarrierArriveOp(_BarrierOp):
 
 
 @irdl_op_definition
-class MbarrierArriveClusterOp(_BarrierOp):
+class MbarrierArriveClusterOp(IRDLOperation):
     """Arrives on the mbarrier at the same shared-memory offset in the block of cluster rank
     `rank` (`mapa.shared::cluster`, then `mbarrier.arrive.release.cluster`): this block's own
     for its own rank. The kernel must be launched in clusters and the other block's mbarrier
     initialized before a `tile.cluster_sync` that this thread passed."""
 
     name = "tile.mbarrier_arrive_cluster"
+    bars = operand_def(MemRefType)
+    index = operand_def(IndexType)
     rank = operand_def(IndexType)
     assembly_format = "$bars `[` $index `]` `of` $rank attr-dict `:` type($bars)"
 
     def __init__(self, bars: SSAValue, index: SSAValue, rank: SSAValue) -> None:
         super().__init__(operands=[bars, index, rank])
+
+    def verify_(self) -> None:
+        _check_barrier(self, self.bars, self.index)
 
 
 @irdl_op_definition

@@ -67,6 +67,7 @@ class Knobs:
     skinny: str = "auto"
     skinny_mma: str = "auto"
     align: str = "auto"
+    multicast: str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -223,6 +224,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("skinny", one_of("auto", "on", "off")),
     Knob("skinny_mma", one_of("auto", "on", "off")),
     Knob("align", one_of("auto", "on", "off")),
+    Knob("multicast", one_of("auto", "on", "off")),
     Knob(
         "pad",
         Domain(

@@ -45,7 +45,7 @@ its loads of other buffers one chunk ahead (`epilogue_prefetch.py`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from math import prod
@@ -85,6 +85,11 @@ from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_k_loop,
     swapped_produce,
 )
+from tinyopt.passes.tile.gemm.wgmma_multicast import (
+    cluster_dims,
+    multicast_refusal,
+    multicast_tiles,
+)
 from tinyopt.passes.tile.gemm.wgmma_staged import steps_aside
 from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
@@ -120,7 +125,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
     reads += "promote=auto streamk=auto,tail "
-    reads += "evict=auto,off,ab"
+    reads += "evict=auto,off,ab multicast=auto,off,on"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -182,10 +187,13 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=evicted_operands(knobs.evict, t, m, n),
         )
+        bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
-            return t
+            return multicast_tiles(t, knobs.multicast, operands, m, bits, self.target)
+        if knobs.multicast == "on":
+            return multicast_tiles(replace(t, streamk="tail"), "on", operands, m, bits, self.target)
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
         if not t.ws or dual or t.cluster > 1:
@@ -234,6 +242,10 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if plan.cluster > 1:
             partial = operands.splits > 1
             if why := cluster_refusal(c, plan.cluster, fp8, partial):
+                return why
+        if plan.multicast == "on":
+            bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
+            if why := multicast_refusal(plan, operands, m, bits):
                 return why
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
@@ -286,7 +298,7 @@ def emit_wgmma_gemm(
     operands = plain_operands(c, k, n)
     assert not isinstance(operands, str)
     grid = launch_grid(t, batch, n, m, sms) if swapped else launch_grid(t, batch, m, n, sms)
-    cluster = (1, 1, t.cluster) if t.cluster > 1 else None
+    cluster = (1, 1, t.cluster) if t.cluster > 1 else cluster_dims(t)
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1), cluster)
     new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
     a_rank, b_rank = (
@@ -296,7 +308,8 @@ def emit_wgmma_gemm(
     bk = k_step(element)
     rows, columns = (t.tile_n, t.bm) if swapped else (t.bm, t.tile_n)
     a_box = (*[1] * (a_rank - 2), rows, bk)
-    b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (columns, bk)))
+    b_rows = columns // t.sharers  # a block's share of a multicast B tile
+    b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (b_rows, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
     tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
     args = list(new.body.block.args)
@@ -311,10 +324,14 @@ def emit_wgmma_gemm(
 def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[int, int, int]:
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
-    blockIdx.x, + gridDim.x, ..."""
-    tiles = (-(-n // t.tile_n), -(-m // t.bm), batch * t.cluster)
+    blockIdx.x, + gridDim.x, ...; with `multicast` the rows of tiles rounded up to whole
+    pairs, and a persistent grid whole pairs of blocks walking pairs of tiles."""
+    pairs = -(-(-(-m // t.bm)) // t.sharers)
+    tiles = (-(-n // t.tile_n), pairs * t.sharers, batch * t.cluster)
     if not t.persistent:
         return tiles
+    if t.sharers > 1:
+        return (t.sharers * min(sms // t.sharers, tiles[0] * pairs * batch), 1, 1)
     return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
 
 
@@ -377,6 +394,10 @@ class _WgmmaEmitter:
         self.steps = -(-(self.chunk if t.cluster > 1 else self.k) // self.bk)
         rows, columns = (self.n, self.m) if swapped else (self.m, self.n)
         self.n_tiles, self.m_tiles = -(-columns // t.tile_n), -(-rows // t.bm)
+        self.m_units = -(-self.m_tiles // t.sharers)
+        """Rows of tiles the launch walks: pairs of them with `multicast`."""
+        self.rank: SSAValue | None = None
+        """With `multicast`: the block's rank in its cluster (the pair's row it computes)."""
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
@@ -393,10 +414,13 @@ class _WgmmaEmitter:
             self.walk = StreamKWalk(em, tiles, self._blocks(), self.steps)
         if not t.persistent:
             x, y, z = (em.value(tile.BlockIdOp(d)) for d in "xyz")
+            if t.sharers > 1:  # the cluster's pair along y: rows 2j and 2j + 1
+                self.rank = em.rem(y, t.sharers)
+                y = em.div(y, t.sharers)
             if t.group == 1:
-                self._origin([x, y, z])
+                self._unit_origin(x, y, z)
             else:
-                self._origin([*self._grouped(em.add(em.mul(y, self.n_tiles), x)), z])
+                self._unit_origin(*self._grouped(em.add(em.mul(y, self.n_tiles), x)), z)
         shared = tile.SHARED
         a_shape = [t.stages, t.bm, self.bk]
         self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
@@ -411,8 +435,10 @@ class _WgmmaEmitter:
             self.splitter = TF32Split(em, self, split_a, [t.stages, t.bn, self.bk])
         # A cluster's blocks keep all their shared memory dynamic: at one offset in each.
         clustered = t.cluster > 1
-        self.full = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared), clustered))
-        self.empty = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared), clustered))
+        dynamic_barriers = clustered or t.sharers > 1
+        barriers = tile.memref_in([t.stages], i64, shared)
+        self.full = em.value(tile.AllocOp(barriers, dynamic_barriers))
+        self.empty = em.value(tile.AllocOp(barriers, dynamic_barriers))
         if self.swapped:  # the producer's split of each slot's B tile, and its verdict
             self.ready = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
             self.special = em.value(tile.AllocOp(tile.memref_in([t.stages], i32, shared)))
@@ -424,14 +450,19 @@ class _WgmmaEmitter:
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
         self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
+        # `empty`: every consumer thread arrives, or with multicast one thread of each consumer
+        # warpgroup of both blocks (`wgmma_multicast.py`)
+        releases = t.consumers * t.sharers if t.sharers > 1 else WARPGROUP * t.consumers
         with em.when([self.first]):
             for s in range(t.stages):
                 em.op(tile.MbarrierInitOp(self.full, em.index(s), 1))
-                em.op(tile.MbarrierInitOp(self.empty, em.index(s), WARPGROUP * t.consumers))
+                em.op(tile.MbarrierInitOp(self.empty, em.index(s), releases))
                 if self.swapped:
                     em.op(tile.MbarrierInitOp(self.ready, em.index(s), WARPGROUP))
             em.op(tile.FenceProxyAsyncOp())
-        em.op(tile.BarrierOp())
+            if t.sharers > 1:
+                em.op(tile.FenceMbarrierInitOp())
+        em.op(tile.ClusterSyncOp() if t.sharers > 1 else tile.BarrierOp())
         warpgroup = em.div(self.tid, WARPGROUP)
         if not t.ws:
             self._consume(warpgroup)
@@ -459,6 +490,8 @@ class _WgmmaEmitter:
             em.op(tile.SetMaxNRegOp(registers(t.consumers)[1], inc=True))
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
+        if t.sharers > 1:  # no block exits while the other may still arrive on its mbarriers
+            em.op(tile.ClusterSyncOp())
 
     def _blocks(self) -> int:
         """The persistent grid's blocks (`launch_grid`): one per SM, fewer where there are fewer
@@ -483,12 +516,22 @@ class _WgmmaEmitter:
                 self.b_index = [em.div(coordinates[2], self.splits)] if self.batched else []
             self.k_base = em.mul(em.rem(coordinates[2], self.splits), self.chunk)
 
-    def _grouped(self, linear: SSAValue) -> list[SSAValue]:
-        """Returns the (n, m) tile coordinates of the `linear`-th tile of a batch in launch
-        order: in groups of `group` rows of tiles, down the rows of a group first."""
+    def _unit_origin(self, n: SSAValue, unit: SSAValue, batch: SSAValue) -> None:
+        """Sets the block's tile from its column, its row of tiles in launch order (a pair of
+        rows with `multicast`, of which the block's rank takes one) and its batch index."""
         em, t = self.em, self.t
-        n_tiles, m_tiles = self.n_tiles, self.m_tiles
-        group = min(t.group, m_tiles)
+        if t.sharers > 1:
+            assert self.rank is not None
+            unit = em.add(em.mul(unit, t.sharers), self.rank)
+        self._origin([n, unit, batch])
+
+    def _grouped(self, linear: SSAValue) -> list[SSAValue]:
+        """Returns the (n, m) coordinates of the `linear`-th tile of a batch in launch order
+        (m counting pairs of rows of tiles with `multicast`): in groups of `group` rows of
+        tiles, down the rows of a group first."""
+        em, t = self.em, self.t
+        n_tiles, m_tiles = self.n_tiles, self.m_units
+        group = min(max(t.group // t.sharers, 1), m_tiles)
         per_group = group * n_tiles
         first = em.mul(em.div(linear, per_group), group)
         height = em.value(
@@ -509,14 +552,17 @@ class _WgmmaEmitter:
         if not t.persistent:
             yield 0
             return
-        per_batch = self.n_tiles * self.m_tiles
+        per_batch = self.n_tiles * self.m_units
         tiles = per_batch * self.batch
-        blocks = self._blocks()
+        blocks = self._blocks() // t.sharers  # with multicast, clusters walking pairs
         block = em.value(tile.BlockIdOp("x"))
+        if t.sharers > 1:
+            self.rank = em.rem(block, t.sharers)
+            block = em.div(block, t.sharers)
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
         with em.for_loop(0, mine, 1) as (turn, _, _):
             index = em.add(block, em.mul(turn, blocks))
-            self._origin([*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch)])
+            self._unit_origin(*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch))
             yield em.mul(turn, self.steps)
             em.op(scf.YieldOp())
 
@@ -530,13 +576,18 @@ class _WgmmaEmitter:
         k0 = em.add(self.k_base, em.mul(step, self.bk))
         zero = em.index(0)
 
-        def copy(source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue]) -> None:
+        def copy(
+            source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue], mask: int = 0
+        ) -> None:
             hint = ("a" if source is self.a_global else "b") in t.evict
             rank = len(source.type.get_shape())  # type: ignore[attr-defined]
             batch = self.b_index if rank > len(at) else []  # A shared by the batch: none
-            em.op(tile.TmaLoadOp(source, [*batch, *at], smem, to, self.full, slot, hint))
+            em.op(tile.TmaLoadOp(source, [*batch, *at], smem, to, self.full, slot, hint, mask))
 
         copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
+        if t.sharers > 1:
+            self._multicast_b(copy, k0, slot)
+            return
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or
         # 64-column chunks (N-major), so one m64nBNk16 wgmma multiplies A by both.
         for product, b_global in enumerate(self.b_globals):
@@ -548,6 +599,23 @@ class _WgmmaEmitter:
             else:
                 to = [slot, em.index(product * t.tile_n), zero]
                 copy(b_global, [self.n0, k0], self.b_smem, to)
+
+    def _multicast_b(self, copy: Callable[..., None], k0: SSAValue, slot: SSAValue) -> None:
+        """The block's share of the slot's B tile, copied into both blocks of the pair: rows
+        rank·bn/2.. of a K-major tile, or its 64-column chunks rank·c/2.. of c (N-major)."""
+        em, t = self.em, self.t
+        (b_global,) = self.b_globals
+        assert self.rank is not None
+        zero, mask = em.index(0), (1 << t.sharers) - 1
+        if self.mn_major:
+            share = t.tile_n // self.bk // t.sharers
+            for i in range(share):
+                chunk = em.add(em.mul(self.rank, share), i)
+                n = em.add(self.n0, em.mul(chunk, self.bk))
+                copy(b_global, [k0, n], self.b_smem, [slot, chunk, zero, zero], mask)
+        else:
+            row = em.mul(self.rank, t.tile_n // t.sharers)
+            copy(b_global, [em.add(self.n0, row), k0], self.b_smem, [slot, row, zero], mask)
 
     def _consume(self, group: SSAValue) -> None:
         """The K loop of consumer warpgroup `group` (rows 64·group of the block), then the
@@ -592,7 +660,7 @@ class _WgmmaEmitter:
         if t.persistent and t.promote == "off":
             # the piece's last slot, which the next piece's K loop needs
             last = em.add(first_step, em.add(count, -1))
-            em.op(tile.MbarrierArriveOp(self.empty, em.rem(last, t.stages)))
+            self._release(em.rem(last, t.stages))
         if not piece.shared:
             self._tile_epilogue(acc, group, row)
             return
@@ -686,12 +754,23 @@ class _WgmmaEmitter:
             started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
             previous = em.add(ring_step, t.stages - 1)  # ≡ ring_step - 1 (mod stages)
             with em.when([started]):
-                em.op(tile.MbarrierArriveOp(self.empty, em.rem(previous, t.stages)))
+                self._release(em.rem(previous, t.stages))
             if not t.ws:
                 with em.when([self.first, em.less(previous, self.steps)]):
                     self._produce(previous, previous)
             em.op(scf.YieldOp())
         em.op(tile.WgmmaWaitOp(0))
+
+    def _release(self, slot: SSAValue) -> None:
+        """The consumer thread's arrival on `empty[slot]`; with `multicast`, thread r of the
+        warpgroup arrives for it on rank r's (`wgmma_multicast.py`)."""
+        em, t = self.em, self.t
+        if t.sharers == 1:
+            em.op(tile.MbarrierArriveOp(self.empty, slot))
+            return
+        local = em.rem(self.tid, WARPGROUP)
+        with em.when([em.less(local, t.sharers)]):
+            em.op(tile.MbarrierArriveClusterOp(self.empty, slot, local))
 
     def _promoted_k_loop(
         self,

@@ -120,11 +120,19 @@ class WgmmaTiles:
     """K cut into this many chunks, one a block of a thread-block cluster, the partial sums
     added through the cluster's shared memory before the epilogue (`wgmma_cluster.py`;
     `splitk_mode=cluster`); 1: each block runs all of K."""
+    multicast: str = "off"
+    """on: each B tile multicast to the two blocks of a thread-block cluster (two rows of
+    tiles), each block copying its share (`wgmma_multicast.py`); off: each block its own."""
 
     @property
     def tile_n(self) -> int:
         """Output columns per block."""
         return self.bn // 2 if self.dual == "on" else self.bn
+
+    @property
+    def sharers(self) -> int:
+        """Blocks that share each B tile: 2 with `multicast`, else 1."""
+        return 2 if self.multicast == "on" else 1
 
     @property
     def consumers(self) -> int:
@@ -156,8 +164,11 @@ class WgmmaTiles:
     @property
     def shared_bytes(self) -> int:
         """Dynamic ring and staging tiles (with 1024 bytes of alignment slack) and the
-        2·stages mbarriers."""
-        return self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages
+        2·stages mbarriers (with `multicast`, dynamic too: two more 1024-byte places)."""
+        barriers = 2 * ATOM if self.multicast == "on" else 0
+        return (
+            self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages + barriers
+        )
 
 
 def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) -> WgmmaTiles:
