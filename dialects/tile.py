@@ -1169,7 +1169,7 @@ class MbarrierArriveOp(_BarrierOp):
 @irdl_op_definition
 class MbarrierArriveClusterOp(IRDLOperation):
     """Arrives on the mbarrier at the same shared-memory offset in the block of cluster rank
-    `rank` (`mapa.shared::cluster`, then `mbarrier.arrive.release.cluster`): this block's own
+    `rank` (`mapa.shared::cluster`, then `mbarrier.arrive.shared::cluster`): this block's own
     for its own rank. The kernel must be launched in clusters and the other block's mbarrier
     initialized before a `tile.cluster_sync` that this thread passed."""
 

@@ -94,7 +94,13 @@ def cluster_mbarrier_helpers() -> list[str]:
     """Returns the device functions of the cluster's mbarrier ops: the arrival on the mbarrier
     at the same shared-memory offset in the block of a cluster rank
     (`tile.mbarrier_arrive_cluster`), and the fence that makes the block's mbarrier inits
-    visible to the cluster's blocks (`tile.fence_mbarrier_init`)."""
+    visible to the cluster's blocks (`tile.fence_mbarrier_init`).
+
+    The arrival keeps mbarrier.arrive's default semantics (release at CTA scope), as CUTLASS's
+    cluster barrier does: it orders no memory of its own, it only says a ring slot was read
+    (by wgmma, waited for). A `.release.cluster` arrival made the multicast GEMM 1.5x slower
+    on an H100 (RESULTS.md, thirty-fifth session run 2; every consumer thread arriving so,
+    2.3x): its cluster-scope release waits for the thread's memory operations in flight."""
     return [
         _lines(
             "__device__ __forceinline__ void tinyopt_mbarrier_arrive_cluster(void* bar, "
@@ -102,7 +108,7 @@ def cluster_mbarrier_helpers() -> list[str]:
             "    unsigned remote;",
             '    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"',
             f'                 : "=r"(remote) : "r"({_shared("bar")}), "r"(rank));',
-            '    asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];"',
+            '    asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];"',
             '                 :: "r"(remote) : "memory");',
             "}",
         ),

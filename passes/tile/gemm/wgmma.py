@@ -398,6 +398,8 @@ class _WgmmaEmitter:
         """Rows of tiles the launch walks: pairs of them with `multicast`."""
         self.rank: SSAValue | None = None
         """With `multicast`: the block's rank in its cluster (the pair's row it computes)."""
+        self.ring_steps: SSAValue | int = self.steps
+        """The ring steps of the block's walk (all its tiles' K steps)."""
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
@@ -490,8 +492,6 @@ class _WgmmaEmitter:
             em.op(tile.SetMaxNRegOp(registers(t.consumers)[1], inc=True))
             self._consume(em.value(arith.SubiOp(warpgroup, em.index(1))))
             em.op(scf.YieldOp())
-        if t.sharers > 1:  # no block exits while the other may still arrive on its mbarriers
-            em.op(tile.ClusterSyncOp())
 
     def _blocks(self) -> int:
         """The persistent grid's blocks (`launch_grid`): one per SM, fewer where there are fewer
@@ -560,6 +560,7 @@ class _WgmmaEmitter:
             self.rank = em.rem(block, t.sharers)
             block = em.div(block, t.sharers)
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
+        self.ring_steps = em.mul(mine, self.steps)
         with em.for_loop(0, mine, 1) as (turn, _, _):
             index = em.add(block, em.mul(turn, blocks))
             self._unit_origin(*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch))
@@ -660,7 +661,7 @@ class _WgmmaEmitter:
         if t.persistent and t.promote == "off":
             # the piece's last slot, which the next piece's K loop needs
             last = em.add(first_step, em.add(count, -1))
-            self._release(em.rem(last, t.stages))
+            self._release(em.rem(last, t.stages), last)
         if not piece.shared:
             self._tile_epilogue(acc, group, row)
             return
@@ -754,22 +755,25 @@ class _WgmmaEmitter:
             started = em.value(arith.CmpiOp(step, em.index(0), "ugt"))
             previous = em.add(ring_step, t.stages - 1)  # ≡ ring_step - 1 (mod stages)
             with em.when([started]):
-                self._release(em.rem(previous, t.stages))
+                self._release(em.rem(previous, t.stages), em.add(ring_step, -1))
             if not t.ws:
                 with em.when([self.first, em.less(previous, self.steps)]):
                     self._produce(previous, previous)
             em.op(scf.YieldOp())
         em.op(tile.WgmmaWaitOp(0))
 
-    def _release(self, slot: SSAValue) -> None:
-        """The consumer thread's arrival on `empty[slot]`; with `multicast`, thread r of the
-        warpgroup arrives for it on rank r's (`wgmma_multicast.py`)."""
+    def _release(self, slot: SSAValue, ring_step: SSAValue) -> None:
+        """The consumer thread's arrival on `empty[slot]`, done with ring step `ring_step`;
+        with `multicast`, thread r of the warpgroup arrives for it on rank r's, for the steps
+        a producer refills the slot after (`wgmma_multicast.py`: no arrival goes to a block
+        that may have exited)."""
         em, t = self.em, self.t
         if t.sharers == 1:
             em.op(tile.MbarrierArriveOp(self.empty, slot))
             return
         local = em.rem(self.tid, WARPGROUP)
-        with em.when([em.less(local, t.sharers)]):
+        refilled = em.less(em.add(ring_step, t.stages), self.ring_steps)
+        with em.when([em.less(local, t.sharers), refilled]):
             em.op(tile.MbarrierArriveClusterOp(self.empty, slot, local))
 
     def _promoted_k_loop(
