@@ -86,7 +86,7 @@ def test_a_written_cluster_plan_the_rule_cannot_run_is_refused(
     a split's partial kernel."""
     planned = _planned(text, knobs)
     head, _, tail = planned.partition(f"loop.kernel @{kernel}(")
-    tail = tail.replace("cluster = 1>", "cluster = 8>" if "boxes" in why else "cluster = 2>", 1)
+    tail = tail.replace("cluster = 1,", "cluster = 8," if "boxes" in why else "cluster = 2,", 1)
     with pytest.raises(DiagnosticException, match=f"plan of kernel @{kernel}: .*{why}"):
         apply_pipeline(parse(f"{head}loop.kernel @{kernel}({tail}"), "tile")
 

@@ -191,9 +191,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
-            return multicast_tiles(t, knobs.multicast, operands, m, bits, self.target)
+            return multicast_tiles(t, knobs.multicast, operands, c.extents, bits, self.target)
         if knobs.multicast == "on":
-            return multicast_tiles(replace(t, streamk="tail"), "on", operands, m, bits, self.target)
+            return multicast_tiles(
+                replace(t, streamk="tail"), "on", operands, c.extents, bits, self.target
+            )
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
         if not t.ws or dual or t.cluster > 1:

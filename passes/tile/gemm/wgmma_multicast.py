@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tinyopt.passes.tile.gemm.wgmma_plan import BK, Operands, WgmmaTiles, _fail
+from tinyopt.passes.tile.gemm.wgmma_plan import BK, Operands, WgmmaTiles, _fail, tile_count
 from tinyopt.passes.tile.target import Target
 
 
@@ -61,20 +61,63 @@ def multicast_refusal(
     )
 
 
+AUTO_MIN_STEPS = 48
+"""`multicast=auto` takes K loops of at least this many steps: the pair starts behind a
+cluster barrier and each slot waits for both blocks' consumers, which shorter loops do not
+earn back (H100, thirty-fifth session run 4: 5-41 steps 0.94-1.02x as fast)."""
+
+AUTO_MAX_WAVES = 2
+"""`multicast=auto` takes grids of at most this many waves of blocks (one block an SM): there
+a column's blocks stream the same B tiles at the same time; on grids of 3-11 waves (4096³,
+8192³, random shapes) multicast ran 0.97-1.07x as fast."""
+
+
 def multicast_tiles(
-    t: WgmmaTiles, knob: str, operands: Operands, m: int, element_bits: int, target: Target
+    t: WgmmaTiles,
+    knob: str,
+    operands: Operands,
+    extents: tuple[int, int, int, int],
+    element_bits: int,
+    target: Target,
 ) -> WgmmaTiles | str:
     """`t` with the `multicast` knob resolved: `on` pairs the blocks (a ring slot fewer where
     the mbarriers' places in dynamic shared memory leave too little) or says why it cannot;
-    `auto` and `off` keep each block's own B loads."""
-    if knob != "on":
+    `auto` pairs them where `multicast_pays`; `off` keeps each block's own B loads."""
+    batch, m, n, k = extents
+    if knob == "off" or (
+        knob == "auto" and not multicast_pays(t, batch, m, n, k, element_bits, target)
+    ):
         return t
     if why := multicast_refusal(t, operands, m, element_bits):
-        return why
+        return why if knob == "on" else t
     paired = replace(t, multicast="on")
     while paired.shared_bytes > target.dynamic_shared and paired.stages > 2:
         paired = replace(paired, stages=paired.stages - 1)
     return paired
+
+
+def multicast_pays(
+    t: WgmmaTiles, batch: int, m: int, n: int, k: int, element_bits: int, target: Target
+) -> bool:
+    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): f16/bf16
+    blocks at least 128 columns wide (a B tile of 16 KiB a step or more to share), an even
+    number of rows of tiles (an odd one adds a block of zeros, which cost up to a wave), a grid
+    of at most `AUTO_MAX_WAVES` waves and a K loop of at least `AUTO_MIN_STEPS` steps.
+
+    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-4; 72 random bf16 linears and
+    six squares/Llama shapes, `multicast=on` against the default): the shapes this takes ran
+    0.98-1.41x as fast (1442×2320×4376 0.68 → 0.96x cuBLAS, 474×4504×4648 0.76 → 1.01x); odd
+    rows of tiles 0.56-1.12x, short K loops 0.94-1.02x, grids of many waves 0.97-1.07x."""
+    rows = -(-m // t.bm)
+    waves = tile_count(t, batch, m, n) / target.sms
+    steps = -(-k * element_bits // (8 * 128))  # 128-byte K steps
+    return (
+        element_bits == 16
+        and t.tile_n >= 128
+        and rows % 2 == 0
+        and waves <= AUTO_MAX_WAVES
+        and steps >= AUTO_MIN_STEPS
+    )
 
 
 def cluster_dims(t: WgmmaTiles) -> tuple[int, int, int] | None:
