@@ -90,7 +90,7 @@ from tinyopt.passes.tile.gemm.wgmma_multicast import (
     multicast_refusal,
     multicast_tiles,
 )
-from tinyopt.passes.tile.gemm.wgmma_staged import steps_aside
+from tinyopt.passes.tile.gemm.wgmma_staged import off_sectors, steps_aside
 from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
@@ -188,13 +188,16 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             evict=evicted_operands(knobs.evict, t, m, n),
         )
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
+        b_off = off_sectors(kernel.body.block.args[operands.b].type)  # type: ignore[arg-type]
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
-            return multicast_tiles(t, knobs.multicast, operands, c.extents, bits, self.target)
+            return multicast_tiles(
+                t, knobs.multicast, operands, c.extents, bits, b_off, self.target
+            )
         if knobs.multicast == "on":
             return multicast_tiles(
-                replace(t, streamk="tail"), "on", operands, c.extents, bits, self.target
+                replace(t, streamk="tail"), "on", operands, c.extents, bits, b_off, self.target
             )
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]

@@ -78,15 +78,16 @@ def multicast_tiles(
     operands: Operands,
     extents: tuple[int, int, int, int],
     element_bits: int,
+    b_off_sectors: bool,
     target: Target,
 ) -> WgmmaTiles | str:
-    """`t` with the `multicast` knob resolved: `on` pairs the blocks (a ring slot fewer where
-    the mbarriers' places in dynamic shared memory leave too little) or says why it cannot;
-    `auto` pairs them where `multicast_pays`; `off` keeps each block's own B loads."""
+    """`t` with the `multicast` knob resolved (for a GEMM of `extents` on operands of
+    `element_bits`, B's rows off 32-byte sectors or not): `on` pairs the blocks (a ring slot
+    fewer where the mbarriers' places in dynamic shared memory leave too little) or says why it
+    cannot; `auto` pairs them where `multicast_pays`; `off` keeps each block's own B loads."""
     batch, m, n, k = extents
-    if knob == "off" or (
-        knob == "auto" and not multicast_pays(t, batch, m, n, k, element_bits, target)
-    ):
+    pays = multicast_pays(t, batch, m, n, k, element_bits, b_off_sectors, target)
+    if knob == "off" or (knob == "auto" and not pays):
         return t
     if why := multicast_refusal(t, operands, m, element_bits):
         return why if knob == "on" else t
@@ -97,22 +98,34 @@ def multicast_tiles(
 
 
 def multicast_pays(
-    t: WgmmaTiles, batch: int, m: int, n: int, k: int, element_bits: int, target: Target
+    t: WgmmaTiles,
+    batch: int,
+    m: int,
+    n: int,
+    k: int,
+    element_bits: int,
+    b_off_sectors: bool,
+    target: Target,
 ) -> bool:
-    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): f16/bf16
-    blocks at least 128 columns wide (a B tile of 16 KiB a step or more to share), an even
-    number of rows of tiles (an odd one adds a block of zeros, which cost up to a wave), a grid
-    of at most `AUTO_MAX_WAVES` waves and a K loop of at least `AUTO_MIN_STEPS` steps.
+    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): f16/bf16 B
+    whose rows start off 32-byte sectors (`wgmma_staged.off_sectors`: each row of a box reads
+    a sector more, and the L2 serves half as many boxes), blocks at least 128 columns wide (a
+    B tile of 16 KiB a step or more to share), an even number of rows of tiles (an odd one adds
+    a block of zeros, which cost up to a wave), a grid of at most `AUTO_MAX_WAVES` waves and a K
+    loop of at least `AUTO_MIN_STEPS` steps.
 
-    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-4; 72 random bf16 linears and
-    six squares/Llama shapes, `multicast=on` against the default): the shapes this takes ran
-    0.98-1.41x as fast (1442×2320×4376 0.68 → 0.96x cuBLAS, 474×4504×4648 0.76 → 1.01x); odd
-    rows of tiles 0.56-1.12x, short K loops 0.94-1.02x, grids of many waves 0.97-1.07x."""
+    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-5; 108 random bf16 linears,
+    squares and the Llama shapes, `multicast=on` against `off`): where all of that holds,
+    1.11-1.41x as fast on 18 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
+    → 1.00x); with B on sectors 0.95-1.12x (the Llama-3 linears at 1000 and 2048 rows
+    0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-1.02x, grids of many waves
+    0.97-1.07x."""
     rows = -(-m // t.bm)
     waves = tile_count(t, batch, m, n) / target.sms
     steps = -(-k * element_bits // (8 * 128))  # 128-byte K steps
     return (
         element_bits == 16
+        and b_off_sectors
         and t.tile_n >= 128
         and rows % 2 == 0
         and waves <= AUTO_MAX_WAVES
