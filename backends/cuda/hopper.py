@@ -98,9 +98,9 @@ def cluster_mbarrier_helpers() -> list[str]:
 
     The arrival keeps mbarrier.arrive's default semantics (release at CTA scope), as CUTLASS's
     cluster barrier does: it orders no memory of its own, it only says a ring slot was read
-    (by wgmma, waited for). A `.release.cluster` arrival made the multicast GEMM 1.5x slower
-    on an H100 (RESULTS.md, thirty-fifth session run 2; every consumer thread arriving so,
-    2.3x): its cluster-scope release waits for the thread's memory operations in flight."""
+    (by wgmma, waited for). A `.release.cluster` arrival compiles to a `MEMBAR.ALL.GPU` before
+    each arrival, which made the multicast GEMM 1.5x slower on an H100 (RESULTS.md,
+    thirty-fifth session run 2; every consumer thread arriving so, 2.3x)."""
     return [
         _lines(
             "__device__ __forceinline__ void tinyopt_mbarrier_arrive_cluster(void* bar, "

@@ -107,9 +107,10 @@ def multicast_pays(
     b_off_sectors: bool,
     target: Target,
 ) -> bool:
-    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): f16/bf16 B
-    whose rows start off 32-byte sectors (`wgmma_staged.off_sectors`: each row of a box reads
-    a sector more, and the L2 serves half as many boxes), blocks at least 128 columns wide (a
+    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): a K-major
+    f16/bf16 B (`[N, K]`, as torch's linear holds it; N-major B is not measured) whose rows
+    start off 32-byte sectors (`wgmma_staged.off_sectors`: each row of a box reads a sector
+    more, and the L2 serves half as many boxes), blocks at least 128 columns wide (a
     B tile of 16 KiB a step or more to share), an even number of rows of tiles (an odd one adds
     a block of zeros, which cost up to a wave), a grid of at most `AUTO_MAX_WAVES` waves and a K
     loop of at least `AUTO_MIN_STEPS` steps.

@@ -1,0 +1,84 @@
+"""B tiles multicast to clusters of two blocks (`multicast`, passes/tile/gemm/wgmma_multicast.py):
+the SASS of the paired kernel, what `multicast=on` and a written plan refuse by name, and the
+automatic choice on shapes of each kind the measurements separated. The kernels' numbers are
+checked on the GPU by tests/test_gpu_programs.py (the `multicast` programs of programs.py)."""
+
+import re
+from pathlib import Path
+
+import pytest
+from programs import batched_matmul, matmul_plain, swiglu, tile_with
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.compiler import apply_pipeline, parse
+
+OFF_SECTORS = matmul_plain(1000, 2048, 4392, "bf16", "nk")
+"""K = 4392: B's rows (8784 bytes) start 16 bytes off 32-byte sectors; 8 rows of 128x128
+tiles, 128 blocks, 69 K steps: multicast=auto pairs them."""
+
+
+def _plans(text: str, knobs: str = "") -> list[str]:
+    planned = str(apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}"))
+    return re.findall(r"#tile\.plan<wgmma, [^>]*>", planned)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_paired_blocks_multicast_b_and_arrive_without_a_memory_barrier(tmp_path: Path) -> None:
+    (code,) = sass_of_each(OFF_SECTORS, tile_with(""), tmp_path).values()
+    assert "UTMALDG.2D.MULTICAST" in code and "HGMMA.64x128x16" in code
+    assert "SYNCS.ARRIVE.TRANS64.RED" in code  # the arrival on the other block's mbarrier
+    assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
+    # Fences only before the cluster barrier that follows the mbarrier inits: an arrival with
+    # cluster-scope release semantics put a MEMBAR.ALL.GPU in the K loop (1.5x slower).
+    after_start = code[code.index("UCGABAR_WAIT") :]
+    assert not re.search(r"\bMEMBAR", after_start), re.search(r"\bMEMBAR[.A-Z]*", after_start)
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "why"),
+    [
+        (swiglu(1000, 1024, 2048), "dual=on", "a dual GEMM"),
+        (OFF_SECTORS, "ws=0", "ws=0"),
+        (OFF_SECTORS, "splitk=2 splitk_mode=cluster", "a split of K over a cluster"),
+        (OFF_SECTORS, "streamk=tail", "streamk=tail"),
+        (matmul_plain(1000, 960, 4392, "bf16"), "bn=192", "N-major B of 3 64-column chunks"),
+        (matmul_plain(100, 2048, 4392, "bf16", "nk"), "bm=128", "one row of tiles (M=100"),
+    ],
+)
+def test_multicast_on_refuses_what_pairs_cannot_run(text: str, knobs: str, why: str) -> None:
+    with pytest.raises(DiagnosticException, match=f"multicasts B .*not with .*{re.escape(why)}"):
+        apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma multicast=on {knobs}}}")
+
+
+@pytest.mark.parametrize(
+    ("text", "paired"),
+    [
+        (OFF_SECTORS, True),
+        # B's rows on sectors (K = 4096): the Llama-3 linears ran 0.95-0.99x as fast paired
+        (matmul_plain(1000, 2048, 4096, "bf16", "nk"), False),
+        # 9 rows of tiles: the pair would add a block of zeros past M
+        (matmul_plain(1100, 2048, 4392, "bf16", "nk"), False),
+        # 17 K steps
+        (matmul_plain(1000, 2048, 1064, "bf16", "nk"), False),
+        # 4096 rows: 512 tiles, four waves
+        (matmul_plain(4096, 4096, 4392, "bf16", "nk"), False),
+        # an N-major B off sectors (N = 1000), a batch of 3 in one wave: not measured
+        (batched_matmul(3, 512, 1000, 4096, "bf16"), False),
+    ],
+)
+def test_auto_pairs_only_where_the_measurements_say(text: str, paired: bool) -> None:
+    plans = _plans(text)
+    assert plans, "no wgmma kernel"
+    assert all(('multicast = "on"' in p) == paired for p in plans), plans
+
+
+def test_a_written_multicast_plan_is_checked_as_the_knob_path() -> None:
+    """A hand-written `multicast = "on"` plan where the rule cannot pair the blocks (one row of
+    tiles) is refused, as the knob is."""
+    one_row = matmul_plain(100, 2048, 4392, "bf16", "nk")
+    planned = str(apply_pipeline(parse(one_row), "fuse,plan{mma=wgmma bm=128 bn=128}"))
+    assert planned.count('multicast = "off"') == 1
+    written = planned.replace('multicast = "off"', 'multicast = "on"')
+    with pytest.raises(DiagnosticException, match="not with one row of tiles"):
+        apply_pipeline(parse(written), "tile")
