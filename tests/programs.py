@@ -586,6 +586,11 @@ CASES = [
         scaled_matmul(1024, 1024, 1024),
         tile_with("multicast=on"),
     ),
+    Case(
+        "fp8_block_scaled_multicast_e4m3_1000x776x640",
+        block_scaled_matmul(1000, 776, 640),
+        tile_with("multicast=on"),
+    ),
     # the wave choice's 128x192 blocks, K summed in the tensor cores (bf16 out).
     Case("fp8_wgmma_bn192_e4m3_3000x3000x1024", scaled_matmul(3000, 3000, 1024)),
     Case(

@@ -812,7 +812,7 @@ class _WgmmaEmitter:
             factors = self._step_scales(step, rows) if rows else None
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
-            em.op(tile.MbarrierArriveOp(self.empty, slot))
+            self._release(slot, ring_step)
             self._add_products(acc, products, factors)
             if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
                 ahead = em.add(ring_step, t.stages - 1)

@@ -18,8 +18,7 @@ arrival lands in a block that has gone. With an odd number of rows of tiles the 
 second block copies zeros past M (TMA fills them) and stores nothing.
 
 Only the plain GEMM takes it: one product per block (no dual GEMM), the slot read by wgmma only
-(no promoted FP8 steps, block scales or TF32 split), a producer warpgroup (`ws=1`), no split of
-K over a cluster and no stream-K.
+(no TF32 split), a producer warpgroup (`ws=1`), no split of K over a cluster and no stream-K.
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ def multicast_refusal(
     why = []
     if t.dual == "on":
         why.append("a dual GEMM")
-    if t.promote == "on" or operands.a_scale or operands.b_scale:
-        why.append("promoted FP8 steps or block scales")
     if not t.ws:
         why.append("ws=0")
     if t.cluster > 1:
