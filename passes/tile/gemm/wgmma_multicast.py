@@ -61,11 +61,11 @@ def multicast_refusal(
 AUTO_MIN_STEPS = 48
 """`multicast=auto` takes K loops of at least this many steps: the pair starts behind a
 cluster barrier and each slot waits for both blocks' consumers, which shorter loops do not
-earn back (H100, thirty-fifth session run 4: 5-41 steps 0.94-1.02x as fast)."""
+earn back (H100, thirty-fifth session run 4: 5-41 steps 0.94-0.99x as fast)."""
 
 AUTO_MAX_WAVES = 2
 """`multicast=auto` takes grids of at most this many waves of blocks (one block an SM): there
-a column's blocks stream the same B tiles at the same time; on grids of 3-11 waves (4096³,
+a column's blocks stream the same B tiles at the same time; on grids of 3-9 waves (4096³,
 8192³, random shapes) multicast ran 0.97-1.07x as fast."""
 
 
@@ -112,12 +112,12 @@ def multicast_pays(
     a block of zeros, which cost up to a wave), a grid of at most `AUTO_MAX_WAVES` waves and a K
     loop of at least `AUTO_MIN_STEPS` steps.
 
-    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-5; 108 random bf16 linears,
+    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-6; 148 random bf16 linears,
     squares and the Llama shapes, `multicast=on` against `off`): where all of that holds,
-    1.11-1.41x as fast on 18 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
+    1.11-1.41x as fast on 16 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
     → 1.00x); with B on sectors 0.95-1.12x (the Llama-3 linears at 1000 and 2048 rows
-    0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-1.02x, grids of many waves
-    0.97-1.07x."""
+    0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-0.99x, grids of many waves
+    0.97-1.07x; 8-bit floats 0.97-1.00x (run 7)."""
     rows = -(-m // t.bm)
     waves = tile_count(t, batch, m, n) / target.sms
     steps = -(-k * element_bits // (8 * 128))  # 128-byte K steps
