@@ -11,7 +11,7 @@ two knob settings by `--knobs` given once for each (each row then times every se
 same process, and the last lines give each setting's geometric mean).
 
 Usage: python benchmarks/bench_random_linears.py [--seed 3434] [--count 160]
-       [--shapes MxNxK,...] [--knobs "multicast=on" ...] [--out table.md]
+       [--shapes MxNxK,...] [--knobs "multicast=off" ...] [--out table.md]
        python benchmarks/bench_random_linears.py --lower-only   # the plans, no GPU
 """
 
@@ -53,8 +53,8 @@ def plan_of(m: int, n: int, k: int, knobs: str = "") -> str:
         for rule, bm, bn in re.findall(r"plan<(\w+)(?:, bm = (\d+), bn = (\d+))?", text)
         if rule != "elementwise"
     ]
-    multicast = ["multicast"] if 'multicast = "on"' in text else []
-    return " ".join([*copies, *gemms, *multicast])
+    shared = re.findall(r'multicast = "([ab])"', text)
+    return " ".join([*copies, *gemms, *(f"multicast {o.upper()}" for o in shared)])
 
 
 def main() -> None:

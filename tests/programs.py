@@ -542,54 +542,76 @@ CASES = [
     # Rows of K (3000: 6000 bytes) 16 bytes off 32-byte sectors: B copied to aligned rows, then
     # the GEMM on 192-row blocks; a ragged K on the padded workspace's zeros.
     Case("bf16_wgmma_sector_staged_3000x3000x3000", matmul_plain(3000, 3000, 3000, "bf16", "nk")),
-    # B multicast to clusters of two blocks (`multicast=on`): each block copies half of a
+    # B multicast to clusters of two blocks (`multicast=b`): each block copies half of a
     # K-major B tile's rows, or half of an N-major tile's 64-column chunks, into both; a ragged
     # K; 9 rows of tiles (the last pair's second block past M); persistent pairs on 192-row
     # blocks; a batch; a bias and GELU epilogue; 8-bit floats.
     Case(
         "bf16_wgmma_multicast_1000x2048x520",
         matmul_plain(1000, 2048, 520, "bf16", "nk"),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     Case(
         "bf16_wgmma_multicast_odd_rows_1100x1000x264",
         matmul_plain(1100, 1000, 264, "bf16", "nk"),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     Case(
         "bf16_wgmma_multicast_n_major_1000x1024x520",
         matmul_plain(1000, 1024, 520, "bf16"),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     Case(
         "bf16_wgmma_multicast_persistent_tall_3000x3000x1024",
         matmul_plain(3000, 3000, 1024, "bf16", "nk"),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     Case(
         "bf16_wgmma_multicast_persistent_odd_pairs_1100x3000x512",
         matmul_plain(1100, 3000, 512, "bf16", "nk"),
-        tile_with("multicast=on persistent=1"),
+        tile_with("multicast=b persistent=1"),
     ),
     Case(
         "bf16_wgmma_multicast_bmm_3x1000x1000x1000",
         batched_matmul(3, 1000, 1000, 1000, "bf16"),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     Case(
         "bf16_wgmma_multicast_mlp_1000x1024x4096",
         mlp(1000, 1024, 4096, "bf16"),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
+    ),
+    # A multicast to two columns of tiles (`multicast=a`): 15 columns of 128 (the last pair's
+    # second block past N), N-major B, persistent pairs, a split-K partial kernel of one row.
+    Case(
+        "bf16_wgmma_multicast_a_odd_columns_1000x1880x520",
+        matmul_plain(1000, 1880, 520, "bf16", "nk"),
+        tile_with("multicast=a"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_a_n_major_1000x1024x520",
+        matmul_plain(1000, 1024, 520, "bf16"),
+        tile_with("multicast=a"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_a_persistent_1100x3000x512",
+        matmul_plain(1100, 3000, 512, "bf16", "nk"),
+        tile_with("multicast=a persistent=1"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_a_split_64x1024x4096",
+        matmul_plain(64, 1024, 4096, "bf16", "nk"),
+        tile_with("multicast=a"),
     ),
     Case(
         "fp8_wgmma_multicast_e4m3_1024x1024x1024",
         scaled_matmul(1024, 1024, 1024),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     Case(
         "fp8_block_scaled_multicast_e4m3_1000x776x640",
         block_scaled_matmul(1000, 776, 640),
-        tile_with("multicast=on"),
+        tile_with("multicast=b"),
     ),
     # the wave choice's 128x192 blocks, K summed in the tensor cores (bf16 out).
     Case("fp8_wgmma_bn192_e4m3_3000x3000x1024", scaled_matmul(3000, 3000, 1024)),

@@ -1,5 +1,5 @@
 """B tiles multicast to clusters of two blocks (`multicast`, passes/tile/gemm/wgmma_multicast.py):
-the SASS of the paired kernel, what `multicast=on` and a written plan refuse by name, and the
+the SASS of the paired kernel, what `multicast=b` and a written plan refuse by name, and the
 automatic choice on shapes of each kind the measurements separated. The kernels' numbers are
 checked on the GPU by tests/test_gpu_programs.py (the `multicast` programs of programs.py)."""
 
@@ -48,7 +48,7 @@ def test_paired_blocks_multicast_b_and_arrive_without_a_memory_barrier(tmp_path:
 )
 def test_multicast_on_refuses_what_pairs_cannot_run(text: str, knobs: str, why: str) -> None:
     with pytest.raises(DiagnosticException, match=f"multicasts B .*not with .*{re.escape(why)}"):
-        apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma multicast=on {knobs}}}")
+        apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma multicast=b {knobs}}}")
 
 
 @pytest.mark.parametrize(
@@ -70,15 +70,15 @@ def test_multicast_on_refuses_what_pairs_cannot_run(text: str, knobs: str, why: 
 def test_auto_pairs_only_where_the_measurements_say(text: str, paired: bool) -> None:
     plans = _plans(text)
     assert plans, "no wgmma kernel"
-    assert all(('multicast = "on"' in p) == paired for p in plans), plans
+    assert all(('multicast = "b"' in p) == paired for p in plans), plans
 
 
 def test_a_written_multicast_plan_is_checked_as_the_knob_path() -> None:
-    """A hand-written `multicast = "on"` plan where the rule cannot pair the blocks (one row of
+    """A hand-written `multicast = "b"` plan where the rule cannot pair the blocks (one row of
     tiles) is refused, as the knob is."""
     one_row = matmul_plain(100, 2048, 4392, "bf16", "nk")
     planned = str(apply_pipeline(parse(one_row), "fuse,plan{mma=wgmma bm=128 bn=128}"))
     assert planned.count('multicast = "off"') == 1
-    written = planned.replace('multicast = "off"', 'multicast = "on"')
+    written = planned.replace('multicast = "off"', 'multicast = "b"')
     with pytest.raises(DiagnosticException, match="not with one row of tiles"):
         apply_pipeline(parse(written), "tile")

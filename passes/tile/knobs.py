@@ -224,7 +224,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("skinny", one_of("auto", "on", "off")),
     Knob("skinny_mma", one_of("auto", "on", "off")),
     Knob("align", one_of("auto", "on", "off")),
-    Knob("multicast", one_of("auto", "on", "off")),
+    Knob("multicast", one_of("auto", "off", "a", "b")),
     Knob(
         "pad",
         Domain(

@@ -125,7 +125,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
     reads += "promote=auto streamk=auto,tail "
-    reads += "evict=auto,off,ab multicast=auto,off,on"
+    reads += "evict=auto,off,ab multicast=auto,off,a,b"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -196,9 +196,15 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return multicast_tiles(
                 t, knobs.multicast, operands, c.extents, bits, b_off, self.target
             )
-        if knobs.multicast == "on":
+        if knobs.multicast in ("a", "b"):
             return multicast_tiles(
-                replace(t, streamk="tail"), "on", operands, c.extents, bits, b_off, self.target
+                replace(t, streamk="tail"),
+                knobs.multicast,
+                operands,
+                c.extents,
+                bits,
+                b_off,
+                self.target,
             )
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
@@ -249,9 +255,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             partial = operands.splits > 1
             if why := cluster_refusal(c, plan.cluster, fp8, partial):
                 return why
-        if plan.multicast == "on":
+        if plan.multicast != "off":
             bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
-            if why := multicast_refusal(plan, operands, m, bits):
+            if why := multicast_refusal(plan, operands, m, n, bits):
                 return why
         return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
 
@@ -313,8 +319,9 @@ def emit_wgmma_gemm(
     )  # A may be shared by B's batch (`operand_buffers`)
     bk = k_step(element)
     rows, columns = (t.tile_n, t.bm) if swapped else (t.bm, t.tile_n)
-    a_box = (*[1] * (a_rank - 2), rows, bk)
-    b_rows = columns // t.sharers  # a block's share of a multicast B tile
+    a_rows = rows // t.column_pairs  # a block's share of a multicast A tile
+    a_box = (*[1] * (a_rank - 2), a_rows, bk)
+    b_rows = columns // t.row_pairs  # of a multicast B tile
     b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (b_rows, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
     tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
@@ -330,14 +337,16 @@ def emit_wgmma_gemm(
 def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[int, int, int]:
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
-    blockIdx.x, + gridDim.x, ...; with `multicast` the rows of tiles rounded up to whole
-    pairs, and a persistent grid whole pairs of blocks walking pairs of tiles."""
-    pairs = -(-(-(-m // t.bm)) // t.sharers)
-    tiles = (-(-n // t.tile_n), pairs * t.sharers, batch * t.cluster)
+    blockIdx.x, + gridDim.x, ...; with `multicast` the rows (B shared) or columns (A shared) of
+    tiles rounded up to whole pairs, and a persistent grid whole pairs of blocks walking pairs
+    of tiles."""
+    rows = -(-(-(-m // t.bm)) // t.row_pairs) * t.row_pairs
+    columns = -(-(-(-n // t.tile_n)) // t.column_pairs) * t.column_pairs
+    tiles = (columns, rows, batch * t.cluster)
     if not t.persistent:
         return tiles
     if t.sharers > 1:
-        return (t.sharers * min(sms // t.sharers, tiles[0] * pairs * batch), 1, 1)
+        return (t.sharers * min(sms // t.sharers, prod(tiles) // t.sharers), 1, 1)
     return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
 
 
@@ -400,10 +409,13 @@ class _WgmmaEmitter:
         self.steps = -(-(self.chunk if t.cluster > 1 else self.k) // self.bk)
         rows, columns = (self.n, self.m) if swapped else (self.m, self.n)
         self.n_tiles, self.m_tiles = -(-columns // t.tile_n), -(-rows // t.bm)
-        self.m_units = -(-self.m_tiles // t.sharers)
-        """Rows of tiles the launch walks: pairs of them with `multicast`."""
+        self.m_units = -(-self.m_tiles // t.row_pairs)
+        self.n_units = -(-self.n_tiles // t.column_pairs)
+        """Rows and columns of tiles the launch walks: pairs of rows where B is multicast, of
+        columns where A is."""
         self.rank: SSAValue | None = None
-        """With `multicast`: the block's rank in its cluster (the pair's row it computes)."""
+        """With `multicast`: the block's rank in its cluster (the pair's row or column it
+        computes)."""
         self.ring_steps: SSAValue | int = self.steps
         """The ring steps of the block's walk (all its tiles' K steps)."""
         self.walk: StreamKWalk | None = None
@@ -422,13 +434,16 @@ class _WgmmaEmitter:
             self.walk = StreamKWalk(em, tiles, self._blocks(), self.steps)
         if not t.persistent:
             x, y, z = (em.value(tile.BlockIdOp(d)) for d in "xyz")
-            if t.sharers > 1:  # the cluster's pair along y: rows 2j and 2j + 1
+            if t.row_pairs > 1:  # the cluster's pair along y: rows 2j and 2j + 1
                 self.rank = em.rem(y, t.sharers)
                 y = em.div(y, t.sharers)
+            if t.column_pairs > 1:  # along x: columns 2j and 2j + 1
+                self.rank = em.rem(x, t.sharers)
+                x = em.div(x, t.sharers)
             if t.group == 1:
                 self._unit_origin(x, y, z)
             else:
-                self._unit_origin(*self._grouped(em.add(em.mul(y, self.n_tiles), x)), z)
+                self._unit_origin(*self._grouped(em.add(em.mul(y, self.n_units), x)), z)
         shared = tile.SHARED
         a_shape = [t.stages, t.bm, self.bk]
         self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
@@ -522,22 +537,26 @@ class _WgmmaEmitter:
                 self.b_index = [em.div(coordinates[2], self.splits)] if self.batched else []
             self.k_base = em.mul(em.rem(coordinates[2], self.splits), self.chunk)
 
-    def _unit_origin(self, n: SSAValue, unit: SSAValue, batch: SSAValue) -> None:
-        """Sets the block's tile from its column, its row of tiles in launch order (a pair of
-        rows with `multicast`, of which the block's rank takes one) and its batch index."""
+    def _unit_origin(self, n: SSAValue, m: SSAValue, batch: SSAValue) -> None:
+        """Sets the block's tile from its column and row of tiles in launch order (a pair of
+        rows or columns with `multicast`, of which the block's rank takes one) and its batch
+        index."""
         em, t = self.em, self.t
         if t.sharers > 1:
             assert self.rank is not None
-            unit = em.add(em.mul(unit, t.sharers), self.rank)
-        self._origin([n, unit, batch])
+        if t.row_pairs > 1:
+            m = em.add(em.mul(m, t.sharers), self.rank)  # type: ignore[arg-type]
+        if t.column_pairs > 1:
+            n = em.add(em.mul(n, t.sharers), self.rank)  # type: ignore[arg-type]
+        self._origin([n, m, batch])
 
     def _grouped(self, linear: SSAValue) -> list[SSAValue]:
         """Returns the (n, m) coordinates of the `linear`-th tile of a batch in launch order
-        (m counting pairs of rows of tiles with `multicast`): in groups of `group` rows of
-        tiles, down the rows of a group first."""
+        (counting pairs of rows or columns of tiles with `multicast`): in groups of `group` rows
+        of tiles, down the rows of a group first."""
         em, t = self.em, self.t
-        n_tiles, m_tiles = self.n_tiles, self.m_units
-        group = min(max(t.group // t.sharers, 1), m_tiles)
+        n_tiles, m_tiles = self.n_units, self.m_units
+        group = min(max(t.group // t.row_pairs, 1), m_tiles)
         per_group = group * n_tiles
         first = em.mul(em.div(linear, per_group), group)
         height = em.value(
@@ -558,7 +577,7 @@ class _WgmmaEmitter:
         if not t.persistent:
             yield 0
             return
-        per_batch = self.n_tiles * self.m_units
+        per_batch = self.n_units * self.m_units
         tiles = per_batch * self.batch
         blocks = self._blocks() // t.sharers  # with multicast, clusters walking pairs
         block = em.value(tile.BlockIdOp("x"))
@@ -591,8 +610,14 @@ class _WgmmaEmitter:
             batch = self.b_index if rank > len(at) else []  # A shared by the batch: none
             em.op(tile.TmaLoadOp(source, [*batch, *at], smem, to, self.full, slot, hint, mask))
 
-        copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
-        if t.sharers > 1:
+        if t.column_pairs > 1:  # the block's half of the A tile's rows, into both blocks
+            assert self.rank is not None
+            row = em.mul(self.rank, t.bm // t.sharers)
+            mask = (1 << t.sharers) - 1
+            copy(self.a_global, [em.add(self.m0, row), k0], self.a_smem, [slot, row, zero], mask)
+        else:
+            copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
+        if t.row_pairs > 1:
             self._multicast_b(copy, k0, slot)
             return
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or

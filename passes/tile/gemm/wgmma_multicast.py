@@ -1,21 +1,25 @@
-"""TMA multicast of B over pairs of blocks (`multicast=on`, `WgmmaTiles.multicast`).
+"""TMA multicast of B (or A) over pairs of blocks (`multicast`, `WgmmaTiles.multicast`).
 
-The blocks of two consecutive rows of tiles in one column read the same B tiles. Launched as a
-thread-block cluster of two (`__cluster_dims__(1, 2, 1)`, or `(2, 1, 1)` for a persistent grid,
-whose clusters walk pairs of tiles), each block's producer copies its own A tile and half of the
-B tile's rows (K-major: bn/2 rows; N-major: half of its 64-column chunks) with a multicast copy
-that lands in both blocks' ring slot and completes its bytes on both blocks' `full` mbarrier:
-the L2 serves each B tile once for two blocks, a third fewer bytes a 128×256 block's K step
-(16 KiB of A and 16 of B instead of 16 and 32).
+The blocks of two consecutive rows of tiles in one column read the same B tiles
+(`multicast = "b"`). Launched as a thread-block cluster of two (`__cluster_dims__(1, 2, 1)`, or
+`(2, 1, 1)` for a persistent grid, whose clusters walk pairs of tiles), each block's producer
+copies its own A tile and half of the B tile's rows (K-major: bn/2 rows; N-major: half of its
+64-column chunks) with a multicast copy that lands in both blocks' ring slot and completes its
+bytes on both blocks' `full` mbarrier: the L2 serves each B tile once for two blocks, a third
+fewer bytes a 128×256 block's K step (16 KiB of A and 16 of B instead of 16 and 32). With
+`multicast = "a"` the pair is two consecutive columns of tiles in one row (`(2, 1, 1)`), and
+each block copies half of the A tile's rows into both.
 
 A slot may be refilled only when both blocks' consumers are done with it, since either block's
 copy writes into both: one thread of each consumer warpgroup arrives on each block's `empty`
 mbarrier (`tile.mbarrier_arrive_cluster`, after `wgmma.wait_group` — the warpgroup's wgmma
 reading the slot has completed once one of its threads waited for it), so `empty` counts
 consumers × 2 arrivals. The mbarrier inits are fenced for the cluster and both blocks pass a
-cluster barrier before either copies or arrives; both pass another before exiting, so no
-arrival lands in a block that has gone. With an odd number of rows of tiles the last pair's
-second block copies zeros past M (TMA fills them) and stores nothing.
+cluster barrier before either copies or arrives. The consumers arrive only for the ring steps a
+producer refills a slot after, so a block never exits while the other may still arrive on its
+mbarriers (each such arrival is one its producer waits for) or copy into its slots (each such
+copy one its consumers wait for). With an odd number of rows (columns) of tiles the last
+pair's second block copies zeros past M (N) and stores nothing.
 
 Only the plain GEMM takes it: one product per block (no dual GEMM), the slot read by wgmma only
 (no TF32 split), a producer warpgroup (`ws=1`), no split of K over a cluster and no stream-K.
@@ -30,9 +34,11 @@ from tinyopt.passes.tile.target import Target
 
 
 def multicast_refusal(
-    t: WgmmaTiles, operands: Operands, m: int, element_bits: int = 16
+    t: WgmmaTiles, operands: Operands, m: int, n: int, element_bits: int = 16
 ) -> str | None:
-    """Why blocks of `t` cannot share B tiles by multicast, or None."""
+    """Why blocks of `t` cannot share the tiles of the operand its `multicast` names (B for
+    "b", A for "a") by multicast, or None."""
+    operand = t.multicast.upper()
     why = []
     if t.dual == "on":
         why.append("a dual GEMM")
@@ -45,16 +51,19 @@ def multicast_refusal(
     if element_bits == 32:
         why.append("f32 operands split into TF32")
     chunks = t.tile_n // BK
-    if operands.b_mn_major and chunks % 2:
+    if t.multicast == "b" and operands.b_mn_major and chunks % 2:
         why.append(f"an N-major B of {chunks} 64-column chunks a block (an odd number)")
-    if -(-m // t.bm) < 2:
+    if t.multicast == "b" and -(-m // t.bm) < 2:
         why.append(f"one row of tiles (M={m}, bm={t.bm})")
+    if t.multicast == "a" and -(-n // t.tile_n) < 2:
+        why.append(f"one column of tiles (N={n}, bn={t.tile_n})")
     if not why:
         return None
+    between = "rows" if t.multicast == "b" else "columns"
     return _fail(
-        "multicasts B (multicast=on) to two blocks' plain GEMMs (one product, the ring read by "
-        "wgmma only, a producer warpgroup, no cluster split or stream-K, two rows of tiles); "
-        f"not with {', '.join(why)}"
+        f"multicasts {operand} (multicast={t.multicast}) to two blocks' plain GEMMs (one "
+        "product, the ring read by wgmma only, a producer warpgroup, no cluster split or "
+        f"stream-K, two {between} of tiles); not with {', '.join(why)}"
     )
 
 
@@ -79,16 +88,17 @@ def multicast_tiles(
     target: Target,
 ) -> WgmmaTiles | str:
     """`t` with the `multicast` knob resolved (for a GEMM of `extents` on operands of
-    `element_bits`, B's rows off 32-byte sectors or not): `on` pairs the blocks (a ring slot
-    fewer where the mbarriers' places in dynamic shared memory leave too little) or says why it
-    cannot; `auto` pairs them where `multicast_pays`; `off` keeps each block's own B loads."""
+    `element_bits`, B's rows off 32-byte sectors or not): `a` or `b` pairs the blocks (a ring
+    slot fewer where the mbarriers' places in dynamic shared memory leave too little) or says
+    why it cannot; `auto` pairs them by B where `multicast_pays`; `off` keeps each block's own
+    loads."""
     batch, m, n, k = extents
     pays = multicast_pays(t, batch, m, n, k, element_bits, b_off_sectors, target)
     if knob == "off" or (knob == "auto" and not pays):
         return t
-    if why := multicast_refusal(t, operands, m, element_bits):
-        return why if knob == "on" else t
-    paired = replace(t, multicast="on")
+    paired = replace(t, multicast="b" if knob == "auto" else knob)
+    if why := multicast_refusal(paired, operands, m, n, element_bits):
+        return t if knob == "auto" else why
     while paired.shared_bytes > target.dynamic_shared and paired.stages > 2:
         paired = replace(paired, stages=paired.stages - 1)
     return paired
@@ -113,7 +123,7 @@ def multicast_pays(
     loop of at least `AUTO_MIN_STEPS` steps.
 
     Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-6; 148 random bf16 linears,
-    squares and the Llama shapes, `multicast=on` against `off`): where all of that holds,
+    squares and the Llama shapes, `multicast=b` against `off`): where all of that holds,
     1.11-1.41x as fast on 16 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
     → 1.00x); with B on sectors 0.95-1.12x (the Llama-3 linears at 1000 and 2048 rows
     0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-0.99x, grids of many waves
@@ -132,8 +142,8 @@ def multicast_pays(
 
 
 def cluster_dims(t: WgmmaTiles) -> tuple[int, int, int] | None:
-    """The launch's cluster: the pair along y (the grid's rows of tiles), or along x for a
-    persistent grid; None without multicast."""
+    """The launch's cluster: the pair along y (the grid's rows of tiles) where B is shared,
+    along x (its columns) where A is, or for a persistent grid; None without multicast."""
     if t.multicast == "off":
         return None
-    return (t.sharers, 1, 1) if t.persistent else (1, t.sharers, 1)
+    return (1, t.sharers, 1) if t.multicast == "b" and not t.persistent else (t.sharers, 1, 1)

@@ -121,8 +121,9 @@ class WgmmaTiles:
     added through the cluster's shared memory before the epilogue (`wgmma_cluster.py`;
     `splitk_mode=cluster`); 1: each block runs all of K."""
     multicast: str = "off"
-    """on: each B tile multicast to the two blocks of a thread-block cluster (two rows of
-    tiles), each block copying its share (`wgmma_multicast.py`); off: each block its own."""
+    """b: each B tile multicast to the two blocks of a thread-block cluster (two rows of
+    tiles), each block copying its share; a: each A tile to two blocks of two columns of tiles
+    (`wgmma_multicast.py`); off: each block its own."""
 
     @property
     def tile_n(self) -> int:
@@ -131,8 +132,18 @@ class WgmmaTiles:
 
     @property
     def sharers(self) -> int:
-        """Blocks that share each B tile: 2 with `multicast`, else 1."""
-        return 2 if self.multicast == "on" else 1
+        """Blocks that share each tile of the multicast operand: 2 with `multicast`, else 1."""
+        return 1 if self.multicast == "off" else 2
+
+    @property
+    def row_pairs(self) -> int:
+        """Rows of tiles a cluster spans: 2 where B is multicast (`multicast = "b"`), else 1."""
+        return 2 if self.multicast == "b" else 1
+
+    @property
+    def column_pairs(self) -> int:
+        """Columns of tiles a cluster spans: 2 where A is multicast (`multicast = "a"`)."""
+        return 2 if self.multicast == "a" else 1
 
     @property
     def consumers(self) -> int:
@@ -165,7 +176,7 @@ class WgmmaTiles:
     def shared_bytes(self) -> int:
         """Dynamic ring and staging tiles (with 1024 bytes of alignment slack) and the
         2·stages mbarriers (with `multicast`, dynamic too: two more 1024-byte places)."""
-        barriers = 2 * ATOM if self.multicast == "on" else 0
+        barriers = 2 * ATOM if self.multicast != "off" else 0
         return (
             self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages + barriers
         )
