@@ -10,17 +10,26 @@
 // at once, each block a forked process (`cpu_cuda_cluster`): every global here (blockIdx, the
 // block's barriers, static shared memory, the emulation's tables) is then the block's own,
 // while the kernel buffers and the cluster's shared-memory arenas lie in MAP_SHARED mappings.
+// A block of a cluster whose threads all wait may be waiting for another block (an arrival on
+// its mbarrier, a multicast copy, the cluster barrier): it polls, giving the CPU up, until
+// something changes; only when every block of the cluster waits (or has finished) with
+// nothing changed since is it a deadlock (`cpu_cuda_cluster_stalled`).
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <span>
 #include <vector>
-#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/wait.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -42,12 +51,42 @@ constexpr size_t CPU_CUDA_SMEM_BYTES = 256 * 1024;
 alignas(1024) unsigned char cpu_cuda_arena[CPU_CUDA_SMEM_BYTES];
 unsigned char* cpu_cuda_smem = cpu_cuda_arena;
 
+// The cluster of the running block (the `cpu_cuda_cluster` section below): its blocks' arenas,
+// CPU_CUDA_SMEM_BYTES a rank (null outside a cluster), its size (0 outside one), this block's
+// rank, and the state its block processes share.
+constexpr unsigned CPU_CUDA_CLUSTER_MAX = 16;
+constexpr unsigned long long CPU_CUDA_CLUSTER_DONE = ~0ull;
+struct CpuCudaCluster {
+    // Bumped after every change one block makes that another may wait for: an arrival or
+    // copy on a cluster block's mbarrier, an arrival at the cluster barrier, a block's end.
+    std::atomic<unsigned long long> changes;
+    // Per rank: 0 while the block goes on; 1 + `changes` as it was when a round of the block's
+    // fibers began that none of them could go on in; CPU_CUDA_CLUSTER_DONE once it returned.
+    std::atomic<unsigned long long> stalled[CPU_CUDA_CLUSTER_MAX];
+    std::atomic<unsigned> arrived, generation;  // the cluster barrier of the blocks
+};
+unsigned char* cpu_cuda_cluster_smem;
+unsigned cpu_cuda_cluster_size;
+unsigned cpu_cuda_cluster_rank;
+CpuCudaCluster* cpu_cuda_cluster_state;
+// Marks a change another block of the cluster may wait for (nothing to do outside a cluster).
+static inline void cpu_cuda_cluster_changed() {
+    if (cpu_cuda_cluster_state) cpu_cuda_cluster_state->changes.fetch_add(1);
+}
+// Seconds a block of a cluster polls with nothing changing before it gives up as hung, where
+// the other blocks do not all wait (CPU_CUDA_CLUSTER_TIMEOUT, default 300).
+static inline double cpu_cuda_cluster_timeout() {
+    const char* text = getenv("CPU_CUDA_CLUSTER_TIMEOUT");
+    return text ? atof(text) : 300.0;
+}
+
 // Fibers. cpu_cuda_run_block runs a block's threads in rounds, each fiber until it waits
 // (cpu_cuda_poll) or returns; a round in which no fiber made progress (arrived, passed a wait,
-// returned) while some are left is a deadlock. Rounds go through the threads forwards and
-// backwards by turns, so the code between two barriers runs in both orders where it runs more
-// than once: a read of another thread's write with no barrier between them sees the old value
-// in one of the orders.
+// returned) while some are left is a deadlock, outside a cluster at once, in a cluster once
+// no block of it can go on (cpu_cuda_cluster_stalled). Rounds go through the threads forwards
+// and backwards by turns, so the code between two barriers runs in both orders where it runs
+// more than once: a read of another thread's write with no barrier between them sees the old
+// value in one of the orders.
 constexpr size_t CPU_CUDA_STACK_BYTES = 1 << 20;  // reserved, touched as used
 struct CpuFiber { ucontext_t context; bool done; };
 CpuFiber* cpu_cuda_fibers;
@@ -64,6 +103,43 @@ static void cpu_cuda_fiber_start() {
 // A waiting fiber gives the CPU to the next one.
 static inline void cpu_cuda_poll() {
     swapcontext(&cpu_cuda_fibers[cpu_cuda_running].context, &cpu_cuda_scheduler);
+}
+// A round of the block's fibers that began when the cluster's changes were `changes` left
+// `left` of them waiting, none able to go on: the block waits for another block of its
+// cluster. It is a deadlock, reported and aborted, once every other block of the cluster has
+// finished or also found no thread to run in a round that began with nothing changed since;
+// or, to report a hang rather than wait forever (another block spinning outside the
+// emulation's waits), after cpu_cuda_cluster_timeout() seconds of such rounds with nothing
+// changed in the cluster. Until then the block gives up the CPU: yields, then sleeps of
+// up to 0.5 ms. `idle`: the rounds of the kind before this one since the block last went on.
+static inline void cpu_cuda_cluster_stalled(unsigned long long changes, unsigned left,
+                                            unsigned idle) {
+    static std::chrono::steady_clock::time_point since;
+    static unsigned long long seen;
+    CpuCudaCluster& c = *cpu_cuda_cluster_state;
+    c.stalled[cpu_cuda_cluster_rank].store(changes + 1);
+    bool all = true;
+    for (unsigned r = 0; r < cpu_cuda_cluster_size && all; ++r) {
+        unsigned long long s = c.stalled[r].load();
+        all = s == changes + 1 || s == CPU_CUDA_CLUSTER_DONE;
+    }
+    auto now = std::chrono::steady_clock::now();
+    if (idle == 0 || changes != seen) {
+        since = now;
+        seen = changes;
+    }
+    double waited = std::chrono::duration<double>(now - since).count();
+    bool found = all && c.changes.load() == changes;
+    if (found || waited > cpu_cuda_cluster_timeout()) {
+        fprintf(stderr, "deadlock: block (%u, %u, %u), rank %u of its cluster, has %u threads "
+                "waiting and none can go on; %s\n", blockIdx.x, blockIdx.y, blockIdx.z,
+                cpu_cuda_cluster_rank, left, found ? "every other block of the cluster waits "
+                "too or has finished" : "nothing changed in the cluster for the timeout "
+                "(CPU_CUDA_CLUSTER_TIMEOUT seconds)");
+        abort();
+    }
+    if (idle < 64) sched_yield();
+    else usleep(idle < 256 ? 50 : 500);
 }
 // Runs `thread(t)` for t < threads as the block's fibers (threadIdx from t and the block's
 // x and y sizes bx, by).
@@ -91,7 +167,9 @@ static inline void cpu_cuda_run_block(unsigned threads, unsigned bx, unsigned by
         fibers[t].done = false;
         makecontext(&fibers[t].context, cpu_cuda_fiber_start, 0);
     }
-    for (unsigned round = 0, left = threads; left; ++round) {
+    for (unsigned round = 0, left = threads, idle = 0; left; ++round) {
+        unsigned long long changes =
+            cpu_cuda_cluster_state ? cpu_cuda_cluster_state->changes.load() : 0;
         cpu_cuda_progress = false;
         for (unsigned i = 0; i < threads; ++i) {
             unsigned t = round % 2 ? threads - 1 - i : i;
@@ -103,9 +181,17 @@ static inline void cpu_cuda_run_block(unsigned threads, unsigned bx, unsigned by
             left -= fibers[t].done;
         }
         if (left && !cpu_cuda_progress) {
+            if (cpu_cuda_cluster_state) {
+                cpu_cuda_cluster_stalled(changes, left, idle++);
+                continue;
+            }
             fprintf(stderr, "deadlock: block (%u, %u, %u) has %u threads waiting and none can go "
                     "on\n", blockIdx.x, blockIdx.y, blockIdx.z, left);
             abort();
+        }
+        if (cpu_cuda_cluster_state && idle) {
+            cpu_cuda_cluster_state->stalled[cpu_cuda_cluster_rank].store(0);
+            idle = 0;
         }
     }
 }
@@ -338,13 +424,11 @@ static inline float atomicAdd(float* p, float v) { return std::atomic_ref<float>
 
 
 // Thread-block clusters. cpu_cuda_cluster_start makes the cluster's arenas (CPU_CUDA_SMEM_BYTES
-// a rank) and its barrier of the blocks, both process-shared; cpu_cuda_cluster
-// runs one cluster: each block forked with its blockIdx and its arena, the arenas filled with
-// 0xFF bytes first (NaN floats: a read of another block's shared memory before it was written
+// a rank) and its shared state (CpuCudaCluster: the barrier of the blocks, the changes and
+// stalls the deadlock check reads), both process-shared; cpu_cuda_cluster runs one cluster:
+// each block forked with its blockIdx, its rank and its arena, the arenas filled with 0xFF
+// bytes first (NaN floats: a read of another block's shared memory before it was written
 // shows), and the run stopped where a block fails.
-unsigned char* cpu_cuda_cluster_smem;
-unsigned cpu_cuda_cluster_size;
-pthread_barrier_t* cpu_cuda_cluster_barrier;  // of the blocks: each block's last thread waits
 unsigned cpu_cuda_cluster_threads;
 
 // `bytes` (at least one) of a MAP_SHARED mapping, which forked blocks write for the parent.
@@ -360,13 +444,12 @@ static inline std::span<char> cpu_cuda_shared_copy(const std::vector<char>& from
     return {to, from.size()};
 }
 static inline void cpu_cuda_cluster_start(unsigned blocks, unsigned threads) {
+    if (blocks > CPU_CUDA_CLUSTER_MAX) { fprintf(stderr, "a cluster of %u blocks\n", blocks); abort(); }
     cpu_cuda_cluster_size = blocks;
     cpu_cuda_cluster_smem = (unsigned char*)cpu_cuda_shared(blocks * CPU_CUDA_SMEM_BYTES);
-    cpu_cuda_cluster_barrier = (pthread_barrier_t*)cpu_cuda_shared(sizeof(pthread_barrier_t));
-    pthread_barrierattr_t shared;
-    pthread_barrierattr_init(&shared);
-    pthread_barrierattr_setpshared(&shared, PTHREAD_PROCESS_SHARED);
-    pthread_barrier_init(cpu_cuda_cluster_barrier, &shared, blocks);
+    // lock-free atomics in a shared mapping work across the processes
+    static_assert(std::atomic<unsigned long long>::is_always_lock_free);
+    cpu_cuda_cluster_state = new (cpu_cuda_shared(sizeof(CpuCudaCluster))) CpuCudaCluster{};
     cpu_cuda_cluster_threads = threads;
 }
 // block(x, y, z) for the cluster whose first block is (x0, y0, z0), cluster dims cx, cy, cz:
@@ -376,14 +459,24 @@ static inline void cpu_cuda_cluster(unsigned x0, unsigned y0, unsigned z0, unsig
                                     unsigned cy, unsigned cz, Block block) {
     unsigned blocks = cx * cy * cz;
     memset(cpu_cuda_cluster_smem, 0xFF, blocks * CPU_CUDA_SMEM_BYTES);
+    CpuCudaCluster& c = *cpu_cuda_cluster_state;
+    c.changes = 0;
+    for (unsigned r = 0; r < CPU_CUDA_CLUSTER_MAX; ++r) c.stalled[r] = 0;
+    c.arrived = 0;
     fflush(nullptr);  // nothing buffered before the fork is written twice
     std::vector<pid_t> running;
     for (unsigned r = 0; r < blocks; ++r) {
         pid_t pid = fork();
         if (pid < 0) { perror("fork"); abort(); }
         if (pid == 0) {
+#ifdef __linux__
+            prctl(PR_SET_PDEATHSIG, SIGKILL);  // a block does not outlive a killed run
+#endif
+            cpu_cuda_cluster_rank = r;
             cpu_cuda_smem = cpu_cuda_cluster_smem + r * CPU_CUDA_SMEM_BYTES;
             block(x0 + r % cx, y0 + r / cx % cy, z0 + r / (cx * cy));
+            c.stalled[r] = CPU_CUDA_CLUSTER_DONE;
+            cpu_cuda_cluster_changed();
             fflush(nullptr);
             _exit(0);
         }
@@ -403,19 +496,57 @@ static inline void cpu_cuda_cluster(unsigned x0, unsigned y0, unsigned z0, unsig
     }
     if (failed) exit(1);
 }
+// The cluster's barrier of its blocks, which each block's last thread at tinyopt_cluster_sync
+// passes: it counts itself in and polls (its block's other threads all wait at the block's
+// barrier meanwhile) until the cluster's last block arrives and starts the next generation.
+static inline void cpu_cuda_cluster_barrier() {
+    CpuCudaCluster& c = *cpu_cuda_cluster_state;
+    unsigned generation = c.generation.load();
+    if (c.arrived.fetch_add(1) + 1 == cpu_cuda_cluster_size) {
+        c.arrived.store(0);
+        c.generation.fetch_add(1);
+    }
+    cpu_cuda_cluster_changed();
+    while (c.generation.load() == generation) cpu_cuda_poll();
+    cpu_cuda_progress = true;
+}
 // barrier.cluster.arrive.release + barrier.cluster.wait.acquire: every thread of every block
 // of the cluster (the block's threads, then its last one with the other blocks).
 static inline void tinyopt_cluster_sync() {
-    if (!cpu_cuda_cluster_barrier) {
+    if (!cpu_cuda_cluster_state) {
         fprintf(stderr, "tinyopt_cluster_sync in a kernel without __cluster_dims__\n");
         abort();
     }
     static cpu_cuda_barrier threads = [] {
         cpu_cuda_barrier b(cpu_cuda_cluster_threads);
-        b.done = [](void*) { pthread_barrier_wait(cpu_cuda_cluster_barrier); };
+        b.done = [](void*) { cpu_cuda_cluster_barrier(); };
         return b;
     }();
     threads.arrive_and_wait();
+}
+// mapa.shared::cluster: the address at the same offset as `local` (this block's dynamic
+// shared memory; `bytes` from it must lie in it too) in the arena of the block of cluster rank
+// `rank`; `local` itself for the block's own rank (any address). Outside a cluster, a block
+// is the one rank 0 of its own. Aborts, naming `what`, for a rank past the cluster, an
+// address outside dynamic shared memory (static `__shared__` variables are the process's own
+// here: no other block can reach them), or a block that has returned (its shared memory gone,
+// on the GPU: a cluster barrier before the blocks return keeps it while others use it).
+static inline unsigned char* cpu_cuda_cluster_address(const void* local, unsigned rank,
+                                                      size_t bytes, const char* what) {
+    if (rank == cpu_cuda_cluster_rank) return (unsigned char*)local;
+    ptrdiff_t offset = (const unsigned char*)local - cpu_cuda_smem;
+    bool inside = offset >= 0 && (size_t)offset + bytes <= CPU_CUDA_SMEM_BYTES;
+    if (rank >= (cpu_cuda_cluster_size ? cpu_cuda_cluster_size : 1) || !inside) {
+        fprintf(stderr, "%s of rank %u at shared offset %td: outside the cluster (%u blocks) or "
+                "its dynamic shared memory\n", what, rank, offset,
+                cpu_cuda_cluster_size ? cpu_cuda_cluster_size : 1);
+        abort();
+    }
+    if (cpu_cuda_cluster_state->stalled[rank].load() == CPU_CUDA_CLUSTER_DONE) {
+        fprintf(stderr, "%s of rank %u, a block that has returned\n", what, rank);
+        abort();
+    }
+    return cpu_cuda_cluster_smem + rank * CPU_CUDA_SMEM_BYTES + offset;
 }
 // ld.shared::cluster.v4.f32 of the address mapa gives for `local` (this block's shared memory,
 // 16-byte aligned) in the block of cluster rank `rank`.

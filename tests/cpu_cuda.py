@@ -14,7 +14,11 @@ runs its thread-block clusters one after another, the blocks of a cluster at onc
 forked process (its own blockIdx, barriers, static shared memory and emulation tables), with
 the kernel buffers and the cluster's dynamic shared-memory arenas in MAP_SHARED mappings;
 `tinyopt_cluster_sync` is a process-shared barrier of all the cluster's threads and
-`tinyopt_cluster_load_f32x4` reads another rank's arena (cpu_cuda.h).
+`tinyopt_cluster_load_f32x4` reads another rank's arena (cpu_cuda.h). A block whose threads all
+wait may wait for another block of the cluster (the wgmma emulation's mbarriers, which other
+blocks arrive on and copy to, tests/cpu_wgmma.py): it polls, and the run aborts as a deadlock
+once every block of the cluster waits or has finished with nothing changed since, or after
+CPU_CUDA_CLUSTER_TIMEOUT seconds (default 300) without a change.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ def run_on_cpu(
     buffers: list[np.ndarray],
     prelude: str = "",
     prefetch_log: Path | None = None,
+    timeout: float | None = None,
 ) -> list[np.ndarray]:
     """Runs `kernel` on its whole grid over `buffers` (its parameters in order, as numpy arrays
     of the storage types above; a runtime scalar as a 0-d array) and returns the buffers
@@ -95,7 +100,8 @@ def run_on_cpu(
     after the emulation header (stand-ins for ops the header does not emulate). An L2 prefetch
     outside every buffer aborts the run; with `prefetch_log` each prefetch is written there as
     "block buffer byte-offset" (block: the linear block index, x fastest). A kernel with
-    `__cluster_dims__` runs cluster by cluster (`_CLUSTER`)."""
+    `__cluster_dims__` runs cluster by cluster (`_CLUSTER`). A run longer than `timeout`
+    seconds is killed (subprocess.TimeoutExpired), its cluster's blocks with it."""
     source = kernel.source.data
     name = kernel.sym_name.data
     start = source.index('extern "C" __global__')
@@ -185,7 +191,9 @@ int main(int argc, char** argv) {{
             files.append(work / f"buffer{k}.bin")
             np.ascontiguousarray(array).tofile(files[-1])
         log = {"CPU_CUDA_PREFETCH_LOG": str(prefetch_log)} if prefetch_log else {}
-        subprocess.run([str(executable), *map(str, files)], check=True, env=os.environ | log)
+        subprocess.run(
+            [str(executable), *map(str, files)], check=True, env=os.environ | log, timeout=timeout
+        )
         return [
             np.fromfile(path, dtype=array.dtype).reshape(array.shape)
             for path, array in zip(files, buffers, strict=True)

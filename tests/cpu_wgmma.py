@@ -7,22 +7,38 @@ What is emulated, and how:
 - a tensor map is the buffer's pointer, shape and the kernel's box (the parameter is passed as
   the pointer and the map built at the top of the kernel); `tinyopt_tma_load_Nd` copies the box
   at the coordinates into shared memory densely, zero outside the buffer (as TMA fills), and
-  completes its bytes on the mbarrier;
+  completes its bytes on the mbarrier; `tinyopt_tma_load_Nd_multicast` (its mask of cluster
+  ranks after the mbarrier) copies it to the same shared-memory offset in each block of the
+  cluster the mask names, the issuing block among them or not, and completes the whole box's
+  bytes on the mbarrier at the same offset in each (a block outside a cluster is rank 0 of
+  its own); the evict-first forms are the plain ones;
 - the 128-byte swizzle is applied where the hardware applies it, to the shared-memory byte
   offset (16-byte chunk XOR 128-byte row within 1024 bytes): TMA writes a swizzled map's box
   so, and `wgmma` reads its operands through it, so the kernels' own reads of swizzled tiles
   (the 3xTF32 split and its f32 FMA steps) see the hardware's layout (a descriptor is decoded
   as the kernel encodes it: start, LBO, SBO);
 - an mbarrier is an expected arrival count, the arrivals and transaction bytes pending and a
-  phase bit (a table keyed by its address); `try_wait.parity p` returns once
-  the phase is no longer p, so a fresh barrier's "previous phase" (parity 1) has completed;
+  phase bit, packed into its own 8 bytes of shared memory (as on the GPU) and changed by
+  atomic compare-and-swap, so that in a cluster, whose shared memory is process-shared, every
+  block sees and changes it; a phase completes when no arrival and no byte is pending (bytes
+  may complete before the phase's expect_tx: the count goes negative meanwhile);
+  `try_wait.parity p` returns once the phase is no longer p, so a fresh barrier's "previous
+  phase" (parity 1) has completed; an arrival, copy or wait on 8 bytes no init wrote (the 0
+  or 0xFF fill) aborts;
+- `tinyopt_mbarrier_arrive_cluster(bar, rank)` arrives on the mbarrier at `bar`'s offset in
+  the cluster's block of rank `rank` (`mapa`; rank: x fastest, as `%cluster_ctarank`), and
+  `tinyopt_fence_mbarrier_init` has nothing to do (an init is seen at once);
 - `wgmma` m64nNk16 computes each thread's accumulators (rows 16·warp + lane/4 (+8), columns
   8j + 2(lane%4) (+1) of the warpgroup's tile) from shared memory when issued, in f32; the
   TF32 m64nNk8 likewise from f32 operands with their low 13 mantissa bits dropped (the `_set`
   form replacing the accumulators); with A in registers (flash attention's P·V, the swapped
   3xTF32 GEMM's weights) each warp's 16 rows of A are gathered from its lanes' mma.sync-layout
-  fragments; its fence, commit and
-  wait have nothing left to do, nor has `setmaxnreg` or the proxy fence;
+  fragments. Its fence and wait have nothing left to do, nor has `setmaxnreg` or the proxy
+  fence, but `wgmma.commit_group` is a barrier of the warpgroup's 128 threads (threadIdx.x /
+  128): on the GPU the warpgroup's wgmma, reading shared memory until `wait_group`, cannot end
+  before its four warps all issued it, so a kernel may have ONE thread release the operands'
+  ring slot after `wait_group`; here a thread's products are computed when it issues them, so
+  a thread past the commit knows that every thread of its warpgroup issued its earlier wgmmas;
 - `bar.sync id, count` is a barrier of `count` threads per id (`bar.arrive` counts in without
   waiting), `bar.red.or.pred` one that also hands every thread the OR of the predicates;
   `cvt.rna.tf32.f32` rounds on the CPU;
@@ -30,7 +46,21 @@ What is emulated, and how:
   once as processes (tests/cpu_cuda.py); the kernels' `tinyopt_cluster_sync` and
   `tinyopt_cluster_load_f32x4` helpers, like the other `tinyopt_*` ones printed before the
   kernel, are dropped for the emulation header's. Each block process has its own copy of every
-  table here (mbarriers, named barriers).
+  table here (named barriers, the warpgroups' barriers) and of static `__shared__` variables:
+  the mbarriers other blocks arrive on or copy to must lie in dynamic shared memory (as the
+  printer puts them), the process-shared arenas. A block whose threads all wait on what
+  another block will do polls until the cluster changes; only when every block of the cluster
+  waits, or has finished, with nothing changed is it a deadlock (cpu_cuda.h), or after
+  CPU_CUDA_CLUSTER_TIMEOUT seconds (default 300) without a change while some block spins
+  outside the emulation's waits.
+
+What is not: the scopes and orderings of the asynchronous proxy and of the cluster (every
+copy and arrival is complete and visible to all blocks at once, so a missing fence, a
+CTA-scope arrival where a cluster-scope one is needed, or an init not fenced before another
+block's copy or arrival is not caught, unless that copy or arrival comes before the init in
+time: "used before its init"); a wgmma reading its operands after its commit (they are read
+when it is issued, so a slot overwritten between a commit and its wait_group goes unseen); a
+copy or arrival into a block that has returned is caught only when it comes after the return.
 """
 
 from __future__ import annotations
@@ -66,29 +96,78 @@ static inline CUtensorMap cpu_tensor_map(const void* base, int rank, int element
     for (int v : box) map.box[d++] = v;
     return map;
 }
-struct CpuMbarrier { int expected, pending; long long tx; unsigned phase; };
-static std::map<const void*, CpuMbarrier> cpu_mbarriers;
-// Every arrival or completed copy counts as progress for the fibers' deadlock check.
-static inline void cpu_mbarrier_complete(CpuMbarrier& b) {
+// An mbarrier's state is held in its own 8 bytes of shared memory, as on the GPU, and
+// changed by an atomic compare-and-swap: in a cluster's arenas (MAP_SHARED) every block of the
+// cluster sees and updates it, as the arrivals of other blocks and multicast copies need.
+// Packed: expected arrivals (bits 0-15), arrivals pending (16-31), transaction bytes pending
+// (32-60, signed: a copy's bytes may complete before the phase's expect_tx), 0b01 (61-62: an
+// initialized barrier, which neither the 0 nor the 0xFF fill of shared memory is), the phase
+// (63).
+struct CpuMbarrier { long long expected, pending, tx; unsigned phase; };
+constexpr unsigned long long CPU_MBARRIER_INIT = 1ull << 61, CPU_MBARRIER_MARK = 3ull << 61;
+static inline unsigned long long* cpu_mbarrier_word(void* bar) {
+    if ((uintptr_t)bar % 8) { fprintf(stderr, "mbarrier: not 8-byte aligned\n"); abort(); }
+    return (unsigned long long*)bar;
+}
+static inline CpuMbarrier cpu_mbarrier_unpack(unsigned long long bits) {
+    if ((bits & CPU_MBARRIER_MARK) != CPU_MBARRIER_INIT) {
+        fprintf(stderr, "mbarrier: used before its init\n");
+        abort();
+    }
+    long long tx = (long long)(bits << 3) >> 35;  // bits 32-60, sign-extended
+    return {(long long)(bits & 0xFFFF), (long long)(bits >> 16 & 0xFFFF), tx,
+            (unsigned)(bits >> 63)};
+}
+static inline unsigned long long cpu_mbarrier_pack(const CpuMbarrier& b) {
+    if (b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
+    if (b.tx < -(1ll << 28) || b.tx >= 1ll << 28) {
+        fprintf(stderr, "mbarrier: %lld transaction bytes pending\n", b.tx);
+        abort();
+    }
+    return (unsigned long long)b.expected | (unsigned long long)b.pending << 16 |
+           ((unsigned long long)b.tx & ((1ull << 29) - 1)) << 32 | CPU_MBARRIER_INIT |
+           (unsigned long long)b.phase << 63;
+}
+// Applies `change` to the mbarrier at `bar` (this block's or, in a cluster, another's), then
+// completes the phase once no arrival and no transaction byte is pending (the next phase then
+// expects the init's count again). Every arrival or completed copy counts as progress for the
+// fibers' deadlock check, and in a cluster as a change another block may wait for.
+template <typename Change>
+static inline void cpu_mbarrier_update(void* bar, Change change) {
+    std::atomic_ref<unsigned long long> word(*cpu_mbarrier_word(bar));
+    unsigned long long old = word.load(), next;
+    do {
+        CpuMbarrier b = cpu_mbarrier_unpack(old);
+        change(b);
+        if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.expected; }
+        next = cpu_mbarrier_pack(b);
+    } while (!word.compare_exchange_weak(old, next));
     cpu_cuda_progress = true;
-    if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.expected; }
+    cpu_cuda_cluster_changed();
 }
 static inline void tinyopt_mbarrier_init(void* bar, int count) {
-    cpu_mbarriers[bar] = {count, count, 0, 0};
+    if (count < 1 || count > 0xFFFF) { fprintf(stderr, "mbarrier: count %d\n", count); abort(); }
+    std::atomic_ref<unsigned long long>(*cpu_mbarrier_word(bar)).store(
+        cpu_mbarrier_pack({count, count, 0, 0}));
+    cpu_cuda_cluster_changed();
 }
 static inline void tinyopt_mbarrier_arrive(void* bar) {
-    CpuMbarrier& b = cpu_mbarriers.at(bar);
-    if (--b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
-    cpu_mbarrier_complete(b);
+    cpu_mbarrier_update(bar, [](CpuMbarrier& b) { --b.pending; });
 }
 static inline void tinyopt_mbarrier_arrive_expect_tx(void* bar, int bytes) {
-    CpuMbarrier& b = cpu_mbarriers.at(bar);
-    b.tx += bytes;
-    if (--b.pending < 0) { fprintf(stderr, "mbarrier: more arrivals than expected\n"); abort(); }
-    cpu_mbarrier_complete(b);
+    cpu_mbarrier_update(bar, [bytes](CpuMbarrier& b) { b.tx += bytes; --b.pending; });
 }
+// mbarrier.arrive.release.cluster on the mbarrier at `bar`'s offset in the block of cluster
+// rank `rank` (this block's own for its rank).
+static inline void tinyopt_mbarrier_arrive_cluster(void* bar, unsigned rank) {
+    void* at = cpu_cuda_cluster_address(bar, rank, 8, "tinyopt_mbarrier_arrive_cluster");
+    cpu_mbarrier_update(at, [](CpuMbarrier& b) { --b.pending; });
+}
+// fence.mbarrier_init.release.cluster: an init is seen by every block at once here.
+static inline void tinyopt_fence_mbarrier_init() {}
 static inline void tinyopt_mbarrier_wait(void* bar, int parity) {
-    while ((cpu_mbarriers.at(bar).phase & 1) == (unsigned)(parity & 1)) cpu_cuda_poll();
+    std::atomic_ref<unsigned long long> word(*cpu_mbarrier_word(bar));
+    while (cpu_mbarrier_unpack(word.load()).phase == (unsigned)(parity & 1)) cpu_cuda_poll();
     cpu_cuda_progress = true;
 }
 // The 128-byte swizzle, as TMA and wgmma apply it to a shared-memory byte offset: its 16-byte
@@ -99,13 +178,16 @@ static inline long long cpu_swizzle(long long offset) {
 static inline const unsigned char* cpu_swizzled(const unsigned char* p) {
     return cpu_cuda_smem + cpu_swizzle(p - cpu_cuda_smem);
 }
-static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, const int* at) {
+// The box at `at` (innermost first) into shared memory at `dst` of the block whose arena is
+// `arena` (the swizzle applies to the offset in it), zeros outside the tensor; returns the
+// box's bytes.
+static inline long long cpu_tma_copy(unsigned char* dst, const unsigned char* arena,
+                                     const CUtensorMap* map, const int* at) {
     long long total = 1, stride[5];
     for (int d = 0; d < map->rank; ++d) {
         stride[d] = d ? stride[d - 1] * map->dims[d - 1] : 1;
         total *= map->box[d];
     }
-    unsigned char* out = (unsigned char*)dst;
     for (long long i = 0; i < total; ++i) {
         long long rest = i, offset = 0;
         bool inside = true;
@@ -115,40 +197,102 @@ static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, co
             inside = inside && g >= 0 && g < map->dims[d];
             offset += g * stride[d];
         }
-        unsigned char* to = out + i * map->element;
-        if (map->swizzle) to = (unsigned char*)cpu_swizzled(to);
+        unsigned char* to = dst + i * map->element;
+        if (map->swizzle) to = (unsigned char*)arena + cpu_swizzle(to - arena);
         if (inside) memcpy(to, map->base + offset * map->element, map->element);
         else memset(to, 0, map->element);
     }
-    CpuMbarrier& b = cpu_mbarriers.at(bar);
-    b.tx -= total * map->element;
-    cpu_mbarrier_complete(b);
+    return total * map->element;
 }
-static inline void tinyopt_tma_load_2d(void* dst, const CUtensorMap* map, void* bar, int c0,
-                                       int c1) {
+static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, const int* at) {
+    long long bytes = cpu_tma_copy((unsigned char*)dst, cpu_cuda_smem, map, at);
+    cpu_mbarrier_update(bar, [bytes](CpuMbarrier& b) { b.tx -= bytes; });
+}
+// .multicast::cluster: the box at `dst`'s offset in each block of the cluster whose rank's bit
+// is set in `mask` (this block's among them or not), its bytes (the whole box's) completed on
+// the mbarrier at `bar`'s offset in each, the copy written before the completion.
+static inline void cpu_tma_load_multicast(void* dst, const CUtensorMap* map, void* bar,
+                                          unsigned short mask, const int* at) {
+    unsigned ranks = cpu_cuda_cluster_size ? cpu_cuda_cluster_size : 1;
+    if (mask == 0 || mask >> ranks) {
+        fprintf(stderr, "multicast TMA load: mask 0x%x names no rank or one past the cluster's "
+                "%u\n", mask, ranks);
+        abort();
+    }
+    for (unsigned r = 0; r < ranks; ++r) {
+        if (!(mask >> r & 1)) continue;
+        const char* what = "multicast TMA load";
+        unsigned char* to = cpu_cuda_cluster_address(dst, r, 1, what);
+        unsigned char* arena = to - ((unsigned char*)dst - cpu_cuda_smem);
+        long long bytes = cpu_tma_copy(to, arena, map, at);
+        cpu_mbarrier_update(cpu_cuda_cluster_address(bar, r, 8, what),
+                            [bytes](CpuMbarrier& b) { b.tx -= bytes; });
+    }
+}
+// tinyopt_tma_load_Rd and its multicast form, coordinates innermost first.
+static inline void tinyopt_tma_load_1d(void* dst, const CUtensorMap* map, void* bar,
+                                       int c0) {
+    int at[] = {c0};
+    cpu_tma_load(dst, map, bar, at);
+}
+static inline void tinyopt_tma_load_1d_multicast(void* dst, const CUtensorMap* map, void* bar,
+                                                 unsigned short mask, int c0) {
+    int at[] = {c0};
+    cpu_tma_load_multicast(dst, map, bar, mask, at);
+}
+static inline void tinyopt_tma_load_2d(void* dst, const CUtensorMap* map, void* bar,
+                                       int c0, int c1) {
     int at[] = {c0, c1};
     cpu_tma_load(dst, map, bar, at);
 }
-static inline void tinyopt_tma_load_3d(void* dst, const CUtensorMap* map, void* bar, int c0,
-                                       int c1, int c2) {
+static inline void tinyopt_tma_load_2d_multicast(void* dst, const CUtensorMap* map, void* bar,
+                                                 unsigned short mask, int c0, int c1) {
+    int at[] = {c0, c1};
+    cpu_tma_load_multicast(dst, map, bar, mask, at);
+}
+static inline void tinyopt_tma_load_3d(void* dst, const CUtensorMap* map, void* bar,
+                                       int c0, int c1, int c2) {
     int at[] = {c0, c1, c2};
     cpu_tma_load(dst, map, bar, at);
 }
-static inline void tinyopt_tma_load_4d(void* dst, const CUtensorMap* map, void* bar, int c0,
-                                       int c1, int c2, int c3) {
+static inline void tinyopt_tma_load_3d_multicast(void* dst, const CUtensorMap* map, void* bar,
+                                                 unsigned short mask, int c0, int c1, int c2) {
+    int at[] = {c0, c1, c2};
+    cpu_tma_load_multicast(dst, map, bar, mask, at);
+}
+static inline void tinyopt_tma_load_4d(void* dst, const CUtensorMap* map, void* bar,
+                                       int c0, int c1, int c2, int c3) {
     int at[] = {c0, c1, c2, c3};
     cpu_tma_load(dst, map, bar, at);
 }
-static inline void tinyopt_tma_load_5d(void* dst, const CUtensorMap* map, void* bar, int c0,
-                                       int c1, int c2, int c3, int c4) {
+static inline void tinyopt_tma_load_4d_multicast(void* dst, const CUtensorMap* map, void* bar,
+                                                 unsigned short mask,
+                                                 int c0, int c1, int c2, int c3) {
+    int at[] = {c0, c1, c2, c3};
+    cpu_tma_load_multicast(dst, map, bar, mask, at);
+}
+static inline void tinyopt_tma_load_5d(void* dst, const CUtensorMap* map, void* bar,
+                                       int c0, int c1, int c2, int c3, int c4) {
     int at[] = {c0, c1, c2, c3, c4};
     cpu_tma_load(dst, map, bar, at);
 }
+static inline void tinyopt_tma_load_5d_multicast(void* dst, const CUtensorMap* map, void* bar,
+                                                 unsigned short mask,
+                                                 int c0, int c1, int c2, int c3, int c4) {
+    int at[] = {c0, c1, c2, c3, c4};
+    cpu_tma_load_multicast(dst, map, bar, mask, at);
+}
 // The L2 cache policy changes no value: the evict-first copies are the plain ones.
+#define tinyopt_tma_load_1d_evict_first tinyopt_tma_load_1d
 #define tinyopt_tma_load_2d_evict_first tinyopt_tma_load_2d
 #define tinyopt_tma_load_3d_evict_first tinyopt_tma_load_3d
 #define tinyopt_tma_load_4d_evict_first tinyopt_tma_load_4d
 #define tinyopt_tma_load_5d_evict_first tinyopt_tma_load_5d
+#define tinyopt_tma_load_1d_multicast_evict_first tinyopt_tma_load_1d_multicast
+#define tinyopt_tma_load_2d_multicast_evict_first tinyopt_tma_load_2d_multicast
+#define tinyopt_tma_load_3d_multicast_evict_first tinyopt_tma_load_3d_multicast
+#define tinyopt_tma_load_4d_multicast_evict_first tinyopt_tma_load_4d_multicast
+#define tinyopt_tma_load_5d_multicast_evict_first tinyopt_tma_load_5d_multicast
 static inline unsigned long long tinyopt_wgmma_desc(const void* start, unsigned lbo, unsigned sbo) {
     unsigned long long address = __cvta_generic_to_shared(start);
     return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
@@ -277,6 +421,21 @@ static inline void cpu_wgmma_ra_tf32(float (&d)[N / 2], unsigned a0, unsigned a1
         d[i] = sum;
     }
 }
+// wgmma.commit_group: a barrier of the 128 threads of the warpgroup (threadIdx.x / 128).
+// A thread's wgmma computes its products when it issues it, where on the GPU the warpgroup's
+// asynchronous wgmma reads shared memory until wgmma.wait_group, and it cannot end before all
+// four warps issued it: past the commit (and so past a wait_group), every thread of the
+// warpgroup has issued its earlier wgmmas here too, so one thread may release their shared
+// memory (an mbarrier arrival for the whole warpgroup) after its wait.
+static cpu_cuda_barrier* cpu_wgmma_groups[8];
+static inline void cpu_wgmma_commit() {
+    unsigned group = cpu_cuda_thread / 128;
+    if (!cpu_wgmma_groups[group]) {
+        unsigned left = cpu_cuda_block->count - 128 * group;
+        cpu_wgmma_groups[group] = new cpu_cuda_barrier(left < 128 ? left : 128);
+    }
+    cpu_wgmma_groups[group]->arrive_and_wait();
+}
 static inline float __uint_as_float(unsigned bits) {
     float x;
     memcpy(&x, &bits, 4);
@@ -346,6 +505,8 @@ RED_ADD = re.compile(
 )
 """A vector of f32 added into global memory (`tile.vector_atomic_add`: an atomic split's
 partial sums): one `atomicAdd` per lane here."""
+WGMMA_COMMIT = 'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");'
+"""`tile.wgmma_commit`, a barrier of the warpgroup here (`cpu_wgmma_commit`)."""
 OTHER_ASM = re.compile(r"^\s*asm volatile\(.*\);$", re.MULTILINE)
 _C_TYPES = {"bf16": "__nv_bfloat16", "f16": "__half"}
 
@@ -391,6 +552,7 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     source = BAR_RED.sub(r"\2 = cpu_cuda_bar_red_or(\3, \1, \4);", source)
     source = CVT_TF32.sub(r"\1 = cpu_cvt_rna_tf32(\2);", source)
     source = RED_ADD.sub(_atomic_adds, source)
+    source = source.replace(WGMMA_COMMIT, "cpu_wgmma_commit();")
     source = OTHER_ASM.sub("", plain_flags(source))
     source = ALIGNED_SHARED.sub(r"\1 static ", source)
     fake = kernel.clone()
