@@ -1,0 +1,55 @@
+"""The wgmma GEMM with B multicast to the two blocks of a cluster (`multicast=on`,
+passes/tile/gemm/wgmma_multicast.py) run on the CPU (tests/cpu_wgmma.py: the blocks of a
+cluster at once as processes, their mbarriers shared, each TMA multicast copy landing in both
+blocks) against float64: clusters of two rows of tiles (1, 2, 1), an odd number of rows of
+tiles (the last pair's second block past M), persistent pairs (2, 1, 1) taking several tiles,
+an N-major B, and 8-bit floats. The kernels' consumers release a slot with one thread's arrival
+a block after `wgmma.wait_group`, which the emulation's warpgroup-wide commit makes sound.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu
+from programs import matmul_plain, scaled_matmul, tile_with
+
+from tinyopt.compiler import lower
+from tinyopt.dialects import tile
+
+pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+
+CASES = [
+    # (id, program, knobs, cluster dims)
+    ("nk_256x256x512", matmul_plain(256, 256, 512, "bf16", "nk"), "", (1, 2, 1)),
+    ("odd_rows_320x256x264", matmul_plain(320, 256, 264, "bf16", "nk"), "", (1, 2, 1)),
+    # 18 rows of 64-row tiles by 12 columns: 108 pairs of tiles for 66 pairs of blocks
+    (
+        "persistent_pairs_1100x1500x128",
+        matmul_plain(1100, 1500, 128, "bf16", "nk"),
+        "persistent=1 bm=64 bn=128",
+        (2, 1, 1),
+    ),
+    # N-major B: each block copies one of the tile's two 64-column chunks; a ragged K
+    ("n_major_256x256x520", matmul_plain(256, 256, 520, "bf16"), "splitk=1 bn=128", (1, 2, 1)),
+    ("fp8_256x256x512", scaled_matmul(256, 256, 512), "", (1, 2, 1)),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "dims"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
+def test_multicast_wgmma_matches_float64_on_cpu(
+    text: str, knobs: str, dims: tuple[int, int, int]
+) -> None:
+    pipeline = tile_with(f"multicast=on {knobs}")
+    lowered = lower(text, pipeline)
+    (kernel,) = [op for op in lowered[1].ops if isinstance(op, tile.CudaKernelOp)]
+    source = kernel.source.data
+    assert f"__cluster_dims__({dims[0]}, {dims[1]}, {dims[2]})" in source
+    assert re.search(r"tinyopt_tma_load_\dd_multicast\w*\(&", source)
+    assert "tinyopt_mbarrier_arrive_cluster(&" in source
+    error, bound = error_on_cpu(text, pipeline, seed=3, lowered=lowered)
+    assert error < bound, error
