@@ -1,10 +1,11 @@
-"""The wgmma GEMM with B multicast to the two blocks of a cluster (`multicast=on`,
-passes/tile/gemm/wgmma_multicast.py) run on the CPU (tests/cpu_wgmma.py: the blocks of a
-cluster at once as processes, their mbarriers shared, each TMA multicast copy landing in both
-blocks) against float64: clusters of two rows of tiles (1, 2, 1), an odd number of rows of
-tiles (the last pair's second block past M), persistent pairs (2, 1, 1) taking several tiles,
-an N-major B, and 8-bit floats. The kernels' consumers release a slot with one thread's arrival
-a block after `wgmma.wait_group`, which the emulation's warpgroup-wide commit makes sound.
+"""The wgmma GEMM with B multicast to the two blocks of a cluster (`multicast=b`, or A with
+`multicast=a`: passes/tile/gemm/wgmma_multicast.py) run on the CPU (tests/cpu_wgmma.py: the
+blocks of a cluster at once as processes, their mbarriers shared, each TMA multicast copy
+landing in both blocks) against float64: clusters of two rows of tiles (1, 2, 1), an odd number
+of rows of tiles (the last pair's second block past M), persistent pairs (2, 1, 1) taking
+several tiles, an N-major B, 8-bit floats, and A shared by an odd number of columns of tiles.
+The kernels' consumers release a slot with one thread's arrival a block after
+`wgmma.wait_group`, which the emulation's warpgroup-wide commit makes sound.
 """
 
 from __future__ import annotations
@@ -25,6 +26,13 @@ CASES = [
     # (id, program, knobs, cluster dims)
     ("nk_256x256x512", matmul_plain(256, 256, 512, "bf16", "nk"), "", (1, 2, 1)),
     ("odd_rows_320x256x264", matmul_plain(320, 256, 264, "bf16", "nk"), "", (1, 2, 1)),
+    # A shared by 3 columns of 128: the second block of the last pair past N
+    (
+        "a_odd_columns_256x384x264",
+        matmul_plain(256, 384, 264, "bf16", "nk"),
+        "multicast=a bn=128",
+        (2, 1, 1),
+    ),
     # 18 rows of 64-row tiles by 12 columns: 108 pairs of tiles for 66 pairs of blocks
     (
         "persistent_pairs_1100x1500x128",
@@ -44,7 +52,7 @@ CASES = [
 def test_multicast_wgmma_matches_float64_on_cpu(
     text: str, knobs: str, dims: tuple[int, int, int]
 ) -> None:
-    pipeline = tile_with(f"multicast=on {knobs}")
+    pipeline = tile_with(knobs if "multicast" in knobs else f"multicast=b {knobs}")
     lowered = lower(text, pipeline)
     (kernel,) = [op for op in lowered[1].ops if isinstance(op, tile.CudaKernelOp)]
     source = kernel.source.data
