@@ -67,10 +67,11 @@ def multicast_refusal(
     )
 
 
-AUTO_MIN_STEPS = 48
+AUTO_MIN_STEPS = 24
 """`multicast=auto` takes K loops of at least this many steps: the pair starts behind a
-cluster barrier and each slot waits for both blocks' consumers, which shorter loops do not
-earn back (H100, thirty-fifth session run 4: 5-41 steps 0.94-0.99x as fast)."""
+cluster barrier and each slot waits for both blocks' consumers, which short loops do not earn
+back (H100, thirty-fifth session: B on sectors, 5-41 steps 0.94-0.99x as fast, run 4; B off
+sectors, 27 and 33 steps 1.10-1.20x, runs 8-9, and 13 steps 0.96x, run 4)."""
 
 AUTO_MAX_WAVES = 2
 """`multicast=auto` takes grids of at most this many waves of blocks (one block an SM): there
@@ -122,10 +123,10 @@ def multicast_pays(
     a block of zeros, which cost up to a wave), a grid of at most `AUTO_MAX_WAVES` waves and a K
     loop of at least `AUTO_MIN_STEPS` steps.
 
-    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-6; 148 random bf16 linears,
+    Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-9; 188 random bf16 linears,
     squares and the Llama shapes, `multicast=b` against `off`): where all of that holds,
-    1.11-1.41x as fast on 16 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
-    → 1.00x); with B on sectors 0.95-1.12x (the Llama-3 linears at 1000 and 2048 rows
+    1.04-1.41x as fast on 23 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
+    → 1.00x, 957×7432×6856 0.67 → 0.87x); with B on sectors 0.95-1.12x (the Llama-3 linears at 1000 and 2048 rows
     0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-0.99x, grids of many waves
     0.97-1.07x; 8-bit floats 0.97-1.00x (run 7)."""
     rows = -(-m // t.bm)

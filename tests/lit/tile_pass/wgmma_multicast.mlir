@@ -6,7 +6,7 @@
 
 // B tiles multicast to clusters of two blocks (wgmma_multicast.py). multicast=auto takes it
 // where B's rows start off 32-byte sectors (K = 4392: 8784 bytes), the rows of tiles are even,
-// the grid is at most two waves and K at least 48 steps of 64: a cluster [1, 2, 1] of two
+// the grid is at most two waves and K at least 24 steps of 64: a cluster [1, 2, 1] of two
 // rows of tiles, each block copying half of B's 128 rows (a 64-row box) into both blocks'
 // slot, and one thread of each consumer warpgroup releasing the slot on each block's mbarrier.
 // CHECK:      tile.kernel @off_sectors_0 grid [16, 8, 1] block [384, 1, 1] cluster [1, 2, 1]
