@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
 from cpu_wgmma import PRELUDE, WGMMA_COMMIT, emulated
+from test_cpu_cluster_emulation import SMEM
 
 from tinyopt.backends.cuda import hopper
 from tinyopt.backends.cuda.printer import _STATEMENTS
@@ -56,13 +57,6 @@ def _helpers(*tma: str) -> str:
         ]
     )
 
-
-SMEM = (
-    "    extern __shared__ __align__(1024) unsigned char tinyopt_smem[];\n"
-    "    unsigned char* tinyopt_smem_base = tinyopt_smem + ((1024 - "
-    "(unsigned)__cvta_generic_to_shared(tinyopt_smem) % 1024) % 1024);\n"
-)
-"""The printer's dynamic shared memory, its base 1024-byte aligned."""
 
 SLEEP = r"""
 #include <chrono>
