@@ -3,7 +3,8 @@
 blocks of a cluster at once as processes, their mbarriers shared, each TMA multicast copy
 landing in both blocks) against float64: clusters of two rows of tiles (1, 2, 1), an odd number
 of rows of tiles (the last pair's second block past M), persistent pairs (2, 1, 1) taking
-several tiles, an N-major B, 8-bit floats, and A shared by an odd number of columns of tiles.
+several tiles (one pair for a one-SM target), an N-major B, 8-bit floats, and A shared by an
+odd number of columns of tiles.
 The kernels' consumers release a slot with one thread's arrival a block after
 `wgmma.wait_group`, which the emulation's warpgroup-wide commit makes sound.
 """
@@ -38,6 +39,14 @@ CASES = [
         "persistent_pairs_1100x1500x128",
         matmul_plain(1100, 1500, 128, "bf16", "nk"),
         "persistent=1 bm=64 bn=128",
+        (2, 1, 1),
+    ),
+    # a persistent grid planned for one SM: one pair of blocks walks all 3 × 2 pairs of tiles
+    # (the grid was sms // 2 = 0 pairs, which the kernel's verifier refused)
+    (
+        "persistent_one_sm_pair_330x200x136",
+        matmul_plain(330, 200, 136, "bf16", "nk"),
+        "persistent=1 bm=64 bn=128 sms=1",
         (2, 1, 1),
     ),
     # N-major B: each block copies one of the tile's two 64-column chunks; a ragged K

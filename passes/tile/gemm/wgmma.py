@@ -339,14 +339,14 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
     blockIdx.x, + gridDim.x, ...; with `multicast` the rows (B shared) or columns (A shared) of
     tiles rounded up to whole pairs, and a persistent grid whole pairs of blocks walking pairs
-    of tiles."""
+    of tiles (one pair at least, on a one-SM target)."""
     rows = -(-(-(-m // t.bm)) // t.row_pairs) * t.row_pairs
     columns = -(-(-(-n // t.tile_n)) // t.column_pairs) * t.column_pairs
     tiles = (columns, rows, batch * t.cluster)
     if not t.persistent:
         return tiles
     if t.sharers > 1:
-        return (t.sharers * min(sms // t.sharers, prod(tiles) // t.sharers), 1, 1)
+        return (t.sharers * min(max(sms // t.sharers, 1), prod(tiles) // t.sharers), 1, 1)
     return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
 
 
