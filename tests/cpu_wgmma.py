@@ -580,11 +580,14 @@ _ALLOCATED = {
 floats)."""
 
 
-def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
+def run_program_on_cpu(
+    module, arrays: list[np.ndarray], timeout: float | None = None
+) -> list[np.ndarray]:
     """Runs the host function's launches in order on the CPU with the wgmma emulation, over the
     inputs (16-bit floats as their bits, runtime scalars as 0-d arrays) and the buffers it
     allocates (NaN-filled, so an element never written shows); returns the arrays it
-    returns."""
+    returns. A launch running longer than `timeout` seconds is killed
+    (`subprocess.TimeoutExpired`)."""
     (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
     held: dict[SSAValue, np.ndarray] = {}
@@ -603,7 +606,9 @@ def run_program_on_cpu(module, arrays: list[np.ndarray]) -> list[np.ndarray]:
                 for a, s in zip(op.args, sources, strict=True)
             ]
             kernel = emulated(kernels[op.callee.string_value()], buffers)
-            for s, out in zip(sources, run_on_cpu(kernel, buffers, PRELUDE), strict=True):
+            for s, out in zip(
+                sources, run_on_cpu(kernel, buffers, PRELUDE, timeout=timeout), strict=True
+            ):
                 if not isinstance(s, BlockArgument):
                     held[s] = out.reshape(held[s].shape)
     returned = function.body.block.last_op.operands  # type: ignore[union-attr]

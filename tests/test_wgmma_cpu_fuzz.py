@@ -1,8 +1,11 @@
 """A slice of tests/fuzz/wgmma_cpu_fuzz.py in CI: six random f16/bf16 GEMM programs under
 random wgmma knobs (seed 181), run on the CPU emulation against float64, their plans taking
 the 192-row blocks (one wave, and persistent), 128×192 blocks and the sector-staging copies
-(one of a shared A), and no plan with fewer wgmma kernels than under `align=off`.
-`python tests/fuzz/wgmma_cpu_fuzz.py -n 60 --seed N` runs more.
+(one of a shared A), and no plan with fewer wgmma kernels than under `align=off`; and four of
+its `--multicast` cases (seed MULTICAST_SEED): blocks paired by TMA multicast of B and of A,
+one wave and persistent, odd rows or columns of tiles, persistent pairs walking several pairs
+of tiles, FP8 with block scales, `multicast=auto` pairing a linear off sectors.
+`python tests/fuzz/wgmma_cpu_fuzz.py -n 60 --seed N [--multicast]` runs more.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from cpu_cuda import COMPILER
 from fuzz.wgmma_cpu_fuzz import run
 
 SEED, COUNT = 181, 6
+MULTICAST_SEED, MULTICAST_COUNT = 125, 4
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
@@ -21,3 +25,17 @@ def test_random_wgmma_gemms_match_float64_on_cpu() -> None:
     assert outcomes["ok"] == COUNT, outcomes
     # the generator's seed still reaches the planning paths it is here for
     assert {"tall", "tall_persistent", "128x192", "pad"} <= set(exercised), exercised
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+def test_random_multicast_wgmma_gemms_match_float64_on_cpu() -> None:
+    outcomes, _, failures = run(MULTICAST_SEED, MULTICAST_COUNT, multicast=True)
+    assert not failures, "\n\n".join(failures)
+    assert outcomes["ok"] == MULTICAST_COUNT, outcomes
+    # every case multicasts: A and B, one wave and persistent, odd rows or columns of tiles,
+    # persistent pairs walking several pairs of tiles, and the automatic rule pairing one
+    kernels = {key for key, count in outcomes.items() if count and key.startswith("kernels")}
+    assert {"kernels a one tile", "kernels a persistent", "kernels b persistent"} <= kernels
+    assert outcomes["no multicast"] == 0, outcomes
+    assert outcomes["odd a"] and outcomes["odd b"] and outcomes["walks a"], outcomes
+    assert outcomes["auto cases paired"] == 1, outcomes

@@ -1,7 +1,7 @@
 """Random f16/bf16 GEMM programs under random wgmma planning knobs, run on the CPU with the
 wgmma emulation (tests/cpu_wgmma.py) against float64.
 
-    python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v]
+    python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v] [--multicast]
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
 without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
@@ -23,12 +23,26 @@ access off its alignment (UBSan's check, `check_alignment`; `--no-alignment-chec
 a plan with fewer wgmma kernels than the same knobs with `align=off` (a staging that leaves a
 GEMM off the tensor cores), or any other exception fails the case, printed with the seed and
 index that rebuild it (`case(seed, index)`). The exit status is 1 when any case failed.
+
+`--multicast` draws other cases (`multicast_case`): the same programs (and FP8 with block
+scales) under `multicast=a` or `b` (two columns or rows of tiles sharing A or B tiles by TMA
+multicast, `passes/tile/gemm/wgmma_multicast.py`) with two to five columns or rows of tiles of
+the shared side, often odd, `sms` small enough for persistent pairs to walk
+several pairs of tiles, and `group`, `evict`, `dual=off` among the knobs; or `multicast=auto`
+on K-major B rows off 32-byte sectors with K loops either side of the automatic rule's 24
+steps. It prints the multicast kernels that ran by operand and grid and the refusals by
+reason. The emulation aborts a cluster whose blocks all wait (a deadlock; or none changed the
+cluster for `CPU_CUDA_CLUSTER_TIMEOUT`, 60 s here), and a launch past `LAUNCH_TIMEOUT` seconds
+fails as a hang; the kernels' IR rejected by its verifier fails too.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import re
+import subprocess
 import sys
 import time
 import traceback
@@ -42,11 +56,12 @@ if str(TESTS) not in sys.path:
 
 import numpy as np  # noqa: E402
 from cpu_wgmma import run_program_on_cpu  # noqa: E402
-from programs import _t, batched_matmul, matmul_plain, mlp, scaled_matmul, shared_a_matmul  # noqa: E402
+from programs import _t, batched_matmul, block_scaled_matmul, matmul_plain, mlp  # noqa: E402
+from programs import scaled_matmul, shared_a_matmul  # noqa: E402
 from programs import swiglu  # noqa: E402
 from programs import tile_with  # noqa: E402
 from xdsl.dialects.builtin import f16  # noqa: E402
-from xdsl.utils.exceptions import DiagnosticException  # noqa: E402
+from xdsl.utils.exceptions import DiagnosticException, VerifyException  # noqa: E402
 
 from tinyopt.backends.check import device_inputs, element_type, from_storage  # noqa: E402
 from tinyopt.backends.check import graph_function, relative_error, tolerance  # noqa: E402
@@ -137,23 +152,40 @@ FORMS = (
 every batch entry of B (a 1×1 convolution), `swiglu` two products over one A (a dual GEMM),
 `linear_f32` an f32 output, `linear_silu` an epilogue reading the product twice, `scaled_mm`
 8-bit float operands (its output bf16 or f32, whatever the case's dtype)."""
+ROWS_OF_N = ("matmul", "matmul_relu", "bmm", "mlp", "shared_a")
+"""The forms whose N is a contracted row: B `[K, N]` (N-major), or the MLP's first linear's K
+(`mlp(m, n, k)`: x `[m, n]`)."""
 
 
-def _program(rng: random.Random, dtype: str, aligned: bool) -> tuple[str, str, int]:
-    """(name, text, M·N·K) of a random program; with `aligned`, its contracted rows (K, and N
-    where B is `[K, N]`) whole 16 bytes, as the wgmma rule needs."""
-    form = rng.choice(FORMS)
-    # M mostly past 64 rows (the skinny rules' shapes are not what this aims at)
-    m = dim(rng, low=rng.choice((1, 65, 65, 65)))
-    n, k = dim(rng), dim(rng)
-    if rng.random() < 0.15:  # a long K (grids the planner may split over K)
-        k = rng.choice((k + 512, 2 * k + 512, rng.randint(401, 1600)))
+def _program(
+    rng: random.Random,
+    dtype: str,
+    aligned: bool,
+    form: str | None = None,
+    dims: tuple[int, int, int] | None = None,
+) -> tuple[str, str, int]:
+    """(name, text, M·N·K) of a random program (of `form`, else one of `FORMS`; of `dims`
+    (M, N, K), else drawn); with `aligned`, its contracted rows (K, and N where B is `[K, N]`)
+    whole 16 bytes, as the wgmma rule needs."""
+    form = form or rng.choice(FORMS)
+    if dims is None:
+        # M mostly past 64 rows (the skinny rules' shapes are not what this aims at)
+        m = dim(rng, low=rng.choice((1, 65, 65, 65)))
+        n, k = dim(rng), dim(rng)
+        if rng.random() < 0.15:  # a long K (grids the planner may split over K)
+            k = rng.choice((k + 512, 2 * k + 512, rng.randint(401, 1600)))
+    else:
+        m, n, k = dims
     if aligned:
         k = _aligned(k)
-        n = _aligned(n) if form in ("matmul", "matmul_relu", "bmm", "mlp", "shared_a") else n
-    if form == "scaled_mm":  # 8-bit floats, `_scaled_mm`'s form: B [N, K], K rows of bytes
+        n = _aligned(n) if form in ROWS_OF_N else n
+    if form in ("scaled_mm", "block_scaled"):  # 8-bit floats: B [N, K], K rows of bytes
         fp8, out = rng.choice(("f8E4M3FN", "f8E5M2")), rng.choice(("bf16", "f32"))
         k = -(-k // 16) * 16 if aligned else k
+        if form == "block_scaled":  # one f32 scale per 1×128 (or 128×128) of A, 128×128 of B
+            a_rows = rng.choice((1, 128))
+            name = f"block_scaled_{m}x{n}x{k}_{fp8}_to_{out}_a{a_rows}"
+            return name, block_scaled_matmul(m, n, k, fp8, out, a_rows), m * n * k
         name = f"scaled_mm_{m}x{n}x{k}_{fp8}_to_{out}"
         return name, scaled_matmul(m, n, k, fp8, out), m * n * k
     if form == "bmm":
@@ -230,10 +262,160 @@ def case(seed: int, index: int) -> Case:
     return Case(name, text, _knobs(rng, mode))
 
 
+MULTICAST_WEIGHTS = {"a": 4, "b": 5, "auto": 2}
+"""The `multicast` knob of a `--multicast` case (`multicast_case`)."""
+
+MULTICAST_FORMS = (
+    "linear_bias", "linear", "matmul", "matmul_relu", "bmm", "mlp", "shared_a", "swiglu",
+    "linear_f32", "linear_silu", "scaled_mm", "block_scaled", "linear", "linear_bias",
+    "matmul", "bmm", "scaled_mm", "block_scaled",
+)  # fmt: skip
+"""The programs of `multicast=a|b` cases: every form of `FORMS`, and FP8 with block scales
+(`block_scaled`, 1×128 or 128×128 scales of A, 128×128 of B)."""
+
+AUTO_FORMS = ("linear_bias", "linear", "linear_f32", "linear_silu", "mlp", "swiglu")
+"""The programs of `multicast=auto` cases: K-major B (`[N, K]`), whose rows off 32-byte
+sectors the automatic rule may pair blocks for."""
+
+MULTICAST_BUDGET = 40_000_000
+"""M·N·K of a multicast case at most: fewer, larger cases than `BUDGET` (two rows or columns
+of tiles at least, up to five; 40M products emulate in a second or two on the 2-core VM,
+g++ included)."""
+
+MULTICAST_DRAWS = 50
+"""Shapes a multicast case draws for one under its budget before it takes a small one."""
+
+MULTICAST_SMS = (1, 2, 3, 4, 4, 6, 8, 16)
+"""`sms` of a multicast case: small, so that a persistent grid's pairs walk several pairs of
+tiles (1: one pair of blocks)."""
+
+
+def _tiles_of(rng: random.Random, block: int) -> int:
+    """An extent of 2-5 tiles of `block` (an odd count three times in five), its last tile
+    ragged seven times in ten."""
+    count = rng.choice((2, 3, 3, 4, 5))
+    return count * block - (rng.randrange(block) if rng.random() < 0.7 else 0)
+
+
+def multicast_case(seed: int, index: int) -> Case:
+    """The `index`th case of `seed`'s `--multicast` run: `multicast=a`, `b` or `auto` with the
+    knobs `case` draws (explicit blocks more often) and `group`, `evict`, `dual=off`, and
+    rarely `ws=0`, `streamk=tail` or a cluster split (refused with `a` or `b`); for `a` or `b`
+    two to five columns or rows of tiles of the shared operand's side (odd counts three times
+    in five: the last pair's second block past N or M), for `auto` a K-major B with
+    K ≡ 8 mod 16 (off 32-byte sectors) of 24 K steps or more (or 22-23: the rule's edge)."""
+    rng = random.Random(f"multicast {seed} {index}")
+    knob = rng.choices(list(MULTICAST_WEIGHTS), list(MULTICAST_WEIGHTS.values()))[0]
+    dtype = rng.choice(("bf16", "bf16", "f16"))
+    knobs = [f"multicast={knob}"]
+    if knob == "auto":
+        form = rng.choice(AUTO_FORMS)
+        # few SMs: blocks 128 columns wide or more, at most two waves of them (many SMs get
+        # 64×64 blocks, which the rule leaves unpaired)
+        knobs.append(f"sms={rng.choice((2, 4, 4, 8, 8, 16, 132))}")
+        bm, bn = 64, 128
+        if rng.random() < 0.3:
+            bm, bn = rng.choice(((64, 128), (128, 128), (64, 256), (128, 256), (192, 192)))
+            knobs += ["mma=wgmma", f"bm={bm}", f"bn={bn}"]
+        draws = 0
+        while True:
+            m = rng.choice((2, 2, 4, 3)) * bm - rng.randrange(bm // 2)
+            n = rng.randint(1, 3) * bn - rng.randrange(bn // 2)
+            # K ≡ 8 mod 16 of 24-34 K steps (1480: 23.1 steps), 20% of 22-23 (the rule's edge)
+            k = 1480 + 16 * rng.randrange(41) if rng.random() < 0.8 else rng.choice((1416, 1448))
+            name, text, work = _program(rng, dtype, True, form, (m, n, k))
+            if work <= 2 * MULTICAST_BUDGET:
+                break
+            if (draws := draws + 1) == MULTICAST_DRAWS:  # two rows, one column: past the budget
+                m, n, k = 2 * bm - bm // 4, bn, 1480
+                name, text, work = _program(rng, dtype, True, form, (m, n, k))
+                break
+    else:
+        form = rng.choice(MULTICAST_FORMS)
+        explicit = rng.random() < 0.6
+        bm, bn = 128, 128  # a guess at what the planner takes
+        if explicit:
+            bm = rng.choice((64, 64, 128, 128, 192))
+            bn = rng.choice((64, 128, 128, 192, 256))
+            knobs += ["mma=wgmma", f"bm={bm}", f"bn={bn}"]
+        elif rng.random() < 0.3:
+            knobs.append("mma=wgmma")
+        knobs.append(f"sms={rng.choice(MULTICAST_SMS)}")
+        draws = 0
+        while True:
+            shared = _tiles_of(rng, bn if knob == "a" else bm)  # N for a, M for b
+            other = dim(rng, low=65 if knob == "a" else 1)
+            m, n = (other, shared) if knob == "a" else (shared, other)
+            k = dim(rng)
+            if rng.random() < 0.15:
+                k = rng.randint(401, 1200)
+            if form == "block_scaled":  # more than one 128-element K block of scales
+                k = max(k, rng.randint(129, 400))
+            name, text, work = _program(rng, dtype, True, form, (m, n, k))
+            if work <= MULTICAST_BUDGET:
+                break
+            if (draws := draws + 1) == MULTICAST_DRAWS:  # the shortest K instead
+                k = 136 if form == "block_scaled" else 8
+                name, text, work = _program(rng, dtype, True, form, (m, n, k))
+                break
+    if rng.random() < 0.4:
+        knobs.append("persistent=1")
+    if "mma=wgmma" in knobs and rng.random() < 0.3:
+        knobs.append(f"stages={rng.randint(2, 4)}")
+    if rng.random() < 0.3:
+        knobs.append(f"group={rng.choice((1, 2, 8, 16))}")
+    if rng.random() < 0.3:
+        knobs.append(f"evict={rng.choice(('off', 'once', 'a', 'b', 'ab'))}")
+    if rng.random() < 0.1:
+        knobs.append("store=direct")
+    if "mma=wgmma" in knobs and rng.random() < 0.15:
+        knobs.append(f"splitk={rng.choice((2, 4))}")
+    if form == "swiglu" and rng.random() < 0.7:  # two plain GEMMs, else a dual one (refused)
+        knobs.append("dual=off")
+    if rng.random() < 0.1:
+        knobs.append(rng.choice(("align=on", "align=off")))
+    if rng.random() < 0.06:  # refused with multicast=a|b
+        knobs.append(rng.choice(("ws=0", "streamk=tail", "splitk_mode=cluster")))
+        if "splitk_mode=cluster" in knobs and not any(w.startswith("splitk=") for w in knobs):
+            knobs.append("splitk=2")
+    name = name if name.startswith(("scaled_mm", "block_scaled")) else f"{name}_{dtype}"
+    return Case(name, text, " ".join(knobs))
+
+
+def multicast_plans(text: str, knobs: str) -> list[tuple[str, bool, bool, bool]]:
+    """The wgmma kernels of the plan of `text` under `knobs` that multicast: (the operand
+    shared, "a" or "b"; a persistent grid; an odd number of the pairs' rows or columns of
+    tiles, the last pair's second block past M or N; a persistent grid's pairs walking more
+    than one pair of tiles)."""
+    from tinyopt.passes.tile.gemm.contraction_match import match_contraction
+
+    sms = next((int(w[4:]) for w in knobs.split() if w.startswith("sms=")), 132)
+    module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+    found = []
+    for kernel in loop.kernels(module):
+        plan = kernel.attributes[tile.PLAN]
+        if plan.rule.data != "wgmma":  # type: ignore[union-attr]
+            continue
+        values = plan.values  # type: ignore[union-attr]
+        if values["multicast"] == "off":
+            continue
+        c = match_contraction(kernel)
+        assert c is not None, kernel.sym_name.data
+        batch, m, n, _ = c.extents
+        rows, columns = -(-m // values["bm"]), -(-n // values["bn"])
+        shared = values["multicast"]
+        pairs = -(-rows // 2) * columns if shared == "b" else rows * -(-columns // 2)
+        walks = bool(values["persistent"]) and batch * pairs > max(sms // 2, 1)
+        odd = (rows if shared == "b" else columns) % 2 == 1
+        found.append((shared, bool(values["persistent"]), odd, walks))
+    return found
+
+
 def plan_paths(text: str, knobs: str) -> set[str]:
     """The new planning paths the plan of `text` under `knobs` takes: "tall" (a 192-row
     block), "tall_persistent", "128x192", "pad" (a staging copy), "wgmma" (any wgmma kernel),
-    "splitk" (a split-K partial kernel).
+    "splitk" (a split-K partial kernel), "multicast_a" and "multicast_b" (a pair of blocks
+    sharing A or B tiles).
     Raises the planner's `DiagnosticException`."""
     module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
     paths = set()
@@ -253,6 +435,8 @@ def plan_paths(text: str, knobs: str) -> set[str]:
                 paths.add("tall_persistent")
         if (values["bm"], values["bn"]) == (128, 192):
             paths.add("128x192")
+        if values["multicast"] != "off":
+            paths.add(f"multicast_{values['multicast']}")
     return paths
 
 
@@ -275,6 +459,16 @@ def check_alignment(folder: Path) -> None:
     cpu_cuda.FLAGS[:] = [*cpu_cuda.FLAGS, "-fsanitize=alignment", "-fno-sanitize-recover=alignment"]
 
 
+LAUNCH_TIMEOUT = 300
+"""Seconds an emulated launch may run before it is killed and the case fails as a hang (the
+emulation itself aborts a cluster whose blocks all wait, or that changes nothing for
+`CLUSTER_TIMEOUT` seconds, as a deadlock)."""
+
+CLUSTER_TIMEOUT = "60"
+"""`CPU_CUDA_CLUSTER_TIMEOUT` of the fuzz's runs, where it is not set: a cluster's blocks
+spinning outside the emulation's waits this long with nothing changed is a deadlock."""
+
+
 def errors_on_cpu(text: str, knobs: str, seed: int) -> tuple[float, float, float]:
     """The output's relative error ‖out − ref‖ / ‖ref‖ against float64 and its bound (as
     `cpu_wgmma.error_on_cpu`), and its worst element's error relative to the element's
@@ -283,7 +477,7 @@ def errors_on_cpu(text: str, knobs: str, seed: int) -> tuple[float, float, float
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=seed)
     arrays = [a.view(np.uint16) if a.dtype == np.float16 else a for a in arrays]
-    (result,) = run_program_on_cpu(module, arrays)
+    (result,) = run_program_on_cpu(module, arrays, timeout=LAUNCH_TIMEOUT)
     t = element_type(graph.function_type.outputs.data[0])
     if t == f16:
         result = result.view(np.float16)
@@ -317,14 +511,22 @@ def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
         wgmma, wgmma_unaligned = wgmma_kernels(c.text, c.knobs), 0
         if "align=off" not in c.knobs.split():
             wgmma_unaligned = wgmma_kernels(c.text, unaligned(c.knobs))
+    except VerifyException:
+        return "failed", set(), traceback.format_exc()
     except DiagnosticException as e:
-        return "refused", set(), str(e).splitlines()[0][:160]
+        return "refused", set(), str(e).splitlines()[0][:400]
     if wgmma < wgmma_unaligned:
         return "failed", paths, f"{wgmma} wgmma kernels, {wgmma_unaligned} with align=off"
     try:
         error, bound, worst = errors_on_cpu(c.text, c.knobs, seed)
+    except VerifyException:  # IR the passes made and the verifier rejects: a defect
+        return "failed", paths, traceback.format_exc()
     except DiagnosticException as e:  # planned, then refused by `tile` or `to-cuda`
-        return "refused_late", paths, str(e).splitlines()[0][:160]
+        return "refused_late", paths, str(e).splitlines()[0][:400]
+    except subprocess.TimeoutExpired:
+        return "failed", paths, f"hang: a launch ran past {LAUNCH_TIMEOUT} s"
+    except subprocess.CalledProcessError as e:  # the emulation aborted: its stderr says why
+        return "failed", paths, f"the emulated launch failed (exit {e.returncode}): {e}"
     except Exception:  # noqa: BLE001 - every other exception is a failure
         return "failed", paths, traceback.format_exc()
     note = f"error {error:.3g} (bound {bound:.3g}), worst element {worst:.3g}"
@@ -333,17 +535,25 @@ def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
     return "ok", paths, note
 
 
-def run(seed: int, count: int, verbose: bool = False) -> tuple[Counter, Counter, list[str]]:
-    """Runs `count` cases of `seed`; returns the outcomes, the paths exercised (by the cases
-    that ran) and the failures' reports."""
+def run(
+    seed: int, count: int, verbose: bool = False, multicast: bool = False
+) -> tuple[Counter, Counter, list[str]]:
+    """Runs `count` cases of `seed` (`multicast_case`'s with `multicast`, else `case`'s);
+    returns the outcomes, the paths exercised (by the cases that ran) and the failures'
+    reports. With `multicast`, the outcomes also count the multicast kernels of the cases that
+    ran ("kernels a" ...: `multicast_tally`) and the refusals by reason ("refused: ...")."""
     outcomes: Counter = Counter()
     exercised: Counter = Counter()
     failures = []
     for index in range(count):
-        c = case(seed, index)
+        c = multicast_case(seed, index) if multicast else case(seed, index)
         start = time.monotonic()
         outcome, paths, note = run_case(c, seed + index)
         outcomes[outcome] += 1
+        if multicast and outcome in ("refused", "refused_late"):
+            outcomes[f"{outcome}: {refusal_reason(note)}"] += 1
+        elif multicast:
+            outcomes.update(multicast_tally(c, outcome))
         exercised.update(paths)
         if paths & {"tall", "pad"}:
             exercised["tall_or_pad"] += 1
@@ -357,11 +567,46 @@ def run(seed: int, count: int, verbose: bool = False) -> tuple[Counter, Counter,
     return outcomes, exercised, failures
 
 
+def refusal_reason(note: str) -> str:
+    """A refusal's diagnostic without its pass, kernel and numbers (each `#`): the reasons it
+    gives."""
+    reason = re.sub(r"@\w+", "@kernel", note.split(": ", 1)[-1])
+    if "; not with " in reason:
+        reason = "multicast not with " + reason.split("; not with ", 1)[1]
+    return re.sub(r"\d+", "#", reason)[:120]
+
+
+def multicast_tally(c: Case, outcome: str) -> Counter:
+    """The multicast kernels of a case that ran, counted by operand and grid ("kernels b
+    persistent"), those of an odd number of rows or columns of tiles ("odd b"), those whose
+    persistent pairs walk several pairs of tiles ("walks b"), the cases that ran with none
+    ("no multicast": `auto` where the rule does not take it, a refusal the planner falls back
+    from), and "kernels failed" for the multicast kernels of failed cases."""
+    tally: Counter = Counter()
+    plans = multicast_plans(c.text, c.knobs)
+    for shared, persistent, odd, walks in plans:
+        tally[f"kernels {shared} {'persistent' if persistent else 'one tile'}"] += 1
+        tally[f"odd {shared}"] += odd
+        tally[f"walks {shared}"] += walks
+        tally["kernels failed"] += outcome == "failed"
+    if "multicast=auto" in c.knobs.split():
+        tally["auto cases"] += 1
+        tally["auto cases paired"] += bool(plans)
+    if not plans:
+        tally["no multicast"] += 1
+    return +tally
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=60, help="cases")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-v", "--verbose", action="store_true", help="print every case")
+    parser.add_argument(
+        "--multicast",
+        action="store_true",
+        help="multicast=a|b|auto cases (multicast_case) with their kernels counted",
+    )
     parser.add_argument(
         "--no-alignment-check",
         action="store_true",
@@ -372,12 +617,21 @@ def main() -> int:
         import tempfile
 
         check_alignment(Path(tempfile.gettempdir()) / "wgmma_cpu_fuzz")
+    os.environ.setdefault("CPU_CUDA_CLUSTER_TIMEOUT", CLUSTER_TIMEOUT)
     start = time.monotonic()
-    outcomes, exercised, failures = run(args.seed, args.n, args.verbose)
-    print(f"seed {args.seed}: {args.n} cases in {time.monotonic() - start:.0f}s: {dict(outcomes)}")
+    outcomes, exercised, failures = run(args.seed, args.n, args.verbose, args.multicast)
+    took = time.monotonic() - start
+    if args.multicast:
+        print(f"seed {args.seed}: {args.n} cases in {took:.0f}s")
+        for key, value in sorted(outcomes.items()):
+            print(f"  {key}: {value}")
+    else:
+        print(f"seed {args.seed}: {args.n} cases in {took:.0f}s: {dict(outcomes)}")
     print(f"paths: {dict(sorted(exercised.items()))}")
     for report in failures:
         print(f"\nFAILED {report}")
+    if args.multicast:
+        return 1 if failures else 0
     ran = outcomes["ok"] + outcomes["failed"] + outcomes["refused_late"]
     if ran and exercised["tall_or_pad"] < ran // 5:
         print(f"too few cases took a 192-row block or a staging copy: {exercised['tall_or_pad']}")
