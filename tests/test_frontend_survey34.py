@@ -68,23 +68,41 @@ def _assert_close(got: np.ndarray, want: Tensor, tol: float = 1e-6) -> None:
 def assert_matches(module: nn.Module, *inputs: Tensor, tol: float = 1e-6) -> None:
     """The capture's reference (float64), and the loop level after `fuse` and after
     `decompose,fuse`, give torch's results."""
-    cap = capture(module, *inputs)
-    with torch.no_grad():
-        want = module(*inputs)
-    want = want if isinstance(want, tuple) else (want,)
-    got = run_reference(cap.module, *cap.arguments(*inputs))
-    assert len(got) == len(want)
-    for g, w in zip(got, want, strict=True):
-        _assert_close(g, w, tol)
-    for pipeline in ("fuse", "decompose,fuse"):
-        lowered = apply_pipeline(cap.module.clone(), pipeline)
-        got = run_loop_module(lowered, "forward", *cap.arguments(*inputs))
-        for g, w in zip(got, want, strict=True):
-            _assert_close(g, w, max(tol, 1e-6))
+    assert_matches_each(module, [inputs], tol)
+
+
+def assert_matches_each(
+    module: nn.Module, examples: list[tuple[Tensor, ...]], tol: float = 1e-6
+) -> None:
+    """`assert_matches` at each of `examples` (inputs of the same shapes and dtypes), from one
+    capture (of the first) and one lowering per pipeline: what torch.export traces depends on
+    the inputs' shapes and dtypes, not on their values. Every example is checked; the failures
+    are reported together, each with its inputs."""
+    cap = capture(module, *examples[0])
+    lowered = [apply_pipeline(cap.module.clone(), p) for p in ("fuse", "decompose,fuse")]
+    failures = []
+    for inputs in examples:
+        try:
+            with torch.no_grad():
+                want = module(*inputs)
+            want = want if isinstance(want, tuple) else (want,)
+            got = run_reference(cap.module, *cap.arguments(*inputs))
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                _assert_close(g, w, tol)
+            for loop_module in lowered:
+                got = run_loop_module(loop_module, "forward", *cap.arguments(*inputs))
+                for g, w in zip(got, want, strict=True):
+                    _assert_close(g, w, max(tol, 1e-6))
+        except AssertionError as error:
+            failures.append(f"at {inputs}: {error}")
+    assert not failures, "\n".join(failures)
 
 
 # ---------------------------------------------------------------------- 0-d (scalar) tensors
 
+ZERO_D_VALUES = [1.5, -0.0, math.inf, -math.inf, math.nan]
+"""The values each op of `ZERO_D` is checked at."""
 ZERO_D: dict[str, Callable[..., Tensor]] = {
     "sum": lambda m, x: x.sum(),
     "sum_dim": lambda m, x: x.sum(0, keepdim=True),
@@ -138,11 +156,11 @@ ZERO_D: dict[str, Callable[..., Tensor]] = {
 # torch's std and var of one element warn that the correction leaves no degree of freedom (NaN).
 @pytest.mark.filterwarnings("ignore:std\\(\\).*degrees of freedom:UserWarning")
 @pytest.mark.filterwarnings("ignore:var\\(\\).*degrees of freedom:UserWarning")
-@pytest.mark.parametrize("value", [1.5, -0.0, math.inf, -math.inf, math.nan])
 @pytest.mark.parametrize("name", list(ZERO_D))
-def test_a_0d_tensor_along_its_dim(name: str, value: float) -> None:
+def test_a_0d_tensor_along_its_dim(name: str) -> None:
+    """At 1.5, −0.0, ±inf and NaN (one capture for the five: `assert_matches_each`)."""
     module = Fn(ZERO_D[name], i=torch.tensor(0))
-    assert_matches(module, torch.tensor(value))
+    assert_matches_each(module, [(torch.tensor(value),) for value in ZERO_D_VALUES])
 
 
 def test_a_0d_f16_softmax_and_max() -> None:
