@@ -257,11 +257,13 @@ def test_wgmma_fp8_gemm_matches_reference_on_cpu(
     """The wgmma GEMM on 8-bit floats (TMA bytes, k32 products) on the CPU emulation: the f32
     sums of exact FP8 products equal the reference's."""
     text, pipeline = scaled_matmul(m, n, k, fmt, out), f"fuse,tile{{{knobs}}},to-cuda"
-    planned = str(lower(text, pipeline.removesuffix(",to-cuda"))[1])
+    program, tiled = lower(text, pipeline.removesuffix(",to-cuda"))
+    planned = str(tiled)
     assert "#tile.plan<wgmma" in planned
     assert ("persistent = 1" in planned) == ("sms=8" in knobs)
     assert ('promote = "on"' in planned) == ("promote=on" in knobs or out == "f32")
-    error, _ = error_on_cpu(text, pipeline, seed=5)
+    lowered = (program, apply_pipeline(tiled, "to-cuda"))  # `pipeline`, lowered once
+    error, _ = error_on_cpu(text, pipeline, seed=5, lowered=lowered)
     assert error <= 1e-6, error
 
 
@@ -284,8 +286,10 @@ BATCHED = f"""func.func @bmm8(%a: {A8}, %b: {B8}) -> tensor<3x130x72xbf16> {{
 )
 def test_batched_wgmma_fp8_gemm_matches_reference_on_cpu(knobs: str) -> None:
     pipeline = f"fuse,tile{{{knobs}}},to-cuda"
-    assert "#tile.plan<wgmma" in str(lower(BATCHED, pipeline.removesuffix(",to-cuda"))[1])
-    error, _ = error_on_cpu(BATCHED, pipeline, seed=6)
+    program, tiled = lower(BATCHED, pipeline.removesuffix(",to-cuda"))
+    assert "#tile.plan<wgmma" in str(tiled)
+    lowered = (program, apply_pipeline(tiled, "to-cuda"))  # `pipeline`, lowered once
+    error, _ = error_on_cpu(BATCHED, pipeline, seed=6, lowered=lowered)
     assert error <= 1e-6, error
 
 

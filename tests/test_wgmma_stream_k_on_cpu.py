@@ -15,7 +15,7 @@ from programs import batched_matmul, matmul_plain, scaled_matmul, swiglu
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
-from tinyopt.compiler import lower
+from tinyopt.compiler import apply_pipeline, lower
 from tinyopt.passes.tile.gemm.wgmma_stream_k import aligned_head, shared_tiles
 
 CASES = {
@@ -50,10 +50,13 @@ def test_stream_k_tail_matches_whole_tiles_and_reference(name: str) -> None:
     products, as without stream-K (the pieces add in K order of their shares)."""
     text, knobs = CASES[name]
     pipeline = f"fuse,tile{{streamk=tail {knobs}}},to-cuda"
-    planned = str(lower(text, pipeline.removesuffix(",to-cuda"))[1])
+    program, tiled = lower(text, pipeline.removesuffix(",to-cuda"))
+    planned = str(tiled)
     assert re.search(r'#tile.plan<wgmma, .*persistent = 1, .*streamk = "tail"', planned)
     assert re.search(r"tile.kernel @\w+_flags", planned)  # the kernel zeroing the flags
-    error, _ = error_on_cpu(text, pipeline, seed=2)
+    # The tile-level module goes on through to-cuda: `pipeline`, lowered once.
+    lowered = (program, apply_pipeline(tiled, "to-cuda"))
+    error, _ = error_on_cpu(text, pipeline, seed=2, lowered=lowered)
     whole, _ = error_on_cpu(text, pipeline.replace("streamk=tail", "streamk=off"), seed=2)
     limit = 1e-6 if "f32" in name or "promoted" in name else 2**-8
     assert error <= limit, error
