@@ -159,7 +159,8 @@ int main(int argc, char** argv) {
     strcpy(server.sun_path, address);
     if (connect(conn, (struct sockaddr*)&server, sizeof server) < 0) goto real;
     unsigned char header[8];
-    for (int k = 0; k < 8; ++k) header[k] = (unsigned char)((unsigned long long)used >> (56 - 8 * k));
+    unsigned long long length = used;
+    for (int k = 0; k < 8; ++k) header[k] = (unsigned char)(length >> (56 - 8 * k));
     int fds[3] = {0, 1, 2};
     union { char bytes[CMSG_SPACE(sizeof fds)]; struct cmsghdr align; } control;
     memset(&control, 0, sizeof control);
@@ -188,7 +189,8 @@ int main(int argc, char** argv) {
         if (n <= 0) abort();  /* the child died without a status, of a signal: crash as it did */
         got += (size_t)n;
     }
-    exit((int)((unsigned)status[0] << 24 | (unsigned)status[1] << 16 | (unsigned)status[2] << 8 | status[3]));
+    unsigned code = (unsigned)status[0] << 24 | status[1] << 16 | status[2] << 8 | status[3];
+    exit((int)code);
 real:
     argv[0] = (char*)tool->real;
     execv(tool->real, argv);
