@@ -3,6 +3,7 @@ cyclic garbage collector's thresholds."""
 
 import gc
 import os
+import re
 
 import pytest
 
@@ -36,19 +37,39 @@ ONE_WORKER = "tests/test_fuzz.py::"
 """Tests that run in one parallel worker, in order: the fuzz file's summary counts the cases
 of the tests before it."""
 
+SHARING = {
+    # a case's verdict (`verdict`)
+    "tests/test_associativity.py::": re.compile(r"\[(\w+)\]$"),
+    # a variant's lowering, compiled and emulated (`lowered`)
+    "tests/test_attention_wgmma.py::test_wgmma_attention_": re.compile(r"\[([\w-]+)\]$"),
+    # a case's lowerings at each akwarps, auto's compared with the one it chose (`lowered`)
+    "tests/test_decode_attention_on_cpu.py::test_key_parallel_warps_": re.compile(r"\[(.+)-\d\]$"),
+}
+"""Tests that reuse what an earlier one computed and kept in the process, by the beginning of
+their ids and a pattern whose group names what they share: the tests sharing it run in one
+parallel worker, in order."""
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
     """pytest-xdist's `--dist load` (its default), each test sent to the next free worker,
-    but `ONE_WORKER`'s tests sent together to one."""
+    but `ONE_WORKER`'s tests sent together to one, and so are the tests that share something
+    (`SHARING`). The work goes out in the tests' order (`pytest_collection_modifyitems`), not
+    the largest groups first."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadScopeScheduling
 
     class Scheduling(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return ONE_WORKER if nodeid.startswith(ONE_WORKER) else nodeid
+            if nodeid.startswith(ONE_WORKER):
+                return ONE_WORKER
+            for start, pattern in SHARING.items():
+                if nodeid.startswith(start) and (shared := pattern.search(nodeid)):
+                    return f"{start}[{shared[1]}]"
+            return nodeid
 
+    config.option.loadscopereorder = False
     return Scheduling(config, log)
 
 

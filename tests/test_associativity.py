@@ -1,5 +1,6 @@
 """The associativity checker on every case of issue 4 item 2, positive and negative."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -199,8 +200,10 @@ def parse(text: str) -> ModuleOp:
     return module
 
 
+@functools.cache
 def verdict(case: str) -> Verdict:
-    """Check the step function of one case."""
+    """Check the step function of one case, once a process: the tests of a case share it (one
+    parallel worker runs them, tests/conftest.py's `SHARING`)."""
     (step,) = step_functions(parse(CASES[case]))
     return check_associative(step)
 
@@ -242,7 +245,7 @@ def test_counterexample_is_real(case: str) -> None:
     """The printed chunks really fold as printed: B and B' agree, A++B and A++B' do not."""
     (step_func,) = step_functions(parse(CASES[case]))
     step = StepFunction.from_func(step_func)
-    cex = check_associative(step_func).counterexample
+    cex = verdict(case).counterexample
     assert cex is not None and cex.b_prime is not None
     with np.errstate(all="ignore"):
         assert step.final(cex.b) == step.final(cex.b_prime)
@@ -256,7 +259,7 @@ def test_emitted_state_merge_matches_the_fold(case: str) -> None:
     """The emitted `@f_merge` IR on two chunks' folds gives the fold of their concatenation."""
     (step_func,) = step_functions(parse(CASES[case]))
     step = StepFunction.from_func(step_func)
-    (merge,) = check_associative(step_func).merge_ir
+    (merge,) = verdict(case).merge_ir
     rng = np.random.default_rng(1)
     for _ in range(20):
         a, b = (
@@ -274,7 +277,7 @@ def test_emitted_map_reduction_matches_the_fold(case: str) -> None:
     """`@f_lift`, `@f_merge` (from its identity) and `@f_apply` reproduce the sequential fold."""
     (step_func,) = step_functions(parse(CASES[case]))
     step = StepFunction.from_func(step_func)
-    lift, merge, apply = check_associative(step_func).merge_ir
+    lift, merge, apply = verdict(case).merge_ir
     identity = [float(v.value.data) for v in merge.attributes["tinyopt.identity"]]
     rng = np.random.default_rng(2)
     for _ in range(20):

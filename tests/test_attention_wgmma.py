@@ -30,6 +30,7 @@ from test_flash_attention_kernels import (
     check_matches_float64,
 )
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
+from xdsl.dialects.builtin import ModuleOp
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.backends.check import (
@@ -124,11 +125,22 @@ WGMMA_HELPER = "tinyopt_wgmma_ra_"
 """What the wgmma schedule's CUDA calls (P·V with A in registers)."""
 
 
+_LOWERED: dict[str, tuple[ModuleOp, ModuleOp]] = {}
+
+
+def lowered(variant: Variant) -> tuple[ModuleOp, ModuleOp]:
+    """`lower`'s program and module of a variant, once a process: its compile test and its CPU
+    test share them (one parallel worker runs both, tests/conftest.py's `SHARING`)."""
+    if variant.id not in _LOWERED:
+        _LOWERED[variant.id] = lower(variant.text, variant.pipeline)
+    return _LOWERED[variant.id]
+
+
 @pytest.mark.parametrize(
     "variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS + KNOB_VARIANTS, ids=lambda v: v.id
 )
 def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
-    _, module = lower(variant.text, variant.pipeline)
+    _, module = lowered(variant)
     kernel = attention_kernel(module, WGMMA_HELPER)
     source = kernel.source.data
     for piece in ["tinyopt_tma_load_", "setmaxnreg", "tinyopt_pack_", "tinyopt_exp2_approx"]:
@@ -146,9 +158,11 @@ def test_wgmma_attention_compiles_for_sm90a(variant: Variant) -> None:
     ids=lambda v: v.id,
 )
 def test_wgmma_attention_matches_float64_on_cpu(variant: Variant) -> None:
-    lowered = lower(variant.text, variant.pipeline)
-    attention_kernel(lowered[1], WGMMA_HELPER)  # the wgmma schedule took it
-    error, tolerance = error_on_cpu(variant.text, variant.pipeline, seed=1, lowered=lowered)
+    program, module = lowered(variant)
+    attention_kernel(module, WGMMA_HELPER)  # the wgmma schedule took it
+    error, tolerance = error_on_cpu(
+        variant.text, variant.pipeline, seed=1, lowered=(program, module)
+    )
     assert error <= tolerance, (error, tolerance)
 
 
