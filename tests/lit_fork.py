@@ -36,6 +36,9 @@ _HEADER = 8  # bytes: the length of the request
 TOOLS = {"tinyopt": ("tinyopt.cli", "main"), "filecheck": ("filecheck.main", "main")}
 """Each command the server runs, by its script's name: the module and function the script
 calls."""
+PYTHON = "python-c"
+"""A client running `python -c CODE` in a child of the server (`_python_c`), of the one that
+has imported the most (the capture server, where there is one): the docs' Python blocks."""
 
 
 FRONTEND = ("torch", "torch.export", "torch._dynamo", "tinyopt.frontends.torch_fx")
@@ -71,6 +74,7 @@ def start(
     if capture:
         addresses.append(os.path.join(folder, "socket-capture"))
         loads.append((*preload, *capture))
+    scripts[PYTHON] = sys.executable
     compiling = _compile_client(folder, scripts, addresses)
     servers = [
         subprocess.Popen(
@@ -94,7 +98,7 @@ def start(
             server.wait()
         return None
     if compiled:  # one executable, which tells the tools apart by the name it is run as
-        for tool in TOOLS:
+        for tool in scripts:
             try:
                 os.link(os.path.join(folder, "client"), os.path.join(folder, tool))
             except OSError:
@@ -103,8 +107,10 @@ def start(
     tests = os.path.dirname(os.path.abspath(__file__))
     for tool, real in scripts.items():
         path = os.path.join(folder, tool)
-        # Only `tinyopt` captures: `filecheck` is handed the first server's address alone.
+        # Only `tinyopt` captures: `filecheck` is handed the first server's address alone,
+        # `python -c` the last one's.
         routes = ", ".join(f"'{address}'" for address in addresses[: 2 if tool == "tinyopt" else 1])
+        routes = f"'{addresses[-1]}'" if tool == PYTHON else routes
         with open(path, "w") as out:
             out.write(
                 f'#!/bin/sh\nexec "{sys.executable}" -I -S -c "import sys; sys.path.insert(0, '
@@ -222,9 +228,11 @@ def _compile_client(
 
     rows = []
     for tool, real in scripts.items():
-        # Only `tinyopt` captures: `filecheck` is handed the first server's address alone.
+        # Only `tinyopt` captures: `filecheck` is handed the first server's address alone,
+        # `python -c` the last one's.
         capture = addresses[1] if tool == "tinyopt" and len(addresses) > 1 else None
-        fields = ", ".join(map(literal, [tool, real, addresses[0], capture]))
+        address = addresses[-1] if tool == PYTHON else addresses[0]
+        fields = ", ".join(map(literal, [tool, real, address, capture]))
         rows.append(f"{{{fields}}}")
     source = os.path.join(folder, "client.c")
     with open(source, "w") as out:
@@ -377,12 +385,29 @@ def _child(conn: socket.socket, mains: dict) -> None:  # type: ignore[type-arg]
         os.environ.clear()
         os.environ.update(entry.split("=", 1) for entry in env if "=" in entry)
         sys.argv = argv
-        code = _run(mains[os.path.basename(sys.argv[0])])
+        python = sys.argv[0] == sys.executable
+        code = _run(_python_c if python else mains[os.path.basename(sys.argv[0])])
     finally:
         try:
             conn.sendall(code.to_bytes(4, "big", signed=True))
         finally:
             os._exit(code)
+
+
+def _python_c() -> None:
+    """`python -c CODE ARGS...` (the request's arguments): CODE run as a fresh `__main__`
+    module, with sys.argv `['-c', ARGS...]` and the working directory first on sys.path, as
+    the interpreter runs it (no other form of the command)."""
+    import types
+
+    if sys.argv[1:2] != ["-c"] or len(sys.argv) < 3:
+        raise SystemExit(f"{PYTHON} runs `python -c CODE` only, got {sys.argv[1:]}")
+    code = sys.argv[2]
+    sys.argv = ["-c", *sys.argv[3:]]
+    sys.path[0] = ""
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    exec(compile(code, "<string>", "exec"), main.__dict__)
 
 
 def _reopen_stdio() -> None:

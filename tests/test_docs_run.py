@@ -12,7 +12,9 @@ Each is classified by its content:
   output. Install steps (`pip install`, `python -m venv`, activating a venv) are left out of
   the `&&` chain they appear in; a block of nothing else is skipped as an install. An optional
   argument shown as `[--option ...]` (a synopsis) is left out.
-- python: a ```python block; it runs with the venv's interpreter in the same scratch copy.
+- python: a ```python block; it runs with the venv's interpreter in the same scratch copy (a
+  CPU block as `python -c` in a process forked from one that has imported torch and tinyopt,
+  tests/lit_fork.py's `PYTHON`).
 - mlir (starts with `%`, `func.func`, `loop.`, `tile.`, ...) and text (formulas, diagrams,
   output formats): not run, only counted.
 
@@ -272,7 +274,9 @@ def run_block(
     timeout = SLOW_TIMEOUT if "slow" in block.marks else BLOCK_TIMEOUT
     expected, left_out = None, False
     if kind == "python":
-        cmd = [sys.executable, "-c", block.text]
+        # A CPU block runs in a child of the server that has imported torch (lit_fork.PYTHON).
+        forked = forks is not None and "gpu" not in block.marks
+        cmd = [str(forks / lit_fork.PYTHON) if forked else sys.executable, "-c", block.text]
     else:
         script, expected = split_transcript(block.text)
         runnable = runnable_commands(script)
