@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu, run_program_on_cpu
-from programs import batched_matmul, matmul_plain, scaled_matmul, shared_a_matmul, tile_with
+from programs import batched_matmul, matmul_plain, scaled_matmul, shared_a_matmul, skinny, tile_with
 
 from tinyopt.backends.check import device_inputs, errors_against_reference, graph_function
 from tinyopt.backends.check import tolerance
@@ -147,16 +147,31 @@ def test_padded_columns_must_be_zeros() -> None:
         (batched_matmul(3, 4095, 4095, 4095, "bf16"), [COPY, COPY, GEMM]),
         (batched_matmul(17, 4095, 4095, 4095, "bf16"), [COPY, COPY, GEMM]),
         (matmul_plain(2047, 2047, 2047, "bf16", "nk"), [COPY, COPY, GEMM]),
+        # 1001³: 2 GFLOP, 45 µs on mma.sync's 2-byte loads (H100: 34.7 µs, staged 22.8).
+        (matmul_plain(1001, 1001, 1001, "bf16", "nk"), [COPY, COPY, GEMM]),
         # Small: two more launches would cost more than the product.
         (batched_matmul(17, 127, 127, 127, "bf16"), ["mma_sync"]),
-        (matmul_plain(1001, 1001, 1001, "bf16", "nk"), ["mma_sync"]),
+        (skinny(790, 72, 190, "bf16"), ["mma_sync"]),
+        # Two K steps: 1.2 GFLOP, but the GEMM is bound by its 8178×773 epilogue (H100:
+        # mma.sync 43.6 µs, staged 62.0).
+        (skinny(8178, 773, 93, "bf16"), ["mma_sync"]),
         # A 1×1 convolution's GEMM (one weight [1024, 1000] for 8 images of 4096 pixels):
         # the weight's rows off sectors, staged (it had failed an assertion).
         (shared_a_matmul(8, 1024, 4096, 1000), [COPY, GEMM]),
         # Rows already aligned: the wgmma rule takes it as it is.
         (batched_matmul(3, 4095, 4096, 4096, "bf16"), [GEMM]),
     ],
-    ids=["3x4095", "17x4095", "linear_2047", "17x127", "linear_1001", "conv1x1_sectors", "aligned"],
+    ids=[
+        "3x4095",
+        "17x4095",
+        "linear_2047",
+        "linear_1001",
+        "17x127",
+        "linear_790x72x190",
+        "linear_k93",
+        "conv1x1_sectors",
+        "aligned",
+    ],
 )
 def test_auto_stages_where_the_flops_pay_for_the_copies(text: str, rules: list[str]) -> None:
     assert planned_rules(text, "") == rules

@@ -21,11 +21,12 @@ kernels (the `elementwise` rule).
 Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): the copies
 read each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
 `LAUNCH_SECONDS` for each copy kernel, and the GEMM then takes its FLOPs at
-`WGMMA_FLOPS_PER_SECOND`; left on `mma.sync` it would take them at `SYNC_RELATIVE` of that
-rate. The rule takes the kernel where the copies and the wgmma GEMM take less time. Square
-GEMMs are staged from about 1300³; small ones (a batch of 127³) stay on `mma.sync`, where two
-more launches would cost more than the whole product. At most `SKINNY_ROWS` rows per batch
-entry are never staged in `auto` (the skinny and GEMV rules' shapes keep their plans).
+`WGMMA_FLOPS_PER_SECOND`; left on `mma.sync` it would take them at `SYNC_FLOPS_PER_SECOND`
+(measured on misaligned rows). The rule takes the kernel where the copies and the wgmma GEMM
+take less time and K holds `MIN_STEPS` steps of 64 or more. Square GEMMs are staged from about
+1000³; small ones (a batch of 127³) stay on `mma.sync`, where two more launches would cost more
+than the whole product. At most `SKINNY_ROWS` rows per batch entry are never staged in `auto`
+(the skinny and GEMV rules' shapes keep their plans).
 
 Rows TMA addresses but that start off 32-byte L2 sectors (16 bytes past a multiple of 32: a
 bf16 K ≡ 8 mod 16) slow the wgmma GEMM itself: on an H100 (benchmarks/RESULTS.md, thirty-fourth
@@ -97,9 +98,20 @@ SECTOR_SAVINGS = {"a": 0.13, "b": 0.25, "a,b": 0.32}
 """The share of that time staging the operands saves (same run, the GEMM kernel alone: A 11-15%,
 B 17-32%, both 26-40% over those four shapes)."""
 
-SYNC_RELATIVE = 0.35
-"""`mma.sync`'s rate on misaligned rows (2-byte loads) relative to `WGMMA_FLOPS_PER_SECOND`:
-batched 4095³ ran 0.30x cuBLAS on it, aligned squares 0.9-1.0x on wgmma (H200, 2026-12-03)."""
+MIN_STEPS = 4
+"""The fewest 64-wide K steps of a GEMM staged for its misaligned rows: with fewer, each output
+takes so few products that the GEMM is bound by its epilogue, and the copies only add to it
+(H100, 2026-12-06, benchmarks/RESULTS.md thirty-sixth session run 1: staged, 8178×773×93 took
+62.0 µs against mma.sync's 43.6, 580×3399×85 27.4 against 19.1, 545×2257×70 20.4 against
+14.9; 2448×1102×205, four steps, 19.1 against 24.0)."""
+
+SYNC_FLOPS_PER_SECOND = 45e12
+"""`mma.sync`'s rate on misaligned rows (2-byte loads, one 32-element row segment a warp per
+load), measured on the H200: batched 3×4095³ at 45 TFLOP/s (0.30x cuBLAS's 151, 2026-12-03),
+and the sweep's misaligned linears of at least 0.9 GFLOP at 25-63 TFLOP/s with their launch
+(thirty-fourth session run 9: 1260×110×3367 25, 8178×773×93 29, 2448×1102×205 47,
+491×5727×655 63). An earlier estimate took 0.35 of the wgmma rate (231 TFLOP/s) from that
+0.30x, as if cuBLAS ran the misaligned batch at its aligned rate; it runs it at a quarter."""
 
 
 @dataclass(frozen=True)
@@ -238,16 +250,26 @@ def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Tar
 
 def staging_pays(c: Contraction, operands: list[_Operand]) -> tuple[bool, str]:
     """Whether the copies and the wgmma GEMM are estimated to take less time than `mma.sync`
-    on the misaligned operands (module docstring), and the estimate in words."""
+    on the misaligned operands and K holds `MIN_STEPS` steps (module docstring), and why in
+    words."""
     batch, m, n, k = c.extents
-    gemm = 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
+    flops = 2 * batch * m * n * k
+    gemm, sync = flops / WGMMA_FLOPS_PER_SECOND, flops / SYNC_FLOPS_PER_SECOND
     moved = sum(o.bytes_moved() for o in operands)
     copies = len(operands) * LAUNCH_SECONDS + moved / COPY_BYTES_PER_SECOND
     words = (
-        f"{len(operands)} copies of {moved / 1e6:.3g} MB (~{copies * 1e6:.3g} us) and wgmma "
-        f"(~{gemm * 1e6:.3g} us) against mma_sync (~{gemm / SYNC_RELATIVE * 1e6:.3g} us)"
+        f"by the estimate: {len(operands)} copies of {moved / 1e6:.3g} MB "
+        f"(~{copies * 1e6:.3g} us) and wgmma (~{gemm * 1e6:.3g} us) against mma_sync "
+        f"(~{sync * 1e6:.3g} us)"
     )
-    return copies + gemm < gemm / SYNC_RELATIVE, words
+    if copies + gemm >= sync:
+        return False, words
+    if -(-k // ROW_ALIGN) < MIN_STEPS:
+        return False, (
+            f"K = {k} holds fewer than {MIN_STEPS} steps of {ROW_ALIGN}, too few products an "
+            f"output for the GEMM not to be bound by its epilogue ({words})"
+        )
+    return True, words
 
 
 class WgmmaStagedRule(Rule[Contraction, Staging]):
@@ -281,9 +303,7 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
                 return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
             pays, words = staging_pays(c, operands)
             if not pays:
-                return (
-                    f"the copies would not pay, by the estimate: {words} (align=on stages anyway)"
-                )
+                return f"the copies would not pay, {words} (align=on stages anyway)"
         return Staging(_names(operands))
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: Staging) -> str | None:
