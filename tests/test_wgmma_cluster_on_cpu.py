@@ -53,6 +53,64 @@ def test_cluster_split_matches_float64_on_cpu(text: str, knobs: str, blocks: int
     assert error < bound, error
 
 
+# splitk_mode=auto (split_k_plan.cluster_split_estimate): (id, program, knobs, cluster size or
+# the two-pass split's chunks)
+AUTO_CASES = [
+    # 2 blocks of 64×64, 64 K steps: two passes would take 16 chunks (4 steps each, and the
+    # fold); the 2 clusters of 8 fit a wave and take 8 steps each, no fold: the cluster.
+    ("long_k_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False), "", "cluster 8"),
+    # The decode step's k/v projection at 64 rows: 16 clusters of 4 fit (30 do), 16 of 8 do not
+    # (15 do), so 4 (H100, 2026-12-06: 12.5 µs against 13.2 in two passes of 8, cuBLAS 13.1).
+    ("kv_64x1024x4096", matmul_plain(64, 1024, 4096, "bf16", "nk", relu=False), "", "cluster 4"),
+    # 80×176×13600: 6 blocks; clusters stop at 8 (27 steps each) where two passes cut 16 chunks
+    # of 14 steps: the two passes are the cheaper (H100: 12.5 against 14.5 µs).
+    (
+        "longer_k_80x176x13600",
+        matmul_plain(80, 176, 13600, "bf16", "nk", relu=False),
+        "",
+        "two passes",
+    ),
+    # Under splitk_mode=twopass the same split folds in a second kernel.
+    (
+        "twopass_64x128x4096",
+        matmul_plain(64, 128, 4096, "bf16", "nk", relu=False),
+        "splitk_mode=twopass",
+        "two passes",
+    ),
+    # store=direct: the cluster sums in the staged epilogue, so the wgmma rule refuses the
+    # cluster plan (by name when asked) and auto splits in two passes.
+    (
+        "direct_store_kv_64x1024x4096",
+        matmul_plain(64, 1024, 4096, "bf16", "nk", relu=False),
+        "store=direct",
+        "two passes",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "expected"), [c[1:] for c in AUTO_CASES], ids=[c[0] for c in AUTO_CASES]
+)
+def test_auto_splits_over_a_cluster_where_it_fits_and_pays(
+    text: str, knobs: str, expected: str
+) -> None:
+    kernels = list(loop.kernels(apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")))
+    planned = [k for k in kernels if tile.PLAN in k.attributes]
+    gemm = next(k for k in planned if k.attributes[tile.PLAN].rule.data == "wgmma")  # type: ignore[union-attr]
+    cluster = gemm.attributes[tile.PLAN].values["cluster"]  # type: ignore[union-attr]
+    if expected == "two passes":
+        assert cluster == 1 and kernels[-1].sym_name.data.endswith("_reduce")
+    else:
+        assert (len(kernels), f"cluster {cluster}") == (1, expected)
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+def test_auto_cluster_split_matches_float64_on_cpu() -> None:
+    text = matmul_plain(64, 128, 4096, "bf16", "nk")
+    error, bound = error_on_cpu(text, tile_with(""), seed=7)
+    assert error < bound, error
+
+
 def _planned(text: str, knobs: str) -> str:
     return str(apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}"))
 

@@ -1,15 +1,15 @@
 """Split-K on the wgmma rule (passes/tile/gemm/wgmma_plan.split_form, the emitter's K base): the
 partial kernel of `split_k.py` taken by wgmma (each block's TMA boxes start at its chunk of K,
-its operand batch the partial's batch index / splits), then the fold, run on the CPU with the
-K loop emulated (tests/cpu_wgmma.py) against float64: unbatched with a K-major B and a bias in
-the fold, batched with an N-major B, persistent blocks, no producer warpgroup (`ws=0`), f16, and
-the split `splitk=0` picks for a small grid with a long K. Chunks of whole 64-element boxes whose
-last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma` or the auto split of a
-kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not a
-multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name. A small grid of 64×64
-blocks too many to split within a wave, over a long K, split on 128×128 blocks instead
-(`split_k_plan.square_split`; `sms` shrinks the grid the rule sees).
-"""
+its operand batch the partial's batch index / splits), then the fold, run on the CPU with the K
+loop emulated (tests/cpu_wgmma.py) against float64: unbatched with a K-major B and a bias in the
+fold, batched with an N-major B, persistent blocks, no producer warpgroup (`ws=0`), f16, and the
+split `splitk=0` picks for a small grid with a long K (in two passes: `splitk_mode=auto` splits
+such grids over clusters, tests/test_wgmma_cluster_on_cpu.py). Chunks of whole 64-element boxes
+whose last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma` or the auto split of
+a kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not
+a multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name. A small grid of
+64×64 blocks too many to split within a wave, over a long K, split on 128×128 blocks instead
+(`split_k_plan.square_split`; `sms` shrinks the grid the rule sees)."""
 
 from __future__ import annotations
 
@@ -35,8 +35,8 @@ CASES = [
      [4, 130, 192]),
     ("f16_97x72x256", matmul_plain(97, 72, 256, "f16", "kn", relu=False), "splitk=2",
      [2, 97, 72]),
-    ("auto_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False), "",
-     [16, 64, 128]),
+    ("auto_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False),
+     "splitk_mode=twopass", [16, 64, 128]),
     # K = 200 in chunks of 64, 64, 64 and 8; 328 in 192 and 136; 200 in 128 and 72.
     ("past_k_130x192x200_bias", matmul_plain(130, 192, 200, "bf16", "nk"),
      "mma=wgmma splitk=4", [4, 130, 192]),
@@ -45,8 +45,8 @@ CASES = [
     ("past_k_f16_97x72x200", matmul_plain(97, 72, 200, "f16", "kn", relu=False),
      "mma=wgmma splitk=2", [2, 97, 72]),
     # K = 4000 (62.5 boxes): 16 chunks of 256, the last of 160.
-    ("auto_past_k_64x128x4000", matmul_plain(64, 128, 4000, "bf16", "nk", relu=False), "",
-     [16, 64, 128]),
+    ("auto_past_k_64x128x4000", matmul_plain(64, 128, 4000, "bf16", "nk", relu=False),
+     "splitk_mode=twopass", [16, 64, 128]),
     # 12 blocks of 64×64 on 10 SMs: 4 chunks of 1536 on 2 of 128×128, the last of 1392.
     ("square_200x128x6000_relu", matmul_plain(200, 128, 6000, "bf16", "nk"), "sms=10",
      [4, 200, 128]),

@@ -25,9 +25,11 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
     SPLIT_TF32_STEP_SECONDS,
     auto_splits,
     auto_wgmma_splits,
+    cluster_split_estimate,
     small_grid,
     square_split,
     swap_splits,
+    wgmma_split_estimate,
 )
 from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
 from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS, WgmmaTiles
@@ -132,7 +134,7 @@ def plan_kernels(
     partial_knobs = knobs
     if split and not splits and (c := _small_grid(kernel, knobs, target)):
         found = refusals(kernel, knobs, target)
-        splits, mode = _auto_splits(c, found[0], knobs, target)
+        splits, mode = _auto_splits(kernel, c, found[0], knobs, target)
         aligned = found[0] is not None and found[0].rule.name in ("wgmma", "wgmma_3xtf32")
         if (square := _square_split(c, found[0], knobs, target)) > 1:
             splits, mode = square, "twopass"
@@ -204,11 +206,13 @@ def _small_grid(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> Contract
 
 
 def _auto_splits(
-    c: Contraction, choice: Choice | None, knobs: Knobs, target: Target
+    kernel: loop.KernelOp, c: Contraction, choice: Choice | None, knobs: Knobs, target: Target
 ) -> tuple[int, str]:
     """`splitk=0`: the split count (and `splitk_mode`) of a small-grid contraction the
     mma.sync, the wgmma or the 3xTF32 rule takes unsplit (`choice`; `split_k_plan.py`); the
-    wgmma rules' partial kernels fold in a second pass (they store their sums as they are)."""
+    wgmma rules' partial kernels fold in a second pass (they store their sums as they are),
+    or, under `splitk_mode=auto`, the wgmma rule's split over a cluster where its clusters fit
+    one wave and its estimate, with no fold, is the cheaper (`cluster_split_estimate`)."""
     if choice is not None and choice.rule.name == "mma_sync":  # no clusters on mma.sync
         return auto_splits(c, target), knobs.splitk_mode.replace("cluster", "auto")
     if (
@@ -217,15 +221,35 @@ def _auto_splits(
         and isinstance(t := choice.plan, WgmmaTiles)
     ):
         if t.dual == "off" and not t.persistent:
-            splits = auto_wgmma_splits(c, t.bm, t.tile_n, target)
-            if knobs.splitk_mode == "cluster":  # opt-in until timed on a GPU (wgmma_cluster.py)
+            splits, two_pass = wgmma_split_estimate(c, t.bm, t.tile_n, target)
+            if knobs.splitk_mode == "cluster":
                 return min(splits, CLUSTER_SPLITS[-1]), "cluster"
+            if knobs.splitk_mode == "auto":
+                size, clustered = cluster_split_estimate(c, t.bm, t.tile_n, target)
+                if (
+                    size > 1
+                    and clustered < two_pass
+                    and _clusters_fit(kernel, c, knobs, size, target)
+                ):
+                    return size, "cluster"
             return splits, "twopass"
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
         if t.swap == "on":
             return swap_splits(c, t.bm, t.tile_n, target), "twopass"
         return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
     return 1, knobs.splitk_mode
+
+
+def _clusters_fit(
+    kernel: loop.KernelOp, c: Contraction, knobs: Knobs, size: int, target: Target
+) -> bool:
+    """Whether the wgmma rule takes `kernel` split over clusters of `size` blocks and its
+    clusters, on the blocks it plans then, all run in one wave."""
+    choice, _ = refusals(kernel, replace(knobs, splitk=size, splitk_mode="cluster"), target)
+    if choice is None or not isinstance(t := choice.plan, WgmmaTiles) or t.cluster != size:
+        return False
+    batch, m, n, _ = c.extents
+    return batch * -(-m // t.bm) * -(-n // t.tile_n) <= target.cluster_slots(size)
 
 
 def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool) -> None:

@@ -18,8 +18,10 @@ kernel on that rule's small-grid tiles (fewer 128×128 tiles than SMs: past that
 the cheapest wins if it is estimated `MARGIN` of the unsplit time or less. That is for the
 kernels the mma.sync rule takes (the planner checks which rule does), at M > 64 (M ≤ 64 belongs
 to the skinny and GEMV rules, which split K themselves). A kernel the wgmma rule takes gets
-`auto_wgmma_splits` (its own step time; chunks whole TMA boxes that divide K). f32 is left to
-the CUDA-core rule's stream-K, and a GEMM staged for wgmma (`wgmma_staged.py`) is not split.
+`auto_wgmma_splits` (its own step time; chunks whole TMA boxes that divide K), and under
+`splitk_mode=auto` the split over a thread-block cluster where its clusters fit one wave and
+its estimate, with no fold, is the cheaper (`cluster_split_estimate`). f32 is left to the
+CUDA-core rule's stream-K, and a GEMM staged for wgmma (`wgmma_staged.py`) is not split.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from tinyopt.passes.tile.gemm.mma_sync import sums_products, tensor_core_type
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
 from tinyopt.passes.tile.gemm.split_k import chunk_elements, row_elements
 from tinyopt.passes.tile.gemm.wgmma_plan import BK as WGMMA_BK
+from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
 
@@ -134,16 +137,57 @@ def auto_wgmma_splits(
     twenty-seventh session run 3): 21 bf16 linears whose K the former rule cut less far or not
     at all, 17-384 rows, 1.10-3.40× as fast (0.28-0.85× cuBLAS → 0.76-1.03×); 6 f32 ones of
     33-64 rows, newly on 3xTF32, 1.13-3.78×."""
+    return wgmma_split_estimate(c, bm, columns, target, step)[0]
+
+
+def wgmma_split_estimate(
+    c: Contraction, bm: int, columns: int, target: Target, step: float = WGMMA_STEP_SECONDS
+) -> tuple[int, float]:
+    """`auto_wgmma_splits`'s split and its estimated time (`MARGIN` of the unsplit time where
+    it is 1; 0 where the blocks fill the SMs: no split of theirs to weigh)."""
     batch, m, n, k = c.extents
     blocks = batch * -(-m // bm) * -(-n // columns)
     if blocks >= target.sms:
-        return 1
+        return 1, 0.0
     best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * step
     for s, chunk in wgmma_splits(c, blocks, target):
         time = chunk // WGMMA_BK * step + fold_seconds(s, batch, m, n)
         if time < best_time:
             best, best_time = s, time
-    return best
+    return best, best_time
+
+
+CLUSTER_SUM_SECONDS = 3.5e-6
+"""What a cluster split adds to its blocks' K loops (the cluster launch, two cluster barriers,
+each block's share of the others' partial tiles read through distributed shared memory), in
+the terms of the two-pass estimate (`fold_seconds`, `WGMMA_STEP_SECONDS`). Fitted on an H100
+(2026-12-06, benchmarks/RESULTS.md thirty-sixth session run 2, 32 small-grid bf16 linears
+under both splits): the k/v linear at 64 rows ran faster over 16 clusters of 4 (16 steps each)
+than in two passes of 8 chunks (8 steps), 12.5 against 13.2 µs, which the estimate says for a
+value below 4.6 µs; 128×1024×4096 ran slower over 32 clusters of 2 (32 steps) than in two
+passes of 4 (16 steps), 15.0 against 13.6, which it says above 2.9 µs. At equal chunks the
+cluster saved 1-2 µs (17×3872×11864 47.5 against 49.8, 48×2944×14256 45.5 against 47.2)."""
+
+
+def cluster_split_estimate(
+    c: Contraction, bm: int, columns: int, target: Target, step: float = WGMMA_STEP_SECONDS
+) -> tuple[int, float]:
+    """The split over a cluster of blocks (`splitk_mode=cluster`, `wgmma_cluster.py`) `splitk=0`
+    weighs against the two-pass one, and its estimated time: of the splits `wgmma_splits`
+    allows, 2, 4 or 8, those whose clusters all run in one wave at one block an SM
+    (`Target.cluster_slots`: a cluster spilling into a second wave doubled its time, H100,
+    benchmarks/RESULTS.md thirty-first session), at `chunk / 64 · step + CLUSTER_SUM_SECONDS`;
+    (1, inf) where none does."""
+    batch, m, n, _ = c.extents
+    tiles = batch * -(-m // bm) * -(-n // columns)
+    best, best_time = 1, float("inf")
+    for s, chunk in wgmma_splits(c, tiles, target):
+        if s > CLUSTER_SPLITS[-1] or tiles > target.cluster_slots(s):
+            continue
+        time = chunk // WGMMA_BK * step + CLUSTER_SUM_SECONDS
+        if time < best_time:
+            best, best_time = s, time
+    return best, best_time
 
 
 def wgmma_splits(c: Contraction, blocks: int, target: Target) -> Iterator[tuple[int, int]]:

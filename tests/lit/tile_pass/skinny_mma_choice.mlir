@@ -51,8 +51,8 @@ func.func @gemv(%x: tensor<1x4096xbf16>, %w: tensor<4096x4096xbf16>) -> tensor<1
   func.return %y : tensor<1x4096xbf16>
 }
 
-// N < 4·M: a small GEMM, not a weight stream.
-// AUTO:       loop.kernel @narrow_0_splitk({{.*}}) attributes {tinyopt.split_k_partial, plan = #tile.plan<wgmma,
+// N < 4·M: a small GEMM, not a weight stream (on wgmma, K split over a cluster of 8 blocks).
+// AUTO:       loop.kernel @narrow_0({{.*}}) attributes {plan = #tile.plan<wgmma, {{.*}}cluster = 8,
 // AUTO-SAME:  "skinny_mma: N = 48 columns for M = 16 rows: the weights are not 4x the rows' bytes (skinny_mma=on forces it)"
 func.func @narrow(%x: tensor<16x4096xbf16>, %w: tensor<48x4096xbf16>) -> tensor<16x48xbf16> {
   %wt = graph.transpose %w {perm = array<i64: 1, 0>} : tensor<48x4096xbf16> -> tensor<4096x48xbf16>

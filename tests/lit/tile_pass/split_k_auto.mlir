@@ -1,4 +1,5 @@
 // RUN: tinyopt %s -p fuse,plan | filecheck %s
+// RUN: tinyopt %s -p 'fuse,plan{splitk_mode=twopass}' | filecheck %s --check-prefix=TWOPASS
 // RUN: tinyopt %s -p 'fuse,plan{splitk=1}' | filecheck %s --check-prefix=OFF
 // RUN: tinyopt %s -p 'fuse,plan{align=on}' | filecheck %s --check-prefix=STAGED
 
@@ -42,25 +43,32 @@ func.func @full_grid(%x: tensor<1024x8192xbf16>, %w: tensor<1024x8192xbf16>) -> 
   func.return %y : tensor<1024x1024xbf16>
 }
 
-// 384x128, K = 16384: its rows are aligned, so the wgmma rule takes it: 6 blocks of 64x128.
-// The wgmma split (split_k_plan.auto_wgmma_splits) keeps whole 64-element K steps in chunks
-// that divide K: 8 chunks of 2048 (32 steps of 0.22 us, estimated, against 256 unsplit), the
-// partial kernel on wgmma reading K at (its batch index % 8) * 2048, then the fold.
-// CHECK:      loop.kernel @aligned_0_splitk(
-// CHECK-SAME: plan = #tile.plan<wgmma
-// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 384, 128]
-// CHECK:      loop.kernel @aligned_0_reduce
+// 384x128, K = 16384: its rows are aligned, so the wgmma rule takes it: 12 blocks of 64x64.
+// The wgmma split (split_k_plan.auto_wgmma_splits) keeps whole 64-element K steps in chunks:
+// 8 chunks of 2048 (32 steps of 0.22 us, estimated, against 256 unsplit). Its 12 clusters of
+// 8 blocks fit one wave (15 do), so the split runs over clusters, one kernel and no fold
+// (split_k_plan.cluster_split_estimate); splitk_mode=twopass runs the partial kernel on wgmma
+// reading K at (its batch index % 8) * 2048, then the fold.
+// CHECK:      loop.kernel @aligned_0(
+// CHECK-SAME: plan = #tile.plan<wgmma, bm = 64, bn = 64, {{.*}}cluster = 8,
+// CHECK-NOT:  @aligned_0_reduce
+// TWOPASS:      loop.kernel @aligned_0_splitk(
+// TWOPASS-SAME: plan = #tile.plan<wgmma
+// TWOPASS:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [8, 384, 128]
+// TWOPASS:      loop.kernel @aligned_0_reduce
 func.func @aligned(%x: tensor<384x16384xbf16>, %w: tensor<128x16384xbf16>) -> tensor<384x128xbf16> {
   %y = graph.linear %x, %w : (tensor<384x16384xbf16>, tensor<128x16384xbf16>) -> tensor<384x128xbf16>
   func.return %y : tensor<384x128xbf16>
 }
 
-// M = 64 on the wgmma rule (4 blocks of 64x64) is the wgmma rule's to split: 16 chunks of
-// 256. M = 8 belongs to the skinny rules, which split K themselves (not the planner), and f32 to
-// the CUDA-core rule's stream-K: neither is split here.
-// CHECK:      loop.kernel @rows_64_0_splitk(
-// CHECK-SAME: plan = #tile.plan<wgmma
-// CHECK:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [16, 64, 256]
+// M = 64 on the wgmma rule (4 blocks of 64x64) is the wgmma rule's to split: over clusters
+// of 8 (two passes: 16 chunks of 256). M = 8 belongs to the skinny rules, which split K
+// themselves (not the planner), and f32 to the CUDA-core rule's stream-K: neither is split here.
+// CHECK:      loop.kernel @rows_64_0(
+// CHECK-SAME: plan = #tile.plan<wgmma, {{.*}}cluster = 8,
+// TWOPASS:      loop.kernel @rows_64_0_splitk(
+// TWOPASS-SAME: plan = #tile.plan<wgmma
+// TWOPASS:      loop.parallel (%{{.*}}, %{{.*}}, %{{.*}}) in [16, 64, 256]
 func.func @rows_64(%x: tensor<64x4096xbf16>, %w: tensor<256x4096xbf16>) -> tensor<64x256xbf16> {
   %y = graph.linear %x, %w : (tensor<64x4096xbf16>, tensor<256x4096xbf16>) -> tensor<64x256xbf16>
   func.return %y : tensor<64x256xbf16>

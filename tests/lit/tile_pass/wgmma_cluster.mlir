@@ -2,6 +2,7 @@
 // RUN: tinyopt %s -p 'fuse,tile{splitk_mode=cluster}' | filecheck %s --check-prefix=TILE
 // RUN: tinyopt %s -p 'fuse,tile{splitk_mode=cluster},to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: tinyopt %s -p 'fuse,plan' | filecheck %s --check-prefix=DEFAULT
+// RUN: tinyopt %s -p 'fuse,plan{splitk_mode=twopass}' | filecheck %s --check-prefix=TWOPASS
 // RUN: tinyopt %s -p 'fuse,plan{splitk=2 splitk_mode=cluster}' | filecheck %s --check-prefix=TWO
 // RUN: not tinyopt %s -p 'fuse,plan{splitk=16 splitk_mode=cluster}' 2>&1 | filecheck %s --check-prefix=SIXTEEN
 // RUN: not tinyopt %s -p 'fuse,plan{mma=none splitk=4 splitk_mode=cluster}' 2>&1 | filecheck %s --check-prefix=CORES
@@ -30,9 +31,13 @@
 // CUDA-COUNT-16: tinyopt_cluster_load_f32x4(
 // CUDA-NOT:   tinyopt_cluster_load_f32x4(
 // CUDA:       tinyopt_vec<__nv_bfloat16, 8>
-// By default the split folds in a second kernel.
-// DEFAULT:    loop.kernel @kv_0_splitk({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 1, multicast = "off">
-// DEFAULT:    loop.kernel @kv_0_reduce
+// By default (splitk_mode=auto) the split runs over clusters where they fit one wave and the
+// estimate says so (split_k_plan.cluster_split_estimate): here 16 clusters of 4 (30 fit), not
+// two passes of 8 chunks; splitk_mode=twopass folds in a second kernel.
+// DEFAULT:     loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 4, multicast = "off">
+// DEFAULT-NOT: @kv_0_reduce
+// TWOPASS:     loop.kernel @kv_0_splitk({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 1, multicast = "off">
+// TWOPASS:     loop.kernel @kv_0_reduce
 // An explicit split of 2: clusters of 2 blocks, each chunk 32 K steps.
 // TWO:        loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 2, multicast = "off">
 // SIXTEEN:    is not planned so: mma=wgmma splits K over clusters of 2, 4 or 8 blocks (splitk_mode=cluster), got splitk=16
