@@ -161,8 +161,10 @@ def test_register_staged_mma_sync_keeps_registers(text: str, knobs: str, tmp_pat
 
 
 def test_wgmma_split_partial_kernel_runs_on_hgmma(tmp_path: Path) -> None:
-    # 384×128, K = 16384: split in 8 chunks on wgmma (split_k_plan.auto_wgmma_splits).
-    kernels = sass_of_each(matmul_plain(384, 128, 16384, "bf16", "nk"), tile_with(""), tmp_path)
+    # 384×128, K = 16384: split in 8 chunks on wgmma in two passes (split_k_plan.auto_wgmma_splits;
+    # splitk_mode=auto splits it over clusters of 8).
+    text = matmul_plain(384, 128, 16384, "bf16", "nk")
+    kernels = sass_of_each(text, tile_with("splitk_mode=twopass"), tmp_path)
     partial = [code for name, code in kernels.items() if name.endswith("_splitk")]
     assert len(kernels) == 2 and len(partial) == 1
     assert "HGMMA" in partial[0] and not LOCAL_MEMORY.search(partial[0])

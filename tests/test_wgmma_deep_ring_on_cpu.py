@@ -15,10 +15,10 @@ from tinyopt.compiler import apply_pipeline, parse
 from tinyopt.dialects import loop, tile
 
 
-def _stages(text: str) -> list[tuple[int, int]]:
-    """(stages, persistent) of each kernel the default plan puts on wgmma."""
+def _stages(text: str, knobs: str = "") -> list[tuple[int, int]]:
+    """(stages, persistent) of each kernel the plan (default, or `knobs`) puts on wgmma."""
     out = []
-    for kernel in loop.kernels(apply_pipeline(parse(text), "fuse,plan")):
+    for kernel in loop.kernels(apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")):
         plan = str(kernel.attributes[tile.PLAN])
         if plan.startswith("#tile.plan<wgmma,"):
             words = dict(w.split(" = ") for w in plan.split("<wgmma, ")[1].rstrip(">").split(", "))
@@ -27,18 +27,28 @@ def _stages(text: str) -> list[tuple[int, int]]:
 
 
 RINGS = [
-    # 2 blocks of 64×64, 32 K steps: 13 slots (64×64 slots of 16 KiB and the staging tile).
-    ("one_row_64x128x2048_bias", matmul_plain(64, 128, 2048, "bf16", "nk"), [(13, 0)]),
+    # 2 blocks of 64×64, 32 K steps, unsplit (by default K is split over a cluster of 8): 13
+    # slots (64×64 slots of 16 KiB and the staging tile).
+    ("one_row_64x128x2048_bias", matmul_plain(64, 128, 2048, "bf16", "nk"), "splitk=1", [(13, 0)]),
     # 140 tiles on 132 persistent blocks, 14 K steps: 13 slots, wrapping within each tile.
-    ("persistent_48x8960x896", matmul_plain(48, 8960, 896, "bf16", "nk", relu=False), [(13, 1)]),
+    (
+        "persistent_48x8960x896",
+        matmul_plain(48, 8960, 896, "bf16", "nk", relu=False),
+        "",
+        [(13, 1)],
+    ),
 ]
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
-@pytest.mark.parametrize(("text", "rings"), [c[1:] for c in RINGS], ids=[c[0] for c in RINGS])
-def test_deep_ring_matches_float64_on_cpu(text: str, rings: list[tuple[int, int]]) -> None:
-    assert _stages(text) == rings
-    error, bound = error_on_cpu(text, "fuse,tile,to-cuda", seed=5)
+@pytest.mark.parametrize(
+    ("text", "knobs", "rings"), [c[1:] for c in RINGS], ids=[c[0] for c in RINGS]
+)
+def test_deep_ring_matches_float64_on_cpu(
+    text: str, knobs: str, rings: list[tuple[int, int]]
+) -> None:
+    assert _stages(text, knobs) == rings
+    error, bound = error_on_cpu(text, f"fuse,tile{{{knobs}}},to-cuda", seed=5)
     assert error < bound, error
 
 

@@ -77,7 +77,7 @@ def test_a_written_multicast_plan_is_checked_as_the_knob_path() -> None:
     """A hand-written `multicast = "b"` plan where the rule cannot pair the blocks (one row of
     tiles) is refused, as the knob is."""
     one_row = matmul_plain(100, 2048, 4392, "bf16", "nk")
-    planned = str(apply_pipeline(parse(one_row), "fuse,plan{mma=wgmma bm=128 bn=128}"))
+    planned = str(apply_pipeline(parse(one_row), "fuse,plan{mma=wgmma bm=128 bn=128 splitk=1}"))
     assert planned.count('multicast = "off"') == 1
     written = planned.replace('multicast = "off"', 'multicast = "b"')
     with pytest.raises(DiagnosticException, match="not with one row of tiles"):
