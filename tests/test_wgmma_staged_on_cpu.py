@@ -155,6 +155,12 @@ def test_padded_columns_must_be_zeros() -> None:
         # Two K steps: 1.2 GFLOP, but the GEMM is bound by its 8178×773 epilogue (H100:
         # mma.sync 43.6 µs, staged 62.0).
         (skinny(8178, 773, 93, "bf16"), ["mma_sync"]),
+        # A small product whose mma.sync time is its K loop's latency, not its 0.16 GFLOP (H100:
+        # mma.sync 13.6 µs, staged 10.7); a long K on few blocks, which mma.sync splits (31.3,
+        # staged 33.6), and one split in 16 on 4 blocks, stay.
+        (skinny(373, 496, 443, "bf16"), [COPY, COPY, GEMM]),
+        (skinny(195, 157, 7402, "bf16"), ["mma_sync", "sequential"]),
+        (skinny(120, 81, 1955, "bf16"), ["mma_sync", "sequential"]),
         # A 1×1 convolution's GEMM (one weight [1024, 1000] for 8 images of 4096 pixels):
         # the weight's rows off sectors, staged (it had failed an assertion).
         (shared_a_matmul(8, 1024, 4096, 1000), [COPY, GEMM]),
@@ -169,6 +175,9 @@ def test_padded_columns_must_be_zeros() -> None:
         "17x127",
         "linear_790x72x190",
         "linear_k93",
+        "small_latency",
+        "long_k_few_blocks",
+        "split_16_on_4_blocks",
         "conv1x1_sectors",
         "aligned",
     ],

@@ -89,8 +89,7 @@ def small_grid(c: Contraction, knobs: Knobs, target: Target) -> bool:
     on_16_bit = knobs.mma in ("auto", "sync", "wgmma") and tensor_core_type(c) is not None
     if not (on_3xtf32 or on_16_bit):
         return False
-    batch, m, n, _ = c.extents
-    return batch * -(-m // 128) * -(-n // 256) < target.sms
+    return small_grid_tiles(c, target)
 
 
 def auto_splits(c: Contraction, target: Target) -> int:
@@ -111,6 +110,22 @@ def auto_splits(c: Contraction, target: Target) -> int:
             best, best_time = s, time
         s *= 2
     return best
+
+
+def sync_seconds(c: Contraction, target: Target) -> float:
+    """The estimate above of contraction `c` on the mma.sync rule, split as `auto_splits` would
+    (its K steps' latency and the fold; not its FLOPs)."""
+    batch, m, n, k = c.extents
+    tiles = batch * -(-m // TILE) * -(-n // TILE)
+    splits = auto_splits(c, target) if small_grid_tiles(c, target) else 1
+    return split_seconds(splits, tiles, batch, m, n, k, target)
+
+
+def small_grid_tiles(c: Contraction, target: Target) -> bool:
+    """Whether `c`'s output in the largest blocks (128×256) leaves SMs idle (`small_grid`'s
+    test of the grid alone)."""
+    batch, m, n, _ = c.extents
+    return batch * -(-m // 128) * -(-n // 256) < target.sms
 
 
 SPLIT_TF32_STEP_SECONDS = 6 * WGMMA_STEP_SECONDS

@@ -18,15 +18,21 @@ check is on the buffers' rows, and TMA reads the padded columns as the zeros the
 zero-fills past the workspace), so the padded products add zero. The copies are elementwise
 kernels (the `elementwise` rule).
 
-Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): the copies
-read each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
+Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): the copies read
+each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
 `LAUNCH_SECONDS` for each copy kernel, and the GEMM then takes its FLOPs at
-`WGMMA_FLOPS_PER_SECOND`; left on `mma.sync` it would take them at `SYNC_FLOPS_PER_SECOND`
-(measured on misaligned rows). The rule takes the kernel where the copies and the wgmma GEMM
-take less time and K holds `MIN_STEPS` steps of 64 or more. Square GEMMs are staged from about
-1000³; small ones (a batch of 127³) stay on `mma.sync`, where two more launches would cost more
-than the whole product. At most `SKINNY_ROWS` rows per batch entry are never staged in `auto`
-(the skinny and GEMV rules' shapes keep their plans).
+`WGMMA_FLOPS_PER_SECOND` or its K steps at `split_k_plan.WGMMA_STEP_SECONDS` (a small grid's
+latency; the staged GEMM is not split), whichever is the longer; left on `mma.sync` it would
+take its FLOPs at `SYNC_FLOPS_PER_SECOND` (measured on misaligned rows) or the time
+`split_k_plan` estimates for its K loop's latency and its split (`sync_seconds`), whichever is
+the longer. The rule takes the kernel where the copies and the wgmma GEMM take less time and K
+holds `MIN_STEPS` steps of 64 or more. Square GEMMs are staged from about 1000³; small ones (a
+batch of 127³) stay on `mma.sync`, where two more launches would cost more than the whole
+product, as do long K loops on few blocks (195×157×7402), which split on `mma.sync`; small
+products of a few hundred rows and columns and short K are staged (H100, benchmarks/RESULTS.md
+thirty-sixth session run 1: 373×496×443 13.6 → 10.7 µs, 91×647×911 17.3 → 13.9). At most
+`SKINNY_ROWS` rows per batch entry are never staged in `auto` (the skinny and GEMV rules' shapes
+keep their plans).
 
 Rows TMA addresses but that start off 32-byte L2 sectors (16 bytes past a multiple of 32: a
 bf16 K ≡ 8 mod 16) slow the wgmma GEMM itself: on an H100 (benchmarks/RESULTS.md, thirty-fourth
@@ -56,6 +62,7 @@ from tinyopt.passes.tile.emit import Emitter
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
+from tinyopt.passes.tile.gemm.split_k_plan import WGMMA_STEP_SECONDS, sync_seconds
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     TMA_ALIGN,
     Operands,
@@ -248,13 +255,14 @@ def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Tar
     )
 
 
-def staging_pays(c: Contraction, operands: list[_Operand]) -> tuple[bool, str]:
+def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tuple[bool, str]:
     """Whether the copies and the wgmma GEMM are estimated to take less time than `mma.sync`
     on the misaligned operands and K holds `MIN_STEPS` steps (module docstring), and why in
     words."""
     batch, m, n, k = c.extents
     flops = 2 * batch * m * n * k
-    gemm, sync = flops / WGMMA_FLOPS_PER_SECOND, flops / SYNC_FLOPS_PER_SECOND
+    gemm = max(flops / WGMMA_FLOPS_PER_SECOND, -(-k // ROW_ALIGN) * WGMMA_STEP_SECONDS)
+    sync = max(flops / SYNC_FLOPS_PER_SECOND, sync_seconds(c, target))
     moved = sum(o.bytes_moved() for o in operands)
     copies = len(operands) * LAUNCH_SECONDS + moved / COPY_BYTES_PER_SECOND
     words = (
@@ -301,7 +309,7 @@ class WgmmaStagedRule(Rule[Contraction, Staging]):
         if knobs.align == "auto":
             if m <= SKINNY_ROWS:
                 return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
-            pays, words = staging_pays(c, operands)
+            pays, words = staging_pays(c, operands, self.target)
             if not pays:
                 return f"the copies would not pay, {words} (align=on stages anyway)"
         return Staging(_names(operands))
