@@ -75,8 +75,10 @@ def test_stages_default_to_register_double_buffering() -> None:
 )
 def test_auto_split_matches_float64_on_cpu(text: str) -> None:
     # Small grids with long K: splitk=0 cuts K (split_k_plan.py), ragged last chunk included.
-    module = apply_pipeline(parse(text), "fuse,plan")
+    # K is not a multiple of 8, so mma.sync takes them where their rows are not staged for
+    # wgmma (align=off; by default the staging estimate copies them).
+    module = apply_pipeline(parse(text), "fuse,plan{align=off}")
     names = [k.sym_name.data for k in loop.kernels(module)]
     assert len(names) == 2 and names[0].endswith("_splitk") and names[1].endswith("_reduce")
-    error, bound = error_on_cpu(text, "fuse,tile,to-cuda", seed=7)
+    error, bound = error_on_cpu(text, "fuse,tile{align=off},to-cuda", seed=7)
     assert error < bound, error
