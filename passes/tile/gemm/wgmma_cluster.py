@@ -11,18 +11,20 @@ from all `s` blocks' shared memory (`tile.cluster_vload`, 16 bytes each), adds t
 order (the fold's order) and runs the epilogue on them; a second barrier keeps every block's
 shared memory alive until the others have read it. One kernel, no workspace.
 
-Opt-in (`splitk_mode=cluster`; `splitk=0` splits fold in two passes by default). On an H100
-(RESULTS.md, thirty-first session run 1) its programs matched float64, but it ran 0.68-1.06x
-cuBLAS on 14 small-grid bf16 shapes where two passes ran 0.92-1.07x: a cluster runs within one
-GPC, so a wave of one block an SM holds 15 clusters of 8, not 132/8, and the k/v linear's 16
-clusters ran in two waves (ncu: 14.5 µs against 7.9 + 3.8). Two blocks an SM hold 30: a ring
-cut for two, with launch bounds for two, hung on an H100 (run 3) with the consumers'
-`setmaxnreg` at 232 (registers the other block held); at 216 (commit 172fbea) it ran
-correctly (thirty-second session run 1) and faster (k/v 15.9 → 13.7 µs), but slower than
-two passes on 10 of 14 shapes (k/v 13.7 against 13.0 µs), so kernels here run one block an
-SM. Only the
-plain f16/bf16 GEMM takes it (blocks launched per tile, no dual GEMM, no stream-K; 8-bit
-floats are not split, as in `split_k.py`), at most 8 blocks a cluster (the portable limit).
+`splitk_mode=cluster` asks for it; `splitk_mode=auto` (the default) takes it for a small grid
+where every cluster runs in one wave and its estimate beats two passes'
+(`split_k_plan.cluster_split_estimate`; H100, RESULTS.md thirty-sixth session: the k/v linear at
+64 rows 13.2 → 12.5 µs on 16 clusters of 4). On an H100 (thirty-first session run 1) its
+programs matched float64, but it ran 0.68-1.06x cuBLAS on 14 small-grid bf16 shapes where two
+passes ran 0.92-1.07x: a cluster runs within one GPC, so a wave of one block an SM holds 15
+clusters of 8, not 132/8, and the k/v linear's 16 clusters ran in two waves (ncu: 14.5 µs
+against 7.9 + 3.8). Two blocks an SM hold 30: a ring cut for two, with launch bounds for two,
+hung on an H100 (run 3) with the consumers' `setmaxnreg` at 232 (registers the other block
+held); at 216 (commit 172fbea) it ran correctly (thirty-second session run 1) and faster (k/v
+15.9 → 13.7 µs), but slower than two passes on 10 of 14 shapes (k/v 13.7 against 13.0 µs), so
+kernels here run one block an SM. Only the plain f16/bf16 GEMM takes it (blocks launched per
+tile, no dual GEMM, no stream-K; 8-bit floats are not split, as in `split_k.py`), at most 8
+blocks a cluster (the portable limit).
 """
 
 from __future__ import annotations
