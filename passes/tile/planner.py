@@ -32,7 +32,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
     wgmma_split_estimate,
 )
 from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
-from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS, WgmmaTiles
+from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS, WgmmaTiles, one_wave
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
@@ -248,8 +248,7 @@ def _clusters_fit(
     choice, _ = refusals(kernel, replace(knobs, splitk=size, splitk_mode="cluster"), target)
     if choice is None or not isinstance(t := choice.plan, WgmmaTiles) or t.cluster != size:
         return False
-    batch, m, n, _ = c.extents
-    return batch * -(-m // t.bm) * -(-n // t.tile_n) <= target.cluster_slots(size)
+    return one_wave(t, *c.extents[:3], target)
 
 
 def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool) -> None:

@@ -89,7 +89,8 @@ def small_grid(c: Contraction, knobs: Knobs, target: Target) -> bool:
     on_16_bit = knobs.mma in ("auto", "sync", "wgmma") and tensor_core_type(c) is not None
     if not (on_3xtf32 or on_16_bit):
         return False
-    return small_grid_tiles(c, target)
+    batch, m, n, _ = c.extents
+    return batch * -(-m // 128) * -(-n // 256) < target.sms
 
 
 def auto_splits(c: Contraction, target: Target) -> int:
@@ -117,15 +118,7 @@ def sync_seconds(c: Contraction, target: Target) -> float:
     (its K steps' latency and the fold; not its FLOPs)."""
     batch, m, n, k = c.extents
     tiles = batch * -(-m // TILE) * -(-n // TILE)
-    splits = auto_splits(c, target) if small_grid_tiles(c, target) else 1
-    return split_seconds(splits, tiles, batch, m, n, k, target)
-
-
-def small_grid_tiles(c: Contraction, target: Target) -> bool:
-    """Whether `c`'s output in the largest blocks (128×256) leaves SMs idle (`small_grid`'s
-    test of the grid alone)."""
-    batch, m, n, _ = c.extents
-    return batch * -(-m // 128) * -(-n // 256) < target.sms
+    return split_seconds(auto_splits(c, target), tiles, batch, m, n, k, target)
 
 
 SPLIT_TF32_STEP_SECONDS = 6 * WGMMA_STEP_SECONDS
@@ -159,11 +152,9 @@ def wgmma_split_estimate(
     c: Contraction, bm: int, columns: int, target: Target, step: float = WGMMA_STEP_SECONDS
 ) -> tuple[int, float]:
     """`auto_wgmma_splits`'s split and its estimated time (`MARGIN` of the unsplit time where
-    it is 1; 0 where the blocks fill the SMs: no split of theirs to weigh)."""
+    it is 1)."""
     batch, m, n, k = c.extents
     blocks = batch * -(-m // bm) * -(-n // columns)
-    if blocks >= target.sms:
-        return 1, 0.0
     best, best_time = 1, MARGIN * -(-k // WGMMA_BK) * step
     for s, chunk in wgmma_splits(c, blocks, target):
         time = chunk // WGMMA_BK * step + fold_seconds(s, batch, m, n)

@@ -195,9 +195,7 @@ def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) 
     grids of several rows of blocks too (96-1000 rows) ran 0.91-1.20×, so those keep 6. On
     an H100, the rule as it stands, over the 21 shapes it changes only the ring of: 0.92-1.13×
     (geometric mean 1.02; the losses on 8-17 µs kernels that ran 1.00-1.09× on the H200)."""
-    tiles = tile_count(t, batch, m, n)
-    one_wave = target.cluster_slots(t.cluster) >= tiles if t.cluster > 1 else tiles <= target.sms
-    one_block_an_sm = t.persistent or one_wave
+    one_block_an_sm = t.persistent or one_wave(t, batch, m, n, target)
     if t.bn in WIDE_STAGES or not (m <= t.bm and one_block_an_sm):
         return t
     steps = -(-k // BK)
@@ -212,6 +210,13 @@ def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) 
 def tile_count(t: WgmmaTiles, batch: int, m: int, n: int) -> int:
     """The output tiles of a `batch × m × n` GEMM under `t`."""
     return batch * -(-m // t.bm) * -(-n // t.tile_n)
+
+
+def one_wave(t: WgmmaTiles, batch: int, m: int, n: int, target: Target) -> bool:
+    """Whether the blocks of a `batch × m × n` GEMM under `t`, launched one per tile (a cluster
+    of `t.cluster` for each), all run at once at one block an SM (`Target.cluster_slots`)."""
+    tiles = tile_count(t, batch, m, n)
+    return target.cluster_slots(t.cluster) >= tiles if t.cluster > 1 else tiles <= target.sms
 
 
 _SLT, _ULT = 2, 6

@@ -260,8 +260,8 @@ def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tu
     on the misaligned operands and K holds `MIN_STEPS` steps (module docstring), and why in
     words."""
     batch, m, n, k = c.extents
-    flops = 2 * batch * m * n * k
-    gemm = max(flops / WGMMA_FLOPS_PER_SECOND, -(-k // ROW_ALIGN) * WGMMA_STEP_SECONDS)
+    flops, steps = 2 * batch * m * n * k, -(-k // ROW_ALIGN)
+    gemm = max(flops / WGMMA_FLOPS_PER_SECOND, steps * WGMMA_STEP_SECONDS)
     sync = max(flops / SYNC_FLOPS_PER_SECOND, sync_seconds(c, target))
     moved = sum(o.bytes_moved() for o in operands)
     copies = len(operands) * LAUNCH_SECONDS + moved / COPY_BYTES_PER_SECOND
@@ -272,7 +272,7 @@ def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tu
     )
     if copies + gemm >= sync:
         return False, words
-    if -(-k // ROW_ALIGN) < MIN_STEPS:
+    if steps < MIN_STEPS:
         return False, (
             f"K = {k} holds fewer than {MIN_STEPS} steps of {ROW_ALIGN}, too few products an "
             f"output for the GEMM not to be bound by its epilogue ({words})"
