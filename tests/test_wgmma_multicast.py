@@ -63,8 +63,13 @@ def test_multicast_on_refuses_what_pairs_cannot_run(text: str, knobs: str, why: 
         (matmul_plain(1000, 2048, 1064, "bf16", "nk"), False),
         # 4096 rows: 512 tiles, four waves
         (matmul_plain(4096, 4096, 4392, "bf16", "nk"), False),
-        # an N-major B off sectors (N = 1000), a batch of 3 in one wave: not measured
-        (batched_matmul(3, 512, 1000, 4096, "bf16"), False),
+        # an N-major B off sectors (N = 1000), 64 K steps: paired at any number of waves
+        (batched_matmul(3, 512, 1000, 4096, "bf16"), True),
+        (batched_matmul(17, 1000, 1000, 1000, "bf16"), True),
+        # an N-major B of 7 K steps: the pair's barriers cost more than it saves
+        (batched_matmul(3, 1000, 1000, 448, "bf16"), False),
+        # an N-major B on sectors (N = 1024)
+        (batched_matmul(3, 1000, 1024, 1000, "bf16"), False),
     ],
 )
 def test_auto_pairs_only_where_the_measurements_say(text: str, paired: bool) -> None:

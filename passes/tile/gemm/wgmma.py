@@ -188,8 +188,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             evict=evicted_operands(knobs.evict, t, m, n),
         )
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
-        b_args = kernel.body.block.args[operands.b]  # K-major B only: N-major is not measured
-        b_off = not operands.b_mn_major and off_sectors(b_args.type)  # type: ignore[arg-type]
+        b_args = kernel.body.block.args[operands.b]
+        b_off = off_sectors(b_args.type)  # type: ignore[arg-type]
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":

@@ -78,6 +78,13 @@ AUTO_MAX_WAVES = 2
 a column's blocks stream the same B tiles at the same time; on grids of 3-9 waves (4096³,
 8192³, random shapes) multicast ran 0.97-1.07x as fast."""
 
+N_MAJOR_MIN_STEPS = 8
+"""`multicast=auto` takes an N-major B (`[K, N]`: a matmul's or bmm's weight) off sectors for
+K loops of at least this many steps, on grids of any number of waves (H100, thirty-seventh
+session, 55 random [K, N] matmuls and bmms with B's rows off sectors and even rows of tiles:
+loops of 4-7 steps 0.87-1.05x as fast, geometric mean 0.98; of 8-109 steps 0.95-1.28x, mean
+1.07, at 0.5-12 waves)."""
+
 
 def multicast_tiles(
     t: WgmmaTiles,
@@ -94,7 +101,9 @@ def multicast_tiles(
     why it cannot; `auto` pairs them by B where `multicast_pays`; `off` keeps each block's own
     loads."""
     batch, m, n, k = extents
-    pays = multicast_pays(t, batch, m, n, k, element_bits, b_off_sectors, target)
+    pays = multicast_pays(
+        t, batch, m, n, k, element_bits, b_off_sectors, operands.b_mn_major, target
+    )
     if knob == "off" or (knob == "auto" and not pays):
         return t
     paired = replace(t, multicast="b" if knob == "auto" else knob)
@@ -113,33 +122,33 @@ def multicast_pays(
     k: int,
     element_bits: int,
     b_off_sectors: bool,
+    b_mn_major: bool,
     target: Target,
 ) -> bool:
-    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): a K-major
-    f16/bf16 B (`[N, K]`, as torch's linear holds it; N-major B is not measured) whose rows
-    start off 32-byte sectors (`wgmma_staged.off_sectors`: each row of a box reads a sector
-    more, and the L2 serves half as many boxes), blocks at least 128 columns wide (a
+    """Whether sharing B tiles by multicast is expected to pay (`multicast=auto`): an f16/bf16
+    B whose rows start off 32-byte sectors (`wgmma_staged.off_sectors`: each row of a box reads
+    a sector more, and the L2 serves half as many boxes), blocks at least 128 columns wide (a
     B tile of 16 KiB a step or more to share), an even number of rows of tiles (an odd one adds
-    a block of zeros, which cost up to a wave), a grid of at most `AUTO_MAX_WAVES` waves and a K
-    loop of at least `AUTO_MIN_STEPS` steps.
+    a block of zeros, which cost up to a wave), and for a K-major B (`[N, K]`, as torch's
+    linear holds it) a grid of at most `AUTO_MAX_WAVES` waves and a K loop of at least
+    `AUTO_MIN_STEPS` steps, for an N-major B (`[K, N]`) a K loop of at least
+    `N_MAJOR_MIN_STEPS` steps.
 
     Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-9; 188 random bf16 linears,
     squares and the Llama shapes, `multicast=b` against `off`): where all of that holds,
     1.04-1.41x as fast on 23 shapes (1442×2320×4376 0.68 → 0.96x cuBLAS, 997×6112×5064 0.78
-    → 1.00x, 957×7432×6856 0.67 → 0.87x); with B on sectors 0.95-1.12x (the Llama-3 linears at 1000 and 2048 rows
-    0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-0.99x, grids of many waves
-    0.97-1.07x; 8-bit floats 0.97-1.00x (run 7)."""
+    → 1.00x, 957×7432×6856 0.67 → 0.87x); with B on sectors 0.95-1.12x (the Llama-3 linears
+    at 1000 and 2048 rows 0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-0.99x,
+    grids of many waves 0.97-1.07x; 8-bit floats 0.97-1.00x (run 7). N-major B:
+    `N_MAJOR_MIN_STEPS`."""
     rows = -(-m // t.bm)
     waves = tile_count(t, batch, m, n) / target.sms
     steps = -(-k * element_bits // (8 * 128))  # 128-byte K steps
-    return (
-        element_bits == 16
-        and b_off_sectors
-        and t.tile_n >= 128
-        and rows % 2 == 0
-        and waves <= AUTO_MAX_WAVES
-        and steps >= AUTO_MIN_STEPS
-    )
+    if b_mn_major:
+        loop_pays = steps >= N_MAJOR_MIN_STEPS
+    else:
+        loop_pays = waves <= AUTO_MAX_WAVES and steps >= AUTO_MIN_STEPS
+    return element_bits == 16 and b_off_sectors and t.tile_n >= 128 and rows % 2 == 0 and loop_pays
 
 
 def cluster_dims(t: WgmmaTiles) -> tuple[int, int, int] | None:

@@ -63,3 +63,22 @@ func.func @one_row(%x: tensor<64x4392xbf16>, %w: tensor<2048x4392xbf16>) -> tens
   %y = graph.linear %x, %w : (tensor<64x4392xbf16>, tensor<2048x4392xbf16>) -> tensor<64x2048xbf16>
   func.return %y : tensor<64x2048xbf16>
 }
+
+// An N-major B (a matmul's [K, N] weight) whose rows start off sectors (N = 1000: 2000 bytes)
+// pairs from 8 K steps on, at any number of waves: each block of the pair copies one of the
+// B tile's two 64-column chunks into both blocks' slot.
+// CHECK:      tile.kernel @n_major_0 grid [8, 16, 1] block [256, 1, 1] cluster [1, 2, 1]
+// CHECK-SAME: multicast = "b"
+// CHECK-SAME: tensor_maps = [{arg = 0 : i64, box = array<i64: 64, 64>, {{.*}}}, {arg = 1 : i64, box = array<i64: 64, 64>,
+func.func @n_major(%x: tensor<1000x1000xbf16>, %w: tensor<1000x1000xbf16>) -> tensor<1000x1000xbf16> {
+  %m = graph.matmul %x, %w : (tensor<1000x1000xbf16>, tensor<1000x1000xbf16>) -> tensor<1000x1000xbf16>
+  func.return %m : tensor<1000x1000xbf16>
+}
+
+// 7 K steps of an N-major B: too short a loop.
+// CHECK:      tile.kernel @n_major_short_k_0 grid [8, 16, 1] block [256, 1, 1] (
+// CHECK-SAME: multicast = "off"
+func.func @n_major_short_k(%x: tensor<1000x448xbf16>, %w: tensor<448x1000xbf16>) -> tensor<1000x1000xbf16> {
+  %m = graph.matmul %x, %w : (tensor<1000x448xbf16>, tensor<448x1000xbf16>) -> tensor<1000x1000xbf16>
+  func.return %m : tensor<1000x1000xbf16>
+}
