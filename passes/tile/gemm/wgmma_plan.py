@@ -415,6 +415,17 @@ def split_index_ops(side: list[Operation]) -> list[Operation]:
     ]
 
 
+def chunk_refusal(operands: Operands) -> str | None:
+    """Why the wgmma rule cannot copy a split-K partial kernel's K chunks by TMA (chunks that
+    are not whole 64-wide boxes), or None."""
+    if operands.splits > 1 and operands.chunk % BK:
+        return _fail(
+            f"takes a split of K in chunks that are multiples of {BK} (whole TMA boxes), got "
+            f"{operands.splits} chunks of {operands.chunk}"
+        )
+    return None
+
+
 def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     """Returns the buffers of a contraction whose sides are plain loads TMA can copy, else
     the sentence that says which limit the contraction is outside. The rows checked are the
@@ -423,11 +434,8 @@ def plain_operands(c: Contraction, k: int, n: int) -> Operands | str:
     operands = operand_buffers(c, shared_a=True)
     if isinstance(operands, str):
         return operands
-    if operands.splits > 1 and operands.chunk % BK:
-        return _fail(
-            f"takes a split of K in chunks that are multiples of {BK} (whole TMA boxes), got "
-            f"{operands.splits} chunks of {operands.chunk}"
-        )
+    if why := chunk_refusal(operands):
+        return why
     args = list(c.nest.parent_block().args)  # type: ignore[union-attr]
     buffers = [args[p].type for p in (operands.a, *operands.bs)]
     if any(row_misaligned(t) for t in buffers):  # type: ignore[arg-type]

@@ -21,16 +21,20 @@ kernels (the `elementwise` rule).
 Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): the copies read
 each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
 `LAUNCH_SECONDS` for each copy kernel, and the GEMM then takes its FLOPs at
-`WGMMA_FLOPS_PER_SECOND` or its K steps at `split_k_plan.WGMMA_STEP_SECONDS` (a small grid's
-latency; the staged GEMM is not split), whichever is the longer; left on `mma.sync` it would
-take its FLOPs at `SYNC_FLOPS_PER_SECOND` (measured on misaligned rows) or the time
-`split_k_plan` estimates for its K loop's latency and its split (`sync_seconds`), whichever is
-the longer. The rule takes the kernel where the copies and the wgmma GEMM take less time and K
-holds `MIN_STEPS` steps of 64 or more. Square GEMMs are staged from about 1000³; small ones (a
-batch of 127³) stay on `mma.sync`, where two more launches would cost more than the whole
-product, as do long K loops on few blocks (195×157×7402), which split on `mma.sync`; small
-products of a few hundred rows and columns and short K are staged (H100, benchmarks/RESULTS.md
-thirty-sixth session run 1: 373×496×443 13.6 → 10.7 µs, 91×647×911 17.3 → 13.9). At most
+`WGMMA_FLOPS_PER_SECOND` plus its K steps at `split_k_plan.WGMMA_STEP_SECONDS` (a small grid's
+latency; the staged GEMM is not split); left on `mma.sync` it would take its FLOPs at
+`SYNC_FLOPS_PER_SECOND` (measured on misaligned rows) plus the time `split_k_plan` estimates
+for its K loop's latency and its split (`sync_seconds`). The rule takes the kernel where the
+copies and the wgmma GEMM take less time and K holds `MIN_STEPS` steps of 64 or more. Adding
+the two terms (rather than taking the longer) chose the faster plan on 26 of the 28 misaligned
+linears of the thirty-sixth session's run 1 (H100; geometric mean 1.16× cuBLAS on that run's
+figures, against 1.10× for the longer), e.g. staging 1054×72×2014 (24.0 → 17.6 µs) and
+1260×110×3367 (38.8 → 25.4). Square GEMMs are staged from about 1000³; small ones (a batch of
+127³) stay on `mma.sync`, where two more launches would cost more than the whole product, as
+do long K loops on few blocks (195×157×7402), which split on `mma.sync`; small products of a
+few hundred rows and columns and short K are staged (373×496×443 13.6 → 10.7 µs, 91×647×911
+17.3 → 13.9). A split-K partial kernel whose chunks are not whole 64-wide boxes is not staged:
+the wgmma rule would not take it (`chunk_refusal`). At most
 `SKINNY_ROWS` rows per batch entry are never staged in `auto` (the skinny and GEMV rules' shapes
 keep their plans).
 
@@ -66,6 +70,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import WGMMA_STEP_SECONDS, sync_secon
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     TMA_ALIGN,
     Operands,
+    chunk_refusal,
     operand_buffers,
     plain_operands,
     row_misaligned,
@@ -181,6 +186,8 @@ def misaligned_operands(kernel: loop.KernelOp, c: Contraction) -> list[_Operand]
     operands = operand_buffers(c)
     if isinstance(operands, str):
         return operands
+    if why := chunk_refusal(operands):  # staged, the GEMM would still be left to mma.sync
+        return why
     staged = _operands_where(kernel, operands, row_misaligned)
     if not staged:
         return f"the operands' rows are multiples of {TMA_ALIGN} bytes: nothing to stage"
@@ -261,8 +268,8 @@ def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tu
     words."""
     batch, m, n, k = c.extents
     flops, steps = 2 * batch * m * n * k, -(-k // ROW_ALIGN)
-    gemm = max(flops / WGMMA_FLOPS_PER_SECOND, steps * WGMMA_STEP_SECONDS)
-    sync = max(flops / SYNC_FLOPS_PER_SECOND, sync_seconds(c, target))
+    gemm = flops / WGMMA_FLOPS_PER_SECOND + steps * WGMMA_STEP_SECONDS
+    sync = flops / SYNC_FLOPS_PER_SECOND + sync_seconds(c, target)
     moved = sum(o.bytes_moved() for o in operands)
     copies = len(operands) * LAUNCH_SECONDS + moved / COPY_BYTES_PER_SECOND
     words = (
