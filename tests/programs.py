@@ -561,6 +561,18 @@ CASES = [
         matmul_plain(1000, 1024, 520, "bf16"),
         tile_with("multicast=b"),
     ),
+    # 192-wide blocks of an N-major B: each block copies 32 of each of the three chunks' 64 K
+    # rows into both (`k_halves`); a ragged N and K; persistent pairs of 192×192 blocks.
+    Case(
+        "bf16_wgmma_multicast_k_halves_1000x1000x1000",
+        matmul_plain(1000, 1000, 1000, "bf16"),
+        tile_with("mma=wgmma bn=192 multicast=b"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_k_halves_tall_3000x3000x3000",
+        matmul_plain(3000, 3000, 3000, "bf16"),
+        tile_with("mma=wgmma bm=192 bn=192 multicast=b"),
+    ),
     Case(
         "bf16_wgmma_multicast_persistent_tall_3000x3000x1024",
         matmul_plain(3000, 3000, 1024, "bf16", "nk"),

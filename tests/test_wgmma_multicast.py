@@ -42,7 +42,6 @@ def test_paired_blocks_multicast_b_and_arrive_without_a_memory_barrier(tmp_path:
         (OFF_SECTORS, "ws=0", "ws=0"),
         (OFF_SECTORS, "splitk=2 splitk_mode=cluster", "a split of K over a cluster"),
         (OFF_SECTORS, "streamk=tail", "streamk=tail"),
-        (matmul_plain(1000, 960, 4392, "bf16"), "bn=192", "N-major B of 3 64-column chunks"),
         (matmul_plain(100, 2048, 4392, "bf16", "nk"), "bm=128", "one row of tiles (M=100"),
     ],
 )
@@ -76,6 +75,17 @@ def test_auto_pairs_only_where_the_measurements_say(text: str, paired: bool) -> 
     plans = _plans(text)
     assert plans, "no wgmma kernel"
     assert all(('multicast = "b"' in p) == paired for p in plans), plans
+
+
+def test_an_odd_number_of_n_major_chunks_pairs_in_halves_of_k() -> None:
+    """192-wide blocks of an N-major B hold three 64-column chunks: each block of the pair
+    copies 32 of every chunk's 64 K rows (boxes of 32 × 64) instead of half of the chunks."""
+    text = matmul_plain(1000, 960, 4392, "bf16")
+    plans = _plans(text, "mma=wgmma bn=192 multicast=b")
+    assert plans and all('multicast = "b"' in p for p in plans), plans
+    lowered = str(apply_pipeline(parse(text), "fuse,tile{mma=wgmma bn=192 multicast=b}"))
+    assert "box = array<i64: 32, 64>" in lowered
+    assert len(re.findall(r"tile\.tma_load %1\[.*multicast 3", lowered)) == 3
 
 
 def test_a_written_multicast_plan_is_checked_as_the_knob_path() -> None:

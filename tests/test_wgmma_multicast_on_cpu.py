@@ -3,7 +3,8 @@
 blocks of a cluster at once as processes, their mbarriers shared, each TMA multicast copy
 landing in both blocks) against float64: clusters of two rows of tiles (1, 2, 1), an odd number
 of rows of tiles (the last pair's second block past M), persistent pairs (2, 1, 1) taking
-several tiles (one pair for a one-SM target), an N-major B, 8-bit floats, and A shared by an
+several tiles (one pair for a one-SM target), an N-major B (in halves of its chunks, or of
+each chunk's K rows), 8-bit floats, and A shared by an
 odd number of columns of tiles.
 The kernels' consumers release a slot with one thread's arrival a block after
 `wgmma.wait_group`, which the emulation's warpgroup-wide commit makes sound.
@@ -51,6 +52,21 @@ CASES = [
     ),
     # N-major B: each block copies one of the tile's two 64-column chunks; a ragged K
     ("n_major_256x256x520", matmul_plain(256, 256, 520, "bf16"), "splitk=1 bn=128", (1, 2, 1)),
+    # N-major B in 192-wide blocks: three chunks, each block copying 32 of every chunk's 64 K
+    # rows; a ragged N (the third column of tiles past it) and a K tail inside the second half
+    (
+        "n_major_k_halves_256x400x552",
+        matmul_plain(256, 400, 552, "bf16"),
+        "splitk=1 mma=wgmma bm=128 bn=192",
+        (1, 2, 1),
+    ),
+    # the same on 192×192 blocks (three consumer warpgroups), persistent pairs
+    (
+        "n_major_k_halves_tall_persistent_400x400x200",
+        matmul_plain(400, 400, 200, "bf16"),
+        "splitk=1 mma=wgmma bm=192 bn=192 persistent=1 sms=2",
+        (2, 1, 1),
+    ),
     ("fp8_256x256x512", scaled_matmul(256, 256, 512), "", (1, 2, 1)),
 ]
 

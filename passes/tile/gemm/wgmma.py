@@ -87,6 +87,7 @@ from tinyopt.passes.tile.gemm.wgmma_swapped import (
 )
 from tinyopt.passes.tile.gemm.wgmma_multicast import (
     cluster_dims,
+    k_halves,
     multicast_refusal,
     multicast_tiles,
 )
@@ -322,7 +323,8 @@ def emit_wgmma_gemm(
     a_rows = rows // t.column_pairs  # a block's share of a multicast A tile
     a_box = (*[1] * (a_rank - 2), a_rows, bk)
     b_rows = columns // t.row_pairs  # of a multicast B tile
-    b_box = (*[1] * (b_rank - 2), *((bk, bk) if operands.b_mn_major else (b_rows, bk)))
+    k_rows = bk // t.row_pairs if k_halves(t, operands.b_mn_major) else bk  # of an N-major chunk
+    b_box = (*[1] * (b_rank - 2), *((k_rows, bk) if operands.b_mn_major else (b_rows, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
     tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
     args = list(new.body.block.args)
@@ -634,12 +636,20 @@ class _WgmmaEmitter:
 
     def _multicast_b(self, copy: Callable[..., None], k0: SSAValue, slot: SSAValue) -> None:
         """The block's share of the slot's B tile, copied into both blocks of the pair: rows
-        rank·bn/2.. of a K-major tile, or its 64-column chunks rank·c/2.. of c (N-major)."""
+        rank·bn/2.. of a K-major tile, or its 64-column chunks rank·c/2.. of c (N-major), or
+        of an odd c, K rows rank·32.. of each chunk (`k_halves`)."""
         em, t = self.em, self.t
         (b_global,) = self.b_globals
         assert self.rank is not None
         zero, mask = em.index(0), (1 << t.sharers) - 1
-        if self.mn_major:
+        if k_halves(t, self.mn_major):
+            row = em.mul(self.rank, self.bk // t.sharers)
+            k = em.add(k0, row)
+            for chunk in range(t.tile_n // self.bk):
+                n = em.add(self.n0, chunk * self.bk)
+                to = [slot, em.index(chunk), row, zero]
+                copy(b_global, [k, n], self.b_smem, to, mask)
+        elif self.mn_major:
             share = t.tile_n // self.bk // t.sharers
             for i in range(share):
                 chunk = em.add(em.mul(self.rank, share), i)

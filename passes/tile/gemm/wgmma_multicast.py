@@ -4,9 +4,11 @@ The blocks of two consecutive rows of tiles in one column read the same B tiles
 (`multicast = "b"`). Launched as a thread-block cluster of two (`__cluster_dims__(1, 2, 1)`, or
 `(2, 1, 1)` for a persistent grid, whose clusters walk pairs of tiles), each block's producer
 copies its own A tile and half of the B tile's rows (K-major: bn/2 rows; N-major: half of its
-64-column chunks) with a multicast copy that lands in both blocks' ring slot and completes its
-bytes on both blocks' `full` mbarrier: the L2 serves each B tile once for two blocks, a third
-fewer bytes a 128×256 block's K step (16 KiB of A and 16 of B instead of 16 and 32). With
+64-column chunks, or where they are odd in number, a 192-wide block's three, half of each
+chunk's 64 K rows: `k_halves`) with a multicast copy that lands in both blocks' ring slot and
+completes its bytes on both blocks' `full` mbarrier: the L2 serves each B tile once for two
+blocks, a third fewer bytes a 128×256 block's K step (16 KiB of A and 16 of B instead of 16
+and 32). With
 `multicast = "a"` the pair is two consecutive columns of tiles in one row (`(2, 1, 1)`), and
 each block copies half of the A tile's rows into both.
 
@@ -50,9 +52,6 @@ def multicast_refusal(
         why.append("streamk=tail")
     if element_bits == 32:
         why.append("f32 operands split into TF32")
-    chunks = t.tile_n // BK
-    if t.multicast == "b" and operands.b_mn_major and chunks % 2:
-        why.append(f"an N-major B of {chunks} 64-column chunks a block (an odd number)")
     if t.multicast == "b" and -(-m // t.bm) < 2:
         why.append(f"one row of tiles (M={m}, bm={t.bm})")
     if t.multicast == "a" and -(-n // t.tile_n) < 2:
@@ -84,6 +83,14 @@ K loops of at least this many steps, on grids of any number of waves (H100, thir
 session, 55 random [K, N] matmuls and bmms with B's rows off sectors and even rows of tiles:
 loops of 4-7 steps 0.87-1.05x as fast, geometric mean 0.98; of 8-109 steps 0.95-1.28x, mean
 1.07, at 0.5-12 waves)."""
+
+
+def k_halves(t: WgmmaTiles, b_mn_major: bool) -> bool:
+    """Whether each block of a pair sharing an N-major B copies half of every 64-column chunk's
+    K rows (32 of 64, into both blocks' slot; a box of 32 × 64) rather than half of the
+    chunks: where the chunks are odd in number (192-wide blocks). The 128-byte swizzle repeats
+    every 8 rows, so the second half lands at its rows of the chunk as a whole box would."""
+    return t.row_pairs > 1 and b_mn_major and (t.tile_n // BK) % t.row_pairs != 0
 
 
 def multicast_tiles(
