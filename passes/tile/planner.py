@@ -129,19 +129,23 @@ def plan_kernels(
         for piece in unpair(module, kernel, paired):
             plan_kernels(module, piece, knobs, target, split, why)
         return
-    splits, mode, found = knobs.splitk, knobs.splitk_mode, None
+    splits, mode, found, clustered = knobs.splitk, knobs.splitk_mode, None, None
     aligned = knobs.mma in ("wgmma", "3xtf32")
     partial_knobs = knobs
     if split and not splits and (c := _small_grid(kernel, knobs, target)):
         found = refusals(kernel, knobs, target)
-        splits, mode = _auto_splits(kernel, c, found[0], knobs, target)
+        splits, mode, clustered = _auto_splits(kernel, c, found[0], knobs, target)
         aligned = found[0] is not None and found[0].rule.name in ("wgmma", "wgmma_3xtf32")
         if (square := _square_split(c, found[0], knobs, target)) > 1:
             splits, mode = square, "twopass"
             partial_knobs = replace(knobs, bm=128, bn=128)
     if split and splits > 1 and mode == "cluster" and match_contraction(kernel) is not None:
         _plan_cluster_split(
-            kernel, replace(partial_knobs, splitk=splits, splitk_mode=mode), target, why
+            kernel,
+            replace(partial_knobs, splitk=splits, splitk_mode=mode),
+            target,
+            why,
+            clustered,
         )
         return
     if split and splits > 1:
@@ -205,16 +209,21 @@ def _small_grid(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> Contract
     return c if c is not None and small_grid(c, knobs, target) else None
 
 
+Planned = tuple[Choice | None, list[tuple[str, str]]]
+"""A kernel's choice and the refusals before it (`refusals`)."""
+
+
 def _auto_splits(
     kernel: loop.KernelOp, c: Contraction, choice: Choice | None, knobs: Knobs, target: Target
-) -> tuple[int, str]:
+) -> tuple[int, str, Planned | None]:
     """`splitk=0`: the split count (and `splitk_mode`) of a small-grid contraction the
     mma.sync, the wgmma or the 3xTF32 rule takes unsplit (`choice`; `split_k_plan.py`); the
     wgmma rules' partial kernels fold in a second pass (they store their sums as they are),
     or, under `splitk_mode=auto`, the wgmma rule's split over a cluster where its clusters fit
-    one wave and its estimate, with no fold, is the cheaper (`cluster_split_estimate`)."""
+    one wave and its estimate, with no fold, is the cheaper (`cluster_split_estimate`): then
+    with the plan `_clusters_fit` checked, which `_plan_cluster_split` attaches."""
     if choice is not None and choice.rule.name == "mma_sync":  # no clusters on mma.sync
-        return auto_splits(c, target), knobs.splitk_mode.replace("cluster", "auto")
+        return auto_splits(c, target), knobs.splitk_mode.replace("cluster", "auto"), None
     if (
         choice is not None
         and choice.rule.name == "wgmma"
@@ -223,39 +232,44 @@ def _auto_splits(
         if t.dual == "off" and not t.persistent:
             splits, two_pass = wgmma_split_estimate(c, t.bm, t.tile_n, target)
             if knobs.splitk_mode == "cluster":
-                return min(splits, CLUSTER_SPLITS[-1]), "cluster"
+                return min(splits, CLUSTER_SPLITS[-1]), "cluster", None
             if knobs.splitk_mode == "auto":
                 size, clustered = cluster_split_estimate(c, t.bm, t.tile_n, target)
                 if (
                     size > 1
                     and clustered < two_pass
-                    and _clusters_fit(kernel, c, knobs, size, target)
+                    and (checked := _clusters_fit(kernel, c, knobs, size, target))
                 ):
-                    return size, "cluster"
-            return splits, "twopass"
+                    return size, "cluster", checked
+            return splits, "twopass", None
     if choice is not None and isinstance(t := choice.plan, Wgmma3xTf32Tiles):
         if t.swap == "on":
-            return swap_splits(c, t.bm, t.tile_n, target), "twopass"
-        return auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS), "twopass"
-    return 1, knobs.splitk_mode
+            return swap_splits(c, t.bm, t.tile_n, target), "twopass", None
+        splits = auto_wgmma_splits(c, t.bm, t.tile_n, target, SPLIT_TF32_STEP_SECONDS)
+        return splits, "twopass", None
+    return 1, knobs.splitk_mode, None
 
 
 def _clusters_fit(
     kernel: loop.KernelOp, c: Contraction, knobs: Knobs, size: int, target: Target
-) -> bool:
-    """Whether the wgmma rule takes `kernel` split over clusters of `size` blocks and its
-    clusters, on the blocks it plans then, all run in one wave."""
-    choice, _ = refusals(kernel, replace(knobs, splitk=size, splitk_mode="cluster"), target)
+) -> Planned | None:
+    """The wgmma rule's plan of `kernel` split over clusters of `size` blocks (with the
+    refusals before it) where it takes it so and its clusters, on the blocks it plans then,
+    all run in one wave; else None."""
+    planned = refusals(kernel, replace(knobs, splitk=size, splitk_mode="cluster"), target)
+    choice = planned[0]
     if choice is None or not isinstance(t := choice.plan, WgmmaTiles) or t.cluster != size:
-        return False
-    return one_wave(t, *c.extents[:3], target)
+        return None
+    return planned if one_wave(t, *c.extents[:3], target) else None
 
 
-def _plan_cluster_split(kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool) -> None:
+def _plan_cluster_split(
+    kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool, checked: Planned | None
+) -> None:
     """Plans contraction `kernel` with K split over clusters of `knobs.splitk` blocks
-    (`splitk_mode=cluster`, `wgmma_cluster.py`), raising where the wgmma rule does not take
-    it so."""
-    choice, refused = refusals(kernel, knobs, target)
+    (`splitk_mode=cluster`, `wgmma_cluster.py`; `checked`: the plan `_auto_splits` made under
+    these knobs, else planned here), raising where the wgmma rule does not take it so."""
+    choice, refused = checked or refusals(kernel, knobs, target)
     if choice is not None:
         _refuse_unswapped(kernel, knobs, choice, refused)
     planned = choice is not None and isinstance(choice.plan, WgmmaTiles)

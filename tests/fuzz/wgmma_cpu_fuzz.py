@@ -276,6 +276,8 @@ MULTICAST_FORMS = (
 AUTO_FORMS = ("linear_bias", "linear", "linear_f32", "linear_silu", "mlp", "swiglu")
 """The programs of `multicast=auto` cases: K-major B (`[N, K]`), whose rows off 32-byte
 sectors the automatic rule may pair blocks for."""
+AUTO_N_MAJOR_FORMS = ("matmul", "matmul_relu", "bmm")
+"""The `multicast=auto` cases' programs of an N-major B (`[K, N]`), paired from 8 K steps."""
 
 MULTICAST_BUDGET = 40_000_000
 """M·N·K of a multicast case at most: fewer, larger cases than `BUDGET` (two rows or columns
@@ -303,13 +305,14 @@ def multicast_case(seed: int, index: int) -> Case:
     rarely `ws=0`, `streamk=tail` or a cluster split (refused with `a` or `b`); for `a` or `b`
     two to five columns or rows of tiles of the shared operand's side (odd counts three times
     in five: the last pair's second block past N or M), for `auto` a K-major B with
-    K ≡ 8 mod 16 (off 32-byte sectors) of 24 K steps or more (or 22-23: the rule's edge)."""
+    K ≡ 8 mod 16 (off 32-byte sectors) of 24 K steps or more (or 22-23: the rule's edge), or
+    an N-major B with N ≡ 8 mod 16 and K of 5-12 steps (the rule's edge at 8)."""
     rng = random.Random(f"multicast {seed} {index}")
     knob = rng.choices(list(MULTICAST_WEIGHTS), list(MULTICAST_WEIGHTS.values()))[0]
     dtype = rng.choice(("bf16", "bf16", "f16"))
     knobs = [f"multicast={knob}"]
     if knob == "auto":
-        form = rng.choice(AUTO_FORMS)
+        form = rng.choice(AUTO_FORMS + AUTO_N_MAJOR_FORMS)
         # few SMs: blocks 128 columns wide or more, at most two waves of them (many SMs get
         # 64×64 blocks, which the rule leaves unpaired)
         knobs.append(f"sms={rng.choice((2, 4, 4, 8, 8, 16, 132))}")
@@ -323,6 +326,8 @@ def multicast_case(seed: int, index: int) -> Case:
             n = rng.randint(1, 3) * bn - rng.randrange(bn // 2)
             # K ≡ 8 mod 16 of 24-34 K steps (1480: 23.1 steps), 20% of 22-23 (the rule's edge)
             k = 1480 + 16 * rng.randrange(41) if rng.random() < 0.8 else rng.choice((1416, 1448))
+            if form in AUTO_N_MAJOR_FORMS:  # B's rows of N off sectors, 5-12 K steps
+                n, k = max(n // 16, 1) * 16 + 8, 8 * rng.randint(36, 96)
             name, text, work = _program(rng, dtype, True, form, (m, n, k))
             if work <= 2 * MULTICAST_BUDGET:
                 break
