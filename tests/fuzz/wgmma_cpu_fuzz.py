@@ -21,7 +21,8 @@ A planner refusal (`DiagnosticException`) is counted, never a failure; an error 
 program's tolerance (or one element off by more than `ELEMENT_TOLERANCE`), a NaN, a vector
 access off its alignment (UBSan's check, `check_alignment`; `--no-alignment-check` skips it),
 a plan with fewer wgmma kernels than the same knobs with `align=off` (a staging that leaves a
-GEMM off the tensor cores), or any other exception fails the case, printed with the seed and
+GEMM off the tensor cores) or with copies feeding a GEMM off wgmma, or any other exception
+fails the case, printed with the seed and
 index that rebuild it (`case(seed, index)`). The exit status is 1 when any case failed.
 
 `--multicast` draws other cases (`multicast_case`): the same programs (and FP8 with block
@@ -495,11 +496,18 @@ def errors_on_cpu(text: str, knobs: str, seed: int) -> tuple[float, float, float
     return relative_error(out, ref), tolerance(graph), worst
 
 
-def wgmma_kernels(text: str, knobs: str) -> int:
-    """The kernels the wgmma rule takes in the plan of `text` under `knobs`."""
+def wgmma_kernels(text: str, knobs: str) -> tuple[int, list[str]]:
+    """The kernels the wgmma rule takes in the plan of `text` under `knobs`, and the GEMM
+    kernels fed by staging copies (`X_pad_a` / `X_pad_b` for GEMM `X`) that it does not."""
     module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
-    plans = [k.attributes[tile.PLAN] for k in loop.kernels(module)]
-    return sum(p.rule.data == "wgmma" for p in plans)  # type: ignore[union-attr]
+    rules = {
+        k.sym_name.data: k.attributes[tile.PLAN].rule.data  # type: ignore[union-attr]
+        for k in loop.kernels(module)
+    }
+    fed = {name.rsplit("_pad_", 1)[0] for name in rules if "_pad_" in name}
+    return sum(r == "wgmma" for r in rules.values()), sorted(
+        f"{name}: {rules.get(name)}" for name in fed if rules.get(name) != "wgmma"
+    )
 
 
 def unaligned(knobs: str) -> str:
@@ -509,19 +517,22 @@ def unaligned(knobs: str) -> str:
 
 def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
     """("ok" | "refused" | "refused_late" | "failed", the plan's paths, a note). Besides the
-    output's errors, a plan with fewer wgmma kernels than under `align=off` fails: staging
-    only ever moves a GEMM onto wgmma."""
+    output's errors, a plan with fewer wgmma kernels than under `align=off`, or with staging
+    copies feeding a GEMM the wgmma rule does not take, fails: staging only ever moves a GEMM
+    onto wgmma."""
     try:
         paths = plan_paths(c.text, c.knobs)
-        wgmma, wgmma_unaligned = wgmma_kernels(c.text, c.knobs), 0
+        (wgmma, copied_for_nothing), wgmma_unaligned = wgmma_kernels(c.text, c.knobs), 0
         if "align=off" not in c.knobs.split():
-            wgmma_unaligned = wgmma_kernels(c.text, unaligned(c.knobs))
+            wgmma_unaligned = wgmma_kernels(c.text, unaligned(c.knobs))[0]
     except VerifyException:
         return "failed", set(), traceback.format_exc()
     except DiagnosticException as e:
         return "refused", set(), str(e).splitlines()[0][:400]
     if wgmma < wgmma_unaligned:
         return "failed", paths, f"{wgmma} wgmma kernels, {wgmma_unaligned} with align=off"
+    if copied_for_nothing:
+        return "failed", paths, f"staging copies feed GEMMs off wgmma: {copied_for_nothing}"
     try:
         error, bound, worst = errors_on_cpu(c.text, c.knobs, seed)
     except VerifyException:  # IR the passes made and the verifier rejects: a defect
