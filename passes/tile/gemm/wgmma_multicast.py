@@ -8,9 +8,8 @@ copies its own A tile and half of the B tile's rows (K-major: bn/2 rows; N-major
 chunk's 64 K rows: `k_halves`) with a multicast copy that lands in both blocks' ring slot and
 completes its bytes on both blocks' `full` mbarrier: the L2 serves each B tile once for two
 blocks, a third fewer bytes a 128×256 block's K step (16 KiB of A and 16 of B instead of 16
-and 32). With
-`multicast = "a"` the pair is two consecutive columns of tiles in one row (`(2, 1, 1)`), and
-each block copies half of the A tile's rows into both.
+and 32). With `multicast = "a"` the pair is two consecutive columns of tiles in one row
+(`(2, 1, 1)`), and each block copies half of the A tile's rows into both.
 
 A slot may be refilled only when both blocks' consumers are done with it, since either block's
 copy writes into both: one thread of each consumer warpgroup arrives on each block's `empty`
