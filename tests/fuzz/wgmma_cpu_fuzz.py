@@ -313,7 +313,11 @@ def multicast_case(seed: int, index: int) -> Case:
     dtype = rng.choice(("bf16", "bf16", "f16"))
     knobs = [f"multicast={knob}"]
     if knob == "auto":
-        form = rng.choice(AUTO_FORMS + AUTO_N_MAJOR_FORMS)
+        form = rng.choice(AUTO_FORMS)
+        # a third of them on an N-major B instead (drawn apart: the seeds' K-major cases stay)
+        n_major = random.Random(f"multicast n-major {seed} {index}")
+        if n_major.random() < 0.3:
+            form = n_major.choice(AUTO_N_MAJOR_FORMS)
         # few SMs: blocks 128 columns wide or more, at most two waves of them (many SMs get
         # 64×64 blocks, which the rule leaves unpaired)
         knobs.append(f"sms={rng.choice((2, 4, 4, 8, 8, 16, 132))}")
