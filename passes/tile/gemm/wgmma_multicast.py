@@ -151,8 +151,8 @@ def multicast_pays(
     rows = -(-m // t.bm)
     waves = tile_count(t, batch, m, n) / target.sms
     steps = -(-k * element_bits // (8 * 128))  # 128-byte K steps
-    if b_mn_major:  # an odd number of chunks (`k_halves`) is not timed on a GPU yet
-        loop_pays = steps >= N_MAJOR_MIN_STEPS and (t.tile_n // BK) % 2 == 0
+    if b_mn_major:  # the pair's `k_halves` copies are not timed on a GPU yet
+        loop_pays = steps >= N_MAJOR_MIN_STEPS and not k_halves(replace(t, multicast="b"), True)
     else:
         loop_pays = waves <= AUTO_MAX_WAVES and steps >= AUTO_MIN_STEPS
     return element_bits == 16 and b_off_sectors and t.tile_n >= 128 and rows % 2 == 0 and loop_pays

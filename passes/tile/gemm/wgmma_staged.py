@@ -34,9 +34,8 @@ figures, against 1.10× for the longer), e.g. staging 1054×72×2014 (24.0 → 1
 do long K loops on few blocks (195×157×7402), which split on `mma.sync`; small products of a
 few hundred rows and columns and short K are staged (373×496×443 13.6 → 10.7 µs, 91×647×911
 17.3 → 13.9). A split-K partial kernel whose chunks are not whole 64-wide boxes is not staged:
-the wgmma rule would not take it (`chunk_refusal`). At most
-`SKINNY_ROWS` rows per batch entry are never staged in `auto` (the skinny and GEMV rules' shapes
-keep their plans).
+the wgmma rule would not take it (`chunk_refusal`). At most `SKINNY_ROWS` rows per batch entry
+are never staged in `auto` (the skinny and GEMV rules' shapes keep their plans).
 
 Rows TMA addresses but that start off 32-byte L2 sectors (16 bytes past a multiple of 32: a
 bf16 K ≡ 8 mod 16) slow the wgmma GEMM itself: on an H100 (benchmarks/RESULTS.md, thirty-fourth
