@@ -902,45 +902,57 @@ class PackOp(IRDLOperation):
 
 TENSOR_MAPS = "tile.tensor_maps"
 """`tile.kernel` attribute: the arguments the kernel receives as TMA tensor maps (a list of
-`{arg, box, swizzle}` dictionaries); the runtime encodes a map for each of them."""
+`{arg, box, swizzle}` dictionaries, with `l2_promotion` where it is not 0); the runtime encodes
+a map for each of them."""
 
 SWIZZLES = (0, 32, 64, 128)
 """TMA / wgmma shared-memory swizzle widths in bytes (0: none)."""
+
+L2_PROMOTIONS = (0, 64, 128, 256)
+"""TMA L2 promotion sizes in bytes (0: none): the L2 fills a copy's misses in aligned pieces
+of this size, whatever part of them the copy's box covers."""
 
 
 @dataclass(frozen=True)
 class TensorMapArg:
     """One kernel argument passed as a tensor map: the box (in the memref's dimension order,
-    outermost first) that one `tile.tma_load` copies, and the shared-memory swizzle width."""
+    outermost first) that one `tile.tma_load` copies, the shared-memory swizzle width and the
+    L2 promotion size (`L2_PROMOTIONS`)."""
 
     arg: int
     box: tuple[int, ...]
     swizzle: int
+    l2_promotion: int = 0
 
     def to_attr(self) -> DictionaryAttr:
-        return DictionaryAttr(
-            {
-                "arg": IntegerAttr(self.arg, i64),
-                "box": DenseArrayBase.from_list(i64, list(self.box)),
-                "swizzle": IntegerAttr(self.swizzle, i64),
-            }
-        )
+        entries: dict[str, Attribute] = {
+            "arg": IntegerAttr(self.arg, i64),
+            "box": DenseArrayBase.from_list(i64, list(self.box)),
+            "swizzle": IntegerAttr(self.swizzle, i64),
+        }
+        if self.l2_promotion:
+            entries["l2_promotion"] = IntegerAttr(self.l2_promotion, i64)
+        return DictionaryAttr(entries)
 
     @staticmethod
     def from_attr(attr: Attribute) -> TensorMapArg:
         if not isinstance(attr, DictionaryAttr):
             raise VerifyException(f"{TENSOR_MAPS} entries must be dictionaries, got {attr}")
         arg, box, swizzle = (attr.data.get(k) for k in ("arg", "box", "swizzle"))
+        promotion = attr.data.get("l2_promotion", IntegerAttr(0, i64))
         if not (
             isinstance(arg, IntegerAttr)
             and isinstance(box, DenseArrayBase)
             and isinstance(swizzle, IntegerAttr)
+            and isinstance(promotion, IntegerAttr)
         ):
             raise VerifyException(
                 f"{TENSOR_MAPS} entries need arg (integer), box (array<i64>) and swizzle "
-                f"(integer), got {attr}"
+                f"(integer), and l2_promotion (integer) if any, got {attr}"
             )
-        return TensorMapArg(arg.value.data, tuple(box.get_values()), swizzle.value.data)
+        return TensorMapArg(
+            arg.value.data, tuple(box.get_values()), swizzle.value.data, promotion.value.data
+        )
 
     def verify(self, where: str, t: MemRefType) -> None:
         """Raises VerifyException when the box or swizzle is not one TMA can copy."""
@@ -953,6 +965,8 @@ class TensorMapArg:
             raise VerifyException(f"{where}: tensor map box sizes must be in [1, 256]")
         if self.swizzle not in SWIZZLES:
             raise VerifyException(f"{where}: swizzle must be one of {SWIZZLES} bytes")
+        if self.l2_promotion not in L2_PROMOTIONS:
+            raise VerifyException(f"{where}: l2_promotion must be one of {L2_PROMOTIONS} bytes")
         inner = self.box[-1] * _element_bits(t.element_type) // 8
         if self.swizzle and inner > self.swizzle:
             raise VerifyException(

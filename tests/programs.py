@@ -573,6 +573,12 @@ CASES = [
         matmul_plain(3000, 3000, 3000, "bf16"),
         tile_with("mma=wgmma bm=192 bn=192 multicast=b"),
     ),
+    # Tensor maps with 256-byte L2 promotion (`l2promo`), B's rows off 32-byte sectors.
+    Case(
+        "bf16_wgmma_l2promo_256_1000x2048x3000",
+        matmul_plain(1000, 2048, 3000, "bf16", "nk"),
+        tile_with("l2promo=256"),
+    ),
     Case(
         "bf16_wgmma_multicast_persistent_tall_3000x3000x1024",
         matmul_plain(3000, 3000, 1024, "bf16", "nk"),

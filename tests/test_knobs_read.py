@@ -66,7 +66,8 @@ second lowers each rule's reference once per knob."""
 
 
 def _cuda(rule: str, knobs: str) -> list[str] | None:
-    """The CUDA of the rule's program under `tile{knobs}`, or None where the knobs are refused."""
+    """The CUDA of the rule's program under `tile{knobs}` (each kernel's source and the tensor
+    maps it is launched with), or None where the knobs are refused."""
     if (rule, knobs) not in _lowered:
         _lowered[rule, knobs] = _lower(rule, knobs)
     found = _lowered[rule, knobs]
@@ -82,7 +83,11 @@ def _lower(rule: str, knobs: str) -> list[str] | None:
         apply_pipeline(module, f"tile{{{knobs}}},to-cuda", context())
     except DiagnosticException:
         return None
-    return [op.source.data for op in module.walk() if isinstance(op, tile.CudaKernelOp)]
+    return [
+        op.source.data + str(tile.tensor_maps(op))
+        for op in module.walk()
+        if isinstance(op, tile.CudaKernelOp)
+    ]
 
 
 def _settings(base: str, name: str) -> list[str]:

@@ -11,7 +11,7 @@ import numpy as np
 from cuda.bindings import driver
 from cuda.core import Buffer, Device, LaunchConfig, ObjectCode, Stream, TensorMapDescriptor, launch
 from cuda.core import Kernel as CoreKernel
-from cuda.core._tensor_map import TensorMapDataType, TensorMapSwizzle
+from cuda.core._tensor_map import TensorMapDataType, TensorMapL2Promotion, TensorMapSwizzle
 from cuda.core.graph import GraphBuilder
 from cuda.core.utils import StridedMemoryView
 
@@ -151,6 +151,12 @@ _TMA_SWIZZLES = {
     64: TensorMapSwizzle.SWIZZLE_64B,
     128: TensorMapSwizzle.SWIZZLE_128B,
 }
+_TMA_L2_PROMOTIONS = {
+    0: TensorMapL2Promotion.NONE,
+    64: TensorMapL2Promotion.L2_64B,
+    128: TensorMapL2Promotion.L2_128B,
+    256: TensorMapL2Promotion.L2_256B,
+}
 _STORAGE = {
     "float32": np.float32,
     "float16": np.float16,
@@ -161,10 +167,16 @@ _STORAGE = {
 
 
 def tensor_map(
-    pointer: int, shape: Sequence[int], dtype_name: str, box: Sequence[int], swizzle: int
+    pointer: int,
+    shape: Sequence[int],
+    dtype_name: str,
+    box: Sequence[int],
+    swizzle: int,
+    l2_promotion: int = 0,
 ) -> TensorMapDescriptor:
     """Encode the TMA tensor map of a C-contiguous device buffer for copies of `box`
-    (dimensions in shape order) into shared memory swizzled by `swizzle` bytes (0: none).
+    (dimensions in shape order) into shared memory swizzled by `swizzle` bytes (0: none), the
+    L2 filling misses in aligned pieces of `l2_promotion` bytes (0: none).
 
     Elements outside the buffer read as zeros. The map refers to `pointer`; it is valid as
     long as the buffer is.
@@ -176,7 +188,10 @@ def tensor_map(
     )
     try:
         return view.as_tensor_map(
-            tuple(box), data_type=_TMA_TYPES[dtype_name], swizzle=_TMA_SWIZZLES[swizzle]
+            tuple(box),
+            data_type=_TMA_TYPES[dtype_name],
+            swizzle=_TMA_SWIZZLES[swizzle],
+            l2_promotion=_TMA_L2_PROMOTIONS[l2_promotion],
         )
     except Exception as exc:  # cuda.core raises ValueError or its CUDAError
         raise CudaArgumentError(
@@ -205,9 +220,9 @@ class BoundLaunch:
 class Kernel:
     """One kernel of a cubin with a fixed grid, block and dynamic shared memory size.
 
-    `tensor_maps` maps a parameter position to the (box, swizzle) of the TMA tensor map the
-    kernel takes there instead of a pointer. With `pdl` it is launched with programmatic stream
-    serialization (docs/knobs.md).
+    `tensor_maps` maps a parameter position to the (box, swizzle, L2 promotion) of the TMA
+    tensor map the kernel takes there instead of a pointer. With `pdl` it is launched with
+    programmatic stream serialization (docs/knobs.md).
     """
 
     def __init__(
@@ -217,7 +232,7 @@ class Kernel:
         grid: tuple[int, int, int],
         block: tuple[int, int, int],
         smem_bytes: int = 0,
-        tensor_maps: dict[int, tuple[tuple[int, ...], int]] | None = None,
+        tensor_maps: dict[int, tuple[tuple[int, ...], int, int]] | None = None,
         pdl: bool = False,
     ) -> None:
         self.cubin = cubin
@@ -258,20 +273,22 @@ class Kernel:
         self,
         pointers: Sequence[int],
         buffers: Sequence[tuple[tuple[int, ...], str]],
-        encode: Callable[[int, Sequence[int], str, Sequence[int], int], _Map],
+        encode: Callable[[int, Sequence[int], str, Sequence[int], int, int], _Map],
     ) -> dict[int, _Map]:
         """Return, by parameter position, the tensor map of each tensor-map parameter, made
         by `encode` (`tensor_map`, or a packed map) from the parameter's pointer, its buffer's
-        (shape, dtype name) in `buffers` and the kernel's box and swizzle."""
+        (shape, dtype name) in `buffers` and the kernel's box, swizzle and L2 promotion."""
         maps: dict[int, _Map] = {}
-        for position, (box, swizzle) in self.tensor_maps.items():
+        for position, (box, swizzle, l2_promotion) in self.tensor_maps.items():
             if position >= len(buffers):
                 raise CudaArgumentError(
                     f"kernel '{self.name}' takes a tensor map as parameter {position}: "
                     "give it the buffers' shapes"
                 )
             shape, dtype_name = buffers[position]
-            maps[position] = encode(pointers[position], shape, dtype_name, box, swizzle)
+            maps[position] = encode(
+                pointers[position], shape, dtype_name, box, swizzle, l2_promotion
+            )
         return maps
 
     def bind(
@@ -341,7 +358,12 @@ TENSOR_MAP_BYTES = 128
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 _NO_INTERLEAVE = driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
-_NO_L2_PROMOTION = driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE
+_L2_PROMOTIONS = {
+    0: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
+    64: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
+    128: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+    256: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+}
 _ZERO_FILL = driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
 _PDL = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
@@ -350,7 +372,7 @@ class _PackedTensorMap:
     """A TMA tensor map encoded into aligned host memory of our own, so that a packed launch
     can pass it by address and a call can swap its global address in place.
 
-    It encodes what `tensor_map` encodes (same box, swizzle, zero fill, no L2 promotion);
+    It encodes what `tensor_map` encodes (same box, swizzle, zero fill, L2 promotion);
     cuda.core's descriptors keep their bytes out of reach, so the driver encodes it here.
     """
 
@@ -361,6 +383,7 @@ class _PackedTensorMap:
         dtype_name: str,
         box: Sequence[int],
         swizzle: int,
+        l2_promotion: int = 0,
     ) -> None:
         self._storage = ctypes.create_string_buffer(2 * TENSOR_MAP_BYTES)
         base = ctypes.addressof(self._storage)
@@ -380,7 +403,7 @@ class _PackedTensorMap:
             [driver.cuuint32_t(1)] * rank,
             _NO_INTERLEAVE,
             driver.CUtensorMapSwizzle(int(_TMA_SWIZZLES[swizzle])),
-            _NO_L2_PROMOTION,
+            _L2_PROMOTIONS[l2_promotion],
             _ZERO_FILL,
         )
         if result[0] != _SUCCESS:

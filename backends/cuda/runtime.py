@@ -593,7 +593,10 @@ def compile_module(
             # launched as any other.
             pdl = "pdl" in props and _sm_version(arch) >= PDL_SM
             grid, block = props["grid"].get_values(), props["block"].get_values()
-            maps = {spec.arg: (spec.box, spec.swizzle) for spec in tile.tensor_maps(op)}
+            maps = {
+                spec.arg: (spec.box, spec.swizzle, spec.l2_promotion)
+                for spec in tile.tensor_maps(op)
+            }
             smem = props["smem"].value.data
             kernels[symbol] = Kernel(b"", symbol, grid, block, smem, maps, pdl)
             sources[symbol] = props["source"].data

@@ -68,6 +68,7 @@ class Knobs:
     skinny_mma: str = "auto"
     align: str = "auto"
     multicast: str = "auto"
+    l2promo: int | str = "auto"
 
     def describe(self) -> str:
         """Returns the knobs that differ from their defaults, as pass options."""
@@ -225,6 +226,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("skinny_mma", one_of("auto", "on", "off")),
     Knob("align", one_of("auto", "on", "off")),
     Knob("multicast", one_of("auto", "off", "a", "b")),
+    Knob("l2promo", one_of("auto", 0, 64, 128, 256, words="auto, 0 (none), 64, 128 or 256")),
     Knob(
         "pad",
         Domain(

@@ -110,6 +110,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     deepened,
     evicted_operands,
     k_step,
+    l2_promotion,
     plain_operands,
     promoted,
     registers,
@@ -126,7 +127,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
     reads += "promote=auto streamk=auto,tail "
-    reads += "evict=auto,off,ab multicast=auto,off,a,b"
+    reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -187,6 +188,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             t,
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=evicted_operands(knobs.evict, t, m, n),
+            l2promo=l2_promotion(knobs.l2promo),
         )
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
         b_args = kernel.body.block.args[operands.b]
@@ -325,8 +327,9 @@ def emit_wgmma_gemm(
     b_rows = columns // t.row_pairs  # of a multicast B tile
     k_rows = bk // t.row_pairs if k_halves(t, operands.b_mn_major) else bk  # of an N-major chunk
     b_box = (*[1] * (b_rank - 2), *((k_rows, bk) if operands.b_mn_major else (b_rows, bk)))
-    b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE) for b in operands.bs]
-    tile.set_tensor_maps(new, [tile.TensorMapArg(operands.a, a_box, SWIZZLE), *b_maps])
+    b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE, t.l2promo) for b in operands.bs]
+    a_map = tile.TensorMapArg(operands.a, a_box, SWIZZLE, t.l2promo)
+    tile.set_tensor_maps(new, [a_map, *b_maps])
     args = list(new.body.block.args)
     _WgmmaEmitter(em, c, t, element, operands, mapping, args, swapped).emit()
     if t.fastmath == "on":

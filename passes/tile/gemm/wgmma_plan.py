@@ -124,6 +124,9 @@ class WgmmaTiles:
     """b: each B tile multicast to the two blocks of a thread-block cluster (two rows of
     tiles), each block copying its share; a: each A tile to two blocks of two columns of tiles
     (`wgmma_multicast.py`); off: each block its own."""
+    l2promo: int = 0
+    """The L2 promotion of the operands' tensor maps in bytes (`tile.L2_PROMOTIONS`; 0: none):
+    a TMA copy's L2 misses are filled in aligned pieces of this size (`l2_promotion`)."""
 
     @property
     def tile_n(self) -> int:
@@ -249,6 +252,16 @@ def evicted_operands(knob: str, t: WgmmaTiles, m: int, n: int) -> str:
     b_together = rows == 1 or (t.group > 1 and rows <= t.group)
     hinted = ("a" if columns == 1 else "") + ("b" if b_together else "")
     return hinted or "off"
+
+
+AUTO_L2_PROMOTION = 0
+"""The L2 promotion `l2promo=auto` gives the operands' tensor maps, in bytes: none, as every
+kernel had before the knob (not yet timed against the others)."""
+
+
+def l2_promotion(knob: int | str) -> int:
+    """The `l2promo` knob resolved: the L2 promotion of the operands' tensor maps in bytes."""
+    return AUTO_L2_PROMOTION if knob == "auto" else int(knob)
 
 
 TMA_ALIGN = 16
@@ -675,6 +688,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         )
     if t.evict not in EVICT_PLANS:
         return _fail(f"takes evict = {', '.join(EVICT_PLANS)} in a plan, got {t.evict!r}")
+    if t.l2promo not in tile.L2_PROMOTIONS:
+        return _fail(f"takes l2promo = 0, 64, 128 or 256 in a plan, got {t.l2promo!r}")
     if t.promote == "on" and bn > PROMOTED_WIDEST:
         return _fail(
             f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
