@@ -83,6 +83,17 @@ session, 55 random [K, N] matmuls and bmms with B's rows off sectors and even ro
 loops of 4-7 steps 0.87-1.05x as fast, geometric mean 0.98; of 8-109 steps 0.95-1.28x, mean
 1.07, at 0.5-12 waves)."""
 
+K_HALVES_MAX_WAVES = 5
+"""`multicast=auto` takes the pair's `k_halves` copies (an N-major B off sectors in 192-wide
+blocks) on grids of at most this many waves, from `K_HALVES_MIN_STEPS` K steps (H100,
+thirty-eighth session run 1, 30 random [K, N] matmuls and bmms of 192-wide blocks, B off
+sectors, even rows of tiles, `multicast=b` against `off`: at 0.55-4.97 waves 0.975-1.33x as
+fast, geometric mean 1.07 over 22, loops of 4-7 steps included; at 5.45-21.4 waves 0.973-1.08x,
+mean 1.00 over 8)."""
+
+K_HALVES_MIN_STEPS = 4
+"""The shortest K loop `multicast=auto` takes `k_halves` copies for: the shortest measured."""
+
 
 def k_halves(t: WgmmaTiles, b_mn_major: bool) -> bool:
     """Whether each block of a pair sharing an N-major B copies half of every 64-column chunk's
@@ -138,8 +149,9 @@ def multicast_pays(
     a block of zeros, which cost up to a wave), and for a K-major B (`[N, K]`, as torch's
     linear holds it) a grid of at most `AUTO_MAX_WAVES` waves and a K loop of at least
     `AUTO_MIN_STEPS` steps, for an N-major B (`[K, N]`) a K loop of at least
-    `N_MAJOR_MIN_STEPS` steps and an even number of 64-column chunks a block (the pair's
-    `k_halves` copies of 192-wide blocks are checked on the CPU emulation only: opt-in).
+    `N_MAJOR_MIN_STEPS` steps where a block's 64-column chunks are even in number, and at most
+    `K_HALVES_MAX_WAVES` waves and `K_HALVES_MIN_STEPS` steps where they are odd (192-wide
+    blocks: the pair's `k_halves` copies).
 
     Measured on an H100 (RESULTS.md, thirty-fifth session runs 3-9; 188 random bf16 linears,
     squares and the Llama shapes, `multicast=b` against `off`): where all of that holds,
@@ -147,12 +159,14 @@ def multicast_pays(
     → 1.00x, 957×7432×6856 0.67 → 0.87x); with B on sectors 0.95-1.12x (the Llama-3 linears
     at 1000 and 2048 rows 0.95-0.99x); odd rows of tiles 0.56-1.12x, short K loops 0.94-0.99x,
     grids of many waves 0.97-1.07x; 8-bit floats 0.97-1.00x (run 7). N-major B:
-    `N_MAJOR_MIN_STEPS`."""
+    `N_MAJOR_MIN_STEPS`, `K_HALVES_MAX_WAVES`."""
     rows = -(-m // t.bm)
     waves = tile_count(t, batch, m, n) / target.sms
     steps = -(-k * element_bits // (8 * 128))  # 128-byte K steps
-    if b_mn_major:  # the pair's `k_halves` copies are not timed on a GPU yet
-        loop_pays = steps >= N_MAJOR_MIN_STEPS and not k_halves(replace(t, multicast="b"), True)
+    if b_mn_major and k_halves(replace(t, multicast="b"), True):
+        loop_pays = waves <= K_HALVES_MAX_WAVES and steps >= K_HALVES_MIN_STEPS
+    elif b_mn_major:
+        loop_pays = steps >= N_MAJOR_MIN_STEPS
     else:
         loop_pays = waves <= AUTO_MAX_WAVES and steps >= AUTO_MIN_STEPS
     return element_bits == 16 and b_off_sectors and t.tile_n >= 128 and rows % 2 == 0 and loop_pays
