@@ -13,6 +13,7 @@ narrower vectors) without a GPU; the products themselves are checked on the GPU
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -112,8 +113,16 @@ def _fragment_pattern(m: int, n: int, k: int, bn: int) -> np.ndarray:
         (100, 136, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
         (100, 136, 72, "mma=wgmma bn=128", 128),
         (70, 330, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
+        (100, 135, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
+        (130, 331, 72, "mma=wgmma bn=128", 128),
     ],
-    ids=["ws0_bn64", "ws1_two_warpgroups_bn128", "n330_two_column_vectors"],
+    ids=[
+        "ws0_bn64",
+        "ws1_two_warpgroups_bn128",
+        "n330_two_column_vectors",
+        "n135_element_stores",
+        "n331_element_stores_two_warpgroups",
+    ],
 )
 def test_staged_epilogue_puts_each_accumulator_where_direct_does(
     m: int, n: int, k: int, knobs: str, bn: int
@@ -129,6 +138,22 @@ def test_staged_epilogue_puts_each_accumulator_where_direct_does(
     np.testing.assert_array_equal(staged, expected)
 
 
+@pytest.mark.parametrize("n", [135, 136])
+def test_staged_epilogue_adds_the_bias_of_each_column_like_direct(n: int) -> None:
+    # The bias is the same for every row: loaded ahead once per group of columns (a key per
+    # column of a thread's cells: 32 consecutive columns a warp at odd N).
+    text = matmul_plain(100, n, 72, "bf16", "nk")
+    bias = np.random.default_rng(1).standard_normal(n)
+    inputs = [bias, np.zeros((100, n))]
+    knobs = "mma=wgmma bn=128"
+    direct = _run(text, knobs, "direct", inputs)
+    staged = _run(text, knobs, "smem", inputs)
+    assert not np.isnan(staged).any()
+    np.testing.assert_array_equal(staged, direct)
+    expected = _fragment_pattern(100, n, 72, 128) + from_storage(to_storage(bias, bf16), bf16)
+    np.testing.assert_allclose(staged, expected, rtol=1e-2, atol=1e-2)
+
+
 def test_staged_epilogue_of_a_batch() -> None:
     # Batch 3 is the grid's z; each batch's tile gets the same pattern.
     text = batched_matmul(3, 65, 64, 40, "bf16")
@@ -138,23 +163,27 @@ def test_staged_epilogue_of_a_batch() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "storage", "output"),
-    [(gated(70, 72, 136), bf16, -1), (swiglu(70, 72, 136), f32, 0)],
-    ids=["gated_reads_bf16_u", "swiglu_dual_off_reads_f32_workspace"],
+    ("program", "storage", "output", "n"),
+    [(gated, bf16, -1, 136), (swiglu, f32, 0, 136), (gated, bf16, -1, 135)],
+    ids=["gated_reads_bf16_u", "swiglu_dual_off_reads_f32_workspace", "gated_n135_per_row"],
 )
-def test_staged_gate_reads_up_like_direct(text: str, storage: Attribute, output: int) -> None:
+def test_staged_gate_reads_up_like_direct(
+    program: Callable[[int, int, int], str], storage: Attribute, output: int, n: int
+) -> None:
     # The gate kernel reads `up` in its epilogue: an input of the gated program, or, with
     # dual=off, the f32 workspace swiglu's second product goes through (the last parameter).
-    # bn=256 over N=136: four staged chunks, the last two entirely past N.
+    # bn=256 over N=136: four staged chunks, the last two entirely past N. N=135: element
+    # stores, `up` loaded ahead per row of a thread's cells.
+    text = program(70, 72, n)
     rng = np.random.default_rng(0)
-    up = rng.standard_normal((70, 136))
-    inputs = [up, np.zeros((70, 136))] if output == -1 else [np.zeros((70, 136)), up]
+    up = rng.standard_normal((70, n))
+    inputs = [up, np.zeros((70, n))] if output == -1 else [np.zeros((70, n)), up]
     knobs = "mma=wgmma bn=256 dual=off"
     direct = _run(text, knobs, "direct", inputs, storage, output)
     staged = _run(text, knobs, "smem", inputs, storage, output)
     assert not np.isnan(staged).any()
     np.testing.assert_array_equal(staged, direct)
-    gate = _fragment_pattern(70, 136, 72, 256)
+    gate = _fragment_pattern(70, n, 72, 256)
     reference = gate / (1 + np.exp(-gate)) * from_storage(to_storage(up, storage), storage)
     np.testing.assert_allclose(staged, reference, rtol=1e-2, atol=1e-2)
 
