@@ -1038,9 +1038,9 @@ class _WgmmaEmitter:
         # The thread's cells of each 16 staged rows: (row, column, the key of the loads the
         # same for every row); a warp covers 4 rows of the 64 columns. Vectors: a thread
         # takes 8 consecutive columns of one row. Elements (width 1: rows of an odd number of
-        # 16-bit values, say): a warp's lanes take 32 consecutive columns of one row, so each
-        # store writes whole sectors, once (8 columns of 4 rows a thread, 16 bytes apart, had
-        # 8178×773×93 write 5.5 sectors per sector of output on an H100).
+        # 16-bit values, say): a warp's lanes take 32 consecutive columns of one row, so a
+        # store writes 64 contiguous bytes, 2 or 3 sectors (with a thread's 8 columns of 4
+        # rows it wrote 2 bytes into each of 16-20 sectors).
         if width == 1:
             cells = [
                 (em.add(em.mul(warp, 4), e // 2), em.add(lane, 32 * (e % 2)), e % 2)
