@@ -25,7 +25,7 @@ each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, p
 latency; the staged GEMM is not split); left on `mma.sync` it would take its FLOPs at
 `SYNC_FLOPS_PER_SECOND` (measured on misaligned rows) plus the time `split_k_plan` estimates
 for its K loop's latency and its split (`sync_seconds`). The rule takes the kernel where the
-copies and the wgmma GEMM take less time and K holds `MIN_STEPS` steps of 64 or more. Adding
+copies and the wgmma GEMM take less time. Adding
 the two terms (rather than taking the longer) chose the faster plan on 26 of the 28 misaligned
 linears of the thirty-sixth session's run 1 (H100; geometric mean 1.16× cuBLAS on that run's
 figures, against 1.10× for the longer), e.g. staging 1054×72×2014 (24.0 → 17.6 µs) and
@@ -108,13 +108,6 @@ session run 7: 1.30 at 3000³, 1.80 at 1000×4704×4600, 1.39 at 5000³, 1.42 at
 SECTOR_SAVINGS = {"a": 0.13, "b": 0.25, "a,b": 0.32}
 """The share of that time staging the operands saves (same run, the GEMM kernel alone: A 11-15%,
 B 17-32%, both 26-40% over those four shapes)."""
-
-MIN_STEPS = 4
-"""The fewest 64-wide K steps of a GEMM staged for its misaligned rows: with fewer, each output
-takes so few products that the GEMM is bound by its epilogue, and the copies only add to it
-(H100, 2026-12-06, benchmarks/RESULTS.md thirty-sixth session run 1: staged, 8178×773×93 took
-62.0 µs against mma.sync's 43.6, 580×3399×85 27.4 against 19.1, 545×2257×70 20.4 against
-14.9; 2448×1102×205, four steps, 19.1 against 24.0)."""
 
 SYNC_FLOPS_PER_SECOND = 45e12
 """`mma.sync`'s rate on misaligned rows (2-byte loads, one 32-element row segment a warp per
@@ -263,8 +256,7 @@ def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Tar
 
 def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tuple[bool, str]:
     """Whether the copies and the wgmma GEMM are estimated to take less time than `mma.sync`
-    on the misaligned operands and K holds `MIN_STEPS` steps (module docstring), and why in
-    words."""
+    on the misaligned operands (module docstring), and why in words."""
     batch, m, n, k = c.extents
     flops, steps = 2 * batch * m * n * k, -(-k // ROW_ALIGN)
     gemm = flops / WGMMA_FLOPS_PER_SECOND + steps * WGMMA_STEP_SECONDS
@@ -278,11 +270,6 @@ def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tu
     )
     if copies + gemm >= sync:
         return False, words
-    if steps < MIN_STEPS:
-        return False, (
-            f"K = {k} holds fewer than {MIN_STEPS} steps of {ROW_ALIGN}, too few products an "
-            f"output for the GEMM not to be bound by its epilogue ({words})"
-        )
     return True, words
 
 
