@@ -189,20 +189,26 @@ def test_staged_gate_reads_up_like_direct(
 
 
 @pytest.mark.parametrize(
-    ("knobs", "bn"),
-    [("mma=wgmma bn=256", 256), ("mma=wgmma ws=0 bn=128 stages=2", 128)],
-    ids=["bn256_two_warpgroups", "bn128_ws0"],
+    ("knobs", "bn", "n"),
+    [
+        ("mma=wgmma bn=256", 256, 200),
+        ("mma=wgmma ws=0 bn=128 stages=2", 128, 200),
+        ("mma=wgmma bn=256", 256, 199),
+    ],
+    ids=["bn256_two_warpgroups", "bn128_ws0", "bn256_n199_element_stores"],
 )
-def test_dual_gemm_epilogue_pairs_each_gate_column_with_its_up_column(knobs: str, bn: int) -> None:
+def test_dual_gemm_epilogue_pairs_each_gate_column_with_its_up_column(
+    knobs: str, bn: int, n: int
+) -> None:
     # One kernel computes gate and up: accumulator columns 0..bn/2 are the gate's for the
     # block's bn/2 output columns, bn/2..bn the up's for the same columns. N=200 leaves the
-    # last block's tile partly past N.
-    text = swiglu(70, 72, 200)
+    # last block's tile partly past N; N=199 stores elements.
+    text = swiglu(70, 72, n)
     half = bn // 2
-    columns = np.arange(200) % half
+    columns = np.arange(n) % half
     pattern = _fragment_pattern(70, bn, 72, bn)
     gate, up = pattern[:, columns], pattern[:, columns + half]
-    inputs = [np.zeros((70, 200))]
+    inputs = [np.zeros((70, n))]
     direct = _run(text, f"{knobs} dual=on", "direct", inputs)
     staged = _run(text, f"{knobs} dual=on", "smem", inputs)
     assert not np.isnan(staged).any()
