@@ -30,11 +30,20 @@ from tinyopt.compiler import lower
         (matmul_plain(701, 509, 3, "bf16", "kn", relu=False), "align=on"),  # K = 3
         (matmul_plain(333, 257, 1031, "f16", "nk", relu=False), "align=on bn=256"),
         (batched_matmul(2, 2047, 2047, 2047, "bf16"), ""),  # auto stages it
+        (matmul_plain(8178, 773, 93, "bf16", "nk"), ""),  # auto: two K steps, odd N
         (batched_matmul(7, 127, 127, 127, "bf16"), ""),  # mma.sync, 32×32 blocks
     ],
     ids=[
-        "bmm_3x255", "bmm_3x1023", "a_only", "b_only", "linear_1001x1003x999", "k3",
-        "f16_bn256", "auto_2x2047", "mma_sync_7x127",
+        "bmm_3x255",
+        "bmm_3x1023",
+        "a_only",
+        "b_only",
+        "linear_1001x1003x999",
+        "k3",
+        "f16_bn256",
+        "auto_2x2047",
+        "auto_short_k_8178x773x93",
+        "mma_sync_7x127",
     ],
 )
 def test_staged_gemm_matches_reference_on_gpu(text: str, knobs: str) -> None:
