@@ -573,6 +573,18 @@ CASES = [
         matmul_plain(3000, 3000, 3000, "bf16"),
         tile_with("mma=wgmma bm=192 bn=192 multicast=b"),
     ),
+    # mma.sync's epilogue through shared memory (`store=smem`): single elements (odd N, odd
+    # K: 2-byte loads too) and pairs, ragged edges.
+    Case(
+        "bf16_mma_sync_smem_store_1000x773x93",
+        matmul_plain(1000, 773, 93, "bf16", "nk"),
+        tile_with("mma=sync store=smem"),
+    ),
+    Case(
+        "bf16_mma_sync_smem_store_small_130x72x190",
+        matmul_plain(130, 72, 190, "bf16", "nk"),
+        tile_with("mma=sync bm=32 bn=32 store=smem"),
+    ),
     # Tensor maps with 256-byte L2 promotion (`l2promo`), B's rows off 32-byte sectors.
     Case(
         "bf16_wgmma_l2promo_256_1000x2048x3000",

@@ -43,6 +43,29 @@ def test_mma_sync_matches_float64_on_cpu(text: str, knobs: str, stages: int) -> 
     assert error < bound, error
 
 
+SMEM_SHAPES = [
+    # (id, program, knobs): odd N (single elements), even N (pairs), 32×32 blocks (16×16 warp
+    # tiles: 16 lanes a row), ragged rows and columns
+    ("odd_n_linear_70x33x131", matmul_plain(70, 33, 131, "bf16", "nk"), "bm=64 bn=64"),
+    ("odd_n_block_128_130x137x48", matmul_plain(130, 137, 48, "bf16", "nk"), "bm=128 bn=128"),
+    ("pairs_bmm_2x64x72x96", batched_matmul(2, 64, 72, 96, "bf16"), "bm=64 bn=64"),
+    ("small_tile_40x33x131", matmul_plain(40, 33, 131, "bf16", "nk"), "bm=32 bn=32"),
+]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs"), [s[1:] for s in SMEM_SHAPES], ids=[s[0] for s in SMEM_SHAPES]
+)
+def test_smem_epilogue_matches_float64_on_cpu(text: str, knobs: str) -> None:
+    """`store=smem`: each warp passes its accumulators through shared memory, 16 rows at a
+    time, and stores whole rows of its tile."""
+    assert 'store = "smem"' in _plan(text, f"{knobs} store=smem")
+    assert "__syncwarp" in _kernel_source(text, f"mma=sync {knobs} store=smem")
+    error, bound = error_on_cpu(text, tile_with(f"mma=sync {knobs} store=smem"), seed=6)
+    assert error < bound, error
+
+
 def _kernel_source(text: str, knobs: str) -> str:
     _, module = lower(text, tile_with(knobs))
     (kernel,) = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)]

@@ -73,6 +73,10 @@ class MmaTiles:
     stages: int = 2
     """1: each K step's tiles loaded, then stored to shared memory; 2: the next step's tiles
     loaded into registers while the current one's `mma`s run."""
+    store: str = "direct"
+    """How the epilogue reaches the accumulators: direct, from the m16n8 fragment layout (a
+    warp's store touches 8 rows); smem, each warp passing its tile 16 rows at a time through a
+    16 × (wn + 1) f32 tile of its own in shared memory, so a store covers whole rows."""
 
     @property
     def warps(self) -> int:
@@ -83,10 +87,18 @@ class MmaTiles:
         return self.warps * WARP
 
     @property
+    def staging_shape(self) -> list[int]:
+        """The warps' f32 tiles of the `smem` epilogue: 16 rows of wn + 1 (the odd row length
+        keeps a warp's reads of one column per lane off shared bank conflicts)."""
+        return [self.warps, MMA_M, self.wn + 1]
+
+    @property
     def shared_bytes(self) -> int:
         """Bytes of both staged sides in the larger of their two orientations (the pad goes on
-        the contiguous dimension: BK or the side's outer size)."""
-        return sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
+        the contiguous dimension: BK or the side's outer size), and the `smem` epilogue's."""
+        sides = sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
+        staging = 4 * self.warps * MMA_M * (self.wn + 1) if self.store == "smem" else 0
+        return sides + staging
 
 
 def block_and_warp_tiles(
@@ -116,6 +128,12 @@ def block_and_warp_tiles(
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
+def mma_store(knob: str) -> str:
+    """The `store` knob resolved for the mma.sync rule: `auto` is `direct` (the `smem`
+    epilogue is not yet timed on a GPU)."""
+    return "direct" if knob == "auto" else knob
+
+
 def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
     """Why the mma.sync tiling cannot run, or None."""
     bm, bn, bk = tiles.bm, tiles.bn, tiles.bk
@@ -128,6 +146,8 @@ def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
         return f"mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
     if tiles.stages not in (1, 2):
         return f"mma=sync stages its K loop once or twice (stages 1 or 2), got {tiles.stages}"
+    if tiles.store not in ("direct", "smem"):
+        return f"mma=sync stores its epilogue direct or through smem, got store={tiles.store}"
     if tiles.shared_bytes > target.static_shared:
         return (
             f"mma=sync with bm={bm} bn={bn} bk={bk} needs {tiles.shared_bytes} bytes of "
@@ -178,7 +198,7 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     """Tiles an f16/bf16 contraction over blocks, warps and tensor-core fragments."""
 
     name = "mma_sync"
-    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec stages splitk"
+    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec stages splitk store=auto,smem"
     plan_type = MmaTiles
     selector = ("mma", "sync")
 
@@ -188,9 +208,8 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
-        return mma_tile_refusal(t, self.target) or replace(
-            t, vec=knobs.vec or 8, stages=knobs.stages or 2
-        )
+        t = replace(t, vec=knobs.vec or 8, stages=knobs.stages or 2, store=mma_store(knobs.store))
+        return mma_tile_refusal(t, self.target) or t
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
         return mma_tile_refusal(plan, self.target)
@@ -425,6 +444,9 @@ class MmaEmitter:
     def _epilogue(self, acc: SSAValue, row0: SSAValue, col0: SSAValue, lane: SSAValue) -> None:
         """Applies the epilogue to each accumulator from the m16n8 fragment layout."""
         em, t, c = self.em, self.t, self.c
+        if t.store == "smem":
+            self._staged_epilogue(acc, row0, col0, lane)
+            return
         width = vector_width(c.epilogue, c.n_iv, 2, 2)
         width = width if self.n % width == 0 else 1
         group = em.add(row0, em.div(lane, 4))
@@ -445,3 +467,46 @@ class MmaEmitter:
                             LaneEmitter(em, c.n_iv, n, width).emit(
                                 c.epilogue, local, [{result: v} for v in values]
                             )
+
+    def _staged_epilogue(
+        self, acc: SSAValue, row0: SSAValue, col0: SSAValue, lane: SSAValue
+    ) -> None:
+        """Applies the epilogue after passing each 16-row strip of the warp's tile through its
+        own f32 tile of shared memory (`MmaTiles.staging_shape`): the lanes write their
+        fragments there, and read back `width` consecutive columns each, a row's wn columns
+        over wn / width lanes, so each store covers whole rows of the warp's tile (32
+        consecutive elements of one row where the output takes single elements)."""
+        em, t, c = self.em, self.t, self.c
+        width = vector_width(c.epilogue, c.n_iv, 2, 2)
+        width = width if self.n % width == 0 else 1
+        staging = em.value(tile.AllocOp(tile.memref_in(t.staging_shape, f32, tile.SHARED)))
+        warp = em.div(self.tid, WARP)
+        group = em.div(lane, 4)
+        pair = em.mul(em.rem(lane, 4), 2)
+        per_row = t.wn // width  # lanes reading one row
+        read_row = em.div(lane, per_row)
+        read_column = em.mul(em.rem(lane, per_row), width)
+        n = em.add(col0, read_column)
+        result = c.reduce.res[0]
+        for i in range(t.wm // MMA_M):
+            for half in range(2):
+                row = em.add(group, 8 * half)
+                for j in range(t.wn // MMA_N):
+                    for e in range(2):
+                        value = em.value(memref.LoadOp.get(acc, self._at(i, j, 2 * half + e)))
+                        column = em.add(pair, j * MMA_N + e)
+                        em.op(memref.StoreOp.get(value, staging, [warp, row, column]))
+            em.op(tile.WarpBarrierOp())
+            for rows in range(0, MMA_M, WARP // per_row):
+                row = em.add(read_row, rows)
+                m = em.add(row0, em.add(row, i * MMA_M))
+                with em.when([em.less(m, self.m), em.less(n, self.n)]):
+                    values = [
+                        em.value(memref.LoadOp.get(staging, [warp, row, em.add(read_column, w)]))
+                        for w in range(width)
+                    ]
+                    local = dict(self.mapping) | {c.m_iv: m}
+                    LaneEmitter(em, c.n_iv, n, width).emit(
+                        c.epilogue, local, [{result: v} for v in values]
+                    )
+            em.op(tile.WarpBarrierOp())  # every lane has read the strip the next one overwrites

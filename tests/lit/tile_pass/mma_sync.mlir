@@ -1,8 +1,9 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync}' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync stages=1}' | filecheck %s --check-prefix=ONE
-// RUN: tinyopt %s -p 'fuse,plan{mma=sync}' | sed 's/stages = 2>/stages = 3>/' | not tinyopt -p tile 2>&1 | filecheck %s --check-prefix=PLAN3
+// RUN: tinyopt %s -p 'fuse,plan{mma=sync}' | sed 's/stages = 2,/stages = 3,/' | not tinyopt -p tile 2>&1 | filecheck %s --check-prefix=PLAN3
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bk=8}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bm=256 bn=256 bk=64}' 2>&1 | filecheck %s --check-prefix=SMEM
+// RUN: tinyopt %s -p 'fuse,tile{mma=sync store=smem}' | filecheck %s --check-prefix=STAGED
 
 // relu(x @ w) in bf16 on tensor cores. 64x48 is a small grid, so the block tile is 64x64x32:
 // 4 warps of 32x32, each 2x4 m16n8 fragments (registers 2x4x4 f32). x is contiguous along K:
@@ -13,7 +14,7 @@
 // the next step's before its mma steps. One K step of 32 is two mma steps of 16; each loads 2
 // A and 2 B fragments and issues 2x4 mma.
 
-// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) attributes {plan = #tile.plan<{{.*}}stages = 2>} {
+// CHECK:      tile.kernel @mm_0 grid [1, 1, 1] block [128, 1, 1] (%[[X:.*]]: memref<64x32xbf16>, %[[W:.*]]: memref<32x48xbf16>, %[[OUT:.*]]: memref<64x48xbf16>) attributes {plan = #tile.plan<{{.*}}stages = 2, store = "direct">} {
 // CHECK:        %[[AS:.*]] = tile.alloc : memref<64x40xbf16, 3 : i32>
 // CHECK-NEXT:   %[[BS:.*]] = tile.alloc : memref<32x72xbf16, 3 : i32>
 // CHECK:        %[[ACC:.*]] = tile.alloc : memref<2x4x4xf32, 5 : i32>
@@ -52,7 +53,7 @@
 // CHECK:        tile.vstore(%{{.*}}, %{{.*}} : bf16, bf16), %[[OUT]]
 
 // stages=1: each step loads its tiles and stores them to shared memory before its mma steps.
-// ONE:        attributes {plan = #tile.plan<{{.*}}stages = 1>}
+// ONE:        attributes {plan = #tile.plan<{{.*}}stages = 1, store = "direct">}
 // ONE:        %[[AR:.*]] = tile.alloc : memref<2x8xbf16, 5 : i32>
 // ONE-NOT:    tile.vload
 // ONE:        scf.for
@@ -76,3 +77,12 @@ func.func @mm(%x: tensor<64x32xbf16>, %w: tensor<32x48xbf16>) -> tensor<64x48xbf
   %r = graph.relu %m : tensor<64x48xbf16>
   func.return %r : tensor<64x48xbf16>
 }
+
+// store=smem: each warp passes its 32x32 tile through a 16 x 33 f32 tile of its own, 16 rows
+// at a time (written from the fragments, a __syncwarp, read back a row's 32 columns over the
+// lanes, stored, a __syncwarp before the next 16 rows overwrite it).
+// STAGED:      plan = #tile.plan<mma_sync, {{.*}}store = "smem">
+// STAGED:      tile.alloc : memref<4x16x33xf32, 3 : i32>
+// STAGED:      tile.warp_barrier
+// STAGED:      tile.warp_barrier
+// STAGED:      tile.warp_barrier
