@@ -1042,10 +1042,10 @@ class _WgmmaEmitter:
         # store writes 64 contiguous bytes, 2 or 3 sectors (with a thread's 8 columns of 4
         # rows it wrote 2 bytes into each of 16-20 sectors).
         if width == 1:
-            cells = [
-                (em.add(em.mul(warp, 4), e // 2), em.add(lane, 32 * (e % 2)), e % 2)
-                for e in range(8)
-            ]
+            first_row = em.mul(warp, 4)
+            warp_rows = [em.add(first_row, r) for r in range(4)]
+            halves = [lane, em.add(lane, 32)]
+            cells = [(warp_rows[e // 2], halves[e % 2], e % 2) for e in range(8)]
             read_row = read_column = None
         else:
             read_row = em.add(
