@@ -149,8 +149,10 @@ def test_mma_sync_runs_on_tensor_cores(tmp_path: Path) -> None:
         (matmul_plain(120, 81, 1955, "bf16", "nk"), ""),
         # 128×128 tiles: two 16-byte vectors of each side a thread holds across the mmas.
         (matmul_plain(1024, 1024, 512, "bf16", "nk"), "mma=sync bm=128 bn=128"),
+        # The epilogue through shared memory, odd N and K (element loads and stores).
+        (matmul_plain(8178, 773, 93, "bf16", "nk"), "mma=sync store=smem"),
     ],
-    ids=["split_32x32_odd_k", "block_128"],
+    ids=["split_32x32_odd_k", "block_128", "smem_store_odd"],
 )
 def test_register_staged_mma_sync_keeps_registers(text: str, knobs: str, tmp_path: Path) -> None:
     # stages=2 holds the next K step's tiles in registers: no local memory for them.
