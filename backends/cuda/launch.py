@@ -358,12 +358,6 @@ TENSOR_MAP_BYTES = 128
 
 _SUCCESS = driver.CUresult.CUDA_SUCCESS
 _NO_INTERLEAVE = driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE
-_L2_PROMOTIONS = {
-    0: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
-    64: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_64B,
-    128: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
-    256: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-}
 _ZERO_FILL = driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
 _PDL = driver.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
 
@@ -403,7 +397,7 @@ class _PackedTensorMap:
             [driver.cuuint32_t(1)] * rank,
             _NO_INTERLEAVE,
             driver.CUtensorMapSwizzle(int(_TMA_SWIZZLES[swizzle])),
-            _L2_PROMOTIONS[l2_promotion],
+            driver.CUtensorMapL2promotion(int(_TMA_L2_PROMOTIONS[l2_promotion])),
             _ZERO_FILL,
         )
         if result[0] != _SUCCESS:

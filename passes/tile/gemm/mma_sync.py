@@ -24,6 +24,7 @@ rows l/4 and l/4+8, columns 2(l%4) and 2(l%4)+1 of each m16n8 tile.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref, scf
@@ -97,7 +98,7 @@ class MmaTiles:
         """Bytes of both staged sides in the larger of their two orientations (the pad goes on
         the contiguous dimension: BK or the side's outer size), and the `smem` epilogue's."""
         sides = sum(2 * (size * self.bk + PAD * max(size, self.bk)) for size in (self.bm, self.bn))
-        staging = 4 * self.warps * MMA_M * (self.wn + 1) if self.store == "smem" else 0
+        staging = 4 * math.prod(self.staging_shape) if self.store == "smem" else 0
         return sides + staging
 
 
@@ -441,14 +442,19 @@ class MmaEmitter:
     def _store(self, value: SSAValue, acc: SSAValue, i: int, j: int, r: int) -> None:
         self.em.op(memref.StoreOp.get(value, acc, self._at(i, j, r)))
 
+    def _store_width(self) -> int:
+        """Output columns a lane's epilogue store takes at once: pairs where the epilogue and N
+        allow them, else single elements."""
+        width = vector_width(self.c.epilogue, self.c.n_iv, 2, 2)
+        return width if self.n % width == 0 else 1
+
     def _epilogue(self, acc: SSAValue, row0: SSAValue, col0: SSAValue, lane: SSAValue) -> None:
         """Applies the epilogue to each accumulator from the m16n8 fragment layout."""
         em, t, c = self.em, self.t, self.c
         if t.store == "smem":
             self._staged_epilogue(acc, row0, col0, lane)
             return
-        width = vector_width(c.epilogue, c.n_iv, 2, 2)
-        width = width if self.n % width == 0 else 1
+        width = self._store_width()
         group = em.add(row0, em.div(lane, 4))
         pair = em.add(col0, em.mul(em.rem(lane, 4), 2))
         result = c.reduce.res[0]
@@ -477,8 +483,7 @@ class MmaEmitter:
         over wn / width lanes, so each store covers whole rows of the warp's tile (32
         consecutive elements of one row where the output takes single elements)."""
         em, t, c = self.em, self.t, self.c
-        width = vector_width(c.epilogue, c.n_iv, 2, 2)
-        width = width if self.n % width == 0 else 1
+        width = self._store_width()
         staging = em.value(tile.AllocOp(tile.memref_in(t.staging_shape, f32, tile.SHARED)))
         warp = em.div(self.tid, WARP)
         group = em.div(lane, 4)

@@ -1046,7 +1046,6 @@ class _WgmmaEmitter:
             warp_rows = [em.add(first_row, r) for r in range(4)]
             halves = [lane, em.add(lane, 32)]
             cells = [(warp_rows[e // 2], halves[e % 2], e % 2) for e in range(8)]
-            read_row = read_column = None
         else:
             read_row = em.add(
                 em.mul(warp, 4), em.add(em.mul(em.div(lane, 16), 2), em.rem(em.div(lane, 4), 2))
@@ -1111,7 +1110,7 @@ class _WgmmaEmitter:
                     )
                     for row, col, _ in cells
                 ]
-            assert read_row is not None and read_column is not None
+            read_row, read_column, _ = cells[0]  # the thread's 8 columns of one row
             row, values = em.add(read_row, rows), []
             for h in range(2):
                 column = self._staged_column(swizzles[read_row], em.add(read_column, 4 * h))
