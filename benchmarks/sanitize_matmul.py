@@ -51,7 +51,17 @@ def programs() -> list[tuple[str, str, str, float | None]]:
         for c in CASES
         if any(
             w in c.id
-            for w in ("matmul", "bmm", "linear", "swiglu", "gated", "skinny", "fp8", "wgmma")
+            for w in (
+                "matmul",
+                "bmm",
+                "linear",
+                "swiglu",
+                "gated",
+                "skinny",
+                "fp8",
+                "wgmma",
+                "mma_sync",
+            )
         )
     ]
     out += [(c.id, c.text, c.pipeline, c.tolerance) for c in matmuls]

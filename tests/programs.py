@@ -585,6 +585,13 @@ CASES = [
         matmul_plain(130, 72, 190, "bf16", "nk"),
         tile_with("mma=sync bm=32 bn=32 store=smem"),
     ),
+    # The staged wgmma GEMM's epilogue at an odd N (773: rows of 1546 bytes), stored element by
+    # element through shared memory, a warp's lanes along one row; two K steps, a ragged M.
+    Case(
+        "bf16_wgmma_staged_odd_n_1000x773x93",
+        matmul_plain(1000, 773, 93, "bf16", "nk"),
+        tile_with("align=on"),
+    ),
     # Tensor maps with 256-byte L2 promotion (`l2promo`), B's rows off 32-byte sectors.
     Case(
         "bf16_wgmma_l2promo_256_1000x2048x3000",
