@@ -129,10 +129,22 @@ def block_and_warp_tiles(
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
-def mma_store(knob: str) -> str:
-    """The `store` knob resolved for the mma.sync rule: `auto` is `direct` (the `smem`
-    epilogue is not yet timed on a GPU)."""
-    return "direct" if knob == "auto" else knob
+def store_width(c: Contraction) -> int:
+    """Output columns a lane's epilogue store takes at once: pairs where the epilogue and N
+    allow them, else single elements."""
+    width = vector_width(c.epilogue, c.n_iv, 2, 2)
+    return width if c.extents[2] % width == 0 else 1
+
+
+def mma_store(knob: str, c: Contraction) -> str:
+    """The `store` knob resolved for the mma.sync rule: `auto` is `smem` where the epilogue
+    stores single elements (the m16n8 fragments would put 2 bytes of 16-bit output into each
+    of 8 rows' sectors a store), else `direct`. On an H100 (RESULTS.md thirty-ninth session
+    run 1) `smem` ran 1.04-1.59x as fast as `direct` on five of six odd-N linears and 0.94x on
+    the sixth, and within 1% where the stores took pairs."""
+    if knob != "auto":
+        return knob
+    return "smem" if store_width(c) == 1 else "direct"
 
 
 def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
@@ -199,7 +211,7 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     """Tiles an f16/bf16 contraction over blocks, warps and tensor-core fragments."""
 
     name = "mma_sync"
-    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec stages splitk store=auto,smem"
+    reads = "bm=0,64,128,256 bn=0,64,128,256 bk=0,32,64 vec stages splitk store=auto,direct,smem"
     plan_type = MmaTiles
     selector = ("mma", "sync")
 
@@ -209,8 +221,11 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
-        t = replace(t, vec=knobs.vec or 8, stages=knobs.stages or 2, store=mma_store(knobs.store))
-        return mma_tile_refusal(t, self.target) or t
+        t = replace(t, vec=knobs.vec or 8, stages=knobs.stages or 2)
+        staged = replace(t, store=mma_store(knobs.store, c))
+        if knobs.store == "auto" and mma_tile_refusal(staged, self.target):
+            return mma_tile_refusal(t, self.target) or t  # no room to stage: direct
+        return mma_tile_refusal(staged, self.target) or staged
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
         return mma_tile_refusal(plan, self.target)
@@ -442,19 +457,13 @@ class MmaEmitter:
     def _store(self, value: SSAValue, acc: SSAValue, i: int, j: int, r: int) -> None:
         self.em.op(memref.StoreOp.get(value, acc, self._at(i, j, r)))
 
-    def _store_width(self) -> int:
-        """Output columns a lane's epilogue store takes at once: pairs where the epilogue and N
-        allow them, else single elements."""
-        width = vector_width(self.c.epilogue, self.c.n_iv, 2, 2)
-        return width if self.n % width == 0 else 1
-
     def _epilogue(self, acc: SSAValue, row0: SSAValue, col0: SSAValue, lane: SSAValue) -> None:
         """Applies the epilogue to each accumulator from the m16n8 fragment layout."""
         em, t, c = self.em, self.t, self.c
         if t.store == "smem":
             self._staged_epilogue(acc, row0, col0, lane)
             return
-        width = self._store_width()
+        width = store_width(self.c)
         group = em.add(row0, em.div(lane, 4))
         pair = em.add(col0, em.mul(em.rem(lane, 4), 2))
         result = c.reduce.res[0]
@@ -483,7 +492,7 @@ class MmaEmitter:
         over wn / width lanes, so each store covers whole rows of the warp's tile (32
         consecutive elements of one row where the output takes single elements)."""
         em, t, c = self.em, self.t, self.c
-        width = self._store_width()
+        width = store_width(self.c)
         staging = em.value(tile.AllocOp(tile.memref_in(t.staging_shape, f32, tile.SHARED)))
         warp = em.div(self.tid, WARP)
         group = em.div(lane, 4)
