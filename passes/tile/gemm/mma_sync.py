@@ -140,8 +140,9 @@ def mma_store(knob: str, c: Contraction) -> str:
     """The `store` knob resolved for the mma.sync rule: `auto` is `smem` where the epilogue
     stores single elements (the m16n8 fragments would put 2 bytes of 16-bit output into each
     of 8 rows' sectors a store), else `direct`. On an H100 (RESULTS.md thirty-ninth session
-    run 1) `smem` ran 1.04-1.59x as fast as `direct` on five of six odd-N linears and 0.94x on
-    the sixth, and within 1% where the stores took pairs."""
+    runs 1-2), over 36 odd-N linears left on mma.sync, `smem` ran 1.10x as fast as `direct`
+    (geometric mean): 1.02-1.90x on every output of more than 100K elements, 0.91-1.13x on the
+    smaller ones (6-12 us kernels); where the stores took pairs, within 1%."""
     if knob != "auto":
         return knob
     return "smem" if store_width(c) == 1 else "direct"
