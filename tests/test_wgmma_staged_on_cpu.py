@@ -70,6 +70,27 @@ CASES = [
         "sms=4 align=on",
         [COPY, COPY, GEMM],
     ),
+    # The staged GEMM on a small grid (`sms`) splits its K like any other: chunks of whole
+    # 64-wide boxes of the padded rows, the last reading the padding's zeros (A) or TMA's past
+    # B's K rows; then the fold.
+    (
+        "split_linear_100x60x6001",
+        matmul_plain(100, 60, 6001, "bf16", "nk"),
+        "sms=8",
+        [COPY, COPY, GEMM, "sequential"],
+    ),
+    (
+        "split_a_only_100x64x6001",
+        matmul_plain(100, 64, 6001, "bf16", "kn", relu=True),
+        "sms=8",
+        [COPY, GEMM, "sequential"],
+    ),
+    (
+        "split_bmm_2x60x61x6001",
+        batched_matmul(2, 60, 61, 6001, "bf16"),
+        "sms=16 align=on",
+        [COPY, COPY, GEMM, "sequential"],
+    ),
     # A batch of 127³ stays on mma.sync, in the small-grid tile (32×32, 4 warps:
     # tests/lit/tile_pass/wgmma_staged.mlir pins it).
     ("mma_sync_32x32_3x127x127x127", batched_matmul(3, 127, 127, 127, "bf16"), "", ["mma_sync"]),

@@ -33,6 +33,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
 )
 from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
 from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS, WgmmaTiles, one_wave
+from tinyopt.passes.tile.gemm.wgmma_staged import Staging
 from tinyopt.passes.tile.knobs import Knobs, check
 from tinyopt.passes.tile.registry import refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
@@ -197,8 +198,11 @@ def plan_kernels(
         )
     _refuse_unswapped(kernel, knobs, choice, refused)
     pieces = choice.rule.rewrite(module, kernel, choice.match, choice.plan)
+    # The GEMM on staged (padded) operands is a whole contraction whose K its small grid may
+    # split; the pieces of other rewrites (a split's, a pair's) are not split again.
+    split_pieces = split and isinstance(choice.plan, Staging)
     for piece in pieces:
-        plan_kernels(module, piece, knobs, target, split=False, why=why)
+        plan_kernels(module, piece, knobs, target, split=split_pieces, why=why)
     if not pieces:
         _attach(kernel, choice, refused if why else None)
 

@@ -357,7 +357,9 @@ def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | No
     (`split_k.py`): nest `(b·S + s, m, n)`, K read at `s·chunk + k` with `s = (b·S + s) % S`,
     and the operands' batch at `(b·S + s) / S` where they have one; else None. Where the chunks
     reach past K, the index is clamped, `min(s·chunk + k, K - 1)`, and A's value taken only
-    below K (`split_guard`): the zeros TMA copies past the buffer's K."""
+    below K (`split_guard`): the zeros TMA copies past the buffer's K, or, where K is shorter
+    than the buffer's rows (a GEMM on operands staged into padded workspaces,
+    `wgmma_staged.py`), the padding's zeros, as the unsplit GEMM reads them."""
     if len(c.nest.extents) != 3:
         return None
     first, k_iv = c.nest.body.block.args[0], c.reduce.body.block.args[0]
@@ -366,8 +368,9 @@ def split_form(c: Contraction) -> tuple[int, int, SSAValue, list[SSAValue]] | No
         return None
     k_index = loads[0].indices[-1]
     if isinstance(clamp := k_index.owner, arith.MinSIOp):
-        k_extent = loads[0].memref.type.get_shape()[-1]  # type: ignore[attr-defined]
-        if index_constant(clamp.rhs) != k_extent - 1:
+        row = loads[0].memref.type.get_shape()[-1]  # type: ignore[attr-defined]
+        last = index_constant(clamp.rhs)
+        if last is None or not 0 <= last < row:
             return None
         k_index = clamp.lhs
     if not isinstance(add := k_index.owner, arith.AddiOp):
