@@ -31,6 +31,8 @@ from tinyopt.compiler import lower
         (matmul_plain(333, 257, 1031, "f16", "nk", relu=False), "align=on bn=256"),
         (batched_matmul(2, 2047, 2047, 2047, "bf16"), ""),  # auto stages it
         (matmul_plain(8178, 773, 93, "bf16", "nk"), ""),  # auto: two K steps, odd N
+        (matmul_plain(101, 3024, 6484, "bf16", "nk"), ""),  # auto: staged, then K split
+        (matmul_plain(460, 519, 8001, "bf16", "kn", relu=False), ""),  # B [K, N], split
         (batched_matmul(7, 127, 127, 127, "bf16"), ""),  # mma.sync, 32×32 blocks
     ],
     ids=[
@@ -43,6 +45,8 @@ from tinyopt.compiler import lower
         "f16_bn256",
         "auto_2x2047",
         "auto_short_k_8178x773x93",
+        "auto_split_101x3024x6484",
+        "auto_split_kn_460x519x8001",
         "mma_sync_7x127",
     ],
 )
