@@ -22,7 +22,8 @@ Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): 
 each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
 `LAUNCH_SECONDS` for each copy kernel, and the GEMM then takes its FLOPs at
 `WGMMA_FLOPS_PER_SECOND` plus its K steps at `split_k_plan.WGMMA_STEP_SECONDS` (a small grid's
-latency; the staged GEMM is not split); left on `mma.sync` it would take its FLOPs at
+latency, unsplit: the GEMM on the workspaces is then planned as any GEMM, and a small grid
+splits its K, which the estimate leaves out); left on `mma.sync` it would take its FLOPs at
 `SYNC_FLOPS_PER_SECOND` (measured on misaligned rows) plus the time `split_k_plan` estimates
 for its K loop's latency and its split (`sync_seconds`). The rule takes the kernel where the
 copies and the wgmma GEMM take less time. Adding
@@ -204,9 +205,9 @@ def sector_staging(
     where that is positive (at 3000³: B, 109.4 → 101.1 µs; 5000³ both, 515.6 → 461.2;
     1000×4704×4600 A, 117.8 → 105.4; 4096×1024×3000 B, 56.4 → 46.5; not 1000³ nor
     2048×2048×1000, where every copy lost: H100, thirty-fourth session run 7). Not where 128×256
-    blocks split in two would fit one wave, a grid whose K the planner may split: a staged GEMM
-    is not split; nor where the wgmma rule would not take the staged GEMM either (`plain_operands`:
-    a split's chunks that are not whole TMA boxes)."""
+    blocks split in two would fit one wave, a grid whose K the planner may split (the copies
+    are weighed against the unsplit GEMM only); nor where the wgmma rule would not take the
+    staged GEMM either (`plain_operands`: a split's chunks that are not whole TMA boxes)."""
     operands = plain_operands(c, c.extents[3], c.extents[2])
     if isinstance(operands, str):
         return operands
@@ -217,7 +218,10 @@ def sector_staging(
         return off
     batch, m, n, k = c.extents
     if wide_split_fits(batch, m, n, target.sms):
-        return "a small grid, whose K the planner may split (a staged GEMM is not split)"
+        return (
+            "a small grid, whose K the planner may split (the copies are weighed against "
+            "unsplit GEMMs only)"
+        )
     if m <= SKINNY_ROWS:
         return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
     gemm = SECTOR_SLOWDOWN * 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
