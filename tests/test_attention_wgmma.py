@@ -346,15 +346,29 @@ def test_decode_forms_plan_the_decode_schedule(valid: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    ("s", "causal", "blocks"),
-    [(4096, False, 132), (4096, True, 32 * 40), (1024, True, 132)],
-    ids=["non-causal", "causal-10-rounds", "causal-2-rounds"],
+    ("s", "d", "causal", "blocks"),
+    [
+        (4096, 64, False, 132),
+        (8192, 64, True, 64 * 40),
+        (4096, 128, True, 131),
+        (4096, 192, True, 32 * 40),
+        (1024, 64, True, 132),
+    ],
+    ids=[
+        "non-causal",
+        "causal-19-rounds-43-tiles",
+        "causal-10-rounds-32-tiles",
+        "causal-10-rounds-64-tiles",
+        "causal-2-rounds",
+    ],
 )
-def test_persistent_auto_by_rounds(s: int, causal: bool, blocks: int) -> None:
-    """`persistent=auto`: one block per SM for a non-causal kernel and for a causal one whose
-    items fill at most 8 rounds of the 132 SMs; one block per item past that (40 heads × 32
-    query tiles = 1280 items, 9.7 rounds)."""
-    text = attention(1, 40, s, 64, "bf16", causal=causal)
+def test_persistent_auto_by_rounds_and_tiles(s: int, d: int, causal: bool, blocks: int) -> None:
+    """`persistent=auto`: one block per SM for a non-causal kernel, for a causal one whose
+    items fill at most 8 rounds of the 132 SMs, and for one whose longest item runs at most 32
+    key tiles (D 128: 128 keys a tile, 4096 keys; 131 blocks, prime to its 32 query tiles);
+    one block per item past both (40 heads × 64 query tiles of 43 tiles of 192 keys at D 64;
+    × 32 query tiles of 64 tiles of 64 keys at D 192)."""
+    text = attention(1, 40, s, d, "bf16", causal=causal)
     _, module = lower(text, "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda")
     kernel = attention_kernel(module, WGMMA_HELPER)
     assert list(kernel.grid.get_values()) == [blocks, 1, 1]

@@ -209,10 +209,10 @@ class AttentionWgmmaPlan:
     keys: int = 0
     """Keys per K/V tile (`akeys`; 0 before planning: `keys_per_tile`)."""
     persistent: int = 1
-    """1 (`persistent` 1, or auto: see `CAUSAL_PERSISTENT_ROUNDS`): one block per SM (at most
-    one per work item) walks the (query tile, batch) items in launch order, its producer
-    copying the next item's Q and first K/V tiles while the consumers finish the last one; 0:
-    one block per item."""
+    """1 (`persistent` 1, or auto: `CAUSAL_PERSISTENT_ROUNDS`, `CAUSAL_PERSISTENT_TILES`): one
+    block per SM (at most one per work item) walks the (query tile, batch) items in launch
+    order, its producer copying the next item's Q and first K/V tiles while the consumers
+    finish the last one; 0: one block per item."""
     fma: int = 0
     """`afma`: of every 8 of S's n8 column tiles, this many take their exp2 on the FMA units
     (`exp2_on_fma`, spread evenly: `fma_tiles`), the others on MUFU; 0 (auto): none."""
@@ -269,7 +269,9 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             )
         if knobs.persistent == "auto":
             rounds = CAUSAL_PERSISTENT_ROUNDS * self.target.sms
-            persistent = int(not a.causal or _items(a, bm) <= rounds)
+            longest = -(-a.reduce.extents[0] // keys)  # key tiles of the longest item
+            short = longest <= CAUSAL_PERSISTENT_TILES
+            persistent = int(not a.causal or _items(a, bm) <= rounds or short)
         else:
             persistent = int(knobs.persistent)
         return AttentionWgmmaPlan(
@@ -341,6 +343,18 @@ up) keeps in L2. On the H200 (RESULTS.md twentieth session run 4), × cuDNN, one
 → persistent: non-causal 0.79-1.03 → 0.90-1.03 (never lower); causal with 3-6 rounds 0.79-0.96
 → 0.92-1.01, with 31 rounds (4096 items) 0.86-1.06 → 0.78-0.96. Those ran 132 blocks, before
 `_persistent_blocks` made the causal count prime to the query tiles."""
+
+CAUSAL_PERSISTENT_TILES = 32
+"""`persistent=auto` also takes persistent blocks for a causal kernel, at any number of rounds,
+whose longest item (its last query tile) runs at most this many key tiles: there each item's
+fixed costs (loading Q, storing O), which a persistent block overlaps with its next item's,
+weigh more than the imbalance of blocks that each take every `blocks`-th item, an imbalance that
+grows with the spread of the items' lengths. On an H100 (RESULTS.md thirty-ninth session run
+6), 4096 items (31 rounds of 131 blocks), × cuDNN, one block per item → persistent: D 64 S 2048
+(11 tiles of 192 keys) 0.84 → 0.93, S 4096 (22) 0.91 → 1.00; D 128 S 2048 (16 of 128) 0.95 →
+1.03, S 4096 (32) 1.01 → 1.05; D 96 S 4096 (32) 1.10 → 1.11; and past 32 tiles: D 64 S 8192
+(43) 0.99 → 0.91, D 128 S 8192 (64) 1.03 → 0.93, D 192 S 4096 (64 of 64 keys) 0.89 → 0.80,
+S 16384 (86 and 128) 1.06 → 0.83."""
 
 HEADS_FIRST_BYTES = 16 << 20
 """A causal grid runs heads fastest (all heads' longest query tiles first) when K and V fit
