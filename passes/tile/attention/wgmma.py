@@ -350,7 +350,7 @@ whose longest item (its last query tile) runs at most this many key tiles: there
 fixed costs (loading Q, storing O), which a persistent block overlaps with its next item's,
 weigh more than the imbalance of blocks that each take every `blocks`-th item, an imbalance that
 grows with the spread of the items' lengths. On an H100 (RESULTS.md thirty-ninth session run
-6), 4096 items (31 rounds of 131 blocks), × cuDNN, one block per item → persistent: D 64 S 2048
+5), 4096 items (31 rounds of 131 blocks), × cuDNN, one block per item → persistent: D 64 S 2048
 (11 tiles of 192 keys) 0.84 → 0.93, S 4096 (22) 0.91 → 1.00; D 128 S 2048 (16 of 128) 0.95 →
 1.03, S 4096 (32) 1.01 → 1.05; D 96 S 4096 (32) 1.10 → 1.11; and past 32 tiles: D 64 S 8192
 (43) 0.99 → 0.91, D 128 S 8192 (64) 1.03 → 0.93, D 192 S 4096 (64 of 64 keys) 0.89 → 0.80,
