@@ -21,9 +21,9 @@ kernels (the `elementwise` rule).
 Whether the copy pays is an estimate from bytes against FLOPs (`staging_pays`): the copies read
 each staged operand and write its padded workspace at `COPY_BYTES_PER_SECOND`, plus
 `LAUNCH_SECONDS` for each copy kernel, and the GEMM then takes its FLOPs at
-`WGMMA_FLOPS_PER_SECOND` plus its K steps at `split_k_plan.WGMMA_STEP_SECONDS` (a small grid's
-latency, unsplit: the GEMM on the workspaces is then planned as any GEMM, and a small grid
-splits its K, which the estimate leaves out); left on `mma.sync` it would take its FLOPs at
+`WGMMA_FLOPS_PER_SECOND` plus its K loop (`staged_k_loop_seconds`: its steps at
+`split_k_plan.WGMMA_STEP_SECONDS`, a small grid's latency, or the split the planner then gives
+the GEMM on the workspaces, as any GEMM); left on `mma.sync` it would take its FLOPs at
 `SYNC_FLOPS_PER_SECOND` (measured on misaligned rows) plus the time `split_k_plan` estimates
 for its K loop's latency and its split (`sync_seconds`). The rule takes the kernel where the
 copies and the wgmma GEMM take less time. Adding
@@ -31,11 +31,13 @@ the two terms (rather than taking the longer) chose the faster plan on 26 of the
 linears of the thirty-sixth session's run 1 (H100; geometric mean 1.16× cuBLAS on that run's
 figures, against 1.10× for the longer), e.g. staging 1054×72×2014 (24.0 → 17.6 µs) and
 1260×110×3367 (38.8 → 25.4). Square GEMMs are staged from about 1000³; small ones (a batch of
-127³) stay on `mma.sync`, where two more launches would cost more than the whole product, as
-do long K loops on few blocks (195×157×7402), which split on `mma.sync`; small products of a
-few hundred rows and columns and short K are staged (373×496×443 13.6 → 10.7 µs, 91×647×911
-17.3 → 13.9). A split-K partial kernel whose chunks are not whole 64-wide boxes is not staged:
-the wgmma rule would not take it (`chunk_refusal`). At most `SKINNY_ROWS` rows per batch entry
+127³) stay on `mma.sync`, where two more launches would cost more than the whole product;
+small products of a few hundred rows and columns and short K are staged (373×496×443 13.6 →
+10.7 µs, 91×647×911 17.3 → 13.9), and so are long K loops on few blocks, the staged GEMM's K
+split (H100, benchmarks/RESULTS.md thirty-ninth session run 7: 24 such linears that had run on
+`mma.sync`'s split, 0.868 → 1.128× cuBLAS; 668×43×8093 42.4 → 23.8 µs). A split-K partial
+kernel whose chunks are not whole 64-wide boxes is not staged: the wgmma rule would not take it
+(`chunk_refusal`). At most `SKINNY_ROWS` rows per batch entry
 are never staged in `auto` (the skinny and GEMV rules' shapes keep their plans).
 
 Rows TMA addresses but that start off 32-byte L2 sectors (16 bytes past a multiple of 32: a
@@ -66,8 +68,14 @@ from tinyopt.passes.tile.emit import Emitter
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction
 from tinyopt.passes.tile.gemm.split_k import derived_kernel, replace_kernels
-from tinyopt.passes.tile.gemm.split_k_plan import WGMMA_STEP_SECONDS, sync_seconds
+from tinyopt.passes.tile.gemm.split_k_plan import (
+    WGMMA_STEP_SECONDS,
+    cluster_split_estimate,
+    sync_seconds,
+    wgmma_split_estimate,
+)
 from tinyopt.passes.tile.gemm.wgmma_plan import (
+    SMALL_M,
     TMA_ALIGN,
     Operands,
     chunk_refusal,
@@ -258,12 +266,23 @@ def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Tar
     )
 
 
+def staged_k_loop_seconds(c: Contraction, target: Target) -> float:
+    """The staged GEMM's K loop: its steps at `WGMMA_STEP_SECONDS`, or, where a small grid of
+    64×64 blocks splits its K (the planner splits the GEMM on the workspaces as any other), the
+    cheaper of the split's estimates, in two passes or over a cluster
+    (`split_k_plan.wgmma_split_estimate`, `cluster_split_estimate`)."""
+    unsplit = -(-c.extents[3] // ROW_ALIGN) * WGMMA_STEP_SECONDS
+    splits, two_pass = wgmma_split_estimate(c, SMALL_M, SMALL_M, target)  # 64×64 blocks
+    _, clustered = cluster_split_estimate(c, SMALL_M, SMALL_M, target)
+    return min(unsplit, clustered, two_pass if splits > 1 else unsplit)
+
+
 def staging_pays(c: Contraction, operands: list[_Operand], target: Target) -> tuple[bool, str]:
     """Whether the copies and the wgmma GEMM are estimated to take less time than `mma.sync`
     on the misaligned operands (module docstring), and why in words."""
     batch, m, n, k = c.extents
-    flops, steps = 2 * batch * m * n * k, -(-k // ROW_ALIGN)
-    gemm = flops / WGMMA_FLOPS_PER_SECOND + steps * WGMMA_STEP_SECONDS
+    flops = 2 * batch * m * n * k
+    gemm = flops / WGMMA_FLOPS_PER_SECOND + staged_k_loop_seconds(c, target)
     sync = flops / SYNC_FLOPS_PER_SECOND + sync_seconds(c, target)
     moved = sum(o.bytes_moved() for o in operands)
     copies = len(operands) * LAUNCH_SECONDS + moved / COPY_BYTES_PER_SECOND
