@@ -138,11 +138,13 @@ def store_width(c: Contraction) -> int:
 
 def mma_store(knob: str, c: Contraction) -> str:
     """The `store` knob resolved for the mma.sync rule: `auto` is `smem` where the epilogue
-    stores single elements (the m16n8 fragments would put 2 bytes of 16-bit output into each
-    of 8 rows' sectors a store), else `direct`. On an H100 (RESULTS.md thirty-ninth session
-    runs 1-2), over 36 odd-N linears left on mma.sync, `smem` ran 1.10x as fast as `direct`
-    (geometric mean): 1.02-1.90x on every output of more than 100K elements, 0.91-1.13x on the
-    smaller ones (6-12 us kernels); where the stores took pairs, within 1%."""
+    stores single elements, at an odd N (the m16n8 fragments would put one element of each of 8
+    rows into their sectors a store: 2 bytes of 16-bit output, 4 of a split's f32 partial
+    sums), else `direct`. On an H100 (RESULTS.md thirty-ninth session runs 1-2), over 36 odd-N
+    bf16 linears left on mma.sync, `smem` ran 1.10x as fast as `direct` (geometric mean):
+    1.02-1.90x on every output of more than 100K elements, 0.91-1.13x on the smaller ones
+    (6-12 us kernels); where the stores took pairs, within 1%. A split's f32 partial sums at
+    N = 81 (the sweep's r19, run 4): 11.6 -> 11.1 us."""
     if knob != "auto":
         return knob
     return "smem" if store_width(c) == 1 else "direct"
