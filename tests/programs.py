@@ -585,6 +585,18 @@ CASES = [
         matmul_plain(130, 72, 190, "bf16", "nk"),
         tile_with("mma=sync bm=32 bn=32 store=smem"),
     ),
+    # mma.sync's K loop with the next stages - 1 steps in a ring of registers: element loads
+    # (odd K) on 32×32 blocks, 7 steps ahead, K = 190 not a whole group; 64×64 blocks, 4 ahead.
+    Case(
+        "bf16_mma_sync_ring_8_790x72x190",
+        matmul_plain(790, 72, 190, "bf16", "nk"),
+        tile_with("mma=sync bm=32 bn=32 stages=8"),
+    ),
+    Case(
+        "bf16_mma_sync_ring_5_300x201x189",
+        matmul_plain(300, 201, 189, "bf16", "nk"),
+        tile_with("mma=sync bm=64 bn=64 stages=5"),
+    ),
     # The staged wgmma GEMM's epilogue at an odd N (773: rows of 1546 bytes), stored element by
     # element through shared memory, a warp's lanes along one row; two K steps, a ragged M.
     Case(

@@ -18,6 +18,7 @@ from programs import batched_matmul, matmul_plain, tile_with
 
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
+from xdsl.utils.exceptions import DiagnosticException
 
 SHAPES = [
     # (id, program, knobs)
@@ -88,6 +89,71 @@ def test_stages_default_to_register_double_buffering() -> None:
     assert between.count(" = v0[") == 1 and between.count(" = v1[") == 1
     single = _kernel_source(text, "mma=sync stages=1")
     assert single.count(" = v0[") == 1 and single.index(" = v0[") > single.index("< 131;")
+
+
+RING_SHAPES = [
+    # (id, program, knobs): rings of stages - 1 steps in registers; K a whole number of groups
+    # of steps or not (the last group's steps past K skipped), element loads (odd K), pairs,
+    # 16-byte vectors, a batch, the deepest ring each block holds (`HELD_REGISTERS`).
+    ("ring_8_odd_k_70x33x131", matmul_plain(70, 33, 131, "bf16", "nk"), "bm=32 bn=32 stages=8"),
+    ("ring_6_short_k_40x72x190", matmul_plain(40, 72, 190, "bf16", "nk"), "bm=32 bn=32 stages=6"),
+    ("ring_3_whole_groups_66x40x128", matmul_plain(66, 40, 128, "bf16", "nk"), "stages=3"),
+    ("ring_5_block_64_130x137x300", matmul_plain(130, 137, 300, "bf16", "nk"), "stages=5"),
+    (
+        "ring_3_block_128_130x136x260",
+        matmul_plain(130, 136, 260, "bf16", "nk"),
+        "bm=128 bn=128 stages=3",
+    ),
+    ("ring_4_f16_bmm_2x40x72x97", batched_matmul(2, 40, 72, 97, "f16"), "bm=32 bn=32 stages=4"),
+]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs"), [s[1:] for s in RING_SHAPES], ids=[s[0] for s in RING_SHAPES]
+)
+def test_register_ring_matches_float64_on_cpu(text: str, knobs: str) -> None:
+    """`stages` ≥ 3: the next stages - 1 K steps' tiles in registers, the loop unrolled over
+    the ring."""
+    stages = int(knobs.split("stages=")[1])
+    assert f"stages = {stages}" in _plan(text, knobs)
+    error, bound = error_on_cpu(text, tile_with(f"mma=sync {knobs}"), seed=8)
+    assert error < bound, error
+
+
+def test_register_ring_loads_each_step_ahead() -> None:
+    """stages=5 at K = 190 (6 steps of 32): 4 register slots of each side, each filled once
+    before the K loop and once inside it, whose iteration runs a group of 4 steps (128 of K),
+    two barriers a step; the last two steps of the second group, past K, are skipped."""
+    text = matmul_plain(40, 72, 190, "bf16", "nk")
+    source = _kernel_source(text, "mma=sync bm=32 bn=32 stages=5")
+    body = source[source.index("__global__") :]
+    loop_start = re.search(r"for \(int (v\d+) = 0; \1 < 190; \1 \+= 128\)", body)
+    assert loop_start is not None
+    before, inside = body[: loop_start.start()], body[loop_start.start() :]
+    slots = set(re.findall(r"(v\d+)\[v\d+\]\[0\] = ", before))
+    assert len(slots) == 8  # 4 slots × 2 sides
+    assert all(inside.count(f"{slot}[") >= 2 for slot in slots)  # refilled, then stored
+    assert "tinyopt_mma_bf16(" not in before
+    assert inside.count("__syncthreads()") == 8  # two a step
+    # The third and fourth steps run under `step < K` (the second group's, 192 and 224, skip).
+    step_guards = re.findall(
+        r"bool (v\d+) = \(unsigned\)v\d+ < \(unsigned\)190;\s+if \(\1\)", inside
+    )
+    assert len(step_guards) == 2
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ("mma=sync stages=9", "stages"),
+        ("mma=sync bm=128 bn=128 stages=8", "registers a thread"),
+        ("stages=4", "stages"),  # a ring under mma=auto: the knob takes 0, 1, 2 there
+    ],
+)
+def test_register_ring_refusals(knobs: str, message: str) -> None:
+    with pytest.raises(DiagnosticException, match=message):
+        apply_pipeline(parse(matmul_plain(300, 300, 300, "bf16", "nk")), f"fuse,plan{{{knobs}}}")
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")

@@ -151,11 +151,23 @@ def test_mma_sync_runs_on_tensor_cores(tmp_path: Path) -> None:
         (matmul_plain(1024, 1024, 512, "bf16", "nk"), "mma=sync bm=128 bn=128"),
         # The epilogue through shared memory, odd N and K (element loads and stores).
         (matmul_plain(8178, 773, 93, "bf16", "nk"), "mma=sync store=smem"),
+        # The deepest register rings each block holds (`mma_sync.HELD_REGISTERS`), element
+        # loads (odd K): 7 steps ahead on 32×32 blocks, 4 on 64×64, 2 on 128×128.
+        (matmul_plain(790, 72, 189, "bf16", "nk"), "mma=sync bm=32 bn=32 stages=8"),
+        (matmul_plain(300, 200, 189, "bf16", "nk"), "mma=sync bm=64 bn=64 stages=5"),
+        (matmul_plain(1024, 1024, 511, "bf16", "nk"), "mma=sync bm=128 bn=128 stages=3"),
     ],
-    ids=["split_32x32_odd_k", "block_128", "smem_store_odd"],
+    ids=[
+        "split_32x32_odd_k",
+        "block_128",
+        "smem_store_odd",
+        "ring_8",
+        "ring_5_block_64",
+        "ring_3_block_128",
+    ],
 )
 def test_register_staged_mma_sync_keeps_registers(text: str, knobs: str, tmp_path: Path) -> None:
-    # stages=2 holds the next K step's tiles in registers: no local memory for them.
+    # stages=s holds the next s - 1 K steps' tiles in registers: no local memory for them.
     for name, code in sass_of_each(text, tile_with(knobs), tmp_path).items():
         if "_reduce" not in name:
             assert "HMMA" in code, name

@@ -162,6 +162,11 @@ KNOBS: tuple[Knob, ...] = (
         one_of(AUTO, 1, 2, words="0 (auto), 1 or 2"),
         when=(
             ("mma", "wgmma", _ring(WGMMA_DEEPEST_STAGES, "mma=wgmma")),
+            (
+                "mma",
+                "sync",
+                one_of(*range(0, 9), words="0 (auto), 1 or in [2, 8] with mma=sync"),
+            ),
             ("mma", "3xtf32", _ring(4, "mma=3xtf32")),
             ("copy", "cp_async", _ring(4, "copy=cp_async")),
             ("copy", "tma", _ring(6, "copy=tma")),

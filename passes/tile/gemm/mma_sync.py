@@ -60,6 +60,15 @@ PAD = 8
 """Shared-row padding in 16-bit elements (16 bytes): conflict-free, aligned `ldmatrix` rows."""
 
 
+MOST_STAGES = 8
+"""The deepest register ring of the K loop (`MmaTiles.stages`)."""
+
+HELD_REGISTERS = 160
+"""Registers a thread may hold in accumulators and staged elements (`MmaTiles.held_registers`)
+before the ring is refused: beside the fragments and addresses, more would spill (an
+estimate; tests/test_sass.py checks the deepest rings it allows for local memory)."""
+
+
 @dataclass(frozen=True)
 class MmaTiles:
     """The block tile (bm, bn, bk) and each warp's output tile (wm, wn)."""
@@ -72,8 +81,9 @@ class MmaTiles:
     vec: int = 8
     """The widest vector of a global access."""
     stages: int = 2
-    """1: each K step's tiles loaded, then stored to shared memory; 2: the next step's tiles
-    loaded into registers while the current one's `mma`s run."""
+    """1: each K step's tiles loaded, then stored to shared memory; s ≥ 2: the next s - 1
+    steps' tiles loaded into registers (a ring of s - 1, the K loop unrolled over it) while the
+    current one's `mma`s run, so s - 1 steps' loads are in flight at once."""
     store: str = "direct"
     """How the epilogue reaches the accumulators: direct, from the m16n8 fragment layout (a
     warp's store touches 8 rows); smem, each warp passing its tile 16 rows at a time through a
@@ -86,6 +96,13 @@ class MmaTiles:
     @property
     def threads(self) -> int:
         return self.warps * WARP
+
+    @property
+    def held_registers(self) -> int:
+        """A thread's accumulators and staged elements (the worst case, one register each: the
+        element loads of rows off 16 bytes) of its stages - 1 steps in flight."""
+        staged = max(self.stages - 1, 1) * -(-(self.bm + self.bn) * self.bk // self.threads)
+        return self.wm * self.wn // WARP + staged
 
     @property
     def staging_shape(self) -> list[int]:
@@ -160,8 +177,14 @@ def mma_tile_refusal(tiles: MmaTiles, target: Target) -> str | None:
         )
     if bk % MMA_K:
         return f"mma=sync needs bk to be a multiple of {MMA_K} (the mma K step), got bk={bk}"
-    if tiles.stages not in (1, 2):
-        return f"mma=sync stages its K loop once or twice (stages 1 or 2), got {tiles.stages}"
+    if not 1 <= tiles.stages <= MOST_STAGES:
+        return f"mma=sync takes stages 1 to {MOST_STAGES}, got {tiles.stages}"
+    if tiles.held_registers > HELD_REGISTERS:
+        return (
+            f"mma=sync with bm={bm} bn={bn} bk={bk} stages={tiles.stages} holds about "
+            f"{tiles.held_registers} registers a thread in accumulators and staged elements, "
+            f"more than {HELD_REGISTERS}: fewer stages"
+        )
     if tiles.store not in ("direct", "smem"):
         return f"mma=sync stores its epilogue direct or through smem, got store={tiles.store}"
     if tiles.shared_bytes > target.static_shared:
@@ -300,25 +323,63 @@ class MmaEmitter:
             for j in range(nj):
                 for r in range(4):
                     self._store(init, acc, i, j, r)
+        if t.stages == 1:
+            self._single_stage_k_loop(a, b, acc)
+        else:
+            self._register_ring_k_loop(a, b, acc)
+        self._epilogue(acc, em.add(m0, self.row0), em.add(n0, self.col0), lane)
+
+    def _single_stage_k_loop(self, a: _Side, b: _Side, acc: SSAValue) -> None:
+        """Each K step's tiles loaded, stored to shared memory, then multiplied."""
+        em, t = self.em, self.t
         staged = [(side, self._registers(side)) for side in (a, b)]
-        if t.stages == 2:
-            for side, registers in staged:
-                self._load(side, em.index(0), registers)
         with em.for_loop(0, self.k, t.bk) as (k0, _, _):
             for side, registers in staged:
-                if t.stages == 1:
-                    self._load(side, k0, registers)
+                self._load(side, k0, registers)
                 self._put(side, registers)
-            em.op(tile.BarrierOp())
-            if t.stages == 2:
-                for side, registers in staged:
-                    self._load(side, em.add(k0, t.bk), registers)
-            with em.for_loop(0, t.bk, self.k_step, unroll=True) as (kk, _, _):
-                self._multiply(a, b, kk, acc)
-                em.op(scf.YieldOp())
-            em.op(tile.BarrierOp())
+            self._step(a, b, acc)
             em.op(scf.YieldOp())
-        self._epilogue(acc, em.add(m0, self.row0), em.add(n0, self.col0), lane)
+
+    def _register_ring_k_loop(self, a: _Side, b: _Side, acc: SSAValue) -> None:
+        """The K loop with the next `stages - 1` steps' tiles in registers: slot j of the ring
+        holds step j of each group of `stages - 1` steps; a loop iteration runs one group,
+        unrolled, so each slot is named by a constant (registers indexed at run time would go
+        to local memory). Each step stores its slot to shared memory, then refills the slot
+        with the step `stages - 1` ahead before its `mma`s. Steps of the last group past K are
+        skipped (block-uniform, barriers included)."""
+        em, t = self.em, self.t
+        ahead = t.stages - 1
+        ring = [[(side, self._registers(side)) for side in (a, b)] for _ in range(ahead)]
+        for j, slot in enumerate(ring):
+            for side, registers in slot:
+                self._load(side, em.index(j * t.bk), registers)
+        group = ahead * t.bk
+        with em.for_loop(0, self.k, group) as (k0, _, _):
+            for j, slot in enumerate(ring):
+                step = em.add(k0, j * t.bk)
+                ragged = j and self.k % group and self.k % group <= j * t.bk
+                with em.when([em.less(step, self.k)] if ragged else []):
+                    for side, registers in slot:
+                        self._put(side, registers)
+                    em.op(tile.BarrierOp())
+                    for side, registers in slot:
+                        self._load(side, em.add(step, group), registers)
+                    self._multiply_step(a, b, acc)
+                    em.op(tile.BarrierOp())
+            em.op(scf.YieldOp())
+
+    def _step(self, a: _Side, b: _Side, acc: SSAValue) -> None:
+        """The shared tiles stored: a barrier, the step's `mma`s, a barrier."""
+        self.em.op(tile.BarrierOp())
+        self._multiply_step(a, b, acc)
+        self.em.op(tile.BarrierOp())
+
+    def _multiply_step(self, a: _Side, b: _Side, acc: SSAValue) -> None:
+        """The `mma`s of one K step of `bk` from the shared tiles."""
+        em, t = self.em, self.t
+        with em.for_loop(0, t.bk, self.k_step, unroll=True) as (kk, _, _):
+            self._multiply(a, b, kk, acc)
+            em.op(scf.YieldOp())
 
     def _side(
         self,

@@ -1,6 +1,7 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync}' | filecheck %s
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync stages=1}' | filecheck %s --check-prefix=ONE
-// RUN: tinyopt %s -p 'fuse,plan{mma=sync}' | sed 's/stages = 2,/stages = 3,/' | not tinyopt -p tile 2>&1 | filecheck %s --check-prefix=PLAN3
+// RUN: tinyopt %s -p 'fuse,plan{mma=sync}' | sed 's/stages = 2,/stages = 9,/' | not tinyopt -p tile 2>&1 | filecheck %s --check-prefix=PLAN9
+// RUN: tinyopt %s -p 'fuse,tile{mma=sync stages=4}' | filecheck %s --check-prefix=RING
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bk=8}' 2>&1 | filecheck %s --check-prefix=BK
 // RUN: not tinyopt %s -p 'fuse,tile{mma=sync bm=256 bn=256 bk=64}' 2>&1 | filecheck %s --check-prefix=SMEM
 // RUN: tinyopt %s -p 'fuse,tile{mma=sync store=smem}' | filecheck %s --check-prefix=STAGED
@@ -66,8 +67,15 @@
 
 // An f32 contraction with mma=sync is an error: contraction_mma_f32.mlir.
 
-// A plan edited to a third stage is refused (the K loop stages once or twice), not emitted.
-// PLAN3: mma=sync stages its K loop once or twice (stages 1 or 2), got 3
+// A plan edited to a ninth stage is refused (a ring of at most 7 steps ahead), not emitted.
+// PLAN9: mma=sync takes stages 1 to 8, got 9
+
+// stages=4: the next 3 K steps in a ring of registers, filled before the K loop (3 slots of
+// each side's 2 × 8 elements), whose iteration runs a group of 3 steps (96 of K).
+// RING:      plan = #tile.plan<mma_sync, {{.*}}stages = 4, store = "direct">
+// RING-COUNT-6: tile.alloc : memref<2x8xbf16, 5 : i32>
+// RING:      %[[GROUP:.*]] = arith.constant 96 : index
+// RING-NEXT: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[GROUP]] {
 
 // BK: tile: mma=sync needs bk to be a multiple of 16 (the mma K step), got bk=8
 // SMEM: tile: mma=sync with bm=256 bn=256 bk=64 needs 73728 bytes of shared memory, more than the 49152 a block may declare statically
