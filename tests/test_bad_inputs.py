@@ -128,8 +128,8 @@ CASES: dict[str, tuple[str, str, str]] = {
     "stages of another rule": (
         "matmul_f32.mlir",
         "fuse,tile{stages=4}",
-        "tile: stages must be 0 (auto), 1 or 2, got 4 (taken with mma=wgmma or mma=3xtf32 or "
-        "copy=cp_async or copy=tma)",
+        "tile: stages must be 0 (auto), 1 or 2, got 4 (taken with mma=wgmma or mma=sync or "
+        "mma=3xtf32 or copy=cp_async or copy=tma)",
     ),
     "persistent": ("matmul_f32.mlir", "fuse,tile{persistent=2}", "persistent must be auto, 0 or 1"),
     "option type": (
