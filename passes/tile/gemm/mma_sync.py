@@ -248,10 +248,11 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
         t = replace(t, vec=knobs.vec or 8, stages=knobs.stages or 2)
-        staged = replace(t, store=mma_store(knobs.store, c))
-        if knobs.store == "auto" and mma_tile_refusal(staged, self.target):
-            return mma_tile_refusal(t, self.target) or t  # no room to stage: direct
-        return mma_tile_refusal(staged, self.target) or staged
+        chosen = replace(t, store=mma_store(knobs.store, c))
+        refusal = mma_tile_refusal(chosen, self.target)
+        if refusal and knobs.store == "auto":  # no room to stage: direct
+            chosen, refusal = t, mma_tile_refusal(t, self.target)
+        return refusal or chosen
 
     def check(self, kernel: loop.KernelOp, c: Contraction, plan: MmaTiles) -> str | None:
         return mma_tile_refusal(plan, self.target)
@@ -337,7 +338,9 @@ class MmaEmitter:
             for side, registers in staged:
                 self._load(side, k0, registers)
                 self._put(side, registers)
-            self._step(a, b, acc)
+            em.op(tile.BarrierOp())
+            self._multiply_step(a, b, acc)
+            em.op(tile.BarrierOp())
             em.op(scf.YieldOp())
 
     def _register_ring_k_loop(self, a: _Side, b: _Side, acc: SSAValue) -> None:
@@ -354,11 +357,12 @@ class MmaEmitter:
             for side, registers in slot:
                 self._load(side, em.index(j * t.bk), registers)
         group = ahead * t.bk
+        tail = self.k % group  # K of the last group, where it is short of one
         with em.for_loop(0, self.k, group) as (k0, _, _):
             for j, slot in enumerate(ring):
                 step = em.add(k0, j * t.bk)
-                ragged = j and self.k % group and self.k % group <= j * t.bk
-                with em.when([em.less(step, self.k)] if ragged else []):
+                past_k = 0 < tail <= j * t.bk  # in the last group, step j lies past K
+                with em.when([em.less(step, self.k)] if past_k else []):
                     for side, registers in slot:
                         self._put(side, registers)
                     em.op(tile.BarrierOp())
@@ -367,12 +371,6 @@ class MmaEmitter:
                     self._multiply_step(a, b, acc)
                     em.op(tile.BarrierOp())
             em.op(scf.YieldOp())
-
-    def _step(self, a: _Side, b: _Side, acc: SSAValue) -> None:
-        """The shared tiles stored: a barrier, the step's `mma`s, a barrier."""
-        self.em.op(tile.BarrierOp())
-        self._multiply_step(a, b, acc)
-        self.em.op(tile.BarrierOp())
 
     def _multiply_step(self, a: _Side, b: _Side, acc: SSAValue) -> None:
         """The `mma`s of one K step of `bk` from the shared tiles."""
