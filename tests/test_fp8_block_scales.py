@@ -60,7 +60,10 @@ def test_block_scaled_sass_has_fp8_products_scaled_by_fma_and_no_spills(
     a_rows: int, tmp_path
 ) -> None:
     """4096³: QGMMA 64x128x32 on E4M3 operands fed by TMA, each accumulator's step added as
-    one FFMA (products times the step's factor), no local memory."""
+    one FFMA (products times the step's factor), no local memory; and the scales a K step
+    loads among its QGMMAs (the next step's) are not read before the step's wgmmas are waited
+    for: not even moved, which would stall the warp on the load as the step's adds did when
+    they read their own scales."""
     code = sass(block_scaled_matmul(4096, 4096, 4096, a_rows=a_rows), "fuse,tile,to-cuda", tmp_path)
     assert set(re.findall(r"\bQGMMA\.\w+\.\w+\.\w+\.\w+", code)) == {
         "QGMMA.64x128x32.F32.E4M3.E4M3"
@@ -68,6 +71,18 @@ def test_block_scaled_sass_has_fp8_products_scaled_by_fma_and_no_spills(
     assert "UTMALDG" in code
     assert len(re.findall(r"\bFFMA\b", code)) >= 64
     assert not LOCAL_MEMORY.search(code)
+    loaded: set[str] = set()  # registers loaded since the last QGMMA wait, in the K loop
+    in_loop = False
+    for line in code.splitlines():
+        if "QGMMA" in line:
+            in_loop = True
+        if "WARPGROUP.DEPBAR" in line:
+            loaded.clear()
+        elif in_loop and (load := re.search(r"\bLDG\.E\.CONSTANT (R\d+),", line)):
+            loaded.add(load[1])
+        elif loaded and (operands := re.search(r"\b[A-Z][\w.]* R\d+, (.*);", line)):
+            assert not loaded & set(re.findall(r"\bR\d+\b", operands[1])), line
+    assert in_loop
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")

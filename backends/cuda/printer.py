@@ -1141,8 +1141,9 @@ class CudaPrinter(BasePrinter[str]):
             self.line(f"{self.ctype(result.type)} {name} = {self.expr(init)};")
             self.names[result] = self.names[arg] = name
             carried.append(name)
-        if "tile.unroll" in op.attributes:
-            self.line("#pragma unroll")
+        if (unroll := op.attributes.get("tile.unroll")) is not None:
+            count = f" {unroll.value.data}" if isinstance(unroll, IntegerAttr) else ""
+            self.line(f"#pragma unroll{count}")
         t, i = self.ctype(body.args[0].type), self.define(body.args[0])
         lb, ub, step = (self.expr(v) for v in (op.lb, op.ub, op.step))
         with self.braced(f"for ({t} {i} = {lb}; {i} < {ub}; {i} += {step})"):

@@ -9,7 +9,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from xdsl.dialects import arith, memref, scf
-from xdsl.dialects.builtin import FloatAttr, IndexType, IntegerAttr, MemRefType, UnitAttr, f32, i1
+from xdsl.dialects.builtin import (
+    FloatAttr,
+    IndexType,
+    IntegerAttr,
+    MemRefType,
+    UnitAttr,
+    f32,
+    i1,
+    i64,
+)
 from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 
 from tinyopt.dialects import loop, tile
@@ -160,14 +169,17 @@ class Emitter:
         ub: SSAValue | int,
         step: SSAValue | int,
         carried: Sequence[SSAValue] = (),
-        unroll: bool = False,
+        unroll: bool | int = False,
     ):
         """Emits an `scf.for` whose body is current inside; yields (iv, carried args, op). The
-        caller ends the body with `scf.yield`."""
+        caller ends the body with `scf.yield`. `unroll`: True unrolls the loop fully, a count
+        by that many iterations (`#pragma unroll N`)."""
         body = Block(arg_types=[IndexType(), *[v.type for v in carried]])
         for_op = scf.ForOp(self._v(lb), self._v(ub), self._v(step), list(carried), body)
-        if unroll:
+        if unroll is True:
             for_op.attributes["tile.unroll"] = UnitAttr()
+        elif unroll:
+            for_op.attributes["tile.unroll"] = IntegerAttr(unroll, i64)
         self.op(for_op)
         with self.into(body):
             yield body.args[0], list(body.args[1:]), for_op

@@ -834,11 +834,17 @@ class _WgmmaEmitter:
         tensor cores' own FP8 sums keep fewer bits than f32: to an f32 output at 4096³, summing
         all of K in them (`promote=off`) left 1.33e-3 relative error and promoted steps 1.26e-4,
         each what torch's `_scaled_mm` gave with and without `use_fast_accum` in the same run
-        (H200, 2026-12-04)."""
+        (H200, 2026-12-04). Block scales are read a step ahead (the last step reads its own
+        again): their loads then have a whole step's wgmmas to arrive in before the adds."""
         em, t = self.em, self.t
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         rows = self._scale_rows(row) if any(self.scales) else []
-        with em.for_loop(0, self.steps if count is None else count, 1) as (i, _, _):
+        first_scales = self._step_scales(em.add(first, 0), rows) if rows else []
+        last_step = em.add(self.steps, -1)
+        # unrolled by two where it carries scales: the next step's loads then land in
+        # registers of their own, not moved into the carried ones before they arrive
+        steps = self.steps if count is None else count
+        with em.for_loop(0, steps, 1, first_scales, 2 if rows else False) as (i, scales, _):
             ring_step = em.add(first_step, i)
             step = em.add(first, i)  # of the tile's K steps
             slot = em.rem(ring_step, t.stages)
@@ -847,7 +853,11 @@ class _WgmmaEmitter:
             em.op(tile.WgmmaFenceOp())
             for kk in range(0, self.bk, tile.wgmma_k(self.element)):
                 self._wgmma(products, slot, row, kk, overwrite=kk == 0)
-            factors = self._step_scales(step, rows) if rows else None
+            next_scales = []
+            if rows:
+                following = em.value(arith.MinSIOp(em.add(step, 1), last_step))
+                next_scales = self._step_scales(following, rows)
+            factors = self._step_factors(scales) if rows else None
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
             self._release(slot, ring_step)
@@ -856,7 +866,7 @@ class _WgmmaEmitter:
                 ahead = em.add(ring_step, t.stages - 1)
                 with em.when([self.first, em.less(ahead, self.steps)]):
                     self._produce(ahead, ahead)
-            em.op(scf.YieldOp())
+            em.op(scf.YieldOp(*next_scales))
 
     def _add_products(
         self, acc: SSAValue, products: SSAValue, factors: list[SSAValue] | None = None
@@ -895,9 +905,9 @@ class _WgmmaEmitter:
         return [em.value(arith.MinSIOp(em.add(first, 8 * half), last)) for half in range(2)]
 
     def _step_scales(self, step: SSAValue, rows: list[SSAValue]) -> list[SSAValue]:
-        """The factors of K step `step` (block `step` of 128 along K) for the thread's two
-        rows: A's scale of the row times B's of the block's columns (B's blocks are as wide as
-        the block or wider: one scale)."""
+        """The block scales of K step `step` (block `step` of 128 along K) for the thread's
+        two rows: A's scale of each row, then B's of the block's columns (B's blocks are as wide
+        as the block or wider: one scale), those of the operands that have them."""
         em = self.em
 
         def read(scaled: tuple[SSAValue, ScaleOperand], at: SSAValue) -> SSAValue:
@@ -907,11 +917,19 @@ class _WgmmaEmitter:
             return em.value(memref.LoadOp.get(buffer, [index[kind]() for kind in scale.kinds]))
 
         a_scaled, b_scaled = self.scales
-        factors = [read(a_scaled, r) for r in rows] if a_scaled else []
-        if b_scaled:
-            column = read(b_scaled, self.n0)
-            factors = [em.value(arith.MulfOp(f, column)) for f in factors] or [column, column]
-        return factors
+        a = [read(a_scaled, r) for r in rows] if a_scaled else []
+        return a + ([read(b_scaled, self.n0)] if b_scaled else [])
+
+    def _step_factors(self, scales: list[SSAValue]) -> list[SSAValue]:
+        """The factors of the thread's two rows from a step's block scales (`_step_scales`):
+        A's scale of the row times B's."""
+        em = self.em
+        a, b = (scales[:2], scales[2:]) if self.scales[0] else ([], scales)
+        if not b:
+            return a
+        if not a:
+            return [b[0], b[0]]
+        return [em.value(arith.MulfOp(f, b[0])) for f in a]
 
     def _split_k_loop(
         self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue

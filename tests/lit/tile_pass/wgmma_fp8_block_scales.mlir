@@ -13,17 +13,27 @@
 // FUSE: memref.load %3[%{{[0-9]+}}, %{{[0-9]+}}] : memref<3x2xf32>
 
 // The wgmma rule promotes each 128-element K step: the step's four k32 products go to
-// registers of their own, the thread's two rows' scales of A and the block's scale of B are
-// read while they run, and the products times A's row scale times B's are added to the
+// registers of their own; the thread's two rows' scales of A and the block's scale of B are
+// read a step ahead (the last step's again) while they run, carried to the next step in a loop
+// unrolled by two; and the products times the step's A row scale times B's are added to the
 // accumulators.
+// CHECK:      float [[TOP0:v[0-9]+]] = v1[{{.*}}];
+// CHECK-NEXT: float [[BOTTOM0:v[0-9]+]] = v1[{{.*}}];
+// CHECK:      float [[COLUMN0:v[0-9]+]] = v3[{{.*}}];
+// CHECK:      float [[TOP:v[0-9]+]] = [[TOP0]];
+// CHECK-NEXT: float [[BOTTOM:v[0-9]+]] = [[BOTTOM0]];
+// CHECK-NEXT: float [[COLUMN:v[0-9]+]] = [[COLUMN0]];
+// CHECK-NEXT: #pragma unroll 2
+// CHECK-NEXT: for (int [[STEP:v[0-9]+]] = 0; [[STEP]] < 3;
 // CHECK:      tinyopt_wgmma_m64n64k32_e4m3_k_set([[PRODUCTS:v[0-9]+]],
 // CHECK-NEXT: tinyopt_wgmma_m64n64k32_e4m3_k([[PRODUCTS]],
 // CHECK-NEXT: tinyopt_wgmma_m64n64k32_e4m3_k([[PRODUCTS]],
 // CHECK-NEXT: tinyopt_wgmma_m64n64k32_e4m3_k([[PRODUCTS]],
-// CHECK-NEXT: float [[TOP:v[0-9]+]] = v1[{{.*}}];
-// CHECK-NEXT: float [[BOTTOM:v[0-9]+]] = v1[{{.*}}];
-// CHECK-NEXT: int [[BLOCK:v[0-9]+]] = (int)((unsigned){{v[0-9]+}} / (unsigned)128);
-// CHECK-NEXT: float [[COLUMN:v[0-9]+]] = v3[{{v[0-9]+}} * 2 + [[BLOCK]]];
+// CHECK-NEXT: int [[NEXT:v[0-9]+]] = [[STEP]] + 1;
+// CHECK-NEXT: int [[AHEAD:v[0-9]+]] = min([[NEXT]], 2);
+// CHECK-NEXT: float [[TOP_AHEAD:v[0-9]+]] = v1[{{v[0-9]+}} * 3 + [[AHEAD]]];
+// CHECK-NEXT: float [[BOTTOM_AHEAD:v[0-9]+]] = v1[{{v[0-9]+}} * 3 + [[AHEAD]]];
+// CHECK-NEXT: float [[COLUMN_AHEAD:v[0-9]+]] = v3[[[AHEAD]] * 2 + {{v[0-9]+}}];
 // CHECK-NEXT: float [[TOP_FACTOR:v[0-9]+]] = [[TOP]] * [[COLUMN]];
 // CHECK-NEXT: float [[BOTTOM_FACTOR:v[0-9]+]] = [[BOTTOM]] * [[COLUMN]];
 // CHECK-NEXT: asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
@@ -33,6 +43,10 @@
 // CHECK-NEXT: float [[SCALED:v[0-9]+]] = [[PRODUCT]] * [[TOP_FACTOR]];
 // CHECK:      = [[PRODUCTS]][2];
 // CHECK-NEXT: float {{v[0-9]+}} = {{v[0-9]+}} * [[BOTTOM_FACTOR]];
+// CHECK:      [[TOP]] = [[TOP_AHEAD]];
+// CHECK-NEXT: [[BOTTOM]] = [[BOTTOM_AHEAD]];
+// CHECK-NEXT: [[COLUMN]] = [[COLUMN_AHEAD]];
+
 func.func @block_scaled_mm(%a: tensor<256x384xf8E4M3FN>, %sa: tensor<256x3xf32>, %b: tensor<256x384xf8E4M3FN>, %sb: tensor<3x2xf32>) -> tensor<256x256xbf16> {
   %a32 = graph.cast %a : tensor<256x384xf8E4M3FN> -> tensor<256x384xf32>
   %sak4 = graph.reshape %sa : tensor<256x3xf32> -> tensor<256x1x3x1xf32>
