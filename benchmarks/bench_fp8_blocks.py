@@ -7,7 +7,9 @@ pipeline, its plan, its time and TFLOP/s; torch's `_scaled_mm` with the same sca
 layout of the scales it accepts: as stored, or A's transposed in memory, "outer-dim-major"),
 the ratio; and both results' relative error against the float64 product of the dequantized
 operands. A shape torch refuses gets its message instead of a time.
-Usage: python benchmarks/bench_fp8_blocks.py [--shape M,N,K ...] [--out f.md]
+`--knobs` times each shape under each `tile{...}` setting given (repeatable; "" the default).
+Usage: python benchmarks/bench_fp8_blocks.py [--shape M,N,K ...] [--knobs "multicast=b" ...]
+       [--out f.md]
 """
 
 from __future__ import annotations
@@ -50,8 +52,10 @@ def _torch_block_scaled(a, w, scale_a, scale_w):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--shape", action="append", help="M,N,K (repeatable)")
+    parser.add_argument("--knobs", action="append", help="a tile{...} setting (repeatable)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
+    settings = args.knobs or [""]
     shapes = [tuple(map(int, s.split(","))) for s in args.shape] if args.shape else SHAPES
     rows = []
     for m, n, k in shapes:
@@ -65,27 +69,30 @@ def main() -> None:
         spread_w = scale_w.double().t().repeat_interleave(128, 0)[:n].repeat_interleave(128, 1)
         exact = (a.double() * spread_a) @ (w.double() * spread_w[:, :k]).t()
         text = block_scaled_matmul(m, n, k)
-        fn = compile_program(text, "fuse,tile,to-cuda")
-        plan = str(lower(text, "fuse,tile")[1])
-        rule = re.search(r"#tile.plan<(\w+), bm = (\d+), bn = (\d+)", plan)
-        rule = f"{rule[1]} {rule[2]}×{rule[3]}" if rule else "?"
-        out = fn(a, scale_a, w, scale_w)
-        ours = median_ms(fn.bind(a, scale_a, w, scale_w), warmup=20, rep=200)
-        flops = 2 * m * n * k
         run, layout = _torch_block_scaled(a, w, scale_a, scale_w)
-        if run is None:
-            torch_cells = f"refused: {layout} | - | -"
-        else:
-            torch_ms = median_ms(run)
-            torch_cells = (
-                f"{torch_ms * 1e3:.1f} ({layout}) | {torch_ms / ours:.3f} | "
-                f"{rel_error(run(), exact):.1e}"
+        torch_ms = median_ms(run) if run is not None else None
+        for knobs in settings:
+            pipeline = f"fuse,tile{{{knobs}}}" if knobs else "fuse,tile"
+            fn = compile_program(text, f"{pipeline},to-cuda")
+            plan = str(lower(text, pipeline)[1])
+            rule = re.search(r"#tile.plan<(\w+), bm = (\d+), bn = (\d+)", plan)
+            rule = f"{rule[1]} {rule[2]}×{rule[3]}" if rule else "?"
+            rule += f" `{knobs}`" if knobs else ""
+            out = fn(a, scale_a, w, scale_w)
+            ours = median_ms(fn.bind(a, scale_a, w, scale_w), warmup=20, rep=200)
+            flops = 2 * m * n * k
+            if run is None or torch_ms is None:
+                torch_cells = f"refused: {layout} | - | -"
+            else:
+                torch_cells = (
+                    f"{torch_ms * 1e3:.1f} ({layout}) | {torch_ms / ours:.3f} | "
+                    f"{rel_error(run(), exact):.1e}"
+                )
+            rows.append(
+                f"| {m}×{n}×{k} | {rule} | {ours * 1e3:.1f} | {flops / ours / 1e9:.0f} | "
+                f"{torch_cells} | {rel_error(out, exact):.1e} |"
             )
-        rows.append(
-            f"| {m}×{n}×{k} | {rule} | {ours * 1e3:.1f} | {flops / ours / 1e9:.0f} | "
-            f"{torch_cells} | {rel_error(out, exact):.1e} |"
-        )
-        print(rows[-1], flush=True)
+            print(rows[-1], flush=True)
     lines = [
         f"FP8 e4m3 GEMM with 1×128 / 128×128 block scales, bf16 output, "
         f"{torch.cuda.get_device_name()}, torch {torch.__version__} `_scaled_mm` in the same run",
