@@ -22,13 +22,17 @@ WGMMA_CASES = [
     # 128×128 weights (DeepSeek-V3's recipe) on the default plan, ragged tiles and a K that is
     # not a multiple of 128; a persistent grid; 128×128 scales of both on 64-row blocks (one
     # block of N: the scale's column index folded to 0); a block without a producer warpgroup;
-    # 64-column blocks walking 128-column scale blocks on a persistent grid.
+    # 64-column blocks walking 128-column scale blocks on a persistent grid; 192-column blocks,
+    # which start on a scale block or half-way through one (two B scales a step), the last
+    # one past N, on a grid of its own and on a persistent one.
     (256, 256, 384, "f8E4M3FN", "f32", 1, 128, ""),
     (200, 200, 320, "f8E4M3FN", "bf16", 1, 128, ""),
     (300, 520, 384, "f8E4M3FN", "f32", 1, 128, "sms=4"),
     (129, 128, 256, "f8E5M2", "f32", 128, 128, "mma=wgmma bm=64"),
     (300, 130, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma ws=0"),
     (130, 264, 512, "f8E4M3FN", "f32", 128, 128, "mma=wgmma bn=64 sms=3"),
+    (200, 520, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma bn=192"),
+    (140, 776, 320, "f8E4M3FN", "bf16", 128, 128, "mma=wgmma bn=192 sms=3"),
 ]
 
 
@@ -107,7 +111,7 @@ def test_block_scales_the_wgmma_rule_does_not_take_run_on_cuda_cores(
     ("knobs", "b_rows", "message"),
     [
         ("mma=wgmma promote=off", 128, "applies block scales per K step (promote=on)"),
-        ("mma=wgmma bn=192", 128, "takes B block scales with bn dividing 128"),
+        ("mma=wgmma bn=256", 128, "takes B block scales with bn dividing 128 or 192"),
         ("mma=wgmma", 1, "takes B block scales of 128×128 (one per 128 columns and 128 of K)"),
     ],
     ids=["promote_off", "wide_block", "per_column_b"],

@@ -98,6 +98,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     BK,
     PROMOTED_WIDEST,
     SCALED_B_WIDEST,
+    scaled_b_width,
     STAGE_COLUMNS,
     SWIZZLE,
     WARPGROUP,
@@ -165,12 +166,13 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "the tensor cores"
             )
         promote = fp8 and (bool(scaled) or promoted(knobs.promote, c))
-        if operands.b_scale and knobs.bn and SCALE_BLOCK % knobs.bn:
+        if operands.b_scale and knobs.bn and not scaled_b_width(knobs.bn):
             return _fail(
-                f"takes B block scales with bn dividing {SCALE_BLOCK} (one scale a block and K "
-                f"step), got bn={knobs.bn}"
+                f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST} (a "
+                f"block's columns within two scale blocks), got bn={knobs.bn}"
             )
-        widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
+        # 192-wide blocks with B block scales (`SCALED_B_WIDEST`) are taken with bn=192 only
+        widest = (SCALE_BLOCK if operands.b_scale else PROMOTED_WIDEST) if promote else 256
         tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
         tall = tall and knobs.splitk_mode != "cluster"
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote, tall)
@@ -247,8 +249,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail('promotes K steps of 8-bit float operands only (promote = "on")')
         if (operands.a_scale or operands.b_scale) and plan.promote != "on":
             return _fail('applies block scales per K step (promote = "on")')
-        if operands.b_scale and SCALE_BLOCK % plan.bn:
-            return _fail(f"takes B block scales with bn dividing {SCALE_BLOCK}, got bn={plan.bn}")
+        if operands.b_scale and not scaled_b_width(plan.bn):
+            return _fail(
+                f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST}, got "
+                f"bn={plan.bn}"
+            )
         if (plan.streamk == "tail") != bool(stream_k_blocks(kernel)[0]):
             return _fail(
                 "decides streamk when the kernel is planned (stream-K adds its workspace and "
@@ -840,6 +845,9 @@ class _WgmmaEmitter:
         products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         rows = self._scale_rows(row) if any(self.scales) else []
         first_scales = self._step_scales(em.add(first, 0), rows) if rows else []
+        shifted = None  # the block starts half-way through one of B's scale blocks
+        if self.scales[1] and self._straddles(self.scales[1][1]):
+            shifted = em.value(arith.CmpiOp(em.rem(self.n0, SCALE_BLOCK), em.index(0), "ne"))
         last_step = em.add(self.steps, -1)
         # unrolled by two where it carries scales: the next step's loads then land in
         # registers of their own, not moved into the carried ones before they arrive
@@ -857,7 +865,7 @@ class _WgmmaEmitter:
             if rows:
                 following = em.value(arith.MinSIOp(em.add(step, 1), last_step))
                 next_scales = self._step_scales(following, rows)
-            factors = self._step_factors(scales) if rows else None
+            factors = self._step_factors(scales, shifted) if rows else None
             em.op(tile.WgmmaCommitOp())
             em.op(tile.WgmmaWaitOp(0))
             self._release(slot, ring_step)
@@ -869,16 +877,17 @@ class _WgmmaEmitter:
             em.op(scf.YieldOp(*next_scales))
 
     def _add_products(
-        self, acc: SSAValue, products: SSAValue, factors: list[SSAValue] | None = None
+        self, acc: SSAValue, products: SSAValue, factors: list[list[SSAValue]] | None = None
     ) -> None:
         """acc[r] += products[r] for each of the thread's accumulators, times the factor of
-        its row (`factors`: rows 0-7 and 8-15 of the thread's fragment) where given."""
+        its 8-column chunk and row where given (`factors`, `_step_factors`: by chunk, rows 0-7
+        and 8-15 of the thread's fragment)."""
         em = self.em
         for r in range(self.t.bn // 2):
             index = [em.index(r)]
             product = em.value(memref.LoadOp.get(products, index))
-            if factors:  # accumulator r is in the fragment's row half (r % 4) // 2
-                product = em.value(arith.MulfOp(product, factors[(r % 4) // 2]))
+            if factors:  # accumulator r is in chunk r // 4, in row half (r % 4) // 2
+                product = em.value(arith.MulfOp(product, factors[r // 4][(r % 4) // 2]))
             self._accumulate(acc, index, product)
 
     def _accumulate(self, acc: SSAValue, index: list[SSAValue], value: SSAValue) -> None:
@@ -918,18 +927,42 @@ class _WgmmaEmitter:
 
         a_scaled, b_scaled = self.scales
         a = [read(a_scaled, r) for r in rows] if a_scaled else []
-        return a + ([read(b_scaled, self.n0)] if b_scaled else [])
-
-    def _step_factors(self, scales: list[SSAValue]) -> list[SSAValue]:
-        """The factors of the thread's two rows from a step's block scales (`_step_scales`):
-        A's scale of the row times B's."""
-        em = self.em
-        a, b = (scales[:2], scales[2:]) if self.scales[0] else ([], scales)
-        if not b:
+        if not b_scaled:
             return a
-        if not a:
-            return [b[0], b[0]]
-        return [em.value(arith.MulfOp(f, b[0])) for f in a]
+        b = [read(b_scaled, self.n0)]
+        if self._straddles(b_scaled[1]):  # and the next block's, clamped to the last column
+            following = em.mul(em.add(em.div(self.n0, SCALE_BLOCK), 1), SCALE_BLOCK)
+            b.append(read(b_scaled, em.value(arith.MinSIOp(following, em.index(self.n - 1)))))
+        return a + b
+
+    def _straddles(self, b_scale: ScaleOperand) -> bool:
+        """Whether a block's columns may fall in two of B's scale blocks: blocks wider than a
+        scale block (192 columns: starting on one, or half-way through one)."""
+        return self.t.bn > SCALE_BLOCK and "block" in b_scale.kinds
+
+    def _step_factors(
+        self, scales: list[SSAValue], shifted: SSAValue | None
+    ) -> list[list[SSAValue]]:
+        """The factors of each 8-column chunk of the thread's accumulators, for its two rows,
+        from a step's block scales (`_step_scales`): A's scale of the row times B's of the
+        chunk's columns. Where a block straddles two of B's scale blocks, its first 64 columns
+        take the first, its last 64 the second, and the 64 between the first where the block
+        starts on a scale block, else the second (`shifted`: the block starts half-way)."""
+        em = self.em
+        chunks = self.t.bn // 8
+        a, b = (scales[:2], scales[2:]) if self.scales[0] else ([], scales)
+
+        def pair(column: SSAValue) -> list[SSAValue]:
+            return [em.value(arith.MulfOp(f, column)) for f in a] if a else [column, column]
+
+        if not b:
+            return [a] * chunks
+        if len(b) == 1:
+            return [pair(b[0])] * chunks
+        assert shifted is not None and chunks == 24
+        first, second = pair(b[0]), pair(b[1])
+        middle = [em.value(arith.SelectOp(shifted, s, f)) for f, s in zip(first, second)]
+        return [first] * 8 + [middle] * 8 + [second] * 8
 
     def _split_k_loop(
         self, acc: SSAValue, first_step: SSAValue | int, row: SSAValue, group: SSAValue

@@ -10,6 +10,7 @@ from xdsl.dialects.builtin import FloatAttr, IndexType, MemRefType, bf16, f16
 from xdsl.ir import Attribute, Operation, SSAValue
 
 from tinyopt.dialects import tile
+from tinyopt.dialects.graph import FP8_SCALE_BLOCK as SCALE_BLOCK
 from tinyopt.passes.tile.emit import index_constant
 from tinyopt.passes.tile.gemm.block_scales import split_block_scale
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
@@ -501,8 +502,16 @@ PROMOTED_WIDEST = 192
 """The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread
 (96 + 96 registers at 192, no local memory in the SASS)."""
 
-SCALED_B_WIDEST = 128
-"""The widest block with B block scales: one scale a block and K step (128 columns)."""
+SCALED_B_WIDEST = 192
+"""The widest block with B block scales (one per 128 columns and K step): 192 columns, whose
+blocks start on a scale block or half-way through one, and so read two scales a K step."""
+
+
+def scaled_b_width(bn: int) -> bool:
+    """Whether blocks `bn` columns wide take B block scales (`SCALED_B_WIDEST`): those within
+    one scale block (bn dividing 128), and 192-wide ones."""
+    return SCALE_BLOCK % bn == 0 or bn == SCALED_B_WIDEST
+
 
 PROMOTED_EFFICIENCY = {(128, 192): 1.0, (128, 128): 0.94}
 """Throughput per FLOP of 128-row blocks with promoted FP8 steps by width, measured on the
