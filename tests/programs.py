@@ -678,6 +678,12 @@ CASES = [
         block_scaled_matmul(2000, 1544, 1008, out="f32", a_rows=128),
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
+    # 192-column blocks: two B scales a step, the last block past N (776 = 4·192 + 8).
+    Case(
+        "fp8_block_scaled_bn192_e4m3_1000x776x640",
+        block_scaled_matmul(1000, 776, 640),
+        tile_with("mma=wgmma bn=192"),
+    ),
     Case("fp8_quantize_bf16_7x33", quantize((7, 33))),
     Case("fp8_quantize_f32_3x1000", quantize((3, 1000), "f32")),
     Case("rmsnorm_64x4096", rmsnorm((64, 4096))),
