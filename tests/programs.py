@@ -604,6 +604,9 @@ CASES = [
         matmul_plain(1000, 773, 93, "bf16", "nk"),
         tile_with("align=on"),
     ),
+    # The staged GEMM split over K (the staging rule's pieces planned as any GEMM): a small
+    # grid, a long K off 32-byte sectors.
+    Case("bf16_wgmma_staged_split_101x3024x6484", matmul_plain(101, 3024, 6484, "bf16", "nk")),
     # Tensor maps with 256-byte L2 promotion (`l2promo`), B's rows off 32-byte sectors.
     Case(
         "bf16_wgmma_l2promo_256_1000x2048x3000",
