@@ -93,6 +93,7 @@ def run_on_cpu(
     prelude: str = "",
     prefetch_log: Path | None = None,
     timeout: float | None = None,
+    reverse: bool = False,
 ) -> list[np.ndarray]:
     """Runs `kernel` on its whole grid over `buffers` (its parameters in order, as numpy arrays
     of the storage types above; a runtime scalar as a 0-d array) and returns the buffers
@@ -101,7 +102,9 @@ def run_on_cpu(
     outside every buffer aborts the run; with `prefetch_log` each prefetch is written there as
     "block buffer byte-offset" (block: the linear block index, x fastest). A kernel with
     `__cluster_dims__` runs cluster by cluster (`_CLUSTER`). A run longer than `timeout`
-    seconds is killed (subprocess.TimeoutExpired), its cluster's blocks with it."""
+    seconds is killed (subprocess.TimeoutExpired), its cluster's blocks with it. `reverse` runs
+    the blocks of a kernel without clusters last to first: a block's stores outside its own
+    tile then land after the block that owns them, where the test sees them."""
     source = kernel.source.data
     name = kernel.sym_name.data
     start = source.index('extern "C" __global__')
@@ -141,10 +144,16 @@ def run_on_cpu(
     assert cluster or "__cluster_dims__" not in signature, signature
     if cluster is None:
         storage = "file"
+        walk = [
+            f"for (unsigned {v} = {g}; {v}-- > 0;)"
+            if reverse
+            else f"for (unsigned {v} = 0; {v} < {g}; ++{v})"
+            for v, g in zip("zyx", reversed(grid), strict=True)
+        ]
         blocks = f"""
-    for (unsigned z = 0; z < {grid[2]}; ++z)
-    for (unsigned y = 0; y < {grid[1]}; ++y)
-    for (unsigned x = 0; x < {grid[0]}; ++x) {{{block}
+    {walk[0]}
+    {walk[1]}
+    {walk[2]} {{{block}
     }}"""
     else:
         dims = [int(d) for d in cluster.groups()]

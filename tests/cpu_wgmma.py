@@ -581,13 +581,14 @@ floats)."""
 
 
 def run_program_on_cpu(
-    module, arrays: list[np.ndarray], timeout: float | None = None
+    module, arrays: list[np.ndarray], timeout: float | None = None, reverse: bool = False
 ) -> list[np.ndarray]:
     """Runs the host function's launches in order on the CPU with the wgmma emulation, over the
     inputs (16-bit floats as their bits, runtime scalars as 0-d arrays) and the buffers it
     allocates (NaN-filled, so an element never written shows); returns the arrays it
     returns. A launch running longer than `timeout` seconds is killed
-    (`subprocess.TimeoutExpired`)."""
+    (`subprocess.TimeoutExpired`); `reverse` runs each launch's blocks last to first
+    (`run_on_cpu`)."""
     (function,) = [op for op in module.ops if isinstance(op, func.FuncOp)]
     kernels = {op.sym_name.data: op for op in module.ops if isinstance(op, tile.CudaKernelOp)}
     held: dict[SSAValue, np.ndarray] = {}
@@ -607,7 +608,9 @@ def run_program_on_cpu(
             ]
             kernel = emulated(kernels[op.callee.string_value()], buffers)
             for s, out in zip(
-                sources, run_on_cpu(kernel, buffers, PRELUDE, timeout=timeout), strict=True
+                sources,
+                run_on_cpu(kernel, buffers, PRELUDE, timeout=timeout, reverse=reverse),
+                strict=True,
             ):
                 if not isinstance(s, BlockArgument):
                     held[s] = out.reshape(held[s].shape)

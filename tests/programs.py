@@ -604,6 +604,18 @@ CASES = [
         matmul_plain(1000, 773, 93, "bf16", "nk"),
         tile_with("align=on"),
     ),
+    # Blocks of a width off 64-column chunks: 208 columns over an N-major B (the last chunk 16
+    # of 64) in a batch; 144 over a K-major one, persistent, 192 rows.
+    Case(
+        "bf16_wgmma_ragged_208_bmm_3x1000",
+        batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        tile_with("mma=wgmma bn=208"),
+    ),
+    Case(
+        "bf16_wgmma_ragged_144_tall_1000x1000x1000",
+        matmul_plain(1000, 1000, 1000, "bf16", "nk"),
+        tile_with("mma=wgmma bm=192 bn=144"),
+    ),
     # The staged GEMM split over K (the staging rule's pieces planned as any GEMM): a small
     # grid, a long K off 32-byte sectors.
     Case("bf16_wgmma_staged_split_101x3024x6484", matmul_plain(101, 3024, 6484, "bf16", "nk")),

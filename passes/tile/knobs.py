@@ -119,7 +119,17 @@ WGMMA_BLOCK_SIDE = Domain(
     "a power of two in [16, 256] or 192 with mma=wgmma (or 0 for auto)",
     (*powers(16, 256).values, 192),
 )
-"""`bm` and `bn` under `mma=wgmma`: 192 too (three consumer warpgroups, or 192 columns)."""
+"""`bm` under `mma=wgmma`: 192 too (three consumer warpgroups)."""
+
+WGMMA_BLOCK_WIDTH = Domain(
+    "a power of two in [16, 256] or a multiple of 16 in [64, 256] with mma=wgmma (or 0 for auto)",
+    WGMMA_BLOCK_SIDE.values,
+    lambda v: (
+        v in WGMMA_BLOCK_SIDE.values or (isinstance(v, int) and v % 16 == 0 and 64 <= v <= 256)
+    ),
+)
+"""`bn` under `mma=wgmma`: any multiple of 16 from 64 to 256 columns (a wgmma's N); the tuner
+tries the powers of two and 192."""
 
 
 @dataclass(frozen=True)
@@ -151,7 +161,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("rows", powers(1, 32)),
     Knob("cols", powers(1, 8)),
     Knob("bm", powers(16, 256), when=(("mma", "wgmma", WGMMA_BLOCK_SIDE),)),
-    Knob("bn", powers(16, 256), when=(("mma", "wgmma", WGMMA_BLOCK_SIDE),)),
+    Knob("bn", powers(16, 256), when=(("mma", "wgmma", WGMMA_BLOCK_WIDTH),)),
     Knob("bk", powers(4, 64)),
     Knob("tm", powers(1, 16)),
     Knob("tn", powers(1, 16)),

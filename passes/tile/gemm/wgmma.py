@@ -458,7 +458,7 @@ class _WgmmaEmitter:
         a_shape = [t.stages, t.bm, self.bk]
         self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
         b_shape = (
-            [t.stages, t.bn // self.bk, self.bk, self.bk]
+            [t.stages, t.b_columns // self.bk, self.bk, self.bk]
             if self.mn_major
             else [t.stages, t.bn, self.bk]
         )
@@ -608,7 +608,7 @@ class _WgmmaEmitter:
         em, t = self.em, self.t
         slot = em.rem(ring_step, t.stages)
         em.op(tile.MbarrierWaitOp(self.empty, slot, em.ring_parity(ring_step, t.stages, flip=True)))
-        em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.stage_bytes))
+        em.op(tile.MbarrierArriveExpectTxOp(self.full, slot, t.copied_bytes(self.mn_major)))
         k0 = em.add(self.k_base, em.mul(step, self.bk))
         zero = em.index(0)
 
@@ -633,8 +633,8 @@ class _WgmmaEmitter:
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or
         # 64-column chunks (N-major), so one m64nBNk16 wgmma multiplies A by both.
         for product, b_global in enumerate(self.b_globals):
-            if self.mn_major:
-                for chunk in range(t.tile_n // self.bk):
+            if self.mn_major:  # a ragged width's last chunk copied whole
+                for chunk in range(-(-t.tile_n // self.bk)):
                     n = em.add(self.n0, chunk * self.bk)
                     to = [slot, em.index(product * t.tile_n // self.bk + chunk), zero, zero]
                     copy(b_global, [k0, n], self.b_smem, to)
@@ -1104,7 +1104,7 @@ class _WgmmaEmitter:
             read_column = em.mul(em.add(em.mul(em.rem(em.div(lane, 8), 2), 4), em.rem(lane, 4)), 8)
             cells = [(read_row, em.add(read_column, j0), j0) for j0 in range(0, 8, width)]
         swizzles = {row: self._swizzle(row) for row, _, _ in cells}
-        chunks = t.tile_n // STAGE_COLUMNS  # per product
+        chunks = -(-t.tile_n // STAGE_COLUMNS)  # per product; the last may be partial
         prefetch = EpiloguePrefetch(
             em,
             c.epilogue,
@@ -1121,13 +1121,22 @@ class _WgmmaEmitter:
             """The leading indices of a product's staged tile."""
             return [group, em.index(product)] if t.dual == "on" else [group]
 
+        def in_tile(chunk: int, column: SSAValue, n: SSAValue) -> SSAValue:
+            """Whether output column `n`, column `column` of staged `chunk`, is the block's and
+            N's: a partial last chunk (a width off 64 columns) stages only its first ones."""
+            edge = t.tile_n - chunk * STAGE_COLUMNS
+            inside = em.less(n, self.n)
+            if edge >= STAGE_COLUMNS:
+                return inside
+            return em.value(arith.AndIOp(inside, em.less(column, edge)))
+
         def place(chunk: int, rows: int, cell: int) -> tuple[SSAValue, SSAValue, SSAValue]:
             """Row, column and bounds check of `cell` of staged rows `rows..` in `chunk`."""
             if (chunk, rows, cell) not in where:
                 row, column, _ = cells[cell]
                 m = em.add(row0, em.add(row, rows))
                 n = em.add(self.n0, em.add(column, chunk * STAGE_COLUMNS))
-                inside = em.value(arith.AndIOp(em.less(m, self.m), em.less(n, self.n)))
+                inside = em.value(arith.AndIOp(em.less(m, self.m), in_tile(chunk, column, n)))
                 where[chunk, rows, cell] = m, n, inside
             return where[chunk, rows, cell]
 
@@ -1142,7 +1151,7 @@ class _WgmmaEmitter:
                     local_map = dict(self.mapping) | {c.m_iv: m}
                     if key not in issued and prefetch.shared.loads:
                         issued.add(key)
-                        with em.when([em.less(n, self.n)]):
+                        with em.when([in_tile(chunk, cells[cell][1], n)]):
                             prefetch.issue((chunk, key), n, local_map, by_row=False)
                     if prefetch.by_row.loads:
                         with em.when([inside]):
@@ -1211,9 +1220,10 @@ class _WgmmaEmitter:
         (`fragment`: the thread's first row and column there and the row's swizzle)."""
         em = self.em
         fragment_row, fragment_column, fragment_swizzle = fragment
+        columns = min(STAGE_COLUMNS, self.t.bn - chunk * STAGE_COLUMNS)  # a ragged width's last
         for half in range(2):
             row = em.add(fragment_row, 8 * half)
-            for j in range(STAGE_COLUMNS // 8):
+            for j in range(columns // 8):
                 first = 4 * (chunk * STAGE_COLUMNS // 8 + j)
                 pair = [
                     em.value(memref.LoadOp.get(acc, [em.index(first + 2 * half + e)]))

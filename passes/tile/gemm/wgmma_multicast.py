@@ -51,6 +51,8 @@ def multicast_refusal(
         why.append("streamk=tail")
     if element_bits == 32:
         why.append("f32 operands split into TF32")
+    if t.bn % BK:
+        why.append(f"a width off 64-column chunks (bn={t.bn})")
     if t.multicast == "b" and -(-m // t.bm) < 2:
         why.append(f"one row of tiles (M={m}, bm={t.bm})")
     if t.multicast == "a" and -(-n // t.tile_n) < 2:

@@ -158,8 +158,20 @@ class WgmmaTiles:
         return WARPGROUP * (self.consumers + self.ws)
 
     @property
+    def b_columns(self) -> int:
+        """The B tile's columns in a ring slot: bn, in whole 64-column chunks (an N-major B's
+        128-byte swizzle rows; a block of a width off them reads the last chunk whole)."""
+        return -(-self.bn // BK) * BK
+
+    @property
     def stage_bytes(self) -> int:
-        return (self.bm + self.bn) * BK * 2
+        """A ring slot's bytes in shared memory."""
+        return (self.bm + self.b_columns) * BK * 2
+
+    def copied_bytes(self, b_mn_major: bool) -> int:
+        """The bytes a K step's TMA copies bring into a slot: a K-major B tile's bn rows, an
+        N-major one's whole 64-column chunks."""
+        return (self.bm + (self.b_columns if b_mn_major else self.bn)) * BK * 2
 
     @property
     def staging_bytes(self) -> int:
@@ -659,6 +671,9 @@ def choose_wgmma_tiles(
         dual="on" if dual else "off",
         promote="on" if promote else "off",
     )
+    if bn % BK and not knobs.stages and bm != TALL:  # a ragged width: as deep as fits
+        while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
+            t = replace(t, stages=t.stages - 1)
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
     return wgmma_tile_refusal(t, target, knobs.bk) or t
@@ -683,8 +698,14 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
             f"with bn up to 192, on no dual GEMM, promoted FP8 steps, cluster split or stream-K; "
             f"got {why}"
         )
-    if bn not in (64, 128, 192, 256):
-        return _fail(f"needs bn = 64, 128, 192 or 256, got bn={bn}")
+    if bn % 16 or not 64 <= bn <= 256:
+        return _fail(f"needs bn a multiple of 16 in [64, 256], got bn={bn}")
+    if bn % BK and (why := _ragged_width_refusal(t)):
+        return _fail(
+            f"runs blocks of a width off 64-column chunks (bn={bn}) as a plain GEMM of one "
+            f"product to each block (no dual GEMM, multicast, cluster split, stream-K or "
+            f"promoted FP8 steps); got {why}"
+        )
     if dual and bn not in (128, 256):
         return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
     if bk not in (0, BK):
@@ -717,6 +738,21 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
             f"shared memory, more than the {target.dynamic_shared} a block may use"
         )
     return None
+
+
+def _ragged_width_refusal(t: WgmmaTiles) -> str:
+    """What of plan `t`, whose B tile ends in a partial 64-column chunk, its block does not
+    run, or ""."""
+    for setting, refused in (
+        ("a dual GEMM", t.dual == "on"),
+        (f"multicast={t.multicast}", t.multicast != "off"),
+        (f"a cluster split of {t.cluster}", t.cluster > 1),
+        (f"streamk={t.streamk}", t.streamk != "off"),
+        ("promote=on", t.promote == "on"),
+    ):
+        if refused:
+            return setting
+    return ""
 
 
 def _tall_refusal(t: WgmmaTiles) -> str:
