@@ -1,7 +1,7 @@
 """Random f16/bf16 GEMM programs under random wgmma planning knobs, run on the CPU with the
 wgmma emulation (tests/cpu_wgmma.py) against float64.
 
-    python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v] [--multicast]
+    python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v] [--multicast | --ragged]
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
 without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
@@ -36,6 +36,12 @@ steps. It prints the multicast kernels that ran by operand and grid and the refu
 reason. The emulation aborts a cluster whose blocks all wait (a deadlock; or none changed the
 cluster for `CPU_CUDA_CLUSTER_TIMEOUT`, 60 s here), and a launch past `LAUNCH_TIMEOUT` seconds
 fails as a hang; the kernels' IR rejected by its verifier fails too.
+
+`--ragged` draws the same programs under `mma=wgmma` with a block width off 64-column chunks
+(`RAGGED_WIDTHS`: an N-major B's last chunk copied whole, the staged epilogue's last chunk
+partial) on 64-, 128- or 192-row blocks, with `persistent`, `store=direct` and `stages` among
+the knobs, and runs each launch's blocks last to first, so a store past a block's own
+columns lands after its neighbour's and shows.
 """
 
 from __future__ import annotations
@@ -231,6 +237,32 @@ WEIGHTS = {
     "auto": 3, "tall": 2, "tall128": 1, "align_on": 3, "align_off": 1, "wgmma": 1, "tall64": 1,
     "bn192": 1, "bm128": 1,
 }  # fmt: skip
+
+
+RAGGED_WIDTHS = (80, 96, 112, 144, 160, 176, 208, 224, 240)
+"""The block widths of `--ragged` cases: multiples of 16 that are not of 64."""
+
+
+def ragged_case(seed: int, index: int) -> Case:
+    """The `index`th `--ragged` case of `seed`: a program of `case`'s (TMA-addressable rows)
+    under `mma=wgmma` with a width of `RAGGED_WIDTHS`."""
+    rng = random.Random(f"ragged {seed} {index}")
+    while True:
+        dtype = rng.choice(("bf16", "bf16", "f16"))
+        name, text, work = _program(rng, dtype, True)
+        if work <= BUDGET:
+            break
+    name = name if name.startswith("scaled_mm") else f"{name}_{dtype}"
+    bn = rng.choice(RAGGED_WIDTHS)
+    bm = rng.choice((64, 128, 128, 192) if bn <= 192 else (64, 128))
+    knobs = [f"sms={rng.choice(SMS)}", "mma=wgmma", f"bm={bm}", f"bn={bn}"]
+    if rng.random() < 0.3:
+        knobs.append("persistent=1")
+    if rng.random() < 0.2:
+        knobs.append("store=direct")
+    if rng.random() < 0.2:
+        knobs.append(f"stages={rng.randint(2, 4)}")
+    return Case(name, text, " ".join(knobs))
 
 
 def _knobs(rng: random.Random, mode: str) -> str:
@@ -455,6 +487,8 @@ def plan_paths(text: str, knobs: str) -> set[str]:
                 paths.add("tall_persistent")
         if (values["bm"], values["bn"]) == (128, 192):
             paths.add("128x192")
+        if values["bn"] % 64:
+            paths.add("ragged")
         if values["multicast"] != "off":
             paths.add(f"multicast_{values['multicast']}")
     return paths
@@ -489,15 +523,18 @@ CLUSTER_TIMEOUT = "60"
 spinning outside the emulation's waits this long with nothing changed is a deadlock."""
 
 
-def errors_on_cpu(text: str, knobs: str, seed: int) -> tuple[float, float, float]:
+def errors_on_cpu(
+    text: str, knobs: str, seed: int, reverse: bool = False
+) -> tuple[float, float, float]:
     """The output's relative error ‖out − ref‖ / ‖ref‖ against float64 and its bound (as
     `cpu_wgmma.error_on_cpu`), and its worst element's error relative to the element's
-    magnitude plus the output's RMS (`ELEMENT_TOLERANCE`)."""
+    magnitude plus the output's RMS (`ELEMENT_TOLERANCE`); `reverse` runs each launch's blocks
+    last to first."""
     program, module = lower(text, tile_with(knobs))
     graph = graph_function(program)
     inputs, arrays = device_inputs(graph, seed=seed)
     arrays = [a.view(np.uint16) if a.dtype == np.float16 else a for a in arrays]
-    (result,) = run_program_on_cpu(module, arrays, timeout=LAUNCH_TIMEOUT)
+    (result,) = run_program_on_cpu(module, arrays, timeout=LAUNCH_TIMEOUT, reverse=reverse)
     t = element_type(graph.function_type.outputs.data[0])
     if t == f16:
         result = result.view(np.float16)
@@ -529,7 +566,7 @@ def unaligned(knobs: str) -> str:
     return " ".join([*(w for w in knobs.split() if not w.startswith("align=")), "align=off"])
 
 
-def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
+def run_case(c: Case, seed: int, reverse: bool = False) -> tuple[str, set[str], str]:
     """("ok" | "refused" | "refused_late" | "failed", the plan's paths, a note). Besides the
     output's errors, a plan with fewer wgmma kernels than under `align=off`, or with staging
     copies feeding a GEMM the wgmma rule does not take, fails: staging only ever moves a GEMM
@@ -548,7 +585,7 @@ def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
     if copied_for_nothing:
         return "failed", paths, f"staging copies feed GEMMs off wgmma: {copied_for_nothing}"
     try:
-        error, bound, worst = errors_on_cpu(c.text, c.knobs, seed)
+        error, bound, worst = errors_on_cpu(c.text, c.knobs, seed, reverse)
     except VerifyException:  # IR the passes made and the verifier rejects: a defect
         return "failed", paths, traceback.format_exc()
     except DiagnosticException as e:  # planned, then refused by `tile` or `to-cuda`
@@ -566,9 +603,10 @@ def run_case(c: Case, seed: int) -> tuple[str, set[str], str]:
 
 
 def run(
-    seed: int, count: int, verbose: bool = False, multicast: bool = False
+    seed: int, count: int, verbose: bool = False, multicast: bool = False, ragged: bool = False
 ) -> tuple[Counter, Counter, list[str]]:
-    """Runs `count` cases of `seed` (`multicast_case`'s with `multicast`, else `case`'s);
+    """Runs `count` cases of `seed` (`multicast_case`'s with `multicast`, `ragged_case`'s with
+    `ragged`, else `case`'s);
     returns the outcomes, the paths exercised (by the cases that ran) and the failures'
     reports. With `multicast`, the outcomes also count the multicast kernels of the cases that
     ran ("kernels a" ...: `multicast_tally`) and the refusals by reason ("refused: ...")."""
@@ -576,9 +614,10 @@ def run(
     exercised: Counter = Counter()
     failures = []
     for index in range(count):
-        c = multicast_case(seed, index) if multicast else case(seed, index)
+        draw = multicast_case if multicast else ragged_case if ragged else case
+        c = draw(seed, index)
         start = time.monotonic()
-        outcome, paths, note = run_case(c, seed + index)
+        outcome, paths, note = run_case(c, seed + index, reverse=ragged)
         outcomes[outcome] += 1
         if multicast and outcome in ("refused", "refused_late"):
             outcomes[f"{outcome}: {refusal_reason(note)}"] += 1
@@ -638,6 +677,11 @@ def main() -> int:
         help="multicast=a|b|auto cases (multicast_case) with their kernels counted",
     )
     parser.add_argument(
+        "--ragged",
+        action="store_true",
+        help="mma=wgmma cases with a block width off 64-column chunks (ragged_case)",
+    )
+    parser.add_argument(
         "--no-alignment-check",
         action="store_true",
         help="let misaligned vector accesses pass (as x86 does; the GPU faults)",
@@ -649,7 +693,9 @@ def main() -> int:
         check_alignment(Path(tempfile.gettempdir()) / "wgmma_cpu_fuzz")
     os.environ.setdefault("CPU_CUDA_CLUSTER_TIMEOUT", CLUSTER_TIMEOUT)
     start = time.monotonic()
-    outcomes, exercised, failures = run(args.seed, args.n, args.verbose, args.multicast)
+    outcomes, exercised, failures = run(
+        args.seed, args.n, args.verbose, args.multicast, args.ragged
+    )
     took = time.monotonic() - start
     if args.multicast:
         print(f"seed {args.seed}: {args.n} cases in {took:.0f}s")
@@ -660,7 +706,7 @@ def main() -> int:
     print(f"paths: {dict(sorted(exercised.items()))}")
     for report in failures:
         print(f"\nFAILED {report}")
-    if args.multicast:
+    if args.multicast or args.ragged:
         return 1 if failures else 0
     ran = outcomes["ok"] + outcomes["failed"] + outcomes["refused_late"]
     if ran and exercised["tall_or_pad"] < ran // 5:
