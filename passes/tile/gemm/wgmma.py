@@ -171,8 +171,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST} (a "
                 f"block's columns within two scale blocks), got bn={knobs.bn}"
             )
-        # 192-wide blocks with B block scales (`SCALED_B_WIDEST`) are taken with bn=192 only
-        widest = (SCALE_BLOCK if operands.b_scale else PROMOTED_WIDEST) if promote else 256
+        widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
         tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
         tall = tall and knobs.splitk_mode != "cluster"
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote, tall)

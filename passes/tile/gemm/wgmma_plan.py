@@ -528,7 +528,9 @@ def scaled_b_width(bn: int) -> bool:
 PROMOTED_EFFICIENCY = {(128, 192): 1.0, (128, 128): 0.94}
 """Throughput per FLOP of 128-row blocks with promoted FP8 steps by width, measured on the
 H200 (benchmarks/RESULTS.md, seventeenth session runs 4-5: 8192³ e4m3 in 21 waves of 128×192
-blocks 922 µs, in 32 waves of 128×128 993 µs)."""
+blocks 922 µs, in 32 waves of 128×128 993 µs). With block scales the same on an H100
+(fortieth session run 1: 8192³ 1096 against 1180 µs; 4096³ 151.5 against 139.6, 6 rounds of
+128×192 against 8 of 128×128; 1000×4096×4096 54.3 against 40.0, two rounds each)."""
 
 
 WIDE_STAGES = {256: 3, 192: 4}
