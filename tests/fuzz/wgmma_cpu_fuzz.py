@@ -247,12 +247,7 @@ def ragged_case(seed: int, index: int) -> Case:
     """The `index`th `--ragged` case of `seed`: a program of `case`'s (TMA-addressable rows)
     under `mma=wgmma` with a width of `RAGGED_WIDTHS`."""
     rng = random.Random(f"ragged {seed} {index}")
-    while True:
-        dtype = rng.choice(("bf16", "bf16", "f16"))
-        name, text, work = _program(rng, dtype, True)
-        if work <= BUDGET:
-            break
-    name = name if name.startswith("scaled_mm") else f"{name}_{dtype}"
+    name, text = _budgeted_program(rng, True)
     bn = rng.choice(RAGGED_WIDTHS)
     bm = rng.choice((64, 128, 128, 192) if bn <= 192 else (64, 128))
     knobs = [f"sms={rng.choice(SMS)}", "mma=wgmma", f"bm={bm}", f"bn={bn}"]
@@ -296,13 +291,19 @@ def case(seed: int, index: int) -> Case:
     # explicit wgmma needs TMA-addressable rows; the others mostly get them too (the staging
     # of misaligned rows, align=on, and mma.sync's plans take the rest)
     aligned = "mma=wgmma" in MODES[mode] or rng.random() < 0.7
+    name, text = _budgeted_program(rng, aligned)
+    return Case(name, text, _knobs(rng, mode))
+
+
+def _budgeted_program(rng: random.Random, aligned: bool) -> tuple[str, str]:
+    """(name, text) of the first program `_program` draws under `BUDGET`, in f16 or bf16 (its
+    element type in the name, but for FP8's)."""
     while True:
         dtype = rng.choice(("bf16", "bf16", "f16"))
         name, text, work = _program(rng, dtype, aligned)
         if work <= BUDGET:
             break
-    name = name if name.startswith("scaled_mm") else f"{name}_{dtype}"
-    return Case(name, text, _knobs(rng, mode))
+    return (name if name.startswith("scaled_mm") else f"{name}_{dtype}"), text
 
 
 MULTICAST_WEIGHTS = {"a": 4, "b": 5, "auto": 2}

@@ -847,7 +847,6 @@ class _WgmmaEmitter:
         shifted = None  # the block starts half-way through one of B's scale blocks
         if self.scales[1] and self._straddles(self.scales[1][1]):
             shifted = em.value(arith.CmpiOp(em.rem(self.n0, SCALE_BLOCK), em.index(0), "ne"))
-        last_step = em.add(self.steps, -1)
         # unrolled by two where it carries scales: the next step's loads then land in
         # registers of their own, not moved into the carried ones before they arrive
         steps = self.steps if count is None else count
@@ -862,7 +861,7 @@ class _WgmmaEmitter:
                 self._wgmma(products, slot, row, kk, overwrite=kk == 0)
             next_scales = []
             if rows:
-                following = em.value(arith.MinSIOp(em.add(step, 1), last_step))
+                following = em.value(arith.MinSIOp(em.add(step, 1), em.add(self.steps, -1)))
                 next_scales = self._step_scales(following, rows)
             factors = self._step_factors(scales, shifted) if rows else None
             em.op(tile.WgmmaCommitOp())

@@ -705,8 +705,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
     if bn % BK and (why := _ragged_width_refusal(t)):
         return _fail(
             f"runs blocks of a width off 64-column chunks (bn={bn}) as a plain GEMM of one "
-            f"product to each block (no dual GEMM, multicast, cluster split, stream-K or "
-            f"promoted FP8 steps); got {why}"
+            f"product to each block (no dual GEMM, cluster split, stream-K or promoted FP8 "
+            f"steps; multicast refuses them itself); got {why}"
         )
     if dual and bn not in (128, 256):
         return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
@@ -747,7 +747,6 @@ def _ragged_width_refusal(t: WgmmaTiles) -> str:
     run, or ""."""
     for setting, refused in (
         ("a dual GEMM", t.dual == "on"),
-        (f"multicast={t.multicast}", t.multicast != "off"),
         (f"a cluster split of {t.cluster}", t.cluster > 1),
         (f"streamk={t.streamk}", t.streamk != "off"),
         ("promote=on", t.promote == "on"),
