@@ -31,7 +31,7 @@ against the issue's bars (geomean ≥ 1.0, none below 0.9, ≥ 1.05 at 4096³).
 
 Usage: python benchmarks/bench_gemm_sweep.py
        [--groups squares,llama8b,llama70b,batched,random,small] [--knobs "mma=sync"]
-       [--out sweep.md]
+       [--only 3x1000x1000x1000,3000x3000x3000] [--out sweep.md]
        python benchmarks/bench_gemm_sweep.py --lower-only [--groups ...]   # no GPU, no torch:
            lowers each shape on the CPU, prints its kernels' plans and flags shapes that fail
            to lower or whose GEMM is not on tensor cores (no wgmma / mma_sync plan)
@@ -225,9 +225,19 @@ def main() -> None:
     parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated groups")
     parser.add_argument("--knobs", default="", help="a tile{...} setting, e.g. 'mma=sync'")
     parser.add_argument("--lower-only", action="store_true", help="lower and print plans, no GPU")
+    parser.add_argument(
+        "--only",
+        default="",
+        help="the groups' shapes of these dims, e.g. 3x1000x1000x1000,512x512x512",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     cases = shapes([g for g in args.groups.split(",") if g])
+    if args.only:
+        wanted = set(args.only.split(","))
+        cases = [c for c in cases if c.dims.replace("×", "x") in wanted]
+        if not cases:
+            raise SystemExit(f"no shape of groups {args.groups} has dims in {args.only}")
     if args.lower_only:
         _lower_only(cases, args.knobs)
     else:

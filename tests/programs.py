@@ -616,6 +616,29 @@ CASES = [
         matmul_plain(1000, 1000, 1000, "bf16", "nk"),
         tile_with("mma=wgmma bm=192 bn=144"),
     ),
+    # The same widths multicast over a cluster of two: an N-major B's four chunks (two each) in
+    # a batch, a K-major B's 144 rows (72 each) on persistent pairs, an N-major B's three
+    # chunks (half of each chunk's K rows each), A over pairs of 208-wide columns.
+    Case(
+        "bf16_wgmma_ragged_208_multicast_bmm_3x1000",
+        batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        tile_with("mma=wgmma bn=208 multicast=b"),
+    ),
+    Case(
+        "bf16_wgmma_ragged_144_multicast_persistent_1000x1000x1000",
+        matmul_plain(1000, 1000, 1000, "bf16", "nk"),
+        tile_with("mma=wgmma bn=144 multicast=b persistent=1 sms=40"),
+    ),
+    Case(
+        "bf16_wgmma_ragged_144_multicast_kn_1000x776x520",
+        matmul_plain(1000, 776, 520, "bf16", "kn"),
+        tile_with("mma=wgmma bn=144 multicast=b"),
+    ),
+    Case(
+        "bf16_wgmma_ragged_208_multicast_a_1000x1000x1000",
+        matmul_plain(1000, 1000, 1000, "bf16", "kn"),
+        tile_with("mma=wgmma bn=208 multicast=a"),
+    ),
     # The staged GEMM split over K (the staging rule's pieces planned as any GEMM): a small
     # grid, a long K off 32-byte sectors.
     Case("bf16_wgmma_staged_split_101x3024x6484", matmul_plain(101, 3024, 6484, "bf16", "nk")),

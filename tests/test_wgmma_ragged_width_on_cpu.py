@@ -3,9 +3,9 @@ as cuBLAS's 128×200 for 3×1000³): an N-major B's last 64-column chunk is copi
 wgmma reads its first columns; the staged epilogue's last chunk stores only those. Run on the
 CPU (tests/cpu_wgmma.py) against float64: K-major and N-major B, both epilogues, ragged M, N
 and K, persistent blocks, 64-, 128- and 192-row blocks, a batch, a bias and GELU in the staged
-epilogue; the blocks run last to first, so that a store past a block's columns shows. What
-such a block does not run is refused by name; its machine code keeps every
-value in registers.
+epilogue, B or A multicast over a cluster of two; the blocks run last to first, so that a store
+past a block's columns shows. What such a block does not run is refused by name; its machine
+code keeps every value in registers.
 """
 
 from __future__ import annotations
@@ -39,6 +39,22 @@ CASES = [
     ("bmm_240", batched_matmul(3, 130, 248, 104, "bf16"), "mma=wgmma bn=240"),
     # GELU and a second linear in the staged epilogue's prefetch, 112 columns.
     ("mlp_112", mlp(200, 136, 232, "bf16"), "mma=wgmma bn=112"),
+    # B multicast over pairs of rows of tiles: K-major (104 of 208 rows each, an odd third row
+    # of tiles), N-major in an even number of chunks (two each of 208's four) and an odd one
+    # (144's three: half of each chunk's K rows each), persistent; A multicast over pairs of
+    # columns of 208 (N = 440: three columns of tiles).
+    ("nk_208_multicast", matmul_plain(300, 400, 200, "bf16", "nk"), "mma=wgmma bn=208 multicast=b"),
+    ("kn_208_multicast", matmul_plain(260, 440, 136, "bf16", "kn"), "mma=wgmma bn=208 multicast=b"),
+    (
+        "kn_144_multicast_persistent",
+        matmul_plain(520, 296, 200, "bf16", "kn"),
+        "mma=wgmma bn=144 multicast=b sms=3",
+    ),
+    (
+        "kn_208_multicast_a",
+        matmul_plain(260, 440, 136, "bf16", "kn"),
+        "mma=wgmma bn=208 multicast=a",
+    ),
 ]
 
 
@@ -62,15 +78,15 @@ def test_ragged_width_blocks_match_float64_on_cpu(text: str, knobs: str) -> None
 @pytest.mark.parametrize(
     ("knobs", "message"),
     [
-        ("bn=208 multicast=b", "not with a width off 64-column chunks"),
+        ("bn=208 streamk=tail persistent=1", "got streamk=tail"),
         ("bn=208 splitk=2 splitk_mode=cluster", "got a cluster split of 2"),
         ("bn=200", "a multiple of 16 in [64, 256] with mma=wgmma"),
         ("bn=48", "a multiple of 16 in [64, 256]"),
     ],
-    ids=["multicast", "cluster", "off_16", "narrow"],
+    ids=["streamk", "cluster", "off_16", "narrow"],
 )
 def test_what_ragged_width_blocks_do_not_run_is_refused(knobs: str, message: str) -> None:
-    text = matmul_plain(512, 512, 256, "bf16", "nk")
+    text = matmul_plain(512, 512, 2048, "bf16", "nk")
     with pytest.raises(DiagnosticException, match=message.replace("[", r"\[")):
         apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma {knobs}}}")
 

@@ -39,9 +39,9 @@ fails as a hang; the kernels' IR rejected by its verifier fails too.
 
 `--ragged` draws the same programs under `mma=wgmma` with a block width off 64-column chunks
 (`RAGGED_WIDTHS`: an N-major B's last chunk copied whole, the staged epilogue's last chunk
-partial) on 64-, 128- or 192-row blocks, with `persistent`, `store=direct` and `stages` among
-the knobs, and runs each launch's blocks last to first, so a store past a block's own
-columns lands after its neighbour's and shows.
+partial) on 64-, 128- or 192-row blocks, with `persistent`, `store=direct`, `stages` and
+`multicast=a|b` (about 3 in 10) among the knobs, and runs each launch's blocks last to first,
+so a store past a block's own columns lands after its neighbour's and shows.
 """
 
 from __future__ import annotations
@@ -257,6 +257,10 @@ def ragged_case(seed: int, index: int) -> Case:
         knobs.append("store=direct")
     if rng.random() < 0.2:
         knobs.append(f"stages={rng.randint(2, 4)}")
+    # A or B multicast over a pair of blocks, drawn apart from `rng` (a seed's other draws stay)
+    shared = random.Random(f"ragged multicast {seed} {index}")
+    if shared.random() < 0.3:
+        knobs.append(f"multicast={shared.choice('ab')}")
     return Case(name, text, " ".join(knobs))
 
 

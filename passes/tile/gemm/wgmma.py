@@ -219,7 +219,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             )
         if why := stream_k_refusal(tiles, self.target.sms, steps):
             return _fail(why)
-        return replace(t, persistent=1, streamk="tail")
+        shared = replace(t, persistent=1, streamk="tail")
+        return wgmma_tile_refusal(shared, self.target) or shared
 
     def rewrite(
         self, module: ModuleOp, kernel: loop.KernelOp, c: Contraction, plan: WgmmaTiles
@@ -652,12 +653,12 @@ class _WgmmaEmitter:
         if k_halves(t, self.mn_major):
             row = em.mul(self.rank, self.bk // t.sharers)
             k = em.add(k0, row)
-            for chunk in range(t.tile_n // self.bk):
+            for chunk in range(t.b_columns // self.bk):
                 n = em.add(self.n0, chunk * self.bk)
                 to = [slot, em.index(chunk), row, zero]
                 copy(b_global, [k, n], self.b_smem, to, mask)
         elif self.mn_major:
-            share = t.tile_n // self.bk // t.sharers
+            share = t.b_columns // self.bk // t.sharers
             for i in range(share):
                 chunk = em.add(em.mul(self.rank, share), i)
                 n = em.add(self.n0, em.mul(chunk, self.bk))

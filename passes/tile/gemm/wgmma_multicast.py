@@ -51,8 +51,6 @@ def multicast_refusal(
         why.append("streamk=tail")
     if element_bits == 32:
         why.append("f32 operands split into TF32")
-    if t.bn % BK:
-        why.append(f"a width off 64-column chunks (bn={t.bn})")
     if t.multicast == "b" and -(-m // t.bm) < 2:
         why.append(f"one row of tiles (M={m}, bm={t.bm})")
     if t.multicast == "a" and -(-n // t.tile_n) < 2:
@@ -102,7 +100,7 @@ def k_halves(t: WgmmaTiles, b_mn_major: bool) -> bool:
     K rows (32 of 64, into both blocks' slot; a box of 32 × 64) rather than half of the
     chunks: where the chunks are odd in number (192-wide blocks). The 128-byte swizzle repeats
     every 8 rows, so the second half lands at its rows of the chunk as a whole box would."""
-    return t.row_pairs > 1 and b_mn_major and (t.tile_n // BK) % t.row_pairs != 0
+    return t.row_pairs > 1 and b_mn_major and t.b_columns // BK % t.row_pairs != 0
 
 
 def multicast_tiles(

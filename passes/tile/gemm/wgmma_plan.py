@@ -706,7 +706,7 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(
             f"runs blocks of a width off 64-column chunks (bn={bn}) as a plain GEMM of one "
             f"product to each block (no dual GEMM, cluster split, stream-K or promoted FP8 "
-            f"steps; multicast refuses them itself); got {why}"
+            f"steps); got {why}"
         )
     if dual and bn not in (128, 256):
         return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
