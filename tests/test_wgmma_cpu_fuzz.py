@@ -5,8 +5,8 @@ the 192-row blocks (one wave, and persistent), 128×192 blocks and the sector-st
 its `--multicast` cases (seed MULTICAST_SEED): blocks paired by TMA multicast of B and of A,
 one wave and persistent, odd rows or columns of tiles, persistent pairs walking several pairs
 of tiles, FP8 with block scales, `multicast=auto` pairing a linear off sectors; and four of its
-`--ragged` cases (seed RAGGED_SEED): block widths off 64-column chunks, an N-major batch on
-persistent blocks, a linear cast to f32, the fragment stores, blocks run last to first.
+`--ragged` cases (seed RAGGED_SEED): block widths off 64-column chunks, N-major B on persistent
+blocks, 192-row blocks sharing A by multicast, a K-major B with a bias, blocks run last to first.
 `python tests/fuzz/wgmma_cpu_fuzz.py -n 60 --seed N [--multicast | --ragged]` runs more.
 """
 
@@ -18,7 +18,7 @@ from fuzz.wgmma_cpu_fuzz import run
 
 SEED, COUNT = 181, 6
 MULTICAST_SEED, MULTICAST_COUNT = 125, 4
-RAGGED_SEED, RAGGED_COUNT = 4003, 4
+RAGGED_SEED, RAGGED_COUNT = 4021, 4
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
@@ -50,3 +50,4 @@ def test_random_ragged_width_wgmma_gemms_match_float64_on_cpu() -> None:
     assert not failures, "\n\n".join(failures)
     assert outcomes["ok"] == RAGGED_COUNT, outcomes
     assert exercised["ragged"] == RAGGED_COUNT, exercised
+    assert exercised["multicast_a"] and exercised["tall_persistent"], exercised
