@@ -30,10 +30,12 @@ from tinyopt.passes.tile.emit import (
     LaneEmitter,
     Mapping,
     depends_on,
+    element_bytes,
     is_contiguous,
     vector_width,
 )
 from tinyopt.passes.tile.gemm.mma_sync import MMA_K, MMA_M, MMA_N
+from tinyopt.passes.tile.gemm.wgmma_plan import ATOM
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
@@ -122,6 +124,14 @@ def _scale(a: Attention) -> float | None:
     return c if 0 < c < float("inf") else None
 
 
+def shared_bytes(rows: int, head_qk: int, head_v: int, element: int) -> int:
+    """The shared memory a block requests: Q's `rows` rows and the two-slot K and V tiles, rows
+    padded by `PAD`, each buffer 1024-byte aligned, plus 1024 bytes of slack (the layout of
+    dynamic shared memory, backends/cuda/hopper.py)."""
+    tiles = (rows * (head_qk + PAD), SLOTS * BN * (head_qk + PAD), SLOTS * BN * (head_v + PAD))
+    return sum(-(-n * element // ATOM) * ATOM for n in tiles) + ATOM
+
+
 def _flat(values: list[list[list[SSAValue]]]) -> list[SSAValue]:
     return [v for tile_values in values for regs in tile_values for v in regs]
 
@@ -145,12 +155,21 @@ class AttentionSync(Rule[Attention, AttentionPlan]):
     def match(self, kernel: loop.KernelOp) -> Attention | str:
         return match_flash_attention(kernel)
 
-    def plan(self, kernel: loop.KernelOp, a: Attention, knobs: Knobs) -> AttentionPlan:
-        return AttentionPlan(knobs.arows or ROWS_PER_WARP, knobs.awarps or WARPS)
+    def plan(self, kernel: loop.KernelOp, a: Attention, knobs: Knobs) -> AttentionPlan | str:
+        plan = AttentionPlan(knobs.arows or ROWS_PER_WARP, knobs.awarps or WARPS)
+        return self.check(kernel, a, plan) or plan
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionPlan) -> str | None:
         if plan.arows not in (16, 32) or plan.awarps not in (4, 8):
             return f"arows must be 16 or 32 and awarps 4 or 8, got {plan.arows} and {plan.awarps}"
+        rows, head_qk, head_v = plan.arows * plan.awarps, a.qk.extents[0], a.nest.extents[-1]
+        needed = shared_bytes(rows, head_qk, head_v, element_bytes(a.element))
+        if needed > self.target.dynamic_shared:
+            return (
+                f"attn=sync stages {rows} query rows (arows={plan.arows} awarps={plan.awarps}) "
+                f"and two {BN}-key K and V tiles at head dims {head_qk}/{head_v} in {needed} "
+                f"bytes of shared memory, more than {self.target.dynamic_shared}: fewer rows"
+            )
         return None
 
     def emit(

@@ -248,6 +248,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 "apingpong=on takes turns over the overlapped key loop: not with aoverlap=off"
             )
         consumers = knobs.aconsumers or CONSUMERS
+        if not knobs.aconsumers and not knobs.akeys and knobs.apingpong != "on":
+            consumers = auto_consumers(a, k.cols, v.cols, self.target.sms)
         if knobs.apingpong == "on" and consumers != 2:
             return _fail("apingpong=on takes turns between two consumer warpgroups")
         pingpong = overlap and knobs.apingpong != "off" and consumers == 2
@@ -355,6 +357,35 @@ grows with the spread of the items' lengths. On an H100 (RESULTS.md thirty-ninth
 1.03, S 4096 (32) 1.01 → 1.05; D 96 S 4096 (32) 1.10 → 1.11; and past 32 tiles: D 64 S 8192
 (43) 0.99 → 0.91, D 128 S 8192 (64) 1.03 → 0.93, D 192 S 4096 (64 of 64 keys) 0.89 → 0.80,
 S 16384 (86 and 128) 1.06 → 0.83."""
+
+THREE_CONSUMER_GAIN = 1.06
+"""How much more work three consumer warpgroups (192-row items, 128 keys a tile, no ping-pong)
+do in the time two do (128-row items, 192 keys, ping-pong) at head dims 48 and 64, non-causal:
+`aconsumers=auto` takes three where their rounds of items cost less than this times two's
+(`auto_consumers`). On the H200 (RESULTS.md forty-first session, × cuDNN, two → three), where
+the rounds of items cost the same or 1.6-3% more with three: D 64 S 1536-16384 at B·S 16384 and
+H 32 0.96-1.04 → 0.99-1.08, B 8 H 16 S 2048 0.95 → 1.00, D 48 S 2048 and 4096 1.08-1.10 →
+1.12-1.13; where they cost more: 2×8×4096 (352 items of 192 rows in 3 rounds against 512 of 128
+in 4, 12% more) 0.98 → 0.91, 8×12×512 (50% more) 0.81 → 0.72, 16×32×1024 (12.5%) 0.90 →
+0.90. At D 32 (4×32×4096) three ran 1.24 → 1.21; causal kernels ran slower with three at every
+shape (0.93-1.19 → 0.79-1.08)."""
+
+
+def auto_consumers(a: Attention, head_qk: int, head_v: int, sms: int) -> int:
+    """Consumer warpgroups for `aconsumers=auto`: three for a non-causal kernel without a mask
+    (q, k and v its only loads) whose head dims are 48 to 64 where its rounds of 192-row items
+    cost less than `THREE_CONSUMER_GAIN` times the rounds of 128-row ones, else two."""
+    widest = max(head_qk, head_v)
+    loads = {op.memref for op in a.program if isinstance(op, memref.LoadOp)}
+    if a.causal or len(loads) > 3 or not 32 < widest <= NARROW_HEAD_DIM:
+        return CONSUMERS
+
+    def cost(consumers: int) -> int:
+        rows = consumers * tile.WGMMA_M
+        return -(-_items(a, rows) // sms) * rows
+
+    return 3 if cost(3) < THREE_CONSUMER_GAIN * cost(CONSUMERS) else CONSUMERS
+
 
 HEADS_FIRST_BYTES = 16 << 20
 """A causal grid runs heads fastest (all heads' longest query tiles first) when K and V fit
