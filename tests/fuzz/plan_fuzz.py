@@ -120,7 +120,7 @@ def case(seed: int, index: int) -> Case:
 
 
 def check(c: Case) -> str:
-    """"ok", "refused" (by `plan`), or a failure's report."""
+    """The outcome: "ok", "refused" (by `plan`), or a failure's report."""
     try:
         planned = apply_pipeline(parse(c.text), f"{c.pipeline},plan{{{c.knobs}}}")
     except DiagnosticException:
