@@ -417,6 +417,32 @@ def test_three_consumer_warpgroups_match_float64_on_cpu(text: str, knobs: str) -
     assert error <= tolerance, (error, tolerance)
 
 
+@pytest.mark.parametrize(
+    ("text", "consumers"),
+    [
+        # 2816 items of 192 rows in 22 rounds of 132 SMs against 4096 of 128 in 32: three
+        (attention(8, 32, 2048, 64, "bf16"), 3),
+        (attention(4, 32, 4096, 48, "f16"), 3),
+        # 352 items in 3 rounds against 512 in 4 (12% more rows a block): two
+        (attention(2, 8, 4096, 64, "bf16"), 2),
+        # causal, head dim 32, head dim 128, a mask: two at any number of items
+        (attention(8, 32, 2048, 64, "bf16", causal=True), 2),
+        (attention(8, 32, 2048, 32, "bf16"), 2),
+        (attention(8, 32, 2048, 128, "bf16"), 2),
+        (decode_attention(8, 32, 32, 2048, 2048, 64, mask=((1, 1, 2048, 2048), "i1")), 2),
+    ],
+    ids=["d64-22-rounds", "d48", "d64-3-rounds", "causal", "d32", "d128", "masked"],
+)
+def test_auto_consumers_by_rounds_of_items(text: str, consumers: int) -> None:
+    """`aconsumers=auto` takes three consumer warpgroups where the rounds of their 192-row
+    items cost less than `THREE_CONSUMER_GAIN` times two's, for non-causal, unmasked kernels of
+    head dims 48 to 64 (`auto_consumers`)."""
+    module = apply_pipeline(parse(text), "decompose,fuse,flash-attention,plan")
+    plans = [k.attributes[tile.PLAN] for k in loop.kernels(module)]
+    (plan,) = [p for p in plans if p.rule.data == "attention_wgmma"]  # type: ignore[attr-defined]
+    assert plan.values["consumers"] == consumers  # type: ignore[attr-defined]
+
+
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 @pytest.mark.parametrize("d", [64, 128])
 def test_three_consumer_warpgroups_have_no_spills(d: int, tmp_path: Path) -> None:
