@@ -98,7 +98,8 @@ K_HALVES_MIN_STEPS = 4
 def k_halves(t: WgmmaTiles, b_mn_major: bool) -> bool:
     """Whether each block of a pair sharing an N-major B copies half of every 64-column chunk's
     K rows (32 of 64, into both blocks' slot; a box of 32 × 64) rather than half of the
-    chunks: where the chunks are odd in number (192-wide blocks). The 128-byte swizzle repeats
+    chunks: where the chunks are odd in number (192-wide blocks; 144-wide ones, whose third chunk
+    is copied whole). The 128-byte swizzle repeats
     every 8 rows, so the second half lands at its rows of the chunk as a whole box would."""
     return t.row_pairs > 1 and b_mn_major and t.b_columns // BK % t.row_pairs != 0
 
