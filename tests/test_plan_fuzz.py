@@ -1,0 +1,24 @@
+"""A slice of tests/fuzz/plan_fuzz.py in CI: random GEMM and attention programs under random
+schedule knobs, where every plan `plan` prints must be emitted by `tile` (seed SEED), and the
+case that found `attn=sync` planning more shared memory than a block may use (D 256 with 8
+warps of 32 rows: `plan` printed it, `tile` refused it). `python tests/fuzz/plan_fuzz.py -n 400
+--seed N` runs more.
+"""
+
+from __future__ import annotations
+
+from fuzz.plan_fuzz import case, check, run
+
+SEED, COUNT = 41, 40
+
+
+def test_random_plans_are_emitted_by_tile() -> None:
+    outcomes, failures = run(SEED, COUNT)
+    assert not failures, "\n".join(failures)
+    assert outcomes["ok"] >= COUNT // 2, outcomes
+
+
+def test_attention_sync_beyond_shared_memory_is_refused_by_plan() -> None:
+    c = case(1, 72)
+    assert "attn=sync" in c.knobs and "awarps=8" in c.knobs and "x256_" in c.name, c
+    assert check(c) == "refused"
