@@ -1,13 +1,15 @@
 """A slice of tests/fuzz/plan_fuzz.py in CI: random GEMM and attention programs under random
 schedule knobs, where every plan `plan` prints must be emitted by `tile` (seed SEED), and the
 case that found `attn=sync` planning more shared memory than a block may use (D 256 with 8
-warps of 32 rows: `plan` printed it, `tile` refused it). `python tests/fuzz/plan_fuzz.py -n 400
---seed N` runs more.
+warps of 32 rows: `plan` printed it, `tile` refused it) and the one that found the skinny rule
+planning 64 rows, past the `rows` knob's domain. `python tests/fuzz/plan_fuzz.py -n 400 --seed
+N` runs more.
 """
 
 from __future__ import annotations
 
-from fuzz.plan_fuzz import case, check, run
+from fuzz.plan_fuzz import Case, case, check, run
+from programs import skinny
 
 SEED, COUNT = 41, 40
 
@@ -22,3 +24,10 @@ def test_attention_sync_beyond_shared_memory_is_refused_by_plan() -> None:
     c = case(1, 72)
     assert "attn=sync" in c.knobs and "awarps=8" in c.knobs and "x256_" in c.name, c
     assert check(c) == "refused"
+
+
+def test_skinny_rows_stay_within_the_knobs_domain() -> None:
+    # [K, N] f32 weights of 33 columns (one vector lane): 64 accumulators a thread allow 64
+    # rows, the `rows` knob 32 at most
+    c = Case("skinny_kn_64x33x255", skinny(64, 33, 255, layout="kn"), "skinny=on", "fuse")
+    assert check(c) == "ok"

@@ -54,9 +54,11 @@ GEMM_KNOBS = {
     "group": (1, 8, 16),
     "promote": ("on", "off"),
     "swap": ("on", "off"),
+    "skinny": ("on", "off"),
     "sms": (1, 3, 8, 132),
 }
-"""Knobs of the GEMM rules (wgmma, its staging, mma.sync, split-K) and the values drawn."""
+"""Knobs of the GEMM rules (wgmma, its staging, mma.sync, split-K, skinny) and the values
+drawn."""
 
 ATTENTION_KNOBS = {
     "attn": ("wgmma", "sync", "simt", "auto"),

@@ -53,6 +53,10 @@ COLUMNS = 2
 ACCUMULATORS = 64
 """The most f32 accumulators a thread holds (rows × columns × vector lanes along N)."""
 
+MOST_ROWS = 32
+"""The most rows a plan takes (the `rows` knob's domain, knobs.py): at 64 rows of `[K, N]`
+weights with one vector lane, `skinny=on` had planned 64, which `tile` then refused."""
+
 
 @dataclass(frozen=True)
 class SkinnyPlan:
@@ -191,7 +195,7 @@ def choose_shape(
         if cols > 1 or rows <= 2:
             return rows, cols, max(1, LOADS_IN_FLIGHT // cols)
         return rows, cols, 4 if rows < 16 else 2
-    rows = rows or min(pow2_at_least(m), max(1, ACCUMULATORS // vec))
+    rows = rows or min(pow2_at_least(m), max(1, ACCUMULATORS // vec), MOST_ROWS)
     return rows, cols or 1, 4
 
 
