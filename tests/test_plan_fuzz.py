@@ -8,10 +8,12 @@ N` runs more.
 
 from __future__ import annotations
 
-from fuzz.plan_fuzz import Case, case, check, run
+from attention_programs import attention
+from fuzz.plan_fuzz import Case, check, run
 from programs import skinny
 
 SEED, COUNT = 41, 40
+ATTENTION = "decompose,fuse,flash-attention"
 
 
 def test_random_plans_are_emitted_by_tile() -> None:
@@ -21,9 +23,10 @@ def test_random_plans_are_emitted_by_tile() -> None:
 
 
 def test_attention_sync_beyond_shared_memory_is_refused_by_plan() -> None:
-    c = case(1, 72)
-    assert "attn=sync" in c.knobs and "awarps=8" in c.knobs and "x256_" in c.name, c
-    assert check(c) == "refused"
+    # 256 query rows (8 warps of 32) and two 64-key K and V tiles at D 256: 271360 bytes
+    text = attention(1, 2, 64, 256, "f16")
+    knobs = "attn=sync awarps=8 akeys=192 apingpong=off"
+    assert check(Case("attention_1x2x64x256", text, knobs, ATTENTION)) == "refused"
 
 
 def test_skinny_rows_stay_within_the_knobs_domain() -> None:

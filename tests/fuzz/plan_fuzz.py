@@ -8,10 +8,12 @@ plan that `plan` prints and `tile` then refuses (or that either pass crashes on)
 user was told the knobs hold when they do not. Each case is a program and a few knobs drawn
 together: half the cases a GEMM program of tests/fuzz/wgmma_cpu_fuzz.py (`_budgeted_program`:
 linears, matmuls, batches, MLPs, FP8, odd and ≡ 8 mod 16 sizes) under GEMM knobs
-(`GEMM_KNOBS`), half an attention program of tests/attention_programs.py (square, causal, a
-decode step or a chunk against a cache, GQA, a runtime count of valid keys; head dims 32-256,
-f16, bf16 or f32) under attention knobs (`ATTENTION_KNOBS`). The case runs `fuse,plan` with the
-knobs (`decompose,fuse,flash-attention,plan` for attention), then `tile,to-cuda` on the printed
+(`GEMM_KNOBS`), three in ten an attention program of tests/attention_programs.py (square,
+causal, a decode step or a chunk against a cache, GQA, a runtime count of valid keys; head dims
+32-256, f16, bf16 or f32) under attention knobs (`ATTENTION_KNOBS`), the rest a norm, softmax,
+bias + GELU, reduction or small f32 linear of tests/programs.py under the other rules' knobs
+(`ROW_KNOBS`). The case runs `fuse,plan` with the knobs (`decompose,fuse,flash-attention,plan`
+for attention, `decompose,fuse,plan` for the rest), then `tile,to-cuda` on the printed
 plan; a refusal by `plan` is counted, never a failure. Each failure prints the seed and index
 that rebuild it (`case(seed, index)`); the exit status is 1 when any case failed.
 """
@@ -31,6 +33,14 @@ sys.path.insert(0, str(TESTS))
 sys.path.insert(0, str(TESTS / "fuzz"))
 
 from attention_programs import attention, decode_attention  # noqa: E402
+from programs import (  # noqa: E402
+    bias_gelu,
+    layernorm,
+    matmul_relu,
+    reduction,
+    rmsnorm,
+    softmax,
+)
 from wgmma_cpu_fuzz import _budgeted_program  # noqa: E402
 from xdsl.utils.exceptions import DiagnosticException  # noqa: E402
 
@@ -79,6 +89,34 @@ ATTENTION_KNOBS = {
 }
 """Knobs of the attention rules (wgmma, mma.sync, SIMT, decode) and the values drawn."""
 
+ROW_KNOBS = {
+    "schedule": ("auto", "naive", "row", "tiled"),
+    "threads": (32, 64, 128, 256, 512, 1024),
+    "vec": (1, 2, 4, 8, 16),
+    "rows": (1, 2, 4, 8, 16),
+    "cols": (1, 2, 4),
+    "cache": (0, 1),
+    "bm": (16, 32, 64, 128),
+    "bn": (16, 32, 64, 128),
+    "bk": (8, 16, 32, 64),
+    "tm": (1, 2, 4, 8),
+    "tn": (1, 2, 4, 8),
+    "pad": (0, 4, 8),
+    "stages": (1, 2, 3, 4),
+    "split": (1, 2, 4, 8),
+    "kwarps": (1, 2, 4, 8),
+    "copy": ("auto", "cp.async", "tma", "direct"),
+    "store": ("smem", "direct"),
+    "mma": ("none", "sync", "auto", "3xtf32"),
+    "minblocks": (1, 2),
+    "interleave": ("on", "off"),
+    "prefetch": ("on", "off"),
+    "skinny": ("on", "off"),
+    "splitk": (2, 4),
+    "fastmath": ("on", "off"),
+}
+"""Knobs of the elementwise, row, reduction, f32 contraction and skinny rules."""
+
 MOST_KNOBS = 5
 
 
@@ -107,15 +145,34 @@ def _attention_program(rng: random.Random) -> tuple[str, str]:
     return f"decode_{b}x{h}/{kv}x{sq}x{skv}x{d}_{dtype}", text
 
 
+def _row_program(rng: random.Random) -> tuple[str, str]:
+    dtype = rng.choice(("f32", "bf16", "f16"))
+    rows, cols = rng.choice((1, 7, 64, 129, 1000)), rng.choice((1, 5, 64, 255, 4096))
+    form = rng.choice(("rmsnorm", "softmax", "layernorm", "bias_gelu", "reduction", "linear"))
+    if form == "reduction":
+        op = rng.choice(("reduce_sum", "reduce_max", "reduce_mean"))
+        dims = rng.choice(((0,), (1,), (2,), (0, 2)))
+        return f"{op}_{rows}x{cols}x3_{dims}_{dtype}", reduction(op, (rows, cols, 3), dims, dtype)
+    if form == "linear":
+        n = rng.choice((8, 33, 256))
+        return f"matmul_relu_{rows}x{n}x{cols}_f32", matmul_relu(rows, n, cols, "f32")
+    build = {"rmsnorm": rmsnorm, "softmax": softmax, "layernorm": layernorm, "bias_gelu": bias_gelu}
+    return f"{form}_{rows}x{cols}_{dtype}", build[form]((rows, cols), dtype)
+
+
 def case(seed: int, index: int) -> Case:
     """The `index`th case of `seed`'s run."""
     rng = random.Random(f"plan {seed} {index}")
-    if rng.random() < 0.5:
+    draw = rng.random()
+    if draw < 0.5:
         name, text = _budgeted_program(rng, rng.random() < 0.7)
         table, pipeline = GEMM_KNOBS, "fuse"
-    else:
+    elif draw < 0.8:
         name, text = _attention_program(rng)
         table, pipeline = ATTENTION_KNOBS, "decompose,fuse,flash-attention"
+    else:
+        name, text = _row_program(rng)
+        table, pipeline = ROW_KNOBS, "decompose,fuse"
     keys = rng.sample(sorted(table), rng.randint(1, MOST_KNOBS))
     knobs = " ".join(f"{key}={rng.choice(table[key])}" for key in keys)
     return Case(name, text, knobs, pipeline)
