@@ -35,7 +35,7 @@ from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Tiles
 from tinyopt.passes.tile.gemm.wgmma_plan import CLUSTER_SPLITS, WgmmaTiles, one_wave
 from tinyopt.passes.tile.gemm.wgmma_staged import Staging
 from tinyopt.passes.tile.knobs import Knobs, check
-from tinyopt.passes.tile.registry import refusals, rules
+from tinyopt.passes.tile.registry import emittable, refusals, rules
 from tinyopt.passes.tile.rule import Choice, plan_attr
 from tinyopt.passes.tile.split_reduction import (
     flatten_reductions,
@@ -204,7 +204,7 @@ def plan_kernels(
     for piece in pieces:
         plan_kernels(module, piece, knobs, target, split=split_pieces, why=why)
     if not pieces:
-        _attach(kernel, choice, refused if why else None)
+        _attach(kernel, choice, refused if why else None, target)
 
 
 def _small_grid(kernel: loop.KernelOp, knobs: Knobs, target: Target) -> Contraction | None:
@@ -287,7 +287,7 @@ def _plan_cluster_split(
             f"(f16/bf16, mma=auto or wgmma), and kernel @{kernel.sym_name.data} is not "
             f"planned so: {reason}"
         )
-    _attach(kernel, choice, refused if why else None)
+    _attach(kernel, choice, refused if why else None, target)
 
 
 def _refuse_unswapped(
@@ -322,9 +322,17 @@ def _sums_products(kernel: loop.KernelOp) -> bool:
     return any("tinyopt.contraction" in op.attributes for op in kernel.walk())
 
 
-def _attach(kernel: loop.KernelOp, choice: Choice, refused: list[tuple[str, str]] | None) -> None:
-    """Puts the choice's plan on the kernel, and the rules' refusals where they are asked for."""
+def _attach(
+    kernel: loop.KernelOp,
+    choice: Choice,
+    refused: list[tuple[str, str]] | None,
+    target: Target,
+) -> None:
+    """Puts the choice's plan on the kernel, and the rules' refusals where they are asked for;
+    a plan `tile` would not emit (`emittable`) is a diagnostic here, never printed."""
     kernel.attributes[tile.PLAN] = plan_attr(choice.rule, choice.plan)
+    if isinstance(found := emittable(kernel, target), str):
+        raise DiagnosticException(found)
     if refused is not None:
         kernel.attributes[tile.REFUSALS] = ArrayAttr(
             [StringAttr(f"{rule}: {reason}") for rule, reason in refused]
@@ -338,7 +346,7 @@ def _dual(kernel: loop.KernelOp, knobs: Knobs, target: Target, why: bool) -> boo
         return False
     choice, refused = refusals(kernel, knobs, target, paired=True)
     if choice is not None:
-        _attach(kernel, choice, refused if why else None)
+        _attach(kernel, choice, refused if why else None, target)
         return True
     if knobs.dual == "on":
         takers = [rule for rule in rules(target) if rule.takes_paired]

@@ -5,7 +5,9 @@ Adding a rule: a `Rule` subclass in its own file and one line in `RULE_TYPES` (d
 
 from __future__ import annotations
 
-from tinyopt.dialects import loop
+from typing import Any
+
+from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.attention.decode import AttentionDecode
 from tinyopt.passes.tile.attention.mma_sync import AttentionSync
 from tinyopt.passes.tile.attention.simt import AttentionSimt
@@ -21,7 +23,7 @@ from tinyopt.passes.tile.gemm.wgmma_3xtf32 import Wgmma3xTf32Rule
 from tinyopt.passes.tile.gemm.wgmma_staged import WgmmaStagedRule
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.row_reduction import RowReduction
-from tinyopt.passes.tile.rule import Choice, Rule
+from tinyopt.passes.tile.rule import Choice, Rule, plan_from_attr
 from tinyopt.passes.tile.sequential import Sequential
 from tinyopt.passes.tile.target import H200, Target
 
@@ -53,6 +55,29 @@ def rules(target: Target = H200) -> tuple[Rule, ...]:
 def rule_named(name: str, target: Target = H200) -> Rule | None:
     """The rule a plan names, or None."""
     return next((r for r in rules(target) if r.name == name), None)
+
+
+def emittable(kernel: loop.KernelOp, target: Target = H200) -> tuple[Rule, Any, Any] | str:
+    """The rule, match and plan of the `#tile.plan` on a planned kernel, or the diagnostic that
+    says why `tile` cannot emit it: the rule it names is unknown, does not match the kernel, a
+    knob is outside its domain, or the rule's check refuses the plan. `tile` asks it of every
+    kernel it emits, and `plan` of every plan it attaches, so a printed plan is one `tile`
+    takes."""
+    name = kernel.sym_name.data
+    attr = kernel.attributes[tile.PLAN]
+    assert isinstance(attr, tile.PlanAttr)
+    rule = rule_named(attr.rule.data, target)
+    if rule is None:
+        known = ", ".join(r.name for r in RULE_TYPES)
+        return f"tile: kernel @{name}: its plan names no rule {attr.rule.data} (rules: {known})"
+    m = rule.match(kernel)
+    if isinstance(m, str):
+        return f"tile: kernel @{name}: rule {rule.name} of its plan: {m}"
+    plan = plan_from_attr(rule, attr)
+    refusal = plan if isinstance(plan, str) else rule.check(kernel, m, plan)
+    if refusal is not None:
+        return f"tile: plan of kernel @{name}: {refusal}"
+    return rule, m, plan
 
 
 def refusals(

@@ -17,8 +17,7 @@ from tinyopt.passes.tile.dce import dce
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.limits import fit_launch
 from tinyopt.passes.tile.planner import plan_module
-from tinyopt.passes.tile.registry import RULE_TYPES, rule_named
-from tinyopt.passes.tile.rule import plan_from_attr
+from tinyopt.passes.tile.registry import emittable
 from tinyopt.passes.tile.target import Target
 
 
@@ -80,20 +79,8 @@ def _target(sms: int, pass_name: str) -> Target:
 
 def _emit(kernel: loop.KernelOp, target: Target) -> None:
     """Replaces a planned loop kernel by the tile kernel its plan's rule emits."""
-    name = kernel.sym_name.data
-    attr = kernel.attributes[tile.PLAN]
-    assert isinstance(attr, tile.PlanAttr)
-    rule = rule_named(attr.rule.data, target)
-    if rule is None:
-        known = ", ".join(r.name for r in RULE_TYPES)
-        raise DiagnosticException(
-            f"tile: kernel @{name}: its plan names no rule {attr.rule.data} (rules: {known})"
-        )
-    m = rule.match(kernel)
-    if isinstance(m, str):
-        raise DiagnosticException(f"tile: kernel @{name}: rule {rule.name} of its plan: {m}")
-    plan = plan_from_attr(rule, attr)
-    refusal = plan if isinstance(plan, str) else rule.check(kernel, m, plan)
-    if refusal is not None:
-        raise DiagnosticException(f"tile: plan of kernel @{name}: {refusal}")
+    found = emittable(kernel, target)
+    if isinstance(found, str):
+        raise DiagnosticException(found)
+    rule, m, plan = found
     rule.emit(kernel, m, plan, PatternRewriter(kernel))
