@@ -18,7 +18,7 @@ from cpu_wgmma import error_on_cpu, run_program_on_cpu
 from programs import quantize, scaled_matmul
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass
 from xdsl.dialects.builtin import bf16, f8E4M3FN, f8E5M2
-from xdsl.utils.exceptions import VerifyException
+from xdsl.utils.exceptions import DiagnosticException, VerifyException
 
 from tinyopt.backends.check import from_storage, graph_function, to_storage
 from tinyopt.backends.fp8 import E4M3FN, E5M2
@@ -244,6 +244,9 @@ WGMMA_CASES = [
     (129, 520, 256, "f8E4M3FN", "bf16", "mma=wgmma bn=256"),
     (64, 64, 128, "f8E5M2", "bf16", "mma=wgmma ws=0 promote=on"),
     (300, 520, 640, "f8E4M3FN", "bf16", "mma=wgmma bn=192 sms=8"),
+    # promoted steps overlapped (`poverlap`): 5 K steps on a persistent grid, 2 on 64 rows
+    (300, 520, 640, "f8E4M3FN", "bf16", "promote=on poverlap=on sms=8"),
+    (64, 64, 256, "f8E5M2", "f32", "mma=wgmma poverlap=on"),
 ]
 
 
@@ -265,6 +268,12 @@ def test_wgmma_fp8_gemm_matches_reference_on_cpu(
     lowered = (program, apply_pipeline(tiled, "to-cuda"))  # `pipeline`, lowered once
     error, _ = error_on_cpu(text, pipeline, seed=5, lowered=lowered)
     assert error <= 1e-6, error
+
+
+def test_overlapped_steps_of_unpromoted_products_are_refused() -> None:
+    text = scaled_matmul(256, 256, 512, "f8E4M3FN", "bf16")
+    with pytest.raises(DiagnosticException, match=re.escape("poverlap=on overlaps promoted")):
+        lower(text, "fuse,tile{mma=wgmma promote=off poverlap=on}")
 
 
 A8, B8 = "tensor<3x130x256xf8E4M3FN>", "tensor<3x72x256xf8E4M3FN>"

@@ -33,6 +33,13 @@ WGMMA_CASES = [
     (130, 264, 512, "f8E4M3FN", "f32", 128, 128, "mma=wgmma bn=64 sms=3"),
     (200, 520, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma bn=192"),
     (140, 776, 320, "f8E4M3FN", "bf16", 128, 128, "mma=wgmma bn=192 sms=3"),
+    # `poverlap`: each step's products added while the next step's run, in two sets of
+    # registers: 3 K steps (a pair, then one), 4 on a persistent grid (a pair, then two),
+    # 5 on 64-row blocks, and 3 without a producer warpgroup (3 stages).
+    (256, 256, 384, "f8E4M3FN", "f32", 1, 128, "poverlap=on"),
+    (300, 520, 512, "f8E4M3FN", "bf16", 1, 128, "poverlap=on sms=4"),
+    (129, 128, 640, "f8E5M2", "f32", 128, 128, "mma=wgmma bm=64 poverlap=on"),
+    (300, 130, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma ws=0 stages=3 poverlap=on"),
 ]
 
 
@@ -99,6 +106,47 @@ def test_block_scaled_sass_has_fp8_products_scaled_by_fma_and_no_spills(
         elif loaded and (operands := re.search(r"\b[A-Z][\w.]* R\d+, (.*);", line)):
             assert not loaded & set(re.findall(r"\bR\d+\b", operands[1])), line
     assert in_loop
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_overlapped_steps_issue_the_next_steps_products_before_the_adds(tmp_path) -> None:
+    """`poverlap=on` at 4096³: the two sets of products take no local memory, ptxas keeps each
+    step's four QGMMAs one group (only the last carries the scoreboard: serialized, each
+    would), and between a group's issue and the wait for it the warp adds the last step's
+    products (FFMAs)."""
+    code = sass(block_scaled_matmul(4096, 4096, 4096), "fuse,tile{poverlap=on},to-cuda", tmp_path)
+    assert not LOCAL_MEMORY.search(code)
+    qgmma = re.findall(r"\bQGMMA\.64x128x32\.F32\.E4M3\.E4M3\b[^;]*;", code)
+    assert len(qgmma) == 4 * sum("gsb0" in q for q in qgmma) >= 16
+    adds_in_flight, issued = 0, False
+    for line in code.splitlines():
+        if "QGMMA" in line and "gsb0" in line:
+            issued = True
+        elif "WARPGROUP.DEPBAR" in line:
+            issued = False
+        elif issued and re.search(r"\bFFMA\b", line):
+            adds_in_flight += 1
+    assert adds_in_flight >= 32  # most of a step's 64 adds (bn/2 accumulators a thread)
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ("mma=wgmma bn=192 poverlap=on", "bn up to 128 (bn/2 accumulators and two sets"),
+        ("mma=wgmma ws=0 stages=2 poverlap=on", "got ws=0 with stages=2"),
+    ],
+    ids=["wide_block", "two_stages_without_producer"],
+)
+def test_overlapped_steps_the_rule_cannot_run_are_refused(knobs: str, message: str) -> None:
+    text = block_scaled_matmul(256, 256, 512)
+    with pytest.raises(DiagnosticException, match=re.escape(message)):
+        lower(text, f"fuse,tile{{{knobs}}}")
+
+
+def test_overlapped_steps_take_blocks_of_at_most_128_columns() -> None:
+    # 8192³ runs 128×192 blocks by default; two sets of products need 128 or fewer.
+    plan = str(lower(block_scaled_matmul(8192, 8192, 8192), "fuse,tile{poverlap=on}")[1])
+    assert re.search(r'#tile.plan<wgmma, bm = 128, bn = 128,.* poverlap = "on"', plan)
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")

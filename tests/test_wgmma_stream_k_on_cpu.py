@@ -29,6 +29,12 @@ CASES = {
     # FP8: K steps promoted (to f32) and not (to bf16).
     "fp8_promoted": (scaled_matmul(300, 520, 384, "f8E4M3FN", "f32"), "sms=4"),
     "fp8_fast": (scaled_matmul(300, 520, 640, "f8E4M3FN", "bf16"), "sms=5"),
+    # promoted steps overlapped (`poverlap`): each piece's step count known only at run time,
+    # odd or even, and the last step of a piece issuing none
+    "fp8_promoted_overlapped": (
+        scaled_matmul(300, 520, 640, "f8E4M3FN", "f32"),
+        "sms=7 promote=on poverlap=on",
+    ),
     # fewer tiles than blocks: all of them shared. 3 x 3 tiles of 128x256 over 16 blocks (3.4
     # K steps of 6 a block), 8 tiles of 64x64 over 12 (10.7 of 16: the share bounds cut tiles
     # at different steps).

@@ -57,6 +57,7 @@ class Knobs:
     persistent: int | str = "auto"
     fastmath: str = "auto"
     promote: str = "auto"
+    poverlap: str = "auto"
     swap: str = "auto"
     pairswap: int = 1
     dual: str = "auto"
@@ -231,6 +232,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("persistent", one_of("auto", 0, 1, words="auto, 0 or 1")),
     Knob("fastmath", one_of("auto", "off", "on")),
     Knob("promote", one_of("auto", "on", "off")),
+    Knob("poverlap", one_of("auto", "on", "off")),
     Knob("swap", one_of("auto", "on", "off")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),

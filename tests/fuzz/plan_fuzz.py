@@ -63,6 +63,7 @@ GEMM_KNOBS = {
     "ws": (0, 1),
     "group": (1, 8, 16),
     "promote": ("on", "off"),
+    "poverlap": ("on", "off"),
     "swap": ("on", "off"),
     "skinny": ("on", "off"),
     "sms": (1, 3, 8, 132),

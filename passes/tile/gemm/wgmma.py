@@ -46,7 +46,7 @@ its loads of other buffers one chunk ahead (`epilogue_prefetch.py`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import replace
 from math import prod
 
@@ -61,7 +61,7 @@ from tinyopt.dialects.graph import FP8_SCALE_BLOCK as SCALE_BLOCK
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.contraction_plan import stream_k_blocks
 from tinyopt.passes.tile.gemm.stream_k import shared_k_kernels
-from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
+from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, index_constant, vector_width
 from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch, prefetches_by_row
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -96,6 +96,7 @@ from tinyopt.passes.tile.gemm.wgmma_tf32_split import TF32Split
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
+    OVERLAPPED_WIDEST,
     PROMOTED_WIDEST,
     SCALED_B_WIDEST,
     scaled_b_width,
@@ -127,7 +128,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     name = "wgmma"
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
-    reads += "promote=auto streamk=auto,tail "
+    reads += "promote=auto poverlap=auto,on streamk=auto,tail "
     reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
@@ -172,6 +173,12 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 f"block's columns within two scale blocks), got bn={knobs.bn}"
             )
         widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
+        if knobs.poverlap == "on":
+            if not promote:
+                return _fail(
+                    "poverlap=on overlaps promoted K steps of 8-bit float operands (promote=on)"
+                )
+            widest = OVERLAPPED_WIDEST
         tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
         tall = tall and knobs.splitk_mode != "cluster"
         t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote, tall)
@@ -190,7 +197,10 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=evicted_operands(knobs.evict, t, m, n),
             l2promo=l2_promotion(knobs.l2promo),
+            poverlap="on" if knobs.poverlap == "on" else "off",  # auto: not yet timed
         )
+        if why := wgmma_tile_refusal(t, self.target):
+            return why
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
         b_args = kernel.body.block.args[operands.b]
         b_off = off_sectors(b_args.type)  # type: ignore[arg-type]
@@ -839,41 +849,120 @@ class _WgmmaEmitter:
         tensor cores' own FP8 sums keep fewer bits than f32: to an f32 output at 4096³, summing
         all of K in them (`promote=off`) left 1.33e-3 relative error and promoted steps 1.26e-4,
         each what torch's `_scaled_mm` gave with and without `use_fast_accum` in the same run
-        (H200, 2026-12-04). Block scales are read a step ahead (the last step reads its own
-        again): their loads then have a whole step's wgmmas to arrive in before the adds."""
+        (H200, 2026-12-04). Block scales are read two steps ahead, once the step before theirs
+        is issued: the loads then have a step's wgmmas to arrive in.
+
+        With `poverlap` the steps alternate between two sets of product registers: once a
+        step's wgmmas are done, the next step's are issued into the other set, and this step's
+        products are added while they run (FA3's order: nothing waits on a barrier while a
+        group is in flight); without it a step is issued once the last one's adds are done.
+        The loop runs pairs of steps, each set named statically, without a branch; the last
+        one or two steps follow it."""
         em, t = self.em, self.t
-        products = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+        sets = [
+            em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+            for _ in range(2 if t.poverlap == "on" else 1)
+        ]
+        p0, p1 = sets[0], sets[-1]
         rows = self._scale_rows(row) if any(self.scales) else []
-        first_scales = self._step_scales(em.add(first, 0), rows) if rows else []
+        scales = []  # carried: the step's scales, then the next step's
+        if rows:
+            second = em.value(arith.MinSIOp(em.add(first, 1), em.add(self.steps, -1)))
+            scales = self._step_scales(em.add(first, 0), rows) + self._step_scales(second, rows)
         shifted = None  # the block starts half-way through one of B's scale blocks
         if self.scales[1] and self._straddles(self.scales[1][1]):
             shifted = em.value(arith.CmpiOp(em.rem(self.n0, SCALE_BLOCK), em.index(0), "ne"))
-        # unrolled by two where it carries scales: the next step's loads then land in
-        # registers of their own, not moved into the carried ones before they arrive
-        steps = self.steps if count is None else count
-        with em.for_loop(0, steps, 1, first_scales, 2 if rows else False) as (i, scales, _):
-            ring_step = em.add(first_step, i)
-            step = em.add(first, i)  # of the tile's K steps
-            slot = em.rem(ring_step, t.stages)
-            parity = em.ring_parity(ring_step, t.stages, flip=False)
-            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
-            em.op(tile.WgmmaFenceOp())
-            for kk in range(0, self.bk, tile.wgmma_k(self.element)):
-                self._wgmma(products, slot, row, kk, overwrite=kk == 0)
-            next_scales = []
+        steps = em.add(self.steps if count is None else count, 0)
+        known = index_constant(steps)
+
+        def step(i, products, following, carried):
+            return self._promoted_step(
+                acc, products, following, first_step, row, first, rows, i, carried, shifted
+            )
+
+        with em.when([] if known else [em.less(em.index(0), steps)]):  # a piece may have none
+            self._issue_step(p0, first_step, row)
+            pairs = em.div(em.add(steps, -1), 2)  # those followed by one or two more steps
+            with em.for_loop(0, pairs, 1, scales) as (pair, carried, loop_op):
+                i = em.mul(pair, 2)
+                carried = step(i, p0, p1, carried)
+                em.op(scf.YieldOp(*step(em.add(i, 1), p1, p0, carried)))
+            i, carried = em.mul(pairs, 2), list(loop_op.results)
+            two, one = Block(), Block()  # the last two steps, or the last one
+            if known is None:
+                even = em.value(arith.CmpiOp(em.rem(steps, 2), em.index(0), "eq"))
+                em.op(scf.IfOp(even, [], Region(two), Region(one)))
+            for block, left in ((two, 2), (one, 1)):
+                if known is not None and (known - 1) % 2 + 1 != left:
+                    continue
+                with em.into(block) if known is None else nullcontext():
+                    if left == 2:
+                        step(em.add(i, 1), p1, None, step(i, p0, p1, carried))
+                    else:
+                        step(i, p0, None, carried)
+                    if known is None:
+                        em.op(scf.YieldOp())
+
+    def _promoted_step(
+        self,
+        acc: SSAValue,
+        products: SSAValue,
+        following: SSAValue | None,
+        first_step: SSAValue | int,
+        row: SSAValue,
+        first: SSAValue | int,
+        rows: list[SSAValue],
+        i: SSAValue,
+        scales: list[SSAValue],
+        shifted: SSAValue | None,
+    ) -> list[SSAValue]:
+        """Step `i` of the promoted K loop, its wgmmas issued into `products`: waits for them,
+        issues the next step into `following` (None: `i` is the last) before this step's
+        adds where the sets differ (`poverlap`), after them where they are one; releases the
+        step's slot and adds its products to `acc` times the factors of its block scales
+        (`scales`: this step's, then the next one's); returns the next two steps' scales."""
+        em, t = self.em, self.t
+        ring_step, step = em.add(first_step, i), em.add(first, i)
+        overlapped = following is not None and following is not products
+        half = len(scales) // 2
+        scales, ahead = scales[:half], scales[half:]  # this step's, the next one's
+
+        def issue_next() -> None:
+            """The next step's wgmmas, then the scales of the step after it (the last step's
+            where there is none): loads with a step's wgmmas to arrive in before the adds
+            that read them, which ptxas may place right before that step's wait."""
+            assert following is not None
+            self._issue_step(following, em.add(ring_step, 1), row)
             if rows:
-                following = em.value(arith.MinSIOp(em.add(step, 1), em.add(self.steps, -1)))
-                next_scales = self._step_scales(following, rows)
-            factors = self._step_factors(scales, shifted) if rows else None
-            em.op(tile.WgmmaCommitOp())
-            em.op(tile.WgmmaWaitOp(0))
-            self._release(slot, ring_step)
-            self._add_products(acc, products, factors)
-            if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
-                ahead = em.add(ring_step, t.stages - 1)
-                with em.when([self.first, em.less(ahead, self.steps)]):
-                    self._produce(ahead, ahead)
-            em.op(scf.YieldOp(*next_scales))
+                later = em.value(arith.MinSIOp(em.add(step, 2), em.add(self.steps, -1)))
+                ahead.extend(self._step_scales(later, rows))
+
+        em.op(tile.WgmmaWaitOp(0))
+        if overlapped:
+            issue_next()
+        factors = self._step_factors(scales, shifted) if rows else None
+        self._release(em.rem(ring_step, t.stages), ring_step)
+        self._add_products(acc, products, factors)
+        if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
+            copied = em.add(ring_step, t.stages - 1)
+            with em.when([self.first, em.less(copied, self.steps)]):
+                self._produce(copied, copied)
+        if following is not None and not overlapped:
+            issue_next()
+        return ahead
+
+    def _issue_step(self, products: SSAValue, ring_step: SSAValue | int, row: SSAValue) -> None:
+        """Waits for ring step `ring_step`'s slot to be full and issues its wgmmas into
+        `products` (the first overwriting them) as one committed group."""
+        em, t = self.em, self.t
+        ring_step = em.add(ring_step, 0)
+        slot = em.rem(ring_step, t.stages)
+        parity = em.ring_parity(ring_step, t.stages, flip=False)
+        em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+        em.op(tile.WgmmaFenceOp())
+        for kk in range(0, self.bk, tile.wgmma_k(self.element)):
+            self._wgmma(products, slot, row, kk, overwrite=kk == 0)
+        em.op(tile.WgmmaCommitOp())
 
     def _add_products(
         self, acc: SSAValue, products: SSAValue, factors: list[list[SSAValue]] | None = None

@@ -128,6 +128,11 @@ class WgmmaTiles:
     l2promo: int = 0
     """The L2 promotion of the operands' tensor maps in bytes (`tile.L2_PROMOTIONS`; 0: none):
     a TMA copy's L2 misses are filled in aligned pieces of this size (`l2_promotion`)."""
+    poverlap: str = "off"
+    """on (with promote on): the K steps' products alternate between two sets of registers,
+    and each step's wgmmas are issued before the last step's products are added, so the
+    tensor cores run a step while the CUDA cores add (`OVERLAPPED_WIDEST`); off: a step is
+    issued once the last one's products are added."""
 
     @property
     def tile_n(self) -> int:
@@ -514,6 +519,10 @@ PROMOTED_WIDEST = 192
 """The widest block whose K steps are promoted: bn/2 accumulators and bn/2 products a thread
 (96 + 96 registers at 192, no local memory in the SASS)."""
 
+OVERLAPPED_WIDEST = 128
+"""The widest block whose promoted K steps overlap (`poverlap`): bn/2 accumulators and two
+sets of bn/2 products a thread, 192 registers at 128 columns."""
+
 SCALED_B_WIDEST = 192
 """The widest block with B block scales (one per 128 columns and K step): 192 columns, whose
 blocks start on a scale block or half-way through one, and so read two scales a K step."""
@@ -733,6 +742,12 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
             f"accumulators and bn/2 products of a step), got bn={bn}; promote=off sums all of K "
             "in the tensor cores"
         )
+    if t.poverlap == "on" and (why := _overlap_refusal(t)):
+        return _fail(
+            f"overlaps promoted K steps (poverlap=on) with promote=on, bn up to "
+            f"{OVERLAPPED_WIDEST} (bn/2 accumulators and two sets of bn/2 products a thread) "
+            f"and, without a producer warpgroup (ws=0), stages of at least 3; got {why}"
+        )
     if t.shared_bytes > target.dynamic_shared:
         store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
         return _fail(
@@ -750,6 +765,20 @@ def _ragged_width_refusal(t: WgmmaTiles) -> str:
         (f"a cluster split of {t.cluster}", t.cluster > 1),
         (f"streamk={t.streamk}", t.streamk != "off"),
         ("promote=on", t.promote == "on"),
+    ):
+        if refused:
+            return setting
+    return ""
+
+
+def _overlap_refusal(t: WgmmaTiles) -> str:
+    """What of plan `t` its overlapped promoted K loop does not run, or "". Without a producer
+    warpgroup the consumers copy step s + stages - 1 once they have added step s; with two
+    stages that is step s + 1, which the overlap issues before those adds."""
+    for setting, refused in (
+        (f"promote={t.promote}", t.promote != "on"),
+        (f"bn={t.bn}", t.bn > OVERLAPPED_WIDEST),
+        (f"ws=0 with stages={t.stages}", not t.ws and t.stages < 3),
     ):
         if refused:
             return setting
