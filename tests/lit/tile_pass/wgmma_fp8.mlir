@@ -7,7 +7,7 @@
 // (8-bit operands are K-major only). With promote=on (the default for an f32 output) each K
 // step's four products go to registers of their own (the first overwriting them: the `_set`
 // form), then are added to the f32 accumulators once done, so blocks are 128x128 here (1024
-// tiles, persistent).
+// tiles, persistent). The first step is issued before the loop over pairs of steps.
 
 // CHECK:      // kernel @scaled_0 grid (132, 1, 1) block (384, 1, 1)
 // CHECK:      __device__ __forceinline__ void tinyopt_wgmma_m64n128k32_e4m3_k_set(float (&d)[64], unsigned long long a, unsigned long long b) {
@@ -20,7 +20,9 @@
 // CHECK-NEXT:   tinyopt_wgmma_m64n128k32_e4m3_k([[PRODUCTS]], {{.*}}[64], 16, 1024), {{.*}}[64], 16, 1024));
 // CHECK-NEXT:   tinyopt_wgmma_m64n128k32_e4m3_k([[PRODUCTS]], {{.*}}[96], 16, 1024), {{.*}}[96], 16, 1024));
 // CHECK-NEXT:   asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-// CHECK-NEXT:   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+// CHECK:        for (int
+// CHECK:        asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+// CHECK-NEXT:   int
 // CHECK-NEXT:   tinyopt_mbarrier_arrive(
 // CHECK-NEXT:   float [[PRODUCT:v[0-9]+]] = [[PRODUCTS]][0];
 // CHECK-NEXT:   float [[ACC:v[0-9]+]] = [[ACCS]][0];

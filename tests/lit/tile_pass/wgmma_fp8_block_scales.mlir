@@ -14,35 +14,45 @@
 
 // The wgmma rule promotes each 128-element K step: the step's four k32 products go to
 // registers of their own; the thread's two rows' scales of A and the block's scale of B are
-// read a step ahead (the last step's again) while they run, carried to the next step in a loop
-// unrolled by two; and the products times the step's A row scale times B's are added to the
-// accumulators.
+// read two steps ahead (the first two steps' before the loop, then each step's once the step
+// before it is issued), carried through a loop over pairs of steps (3 steps: one pair, then
+// the last); once a step's products are done, they are added to the accumulators times the
+// step's A row scale times B's, and the next step is issued.
 // CHECK:      float [[TOP0:v[0-9]+]] = v1[{{.*}}];
 // CHECK-NEXT: float [[BOTTOM0:v[0-9]+]] = v1[{{.*}}];
 // CHECK:      float [[COLUMN0:v[0-9]+]] = v3[{{.*}}];
-// CHECK:      float [[TOP:v[0-9]+]] = [[TOP0]];
+// CHECK-NEXT: float [[TOP1:v[0-9]+]] = v1[{{.*}}];
+// CHECK-NEXT: float [[BOTTOM1:v[0-9]+]] = v1[{{.*}}];
+// CHECK-NEXT: float [[COLUMN1:v[0-9]+]] = v3[{{.*}}];
+// CHECK:      tinyopt_wgmma_m64n64k32_e4m3_k_set([[PRODUCTS:v[0-9]+]],
+// CHECK:      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+// CHECK-NEXT: int [[PAIRS:v[0-9]+]] = (int)((unsigned)2 / (unsigned)2);
+// CHECK-NEXT: float [[TOP:v[0-9]+]] = [[TOP0]];
 // CHECK-NEXT: float [[BOTTOM:v[0-9]+]] = [[BOTTOM0]];
 // CHECK-NEXT: float [[COLUMN:v[0-9]+]] = [[COLUMN0]];
-// CHECK-NEXT: #pragma unroll 2
-// CHECK-NEXT: for (int [[STEP:v[0-9]+]] = 0; [[STEP]] < 3;
-// CHECK:      tinyopt_wgmma_m64n64k32_e4m3_k_set([[PRODUCTS:v[0-9]+]],
-// CHECK-NEXT: tinyopt_wgmma_m64n64k32_e4m3_k([[PRODUCTS]],
-// CHECK-NEXT: tinyopt_wgmma_m64n64k32_e4m3_k([[PRODUCTS]],
-// CHECK-NEXT: tinyopt_wgmma_m64n64k32_e4m3_k([[PRODUCTS]],
-// CHECK-NEXT: int [[NEXT:v[0-9]+]] = [[STEP]] + 1;
-// CHECK-NEXT: int [[AHEAD:v[0-9]+]] = min([[NEXT]], 2);
-// CHECK-NEXT: float [[TOP_AHEAD:v[0-9]+]] = v1[{{v[0-9]+}} * 3 + [[AHEAD]]];
-// CHECK-NEXT: float [[BOTTOM_AHEAD:v[0-9]+]] = v1[{{v[0-9]+}} * 3 + [[AHEAD]]];
-// CHECK-NEXT: float [[COLUMN_AHEAD:v[0-9]+]] = v3[[[AHEAD]] * 2 + {{v[0-9]+}}];
+// CHECK-NEXT: float [[TOP_NEXT:v[0-9]+]] = [[TOP1]];
+// CHECK-NEXT: float [[BOTTOM_NEXT:v[0-9]+]] = [[BOTTOM1]];
+// CHECK-NEXT: float [[COLUMN_NEXT:v[0-9]+]] = [[COLUMN1]];
+// CHECK-NEXT: for (int [[PAIR:v[0-9]+]] = 0; [[PAIR]] < [[PAIRS]];
+// CHECK-NEXT: int [[STEP:v[0-9]+]] = [[PAIR]] * 2;
+// CHECK-NEXT: asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 // CHECK-NEXT: float [[TOP_FACTOR:v[0-9]+]] = [[TOP]] * [[COLUMN]];
 // CHECK-NEXT: float [[BOTTOM_FACTOR:v[0-9]+]] = [[BOTTOM]] * [[COLUMN]];
-// CHECK-NEXT: asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-// CHECK-NEXT: asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+// CHECK-NEXT: int
 // CHECK-NEXT: tinyopt_mbarrier_arrive(
 // CHECK-NEXT: float [[PRODUCT:v[0-9]+]] = [[PRODUCTS]][0];
 // CHECK-NEXT: float [[SCALED:v[0-9]+]] = [[PRODUCT]] * [[TOP_FACTOR]];
 // CHECK:      = [[PRODUCTS]][2];
 // CHECK-NEXT: float {{v[0-9]+}} = {{v[0-9]+}} * [[BOTTOM_FACTOR]];
+// CHECK:      tinyopt_wgmma_m64n64k32_e4m3_k_set([[PRODUCTS]],
+// CHECK:      asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+// CHECK-NEXT: int [[LATER:v[0-9]+]] = [[STEP]] + 2;
+// CHECK-NEXT: int [[AHEAD:v[0-9]+]] = min([[LATER]], 2);
+// CHECK-NEXT: float [[TOP_AHEAD:v[0-9]+]] = v1[{{v[0-9]+}} * 3 + [[AHEAD]]];
+// CHECK-NEXT: float [[BOTTOM_AHEAD:v[0-9]+]] = v1[{{v[0-9]+}} * 3 + [[AHEAD]]];
+// CHECK-NEXT: float [[COLUMN_AHEAD:v[0-9]+]] = v3[[[AHEAD]] * 2 + {{v[0-9]+}}];
+// CHECK-NEXT: asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
+// CHECK-NEXT: float {{v[0-9]+}} = [[TOP_NEXT]] * [[COLUMN_NEXT]];
 // CHECK:      [[TOP]] = [[TOP_AHEAD]];
 // CHECK-NEXT: [[BOTTOM]] = [[BOTTOM_AHEAD]];
 // CHECK-NEXT: [[COLUMN]] = [[COLUMN_AHEAD]];
