@@ -270,8 +270,12 @@ def test_wgmma_fp8_gemm_matches_reference_on_cpu(
     assert error <= 1e-6, error
 
 
-def test_overlapped_steps_of_unpromoted_products_are_refused() -> None:
+def test_overlapped_steps_promote_unless_told_not_to() -> None:
+    """`poverlap=on` promotes the steps of a GEMM `promote=auto` would sum in the tensor cores
+    (a bf16 output); with `promote=off` it is refused."""
     text = scaled_matmul(256, 256, 512, "f8E4M3FN", "bf16")
+    plan = str(lower(text, "fuse,tile{poverlap=on}")[1])
+    assert re.search(r'#tile.plan<wgmma, .*promote = "on",.* poverlap = "on"', plan)
     with pytest.raises(DiagnosticException, match=re.escape("poverlap=on overlaps promoted")):
         lower(text, "fuse,tile{mma=wgmma promote=off poverlap=on}")
 

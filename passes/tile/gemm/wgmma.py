@@ -166,7 +166,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "applies block scales per K step (promote=on): promote=off sums all of K in "
                 "the tensor cores"
             )
-        promote = fp8 and (bool(scaled) or promoted(knobs.promote, c))
+        overlapped = knobs.poverlap == "on" and knobs.promote != "off"  # promote=auto: on
+        promote = fp8 and (bool(scaled) or overlapped or promoted(knobs.promote, c))
         if operands.b_scale and knobs.bn and not scaled_b_width(knobs.bn):
             return _fail(
                 f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST} (a "
