@@ -128,7 +128,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     name = "wgmma"
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
-    reads += "promote=auto poverlap=auto,on streamk=auto,tail "
+    reads += "promote=auto poverlap=auto streamk=auto,tail "
     reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
