@@ -515,6 +515,19 @@ CASES = [
         scaled_matmul(3000, 1544, 512, out="f32"),
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
+    # Promoted steps overlapped (`poverlap`, two sets of products): per-tensor to bf16 on a
+    # persistent grid (5 K steps: two pairs, then one), block scales of A by row and of B by
+    # 128x128 with ragged tiles (4 steps: a pair, then two).
+    Case(
+        "fp8_wgmma_overlapped_e4m3_3000x1544x640",
+        scaled_matmul(3000, 1544, 640),
+        tile_with("poverlap=on"),
+    ),
+    Case(
+        "fp8_wgmma_overlapped_block_scaled_1000x784x512",
+        block_scaled_matmul(1000, 784, 512),
+        tile_with("poverlap=on"),
+    ),
     # streamk=tail on persistent wgmma blocks: 288 tiles of 128x256 on 132 SMs, one round of
     # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks; fewer tiles
     # than SMs (64 rows: 63 tiles of 64x64, 2016 K steps shared by 132 blocks; 1000 rows: 4 x
