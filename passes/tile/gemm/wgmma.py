@@ -46,7 +46,7 @@ its loads of other buffers one chunk ahead (`epilogue_prefetch.py`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from math import prod
 
@@ -166,15 +166,16 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "applies block scales per K step (promote=on): promote=off sums all of K in "
                 "the tensor cores"
             )
-        overlapped = knobs.poverlap == "on" and knobs.promote != "off"  # promote=auto: on
-        promote = fp8 and (bool(scaled) or overlapped or promoted(knobs.promote, c))
+        overlap = knobs.poverlap == "on"  # auto: off, not yet timed
+        asks = bool(scaled) or (overlap and knobs.promote != "off")  # promote=auto: on
+        promote = fp8 and (asks or promoted(knobs.promote, c))
         if operands.b_scale and knobs.bn and not scaled_b_width(knobs.bn):
             return _fail(
                 f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST} (a "
                 f"block's columns within two scale blocks), got bn={knobs.bn}"
             )
         widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
-        if knobs.poverlap == "on":
+        if overlap:
             if not promote:
                 return _fail(
                     "poverlap=on overlaps promoted K steps of 8-bit float operands (promote=on)"
@@ -182,7 +183,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             widest = OVERLAPPED_WIDEST
         tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
         tall = tall and knobs.splitk_mode != "cluster"
-        t = choose_wgmma_tiles(knobs, batch, m, n, self.target, dual, by_row, widest, promote, tall)
+        t = choose_wgmma_tiles(
+            knobs, batch, m, n, self.target, dual, by_row, widest, promote, tall, overlap
+        )
         if isinstance(t, str):
             return t
         if knobs.splitk_mode == "cluster" and knobs.splitk > 1:
@@ -198,10 +201,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=evicted_operands(knobs.evict, t, m, n),
             l2promo=l2_promotion(knobs.l2promo),
-            poverlap="on" if knobs.poverlap == "on" else "off",  # auto: not yet timed
         )
-        if why := wgmma_tile_refusal(t, self.target):
-            return why
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
         b_args = kernel.body.block.args[operands.b]
         b_off = off_sectors(b_args.type)  # type: ignore[arg-type]
@@ -889,20 +889,24 @@ class _WgmmaEmitter:
                 carried = step(i, p0, p1, carried)
                 em.op(scf.YieldOp(*step(em.add(i, 1), p1, p0, carried)))
             i, carried = em.mul(pairs, 2), list(loop_op.results)
-            two, one = Block(), Block()  # the last two steps, or the last one
-            if known is None:
-                even = em.value(arith.CmpiOp(em.rem(steps, 2), em.index(0), "eq"))
-                em.op(scf.IfOp(even, [], Region(two), Region(one)))
+
+            def last_steps(left: int) -> None:
+                """The last two steps (the first issuing the second), or the last one."""
+                if left == 2:
+                    step(em.add(i, 1), p1, None, step(i, p0, p1, carried))
+                else:
+                    step(i, p0, None, carried)
+
+            if known is not None:
+                last_steps(2 if known % 2 == 0 else 1)
+                return
+            two, one = Block(), Block()
+            even = em.value(arith.CmpiOp(em.rem(steps, 2), em.index(0), "eq"))
+            em.op(scf.IfOp(even, [], Region(two), Region(one)))
             for block, left in ((two, 2), (one, 1)):
-                if known is not None and (known - 1) % 2 + 1 != left:
-                    continue
-                with em.into(block) if known is None else nullcontext():
-                    if left == 2:
-                        step(em.add(i, 1), p1, None, step(i, p0, p1, carried))
-                    else:
-                        step(i, p0, None, carried)
-                    if known is None:
-                        em.op(scf.YieldOp())
+                with em.into(block):
+                    last_steps(left)
+                    em.op(scf.YieldOp())
 
     def _promoted_step(
         self,

@@ -631,6 +631,7 @@ def choose_wgmma_tiles(
     widest: int = 256,
     promote: bool = False,
     tall: bool = False,
+    overlap: bool = False,
 ) -> WgmmaTiles | str:
     """Picks 128×256 blocks (two consumer warpgroups of 64×256) and 3 stages, or 128×192 (4
     stages), 128×128 or 64×128 blocks (6) when 128×256 would leave SMs idle, or with `tall`
@@ -681,6 +682,7 @@ def choose_wgmma_tiles(
         group,
         dual="on" if dual else "off",
         promote="on" if promote else "off",
+        poverlap="on" if overlap else "off",
     )
     if bn % BK and not knobs.stages and bm != TALL:  # a ragged width: as deep as fits
         while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
