@@ -82,6 +82,7 @@ def _measure(shapes: list[tuple[int, int, int]], settings: list[str], out: str |
     import torch
     import torch.nn.functional as F
     from harness import compile_program, median_ms, publish, rel_error
+    from xdsl.utils.exceptions import DiagnosticException
 
     torch.backends.cuda.matmul.allow_tf32 = False
     rows: list[str] = []
@@ -95,7 +96,11 @@ def _measure(shapes: list[tuple[int, int, int]], settings: list[str], out: str |
         exact = F.linear(x[checked].double(), w.double())
         cells = []
         for i, knobs in enumerate(settings):
-            fn = compile_program(skinny(m, n, k, "bf16"), f"fuse,tile{{{knobs}}},to-cuda")
+            try:
+                fn = compile_program(skinny(m, n, k, "bf16"), f"fuse,tile{{{knobs}}},to-cuda")
+            except DiagnosticException as refusal:  # a setting this shape cannot take
+                cells.append(f"refused: {str(refusal).splitlines()[0][:60]} | - | - | -")
+                continue
             error = rel_error(fn(x, w)[checked], exact)
             ours = median_ms(fn.bind(x, w)) * 1e3
             logs[i].append(math.log(cublas / ours))
