@@ -73,10 +73,24 @@ def _kernel_source(text: str, knobs: str) -> str:
     return kernel.source.data
 
 
-def test_stages_default_to_register_double_buffering() -> None:
+def test_stages_default_to_register_double_buffering_on_grids_of_several_waves() -> None:
+    assert "stages = 2" in _plan(matmul_plain(4153, 105, 189, "bf16", "nk"), "")
+
+
+def test_stages_default_to_the_deepest_ring_on_a_grid_of_one_partial_wave() -> None:
+    """One 64×64 block over K = 131 (5 steps): the ring holds as many steps as 160 registers
+    allow (32 accumulators, 32 staged elements a step: 4 steps, stages = 5); on 32×32 blocks
+    (8 accumulators, 16 a step) the whole K loop (stages = 6, `ring_depth`)."""
     text = matmul_plain(40, 33, 131, "bf16", "nk")
-    assert "stages = 2" in _plan(text, "")
-    source = _kernel_source(text, "mma=sync")
+    assert "bm = 64, bn = 64" in _plan(text, "") and "stages = 5" in _plan(text, "")
+    assert "stages = 6" in _plan(text, "bm=32 bn=32")
+    error, bound = error_on_cpu(text, tile_with(""), seed=8)
+    assert error < bound, error
+
+
+def test_register_double_buffering_loads_the_next_step_inside_the_k_loop() -> None:
+    text = matmul_plain(40, 33, 131, "bf16", "nk")
+    source = _kernel_source(text, "mma=sync stages=2")
     # The operand loads: once before the K loop (the first step) and once inside it, between
     # the step's first barrier and its first mma.
     loop_start = re.search(r"for \(int (v\d+) = 0; \1 < 131; \1 \+= 32\)", source)

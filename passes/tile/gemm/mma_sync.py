@@ -10,10 +10,11 @@ orientation its global reads are contiguous in, `[outer][BK]` or `[BK][outer]` (
 padded by 8 elements (`PAD`): an odd number of 16-byte units, so the 8 rows of one `ldmatrix`
 matrix fall in distinct bank groups and stay 16-byte aligned.
 
-With `stages=2` (the default) the K loop is double-buffered through registers: each thread
-loads its share of the next K step's A and B tiles into registers right after the current step
-is staged, so those global loads are in flight while the warps run the current step's `mma`s,
-and stores them to shared memory at the top of the next step. `stages=1` loads and stores each
+With `stages=2` (the default on grids of several waves: `ring_depth`) the K loop is
+double-buffered through registers: each thread loads its share of the next K step's A and B
+tiles into registers right after the current step is staged, so those global loads are in
+flight while the warps run the current step's `mma`s, and stores them to shared memory at the
+top of the next step; deeper rings keep more steps in flight. `stages=1` loads and stores each
 step's tiles before its `mma`s (a block waits on its loads every step: with a few blocks per SM
 and a long K, the whole kernel is that wait).
 
@@ -146,6 +147,24 @@ def block_and_warp_tiles(
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
+def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int) -> int:
+    """`stages=auto`: 2 (one step's loads in flight while the current step's `mma`s run), or,
+    where the grid has at most one block per SM, the deepest register ring up to the whole K
+    loop that `HELD_REGISTERS` allows. Such a grid runs in one partial wave whose time is one
+    block's K loop, each step of which waits on its own loads: with several steps in flight
+    the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K steps: 10.1 µs at 2, 8.2 at 3,
+    7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session). Grids of more blocks hide the
+    loads' latency with the other blocks of the SM, and keep the lighter ring."""
+    batch, m, n, k = extents
+    if batch * -(-m // t.bm) * -(-n // t.bn) > sms:
+        return 2
+    deepest = min(MOST_STAGES, -(-k // t.bk) + 1)
+    fitting = [
+        s for s in range(2, deepest + 1) if replace(t, stages=s).held_registers <= HELD_REGISTERS
+    ]
+    return max(fitting, default=2)
+
+
 def store_width(c: Contraction) -> int:
     """Output columns a lane's epilogue store takes at once: pairs where the epilogue and N
     allow them, else single elements."""
@@ -247,7 +266,8 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
     def plan(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs) -> MmaTiles | str:
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
-        t = replace(t, vec=knobs.vec or 8, stages=knobs.stages or 2)
+        t = replace(t, vec=knobs.vec or 8)
+        t = replace(t, stages=knobs.stages or ring_depth(t, c.extents, self.target.sms))
         chosen = replace(t, store=mma_store(knobs.store, c))
         refusal = mma_tile_refusal(chosen, self.target)
         if refusal and knobs.store == "auto":  # no room to stage: direct

@@ -25,8 +25,9 @@ func.func @bmm(%a: tensor<3x4095x4095xbf16>, %b: tensor<3x4095x4095xbf16>) -> te
 }
 
 // A batch of 127³: two more launches would cost more than the product, so it stays on
-// mma.sync, in 32×32 blocks (64×64 ones would be 12 for 132 SMs); align=on copies anyway.
-// CHECK:      loop.kernel @small_0({{.*}}) attributes {plan = #tile.plan<mma_sync, bm = 32, bn = 32, bk = 32, wm = 16, wn = 16, vec = 8, stages = 2, store = "smem">
+// mma.sync, in 32×32 blocks (64×64 ones would be 12 for 132 SMs), its 48 blocks one partial
+// wave whose whole K loop (4 steps) is in flight (stages = 5); align=on copies anyway.
+// CHECK:      loop.kernel @small_0({{.*}}) attributes {plan = #tile.plan<mma_sync, bm = 32, bn = 32, bk = 32, wm = 16, wn = 16, vec = 8, stages = 5, store = "smem">
 // CHECK-SAME: "wgmma_staged: the copies would not pay, by the estimate: 2 copies of
 // ON:         loop.kernel @small_0_pad_a
 // ON:         loop.kernel @small_0_pad_b
