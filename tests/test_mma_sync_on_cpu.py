@@ -82,7 +82,8 @@ def test_stages_default_to_the_deepest_ring_on_a_grid_of_one_partial_wave() -> N
     allow (32 accumulators, 32 staged elements a step: 4 steps, stages = 5); on 32×32 blocks
     (8 accumulators, 16 a step) the whole K loop (stages = 6, `ring_depth`)."""
     text = matmul_plain(40, 33, 131, "bf16", "nk")
-    assert "bm = 64, bn = 64" in _plan(text, "") and "stages = 5" in _plan(text, "")
+    plan = _plan(text, "")
+    assert "bm = 64, bn = 64" in plan and "stages = 5" in plan
     assert "stages = 6" in _plan(text, "bm=32 bn=32")
     error, bound = error_on_cpu(text, tile_with(""), seed=8)
     assert error < bound, error

@@ -166,7 +166,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "applies block scales per K step (promote=on): promote=off sums all of K in "
                 "the tensor cores"
             )
-        overlap = knobs.poverlap == "on"  # auto: off, not yet timed
+        overlap = knobs.poverlap == "on"  # auto: off (it lost where timed: docs/knobs.md)
         asks = bool(scaled) or (overlap and knobs.promote != "off")  # promote=auto: on
         promote = fp8 and (asks or promoted(knobs.promote, c))
         if operands.b_scale and knobs.bn and not scaled_b_width(knobs.bn):
