@@ -47,7 +47,7 @@ from tinyopt.backends.cuda.runtime import compile_module
 from tinyopt.compiler import apply_pipeline, lower, parse
 from tinyopt.dialects import loop, tile
 from tinyopt.passes.tile.attention.mma_sync import EXP2_CUBIC
-from tinyopt.passes.tile.attention.wgmma import fma_tiles, keys_per_tile
+from tinyopt.passes.tile.attention.wgmma import fma_tiles, keys_per_tile, tail_widths
 
 
 def wgmma(variant: Variant) -> Variant:
@@ -418,6 +418,76 @@ def test_three_consumer_warpgroups_match_float64_on_cpu(text: str, knobs: str) -
 
 
 @pytest.mark.parametrize(
+    ("s", "bm", "keys", "causal", "widths"),
+    [
+        # 128-row items over 192-key tiles: the last tiles hold 64, 128 or 192 keys
+        (2048, 128, 192, True, (64, 128)),
+        (2048, 128, 192, False, (128,)),  # 2048 = 10·192 + 128
+        (2304, 128, 192, False, ()),  # whole tiles
+        (2048, 128, 128, True, ()),
+        (2048, 192, 128, True, (64,)),  # three consumers: 192-row items
+        # keys past the last 16 (1000 = 5·192 + 40): the widths 48, 64 and 128 are more than
+        # two, so they are rounded to 64 keys
+        (1000, 128, 192, True, (64, 128)),
+        (1000, 128, 192, False, (48,)),
+        (100, 128, 192, True, ()),  # one tile an item: kept whole
+    ],
+)
+def test_tail_widths(s: int, bm: int, keys: int, causal: bool, widths: tuple[int, ...]) -> None:
+    assert tail_widths(s, s, bm, keys, causal) == widths
+
+
+SCORE_WGMMA = r"tinyopt_wgmma_m64n(\d+)k16_b?f16_k\("
+"""The helper of an S = Q·Kᵀ wgmma (B, the K tile, K-major) in the CUDA, by its N."""
+
+
+def _score_widths(text: str, knobs: str) -> set[int]:
+    """The N of the S = Q·Kᵀ wgmmas (K-major B) in the kernel's CUDA."""
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
+    source = attention_kernel(lower(text, pipeline)[1], WGMMA_HELPER).source.data
+    return {int(n) for n in re.findall(SCORE_WGMMA, source)}
+
+
+def test_atail_narrows_the_last_key_tile_and_off_keeps_it_whole() -> None:
+    text = attention(1, 2, 2048, 64, "bf16", causal=True)
+    assert _score_widths(text, "") == {64, 128, 192}
+    assert _score_widths(text, "atail=on") == {64, 128, 192}
+    assert _score_widths(text, "atail=off") == {192}
+
+
+def test_atail_on_refuses_keys_that_end_at_a_runtime_bound() -> None:
+    text = decode_attention(1, 4, 2, 200, 512, 64, causal=True, valid=True)
+    assert _score_widths(text, "") == {192}  # auto: the widths are not known, no narrowing
+    with pytest.raises(DiagnosticException, match="atail=on narrows an item's last key tile"):
+        _score_widths(text, "atail=on")
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs"),
+    [
+        # 6 items of 128 rows on 3 blocks: last tiles of 64, 128 and 192 keys, 40 at the end
+        (attention(1, 2, 700, 64, "bf16", causal=True), "sms=3"),
+        (attention(2, 2, 520, 64, "f16"), "aconsumers=2"),  # 520 = 2·192 + 136: 144 wide
+        (attention(1, 3, 457, 64, "bf16", causal=True, kv_heads=1), "aoverlap=off"),
+        (attention(1, 2, 450, 48, "bf16", causal=True), "aconsumers=3 sms=2"),
+        (attention(1, 2, 333, 32, "bf16", causal=True), "apingpong=off afma=2"),
+    ],
+    ids=["d64-causal-persistent", "d64-f16-ragged", "gqa-no-overlap", "three-consumers", "fma"],
+)
+def test_narrowed_last_key_tiles_match_float64_on_cpu(text: str, knobs: str) -> None:
+    """An item's last key tile computed only as wide as its keys (`atail`, on by default): S's
+    accumulators and columns, P's fragments and P·V's K steps of that width, in the overlapped
+    loop and without it, with three consumers, with ping-pong turns and without."""
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
+    lowered = lower(text, pipeline)
+    source = attention_kernel(lowered[1], WGMMA_HELPER).source.data
+    assert len(set(re.findall(SCORE_WGMMA, source))) > 1
+    error, tolerance = error_on_cpu(text, pipeline, seed=9, lowered=lowered)
+    assert error <= tolerance, (error, tolerance)
+
+
+@pytest.mark.parametrize(
     ("text", "consumers"),
     [
         # 2816 items of 192 rows in 22 rounds of 132 SMs against 4096 of 128 in 32: three
@@ -448,7 +518,7 @@ def test_auto_consumers_by_rounds_of_items(text: str, consumers: int) -> None:
 def test_three_consumer_warpgroups_have_no_spills(d: int, tmp_path: Path) -> None:
     """At 160 registers a consumer thread, the auto key tile (128 keys at D = 64, 64 at D = 128)
     compiles without local memory, each product one group of HGMMAs (no ping-pong turns)."""
-    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma aconsumers=3},to-cuda"
+    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma aconsumers=3 atail=off},to-cuda"
     text = attention(1, 2, 4096, d, "bf16", causal=True)
     (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
     hgmma = [line for line in code.splitlines() if "HGMMA" in line]
@@ -490,7 +560,8 @@ def test_exp2_on_fma_moves_exponentials_off_mufu(tmp_path: Path) -> None:
     text = attention(1, 2, 4096, 64, "bf16")
     counts = {}
     for fma in (0, 2, 4):
-        pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma afma={fma}}},to-cuda"
+        knobs = f"attn=wgmma afma={fma} atail=off"  # 4096 = 21·192 + 64: whole tiles counted
+        pipeline = f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda"
         (code,) = [
             c for c in sass_of_each(text, pipeline, tmp_path / str(fma)).values() if "HGMMA" in c
         ]
@@ -517,7 +588,8 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
     d: int, causal: bool, overlap: str, tmp_path: Path
 ) -> None:
     text = attention(1, 2, 4096, d, "bf16", causal=causal)
-    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma aoverlap={overlap}}},to-cuda"
+    knobs = f"attn=wgmma aoverlap={overlap} atail=off"  # whole tiles (narrowed: the test below)
+    pipeline = f"decompose,fuse,flash-attention,tile{{{knobs}}},to-cuda"
     (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
     hgmma = re.findall(r"\bHGMMA\.64x\d+x16\.F32\.BF16\b[^;]*;", code)
     # Per key tile of `keys` and consumer warpgroup: D/16 m64n{keys}k16 for S, keys/16
@@ -536,6 +608,20 @@ def test_wgmma_attention_sass_has_hgmma_tma_and_no_spills(
     assert ("BAR.ARV" in code) == (overlap == "on")
     assert "UTMALDG" in code
     assert "MUFU.EX2" in code
+    assert not LOCAL_MEMORY.search(code)
+
+
+def test_narrowed_last_key_tiles_have_no_spills(tmp_path: Path) -> None:
+    """D = 64 under a causal mask (`atail` by default): the last key tiles of 64 and 128 keys
+    are S wgmmas of those widths beside the 192-key ones, in groups of one scoreboard each:
+    the first tile's S, the loop's S and P·V, each narrowed step's S and P·V, and the last P·V
+    at each width (4 + 2·2 + 2), with no local memory."""
+    text = attention(1, 2, 4096, 64, "bf16", causal=True)
+    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda"
+    (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
+    hgmma = re.findall(r"\bHGMMA\.64x(\d+)x16\.F32\.BF16\b([^;]*);", code)
+    assert {int(n) for n, rest in hgmma if "tnspB" not in rest} == {64, 128, 192}
+    assert sum("gsb0" in rest for _, rest in hgmma) == 10
     assert not LOCAL_MEMORY.search(code)
 
 

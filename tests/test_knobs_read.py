@@ -35,9 +35,10 @@ PROGRAMS = {
         "decompose,fuse,flash-attention",
         "",
     ),
-    # 140 heads: more work items than the H200's 132 SMs (`persistent`).
+    # 140 heads: more work items than the H200's 132 SMs (`persistent`); 320 keys: last key
+    # tiles of 64 and 128 (`atail`).
     "attention_wgmma": (
-        attention(1, 140, 128, 64, "bf16", causal=True),
+        attention(1, 140, 320, 64, "bf16", causal=True),
         "decompose,fuse,flash-attention",
         "",
     ),

@@ -243,6 +243,9 @@ class _AttentionEmitter:
         self.scale = _scale(a)
         self.exact = _low_scores(a)
         self.bn = BN
+        """Keys of the tile being computed (the wgmma schedule narrows an item's last one)."""
+        self.ring_keys = BN
+        """Keys a K/V ring slot holds: `bn` but for a narrowed tile."""
         self.key_count: SSAValue | None = None
         """A decode partial kernel's number of keys at run time (its loop stops there), or
         None: every key up to the reduction's extent."""
@@ -253,6 +256,12 @@ class _AttentionEmitter:
         """The n8 tiles of S whose exp2 runs on the FMA units (`exp2_on_fma`), not MUFU."""
         self.swizzled: set[SSAValue] = set()
         """The key rings stored swizzled (`tile_column`), not padded."""
+
+    @property
+    def ragged_end(self) -> bool:
+        """Whether the last key tile runs past the keys (the tiles that may hold keys past
+        the end mask them): never in a narrowed tile where the ring's tiles do not."""
+        return self.s_k % self.ring_keys != 0
 
     def key_end(self) -> SSAValue | int:
         """The end of the key loop: the runtime key count (evaluated from the block's indices
@@ -537,7 +546,7 @@ class _AttentionEmitter:
         if a.causal:
             first_row = em.add(self.q0, self.row_w)
             edges.append(em.less(first_row, em.add(j0, self.bn - 1)))
-        if self.s_k % self.bn:
+        if self.ragged_end:
             edges.append(em.less(em.index(self.s_k), em.add(j0, self.bn)))
         if not edges:
             return self.scores_of(acc, j0, masked=False)
@@ -592,7 +601,7 @@ class _AttentionEmitter:
                     else:
                         self.clone_score(ops, local, masked)
                         x = local.get(score, score)
-                        if masked and self.s_k % self.bn:
+                        if masked and self.ragged_end:
                             x = em.value(arith.SelectOp(em.less(j, self.s_k), x, minus_inf))
                     cols.append(x)
                 tile_out.append(cols)
@@ -606,7 +615,7 @@ class _AttentionEmitter:
         minus_inf = em.f32(float("-inf"))
         if self.a.causal:
             dot = em.value(arith.SelectOp(em.less(i, j), minus_inf, dot))
-        if self.s_k % self.bn:
+        if self.ragged_end:
             dot = em.value(arith.SelectOp(em.less(j, self.s_k), dot, minus_inf))
         return dot
 

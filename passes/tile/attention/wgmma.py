@@ -219,6 +219,10 @@ class AttentionWgmmaPlan:
     consumers: int = CONSUMERS
     """`aconsumers`: consumer warpgroups, each 64 query rows of an item (2, or 3: 192 rows, 160
     registers a consumer thread, no ping-pong)."""
+    tail: int = 1
+    """1 (`atail` auto or on): an item's last key tile, where fewer keys are left than a tile
+    holds, is computed only as wide as they are (`tail_widths`); 0: every tile is computed
+    whole, its keys past the item's last masked."""
 
     @property
     def bm(self) -> int:
@@ -230,7 +234,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap apingpong akeys afma aconsumers persistent"
+    reads = "attn aoverlap apingpong akeys afma aconsumers atail persistent"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -269,6 +273,11 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 f"akeys={keys} at head dims {k.cols}/{v.cols} needs {smem} bytes of shared "
                 f"memory, more than {self.target.dynamic_shared}"
             )
+        if knobs.atail == "on" and _runtime_limit(kernel, a) is not None:
+            return _fail(
+                "atail=on narrows an item's last key tile to the keys it holds: here the keys "
+                "end at a bound of the runtime scalars, not known when the kernel is compiled"
+            )
         if knobs.persistent == "auto":
             rounds = CAUSAL_PERSISTENT_ROUNDS * self.target.sms
             longest = -(-a.reduce.extents[0] // keys)  # key tiles of the longest item
@@ -284,6 +293,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             persistent,
             knobs.afma,
             consumers,
+            int(knobs.atail != "off"),
         )
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
@@ -301,6 +311,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return f"fma must be in [0, 4], got {plan.fma}"
         if plan.consumers not in REGISTERS or (plan.pingpong and plan.consumers != 2):
             return f"consumers must be 2 or 3 (3 without pingpong), got {plan.consumers}"
+        if plan.tail not in (0, 1):
+            return f"tail must be 0 or 1, got {plan.tail}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -328,12 +340,46 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
                 tile.TensorMapArg(v.arg, v.box(bn), SWIZZLE),
             ],
         )
-        module = kernel.get_toplevel_object()
-        assert isinstance(module, ModuleOp)
-        limit = key_limit(a, kernel_scalar_bounds(module, kernel))
+        limit = _runtime_limit(kernel, a)
         emitter = _WgmmaAttentionEmitter(em, a, mapping, [q, k, v], plan, items, blocks, limit)
         emitter.emit()
         replace_kernel(rewriter, kernel, new)
+
+
+def _runtime_limit(kernel: loop.KernelOp, a: Attention) -> KeyLimit | None:
+    """Where the score proves the keys past a bound of the runtime scalars masked, the bound
+    (`key_limit.py`), else None."""
+    module = kernel.get_toplevel_object()
+    assert isinstance(module, ModuleOp)
+    return key_limit(a, kernel_scalar_bounds(module, kernel))
+
+
+TAIL_STEPS = (tile.WGMMA_K, BK)
+"""The key counts a narrowed last tile's width is rounded up to (`tail_widths`): a wgmma K
+step (P·V's), or where that gives more than `TAIL_WIDTHS` widths, 64."""
+
+TAIL_WIDTHS = 2
+"""The most narrowed widths a kernel has: each is one more copy of the key loop's last step
+and P·V in the consumers' code."""
+
+
+def tail_widths(s_q: int, s_k: int, bm: int, keys: int, causal: bool) -> tuple[int, ...]:
+    """The widths under `keys` that an item's last key tile is narrowed to (`atail`): the keys
+    of each item past its last whole tile (of all `s_k` keys, or under a causal mask of those
+    up to the item's last row), rounded up to a step of `TAIL_STEPS`. An item of one tile
+    keeps it whole. Under a causal mask with 128-row items and 192-key tiles (D ≤ 64) the last
+    tiles hold 64, 128 or 192 keys: a third of them are narrowed to 64 and a third to 128,
+    which at S = 2048 computes 5.6% fewer scores and products."""
+    lasts = set()
+    for q0 in range(0, s_q, bm):
+        end = min(s_k, q0 + bm) if causal else s_k
+        if end > keys:
+            lasts.add(end - (-(-end // keys) - 1) * keys)
+    for step in TAIL_STEPS:
+        widths = sorted({-(-last // step) * step for last in lasts} - {keys})
+        if len(widths) <= TAIL_WIDTHS:
+            return tuple(widths)
+    raise AssertionError(f"{keys} keys a tile: more than {TAIL_WIDTHS} widths of 64 below it")
 
 
 CAUSAL_PERSISTENT_ROUNDS = 8
@@ -447,7 +493,13 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.limit = limit
         """Where the score proves the keys past a bound of the runtime scalars masked (a cache
         of L valid keys), each item's key loop stops at the bound (`key_limit.py`)."""
-        self.bn = plan.keys
+        self.bn = self.ring_keys = plan.keys
+        self.tail_widths = (
+            tail_widths(self.s_q, self.s_k, self.bm, self.bn, a.causal)
+            if plan.tail and limit is None
+            else ()
+        )
+        """The widths an item's last key tile may be narrowed to (`atail`)."""
         self.q_side, self.k_side, self.v_side = sides
         self.heads_first, self.overlap = bool(plan.heads_first), bool(plan.overlap)
         self.pingpong = bool(plan.pingpong)
@@ -535,6 +587,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             end = tile_seen_keys(em, self.limit, a, self.mapping, self.q0, self.bm)
         if a.causal:
             end = em.value(arith.MinSIOp(end, em.add(self.q0, self.bm)))
+        self.end = end
         self.tiles = em.div(em.add(end, self.bn - 1), self.bn)
 
     def copy(self, side: _TmaSide, row: SSAValue, smem: SSAValue, slot: list, bar: str) -> None:
@@ -597,7 +650,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.m = self.alloc([1, 2], f32, tile.REGISTERS)
         self.l = self.alloc([1, 2], f32, tile.REGISTERS)
         self.o = self.alloc([self.head_v // 2], f32, tile.REGISTERS)
-        self.s_acc = self.alloc([self.bn // 2], f32, tile.REGISTERS)
+        self.s_accs = {
+            keys: self.alloc([keys // 2], f32, tile.REGISTERS)
+            for keys in (self.ring_keys, *self.tail_widths)
+        }
+        """S's accumulators (m64nN: N/2 a thread) of a whole tile and of each narrowed width."""
+        self.s_acc = self.s_accs[self.ring_keys]
         self.p_regs = self.alloc([self.bn // tile.WGMMA_K, 4], i32, tile.REGISTERS)
         zero, one = em.index(0), em.index(1)
         self.my_turn = em.add(group, 1)
@@ -632,16 +690,69 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         step = em.add(t0, t)
         return em.rem(step, SLOTS), em.ring_parity(step, SLOTS, flip=False)
 
+    @contextmanager
+    def narrowed(self, keys: int):
+        """Inside, the tile computed is `keys` keys wide: S's wgmma N and accumulators, its
+        columns in the softmax, P's fragments and P·V's K steps (the ring's slots keep their
+        layout)."""
+        self.bn, self.s_acc = keys, self.s_accs[keys]
+        try:
+            yield
+        finally:
+            self.bn, self.s_acc = self.ring_keys, self.s_accs[self.ring_keys]
+
+    def whole_tiles(self) -> SSAValue:
+        """The item's key tiles computed whole: all of them, or all but the last where it is
+        narrowed (more than one tile, and its keys within the widest of `tail_widths`). Sets
+        `last_keys`, the keys the last tile holds, `narrow`, whether it is narrowed, and `cut`,
+        the tiles it takes off the whole ones (1 or 0)."""
+        em = self.em
+        if not self.tail_widths:
+            return self.tiles
+        before = em.value(arith.SubiOp(self.tiles, em.index(1)))
+        self.last_keys = em.value(arith.SubiOp(self.end, em.mul(before, self.ring_keys)))
+        self.narrow = em.all_of(
+            [em.less(em.index(1), self.tiles), em.less(self.last_keys, self.tail_widths[-1] + 1)]
+        )
+        self.cut = em.value(arith.SelectOp(self.narrow, em.index(1), em.index(0)))
+        return em.value(arith.SubiOp(self.tiles, self.cut))
+
+    def each_last_width(self, body: Callable[[], None], whole: bool) -> None:
+        """Emits `body` for the item's last key tile once per width of `tail_widths`, each
+        `narrowed` to it and run where the tile is narrowed to it; with `whole`, once more at
+        the ring's width, run where it is not narrowed."""
+        em = self.em
+        if not self.tail_widths:
+            if whole:
+                body()
+            return
+        low = 0
+        for width in self.tail_widths:
+            within = [self.narrow, em.less(self.last_keys, width + 1)]
+            if low:
+                within.append(em.less(em.index(low), self.last_keys))
+            with em.when(within), self.narrowed(width):
+                body()
+            low = width
+        if whole:
+            with em.when([em.value(arith.CmpiOp(self.cut, em.index(0), "eq"))]):
+                body()
+
     def key_loop(self, t0: SSAValue) -> None:
         """Per key tile: S = Q·Kᵀ, wait, softmax (rescaling O), O += P·V, wait; Q is released
         after the last S."""
         em = self.em
-        with em.for_loop(0, self.tiles, 1) as (t, _, _):
+
+        def step(t: SSAValue) -> None:
             slot, parity = self.ring(t0, t)
             self.scores_and_release(slot, parity)
-            probs = self.softmax(self.masked(self.scores(), em.mul(t, self.bn)))
-            self.multiply_v_and_release(lambda probs=probs: self.p_fragments(probs), slot, parity)
+            probs = self.softmax(self.masked(self.scores(), em.mul(t, self.ring_keys)))
+            self.multiply_v_and_release(lambda: self.p_fragments(probs), slot, parity)
+
+        with em.for_loop(0, self.whole_tiles(), 1) as (t, _, _):
+            step(t)
             em.op(scf.YieldOp())
+        self.each_last_width(lambda: step(em.value(arith.SubiOp(self.tiles, em.index(1)))), False)
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
 
     def overlapped_key_loop(self, t0: SSAValue) -> None:
@@ -649,40 +760,56 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         together, and tile t's softmax runs while the P·V product is in flight; O is rescaled
         by tile t's factors once that product is done. P waits in registers between tiles.
         With `pingpong` each tile's products are issued in the warpgroup's turn (`consume`).
-        Q is released once the last S is done, before the last P·V."""
+        Q is released once the last S is done, before the last P·V. The first tile is
+        computed whole; a narrowed last one (`whole_tiles`) runs its step and P·V at its
+        width."""
         em = self.em
         zero, one = em.index(0), em.index(1)
         p_regs = self.p_regs
         self.scores_and_release(*self.ring(t0, 0))
         first = self.softmax(self.masked(self.scores(), zero), alphas=[])  # O is still 0
         self.keep(self.p_fragments(first), p_regs)
-        with em.for_loop(1, self.tiles, 1) as (t, _, _):
-            slot, parity = self.ring(t0, t)
-            before = em.value(arith.SubiOp(t, one))
-            before_slot, before_parity = self.ring(t0, before)
-            em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
-            em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
-            frags = self.kept(p_regs)
-            if self.pingpong:
-                em.op(tile.NamedBarrierOp(self.my_turn, self.consumer_threads))
-            em.op(tile.WgmmaFenceOp())
-            self.issue_scores(slot)
-            self.issue_pv(frags, before_slot)
-            if self.pingpong:
-                em.op(tile.NamedBarrierOp(self.their_turn, self.consumer_threads, arrive=True))
-            em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
-            em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
-            alphas: list[SSAValue] = []
-            probs = self.softmax(self.masked(self.scores(), em.mul(t, self.bn)), alphas)
-            em.op(tile.WgmmaWaitOp(0))
-            em.op(tile.MbarrierArriveOp(self.bars["v_empty"], before_slot))
-            for h, alpha in enumerate(alphas):
-                self.rescale_o(0, h, alpha)
-            self.keep(self.p_fragments(probs), p_regs)
+        with em.for_loop(1, self.whole_tiles(), 1) as (t, _, _):
+            self.overlapped_step(t0, t)
             em.op(scf.YieldOp())
+        last = em.value(arith.SubiOp(self.tiles, one))
+        self.each_last_width(lambda: self.overlapped_step(t0, last), whole=False)
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], zero))
-        last_slot, last_parity = self.ring(t0, em.value(arith.SubiOp(self.tiles, one)))
-        self.multiply_v_and_release(lambda: self.kept(p_regs), last_slot, last_parity)
+        last_slot, last_parity = self.ring(t0, last)
+        self.each_last_width(
+            lambda: self.multiply_v_and_release(
+                lambda: self.kept(p_regs, self.bn), last_slot, last_parity
+            ),
+            whole=True,
+        )
+
+    def overlapped_step(self, t0: SSAValue, t: SSAValue) -> None:
+        """Tile t's S with tile t−1's P·V (tile t−1 is whole), tile t's softmax while P·V
+        runs, O rescaled, tile t's P kept."""
+        em = self.em
+        p_regs = self.p_regs
+        slot, parity = self.ring(t0, t)
+        before = em.value(arith.SubiOp(t, em.index(1)))
+        before_slot, before_parity = self.ring(t0, before)
+        em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
+        em.op(tile.MbarrierWaitOp(self.bars["v_full"], before_slot, before_parity))
+        frags = self.kept(p_regs, self.ring_keys)
+        if self.pingpong:
+            em.op(tile.NamedBarrierOp(self.my_turn, self.consumer_threads))
+        em.op(tile.WgmmaFenceOp())
+        self.issue_scores(slot)
+        self.issue_pv(frags, before_slot)
+        if self.pingpong:
+            em.op(tile.NamedBarrierOp(self.their_turn, self.consumer_threads, arrive=True))
+        em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
+        em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+        alphas: list[SSAValue] = []
+        probs = self.softmax(self.masked(self.scores(), em.mul(t, self.ring_keys)), alphas)
+        em.op(tile.WgmmaWaitOp(0))
+        em.op(tile.MbarrierArriveOp(self.bars["v_empty"], before_slot))
+        for h, alpha in enumerate(alphas):
+            self.rescale_o(0, h, alpha)
+        self.keep(self.p_fragments(probs), p_regs)
 
     def scores_and_release(self, slot: SSAValue, parity: SSAValue) -> None:
         """Waits for K in `slot`, computes S = Q·Kᵀ, waits for it and releases the slot."""
@@ -743,9 +870,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             for r, value in enumerate(frag):
                 self.store(value, regs, kk, r)
 
-    def kept(self, regs: SSAValue) -> list[list[SSAValue]]:
-        keys = self.bn // tile.WGMMA_K
-        return [[self.load(regs, kk, r) for r in range(4)] for kk in range(keys)]
+    def kept(self, regs: SSAValue, keys: int) -> list[list[SSAValue]]:
+        """The fragments `keep` put in `regs` of a tile of `keys` keys."""
+        steps = keys // tile.WGMMA_K
+        return [[self.load(regs, kk, r) for r in range(4)] for kk in range(steps)]
 
     def issue_pv(self, frags: list[list[SSAValue]], slot: SSAValue) -> None:
         """Issues and commits O += P·V: keys/16 wgmma with P's packed registers as A and V
@@ -760,7 +888,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                     self.v_smem,
                     [slot, zero, em.index(kk * tile.WGMMA_K), zero],
                     self.head_v,
-                    b_lbo=self.bn * BK * 2,  # the next 64-column chunk of the head dim
+                    b_lbo=self.ring_keys * BK * 2,  # the next 64-column chunk of the head dim
                     b_sbo=ATOM,
                     b_mn_major=True,
                 )

@@ -53,6 +53,7 @@
 // CHECK:        tile.setmaxnreg inc 232
 // CHECK:        %[[O:.*]] = tile.alloc : memref<32xf32, 5 : i32>
 // CHECK-NEXT:   %[[S:.*]] = tile.alloc : memref<96xf32, 5 : i32>
+// CHECK-NEXT:   %[[S16:.*]] = tile.alloc : memref<8xf32, 5 : i32>
 // CHECK-NEXT:   %[[P:.*]] = tile.alloc : memref<12x4xi32, 5 : i32>
 // CHECK-NEXT:   %[[MINE:.*]] = arith.addi %[[GROUP:.*]], %[[ONE:.*]] : index
 // CHECK-NEXT:   %[[TWO:.*]] = arith.constant 2 : index
@@ -72,7 +73,11 @@
 // (1 + group) and arriving at the other's (256 threads: both warpgroups); the second lets the
 // first start, and the first takes the second's last arrival after the block's last item. Q is
 // released (q_empty) once the item's last S is done, so the producer copies the next item's Q
-// during the last P.V and the epilogue.
+// during the last P.V and the epilogue. atail=auto: the second query tile's keys end 8 past
+// its first 192-key tile, so its last tile is narrowed to 16 keys: the loop runs the whole
+// tiles, then the last step computes S as m64n16k16 (8 accumulators of its own), its softmax
+// over 16 columns and one P fragment, and the last P.V is one wgmma; where the last tile is
+// whole (the first query tile's only tile) the whole P.V runs.
 // CHECK:        tile.mbarrier_wait %[[KFULL]]
 // CHECK-NEXT:   tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 192 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
@@ -105,14 +110,35 @@
 // CHECK:        tile.pack
 // CHECK-COUNT-48: memref.store %{{.*}}, %[[P]]
 // CHECK-NEXT:   }
+// CHECK-NEXT:   %[[NARROW:.*]] = arith.andi
+// CHECK-NEXT:   scf.if %[[NARROW]] {
+// CHECK:          tile.named_barrier %[[MINE]], 256 : i64
+// CHECK-NEXT:     tile.wgmma_fence
+// CHECK-NEXT:     tile.wgmma %[[S16]], {{.*}} overwrite {n = 16 : i64
+// CHECK-COUNT-3:  tile.wgmma %[[S16]]
+// CHECK-NEXT:     tile.wgmma_commit
+// CHECK-COUNT-12: tile.wgmma_reg_a %[[O]]
+// CHECK:          tile.pack
+// CHECK-COUNT-4:  memref.store %{{.*}}, %[[P]]
+// CHECK-NEXT:   }
 // CHECK-NEXT:   tile.mbarrier_arrive %[[QEMPTY]]
-// CHECK:        tile.mbarrier_wait %[[VFULL]]
-// CHECK:        tile.wgmma_fence
-// CHECK-NEXT:   tile.wgmma_reg_a %[[O]]
+// CHECK:        scf.if %[[NARROW]] {
+// CHECK-NEXT:     tile.mbarrier_wait %[[VFULL]]
+// CHECK-COUNT-4:  memref.load %[[P]]
+// CHECK-NEXT:     tile.wgmma_fence
+// CHECK-NEXT:     tile.wgmma_reg_a %[[O]]
+// CHECK-NEXT:     tile.wgmma_commit
+// CHECK-NEXT:     tile.wgmma_wait 0
+// CHECK-NEXT:     tile.mbarrier_arrive %[[VEMPTY]]
+// CHECK-NEXT:   }
+// CHECK:        scf.if
+// CHECK-NEXT:     tile.mbarrier_wait %[[VFULL]]
+// CHECK:          tile.wgmma_fence
+// CHECK-NEXT:     tile.wgmma_reg_a %[[O]]
 // CHECK-COUNT-11: tile.wgmma_reg_a %[[O]]
-// CHECK-NEXT:   tile.wgmma_commit
-// CHECK-NEXT:   tile.wgmma_wait 0
-// CHECK-NEXT:   tile.mbarrier_arrive %[[VEMPTY]]
+// CHECK-NEXT:     tile.wgmma_commit
+// CHECK-NEXT:     tile.wgmma_wait 0
+// CHECK-NEXT:     tile.mbarrier_arrive %[[VEMPTY]]
 // CHECK:        scf.yield
 // CHECK-NEXT:   }
 // CHECK-NEXT:   %[[FIRST:.*]] = arith.cmpi eq, %[[GROUP]], %{{.*}} : index
@@ -133,7 +159,8 @@
 // SOLO:         tile.wgmma_wait 1
 // SOLO-NOT:     tile.named_barrier
 
-// aoverlap=off: per key tile S, wait, release K, softmax, P.V, wait, release V.
+// aoverlap=off: per key tile S, wait, release K, softmax, P.V, wait, release V; the narrowed
+// last tile (16 keys) after the loop.
 // OFF:          tile.setmaxnreg inc 232
 // OFF:          %[[S:.*]] = tile.alloc : memref<96xf32, 5 : i32>
 // OFF:          scf.for
@@ -153,6 +180,11 @@
 // OFF-NEXT:     tile.wgmma_wait 0
 // OFF-NEXT:     tile.mbarrier_arrive
 // OFF-NEXT:     }
+// OFF:          scf.if
+// OFF:          tile.wgmma %{{.*}} overwrite {n = 16 : i64
+// OFF:          tile.wgmma_fence
+// OFF-NEXT:     tile.wgmma_reg_a
+// OFF-NEXT:     tile.wgmma_commit
 // OFF-NOT:      tile.wgmma_reg_a
 
 // BAD: attn=wgmma apingpong=on takes turns over the overlapped key loop: not with aoverlap=off
