@@ -487,6 +487,30 @@ def test_narrowed_last_key_tiles_match_float64_on_cpu(text: str, knobs: str) -> 
     assert error <= tolerance, (error, tolerance)
 
 
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(
+    ("text", "knobs"),
+    [
+        (attention(1, 2, 150, 64, "bf16"), "aconsumers=2 sms=1"),  # rows 128-149: one idle
+        (attention(1, 3, 300, 64, "bf16"), "aconsumers=3 sms=2"),  # rows 192-299: one idle
+        (attention(1, 2, 250, 64, "bf16", causal=True), "aconsumers=3 sms=1"),  # two idle
+        (attention(1, 2, 150, 128, "bf16", causal=True), "aoverlap=off sms=1"),
+        (attention(1, 2, 150, 64, "f16"), "aconsumers=2 apingpong=off sms=2"),
+    ],
+    ids=["pingpong", "three", "three-two-idle-causal", "no-overlap", "no-pingpong"],
+)
+def test_warpgroups_past_the_queries_pass_their_items_on_cpu(text: str, knobs: str) -> None:
+    """In the last query tile, a consumer warpgroup whose 64 rows lie past the queries only
+    waits for and releases each K and V slot (and takes its ping-pong turns) while the others
+    compute: persistent blocks walk on to further items with the rings' phases and the turns
+    in step, and every row matches float64."""
+    pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
+    lowered = lower(text, pipeline)
+    attention_kernel(lowered[1], WGMMA_HELPER)
+    error, tolerance = error_on_cpu(text, pipeline, seed=11, lowered=lowered)
+    assert error <= tolerance, (error, tolerance)
+
+
 @pytest.mark.parametrize(
     ("text", "consumers"),
     [

@@ -673,15 +673,52 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 self.store(f_zero, self.o, r)
             q_parity = em.ring_parity(k, 1, flip=False)
             em.op(tile.MbarrierWaitOp(self.bars["q_full"], zero, q_parity))
-            if self.overlap:
-                self.overlapped_key_loop(t0)
+            if self.idle_rows:
+                first_row = em.add(self.q0, self.wg_row)
+                with em.when([em.less(first_row, self.s_q)]):
+                    self.run_item(t0)
+                with em.when([em.value(arith.CmpiOp(first_row, em.index(self.s_q), "uge"))]):
+                    self.pass_item(t0)
             else:
-                self.key_loop(t0)
-            self.epilogue()
+                self.run_item(t0)
         if self.pingpong:
             first_group = em.value(arith.CmpiOp(group, zero, "eq"))
             with em.if_(first_group) as (then_block, _, _), em.into(then_block):
                 em.op(tile.NamedBarrierOp(one, self.consumer_threads))
+
+    @property
+    def idle_rows(self) -> bool:
+        """Whether some consumer warpgroup's 64 rows of an item (the last query tile's) lie
+        wholly past the queries: S = 200 in 128-row items, S = 2048 in 192-row ones."""
+        return any(g * tile.WGMMA_M >= self.s_q % self.bm > 0 for g in range(self.consumers))
+
+    def run_item(self, t0: SSAValue) -> None:
+        """The item's key loop and epilogue."""
+        if self.overlap:
+            self.overlapped_key_loop(t0)
+        else:
+            self.key_loop(t0)
+        self.epilogue()
+
+    def pass_item(self, t0: SSAValue) -> None:
+        """An item whose rows for this warpgroup all lie past the queries: no products, no
+        softmax, no epilogue, only the protocol the other warpgroups and the producer count on.
+        Each key tile's K and V slots are waited for and released, and with `pingpong` the
+        warpgroup takes its turn for each tile after the first, as `overlapped_key_loop` does;
+        then Q is released. The other consumers get the tensor cores to themselves for it."""
+        em = self.em
+        with em.for_loop(0, self.tiles, 1) as (t, _, _):
+            slot, parity = self.ring(t0, t)
+            em.op(tile.MbarrierWaitOp(self.bars["k_full"], slot, parity))
+            if self.pingpong:
+                with em.when([em.less(em.index(0), t)]):
+                    em.op(tile.NamedBarrierOp(self.my_turn, self.consumer_threads))
+                    em.op(tile.NamedBarrierOp(self.their_turn, self.consumer_threads, arrive=True))
+            em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+            em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
+            em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
+            em.op(scf.YieldOp())
+        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
 
     def ring(self, t0: SSAValue, t: SSAValue | int) -> tuple[SSAValue, SSAValue]:
         """The K/V ring slot of the item's key tile `t` (the block's tile t0 + t) and the
