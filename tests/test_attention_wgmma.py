@@ -677,6 +677,30 @@ def test_wgmma_attention_matches_float64(variant: Variant) -> None:
     check_matches_float64(variant, WGMMA_HELPER)
 
 
+NARROWED_ON_GPU = [
+    Variant("d64-causal-s1980", attention(2, 4, 1980, 64, "bf16", causal=True), _with("")),
+    Variant("d64-s1000-two-consumers", attention(1, 8, 1000, 64, "f16"), _with("aconsumers=2")),
+    Variant(
+        "d48-causal-s1100-three",
+        attention(1, 4, 1100, 48, "bf16", causal=True),
+        _with("aconsumers=3"),
+    ),
+    Variant(
+        "d64-causal-s700-no-overlap",
+        attention(1, 4, 700, 64, "bf16", causal=True),
+        _with("aoverlap=off"),
+    ),
+]
+"""Narrowed last key tiles and warpgroups passing rows past the queries (`atail`), on the GPU:
+causal and not, two and three consumers, without the overlap."""
+
+
+@requires_gpu
+@pytest.mark.parametrize("variant", NARROWED_ON_GPU, ids=lambda v: v.id)
+def test_narrowed_tiles_and_passed_rows_match_float64(variant: Variant) -> None:
+    check_matches_float64(variant, WGMMA_HELPER)
+
+
 @requires_gpu
 @pytest.mark.parametrize("dtype", ["bf16", "f16"])
 def test_wgmma_attention_fully_masked_rows_give_zero(dtype: str) -> None:
