@@ -681,8 +681,8 @@ NARROWED_ON_GPU = [
     Variant("d64-causal-s1980", attention(2, 4, 1980, 64, "bf16", causal=True), _with("")),
     Variant("d64-s1000-two-consumers", attention(1, 8, 1000, 64, "f16"), _with("aconsumers=2")),
     Variant(
-        "d48-causal-s1100-three",
-        attention(1, 4, 1100, 48, "bf16", causal=True),
+        "d48-causal-s1000-three",
+        attention(1, 4, 1000, 48, "bf16", causal=True),
         _with("aconsumers=3"),
     ),
     Variant(
