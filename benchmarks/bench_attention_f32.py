@@ -1,6 +1,6 @@
 """fp32 attention forward: tinyopt fused (the SIMT flash-attention rule, `attn=simt`) against
-tinyopt unfused (`flash-attention{f32=false}`, CompiledModel's pipeline before 2026-12-03: a scores GEMM,
-a row softmax and a P·V GEMM) and torch eager SDPA in fp32, in one run.
+tinyopt unfused (`flash-attention{f32=false}`, CompiledModel's pipeline before 2026-12-03: a
+scores GEMM, a row softmax and a P·V GEMM) and torch eager SDPA in fp32, in one run.
 
 For each shape (B×H×KV×S×D, causal or not) it times tinyopt's whole program (every kernel it
 launches) under
@@ -141,7 +141,7 @@ def run(shapes: list[str], fused_knobs: list[str], out: str | None) -> None:
             del fn, result
             torch.cuda.empty_cache()
         result = sdpa(q, k_rep, v_rep, is_causal=causal)
-        ms = median_ms(lambda: sdpa(q, k_rep, v_rep, is_causal=causal))
+        ms = median_ms(lambda q=q, k=k_rep, v=v_rep: sdpa(q, k, v, is_causal=causal))
         rows.append(("torch eager SDPA", ms, rel_error(result[0, :CHECKED_HEADS], ref)))
         unfused_ms = next(ms for name, ms, _ in rows if name == "tinyopt unfused")
         for name, ms, err in rows:

@@ -65,7 +65,7 @@ def main() -> None:
     lines = [f"LLM decode on {torch.cuda.get_device_name()}, torch {torch.__version__}", ""]
     copy = 1 << 30
     src, dst = (torch.empty(copy, dtype=torch.uint8, device="cuda") for _ in range(2))
-    ceiling = 2 * copy / median_ms(lambda: dst.copy_(src)) / 1e6
+    ceiling = 2 * copy / median_ms(lambda src=src, dst=dst: dst.copy_(src)) / 1e6
     del src, dst
     lines += [f"copy ceiling (1 GiB device-to-device, read + write): {ceiling:.0f} GB/s", ""]
     parts = args.parts.split(",")
@@ -151,7 +151,7 @@ def attention(args: argparse.Namespace) -> list[str]:
         for name, backend in backends:
             try:
                 with sdpa_kernel(backend):
-                    call = lambda: sdpa(q, k_valid, v_valid, enable_gqa=True)  # noqa: E731
+                    call = lambda k=k_valid, v=v_valid: sdpa(q, k, v, enable_gqa=True)  # noqa: E731
                     call()
                     times[name] = median_ms(call)
             except RuntimeError as e:
@@ -338,7 +338,7 @@ def generate(args: argparse.Namespace) -> list[str]:
         generator.run_prefill(prompt)
         generator.run_decode(decode)  # loads the kernels
         generator.run_prefill(prompt)
-        seconds = _timed(lambda: generator.run_decode(decode))
+        seconds = _timed(lambda g=generator: g.run_decode(decode))
         ours = generator.tokens(args.steps)
         rates = {}
         for mode in ("eager", "compile"):

@@ -63,10 +63,16 @@ SMALL_ROWS = (17, 24, 33, 48, 64, 80, 96, 128, 200, 256, 384, 512, 1000)
 SQUARES = (512, 1000, 1024, 2048, 3000, 4096, 5000, 8192)
 LLAMA = {
     "llama8b": (
-        ("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096)
+        ("q/o", 4096, 4096),
+        ("k/v", 4096, 1024),
+        ("gate/up", 4096, 14336),
+        ("down", 14336, 4096),
     ),
     "llama70b": (
-        ("q/o", 8192, 8192), ("k/v", 8192, 1024), ("gate/up", 8192, 28672), ("down", 28672, 8192)
+        ("q/o", 8192, 8192),
+        ("k/v", 8192, 1024),
+        ("gate/up", 8192, 28672),
+        ("down", 28672, 8192),
     ),
 }
 """(name, K, N) of each model's projections."""
@@ -170,9 +176,7 @@ def shapes(groups: list[str]) -> list[Shape]:
             ]
         elif group == "batched":
             out += [
-                Shape(group, f"{b}×{s}³", "bmm", s, s, s, b)
-                for b in BATCHES
-                for s in BATCHED_SIZES
+                Shape(group, f"{b}×{s}³", "bmm", s, s, s, b) for b in BATCHES for s in BATCHED_SIZES
             ]
         elif group == "random":
             out += [
@@ -277,13 +281,13 @@ def _lower_only(cases: list[Shape], knobs: str) -> None:
         for op in module.ops:
             if isinstance(op, tile.CudaKernelOp):
                 src = op.source.data
-                instr = next(
-                    (i for i in ("wgmma.mma_async", "mma.sync") if i in src), "no mma"
-                )
+                instr = next((i for i in ("wgmma.mma_async", "mma.sync") if i in src), "no mma")
                 instructions.append(instr)
                 grid, block = list(op.grid.get_values()), list(op.block.get_values())
-                print(f"    cuda {op.sym_name.data}: grid {grid} block {block} "
-                      f"smem {op.smem.value.data} ({instr})")
+                print(
+                    f"    cuda {op.sym_name.data}: grid {grid} block {block} "
+                    f"smem {op.smem.value.data} ({instr})"
+                )
         print(f"    lowered in {time.perf_counter() - t0:.2f} s")
         on_tc = any(_rule(d) in TENSOR_CORE_RULES for _, d, _ in planned) and any(
             i != "no mma" for i in instructions
@@ -335,10 +339,12 @@ def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
         if shape.m <= 2 * ERROR_ROWS:
             idx = torch.arange(shape.m, device="cuda")
         else:
-            idx = torch.cat([
-                torch.arange(ERROR_ROWS, device="cuda"),
-                torch.arange(shape.m - ERROR_ROWS, shape.m, device="cuda"),
-            ])
+            idx = torch.cat(
+                [
+                    torch.arange(ERROR_ROWS, device="cuda"),
+                    torch.arange(shape.m - ERROR_ROWS, shape.m, device="cuda"),
+                ]
+            )
         ref = cublas(shape, x.index_select(-2, idx).double(), w.double())
         theirs_out = cublas(shape, x, w)
         theirs_err = rel_error(theirs_out.index_select(-2, idx), ref)

@@ -27,7 +27,12 @@ from tinyopt.compiler import apply_pipeline, parse  # noqa: E402
 from tinyopt.dialects import loop, tile  # noqa: E402
 from tinyopt.passes.tile.gemm.skinny_split import PARTIAL  # noqa: E402
 
-LINEARS = (("q/o", 4096, 4096), ("k/v", 4096, 1024), ("gate/up", 4096, 14336), ("down", 14336, 4096))
+LINEARS = (
+    ("q/o", 4096, 4096),
+    ("k/v", 4096, 1024),
+    ("gate/up", 4096, 14336),
+    ("down", 14336, 4096),
+)
 """(name, K, N) of the Llama-3-8B decoder's linears."""
 
 ROWS = (1, 8, 16, 64)

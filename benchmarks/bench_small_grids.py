@@ -5,8 +5,8 @@ and the mma.sync rule's `stages`.
 The shapes: every shape of bench_gemm_sweep.py whose 64×64 tiles are fewer than the SMs (its
 random linears and batched 127³), and a few more drawn the same way from a second seed, plus
 aligned ones (on wgmma at `splitk=1`), and the Llama-3-8B projections at M = 8 and 64 (decode
-steps: the skinny rules' shapes, which `splitk=0` leaves to them). Each row gives the time of each setting (ms) and its
-ratio to cuBLAS; the last column the setting the default picks.
+steps: the skinny rules' shapes, which `splitk=0` leaves to them). Each row gives the time of
+each setting (ms) and its ratio to cuBLAS; the last column the setting the default picks.
 
 Usage: python benchmarks/bench_small_grids.py [--settings "splitk=1 stages=1;splitk=1;;splitk=4"]
        [--names r19,a0] [--out small.md]
@@ -106,26 +106,35 @@ def main() -> None:
                 t1 = time.perf_counter()
                 err = rel_error(fn(x, w), ref)
                 ours = median_ms(fn.bind(x, w), warmup=10, rep=50)
-                print(f"  {shape.name} {knobs!r}: compile {t1 - t0:.1f} s, "
-                      f"check and time {time.perf_counter() - t1:.1f} s", file=sys.stderr)
+                print(
+                    f"  {shape.name} {knobs!r}: compile {t1 - t0:.1f} s, "
+                    f"check and time {time.perf_counter() - t1:.1f} s",
+                    file=sys.stderr,
+                )
                 bad = "" if err < 2e-2 else f" ERR {err:.1e}"
                 cells.append(f"{ours:.4f} ({theirs / ours:.2f}){bad}")
             except Exception as e:  # noqa: BLE001 - a sweep reports every failure and goes on
                 cells.append(f"FAILED {type(e).__name__}")
         default = chosen(shape)
-        rows.append(f"| {shape.name} | {shape.dims} | {theirs:.4f} | " + " | ".join(cells)
-                    + f" | {default} |")
+        rows.append(
+            f"| {shape.name} | {shape.dims} | {theirs:.4f} | "
+            + " | ".join(cells)
+            + f" | {default} |"
+        )
         print(rows[-1], flush=True)
     header = " | ".join(s or "defaults" for s in settings)
-    publish([
-        f"bf16 small-grid GEMMs, {torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d')}; "
-        f"ms (× cuBLAS) per tile setting; cuBLAS in the same run; "
-        f"{time.perf_counter() - start:.0f} s",
-        "",
-        f"| shape | (batch×)M×N×K | cuBLAS ms | {header} | default's kernels |",
-        "|---|---|---|" + "---|" * len(settings) + "---|",
-        *rows,
-    ], args.out)
+    publish(
+        [
+            f"bf16 small-grid GEMMs, {torch.cuda.get_device_name()}, {time.strftime('%Y-%m-%d')}; "
+            f"ms (× cuBLAS) per tile setting; cuBLAS in the same run; "
+            f"{time.perf_counter() - start:.0f} s",
+            "",
+            f"| shape | (batch×)M×N×K | cuBLAS ms | {header} | default's kernels |",
+            "|---|---|---|" + "---|" * len(settings) + "---|",
+            *rows,
+        ],
+        args.out,
+    )
 
 
 if __name__ == "__main__":

@@ -19,9 +19,7 @@ def test_fmax_fmin_take_the_operand_that_is_not_nan() -> None:
     a = torch.tensor(
         [[1.0, NAN, NAN, -0.0, 0.0, -INF, 3.0], [2.0, -1.0, 5.0, NAN, -2.0, INF, -0.0]]
     )
-    b = torch.tensor(
-        [[NAN, 2.0, NAN, 0.0, -0.0, 1.0, 3.0], [1.0, NAN, 4.0, -3.0, -2.0, NAN, 0.0]]
-    )
+    b = torch.tensor([[NAN, 2.0, NAN, 0.0, -0.0, 1.0, 3.0], [1.0, NAN, 4.0, -3.0, -2.0, NAN, 0.0]])
     m = Fn(
         lambda m, x, y: (
             torch.fmax(x, y),

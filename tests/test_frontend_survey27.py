@@ -126,9 +126,7 @@ def test_take_along_dim() -> None:
     assert_matches_float64(Fn(lambda m, x, i: torch.take_along_dim(x, i[:1], dim=1)), x, ids)
     columns = torch.tensor([[0, 4, 2]]).expand(3, 3)
     assert_matches_float64(Fn(lambda m, x: torch.take_along_dim(x[:1], columns, dim=1)), x)
-    assert_matches_float64(
-        Fn(lambda m, x: torch.take_along_dim(x, x.argsort(dim=0)[:2], dim=0)), x
-    )
+    assert_matches_float64(Fn(lambda m, x: torch.take_along_dim(x, x.argsort(dim=0)[:2], dim=0)), x)
     zeros = torch.zeros(3, 1, dtype=torch.long)
     assert_matches_float64(
         Fn(lambda m, x: torch.take_along_dim(x.argmax(-1, keepdim=True), zeros, dim=1).float()), x

@@ -567,7 +567,9 @@ def test_slice_concat_and_gather_kernels_compile_with_nvrtc(source: str) -> None
     assert _compile_kernels(source) == 1
 
 
-@pytest.mark.parametrize("knobs", ["", "splitk=4", "splitk=2 splitk_mode=twopass", "streamk=on skinny=off"])
+@pytest.mark.parametrize(
+    "knobs", ["", "splitk=4", "splitk=2 splitk_mode=twopass", "streamk=on skinny=off"]
+)
 def test_collapsed_linear_through_the_planners_rewrites_matches_the_reference(knobs: str) -> None:
     """A [batch, seq, hidden] linear + GELU, planned (loops collapsed, views on the host) and
     rewritten by split-K or stream-K, still computes the float64 reference at loop level."""

@@ -2,10 +2,11 @@
 products are HMMA (m16n8k16), the weights come in 128-bit global loads straight into the
 fragment registers (every load before the last HMMA is 128 bits: the weights' LDG.E.128 with
 their L2 evict-first policy, the activations' LDG.E.128.CONSTANT through the read-only path; no
-LDSM: shared memory only sums the K warps' accumulators at the end), with no conversion between the load and the HMMA (no F2FP before the last HMMA: the
-epilogue's rounding comes after), and nothing goes to local memory, at one, two and eight
-8-row activation tiles, with the default plans (16 warps splitting K, stages=2, for one and
-two tiles). Needs cuobjdump and nvdisasm (see test_sass.py).
+LDSM: shared memory only sums the K warps' accumulators at the end), with no conversion between
+the load and the HMMA (no F2FP before the last HMMA: the epilogue's rounding comes after), and
+nothing goes to local memory, at one, two and eight 8-row activation tiles, with the default
+plans (16 warps splitting K, stages=2, for one and two tiles). Needs cuobjdump and nvdisasm
+(see test_sass.py).
 """
 
 import re

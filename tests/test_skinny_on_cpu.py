@@ -33,39 +33,62 @@ CASES = [
     # (id, program, knobs, the kernels the plan makes: rule names in launch order). Where N is
     # less than 4·M, `skinny=auto` leaves the kernel to the tile rules; `skinny=on` takes it.
     ("gemv_nk_f32_1x13x521", skinny(1, 13, 521), "skinny=on", ["skinny"]),
-    ("gemv_nk_bf16_1x33x1000_bias_gelu", skinny(1, 33, 1000, "bf16", epilogue="bias_gelu"),
-     "skinny=on", ["skinny"]),
+    (
+        "gemv_nk_bf16_1x33x1000_bias_gelu",
+        skinny(1, 33, 1000, "bf16", epilogue="bias_gelu"),
+        "skinny=on",
+        ["skinny"],
+    ),
     ("nk_f32_3x1x45_one_column", skinny(3, 1, 45), "skinny=on", ["skinny"]),
     # K = 1: `fuse` hoists both loads out of the K loop (an outer product); the rule refuses it
     # ("computes per point before its K loop") and the row rule writes it.
     ("outer_product_f32_3x5x1", skinny(3, 5, 1), "", ["row_reduction"]),
-    ("nk_bf16_8x17x2056_relu", skinny(8, 17, 2056, "bf16", epilogue="relu"), "skinny=on", ["skinny"]),
+    (
+        "nk_bf16_8x17x2056_relu",
+        skinny(8, 17, 2056, "bf16", epilogue="relu"),
+        "skinny=on",
+        ["skinny"],
+    ),
     ("nk_f32_17x7x129_rows8", skinny(17, 7, 129), "skinny=on rows=8", ["skinny"]),
     # Several output columns a warp (knob cols): N not a multiple of cols × warps.
     ("nk_bf16_8x37x264_cols4", skinny(8, 37, 264, "bf16"), "skinny=on cols=4", ["skinny"]),
     ("nk_f32_5x19x72_cols8", skinny(5, 19, 72), "skinny=on cols=8", ["skinny"]),
     ("nk_f32_64x3x64_bias_gelu", skinny(64, 3, 64, epilogue="bias_gelu"), "skinny=on", ["skinny"]),
     ("kn_f32_1x37x29", skinny(1, 37, 29, layout="kn"), "", ["skinny"]),
-    ("kn_bf16_3x520x67_bias_gelu", skinny(3, 520, 67, "bf16", "kn", "bias_gelu"), "",
-     ["skinny"]),
-    ("kn_f32_17x130x40_threads64", skinny(17, 130, 40, layout="kn"), "skinny=on threads=64", ["skinny"]),
+    ("kn_bf16_3x520x67_bias_gelu", skinny(3, 520, 67, "bf16", "kn", "bias_gelu"), "", ["skinny"]),
+    (
+        "kn_f32_17x130x40_threads64",
+        skinny(17, 130, 40, layout="kn"),
+        "skinny=on threads=64",
+        ["skinny"],
+    ),
     ("batched_nk_bf16_2x3x11x48", skinny(3, 11, 48, "bf16", batch=2), "skinny=on", ["skinny"]),
     ("batched_kn_f32_3x1x40x33", skinny(1, 40, 33, layout="kn", batch=3), "", ["skinny"]),
     # Split over K: the M = 1 form the planner cannot split (the rule splits it itself), with
     # an epilogue the fold applies; and a [K, N] GEMM split by the planner (atomic adds into
     # the zeroed f32 output), the rule taking its partial-sum kernel.
-    ("split_gemv_nk_bf16_1x19x256_bias_gelu", skinny(1, 19, 256, "bf16", epilogue="bias_gelu"),
-     "skinny=on splitk=4", ["skinny", "sequential"]),
-    ("split_kn_f32_5x24x96", skinny(5, 24, 96, layout="kn"), "splitk=2",
-     ["elementwise", "skinny"]),
+    (
+        "split_gemv_nk_bf16_1x19x256_bias_gelu",
+        skinny(1, 19, 256, "bf16", epilogue="bias_gelu"),
+        "skinny=on splitk=4",
+        ["skinny", "sequential"],
+    ),
+    ("split_kn_f32_5x24x96", skinny(5, 24, 96, layout="kn"), "splitk=2", ["elementwise", "skinny"]),
     # The row rule's GEMV with every row preloaded into registers (cache=2): K past a whole
     # number of the threads' vectors (guarded tails), narrow vectors, a warp a row.
-    ("row_gemv_bf16_1x37x14344_cache2", skinny(1, 37, 14344, "bf16"), "cache=2",
-     ["row_reduction"]),
-    ("row_gemv_f32_1x9x1003_cache2_bias_gelu", skinny(1, 9, 1003, epilogue="bias_gelu"),
-     "cache=2", ["row_reduction"]),
-    ("row_gemv_bf16_1x16x520_cache2_warp_rows4", skinny(1, 16, 520, "bf16"),
-     "cache=2 threads=32 rows=4", ["row_reduction"]),
+    ("row_gemv_bf16_1x37x14344_cache2", skinny(1, 37, 14344, "bf16"), "cache=2", ["row_reduction"]),
+    (
+        "row_gemv_f32_1x9x1003_cache2_bias_gelu",
+        skinny(1, 9, 1003, epilogue="bias_gelu"),
+        "cache=2",
+        ["row_reduction"],
+    ),
+    (
+        "row_gemv_bf16_1x16x520_cache2_warp_rows4",
+        skinny(1, 16, 520, "bf16"),
+        "cache=2 threads=32 rows=4",
+        ["row_reduction"],
+    ),
 ]
 
 

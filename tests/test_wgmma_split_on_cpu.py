@@ -26,30 +26,65 @@ from tinyopt.passes.tile.gemm.split_k import chunk_elements
 
 CASES = [
     # (id, program, knobs, the partial kernel's loop extents)
-    ("linear_130x192x512_bias", matmul_plain(130, 192, 512, "bf16", "nk"), "splitk=4",
-     [4, 130, 192]),
+    (
+        "linear_130x192x512_bias",
+        matmul_plain(130, 192, 512, "bf16", "nk"),
+        "splitk=4",
+        [4, 130, 192],
+    ),
     ("bmm_2x70x64x256", batched_matmul(2, 70, 64, 256, "bf16"), "splitk=2", [4, 70, 64]),
-    ("persistent_130x192x512", matmul_plain(130, 192, 512, "bf16", "nk"),
-     "splitk=4 persistent=1", [4, 130, 192]),
-    ("no_producer_130x192x512", matmul_plain(130, 192, 512, "bf16", "nk"), "splitk=4 ws=0",
-     [4, 130, 192]),
-    ("f16_97x72x256", matmul_plain(97, 72, 256, "f16", "kn", relu=False), "splitk=2",
-     [2, 97, 72]),
-    ("auto_64x128x4096", matmul_plain(64, 128, 4096, "bf16", "nk", relu=False),
-     "splitk_mode=twopass", [16, 64, 128]),
+    (
+        "persistent_130x192x512",
+        matmul_plain(130, 192, 512, "bf16", "nk"),
+        "splitk=4 persistent=1",
+        [4, 130, 192],
+    ),
+    (
+        "no_producer_130x192x512",
+        matmul_plain(130, 192, 512, "bf16", "nk"),
+        "splitk=4 ws=0",
+        [4, 130, 192],
+    ),
+    ("f16_97x72x256", matmul_plain(97, 72, 256, "f16", "kn", relu=False), "splitk=2", [2, 97, 72]),
+    (
+        "auto_64x128x4096",
+        matmul_plain(64, 128, 4096, "bf16", "nk", relu=False),
+        "splitk_mode=twopass",
+        [16, 64, 128],
+    ),
     # K = 200 in chunks of 64, 64, 64 and 8; 328 in 192 and 136; 200 in 128 and 72.
-    ("past_k_130x192x200_bias", matmul_plain(130, 192, 200, "bf16", "nk"),
-     "mma=wgmma splitk=4", [4, 130, 192]),
-    ("past_k_bmm_2x70x64x328", batched_matmul(2, 70, 64, 328, "bf16"), "mma=wgmma splitk=2",
-     [4, 70, 64]),
-    ("past_k_f16_97x72x200", matmul_plain(97, 72, 200, "f16", "kn", relu=False),
-     "mma=wgmma splitk=2", [2, 97, 72]),
+    (
+        "past_k_130x192x200_bias",
+        matmul_plain(130, 192, 200, "bf16", "nk"),
+        "mma=wgmma splitk=4",
+        [4, 130, 192],
+    ),
+    (
+        "past_k_bmm_2x70x64x328",
+        batched_matmul(2, 70, 64, 328, "bf16"),
+        "mma=wgmma splitk=2",
+        [4, 70, 64],
+    ),
+    (
+        "past_k_f16_97x72x200",
+        matmul_plain(97, 72, 200, "f16", "kn", relu=False),
+        "mma=wgmma splitk=2",
+        [2, 97, 72],
+    ),
     # K = 4000 (62.5 boxes): 16 chunks of 256, the last of 160.
-    ("auto_past_k_64x128x4000", matmul_plain(64, 128, 4000, "bf16", "nk", relu=False),
-     "splitk_mode=twopass", [16, 64, 128]),
+    (
+        "auto_past_k_64x128x4000",
+        matmul_plain(64, 128, 4000, "bf16", "nk", relu=False),
+        "splitk_mode=twopass",
+        [16, 64, 128],
+    ),
     # 12 blocks of 64×64 on 10 SMs: 4 chunks of 1536 on 2 of 128×128, the last of 1392.
-    ("square_200x128x6000_relu", matmul_plain(200, 128, 6000, "bf16", "nk"), "sms=10",
-     [4, 200, 128]),
+    (
+        "square_200x128x6000_relu",
+        matmul_plain(200, 128, 6000, "bf16", "nk"),
+        "sms=10",
+        [4, 200, 128],
+    ),
 ]
 
 

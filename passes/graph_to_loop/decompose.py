@@ -286,9 +286,7 @@ class DecomposeAttention(RewritePattern):
         return _emit(rewriter, graph.AddOp(scores, mask))
 
     @staticmethod
-    def _valid_keys(
-        rewriter: PatternRewriter, op: graph.AttentionOp, scores: SSAValue
-    ) -> SSAValue:
+    def _valid_keys(rewriter: PatternRewriter, op: graph.AttentionOp, scores: SSAValue) -> SSAValue:
         """Give the keys past the valid ones (j ≥ L; with `causal`, j > L − Sq + i) a score of
         −inf, after the mask, as the causal mask does without L.
 

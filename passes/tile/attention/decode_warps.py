@@ -14,8 +14,8 @@ keys) and every warp holds all of the group's rows (at most 16: one m16 tile):
 - per round: wait for this thread's oldest copies (`cp.async.wait_group aslots - 1`) and
   barrier; S, the online softmax and P·V on the warp's tile (the `attn=sync` emitter's own
   steps, at 16 keys a tile); barrier (every warp is done with its slot); issue the copies of
-  the tile `aslots` rounds ahead into the slot just read. While a warp waits, all of its slots are in
-  flight;
+  the tile `aslots` rounds ahead into the slot just read. While a warp waits, all of its slots
+  are in flight;
 - each warp keeps its own (m, l, acc); after the last round the W states merge through shared
   memory in log2(W) rounds of the attention's (m, l, acc) combine (warp w + W/2 into warp w,
   then w + W/4, ...: a fixed order, so the result is deterministic), each lane combining its

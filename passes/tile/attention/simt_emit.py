@@ -135,15 +135,15 @@ class SimtAttentionEmitter:
         self.commit(k, v)
         m = [em.f32(float("-inf"))] * g.tm
         zero = em.f32(0.0)
-        l = [zero] * g.tm
+        sums = [zero] * g.tm
         o = [zero] * (g.tm * g.groups * g.vw)
-        with em.for_loop(0, end, self.bn, [*m, *l, *o]) as (j0, state, key_loop):
-            m, l, o = state[: g.tm], state[g.tm : 2 * g.tm], state[2 * g.tm :]
+        with em.for_loop(0, end, self.bn, [*m, *sums, *o]) as (j0, state, key_loop):
+            m, sums, o = state[: g.tm], state[g.tm : 2 * g.tm], state[2 * g.tm :]
             self.wait(k, v)
             self.issue(v, j0)
             self.commit(k, v)
             x = self.masked(self.scores(k_smem), j0)
-            m, l, o, p = self.softmax(x, m, l, o)
+            m, sums, o, p = self.softmax(x, m, sums, o)
             for r, row in enumerate(self.rows):
                 for c, key in enumerate(self.keys):
                     em.op(memref.StoreOp.get(p[r][c], self.p_smem, [row, key]))
@@ -153,7 +153,7 @@ class SimtAttentionEmitter:
                 self.issue(k, ahead)
             self.commit(k, v)
             o = self.multiply_v(o)
-            em.op(scf.YieldOp(*m, *l, *o))
+            em.op(scf.YieldOp(*m, *sums, *o))
         state = list(key_loop.results)
         self.epilogue(state[: g.tm], state[g.tm : 2 * g.tm], state[2 * g.tm :])
 
@@ -359,7 +359,7 @@ class SimtAttentionEmitter:
         self,
         x: list[list[SSAValue]],
         m: list[SSAValue],
-        l: list[SSAValue],
+        sums: list[SSAValue],
         o: list[SSAValue],
     ) -> tuple[list[SSAValue], list[SSAValue], list[SSAValue], list[list[SSAValue]]]:
         """Updates each row's running max, this thread's share of its sum and its O columns;
@@ -388,7 +388,7 @@ class SimtAttentionEmitter:
                 floor = self.f(arith.MaximumfOp(self.f(arith.MulfOp(new, log2e)), lowest))
                 alpha = self.exp2(m[r], log2e, floor)
                 p = [self.exp2(s, exponent, floor) for s in x[r]]
-            scaled = self.f(arith.MulfOp(l[r], alpha))
+            scaled = self.f(arith.MulfOp(sums[r], alpha))
             new_l.append(self.f(arith.AddfOp(scaled, self.combine(arith.AddfOp, p))))
             new_m.append(new)
             for n in range(r * per_row, (r + 1) * per_row):
@@ -423,7 +423,7 @@ class SimtAttentionEmitter:
             em.op(scf.YieldOp(*acc))
         return list(loop_op.results)
 
-    def epilogue(self, m: list[SSAValue], l: list[SSAValue], o: list[SSAValue]) -> None:
+    def epilogue(self, m: list[SSAValue], sums: list[SSAValue], o: list[SSAValue]) -> None:
         """Runs the loop kernel's epilogue (acc / max(l, 1), cast, store) on this thread's O;
         the division by a per-row value becomes one reciprocal per row and a multiply per
         element. Columns past the head dim (a padded last group) are not stored."""
@@ -442,7 +442,7 @@ class SimtAttentionEmitter:
             op for op in (*nest_ops[: nest_ops.index(a.reduce)], *after) if op is not division
         ]
         width = vector_width(after, a.d, g.vw, g.vw)
-        totals = self.row_reduce(l, arith.AddfOp)
+        totals = self.row_reduce(sums, arith.AddfOp)
         one = em.f32(1.0)
         per_row = g.groups * g.vw
         for r, i in enumerate(self.i):

@@ -106,7 +106,11 @@ class SkinnyRule(Rule[SkinnyContraction, SkinnyPlan]):
         return split_skinny(module, kernel, c, plan.splits) if plan.splits > 1 else []
 
     def emit(
-        self, kernel: loop.KernelOp, c: SkinnyContraction, plan: SkinnyPlan, rewriter: PatternRewriter
+        self,
+        kernel: loop.KernelOp,
+        c: SkinnyContraction,
+        plan: SkinnyPlan,
+        rewriter: PatternRewriter,
     ) -> None:
         new, em, mapping = new_kernel(kernel, (blocks(c, plan), 1, 1), (plan.threads, 1, 1))
         new.attributes["tile.min_blocks"] = IntegerAttr(max(1, RESIDENT_WARPS // plan.warps), i64)
@@ -331,6 +335,7 @@ class _AlongN(_SkinnyEmitter):
                     em.add(em.mul(lane, plan.vec), v),
                 )
                 self.epilogue(total, row, column)
+
 
 def _tuple_combine(c: SkinnyContraction, count: int) -> Region:
     """The combine region of `count` sums side by side: the contraction's combine on each."""

@@ -211,8 +211,7 @@ def shape_refusal(c: SkinnyContraction, plan: SkinnyMmaPlan) -> str | None:
     accumulators = plan.strips * row_tiles(m) * 4
     if accumulators > 64:
         return (
-            f"strips={plan.strips} at M = {m} need {accumulators} accumulators a lane, "
-            "more than 64"
+            f"strips={plan.strips} at M = {m} need {accumulators} accumulators a lane, more than 64"
         )
     if sum_bytes(m, plan) > SUM_BYTES:
         return (
