@@ -420,15 +420,16 @@ def test_three_consumer_warpgroups_match_float64_on_cpu(text: str, knobs: str) -
 @pytest.mark.parametrize(
     ("s", "bm", "keys", "causal", "widths"),
     [
-        # 128-row items over 192-key tiles: the last tiles hold 64, 128 or 192 keys
-        (2048, 128, 192, True, (64, 128)),
+        # 128-row items over 192-key tiles: the last tiles hold 64, 128 or 192 keys, of which
+        # the first warpgroup's rows see 64 fewer (0: it passes the tile)
+        (2048, 128, 192, True, (0, 64, 128)),
         (2048, 128, 192, False, (128,)),  # 2048 = 10·192 + 128
         (2304, 128, 192, False, ()),  # whole tiles
-        (2048, 128, 128, True, ()),
-        (2048, 192, 128, True, (64,)),  # three consumers: 192-row items
-        # keys past the last 16 (1000 = 5·192 + 40): the widths 48, 64 and 128 are more than
-        # two, so they are rounded to 64 keys
-        (1000, 128, 192, True, (64, 128)),
+        (2048, 128, 128, True, (64,)),  # D 128: the first warpgroup sees half the last tile
+        (2048, 192, 128, True, (0, 64)),  # three consumers: 192-row items
+        # keys past the last 16 (1000 = 5·192 + 40): the widths 48, 64, 112 and 128 are more
+        # than two, so they are rounded to 64 keys
+        (1000, 128, 192, True, (0, 64, 128)),
         (1000, 128, 192, False, (48,)),
         (100, 128, 192, True, ()),  # one tile an item: kept whole
     ],
@@ -619,13 +620,14 @@ def test_narrowed_last_key_tiles_have_no_spills(tmp_path: Path) -> None:
     """D = 64 under a causal mask (`atail` by default): the last key tiles of 64 and 128 keys
     are S wgmmas of those widths beside the 192-key ones, in groups of one scoreboard each:
     the first tile's S, the loop's S and P·V, each narrowed step's S and P·V, and the last P·V
-    at each width (4 + 2·2 + 2), with no local memory."""
+    at each width above 0 (a tile of 0 keys, which the first warpgroup passes, issues only the
+    previous tile's P·V): 4 + (1 + 2·2) + 2, with no local memory."""
     text = attention(1, 2, 4096, 64, "bf16", causal=True)
     pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma},to-cuda"
     (code,) = [c for c in sass_of_each(text, pipeline, tmp_path).values() if "HGMMA" in c]
     hgmma = re.findall(r"\bHGMMA\.64x(\d+)x16\.F32\.BF16\b([^;]*);", code)
     assert {int(n) for n, rest in hgmma if "tnspB" not in rest} == {64, 128, 192}
-    assert sum("gsb0" in rest for _, rest in hgmma) == 10
+    assert sum("gsb0" in rest for _, rest in hgmma) == 11
     assert not LOCAL_MEMORY.search(code)
 
 

@@ -359,25 +359,30 @@ TAIL_STEPS = (tile.WGMMA_K, BK)
 step (P·V's), or where that gives more than `TAIL_WIDTHS` widths, 64."""
 
 TAIL_WIDTHS = 2
-"""The most narrowed widths a kernel has: each is one more copy of the key loop's last step
-and P·V in the consumers' code."""
+"""The most narrowed widths above 0 a kernel has: each is one more copy of the key loop's last
+step and P·V in the consumers' code (0, a tile passed, is a short one)."""
 
 
 def tail_widths(s_q: int, s_k: int, bm: int, keys: int, causal: bool) -> tuple[int, ...]:
-    """The widths under `keys` that an item's last key tile is narrowed to (`atail`): the keys
-    of each item past its last whole tile (of all `s_k` keys, or under a causal mask of those
-    up to the item's last row), rounded up to a step of `TAIL_STEPS`. An item of one tile
-    keeps it whole. Under a causal mask with 128-row items and 192-key tiles (D ≤ 64) the last
-    tiles hold 64, 128 or 192 keys: a third of them are narrowed to 64 and a third to 128,
-    which at S = 2048 computes 5.6% fewer scores and products."""
+    """The widths under `keys` that a consumer warpgroup narrows an item's last key tile to
+    (`atail`): the keys past the item's last whole tile that its rows see (all of them, or
+    under a causal mask those up to its own last row; 0 where it sees none), rounded up to a
+    step of `TAIL_STEPS`. An item of one tile keeps it whole. Under a causal mask with 128-row
+    items and 192-key tiles (D ≤ 64) the last tiles hold 64, 128 or 192 keys: the second
+    warpgroup computes that many, the first 64 fewer (it passes a tile of 64): at S = 2048,
+    7.8% fewer scores and products than whole tiles (at D 128, 128-key tiles, 2.8%)."""
     lasts = set()
     for q0 in range(0, s_q, bm):
         end = min(s_k, q0 + bm) if causal else s_k
-        if end > keys:
-            lasts.add(end - (-(-end // keys) - 1) * keys)
+        if end <= keys:
+            continue
+        before = (-(-end // keys) - 1) * keys
+        for first in range(q0, min(q0 + bm, s_q), tile.WGMMA_M) if causal else [q0]:
+            seen = min(end, first + tile.WGMMA_M) if causal else end
+            lasts.add(max(seen - before, 0))
     for step in TAIL_STEPS:
         widths = sorted({-(-last // step) * step for last in lasts} - {keys})
-        if len(widths) <= TAIL_WIDTHS:
+        if len([w for w in widths if w]) <= TAIL_WIDTHS:
             return tuple(widths)
     raise AssertionError(f"{keys} keys a tile: more than {TAIL_WIDTHS} widths of 64 below it")
 
@@ -653,6 +658,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.s_accs = {
             keys: self.alloc([keys // 2], f32, tile.REGISTERS)
             for keys in (self.ring_keys, *self.tail_widths)
+            if keys
         }
         """S's accumulators (m64nN: N/2 a thread) of a whole tile and of each narrowed width."""
         self.s_acc = self.s_accs[self.ring_keys]
@@ -732,22 +738,28 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         """Inside, the tile computed is `keys` keys wide: S's wgmma N and accumulators, its
         columns in the softmax, P's fragments and P·V's K steps (the ring's slots keep their
         layout)."""
-        self.bn, self.s_acc = keys, self.s_accs[keys]
+        self.bn, self.s_acc = keys, self.s_accs.get(keys, self.s_accs[self.ring_keys])
         try:
             yield
         finally:
             self.bn, self.s_acc = self.ring_keys, self.s_accs[self.ring_keys]
 
     def whole_tiles(self) -> SSAValue:
-        """The item's key tiles computed whole: all of them, or all but the last where it is
-        narrowed (more than one tile, and its keys within the widest of `tail_widths`). Sets
-        `last_keys`, the keys the last tile holds, `narrow`, whether it is narrowed, and `cut`,
-        the tiles it takes off the whole ones (1 or 0)."""
+        """The item's key tiles this warpgroup computes whole: all of them, or all but the last
+        where it is narrowed (more than one tile, and the keys of it that the warpgroup's rows
+        see within the widest of `tail_widths`). Sets `last_keys`, those keys (under a causal
+        mask, up to the warpgroup's last row; 0 where it sees none), `narrow`, whether the
+        tile is narrowed, and `cut`, the tiles it takes off the whole ones (1 or 0)."""
         em = self.em
         if not self.tail_widths:
             return self.tiles
+        end = self.end
+        if self.a.causal:
+            last_row = em.add(self.q0, em.add(self.wg_row, tile.WGMMA_M))
+            end = em.value(arith.MinSIOp(end, last_row))
         before = em.value(arith.SubiOp(self.tiles, em.index(1)))
-        self.last_keys = em.value(arith.SubiOp(self.end, em.mul(before, self.ring_keys)))
+        seen = em.value(arith.SubiOp(end, em.mul(before, self.ring_keys)))
+        self.last_keys = em.value(arith.MaxSIOp(seen, em.index(0)))
         self.narrow = em.all_of(
             [em.less(em.index(1), self.tiles), em.less(self.last_keys, self.tail_widths[-1] + 1)]
         )
@@ -763,10 +775,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             if whole:
                 body()
             return
-        low = 0
+        low = None
         for width in self.tail_widths:
             within = [self.narrow, em.less(self.last_keys, width + 1)]
-            if low:
+            if low is not None:
                 within.append(em.less(em.index(low), self.last_keys))
             with em.when(within), self.narrowed(width):
                 body()
@@ -782,6 +794,11 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
 
         def step(t: SSAValue) -> None:
             slot, parity = self.ring(t0, t)
+            if not self.bn:  # a last tile this warpgroup's rows see none of: released unread
+                for side in "kv":
+                    em.op(tile.MbarrierWaitOp(self.bars[f"{side}_full"], slot, parity))
+                    em.op(tile.MbarrierArriveOp(self.bars[f"{side}_empty"], slot))
+                return
             self.scores_and_release(slot, parity)
             probs = self.softmax(self.masked(self.scores(), em.mul(t, self.ring_keys)))
             self.multiply_v_and_release(lambda: self.p_fragments(probs), slot, parity)
@@ -822,7 +839,8 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
 
     def overlapped_step(self, t0: SSAValue, t: SSAValue) -> None:
         """Tile t's S with tile t−1's P·V (tile t−1 is whole), tile t's softmax while P·V
-        runs, O rescaled, tile t's P kept."""
+        runs, O rescaled, tile t's P kept; narrowed to 0 keys (a last tile the warpgroup's rows
+        see none of), only tile t−1's P·V, and tile t's K released unread."""
         em = self.em
         p_regs = self.p_regs
         slot, parity = self.ring(t0, t)
@@ -834,10 +852,16 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         if self.pingpong:
             em.op(tile.NamedBarrierOp(self.my_turn, self.consumer_threads))
         em.op(tile.WgmmaFenceOp())
-        self.issue_scores(slot)
+        if self.bn:
+            self.issue_scores(slot)
         self.issue_pv(frags, before_slot)
         if self.pingpong:
             em.op(tile.NamedBarrierOp(self.their_turn, self.consumer_threads, arrive=True))
+        if not self.bn:
+            em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
+            em.op(tile.WgmmaWaitOp(0))
+            em.op(tile.MbarrierArriveOp(self.bars["v_empty"], before_slot))
+            return
         em.op(tile.WgmmaWaitOp(1))  # S is done; P·V may still run
         em.op(tile.MbarrierArriveOp(self.bars["k_empty"], slot))
         alphas: list[SSAValue] = []
@@ -865,9 +889,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         em = self.em
         em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
         frags = fragments()
-        em.op(tile.WgmmaFenceOp())
-        self.issue_pv(frags, slot)
-        em.op(tile.WgmmaWaitOp(0))
+        if frags:  # none for a last tile narrowed to 0 keys: V is released unread
+            em.op(tile.WgmmaFenceOp())
+            self.issue_pv(frags, slot)
+            em.op(tile.WgmmaWaitOp(0))
         em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
 
     def issue_scores(self, slot: SSAValue) -> None:

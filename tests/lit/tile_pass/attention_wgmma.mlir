@@ -74,10 +74,12 @@
 // first start, and the first takes the second's last arrival after the block's last item. Q is
 // released (q_empty) once the item's last S is done, so the producer copies the next item's Q
 // during the last P.V and the epilogue. atail=auto: the second query tile's keys end 8 past
-// its first 192-key tile, so its last tile is narrowed to 16 keys: the loop runs the whole
-// tiles, then the last step computes S as m64n16k16 (8 accumulators of its own), its softmax
-// over 16 columns and one P fragment, and the last P.V is one wgmma; where the last tile is
-// whole (the first query tile's only tile) the whole P.V runs.
+// its first 192-key tile, so its last tile is narrowed: the second warpgroup (rows 192-255,
+// of which 192-199 are queries) computes 16 keys of it, the first (rows 128-191) none. The loop
+// runs the whole tiles; then at 0 keys the step is the previous tile's P.V alone, K and then
+// V released unread; at 16 keys it computes S as m64n16k16 (8 accumulators of its own), its
+// softmax over 16 columns and one P fragment, and the last P.V is one wgmma; where the last
+// tile is whole (the first query tile's only tile) the whole P.V runs.
 // CHECK:        tile.mbarrier_wait %[[KFULL]]
 // CHECK-NEXT:   tile.wgmma_fence
 // CHECK-NEXT:   tile.wgmma %[[S]], %[[Q]][{{.*}}], %[[K]][{{.*}}] overwrite {n = 192 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64}
@@ -110,8 +112,20 @@
 // CHECK:        tile.pack
 // CHECK-COUNT-48: memref.store %{{.*}}, %[[P]]
 // CHECK-NEXT:   }
-// CHECK-NEXT:   %[[NARROW:.*]] = arith.andi
-// CHECK-NEXT:   scf.if %[[NARROW]] {
+// CHECK-NEXT:   arith.cmpi ult
+// CHECK-NEXT:   %[[PASS:.*]] = arith.andi
+// CHECK-NEXT:   scf.if %[[PASS]] {
+// CHECK:          tile.named_barrier %[[MINE]], 256 : i64
+// CHECK-NEXT:     tile.wgmma_fence
+// CHECK-NEXT:     tile.wgmma_reg_a %[[O]]
+// CHECK-COUNT-11: tile.wgmma_reg_a %[[O]]
+// CHECK-NEXT:     tile.wgmma_commit
+// CHECK-NEXT:     tile.named_barrier %[[OTHER]], 256 : i64 arrive
+// CHECK-NEXT:     tile.mbarrier_arrive %[[KEMPTY]]
+// CHECK-NEXT:     tile.wgmma_wait 0
+// CHECK-NEXT:     tile.mbarrier_arrive %[[VEMPTY]]
+// CHECK-NEXT:   }
+// CHECK:        scf.if %[[NARROW:.*]] {
 // CHECK:          tile.named_barrier %[[MINE]], 256 : i64
 // CHECK-NEXT:     tile.wgmma_fence
 // CHECK-NEXT:     tile.wgmma %[[S16]], {{.*}} overwrite {n = 16 : i64
@@ -122,7 +136,11 @@
 // CHECK-COUNT-4:  memref.store %{{.*}}, %[[P]]
 // CHECK-NEXT:   }
 // CHECK-NEXT:   tile.mbarrier_arrive %[[QEMPTY]]
-// CHECK:        scf.if %[[NARROW]] {
+// CHECK:        scf.if %[[PASS]] {
+// CHECK-NEXT:     tile.mbarrier_wait %[[VFULL]]
+// CHECK-NEXT:     tile.mbarrier_arrive %[[VEMPTY]]
+// CHECK-NEXT:   }
+// CHECK-NEXT:   scf.if %[[NARROW]] {
 // CHECK-NEXT:     tile.mbarrier_wait %[[VFULL]]
 // CHECK-COUNT-4:  memref.load %[[P]]
 // CHECK-NEXT:     tile.wgmma_fence
