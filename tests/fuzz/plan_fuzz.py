@@ -78,6 +78,7 @@ ATTENTION_KNOBS = {
     "apingpong": ("on", "off"),
     "aoverlap": ("on", "off"),
     "afma": (0, 2, 4),
+    "atail": ("on", "off"),
     "persistent": (0, 1),
     "arows": (16, 32, 64, 128),
     "awarps": (2, 4, 8),
