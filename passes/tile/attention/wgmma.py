@@ -220,9 +220,9 @@ class AttentionWgmmaPlan:
     """`aconsumers`: consumer warpgroups, each 64 query rows of an item (2, or 3: 192 rows, 160
     registers a consumer thread, no ping-pong)."""
     tail: int = 1
-    """1 (`atail` auto or on): an item's last key tile, where fewer keys are left than a tile
-    holds, is computed only as wide as they are (`tail_widths`); 0: every tile is computed
-    whole, its keys past the item's last masked."""
+    """1 (`atail` auto or on): each consumer warpgroup computes an item's last key tile only
+    as wide as the keys of it its rows see (`tail_widths`), where the key count is known when
+    compiling; 0: every tile is computed whole, the keys no row sees masked."""
 
     @property
     def bm(self) -> int:
