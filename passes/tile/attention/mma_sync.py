@@ -455,7 +455,7 @@ class _AttentionEmitter:
             partial = (step + 1) * self.threads > chunks
             with em.when([em.less(row, self.bn)] if partial else []):
                 index = em.add(origin, row)
-                valid = em.less(index, self.s_k) if self.s_k % self.bn else None
+                valid = em.less(index, self.s_k) if self.ragged_end else None
                 if valid is not None:
                     index = em.value(arith.SelectOp(valid, index, em.index(0)))
                 local = dict(self.mapping) | {side.row_iv: index, side.col_iv: col}

@@ -806,7 +806,8 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         with em.for_loop(0, self.whole_tiles(), 1) as (t, _, _):
             step(t)
             em.op(scf.YieldOp())
-        self.each_last_width(lambda: step(em.value(arith.SubiOp(self.tiles, em.index(1)))), False)
+        last = em.value(arith.SubiOp(self.tiles, em.index(1)))
+        self.each_last_width(lambda: step(last), whole=False)
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
 
     def overlapped_key_loop(self, t0: SSAValue) -> None:
