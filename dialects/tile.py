@@ -281,6 +281,25 @@ class ThreadIdOp(_HardwareIndexOp):
 
 
 @irdl_op_definition
+class WarpUniformOp(IRDLOperation):
+    """`value` as lane 0 of the warp holds it (`__shfl_sync(full mask, value, 0)`), for a value
+    the same in every lane that the CUDA compiler cannot prove so, such as the warpgroup
+    `threadIdx.x / 128`. A branch on the result is then warp-uniform to ptxas: the values under
+    it stay in uniform registers and no convergence barrier is set before the warpgroup's
+    `.sync.aligned` instructions (wgmma), as there is under a branch on `threadIdx.x / 128`."""
+
+    name = "tile.warp_uniform"
+
+    value = operand_def(IndexType)
+    result = result_def(IndexType)
+
+    assembly_format = "$value attr-dict"
+
+    def __init__(self, value: SSAValue) -> None:
+        super().__init__(operands=[value], result_types=[IndexType()])
+
+
+@irdl_op_definition
 class AllocOp(IRDLOperation):
     """A shared-memory buffer (space 3) for the block or a register array (space 5) per thread."""
 
@@ -1771,6 +1790,7 @@ Tile = Dialect(
         ClusterSyncOp,
         BlockIdOp,
         ThreadIdOp,
+        WarpUniformOp,
         AllocOp,
         BarrierOp,
         WarpBarrierOp,

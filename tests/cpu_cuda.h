@@ -321,7 +321,7 @@ static inline float __half2float(__half h) { return to_float(h); }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 static inline float __int_as_float(int i) { float f; memcpy(&f, &i, 4); return f; }
 
-struct WarpExchange { float f[32]; int i[32][6]; const void* p[32]; };
+struct WarpExchange { float f[32]; int i[32][6]; const void* p[32]; long long ll[32]; };
 WarpExchange cpu_cuda_exchange[32];
 static inline WarpExchange& exchange() { return cpu_cuda_exchange[cpu_cuda_thread / 32]; }
 
@@ -330,6 +330,15 @@ static inline float __shfl_xor_sync(unsigned, float v, int offset, int) {
     x.f[lane()] = v;
     warp_sync();
     float r = x.f[lane() ^ offset];
+    warp_sync();
+    return r;
+}
+
+template <typename T> static inline T __shfl_sync(unsigned, T v, int source) {
+    WarpExchange& x = exchange();
+    x.ll[lane()] = (long long)v;
+    warp_sync();
+    T r = (T)x.ll[source];
     warp_sync();
     return r;
 }

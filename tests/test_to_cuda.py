@@ -366,6 +366,29 @@ def test_warp_reduce_of_a_pair_online_softmax() -> None:
     assert "if (first) {" in text
 
 
+WARP_UNIFORM = """
+tile.kernel @by_warpgroup grid [1, 1, 1] block [256, 1, 1] (%out: memref<2xi32>) {
+  %t = tile.thread_id x
+  %c128 = arith.constant 128 : index
+  %g = arith.divui %t, %c128 : index
+  %u = tile.warp_uniform %g
+  %c0 = arith.constant 0 : index
+  %local = arith.remui %t, %c128 : index
+  %first = arith.cmpi eq, %local, %c0 : index
+  scf.if %first {
+    %v = arith.index_cast %u : index to i32
+    memref.store %v, %out[%u] : memref<2xi32>
+  }
+}
+"""
+
+
+def test_warp_uniform_is_lane_0s_value() -> None:
+    text = source(WARP_UNIFORM)
+    assert "int u = __shfl_sync(0xffffffff, g, 0);" in text
+    assert "out[u] = v;" in text
+
+
 def test_block_reduce_in_a_loop_over_a_2d_block() -> None:
     text = source(BLOCK_REDUCE_IN_LOOP)
     tid = "((threadIdx.z * 4 + threadIdx.y) * 32 + threadIdx.x)"

@@ -983,6 +983,10 @@ class CudaPrinter(BasePrinter[str]):
         self.let(op.result, f"({self.index})threadIdx.{op.dim.data}")
 
     @print_op.register
+    def _(self, op: tile.WarpUniformOp) -> None:
+        self.let(op.result, f"__shfl_sync({FULL_MASK}, {self.expr(op.value)}, 0)")
+
+    @print_op.register
     def _(self, op: tile.NamedBarrierOp) -> None:
         barrier, threads = self.expr(op.barrier), op.threads.value.data
         operand = f'"r"((unsigned){barrier})'

@@ -260,6 +260,7 @@ def _kind(op_type: type[Operation]) -> str | None:
         (arith.ConstantOp, "constant"),
         (tile.BlockIdOp, "block_id"),
         (tile.ThreadIdOp, "thread_id"),
+        (tile.WarpUniformOp, "uniform"),
         (arith.SelectOp, "select"),
         (arith.AddiOp, "add"),
         (arith.SubiOp, "sub"),
@@ -291,6 +292,8 @@ def _range(
     if kind == "thread_id":
         return 0, block[_DIMS[op.dim.data]] - 1  # type: ignore[attr-defined]
     operands = [ranges.get(v) for v in op.operands]
+    if kind == "uniform":
+        return operands[0]
     if kind == "select":
         a, b = operands[1], operands[2]
         return (min(a[0], b[0]), max(a[1], b[1])) if a and b else None

@@ -544,7 +544,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                     )
             em.op(tile.FenceProxyAsyncOp())
         em.op(tile.BarrierOp())
-        warpgroup = em.div(self.tid, WARPGROUP)
+        warpgroup = em.value(tile.WarpUniformOp(em.div(self.tid, WARPGROUP)))
         producer = em.value(arith.CmpiOp(warpgroup, em.index(0), "eq"))
         then_block, else_block = Block(), Block()
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
