@@ -283,10 +283,13 @@ def test_staged_kernels_compile_for_sm90a() -> None:
 # `sector_staging` copies the operands whose copies save the most by its estimate.
 SECTOR_CASES = [
     # (id, program, the staged operands' copy kernels, in launch order)
-    ("linear_3000", matmul_plain(3000, 3000, 3000, "bf16", "nk"), ["_pad_b"]),
-    ("linear_1000x4704x4600", matmul_plain(1000, 4704, 4600, "bf16", "nk"), ["_pad_a"]),
     ("linear_5000", matmul_plain(5000, 5000, 5000, "bf16", "nk"), ["_pad_a", "_pad_b"]),
-    ("linear_4096x1024x3000", matmul_plain(4096, 1024, 3000, "bf16", "nk"), ["_pad_b"]),
+    ("linear_3400", matmul_plain(3400, 3400, 3400, "bf16", "nk"), ["_pad_b", "_pad_a"]),
+    # B's tiles shared by multicast unstaged: nothing is staged (`multicasts_unstaged`).
+    ("linear_3000", matmul_plain(3000, 3000, 3000, "bf16", "nk"), []),
+    ("linear_1000x4704x4600", matmul_plain(1000, 4704, 4600, "bf16", "nk"), []),
+    ("linear_4096x1024x3000", matmul_plain(4096, 1024, 3000, "bf16", "nk"), []),
+    ("matmul_3000", matmul_plain(3000, 3000, 3000, "bf16"), []),
     # Too small for a copy to pay; a small grid the planner splits over K instead.
     ("linear_1000", matmul_plain(1000, 1000, 1000, "bf16", "nk"), []),
     ("linear_2048x2048x1000", matmul_plain(2048, 2048, 1000, "bf16", "nk"), []),
@@ -307,6 +310,13 @@ def _copies(text: str, knobs: str) -> list[str]:
 )
 def test_rows_off_sectors_are_staged_where_the_estimate_says(text: str, copies: list[str]) -> None:
     assert _copies(text, "") == copies
+
+
+@pytest.mark.parametrize("knobs", ["multicast=off", "multicast=b"])
+def test_rows_off_sectors_are_staged_where_multicast_is_not_left_to_the_rule(knobs: str) -> None:
+    """Only `multicast=auto` leaves B's rows off sectors for the multicast to share; with the
+    knob set, the estimate stages B as it would without multicast."""
+    assert _copies(matmul_plain(3000, 3000, 3000, "bf16", "nk"), knobs) == ["_pad_b"]
 
 
 @pytest.mark.parametrize("knobs", ["align=off", "mma=wgmma", "streamk=tail", "splitk=2"])

@@ -56,7 +56,7 @@ rows off sectors unstaged.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import FloatAttr, MemRefType, ModuleOp
@@ -205,17 +205,19 @@ def sector_staging(
     kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target
 ) -> list[_Operand] | str:
     """The operands whose rows start off sectors to stage (`off_sectors`), or why none: all of
-    them under `align=on`, else those whose copies save the most by the estimate
+    them under `align=on`; none where the wgmma rule would share B's tiles by multicast
+    unstaged (`multicasts_unstaged`); else those whose copies save the most by the estimate
 
         saved = SECTOR_SAVINGS[staged] · SECTOR_SLOWDOWN · FLOPs / WGMMA_FLOPS_PER_SECOND
                 - (copies: bytes / COPY_BYTES_PER_SECOND + LAUNCH_SECONDS each)
 
-    where that is positive (at 3000³: B, 109.4 → 101.1 µs; 5000³ both, 515.6 → 461.2;
-    1000×4704×4600 A, 117.8 → 105.4; 4096×1024×3000 B, 56.4 → 46.5; not 1000³ nor
-    2048×2048×1000, where every copy lost: H100, thirty-fourth session run 7). Not where 128×256
-    blocks split in two would fit one wave, a grid whose K the planner may split (the copies
-    are weighed against the unsplit GEMM only); nor where the wgmma rule would not take the
-    staged GEMM either (`plain_operands`: a split's chunks that are not whole TMA boxes)."""
+    where that is positive (calibrated without multicast, H100, thirty-fourth session run 7:
+    3000³ B, 109.4 → 101.1 µs; 5000³ both, 515.6 → 461.2; 1000×4704×4600 A, 117.8 → 105.4;
+    4096×1024×3000 B, 56.4 → 46.5; not 1000³ nor 2048×2048×1000, where every copy lost). Not
+    where 128×256 blocks split in two would fit one wave, a grid whose K the planner may split
+    (the copies are weighed against the unsplit GEMM only); nor where the wgmma rule would not
+    take the staged GEMM either (`plain_operands`: a split's chunks that are not whole TMA
+    boxes)."""
     operands = plain_operands(c, c.extents[3], c.extents[2])
     if isinstance(operands, str):
         return operands
@@ -232,6 +234,11 @@ def sector_staging(
         )
     if m <= SKINNY_ROWS:
         return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
+    if knobs.multicast == "auto" and multicasts_unstaged(kernel, c, knobs, target):
+        return (
+            f"B's rows off {SECTOR}-byte sectors are shared by multicast instead, which halves "
+            "the boxes the L2 serves (align=on stages anyway)"
+        )
     gemm = SECTOR_SLOWDOWN * 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
     best, best_saved = [], 0.0
     for subset in [[o] for o in off] + ([off] if len(off) > 1 else []):  # A, B, both
@@ -245,6 +252,24 @@ def sector_staging(
             f"(~{gemm * 1e6:.3g} us of wgmma; align=on stages anyway)"
         )
     return best
+
+
+def multicasts_unstaged(
+    kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target
+) -> bool:
+    """Whether the wgmma rule, on the operands as they are (`align=off`), would share B's tiles
+    by multicast (`wgmma_multicast.multicast_pays`, which asks for B's rows off sectors, so it
+    never holds after staging). Where it does, nothing is staged: on an H100 (2026-12-07,
+    benchmarks/RESULTS.md forty-fifth session, calls 2 and 4) the eight linears where it held
+    ran 0.747x cuBLAS (geometric mean) staged and 0.828x unstaged with multicast (3206×584×3928
+    0.64 → 0.93x, 1769×2696×6616 0.56 → 0.69x, 2000×3000×8200 0.85 → 1.04x; 5788×512×4600 0.82
+    → 0.78x); staging A alone beside the multicast B lost (2000×3000×8200 0.96x) or tied. The
+    shapes it does not pair (3400³, 4040³, 5000³, 6000×5000×3000: odd rows of tiles or many
+    waves) ran 0.65-0.74x unstaged against 0.78-0.83x staged, and stay staged."""
+    from tinyopt.passes.tile.gemm.wgmma import WgmmaRule  # wgmma.py imports this module
+
+    plan = WgmmaRule(target).plan(kernel, c, replace(knobs, align="off"))
+    return not isinstance(plan, str) and plan.multicast != "off"
 
 
 def steps_aside(kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target) -> str | None:
