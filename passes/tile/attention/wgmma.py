@@ -194,6 +194,19 @@ def _column(index: SSAValue, col_iv: SSAValue, moving: set[SSAValue]) -> bool:
 
 
 @dataclass(frozen=True)
+class _LastTile:
+    """How a consumer warpgroup runs an item's key tiles (`whole_tiles`): `whole` of them at
+    the ring's width, then the last one `narrow`ed or not. `keys` are the last tile's keys its
+    rows see (0 where none), `cut` the tiles narrowing takes off the whole ones (1 or 0). All
+    None where the kernel has no narrowed widths (`tail_widths`)."""
+
+    whole: SSAValue
+    keys: SSAValue | None = None
+    narrow: SSAValue | None = None
+    cut: SSAValue | None = None
+
+
+@dataclass(frozen=True)
 class AttentionWgmmaPlan:
     heads_first: int
     """1: the grid runs heads fastest (every head's longest query tiles first; causal kernels
@@ -744,47 +757,46 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         finally:
             self.bn, self.s_acc = self.ring_keys, self.s_accs[self.ring_keys]
 
-    def whole_tiles(self) -> SSAValue:
+    def whole_tiles(self) -> _LastTile:
         """The item's key tiles this warpgroup computes whole: all of them, or all but the last
         where it is narrowed (more than one tile, and the keys of it that the warpgroup's rows
-        see within the widest of `tail_widths`). Sets `last_keys`, those keys (under a causal
-        mask, up to the warpgroup's last row; 0 where it sees none), `narrow`, whether the
-        tile is narrowed, and `cut`, the tiles it takes off the whole ones (1 or 0)."""
+        see within the widest of `tail_widths`; under a causal mask it sees keys up to its own
+        last row)."""
         em = self.em
         if not self.tail_widths:
-            return self.tiles
+            return _LastTile(self.tiles)
         end = self.end
         if self.a.causal:
             last_row = em.add(self.q0, em.add(self.wg_row, tile.WGMMA_M))
             end = em.value(arith.MinSIOp(end, last_row))
         before = em.value(arith.SubiOp(self.tiles, em.index(1)))
         seen = em.value(arith.SubiOp(end, em.mul(before, self.ring_keys)))
-        self.last_keys = em.value(arith.MaxSIOp(seen, em.index(0)))
-        self.narrow = em.all_of(
-            [em.less(em.index(1), self.tiles), em.less(self.last_keys, self.tail_widths[-1] + 1)]
+        keys = em.value(arith.MaxSIOp(seen, em.index(0)))
+        narrow = em.all_of(
+            [em.less(em.index(1), self.tiles), em.less(keys, self.tail_widths[-1] + 1)]
         )
-        self.cut = em.value(arith.SelectOp(self.narrow, em.index(1), em.index(0)))
-        return em.value(arith.SubiOp(self.tiles, self.cut))
+        cut = em.value(arith.SelectOp(narrow, em.index(1), em.index(0)))
+        return _LastTile(em.value(arith.SubiOp(self.tiles, cut)), keys, narrow, cut)
 
-    def each_last_width(self, body: Callable[[], None], whole: bool) -> None:
+    def each_last_width(self, last: _LastTile, body: Callable[[], None], whole: bool) -> None:
         """Emits `body` for the item's last key tile once per width of `tail_widths`, each
-        `narrowed` to it and run where the tile is narrowed to it; with `whole`, once more at
+        `narrowed` to it and run where `last` is narrowed to it; with `whole`, once more at
         the ring's width, run where it is not narrowed."""
         em = self.em
-        if not self.tail_widths:
+        if last.cut is None:
             if whole:
                 body()
             return
         low = None
         for width in self.tail_widths:
-            within = [self.narrow, em.less(self.last_keys, width + 1)]
+            within = [last.narrow, em.less(last.keys, width + 1)]
             if low is not None:
-                within.append(em.less(em.index(low), self.last_keys))
+                within.append(em.less(em.index(low), last.keys))
             with em.when(within), self.narrowed(width):
                 body()
             low = width
         if whole:
-            with em.when([em.value(arith.CmpiOp(self.cut, em.index(0), "eq"))]):
+            with em.when([em.value(arith.CmpiOp(last.cut, em.index(0), "eq"))]):
                 body()
 
     def key_loop(self, t0: SSAValue) -> None:
@@ -803,11 +815,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             probs = self.softmax(self.masked(self.scores(), em.mul(t, self.ring_keys)))
             self.multiply_v_and_release(lambda: self.p_fragments(probs), slot, parity)
 
-        with em.for_loop(0, self.whole_tiles(), 1) as (t, _, _):
+        tiles = self.whole_tiles()
+        with em.for_loop(0, tiles.whole, 1) as (t, _, _):
             step(t)
             em.op(scf.YieldOp())
         last = em.value(arith.SubiOp(self.tiles, em.index(1)))
-        self.each_last_width(lambda: step(last), whole=False)
+        self.each_last_width(tiles, lambda: step(last), whole=False)
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
 
     def overlapped_key_loop(self, t0: SSAValue) -> None:
@@ -824,14 +837,16 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.scores_and_release(*self.ring(t0, 0))
         first = self.softmax(self.masked(self.scores(), zero), alphas=[])  # O is still 0
         self.keep(self.p_fragments(first), p_regs)
-        with em.for_loop(1, self.whole_tiles(), 1) as (t, _, _):
+        tiles = self.whole_tiles()
+        with em.for_loop(1, tiles.whole, 1) as (t, _, _):
             self.overlapped_step(t0, t)
             em.op(scf.YieldOp())
         last = em.value(arith.SubiOp(self.tiles, one))
-        self.each_last_width(lambda: self.overlapped_step(t0, last), whole=False)
+        self.each_last_width(tiles, lambda: self.overlapped_step(t0, last), whole=False)
         em.op(tile.MbarrierArriveOp(self.bars["q_empty"], zero))
         last_slot, last_parity = self.ring(t0, last)
         self.each_last_width(
+            tiles,
             lambda: self.multiply_v_and_release(
                 lambda: self.kept(p_regs, self.bn), last_slot, last_parity
             ),
