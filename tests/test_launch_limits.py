@@ -125,6 +125,19 @@ def test_index_arithmetic_past_int_is_widened() -> None:
     assert "long long i = m + t;" in kernel_source(_kernel(2**31 - 1))
 
 
+def test_a_warp_uniform_value_keeps_its_operands_range() -> None:
+    """`tile.warp_uniform` (lane 0's value) ranges over what its operand does: the widening
+    above sees through it."""
+    text = str(_module(2**31 - 1)).replace(
+        "%i = arith.addi %m, %t : index",
+        "%u = tile.warp_uniform %t\n    %i = arith.addi %m, %u : index",
+    )
+    (kernel,) = Parser(context(), text).parse_module().ops
+    assert isinstance(kernel, tile.KernelOp)
+    assert limits.index_range(kernel)[1] == (2**31 - 2) * 256 + 255
+    assert "long long i = m + u;" in kernel_source(kernel)
+
+
 def test_index_arithmetic_past_int64_is_refused() -> None:
     kernel = _kernel(2**31 - 1, scale=2**40)
     with pytest.raises(DiagnosticException) as e:
