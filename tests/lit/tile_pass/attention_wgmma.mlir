@@ -31,6 +31,9 @@
 // CHECK-NEXT:   %[[VEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK:        tile.mbarrier_init %[[QEMPTY]][%{{.*}}] count 256
 // CHECK:        tile.mbarrier_init %[[KEMPTY]][%{{.*}}] count 256
+// The warpgroup (threadIdx.x / 128) as lane 0 holds it: the role branches are warp-uniform.
+// CHECK:        %[[GROUP:.*]] = tile.warp_uniform %{{.*}}
+// CHECK-NEXT:   arith.cmpi eq, %[[GROUP]], %{{.*}} : index
 // CHECK:        tile.setmaxnreg 40
 // CHECK:        %[[BLOCK:.*]] = tile.block_id x
 // CHECK-NEXT:   %[[FOUR:.*]] = arith.constant 4 : index
