@@ -205,8 +205,7 @@ def sector_staging(
     kernel: loop.KernelOp, c: Contraction, knobs: Knobs, target: Target
 ) -> list[_Operand] | str:
     """The operands whose rows start off sectors to stage (`off_sectors`), or why none: all of
-    them under `align=on`; none where the wgmma rule would share B's tiles by multicast
-    unstaged (`multicasts_unstaged`); else those whose copies save the most by the estimate
+    them under `align=on`, else those whose copies save the most by the estimate
 
         saved = SECTOR_SAVINGS[staged] · SECTOR_SLOWDOWN · FLOPs / WGMMA_FLOPS_PER_SECOND
                 - (copies: bytes / COPY_BYTES_PER_SECOND + LAUNCH_SECONDS each)
@@ -217,7 +216,8 @@ def sector_staging(
     where 128×256 blocks split in two would fit one wave, a grid whose K the planner may split
     (the copies are weighed against the unsplit GEMM only); nor where the wgmma rule would not
     take the staged GEMM either (`plain_operands`: a split's chunks that are not whole TMA
-    boxes)."""
+    boxes); nor where the wgmma rule would share B's tiles by multicast unstaged
+    (`multicasts_unstaged`)."""
     operands = plain_operands(c, c.extents[3], c.extents[2])
     if isinstance(operands, str):
         return operands
@@ -234,11 +234,6 @@ def sector_staging(
         )
     if m <= SKINNY_ROWS:
         return f"M = {m} rows: the skinny and GEMV shapes are not staged (align=on does)"
-    if knobs.multicast == "auto" and multicasts_unstaged(kernel, c, knobs, target):
-        return (
-            f"B's rows off {SECTOR}-byte sectors are shared by multicast instead, which halves "
-            "the boxes the L2 serves (align=on stages anyway)"
-        )
     gemm = SECTOR_SLOWDOWN * 2 * batch * m * n * k / WGMMA_FLOPS_PER_SECOND
     best, best_saved = [], 0.0
     for subset in [[o] for o in off] + ([off] if len(off) > 1 else []):  # A, B, both
@@ -250,6 +245,12 @@ def sector_staging(
         return (
             f"rows start off {SECTOR}-byte sectors, but no copy would pay by the estimate "
             f"(~{gemm * 1e6:.3g} us of wgmma; align=on stages anyway)"
+        )
+    # Last: it plans the whole wgmma GEMM once more, which the estimate may spare.
+    if knobs.multicast == "auto" and multicasts_unstaged(kernel, c, knobs, target):
+        return (
+            f"B's rows off {SECTOR}-byte sectors are shared by multicast instead, which halves "
+            "the boxes the L2 serves (align=on stages anyway)"
         )
     return best
 
