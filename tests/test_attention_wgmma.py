@@ -687,14 +687,6 @@ def test_wgmma_attention_refuses_what_it_cannot_take(text: str, knobs: str, mess
 # ------------------------------------------------------------------------------ GPU
 
 
-@requires_gpu
-@pytest.mark.parametrize(
-    "variant", WGMMA_VARIANTS + HEAD_DIM_VARIANTS + KNOB_VARIANTS, ids=lambda v: v.id
-)
-def test_wgmma_attention_matches_float64(variant: Variant) -> None:
-    check_matches_float64(variant, WGMMA_HELPER)
-
-
 NARROWED_ON_GPU = [
     Variant("d64-causal-s1980", attention(2, 4, 1980, 64, "bf16", causal=True), _with("")),
     Variant("d64-s1000-two-consumers", attention(1, 8, 1000, 64, "f16"), _with("aconsumers=2")),
@@ -714,8 +706,12 @@ causal and not, two and three consumers, without the overlap."""
 
 
 @requires_gpu
-@pytest.mark.parametrize("variant", NARROWED_ON_GPU, ids=lambda v: v.id)
-def test_narrowed_tiles_and_passed_rows_match_float64(variant: Variant) -> None:
+@pytest.mark.parametrize(
+    "variant",
+    WGMMA_VARIANTS + HEAD_DIM_VARIANTS + KNOB_VARIANTS + NARROWED_ON_GPU,
+    ids=lambda v: v.id,
+)
+def test_wgmma_attention_matches_float64(variant: Variant) -> None:
     check_matches_float64(variant, WGMMA_HELPER)
 
 
