@@ -21,7 +21,13 @@ from tinyopt.compiler import lower
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
 import programs  # noqa: E402
 
-TORCH_TYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+TORCH_TYPES = {
+    "f32": torch.float32,
+    "f16": torch.float16,
+    "bf16": torch.bfloat16,
+    "f8E4M3FN": torch.float8_e4m3fn,
+    "f8E5M2": torch.float8_e5m2,
+}
 
 
 def main() -> None:

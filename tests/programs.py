@@ -528,6 +528,20 @@ CASES = [
         block_scaled_matmul(1000, 784, 512),
         tile_with("poverlap=on"),
     ),
+    # Consumer warpgroups taking turns (`pturns`): block scales on persistent 128x128 blocks
+    # with ragged tiles, per-tensor promoted steps to f32 with stream-K on the last wave's
+    # tiles (pieces with run-time step counts).
+    Case(
+        "fp8_wgmma_turns_block_scaled_1000x784x640",
+        block_scaled_matmul(1000, 784, 640),
+        tile_with("pturns=on sms=8"),
+    ),
+    Case(
+        "fp8_wgmma_turns_f32_streamk_3000x1544x512",
+        scaled_matmul(3000, 1544, 512, out="f32"),
+        tile_with("pturns=on streamk=tail"),
+        tolerance=FP8_TENSOR_CORE_TOLERANCE,
+    ),
     # streamk=tail on persistent wgmma blocks: 288 tiles of 128x256 on 132 SMs, one round of
     # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks; fewer tiles
     # than SMs (64 rows: 63 tiles of 64x64, 2016 K steps shared by 132 blocks; 1000 rows: 4 x

@@ -11,7 +11,7 @@ import pytest
 from conftest import requires_gpu
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
-from programs import block_scaled_matmul
+from programs import block_scaled_matmul, scaled_matmul
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -40,6 +40,10 @@ WGMMA_CASES = [
     (300, 520, 512, "f8E4M3FN", "bf16", 1, 128, "poverlap=on sms=4"),
     (129, 128, 640, "f8E5M2", "f32", 128, 128, "mma=wgmma bm=64 poverlap=on"),
     (300, 130, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma ws=0 stages=3 poverlap=on"),
+    # `pturns` (on by default where 128-row blocks promote): off, and on 128-row blocks
+    # without a producer warpgroup (thread 0 of the first consumer copies while taking turns).
+    (200, 200, 320, "f8E4M3FN", "bf16", 1, 128, "pturns=off"),
+    (300, 130, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma bm=128 ws=0 pturns=on"),
 ]
 
 
@@ -141,6 +145,59 @@ def test_overlapped_steps_the_rule_cannot_run_are_refused(knobs: str, message: s
     text = block_scaled_matmul(256, 256, 512)
     with pytest.raises(DiagnosticException, match=re.escape(message)):
         lower(text, f"fuse,tile{{{knobs}}}")
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+@pytest.mark.parametrize("knobs", ["", "pturns=off"], ids=["turns", "no_turns"])
+def test_consumer_warpgroups_take_turns_to_issue_promoted_steps(knobs: str, tmp_path) -> None:
+    """4096³ block scales: by default each step's group of four QGMMAs is issued between a
+    wait at the warpgroup's turn barrier (`BAR.SYNC` of both consumers' 256 threads) and an
+    arrival at the other's (`BAR.ARV`), before the wait for the group; `pturns=off` has
+    neither."""
+    code = sass(block_scaled_matmul(4096, 4096, 4096), f"fuse,tile{{{knobs}}},to-cuda", tmp_path)
+    groups = turns = 0
+    waited = False
+    for line in code.splitlines():
+        if re.search(r"\bBAR\.SYNC\.DEFER_BLOCKING R\d+, 0x100\b", line):
+            waited = True
+        elif "QGMMA" in line and "gsb0" in line:
+            groups += 1
+            last_group = waited
+        elif re.search(r"\bBAR\.ARV R\d+, 0x100\b", line) and waited:
+            turns += last_group
+            waited = False
+    assert groups >= 4
+    assert turns == (groups if not knobs else 0)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_a_tiles_first_scales_are_read_by_the_tile_before(tmp_path) -> None:
+    """4096³ on a persistent grid: the first two K steps' block scales of each tile are read
+    by the last steps of the tile before (the block's first tile's ahead of its walk), so a
+    tile loads none between its first turn and its first QGMMA; the last steps load the next
+    tile's scales among their QGMMAs."""
+    code = sass(block_scaled_matmul(4096, 4096, 4096), "fuse,tile,to-cuda", tmp_path).splitlines()
+    start = next(i for i, line in enumerate(code) if re.search(r"BAR\.SYNC\S* R\d+, 0x100", line))
+    first = next(i for i in range(start, len(code)) if "QGMMA" in code[i])
+    assert not [line for line in code[start:first] if "LDG" in line]
+    assert any("LDG" in line for line in code[:start])  # the block's first tile's
+
+
+def test_turns_need_two_consumer_warpgroups_that_promote() -> None:
+    """On by default where 128-row blocks promote; refused by name on 64-row blocks and
+    without promoted steps (per-tensor scales to bf16 sum all of K in the tensor cores)."""
+    blocks = block_scaled_matmul(1024, 1024, 512)
+    plan = str(lower(blocks, "fuse,tile")[1])
+    assert re.search(r'#tile.plan<wgmma, bm = 128, .*promote = "on",.* pturns = "on"', plan)
+    plain = str(lower(scaled_matmul(1024, 1024, 512), "fuse,tile{mma=wgmma bm=128}")[1])
+    assert re.search(r'#tile.plan<wgmma, bm = 128, .*promote = "off",.* pturns = "off"', plain)
+    for text, knobs, got in (
+        (blocks, "bm=64", "promote=on bm=64"),
+        (scaled_matmul(1024, 1024, 512), "bm=128", "promote=off bm=128"),
+    ):
+        message = f"(pturns=on) with promote=on and bm=128; got {got}"
+        with pytest.raises(DiagnosticException, match=re.escape(message)):
+            lower(text, f"fuse,tile{{mma=wgmma pturns=on {knobs}}}")
 
 
 def test_overlapped_steps_take_blocks_of_at_most_128_columns() -> None:

@@ -59,6 +59,7 @@ class Knobs:
     fastmath: str = "auto"
     promote: str = "auto"
     poverlap: str = "auto"
+    pturns: str = "auto"
     swap: str = "auto"
     pairswap: int = 1
     dual: str = "auto"
@@ -235,6 +236,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("fastmath", one_of("auto", "off", "on")),
     Knob("promote", one_of("auto", "on", "off")),
     Knob("poverlap", one_of("auto", "on", "off")),
+    Knob("pturns", one_of("auto", "on", "off")),
     Knob("swap", one_of("auto", "on", "off")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),

@@ -133,6 +133,11 @@ class WgmmaTiles:
     and each step's wgmmas are issued before the last step's products are added, so the
     tensor cores run a step while the CUDA cores add (`OVERLAPPED_WIDEST`); off: a step is
     issued once the last one's products are added."""
+    pturns: str = "off"
+    """on (with promote on, two consumer warpgroups): the consumer warpgroups take turns to
+    issue their K steps' wgmmas (a named barrier each), so that the tensor cores run one's
+    step while the other adds its products; off: both issue each step as soon as its slot
+    is full, and wait and add in step with each other."""
 
     @property
     def tile_n(self) -> int:
@@ -749,6 +754,11 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
             f"overlaps promoted K steps (poverlap=on) with promote=on, bn up to "
             f"{OVERLAPPED_WIDEST} (bn/2 accumulators and two sets of bn/2 products a thread) "
             f"and, without a producer warpgroup (ws=0), stages of at least 3; got {why}"
+        )
+    if t.pturns == "on" and (t.promote != "on" or t.consumers != 2):
+        return _fail(
+            f"takes turns between two consumer warpgroups' promoted K steps (pturns=on) with "
+            f"promote=on and bm=128; got promote={t.promote} bm={bm}"
         )
     if t.shared_bytes > target.dynamic_shared:
         store = f" store={t.store} ({t.staging_bytes} of them staging)" if t.staging_bytes else ""
