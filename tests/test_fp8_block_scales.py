@@ -170,19 +170,6 @@ def test_consumer_warpgroups_take_turns_to_issue_promoted_steps(knobs: str, tmp_
     assert turns == (groups if not knobs else 0)
 
 
-@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
-def test_a_tiles_first_scales_are_read_by_the_tile_before(tmp_path) -> None:
-    """4096³ on a persistent grid: the first two K steps' block scales of each tile are read
-    by the last steps of the tile before (the block's first tile's ahead of its walk), so a
-    tile loads none between its first turn and its first QGMMA; the last steps load the next
-    tile's scales among their QGMMAs."""
-    code = sass(block_scaled_matmul(4096, 4096, 4096), "fuse,tile,to-cuda", tmp_path).splitlines()
-    start = next(i for i, line in enumerate(code) if re.search(r"BAR\.SYNC\S* R\d+, 0x100", line))
-    first = next(i for i in range(start, len(code)) if "QGMMA" in code[i])
-    assert not [line for line in code[start:first] if "LDG" in line]
-    assert any("LDG" in line for line in code[:start])  # the block's first tile's
-
-
 def test_turns_need_two_consumer_warpgroups_that_promote() -> None:
     """On by default where 128-row blocks promote; refused by name on 64-row blocks and
     without promoted steps (per-tensor scales to bf16 sum all of K in the tensor cores)."""

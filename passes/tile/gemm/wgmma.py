@@ -46,7 +46,6 @@ its loads of other buffers one chunk ahead (`epilogue_prefetch.py`).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from functools import partial
 from contextlib import contextmanager
 from dataclasses import replace
 from math import prod
@@ -457,14 +456,6 @@ class _WgmmaEmitter:
         computes)."""
         self.ring_steps: SSAValue | int = self.steps
         """The ring steps of the block's walk (all its tiles' K steps)."""
-        self.next_tile: SSAValue | None = None
-        """With `persistent`: the index of the block's next tile in the walk (`_tiles`)."""
-        self.prefetched: SSAValue | None = None
-        """Block scales read across tiles (`_scales_cross_tiles`): the next tile's first two
-        K steps' scales, read by the last steps of this one."""
-        self.following_tile: tuple[list[SSAValue], SSAValue] | None = None
-        """While a K loop reads scales across tiles: the thread's two rows of A's scales and
-        the first column of B's in the block's next tile."""
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
@@ -588,10 +579,6 @@ class _WgmmaEmitter:
         """Sets the block's tile from its column and row of tiles in launch order (a pair of
         rows or columns with `multicast`, of which the block's rank takes one) and its batch
         index."""
-        self._origin([*self._paired(n, m), batch])
-
-    def _paired(self, n: SSAValue, m: SSAValue) -> list[SSAValue]:
-        """The block's column and row of tiles from those of its pair (`_unit_origin`)."""
         em, t = self.em, self.t
         if t.sharers > 1:
             assert self.rank is not None
@@ -599,21 +586,7 @@ class _WgmmaEmitter:
             m = em.add(em.mul(m, t.sharers), self.rank)  # type: ignore[arg-type]
         if t.column_pairs > 1:
             n = em.add(em.mul(n, t.sharers), self.rank)  # type: ignore[arg-type]
-        return [n, m]
-
-    def _next_corner(self) -> tuple[SSAValue, SSAValue]:
-        """The first column and row of the block's next tile in a persistent walk (`_tiles`),
-        clamped into the output: where the last tile's K loop reads the next one's first
-        block scales."""
-        em, t = self.em, self.t
-        assert self.next_tile is not None
-        per_batch = self.n_units * self.m_units
-        n, m = self._paired(*self._grouped(em.rem(self.next_tile, per_batch)))
-        last_n, last_m = em.index(self.n - 1), em.index(self.m - 1)
-        return (
-            em.value(arith.MinSIOp(em.mul(n, t.tile_n), last_n)),
-            em.value(arith.MinSIOp(em.mul(m, t.bm), last_m)),
-        )
+        self._origin([n, m, batch])
 
     def _grouped(self, linear: SSAValue) -> list[SSAValue]:
         """Returns the (n, m) coordinates of the `linear`-th tile of a batch in launch order
@@ -634,11 +607,10 @@ class _WgmmaEmitter:
         ]
 
     @contextmanager
-    def _tiles(self, before: Callable[[], None] | None = None) -> Iterator[SSAValue | int]:
+    def _tiles(self) -> Iterator[SSAValue | int]:
         """Runs the body once per tile of this block (with `persistent`, tiles blockIdx.x, +
         gridDim.x, ...) and yields the ring step of the tile's first K step: ring steps count
-        on across tiles, so the ring's slots and phases carry over. With `persistent`,
-        `before` runs ahead of the walk, `next_tile` its first tile."""
+        on across tiles, so the ring's slots and phases carry over."""
         em, t = self.em, self.t
         if not t.persistent:
             yield 0
@@ -652,13 +624,9 @@ class _WgmmaEmitter:
             block = em.div(block, t.sharers)
         mine = em.div(em.add(em.value(arith.SubiOp(em.index(tiles), block)), blocks - 1), blocks)
         self.ring_steps = em.mul(mine, self.steps)
-        if before is not None:
-            self.next_tile = block
-            before()
         with em.for_loop(0, mine, 1) as (turn, _, _):
             index = em.add(block, em.mul(turn, blocks))
             self._unit_origin(*self._grouped(em.rem(index, per_batch)), em.div(index, per_batch))
-            self.next_tile = em.add(index, blocks)
             yield em.mul(turn, self.steps)
             em.op(scf.YieldOp())
 
@@ -732,11 +700,6 @@ class _WgmmaEmitter:
         epilogue; once per tile of the block."""
         em, t = self.em, self.t
         acc = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
-        before = None
-        if self._scales_cross_tiles():
-            buffer = tile.memref_in([2 * self._scales_per_step()], f32, tile.REGISTERS)
-            self.prefetched = em.value(tile.AllocOp(buffer))
-            before = partial(self._prefetch_first_scales, em.mul(group, tile.WGMMA_M))
         turns = em.index(TURN_BARRIERS)
         self.turn = (em.add(group, TURN_BARRIERS), em.value(arith.SubiOp(em.add(turns, 1), group)))
         if t.pturns == "on":  # the second warpgroup lets the first take the first turn
@@ -746,24 +709,11 @@ class _WgmmaEmitter:
             block = em.value(tile.BlockIdOp("x"))
             self.walk.walk(block, lambda piece: self._consume_piece(acc, group, piece, block))
         else:
-            with self._tiles(before) as first_step:
+            with self._tiles() as first_step:
                 self._consume_piece(acc, group, Piece(em.index(0), first_step, 0, self.steps))
         if t.pturns == "on":  # the first takes the second's last arrival: every phase completes
             with em.when([em.value(arith.CmpiOp(group, em.index(0), "eq"))]):
                 em.op(tile.NamedBarrierOp(turns, WARPGROUP * 2))
-
-    def _prefetch_first_scales(self, row: SSAValue) -> None:
-        """Reads the block scales of the first two K steps of the block's first tile
-        (`next_tile`) into `prefetched`, for consumer rows `row..row+63`: the last steps of each
-        tile read the next one's (`_scales_cross_tiles`)."""
-        em = self.em
-        assert self.prefetched is not None
-        n0, m0 = self._next_corner()
-        rows = self._scale_rows(row, m0)
-        for j, value in enumerate(
-            [*self._step_scales(em.index(0), rows, n0), *self._step_scales(em.index(1), rows, n0)]
-        ):
-            em.op(memref.StoreOp.get(value, self.prefetched, [em.index(j)]))
 
     def _consume_piece(
         self, acc: SSAValue, group: SSAValue, piece: Piece, block: SSAValue | None = None
@@ -926,9 +876,7 @@ class _WgmmaEmitter:
         all of K in them (`promote=off`) left 1.33e-3 relative error and promoted steps 1.26e-4,
         each what torch's `_scaled_mm` gave with and without `use_fast_accum` in the same run
         (H200, 2026-12-04). Block scales are read two steps ahead, once the step before theirs
-        is issued: the loads then have a step's wgmmas to arrive in. On a persistent grid the
-        last two steps of a tile read the next tile's first two (`_scales_cross_tiles`), so a
-        tile's first adds do not wait for loads issued as it starts.
+        is issued: the loads then have a step's wgmmas to arrive in.
 
         With `poverlap` the steps alternate between two sets of product registers: once a
         step's wgmmas are done, the next step's are issued into the other set, and this step's
@@ -944,15 +892,7 @@ class _WgmmaEmitter:
         p0, p1 = sets[0], sets[-1]
         rows = self._scale_rows(row) if any(self.scales) else []
         scales = []  # carried: the step's scales, then the next step's
-        self.following_tile = None
-        if rows and self.prefetched is not None:
-            next_n0, next_m0 = self._next_corner()
-            self.following_tile = (self._scale_rows(row, next_m0), next_n0)
-            scales = [
-                em.value(memref.LoadOp.get(self.prefetched, [em.index(j)]))
-                for j in range(2 * self._scales_per_step())
-            ]
-        elif rows:
+        if rows:
             second = em.value(arith.MinSIOp(em.add(first, 1), em.add(self.steps, -1)))
             scales = self._step_scales(em.add(first, 0), rows) + self._step_scales(second, rows)
         shifted = None  # the block starts half-way through one of B's scale blocks
@@ -976,15 +916,11 @@ class _WgmmaEmitter:
             i, carried = em.mul(pairs, 2), list(loop_op.results)
 
             def last_steps(left: int) -> None:
-                """The last two steps (the first issuing the second), or the last one; then
-                the next tile's first scales they read, kept for it."""
+                """The last two steps (the first issuing the second), or the last one."""
                 if left == 2:
-                    ahead = step(em.add(i, 1), p1, None, step(i, p0, p1, carried))
+                    step(em.add(i, 1), p1, None, step(i, p0, p1, carried))
                 else:
-                    ahead = step(i, p0, None, carried)
-                if self.following_tile is not None:
-                    for j, value in enumerate(ahead):
-                        em.op(memref.StoreOp.get(value, self.prefetched, [em.index(j)]))
+                    step(i, p0, None, carried)
 
             if known is not None:
                 last_steps(2 if known % 2 == 0 else 1)
@@ -1022,16 +958,15 @@ class _WgmmaEmitter:
         scales, ahead = scales[:half], scales[half:]  # this step's, the next one's
 
         def issue_next() -> None:
-            """The next step's wgmmas, then the scales of the step after it: loads with a
-            step's wgmmas to arrive in before the adds that read them, which ptxas may place
-            right before that step's wait."""
+            """The next step's wgmmas, then the scales of the step after it (the last step's
+            where there is none): loads with a step's wgmmas to arrive in before the adds
+            that read them, which ptxas may place right before that step's wait."""
             assert following is not None
             self._issue_step(following, em.add(ring_step, 1), row)
             if rows:
-                ahead.extend(self._scales_ahead(step, rows))
+                later = em.value(arith.MinSIOp(em.add(step, 2), em.add(self.steps, -1)))
+                ahead.extend(self._step_scales(later, rows))
 
-        if following is None and rows and self.following_tile is not None:
-            ahead.extend(self._scales_ahead(step, rows))  # the next tile's second step's
         em.op(tile.WgmmaWaitOp(0))
         if overlapped:
             issue_next()
@@ -1045,36 +980,6 @@ class _WgmmaEmitter:
         if following is not None and not overlapped:
             issue_next()
         return ahead
-
-    def _scales_ahead(self, step: SSAValue, rows: list[SSAValue]) -> list[SSAValue]:
-        """The block scales of K step `step` + 2: past the tile's last step, the last step's,
-        or across tiles (`following_tile`) the next tile's step `step` + 2 - steps."""
-        em = self.em
-        later = em.add(step, 2)
-        if self.following_tile is None:
-            return self._step_scales(em.value(arith.MinSIOp(later, em.index(self.steps - 1))), rows)
-        next_rows, next_n0 = self.following_tile
-        wraps = em.value(arith.CmpiOp(later, em.index(self.steps), "sge"))
-
-        def pick(there: SSAValue, here: SSAValue) -> SSAValue:
-            return em.value(arith.SelectOp(wraps, there, here))
-
-        k = pick(em.add(later, -self.steps), later)
-        there = [pick(a, b) for a, b in zip(next_rows, rows)]
-        return self._step_scales(k, there, pick(next_n0, self.n0))
-
-    def _scales_cross_tiles(self) -> bool:
-        """Whether the last steps of a tile read the next tile's first block scales: on a
-        persistent grid walking whole tiles of at least two K steps each."""
-        t = self.t
-        whole = t.persistent and t.streamk == "off" and t.cluster == 1 and self.splits == 1
-        return any(self.scales) and t.promote == "on" and whole and self.steps >= 2
-
-    def _scales_per_step(self) -> int:
-        """The block scales a consumer thread reads per K step (`_step_scales`)."""
-        a_scaled, b_scaled = self.scales
-        a = 2 if a_scaled else 0
-        return a + ((2 if self._straddles(b_scaled[1]) else 1) if b_scaled else 0)
 
     def _issue_step(self, products: SSAValue, ring_step: SSAValue | int, row: SSAValue) -> None:
         """Waits for ring step `ring_step`'s slot to be full and issues its wgmmas into
@@ -1115,34 +1020,28 @@ class _WgmmaEmitter:
         total = em.value(arith.AddfOp(em.value(memref.LoadOp.get(acc, index)), value))
         em.op(memref.StoreOp.get(total, acc, index))
 
-    def _fragment_row(self, row: SSAValue, m0: SSAValue | None = None) -> tuple[SSAValue, SSAValue]:
+    def _fragment_row(self, row: SSAValue) -> tuple[SSAValue, SSAValue]:
         """The first output row of this thread's accumulators in the wgmma D fragment of the
         consumer's rows `row..row+63`, 16·warp + lane/4 (the second is 8 below), and the
         thread's lane."""
         em = self.em
         local = em.rem(self.tid, WARPGROUP)
         lane = em.rem(local, 32)
-        m0 = self.m0 if m0 is None else m0
-        first = em.add(em.add(m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4)))
+        first = em.add(em.add(self.m0, row), em.add(em.mul(em.div(local, 32), 16), em.div(lane, 4)))
         return first, lane
 
-    def _scale_rows(self, row: SSAValue, m0: SSAValue | None = None) -> list[SSAValue]:
-        """The two rows of the output this thread's accumulators hold (in the tile whose
-        first row is `m0`: the block's by default), clamped to the last row: where the block
-        scales of A are read."""
+    def _scale_rows(self, row: SSAValue) -> list[SSAValue]:
+        """The two rows of the output this thread's accumulators hold, clamped to the last
+        row: where the block scales of A are read."""
         em = self.em
-        (first, _), last = self._fragment_row(row, m0), em.index(self.m - 1)
+        (first, _), last = self._fragment_row(row), em.index(self.m - 1)
         return [em.value(arith.MinSIOp(em.add(first, 8 * half), last)) for half in range(2)]
 
-    def _step_scales(
-        self, step: SSAValue, rows: list[SSAValue], n0: SSAValue | None = None
-    ) -> list[SSAValue]:
+    def _step_scales(self, step: SSAValue, rows: list[SSAValue]) -> list[SSAValue]:
         """The block scales of K step `step` (block `step` of 128 along K) for the thread's
         two rows: A's scale of each row, then B's of the block's columns (B's blocks are as wide
-        as the block or wider: one scale; the columns from `n0`, the block's by default),
-        those of the operands that have them."""
+        as the block or wider: one scale), those of the operands that have them."""
         em = self.em
-        n0 = self.n0 if n0 is None else n0
 
         def read(scaled: tuple[SSAValue, ScaleOperand], at: SSAValue) -> SSAValue:
             buffer, scale = scaled
@@ -1154,9 +1053,9 @@ class _WgmmaEmitter:
         a = [read(a_scaled, r) for r in rows] if a_scaled else []
         if not b_scaled:
             return a
-        b = [read(b_scaled, n0)]
+        b = [read(b_scaled, self.n0)]
         if self._straddles(b_scaled[1]):  # and the next block's, clamped to the last column
-            following = em.mul(em.add(em.div(n0, SCALE_BLOCK), 1), SCALE_BLOCK)
+            following = em.mul(em.add(em.div(self.n0, SCALE_BLOCK), 1), SCALE_BLOCK)
             b.append(read(b_scaled, em.value(arith.MinSIOp(following, em.index(self.n - 1)))))
         return a + b
 
