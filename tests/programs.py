@@ -542,6 +542,19 @@ CASES = [
         tile_with("pturns=on streamk=tail"),
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
+    # Promoted steps in halves of 128 columns (bn=256): block scales on persistent blocks
+    # with ragged tiles, per-tensor promoted steps to f32 on a grid of its own.
+    Case(
+        "fp8_wgmma_halves_block_scaled_1000x1032x640",
+        block_scaled_matmul(1000, 1032, 640),
+        tile_with("mma=wgmma bn=256 store=direct sms=8"),
+    ),
+    Case(
+        "fp8_wgmma_halves_f32_3000x1544x512",
+        scaled_matmul(3000, 1544, 512, out="f32"),
+        tile_with("mma=wgmma bn=256 persistent=0"),
+        tolerance=FP8_TENSOR_CORE_TOLERANCE,
+    ),
     # streamk=tail on persistent wgmma blocks: 288 tiles of 128x256 on 132 SMs, one round of
     # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks; fewer tiles
     # than SMs (64 rows: 63 tiles of 64x64, 2016 K steps shared by 132 blocks; 1000 rows: 4 x

@@ -40,6 +40,10 @@ WGMMA_CASES = [
     (300, 520, 512, "f8E4M3FN", "bf16", 1, 128, "poverlap=on sms=4"),
     (129, 128, 640, "f8E5M2", "f32", 128, 128, "mma=wgmma bm=64 poverlap=on"),
     (300, 130, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma ws=0 stages=3 poverlap=on"),
+    # Steps promoted in halves of 128 columns (bn=256, 128 accumulators and 64 products a
+    # thread): both scales by blocks on persistent blocks, ragged tiles, to bf16 without turns.
+    (300, 776, 512, "f8E4M3FN", "f32", 1, 128, "mma=wgmma bn=256 sms=4"),
+    (200, 600, 640, "f8E5M2", "bf16", 128, 128, "mma=wgmma bm=128 bn=256 pturns=off"),
     # `pturns` (on by default where 128-row blocks promote): off, and on 128-row blocks
     # without a producer warpgroup (thread 0 of the first consumer copies while taking turns).
     (200, 200, 320, "f8E4M3FN", "bf16", 1, 128, "pturns=off"),
@@ -215,7 +219,7 @@ def test_block_scales_the_wgmma_rule_does_not_take_run_on_cuda_cores(
     ("knobs", "b_rows", "message"),
     [
         ("mma=wgmma promote=off", 128, "applies block scales per K step (promote=on)"),
-        ("mma=wgmma bn=256", 128, "takes B block scales with bn dividing 128 or 192"),
+        ("mma=wgmma bn=224", 128, "takes B block scales with bn dividing 128, 192 or 256"),
         ("mma=wgmma", 1, "takes B block scales of 128×128 (one per 128 columns and 128 of K)"),
     ],
     ids=["promote_off", "wide_block", "per_column_b"],

@@ -97,6 +97,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     ATOM,
     BK,
     OVERLAPPED_WIDEST,
+    PROMOTED_HALVES,
     PROMOTED_WIDEST,
     SCALED_B_WIDEST,
     scaled_b_width,
@@ -171,8 +172,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         promote = fp8 and (asks or promoted(knobs.promote, c))
         if operands.b_scale and knobs.bn and not scaled_b_width(knobs.bn):
             return _fail(
-                f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST} (a "
-                f"block's columns within two scale blocks), got bn={knobs.bn}"
+                f"takes B block scales with bn dividing {SCALE_BLOCK}, {SCALED_B_WIDEST} or "
+                f"{PROMOTED_HALVES} (a block's columns within two scale blocks), got bn={knobs.bn}"
             )
         widest = (SCALED_B_WIDEST if operands.b_scale else PROMOTED_WIDEST) if promote else 256
         if overlap:
@@ -265,8 +266,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail('applies block scales per K step (promote = "on")')
         if operands.b_scale and not scaled_b_width(plan.bn):
             return _fail(
-                f"takes B block scales with bn dividing {SCALE_BLOCK} or {SCALED_B_WIDEST}, got "
-                f"bn={plan.bn}"
+                f"takes B block scales with bn dividing {SCALE_BLOCK}, {SCALED_B_WIDEST} or "
+                f"{PROMOTED_HALVES}, got bn={plan.bn}"
             )
         if (plan.streamk == "tail") != bool(stream_k_blocks(kernel)[0]):
             return _fail(
@@ -886,7 +887,7 @@ class _WgmmaEmitter:
         one or two steps follow it."""
         em, t = self.em, self.t
         sets = [
-            em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
+            em.value(tile.AllocOp(tile.memref_in([t.bn // 2 // t.halves], f32, tile.REGISTERS)))
             for _ in range(2 if t.poverlap == "on" else 1)
         ]
         p0, p1 = sets[0], sets[-1]
@@ -971,8 +972,12 @@ class _WgmmaEmitter:
         if overlapped:
             issue_next()
         factors = self._step_factors(scales, shifted) if rows else None
+        if t.halves == 2:  # the first half's products added, then the second half issued
+            self._add_products(acc, products, factors)
+            self._issue_step(products, ring_step, row, half=1)
+            em.op(tile.WgmmaWaitOp(0))
         self._release(em.rem(ring_step, t.stages), ring_step)
-        self._add_products(acc, products, factors)
+        self._add_products(acc, products, factors, half=t.halves - 1)
         if not t.ws:  # the step stages - 1 ahead, into the slot released a step ago
             copied = em.add(ring_step, t.stages - 1)
             with em.when([self.first, em.less(copied, self.steps)]):
@@ -981,35 +986,48 @@ class _WgmmaEmitter:
             issue_next()
         return ahead
 
-    def _issue_step(self, products: SSAValue, ring_step: SSAValue | int, row: SSAValue) -> None:
+    def _issue_step(
+        self, products: SSAValue, ring_step: SSAValue | int, row: SSAValue, half: int = 0
+    ) -> None:
         """Waits for ring step `ring_step`'s slot to be full and issues its wgmmas into
         `products` (the first overwriting them) as one committed group; with `pturns`, in
-        the warpgroup's turn, then passes the turn to the other."""
+        the warpgroup's turn, then passes the turn to the other. Where steps are promoted in
+        halves (`WgmmaTiles.halves`), the wgmmas of half `half` of the block's columns (the
+        second's slot is full already)."""
         em, t = self.em, self.t
         ring_step = em.add(ring_step, 0)
         slot = em.rem(ring_step, t.stages)
-        parity = em.ring_parity(ring_step, t.stages, flip=False)
-        em.op(tile.MbarrierWaitOp(self.full, slot, parity))
+        if not half:
+            parity = em.ring_parity(ring_step, t.stages, flip=False)
+            em.op(tile.MbarrierWaitOp(self.full, slot, parity))
         mine, theirs = self.turn
         if t.pturns == "on":
             em.op(tile.NamedBarrierOp(mine, WARPGROUP * 2))
         em.op(tile.WgmmaFenceOp())
+        width = t.bn // t.halves
         for kk in range(0, self.bk, tile.wgmma_k(self.element)):
-            self._wgmma(products, slot, row, kk, overwrite=kk == 0)
+            self._wgmma(products, slot, row, kk, overwrite=kk == 0, columns=(half * width, width))
         em.op(tile.WgmmaCommitOp())
         if t.pturns == "on":
             em.op(tile.NamedBarrierOp(theirs, WARPGROUP * 2, arrive=True))
 
     def _add_products(
-        self, acc: SSAValue, products: SSAValue, factors: list[list[SSAValue]] | None = None
+        self,
+        acc: SSAValue,
+        products: SSAValue,
+        factors: list[list[SSAValue]] | None = None,
+        half: int = 0,
     ) -> None:
         """acc[r] += products[r] for each of the thread's accumulators, times the factor of
         its 8-column chunk and row where given (`factors`, `_step_factors`: by chunk, rows 0-7
-        and 8-15 of the thread's fragment)."""
-        em = self.em
-        for r in range(self.t.bn // 2):
+        and 8-15 of the thread's fragment); where steps are promoted in halves, for the
+        accumulators of half `half` of the block's columns."""
+        em, t = self.em, self.t
+        per_half = t.bn // 2 // t.halves
+        for p in range(per_half):
+            r = half * per_half + p
             index = [em.index(r)]
-            product = em.value(memref.LoadOp.get(products, index))
+            product = em.value(memref.LoadOp.get(products, [em.index(p)]))
             if factors:  # accumulator r is in chunk r // 4, in row half (r % 4) // 2
                 product = em.value(arith.MulfOp(product, factors[r // 4][(r % 4) // 2]))
             self._accumulate(acc, index, product)
@@ -1071,7 +1089,8 @@ class _WgmmaEmitter:
         from a step's block scales (`_step_scales`): A's scale of the row times B's of the
         chunk's columns. Where a block straddles two of B's scale blocks, its first 64 columns
         take the first, its last 64 the second, and the 64 between the first where the block
-        starts on a scale block, else the second (`shifted`: the block starts half-way)."""
+        starts on a scale block, else the second (`shifted`: the block starts half-way); a
+        block promoted in halves starts on a scale block, each half taking one."""
         em = self.em
         chunks = self.t.bn // 8
         a, b = (scales[:2], scales[2:]) if self.scales[0] else ([], scales)
@@ -1083,8 +1102,10 @@ class _WgmmaEmitter:
             return [a] * chunks
         if len(b) == 1:
             return [pair(b[0])] * chunks
-        assert shifted is not None and chunks == 24
         first, second = pair(b[0]), pair(b[1])
+        if chunks == 2 * SCALE_BLOCK // 8:  # promoted in halves: each half one scale block
+            return [first] * (chunks // 2) + [second] * (chunks // 2)
+        assert shifted is not None and chunks == 24
         middle = [em.value(arith.SelectOp(shifted, s, f)) for f, s in zip(first, second)]
         return [first] * 8 + [middle] * 8 + [second] * 8
 
@@ -1133,11 +1154,14 @@ class _WgmmaEmitter:
         a_smem: SSAValue | None = None,
         b_smem: SSAValue | None = None,
         overwrite: bool = False,
+        columns: tuple[int, int] | None = None,
     ) -> None:
         """One m64nBNk16 (TF32: k8, 8-bit floats: k32) product of the slot's A rows
         `row..row+63` and K columns `kk..`, of the ring's tiles or of `a_smem` and `b_smem`
-        (the split's small tiles), added to `acc` or (`overwrite`) replacing it."""
+        (the split's small tiles), added to `acc` or (`overwrite`) replacing it; with
+        `columns` (first, width), of those of the block's columns only (K-major B)."""
         em, t = self.em, self.t
+        first, width = columns or (0, t.bn)
         a_smem, b_smem = a_smem or self.a_smem, b_smem or self.b_smem
         zero, k = em.index(0), em.index(kk)
         mn_major = self.mn_major and not self.split  # the split's B tiles are K-major
@@ -1145,7 +1169,7 @@ class _WgmmaEmitter:
             b_index = [slot, zero, k, zero]
             b_lbo = BK * BK * 2  # next 64-column chunk of N
         else:
-            b_index = [slot, zero, k]
+            b_index = [slot, em.index(first), k]
             b_lbo = 16  # unused for K-major swizzled layouts ("assumed 1")
         em.op(
             tile.WgmmaOp(
@@ -1154,7 +1178,7 @@ class _WgmmaEmitter:
                 [slot, row, k],
                 b_smem,
                 b_index,
-                t.bn,
+                width,
                 a_sbo=ATOM,
                 b_lbo=b_lbo,
                 b_sbo=ATOM,

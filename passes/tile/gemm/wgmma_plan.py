@@ -140,6 +140,11 @@ class WgmmaTiles:
     is full, and wait and add in step with each other."""
 
     @property
+    def halves(self) -> int:
+        """The parts each promoted K step's products are issued and added in (`PROMOTED_HALVES`)."""
+        return 2 if self.promote == "on" and self.bn == PROMOTED_HALVES else 1
+
+    @property
     def tile_n(self) -> int:
         """Output columns per block."""
         return self.bn // 2 if self.dual == "on" else self.bn
@@ -529,14 +534,20 @@ OVERLAPPED_WIDEST = 128
 sets of bn/2 products a thread, 192 registers at 128 columns."""
 
 SCALED_B_WIDEST = 192
-"""The widest block with B block scales (one per 128 columns and K step): 192 columns, whose
-blocks start on a scale block or half-way through one, and so read two scales a K step."""
+"""The widest block with B block scales (one per 128 columns and K step) whose products are
+promoted whole: 192 columns, whose blocks start on a scale block or half-way through one, and
+so read two scales a K step."""
+
+PROMOTED_HALVES = 256
+"""The block width whose promoted K steps run in two halves of 128 columns, each half's
+products (64 registers a thread) added before the next half is issued into them: 128
+accumulators and 64 products a thread. Its blocks start on a B scale block and take two."""
 
 
 def scaled_b_width(bn: int) -> bool:
     """Whether blocks `bn` columns wide take B block scales (`SCALED_B_WIDEST`): those within
-    one scale block (bn dividing 128), and 192-wide ones."""
-    return SCALE_BLOCK % bn == 0 or bn == SCALED_B_WIDEST
+    one scale block (bn dividing 128), 192-wide ones and those promoted in halves."""
+    return SCALE_BLOCK % bn == 0 or bn in (SCALED_B_WIDEST, PROMOTED_HALVES)
 
 
 PROMOTED_EFFICIENCY = {(128, 192): 1.0, (128, 128): 0.94}
@@ -743,11 +754,11 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(f"takes evict = {', '.join(EVICT_PLANS)} in a plan, got {t.evict!r}")
     if t.l2promo not in tile.L2_PROMOTIONS:
         return _fail(f"takes l2promo = 0, 64, 128 or 256 in a plan, got {t.l2promo!r}")
-    if t.promote == "on" and bn > PROMOTED_WIDEST:
+    if t.promote == "on" and PROMOTED_WIDEST < bn != PROMOTED_HALVES:
         return _fail(
             f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
-            f"accumulators and bn/2 products of a step), got bn={bn}; promote=off sums all of K "
-            "in the tensor cores"
+            f"accumulators and bn/2 products of a step) or {PROMOTED_HALVES} (promoted in "
+            f"halves), got bn={bn}; promote=off sums all of K in the tensor cores"
         )
     if t.poverlap == "on" and (why := _overlap_refusal(t)):
         return _fail(
