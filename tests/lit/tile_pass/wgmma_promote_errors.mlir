@@ -2,10 +2,10 @@
 // RUN: tinyopt %s -p 'fuse,tile{mma=wgmma}' | filecheck %s --check-prefix=FAST
 // RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma promote=on}' 2>&1 | filecheck %s --check-prefix=BF16
 
-// An FP8 GEMM whose K steps are promoted to f32 has blocks of at most 192 columns, or 256
-// promoted in halves: bn=224 with promote=on is refused with the reason. To a bf16 output the default sums all of K in the
+// An FP8 GEMM whose K steps are promoted to f32 has blocks of whole 64-column chunks, at most
+// 192 columns or 256 promoted in halves: bn=224 with promote=on is refused with the reason. To a bf16 output the default sums all of K in the
 // tensor cores (promote off); to an f32 output it promotes.
-// WIDE: tile: mma=wgmma with promote=on takes bn up to 192 (a thread holds bn/2 accumulators and bn/2 products of a step) or 256 (promoted in halves), got bn=224; promote=off sums all of K in the tensor cores
+// WIDE: tile: mma=wgmma runs blocks of a width off 64-column chunks (bn=224) as a plain GEMM of one product to each block (no dual GEMM, cluster split, stream-K or promoted FP8 steps); got promote=on
 // FAST: tile.kernel @scaled_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "off", {{.*}}>
 // FAST: tile.kernel @plain_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "off", {{.*}}>
 // FAST: tile.kernel @wide_0 {{.*}}#tile.plan<wgmma, {{.*}} promote = "on", {{.*}}>
