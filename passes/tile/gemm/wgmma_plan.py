@@ -754,12 +754,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail(f"takes evict = {', '.join(EVICT_PLANS)} in a plan, got {t.evict!r}")
     if t.l2promo not in tile.L2_PROMOTIONS:
         return _fail(f"takes l2promo = 0, 64, 128 or 256 in a plan, got {t.l2promo!r}")
-    if t.promote == "on" and PROMOTED_WIDEST < bn != PROMOTED_HALVES:
-        return _fail(
-            f"with promote=on takes bn up to {PROMOTED_WIDEST} (a thread holds bn/2 "
-            f"accumulators and bn/2 products of a step) or {PROMOTED_HALVES} (promoted in "
-            f"halves), got bn={bn}; promote=off sums all of K in the tensor cores"
-        )
+    # Promoted steps take bn up to PROMOTED_WIDEST, or PROMOTED_HALVES in halves: the widths
+    # between are off 64-column chunks, which `_ragged_width_refusal` refuses with promote=on.
     if t.poverlap == "on" and (why := _overlap_refusal(t)):
         return _fail(
             f"overlaps promoted K steps (poverlap=on) with promote=on, bn up to "
