@@ -11,7 +11,7 @@ import pytest
 from conftest import requires_gpu
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu
-from programs import block_scaled_matmul, scaled_matmul
+from programs import block_scaled_matmul, scaled_matmul, tile_with
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -172,6 +172,20 @@ def test_consumer_warpgroups_take_turns_to_issue_promoted_steps(knobs: str, tmp_
             waited = False
     assert groups >= 4
     assert turns == (groups if not knobs else 0)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_steps_promoted_in_halves_issue_128_columns_at_a_time(tmp_path) -> None:
+    """bn=256 at 4096³: every QGMMA is 64x128x32 (a half of the block's columns), each half its
+    own group waited for before its products are added (two waits a step), and the 128
+    accumulators and 64 products fit without local memory."""
+    code = sass(
+        block_scaled_matmul(4096, 4096, 4096), tile_with("mma=wgmma bn=256 store=direct"), tmp_path
+    )
+    assert set(re.findall(r"\bQGMMA\.\w+", code)) == {"QGMMA.64x128x32"}
+    groups = len(re.findall(r"\bQGMMA\.[^;]*gsb0", code))
+    assert groups % 2 == 0 and groups >= 4
+    assert not LOCAL_MEMORY.search(code)
 
 
 def test_turns_need_two_consumer_warpgroups_that_promote() -> None:
