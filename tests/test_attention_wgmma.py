@@ -189,6 +189,7 @@ def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant
         (attention(1, 3, 300, 96, "bf16", causal=True), "sms=2 aoverlap=off"),
         (attention(1, 3, 300, 192, "bf16", causal=True), "sms=4 apingpong=off"),
         (attention(1, 4, 400, 64, "bf16", causal=True, kv_heads=2), "sms=3 akeys=192"),
+        (attention(1, 4, 300, 64, "bf16", causal=True, kv_heads=2), "sms=3 aqslots=1"),
     ],
     ids=[
         "d64-causal-gqa",
@@ -196,11 +197,13 @@ def test_wgmma_attention_without_overlap_matches_float64_on_cpu(variant: Variant
         "d96-causal-no-overlap",
         "d192-causal-no-pingpong",
         "d64-causal-192-keys",
+        "d64-causal-one-q-slot",
     ],
 )
 def test_persistent_blocks_walk_several_items_on_cpu(text: str, knobs: str) -> None:
     """Planned for 2-4 SMs, each block takes 2-4 (query tile, head) items of different key
-    tile counts (causal): the K/V rings, the Q barriers and the warpgroups' turns carry on
+    tile counts (causal): the K/V rings, the Q slots and their barriers (two slots by
+    default, item k in slot k % 2; one with `aqslots=1`) and the warpgroups' turns carry on
     from one item to the next."""
     pipeline = f"decompose,fuse,flash-attention,tile{{attn=wgmma {knobs}}},to-cuda"
     lowered = lower(text, pipeline)
@@ -740,3 +743,19 @@ def test_auto_falls_back_to_mma_sync_where_tma_cannot_copy() -> None:
     sources = [op.source.data for op in module.ops if isinstance(op, tile.CudaKernelOp)]
     assert any("tinyopt_mma_" in s for s in sources)
     assert not any("tinyopt_wgmma" in s for s in sources)
+
+
+def test_two_q_slots_where_they_fit() -> None:
+    """`aqslots=auto` gives a persistent grid two Q slots where they fit in shared memory (D
+    128: 64 + 128 KiB of K/V rings), one where they do not (D 256: 128 + 128 KiB) and one to a
+    block per item; `aqslots=2` that does not fit is refused by name."""
+    pipeline = "decompose,fuse,flash-attention,tile{attn=wgmma %s}"
+
+    def q_slots(d: int, knobs: str = "") -> int:
+        planned = str(lower(attention(1, 2, 300, d, "bf16"), pipeline % knobs)[1])
+        return int(re.search(r"q_slots = (\d)", planned)[1])
+
+    assert (q_slots(128), q_slots(256), q_slots(128, "persistent=0")) == (2, 1, 1)
+    message = "aqslots=2 at head dims 256/256 with akeys=64 needs 262144 bytes of shared memory"
+    with pytest.raises(DiagnosticException, match=re.escape(message)):
+        lower(attention(1, 2, 300, 256, "bf16"), pipeline % "aqslots=2")

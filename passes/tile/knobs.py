@@ -51,6 +51,7 @@ class Knobs:
     afma: int = AUTO
     aconsumers: int = AUTO
     atail: str = "auto"
+    aqslots: int = AUTO
     kwarps: int = AUTO
     copy: str = "auto"
     swizzle: int = 0
@@ -208,6 +209,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("afma", one_of(AUTO, 1, 2, 3, 4, words="0 (auto: none), 1, 2, 3 or 4")),
     Knob("aconsumers", one_of(AUTO, 2, 3, words="0 (auto: 2), 2 or 3")),
     Knob("atail", one_of("auto", "on", "off")),
+    Knob("aqslots", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob("kwarps", powers(1, 32)),
     Knob("split", one_of(AUTO, 1, 2, words="0 (auto), 1 or 2")),
     Knob("pairswap", one_of(0, 1, words="0 or 1")),

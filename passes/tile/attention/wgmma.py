@@ -94,9 +94,11 @@ def _held(keys: int, head_v: int) -> int:
     return keys // 2 + keys // 4 + head_v // 2
 
 
-def _shared_bytes(keys: int, head_qk: int, head_v: int, bm: int) -> int:
-    """Q's `bm` rows and the two-slot K and V rings, in 64-column chunks of 16-bit elements."""
-    return 2 * BK * (bm * chunks(head_qk) + SLOTS * keys * (chunks(head_qk) + chunks(head_v)))
+def _shared_bytes(keys: int, head_qk: int, head_v: int, bm: int, q_slots: int = 1) -> int:
+    """Q's `bm` rows in each of `q_slots` slots and the two-slot K and V rings, in 64-column
+    chunks of 16-bit elements."""
+    q = q_slots * bm * chunks(head_qk)
+    return 2 * BK * (q + SLOTS * keys * (chunks(head_qk) + chunks(head_v)))
 
 
 def chunks(head_dim: int) -> int:
@@ -236,6 +238,11 @@ class AttentionWgmmaPlan:
     """1 (`atail` auto or on): each consumer warpgroup computes an item's last key tile only
     as wide as the keys of it its rows see (`tail_widths`), where the key count is known when
     compiling; 0: every tile is computed whole, the keys no row sees masked."""
+    q_slots: int = 1
+    """`aqslots`: Q's slots in shared memory. 2 (auto on a persistent grid where they fit):
+    the producer copies the next item's Q, and then its first K/V tiles, while the consumers
+    still run the current item; 1: the next item's copies wait until the consumers release
+    Q after their last S."""
 
     @property
     def bm(self) -> int:
@@ -247,7 +254,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
     """Schedules a flash-attention kernel with f16/bf16 operands on wgmma, fed by TMA."""
 
     name = "attention_wgmma"
-    reads = "attn aoverlap apingpong akeys afma aconsumers atail persistent"
+    reads = "attn aoverlap apingpong akeys afma aconsumers atail aqslots persistent"
     plan_type = AttentionWgmmaPlan
     selector = ("attn", "wgmma")
 
@@ -298,6 +305,15 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             persistent = int(not a.causal or _items(a, bm) <= rounds or short)
         else:
             persistent = int(knobs.persistent)
+        q_slots = knobs.aqslots
+        if not q_slots:  # auto: two where the grid is persistent and they fit
+            two = _shared_bytes(keys, k.cols, v.cols, bm, 2) <= self.target.dynamic_shared
+            q_slots = 2 if persistent and two else 1
+        if (smem := _shared_bytes(keys, k.cols, v.cols, bm, q_slots)) > self.target.dynamic_shared:
+            return _fail(
+                f"aqslots={q_slots} at head dims {k.cols}/{v.cols} with akeys={keys} needs "
+                f"{smem} bytes of shared memory, more than {self.target.dynamic_shared}"
+            )
         return AttentionWgmmaPlan(
             int(a.causal and fits),
             int(overlap),
@@ -307,6 +323,7 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             knobs.afma,
             consumers,
             int(knobs.atail != "off"),
+            q_slots,
         )
 
     def check(self, kernel: loop.KernelOp, a: Attention, plan: AttentionWgmmaPlan) -> str | None:
@@ -326,6 +343,8 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             return f"consumers must be 2 or 3 (3 without pingpong), got {plan.consumers}"
         if plan.tail not in (0, 1):
             return f"tail must be 0 or 1, got {plan.tail}"
+        if plan.q_slots not in (1, 2):
+            return f"q_slots must be 1 or 2, got {plan.q_slots}"
         sides = _tma_sides(a)
         return sides if isinstance(sides, str) else None
 
@@ -522,6 +541,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.heads_first, self.overlap = bool(plan.heads_first), bool(plan.overlap)
         self.pingpong = bool(plan.pingpong)
         self.fma_tiles = fma_tiles(plan.fma, self.bn)
+        self.q_slots = plan.q_slots
         self.items, self.blocks = items, blocks
         """Work items ((query tile, batch index) pairs) and blocks: block b takes items b,
         b + blocks, ..."""
@@ -534,10 +554,10 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         self.tid = em.value(tile.ThreadIdOp("x"))
         element, shared = a.element, tile.SHARED
         bn = self.bn
-        self.q_smem = self.alloc([chunks(self.head_qk), self.bm, BK], element, shared)
+        self.q_smem = self.alloc([self.q_slots, chunks(self.head_qk), self.bm, BK], element, shared)
         self.k_smem = self.alloc([SLOTS, chunks(self.head_qk), bn, BK], element, shared)
         self.v_smem = self.alloc([SLOTS, chunks(self.head_v), bn, BK], element, shared)
-        counts = {"q_full": 1, "q_empty": 1}
+        counts = {"q_full": self.q_slots, "q_empty": self.q_slots}
         counts |= {f"{s}_{kind}": SLOTS for kind in ("full", "empty") for s in "kv"}
         self.bars = bars = {
             name: em.value(tile.AllocOp(tile.memref_in([count], i64, shared)))
@@ -545,8 +565,9 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         }
         first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         with em.if_(first) as (then_block, _, _), em.into(then_block):
-            em.op(tile.MbarrierInitOp(bars["q_full"], em.index(0), 1))
-            em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(0), self.consumer_threads))
+            for s in range(self.q_slots):
+                em.op(tile.MbarrierInitOp(bars["q_full"], em.index(s), 1))
+                em.op(tile.MbarrierInitOp(bars["q_empty"], em.index(s), self.consumer_threads))
             for s in range(SLOTS):
                 for side in ("k", "v"):
                     em.op(tile.MbarrierInitOp(bars[f"{side}_full"], em.index(s), 1))
@@ -630,11 +651,12 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
         elements = 2  # bytes of f16/bf16
         # TMA counts every byte of a box, those it fills past the tensor's end too.
         q_bytes = self.bm * chunks(self.head_qk) * BK * elements
-        zero = em.index(0)
         with self.each_item() as (k, t0):
-            em.op(tile.MbarrierWaitOp(self.bars["q_empty"], zero, em.ring_parity(k, 1, flip=True)))
-            em.op(tile.MbarrierArriveExpectTxOp(self.bars["q_full"], zero, q_bytes))
-            self.copy(self.q_side, self.q0, self.q_smem, [], "q_full")
+            q_slot = em.rem(k, self.q_slots)
+            q_free = em.ring_parity(k, self.q_slots, flip=True)
+            em.op(tile.MbarrierWaitOp(self.bars["q_empty"], q_slot, q_free))
+            em.op(tile.MbarrierArriveExpectTxOp(self.bars["q_full"], q_slot, q_bytes))
+            self.copy(self.q_side, self.q0, self.q_smem, [q_slot], "q_full")
             with em.for_loop(0, self.tiles, 1) as (t, _, _):
                 ring = em.add(t0, t)
                 slot = em.rem(ring, SLOTS)
@@ -690,8 +712,9 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 self.store(f_zero, self.l, 0, h)
             for r in range(self.head_v // 2):
                 self.store(f_zero, self.o, r)
-            q_parity = em.ring_parity(k, 1, flip=False)
-            em.op(tile.MbarrierWaitOp(self.bars["q_full"], zero, q_parity))
+            self.q_slot = em.rem(k, self.q_slots)
+            q_parity = em.ring_parity(k, self.q_slots, flip=False)
+            em.op(tile.MbarrierWaitOp(self.bars["q_full"], self.q_slot, q_parity))
             if self.idle_rows:
                 first_row = em.add(self.q0, self.wg_row)
                 with em.when([em.less(first_row, self.s_q)]):
@@ -737,7 +760,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(tile.MbarrierWaitOp(self.bars["v_full"], slot, parity))
             em.op(tile.MbarrierArriveOp(self.bars["v_empty"], slot))
             em.op(scf.YieldOp())
-        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
+        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], self.q_slot))
 
     def ring(self, t0: SSAValue, t: SSAValue | int) -> tuple[SSAValue, SSAValue]:
         """The K/V ring slot of the item's key tile `t` (the block's tile t0 + t) and the
@@ -821,7 +844,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(scf.YieldOp())
         last = em.value(arith.SubiOp(self.tiles, em.index(1)))
         self.each_last_width(tiles, lambda: step(last), whole=False)
-        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], em.index(0)))
+        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], self.q_slot))
 
     def overlapped_key_loop(self, t0: SSAValue) -> None:
         """FA3's intra-warpgroup overlap: tile t's S = Q·Kᵀ and tile t−1's O += P·V are issued
@@ -843,7 +866,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
             em.op(scf.YieldOp())
         last = em.value(arith.SubiOp(self.tiles, one))
         self.each_last_width(tiles, lambda: self.overlapped_step(t0, last), whole=False)
-        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], zero))
+        em.op(tile.MbarrierArriveOp(self.bars["q_empty"], self.q_slot))
         last_slot, last_parity = self.ring(t0, last)
         self.each_last_width(
             tiles,
@@ -921,7 +944,7 @@ class _WgmmaAttentionEmitter(_AttentionEmitter):
                 tile.WgmmaOp(
                     self.s_acc,
                     self.q_smem,
-                    [chunk, self.wg_row, column],
+                    [self.q_slot, chunk, self.wg_row, column],
                     self.k_smem,
                     [slot, chunk, em.index(0), column],
                     self.bn,

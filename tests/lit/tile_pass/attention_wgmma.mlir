@@ -12,19 +12,20 @@
 // swizzle). persistent=auto: the 4 work items (2
 // query tiles x 2 heads) are walked by min(4, 132 SMs) = 4 blocks, block b taking items b, b +
 // 4, ...; each item's heads come fastest (K and V fit in L2) and its query tiles from the last
-// (longest) one. A producer warpgroup (40 registers) copies each item's Q once Q is free
-// (q_empty) and its K(t), V(t) into two-slot rings guarded by full/empty mbarriers, the rings'
-// slots counted across the block's items; two consumer warpgroups (232 registers) run S =
+// (longest) one. A producer warpgroup (40 registers) copies each item's Q into one of two Q
+// slots (aqslots=auto on a persistent grid: item k's slot k % 2, free once item k - 2
+// released it, q_empty) and its K(t), V(t) into two-slot rings guarded by full/empty
+// mbarriers, the rings' slots counted across the block's items; two consumer warpgroups (232 registers) run S =
 // Q.K^T as D/16 = 4 wgmma m64n192k16 from shared memory, then P.V as 192/16 = 12 wgmma with P
 // packed in registers (wgmma_reg_a, V N-major).
 
 // CHECK:      tile.kernel @attention_2 grid [4, 1, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 192, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 192, 64>, swizzle = 128 : i64}]
-// CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<1x128x64xbf16, 3 : i32>
+// CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<2x1x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x1x192x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x1x192x64xbf16, 3 : i32>
-// CHECK-NEXT:   %[[QFULL:.*]] = tile.alloc : memref<1xi64, 3 : i32>
-// CHECK-NEXT:   %[[QEMPTY:.*]] = tile.alloc : memref<1xi64, 3 : i32>
+// CHECK-NEXT:   %[[QFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
+// CHECK-NEXT:   %[[QEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK-NEXT:   %[[KFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK-NEXT:   %[[VFULL:.*]] = tile.alloc : memref<2xi64, 3 : i32>
 // CHECK-NEXT:   %[[KEMPTY:.*]] = tile.alloc : memref<2xi64, 3 : i32>
@@ -168,11 +169,13 @@
 // CHECK-NEXT:   }
 
 // Planned for 2 SMs, 2 persistent blocks walk the 4 items (item w = block + 2k); with
-// persistent=0, one block per item.
+// persistent=0, one block per item, and one Q slot (no next item to copy ahead).
 // TWO-SMS:      tile.kernel @attention_2 grid [2, 1, 1]
 // TWO-SMS:      %[[TWO:.*]] = arith.constant 2 : index
 // TWO-SMS:      scf.for %{{.*}} = %{{.*}} to %{{.*}} step %[[TWO]] iter_args
 // ONE-BLOCK:    tile.kernel @attention_2 grid [4, 1, 1]
+// ONE-BLOCK-SAME: q_slots = 1>
+// ONE-BLOCK:    tile.alloc dynamic : memref<1x1x128x64xbf16, 3 : i32>
 
 // apingpong=off: no named barriers.
 // SOLO:         tile.setmaxnreg inc 232

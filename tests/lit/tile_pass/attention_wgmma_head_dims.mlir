@@ -5,12 +5,13 @@
 // operand row is two 64-column chunks of 128-byte swizzle, the second half past the head dim
 // (TMA fills zeros there, and its bytes count in the transaction: 128 rows x 128 columns x 2 =
 // 32768). S = Q.K^T takes 96/16 = 6 K steps (none reads the tail), P.V is m64n96 (O is 48
-// registers). D = 256 (@attention_5): K/V tiles of 64 keys, so that Q (64 KiB) and two-slot K and
-// V rings (64 KiB each) fit in shared memory; S is m64n64 over 16 K steps, P.V m64n256 over 4.
+// registers); Q has two slots (aqslots=auto). D = 256 (@attention_5): K/V tiles of 64 keys, so
+// that Q (64 KiB, one slot: a second would not fit) and two-slot K and V rings (64 KiB each)
+// fit in shared memory; S is m64n64 over 16 K steps, P.V m64n256 over 4.
 
 // CHECK:      tile.kernel @attention_2 grid [2, 1, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}]
-// CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<2x128x64xbf16, 3 : i32>
+// CHECK:        %[[Q:.*]] = tile.alloc dynamic : memref<2x2x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K:.*]] = tile.alloc dynamic : memref<2x2x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[V:.*]] = tile.alloc dynamic : memref<2x2x128x64xbf16, 3 : i32>
 // CHECK:        tile.mbarrier_arrive_expect_tx %{{.*}} bytes 32768
@@ -29,7 +30,7 @@
 
 // CHECK:      tile.kernel @attention_5 grid [2, 1, 1] block [384, 1, 1]
 // CHECK-SAME: tile.tensor_maps = [{arg = 0 : i64, box = array<i64: 1, 1, 128, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: 1, 1, 64, 64>, swizzle = 128 : i64}, {arg = 2 : i64, box = array<i64: 1, 1, 64, 64>, swizzle = 128 : i64}]
-// CHECK:        %[[Q5:.*]] = tile.alloc dynamic : memref<4x128x64xbf16, 3 : i32>
+// CHECK:        %[[Q5:.*]] = tile.alloc dynamic : memref<1x4x128x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[K5:.*]] = tile.alloc dynamic : memref<2x4x64x64xbf16, 3 : i32>
 // CHECK-NEXT:   %[[V5:.*]] = tile.alloc dynamic : memref<2x4x64x64xbf16, 3 : i32>
 // CHECK:        %[[O5:.*]] = tile.alloc : memref<128xf32, 5 : i32>
