@@ -457,6 +457,9 @@ class _WgmmaEmitter:
         computes)."""
         self.ring_steps: SSAValue | int = self.steps
         """The ring steps of the block's walk (all its tiles' K steps)."""
+        self.turn: tuple[SSAValue, SSAValue] | None = None
+        """With `pturns`: the hardware barriers of this consumer warpgroup's turn and of the
+        other's (`TURN_BARRIERS`)."""
         self.walk: StreamKWalk | None = None
         """`streamk=tail`: the persistent blocks' walk over whole tiles, then shared ones."""
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
@@ -702,8 +705,9 @@ class _WgmmaEmitter:
         em, t = self.em, self.t
         acc = em.value(tile.AllocOp(tile.memref_in([t.bn // 2], f32, tile.REGISTERS)))
         turns = em.index(TURN_BARRIERS)
-        self.turn = (em.add(group, TURN_BARRIERS), em.value(arith.SubiOp(em.add(turns, 1), group)))
         if t.pturns == "on":  # the second warpgroup lets the first take the first turn
+            theirs = em.value(arith.SubiOp(em.add(turns, 1), group))
+            self.turn = (em.add(group, TURN_BARRIERS), theirs)
             with em.when([em.value(arith.CmpiOp(group, em.index(1), "eq"))]):
                 em.op(tile.NamedBarrierOp(turns, WARPGROUP * 2, arrive=True))
         if self.walk:
@@ -1000,16 +1004,15 @@ class _WgmmaEmitter:
         if not half:
             parity = em.ring_parity(ring_step, t.stages, flip=False)
             em.op(tile.MbarrierWaitOp(self.full, slot, parity))
-        mine, theirs = self.turn
-        if t.pturns == "on":
-            em.op(tile.NamedBarrierOp(mine, WARPGROUP * 2))
+        if self.turn:
+            em.op(tile.NamedBarrierOp(self.turn[0], WARPGROUP * 2))
         em.op(tile.WgmmaFenceOp())
         width = t.bn // t.halves
         for kk in range(0, self.bk, tile.wgmma_k(self.element)):
             self._wgmma(products, slot, row, kk, overwrite=kk == 0, columns=(half * width, width))
         em.op(tile.WgmmaCommitOp())
-        if t.pturns == "on":
-            em.op(tile.NamedBarrierOp(theirs, WARPGROUP * 2, arrive=True))
+        if self.turn:
+            em.op(tile.NamedBarrierOp(self.turn[1], WARPGROUP * 2, arrive=True))
 
     def _add_products(
         self,
