@@ -11,8 +11,9 @@ A block has a producer warpgroup (TMA copies into two-slot K and V rings guarded
 and two (`aconsumers`: or three) consumer warpgroups of 64 query rows each; the score, softmax
 and epilogue are those of the `mma.sync` schedule. Knobs: `aoverlap` (a tile's softmax under
 the previous tile's P·V), `apingpong` (the consumer warpgroups take turns to issue their
-products), `persistent` (blocks walk several (query tile, batch) items), `akeys` (keys per
-tile) and `afma` (some of the exponentials on the FMA units). docs/flash_attention.md
+products), `persistent` (blocks walk several (query tile, batch) items), `aqslots` (two Q
+slots, so the next item's copies run ahead), `akeys` (keys per tile), `afma` (some of the
+exponentials on the FMA units), `aconsumers` and `atail`. docs/flash_attention.md
 (`attn=wgmma`) describes the schedule, its launch order, resources and measured effects.
 """
 
