@@ -44,6 +44,13 @@ WGMMA_CASES = [
     # thread): both scales by blocks on persistent blocks, ragged tiles, to bf16 without turns.
     (300, 776, 512, "f8E4M3FN", "f32", 1, 128, "mma=wgmma bn=256 sms=4"),
     (200, 600, 640, "f8E5M2", "bf16", 128, 128, "mma=wgmma bm=128 bn=256 pturns=off"),
+    # `pscales=pair`: the first step of each pair computes both steps' factors, then reads
+    # the next pair's scales: 3 steps (a pair, then one), 5 on a persistent grid (two pairs,
+    # then one), 4 on 192-column blocks (two B scales a step), 6 on 64-row blocks.
+    (256, 256, 384, "f8E4M3FN", "f32", 1, 128, "mma=wgmma bm=128 pscales=pair"),
+    (300, 520, 640, "f8E4M3FN", "f32", 1, 128, "pscales=pair sms=4"),
+    (140, 776, 512, "f8E4M3FN", "bf16", 128, 128, "mma=wgmma bn=192 sms=3 pscales=pair"),
+    (129, 128, 768, "f8E5M2", "f32", 128, 128, "mma=wgmma bm=64 pscales=pair"),
     # `pturns` (on by default where 128-row blocks promote): off, and on 128-row blocks
     # without a producer warpgroup (thread 0 of the first consumer copies while taking turns).
     (200, 200, 320, "f8E4M3FN", "bf16", 1, 128, "pturns=off"),
@@ -186,6 +193,25 @@ def test_steps_promoted_in_halves_issue_128_columns_at_a_time(tmp_path) -> None:
     groups = len(re.findall(r"\bQGMMA\.[^;]*gsb0", code))
     assert groups % 2 == 0 and groups >= 4
     assert not LOCAL_MEMORY.search(code)
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+@pytest.mark.parametrize(("knobs", "paired"), [("", False), ("pscales=pair", True)])
+def test_scales_are_read_a_pair_of_steps_at_a_time(knobs: str, paired: bool, tmp_path) -> None:
+    """4096³: by default each K step loads the scales of the step two ahead (every step's
+    QGMMA wait is followed by loads before the next); with `pscales=pair` only every other step
+    loads (the next pair's), so the steps between two waits alternate: with loads, without."""
+    lines = sass(block_scaled_matmul(4096, 4096, 4096), tile_with(knobs), tmp_path).splitlines()
+    body = ""  # the K loop's body (a pair of steps): from its head to the branch back to it
+    for end, line in enumerate(lines):
+        back = re.search(r"/\*([0-9a-f]{4})\*/.*\bBRA (0x[0-9a-f]+)", line)
+        if back and int(back[2], 16) < int(back[1], 16) and "QGMMA" in "".join(lines[:end]):
+            head = next(i for i, x in enumerate(lines) if f"/*{int(back[2], 16):04x}*/" in x)
+            body = "\n".join(lines[head:end])
+            if body.count("WARPGROUP.DEPBAR") == 2:
+                break
+    loads = ["LDG" in after for after in body.split("WARPGROUP.DEPBAR")[1:]]
+    assert loads == ([True, False] if paired else [True, True]), loads
 
 
 def test_turns_need_two_consumer_warpgroups_that_promote() -> None:

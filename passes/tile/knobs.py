@@ -61,6 +61,7 @@ class Knobs:
     promote: str = "auto"
     poverlap: str = "auto"
     pturns: str = "auto"
+    pscales: str = "auto"
     swap: str = "auto"
     pairswap: int = 1
     dual: str = "auto"
@@ -239,6 +240,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("promote", one_of("auto", "on", "off")),
     Knob("poverlap", one_of("auto", "on", "off")),
     Knob("pturns", one_of("auto", "on", "off")),
+    Knob("pscales", one_of("auto", "step", "pair")),
     Knob("swap", one_of("auto", "on", "off")),
     Knob("dual", one_of("auto", "on", "off")),
     Knob("streamk", one_of("auto", "on", "tail", "off")),

@@ -129,7 +129,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     name = "wgmma"
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
-    reads += "promote=auto poverlap=auto pturns=auto,off streamk=auto,tail "
+    reads += "promote=auto poverlap=auto pturns=auto,off pscales=auto streamk=auto,tail "
     reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
@@ -167,6 +167,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 "applies block scales per K step (promote=on): promote=off sums all of K in "
                 "the tensor cores"
             )
+        if knobs.pscales == "pair" and not scaled:
+            return _fail("pscales=pair reads the block scales of FP8 operands: here there are none")
         overlap = knobs.poverlap == "on"  # auto: off (it lost where timed: docs/knobs.md)
         asks = bool(scaled) or (overlap and knobs.promote != "off")  # promote=auto: on
         promote = fp8 and (asks or promoted(knobs.promote, c))
@@ -203,6 +205,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             evict=evicted_operands(knobs.evict, t, m, n),
             l2promo=l2_promotion(knobs.l2promo),
             pturns=_turns(knobs.pturns, t),
+            pscales="pair" if knobs.pscales == "pair" else "step",  # auto: step (untimed)
         )
         if why := wgmma_tile_refusal(t, self.target):
             return why
@@ -906,9 +909,9 @@ class _WgmmaEmitter:
         steps = em.add(self.steps if count is None else count, 0)
         known = index_constant(steps)
 
-        def step(i, products, following, carried):
+        def step(i, products, following, carried, kept=None):
             return self._promoted_step(
-                acc, products, following, first_step, row, first, rows, i, carried, shifted
+                acc, products, following, first_step, row, first, rows, i, carried, shifted, kept
             )
 
         with em.when([] if known else [em.less(em.index(0), steps)]):  # a piece may have none
@@ -916,14 +919,14 @@ class _WgmmaEmitter:
             pairs = em.div(em.add(steps, -1), 2)  # those followed by one or two more steps
             with em.for_loop(0, pairs, 1, scales) as (pair, carried, loop_op):
                 i = em.mul(pair, 2)
-                carried = step(i, p0, p1, carried)
-                em.op(scf.YieldOp(*step(em.add(i, 1), p1, p0, carried)))
+                carried, kept = step(i, p0, p1, carried)
+                em.op(scf.YieldOp(*step(em.add(i, 1), p1, p0, carried, kept)[0]))
             i, carried = em.mul(pairs, 2), list(loop_op.results)
 
             def last_steps(left: int) -> None:
                 """The last two steps (the first issuing the second), or the last one."""
                 if left == 2:
-                    step(em.add(i, 1), p1, None, step(i, p0, p1, carried))
+                    step(em.add(i, 1), p1, None, *step(i, p0, p1, carried))
                 else:
                     step(i, p0, None, carried)
 
@@ -950,32 +953,43 @@ class _WgmmaEmitter:
         i: SSAValue,
         scales: list[SSAValue],
         shifted: SSAValue | None,
-    ) -> list[SSAValue]:
+        kept: list[list[SSAValue]] | None = None,
+    ) -> tuple[list[SSAValue], list[list[SSAValue]] | None]:
         """Step `i` of the promoted K loop, its wgmmas issued into `products`: waits for them,
         issues the next step into `following` (None: `i` is the last) before this step's
         adds where the sets differ (`poverlap`), after them where they are one; releases the
         step's slot and adds its products to `acc` times the factors of its block scales
-        (`scales`: this step's, then the next one's); returns the next two steps' scales."""
+        (`scales`: this step's, then the next one's); returns the next two steps' scales.
+
+        With `pscales=pair` the first step of a pair (`kept` None, a step following) also
+        computes the next step's factors, returned with the scales for the second (which
+        takes them as `kept` and loads nothing), and loads the next pair's scales after its
+        adds: a wait for loads (ptxas waits for every load on their scoreboard) then never
+        includes loads issued a step before it, only a pair before."""
         em, t = self.em, self.t
         ring_step, step = em.add(first_step, i), em.add(first, i)
         overlapped = following is not None and following is not products
         half = len(scales) // 2
         scales, ahead = scales[:half], scales[half:]  # this step's, the next one's
+        pairwise = bool(rows) and t.pscales == "pair"
+        lead = pairwise and kept is None and following is not None
 
         def issue_next() -> None:
-            """The next step's wgmmas, then the scales of the step after it (the last step's
-            where there is none): loads with a step's wgmmas to arrive in before the adds
-            that read them, which ptxas may place right before that step's wait."""
+            """The next step's wgmmas, then (`pscales=step`) the scales of the step after it
+            (the last step's where there is none): loads with a step's wgmmas to arrive in
+            before the adds that read them, which ptxas may place right before that step's
+            wait."""
             assert following is not None
             self._issue_step(following, em.add(ring_step, 1), row)
-            if rows:
+            if rows and not pairwise:
                 later = em.value(arith.MinSIOp(em.add(step, 2), em.add(self.steps, -1)))
                 ahead.extend(self._step_scales(later, rows))
 
         em.op(tile.WgmmaWaitOp(0))
         if overlapped:
             issue_next()
-        factors = self._step_factors(scales, shifted) if rows else None
+        factors = kept or (self._step_factors(scales, shifted) if rows else None)
+        following_factors = self._step_factors(ahead, shifted) if lead else None
         if t.halves == 2:  # the first half's products added, then the second half issued
             self._add_products(acc, products, factors)
             self._issue_step(products, ring_step, row, half=1)
@@ -988,7 +1002,18 @@ class _WgmmaEmitter:
                 self._produce(copied, copied)
         if following is not None and not overlapped:
             issue_next()
-        return ahead
+        if lead:  # the next pair's scales, after this pair's factors
+            last = em.add(self.steps, -1)
+            ahead = [
+                value
+                for later in (2, 3)
+                for value in self._step_scales(
+                    em.value(arith.MinSIOp(em.add(step, later), last)), rows
+                )
+            ]
+        elif pairwise and kept is not None:
+            ahead = scales + ahead  # the next pair's, loaded by the first step
+        return ahead, following_factors
 
     def _issue_step(
         self, products: SSAValue, ring_step: SSAValue | int, row: SSAValue, half: int = 0

@@ -138,6 +138,10 @@ class WgmmaTiles:
     issue their K steps' wgmmas (a named barrier each), so that the tensor cores run one's
     step while the other adds its products; off: both issue each step as soon as its slot
     is full, and wait and add in step with each other."""
+    pscales: str = "step"
+    """How the K loop reads FP8 block scales: step: each step those of the step two ahead;
+    pair: the first step of each pair of steps computes both steps' factors, then reads the
+    next pair's scales, so that no wait for scales includes loads issued a step before."""
 
     @property
     def halves(self) -> int:
