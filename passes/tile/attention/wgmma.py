@@ -306,15 +306,14 @@ class AttentionWgmma(Rule[Attention, AttentionWgmmaPlan]):
             persistent = int(not a.causal or _items(a, bm) <= rounds or short)
         else:
             persistent = int(knobs.persistent)
-        q_slots = knobs.aqslots
-        if not q_slots:  # auto: two where the grid is persistent and they fit
-            two = _shared_bytes(keys, k.cols, v.cols, bm, 2) <= self.target.dynamic_shared
-            q_slots = 2 if persistent and two else 1
-        if (smem := _shared_bytes(keys, k.cols, v.cols, bm, q_slots)) > self.target.dynamic_shared:
+        two = _shared_bytes(keys, k.cols, v.cols, bm, 2)  # one slot fits: checked above
+        if knobs.aqslots == 2 and two > self.target.dynamic_shared:
             return _fail(
-                f"aqslots={q_slots} at head dims {k.cols}/{v.cols} with akeys={keys} needs "
-                f"{smem} bytes of shared memory, more than {self.target.dynamic_shared}"
+                f"aqslots=2 at head dims {k.cols}/{v.cols} with akeys={keys} needs {two} bytes "
+                f"of shared memory, more than {self.target.dynamic_shared}"
             )
+        # auto: two where the grid is persistent and they fit
+        q_slots = knobs.aqslots or (2 if persistent and two <= self.target.dynamic_shared else 1)
         return AttentionWgmmaPlan(
             int(a.causal and fits),
             int(overlap),
