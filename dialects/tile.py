@@ -194,10 +194,10 @@ class KernelOp(IRDLOperation):
             assert isinstance(t, MemRefType)
             spec.verify(where, t)
             for use in args[spec.arg].uses:
-                if not isinstance(use.operation, TmaLoadOp):
+                if not isinstance(use.operation, TmaLoadOp | TmaStoreOp):
                     raise VerifyException(
                         f"{where}: argument {spec.arg} is passed as a tensor map, so only "
-                        f"tile.tma_load may use it, not {use.operation.name}"
+                        f"tile.tma_load and tile.tma_store may use it, not {use.operation.name}"
                     )
 
 
@@ -1380,6 +1380,86 @@ class TmaLoadOp(IRDLOperation):
         self.spec()
 
 
+@irdl_op_definition
+class TmaStoreOp(IRDLOperation):
+    """Copies a box of shared memory at `src[indices]` to the tensor-map argument `dst` at
+    `dst[coords]` (`cp.async.bulk.tensor`, shared to global): the map gives the box and how
+    the shared tile is swizzled; elements of the box outside the tensor are not written.
+
+    The copy is asynchronous and reads shared memory after it is issued: the writes it copies
+    must be made visible to it first (`tile.fence_proxy_async` by each writing thread, then a
+    barrier), it belongs to the next `tile.bulk_commit` group of the issuing thread, and the
+    tile may be written again only after a `tile.bulk_wait` with `read` retires that group.
+    """
+
+    name = "tile.tma_store"
+
+    src = operand_def(MemRefType)
+    indices = var_operand_def(IndexType)
+    dst = operand_def(MemRefType)
+    coords = var_operand_def(IndexType)
+
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+    assembly_format = (
+        "$src `[` $indices `]` `->` $dst `[` $coords `]` attr-dict `:` type($src) `->` type($dst)"
+    )
+
+    def __init__(
+        self,
+        src: SSAValue,
+        indices: Sequence[SSAValue],
+        dst: SSAValue,
+        coords: Sequence[SSAValue],
+    ) -> None:
+        super().__init__(operands=[src, indices, dst, coords])
+
+    def verify_(self) -> None:
+        dst = _check_global(self, self.dst, "destination")
+        _check_indices(self, self.coords, dst, "coordinates", "tensor")
+        if len(self.coords) > 5:
+            raise VerifyException("tile.tma_store: tensor maps have at most 5 dimensions")
+        src = self.src.type
+        assert isinstance(src, MemRefType)
+        if src.element_type != dst.element_type:
+            raise VerifyException(
+                f"tile.tma_store: element types differ: {src.element_type} -> {dst.element_type}"
+            )
+        _check_shared_index(self, self.src, self.indices)
+        kernel = _enclosing_kernel(self)
+        if kernel is None or not isinstance(self.dst, BlockArgument):
+            raise VerifyException(
+                "tile.tma_store: the destination must be an argument of a tile.kernel"
+            )
+        if all(spec.arg != self.dst.index for spec in tensor_maps(kernel)):
+            raise VerifyException(
+                f"tile.tma_store: argument {self.dst.index} is not passed as a tensor map "
+                f"(list it in {TENSOR_MAPS})"
+            )
+
+
+@irdl_op_definition
+class BulkCommitOp(IRDLOperation):
+    """Closes this thread's pending `tile.tma_store` copies into one bulk async-group
+    (`cp.async.bulk.commit_group`)."""
+
+    name = "tile.bulk_commit"
+    assembly_format = "attr-dict"
+
+
+@irdl_op_definition
+class BulkWaitOp(IRDLOperation):
+    """Waits until none of this thread's committed bulk async-groups is in flight
+    (`cp.async.bulk.wait_group 0`); with `read`, only until they have read their shared
+    memory (`.read`), which may then be written again."""
+
+    name = "tile.bulk_wait"
+    read = opt_prop_def(UnitAttr)
+    assembly_format = "(`read` $read^)? attr-dict"
+
+    def __init__(self, read: bool) -> None:
+        super().__init__(properties={"read": UnitAttr()} if read else {})
+
+
 CP_ASYNC_BYTES = (4, 8, 16)
 """The sizes one `cp.async` copies (16 bytes bypass L1: `.cg`; 4 and 8 go through it: `.ca`)."""
 
@@ -1818,6 +1898,9 @@ Tile = Dialect(
         FlagSetOp,
         FlagWaitOp,
         TmaLoadOp,
+        TmaStoreOp,
+        BulkCommitOp,
+        BulkWaitOp,
         CpAsyncOp,
         PrefetchL2Op,
         GridDependencyWaitOp,

@@ -11,7 +11,9 @@ What is emulated, and how:
   ranks after the mbarrier) copies it to the same shared-memory offset in each block of the
   cluster the mask names, the issuing block among them or not, and completes the whole box's
   bytes on the mbarrier at the same offset in each (a block outside a cluster is rank 0 of
-  its own); the evict-first forms are the plain ones;
+  its own); the evict-first forms are the plain ones; `tinyopt_tma_store_Nd` copies a box of
+  shared memory (through the swizzle) to the tensor when issued, skipping what lies outside it,
+  so the bulk async-group's commit and waits (dropped PTX) have nothing to do;
 - the 128-byte swizzle is applied where the hardware applies it, to the shared-memory byte
   offset (16-byte chunk XOR 128-byte row within 1024 bytes): TMA writes a swizzled map's box
   so, and `wgmma` reads its operands through it, so the kernels' own reads of swizzled tiles
@@ -293,6 +295,42 @@ static inline void tinyopt_tma_load_5d_multicast(void* dst, const CUtensorMap* m
 #define tinyopt_tma_load_3d_multicast_evict_first tinyopt_tma_load_3d_multicast
 #define tinyopt_tma_load_4d_multicast_evict_first tinyopt_tma_load_4d_multicast
 #define tinyopt_tma_load_5d_multicast_evict_first tinyopt_tma_load_5d_multicast
+// cp.async.bulk.tensor shared -> global: the box at `src` (read through the swizzle where the
+// map has one) to the tensor at `at` (innermost first), the elements outside it not written.
+// The copy is done when issued, so its bulk async-group waits have nothing left to wait for.
+static inline void cpu_tma_store(const CUtensorMap* map, const void* src, const int* at) {
+    long long total = 1, stride[5];
+    for (int d = 0; d < map->rank; ++d) {
+        stride[d] = d ? stride[d - 1] * map->dims[d - 1] : 1;
+        total *= map->box[d];
+    }
+    for (long long i = 0; i < total; ++i) {
+        long long rest = i, offset = 0;
+        bool inside = true;
+        for (int d = 0; d < map->rank; ++d) {
+            long long g = at[d] + rest % map->box[d];
+            rest /= map->box[d];
+            inside = inside && g >= 0 && g < map->dims[d];
+            offset += g * stride[d];
+        }
+        const unsigned char* from = (const unsigned char*)src + i * map->element;
+        if (map->swizzle) from = cpu_swizzled(from);
+        if (inside) memcpy((unsigned char*)map->base + offset * map->element, from, map->element);
+    }
+}
+static inline void tinyopt_tma_store_1d(const CUtensorMap* map, const void* src, int c0) {
+    int at[] = {c0};
+    cpu_tma_store(map, src, at);
+}
+static inline void tinyopt_tma_store_2d(const CUtensorMap* map, const void* src, int c0, int c1) {
+    int at[] = {c0, c1};
+    cpu_tma_store(map, src, at);
+}
+static inline void tinyopt_tma_store_3d(const CUtensorMap* map, const void* src, int c0, int c1,
+                                        int c2) {
+    int at[] = {c0, c1, c2};
+    cpu_tma_store(map, src, at);
+}
 static inline unsigned long long tinyopt_wgmma_desc(const void* start, unsigned lbo, unsigned sbo) {
     unsigned long long address = __cvta_generic_to_shared(start);
     return ((address & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |

@@ -555,6 +555,23 @@ CASES = [
         tile_with("mma=wgmma bn=256 persistent=0"),
         tolerance=FP8_TENSOR_CORE_TOLERANCE,
     ),
+    # The TMA-store epilogue (`store=tma`): a linear with a bias and ragged tiles on persistent
+    # 128x256 blocks; a batch of 3 (3-D boxes) off the tiles; FP8 block scales on 128x128.
+    Case(
+        "bf16_wgmma_tma_store_linear_1000x4104x1000",
+        matmul_plain(1000, 4104, 1000, "bf16", "nk"),
+        tile_with("mma=wgmma store=tma"),
+    ),
+    Case(
+        "bf16_wgmma_tma_store_bmm_3x1000x1000x1000",
+        batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        tile_with("mma=wgmma store=tma"),
+    ),
+    Case(
+        "fp8_wgmma_tma_store_block_scaled_1000x1032x640",
+        block_scaled_matmul(1000, 1032, 640),
+        tile_with("mma=wgmma store=tma sms=8"),
+    ),
     # streamk=tail on persistent wgmma blocks: 288 tiles of 128x256 on 132 SMs, one round of
     # whole tiles, then 156 shared; FP8 with promoted steps on 128x192 blocks; fewer tiles
     # than SMs (64 rows: 63 tiles of 64x64, 2016 K steps shared by 132 blocks; 1000 rows: 4 x

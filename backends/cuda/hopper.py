@@ -193,6 +193,29 @@ def tma_load_helper(rank: int, evict_first: bool = False, multicast: bool = Fals
     )
 
 
+def tma_store_name(rank: int) -> str:
+    """The device function of a `rank`-D `tile.tma_store`."""
+    return f"tinyopt_tma_store_{rank}d"
+
+
+def tma_store_helper(rank: int) -> str:
+    """Returns the device function of a `rank`-D `tile.tma_store` (coordinates innermost
+    first): the box at `src` in shared memory to the map's tensor, in the thread's bulk
+    async-group."""
+    coords = ", ".join(f"int c{i}" for i in range(rank))
+    operands = ", ".join(f"%{i + 1}" for i in range(rank))
+    inputs = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return _lines(
+        f"__device__ __forceinline__ void {tma_store_name(rank)}("
+        f"const CUtensorMap* map, const void* src, {coords}) {{",
+        f'    asm volatile("cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group '
+        f'[%0, {{{operands}}}], [%{rank + 1}];"',
+        f'                 :: "l"(map), {inputs}, "r"({_shared("src")})',
+        '                 : "memory");',
+        "}",
+    )
+
+
 def wgmma_desc_helper() -> str:
     """Returns the device function building a 128B-swizzled wgmma matrix descriptor."""
     return _lines(

@@ -299,6 +299,7 @@ _STATEMENTS: dict[type[Operation], str] = {
     tile.FenceProxyAsyncOp: 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
     tile.FenceMbarrierInitOp: "tinyopt_fence_mbarrier_init();",
     tile.CpAsyncCommitOp: 'asm volatile("cp.async.commit_group;" ::: "memory");',
+    tile.BulkCommitOp: 'asm volatile("cp.async.bulk.commit_group;" ::: "memory");',
     tile.WgmmaFenceOp: 'asm volatile("wgmma.fence.sync.aligned;" ::: "memory");',
     tile.WgmmaCommitOp: 'asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");',
 }
@@ -467,6 +468,7 @@ _HELPER_OPS = (
     | tile.MbarrierArriveExpectTxOp
     | tile.MbarrierWaitOp
     | tile.TmaLoadOp
+    | tile.TmaStoreOp
     | tile.CpAsyncOp
     | tile.VectorLoadOp
     | fmath.Exp2Op
@@ -516,6 +518,8 @@ def _tensor_core_helpers(
         elif isinstance(op, tile.TmaLoadOp):
             evict_first, multicast = op.evict_first is not None, op.cta_mask != 0
             helpers[hopper.tma_load_helper(len(op.coords), evict_first, multicast)] = None
+        elif isinstance(op, tile.TmaStoreOp):
+            helpers[hopper.tma_store_helper(len(op.coords))] = None
         elif isinstance(op, tile.CpAsyncOp):
             helpers[cp_async_helper(op.bytes)] = None
         elif isinstance(op, tile.VectorLoadOp) and _evicts_first(op):
@@ -1080,6 +1084,18 @@ class CudaPrinter(BasePrinter[str]):
         name = hopper.tma_load_name(len(op.coords), op.evict_first is not None, op.cta_mask != 0)
         mask = f"{op.cta_mask}, " if op.cta_mask else ""
         self.line(f"{name}({dst}, &{self.expr(op.src)}, {bar}, {mask}{coords});")
+
+    @print_op.register
+    def _(self, op: tile.TmaStoreOp) -> None:
+        src = f"&{self.element(op.src, op.indices)}"
+        coords = ", ".join(self.expr(c) for c in reversed(op.coords))
+        name = hopper.tma_store_name(len(op.coords))
+        self.line(f"{name}(&{self.expr(op.dst)}, {src}, {coords});")
+
+    @print_op.register
+    def _(self, op: tile.BulkWaitOp) -> None:
+        read = ".read" if op.read is not None else ""
+        self.line(f'asm volatile("cp.async.bulk.wait_group{read} 0;" ::: "memory");')
 
     @print_op.register
     def _(self, op: tile.CpAsyncOp) -> None:

@@ -234,7 +234,7 @@ KNOBS: tuple[Knob, ...] = (
     ),
     Knob("cache", one_of(0, 1, 2, words="0, 1 or 2")),
     Knob("swizzle", one_of(0, 1, words="0 or 1")),
-    Knob("store", one_of("auto", "direct", "smem")),
+    Knob("store", one_of("auto", "direct", "smem", "tma")),
     Knob("persistent", one_of("auto", 0, 1, words="auto, 0 or 1")),
     Knob("fastmath", one_of("auto", "off", "on")),
     Knob("promote", one_of("auto", "on", "off")),

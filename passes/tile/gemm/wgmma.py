@@ -68,6 +68,12 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction, tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
+from tinyopt.passes.tile.gemm.wgmma_tma_store import (
+    TmaEpilogue,
+    output_map,
+    tma_output,
+    tma_store_refusal,
+)
 from tinyopt.passes.tile.gemm.wgmma_stream_k import (
     Piece,
     StreamKWalk,
@@ -128,7 +134,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
 
     name = "wgmma"
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
-    reads += "store=auto,direct persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
+    reads += "store=auto,direct,tma persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
     reads += "promote=auto poverlap=auto pturns=auto,off pscales=auto streamk=auto,tail "
     reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256"
     plan_type = WgmmaTiles
@@ -207,7 +213,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             pturns=_turns(knobs.pturns, t),
             pscales="pair" if knobs.pscales == "pair" else "step",  # auto: step (untimed)
         )
-        if why := wgmma_tile_refusal(t, self.target):
+        if why := wgmma_tile_refusal(t, self.target) or tma_store_refusal(kernel, c, t):
             return why
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
         b_args = kernel.body.block.args[operands.b]
@@ -285,7 +291,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
             if why := multicast_refusal(plan, operands, m, n, bits):
                 return why
-        return _fp8_refusal(c, operands) or wgmma_tile_refusal(plan, self.target)
+        return (
+            _fp8_refusal(c, operands)
+            or wgmma_tile_refusal(plan, self.target)
+            or tma_store_refusal(kernel, c, plan)
+        )
 
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: WgmmaTiles, rewriter: PatternRewriter
@@ -362,9 +372,12 @@ def emit_wgmma_gemm(
     b_box = (*[1] * (b_rank - 2), *((k_rows, bk) if operands.b_mn_major else (b_rows, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE, t.l2promo) for b in operands.bs]
     a_map = tile.TensorMapArg(operands.a, a_box, SWIZZLE, t.l2promo)
-    tile.set_tensor_maps(new, [a_map, *b_maps])
+    output = tma_output(kernel, c) if t.store == "tma" else None
+    out_maps = [output_map(kernel, c)] if output else []
+    tile.set_tensor_maps(new, [a_map, *b_maps, *out_maps])
     args = list(new.body.block.args)
-    _WgmmaEmitter(em, c, t, element, operands, mapping, args, swapped).emit()
+    position = output[1] if output and not isinstance(output, str) else None
+    _WgmmaEmitter(em, c, t, element, operands, mapping, args, swapped, position).emit()
     if t.fastmath == "on":
         for inner in new.walk():
             if isinstance(inner, fmath.ExpOp | arith.DivfOp):
@@ -412,6 +425,7 @@ class _WgmmaEmitter:
         mapping: Mapping,
         args: list[SSAValue],
         swapped: bool = False,
+        output: int | None = None,
     ) -> None:
         self.em, self.c, self.t, self.element = em, c, t, element
         self.mapping = mapping
@@ -468,6 +482,8 @@ class _WgmmaEmitter:
         self.stream_buffers = (args[-2], args[-1]) if t.streamk == "tail" else ()
         """With `streamk=tail`: the partial-sum workspace and the blocks' flags (the last
         buffers)."""
+        self.output = args[output] if output is not None else None
+        """With `store=tma`: the output argument, passed as a tensor map."""
 
     def emit(self) -> None:
         em, c, t = self.em, self.c, self.t
@@ -513,6 +529,9 @@ class _WgmmaEmitter:
         if clustered:  # the block's whole tile, which the cluster's blocks read
             staging = [t.consumers, t.tile_n // STAGE_COLUMNS, tile.WGMMA_M, STAGE_COLUMNS]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
+        elif t.store == "tma":
+            assert self.output is not None
+            self.tma = TmaEpilogue(self, self.output)
         elif t.store == "smem":
             products = [t.products] if t.dual == "on" else []
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
@@ -722,6 +741,8 @@ class _WgmmaEmitter:
         if t.pturns == "on":  # the first takes the second's last arrival: every phase completes
             with em.when([em.value(arith.CmpiOp(group, em.index(0), "eq"))]):
                 em.op(tile.NamedBarrierOp(turns, WARPGROUP * 2))
+        if t.store == "tma":
+            self.tma.finish()
 
     def _consume_piece(
         self, acc: SSAValue, group: SSAValue, piece: Piece, block: SSAValue | None = None
@@ -776,7 +797,7 @@ class _WgmmaEmitter:
         elif self.t.store == "smem":
             self._staged_epilogue(acc, group)
         else:
-            self._epilogue(acc, row)
+            self._epilogue(acc, row, group)
 
     def _consumer_thread(self) -> SSAValue:
         """The thread's index among the consumer warpgroups' threads."""
@@ -1215,10 +1236,17 @@ class _WgmmaEmitter:
             )
         )
 
-    def _epilogue(self, acc: SSAValue, row: SSAValue) -> None:
+    def _epilogue(self, acc: SSAValue, row: SSAValue, group: SSAValue | None = None) -> None:
         """Applies the epilogue to each accumulator from the wgmma D fragment layout: thread
-        t holds rows 16·warp + lane/4 (+8), columns 8j + 2(lane%4) (+1)."""
+        t holds rows 16·warp + lane/4 (+8), columns 8j + 2(lane%4) (+1). With `store=tma`
+        (consumer warpgroup `group`) the epilogue's last op, the output's store, becomes a
+        write to the warpgroup's output tile, which TMA stores (`wgmma_tma_store.py`)."""
         em, t, c = self.em, self.t, self.c
+        tma = self.tma if t.store == "tma" else None
+        ops = c.epilogue[:-1] if tma else c.epilogue
+        if tma:
+            assert group is not None
+            tma.begin(group)
         group_row, lane = self._fragment_row(row)
         pair = em.add(self.n0, em.mul(em.rem(lane, 4), 2))
         width = vector_width(c.epilogue, c.n_iv, 2, 2)
@@ -1242,7 +1270,14 @@ class _WgmmaEmitter:
                             for e in range(j0, j0 + width)
                         ]
                         local_map = dict(self.mapping) | {c.m_iv: m}
-                        LaneEmitter(em, c.n_iv, n, width).emit(c.epilogue, local_map, lanes)
+                        emitter = LaneEmitter(em, c.n_iv, n, width)
+                        emitter.emit(ops, local_map, lanes)
+                        if tma:
+                            stored = c.epilogue[-1].value  # type: ignore[attr-defined]
+                            values = [lane.get(stored, stored) for lane in emitter.lanes]
+                            tma.place(group, half, j, j0, values)  # type: ignore[arg-type]
+        if tma:
+            tma.store(group)  # type: ignore[arg-type]
 
     def _staged_epilogue(self, acc: SSAValue, group: SSAValue) -> None:
         """Applies the epilogue after staging the accumulators in the warpgroup's own f32 tile

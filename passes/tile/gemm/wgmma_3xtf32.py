@@ -241,6 +241,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         refusal = _operand_refusal(c) or wgmma_tile_refusal(plan, self.target)
         if refusal:
             return refusal.replace("mma=wgmma", "mma=3xtf32")
+        if plan.store == "tma":
+            return _fail("stores its f32 outputs direct or staged, not with TMA (store=tma)")
         if plan.persistent or plan.dual != "off" or not plan.ws or plan.bn > WIDEST:
             return _fail(
                 f"does not run persistent blocks, dual GEMMs, without ws or bn over {WIDEST}"

@@ -194,11 +194,14 @@ class WgmmaTiles:
 
     @property
     def staging_bytes(self) -> int:
-        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) of `store=smem`; with
+        """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) of `store=smem`, the
+        16-bit output tiles (64 × bn per consumer) of `store=tma`; with
         `cluster`, the block's whole f32 tile (bm × bn) and the mbarriers' 1024-byte-aligned
         places in dynamic shared memory (`wgmma_cluster.py`)."""
         if self.cluster > 1:
             return self.bm * self.bn * 4 + 2 * ATOM
+        if self.store == "tma":  # each consumer warpgroup's 64 rows of 16-bit outputs
+            return self.consumers * tile.WGMMA_M * self.tile_n * 2
         if self.store != "smem":
             return 0
         return self.products * self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4
@@ -743,8 +746,8 @@ def wgmma_tile_refusal(t: WgmmaTiles, target: Target, bk: int = 0) -> str | None
         return _fail("needs bn = 128 or 256 for a dual GEMM (64 or 128 columns of each product)")
     if bk not in (0, BK):
         return _fail(f"stages K in steps of {BK} (one 128-byte swizzle row), got bk={bk}")
-    if t.store not in ("direct", "smem") or t.fastmath not in ("on", "off"):
-        return _fail("needs store direct or smem and fastmath on or off")
+    if t.store not in ("direct", "smem", "tma") or t.fastmath not in ("on", "off"):
+        return _fail("needs store direct, smem or tma and fastmath on or off")
     if t.streamk not in ("off", "tail") or (t.streamk == "tail" and not t.persistent):
         return _fail("runs streamk=tail (on persistent blocks) or off")
     if t.cluster not in CLUSTER_SPLITS:
