@@ -96,6 +96,9 @@ SWAP_STAGES = 4
 64 A rows with A's big and small tiles is 40 KiB."""
 
 
+TMA_STORE_REFUSAL = "stores its f32 outputs direct or staged, not with TMA (store=tma)"
+
+
 @dataclass(frozen=True)
 class Wgmma3xTf32Tiles(WgmmaTiles):
     """The wgmma GEMM's tiling; each ring slot has a small copy (the ring takes twice the
@@ -141,6 +144,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             return _fail(
                 f"steps aside for streamk={knobs.streamk} (a CUDA-core plan) under mma=auto"
             )
+        if knobs.store == "tma":
+            return _fail(TMA_STORE_REFUSAL)
         if knobs.bn > WIDEST:
             return _fail(
                 f"takes bn up to {WIDEST} (a thread holds bn/2 accumulators and bn/2 products), "
@@ -242,7 +247,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         if refusal:
             return refusal.replace("mma=wgmma", "mma=3xtf32")
         if plan.store == "tma":
-            return _fail("stores its f32 outputs direct or staged, not with TMA (store=tma)")
+            return _fail(TMA_STORE_REFUSAL)
         if plan.persistent or plan.dual != "off" or not plan.ws or plan.bn > WIDEST:
             return _fail(
                 f"does not run persistent blocks, dual GEMMs, without ws or bn over {WIDEST}"

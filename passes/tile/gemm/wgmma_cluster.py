@@ -75,7 +75,7 @@ def clustered_tiles(
         f"{name}={value}"
         for name, value, clash in (
             ("persistent", knobs.persistent, knobs.persistent == 1),
-            ("store", knobs.store, knobs.store == "direct"),
+            ("store", knobs.store, knobs.store in ("direct", "tma")),
             ("streamk", knobs.streamk, knobs.streamk == "tail"),
         )
         if clash
