@@ -19,7 +19,7 @@
 // PAD: error: tile: pad must be a non-negative multiple of 4, got 2
 
 // RUN: not tinyopt %s -p 'fuse,tile{store=shared}' 2>&1 | filecheck %s --check-prefix=STORE
-// STORE: error: tile: store must be one of ('auto', 'direct', 'smem'), got 'shared'
+// STORE: error: tile: store must be one of ('auto', 'direct', 'smem', 'tma'), got 'shared'
 
 // A valid rows knob that does not divide the 6 rows of the softmax kernel.
 // RUN: not tinyopt %s -p 'fuse,tile{rows=4}' 2>&1 | filecheck %s --check-prefix=ROWS
