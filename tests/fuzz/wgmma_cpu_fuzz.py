@@ -1,7 +1,8 @@
 """Random f16/bf16 GEMM programs under random wgmma planning knobs, run on the CPU with the
 wgmma emulation (tests/cpu_wgmma.py) against float64.
 
-    python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v] [--multicast | --ragged]
+    python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v] [--multicast | --ragged |
+        --tma-store]
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
 without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
@@ -43,6 +44,13 @@ fails as a hang; the kernels' IR rejected by its verifier fails too.
 partial) on 64-, 128- or 192-row blocks, with `persistent`, `store=direct`, `stages` and
 `multicast=a|b` (about 3 in 10) among the knobs, and runs each launch's blocks last to first,
 so a store past a block's own columns lands after its neighbour's and shows.
+
+`--tma-store` draws the same programs under `mma=wgmma store=tma` (the TMA-store epilogue,
+`passes/tile/gemm/wgmma_tma_store.py`) with a block shape, `persistent=1`, `ws=0`,
+`streamk=tail`, `multicast=a|b` or `stages` among the knobs, blocks run last to first (but
+under stream-K, whose blocks wait on flags that later blocks set): a box written past M or N,
+or into a neighbour's columns, shows. f32 outputs and rows off 16 bytes
+are refused, as the rule refuses them.
 """
 
 from __future__ import annotations
@@ -616,10 +624,15 @@ def run_case(c: Case, seed: int, reverse: bool = False) -> tuple[str, set[str], 
 
 
 def run(
-    seed: int, count: int, verbose: bool = False, multicast: bool = False, ragged: bool = False
+    seed: int,
+    count: int,
+    verbose: bool = False,
+    multicast: bool = False,
+    ragged: bool = False,
+    tma_store: bool = False,
 ) -> tuple[Counter, Counter, list[str]]:
     """Runs `count` cases of `seed` (`multicast_case`'s with `multicast`, `ragged_case`'s with
-    `ragged`, else `case`'s);
+    `ragged`, `tma_store_case`'s with `tma_store`, else `case`'s);
     returns the outcomes, the paths exercised (by the cases that ran) and the failures'
     reports. With `multicast`, the outcomes also count the multicast kernels of the cases that
     ran ("kernels a" ...: `multicast_tally`) and the refusals by reason ("refused: ...")."""
@@ -627,10 +640,20 @@ def run(
     exercised: Counter = Counter()
     failures = []
     for index in range(count):
-        draw = multicast_case if multicast else ragged_case if ragged else case
+        draw = (
+            multicast_case
+            if multicast
+            else ragged_case
+            if ragged
+            else tma_store_case
+            if tma_store
+            else case
+        )
         c = draw(seed, index)
         start = time.monotonic()
-        outcome, paths, note = run_case(c, seed + index, reverse=ragged)
+        # Stream-K's blocks wait on flags later blocks set: those run in launch order.
+        backwards = ragged or (tma_store and "streamk=tail" not in c.knobs.split())
+        outcome, paths, note = run_case(c, seed + index, reverse=backwards)
         outcomes[outcome] += 1
         if multicast and outcome in ("refused", "refused_late"):
             outcomes[f"{outcome}: {refusal_reason(note)}"] += 1
@@ -679,6 +702,33 @@ def multicast_tally(c: Case, outcome: str) -> Counter:
     return +tally
 
 
+def tma_store_case(seed: int, index: int) -> Case:
+    """The `index`th `--tma-store` case of `seed`: a program of `case`'s (TMA-addressable rows)
+    under `mma=wgmma store=tma` with a block shape, a persistent grid, ring depth, no producer
+    warpgroup, stream-K or a multicast pair drawn among the knobs."""
+    rng = random.Random(f"tma store {seed} {index}")
+    name, text = _budgeted_program(rng, True)
+    knobs = [f"sms={rng.choice(SMS)}", "mma=wgmma", "store=tma"]
+    bm = rng.choice((0, 64, 128, 192))
+    if bm:
+        knobs.append(f"bm={bm}")
+    bn = rng.choice((0, 0, 64, 128, 192, 256) if bm != 192 else (0, 64, 128, 192))
+    if bn:
+        knobs.append(f"bn={bn}")
+    extra = rng.random()
+    if extra < 0.3:
+        knobs.append("persistent=1")
+    elif extra < 0.4:
+        knobs.append("ws=0")
+    elif extra < 0.5:
+        knobs.append("streamk=tail")
+    elif extra < 0.6:
+        knobs.append(f"multicast={rng.choice('ab')}")
+    if rng.random() < 0.2:
+        knobs.append(f"stages={rng.randint(2, 4)}")
+    return Case(name, text, " ".join(knobs))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-n", type=int, default=60, help="cases")
@@ -695,6 +745,11 @@ def main() -> int:
         help="mma=wgmma cases with a block width off 64-column chunks (ragged_case)",
     )
     parser.add_argument(
+        "--tma-store",
+        action="store_true",
+        help="mma=wgmma store=tma cases (tma_store_case), blocks run last to first",
+    )
+    parser.add_argument(
         "--no-alignment-check",
         action="store_true",
         help="let misaligned vector accesses pass (as x86 does; the GPU faults)",
@@ -707,7 +762,7 @@ def main() -> int:
     os.environ.setdefault("CPU_CUDA_CLUSTER_TIMEOUT", CLUSTER_TIMEOUT)
     start = time.monotonic()
     outcomes, exercised, failures = run(
-        args.seed, args.n, args.verbose, args.multicast, args.ragged
+        args.seed, args.n, args.verbose, args.multicast, args.ragged, args.tma_store
     )
     took = time.monotonic() - start
     if args.multicast:
@@ -719,7 +774,7 @@ def main() -> int:
     print(f"paths: {dict(sorted(exercised.items()))}")
     for report in failures:
         print(f"\nFAILED {report}")
-    if args.multicast or args.ragged:
+    if args.multicast or args.ragged or args.tma_store:
         return 1 if failures else 0
     ran = outcomes["ok"] + outcomes["failed"] + outcomes["refused_late"]
     if ran and exercised["tall_or_pad"] < ran // 5:

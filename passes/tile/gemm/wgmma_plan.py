@@ -712,6 +712,9 @@ def choose_wgmma_tiles(
             t = replace(t, stages=t.stages - 1)
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
+    if knobs.store == "tma" and not knobs.stages:  # the output tiles beside as deep a ring as fits
+        while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
+            t = replace(t, stages=t.stages - 1)
     return wgmma_tile_refusal(t, target, knobs.bk) or t
 
 
