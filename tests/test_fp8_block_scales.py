@@ -101,8 +101,10 @@ def test_block_scaled_sass_has_fp8_products_scaled_by_fma_and_no_spills(
     one FFMA (products times the step's factor), no local memory; and the scales a K step
     loads among its QGMMAs (the next step's) are not read before the step's wgmmas are waited
     for: not even moved, which would stall the warp on the load as the step's adds did when
-    they read their own scales."""
-    code = sass(block_scaled_matmul(4096, 4096, 4096, a_rows=a_rows), "fuse,tile,to-cuda", tmp_path)
+    they read their own scales. Under `pscales=step`: with `pair` (the default) ptxas may
+    compute the first pair's factors from the loads before the loop ahead of the first wait."""
+    text = block_scaled_matmul(4096, 4096, 4096, a_rows=a_rows)
+    code = sass(text, "fuse,tile{pscales=step},to-cuda", tmp_path)
     assert set(re.findall(r"\bQGMMA\.\w+\.\w+\.\w+\.\w+", code)) == {
         "QGMMA.64x128x32.F32.E4M3.E4M3"
     }
@@ -196,11 +198,12 @@ def test_steps_promoted_in_halves_issue_128_columns_at_a_time(tmp_path) -> None:
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
-@pytest.mark.parametrize(("knobs", "paired"), [("", False), ("pscales=pair", True)])
+@pytest.mark.parametrize(("knobs", "paired"), [("pscales=step", False), ("", True)])
 def test_scales_are_read_a_pair_of_steps_at_a_time(knobs: str, paired: bool, tmp_path) -> None:
-    """4096³: by default each K step loads the scales of the step two ahead (every step's
-    QGMMA wait is followed by loads before the next); with `pscales=pair` only every other step
-    loads (the next pair's), so the steps between two waits alternate: with loads, without."""
+    """4096³: with `pscales=step` each K step loads the scales of the step two ahead (every
+    step's QGMMA wait is followed by loads before the next); by default (`pair`) only every
+    other step loads (the next pair's), so the steps between two waits alternate: with loads,
+    without."""
     lines = sass(block_scaled_matmul(4096, 4096, 4096), tile_with(knobs), tmp_path).splitlines()
     body = ""  # the K loop's body (a pair of steps): from its head to the branch back to it
     for end, line in enumerate(lines):

@@ -237,19 +237,24 @@ def test_wgmma_smem_epilogue_moves_16_bytes_per_global_access(tmp_path: Path) ->
     assert loads and all(".128" in load for load in loads), loads
 
 
-def test_dual_gemm_reads_no_global_memory_but_by_tma(tmp_path: Path) -> None:
+@pytest.mark.parametrize("store", ["auto", "smem"])
+def test_dual_gemm_reads_no_global_memory_but_by_tma(store: str, tmp_path: Path) -> None:
     # Gate and up in one kernel: A and both B tiles come by TMA, the epilogue combines the two
-    # accumulators staged in shared memory and stores 16 bytes at a time; `up` is never
-    # loaded back.
-    # 2048 × 2048 outputs: the default 128×256 tile, 128 columns of each product.
-    codes = sass_of_each(swiglu(2048, 128, 2048), "fuse,tile,to-cuda", tmp_path)
+    # accumulators and the output leaves by TMA stores (`store=auto` on this persistent grid)
+    # or, staged in shared memory (`store=smem`), 16 bytes at a time; `up` is never loaded
+    # back. 2048 × 2048 outputs: the default 128×256 tile, 128 columns of each product.
+    pipeline = tile_with(f"store={store}")
+    codes = sass_of_each(swiglu(2048, 128, 2048), pipeline, tmp_path)
     assert list(codes) == ["swiglu_0"]
     code = codes["swiglu_0"]
     assert "HGMMA.64x256x16" in code and "UTMALDG" in code
     assert not LOCAL_MEMORY.search(code), LOCAL_MEMORY.search(code)
     assert not re.search(r"\bLDG", code)
     stores = re.findall(r"\bSTG\.E[.A-Z0-9]*", code)
-    assert stores and set(stores) == {"STG.E.128"}, stores
+    if store == "smem":
+        assert stores and set(stores) == {"STG.E.128"}, stores
+    else:
+        assert "UTMASTG" in code and not stores, stores
 
 
 def test_sgemm_loads_shared_memory_in_128_bits_and_keeps_registers(tmp_path: Path) -> None:

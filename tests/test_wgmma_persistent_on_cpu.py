@@ -1,7 +1,8 @@
 """Persistent wgmma GEMMs run on the CPU (tests/cpu_wgmma.py: TMA boxes, mbarriers, wgmma and
 the named barriers emulated, each CUDA thread a fiber of the emulation) against float64: 132 blocks
 walking more tiles than that, so some blocks take a second tile whose ring slots and phases
-carry on from the first, and whose staged epilogue reuses the staging tile.
+carry on from the first, and whose epilogue (by TMA stores, or staged: `store=smem`) writes its
+shared tile again.
 
 The epilogues: a bias, prefetched once for all of a thread's rows (`epilogue_prefetch.py`), then
 GELU, as the default (`persistent=auto`) lowers an MLP's first linear; and a bias with a
@@ -31,8 +32,14 @@ def _residual(m: int, n: int, k: int) -> str:
 
 
 CASES = [
-    # 11 x 13 = 143 tiles of 64 x 64: blocks 0-10 take two.
+    # 11 x 13 = 143 tiles of 64 x 64: blocks 0-10 take two; stored by TMA (`store=auto` on a
+    # persistent grid), then through the staging tile, which the second tile reuses.
     ("linear_bias_704x832x128", matmul_plain(704, 832, 128, "bf16", "nk"), "bm=64 bn=64"),
+    (
+        "linear_bias_staged_704x832x128",
+        matmul_plain(704, 832, 128, "bf16", "nk"),
+        "bm=64 bn=64 store=smem",
+    ),
     # 9 x 18 = 162 tiles of 128 x 64 (the last row of tiles partial) for the first linear,
     # persistent by default; then GELU and the second linear.
     ("mlp_1100x136x1096", mlp(1100, 136, 1096, "bf16"), "bn=64"),

@@ -68,6 +68,7 @@ from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
 from tinyopt.passes.tile.gemm.mma_sync import tensor_core_contraction, tensor_core_type
 from tinyopt.passes.tile.gemm.paired import PairedContraction, match_paired_contraction
+from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.gemm.wgmma_tma_store import (
     TmaEpilogue,
     output_map,
@@ -211,8 +212,9 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             evict=evicted_operands(knobs.evict, t, m, n),
             l2promo=l2_promotion(knobs.l2promo),
             pturns=_turns(knobs.pturns, t),
-            pscales="pair" if knobs.pscales == "pair" else "step",  # auto: step (untimed)
+            pscales=_scale_reads(knobs.pscales, operands),
         )
+        t = replace(t, store=_store(knobs.store, t, kernel, c, self.target))
         if why := wgmma_tile_refusal(t, self.target) or tma_store_refusal(kernel, c, t):
             return why
         bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
@@ -303,6 +305,34 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         element = tensor_core_type(c, fp8=True)
         assert element is not None
         emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter)
+
+
+def _scale_reads(knob: str, operands: Operands) -> str:
+    """`pscales` resolved: `auto` reads FP8 block scales a pair of steps at a time (`pair`)
+    wherever there are block scales. On an H100 (benchmarks/RESULTS.md, forty-seventh
+    session, calls 1-3), × `_scaled_mm`, `step` → `pair`: 4096³ 0.835 → 0.889 and 0.865 →
+    0.916, 8192³ 0.939 → 0.967, 16384×4096×14336 0.895 → 0.916."""
+    if knob != "auto":
+        return knob
+    return "pair" if operands.a_scale or operands.b_scale else "step"
+
+
+def _store(knob: str, t: WgmmaTiles, kernel: loop.KernelOp, c: Contraction, target: Target) -> str:
+    """`store` resolved: `auto` takes the TMA-store epilogue (`wgmma_tma_store.py`) on a
+    persistent grid whose output it can store, where its output tiles fit beside the ring
+    the plan has; else the staged epilogue (`choose_wgmma_tiles`). On an H100
+    (benchmarks/RESULTS.md, forty-seventh session call 4: `bench_gemm_sweep.py` with and
+    without `store=tma`, the 43 shapes both ran on wgmma) the persistent grids ran 1.013×
+    as fast (geometric mean over 24; 4096³ 190.4 → 184.4 µs, 0.97 → 1.02× cuBLAS, Llama-3 8B
+    down at 16384 rows 1.063×, 70B down 1.056×; 21 of 24 at least as fast, the slowest
+    0.966×), grids of one block per tile 1.001× (0.961-1.094: a one-wave grid has no next
+    tile to start while the boxes drain)."""
+    if knob != "auto" or t.store != "smem" or not t.persistent:
+        return t.store
+    stored = replace(t, store="tma")
+    if tma_store_refusal(kernel, c, stored) or stored.shared_bytes > target.dynamic_shared:
+        return t.store
+    return "tma"
 
 
 def _turns(knob: str, t: WgmmaTiles) -> str:

@@ -1,5 +1,6 @@
 // RUN: tinyopt %s -p 'fuse{debug=true}' 2>&1 | filecheck %s --check-prefix=FUSE
-// RUN: tinyopt %s -p fuse,tile,to-cuda | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{pscales=step},to-cuda' | filecheck %s
+// RUN: tinyopt %s -p fuse,tile | filecheck %s --check-prefix=AUTO
 
 // An FP8 GEMM with block scales (torch's _scaled_mm with BlockWise1x128 activations and
 // BlockWise128x128 weights): A's scale [M, K/128] and B's [K/128, N/128], each repeated over
@@ -13,11 +14,14 @@
 // FUSE: memref.load %3[%{{[0-9]+}}, %{{[0-9]+}}] : memref<3x2xf32>
 
 // The wgmma rule promotes each 128-element K step: the step's four k32 products go to
-// registers of their own; the thread's two rows' scales of A and the block's scale of B are
-// read two steps ahead (the first two steps' before the loop, then each step's once the step
+// registers of their own; with `pscales=step` the thread's two rows' scales of A and the
+// block's scale of B are read two steps ahead (the first two steps' before the loop, then each step's once the step
 // before it is issued), carried through a loop over pairs of steps (3 steps: one pair, then
 // the last); once a step's products are done, they are added to the accumulators times the
 // step's A row scale times B's, and the next step is issued.
+// `pscales=auto` reads them a pair of steps at a time (wgmma.py `_scale_reads`).
+// AUTO:       promote = "on"
+// AUTO-SAME:  pscales = "pair"
 // CHECK:      float [[TOP0:v[0-9]+]] = v1[{{.*}}];
 // CHECK-NEXT: float [[BOTTOM0:v[0-9]+]] = v1[{{.*}}];
 // CHECK:      float [[COLUMN0:v[0-9]+]] = v3[{{.*}}];

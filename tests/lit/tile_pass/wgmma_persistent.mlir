@@ -1,4 +1,5 @@
-// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128 persistent=1}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128 persistent=1 store=smem}' | filecheck %s
+// RUN: tinyopt %s -p 'fuse,tile{mma=wgmma bn=128 persistent=1}' | filecheck %s --check-prefix=TMA
 // RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma ws=0 persistent=1}' 2>&1 | filecheck %s --check-prefix=WS0
 
 // persistent=1: one block per SM (132) walks the 16 x 17 = 272 tiles of 128 x 128, block b
@@ -34,6 +35,17 @@
 // CHECK-NEXT:     tile.mbarrier_arrive %{{.*}}[%[[LAST_SLOT]]]
 // CHECK:          tile.named_barrier
 // CHECK-NEXT:     memref.load %{{.*}}[%{{.*}}] : memref<64xf32, 5 : i32>
+
+// store=auto on a persistent grid: the TMA-store epilogue (wgmma.py `_store`), whose
+// warpgroup leader waits until the last tile's boxes have read the output tile before the
+// warpgroup writes it again.
+// TMA:        store = "tma", persistent = 1
+// TMA:        tile.wgmma_wait 0
+// TMA:        tile.bulk_wait read
+// TMA-NEXT:   }
+// TMA-NEXT:   %{{.*}} = arith.addi
+// TMA-NEXT:   tile.named_barrier
+// TMA:        tile.tma_store
 
 // WS0: tile: mma=wgmma persistent=1 needs ws=1 (the producer warpgroup runs ahead into a block's next tile)
 

@@ -34,9 +34,9 @@ func.func @square_1000(%x: tensor<1000x1000xbf16>, %w: tensor<1000x1000xbf16>) -
 // 3000x3000: 256 tiles of 192x192 (three consumer warpgroups) in 2 waves (1.9 of work), the
 // cost of 384 of 128x192 in 3 (2.9) with a fifth fewer operand bytes per FLOP; not 288 of
 // 128x256 in 3 (2.2) nor 576 of 128x128 in 5 (4.4). More tiles than SMs: 132 persistent blocks
-// walk them.
+// walk them, storing each tile with TMA (`store=auto` on a persistent grid).
 // CHECK:      tile.kernel @square_3000_0 grid [132, 1, 1] block [512, 1, 1]
-// CHECK-SAME: bm = 192, bn = 192, stages = 3, ws = 1, store = "smem", persistent = 1
+// CHECK-SAME: bm = 192, bn = 192, stages = 3, ws = 1, store = "tma", persistent = 1
 func.func @square_3000(%x: tensor<3000x3000xbf16>, %w: tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16> {
   %y = graph.linear %x, %w : (tensor<3000x3000xbf16>, tensor<3000x3000xbf16>) -> tensor<3000x3000xbf16>
   func.return %y : tensor<3000x3000xbf16>
