@@ -180,11 +180,11 @@ static inline long long cpu_swizzle(long long offset) {
 static inline const unsigned char* cpu_swizzled(const unsigned char* p) {
     return cpu_cuda_smem + cpu_swizzle(p - cpu_cuda_smem);
 }
-// The box at `at` (innermost first) into shared memory at `dst` of the block whose arena is
-// `arena` (the swizzle applies to the offset in it), zeros outside the tensor; returns the
-// box's bytes.
-static inline long long cpu_tma_copy(unsigned char* dst, const unsigned char* arena,
-                                     const CUtensorMap* map, const int* at) {
+// Calls `visit(i, inside, offset)` for each element i of the box at `at` (innermost first, the
+// box's dense order): whether the element lies inside the tensor and its element offset there;
+// returns the box's bytes.
+template <typename Visit>
+static inline long long cpu_tma_box(const CUtensorMap* map, const int* at, Visit visit) {
     long long total = 1, stride[5];
     for (int d = 0; d < map->rank; ++d) {
         stride[d] = d ? stride[d - 1] * map->dims[d - 1] : 1;
@@ -199,12 +199,21 @@ static inline long long cpu_tma_copy(unsigned char* dst, const unsigned char* ar
             inside = inside && g >= 0 && g < map->dims[d];
             offset += g * stride[d];
         }
+        visit(i, inside, offset);
+    }
+    return total * map->element;
+}
+// The box at `at` (innermost first) into shared memory at `dst` of the block whose arena is
+// `arena` (the swizzle applies to the offset in it), zeros outside the tensor; returns the
+// box's bytes.
+static inline long long cpu_tma_copy(unsigned char* dst, const unsigned char* arena,
+                                     const CUtensorMap* map, const int* at) {
+    return cpu_tma_box(map, at, [&](long long i, bool inside, long long offset) {
         unsigned char* to = dst + i * map->element;
         if (map->swizzle) to = (unsigned char*)arena + cpu_swizzle(to - arena);
         if (inside) memcpy(to, map->base + offset * map->element, map->element);
         else memset(to, 0, map->element);
-    }
-    return total * map->element;
+    });
 }
 static inline void cpu_tma_load(void* dst, const CUtensorMap* map, void* bar, const int* at) {
     long long bytes = cpu_tma_copy((unsigned char*)dst, cpu_cuda_smem, map, at);
@@ -299,24 +308,11 @@ static inline void tinyopt_tma_load_5d_multicast(void* dst, const CUtensorMap* m
 // map has one) to the tensor at `at` (innermost first), the elements outside it not written.
 // The copy is done when issued, so its bulk async-group waits have nothing left to wait for.
 static inline void cpu_tma_store(const CUtensorMap* map, const void* src, const int* at) {
-    long long total = 1, stride[5];
-    for (int d = 0; d < map->rank; ++d) {
-        stride[d] = d ? stride[d - 1] * map->dims[d - 1] : 1;
-        total *= map->box[d];
-    }
-    for (long long i = 0; i < total; ++i) {
-        long long rest = i, offset = 0;
-        bool inside = true;
-        for (int d = 0; d < map->rank; ++d) {
-            long long g = at[d] + rest % map->box[d];
-            rest /= map->box[d];
-            inside = inside && g >= 0 && g < map->dims[d];
-            offset += g * stride[d];
-        }
+    cpu_tma_box(map, at, [&](long long i, bool inside, long long offset) {
         const unsigned char* from = (const unsigned char*)src + i * map->element;
         if (map->swizzle) from = cpu_swizzled(from);
         if (inside) memcpy((unsigned char*)map->base + offset * map->element, from, map->element);
-    }
+    });
 }
 static inline void tinyopt_tma_store_1d(const CUtensorMap* map, const void* src, int c0) {
     int at[] = {c0};
