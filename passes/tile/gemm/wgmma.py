@@ -403,10 +403,11 @@ def emit_wgmma_gemm(
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE, t.l2promo) for b in operands.bs]
     a_map = tile.TensorMapArg(operands.a, a_box, SWIZZLE, t.l2promo)
     output = tma_output(kernel, c) if t.store == "tma" else None
+    assert not isinstance(output, str)  # the rule's check refused it
     out_maps = [output_map(kernel, c)] if output else []
     tile.set_tensor_maps(new, [a_map, *b_maps, *out_maps])
     args = list(new.body.block.args)
-    position = output[1] if output and not isinstance(output, str) else None
+    position = output[1] if output else None
     _WgmmaEmitter(em, c, t, element, operands, mapping, args, swapped, position).emit()
     if t.fastmath == "on":
         for inner in new.walk():
