@@ -1296,6 +1296,21 @@ class FenceMbarrierInitOp(IRDLOperation):
     assembly_format = "attr-dict"
 
 
+def _tensor_map_of(op: Operation, buffer: SSAValue, what: str) -> TensorMapArg:
+    """Returns the tensor map of `buffer`, the `what` of a TMA copy `op`: an argument of the
+    enclosing `tile.kernel` listed in its `TENSOR_MAPS` (VerifyException otherwise)."""
+    kernel = _enclosing_kernel(op)
+    if kernel is None or not isinstance(buffer, BlockArgument):
+        raise VerifyException(f"{op.name}: the {what} must be an argument of a tile.kernel")
+    for spec in tensor_maps(kernel):
+        if spec.arg == buffer.index:
+            return spec
+    raise VerifyException(
+        f"{op.name}: argument {buffer.index} is not passed as a tensor map "
+        f"(list it in {TENSOR_MAPS})"
+    )
+
+
 @irdl_op_definition
 class TmaLoadOp(IRDLOperation):
     """Copies the tensor-map box whose first element is `src[coords]` into shared memory at
@@ -1349,16 +1364,7 @@ class TmaLoadOp(IRDLOperation):
 
     def spec(self) -> TensorMapArg:
         """Returns the tensor map of the source argument (VerifyException when it has none)."""
-        kernel = _enclosing_kernel(self)
-        if kernel is None or not isinstance(self.src, BlockArgument):
-            raise VerifyException("tile.tma_load: the source must be an argument of a tile.kernel")
-        for spec in tensor_maps(kernel):
-            if spec.arg == self.src.index:
-                return spec
-        raise VerifyException(
-            f"tile.tma_load: argument {self.src.index} is not passed as a tensor map "
-            f"(list it in {TENSOR_MAPS})"
-        )
+        return _tensor_map_of(self, self.src, "source")
 
     def verify_(self) -> None:
         src, dst = _check_global(self, self.src, "source"), self.dst.type
@@ -1425,16 +1431,7 @@ class TmaStoreOp(IRDLOperation):
                 f"tile.tma_store: element types differ: {src.element_type} -> {dst.element_type}"
             )
         _check_shared_index(self, self.src, self.indices)
-        kernel = _enclosing_kernel(self)
-        if kernel is None or not isinstance(self.dst, BlockArgument):
-            raise VerifyException(
-                "tile.tma_store: the destination must be an argument of a tile.kernel"
-            )
-        if all(spec.arg != self.dst.index for spec in tensor_maps(kernel)):
-            raise VerifyException(
-                f"tile.tma_store: argument {self.dst.index} is not passed as a tensor map "
-                f"(list it in {TENSOR_MAPS})"
-            )
+        _tensor_map_of(self, self.dst, "destination")
 
 
 @irdl_op_definition

@@ -404,10 +404,10 @@ def emit_wgmma_gemm(
     a_map = tile.TensorMapArg(operands.a, a_box, SWIZZLE, t.l2promo)
     output = tma_output(kernel, c) if t.store == "tma" else None
     assert not isinstance(output, str)  # the rule's check refused it
-    out_maps = [output_map(kernel, c)] if output else []
+    position = output[1] if output else None
+    out_maps = [output_map(kernel, position)] if position is not None else []
     tile.set_tensor_maps(new, [a_map, *b_maps, *out_maps])
     args = list(new.body.block.args)
-    position = output[1] if output else None
     _WgmmaEmitter(em, c, t, element, operands, mapping, args, swapped, position).emit()
     if t.fastmath == "on":
         for inner in new.walk():
@@ -1305,7 +1305,7 @@ class _WgmmaEmitter:
                         emitter.emit(ops, local_map, lanes)
                         if tma:
                             stored = c.epilogue[-1].value  # type: ignore[attr-defined]
-                            values = [lane.get(stored, stored) for lane in emitter.lanes]
+                            values = [each.get(stored, stored) for each in emitter.lanes]
                             tma.place(group, half, j, j0, values)  # type: ignore[arg-type]
         if tma:
             tma.store(group)  # type: ignore[arg-type]

@@ -707,14 +707,13 @@ def choose_wgmma_tiles(
         promote="on" if promote else "off",
         poverlap="on" if overlap else "off",
     )
-    if bn % BK and not knobs.stages and bm != TALL:  # a ragged width: as deep as fits
+    # As deep a ring as fits: beside a ragged width's tiles, or the output tiles of store=tma.
+    ragged = bn % BK and bm != TALL
+    if not knobs.stages and (ragged or knobs.store == "tma"):
         while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
             t = replace(t, stages=t.stages - 1)
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
-    if knobs.store == "tma" and not knobs.stages:  # the output tiles beside as deep a ring as fits
-        while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
-            t = replace(t, stages=t.stages - 1)
     return wgmma_tile_refusal(t, target, knobs.bk) or t
 
 

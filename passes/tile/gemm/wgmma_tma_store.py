@@ -77,11 +77,9 @@ def tma_store_refusal(kernel: loop.KernelOp, c: Contraction, t: WgmmaTiles) -> s
     return None
 
 
-def output_map(kernel: loop.KernelOp, c: Contraction) -> tile.TensorMapArg:
-    """The tensor map of the output: boxes of the warpgroup's rows and 64 columns, swizzled."""
-    output = tma_output(kernel, c)
-    assert not isinstance(output, str)
-    _, arg = output
+def output_map(kernel: loop.KernelOp, arg: int) -> tile.TensorMapArg:
+    """The tensor map of the output, kernel argument `arg` (`tma_output`): boxes of the
+    warpgroup's rows and 64 columns, swizzled."""
     rank = len(kernel.body.block.args[arg].type.get_shape())  # type: ignore[attr-defined]
     return tile.TensorMapArg(arg, (*[1] * (rank - 2), BOX_ROWS, BOX_COLUMNS), SWIZZLE)
 
@@ -95,11 +93,19 @@ class TmaEpilogue:
         element = output.type.element_type  # type: ignore[attr-defined]
         shape = [t.consumers, t.tile_n // BOX_COLUMNS, BOX_ROWS, BOX_COLUMNS]
         self.tile = em.value(tile.AllocOp(tile.memref_in(shape, element, tile.SHARED), True))
+        # The thread's place in the wgmma D fragment, once for every tile: rows 16·warp +
+        # lane/4 (+8), columns 8j + 2(lane%4) (+1); the warpgroup's first thread leads.
+        local = em.rem(g.tid, WARPGROUP)
+        lane = em.rem(local, 32)
+        self.quad = em.div(lane, 4)  # the row's place in its 8 rows: what its units XOR with
+        self.row = em.add(em.mul(em.div(local, 32), 16), self.quad)
+        self.pair = em.mul(em.rem(lane, 4), 2)
+        self.leader = em.value(arith.CmpiOp(local, em.index(0), "eq"))
 
     def begin(self, group: SSAValue) -> None:
         """Waits until the warpgroup's last stores have read its tile."""
         em = self.g.em
-        with em.when([self._leader()]):
+        with em.when([self.leader]):
             em.op(tile.BulkWaitOp(read=True))
         em.op(tile.NamedBarrierOp(self._barrier(group), WARPGROUP))
 
@@ -109,12 +115,9 @@ class TmaEpilogue:
         """Writes `values`, the thread's results of fragment columns 8·`group_of_8` + 2(lane%4)
         + `first`.. in its row `half` (0: 16·warp + lane/4, 1: 8 below), to the tile."""
         em = self.g.em
-        local = em.rem(self.g.tid, WARPGROUP)
-        warp, lane = em.div(local, 32), em.rem(local, 32)
-        quad = em.div(lane, 4)  # the row's place in its 8 rows: what its 16-byte units XOR with
-        row = em.add(em.add(em.mul(warp, 16), quad), 8 * half)
-        unit = em.value(arith.XOrIOp(em.index(group_of_8 % 8), quad))
-        column = em.add(em.mul(unit, 8), em.add(em.mul(em.rem(lane, 4), 2), first))
+        row = em.add(self.row, 8 * half)
+        unit = em.value(arith.XOrIOp(em.index(group_of_8 % 8), self.quad))
+        column = em.add(em.mul(unit, 8), em.add(self.pair, first))
         index = [group, em.index(group_of_8 // 8), row, column]
         if len(values) == 1:
             em.op(memref.StoreOp.get(values[0], self.tile, index))
@@ -131,7 +134,7 @@ class TmaEpilogue:
         row = em.add(g.m0, em.mul(group, BOX_ROWS))
         ivs = g.c.nest.body.block.args
         batch = [g.mapping[ivs[0]]] if len(ivs) == 3 else []
-        with em.when([self._leader()]):
+        with em.when([self.leader]):
             for box in range(t.tile_n // BOX_COLUMNS):
                 coords = [*batch, row, em.add(g.n0, box * BOX_COLUMNS)]
                 source = [group, em.index(box), em.index(0), em.index(0)]
@@ -140,12 +143,8 @@ class TmaEpilogue:
 
     def finish(self) -> None:
         """Before the block exits: the last stores done."""
-        with self.g.em.when([self._leader()]):
+        with self.g.em.when([self.leader]):
             self.g.em.op(tile.BulkWaitOp(read=False))
-
-    def _leader(self) -> SSAValue:
-        em = self.g.em
-        return em.value(arith.CmpiOp(em.rem(self.g.tid, WARPGROUP), em.index(0), "eq"))
 
     def _barrier(self, group: SSAValue) -> SSAValue:
         return self.g.em.add(group, 1)  # as the staged epilogue's: 0 is __syncthreads
