@@ -89,6 +89,17 @@ def test_stages_default_to_the_deepest_ring_on_a_grid_of_one_partial_wave() -> N
     assert error < bound, error
 
 
+def test_stages_default_to_half_the_k_loop_on_a_grid_of_two_blocks_an_sm() -> None:
+    """21 blocks of 32×32 over K = 190 (6 steps): on 12 SMs (two blocks an SM) each block keeps
+    3 steps in flight (stages = 4), so the SM holds the whole K loop; on 8 SMs (three an SM)
+    the register double buffering (`ring_depth`)."""
+    text = matmul_plain(200, 72, 190, "bf16", "nk")
+    assert "stages = 4" in _plan(text, "bm=32 bn=32 sms=12")
+    assert "stages = 2" in _plan(text, "bm=32 bn=32 sms=8")
+    error, bound = error_on_cpu(text, tile_with("bm=32 bn=32 sms=12"), seed=9)
+    assert error < bound, error
+
+
 def test_register_double_buffering_loads_the_next_step_inside_the_k_loop() -> None:
     text = matmul_plain(40, 33, 131, "bf16", "nk")
     source = _kernel_source(text, "mma=sync stages=2")

@@ -10,7 +10,7 @@ orientation its global reads are contiguous in, `[outer][BK]` or `[BK][outer]` (
 padded by 8 elements (`PAD`): an odd number of 16-byte units, so the 8 rows of one `ldmatrix`
 matrix fall in distinct bank groups and stay 16-byte aligned.
 
-With `stages=2` (the default on grids of several waves: `ring_depth`) the K loop is
+With `stages=2` (the default on grids of more than two blocks an SM: `ring_depth`) the K loop is
 double-buffered through registers: each thread loads its share of the next K step's A and B
 tiles into registers right after the current step is staged, so those global loads are in
 flight while the warps run the current step's `mma`s, and stores them to shared memory at the
@@ -63,6 +63,9 @@ PAD = 8
 
 MOST_STAGES = 8
 """The deepest register ring of the K loop (`MmaTiles.stages`)."""
+
+DEEP_RING_BLOCKS = 2
+"""Blocks an SM up to which `stages=auto` keeps the K loop in flight (`ring_depth`)."""
 
 HELD_REGISTERS = 160
 """Registers a thread may hold in accumulators and staged elements (`MmaTiles.held_registers`)
@@ -148,17 +151,21 @@ def block_and_warp_tiles(
 
 
 def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int) -> int:
-    """`stages=auto`: 2 (one step's loads in flight while the current step's `mma`s run), or,
-    where the grid has at most one block per SM, the deepest register ring up to the whole K
-    loop that `HELD_REGISTERS` allows. Such a grid runs in one partial wave whose time is one
-    block's K loop, each step of which waits on its own loads: with several steps in flight
-    the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K steps: 10.1 µs at 2, 8.2 at 3,
-    7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session). Grids of more blocks hide the
-    loads' latency with the other blocks of the SM, and keep the lighter ring."""
+    """`stages=auto`: on a grid of at most `DEEP_RING_BLOCKS` blocks an SM, the deepest
+    register ring that keeps the SM's whole K loop in flight (each block's steps over the
+    blocks it shares the SM with) and that `HELD_REGISTERS` allows; else 2 (one step's loads in
+    flight while the current step's `mma`s run). Such a grid runs in one partial wave or two
+    blocks an SM, whose time is a block's K loop or two, each step waiting on its own loads:
+    with several steps in flight the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K
+    steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session;
+    1500×72×190, 790×200×190 and 3000×56×150, 141-188 blocks on 132 SMs: 10.3 → 7.9, 10.5 → 8.0
+    and 8.9 → 7.5 µs at 4 against 2, forty-eighth session call 3). Grids of more blocks hide
+    the loads' latency with the other blocks of the SM, and keep the lighter ring."""
     batch, m, n, k = extents
-    if batch * -(-m // t.bm) * -(-n // t.bn) > sms:
+    per_sm = -(-batch * -(-m // t.bm) * -(-n // t.bn) // sms)
+    if per_sm > DEEP_RING_BLOCKS:
         return 2
-    deepest = min(MOST_STAGES, -(-k // t.bk) + 1)
+    deepest = min(MOST_STAGES, -(-k // (t.bk * per_sm)) + 1)
     fitting = [
         s for s in range(2, deepest + 1) if replace(t, stages=s).held_registers <= HELD_REGISTERS
     ]
