@@ -46,6 +46,7 @@ from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contra
 from tinyopt.passes.tile.gemm.skinny_match import MAX_ROWS
 from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, vector_width
+from tinyopt.passes.tile.gemm.split_k import SPLIT_PARTIAL
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.rule import Rule
@@ -150,8 +151,9 @@ def block_and_warp_tiles(
     return MmaTiles(bm, bn, bk, wm, wn)
 
 
-def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int) -> int:
-    """`stages=auto`: on a grid of at most `DEEP_RING_BLOCKS` blocks an SM, the deepest
+def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int, split: bool = False) -> int:
+    """`stages=auto`: on a grid of at most `DEEP_RING_BLOCKS` blocks an SM (one, for a K
+    split's partial sums: `split`), the deepest
     register ring that keeps the SM's whole K loop in flight (each block's steps over the
     blocks it shares the SM with) and that `HELD_REGISTERS` allows; else 2 (one step's loads in
     flight while the current step's `mma`s run). Such a grid runs in one partial wave or two
@@ -159,11 +161,12 @@ def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int) -> int:
     with several steps in flight the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K
     steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session;
     1500×72×190, 790×200×190 and 3000×56×150, 141-188 blocks on 132 SMs: 10.3 → 7.9, 10.5 → 8.0
-    and 8.9 → 7.5 µs at 4 against 2, forty-eighth session call 3). Grids of more blocks hide
-    the loads' latency with the other blocks of the SM, and keep the lighter ring."""
+    and 8.9 → 7.5 µs at 4 against 2, forty-eighth session call 3; but a K split of 400×40×1111 at
+    two blocks an SM 12.0 → 15.3). Grids of more blocks hide the loads' latency with the other
+    blocks of the SM, and keep the lighter ring."""
     batch, m, n, k = extents
     per_sm = -(-batch * -(-m // t.bm) * -(-n // t.bn) // sms)
-    if per_sm > DEEP_RING_BLOCKS:
+    if per_sm > (1 if split else DEEP_RING_BLOCKS):
         return 2
     deepest = min(MOST_STAGES, -(-k // (t.bk * per_sm)) + 1)
     fitting = [
@@ -274,7 +277,8 @@ class MmaSyncRule(Rule[Contraction, MmaTiles]):
         batch, m, n, _ = c.extents
         t = block_and_warp_tiles(knobs, batch, m, n, self.target.sms, quarter=True)
         t = replace(t, vec=knobs.vec or 8)
-        t = replace(t, stages=knobs.stages or ring_depth(t, c.extents, self.target.sms))
+        split = SPLIT_PARTIAL in kernel.attributes
+        t = replace(t, stages=knobs.stages or ring_depth(t, c.extents, self.target.sms, split))
         chosen = replace(t, store=mma_store(knobs.store, c))
         refusal = mma_tile_refusal(chosen, self.target)
         if refusal and knobs.store == "auto":  # no room to stage: direct
