@@ -103,13 +103,11 @@ def test_stages_default_to_half_the_k_loop_on_a_grid_of_two_blocks_an_sm() -> No
 def test_a_k_splits_partial_sums_keep_double_buffering_at_two_blocks_an_sm() -> None:
     """K = 1111 split in 2: 42 partial blocks of 32×32 on 21 SMs keep stages = 2 (measured
     slower deeper), where the unsplit 21 blocks take the deepest ring."""
-    module = apply_pipeline(
-        parse(matmul_plain(200, 72, 1111, "bf16", "nk")),
-        "fuse,plan{mma=sync bm=32 bn=32 splitk=2 sms=21}",
-    )
+    text = matmul_plain(200, 72, 1111, "bf16", "nk")
+    module = apply_pipeline(parse(text), "fuse,plan{mma=sync bm=32 bn=32 splitk=2 sms=21}")
     (partial,) = [k for k in loop.kernels(module) if k.sym_name.data.endswith("_splitk")]
     assert "stages = 2" in str(partial.attributes[tile.PLAN])
-    assert "stages = 8" in _plan(matmul_plain(200, 72, 1111, "bf16", "nk"), "bm=32 bn=32 splitk=1 sms=21")
+    assert "stages = 8" in _plan(text, "bm=32 bn=32 splitk=1 sms=21")
 
 
 def test_register_double_buffering_loads_the_next_step_inside_the_k_loop() -> None:
