@@ -153,16 +153,17 @@ def block_and_warp_tiles(
 
 def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int, split: bool = False) -> int:
     """`stages=auto`: on a grid of at most `DEEP_RING_BLOCKS` blocks an SM (one, for a K
-    split's partial sums: `split`), the deepest
-    register ring that keeps the SM's whole K loop in flight (each block's steps over the
-    blocks it shares the SM with) and that `HELD_REGISTERS` allows; else 2 (one step's loads in
-    flight while the current step's `mma`s run). Such a grid runs in one partial wave or two
+    split's partial sums: `split`), the deepest register ring that keeps the SM's whole K loop
+    in flight (each block's steps over the blocks it shares the SM with) and that
+    `HELD_REGISTERS` allows; else 2 (one step's loads in flight while the current step's
+    `mma`s run). Such a grid runs in one partial wave or two
     blocks an SM, whose time is a block's K loop or two, each step waiting on its own loads:
     with several steps in flight the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K
     steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session;
-    1500×72×190, 790×200×190 and 3000×56×150, 141-188 blocks on 132 SMs: 10.3 → 7.9, 10.5 → 8.0
-    and 8.9 → 7.5 µs at 4 against 2, forty-eighth session call 3; but a K split of 400×40×1111 at
-    two blocks an SM 12.0 → 15.3). Grids of more blocks hide the loads' latency with the other
+    11 linears of 140-264 blocks of 32×32 on 132 SMs, K 111-210: 1.15× as fast as at 2 stages
+    (geometric mean; 0.92-1.38×, the two losses at K of 4 steps), forty-eighth session call 4).
+    But a K split's partial sums at two blocks an SM ran slower deeper (400×40×1111: 12.0 µs at
+    2 stages, 15.3 at 4, call 3). Grids of more blocks hide the loads' latency with the other
     blocks of the SM, and keep the lighter ring."""
     batch, m, n, k = extents
     per_sm = -(-batch * -(-m // t.bm) * -(-n // t.bn) // sms)
