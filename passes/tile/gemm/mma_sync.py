@@ -10,13 +10,14 @@ orientation its global reads are contiguous in, `[outer][BK]` or `[BK][outer]` (
 padded by 8 elements (`PAD`): an odd number of 16-byte units, so the 8 rows of one `ldmatrix`
 matrix fall in distinct bank groups and stay 16-byte aligned.
 
-With `stages=2` (the default on grids of more than two blocks an SM: `ring_depth`) the K loop is
-double-buffered through registers: each thread loads its share of the next K step's A and B
-tiles into registers right after the current step is staged, so those global loads are in
-flight while the warps run the current step's `mma`s, and stores them to shared memory at the
-top of the next step; deeper rings keep more steps in flight. `stages=1` loads and stores each
-step's tiles before its `mma`s (a block waits on its loads every step: with a few blocks per SM
-and a long K, the whole kernel is that wait).
+With `stages=2` (the default on grids of more than two blocks an SM, or more than one for a K
+split's partial sums: `ring_depth`) the K loop is double-buffered through registers: each
+thread loads its share of the next K step's A and B tiles into registers right after the
+current step is staged, so those global loads are in flight while the warps run the current
+step's `mma`s, and stores them to shared memory at the top of the next step; deeper rings keep
+more steps in flight. `stages=1` loads and stores each step's tiles before its `mma`s (a block
+waits on its loads every step: with a few blocks per SM and a long K, the whole kernel is that
+wait).
 
 The warps tile the block's output (warp tile WM×WN: 64×32 for BM, BN ≥ 128), each holding
 (WM/16)×(WN/8) m16n8 fp32 fragments. The epilogue runs from the fragment layout: lane l holds
@@ -156,9 +157,9 @@ def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int, split: bool = Fa
     split's partial sums: `split`), the deepest register ring that keeps the SM's whole K loop
     in flight (each block's steps over the blocks it shares the SM with) and that
     `HELD_REGISTERS` allows; else 2 (one step's loads in flight while the current step's
-    `mma`s run). Such a grid runs in one partial wave or two
-    blocks an SM, whose time is a block's K loop or two, each step waiting on its own loads:
-    with several steps in flight the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K
+    `mma`s run). Such a grid runs in one partial wave or two blocks an SM, whose time is a
+    block's K loop or two, each step waiting on its own loads: with several steps in flight
+    the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K
     steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session;
     11 linears of 140-264 blocks of 32×32 on 132 SMs, K 111-210: 1.15× as fast as at 2 stages
     (geometric mean; 0.92-1.38×, the two losses at K of 4 steps), forty-eighth session call 4).
