@@ -100,6 +100,17 @@ def test_stages_default_to_half_the_k_loop_on_a_grid_of_two_blocks_an_sm() -> No
     assert error < bound, error
 
 
+def test_blocks_of_256_threads_keep_double_buffering_at_two_blocks_an_sm() -> None:
+    """8 blocks of 128×128 (256 threads) on 4 SMs keep stages = 2: a deeper ring's registers
+    would leave room for one of them an SM (`PAIRED_THREADS`); on 8 SMs they take the ring the
+    registers allow (4). 32 blocks of 64×64 (128 threads) on 16 SMs deepen (K = 999 in 32
+    steps, 16 a block; registers allow 5)."""
+    text = matmul_plain(256, 512, 999, "bf16", "nk")
+    assert "stages = 2" in _plan(text, "bm=128 bn=128 splitk=1 sms=4")
+    assert "stages = 4" in _plan(text, "bm=128 bn=128 splitk=1 sms=8")
+    assert "stages = 5" in _plan(text, "bm=64 bn=64 splitk=1 sms=16")
+
+
 def test_a_k_splits_partial_sums_keep_double_buffering_at_two_blocks_an_sm() -> None:
     """K = 1111 split in 2: 42 partial blocks of 32×32 on 21 SMs keep stages = 2 (measured
     slower deeper), where the unsplit 21 blocks take the deepest ring."""

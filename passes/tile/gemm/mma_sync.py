@@ -67,7 +67,13 @@ MOST_STAGES = 8
 """The deepest register ring of the K loop (`MmaTiles.stages`)."""
 
 DEEP_RING_BLOCKS = 2
-"""Blocks an SM up to which `stages=auto` keeps the K loop in flight (`ring_depth`)."""
+"""Blocks an SM up to which `stages=auto` keeps the K loop in flight (`ring_depth`), for blocks
+of at most `PAIRED_THREADS` threads."""
+
+PAIRED_THREADS = 128
+"""Threads of a block two of which an SM's 65536 registers hold at any ring: 255 registers a
+thread (the most) × 128 × 2 = 65280. Larger blocks (128×128, 256 threads) would lose the second
+block of an SM to a deeper ring's registers, so they deepen only at one block an SM."""
 
 HELD_REGISTERS = 160
 """Registers a thread may hold in accumulators and staged elements (`MmaTiles.held_registers`)
@@ -157,10 +163,11 @@ def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int, split: bool = Fa
     split's partial sums: `split`), the deepest register ring that keeps the SM's whole K loop
     in flight (each block's steps over the blocks it shares the SM with) and that
     `HELD_REGISTERS` allows; else 2 (one step's loads in flight while the current step's
-    `mma`s run). Such a grid runs in one partial wave or two blocks an SM, whose time is a
-    block's K loop or two, each step waiting on its own loads: with several steps in flight
-    the waits overlap (790×72×190, 75 blocks of 32×32 and 6 K
-    steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6, cuBLAS 7.5; H100, RESULTS.md forty-third session;
+    `mma`s run). Blocks of more than `PAIRED_THREADS` threads deepen at one block an SM only.
+    Such a grid runs in one partial wave or two blocks an SM, whose time is a block's K loop
+    or two, each step waiting on its own loads: with several steps in flight the waits
+    overlap (790×72×190, 75 blocks of 32×32 and 6 K steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6,
+    cuBLAS 7.5; H100, RESULTS.md forty-third session;
     11 linears of 140-264 blocks of 32×32 on 132 SMs, K 111-210: 1.15× as fast as at 2 stages
     (geometric mean; 0.92-1.38×, the two losses at K of 4 steps), forty-eighth session call 4).
     But a K split's partial sums at two blocks an SM ran slower deeper (400×40×1111: 12.0 µs at
@@ -168,7 +175,7 @@ def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int, split: bool = Fa
     blocks of the SM, and keep the lighter ring."""
     batch, m, n, k = extents
     per_sm = -(-batch * -(-m // t.bm) * -(-n // t.bn) // sms)
-    if per_sm > (1 if split else DEEP_RING_BLOCKS):
+    if per_sm > (1 if split or t.threads > PAIRED_THREADS else DEEP_RING_BLOCKS):
         return 2
     deepest = min(MOST_STAGES, -(-k // (t.bk * per_sm)) + 1)
     fitting = [
