@@ -167,9 +167,9 @@ def ring_depth(t: MmaTiles, extents: tuple[int, ...], sms: int, split: bool = Fa
     Such a grid runs in one partial wave or two blocks an SM, whose time is a block's K loop
     or two, each step waiting on its own loads: with several steps in flight the waits
     overlap (790×72×190, 75 blocks of 32×32 and 6 K steps: 10.1 µs at 2, 8.2 at 3, 7.5 at 6,
-    cuBLAS 7.5; H100, RESULTS.md forty-third session;
-    11 linears of 140-264 blocks of 32×32 on 132 SMs, K 111-210: 1.15× as fast as at 2 stages
-    (geometric mean; 0.92-1.38×, the two losses at K of 4 steps), forty-eighth session call 4).
+    cuBLAS 7.5; H100, RESULTS.md forty-third session; 11 linears of 140-264 blocks of 32×32 on
+    132 SMs, K 111-210: 1.15× as fast as at 2 stages (geometric mean; 0.92-1.38×, the two
+    losses at K of 4 steps), forty-eighth session call 4).
     But a K split's partial sums at two blocks an SM ran slower deeper (400×40×1111: 12.0 µs at
     2 stages, 15.3 at 4, call 3). Grids of more blocks hide the loads' latency with the other
     blocks of the SM, and keep the lighter ring."""
