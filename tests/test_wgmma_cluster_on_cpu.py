@@ -173,3 +173,14 @@ def test_a_wide_block_narrows_to_fit_its_tile_beside_the_ring() -> None:
     (kernel,) = loop.kernels(apply_pipeline(parse(text), "fuse,plan{splitk=4 splitk_mode=cluster}"))
     values = kernel.attributes[tile.PLAN].values  # type: ignore[union-attr]
     assert (values["bm"], values["bn"], values["cluster"]) == (128, 128, 4)
+
+
+def test_stages_set_by_hand_are_kept_or_refused_beside_the_staged_tile() -> None:
+    """The cluster split fits its ring beside the block's f32 tile with fewer slots only where
+    `stages` is the rule's: 5 slots of 128×128 do not fit, and were silently cut to 4."""
+    text = matmul_plain(256, 512, 8192, "bf16", "nk", relu=False)
+    knobs = "mma=wgmma bm=128 bn=128 splitk=2 splitk_mode=cluster"
+    with pytest.raises(DiagnosticException, match="bn=128 with 5 ring slots needs"):
+        _planned(text, f"{knobs} stages=5")
+    for stages, planned in (("stages=3", 3), ("", 4)):
+        assert f"stages = {planned}," in _planned(text, f"{knobs} {stages}")

@@ -114,3 +114,15 @@ def test_a_written_multicast_plan_is_checked_as_the_knob_path() -> None:
     written = planned.replace('multicast = "off"', 'multicast = "b"')
     with pytest.raises(DiagnosticException, match="not with one row of tiles"):
         apply_pipeline(parse(written), "tile")
+
+
+def test_stages_set_by_hand_are_kept_beside_the_pairs_mbarriers() -> None:
+    """3×1000³ pairs 128×256 blocks by B; their mbarriers' places leave no room for a fourth
+    slot beside `store=smem`'s staging tiles. `stages=4` had been cut to 3 without a word:
+    `auto` now keeps the blocks unpaired with 4 slots, and `multicast=b` is refused."""
+    text = batched_matmul(3, 1000, 1000, 1000, "bf16")
+    assert all('multicast = "b"' in p and "stages = 3" in p for p in _plans(text, "mma=wgmma"))
+    plans = _plans(text, "mma=wgmma stages=4")
+    assert plans and all('multicast = "off"' in p and "stages = 4" in p for p in plans), plans
+    with pytest.raises(DiagnosticException, match="multicast=b. with stages=4: the pair's ring"):
+        apply_pipeline(parse(text), "fuse,plan{mma=wgmma stages=4 multicast=b}")

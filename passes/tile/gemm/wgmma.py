@@ -224,7 +224,14 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail("shares the K steps of the last waves only (streamk=tail)")
         if knobs.streamk != "tail":
             return multicast_tiles(
-                t, knobs.multicast, operands, c.extents, bits, b_off, self.target
+                t,
+                knobs.multicast,
+                operands,
+                c.extents,
+                bits,
+                b_off,
+                self.target,
+                bool(knobs.stages),
             )
         if knobs.multicast in ("a", "b"):
             return multicast_tiles(
@@ -235,6 +242,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                 bits,
                 b_off,
                 self.target,
+                bool(knobs.stages),
             )
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]

@@ -68,8 +68,8 @@ def clustered_tiles(
     t: WgmmaTiles, c: Contraction, knobs: Knobs, fp8: bool, target: Target
 ) -> WgmmaTiles | str:
     """`t` with K split over clusters of `knobs.splitk` blocks, or why it cannot be: each block
-    stages its whole f32 tile, so the ring gets what shared memory is left (fewer slots, and
-    under an automatic block a narrower one where two slots do not fit)."""
+    stages its whole f32 tile, so the ring gets what shared memory is left (fewer slots unless
+    `stages` is set, and under an automatic block a narrower one where the slots do not fit)."""
     splits = knobs.splitk
     set_by_hand = [
         f"{name}={value}"
@@ -91,14 +91,16 @@ def clustered_tiles(
     widths = [t.bn] + ([w for w in (128, 64) if w < t.bn] if not knobs.bn else [])
     for bn in widths:
         fitted = replace(t, bn=bn, cluster=splits, store="smem", persistent=0, streamk="off")
-        while fitted.shared_bytes > target.dynamic_shared and fitted.stages > 2:
+        while (
+            not knobs.stages and fitted.shared_bytes > target.dynamic_shared and fitted.stages > 2
+        ):
             fitted = replace(fitted, stages=fitted.stages - 1)
         if fitted.shared_bytes <= target.dynamic_shared:
             return fitted
     return _fail(
         f"splits K over a cluster (splitk_mode=cluster) with each block's f32 tile in shared "
-        f"memory: bm={t.bm} bn={t.bn} with 2 ring slots needs {fitted.shared_bytes} bytes, more "
-        f"than the {target.dynamic_shared} a block may use"
+        f"memory: bm={t.bm} bn={t.bn} with {fitted.stages} ring slots needs "
+        f"{fitted.shared_bytes} bytes, more than the {target.dynamic_shared} a block may use"
     )
 
 

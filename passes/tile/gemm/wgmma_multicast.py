@@ -112,12 +112,14 @@ def multicast_tiles(
     element_bits: int,
     b_off_sectors: bool,
     target: Target,
+    stages_set: bool = False,
 ) -> WgmmaTiles | str:
     """`t` with the `multicast` knob resolved (for a GEMM of `extents` on operands of
     `element_bits`, B's rows off 32-byte sectors or not): `a` or `b` pairs the blocks (a ring
     slot fewer where the mbarriers' places in dynamic shared memory leave too little) or says
     why it cannot; `auto` pairs them by B where `multicast_pays`; `off` keeps each block's own
-    loads."""
+    loads. A ring depth set by hand (`stages_set`) is kept: where the pair's mbarriers leave no
+    room for it, `auto` keeps the blocks unpaired and `a` or `b` is refused."""
     batch, m, n, k = extents
     pays = multicast_pays(
         t, batch, m, n, k, element_bits, b_off_sectors, operands.b_mn_major, target
@@ -127,9 +129,17 @@ def multicast_tiles(
     paired = replace(t, multicast="b" if knob == "auto" else knob)
     if why := multicast_refusal(paired, operands, m, n, element_bits):
         return t if knob == "auto" else why
-    while paired.shared_bytes > target.dynamic_shared and paired.stages > 2:
+    while not stages_set and paired.shared_bytes > target.dynamic_shared and paired.stages > 2:
         paired = replace(paired, stages=paired.stages - 1)
-    return paired
+    if paired.shared_bytes <= target.dynamic_shared:
+        return paired
+    if knob == "auto":
+        return t
+    return _fail(
+        f"multicasts {paired.multicast.upper()} (multicast={knob}) with stages={t.stages}: the "
+        f"pair's ring and mbarriers need {paired.shared_bytes} bytes of shared memory, more "
+        f"than the {target.dynamic_shared} a block may use"
+    )
 
 
 def multicast_pays(
