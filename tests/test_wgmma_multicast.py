@@ -4,6 +4,7 @@ automatic choice on shapes of each kind the measurements separated. The kernels'
 checked on the GPU by tests/test_gpu_programs.py (the `multicast` programs of programs.py)."""
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,8 @@ from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import apply_pipeline, parse
-from tinyopt.passes.tile.gemm.wgmma_multicast import multicast_pays
-from tinyopt.passes.tile.gemm.wgmma_plan import WgmmaTiles
+from tinyopt.passes.tile.gemm.wgmma_multicast import multicast_pays, multicast_tiles
+from tinyopt.passes.tile.gemm.wgmma_plan import Operands, WgmmaTiles
 from tinyopt.passes.tile.target import H200
 
 OFF_SECTORS = matmul_plain(1000, 2048, 4392, "bf16", "nk")
@@ -117,12 +118,23 @@ def test_a_written_multicast_plan_is_checked_as_the_knob_path() -> None:
 
 
 def test_stages_set_by_hand_are_kept_beside_the_pairs_mbarriers() -> None:
-    """3×1000³ pairs 128×256 blocks by B; their mbarriers' places leave no room for a fourth
-    slot beside `store=smem`'s staging tiles. `stages=4` had been cut to 3 without a word:
-    `auto` now keeps the blocks unpaired with 4 slots, and `multicast=b` is refused."""
+    """3×1000³ pairs 128×256 blocks by B. `stages=4` had been cut to 3 without a word where the
+    pair's mbarriers took two 1024-byte places; they now share one, and 4 slots fit beside
+    `store=smem`'s staging tiles. Where a hand-set ring and the pair's mbarriers do not fit
+    (a target with 1 KiB less shared memory), `auto` keeps the blocks unpaired and `b` is
+    refused by name."""
     text = batched_matmul(3, 1000, 1000, 1000, "bf16")
     assert all('multicast = "b"' in p and "stages = 3" in p for p in _plans(text, "mma=wgmma"))
     plans = _plans(text, "mma=wgmma stages=4")
-    assert plans and all('multicast = "off"' in p and "stages = 4" in p for p in plans), plans
-    with pytest.raises(DiagnosticException, match="multicast=b. with stages=4: the pair's ring"):
-        apply_pipeline(parse(text), "fuse,plan{mma=wgmma stages=4 multicast=b}")
+    assert plans and all('multicast = "b"' in p and "stages = 4" in p for p in plans), plans
+    t = WgmmaTiles(bm=128, bn=256, stages=4, ws=1, store="smem")
+    paired = replace(t, multicast="b")
+    tight = replace(H200, dynamic_shared=paired.shared_bytes - 1)
+    operands = Operands(a=0, b=1, b_mn_major=True)
+    extents = (3, 1000, 1000, 1000)
+    assert multicast_tiles(t, "auto", operands, extents, 16, True, tight, True) == t
+    assert multicast_tiles(t, "auto", operands, extents, 16, True, tight) == replace(
+        paired, stages=3
+    )
+    why = multicast_tiles(t, "b", operands, extents, 16, True, tight, True)
+    assert isinstance(why, str) and "multicast=b) with stages=4: the pair's ring" in why, why

@@ -68,6 +68,14 @@ CASES = [
         (2, 1, 1),
     ),
     ("fp8_256x256x512", scaled_matmul(256, 256, 512), "", (1, 2, 1)),
+    # 128×256 blocks with 4 slots beside the staging tiles: the two mbarrier arrays share one
+    # 1024-byte place in dynamic shared memory (16-byte aligned, `hopper.MBARRIER_ALIGN`)
+    (
+        "four_slots_beside_staging_256x512x520",
+        matmul_plain(256, 512, 520, "bf16", "nk"),
+        "splitk=1 mma=wgmma bm=128 bn=256 stages=4 store=smem",
+        (1, 2, 1),
+    ),
 ]
 
 

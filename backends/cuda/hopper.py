@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from xdsl.dialects.builtin import MemRefType, f32
+from xdsl.dialects.builtin import MemRefType, f32, i64
 from xdsl.ir import Operation
 
 from tinyopt.dialects import tile
@@ -22,6 +22,10 @@ DYNAMIC_BASE = "tinyopt_smem_base"
 DYNAMIC_ALIGN = 1024
 """Dynamic buffers start 1024-byte aligned: a 128-byte swizzle pattern repeats every 1024
 bytes of shared address, and TMA and the wgmma descriptors assume it starts at 0."""
+
+MBARRIER_ALIGN = 16
+"""Dynamic mbarrier arrays (64-bit words, which no copy or wgmma reads) start 16-byte aligned:
+two of them share one 1024-byte place (`WgmmaTiles.shared_bytes`)."""
 
 HELPER_NAMES = (
     "CUtensorMap",
@@ -295,7 +299,8 @@ def dynamic_layout(
     kernel: tile.KernelOp, ops: Iterable[Operation] | None = None
 ) -> tuple[dict[tile.AllocOp, int], int]:
     """Returns each dynamic `tile.alloc`'s byte offset in dynamic shared memory and the bytes
-    the launch must request (the buffers, 1024-byte aligned, plus 1024 of alignment slack).
+    the launch must request (the buffers, 1024-byte aligned, mbarrier arrays 16-byte aligned,
+    plus 1024 of alignment slack).
     `ops`: the kernel's ops (or just its `tile.alloc`s) in walk order, where the caller has just
     walked it (the offsets follow that order)."""
     offsets: dict[tile.AllocOp, int] = {}
@@ -304,7 +309,8 @@ def dynamic_layout(
         if isinstance(op, tile.AllocOp) and op.dynamic is not None:
             t = op.result.type
             assert isinstance(t, MemRefType)
-            end = -(-end // DYNAMIC_ALIGN) * DYNAMIC_ALIGN
+            align = MBARRIER_ALIGN if t.element_type == i64 else DYNAMIC_ALIGN
+            end = -(-end // align) * align
             offsets[op] = end
             end += math.prod(t.get_shape()) * t.element_type.bitwidth // 8  # type: ignore[attr-defined]
     return offsets, (end + DYNAMIC_ALIGN if offsets else 0)

@@ -196,8 +196,10 @@ class WgmmaTiles:
     def staging_bytes(self) -> int:
         """The f32 tiles (64 × STAGE_COLUMNS per consumer and product) of `store=smem`, the
         16-bit output tiles (64 × bn per consumer) of `store=tma`; with
-        `cluster`, the block's whole f32 tile (bm × bn) and the mbarriers' 1024-byte-aligned
-        places in dynamic shared memory (`wgmma_cluster.py`)."""
+        `cluster`, the block's whole f32 tile (bm × bn) and 2048 bytes for the mbarriers in
+        dynamic shared memory, one place more than they take since they share one
+        (`hopper.MBARRIER_ALIGN`): the cluster split's blocks were measured as so planned
+        (`wgmma_cluster.py`)."""
         if self.cluster > 1:
             return self.bm * self.bn * 4 + 2 * ATOM
         if self.store == "tma":  # each consumer warpgroup's 64 rows of 16-bit outputs
@@ -213,8 +215,9 @@ class WgmmaTiles:
     @property
     def shared_bytes(self) -> int:
         """Dynamic ring and staging tiles (with 1024 bytes of alignment slack) and the
-        2·stages mbarriers (with `multicast`, dynamic too: two more 1024-byte places)."""
-        barriers = 2 * ATOM if self.multicast != "off" else 0
+        2·stages mbarriers (with `multicast`, dynamic too: one more 1024-byte place, which
+        both arrays share, `hopper.MBARRIER_ALIGN`)."""
+        barriers = ATOM if self.multicast != "off" else 0
         return (
             self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages + barriers
         )
