@@ -222,20 +222,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         b_off = off_sectors(b_args.type)  # type: ignore[arg-type]
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
-        if knobs.streamk != "tail":
+        if knobs.streamk != "tail" or knobs.multicast in ("a", "b"):
+            # multicast=a/b with streamk=tail: refused by name (`multicast_refusal`)
+            shared = t if knobs.streamk != "tail" else replace(t, streamk="tail")
             return multicast_tiles(
-                t,
-                knobs.multicast,
-                operands,
-                c.extents,
-                bits,
-                b_off,
-                self.target,
-                bool(knobs.stages),
-            )
-        if knobs.multicast in ("a", "b"):
-            return multicast_tiles(
-                replace(t, streamk="tail"),
+                shared,
                 knobs.multicast,
                 operands,
                 c.extents,
