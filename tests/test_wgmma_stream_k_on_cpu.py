@@ -84,8 +84,14 @@ def test_stream_k_tail_matches_whole_tiles_and_reference(name: str) -> None:
             "streamk=tail sms=8 bn=128",
             "needs a K step for each of the 8 blocks, got 2 tiles of 2",
         ),
+        # persistent=0 set by hand had been planned persistent = 1 without a word
+        (
+            matmul_plain(300, 520, 384, "bf16"),
+            "streamk=tail sms=4 persistent=0",
+            "runs streamk=tail on persistent blocks .*; not with persistent=0",
+        ),
     ],
-    ids=["on", "whole_waves", "fewer_steps_than_blocks"],
+    ids=["on", "whole_waves", "fewer_steps_than_blocks", "persistent_0"],
 )
 def test_stream_k_the_wgmma_rule_cannot_run_is_refused(text: str, knobs: str, message: str) -> None:
     with pytest.raises(DiagnosticException, match=message):
