@@ -1,21 +1,66 @@
 """Knobs set by hand are planned as set or refused by name, never overridden without a word
 (stages under a multicast pair, and persistent=0 under streamk=tail, had been): random
-settings of the wgmma and mma.sync rules' knobs on bf16 GEMMs of several forms, each plan's
-value of every knob set compared with the setting."""
+settings of the knobs of the wgmma (bf16 and FP8), mma.sync and wgmma attention rules, each
+plan's value of every knob set compared with the setting."""
 
 from __future__ import annotations
 
 import random
 import re
+from dataclasses import dataclass, field
 
 import pytest
-from programs import batched_matmul, matmul_plain
+from attention_programs import attention
+from programs import batched_matmul, block_scaled_matmul, matmul_plain, scaled_matmul
 from xdsl.utils.exceptions import DiagnosticException
 
 from tinyopt.compiler import apply_pipeline, parse
 
-RULES: dict[str, tuple[int, list[str], dict[str, list]]] = {
-    "wgmma": (
+
+@dataclass(frozen=True)
+class Rule:
+    pipeline: str
+    """The passes up to `plan`, with `{}` for the knobs."""
+    plan: str
+    """The plan's rule name."""
+    settings: int
+    """Random settings a program."""
+    programs: list[str]
+    choices: dict[str, list]
+    fields: dict[str, str] = field(default_factory=dict)
+    """The plan's name of a knob where it has another."""
+    flags: bool = False
+    """Whether the plan writes an on/off knob as 1/0."""
+
+
+WGMMA = {
+    "bm": [64, 128, 192],
+    "bn": [64, 128, 144, 192, 208, 256],
+    "stages": [2, 3, 4, 5, 6, 8],
+    "multicast": ["off", "a", "b"],
+    "persistent": [0, 1],
+    "store": ["direct", "smem", "tma"],
+    "streamk": ["off", "tail"],
+    "group": [1, 8, 16],
+    "evict": ["off", "a", "b"],
+    "ws": [0, 1],
+    "l2promo": [0, 128],
+}
+FP8 = {
+    "bn": [64, 128, 192, 256],
+    "stages": [2, 3, 4, 6],
+    "promote": ["on", "off"],
+    "poverlap": ["on", "off"],
+    "pturns": ["on", "off"],
+    "pscales": ["step", "pair"],
+    "persistent": [0, 1],
+    "store": ["smem", "tma"],
+    "streamk": ["off", "tail"],
+}
+RULES = {
+    "wgmma": Rule(
+        "fuse,plan{{mma=wgmma {}}}",
+        "wgmma",
         12,
         [
             matmul_plain(1000, 1000, 1000, "bf16"),
@@ -23,21 +68,18 @@ RULES: dict[str, tuple[int, list[str], dict[str, list]]] = {
             matmul_plain(100, 2048, 4096, "bf16", "nk"),
             batched_matmul(3, 1000, 1000, 1000, "bf16"),
         ],
-        {
-            "bm": [64, 128, 192],
-            "bn": [64, 128, 144, 192, 208, 256],
-            "stages": [2, 3, 4, 5, 6, 8],
-            "multicast": ["off", "a", "b"],
-            "persistent": [0, 1],
-            "store": ["direct", "smem", "tma"],
-            "streamk": ["off", "tail"],
-            "group": [1, 8, 16],
-            "evict": ["off", "a", "b"],
-            "ws": [0, 1],
-            "l2promo": [0, 128],
-        },
+        WGMMA,
     ),
-    "mma_sync": (
+    "wgmma_fp8": Rule(
+        "fuse,plan{{mma=wgmma {}}}",
+        "wgmma",
+        12,
+        [scaled_matmul(1000, 2048, 4096), block_scaled_matmul(1000, 2048, 4096)],
+        FP8,
+    ),
+    "mma_sync": Rule(
+        "fuse,plan{{mma=sync {}}}",
+        "mma_sync",
         30,
         [matmul_plain(790, 72, 190, "bf16", "nk"), matmul_plain(256, 200, 1001, "bf16")],
         {
@@ -51,34 +93,60 @@ RULES: dict[str, tuple[int, list[str], dict[str, list]]] = {
             "store": ["direct", "smem"],
         },
     ),
+    "attention_wgmma": Rule(
+        "decompose,fuse,flash-attention,plan{{attn=wgmma {}}}",
+        "attention_wgmma",
+        12,
+        [attention(2, 8, 1024, 128, "bf16", True), attention(3, 4, 1000, 96, "bf16", False)],
+        {
+            "akeys": [64, 128, 192],
+            "afma": [1, 2, 4],
+            "aconsumers": [2, 3],
+            "aqslots": [1, 2],
+            "aoverlap": ["on", "off"],
+            "apingpong": ["on", "off"],
+            "atail": ["on", "off"],
+            "persistent": [0, 1],
+        },
+        {
+            "akeys": "keys",
+            "afma": "fma",
+            "aconsumers": "consumers",
+            "aqslots": "q_slots",
+            "aoverlap": "overlap",
+            "apingpong": "pingpong",
+            "atail": "tail",
+        },
+        flags=True,
+    ),
 }
-PLANNED = 10
-"""Settings of each rule that must plan (the rest are refused): (random settings a program,
-programs, knobs and their values) for each rule."""
+PLANNED = 8
+"""Settings of each rule that must plan (the rest are refused)."""
+FLAGS = {"on": "1", "off": "0"}
 
 
-@pytest.mark.parametrize("rule", sorted(RULES))
-def test_hand_set_knobs_are_planned_as_set_or_refused(rule: str) -> None:
-    settings, programs, choices = RULES[rule]
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_hand_set_knobs_are_planned_as_set_or_refused(name: str) -> None:
+    rule = RULES[name]
     rng = random.Random(49)
     planned = 0
-    for text in programs:
-        for _ in range(settings):
+    for text in rule.programs:
+        for _ in range(rule.settings):
             knobs = {
-                key: rng.choice(values) for key, values in choices.items() if rng.random() < 0.4
+                k: rng.choice(values) for k, values in rule.choices.items() if rng.random() < 0.4
             }
-            mma = "wgmma" if rule == "wgmma" else "sync"
-            setting = " ".join([f"mma={mma}", *(f"{k}={v}" for k, v in knobs.items())])
+            setting = " ".join(f"{k}={v}" for k, v in knobs.items())
             try:
-                module = str(apply_pipeline(parse(text), f"fuse,plan{{{setting}}}"))
+                module = str(apply_pipeline(parse(text), rule.pipeline.format(setting)))
             except DiagnosticException:
                 continue
-            plans = re.findall(rf"#tile\.plan<{rule}, [^>]*>", module)
+            plans = re.findall(rf"#tile\.plan<{rule.plan}, [^>]*>", module)
             assert plans, setting
             planned += 1
             for plan in plans:
                 for key, value in knobs.items():
-                    found = re.search(rf"\b{key} = \"?(\w+)\"?", plan)
+                    found = re.search(rf"\b{rule.fields.get(key, key)} = \"?(\w+)\"?", plan)
                     assert found is not None, (key, plan)
-                    assert found.group(1) == str(value), (setting, plan)
+                    planned_as = FLAGS.get(str(value), str(value)) if rule.flags else str(value)
+                    assert found.group(1) == planned_as, (setting, plan)
     assert planned >= PLANNED, planned
