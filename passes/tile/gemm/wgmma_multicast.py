@@ -136,8 +136,8 @@ def multicast_tiles(
     if knob == "auto":
         return t
     return _fail(
-        f"multicasts {paired.multicast.upper()} (multicast={knob}) with stages={t.stages}: the "
-        f"pair's ring and mbarriers need {paired.shared_bytes} bytes of shared memory, more "
+        f"multicasts {paired.multicast.upper()} (multicast={knob}) with stages={paired.stages}: "
+        f"the pair's ring and mbarriers need {paired.shared_bytes} bytes of shared memory, more "
         f"than the {target.dynamic_shared} a block may use"
     )
 
