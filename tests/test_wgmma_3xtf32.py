@@ -188,6 +188,19 @@ def test_3xtf32_split_k_error_is_f32_order(shape: tuple[int, int, int], knobs: s
     assert errors[knobs] < max(4 * errors["mma=none"], 2e-6), errors
 
 
+def test_store_and_group_set_by_hand_are_kept_or_refused_under_swap() -> None:
+    """The swapped plan stores direct from registers in row order; it had planned store =
+    "direct" and group = 1 over a hand-set store=smem or group=16 without a word. Under
+    swap=auto the plain plan takes them; swap=on is refused by name."""
+    text = matmul_plain(97, 4096, 1024, "f32", b_layout="nk")
+    assert 'swap = "on"' in str(lower(text, "fuse,plan{mma=3xtf32}")[1])
+    for knobs, planned in (("store=smem", 'store = "smem"'), ("group=16", "group = 16")):
+        plans = str(lower(text, f"fuse,plan{{mma=3xtf32 {knobs}}}")[1])
+        assert 'swap = "off"' in plans and planned in plans, plans
+        with pytest.raises(DiagnosticException, match=f"swap=on stores .*not with {knobs}"):
+            lower(text, f"fuse,plan{{mma=3xtf32 swap=on {knobs}}}")
+
+
 @pytest.mark.parametrize(
     "dtype,knobs,why",
     [

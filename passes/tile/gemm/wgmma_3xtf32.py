@@ -200,6 +200,23 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
             return None
         if operands.b_mn_major:
             return _fail("swap=on needs B [N, K] (its rows are the product's A, K-major)")
+        clashes = [
+            f"{name}={value}"
+            for name, value, clash in (
+                ("store", knobs.store, knobs.store not in ("auto", "direct")),
+                ("group", knobs.group, knobs.group not in (0, 1)),
+            )
+            if clash
+        ]
+        if clashes:  # auto: the plain plan, which takes them
+            return (
+                None
+                if knobs.swap == "auto"
+                else _fail(
+                    "swap=on stores its outputs direct from registers in row order (store=direct "
+                    f"group=1), not with {' '.join(clashes)}"
+                )
+            )
         bm = knobs.bm or (128 if n > 64 else 64)
         bn = knobs.bn or next((w for w in SWAP_WIDTHS if w >= m), SWAP_WIDTHS[-1])
         t = Wgmma3xTf32Tiles(
