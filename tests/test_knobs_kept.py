@@ -1,7 +1,8 @@
 """Knobs set by hand are planned as set or refused by name, never overridden without a word
-(stages under a multicast pair, and persistent=0 under streamk=tail, had been): random
-settings of the knobs of the wgmma (bf16 and FP8), mma.sync and wgmma attention rules, each
-plan's value of every knob set compared with the setting."""
+(stages under a multicast pair, persistent=0 under streamk=tail, and store and group under the
+swapped 3xTF32 plan had been): random settings of the knobs of the wgmma (bf16 and FP8),
+3xTF32, mma.sync and wgmma attention rules, each plan's value of every knob set compared with
+the setting."""
 
 from __future__ import annotations
 
@@ -76,6 +77,20 @@ RULES = {
         12,
         [scaled_matmul(1000, 2048, 4096), block_scaled_matmul(1000, 2048, 4096)],
         FP8,
+    ),
+    "wgmma_3xtf32": Rule(
+        "fuse,plan{{mma=3xtf32 {}}}",
+        "wgmma_3xtf32",
+        12,
+        [matmul_plain(97, 4096, 1024, "f32", "nk"), matmul_plain(1000, 1000, 1000, "f32")],
+        {
+            "bm": [64, 128],
+            "bn": [64, 128],
+            "stages": [2, 3, 4],
+            "store": ["direct", "smem"],
+            "group": [1, 8, 16],
+            "swap": ["on", "off"],
+        },
     ),
     "mma_sync": Rule(
         "fuse,plan{{mma=sync {}}}",
