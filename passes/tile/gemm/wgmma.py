@@ -237,13 +237,20 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             )
         tiles = tile_count(t, batch, m, n)
         steps = -(-k // k_step(tensor_core_type(c, fp8=True)))  # type: ignore[arg-type]
-        if not t.ws or dual or t.cluster > 1 or knobs.persistent == 0:
+        clashes = [
+            setting
+            for setting, clash in (
+                ("ws=0", not t.ws),
+                ("a dual GEMM", dual),
+                (f"a cluster split of {t.cluster}", t.cluster > 1),
+                ("persistent=0", knobs.persistent == 0),
+            )
+            if clash
+        ]
+        if clashes:
             return _fail(
                 "runs streamk=tail on persistent blocks with a producer warpgroup (ws=1), on no "
-                "dual GEMM and no split over a cluster; not with persistent=0"
-                if knobs.persistent == 0
-                else "runs streamk=tail with a producer warpgroup (ws=1), on no dual GEMM and no "
-                "split over a cluster"
+                f"dual GEMM and no split over a cluster; not with {', '.join(clashes)}"
             )
         if why := stream_k_refusal(tiles, self.target.sms, steps):
             return _fail(why)
