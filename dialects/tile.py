@@ -1639,13 +1639,16 @@ class WgmmaOp(IRDLOperation):
     """One warpgroup-wide `wgmma.mma_async.m64nNk16` with fp32 accumulators: acc += A·B;
     with f32 operands `m64nNk8` reading them as TF32 (B K-major only), K-steps of 8.
 
-    A (64×16, K-major) starts at `a[a_indices]`, B (16×N) at `b[b_indices]`, both in 128-byte
-    swizzled shared memory described by matrix descriptors: `a_sbo` is the byte distance
-    between A's 8-row groups; B is K-major (`b_mn_major` absent: `b_sbo` between 8-row groups
-    of N) or N-major (`b_mn_major`: `b_lbo` between 64-column chunks of N, `b_sbo` between
-    8-row groups of K). `acc` holds the N/2 fp32 accumulators of each thread in the PTX
-    layout: element r of thread t is row 16(t/32 % 4) + t%32/4 + 8(r/2 % 2), column
-    8(r/4) + 2(t%4) + r%2. The op is asynchronous: see `tile.wgmma_commit` / `wgmma_wait`.
+    A (64×16) starts at `a[a_indices]`, B (16×N) at `b[b_indices]`, both in 128-byte
+    swizzled shared memory described by matrix descriptors. A is K-major (`a_mn_major`
+    absent: `a_sbo` is the byte distance between its 8-row groups) or, of 16-bit types,
+    M-major (`a_mn_major`: its 64 rows one 128-byte swizzle row of each K, `a_sbo` between
+    8-row groups of K, `a_lbo` between 64-row chunks of M); B is K-major (`b_mn_major`
+    absent: `b_sbo` between 8-row groups of N) or N-major (`b_mn_major`: `b_lbo` between
+    64-column chunks of N, `b_sbo` between 8-row groups of K). `acc` holds the N/2 fp32
+    accumulators of each thread in the PTX layout: element r of thread t is row
+    16(t/32 % 4) + t%32/4 + 8(r/2 % 2), column 8(r/4) + 2(t%4) + r%2. The op is
+    asynchronous: see `tile.wgmma_commit` / `wgmma_wait`.
     """
 
     name = "tile.wgmma"
@@ -1660,13 +1663,17 @@ class WgmmaOp(IRDLOperation):
     b_lbo = prop_def(IntegerAttr)
     b_sbo = prop_def(IntegerAttr)
     b_mn_major = opt_prop_def(UnitAttr)
+    a_mn_major = opt_prop_def(UnitAttr)
+    a_lbo = opt_prop_def(IntegerAttr)
+    """With `a_mn_major`: the byte distance between A's 64-row chunks of M."""
     overwrite = opt_prop_def(UnitAttr)
     """acc = A·B (wgmma's scale-d 0) instead of acc += A·B."""
 
     irdl_options = (AttrSizedOperandSegments(as_property=True), ParsePropInAttrDict())
     assembly_format = (
-        "$acc `,` $a `[` $a_indices `]` `,` $b `[` $b_indices `]` (`mn_major` $b_mn_major^)? "
-        "(`overwrite` $overwrite^)? attr-dict `:` type($acc) `,` type($a) `,` type($b)"
+        "$acc `,` $a `[` $a_indices `]` (`a_mn_major` $a_mn_major^)? `,` $b `[` $b_indices `]` "
+        "(`mn_major` $b_mn_major^)? (`overwrite` $overwrite^)? attr-dict `:` type($acc) `,` "
+        "type($a) `,` type($b)"
     )
 
     def __init__(
@@ -1682,9 +1689,14 @@ class WgmmaOp(IRDLOperation):
         b_sbo: int,
         b_mn_major: bool,
         overwrite: bool = False,
+        a_lbo: int | None = None,
     ) -> None:
+        """`a_lbo` given: A is M-major, its 64-row chunks of M that many bytes apart."""
         props = _wgmma_properties(b_mn_major, n=n, a_sbo=a_sbo, b_lbo=b_lbo, b_sbo=b_sbo)
         props["overwrite"] = UnitAttr() if overwrite else None
+        if a_lbo is not None:
+            props["a_mn_major"] = UnitAttr()
+            props["a_lbo"] = IntegerAttr(a_lbo, i64)
         super().__init__(operands=[acc, a, a_indices, b, b_indices], properties=props)
 
     @property
@@ -1708,6 +1720,14 @@ class WgmmaOp(IRDLOperation):
             raise VerifyException(
                 f"tile.wgmma: a product of {self.element} operands takes B K-major only"
             )
+        if (self.a_mn_major is None) != (self.a_lbo is None):
+            raise VerifyException("tile.wgmma: an M-major A (a_mn_major) needs a_lbo, and only it")
+        if self.a_mn_major is not None:
+            if self.element.bitwidth != 16:  # type: ignore[attr-defined]
+                raise VerifyException(
+                    f"tile.wgmma: a product of {self.element} operands takes A K-major only"
+                )
+            _check_wgmma(self, ("a_lbo",))
 
 
 def _wgmma_properties(b_mn_major: bool, **sizes: int) -> dict[str, Attribute | None]:

@@ -354,22 +354,26 @@ template <typename T>
 static inline float cpu_operand(T x) { return to_float(x); }
 static inline float cpu_operand(float x) { return cpu_tf32(x); }
 // m64nNkK, K 16 for 16-bit operands, 8 for TF32, 32 for 8-bit floats (32 bytes of K each
-// way). A: K-major,
-// 128-byte rows in 8-row groups SBO apart. B: K-major like A ('k'), or N-major ('n', 16-bit
-// only): 128-byte chunks of N LBO apart, 128-byte K rows in 8-row groups SBO apart. SET: the
+// way). A: K-major, 128-byte rows in 8-row groups SBO apart, or M-major (A_MN, 16-bit only:
+// trans-a): 128-byte chunks of M LBO apart, 128-byte K rows in 8-row groups SBO apart.
+// B: K-major like A ('k'), or N-major ('n', 16-bit only) like an M-major A. SET: the
 // product replaces the accumulators (scale-d 0).
-template <typename T, int N, char B_MAJOR, bool SET = false>
+template <typename T, int N, char B_MAJOR, bool SET = false, bool A_MN = false>
 static inline void cpu_wgmma(float (&d)[N / 2], unsigned long long a, unsigned long long b) {
     constexpr int width = sizeof(T), K = 32 / width, row_elements = 128 / width;
     int t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
     const unsigned char *as = cpu_desc_start(a), *bs = cpu_desc_start(b);
-    long long a_sbo = cpu_desc_sbo(a), b_lbo = cpu_desc_lbo(b), b_sbo = cpu_desc_sbo(b);
+    long long a_lbo = cpu_desc_lbo(a), a_sbo = cpu_desc_sbo(a);
+    long long b_lbo = cpu_desc_lbo(b), b_sbo = cpu_desc_sbo(b);
     for (int i = 0; i < N / 2; ++i) {
         int row = 16 * warp + lane / 4 + 8 * (i / 2 % 2);
         int col = 8 * (i / 4) + 2 * (lane % 4) + i % 2;
         float sum = SET ? 0.0f : d[i];
         for (int k = 0; k < K; ++k) {
-            const T* x = (const T*)cpu_swizzled(as + row % 8 * 128 + row / 8 * a_sbo + width * k);
+            const T* x = (const T*)cpu_swizzled(
+                A_MN ? as + row / row_elements * a_lbo + row % row_elements * width
+                           + k % 8 * 128 + k / 8 * a_sbo
+                     : as + row % 8 * 128 + row / 8 * a_sbo + width * k);
             const T* y = (const T*)cpu_swizzled(
                 B_MAJOR == 'k'
                     ? bs + col % 8 * 128 + col / 8 * b_sbo + width * k
@@ -519,7 +523,7 @@ static inline unsigned cpu_cuda_bar_red_or(unsigned id, int count, unsigned pred
 }
 """
 
-WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k(?:16|32)_(bf16|f16|e4m3|e5m2)_([nk])(_set)?\(")
+WGMMA = re.compile(r"tinyopt_wgmma_m64n(\d+)k(?:16|32)_(bf16|f16|e4m3|e5m2)_([nk])(_ta)?(_set)?\(")
 WGMMA_RA = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k16_(bf16|f16)_([nk])\(")
 WGMMA_TF32 = re.compile(r"tinyopt_wgmma_m64n(\d+)k8_tf32_k(_set)?\(")
 WGMMA_RA_TF32 = re.compile(r"tinyopt_wgmma_ra_m64n(\d+)k8_tf32_k(_set)?\(")
@@ -572,7 +576,10 @@ def emulated(kernel: tile.CudaKernelOp, buffers: list[np.ndarray]) -> tile.CudaK
     body = source.index("{", start) + 1
     source = source[:body] + "\n" + "".join(maps) + source[body:]
     source = WGMMA.sub(
-        lambda m: f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}', {'true' if m[4] else 'false'}>(",
+        lambda m: (
+            f"cpu_wgmma<cpu_{m[2]}, {m[1]}, '{m[3]}', {'true' if m[5] else 'false'}, "
+            f"{'true' if m[4] else 'false'}>("
+        ),
         source,
     )
     source = WGMMA_RA.sub(lambda m: f"cpu_wgmma_ra<cpu_{m[2]}, {m[1]}, '{m[3]}'>(", source)

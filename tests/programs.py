@@ -696,6 +696,29 @@ CASES = [
         matmul_plain(1000, 1000, 1000, "bf16", "kn"),
         tile_with("mma=wgmma bn=208 multicast=a"),
     ),
+    # The sides swapped (`swap=on`, wgmma_swap.py): an N-major B read M-major (trans-a) in a
+    # batch, 208 columns of A's rows a block; a K-major B; three consumer warpgroups over B's
+    # N with ragged M and N and the ReLU; rows off sectors staged, then swapped.
+    Case(
+        "bf16_wgmma_swap_bmm_3x1000",
+        batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        tile_with("swap=on"),
+    ),
+    Case(
+        "bf16_wgmma_swap_nk_1000x1000x520",
+        matmul_plain(1000, 1000, 520, "bf16", "nk"),
+        tile_with("swap=on"),
+    ),
+    Case(
+        "f16_wgmma_swap_tall_kn_997x776x264",
+        matmul_plain(997, 776, 264, "f16", "kn"),
+        tile_with("mma=wgmma swap=on bm=192"),
+    ),
+    Case(
+        "bf16_wgmma_swap_staged_1000x1000x1000",
+        matmul_plain(1000, 1000, 1000, "bf16", "kn"),
+        tile_with("swap=on align=on"),
+    ),
     # The staged GEMM split over K (the staging rule's pieces planned as any GEMM): a small
     # grid, a long K off 32-byte sectors.
     Case("bf16_wgmma_staged_split_101x3024x6484", matmul_plain(101, 3024, 6484, "bf16", "nk")),

@@ -204,12 +204,12 @@ def test_store_and_group_set_by_hand_are_kept_or_refused_under_swap() -> None:
 @pytest.mark.parametrize(
     "dtype,knobs,why",
     [
-        ("bf16", "swap=on", "the wgmma rule takes it (bf16 operands)"),
+        ("bf16", "swap=on persistent=1", "not with persistent=1"),
         ("f32", "mma=none swap=on", "the knobs select other rules"),
     ],
 )
 def test_swap_on_where_it_cannot_apply_is_refused(dtype: str, knobs: str, why: str) -> None:
-    """`swap=on` on a GEMM the 3xTF32 rule does not take swapped names the kernel and why
+    """`swap=on` on a GEMM no wgmma rule takes swapped names the kernel and why
     (it was ignored: the GEMM ran unswapped)."""
     text = skinny(64, 1024, 4096, dtype)
     with pytest.raises(DiagnosticException, match=r"swap=on does not apply to kernel @skinny_0"):

@@ -240,7 +240,12 @@ def wgmma_name(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     a = "_ra" if isinstance(op, tile.WgmmaRegisterAOp) else ""
     k = tile.wgmma_k(op.element)
     name = f"tinyopt_wgmma{a}_m64n{op.n.value.data}k{k}_{_wgmma_type(op)}_{major}"
-    return name + ("_set" if _overwrites(op) else "")
+    return name + ("_ta" if _a_mn_major(op) else "") + ("_set" if _overwrites(op) else "")
+
+
+def _a_mn_major(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> bool:
+    """Whether the wgmma's A is an M-major tile in shared memory (wgmma's trans-a)."""
+    return isinstance(op, tile.WgmmaOp) and op.a_mn_major is not None
 
 
 def _overwrites(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> bool:
@@ -262,8 +267,8 @@ def _wgmma_type(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
 def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     """Returns the device function of one `tile.wgmma` or `tile.wgmma_reg_a` variant: all N/2
     accumulators are read-write operands, scale-d is 1 (accumulate) or, for an overwriting
-    `tile.wgmma`, 0 (replace); A is a K-major descriptor
-    or four packed registers, B a descriptor as the op says."""
+    `tile.wgmma`, 0 (replace); A is a descriptor (K-major, or M-major: trans-a) or four
+    packed registers, B a descriptor as the op says."""
     half = op.n.value.data // 2
     element = _wgmma_type(op)
     trans_b = 1 if op.b_mn_major is not None else 0
@@ -277,7 +282,7 @@ def wgmma_helper(op: tile.WgmmaOp | tile.WgmmaRegisterAOp) -> str:
     else:
         params = "unsigned long long a, unsigned long long b"
         a_operand, inputs = f"%{half}", '"l"(a), "l"(b)'
-        b_operand, trans = f"%{half + 1}", f"0, {trans_b}"
+        b_operand, trans = f"%{half + 1}", f"{int(_a_mn_major(op))}, {trans_b}"
     if element in ("tf32", *_FP8_PTX.values()):  # no transpose operands: K-major only
         trans = ""
     scale_d = half + inputs.count("(")

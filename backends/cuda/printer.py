@@ -1130,7 +1130,8 @@ class CudaPrinter(BasePrinter[str]):
     def _(self, op: tile.WgmmaOp) -> None:
         a = f"&{self.element(op.a, op.a_indices)}"
         b = f"&{self.element(op.b, op.b_indices)}"
-        a_desc = f"tinyopt_wgmma_desc({a}, 16, {op.a_sbo.value.data})"
+        a_lbo = op.a_lbo.value.data if op.a_lbo is not None else 16  # K-major: unused
+        a_desc = f"tinyopt_wgmma_desc({a}, {a_lbo}, {op.a_sbo.value.data})"
         b_desc = f"tinyopt_wgmma_desc({b}, {op.b_lbo.value.data}, {op.b_sbo.value.data})"
         self.line(f"{hopper.wgmma_name(op)}({self.expr(op.acc)}, {a_desc}, {b_desc});")
 

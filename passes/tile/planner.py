@@ -233,7 +233,7 @@ def _auto_splits(
         and choice.rule.name == "wgmma"
         and isinstance(t := choice.plan, WgmmaTiles)
     ):
-        if t.dual == "off" and not t.persistent:
+        if t.dual == "off" and not t.persistent and t.swap == "off":
             splits, two_pass = wgmma_split_estimate(c, t.bm, t.tile_n, target)
             if knobs.splitk_mode == "cluster":
                 return min(splits, CLUSTER_SPLITS[-1]), "cluster", None
@@ -293,16 +293,19 @@ def _plan_cluster_split(
 def _refuse_unswapped(
     kernel: loop.KernelOp, knobs: Knobs, choice: Choice, refused: list[tuple[str, str]]
 ) -> None:
-    """Raises where `swap=on` asks for a contraction the 3xTF32 rule did not take swapped."""
-    swapped = isinstance(choice.plan, Wgmma3xTf32Tiles) and choice.plan.swap == "on"
+    """Raises where `swap=on` asks for a contraction no wgmma rule took swapped (the staging
+    copies' GEMM is planned on its own)."""
+    swapped = isinstance(choice.plan, WgmmaTiles) and choice.plan.swap == "on"
+    swapped = swapped or isinstance(choice.plan, Staging)
     c = match_contraction(kernel)
     if knobs.swap != "on" or swapped or c is None:
         return
     taken = f"the {choice.rule.name} rule takes it ({' and '.join(operand_types(c))} operands)"
+    reasons = dict(refused)
     raise DiagnosticException(
         f"tile: swap=on does not apply to kernel @{kernel.sym_name.data}: it swaps the sides "
-        f"of the 3xTF32 wgmma GEMM (f32 operands, B [N, K]); "
-        f"{dict(refused).get('wgmma_3xtf32', taken)}"
+        f"of the wgmma GEMMs (f16/bf16 operands, or f32 with B [N, K] on 3xTF32); "
+        f"{reasons.get('wgmma') or reasons.get('wgmma_3xtf32', taken)}"
     )
 
 

@@ -87,6 +87,7 @@ from tinyopt.passes.tile.gemm.wgmma_cluster import (
     cluster_refusal,
     clustered_tiles,
 )
+from tinyopt.passes.tile.gemm.wgmma_swap import swapped_tiles
 from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_epilogue,
     swapped_k_loop,
@@ -137,7 +138,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct,tma persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
     reads += "promote=auto poverlap=auto pturns=auto,off pscales=auto streamk=auto,tail "
-    reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256"
+    reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256 swap=auto,off,on"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
@@ -160,9 +161,12 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return why
         if not dual and (why := steps_aside(kernel, c, knobs, self.target)):
             return _fail(why)
+        fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
+        if knobs.swap == "on":
+            t = swapped_tiles(c, knobs, operands, dual, fp8, self.target)
+            return t if isinstance(t, str) else wgmma_tile_refusal(t, self.target) or t
         results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
         by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
-        fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
         if knobs.promote == "on" and not fp8:
             return _fail(
                 "promote=on applies to 8-bit float operands (the tensor cores sum f16/bf16 "
@@ -298,6 +302,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             partial = operands.splits > 1
             if why := cluster_refusal(c, plan.cluster, fp8, partial):
                 return why
+        if plan.swap == "on" and (fp8 or plan.dual == "on" or operands.splits > 1):
+            return _fail("swaps the sides (swap) of one f16/bf16 GEMM, K whole, only")
+        alone = plan.sharers == 1 and plan.cluster == 1 and plan.streamk == "off"
+        if plan.swap == "on" and (plan.persistent or plan.store != "direct" or not alone):
+            return _fail("swaps the sides (swap) of blocks that store direct, one a tile only")
         if plan.multicast != "off":
             bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
             if why := multicast_refusal(plan, operands, m, n, bits):
@@ -313,7 +322,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     ) -> None:
         element = tensor_core_type(c, fp8=True)
         assert element is not None
-        emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter)
+        emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter, t.swap == "on")
 
 
 def _scale_reads(knob: str, operands: Operands) -> str:
@@ -388,9 +397,10 @@ def emit_wgmma_gemm(
     swapped: bool = False,
 ) -> None:
     """Replaces `kernel` by the wgmma GEMM of `c` on operands of `element` (f16/bf16, or f32
-    split into TF32 pairs) with the tiling `t`; `swapped` (f32, a K-major B): the block's
-    consumer rows walk B's N and its columns A's M, A being B's rows split in registers (the
-    3xTF32 rule's `swap`)."""
+    split into TF32 pairs) with the tiling `t`; `swapped`: the block's consumer rows walk B's
+    N and its columns A's M, the output tile transposed in the accumulators (`swap`: the
+    3xTF32 rule's with a K-major B, A being B's rows split in registers; f16/bf16 with B
+    either way, an N-major B's tile then wgmma's M-major A)."""
     batch, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     assert not isinstance(operands, str)
@@ -473,6 +483,8 @@ class _WgmmaEmitter:
         """The tiles' roles swapped (`emit_wgmma_gemm`): the ring's A tile holds B's rows, its
         B tile A's rows; m0 and n0 are then the block's first row of B and of A."""
         self.a_global = args[operands.a]
+        self.product_a = self.a_global
+        """The product's A (the ring's B tile's when `swapped`), which `evict` names "a"."""
         self.b_globals = [args[b] for b in operands.bs]
         self.batched = len(self.a_global.type.get_shape()) == 3  # type: ignore[attr-defined]
         if swapped:
@@ -484,7 +496,10 @@ class _WgmmaEmitter:
         if isinstance(c, PairedContraction):
             self.results.append(c.second.reduce.res[0])
             self.inits.append(c.second.reduce.init[0])
-        self.mn_major = operands.b_mn_major
+        self.mn_major = operands.b_mn_major and not swapped
+        """The ring's B tile N-major: 64-column chunks of an N-major B."""
+        self.a_mn_major = operands.b_mn_major and swapped
+        """The ring's A tile M-major (`swapped`, an N-major B): 64-row chunks of B's N."""
         self.scales = [
             (args[scale.arg], scale) if scale else None
             for scale in (operands.a_scale, operands.b_scale)
@@ -546,7 +561,11 @@ class _WgmmaEmitter:
             else:
                 self._unit_origin(*self._grouped(em.add(em.mul(y, self.n_units), x)), z)
         shared = tile.SHARED
-        a_shape = [t.stages, t.bm, self.bk]
+        a_shape = (
+            [t.stages, t.bm // self.bk, self.bk, self.bk]
+            if self.a_mn_major
+            else [t.stages, t.bm, self.bk]
+        )
         self.a_smem = em.value(tile.AllocOp(tile.memref_in(a_shape, self.element, shared), True))
         b_shape = (
             [t.stages, t.b_columns // self.bk, self.bk, self.bk]
@@ -563,7 +582,9 @@ class _WgmmaEmitter:
         barriers = tile.memref_in([t.stages], i64, shared)
         self.full = em.value(tile.AllocOp(barriers, dynamic_barriers))
         self.empty = em.value(tile.AllocOp(barriers, dynamic_barriers))
-        if self.swapped:  # the producer's split of each slot's B tile, and its verdict
+        if (
+            self.split and self.swapped
+        ):  # the producer's split of each slot's B tile, and its verdict
             self.ready = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
             self.special = em.value(tile.AllocOp(tile.memref_in([t.stages], i32, shared)))
         if clustered:  # the block's whole tile, which the cluster's blocks read
@@ -584,7 +605,7 @@ class _WgmmaEmitter:
             for s in range(t.stages):
                 em.op(tile.MbarrierInitOp(self.full, em.index(s), 1))
                 em.op(tile.MbarrierInitOp(self.empty, em.index(s), releases))
-                if self.swapped:
+                if self.split and self.swapped:
                     em.op(tile.MbarrierInitOp(self.ready, em.index(s), WARPGROUP))
             em.op(tile.FenceProxyAsyncOp())
             if t.sharers > 1:
@@ -599,7 +620,7 @@ class _WgmmaEmitter:
         em.op(scf.IfOp(producer, [], Region(then_block), Region(else_block)))
         with em.into(then_block):
             em.op(tile.SetMaxNRegOp(registers(t.consumers)[0], inc=False))
-            if self.swapped:
+            if self.split and self.swapped:
                 swapped_produce(self)
             else:
                 with em.when([self.first]):
@@ -709,7 +730,7 @@ class _WgmmaEmitter:
         def copy(
             source: SSAValue, at: list[SSAValue], smem: SSAValue, to: list[SSAValue], mask: int = 0
         ) -> None:
-            hint = ("a" if source is self.a_global else "b") in t.evict
+            hint = ("a" if source is self.product_a else "b") in t.evict
             rank = len(source.type.get_shape())  # type: ignore[attr-defined]
             batch = self.b_index if rank > len(at) else []  # A shared by the batch: none
             em.op(tile.TmaLoadOp(source, [*batch, *at], smem, to, self.full, slot, hint, mask))
@@ -719,6 +740,10 @@ class _WgmmaEmitter:
             row = em.mul(self.rank, t.bm // t.sharers)
             mask = (1 << t.sharers) - 1
             copy(self.a_global, [em.add(self.m0, row), k0], self.a_smem, [slot, row, zero], mask)
+        elif self.a_mn_major:  # B's N-major chunks (`swapped`): 64 of its columns each
+            for chunk in range(t.bm // self.bk):
+                m = em.add(self.m0, chunk * self.bk)
+                copy(self.a_global, [k0, m], self.a_smem, [slot, em.index(chunk), zero, zero])
         else:
             copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
         if t.row_pairs > 1:
@@ -1260,11 +1285,14 @@ class _WgmmaEmitter:
         else:
             b_index = [slot, em.index(first), k]
             b_lbo = 16  # unused for K-major swizzled layouts ("assumed 1")
+        a_index, a_lbo = [slot, row, k], None
+        if self.a_mn_major:  # the consumer's 64 rows: one chunk, its K rows kk..
+            a_index, a_lbo = [slot, em.div(row, BK), k, zero], BK * BK * 2
         em.op(
             tile.WgmmaOp(
                 acc,
                 a_smem,
-                [slot, row, k],
+                a_index,
                 b_smem,
                 b_index,
                 width,
@@ -1273,6 +1301,7 @@ class _WgmmaEmitter:
                 b_sbo=ATOM,
                 b_mn_major=mn_major,
                 overwrite=overwrite,
+                a_lbo=a_lbo,
             )
         )
 

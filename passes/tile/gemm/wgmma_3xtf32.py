@@ -103,12 +103,9 @@ TMA_STORE_REFUSAL = "stores its f32 outputs direct or staged, not with TMA (stor
 class Wgmma3xTf32Tiles(WgmmaTiles):
     """The wgmma GEMM's tiling; each ring slot has a small copy (the ring takes twice the
     shared memory), or with `swap` big and small tiles of its A rows (B's rows are split in
-    registers)."""
-
-    swap: str = "off"
-    """on: the block's consumer rows are bm of B's rows (a `[N, K]` weight), its columns bn of
-    A's, and B's TF32 fragments are split in registers (A from registers in `wgmma`): the
-    output tile is transposed in the accumulators."""
+    registers). With `swap` on, the block's consumer rows are bm of B's rows (a `[N, K]`
+    weight), its columns bn of A's, and B's TF32 fragments are split in registers (A from
+    registers in `wgmma`): the output tile is transposed in the accumulators."""
 
     @property
     def shared_bytes(self) -> int:

@@ -142,6 +142,10 @@ class WgmmaTiles:
     """How the K loop reads FP8 block scales: step: each step those of the step two ahead;
     pair: the first step of each pair of steps computes both steps' factors, then reads the
     next pair's scales, so that no wait for scales includes loads issued a step before."""
+    swap: str = "off"
+    """on: the GEMM with its sides exchanged, Yᵀ = B·Aᵀ: a block's consumer rows are bm of
+    B's N, its columns bn of A's M, and the output tile lies transposed in the accumulators
+    (`wgmma_swap.py`; the 3xTF32 rule's `swap`, `wgmma_3xtf32.py`)."""
 
     @property
     def halves(self) -> int:

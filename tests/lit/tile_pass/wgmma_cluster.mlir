@@ -17,7 +17,7 @@
 // through the epilogue. No workspace, no fold kernel. A wave of one block an SM holds 15
 // clusters of 8 (Target.cluster_slots), not 16, so the ring is not deepened past its 6 slots
 // (wgmma_plan.deepened): no block has an SM of its own.
-// CHECK:      loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, bm = 64, bn = 64, stages = 6,{{.*}}store = "smem", persistent = 0,{{.*}}cluster = 8, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step">
+// CHECK:      loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, bm = 64, bn = 64, stages = 6,{{.*}}store = "smem", persistent = 0,{{.*}}cluster = 8, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step", swap = "off">
 // CHECK-NOT:  loop.kernel @kv_0_reduce
 // TILE:       tile.kernel @kv_0 grid [16, 1, 8] block [256, 1, 1] cluster [1, 1, 8]
 // TILE:       tile.cluster_sync
@@ -34,12 +34,12 @@
 // By default (splitk_mode=auto) the split runs over clusters where they fit one wave and the
 // estimate says so (split_k_plan.cluster_split_estimate): here 16 clusters of 4 (30 fit), not
 // two passes of 8 chunks; splitk_mode=twopass folds in a second kernel.
-// DEFAULT:     loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 4, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step">
+// DEFAULT:     loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 4, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step", swap = "off">
 // DEFAULT-NOT: @kv_0_reduce
-// TWOPASS:     loop.kernel @kv_0_splitk({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 1, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step">
+// TWOPASS:     loop.kernel @kv_0_splitk({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 1, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step", swap = "off">
 // TWOPASS:     loop.kernel @kv_0_reduce
 // An explicit split of 2: clusters of 2 blocks, each chunk 32 K steps.
-// TWO:        loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 2, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step">
+// TWO:        loop.kernel @kv_0({{.*}}plan = #tile.plan<wgmma, {{.*}}cluster = 2, multicast = "off", l2promo = 0, poverlap = "off", pturns = "off", pscales = "step", swap = "off">
 // SIXTEEN:    is not planned so: mma=wgmma splits K over clusters of 2, 4 or 8 blocks (splitk_mode=cluster), got splitk=16
 // CORES:      error: tile: splitk_mode=cluster splits K over a cluster of blocks of the wgmma GEMM (f16/bf16, mma=auto or wgmma), and kernel @kv_0 is not planned so:
 func.func @kv(%x: tensor<64x4096xbf16>, %w: tensor<1024x4096xbf16>) -> tensor<64x1024xbf16> {

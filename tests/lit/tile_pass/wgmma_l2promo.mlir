@@ -10,7 +10,7 @@
 // CHECK-SAME: tensor_maps = [{arg = 0 : i64, box = array<i64: {{[0-9]+}}, 64>, swizzle = 128 : i64}, {arg = 1 : i64, box = array<i64: {{[0-9]+}}, 64>, swizzle = 128 : i64}]
 // P256:       tile.kernel @off_sectors_0
 // P256-SAME:  tensor_maps = [{arg = 0 : i64, box = array<i64: {{[0-9]+}}, 64>, swizzle = 128 : i64, l2_promotion = 256 : i64}, {arg = 1 : i64, box = array<i64: {{[0-9]+}}, 64>, swizzle = 128 : i64, l2_promotion = 256 : i64}]
-// PLAN:       plan = #tile.plan<wgmma, {{.*}} l2promo = 0, poverlap = "off", pturns = "off", pscales = "step">
+// PLAN:       plan = #tile.plan<wgmma, {{.*}} l2promo = 0, poverlap = "off", pturns = "off", pscales = "step", swap = "off">
 // BAD:        tile: l2promo must be auto, 0 (none), 64, 128 or 256, got 32
 func.func @off_sectors(%x: tensor<1000x3000xbf16>, %w: tensor<2048x3000xbf16>) -> tensor<1000x2048xbf16> {
   %y = graph.linear %x, %w : (tensor<1000x3000xbf16>, tensor<2048x3000xbf16>) -> tensor<1000x2048xbf16>

@@ -1,0 +1,120 @@
+"""The f16/bf16 wgmma GEMM with its sides exchanged (`swap=on`): Yᵀ = B·Aᵀ.
+
+wgmma's M is 64 rows a consumer warpgroup, its N any multiple of 8 up to 256. The plain plan
+puts A's M on wgmma's M, so a block takes 64, 128 or 192 rows of the output and only its
+width over N is free; an N-major B's tile is copied in whole 64-column chunks, so a width
+off them copies columns it does not use (`WgmmaTiles.b_columns`). Swapped, a block's
+consumer rows are bm of B's N and its wgmma N is bn of A's M, A's rows being K-major
+whatever B's orientation: the block's width over M is free in steps of 16 and costs no
+copied byte. cuBLAS runs such blocks on shapes whose waves round badly (3×1000³ on 128×200,
+5000³ on 256×152: benchmarks/RESULTS.md, forty-sixth session call 4).
+
+The ring's A tile holds B's rows: K-major for a `[N, K]` B, else 64-column chunks of an
+N-major `[K, N]` B, which wgmma reads M-major (trans-a); its B tile holds bn of A's rows.
+The accumulators hold the output tile transposed, and the epilogue stores each one where it
+lies (`wgmma_swapped.swapped_epilogue`). The plan runs one block per tile, each with a
+producer warpgroup, storing direct: `swap=on` with another setting is refused by name.
+`swap=auto` is `off` for these operands: no measurement has shown where it pays yet.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from tinyopt.passes.tile.gemm.contraction_match import Contraction
+from tinyopt.passes.tile.gemm.wgmma_plan import (
+    GROUP,
+    MAX_STAGES,
+    TALL,
+    Operands,
+    WgmmaTiles,
+    _fail,
+    approximate_math,
+    l2_promotion,
+)
+from tinyopt.passes.tile.knobs import Knobs
+from tinyopt.passes.tile.target import Target
+
+SWAP_ROWS = (128, TALL)
+"""The rows of B's N a swapped block takes where `bm` is left to the plan."""
+
+WIDTH_STEP = 16
+"""The widths over A's M a swapped block may take: multiples of this (`wgmma_tile_refusal`)."""
+
+
+NARROWEST = 128
+"""The narrowest width `swap_width` takes where M is wider: a narrower block's wgmma reads
+more shared memory a product (A's 64 rows for fewer columns), which the wave count of
+`swap_width` does not see."""
+
+
+def swap_width(batch: int, m: int, n: int, bm: int, target: Target) -> int:
+    """The width over M (`NARROWEST`, or M rounded up to 16 where that is less, to 256, or 192
+    beside three consumer warpgroups) whose grid of `bm`-row blocks over N has the least work
+    once rounded up to whole waves of one block an SM: rounds × bm × width, the fewest blocks
+    on a tie."""
+    widest = TALL if bm == TALL else 256
+    narrowest = max(64, min(NARROWEST, -(-m // WIDTH_STEP) * WIDTH_STEP))
+    widths = range(narrowest, widest + 1, WIDTH_STEP)
+
+    def cost(width: int) -> tuple[int, int]:
+        tiles = batch * -(-n // bm) * -(-m // width)
+        return -(-tiles // target.sms) * bm * width, tiles
+
+    return min(widths, key=cost)
+
+
+def swapped_tiles(
+    c: Contraction, knobs: Knobs, operands: Operands, dual: bool, fp8: bool, target: Target
+) -> WgmmaTiles | str:
+    """The swapped plan `swap=on` asks for (`bm` and `bn` as set, else by `swap_width` over
+    `SWAP_ROWS`), the deepest ring that fits (up to `MAX_STAGES`), or why it cannot run."""
+    clashes = [
+        setting
+        for setting, clash in (
+            ("8-bit float operands", fp8),
+            ("a dual GEMM", dual),
+            ("a split of K", operands.splits > 1),
+            ("ws=0", knobs.ws == 0),
+            ("persistent=1", knobs.persistent == 1),
+            (f"store={knobs.store}", knobs.store in ("smem", "tma")),
+            (f"multicast={knobs.multicast}", knobs.multicast in ("a", "b")),
+            (f"streamk={knobs.streamk}", knobs.streamk in ("on", "tail")),
+            ("promote=on", knobs.promote == "on"),
+            ("poverlap=on", knobs.poverlap == "on"),
+            ("pturns=on", knobs.pturns == "on"),
+            ("pscales=pair", knobs.pscales == "pair"),
+            ("splitk_mode=cluster", knobs.splitk_mode == "cluster" and knobs.splitk > 1),
+        )
+        if clash
+    ]
+    if clashes:
+        return _fail(
+            "swap=on runs f16/bf16 operands, one block a tile with a producer warpgroup, storing "
+            f"direct from registers; not with {', '.join(clashes)}"
+        )
+    batch, m, n, _ = c.extents
+    rows = (knobs.bm,) if knobs.bm else SWAP_ROWS
+    plans = []
+    for bm in rows:
+        bn = knobs.bn or swap_width(batch, m, n, bm, target)
+        t = WgmmaTiles(
+            bm,
+            bn,
+            knobs.stages or MAX_STAGES,
+            1,
+            group=knobs.group or GROUP,
+            fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
+            evict=knobs.evict if knobs.evict in ("a", "b", "ab") else "off",
+            l2promo=l2_promotion(knobs.l2promo),
+            swap="on",
+        )
+        while not knobs.stages and t.stages > 2 and t.shared_bytes > target.dynamic_shared:
+            t = replace(t, stages=t.stages - 1)
+        plans.append(t)
+
+    def cost(t: WgmmaTiles) -> tuple[int, int]:
+        tiles = batch * -(-n // t.bm) * -(-m // t.bn)
+        return -(-tiles // target.sms) * t.bm * t.bn, tiles
+
+    return min(plans, key=cost)

@@ -1,0 +1,112 @@
+"""The f16/bf16 wgmma GEMM with its sides swapped (`swap=on`, wgmma_swap.py): a block's
+consumer rows walk B's N, its wgmma N A's M, and an N-major B's tile is read M-major
+(trans-a). Run on the CPU (tests/cpu_wgmma.py) against float64, blocks last to first: K-major
+and N-major B, ragged M, N and K, a batch, 64-, 128- and 192-row blocks, widths off 64
+columns, the ReLU and an MLP's GELU in the epilogue, rows off sectors staged first. The width
+`swap_width` picks, what the plan does not run (refused by name), and its machine code.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+import pytest
+from cpu_cuda import COMPILER
+from cpu_wgmma import error_on_cpu, run_program_on_cpu
+from programs import batched_matmul, matmul_plain, mlp, scaled_matmul, tile_with
+from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
+from xdsl.utils.exceptions import DiagnosticException
+
+from tinyopt.compiler import apply_pipeline, lower, parse
+from tinyopt.dialects import loop, tile
+from tinyopt.passes.tile.gemm.wgmma_swap import swap_width
+from tinyopt.passes.tile.target import H200
+
+CASES = [
+    # (name, program, knobs): a K-major B (torch's linear), N ragged against 128-row blocks;
+    # an N-major B read M-major (trans-a), M ragged against the width.
+    ("nk", matmul_plain(300, 400, 200, "bf16", "nk"), "swap=on"),
+    ("kn", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on"),
+    # Widths off 64 columns: 208 (the 3×1000³ block) with K of 136, 80 over 64 rows of B.
+    ("kn_208", matmul_plain(260, 440, 136, "bf16", "kn", relu=False), "mma=wgmma swap=on bn=208"),
+    ("kn_80_bm64", matmul_plain(100, 176, 72, "f16", "kn"), "mma=wgmma swap=on bm=64 bn=80"),
+    # A batch; three consumer warpgroups over B's N (N = 352 = 192 + 160).
+    ("bmm", batched_matmul(3, 130, 248, 104, "bf16"), "swap=on"),
+    ("tall_kn", matmul_plain(400, 352, 128, "f16", "kn"), "mma=wgmma swap=on bm=192 bn=176"),
+    # GELU and the second linear of an MLP; rows of 1000 elements (off 32-byte sectors)
+    # staged onto aligned rows, then the staged GEMM swapped.
+    ("mlp", mlp(200, 136, 232, "bf16"), "swap=on"),
+    ("staged", matmul_plain(130, 200, 1000, "bf16", "kn"), "swap=on align=on"),
+]
+
+
+def _plans(text: str, knobs: str) -> list[dict]:
+    module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
+    return [k.attributes[tile.PLAN].values for k in loop.kernels(module)]  # type: ignore[union-attr]
+
+
+@pytest.mark.skipif(COMPILER is None, reason="g++ not found")
+@pytest.mark.parametrize(("text", "knobs"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_swapped_blocks_match_float64_on_cpu(text: str, knobs: str) -> None:
+    assert any(p.get("swap") == "on" for p in _plans(text, knobs))
+    backwards = partial(run_program_on_cpu, reverse=True)
+    error, tolerance = error_on_cpu(text, tile_with(knobs), seed=7, run=backwards)
+    assert error <= tolerance, error
+
+
+def test_an_n_major_b_is_read_m_major_and_a_k_major_one_as_it_is() -> None:
+    for layout, helper in (("kn", "_bf16_k_ta("), ("nk", "_bf16_k(")):
+        _, module = lower(matmul_plain(300, 400, 200, "bf16", layout), tile_with("swap=on"))
+        (source,) = [op.source.data for op in module.ops if isinstance(op, tile.CudaKernelOp)]
+        assert f"tinyopt_wgmma_m64n128k16{helper}" in source, layout
+
+
+def test_the_width_takes_the_fewest_waves_of_work() -> None:
+    # 3×1000³: 5 columns of 208 × 8 rows × 3 = 120 blocks, one wave (cuBLAS: 128×200).
+    assert swap_width(3, 1000, 1000, 128, H200) == 208
+    # 5000³: 23 × 40 = 920 blocks, 6.97 waves of 128×224 against 8 of 128×208.
+    assert swap_width(1, 5000, 5000, 128, H200) == 224
+    # No narrower than 128 where M is wider, M rounded up to 16 where it is not.
+    assert swap_width(1, 4096, 4096, 128, H200) >= 128
+    assert swap_width(1, 100, 4096, 128, H200) == 112
+    assert swap_width(1, 5000, 5000, 192, H200) <= 192
+
+
+def test_swap_auto_leaves_f16_and_bf16_unswapped() -> None:
+    for text in (batched_matmul(3, 1000, 1000, 1000, "bf16"), matmul_plain(300, 400, 200, "f16")):
+        assert all(p.get("swap") == "off" for p in _plans(text, "mma=wgmma"))
+
+
+@pytest.mark.parametrize(
+    ("knobs", "clash"),
+    [
+        ("persistent=1", "persistent=1"),
+        ("store=smem", "store=smem"),
+        ("store=tma", "store=tma"),
+        ("multicast=b", "multicast=b"),
+        ("streamk=tail", "streamk=tail"),
+        ("ws=0", "ws=0"),
+        ("splitk=2 splitk_mode=cluster", "splitk_mode=cluster"),
+    ],
+)
+def test_what_the_swapped_plan_does_not_run_is_refused(knobs: str, clash: str) -> None:
+    text = matmul_plain(512, 512, 2048, "bf16", "nk")
+    with pytest.raises(DiagnosticException, match=f"swap=on runs .*not with {clash}"):
+        apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma swap=on {knobs}}}")
+
+
+def test_fp8_is_refused_swapped() -> None:
+    with pytest.raises(DiagnosticException, match="not with 8-bit float operands"):
+        apply_pipeline(parse(scaled_matmul(256, 256, 256)), "fuse,plan{mma=wgmma swap=on}")
+
+
+@pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
+def test_swapped_blocks_keep_their_accumulators_in_registers(tmp_path: Path) -> None:
+    # 104 accumulators a consumer thread, an N-major B read M-major.
+    text = batched_matmul(3, 1000, 1000, 1000, "bf16")
+    kernels = sass_of_each(text, tile_with("swap=on"), tmp_path)
+    wide = [code for code in kernels.values() if "HGMMA.64x208x16" in code]
+    assert wide, list(kernels)
+    for code in wide:
+        assert not LOCAL_MEMORY.search(code), "a swapped 208-column block spills to local memory"
