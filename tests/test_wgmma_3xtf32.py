@@ -204,7 +204,7 @@ def test_store_and_group_set_by_hand_are_kept_or_refused_under_swap() -> None:
 @pytest.mark.parametrize(
     "dtype,knobs,why",
     [
-        ("bf16", "swap=on persistent=1", "not with persistent=1"),
+        ("bf16", "swap=on store=tma", "not with store=tma"),
         ("f32", "mma=none swap=on", "the knobs select other rules"),
     ],
 )

@@ -2,8 +2,9 @@
 consumer rows walk B's N, its wgmma N A's M, and an N-major B's tile is read M-major
 (trans-a). Run on the CPU (tests/cpu_wgmma.py) against float64, blocks last to first: K-major
 and N-major B, ragged M, N and K, a batch, 64-, 128- and 192-row blocks, widths off 64
-columns, the ReLU and an MLP's GELU in the epilogue, rows off sectors staged first. The width
-`swap_width` picks, what the plan does not run (refused by name), and its machine code.
+columns, persistent blocks, the ReLU and an MLP's GELU in the epilogue, rows off sectors
+staged first. The width `swap_width` picks, what the plan does not run (refused by name), and
+its machine code.
 """
 
 from __future__ import annotations
@@ -38,6 +39,13 @@ CASES = [
     # staged onto aligned rows, then the staged GEMM swapped.
     ("mlp", mlp(200, 136, 232, "bf16"), "swap=on"),
     ("staged", matmul_plain(130, 200, 1000, "bf16", "kn"), "swap=on align=on"),
+    # Persistent blocks walking several tiles each (3 and 2 SMs; 192 rows of a K-major B).
+    ("kn_persistent", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on persistent=1 sms=3"),
+    (
+        "nk_tall_persistent",
+        matmul_plain(520, 296, 136, "bf16", "nk"),
+        "mma=wgmma swap=on persistent=1 sms=2 bm=192",
+    ),
 ]
 
 
@@ -81,7 +89,6 @@ def test_swap_auto_leaves_f16_and_bf16_unswapped() -> None:
 @pytest.mark.parametrize(
     ("knobs", "clash"),
     [
-        ("persistent=1", "persistent=1"),
         ("store=smem", "store=smem"),
         ("store=tma", "store=tma"),
         ("multicast=b", "multicast=b"),

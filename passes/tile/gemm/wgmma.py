@@ -305,8 +305,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if plan.swap == "on" and (fp8 or plan.dual == "on" or operands.splits > 1):
             return _fail("swaps the sides (swap) of one f16/bf16 GEMM, K whole, only")
         alone = plan.sharers == 1 and plan.cluster == 1 and plan.streamk == "off"
-        if plan.swap == "on" and (plan.persistent or plan.store != "direct" or not alone):
-            return _fail("swaps the sides (swap) of blocks that store direct, one a tile only")
+        if plan.swap == "on" and (plan.store != "direct" or not alone):
+            return _fail("swaps the sides (swap) of blocks that store direct, each its own tiles")
         if plan.multicast != "off":
             bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
             if why := multicast_refusal(plan, operands, m, n, bits):

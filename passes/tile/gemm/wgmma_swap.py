@@ -12,8 +12,9 @@ copied byte. cuBLAS runs such blocks on shapes whose waves round badly (3Ã—1000Â
 The ring's A tile holds B's rows: K-major for a `[N, K]` B, else 64-column chunks of an
 N-major `[K, N]` B, which wgmma reads M-major (trans-a); its B tile holds bn of A's rows.
 The accumulators hold the output tile transposed, and the epilogue stores each one where it
-lies (`wgmma_swapped.swapped_epilogue`). The plan runs one block per tile, each with a
-producer warpgroup, storing direct: `swap=on` with another setting is refused by name.
+lies (`wgmma_swapped.swapped_epilogue`). The plan runs one block per tile (or, with
+`persistent=1` set by hand, one an SM walking tiles), each with a producer warpgroup,
+storing direct: `swap=on` with another setting is refused by name.
 `swap=auto` is `off` for these operands: no measurement has shown where it pays yet.
 """
 
@@ -76,7 +77,6 @@ def swapped_tiles(
             ("a dual GEMM", dual),
             ("a split of K", operands.splits > 1),
             ("ws=0", knobs.ws == 0),
-            ("persistent=1", knobs.persistent == 1),
             (f"store={knobs.store}", knobs.store in ("smem", "tma")),
             (f"multicast={knobs.multicast}", knobs.multicast in ("a", "b")),
             (f"streamk={knobs.streamk}", knobs.streamk in ("on", "tail")),
@@ -107,6 +107,7 @@ def swapped_tiles(
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=knobs.evict if knobs.evict in ("a", "b", "ab") else "off",
             l2promo=l2_promotion(knobs.l2promo),
+            persistent=1 if knobs.persistent == 1 else 0,
             swap="on",
         )
         while not knobs.stages and t.stages > 2 and t.shared_bytes > target.dynamic_shared:
