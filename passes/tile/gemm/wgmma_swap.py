@@ -90,8 +90,8 @@ def swapped_tiles(
     ]
     if clashes:
         return _fail(
-            "swap=on runs f16/bf16 operands, one block a tile with a producer warpgroup, storing "
-            f"direct from registers; not with {', '.join(clashes)}"
+            "swap=on runs f16/bf16 operands, K whole, on blocks with a producer warpgroup that "
+            f"store direct from registers; not with {', '.join(clashes)}"
         )
     batch, m, n, _ = c.extents
     rows = (knobs.bm,) if knobs.bm else SWAP_ROWS
