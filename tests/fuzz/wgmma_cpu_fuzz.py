@@ -2,7 +2,7 @@
 wgmma emulation (tests/cpu_wgmma.py) against float64.
 
     python tests/fuzz/wgmma_cpu_fuzz.py [-n 60] [--seed 0] [-v] [--multicast | --ragged |
-        --tma-store]
+        --tma-store | --swap]
 
 Each case is one program (a linear `[N, K]` with or without a bias, a matmul `[K, N]` with or
 without a ReLU, a batched matmul, a shared-A batched matmul as a 1×1 convolution runs, an MLP
@@ -51,6 +51,11 @@ so a store past a block's own columns lands after its neighbour's and shows.
 under stream-K, whose blocks wait on flags that later blocks set): a box written past M or N,
 or into a neighbour's columns, shows. f32 outputs and rows off 16 bytes
 are refused, as the rule refuses them.
+
+`--swap` draws the same programs (any rows: those off 16 bytes are staged first) under
+`swap=on` (the sides exchanged, `passes/tile/gemm/wgmma_swap.py`) with `bm`, a width of
+`RAGGED_WIDTHS` or a power of two, `persistent=1` or `stages` among the knobs, blocks run last
+to first: the transposed epilogue's stores past M or N, or into a neighbour's tile, show.
 """
 
 from __future__ import annotations
@@ -270,6 +275,26 @@ def ragged_case(seed: int, index: int) -> Case:
     shared = random.Random(f"ragged multicast {seed} {index}")
     if shared.random() < 0.3:
         knobs.append(f"multicast={shared.choice('ab')}")
+    return Case(name, text, " ".join(knobs))
+
+
+def swap_case(seed: int, index: int) -> Case:
+    """The `index`th `--swap` case of `seed`: a program of `case`'s under `swap=on` with a
+    block shape, a persistent grid or a ring depth drawn among the knobs."""
+    rng = random.Random(f"swap {seed} {index}")
+    name, text = _budgeted_program(rng, rng.random() < 0.8)
+    knobs = [f"sms={rng.choice(SMS)}", "swap=on"]
+    bm = rng.choice((0, 0, 64, 128, 192))
+    bn = rng.choice((0, 0, 64, 128, 256, *RAGGED_WIDTHS))
+    if bm == 192 and bn > 192:
+        bn = 192
+    if bm or bn % 64:  # a bm of 192 or a ragged width: mma=wgmma's domain
+        knobs.append("mma=wgmma")
+    knobs += [f"bm={bm}"] * bool(bm) + [f"bn={bn}"] * bool(bn)
+    if rng.random() < 0.3:
+        knobs.append("persistent=1")
+    if rng.random() < 0.2:
+        knobs.append(f"stages={rng.randint(2, 4)}")
     return Case(name, text, " ".join(knobs))
 
 
@@ -512,6 +537,8 @@ def plan_paths(text: str, knobs: str) -> set[str]:
             paths.add(f"multicast_{values['multicast']}")
         if values["poverlap"] == "on":
             paths.add("poverlap")
+        if values["swap"] == "on":
+            paths.add("swap_persistent" if values["persistent"] else "swap")
     return paths
 
 
@@ -630,9 +657,10 @@ def run(
     multicast: bool = False,
     ragged: bool = False,
     tma_store: bool = False,
+    swap: bool = False,
 ) -> tuple[Counter, Counter, list[str]]:
     """Runs `count` cases of `seed` (`multicast_case`'s with `multicast`, `ragged_case`'s with
-    `ragged`, `tma_store_case`'s with `tma_store`, else `case`'s);
+    `ragged`, `tma_store_case`'s with `tma_store`, `swap_case`'s with `swap`, else `case`'s);
     returns the outcomes, the paths exercised (by the cases that ran) and the failures'
     reports. With `multicast`, the outcomes also count the multicast kernels of the cases that
     ran ("kernels a" ...: `multicast_tally`) and the refusals by reason ("refused: ...")."""
@@ -647,12 +675,14 @@ def run(
             if ragged
             else tma_store_case
             if tma_store
+            else swap_case
+            if swap
             else case
         )
         c = draw(seed, index)
         start = time.monotonic()
         # Stream-K's blocks wait on flags later blocks set: those run in launch order.
-        backwards = ragged or (tma_store and "streamk=tail" not in c.knobs.split())
+        backwards = ragged or swap or (tma_store and "streamk=tail" not in c.knobs.split())
         outcome, paths, note = run_case(c, seed + index, reverse=backwards)
         outcomes[outcome] += 1
         if multicast and outcome in ("refused", "refused_late"):
@@ -750,6 +780,11 @@ def main() -> int:
         help="mma=wgmma store=tma cases (tma_store_case), blocks run last to first",
     )
     parser.add_argument(
+        "--swap",
+        action="store_true",
+        help="swap=on cases (swap_case), blocks run last to first",
+    )
+    parser.add_argument(
         "--no-alignment-check",
         action="store_true",
         help="let misaligned vector accesses pass (as x86 does; the GPU faults)",
@@ -762,7 +797,7 @@ def main() -> int:
     os.environ.setdefault("CPU_CUDA_CLUSTER_TIMEOUT", CLUSTER_TIMEOUT)
     start = time.monotonic()
     outcomes, exercised, failures = run(
-        args.seed, args.n, args.verbose, args.multicast, args.ragged, args.tma_store
+        args.seed, args.n, args.verbose, args.multicast, args.ragged, args.tma_store, args.swap
     )
     took = time.monotonic() - start
     if args.multicast:
@@ -774,7 +809,7 @@ def main() -> int:
     print(f"paths: {dict(sorted(exercised.items()))}")
     for report in failures:
         print(f"\nFAILED {report}")
-    if args.multicast or args.ragged or args.tma_store:
+    if args.multicast or args.ragged or args.tma_store or args.swap:
         return 1 if failures else 0
     ran = outcomes["ok"] + outcomes["failed"] + outcomes["refused_late"]
     if ran and exercised["tall_or_pad"] < ran // 5:
