@@ -68,6 +68,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.skinny_plan import CUDA_CORE_BALANCE
 from tinyopt.passes.tile.gemm.wgmma_plan import (
+    BK,
     SMALL_M,
     SWIZZLE,
     WgmmaTiles,
@@ -106,6 +107,12 @@ class Wgmma3xTf32Tiles(WgmmaTiles):
     registers). With `swap` on, the block's consumer rows are bm of B's rows (a `[N, K]`
     weight), its columns bn of A's, and B's TF32 fragments are split in registers (A from
     registers in `wgmma`): the output tile is transposed in the accumulators."""
+
+    @property
+    def b_columns(self) -> int:
+        """The B tile's rows counted in whole 64-row chunks, swapped or not (the measured
+        plans' shared memory: a swapped bn of 32 takes the room of 64)."""
+        return -(-self.bn // BK) * BK
 
     @property
     def shared_bytes(self) -> int:

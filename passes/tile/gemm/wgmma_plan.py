@@ -183,7 +183,10 @@ class WgmmaTiles:
     @property
     def b_columns(self) -> int:
         """The B tile's columns in a ring slot: bn, in whole 64-column chunks (an N-major B's
-        128-byte swizzle rows; a block of a width off them reads the last chunk whole)."""
+        128-byte swizzle rows; a block of a width off them reads the last chunk whole); with
+        `swap`, bn rows of A, K-major."""
+        if self.swap == "on":
+            return self.bn
         return -(-self.bn // BK) * BK
 
     @property
