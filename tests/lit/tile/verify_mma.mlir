@@ -144,3 +144,33 @@ builtin.module {
   }
 }
 // CHECK: tile.mma_sync: C must be 4 registers per lane, got 2
+
+// -----
+
+// An M-major A (`a_mn_major`) names the distance between its 64-row chunks (`a_lbo`), and only
+// 16-bit operands are read so (wgmma transposes no other type).
+builtin.module {
+  tile.kernel @k grid [1, 1, 1] block [128, 1, 1] () {
+    %c0 = arith.constant 0 : index
+    %as = tile.alloc dynamic : memref<1x64x64xbf16, 3 : i32>
+    %bs = tile.alloc dynamic : memref<64x64xbf16, 3 : i32>
+    %acc = tile.alloc : memref<32xf32, 5 : i32>
+    // expected-error @+1 {{tile.wgmma: an M-major A (a_mn_major) needs a_lbo, and only it}}
+    tile.wgmma %acc, %as[%c0, %c0, %c0] a_mn_major, %bs[%c0, %c0] {n = 64 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64} : memref<32xf32, 5 : i32>, memref<1x64x64xbf16, 3 : i32>, memref<64x64xbf16, 3 : i32>
+  }
+}
+// CHECK: tile.wgmma: an M-major A (a_mn_major) needs a_lbo, and only it
+
+// -----
+
+builtin.module {
+  tile.kernel @k grid [1, 1, 1] block [128, 1, 1] () {
+    %c0 = arith.constant 0 : index
+    %as = tile.alloc dynamic : memref<1x32x128xf8E4M3FN, 3 : i32>
+    %bs = tile.alloc dynamic : memref<64x128xf8E4M3FN, 3 : i32>
+    %acc = tile.alloc : memref<32xf32, 5 : i32>
+    // expected-error @+1 {{tile.wgmma: a product of f8E4M3FN operands takes A K-major only}}
+    tile.wgmma %acc, %as[%c0, %c0, %c0] a_mn_major, %bs[%c0, %c0] {n = 64 : i64, a_sbo = 1024 : i64, b_lbo = 16 : i64, b_sbo = 1024 : i64, a_lbo = 8192 : i64} : memref<32xf32, 5 : i32>, memref<1x32x128xf8E4M3FN, 3 : i32>, memref<64x128xf8E4M3FN, 3 : i32>
+  }
+}
+// CHECK: tile.wgmma: a product of f8E4M3FN operands takes A K-major only
