@@ -83,13 +83,18 @@ def _shared_weight(o: int, c: int, n: int, pixels: int) -> str:
 
 
 @pytest.mark.skipif(COMPILER is None, reason="g++ not found")
-@pytest.mark.parametrize("knobs", ["", "persistent=1", "persistent=1 bm=128 bn=256"])
+@pytest.mark.parametrize(
+    "knobs", ["", "persistent=1", "persistent=1 bm=128 bn=256", "swap=on", "swap=on persistent=1"]
+)
 def test_shared_weight_gemm_matches_float64_on_cpu(knobs: str) -> None:
     """The wgmma GEMM whose A has no batch index (130 rows: a partial row of tiles; 296
-    columns), a block per tile and persistent blocks walking the batch's tiles."""
+    columns), a block per tile and persistent blocks walking the batch's tiles, unswapped and
+    swapped (`swap=on`: the shared A is then the ring's B tile, copied without a batch index)."""
     text = _shared_weight(130, 64, 3, 296)
     planned = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
     (gemm,) = loop.kernels(planned)
-    assert gemm.attributes[tile.PLAN].rule.data == "wgmma"  # type: ignore[union-attr]
+    plan = gemm.attributes[tile.PLAN]
+    assert plan.rule.data == "wgmma"  # type: ignore[union-attr]
+    assert (plan.values["swap"] == "on") == ("swap=on" in knobs)  # type: ignore[union-attr]
     error, tolerance = error_on_cpu(text, f"fuse,tile{{{knobs}}},to-cuda", seed=2)
     assert error <= tolerance, error
