@@ -138,7 +138,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     reads = "bm=0,64,128,192 bn=0,64,128,192,256 bk=0 stages=0,2,3,4,5,6 ws "
     reads += "store=auto,direct,tma persistent group=0,1,8,16 fastmath=auto,off dual=auto,off "
     reads += "promote=auto poverlap=auto pturns=auto,off pscales=auto streamk=auto,tail "
-    reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256 swap=auto,off,on"
+    reads += "evict=auto,off,ab multicast=auto,off,a,b l2promo=auto,0,256 swap=auto,on"
     plan_type = WgmmaTiles
     selector = ("mma", "wgmma")
     takes_paired = True
