@@ -110,10 +110,11 @@ def test_fp8_is_refused_swapped() -> None:
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
 def test_swapped_blocks_keep_their_accumulators_in_registers(tmp_path: Path) -> None:
-    # 104 accumulators a consumer thread, an N-major B read M-major.
+    # 104 accumulators a consumer thread, an N-major B read M-major (`HGMMA ... .tnspA`).
     text = batched_matmul(3, 1000, 1000, 1000, "bf16")
     kernels = sass_of_each(text, tile_with("swap=on"), tmp_path)
     wide = [code for code in kernels.values() if "HGMMA.64x208x16" in code]
     assert wide, list(kernels)
     for code in wide:
         assert not LOCAL_MEMORY.search(code), "a swapped 208-column block spills to local memory"
+        assert ".tnspA" in code, "B's N-major tile is not read M-major"
