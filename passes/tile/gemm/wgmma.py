@@ -582,9 +582,7 @@ class _WgmmaEmitter:
         barriers = tile.memref_in([t.stages], i64, shared)
         self.full = em.value(tile.AllocOp(barriers, dynamic_barriers))
         self.empty = em.value(tile.AllocOp(barriers, dynamic_barriers))
-        if (
-            self.split and self.swapped
-        ):  # the producer's split of each slot's B tile, and its verdict
+        if self.split and self.swapped:  # the producer's split of each B tile, and its verdict
             self.ready = em.value(tile.AllocOp(tile.memref_in([t.stages], i64, shared)))
             self.special = em.value(tile.AllocOp(tile.memref_in([t.stages], i32, shared)))
         if clustered:  # the block's whole tile, which the cluster's blocks read
