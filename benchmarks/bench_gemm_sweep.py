@@ -29,9 +29,14 @@ an output with a non-finite element anywhere gives NaN. A summary follows the ta
 geometric mean of the ratio, its minimum and shape, the 4096³ ratio, the shapes below 0.9×,
 against the issue's bars (geomean ≥ 1.0, none below 0.9, ≥ 1.05 at 4096³).
 
+With `--against KNOBS` each shape is also timed under those knobs in the same process (after
+the first plan, before cuBLAS), and its row gains that time, its error and its ratio to the
+first plan's time (> 1: the other knobs faster); the summary adds their geometric mean and
+the shapes where the other knobs are faster by 3% or more.
+
 Usage: python benchmarks/bench_gemm_sweep.py
        [--groups squares,llama8b,llama70b,batched,random,small] [--knobs "mma=sync"]
-       [--only 3x1000x1000x1000,3000x3000x3000] [--out sweep.md]
+       [--against "swap=on"] [--only 3x1000x1000x1000,3000x3000x3000] [--out sweep.md]
        python benchmarks/bench_gemm_sweep.py --lower-only [--groups ...]   # no GPU, no torch:
            lowers each shape on the CPU, prints its kernels' plans and flags shapes that fail
            to lower or whose GEMM is not on tensor cores (no wgmma / mma_sync plan)
@@ -228,6 +233,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", default=",".join(GROUPS), help="comma-separated groups")
     parser.add_argument("--knobs", default="", help="a tile{...} setting, e.g. 'mma=sync'")
+    parser.add_argument("--against", default=None, help="knobs each shape is also timed under")
     parser.add_argument("--lower-only", action="store_true", help="lower and print plans, no GPU")
     parser.add_argument(
         "--only",
@@ -245,7 +251,7 @@ def main() -> None:
     if args.lower_only:
         _lower_only(cases, args.knobs)
     else:
-        _measure(cases, args.knobs, args.out)
+        _measure(cases, args.knobs, args.out, args.against)
 
 
 def _lower_only(cases: list[Shape], knobs: str) -> None:
@@ -316,7 +322,7 @@ def _lower_only(cases: list[Shape], knobs: str) -> None:
             print(f"      refused: {reason}")
 
 
-def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
+def _measure(cases: list[Shape], knobs: str, out: str | None, against: str | None) -> None:
     import torch
     import torch.nn.functional as F
     from harness import compile_program, median_ms, publish, rel_error
@@ -325,6 +331,7 @@ def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
     pipeline = _pipeline(knobs)
     rows: list[str] = []
     ratios: dict[Shape, float] = {}
+    speedups: dict[Shape, float] = {}  # the `against` knobs' time against the first plan's
     failed: list[tuple[Shape, str]] = []
     start = time.perf_counter()
 
@@ -361,6 +368,7 @@ def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
             ours_out = None
             bound = fn.bind(x, w)
             ours = median_ms(bound, warmup=25, rep=200)
+            other = _timed_under(against, shape, x, w, idx, ref) if against is not None else ""
         except Exception as e:  # noqa: BLE001 - a sweep reports every failure and goes on
             message = _first_line(e)
             failed.append((shape, message))
@@ -374,12 +382,16 @@ def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
             continue
         theirs = median_ms(lambda s=shape, x=x, w=w: cublas(s, x, w), warmup=25, rep=200)
         ratios[shape] = theirs / ours
+        if against is not None and not other.startswith("FAILED"):
+            speedups[shape] = ours / float(other.split()[0])
+            other += f" | {speedups[shape]:.3f}"
         kernels = "; ".join(f"{n}: {d}" for n, d, _ in plans(shape.text(), knobs))
         rows.append(
             f"| {shape.group} | {shape.name} | {shape.dims} | {shape.form} | {ours:.4f} | "
             f"{shape.flops / ours / 1e9:.0f} | {theirs:.4f} | {shape.flops / theirs / 1e9:.0f} | "
             f"{theirs / ours:.2f} | {ours_err:.1e} | {theirs_err:.1e} | {compile_s:.1f} | "
-            f"{kernels} |"
+            + (f"{other} | " if against is not None else "")
+            + f"{kernels} |"
         )
         print(rows[-1], flush=True)
         del x, w, ref, fn, bound
@@ -392,13 +404,45 @@ def _measure(cases: list[Shape], knobs: str, out: str | None) -> None:
         f"{ERROR_ROWS} rows of each batch entry; {time.perf_counter() - start:.0f} s",
         "",
         "| group | shape | (batch×)M×N×K | form | tinyopt ms | TFLOP/s | cuBLAS ms "
-        "| cuBLAS TFLOP/s | × cuBLAS | rel err | cuBLAS rel err | compile s | kernels: plan |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| cuBLAS TFLOP/s | × cuBLAS | rel err | cuBLAS rel err | compile s | "
+        + (f"{{{against}}} ms, rel err | × tinyopt | " if against is not None else "")
+        + "kernels: plan |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        + "---|---|" * (against is not None),
         *rows,
         "",
         *_summary(ratios, failed),
+        *_against_summary(against, speedups),
     ]
     publish(lines, out)
+
+
+def _timed_under(knobs: str, shape: Shape, x, w, idx, ref) -> str:  # noqa: ANN001 - tensors
+    """The shape's time (ms) and error under `knobs`, "FAILED: why" where it does not run."""
+    from harness import compile_program, median_ms, rel_error
+
+    try:
+        fn = compile_program(shape.text(), _pipeline(knobs))
+        out = fn(x, w)
+        error = rel_error(out.index_select(-2, idx), ref)
+        del out
+        return f"{median_ms(fn.bind(x, w), warmup=25, rep=200):.4f} {error:.1e}"
+    except Exception as e:  # noqa: BLE001 - a sweep reports every failure and goes on
+        return f"FAILED: {_first_line(e)} | "
+
+
+def _against_summary(against: str | None, speedups: dict[Shape, float]) -> list[str]:
+    """The `--against` knobs' time against the first plan's: geometric mean, and the shapes
+    where they ran 3% faster or more."""
+    if against is None or not speedups:
+        return []
+    mean = math.exp(sum(map(math.log, speedups.values())) / len(speedups))
+    faster = [s for s, r in speedups.items() if r >= 1.03]
+    return [
+        f"- {{{against}}} against the first plan, × its speed: geometric mean {mean:.3f} over "
+        f"{len(speedups)} shapes; 3% faster or more at {len(faster)}"
+        + (": " + ", ".join(f"{s.name} {speedups[s]:.2f}" for s in faster) if faster else ""),
+    ]
 
 
 def _summary(ratios: dict[Shape, float], failed: list[tuple[Shape, str]]) -> list[str]:
