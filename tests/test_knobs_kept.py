@@ -1,7 +1,7 @@
 """Knobs set by hand are planned as set or refused by name, never overridden without a word
 (stages under a multicast pair, persistent=0 under streamk=tail, and store and group under the
-swapped 3xTF32 plan had been): random settings of the knobs of the wgmma (bf16 and FP8),
-3xTF32, mma.sync and wgmma attention rules, each plan's value of every knob set compared with
+swapped 3xTF32 plan had been): random settings of the knobs of the wgmma (bf16, swapped
+bf16 and FP8), 3xTF32, mma.sync and wgmma attention rules, each plan's value of every knob set compared with
 the setting."""
 
 from __future__ import annotations
@@ -67,6 +67,17 @@ RULES = {
             matmul_plain(1000, 1000, 1000, "bf16"),
             matmul_plain(2048, 1024, 4392, "bf16", "nk"),
             matmul_plain(100, 2048, 4096, "bf16", "nk"),
+            batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        ],
+        WGMMA,
+    ),
+    "wgmma_swap": Rule(
+        "fuse,plan{{mma=wgmma swap=on {}}}",
+        "wgmma",
+        12,
+        [
+            matmul_plain(1000, 1000, 1000, "bf16"),
+            matmul_plain(2048, 1024, 4392, "bf16", "nk"),
             batched_matmul(3, 1000, 1000, 1000, "bf16"),
         ],
         WGMMA,
