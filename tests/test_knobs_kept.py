@@ -1,8 +1,8 @@
 """Knobs set by hand are planned as set or refused by name, never overridden without a word
 (stages under a multicast pair, persistent=0 under streamk=tail, and store and group under the
 swapped 3xTF32 plan had been): random settings of the knobs of the wgmma (bf16, swapped
-bf16 and FP8), 3xTF32, mma.sync and wgmma attention rules, each plan's value of every knob set compared with
-the setting."""
+bf16 and FP8), 3xTF32, mma.sync and wgmma attention rules, each plan's value of every knob
+set compared with the setting."""
 
 from __future__ import annotations
 
