@@ -3,8 +3,8 @@ consumer rows walk B's N, its wgmma N A's M, and an N-major B's tile is read M-m
 (trans-a). Run on the CPU (tests/cpu_wgmma.py) against float64, blocks last to first: K-major
 and N-major B, ragged M, N and K, a batch, 64-, 128- and 192-row blocks, widths off 64
 columns, persistent blocks, the ReLU and an MLP's GELU in the epilogue, rows off sectors
-staged first. The width `swap_width` picks, what the plan does not run (refused by name), and
-its machine code.
+staged first, a SwiGLU's two GEMMs. The width `swap_width` picks, what the plan does not run
+(refused by name), and its machine code.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cpu_cuda import COMPILER
 from cpu_wgmma import error_on_cpu, run_program_on_cpu
-from programs import batched_matmul, matmul_plain, mlp, scaled_matmul, tile_with
+from programs import batched_matmul, matmul_plain, mlp, scaled_matmul, swiglu, tile_with
 from test_sass import CUOBJDUMP, HAS_NVDISASM, LOCAL_MEMORY, sass_of_each
 from xdsl.utils.exceptions import DiagnosticException
 
@@ -39,6 +39,8 @@ CASES = [
     # staged onto aligned rows, then the staged GEMM swapped.
     ("mlp", mlp(200, 136, 232, "bf16"), "swap=on"),
     ("staged", matmul_plain(130, 200, 1000, "bf16", "kn"), "swap=on align=on"),
+    # A SwiGLU's gate and up: not one dual GEMM swapped, but its two GEMMs each swapped.
+    ("swiglu", swiglu(130, 136, 200, "bf16"), "swap=on"),
     # Persistent blocks walking several tiles each (3 and 2 SMs; 192 rows of a K-major B).
     ("kn_persistent", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on persistent=1 sms=3"),
     (
