@@ -83,6 +83,13 @@ def test_the_width_takes_the_fewest_waves_of_work() -> None:
     assert swap_width(1, 5000, 5000, 192, H200) <= 192
 
 
+def test_the_plan_takes_the_block_of_least_work_that_can_run() -> None:
+    # N = 576: three 192-row blocks against five of 128 rows, but 192 rows take no bn of 256
+    # (three consumer warpgroups); it had picked that block and refused the GEMM.
+    (plan,) = _plans(matmul_plain(11264, 576, 256, "bf16", "nk"), "swap=on bn=256")
+    assert (plan["bm"], plan["bn"]) == (128, 256), plan
+
+
 def test_swap_auto_leaves_f16_and_bf16_unswapped() -> None:
     for text in (batched_matmul(3, 1000, 1000, 1000, "bf16"), matmul_plain(300, 400, 200, "f16")):
         assert all(p.get("swap") == "off" for p in _plans(text, "mma=wgmma"))

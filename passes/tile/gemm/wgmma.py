@@ -163,8 +163,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail(why)
         fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
         if knobs.swap == "on":
-            t = swapped_tiles(c, knobs, operands, dual, fp8, self.target)
-            return t if isinstance(t, str) else wgmma_tile_refusal(t, self.target) or t
+            return swapped_tiles(c, knobs, operands, dual, fp8, self.target)
         results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
         by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
         if knobs.promote == "on" and not fp8:

@@ -32,6 +32,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     _fail,
     approximate_math,
     l2_promotion,
+    wgmma_tile_refusal,
 )
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
@@ -69,7 +70,8 @@ def swapped_tiles(
     c: Contraction, knobs: Knobs, operands: Operands, dual: bool, fp8: bool, target: Target
 ) -> WgmmaTiles | str:
     """The swapped plan `swap=on` asks for (`bm` and `bn` as set, else by `swap_width` over
-    `SWAP_ROWS`), the deepest ring that fits (up to `MAX_STAGES`), or why it cannot run."""
+    `SWAP_ROWS`: the one of least work that can run), the deepest ring that fits (up to
+    `MAX_STAGES`), or why it cannot run."""
     clashes = [
         setting
         for setting, clash in (
@@ -118,4 +120,6 @@ def swapped_tiles(
         tiles = batch * -(-n // t.bm) * -(-m // t.bn)
         return -(-tiles // target.sms) * t.bm * t.bn, tiles
 
-    return min(plans, key=cost)
+    refusals = [wgmma_tile_refusal(t, target) for t in plans]
+    runnable = [t for t, why in zip(plans, refusals, strict=True) if why is None]
+    return min(runnable, key=cost) if runnable else refusals[0]  # type: ignore[return-value]
