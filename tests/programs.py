@@ -698,8 +698,8 @@ CASES = [
     ),
     # The sides swapped (`swap=on`, wgmma_swap.py): an N-major B read M-major (trans-a) in a
     # batch, 208 columns of A's rows a block; a K-major B; three consumer warpgroups over B's
-    # N with ragged M and N and the ReLU; persistent blocks walking tiles; rows off sectors
-    # staged, then swapped.
+    # N with ragged M and N and the ReLU; the staged epilogue; persistent blocks walking tiles;
+    # rows off sectors staged, then swapped.
     Case(
         "bf16_wgmma_swap_bmm_3x1000",
         batched_matmul(3, 1000, 1000, 1000, "bf16"),
@@ -714,6 +714,11 @@ CASES = [
         "f16_wgmma_swap_tall_kn_997x776x264",
         matmul_plain(997, 776, 264, "f16", "kn"),
         tile_with("mma=wgmma swap=on bm=192"),
+    ),
+    Case(
+        "bf16_wgmma_swap_staged_epilogue_bmm_3x1000",
+        batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        tile_with("swap=on store=smem"),
     ),
     Case(
         "bf16_wgmma_swap_persistent_1000x776x520",

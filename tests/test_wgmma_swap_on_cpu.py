@@ -3,8 +3,8 @@ consumer rows walk B's N, its wgmma N A's M, and an N-major B's tile is read M-m
 (trans-a). Run on the CPU (tests/cpu_wgmma.py) against float64, blocks last to first: K-major
 and N-major B, ragged M, N and K, a batch, 64-, 128- and 192-row blocks, widths off 64
 columns, persistent blocks, the ReLU and an MLP's GELU in the epilogue, rows off sectors
-staged first, a SwiGLU's two GEMMs. The width `swap_width` picks, what the plan does not run
-(refused by name), and its machine code.
+staged first, a SwiGLU's two GEMMs; the epilogue direct and staged (`store=smem`). The
+width `swap_width` picks, what the plan does not run (refused by name), and its machine code.
 """
 
 from __future__ import annotations
@@ -41,6 +41,22 @@ CASES = [
     ("staged", matmul_plain(130, 200, 1000, "bf16", "kn"), "swap=on align=on"),
     # A SwiGLU's gate and up: not one dual GEMM swapped, but its two GEMMs each swapped.
     ("swiglu", swiglu(130, 136, 200, "bf16"), "swap=on"),
+    # The staged epilogue (store=smem): 208 output rows a block (a last chunk of 16 rows),
+    # 192-row blocks, the MLP's GELU, N of 101 (single columns) and of 100 (pairs), persistent.
+    (
+        "kn_208_smem",
+        matmul_plain(260, 440, 136, "bf16", "kn"),
+        "mma=wgmma swap=on bn=208 store=smem",
+    ),
+    ("tall_smem", matmul_plain(400, 352, 128, "f16", "kn"), "mma=wgmma swap=on bm=192 store=smem"),
+    ("mlp_smem", mlp(200, 136, 232, "bf16"), "swap=on store=smem"),
+    ("odd_n_smem", matmul_plain(230, 101, 128, "bf16", "nk"), "swap=on store=smem"),
+    ("n_100_smem", matmul_plain(230, 100, 128, "bf16", "nk"), "swap=on store=smem"),
+    (
+        "persistent_smem",
+        matmul_plain(300, 400, 200, "bf16", "kn"),
+        "swap=on store=smem persistent=1 sms=3",
+    ),
     # Persistent blocks walking several tiles each (3 and 2 SMs; 192 rows of a K-major B).
     ("kn_persistent", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on persistent=1 sms=3"),
     (
@@ -98,7 +114,6 @@ def test_swap_auto_leaves_f16_and_bf16_unswapped() -> None:
 @pytest.mark.parametrize(
     ("knobs", "clash"),
     [
-        ("store=smem", "store=smem"),
         ("store=tma", "store=tma"),
         ("multicast=b", "multicast=b"),
         ("streamk=tail", "streamk=tail"),
@@ -118,12 +133,17 @@ def test_fp8_is_refused_swapped() -> None:
 
 
 @pytest.mark.skipif(CUOBJDUMP is None or not HAS_NVDISASM, reason="cuobjdump or nvdisasm not found")
-def test_swapped_blocks_keep_their_accumulators_in_registers(tmp_path: Path) -> None:
-    # 104 accumulators a consumer thread, an N-major B read M-major (`HGMMA ... .tnspA`).
+@pytest.mark.parametrize(("store", "stores"), [("direct", "STG.E.U16"), ("smem", "STG.E.128")])
+def test_swapped_blocks_keep_their_accumulators_in_registers(
+    tmp_path: Path, store: str, stores: str
+) -> None:
+    # 104 accumulators a consumer thread, an N-major B read M-major (`HGMMA ... .tnspA`); the
+    # direct epilogue stores single elements, the staged one 16 bytes a thread.
     text = batched_matmul(3, 1000, 1000, 1000, "bf16")
-    kernels = sass_of_each(text, tile_with("swap=on"), tmp_path)
+    kernels = sass_of_each(text, tile_with(f"swap=on store={store}"), tmp_path)
     wide = [code for code in kernels.values() if "HGMMA.64x208x16" in code]
     assert wide, list(kernels)
     for code in wide:
         assert not LOCAL_MEMORY.search(code), "a swapped 208-column block spills to local memory"
         assert ".tnspA" in code, "B's N-major tile is not read M-major"
+        assert stores in code, stores

@@ -54,8 +54,9 @@ are refused, as the rule refuses them.
 
 `--swap` draws the same programs (any rows: those off 16 bytes are staged first) under
 `swap=on` (the sides exchanged, `passes/tile/gemm/wgmma_swap.py`) with `bm`, a width of
-`RAGGED_WIDTHS` or a power of two, `persistent=1` or `stages` among the knobs, blocks run last
-to first: the transposed epilogue's stores past M or N, or into a neighbour's tile, show.
+`RAGGED_WIDTHS` or a power of two, `persistent=1`, `stages` or `store=smem` among the knobs,
+blocks run last to first: the transposed epilogue's stores past M or N, or into a
+neighbour's tile, show.
 """
 
 from __future__ import annotations
@@ -295,6 +296,9 @@ def swap_case(seed: int, index: int) -> Case:
         knobs.append("persistent=1")
     if rng.random() < 0.2:
         knobs.append(f"stages={rng.randint(2, 4)}")
+    # the staged epilogue, drawn apart from `rng` (a seed's other draws stay)
+    if random.Random(f"swap store {seed} {index}").random() < 0.4:
+        knobs.append("store=smem")
     return Case(name, text, " ".join(knobs))
 
 

@@ -89,9 +89,11 @@ from tinyopt.passes.tile.gemm.wgmma_cluster import (
 )
 from tinyopt.passes.tile.gemm.wgmma_swap import swapped_tiles
 from tinyopt.passes.tile.gemm.wgmma_swapped import (
+    SWAPPED_STAGE_STRIDE,
     swapped_epilogue,
     swapped_k_loop,
     swapped_produce,
+    swapped_staged_epilogue,
 )
 from tinyopt.passes.tile.gemm.wgmma_multicast import (
     cluster_dims,
@@ -304,8 +306,10 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         if plan.swap == "on" and (fp8 or plan.dual == "on" or operands.splits > 1):
             return _fail("swaps the sides (swap) of one f16/bf16 GEMM, K whole, only")
         alone = plan.sharers == 1 and plan.cluster == 1 and plan.streamk == "off"
-        if plan.swap == "on" and (plan.store != "direct" or not alone):
-            return _fail("swaps the sides (swap) of blocks that store direct, each its own tiles")
+        if plan.swap == "on" and (plan.store == "tma" or not alone):
+            return _fail(
+                "swaps the sides (swap) of blocks that store direct or staged, each its own tiles"
+            )
         if plan.multicast != "off":
             bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
             if why := multicast_refusal(plan, operands, m, n, bits):
@@ -593,6 +597,8 @@ class _WgmmaEmitter:
         elif t.store == "smem":
             products = [t.products] if t.dual == "on" else []
             staging = [t.consumers, *products, tile.WGMMA_M, STAGE_COLUMNS]
+            if self.swapped:  # output rows of the warpgroup's 64 columns, padded
+                staging = [t.consumers, tile.WGMMA_M, SWAPPED_STAGE_STRIDE]
             self.staging = em.value(tile.AllocOp(tile.memref_in(staging, f32, shared), True))
         self.first = em.value(arith.CmpiOp(self.tid, em.index(0), "eq"))
         # `empty`: every consumer thread arrives, or with multicast one thread of each consumer
@@ -852,7 +858,9 @@ class _WgmmaEmitter:
             self._write_partial(acc, self.walk.slot(piece))
 
     def _tile_epilogue(self, acc: SSAValue, group: SSAValue, row: SSAValue) -> None:
-        if self.swapped:
+        if self.swapped and self.t.store == "smem":
+            swapped_staged_epilogue(self, acc, group)
+        elif self.swapped:
             swapped_epilogue(self, acc, row)
         elif self.t.cluster > 1:
             cluster_epilogue(self, acc, group)

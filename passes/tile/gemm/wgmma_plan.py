@@ -213,6 +213,8 @@ class WgmmaTiles:
             return self.consumers * tile.WGMMA_M * self.tile_n * 2
         if self.store != "smem":
             return 0
+        if self.swap == "on":  # output rows of 64 columns and 4 of padding (`wgmma_swapped`)
+            return self.consumers * tile.WGMMA_M * (STAGE_COLUMNS + 4) * 4
         return self.products * self.consumers * tile.WGMMA_M * STAGE_COLUMNS * 4
 
     @property

@@ -11,10 +11,11 @@ copied byte. cuBLAS runs such blocks on shapes whose waves round badly (3Ã—1000Â
 
 The ring's A tile holds B's rows: K-major for a `[N, K]` B, else 64-column chunks of an
 N-major `[K, N]` B, which wgmma reads M-major (trans-a); its B tile holds bn of A's rows.
-The accumulators hold the output tile transposed, and the epilogue stores each one where it
-lies (`wgmma_swapped.swapped_epilogue`). The plan runs one block per tile (or, with
-`persistent=1` set by hand, one an SM walking tiles), each with a producer warpgroup,
-storing direct: `swap=on` with another setting is refused by name.
+The accumulators hold the output tile transposed: the epilogue stores each one where it lies
+(`store=direct`, `wgmma_swapped.swapped_epilogue`) or stages them transposed in shared memory
+and stores 16 bytes a thread (`store=smem`, `swapped_staged_epilogue`). The plan runs one
+block per tile (or, with `persistent=1` set by hand, one an SM walking tiles), each with a
+producer warpgroup: `swap=on` with another setting is refused by name.
 `swap=auto` is `off` for these operands: no measurement has shown where it pays yet.
 """
 
@@ -79,7 +80,7 @@ def swapped_tiles(
             ("a dual GEMM", dual),
             ("a split of K", operands.splits > 1),
             ("ws=0", knobs.ws == 0),
-            (f"store={knobs.store}", knobs.store in ("smem", "tma")),
+            ("store=tma", knobs.store == "tma"),
             (f"multicast={knobs.multicast}", knobs.multicast in ("a", "b")),
             (f"streamk={knobs.streamk}", knobs.streamk in ("on", "tail")),
             ("promote=on", knobs.promote == "on"),
@@ -93,7 +94,7 @@ def swapped_tiles(
     if clashes:
         return _fail(
             "swap=on runs f16/bf16 operands, K whole, on blocks with a producer warpgroup that "
-            f"store direct from registers; not with {', '.join(clashes)}"
+            f"store direct or staged; not with {', '.join(clashes)}"
         )
     batch, m, n, _ = c.extents
     rows = (knobs.bm,) if knobs.bm else SWAP_ROWS
@@ -109,6 +110,7 @@ def swapped_tiles(
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=knobs.evict if knobs.evict in ("a", "b", "ab") else "off",
             l2promo=l2_promotion(knobs.l2promo),
+            store="smem" if knobs.store == "smem" else "direct",
             persistent=1 if knobs.persistent == 1 else 0,
             swap="on",
         )

@@ -1,5 +1,7 @@
 """The swapped 3xTF32 GEMM (`wgmma_3xtf32.py`'s `swap`): the wgmma pipeline of `wgmma.py`
-with the product's sides exchanged, for f32 linears of few rows.
+with the product's sides exchanged, for f32 linears of few rows; and the epilogues of a
+swapped product, which the f16/bf16 swap (`wgmma_swap.py`) shares: direct from the
+accumulators, or through shared memory (`swapped_staged_epilogue`).
 
 `Yᵀ = W·Xᵀ`: a block's consumer warpgroups each take 64 rows of the `[N, K]` weight as wgmma's
 A operand, read from the ring's swizzled tile into registers and split there into TF32 big and
@@ -27,7 +29,7 @@ from xdsl.dialects.builtin import f32, i32
 from xdsl.ir import SSAValue
 
 from tinyopt.dialects import tile
-from tinyopt.passes.tile.emit import LaneEmitter
+from tinyopt.passes.tile.emit import LaneEmitter, vector_width
 from tinyopt.passes.tile.gemm.wgmma_plan import ATOM, WARPGROUP
 from tinyopt.passes.tile.gemm.wgmma_tf32_split import SpecialScan, i32_constant, split_fragment
 
@@ -157,3 +159,66 @@ def swapped_epilogue(gemm: Any, acc: SSAValue, row: SSAValue) -> None:
             value = em.value(memref.LoadOp.get(acc, [em.index(r)]))
             local_map = dict(gemm.mapping) | {c.m_iv: m}
             LaneEmitter(em, c.n_iv, n, 1).emit(c.epilogue, local_map, [{gemm.results[0]: value}])
+
+
+SWAPPED_STAGE_STRIDE = 68
+"""Elements of a row of the swapped staged epilogue's f32 tile: the warpgroup's 64 output
+columns and 4 of padding. A warp's transposed write of one accumulator puts 8 consecutive
+columns of 4 rows 2 apart: with rows 68 elements apart its 32 lanes fall on 32 banks."""
+
+
+def swapped_staged_epilogue(gemm: Any, acc: SSAValue, group: SSAValue) -> None:
+    """The epilogue of the swapped product (`swapped`) through shared memory (`store=smem`):
+    64 output rows (64 accumulator columns) at a time, each thread's accumulators written
+    transposed into the warpgroup's f32 tile (output rows of the warpgroup's 64 output
+    columns, `SWAPPED_STAGE_STRIDE` apart), then read back as `width` consecutive columns
+    of one row (8: 16-byte stores), the epilogue applied to them. Only the warpgroup meets at
+    its barrier (`bar.sync 1 + group, 128`)."""
+    em, t, c = gemm.em, gemm.t, gemm.c
+    local = em.rem(gemm.tid, WARPGROUP)
+    warp, lane = em.div(local, 32), em.rem(local, 32)
+    barrier = em.add(group, 1)  # 0 is __syncthreads
+    # The wgmma D fragment: rows 16·warp + lane/4 (+8) are output columns, columns
+    # 8j + 2(lane%4) (+1) output rows.
+    fragment_row = em.add(em.mul(warp, 16), em.div(lane, 4))
+    fragment_column = em.mul(em.rem(lane, 4), 2)
+    column0 = em.add(gemm.m0, em.mul(group, tile.WGMMA_M))  # output column of staged column 0
+    width = vector_width(c.epilogue, c.n_iv, gemm.n, 8)
+    per_row = tile.WGMMA_M // width  # threads reading one staged row
+    rows_per_pass = WARPGROUP // per_row
+    read_row = em.div(local, per_row)
+    read_column = em.mul(em.rem(local, per_row), width)
+    n = em.add(column0, read_column)
+    n_inside = em.less(n, gemm.n)
+    loads = min(width, 4)  # f32 lanes a shared load takes: 16 bytes at most
+    for chunk in range(-(-t.bn // tile.WGMMA_M)):
+        if chunk or t.persistent:  # every thread has read the previous chunk (or tile)
+            em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
+        first = chunk * tile.WGMMA_M
+        for r in range(t.bn // 2):
+            column = 8 * (r // 4) + r % 2  # of the fragment, past 2(lane%4)
+            if not first <= column - column % 2 < first + tile.WGMMA_M:
+                continue
+            staged_row = em.add(fragment_column, column - first)
+            staged_column = em.add(fragment_row, 8 * (r // 2 % 2))
+            value = em.value(memref.LoadOp.get(acc, [em.index(r)]))
+            em.op(memref.StoreOp.get(value, gemm.staging, [group, staged_row, staged_column]))
+        em.op(tile.NamedBarrierOp(barrier, WARPGROUP))
+        rows = min(tile.WGMMA_M, t.bn - first)
+        for pass_row in range(0, rows, rows_per_pass):
+            row = em.add(read_row, pass_row)
+            m = em.add(gemm.n0, em.add(row, first))  # the output row
+            checks = [em.less(m, gemm.m), n_inside]
+            if rows % rows_per_pass:  # a partial last chunk (a width off 64 rows)
+                checks.append(em.less(row, rows))
+            with em.when(checks):
+                values: list[SSAValue] = []
+                for h in range(0, width, loads):
+                    index = [group, row, em.add(read_column, h)]
+                    if loads == 1:
+                        values.append(em.value(memref.LoadOp.get(gemm.staging, index)))
+                    else:
+                        values += em.op(tile.VectorLoadOp(gemm.staging, index, loads)).results
+                local_map = dict(gemm.mapping) | {c.m_iv: m}
+                lanes = [{gemm.results[0]: v} for v in values]
+                LaneEmitter(em, c.n_iv, n, width).emit(c.epilogue, local_map, lanes)
