@@ -59,12 +59,14 @@ def swap_width(batch: int, m: int, n: int, bm: int, target: Target) -> int:
     widest = TALL if bm == TALL else 256
     narrowest = max(64, min(NARROWEST, -(-m // WIDTH_STEP) * WIDTH_STEP))
     widths = range(narrowest, widest + 1, WIDTH_STEP)
+    return min(widths, key=lambda width: waves_work(batch, m, n, bm, width, target))
 
-    def cost(width: int) -> tuple[int, int]:
-        tiles = batch * -(-n // bm) * -(-m // width)
-        return -(-tiles // target.sms) * bm * width, tiles
 
-    return min(widths, key=cost)
+def waves_work(batch: int, m: int, n: int, bm: int, width: int, target: Target) -> tuple[int, int]:
+    """The work of a swapped grid of `bm` rows of B's N by `width` of A's M, rounded up to
+    whole waves of one block an SM (rounds × bm × width), and its blocks."""
+    tiles = batch * -(-n // bm) * -(-m // width)
+    return -(-tiles // target.sms) * bm * width, tiles
 
 
 def swapped_tiles(
@@ -118,10 +120,8 @@ def swapped_tiles(
             t = replace(t, stages=t.stages - 1)
         plans.append(t)
 
-    def cost(t: WgmmaTiles) -> tuple[int, int]:
-        tiles = batch * -(-n // t.bm) * -(-m // t.bn)
-        return -(-tiles // target.sms) * t.bm * t.bn, tiles
-
     refusals = [wgmma_tile_refusal(t, target) for t in plans]
     runnable = [t for t, why in zip(plans, refusals, strict=True) if why is None]
-    return min(runnable, key=cost) if runnable else refusals[0]  # type: ignore[return-value]
+    if not runnable:
+        return refusals[0]  # type: ignore[return-value]
+    return min(runnable, key=lambda t: waves_work(batch, m, n, t.bm, t.bn, target))
