@@ -3,8 +3,9 @@ consumer rows walk B's N, its wgmma N A's M, and an N-major B's tile is read M-m
 (trans-a). Run on the CPU (tests/cpu_wgmma.py) against float64, blocks last to first: K-major
 and N-major B, ragged M, N and K, a batch, 64-, 128- and 192-row blocks, widths off 64
 columns, persistent blocks, the ReLU and an MLP's GELU in the epilogue, rows off sectors
-staged first, a SwiGLU's two GEMMs; the epilogue direct and staged (`store=smem`). The
-width `swap_width` picks, what the plan does not run (refused by name), and its machine code.
+staged first, a SwiGLU's two GEMMs, K split in two passes; the epilogue direct and staged
+(`store=smem`). The width `swap_width` picks, what the plan does not run (refused by name),
+and its machine code.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ CASES = [
         matmul_plain(300, 400, 200, "bf16", "kn"),
         "swap=on store=smem persistent=1 sms=3",
     ),
+    # K split in two passes, the partial kernels swapped: a small grid's own split (64 rows of
+    # A by 8 blocks of B's 1024), 4 chunks of a batch, 2 with the staged epilogue.
+    ("split_auto", matmul_plain(64, 1024, 4096, "bf16", "nk"), "swap=on"),
+    ("split_4_bmm", batched_matmul(3, 130, 248, 1024, "bf16"), "swap=on splitk=4"),
+    ("split_2_smem", matmul_plain(200, 328, 2048, "bf16", "kn"), "swap=on splitk=2 store=smem"),
     # Persistent blocks walking several tiles each (3 and 2 SMs; 192 rows of a K-major B).
     ("kn_persistent", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on persistent=1 sms=3"),
     (
@@ -104,6 +110,11 @@ def test_the_plan_takes_the_block_of_least_work_that_can_run() -> None:
     # (three consumer warpgroups); it had picked that block and refused the GEMM.
     (plan,) = _plans(matmul_plain(11264, 576, 256, "bf16", "nk"), "swap=on bn=256")
     assert (plan["bm"], plan["bn"]) == (128, 256), plan
+
+
+def test_a_small_grid_splits_k_with_its_partial_kernels_swapped() -> None:
+    plans = _plans(matmul_plain(64, 1024, 4096, "bf16", "nk"), "swap=on")
+    assert [p.get("swap") for p in plans][0] == "on" and len(plans) == 2, plans
 
 
 def test_swap_auto_leaves_f16_and_bf16_unswapped() -> None:

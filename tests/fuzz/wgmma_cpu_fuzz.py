@@ -54,8 +54,8 @@ are refused, as the rule refuses them.
 
 `--swap` draws the same programs (any rows: those off 16 bytes are staged first) under
 `swap=on` (the sides exchanged, `passes/tile/gemm/wgmma_swap.py`) with `bm`, a width of
-`RAGGED_WIDTHS` or a power of two, `persistent=1`, `stages` or `store=smem` among the knobs,
-blocks run last to first: the transposed epilogue's stores past M or N, or into a
+`RAGGED_WIDTHS` or a power of two, `persistent=1`, `stages`, `store=smem` or `splitk` among
+the knobs, blocks run last to first: the transposed epilogue's stores past M or N, or into a
 neighbour's tile, show.
 """
 
@@ -296,9 +296,12 @@ def swap_case(seed: int, index: int) -> Case:
         knobs.append("persistent=1")
     if rng.random() < 0.2:
         knobs.append(f"stages={rng.randint(2, 4)}")
-    # the staged epilogue, drawn apart from `rng` (a seed's other draws stay)
-    if random.Random(f"swap store {seed} {index}").random() < 0.4:
+    # the staged epilogue and a split of K, drawn apart from `rng` (a seed's other draws stay)
+    apart = random.Random(f"swap store {seed} {index}")
+    if apart.random() < 0.4:
         knobs.append("store=smem")
+    if "persistent=1" not in knobs and apart.random() < 0.2:
+        knobs.append(f"splitk={apart.choice((2, 4))}")
     return Case(name, text, " ".join(knobs))
 
 

@@ -165,7 +165,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return _fail(why)
         fp8 = tensor_core_type(c, fp8=True).bitwidth == 8  # type: ignore[union-attr]
         if knobs.swap == "on":
-            return swapped_tiles(c, knobs, operands, dual, fp8, self.target)
+            return swapped_tiles(c, knobs, dual, fp8, self.target)
         results = [c.reduce.res[0]] + ([c.second.reduce.res[0]] if dual else [])
         by_row = prefetches_by_row(c.epilogue, results, c.m_iv)
         if knobs.promote == "on" and not fp8:
@@ -303,8 +303,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             partial = operands.splits > 1
             if why := cluster_refusal(c, plan.cluster, fp8, partial):
                 return why
-        if plan.swap == "on" and (fp8 or plan.dual == "on" or operands.splits > 1):
-            return _fail("swaps the sides (swap) of one f16/bf16 GEMM, K whole, only")
+        if plan.swap == "on" and (fp8 or plan.dual == "on"):
+            return _fail("swaps the sides (swap) of one f16/bf16 GEMM only")
         alone = plan.sharers == 1 and plan.cluster == 1 and plan.streamk == "off"
         if plan.swap == "on" and (plan.store == "tma" or not alone):
             return _fail(

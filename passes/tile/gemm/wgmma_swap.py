@@ -15,7 +15,9 @@ The accumulators hold the output tile transposed: the epilogue stores each one w
 (`store=direct`, `wgmma_swapped.swapped_epilogue`) or stages them transposed in shared memory
 and stores 16 bytes a thread (`store=smem`, `swapped_staged_epilogue`). The plan runs one
 block per tile (or, with `persistent=1` set by hand, one an SM walking tiles), each with a
-producer warpgroup: `swap=on` with another setting is refused by name.
+producer warpgroup: `swap=on` with another setting is refused by name. A small grid splits K
+in two passes as the plain plan's does (`planner._auto_splits`, the grid of bn of M by bm of
+N), the partial kernels swapped too; not over a cluster.
 `swap=auto` is `off` for these operands: no measurement has shown where it pays yet.
 """
 
@@ -28,7 +30,6 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     GROUP,
     MAX_STAGES,
     TALL,
-    Operands,
     WgmmaTiles,
     _fail,
     approximate_math,
@@ -70,7 +71,7 @@ def waves_work(batch: int, m: int, n: int, bm: int, width: int, target: Target) 
 
 
 def swapped_tiles(
-    c: Contraction, knobs: Knobs, operands: Operands, dual: bool, fp8: bool, target: Target
+    c: Contraction, knobs: Knobs, dual: bool, fp8: bool, target: Target
 ) -> WgmmaTiles | str:
     """The swapped plan `swap=on` asks for (`bm` and `bn` as set, else by `swap_width` over
     `SWAP_ROWS`: the one of least work that can run), the deepest ring that fits (up to
@@ -80,7 +81,6 @@ def swapped_tiles(
         for setting, clash in (
             ("8-bit float operands", fp8),
             ("a dual GEMM", dual),
-            ("a split of K", operands.splits > 1),
             ("ws=0", knobs.ws == 0),
             ("store=tma", knobs.store == "tma"),
             (f"multicast={knobs.multicast}", knobs.multicast in ("a", "b")),
@@ -95,7 +95,7 @@ def swapped_tiles(
     ]
     if clashes:
         return _fail(
-            "swap=on runs f16/bf16 operands, K whole, on blocks with a producer warpgroup that "
+            "swap=on runs f16/bf16 operands on blocks with a producer warpgroup that "
             f"store direct or staged; not with {', '.join(clashes)}"
         )
     batch, m, n, _ = c.extents

@@ -13,7 +13,7 @@
 // CUDA:       void tinyopt_wgmma_m64n208k16_bf16_k_ta(
 // CUDA:       bmm_0(
 // CUDA:       tinyopt_wgmma_m64n208k16_bf16_k_ta(v{{[0-9]+}}, tinyopt_wgmma_desc({{.*}}, 8192, 1024), tinyopt_wgmma_desc({{.*}}, 16, 1024));
-// BAD:        swap=on runs f16/bf16 operands, K whole, on blocks with a producer warpgroup that store direct or staged; not with store=tma
+// BAD:        swap=on runs f16/bf16 operands on blocks with a producer warpgroup that store direct or staged; not with store=tma
 func.func @bmm(%a: tensor<3x1000x1000xbf16>, %b: tensor<3x1000x1000xbf16>) -> tensor<3x1000x1000xbf16> {
   %y = graph.matmul %a, %b : (tensor<3x1000x1000xbf16>, tensor<3x1000x1000xbf16>) -> tensor<3x1000x1000xbf16>
   func.return %y : tensor<3x1000x1000xbf16>
