@@ -68,6 +68,7 @@ from tinyopt.passes.tile.gemm.split_k_plan import (
 from tinyopt.passes.tile.gemm.wgmma import emit_wgmma_gemm
 from tinyopt.passes.tile.gemm.skinny_plan import CUDA_CORE_BALANCE
 from tinyopt.passes.tile.gemm.wgmma_plan import (
+    fitted_ring,
     BK,
     SMALL_M,
     SWIZZLE,
@@ -226,8 +227,8 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
         t = Wgmma3xTf32Tiles(
             bm, bn, knobs.stages or SWAP_STAGES, 1, "direct", 0, 1, "off", "off", swap="on"
         )
-        while not knobs.stages and t.stages > 2 and t.shared_bytes > self.target.dynamic_shared:
-            t = replace(t, stages=t.stages - 1)
+        if not knobs.stages:
+            t = fitted_ring(t, self.target)
         return swap_refusal(t, self.target) or t
 
     def _starved(self, kernel: loop.KernelOp, c: Contraction, knobs: Knobs, t: WgmmaTiles) -> bool:

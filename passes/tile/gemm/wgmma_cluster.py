@@ -42,6 +42,7 @@ from tinyopt.passes.tile.gemm.split_k import chunk_elements, row_elements
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
 from tinyopt.passes.tile.gemm.wgmma_plan import (
+    fitted_ring,
     BK,
     CLUSTER_SPLITS,
     STAGE_COLUMNS,
@@ -91,10 +92,8 @@ def clustered_tiles(
     widths = [t.bn] + ([w for w in (128, 64) if w < t.bn] if not knobs.bn else [])
     for bn in widths:
         fitted = replace(t, bn=bn, cluster=splits, store="smem", persistent=0, streamk="off")
-        while (
-            not knobs.stages and fitted.shared_bytes > target.dynamic_shared and fitted.stages > 2
-        ):
-            fitted = replace(fitted, stages=fitted.stages - 1)
+        if not knobs.stages:
+            fitted = fitted_ring(fitted, target)
         if fitted.shared_bytes <= target.dynamic_shared:
             return fitted
     return _fail(

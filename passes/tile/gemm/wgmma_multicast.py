@@ -30,7 +30,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tinyopt.passes.tile.gemm.wgmma_plan import BK, Operands, WgmmaTiles, _fail, tile_count
+from tinyopt.passes.tile.gemm.wgmma_plan import (
+    BK,
+    Operands,
+    WgmmaTiles,
+    _fail,
+    fitted_ring,
+    tile_count,
+)
 from tinyopt.passes.tile.target import Target
 
 
@@ -129,8 +136,8 @@ def multicast_tiles(
     paired = replace(t, multicast="b" if knob == "auto" else knob)
     if why := multicast_refusal(paired, operands, m, n, element_bits):
         return t if knob == "auto" else why
-    while not stages_set and paired.shared_bytes > target.dynamic_shared and paired.stages > 2:
-        paired = replace(paired, stages=paired.stages - 1)
+    if not stages_set:
+        paired = fitted_ring(paired, target)
     if paired.shared_bytes <= target.dynamic_shared:
         return paired
     if knob == "auto":

@@ -4,6 +4,7 @@ operands TMA copies, and the choices made from the shape (rule and emitter: wgmm
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from xdsl.dialects import arith, memref
 from xdsl.dialects.builtin import FloatAttr, IndexType, MemRefType, bf16, f16
@@ -230,6 +231,17 @@ class WgmmaTiles:
         return (
             self.stages * self.stage_bytes + self.staging_bytes + ATOM + 16 * self.stages + barriers
         )
+
+
+Tiles = TypeVar("Tiles", bound="WgmmaTiles")
+
+
+def fitted_ring(t: Tiles, target: Target) -> Tiles:
+    """`t` with its ring cut to the deepest that fits the block's shared memory beside its other
+    tiles (`WgmmaTiles.shared_bytes`), 2 slots at least."""
+    while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
+        t = replace(t, stages=t.stages - 1)
+    return t
 
 
 def deepened(t: WgmmaTiles, batch: int, m: int, n: int, k: int, target: Target) -> WgmmaTiles:
@@ -722,8 +734,7 @@ def choose_wgmma_tiles(
     # As deep a ring as fits: beside a ragged width's tiles, or the output tiles of store=tma.
     ragged = bn % BK and bm != TALL
     if not knobs.stages and (ragged or knobs.store == "tma"):
-        while t.stages > 2 and t.shared_bytes > target.dynamic_shared:
-            t = replace(t, stages=t.stages - 1)
+        t = fitted_ring(t, target)
     if knobs.store == "auto" and t.shared_bytes > target.dynamic_shared:
         t = replace(t, store="direct")
     return wgmma_tile_refusal(t, target, knobs.bk) or t

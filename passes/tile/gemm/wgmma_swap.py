@@ -23,8 +23,6 @@ N), the partial kernels swapped too; not over a cluster.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.wgmma_plan import (
     GROUP,
@@ -33,6 +31,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     WgmmaTiles,
     _fail,
     approximate_math,
+    fitted_ring,
     l2_promotion,
     wgmma_tile_refusal,
 )
@@ -116,9 +115,7 @@ def swapped_tiles(
             persistent=1 if knobs.persistent == 1 else 0,
             swap="on",
         )
-        while not knobs.stages and t.stages > 2 and t.shared_bytes > target.dynamic_shared:
-            t = replace(t, stages=t.stages - 1)
-        plans.append(t)
+        plans.append(t if knobs.stages else fitted_ring(t, target))
 
     refusals = [wgmma_tile_refusal(t, target) for t in plans]
     runnable = [t for t, why in zip(plans, refusals, strict=True) if why is None]
