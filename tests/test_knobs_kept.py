@@ -58,30 +58,15 @@ FP8 = {
     "store": ["smem", "tma"],
     "streamk": ["off", "tail"],
 }
+BF16 = [
+    matmul_plain(1000, 1000, 1000, "bf16"),
+    matmul_plain(2048, 1024, 4392, "bf16", "nk"),
+    matmul_plain(100, 2048, 4096, "bf16", "nk"),
+    batched_matmul(3, 1000, 1000, 1000, "bf16"),
+]
 RULES = {
-    "wgmma": Rule(
-        "fuse,plan{{mma=wgmma {}}}",
-        "wgmma",
-        12,
-        [
-            matmul_plain(1000, 1000, 1000, "bf16"),
-            matmul_plain(2048, 1024, 4392, "bf16", "nk"),
-            matmul_plain(100, 2048, 4096, "bf16", "nk"),
-            batched_matmul(3, 1000, 1000, 1000, "bf16"),
-        ],
-        WGMMA,
-    ),
-    "wgmma_swap": Rule(
-        "fuse,plan{{mma=wgmma swap=on {}}}",
-        "wgmma",
-        12,
-        [
-            matmul_plain(1000, 1000, 1000, "bf16"),
-            matmul_plain(2048, 1024, 4392, "bf16", "nk"),
-            batched_matmul(3, 1000, 1000, 1000, "bf16"),
-        ],
-        WGMMA,
-    ),
+    "wgmma": Rule("fuse,plan{{mma=wgmma {}}}", "wgmma", 12, BF16, WGMMA),
+    "wgmma_swap": Rule("fuse,plan{{mma=wgmma swap=on {}}}", "wgmma", 12, BF16, WGMMA),
     "wgmma_fp8": Rule(
         "fuse,plan{{mma=wgmma {}}}",
         "wgmma",

@@ -233,9 +233,9 @@ def _auto_splits(
         and choice.rule.name == "wgmma"
         and isinstance(t := choice.plan, WgmmaTiles)
     ):
-        if t.dual == "off" and not t.persistent and t.swap == "on":  # bn of M by bm of N
-            return wgmma_split_estimate(c, t.bn, t.bm, target)[0], "twopass", None
         if t.dual == "off" and not t.persistent:
+            if t.swap == "on":  # a grid of bn of M by bm of N, split in two passes only
+                return wgmma_split_estimate(c, t.bn, t.bm, target)[0], "twopass", None
             splits, two_pass = wgmma_split_estimate(c, t.bm, t.tile_n, target)
             if knobs.splitk_mode == "cluster":
                 return min(splits, CLUSTER_SPLITS[-1]), "cluster", None

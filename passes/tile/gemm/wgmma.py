@@ -303,12 +303,11 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             partial = operands.splits > 1
             if why := cluster_refusal(c, plan.cluster, fp8, partial):
                 return why
-        if plan.swap == "on" and (fp8 or plan.dual == "on"):
-            return _fail("swaps the sides (swap) of one f16/bf16 GEMM only")
-        alone = plan.sharers == 1 and plan.cluster == 1 and plan.streamk == "off"
-        if plan.swap == "on" and (plan.store == "tma" or not alone):
+        shared = plan.sharers > 1 or plan.cluster > 1 or plan.streamk != "off"
+        if plan.swap == "on" and (fp8 or plan.dual == "on" or plan.store == "tma" or shared):
             return _fail(
-                "swaps the sides (swap) of blocks that store direct or staged, each its own tiles"
+                "swaps the sides (swap) of one f16/bf16 GEMM whose blocks store direct or "
+                "staged, each its own tiles"
             )
         if plan.multicast != "off":
             bits = tensor_core_type(c, fp8=True).bitwidth  # type: ignore[union-attr]
@@ -738,15 +737,20 @@ class _WgmmaEmitter:
             batch = self.b_index if rank > len(at) else []  # A shared by the batch: none
             em.op(tile.TmaLoadOp(source, [*batch, *at], smem, to, self.full, slot, hint, mask))
 
+        def chunks(source: SSAValue, first: SSAValue, count: int, smem: SSAValue, at: int) -> None:
+            """`count` 64-column chunks of an N-major `source` from column `first`, into the
+            slot's chunks `at`.."""
+            for chunk in range(count):
+                column = em.add(first, chunk * self.bk)
+                copy(source, [k0, column], smem, [slot, em.index(at + chunk), zero, zero])
+
         if t.column_pairs > 1:  # the block's half of the A tile's rows, into both blocks
             assert self.rank is not None
             row = em.mul(self.rank, t.bm // t.sharers)
             mask = (1 << t.sharers) - 1
             copy(self.a_global, [em.add(self.m0, row), k0], self.a_smem, [slot, row, zero], mask)
-        elif self.a_mn_major:  # B's N-major chunks (`swapped`): 64 of its columns each
-            for chunk in range(t.bm // self.bk):
-                m = em.add(self.m0, chunk * self.bk)
-                copy(self.a_global, [k0, m], self.a_smem, [slot, em.index(chunk), zero, zero])
+        elif self.a_mn_major:  # B's N-major chunks (`swapped`)
+            chunks(self.a_global, self.m0, t.bm // self.bk, self.a_smem, 0)
         else:
             copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
         if t.row_pairs > 1:
@@ -756,10 +760,8 @@ class _WgmmaEmitter:
         # 64-column chunks (N-major), so one m64nBNk16 wgmma multiplies A by both.
         for product, b_global in enumerate(self.b_globals):
             if self.mn_major:  # a ragged width's last chunk copied whole
-                for chunk in range(-(-t.tile_n // self.bk)):
-                    n = em.add(self.n0, chunk * self.bk)
-                    to = [slot, em.index(product * t.tile_n // self.bk + chunk), zero, zero]
-                    copy(b_global, [k0, n], self.b_smem, to)
+                count = -(-t.tile_n // self.bk)
+                chunks(b_global, self.n0, count, self.b_smem, product * t.tile_n // self.bk)
             else:
                 to = [slot, em.index(product * t.tile_n), zero]
                 copy(b_global, [self.n0, k0], self.b_smem, to)
