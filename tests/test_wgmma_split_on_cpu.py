@@ -5,8 +5,8 @@ loop emulated (tests/cpu_wgmma.py) against float64: unbatched with a K-major B a
 fold, batched with an N-major B, persistent blocks, no producer warpgroup (`ws=0`), f16, and the
 split `splitk=0` picks for a small grid with a long K (in two passes: `splitk_mode=auto` splits
 such grids over clusters, tests/test_wgmma_cluster_on_cpu.py). Chunks of whole 64-element boxes
-whose last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma` or the auto split of
-a kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not
+whose last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma`, or a split, set
+by hand or auto, of a kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not
 a multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name. A small grid of
 64×64 blocks too many to split within a wave, over a long K, split on 128×128 blocks instead
 (`split_k_plan.square_split`; `sms` shrinks the grid the rule sees)."""
@@ -71,6 +71,13 @@ CASES = [
         "mma=wgmma splitk=2",
         [2, 97, 72],
     ),
+    # A split set by hand under mma=auto on a kernel wgmma takes: chunks of 64, the last of 8.
+    (
+        "hand_past_k_130x192x200_bias",
+        matmul_plain(130, 192, 200, "bf16", "nk"),
+        "splitk=4",
+        [4, 130, 192],
+    ),
     # K = 4000 (62.5 boxes): 16 chunks of 256, the last of 160.
     (
         "auto_past_k_64x128x4000",
@@ -107,11 +114,22 @@ def test_wgmma_split_matches_float64_on_cpu(text: str, knobs: str, extents: list
 
 
 def test_chunks_off_the_tma_box_stay_on_mma_sync() -> None:
-    # K = 200 in 4 chunks of 50: not whole 64-element boxes, so wgmma refuses the partial.
-    partial, _ = _kernels(matmul_plain(130, 192, 200, "bf16", "nk"), "splitk=4 why=1")
+    # K = 100 in 4 chunks of 25 (chunks of 64 would leave the last empty): wgmma refuses.
+    partial, _ = _kernels(matmul_plain(130, 192, 100, "bf16", "nk"), "splitk=4 why=1")
     assert partial.attributes[tile.PLAN].rule.data == "mma_sync"  # type: ignore[union-attr]
     refusals = [r.data for r in partial.attributes[tile.REFUSALS].data]  # type: ignore[union-attr]
-    assert any("4 chunks of 50" in r for r in refusals), refusals
+    assert any("4 chunks of 25" in r for r in refusals), refusals
+
+
+@pytest.mark.parametrize(("m", "n", "k", "splits"), [(278, 7360, 4656, 2), (1360, 744, 2976, 2)])
+def test_a_split_set_by_hand_keeps_wgmma(m: int, n: int, k: int, splits: int) -> None:
+    # ⌈K / 2⌉ (2328, 1488) is not whole boxes; the kernel is wgmma's unsplit, so its chunks
+    # are (2368, 1536), the last reaching past K, and wgmma takes the partial kernel (it went
+    # to mma.sync and ran 0.23-0.31× cuBLAS: benchmarks/RESULTS.md fifty-first session).
+    text = matmul_plain(m, n, k, "bf16", "nk", relu=False)
+    partial, fold = _kernels(text, f"splitk={splits}")
+    assert partial.attributes[tile.PLAN].rule.data == "wgmma"  # type: ignore[union-attr]
+    assert fold.sym_name.data.endswith("_reduce")
 
 
 def test_chunks_off_the_tma_box_are_refused_by_name_under_wgmma() -> None:

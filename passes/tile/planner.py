@@ -140,6 +140,11 @@ def plan_kernels(
         if (square := _square_split(c, found[0], knobs, target)) > 1:
             splits, mode = square, "twopass"
             partial_knobs = replace(knobs, bm=128, bn=128)
+    if split and splits > 1 and found is None and knobs.mma == "auto":
+        # A split set by hand: whole TMA box rows where the unsplit kernel is a wgmma rule's,
+        # so that rule takes the partial kernel too (else its chunks of ⌈K / s⌉ leave it).
+        chosen = refusals(kernel, knobs, target)[0]
+        aligned = chosen is not None and chosen.rule.name in ("wgmma", "wgmma_3xtf32")
     if split and splits > 1 and mode == "cluster" and match_contraction(kernel) is not None:
         _plan_cluster_split(
             kernel,
