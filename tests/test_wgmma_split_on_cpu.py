@@ -6,8 +6,9 @@ fold, batched with an N-major B, persistent blocks, no producer warpgroup (`ws=0
 split `splitk=0` picks for a small grid with a long K (in two passes: `splitk_mode=auto` splits
 such grids over clusters, tests/test_wgmma_cluster_on_cpu.py). Chunks of whole 64-element boxes
 whose last one reaches past K (`split_k.chunk_elements`, under `mma=wgmma`, or a split, set
-by hand or auto, of a kernel wgmma takes): the partial kernel's guard past K is TMA's zero fill. A chunk that is not
-a multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused by name. A small grid of
+by hand or auto, of a kernel wgmma takes): the partial kernel's guard past K is TMA's zero
+fill. A chunk that is not a multiple of 64 stays on mma.sync, or under `mma=wgmma` is refused
+by name. A small grid of
 64×64 blocks too many to split within a wave, over a long K, split on 128×128 blocks instead
 (`split_k_plan.square_split`; `sms` shrinks the grid the rule sees)."""
 

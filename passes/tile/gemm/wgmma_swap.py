@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from tinyopt.passes.tile.gemm.contraction_match import Contraction
 from tinyopt.passes.tile.gemm.wgmma_plan import (
+    BLOCK_EFFICIENCY,
     GROUP,
     MAX_STAGES,
     TALL,
@@ -49,26 +50,38 @@ WIDTH_STEP = 16
 
 NARROWEST = 128
 """The narrowest width `swap_width` takes where M is wider: a narrower block's wgmma reads
-more shared memory a product (A's 64 rows for fewer columns), which the wave count of
-`swap_width` does not see."""
+more shared memory a product (A's 64 rows for fewer columns)."""
 
 
 def swap_width(batch: int, m: int, n: int, bm: int, target: Target) -> int:
     """The width over M (`NARROWEST`, or M rounded up to 16 where that is less, to 256, or 192
-    beside three consumer warpgroups) whose grid of `bm`-row blocks over N has the least work
-    once rounded up to whole waves of one block an SM: rounds × bm × width, the fewest blocks
-    on a tie."""
+    beside three consumer warpgroups) whose grid of `bm`-row blocks over N costs least by
+    `waves_work`, the fewest blocks on a tie."""
     widest = TALL if bm == TALL else 256
     narrowest = max(64, min(NARROWEST, -(-m // WIDTH_STEP) * WIDTH_STEP))
     widths = range(narrowest, widest + 1, WIDTH_STEP)
     return min(widths, key=lambda width: waves_work(batch, m, n, bm, width, target))
 
 
-def waves_work(batch: int, m: int, n: int, bm: int, width: int, target: Target) -> tuple[int, int]:
-    """The work of a swapped grid of `bm` rows of B's N by `width` of A's M, rounded up to
-    whole waves of one block an SM (rounds × bm × width), and its blocks."""
+def waves_work(
+    batch: int, m: int, n: int, bm: int, width: int, target: Target
+) -> tuple[float, int]:
+    """The time of a swapped grid of `bm` rows of B's N by `width` of A's M in waves of one
+    block an SM, each costing bm × width at `width_efficiency`, and its blocks."""
     tiles = batch * -(-n // bm) * -(-m // width)
-    return -(-tiles // target.sms) * bm * width, tiles
+    return -(-tiles // target.sms) * bm * width / width_efficiency(width), tiles
+
+
+def width_efficiency(width: int) -> float:
+    """A block's throughput per product at this wgmma N against 256 columns: the plain plan's
+    measured `BLOCK_EFFICIENCY` of the table's width at or below it (128 columns 0.65, 192 and
+    256 1.0), 128's below 128. Counting rounds alone took 144 or 160 columns on grids of many
+    waves: on an H100 (benchmarks/RESULTS.md fifty-first session) those ran 0.79-0.84× the
+    plain plan's speed (geometric means over issue 23's shapes, 0.62 at worst) where 256
+    columns ran 0.945×. The table's efficiencies are the plain kernel's, not yet timed on
+    swapped blocks."""
+    table = {bn: e for (bm, bn), e in BLOCK_EFFICIENCY.items() if bm == 128}
+    return table[max([bn for bn in table if bn <= width], default=min(table))]
 
 
 def swapped_tiles(
