@@ -703,7 +703,7 @@ CASES = [
     Case(
         "bf16_wgmma_swap_bmm_3x1000",
         batched_matmul(3, 1000, 1000, 1000, "bf16"),
-        tile_with("swap=on"),
+        tile_with("swap=on store=direct"),
     ),
     Case(
         "bf16_wgmma_swap_nk_1000x1000x520",

@@ -30,14 +30,22 @@ from tinyopt.passes.tile.target import H200
 CASES = [
     # (name, program, knobs): a K-major B (torch's linear), N ragged against 128-row blocks;
     # an N-major B read M-major (trans-a), M ragged against the width.
-    ("nk", matmul_plain(300, 400, 200, "bf16", "nk"), "swap=on"),
+    ("nk", matmul_plain(300, 400, 200, "bf16", "nk"), "swap=on store=direct"),
     ("kn", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on"),
     # Widths off 64 columns: 208 (the 3×1000³ block) with K of 136, 80 over 64 rows of B.
-    ("kn_208", matmul_plain(260, 440, 136, "bf16", "kn", relu=False), "mma=wgmma swap=on bn=208"),
+    (
+        "kn_208",
+        matmul_plain(260, 440, 136, "bf16", "kn", relu=False),
+        "mma=wgmma swap=on bn=208 store=direct",
+    ),
     ("kn_80_bm64", matmul_plain(100, 176, 72, "f16", "kn"), "mma=wgmma swap=on bm=64 bn=80"),
     # A batch; three consumer warpgroups over B's N (N = 352 = 192 + 160).
-    ("bmm", batched_matmul(3, 130, 248, 104, "bf16"), "swap=on"),
-    ("tall_kn", matmul_plain(400, 352, 128, "f16", "kn"), "mma=wgmma swap=on bm=192 bn=176"),
+    ("bmm", batched_matmul(3, 130, 248, 104, "bf16"), "swap=on store=direct"),
+    (
+        "tall_kn",
+        matmul_plain(400, 352, 128, "f16", "kn"),
+        "mma=wgmma swap=on bm=192 bn=176 store=direct",
+    ),
     # GELU and the second linear of an MLP; rows of 1000 elements (off 32-byte sectors)
     # staged onto aligned rows, then the staged GEMM swapped.
     ("mlp", mlp(200, 136, 232, "bf16"), "swap=on"),
@@ -63,10 +71,14 @@ CASES = [
     # K split in two passes, the partial kernels swapped: a small grid's own split (64 rows of
     # A by 8 blocks of B's 1024), 4 chunks of a batch, 2 with the staged epilogue.
     ("split_auto", matmul_plain(64, 1024, 4096, "bf16", "nk"), "swap=on"),
-    ("split_4_bmm", batched_matmul(3, 130, 248, 1024, "bf16"), "swap=on splitk=4"),
+    ("split_4_bmm", batched_matmul(3, 130, 248, 1024, "bf16"), "swap=on splitk=4 store=direct"),
     ("split_2_smem", matmul_plain(200, 328, 2048, "bf16", "kn"), "swap=on splitk=2 store=smem"),
     # Persistent blocks walking several tiles each (3 and 2 SMs; 192 rows of a K-major B).
-    ("kn_persistent", matmul_plain(300, 400, 200, "bf16", "kn"), "swap=on persistent=1 sms=3"),
+    (
+        "kn_persistent",
+        matmul_plain(300, 400, 200, "bf16", "kn"),
+        "swap=on persistent=1 sms=3 store=direct",
+    ),
     (
         "nk_tall_persistent",
         matmul_plain(520, 296, 136, "bf16", "nk"),

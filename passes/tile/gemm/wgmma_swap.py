@@ -13,7 +13,9 @@ The ring's A tile holds B's rows: K-major for a `[N, K]` B, else 64-column chunk
 N-major `[K, N]` B, which wgmma reads M-major (trans-a); its B tile holds bn of A's rows.
 The accumulators hold the output tile transposed: the epilogue stores each one where it lies
 (`store=direct`, `wgmma_swapped.swapped_epilogue`) or stages them transposed in shared memory
-and stores 16 bytes a thread (`store=smem`, `swapped_staged_epilogue`). The plan runs one
+and stores 16 bytes a thread (`store=smem` or `auto`, `swapped_staged_epilogue`: ahead of
+the direct stores at all seven shapes timed both ways, H100, benchmarks/RESULTS.md fifty-first
+session). The plan runs one
 block per tile (or, with `persistent=1` set by hand, one an SM walking tiles), each with a
 producer warpgroup: `swap=on` with another setting is refused by name. A small grid splits K
 in two passes as the plain plan's does (`planner._auto_splits`, the grid of bn of M by bm of
@@ -126,7 +128,7 @@ def swapped_tiles(
             fastmath="on" if approximate_math(knobs.fastmath, c) else "off",
             evict=knobs.evict if knobs.evict in ("a", "b", "ab") else "off",
             l2promo=l2_promotion(knobs.l2promo),
-            store="smem" if knobs.store == "smem" else "direct",
+            store="direct" if knobs.store == "direct" else "smem",
             persistent=1 if knobs.persistent == 1 else 0,
             swap="on",
         )

@@ -2,7 +2,7 @@
 // RUN: tinyopt %s -p fuse,plan | filecheck %s --check-prefix=AUTO
 // RUN: tinyopt %s -p 'fuse,tile{swap=on},to-cuda' -t cuda | filecheck %s --check-prefix=CUDA
 // RUN: not tinyopt %s -p 'fuse,tile{swap=on store=tma}' 2>&1 | filecheck %s --check-prefix=BAD
-// RUN: tinyopt %s -p 'fuse,plan{swap=on}' | sed 's/store = "direct"/store = "tma"/' | not tinyopt - -p tile 2>&1 | filecheck %s --check-prefix=PLANNED
+// RUN: tinyopt %s -p 'fuse,plan{swap=on}' | sed 's/store = "smem"/store = "tma"/' | not tinyopt - -p tile 2>&1 | filecheck %s --check-prefix=PLANNED
 
 // swap=on runs the bf16 GEMM with its sides exchanged (wgmma_swap.py): a block's consumer rows
 // are 128 of B's N and its wgmma N 208 of A's rows, 5 × 8 × 3 = 120 blocks in one wave (the
