@@ -15,11 +15,10 @@ The accumulators hold the output tile transposed: the epilogue stores each one w
 (`store=direct`, `wgmma_swapped.swapped_epilogue`) or stages them transposed in shared memory
 and stores 16 bytes a thread (`store=smem` or `auto`, `swapped_staged_epilogue`: ahead of
 the direct stores at all seven shapes timed both ways, H100, benchmarks/RESULTS.md fifty-first
-session). The plan runs one
-block per tile (or, with `persistent=1` set by hand, one an SM walking tiles), each with a
-producer warpgroup: `swap=on` with another setting is refused by name. A small grid splits K
-in two passes as the plain plan's does (`planner._auto_splits`, the grid of bn of M by bm of
-N), the partial kernels swapped too; not over a cluster.
+session). The plan runs one block per tile (or, with `persistent=1` set by hand, one an SM
+walking tiles), each with a producer warpgroup: `swap=on` with another setting is refused by
+name. A small grid splits K in two passes as the plain plan's does (`planner._auto_splits`,
+the grid of bn of M by bm of N), the partial kernels swapped too; not over a cluster.
 `swap=auto` is `off` for these operands: timed on an H100 (benchmarks/RESULTS.md, fifty-first
 session) the swapped plan ran 0.888× the plain plan's speed over issue 23's sweep, 3% faster
 or more at 4 of 63 shapes and slower at 3×1000³ and 5000³, the shapes it was built for.
