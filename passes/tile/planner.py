@@ -115,6 +115,13 @@ def _refuse_overridden(kernel: loop.KernelOp, plan: tile.PlanAttr, options: Knob
             )
 
 
+def _copies_k_in_boxes(choice: Choice | None) -> bool:
+    """Whether the rule that plans a contraction unsplit copies K in TMA boxes (wgmma,
+    wgmma_3xtf32): a split's chunks must then be whole boxes for it to take the partial
+    kernel (`split_k.chunk_elements`)."""
+    return choice is not None and choice.rule.name in ("wgmma", "wgmma_3xtf32")
+
+
 def plan_kernels(
     module: ModuleOp,
     kernel: loop.KernelOp,
@@ -136,15 +143,15 @@ def plan_kernels(
     if split and not splits and (c := _small_grid(kernel, knobs, target)):
         found = refusals(kernel, knobs, target)
         splits, mode, clustered = _auto_splits(kernel, c, found[0], knobs, target)
-        aligned = found[0] is not None and found[0].rule.name in ("wgmma", "wgmma_3xtf32")
+        aligned = _copies_k_in_boxes(found[0])
         if (square := _square_split(c, found[0], knobs, target)) > 1:
             splits, mode = square, "twopass"
             partial_knobs = replace(knobs, bm=128, bn=128)
-    if split and splits > 1 and found is None and knobs.mma == "auto":
+    hand_split = split and splits > 1 and found is None and knobs.mma == "auto"
+    if hand_split and match_contraction(kernel) is not None:
         # A split set by hand: whole TMA box rows where the unsplit kernel is a wgmma rule's,
         # so that rule takes the partial kernel too (else its chunks of ⌈K / s⌉ leave it).
-        chosen = refusals(kernel, knobs, target)[0]
-        aligned = chosen is not None and chosen.rule.name in ("wgmma", "wgmma_3xtf32")
+        aligned = _copies_k_in_boxes(refusals(kernel, knobs, target)[0])
     if split and splits > 1 and mode == "cluster" and match_contraction(kernel) is not None:
         _plan_cluster_split(
             kernel,

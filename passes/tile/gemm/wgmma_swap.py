@@ -54,6 +54,10 @@ NARROWEST = 128
 more shared memory a product (A's 64 rows for fewer columns)."""
 
 
+WIDTH_EFFICIENCY = {bn: e for (bm, bn), e in BLOCK_EFFICIENCY.items() if bm == 128}
+"""`BLOCK_EFFICIENCY`'s 128-row blocks by width."""
+
+
 def swap_width(batch: int, m: int, n: int, bm: int, target: Target) -> int:
     """The width over M (`NARROWEST`, or M rounded up to 16 where that is less, to 256, or 192
     beside three consumer warpgroups) whose grid of `bm`-row blocks over N costs least by
@@ -81,8 +85,8 @@ def width_efficiency(width: int) -> float:
     plain plan's speed (geometric means over issue 23's shapes, 0.62 at worst) where 256
     columns ran 0.945×. The table's efficiencies are the plain kernel's, not yet timed on
     swapped blocks."""
-    table = {bn: e for (bm, bn), e in BLOCK_EFFICIENCY.items() if bm == 128}
-    return table[max([bn for bn in table if bn <= width], default=min(table))]
+    narrower = [bn for bn in WIDTH_EFFICIENCY if bn <= width]
+    return WIDTH_EFFICIENCY[max(narrower, default=min(WIDTH_EFFICIENCY))]
 
 
 def swapped_tiles(
