@@ -54,9 +54,9 @@ are refused, as the rule refuses them.
 
 `--swap` draws the same programs (any rows: those off 16 bytes are staged first) under
 `swap=on` (the sides exchanged, `passes/tile/gemm/wgmma_swap.py`) with `bm`, a width of
-`RAGGED_WIDTHS` or a power of two, `persistent=1`, `stages`, `store=smem` or `splitk` among
-the knobs, blocks run last to first: the transposed epilogue's stores past M or N, or into a
-neighbour's tile, show.
+`RAGGED_WIDTHS` or a power of two, `persistent=1`, `stages`, `store=direct` (`auto` stages
+the epilogue) or `splitk` among the knobs, blocks run last to first: the transposed
+epilogue's stores past M or N, or into a neighbour's tile, show.
 """
 
 from __future__ import annotations
@@ -296,10 +296,11 @@ def swap_case(seed: int, index: int) -> Case:
         knobs.append("persistent=1")
     if rng.random() < 0.2:
         knobs.append(f"stages={rng.randint(2, 4)}")
-    # the staged epilogue and a split of K, drawn apart from `rng` (a seed's other draws stay)
+    # the direct epilogue (`store=auto` stages) and a split of K, drawn apart from `rng` (a
+    # seed's other draws stay)
     apart = random.Random(f"swap store {seed} {index}")
     if apart.random() < 0.4:
-        knobs.append("store=smem")
+        knobs.append("store=direct")
     if "persistent=1" not in knobs and apart.random() < 0.2:
         knobs.append(f"splitk={apart.choice((2, 4))}")
     return Case(name, text, " ".join(knobs))
