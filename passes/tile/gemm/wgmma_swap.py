@@ -21,7 +21,9 @@ name. A small grid splits K in two passes as the plain plan's does (`planner._au
 the grid of bn of M by bm of N), the partial kernels swapped too; not over a cluster.
 `swap=auto` is `off` for these operands: timed on an H100 (benchmarks/RESULTS.md, fifty-first
 session) the swapped plan ran 0.888× the plain plan's speed over issue 23's sweep, 3% faster
-or more at 4 of 63 shapes and slower at 3×1000³ and 5000³, the shapes it was built for.
+or more at 4 of 63 shapes and slower at 3×1000³ and 5000³, the shapes it was built for; with
+the widths of `width_efficiency` and the staged epilogue 0.895× (fifty-second session), 3%
+faster or more at 7 random shapes and 0.97× and 1.01× at 3×1000³ and 5000³.
 """
 
 from __future__ import annotations
@@ -83,8 +85,8 @@ def width_efficiency(width: int) -> float:
     256 1.0), 128's below 128. Counting rounds alone took 144 or 160 columns on grids of many
     waves: on an H100 (benchmarks/RESULTS.md fifty-first session) those ran 0.79-0.84× the
     plain plan's speed (geometric means over issue 23's shapes, 0.62 at worst) where 256
-    columns ran 0.945×. The table's efficiencies are the plain kernel's, not yet timed on
-    swapped blocks."""
+    columns ran 0.945×. The table's efficiencies are the plain kernel's; with them the sweep
+    ran 0.895× the plain plan's speed (fifty-second session), against 0.888× before."""
     narrower = [bn for bn in WIDTH_EFFICIENCY if bn <= width]
     return WIDTH_EFFICIENCY[max(narrower, default=min(WIDTH_EFFICIENCY))]
 
