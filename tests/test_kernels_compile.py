@@ -20,19 +20,20 @@ def test_kernels_compile_for_sm90a(case: Case) -> None:
     assert set(compiled.kernels) == {k.sym_name.data for k in kernels}
 
 
-def test_stream_read_probe_compiles_for_sm90a() -> None:
-    """benchmarks/probe_stream_read.py's kernels (run on the GPU only by hand) stay valid CUDA."""
+@pytest.mark.parametrize("name", ["probe_stream_read", "probe_tma_sectors"])
+def test_probe_compiles_for_sm90a(name: str) -> None:
+    """A probe's kernels in benchmarks/ (run on the GPU only by hand) stay valid CUDA."""
     import importlib.util
     from pathlib import Path
 
     from tinyopt.backends.cuda.nvrtc import compile_cuda
 
-    path = Path(__file__).parent.parent / "benchmarks" / "probe_stream_read.py"
-    spec = importlib.util.spec_from_file_location("probe_stream_read", path)
+    path = Path(__file__).parent.parent / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     probe = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(probe)
-    assert compile_cuda(probe.SOURCE, "probe_stream_read", arch="sm_90a")
+    assert compile_cuda(probe.SOURCE, name, arch="sm_90a")
 
 
 @pytest.mark.parametrize("variant", ["L2::128B", "L2::256B"])
