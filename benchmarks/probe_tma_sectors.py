@@ -87,6 +87,7 @@ def tensor_map(pointer: int, k: int, box_rows: int, promotion: int) -> bytes:
     BOX_COLUMNS × box_rows, 128-byte swizzle, L2 promotion `promotion` bytes (0: none)."""
     from cuda.bindings import driver
 
+    driver.cuInit(0)  # a no-op once cupy has started the driver; encoding needs it started
     promotions = {
         0: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_NONE,
         128: driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
