@@ -115,6 +115,8 @@ def _fragment_pattern(m: int, n: int, k: int, bn: int) -> np.ndarray:
         (70, 330, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
         (100, 135, 72, "mma=wgmma ws=0 bm=64 bn=64 stages=2", 64),
         (130, 331, 72, "mma=wgmma bn=128", 128),
+        (130, 330, 72, "mma=wgmma bn=128", 128),
+        (130, 332, 72, "mma=wgmma bn=128", 128),
     ],
     ids=[
         "ws0_bn64",
@@ -122,6 +124,8 @@ def _fragment_pattern(m: int, n: int, k: int, bn: int) -> np.ndarray:
         "n330_two_column_vectors",
         "n135_element_stores",
         "n331_element_stores_two_warpgroups",
+        "n330_pairs_along_rows_two_warpgroups",
+        "n332_fours_along_rows_two_warpgroups",
     ],
 )
 def test_staged_epilogue_puts_each_accumulator_where_direct_does(
@@ -138,10 +142,11 @@ def test_staged_epilogue_puts_each_accumulator_where_direct_does(
     np.testing.assert_array_equal(staged, expected)
 
 
-@pytest.mark.parametrize("n", [135, 136])
+@pytest.mark.parametrize("n", [135, 136, 138, 140])
 def test_staged_epilogue_adds_the_bias_of_each_column_like_direct(n: int) -> None:
     # The bias is the same for every row: loaded ahead once per group of columns (a key per
-    # column of a thread's cells: 32 consecutive columns a warp at odd N).
+    # column of a thread's cells: 32 consecutive columns a warp at odd N, 32 pairs at N ≡ 2
+    # mod 8, 16 fours at N ≡ 4 mod 8).
     text = matmul_plain(100, n, 72, "bf16", "nk")
     bias = np.random.default_rng(1).standard_normal(n)
     inputs = [bias, np.zeros((100, n))]
@@ -164,8 +169,20 @@ def test_staged_epilogue_of_a_batch() -> None:
 
 @pytest.mark.parametrize(
     ("program", "storage", "output", "n"),
-    [(gated, bf16, -1, 136), (swiglu, f32, 0, 136), (gated, bf16, -1, 135)],
-    ids=["gated_reads_bf16_u", "swiglu_dual_off_reads_f32_workspace", "gated_n135_per_row"],
+    [
+        (gated, bf16, -1, 136),
+        (swiglu, f32, 0, 136),
+        (gated, bf16, -1, 135),
+        (gated, bf16, -1, 138),
+        (gated, bf16, -1, 140),
+    ],
+    ids=[
+        "gated_reads_bf16_u",
+        "swiglu_dual_off_reads_f32_workspace",
+        "gated_n135_per_row",
+        "gated_n138_pairs_per_row",
+        "gated_n140_fours_per_row",
+    ],
 )
 def test_staged_gate_reads_up_like_direct(
     program: Callable[[int, int, int], str], storage: Attribute, output: int, n: int

@@ -53,7 +53,7 @@ from math import prod
 from xdsl.dialects import arith, memref, scf
 from xdsl.dialects import math as fmath
 from xdsl.dialects.builtin import IntegerAttr, ModuleOp, f32, i32, i64
-from xdsl.ir import Attribute, Block, Region, SSAValue
+from xdsl.ir import Attribute, Block, Operation, Region, SSAValue
 from xdsl.pattern_rewriter import PatternRewriter
 
 from tinyopt.dialects import loop, tile
@@ -61,7 +61,14 @@ from tinyopt.dialects.graph import FP8_SCALE_BLOCK as SCALE_BLOCK
 from tinyopt.passes.tile.gemm.contraction_match import Contraction, match_contraction
 from tinyopt.passes.tile.gemm.contraction_plan import stream_k_blocks
 from tinyopt.passes.tile.gemm.stream_k import shared_k_kernels
-from tinyopt.passes.tile.emit import Emitter, LaneEmitter, Mapping, index_constant, vector_width
+from tinyopt.passes.tile.emit import (
+    Emitter,
+    LaneEmitter,
+    Mapping,
+    element_bytes,
+    index_constant,
+    vector_width,
+)
 from tinyopt.passes.tile.gemm.epilogue_prefetch import EpiloguePrefetch, prefetches_by_row
 from tinyopt.passes.tile.kernel import new_kernel, replace_kernel
 from tinyopt.passes.tile.knobs import Knobs
@@ -325,6 +332,26 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         element = tensor_core_type(c, fp8=True)
         assert element is not None
         emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter, t.swap == "on")
+
+
+def narrow_rows(width: int, epilogue: list[Operation]) -> bool:
+    """Whether the staged epilogue stores fewer than 8 elements and 16 bytes a lane
+    (`width` elements of what it stores), so its lanes run along the output rows
+    (`_staged_epilogue`): bf16/f16 rows of an odd number of elements, or of 2 or 4 mod 8; f32
+    rows of an odd number or of 2 mod 4. On an H100 (benchmarks/RESULTS.md, thirty-eighth
+    session run 4) single elements stored along the rows ran 27 misaligned linears 1.158 →
+    1.279× cuBLAS. Pairs and fours kept a thread's 8 columns of one row (2-8 bytes into each of
+    16-20 sectors a store) until the fifty-second session; there the swapped plan, whose
+    staged epilogue stores along the rows, ran 1.22-1.68× as fast as this one at three bf16
+    outputs of 2 or 4 mod 8 (693×5470×224, 2448×1102×205, 7431×5814×3183). Storing along the
+    rows here is untimed."""
+    stored = [
+        element_bytes(op.memref.type.element_type)  # type: ignore[attr-defined]
+        for top in epilogue
+        for op in top.walk()
+        if isinstance(op, memref.StoreOp)
+    ]
+    return width < 8 and width * min(stored, default=16) < 16
 
 
 def _scale_reads(knob: str, operands: Operands) -> str:
@@ -1374,16 +1401,24 @@ class _WgmmaEmitter:
         fragment_swizzle = self._swizzle(fragment_row)
         width = vector_width(c.epilogue, c.n_iv, self.n, 8)
         # The thread's cells of each 16 staged rows: (row, column, the key of the loads the
-        # same for every row); a warp covers 4 rows of the 64 columns. Vectors: a thread
-        # takes 8 consecutive columns of one row. Elements (width 1: rows of an odd number of
-        # 16-bit values, say): a warp's lanes take 32 consecutive columns of one row, so a
-        # store writes 64 contiguous bytes, 2 or 3 sectors (with a thread's 8 columns of 4
-        # rows it wrote 2 bytes into each of 16-20 sectors).
-        if width == 1:
-            first_row = em.mul(warp, 4)
-            warp_rows = [em.add(first_row, r) for r in range(4)]
-            halves = [lane, em.add(lane, 32)]
-            cells = [(warp_rows[e // 2], halves[e % 2], e % 2) for e in range(8)]
+        # same for every row); a warp covers 4 rows of the 64 columns. Stores of 16 bytes: a
+        # thread takes 8 consecutive columns of one row. Narrower stores (`narrow_rows`: rows
+        # of an odd number of 16-bit values, or of 2 or 4 mod 8) run along the rows: a warp's
+        # lanes take consecutive `width`-column pieces of one row (two rows at width 4), so a
+        # store writes 64-128 contiguous bytes of a row (with a thread's 8 columns of 4 rows
+        # it wrote 2-8 bytes into each of 16-20 sectors).
+        narrow = narrow_rows(width, c.epilogue)
+        if narrow:
+            per_row = min(32, STAGE_COLUMNS // width)  # lanes along one row
+            store_rows = 32 // per_row  # rows a store covers
+            groups = STAGE_COLUMNS // (per_row * width)  # stores along one row
+            row_of = em.add(em.mul(warp, 4), em.div(lane, per_row))
+            column_of = em.mul(em.rem(lane, per_row), width)
+            cells = [
+                (em.add(row_of, r), em.add(column_of, g * per_row * width), g)
+                for r in range(0, 4, store_rows)
+                for g in range(groups)
+            ]
         else:
             read_row = em.add(
                 em.mul(warp, 4), em.add(em.mul(em.div(lane, 16), 2), em.rem(em.div(lane, 4), 2))
@@ -1447,16 +1482,15 @@ class _WgmmaEmitter:
         def staged_values(product: int, rows: int) -> list[SSAValue]:
             """The thread's accumulators of a product in staged rows `rows..`, cell by cell."""
             index = staged(product)
-            if width == 1:
-                return [
-                    em.value(
-                        memref.LoadOp.get(
-                            self.staging,
-                            [*index, em.add(row, rows), self._staged_column(swizzles[row], col)],
-                        )
-                    )
-                    for row, col, _ in cells
-                ]
+            if narrow:
+                values = []
+                for row, col, _ in cells:
+                    where = [*index, em.add(row, rows), self._staged_column(swizzles[row], col)]
+                    if width == 1:
+                        values.append(em.value(memref.LoadOp.get(self.staging, where)))
+                    else:
+                        values += em.op(tile.VectorLoadOp(self.staging, where, width)).results
+                return values
             read_row, read_column, _ = cells[0]  # the thread's 8 columns of one row
             row, values = em.add(read_row, rows), []
             for h in range(2):
