@@ -18,6 +18,8 @@ from tinyopt.compiler import lower
 
 CASES = [
     ((130, 128, 96), "nk", "mma=3xtf32 bm=128 bn=128 splitk=1"),
+    # f32 rows of 2 mod 4: the staged epilogue stores pairs along the rows (`narrow_rows`)
+    ((130, 130, 96), "nk", "mma=3xtf32 bm=128 bn=128 splitk=1"),
     ((64, 64, 96), "kn", "mma=3xtf32 bm=64 bn=64 splitk=1"),
     ((64, 64, 128), "nk", "mma=3xtf32 bm=64 bn=64 splitk=2"),
     # chunks of 128 and 72: the second reaches past K (TMA's zeros for the split's guard)
