@@ -337,13 +337,13 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
 def narrow_rows(width: int, epilogue: list[Operation]) -> bool:
     """Whether the staged epilogue stores fewer than 8 elements and 16 bytes a lane
     (`width` elements of what it stores), so its lanes run along the output rows
-    (`_staged_epilogue`): bf16/f16 rows of an odd number of elements, or of 2 or 4 mod 8; f32
+    (`_staged_epilogue`): bf16/f16 rows of an odd number of elements, or of 2, 4 or 6 mod 8; f32
     rows of an odd number or of 2 mod 4. On an H100 (benchmarks/RESULTS.md, thirty-eighth
     session run 4) single elements stored along the rows ran 27 misaligned linears 1.158 →
     1.279× cuBLAS. Pairs and fours kept a thread's 8 columns of one row (2-8 bytes into each of
     16-20 sectors a store) until the fifty-second session; there the swapped plan, whose
     staged epilogue stores along the rows, ran 1.22-1.68× as fast as this one at three bf16
-    outputs of 2 or 4 mod 8 (693×5470×224, 2448×1102×205, 7431×5814×3183). Storing along the
+    outputs of 6 mod 8 (693×5470×224, 2448×1102×205, 7431×5814×3183). Storing along the
     rows here is untimed."""
     stored = [
         element_bytes(op.memref.type.element_type)  # type: ignore[attr-defined]
@@ -1403,7 +1403,7 @@ class _WgmmaEmitter:
         # The thread's cells of each 16 staged rows: (row, column, the key of the loads the
         # same for every row); a warp covers 4 rows of the 64 columns. Stores of 16 bytes: a
         # thread takes 8 consecutive columns of one row. Narrower stores (`narrow_rows`: rows
-        # of an odd number of 16-bit values, or of 2 or 4 mod 8) run along the rows: a warp's
+        # of an odd number of 16-bit values, or of 2, 4 or 6 mod 8) run along the rows: a warp's
         # lanes take consecutive `width`-column pieces of one row (two rows at width 4), so a
         # store writes 64-128 contiguous bytes of a row (with a thread's 8 columns of 4 rows
         # it wrote 2-8 bytes into each of 16-20 sectors).
