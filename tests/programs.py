@@ -661,6 +661,10 @@ CASES = [
         matmul_plain(1000, 773, 93, "bf16", "nk"),
         tile_with("align=on"),
     ),
+    # Linears (with their bias) whose rows hold 2, 4 or 6 mod 8 elements (N 5470: pairs, 1100:
+    # fours), stored along the rows in pieces of 4 or 8 bytes (`wgmma.narrow_rows`), by default.
+    Case("bf16_wgmma_staged_pairs_693x5470x224", matmul_plain(693, 5470, 224, "bf16", "nk")),
+    Case("bf16_wgmma_staged_fours_300x1100x208", matmul_plain(300, 1100, 208, "bf16", "nk")),
     # Blocks of a width off 64-column chunks: 208 columns over an N-major B (the last chunk 16
     # of 64) in a batch; 144 over a K-major one, persistent, 192 rows.
     Case(
