@@ -1402,11 +1402,11 @@ class _WgmmaEmitter:
         width = vector_width(c.epilogue, c.n_iv, self.n, 8)
         # The thread's cells of each 16 staged rows: (row, column, the key of the loads the
         # same for every row); a warp covers 4 rows of the 64 columns. Stores of 16 bytes: a
-        # thread takes 8 consecutive columns of one row. Narrower stores (`narrow_rows`: rows
-        # of an odd number of 16-bit values, or of 2, 4 or 6 mod 8) run along the rows: a warp's
-        # lanes take consecutive `width`-column pieces of one row (two rows at width 4), so a
-        # store writes 64-128 contiguous bytes of a row (with a thread's 8 columns of 4 rows
-        # it wrote 2-8 bytes into each of 16-20 sectors).
+        # thread takes 8 consecutive columns of one row. Narrower stores (`narrow_rows`: rows of
+        # an odd number of elements, 16-bit rows of 2, 4 or 6 mod 8, f32 rows of 2 mod 4) run
+        # along the rows: a warp's lanes take consecutive `width`-column pieces of one row (two
+        # rows at width 4), so a store writes 64-128 contiguous bytes of a row (with a thread's
+        # 8 columns of 4 rows it wrote 2-8 bytes into each of 16-20 sectors).
         narrow = narrow_rows(width, c.epilogue)
         if narrow:
             per_row = min(32, STAGE_COLUMNS // width)  # lanes along one row
