@@ -19,12 +19,14 @@ import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
 from programs import batched_matmul, gated, matmul_plain, swiglu, tile_with
-from xdsl.dialects.builtin import StringAttr, bf16, f32
-from xdsl.ir import Attribute
+from xdsl.dialects import memref
+from xdsl.dialects.builtin import Float8E4M3FNType, IndexType, MemRefType, StringAttr, bf16, f32
+from xdsl.ir import Attribute, Block
 
 from tinyopt.backends.check import from_storage, to_storage
 from tinyopt.compiler import lower
 from tinyopt.dialects import tile
+from tinyopt.passes.tile.gemm.wgmma import narrow_rows
 
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="g++ not found")
 
@@ -232,3 +234,33 @@ def test_dual_gemm_epilogue_pairs_each_gate_column_with_its_up_column(
     np.testing.assert_array_equal(staged, direct)
     reference = gate / (1 + np.exp(-gate)) * up
     np.testing.assert_allclose(staged, reference, rtol=1e-2, atol=1e-2)
+
+
+@pytest.mark.parametrize(
+    ("element", "width", "narrow"),
+    [
+        (bf16, 1, True),
+        (bf16, 2, True),
+        (bf16, 4, True),
+        (bf16, 8, False),
+        (f32, 2, True),
+        (f32, 4, False),
+        (Float8E4M3FNType(), 8, False),
+    ],
+)
+def test_stores_under_16_bytes_run_along_the_rows(
+    element: Attribute, width: int, narrow: bool
+) -> None:
+    # A lane's store of fewer than 8 elements and 16 bytes takes the layout along the rows;
+    # wider ones keep a thread's 8 columns (its f32 reads of the staged tile are 16 bytes).
+    block = Block(arg_types=[MemRefType(element, [64]), IndexType(), element])
+    store = memref.StoreOp.get(block.args[2], block.args[0], [block.args[1]])
+    assert narrow_rows(width, [store]) is narrow
+
+
+def test_pairs_read_the_staged_tile_two_floats_a_lane() -> None:
+    # N = 330 (2 mod 8): each lane reads 2 consecutive staged floats of one row, where 8
+    # columns a thread read 4 at a time.
+    _, module = lower(matmul_plain(130, 330, 72, "bf16", "nk"), tile_with("mma=wgmma bn=128"))
+    source = [op for op in module.ops if isinstance(op, tile.CudaKernelOp)][-1].source.data
+    assert set(re.findall(r"const (tinyopt_vec<float, \d>)\*", source)) == {"tinyopt_vec<float, 2>"}
