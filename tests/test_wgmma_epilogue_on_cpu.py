@@ -18,7 +18,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 from cpu_cuda import COMPILER, run_on_cpu
-from programs import batched_matmul, gated, matmul_plain, swiglu, tile_with
+from programs import batched_linear, batched_matmul, gated, matmul_plain, swiglu, tile_with
 from xdsl.dialects import memref
 from xdsl.dialects.builtin import Float8E4M3FNType, IndexType, MemRefType, StringAttr, bf16, f32
 from xdsl.ir import Attribute, Block
@@ -161,11 +161,17 @@ def test_staged_epilogue_adds_the_bias_of_each_column_like_direct(n: int) -> Non
     np.testing.assert_allclose(staged, expected, rtol=1e-2, atol=1e-2)
 
 
-def test_staged_epilogue_of_a_batch() -> None:
-    # Batch 3 is the grid's z; each batch's tile gets the same pattern.
-    text = batched_matmul(3, 65, 64, 40, "bf16")
-    expected = np.broadcast_to(_fragment_pattern(65, 64, 40, 64), (3, 65, 64))
-    staged = _run(text, "mma=wgmma ws=0 bm=64 bn=64 stages=2", "smem", [np.zeros((3, 65, 64))])
+@pytest.mark.parametrize("n", [64, 66, 68])
+def test_staged_epilogue_of_a_batch(n: int) -> None:
+    # Batch 3 is the grid's z; each batch's tile gets the same pattern. N = 64 over an
+    # N-major B; 66 and 68 (pairs and fours along the rows) over a K-major one.
+    text = (
+        batched_matmul(3, 65, n, 40, "bf16")
+        if n % 8 == 0
+        else batched_linear(3, 65, n, 40).replace("f32", "bf16")
+    )
+    expected = np.broadcast_to(_fragment_pattern(65, n, 40, 64), (3, 65, n))
+    staged = _run(text, "mma=wgmma ws=0 bm=64 bn=64 stages=2", "smem", [np.zeros((3, 65, n))])
     np.testing.assert_array_equal(staged, expected)
 
 
