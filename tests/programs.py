@@ -795,6 +795,41 @@ CASES = [
         block_scaled_matmul(1000, 776, 640),
         tile_with("multicast=b"),
     ),
+    # Four blocks sharing (`multicast=b4` / `a4`): a K-major B's quarter of rows each over 8
+    # rows of tiles; 9 rows (three blocks of the last cluster past M); a batch's N-major B in
+    # 208-wide blocks (one of four chunks each, as cuBLAS's 3×1000³ runs 128×200 tiles in
+    # clusters of four); 192-wide N-major blocks (16 of each chunk's 64 K rows each); A over 15
+    # columns of tiles (one block past N); 8-bit floats.
+    Case(
+        "bf16_wgmma_multicast_b4_1000x2048x520",
+        matmul_plain(1000, 2048, 520, "bf16", "nk"),
+        tile_with("multicast=b4"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_b4_odd_rows_1100x1000x264",
+        matmul_plain(1100, 1000, 264, "bf16", "nk"),
+        tile_with("mma=wgmma bm=128 bn=128 multicast=b4"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_b4_ragged_208_bmm_3x1000",
+        batched_matmul(3, 1000, 1000, 1000, "bf16"),
+        tile_with("mma=wgmma bn=208 multicast=b4"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_b4_k_quarters_1000x1000x1000",
+        matmul_plain(1000, 1000, 1000, "bf16"),
+        tile_with("mma=wgmma bn=192 multicast=b4"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_a4_odd_columns_1000x1880x520",
+        matmul_plain(1000, 1880, 520, "bf16", "nk"),
+        tile_with("mma=wgmma bm=128 bn=128 multicast=a4"),
+    ),
+    Case(
+        "fp8_wgmma_multicast_b4_e4m3_1024x1024x1024",
+        scaled_matmul(1024, 1024, 1024),
+        tile_with("multicast=b4"),
+    ),
     # the wave choice's 128x192 blocks, K summed in the tensor cores (bf16 out).
     Case("fp8_wgmma_bn192_e4m3_3000x3000x1024", scaled_matmul(3000, 3000, 1024)),
     Case(

@@ -38,7 +38,7 @@ WGMMA = {
     "bm": [64, 128, 192],
     "bn": [64, 128, 144, 192, 208, 256],
     "stages": [2, 3, 4, 5, 6, 8],
-    "multicast": ["off", "a", "b"],
+    "multicast": ["off", "a", "b", "a4", "b4"],
     "persistent": [0, 1],
     "store": ["direct", "smem", "tma"],
     "streamk": ["off", "tail"],

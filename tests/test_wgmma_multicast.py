@@ -138,3 +138,32 @@ def test_stages_set_by_hand_are_kept_beside_the_pairs_mbarriers() -> None:
     )
     why = multicast_tiles(t, "b", operands, extents, 16, True, tight, True)
     assert isinstance(why, str) and "multicast=b) with stages=4: the pair's ring" in why, why
+
+
+@pytest.mark.parametrize(
+    ("text", "knobs", "why"),
+    [
+        # 3 rows of 128-row tiles for a cluster of four
+        (matmul_plain(300, 2048, 4392, "bf16", "nk"), "bm=128", "3 rows of tiles (M=300"),
+        # a K-major B tile of 208 rows: 52 a block, off the 8-row swizzle atoms
+        (OFF_SECTORS, "bm=128 bn=208", "a share of 52 rows of each B tile"),
+        (OFF_SECTORS, "persistent=1", "persistent blocks"),
+    ],
+)
+def test_four_sharers_refuse_by_name(text: str, knobs: str, why: str) -> None:
+    with pytest.raises(DiagnosticException, match=f"to four blocks' .*not with .*{re.escape(why)}"):
+        apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma multicast=b4 {knobs}}}")
+
+
+def test_four_sharers_launch_a_block_a_tile_in_clusters_of_four() -> None:
+    """`multicast=b4` on a grid of more tiles than SMs, which `persistent=auto` would walk
+    persistently: clusters of four need not all fit at once, so each block takes one tile, and
+    the launch is clusters of four rows of tiles."""
+    text = matmul_plain(4096, 4096, 4392, "bf16", "nk")
+    assert all("persistent = 1" in p for p in _plans(text, "mma=wgmma bm=128 bn=256"))
+    plans = _plans(text, "mma=wgmma bm=128 bn=256 multicast=b4")
+    assert plans and all('multicast = "b4"' in p and "persistent = 0" in p for p in plans), plans
+    lowered = str(apply_pipeline(parse(text), "fuse,tile{mma=wgmma bm=128 bn=256 multicast=b4}"))
+    assert "cluster [1, 4, 1]" in lowered
+    assert "box = array<i64: 64, 64>" in lowered  # a quarter of the B tile's 256 rows
+    assert len(re.findall(r"tile\.tma_load %1\[.*multicast 15", lowered)) == 1

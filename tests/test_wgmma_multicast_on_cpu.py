@@ -5,7 +5,7 @@ landing in both blocks) against float64: clusters of two rows of tiles (1, 2, 1)
 of rows of tiles (the last pair's second block past M), persistent pairs (2, 1, 1) taking
 several tiles (one pair for a one-SM target), an N-major B (in halves of its chunks, or of
 each chunk's K rows), 8-bit floats, and A shared by an
-odd number of columns of tiles.
+odd number of columns of tiles; and the same over clusters of four blocks (`b4`, `a4`).
 The kernels' consumers release a slot with one thread's arrival a block after
 `wgmma.wait_group`, which the emulation's warpgroup-wide commit makes sound.
 """
@@ -68,6 +68,41 @@ CASES = [
         (2, 1, 1),
     ),
     ("fp8_256x256x512", scaled_matmul(256, 256, 512), "", (1, 2, 1)),
+    # Four blocks sharing B (`b4`): a K-major tile's 256 rows, 64 each
+    (
+        "b4_nk_512x256x520",
+        matmul_plain(512, 256, 520, "bf16", "nk"),
+        "multicast=b4 mma=wgmma bm=128 bn=256 splitk=1",
+        (1, 4, 1),
+    ),
+    # 5 rows of tiles: the last cluster's three blocks past M copy zeros and store nothing
+    (
+        "b4_odd_rows_520x256x264",
+        matmul_plain(520, 256, 264, "bf16", "nk"),
+        "multicast=b4 mma=wgmma bm=128 bn=128 splitk=1",
+        (1, 4, 1),
+    ),
+    # N-major B: four 64-column chunks, one each; two chunks, 16 of each chunk's 64 K rows each
+    (
+        "b4_n_major_chunks_512x256x264",
+        matmul_plain(512, 256, 264, "bf16"),
+        "multicast=b4 mma=wgmma bm=128 bn=256 splitk=1",
+        (1, 4, 1),
+    ),
+    (
+        "b4_n_major_k_quarters_512x256x520",
+        matmul_plain(512, 256, 520, "bf16"),
+        "multicast=b4 mma=wgmma bm=128 bn=128 splitk=1",
+        (1, 4, 1),
+    ),
+    # A over 5 columns of tiles (three blocks past N), 32 of its 128 rows each
+    (
+        "a4_odd_columns_256x640x264",
+        matmul_plain(256, 640, 264, "bf16", "nk"),
+        "multicast=a4 mma=wgmma bm=128 bn=128 splitk=1",
+        (4, 1, 1),
+    ),
+    ("fp8_b4_512x256x512", scaled_matmul(512, 256, 512), "multicast=b4 bm=128", (1, 4, 1)),
     # 128×256 blocks with 4 slots beside the staging tiles: the two mbarrier arrays share one
     # 1024-byte place in dynamic shared memory (16-byte aligned, `hopper.MBARRIER_ALIGN`)
     (

@@ -250,7 +250,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("skinny", one_of("auto", "on", "off")),
     Knob("skinny_mma", one_of("auto", "on", "off")),
     Knob("align", one_of("auto", "on", "off")),
-    Knob("multicast", one_of("auto", "off", "a", "b")),
+    Knob("multicast", one_of("auto", "off", "a", "b", "a4", "b4")),
     Knob("l2promo", one_of("auto", 0, 64, 128, 256, words="auto, 0 (none), 64, 128 or 256")),
     Knob(
         "pad",

@@ -53,7 +53,7 @@ GEMM_KNOBS = {
     "stages": (2, 3, 4, 6),
     "persistent": (0, 1),
     "store": ("smem", "direct"),
-    "multicast": ("off", "a", "b", "auto"),
+    "multicast": ("off", "a", "b", "a4", "b4", "auto"),
     "streamk": ("tail", "off"),
     "splitk": (2, 4),
     "splitk_mode": ("cluster", "auto"),

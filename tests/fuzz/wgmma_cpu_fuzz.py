@@ -387,23 +387,28 @@ MULTICAST_SMS = (1, 2, 3, 4, 4, 6, 8, 16)
 tiles (1: one pair of blocks)."""
 
 
-def _tiles_of(rng: random.Random, block: int) -> int:
-    """An extent of 2-5 tiles of `block` (an odd count three times in five), its last tile
-    ragged seven times in ten."""
-    count = rng.choice((2, 3, 3, 4, 5))
+def _tiles_of(rng: random.Random, block: int, more: int = 0) -> int:
+    """An extent of 2-5 tiles of `block` (an odd count three times in five), `more` tiles
+    more, its last tile ragged seven times in ten."""
+    count = rng.choice((2, 3, 3, 4, 5)) + more
     return count * block - (rng.randrange(block) if rng.random() < 0.7 else 0)
 
 
 def multicast_case(seed: int, index: int) -> Case:
     """The `index`th case of `seed`'s `--multicast` run: `multicast=a`, `b` or `auto` with the
     knobs `case` draws (explicit blocks more often) and `group`, `evict`, `dual=off`, and
-    rarely `ws=0`, `streamk=tail` or a cluster split (refused with `a` or `b`); for `a` or `b`
+    rarely `ws=0`, `streamk=tail` or a cluster split (refused with `a` or `b`); a fifth of the
+    `a` and `b` cases over four blocks (`a4`, `b4`, never persistent); for `a` or `b`
     two to five columns or rows of tiles of the shared operand's side (odd counts three times
-    in five: the last pair's second block past N or M), for `auto` a K-major B with
+    in five: the last pair's second block past N or M; four to seven for four blocks), for
+    `auto` a K-major B with
     K ≡ 8 mod 16 (off 32-byte sectors) of 24 K steps or more (or 22-23: the rule's edge), or
     an N-major B with N ≡ 8 mod 16 and K of 5-12 steps (the rule's edge at 8)."""
     rng = random.Random(f"multicast {seed} {index}")
     knob = rng.choices(list(MULTICAST_WEIGHTS), list(MULTICAST_WEIGHTS.values()))[0]
+    # a fifth of the explicit ones over four blocks (drawn apart: the seeds' other draws stay)
+    if knob != "auto" and random.Random(f"multicast four {seed} {index}").random() < 0.2:
+        knob += "4"
     dtype = rng.choice(("bf16", "bf16", "f16"))
     knobs = [f"multicast={knob}"]
     if knob == "auto":
@@ -447,9 +452,11 @@ def multicast_case(seed: int, index: int) -> Case:
         knobs.append(f"sms={rng.choice(MULTICAST_SMS)}")
         draws = 0
         while True:
-            shared = _tiles_of(rng, bn if knob == "a" else bm)  # N for a, M for b
-            other = dim(rng, low=65 if knob == "a" else 1)
-            m, n = (other, shared) if knob == "a" else (shared, other)
+            by_a = knob.startswith("a")
+            more = 2 if knob.endswith("4") else 0  # four blocks: 4-7 rows or columns of tiles
+            shared = _tiles_of(rng, bn if by_a else bm, more)  # N for a, M for b
+            other = dim(rng, low=65 if by_a else 1)
+            m, n = (other, shared) if by_a else (shared, other)
             k = dim(rng)
             if rng.random() < 0.15:
                 k = rng.randint(401, 1200)
@@ -462,7 +469,7 @@ def multicast_case(seed: int, index: int) -> Case:
                 k = 136 if form == "block_scaled" else 8
                 name, text, work = _program(rng, dtype, True, form, (m, n, k))
                 break
-    if rng.random() < 0.4:
+    if rng.random() < 0.4 and not knob.endswith("4"):  # four blocks: refused persistent
         knobs.append("persistent=1")
     if "mma=wgmma" in knobs and rng.random() < 0.3:
         knobs.append(f"stages={rng.randint(2, 4)}")
@@ -487,10 +494,10 @@ def multicast_case(seed: int, index: int) -> Case:
 
 
 def multicast_plans(text: str, knobs: str) -> list[tuple[str, bool, bool, bool]]:
-    """The wgmma kernels of the plan of `text` under `knobs` that multicast: (the operand
-    shared, "a" or "b"; a persistent grid; an odd number of the pairs' rows or columns of
-    tiles, the last pair's second block past M or N; a persistent grid's pairs walking more
-    than one pair of tiles)."""
+    """The wgmma kernels of the plan of `text` under `knobs` that multicast: (the `multicast`
+    value, "a", "b", "a4" or "b4"; a persistent grid; rows or columns of tiles that are not
+    whole clusters, the last cluster's last blocks past M or N; a persistent grid's clusters
+    walking more than one cluster of tiles)."""
     from tinyopt.passes.tile.gemm.contraction_match import match_contraction
 
     sms = next((int(w[4:]) for w in knobs.split() if w.startswith("sms=")), 132)
@@ -508,9 +515,11 @@ def multicast_plans(text: str, knobs: str) -> list[tuple[str, bool, bool, bool]]
         batch, m, n, _ = c.extents
         rows, columns = -(-m // values["bm"]), -(-n // values["bn"])
         shared = values["multicast"]
-        pairs = -(-rows // 2) * columns if shared == "b" else rows * -(-columns // 2)
-        walks = bool(values["persistent"]) and batch * pairs > max(sms // 2, 1)
-        odd = (rows if shared == "b" else columns) % 2 == 1
+        sharers = 4 if shared.endswith("4") else 2
+        by_b = shared.startswith("b")
+        clusters = -(-rows // sharers) * columns if by_b else rows * -(-columns // sharers)
+        walks = bool(values["persistent"]) and batch * clusters > max(sms // sharers, 1)
+        odd = (rows if by_b else columns) % sharers != 0
         found.append((shared, bool(values["persistent"]), odd, walks))
     return found
 

@@ -103,6 +103,7 @@ from tinyopt.passes.tile.gemm.wgmma_swapped import (
     swapped_staged_epilogue,
 )
 from tinyopt.passes.tile.gemm.wgmma_multicast import (
+    MULTICASTS,
     cluster_dims,
     k_halves,
     multicast_refusal,
@@ -203,6 +204,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                     "poverlap=on overlaps promoted K steps of 8-bit float operands (promote=on)"
                 )
             widest = OVERLAPPED_WIDEST
+        if knobs.multicast in ("a4", "b4") and knobs.persistent == "auto":
+            knobs = replace(knobs, persistent=0)  # four blocks share: a block a tile
         tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
         tall = tall and knobs.splitk_mode != "cluster"
         t = choose_wgmma_tiles(
@@ -234,8 +237,8 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
         b_off = off_sectors(b_args.type)  # type: ignore[arg-type]
         if knobs.streamk == "on":
             return _fail("shares the K steps of the last waves only (streamk=tail)")
-        if knobs.streamk != "tail" or knobs.multicast in ("a", "b"):
-            # multicast=a/b with streamk=tail: refused by name (`multicast_refusal`)
+        if knobs.streamk != "tail" or knobs.multicast in MULTICASTS:
+            # multicast=a/b/a4/b4 with streamk=tail: refused by name (`multicast_refusal`)
             shared = t if knobs.streamk != "tail" else replace(t, streamk="tail")
             return multicast_tiles(
                 shared,
@@ -443,10 +446,10 @@ def emit_wgmma_gemm(
     )  # A may be shared by B's batch (`operand_buffers`)
     bk = k_step(element)
     rows, columns = (t.tile_n, t.bm) if swapped else (t.bm, t.tile_n)
-    a_rows = rows // t.column_pairs  # a block's share of a multicast A tile
+    a_rows = rows // t.cluster_columns  # a block's share of a multicast A tile
     a_box = (*[1] * (a_rank - 2), a_rows, bk)
-    b_rows = columns // t.row_pairs  # of a multicast B tile
-    k_rows = bk // t.row_pairs if k_halves(t, operands.b_mn_major) else bk  # of an N-major chunk
+    b_rows = columns // t.cluster_rows  # of a multicast B tile
+    k_rows = bk // t.cluster_rows if k_halves(t, operands.b_mn_major) else bk  # of an N-major chunk
     b_box = (*[1] * (b_rank - 2), *((k_rows, bk) if operands.b_mn_major else (b_rows, bk)))
     b_maps = [tile.TensorMapArg(b, b_box, SWIZZLE, t.l2promo) for b in operands.bs]
     a_map = tile.TensorMapArg(operands.a, a_box, SWIZZLE, t.l2promo)
@@ -468,10 +471,10 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
     blockIdx.x, + gridDim.x, ...; with `multicast` the rows (B shared) or columns (A shared) of
-    tiles rounded up to whole pairs, and a persistent grid whole pairs of blocks walking pairs
+    tiles rounded up to whole clusters, and a persistent grid whole pairs of blocks walking pairs
     of tiles (one pair at least, on a one-SM target)."""
-    rows = -(-(-(-m // t.bm)) // t.row_pairs) * t.row_pairs
-    columns = -(-(-(-n // t.tile_n)) // t.column_pairs) * t.column_pairs
+    rows = -(-(-(-m // t.bm)) // t.cluster_rows) * t.cluster_rows
+    columns = -(-(-(-n // t.tile_n)) // t.cluster_columns) * t.cluster_columns
     tiles = (columns, rows, batch * t.cluster)
     if not t.persistent:
         return tiles
@@ -549,12 +552,12 @@ class _WgmmaEmitter:
         self.steps = -(-(self.chunk if t.cluster > 1 else self.k) // self.bk)
         rows, columns = (self.n, self.m) if swapped else (self.m, self.n)
         self.n_tiles, self.m_tiles = -(-columns // t.tile_n), -(-rows // t.bm)
-        self.m_units = -(-self.m_tiles // t.row_pairs)
-        self.n_units = -(-self.n_tiles // t.column_pairs)
-        """Rows and columns of tiles the launch walks: pairs of rows where B is multicast, of
-        columns where A is."""
+        self.m_units = -(-self.m_tiles // t.cluster_rows)
+        self.n_units = -(-self.n_tiles // t.cluster_columns)
+        """Rows and columns of what the launch walks: tiles, or a cluster's rows of tiles where
+        B is multicast, its columns where A is."""
         self.rank: SSAValue | None = None
-        """With `multicast`: the block's rank in its cluster (the pair's row or column it
+        """With `multicast`: the block's rank in its cluster (the cluster's row or column it
         computes)."""
         self.ring_steps: SSAValue | int = self.steps
         """The ring steps of the block's walk (all its tiles' K steps)."""
@@ -579,10 +582,10 @@ class _WgmmaEmitter:
             self.walk = StreamKWalk(em, tiles, self._blocks(), self.steps)
         if not t.persistent:
             x, y, z = (em.value(tile.BlockIdOp(d)) for d in "xyz")
-            if t.row_pairs > 1:  # the cluster's pair along y: rows 2j and 2j + 1
+            if t.cluster_rows > 1:  # the cluster along y: rows s·j .. s·j + s - 1 (s sharers)
                 self.rank = em.rem(y, t.sharers)
                 y = em.div(y, t.sharers)
-            if t.column_pairs > 1:  # along x: columns 2j and 2j + 1
+            if t.cluster_columns > 1:  # along x: columns s·j .. s·j + s - 1
                 self.rank = em.rem(x, t.sharers)
                 x = em.div(x, t.sharers)
             if t.group == 1:
@@ -692,25 +695,25 @@ class _WgmmaEmitter:
             self.k_base = em.mul(em.rem(coordinates[2], self.splits), self.chunk)
 
     def _unit_origin(self, n: SSAValue, m: SSAValue, batch: SSAValue) -> None:
-        """Sets the block's tile from its column and row of tiles in launch order (a pair of
+        """Sets the block's tile from its column and row of tiles in launch order (a cluster's
         rows or columns with `multicast`, of which the block's rank takes one) and its batch
         index."""
         em, t = self.em, self.t
         if t.sharers > 1:
             assert self.rank is not None
-        if t.row_pairs > 1:
+        if t.cluster_rows > 1:
             m = em.add(em.mul(m, t.sharers), self.rank)  # type: ignore[arg-type]
-        if t.column_pairs > 1:
+        if t.cluster_columns > 1:
             n = em.add(em.mul(n, t.sharers), self.rank)  # type: ignore[arg-type]
         self._origin([n, m, batch])
 
     def _grouped(self, linear: SSAValue) -> list[SSAValue]:
         """Returns the (n, m) coordinates of the `linear`-th tile of a batch in launch order
-        (counting pairs of rows or columns of tiles with `multicast`): in groups of `group` rows
+        (counting clusters' rows or columns of tiles with `multicast`): in groups of `group` rows
         of tiles, down the rows of a group first."""
         em, t = self.em, self.t
         n_tiles, m_tiles = self.n_units, self.m_units
-        group = min(max(t.group // t.row_pairs, 1), m_tiles)
+        group = min(max(t.group // t.cluster_rows, 1), m_tiles)
         per_group = group * n_tiles
         first = em.mul(em.div(linear, per_group), group)
         height = em.value(
@@ -771,7 +774,7 @@ class _WgmmaEmitter:
                 column = em.add(first, chunk * self.bk)
                 copy(source, [k0, column], smem, [slot, em.index(at + chunk), zero, zero])
 
-        if t.column_pairs > 1:  # the block's half of the A tile's rows, into both blocks
+        if t.cluster_columns > 1:  # the block's share of the A tile's rows, into every block
             assert self.rank is not None
             row = em.mul(self.rank, t.bm // t.sharers)
             mask = (1 << t.sharers) - 1
@@ -780,7 +783,7 @@ class _WgmmaEmitter:
             chunks(self.a_global, self.m0, t.bm // self.bk, self.a_smem, 0)
         else:
             copy(self.a_global, [self.m0, k0], self.a_smem, [slot, zero, zero])
-        if t.row_pairs > 1:
+        if t.cluster_rows > 1:
             self._multicast_b(copy, k0, slot)
             return
         # A dual GEMM's two B tiles fill the two halves of the slot's bn rows (K-major) or
@@ -794,9 +797,10 @@ class _WgmmaEmitter:
                 copy(b_global, [self.n0, k0], self.b_smem, to)
 
     def _multicast_b(self, copy: Callable[..., None], k0: SSAValue, slot: SSAValue) -> None:
-        """The block's share of the slot's B tile, copied into both blocks of the pair: rows
-        rank·bn/2.. of a K-major tile, or its 64-column chunks rank·c/2.. of c (N-major), or
-        of an odd c, K rows rank·32.. of each chunk (`k_halves`)."""
+        """The block's share of the slot's B tile, copied into every block of the cluster (s
+        sharers): rows rank·bn/s.. of a K-major tile, or its 64-column chunks rank·c/s.. of c
+        (N-major), or where s does not divide c, K rows rank·64/s.. of each chunk
+        (`k_halves`)."""
         em, t = self.em, self.t
         (b_global,) = self.b_globals
         assert self.rank is not None

@@ -1,4 +1,5 @@
-"""TMA multicast of B (or A) over pairs of blocks (`multicast`, `WgmmaTiles.multicast`).
+"""TMA multicast of B (or A) over a cluster of two or four blocks (`multicast`,
+`WgmmaTiles.multicast`).
 
 The blocks of two consecutive rows of tiles in one column read the same B tiles
 (`multicast = "b"`). Launched as a thread-block cluster of two (`__cluster_dims__(1, 2, 1)`, or
@@ -9,18 +10,26 @@ chunk's 64 K rows: `k_halves`) with a multicast copy that lands in both blocks' 
 completes its bytes on both blocks' `full` mbarrier: the L2 serves each B tile once for two
 blocks, a third fewer bytes a 128×256 block's K step (16 KiB of A and 16 of B instead of 16
 and 32). With `multicast = "a"` the pair is two consecutive columns of tiles in one row
-(`(2, 1, 1)`), and each block copies half of the A tile's rows into both.
+(`(2, 1, 1)`), and each block copies half of the A tile's rows into both. `b4` and `a4` do the
+same over four consecutive rows (columns) of tiles, `(1, 4, 1)` (`(4, 1, 1)`), each block
+copying a quarter (K-major rows, N-major chunks, or 16 K rows of each chunk where the chunks
+do not divide by four): the L2 serves a 128×256 block's K step 16 KiB of A and 8 of B.
 
-A slot may be refilled only when both blocks' consumers are done with it, since either block's
-copy writes into both: one thread of each consumer warpgroup arrives on each block's `empty`
-mbarrier (`tile.mbarrier_arrive_cluster`, after `wgmma.wait_group` — the warpgroup's wgmma
-reading the slot has completed once one of its threads waited for it), so `empty` counts
-consumers × 2 arrivals. The mbarrier inits are fenced for the cluster and both blocks pass a
-cluster barrier before either copies or arrives. The consumers arrive only for the ring steps a
-producer refills a slot after, so a block never exits while the other may still arrive on its
-mbarriers (each such arrival is one its producer waits for) or copy into its slots (each such
-copy one its consumers wait for). With an odd number of rows (columns) of tiles the last
-pair's second block copies zeros past M (N) and stores nothing.
+A slot may be refilled only when every block's consumers are done with it, since any block's
+copy writes into all of them: one thread of each consumer warpgroup arrives on each block's
+`empty` mbarrier (`tile.mbarrier_arrive_cluster`, after `wgmma.wait_group` — the warpgroup's
+wgmma reading the slot has completed once one of its threads waited for it), so `empty`
+counts consumers × sharers arrivals. The mbarrier inits are fenced for the cluster and the
+blocks pass a cluster barrier before any copies or arrives. The consumers arrive only for the
+ring steps a producer refills a slot after, so a block never exits while another may still
+arrive on its mbarriers (each such arrival is one its producer waits for) or copy into its
+slots (each such copy one its consumers wait for). Where the rows (columns) of tiles are not a
+whole number of clusters, the last cluster's blocks past M (N) copy zeros and store nothing.
+
+Four blocks share only on grids of a block a tile (`persistent=0`; `persistent=auto` takes it
+with them): a persistent grid assumes all its clusters run at once, and a cluster's blocks run
+in one GPC, so where a GPC's SMs are not a multiple of four, fewer than 33 clusters of four fit
+on 132 SMs (not measured here).
 
 Only the plain GEMM takes it: one product per block (no dual GEMM), the slot read by wgmma only
 (no TF32 split), a producer warpgroup (`ws=1`), no split of K over a cluster and no stream-K.
@@ -46,7 +55,7 @@ def multicast_refusal(
 ) -> str | None:
     """Why blocks of `t` cannot share the tiles of the operand its `multicast` names (B for
     "b", A for "a") by multicast, or None."""
-    operand = t.multicast.upper()
+    operand = t.multicast[0].upper()
     why = []
     if t.dual == "on":
         why.append("a dual GEMM")
@@ -58,18 +67,43 @@ def multicast_refusal(
         why.append("streamk=tail")
     if element_bits == 32:
         why.append("f32 operands split into TF32")
-    if t.multicast == "b" and -(-m // t.bm) < 2:
-        why.append(f"one row of tiles (M={m}, bm={t.bm})")
-    if t.multicast == "a" and -(-n // t.tile_n) < 2:
-        why.append(f"one column of tiles (N={n}, bn={t.tile_n})")
+    sharers, b = t.sharers, t.multicast.startswith("b")
+    rows, columns = -(-m // t.bm), -(-n // t.tile_n)
+    if b and rows < sharers:
+        why.append(f"{_count(rows, 'row')} of tiles (M={m}, bm={t.bm})")
+    if not b and columns < sharers:
+        why.append(f"{_count(columns, 'column')} of tiles (N={n}, bn={t.tile_n})")
+    share = (t.tile_n if b else t.bm) // sharers
+    if share % SWIZZLE_ROWS and not (b and operands.b_mn_major):
+        why.append(f"a share of {share} rows of each {operand} tile")
+    if sharers == 4 and t.persistent:
+        why.append("persistent blocks (set persistent=0)")
     if not why:
         return None
-    between = "rows" if t.multicast == "b" else "columns"
-    return _fail(
-        f"multicasts {operand} (multicast={t.multicast}) to two blocks' plain GEMMs (one "
-        "product, the ring read by wgmma only, a producer warpgroup, no cluster split or "
-        f"stream-K, two {between} of tiles); not with {', '.join(why)}"
+    between, count = "rows" if b else "columns", "two" if sharers == 2 else "four"
+    shares = (
+        ""
+        if sharers == 2
+        else f", shares of whole {SWIZZLE_ROWS}-row swizzle atoms, a block a tile"
     )
+    return _fail(
+        f"multicasts {operand} (multicast={t.multicast}) to {count} blocks' plain GEMMs (one "
+        "product, the ring read by wgmma only, a producer warpgroup, no cluster split or "
+        f"stream-K, {count} {between} of tiles{shares}); not with {', '.join(why)}"
+    )
+
+
+def _count(count: int, noun: str) -> str:
+    return f"one {noun}" if count == 1 else f"{count} {noun}s"
+
+
+SWIZZLE_ROWS = 8
+"""Rows of a 128-byte swizzle atom: a block's share of a K-major tile starts on one, so that its
+copy lands swizzled as the whole tile's would."""
+
+
+MULTICASTS = ("a", "b", "a4", "b4")
+"""The `multicast` values that share an operand: A or B, over two or four blocks."""
 
 
 AUTO_MIN_STEPS = 24
@@ -103,12 +137,13 @@ K_HALVES_MIN_STEPS = 4
 
 
 def k_halves(t: WgmmaTiles, b_mn_major: bool) -> bool:
-    """Whether each block of a pair sharing an N-major B copies half of every 64-column chunk's
-    K rows (32 of 64, into both blocks' slot; a box of 32 × 64) rather than half of the
-    chunks: where the chunks are odd in number (192-wide blocks; 144-wide ones, whose third chunk
-    is copied whole). The 128-byte swizzle repeats
-    every 8 rows, so the second half lands at its rows of the chunk as a whole box would."""
-    return t.row_pairs > 1 and b_mn_major and t.b_columns // BK % t.row_pairs != 0
+    """Whether each block of a cluster sharing an N-major B copies its share of every 64-column
+    chunk's K rows (32 of 64 in a pair, 16 of 64 among four, into every block's slot) rather
+    than its share of the chunks: where the chunks do not divide among the blocks (192-wide
+    blocks; 144-wide ones, whose third chunk is copied whole; 128-wide ones among four). The
+    128-byte swizzle repeats every 8 rows, so each share lands at its rows of the chunk as a
+    whole box would."""
+    return t.cluster_rows > 1 and b_mn_major and t.b_columns // BK % t.cluster_rows != 0
 
 
 def multicast_tiles(
@@ -124,9 +159,10 @@ def multicast_tiles(
     """`t` with the `multicast` knob resolved (for a GEMM of `extents` on operands of
     `element_bits`, B's rows off 32-byte sectors or not): `a` or `b` pairs the blocks (a ring
     slot fewer where the mbarriers' places in dynamic shared memory leave too little) or says
-    why it cannot; `auto` pairs them by B where `multicast_pays`; `off` keeps each block's own
-    loads. A ring depth set by hand (`stages_set`) is kept: where the pair's mbarriers leave no
-    room for it, `auto` keeps the blocks unpaired and `a` or `b` is refused."""
+    why it cannot, `a4` or `b4` clusters four; `auto` pairs them by B where `multicast_pays`;
+    `off` keeps each block's own loads. A ring depth set by hand (`stages_set`) is kept: where
+    the cluster's mbarriers leave no room for it, `auto` keeps the blocks unpaired and the
+    others are refused."""
     batch, m, n, k = extents
     pays = multicast_pays(
         t, batch, m, n, k, element_bits, b_off_sectors, operands.b_mn_major, target
@@ -142,10 +178,11 @@ def multicast_tiles(
         return paired
     if knob == "auto":
         return t
+    group = "pair" if paired.sharers == 2 else "cluster"
     return _fail(
-        f"multicasts {paired.multicast.upper()} (multicast={knob}) with stages={paired.stages}: "
-        f"the pair's ring and mbarriers need {paired.shared_bytes} bytes of shared memory, more "
-        f"than the {target.dynamic_shared} a block may use"
+        f"multicasts {paired.multicast[0].upper()} (multicast={knob}) with stages={paired.stages}: "
+        f"the {group}'s ring and mbarriers need {paired.shared_bytes} bytes of shared memory, "
+        f"more than the {target.dynamic_shared} a block may use"
     )
 
 
@@ -195,4 +232,4 @@ def cluster_dims(t: WgmmaTiles) -> tuple[int, int, int] | None:
     along x (its columns) where A is, or for a persistent grid; None without multicast."""
     if t.multicast == "off":
         return None
-    return (1, t.sharers, 1) if t.multicast == "b" and not t.persistent else (t.sharers, 1, 1)
+    return (1, t.sharers, 1) if t.cluster_rows > 1 and not t.persistent else (t.sharers, 1, 1)

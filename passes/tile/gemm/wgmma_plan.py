@@ -125,7 +125,7 @@ class WgmmaTiles:
     multicast: str = "off"
     """b: each B tile multicast to the two blocks of a thread-block cluster (two rows of
     tiles), each block copying its share; a: each A tile to two blocks of two columns of tiles
-    (`wgmma_multicast.py`); off: each block its own."""
+    (`wgmma_multicast.py`); b4 and a4: the same over four blocks; off: each block its own."""
     l2promo: int = 0
     """The L2 promotion of the operands' tensor maps in bytes (`tile.L2_PROMOTIONS`; 0: none):
     a TMA copy's L2 misses are filled in aligned pieces of this size (`l2_promotion`)."""
@@ -160,18 +160,20 @@ class WgmmaTiles:
 
     @property
     def sharers(self) -> int:
-        """Blocks that share each tile of the multicast operand: 2 with `multicast`, else 1."""
-        return 1 if self.multicast == "off" else 2
+        """Blocks that share each tile of the multicast operand: 2 with `multicast` a or b, 4
+        with a4 or b4, else 1."""
+        return 1 if self.multicast == "off" else int(self.multicast[1:] or 2)
 
     @property
-    def row_pairs(self) -> int:
-        """Rows of tiles a cluster spans: 2 where B is multicast (`multicast = "b"`), else 1."""
-        return 2 if self.multicast == "b" else 1
+    def cluster_rows(self) -> int:
+        """Rows of tiles a cluster spans: `sharers` where B is multicast (`multicast` b or
+        b4), else 1."""
+        return self.sharers if self.multicast.startswith("b") else 1
 
     @property
-    def column_pairs(self) -> int:
-        """Columns of tiles a cluster spans: 2 where A is multicast (`multicast = "a"`)."""
-        return 2 if self.multicast == "a" else 1
+    def cluster_columns(self) -> int:
+        """Columns of tiles a cluster spans: `sharers` where A is multicast (a or a4)."""
+        return self.sharers if self.multicast.startswith("a") else 1
 
     @property
     def consumers(self) -> int:

@@ -41,6 +41,7 @@ from tinyopt.passes.tile.gemm.wgmma_plan import (
     l2_promotion,
     wgmma_tile_refusal,
 )
+from tinyopt.passes.tile.gemm.wgmma_multicast import MULTICASTS
 from tinyopt.passes.tile.knobs import Knobs
 from tinyopt.passes.tile.target import Target
 
@@ -104,7 +105,7 @@ def swapped_tiles(
             ("a dual GEMM", dual),
             ("ws=0", knobs.ws == 0),
             ("store=tma", knobs.store == "tma"),
-            (f"multicast={knobs.multicast}", knobs.multicast in ("a", "b")),
+            (f"multicast={knobs.multicast}", knobs.multicast in MULTICASTS),
             (f"streamk={knobs.streamk}", knobs.streamk in ("on", "tail")),
             ("promote=on", knobs.promote == "on"),
             ("poverlap=on", knobs.poverlap == "on"),

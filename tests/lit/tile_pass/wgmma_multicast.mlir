@@ -3,6 +3,7 @@
 // RUN: tinyopt %s -p 'fuse,tile{multicast=b persistent=1}' | filecheck %s --check-prefix=PERSISTENT
 // RUN: not tinyopt %s -p 'fuse,tile{mma=wgmma multicast=b bm=128 bn=128}' 2>&1 | filecheck %s --check-prefix=ONE-ROW
 // RUN: tinyopt %s -p 'fuse,tile{multicast=a}' | filecheck %s --check-prefix=A
+// RUN: tinyopt %s -p 'fuse,tile{multicast=b4}' | filecheck %s --check-prefix=B4
 
 // B tiles multicast to clusters of two blocks (wgmma_multicast.py). multicast=auto takes it
 // where B's rows start off 32-byte sectors (K = 4392: 8784 bytes), the rows of tiles are even,
@@ -23,6 +24,12 @@
 // A-SAME:     multicast = "a"
 // A-SAME:     tensor_maps = [{arg = 0 : i64, box = array<i64: 64, 64>, {{.*}}}, {arg = 1 : i64, box = array<i64: 128, 64>,
 // A:          tile.tma_load %0[{{.*}}] {{.*}} multicast 3
+// With multicast=b4 four rows of tiles share each B tile: a cluster [1, 4, 1], each block
+// copying 32 of its 128 rows into all four (multicast 15).
+// B4:         tile.kernel @off_sectors_0 grid [16, 8, 1] block [384, 1, 1] cluster [1, 4, 1]
+// B4-SAME:    multicast = "b4"
+// B4-SAME:    tensor_maps = [{arg = 0 : i64, box = array<i64: 128, 64>, {{.*}}}, {arg = 1 : i64, box = array<i64: 32, 64>,
+// B4:         tile.tma_load %1[{{.*}}] {{.*}} multicast 15
 func.func @off_sectors(%x: tensor<1000x4392xbf16>, %w: tensor<2048x4392xbf16>) -> tensor<1000x2048xbf16> {
   %y = graph.linear %x, %w : (tensor<1000x4392xbf16>, tensor<2048x4392xbf16>) -> tensor<1000x2048xbf16>
   func.return %y : tensor<1000x2048xbf16>
@@ -42,6 +49,7 @@ func.func @on_sectors(%x: tensor<1000x4096xbf16>, %w: tensor<2048x4096xbf16>) ->
 // CHECK:      tile.kernel @odd_rows_0 grid [11, 9, 1] block [384, 1, 1] (
 // CHECK-SAME: multicast = "off"
 // ON:         tile.kernel @odd_rows_0 grid [11, 10, 1] block [384, 1, 1] cluster [1, 2, 1]
+// B4:         tile.kernel @odd_rows_0 grid [11, 12, 1] block [384, 1, 1] cluster [1, 4, 1]
 func.func @odd_rows(%x: tensor<1100x4392xbf16>, %w: tensor<2048x4392xbf16>) -> tensor<1100x2048xbf16> {
   %y = graph.linear %x, %w : (tensor<1100x4392xbf16>, tensor<2048x4392xbf16>) -> tensor<1100x2048xbf16>
   func.return %y : tensor<1100x2048xbf16>
