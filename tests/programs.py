@@ -799,7 +799,8 @@ CASES = [
     # rows of tiles; 9 rows (three blocks of the last cluster past M); a batch's N-major B in
     # 208-wide blocks (one of four chunks each, as cuBLAS's 3×1000³ runs 128×200 tiles in
     # clusters of four); 192-wide N-major blocks (16 of each chunk's 64 K rows each); A over 15
-    # columns of tiles (one block past N); 8-bit floats.
+    # columns of tiles (one block past N); 30 persistent clusters walking 24 rows of 12
+    # columns; 8-bit floats.
     Case(
         "bf16_wgmma_multicast_b4_1000x2048x520",
         matmul_plain(1000, 2048, 520, "bf16", "nk"),
@@ -824,6 +825,11 @@ CASES = [
         "bf16_wgmma_multicast_a4_odd_columns_1000x1880x520",
         matmul_plain(1000, 1880, 520, "bf16", "nk"),
         tile_with("mma=wgmma bm=128 bn=128 multicast=a4"),
+    ),
+    Case(
+        "bf16_wgmma_multicast_b4_persistent_3000x3000x1032",
+        matmul_plain(3000, 3000, 1032, "bf16", "nk"),
+        tile_with("mma=wgmma bm=128 bn=256 multicast=b4 persistent=1"),
     ),
     Case(
         "fp8_wgmma_multicast_b4_e4m3_1024x1024x1024",

@@ -147,7 +147,6 @@ def test_stages_set_by_hand_are_kept_beside_the_pairs_mbarriers() -> None:
         (matmul_plain(300, 2048, 4392, "bf16", "nk"), "bm=128", "3 rows of tiles (M=300"),
         # a K-major B tile of 208 rows: 52 a block, off the 8-row swizzle atoms
         (OFF_SECTORS, "bm=128 bn=208", "a share of 52 rows of each B tile"),
-        (OFF_SECTORS, "persistent=1", "persistent blocks"),
     ],
 )
 def test_four_sharers_refuse_by_name(text: str, knobs: str, why: str) -> None:
@@ -155,15 +154,17 @@ def test_four_sharers_refuse_by_name(text: str, knobs: str, why: str) -> None:
         apply_pipeline(parse(text), f"fuse,plan{{mma=wgmma multicast=b4 {knobs}}}")
 
 
-def test_four_sharers_launch_a_block_a_tile_in_clusters_of_four() -> None:
-    """`multicast=b4` on a grid of more tiles than SMs, which `persistent=auto` would walk
-    persistently: clusters of four need not all fit at once, so each block takes one tile, and
-    the launch is clusters of four rows of tiles."""
+def test_four_sharers_walk_tiles_in_the_clusters_that_run_at_once() -> None:
+    """`multicast=b4` on a grid of more tiles than SMs: persistent, as without multicast, in
+    the 30 clusters of four that run at once on 132 SMs (`Target.cluster_slots`: 120 blocks),
+    each block copying a quarter of the B tile's 256 rows into all four (`multicast 15`)."""
     text = matmul_plain(4096, 4096, 4392, "bf16", "nk")
-    assert all("persistent = 1" in p for p in _plans(text, "mma=wgmma bm=128 bn=256"))
-    plans = _plans(text, "mma=wgmma bm=128 bn=256 multicast=b4")
-    assert plans and all('multicast = "b4"' in p and "persistent = 0" in p for p in plans), plans
-    lowered = str(apply_pipeline(parse(text), "fuse,tile{mma=wgmma bm=128 bn=256 multicast=b4}"))
-    assert "cluster [1, 4, 1]" in lowered
-    assert "box = array<i64: 64, 64>" in lowered  # a quarter of the B tile's 256 rows
+    knobs = "mma=wgmma bm=128 bn=256 multicast=b4"
+    plans = _plans(text, knobs)
+    assert plans and all('multicast = "b4"' in p and "persistent = 1" in p for p in plans), plans
+    lowered = str(apply_pipeline(parse(text), f"fuse,tile{{{knobs}}}"))
+    assert "grid [120, 1, 1] block [384, 1, 1] cluster [4, 1, 1]" in lowered
+    assert "box = array<i64: 64, 64>" in lowered
     assert len(re.findall(r"tile\.tma_load %1\[.*multicast 15", lowered)) == 1
+    one_tile = str(apply_pipeline(parse(text), f"fuse,tile{{{knobs} persistent=0}}"))
+    assert "grid [16, 32, 1] block [384, 1, 1] cluster [1, 4, 1]" in one_tile

@@ -103,6 +103,20 @@ CASES = [
         (4, 1, 1),
     ),
     ("fp8_b4_512x256x512", scaled_matmul(512, 256, 512), "multicast=b4 bm=128", (1, 4, 1)),
+    # persistent clusters of four: 2 clusters (the 10 of 12 SMs four-block clusters fill) walk
+    # 5 × 12 cluster rows of 64×128 tiles; A shared on a one-SM target: one cluster walks all
+    (
+        "b4_persistent_1100x1500x128",
+        matmul_plain(1100, 1500, 128, "bf16", "nk"),
+        "multicast=b4 persistent=1 bm=64 bn=128 sms=12",
+        (4, 1, 1),
+    ),
+    (
+        "a4_persistent_one_sm_330x600x136",
+        matmul_plain(330, 600, 136, "bf16", "nk"),
+        "multicast=a4 persistent=1 bm=64 bn=128 sms=1",
+        (4, 1, 1),
+    ),
     # 128×256 blocks with 4 slots beside the staging tiles: the two mbarrier arrays share one
     # 1024-byte place in dynamic shared memory (16-byte aligned, `hopper.MBARRIER_ALIGN`)
     (

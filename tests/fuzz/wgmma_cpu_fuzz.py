@@ -398,7 +398,7 @@ def multicast_case(seed: int, index: int) -> Case:
     """The `index`th case of `seed`'s `--multicast` run: `multicast=a`, `b` or `auto` with the
     knobs `case` draws (explicit blocks more often) and `group`, `evict`, `dual=off`, and
     rarely `ws=0`, `streamk=tail` or a cluster split (refused with `a` or `b`); a fifth of the
-    `a` and `b` cases over four blocks (`a4`, `b4`, never persistent); for `a` or `b`
+    `a` and `b` cases over four blocks (`a4`, `b4`); for `a` or `b`
     two to five columns or rows of tiles of the shared operand's side (odd counts three times
     in five: the last pair's second block past N or M; four to seven for four blocks), for
     `auto` a K-major B with
@@ -469,7 +469,7 @@ def multicast_case(seed: int, index: int) -> Case:
                 k = 136 if form == "block_scaled" else 8
                 name, text, work = _program(rng, dtype, True, form, (m, n, k))
                 break
-    if rng.random() < 0.4 and not knob.endswith("4"):  # four blocks: refused persistent
+    if rng.random() < 0.4:
         knobs.append("persistent=1")
     if "mma=wgmma" in knobs and rng.random() < 0.3:
         knobs.append(f"stages={rng.randint(2, 4)}")
@@ -499,6 +499,7 @@ def multicast_plans(text: str, knobs: str) -> list[tuple[str, bool, bool, bool]]
     whole clusters, the last cluster's last blocks past M or N; a persistent grid's clusters
     walking more than one cluster of tiles)."""
     from tinyopt.passes.tile.gemm.contraction_match import match_contraction
+    from tinyopt.passes.tile.target import Target
 
     sms = next((int(w[4:]) for w in knobs.split() if w.startswith("sms=")), 132)
     module = apply_pipeline(parse(text), f"fuse,plan{{{knobs}}}")
@@ -518,7 +519,8 @@ def multicast_plans(text: str, knobs: str) -> list[tuple[str, bool, bool, bool]]
         sharers = 4 if shared.endswith("4") else 2
         by_b = shared.startswith("b")
         clusters = -(-rows // sharers) * columns if by_b else rows * -(-columns // sharers)
-        walks = bool(values["persistent"]) and batch * clusters > max(sms // sharers, 1)
+        slots = max(Target(sms=sms).cluster_slots(sharers), 1)
+        walks = bool(values["persistent"]) and batch * clusters > slots
         odd = (rows if by_b else columns) % sharers != 0
         found.append((shared, bool(values["persistent"]), odd, walks))
     return found

@@ -204,8 +204,6 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
                     "poverlap=on overlaps promoted K steps of 8-bit float operands (promote=on)"
                 )
             widest = OVERLAPPED_WIDEST
-        if knobs.multicast in ("a4", "b4") and knobs.persistent == "auto":
-            knobs = replace(knobs, persistent=0)  # four blocks share: a block a tile
         tall = not (dual or fp8 or by_row or knobs.streamk == "tail")
         tall = tall and knobs.splitk_mode != "cluster"
         t = choose_wgmma_tiles(
@@ -471,15 +469,17 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
     blockIdx.x, + gridDim.x, ...; with `multicast` the rows (B shared) or columns (A shared) of
-    tiles rounded up to whole clusters, and a persistent grid whole pairs of blocks walking pairs
-    of tiles (one pair at least, on a one-SM target)."""
+    tiles rounded up to whole clusters, and a persistent grid whole clusters of blocks walking
+    clusters of tiles, as many as run at once (`Target.cluster_slots`: 66 pairs or 30 clusters
+    of four on 132 SMs; one cluster at least, on a one-SM target)."""
     rows = -(-(-(-m // t.bm)) // t.cluster_rows) * t.cluster_rows
     columns = -(-(-(-n // t.tile_n)) // t.cluster_columns) * t.cluster_columns
     tiles = (columns, rows, batch * t.cluster)
     if not t.persistent:
         return tiles
     if t.sharers > 1:
-        return (t.sharers * min(max(sms // t.sharers, 1), prod(tiles) // t.sharers), 1, 1)
+        clusters = max(Target(sms=sms).cluster_slots(t.sharers), 1)
+        return (t.sharers * min(clusters, prod(tiles) // t.sharers), 1, 1)
     return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
 
 
@@ -736,7 +736,7 @@ class _WgmmaEmitter:
             return
         per_batch = self.n_units * self.m_units
         tiles = per_batch * self.batch
-        blocks = self._blocks() // t.sharers  # with multicast, clusters walking pairs
+        blocks = self._blocks() // t.sharers  # with multicast, clusters walking clusters
         block = em.value(tile.BlockIdOp("x"))
         if t.sharers > 1:
             self.rank = em.rem(block, t.sharers)

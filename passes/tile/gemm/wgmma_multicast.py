@@ -26,10 +26,11 @@ arrive on its mbarriers (each such arrival is one its producer waits for) or cop
 slots (each such copy one its consumers wait for). Where the rows (columns) of tiles are not a
 whole number of clusters, the last cluster's blocks past M (N) copy zeros and store nothing.
 
-Four blocks share only on grids of a block a tile (`persistent=0`; `persistent=auto` takes it
-with them): a persistent grid assumes all its clusters run at once, and a cluster's blocks run
-in one GPC, so where a GPC's SMs are not a multiple of four, fewer than 33 clusters of four fit
-on 132 SMs (not measured here).
+A persistent grid launches as many clusters as run at once (`Target.cluster_slots`): 66 pairs
+on 132 SMs, but 30 clusters of four (120 blocks), since a cluster runs within one GPC and
+the GPCs' SM counts are not all multiples of four (cuOccupancyMaxActiveClusters on a 132-SM
+H100, thirty-first session). A grid of a block a tile is held to the same 30 clusters at once
+by the hardware.
 
 Only the plain GEMM takes it: one product per block (no dual GEMM), the slot read by wgmma only
 (no TF32 split), a producer warpgroup (`ws=1`), no split of K over a cluster and no stream-K.
@@ -76,16 +77,10 @@ def multicast_refusal(
     share = (t.tile_n if b else t.bm) // sharers
     if share % SWIZZLE_ROWS and not (b and operands.b_mn_major):
         why.append(f"a share of {share} rows of each {operand} tile")
-    if sharers == 4 and t.persistent:
-        why.append("persistent blocks (set persistent=0)")
     if not why:
         return None
     between, count = "rows" if b else "columns", "two" if sharers == 2 else "four"
-    shares = (
-        ""
-        if sharers == 2
-        else f", shares of whole {SWIZZLE_ROWS}-row swizzle atoms, a block a tile"
-    )
+    shares = "" if sharers == 2 else f", shares of whole {SWIZZLE_ROWS}-row swizzle atoms"
     return _fail(
         f"multicasts {operand} (multicast={t.multicast}) to {count} blocks' plain GEMMs (one "
         "product, the ring read by wgmma only, a producer warpgroup, no cluster split or "
