@@ -280,7 +280,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
             return []
         batch, m, n, _ = c.extents
         tiles = tile_count(plan, batch, m, n)
-        blocks = launch_grid(plan, batch, m, n, self.target.sms)[0]
+        blocks = launch_grid(plan, batch, m, n, self.target)[0]
         per_block = [plan.bn // 2, WARPGROUP * plan.consumers]
         shared = shared_tiles(tiles, blocks)
         return list(shared_k_kernels(module, kernel, c, per_block, blocks, shared))
@@ -332,7 +332,7 @@ class WgmmaRule(Rule[Contraction, WgmmaTiles]):
     ) -> None:
         element = tensor_core_type(c, fp8=True)
         assert element is not None
-        emit_wgmma_gemm(kernel, c, t, element, self.target.sms, rewriter, t.swap == "on")
+        emit_wgmma_gemm(kernel, c, t, element, self.target, rewriter, t.swap == "on")
 
 
 def narrow_rows(width: int, epilogue: list[Operation]) -> bool:
@@ -422,7 +422,7 @@ def emit_wgmma_gemm(
     c: Contraction,
     t: WgmmaTiles,
     element: Attribute,
-    sms: int,
+    target: Target,
     rewriter: PatternRewriter,
     swapped: bool = False,
 ) -> None:
@@ -434,7 +434,7 @@ def emit_wgmma_gemm(
     batch, m, n, k = c.extents
     operands = plain_operands(c, k, n)
     assert not isinstance(operands, str)
-    grid = launch_grid(t, batch, n, m, sms) if swapped else launch_grid(t, batch, m, n, sms)
+    grid = launch_grid(t, batch, n, m, target) if swapped else launch_grid(t, batch, m, n, target)
     cluster = (1, 1, t.cluster) if t.cluster > 1 else cluster_dims(t)
     new, em, mapping = new_kernel(kernel, grid, (t.threads, 1, 1), cluster)
     new.attributes["tile.min_blocks"] = IntegerAttr(1, i64)
@@ -465,7 +465,7 @@ def emit_wgmma_gemm(
     replace_kernel(rewriter, kernel, new)
 
 
-def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[int, int, int]:
+def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, target: Target) -> tuple[int, int, int]:
     """One block per (n, m, batch) tile, or with `persistent` one per SM (fewer when there
     are fewer tiles, but for `streamk=tail`, which shares their K steps), each walking tiles
     blockIdx.x, + gridDim.x, ...; with `multicast` the rows (B shared) or columns (A shared) of
@@ -478,8 +478,9 @@ def launch_grid(t: WgmmaTiles, batch: int, m: int, n: int, sms: int) -> tuple[in
     if not t.persistent:
         return tiles
     if t.sharers > 1:
-        clusters = max(Target(sms=sms).cluster_slots(t.sharers), 1)
+        clusters = max(target.cluster_slots(t.sharers), 1)
         return (t.sharers * min(clusters, prod(tiles) // t.sharers), 1, 1)
+    sms = target.sms
     return (sms if t.streamk == "tail" else min(sms, prod(tiles)), 1, 1)
 
 

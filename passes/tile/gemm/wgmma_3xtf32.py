@@ -279,7 +279,7 @@ class Wgmma3xTf32Rule(Rule[Contraction, Wgmma3xTf32Tiles]):
     def emit(
         self, kernel: loop.KernelOp, c: Contraction, t: Wgmma3xTf32Tiles, rewriter: PatternRewriter
     ) -> None:
-        emit_wgmma_gemm(kernel, c, t, f32, self.target.sms, rewriter, t.swap == "on")
+        emit_wgmma_gemm(kernel, c, t, f32, self.target, rewriter, t.swap == "on")
 
 
 SWAP_MIN_K = 256
